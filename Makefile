@@ -1,0 +1,33 @@
+# The two commands a newcomer needs: `make run` (the main job) and `make test`.
+GO      ?= go
+BIN     := bin/schemaless
+DATA    ?= .data/dev
+SAMPLE  := testdata/flights-100k.csv.gz
+
+.PHONY: all build run test test-short vet bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/schemaless
+
+# A local 3-node raft cluster on embedded SQLite; imports the 100,000-flight sample through the
+# HTTP API, reads every cell back, prints example curls and serves until Ctrl-C. Re-running it
+# keeps the data (every import answers "exists"); `make run FRESH=1` starts empty.
+run: build
+	./$(BIN) dev --data-dir $(DATA) --import $(SAMPLE) $(if $(FRESH),--fresh,)
+
+# Every test with the race detector, the MariaDB suites included (they start a throwaway
+# MariaDB when none answers at 127.0.0.1:3306, and are mandatory when CI=true).
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin .data

@@ -1,0 +1,491 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/schemaless-db/schemaless/api/wire"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/fsm"
+)
+
+// fail logs internal errors and writes the answer.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e := backendError(err)
+	if e.status >= 500 && e.status != http.StatusServiceUnavailable && e.status != http.StatusGatewayTimeout {
+		s.cfg.Logger.Error("api: request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	}
+	writeError(w, e)
+}
+
+// datastore checks the {ds} path value names a datastore.
+func (s *Server) datastore(r *http.Request) (string, *httpError) {
+	ds := r.PathValue("ds")
+	if _, err := s.backend.Datastore(ds); err != nil {
+		return "", notFound("unknown datastore %q", ds)
+	}
+	return ds, nil
+}
+
+func parseRefKey(field, s string) (int64, *httpError) {
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, invalid(field, "%q is not a non-negative integer", s)
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, invalid(field, "%q is not a non-negative 64-bit integer", s)
+	}
+	return v, nil
+}
+
+// parseKey validates row key, column key and, when ref != nil, ref key from their text forms.
+func parseKey(where, row, col string, ref *string) (cells.Key, *httpError) {
+	var k cells.Key
+	rk, err := cells.ParseRowKey(row)
+	if err != nil {
+		return k, fieldError(where, err)
+	}
+	if err := cells.ValidateColumnKey(col); err != nil {
+		return k, fieldError(where, err)
+	}
+	k.RowKey, k.ColumnKey = rk, col
+	if ref != nil {
+		field := "ref_key"
+		if where != "" {
+			field = where + ".ref_key"
+		}
+		v, he := parseRefKey(field, *ref)
+		if he != nil {
+			return k, he
+		}
+		k.RefKey = v
+	}
+	return k, nil
+}
+
+func consistency(r *http.Request) (cluster.Consistency, *httpError) {
+	switch c := r.URL.Query().Get("consistency"); c {
+	case "", string(cluster.Strong):
+		return cluster.Strong, nil
+	case string(cluster.Stale):
+		return cluster.Stale, nil
+	default:
+		return "", invalid("consistency", "%q must be strong or stale", c)
+	}
+}
+
+// readBody reads at most limit bytes; more is a 413 naming field.
+func readBody(r *http.Request, limit int64, field string) ([]byte, *httpError) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, invalid(field, "reading the request body: %v", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, tooLarge(field, "larger than %d bytes", limit)
+	}
+	return b, nil
+}
+
+// decodeStrict decodes one JSON value into v, rejecting unknown fields and trailing data.
+func decodeStrict(b []byte, v any) *httpError {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) && ute.Field != "" {
+			return invalid(ute.Field, "has type %s, want %s", ute.Value, ute.Type)
+		}
+		return invalid("body", "%v", err)
+	}
+	if dec.More() {
+		return invalid("body", "data after the JSON value")
+	}
+	return nil
+}
+
+func toAPICell(c cells.Cell) (wire.Cell, error) {
+	body, err := c.Body.JSON()
+	if err != nil {
+		return wire.Cell{}, fmt.Errorf("api: cell %s: %w", c.Key, err)
+	}
+	return wire.Cell{
+		RowKey: c.RowKey.String(), ColumnKey: c.ColumnKey, RefKey: c.RefKey,
+		Body: body, AddedID: c.AddedID, CreatedAt: c.CreatedAt.UTC(),
+	}, nil
+}
+
+func toAPICells(cs []cells.Cell) ([]wire.Cell, error) {
+	out := make([]wire.Cell, len(cs))
+	for i, c := range cs {
+		var err error
+		if out[i], err = toAPICell(c); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func putResult(k cells.Key, r fsm.CellResult) wire.PutResult {
+	return wire.PutResult{RowKey: k.RowKey.String(), ColumnKey: k.ColumnKey, RefKey: k.RefKey, Status: r.Status.String(), AddedID: r.AddedID}
+}
+
+func (s *Server) putCell(w http.ResponseWriter, r *http.Request) {
+	ds, he := s.datastore(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	ref := r.PathValue("ref")
+	k, he := parseKey("", r.PathValue("row"), r.PathValue("col"), &ref)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	text, he := readBody(r, s.cfg.MaxCellBodyBytes, "body")
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	body, err := cells.EncodeBody(text)
+	if err != nil {
+		writeError(w, fieldError("", err))
+		return
+	}
+	res, err := s.backend.PutCells(r.Context(), ds, []cells.Cell{{Key: k, Body: body}})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := putResult(k, res[0])
+	switch res[0].Status {
+	case fsm.StatusCreated:
+		writeJSON(w, http.StatusCreated, out)
+	case fsm.StatusExists:
+		writeJSON(w, http.StatusOK, out)
+	default:
+		writeError(w, &httpError{status: http.StatusConflict, code: wire.CodeConflict,
+			msg: fmt.Sprintf("cell %s exists with another body (added_id %d); cells are immutable, write a higher ref_key", k, res[0].AddedID)})
+	}
+}
+
+// putCellsRequest is wire.PutCellsRequest with raw ref keys, so that a quoted or fractional ref key is
+// reported with its position instead of being coerced.
+type putCellsRequest struct {
+	Cells []struct {
+		RowKey    string          `json:"row_key"`
+		ColumnKey string          `json:"column_key"`
+		RefKey    json.RawMessage `json:"ref_key"`
+		Body      json.RawMessage `json:"body"`
+	} `json:"cells"`
+}
+
+func (s *Server) putCells(w http.ResponseWriter, r *http.Request) {
+	ds, he := s.datastore(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	raw, he := readBody(r, s.cfg.MaxRequestBytes, "body")
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	var req putCellsRequest
+	if he := decodeStrict(raw, &req); he != nil {
+		writeError(w, he)
+		return
+	}
+	if req.Cells == nil {
+		writeError(w, invalid("cells", "is required"))
+		return
+	}
+	if len(req.Cells) > s.cfg.MaxBatchCells {
+		writeError(w, tooLarge("cells", "%d cells, at most %d per request", len(req.Cells), s.cfg.MaxBatchCells))
+		return
+	}
+	cs := make([]cells.Cell, len(req.Cells))
+	for i, pc := range req.Cells {
+		where := fmt.Sprintf("cells[%d]", i)
+		ref := string(pc.RefKey)
+		if len(pc.RefKey) == 0 {
+			writeError(w, invalid(where+".ref_key", "is required"))
+			return
+		}
+		k, he := parseKey(where, pc.RowKey, pc.ColumnKey, &ref)
+		if he != nil {
+			writeError(w, he)
+			return
+		}
+		if int64(len(pc.Body)) > s.cfg.MaxCellBodyBytes {
+			writeError(w, tooLarge(where+".body", "larger than %d bytes", s.cfg.MaxCellBodyBytes))
+			return
+		}
+		body, err := cells.EncodeBody(pc.Body)
+		if err != nil {
+			writeError(w, fieldError(where, err))
+			return
+		}
+		cs[i] = cells.Cell{Key: k, Body: body}
+	}
+	res, err := s.backend.PutCells(r.Context(), ds, cs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := wire.PutCellsResponse{Results: make([]wire.PutResult, len(cs))}
+	for i, c := range cs {
+		out.Results[i] = putResult(c.Key, res[i])
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getOne serves get_cell and get_cell_latest.
+func (s *Server) getOne(w http.ResponseWriter, r *http.Request, latest bool) {
+	ds, he := s.datastore(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	var ref *string
+	if !latest {
+		v := r.PathValue("ref")
+		ref = &v
+	}
+	k, he := parseKey("", r.PathValue("row"), r.PathValue("col"), ref)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	c, he := consistency(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	res, err := s.backend.GetCells(r.Context(), ds, []cluster.GetKey{{Key: k, Latest: latest}}, c)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !res[0].Found {
+		what := "cell " + k.String()
+		if latest {
+			what = "no cell in " + k.RowKey.String() + "/" + k.ColumnKey
+		}
+		writeError(w, notFound("%s", what))
+		return
+	}
+	out, err := toAPICell(res[0].Cell)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getCell(w http.ResponseWriter, r *http.Request)       { s.getOne(w, r, false) }
+func (s *Server) getCellLatest(w http.ResponseWriter, r *http.Request) { s.getOne(w, r, true) }
+
+func (s *Server) getRow(w http.ResponseWriter, r *http.Request) {
+	ds, he := s.datastore(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	rk, err := cells.ParseRowKey(r.PathValue("row"))
+	if err != nil {
+		writeError(w, fieldError("", err))
+		return
+	}
+	c, he := consistency(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	cs, err := s.backend.GetRow(r.Context(), ds, rk, c)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := toAPICells(cs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.CellsResponse{Cells: out})
+}
+
+// getCellsRequest is wire.GetCellsRequest with raw ref keys (see putCellsRequest).
+type getCellsRequest struct {
+	Keys []struct {
+		RowKey    string          `json:"row_key"`
+		ColumnKey string          `json:"column_key"`
+		RefKey    json.RawMessage `json:"ref_key"`
+	} `json:"keys"`
+}
+
+func (s *Server) getCells(w http.ResponseWriter, r *http.Request) {
+	ds, he := s.datastore(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	c, he := consistency(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	raw, he := readBody(r, s.cfg.MaxRequestBytes, "body")
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	var req getCellsRequest
+	if he := decodeStrict(raw, &req); he != nil {
+		writeError(w, he)
+		return
+	}
+	if req.Keys == nil {
+		writeError(w, invalid("keys", "is required"))
+		return
+	}
+	if len(req.Keys) > s.cfg.MaxBatchCells {
+		writeError(w, tooLarge("keys", "%d keys, at most %d per request", len(req.Keys), s.cfg.MaxBatchCells))
+		return
+	}
+	keys := make([]cluster.GetKey, len(req.Keys))
+	given := make([]wire.GetKey, len(req.Keys))
+	for i, gk := range req.Keys {
+		where := fmt.Sprintf("keys[%d]", i)
+		var ref *string
+		given[i] = wire.GetKey{RowKey: gk.RowKey, ColumnKey: gk.ColumnKey}
+		if len(gk.RefKey) > 0 && string(gk.RefKey) != "null" {
+			v := string(gk.RefKey)
+			ref = &v
+			n := json.Number(v)
+			given[i].RefKey = &n
+		}
+		k, he := parseKey(where, gk.RowKey, gk.ColumnKey, ref)
+		if he != nil {
+			writeError(w, he)
+			return
+		}
+		keys[i] = cluster.GetKey{Key: k, Latest: ref == nil}
+	}
+	res, err := s.backend.GetCells(r.Context(), ds, keys, c)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := wire.GetCellsResponse{Cells: []wire.Cell{}, Missing: []wire.GetKey{}}
+	for i, rr := range res {
+		if !rr.Found {
+			out.Missing = append(out.Missing, given[i])
+			continue
+		}
+		ac, err := toAPICell(rr.Cell)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		out.Cells = append(out.Cells, ac)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) shardCells(w http.ResponseWriter, r *http.Request) {
+	ds, he := s.datastore(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	spec, _ := s.backend.Datastore(ds)
+	shardText := r.PathValue("shard")
+	shard, err := strconv.Atoi(shardText)
+	if err != nil || shard < 0 || shard >= spec.Shards || shardText[0] < '0' || shardText[0] > '9' {
+		writeError(w, invalid("shard", "%q is not a shard of %s (0..%d)", shardText, ds, spec.Shards-1))
+		return
+	}
+	q := r.URL.Query()
+	var after int64
+	if v := q.Get("after"); v != "" {
+		if after, he = parseRefKey("after", v); he != nil {
+			writeError(w, he)
+			return
+		}
+	}
+	limit := s.cfg.DefaultScanLimit
+	if v := q.Get("limit"); v != "" {
+		l, err := strconv.Atoi(v)
+		if err != nil || l < 1 || l > s.cfg.MaxScanLimit {
+			writeError(w, invalid("limit", "%q must be an integer in 1..%d", v, s.cfg.MaxScanLimit))
+			return
+		}
+		limit = l
+	}
+	c, he := consistency(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	cs, err := s.backend.ScanShard(r.Context(), ds, shard, after, limit, c)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := toAPICells(cs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	next := after
+	if len(cs) > 0 {
+		next = cs[len(cs)-1].AddedID
+	}
+	writeJSON(w, http.StatusOK, wire.ShardCellsResponse{Cells: out, NextLocation: next})
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "node": s.backend.ID()})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.backend.Ready(); err != nil {
+		writeError(w, &httpError{status: http.StatusServiceUnavailable, code: wire.CodeUnavailable, msg: "not ready: " + err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": s.backend.ID()})
+}
+
+func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
+	t := s.backend.Topology()
+	out := wire.ClusterStatus{Node: s.backend.ID()}
+	for _, n := range t.Nodes {
+		out.Nodes = append(out.Nodes, wire.NodeStatus{ID: n.ID, HTTPAddr: n.HTTPAddr, RaftAddr: n.RaftAddr})
+	}
+	reps := map[string]map[int]cluster.ReplicaStatus{}
+	for _, rs := range s.backend.Replicas() {
+		if reps[rs.Datastore] == nil {
+			reps[rs.Datastore] = map[int]cluster.ReplicaStatus{}
+		}
+		reps[rs.Datastore][rs.Partition] = rs
+	}
+	for _, d := range t.Datastores {
+		dst := wire.DatastoreStatus{Name: d.Name, Mode: d.Mode, Shards: d.Shards}
+		for _, p := range d.Partitions {
+			rs := reps[d.Name][p.ID]
+			dst.Partitions = append(dst.Partitions, wire.PartitionStatus{
+				ID: p.ID, FirstShard: p.FirstShard, LastShard: p.LastShard, Replicas: p.Replicas,
+				Leader: rs.Leader, Local: rs.Local, State: rs.State, Term: rs.Term,
+				CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex, LastIndex: rs.LastIndex,
+			})
+		}
+		out.Datastores = append(out.Datastores, dst)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,223 @@
+package cells
+
+import (
+	"bytes"
+	"compress/zlib"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"strconv"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Body is the stored form of a cell body: the JSON object encoded as MessagePack with map keys
+// sorted (so one JSON value has one encoding), then compressed with zlib. A Body is immutable
+// once built; callers must not modify its bytes.
+//
+// Numbers: a number whose value is an integer that fits int64 or uint64 (10, 10.0, 1e1) is stored
+// as a MessagePack integer; any other number is stored as a float64 when that float denotes
+// exactly the number written, and otherwise as its decimal text (extension type 1), so every JSON
+// number reads back as the same value and equal values have one stored form.
+type Body []byte
+
+// numberExtID is the MessagePack extension type of a JSON number kept as decimal text.
+const numberExtID = 1
+
+// Number is a JSON number that neither int64, uint64 nor float64 can hold exactly, kept as its
+// decimal text. It appears only inside decoded bodies.
+type Number string
+
+// MarshalJSON writes the number's text as is.
+func (n Number) MarshalJSON() ([]byte, error) { return []byte(n), nil }
+
+// MarshalMsgpack is the extension payload: the decimal text.
+func (n Number) MarshalMsgpack() ([]byte, error) { return []byte(n), nil }
+
+// UnmarshalMsgpack reads the extension payload.
+func (n *Number) UnmarshalMsgpack(b []byte) error {
+	if _, ok := new(big.Rat).SetString(string(b)); !ok {
+		return fmt.Errorf("cells: bad number extension %q", b)
+	}
+	*n = Number(b)
+	return nil
+}
+
+func init() {
+	msgpack.RegisterExt(numberExtID, (*Number)(nil))
+}
+
+var zlibWriters = sync.Pool{New: func() any {
+	w, _ := zlib.NewWriterLevel(io.Discard, zlib.BestSpeed)
+	return w
+}}
+
+// EncodeBody validates that text is exactly one JSON object (surrounding white space allowed) and
+// returns its stored form. A JSON value of another kind, invalid JSON or trailing data give a
+// *FieldError for "body" wrapping ErrInvalidBody.
+func EncodeBody(text []byte) (Body, error) {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, &FieldError{Field: "body", Err: fmt.Errorf("%w: %v", ErrInvalidBody, err)}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &FieldError{Field: "body", Err: fmt.Errorf("%w: data after the object", ErrInvalidBody)}
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, &FieldError{Field: "body", Err: ErrInvalidBody}
+	}
+	return EncodeObject(obj)
+}
+
+// EncodeObject returns the stored form of an already decoded JSON object whose numbers are
+// json.Number, float64 or Go integers (the shapes encoding/json produces).
+func EncodeObject(obj map[string]any) (Body, error) {
+	if err := convertNumbers(obj); err != nil {
+		return nil, &FieldError{Field: "body", Err: fmt.Errorf("%w: %v", ErrInvalidBody, err)}
+	}
+	var packed bytes.Buffer
+	enc := msgpack.NewEncoder(&packed)
+	enc.SetSortMapKeys(true)
+	if err := enc.Encode(obj); err != nil {
+		return nil, fmt.Errorf("cells: encode body: %w", err)
+	}
+	return compress(packed.Bytes()), nil
+}
+
+func compress(p []byte) Body {
+	var out bytes.Buffer
+	out.Grow(len(p)/2 + 16)
+	w := zlibWriters.Get().(*zlib.Writer)
+	w.Reset(&out)
+	_, _ = w.Write(p) // writes to a bytes.Buffer do not fail
+	_ = w.Close()
+	zlibWriters.Put(w)
+	return Body(out.Bytes())
+}
+
+// convertNumbers replaces every json.Number in v (in place) by int64, uint64, float64 or Number.
+func convertNumbers(v any) error {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			if n, ok := e.(json.Number); ok {
+				c, err := convertNumber(n)
+				if err != nil {
+					return err
+				}
+				t[k] = c
+			} else if err := convertNumbers(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range t {
+			if n, ok := e.(json.Number); ok {
+				c, err := convertNumber(n)
+				if err != nil {
+					return err
+				}
+				t[i] = c
+			} else if err := convertNumbers(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func convertNumber(n json.Number) (any, error) {
+	s := string(n)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return i, nil
+	}
+	if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return u, nil
+	}
+	exact, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return nil, fmt.Errorf("bad number %q", s)
+	}
+	if exact.IsInt() { // 10.0 and 1e1 are the integer 10
+		if n := exact.Num(); n.IsInt64() {
+			return n.Int64(), nil
+		} else if n.IsUint64() {
+			return n.Uint64(), nil
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err == nil {
+		if fr := new(big.Rat).SetFloat64(f); fr != nil && fr.Cmp(exact) == 0 {
+			return f, nil
+		}
+	}
+	num := Number(s)
+	return &num, nil
+}
+
+// Packed returns the MessagePack bytes inside b (b decompressed). Two bodies hold the same JSON
+// value exactly when their packed forms are equal.
+func (b Body) Packed() ([]byte, error) {
+	r, err := zlib.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("cells: body is not zlib data: %w", err)
+	}
+	defer r.Close()
+	p, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("cells: decompress body: %w", err)
+	}
+	return p, nil
+}
+
+// Object decodes b into a JSON object: map[string]any whose values are nil, bool, string,
+// integers, float64, *Number, []any or map[string]any.
+func (b Body) Object() (map[string]any, error) {
+	p, err := b.Packed()
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]any
+	if err := msgpack.Unmarshal(p, &obj); err != nil {
+		return nil, fmt.Errorf("cells: decode body: %w", err)
+	}
+	return obj, nil
+}
+
+// JSON returns b as JSON text with object keys in sorted order and no HTML escaping.
+func (b Body) JSON() ([]byte, error) {
+	obj, err := b.Object()
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(obj); err != nil {
+		return nil, fmt.Errorf("cells: body to JSON: %w", err)
+	}
+	return bytes.TrimRight(out.Bytes(), "\n"), nil
+}
+
+// SameBody reports whether a and b hold the same JSON value. Equal stored bytes are the same
+// value; otherwise the packed forms are compared, so bodies compressed by another version of the
+// compressor still compare correctly.
+func SameBody(a, b Body) (bool, error) {
+	if bytes.Equal(a, b) {
+		return true, nil
+	}
+	pa, err := a.Packed()
+	if err != nil {
+		return false, err
+	}
+	pb, err := b.Packed()
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(pa, pb), nil
+}

@@ -1,0 +1,232 @@
+package cells
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// jsonEqual compares two JSON texts as values, with numbers compared exactly as decimals.
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	decode := func(p []byte) any {
+		d := json.NewDecoder(bytes.NewReader(p))
+		d.UseNumber()
+		var v any
+		if err := d.Decode(&v); err != nil {
+			t.Fatalf("decode %s: %v", p, err)
+		}
+		return normalize(v)
+	}
+	return reflect.DeepEqual(decode(a), decode(b))
+}
+
+// normalize turns json.Number into a canonical decimal string so 1.50 and 1.5 compare equal.
+func normalize(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = normalize(e)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = normalize(e)
+		}
+	case json.Number:
+		r, ok := newRat(string(t))
+		if !ok {
+			return string(t)
+		}
+		return r
+	}
+	return v
+}
+
+func TestBodyRoundTrip(t *testing.T) {
+	cases := []string{
+		`{}`,
+		`{"a":1}`,
+		`{"origin":"LAX","distance":2176,"delay":-13,"date":"2001-01-01T00:01:00"}`,
+		`{"nested":{"list":[1,2.5,"x",null,true,false,{"deep":[[]]}]},"empty":{}}`,
+		`{"big":18446744073709551615,"neg":-9223372036854775808,"huge":1e400,"tiny":1e-400}`,
+		`{"precise":0.1000000000000000000001,"float":0.1,"exp":6.02e23,"zero":-0}`,
+		`{"unicode":"Zürich ✈ 東京","escapes":"a\"b\\c\n\t<>&","emoji":"\ud83d\ude80"}`,
+		"  {\"spaces\" : [ 1 , 2 ] }  \n",
+	}
+	for _, c := range cases {
+		b, err := EncodeBody([]byte(c))
+		if err != nil {
+			t.Errorf("EncodeBody(%s) = %v", c, err)
+			continue
+		}
+		out, err := b.JSON()
+		if err != nil {
+			t.Errorf("JSON() of %s = %v", c, err)
+			continue
+		}
+		if !jsonEqual(t, []byte(c), out) {
+			t.Errorf("round trip of %s = %s, want the same JSON value", c, out)
+		}
+	}
+}
+
+func TestBodyRejectsNonObjects(t *testing.T) {
+	for _, c := range []string{``, `null`, `[]`, `[{"a":1}]`, `"s"`, `1`, `true`, `{"a":1} {"b":2}`,
+		`{"a":1}x`, `{"a":}`, `{"a":1`, `{a:1}`} {
+		_, err := EncodeBody([]byte(c))
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "body" || !errors.Is(err, ErrInvalidBody) {
+			t.Errorf("EncodeBody(%q) = %v, want a body FieldError", c, err)
+		}
+	}
+}
+
+// One JSON value has one stored form: key order, white space and number spelling do not matter.
+func TestBodyCanonical(t *testing.T) {
+	same := [][2]string{
+		{`{"a":1,"b":2}`, `{ "b" : 2, "a" : 1 }`},
+		{`{"x":1.5}`, `{"x":1.50}`},
+		{`{"x":100}`, `{"x":100.0}`},
+		{`{"x":100}`, `{"x":1e2}`},
+		{`{"x":-5}`, `{"x":-50e-1}`},
+		{`{"x":0}`, `{"x":-0.0}`},
+		{`{"x":{"q":[1,{"z":1,"y":2}]}}`, `{"x":{"q":[1,{"y":2,"z":1}]}}`},
+	}
+	for _, p := range same {
+		a, b := mustEncode(t, p[0]), mustEncode(t, p[1])
+		if ok, err := SameBody(a, b); err != nil || !ok {
+			t.Errorf("SameBody(%s, %s) = %v, %v; want true", p[0], p[1], ok, err)
+		}
+	}
+	differ := [][2]string{
+		{`{"a":1}`, `{"a":2}`},
+		{`{"a":1}`, `{"a":"1"}`},
+		{`{"a":1}`, `{"a":1,"b":null}`},
+		{`{"a":[1,2]}`, `{"a":[2,1]}`},
+		{`{"a":0.1}`, `{"a":0.1000000000000000000001}`},
+	}
+	for _, p := range differ {
+		a, b := mustEncode(t, p[0]), mustEncode(t, p[1])
+		if ok, err := SameBody(a, b); err != nil || ok {
+			t.Errorf("SameBody(%s, %s) = %v, %v; want false", p[0], p[1], ok, err)
+		}
+	}
+}
+
+func TestBodyCorrupt(t *testing.T) {
+	if _, err := Body("not zlib").JSON(); err == nil {
+		t.Error("JSON() of garbage = nil error, want an error")
+	}
+	b := mustEncode(t, `{"a":"some text that compresses"}`)
+	bad := append(Body(nil), b...)
+	bad[len(bad)-1] ^= 0xff // break the adler-32 checksum
+	if _, err := bad.JSON(); err == nil {
+		t.Error("JSON() of a body with a broken checksum = nil error, want an error")
+	}
+}
+
+// Random JSON objects survive the codec, and equal values encode to equal bytes.
+func TestBodyRoundTripRandom(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	for i := 0; i < 2000; i++ {
+		obj := randomObject(rng, 0)
+		text, err := json.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := EncodeBody(text)
+		if err != nil {
+			t.Fatalf("seed %d: EncodeBody(%s) = %v", seed, text, err)
+		}
+		out, err := b.JSON()
+		if err != nil {
+			t.Fatalf("seed %d: JSON() = %v", seed, err)
+		}
+		if !jsonEqual(t, text, out) {
+			t.Fatalf("seed %d: round trip of %s = %s", seed, text, out)
+		}
+		again, err := EncodeBody(out)
+		if err != nil || !bytes.Equal(again, b) {
+			t.Fatalf("seed %d: re-encoding %s gave other bytes (err %v)", seed, out, err)
+		}
+	}
+}
+
+func randomObject(rng *rand.Rand, depth int) map[string]any {
+	n := rng.Intn(6)
+	obj := make(map[string]any, n)
+	for i := 0; i < n; i++ {
+		obj[fmt.Sprintf("k%d_%s", i, randomString(rng))] = randomValue(rng, depth+1)
+	}
+	return obj
+}
+
+func randomValue(rng *rand.Rand, depth int) any {
+	k := rng.Intn(9)
+	if depth > 3 && k >= 7 {
+		k = rng.Intn(7)
+	}
+	switch k {
+	case 0:
+		return nil
+	case 1:
+		return rng.Intn(2) == 0
+	case 2:
+		return rng.Int63() - rng.Int63()
+	case 3:
+		return json.Number(strconv.FormatUint(rng.Uint64(), 10))
+	case 4:
+		f := rng.NormFloat64() * math.Pow(10, float64(rng.Intn(40)-20))
+		return f
+	case 5:
+		return json.Number(fmt.Sprintf("%d.%018d%d", rng.Intn(1000), rng.Int63n(1e18), 1+rng.Intn(9)))
+	case 6:
+		return randomString(rng)
+	case 7:
+		l := make([]any, rng.Intn(4))
+		for i := range l {
+			l[i] = randomValue(rng, depth+1)
+		}
+		return l
+	default:
+		return randomObject(rng, depth)
+	}
+}
+
+func randomString(rng *rand.Rand) string {
+	const alphabet = "abcXYZ019 _-\"\\/<>&é東✈\n\t"
+	r := []rune(alphabet)
+	s := make([]rune, rng.Intn(8))
+	for i := range s {
+		s[i] = r[rng.Intn(len(r))]
+	}
+	return string(s)
+}
+
+func mustEncode(t *testing.T, s string) Body {
+	t.Helper()
+	b, err := EncodeBody([]byte(s))
+	if err != nil {
+		t.Fatalf("EncodeBody(%s) = %v", s, err)
+	}
+	return b
+}
+
+// newRat returns the exact value of decimal text s as a reduced fraction.
+func newRat(s string) (string, bool) {
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return "", false
+	}
+	return r.RatString(), true
+}

@@ -1,0 +1,30 @@
+package cells
+
+import "github.com/google/uuid"
+
+// FNV-1a 64-bit parameters (Fowler, Noll, Vo; http://www.isthe.com/chongo/tech/comp/fnv/).
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+// ShardHash is the stable hash of a row key: FNV-1a 64 over the 16 bytes of the UUID in network
+// order. It never changes: shards of stored data depend on it, and test vectors pin it.
+func ShardHash(rowKey uuid.UUID) uint64 {
+	h := uint64(fnvOffset64)
+	for _, b := range rowKey {
+		h ^= uint64(b)
+		h *= fnvPrime64
+	}
+	return h
+}
+
+// ShardOf returns the shard of rowKey in a datastore of shardCount shards:
+// ShardHash(rowKey) mod shardCount. It panics if shardCount is not positive; shard counts are
+// validated when a datastore is configured.
+func ShardOf(rowKey uuid.UUID, shardCount int) int {
+	if shardCount <= 0 {
+		panic("cells: shard count must be positive")
+	}
+	return int(ShardHash(rowKey) % uint64(shardCount))
+}

@@ -1,0 +1,576 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/google/uuid"
+
+	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/cells"
+)
+
+// Client talks to a cluster over the HTTP API, addressing one datastore. It is safe for
+// concurrent use by any number of goroutines; it holds no lock while waiting on the network.
+// Every call blocks until it has an answer, its attempts are exhausted (Config.MaxAttempts) or
+// ctx is done.
+type Client struct {
+	cfg       Config // defaults filled in
+	datastore string
+	eps       *endpoints
+}
+
+// New returns a Client for cfg, with every zero field of cfg set to its default. It returns
+// the errors of cfg.Validate, wrapping ErrInvalidConfig. It does no I/O: an unreachable
+// cluster shows on the first call.
+func New(cfg Config) (*Client, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	eps := &endpoints{
+		urls:      make([]string, len(cfg.Endpoints)),
+		http:      cfg.HTTPClient,
+		downUntil: make([]atomic.Int64, len(cfg.Endpoints)),
+	}
+	for i, e := range cfg.Endpoints {
+		eps.urls[i], _ = normalizeEndpoint(e) // checked by Validate
+	}
+	cfg.Endpoints = slices.Clone(eps.urls)
+	if eps.http == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		eps.http = &http.Client{Transport: t}
+	}
+	return &Client{cfg: cfg, datastore: cfg.Datastore, eps: eps}, nil
+}
+
+// WithDatastore returns a Client for the datastore name that shares c's endpoints, transport,
+// rotation and cool-downs. It is cheap (no I/O, no new connections); c is unchanged.
+func (c *Client) WithDatastore(name string) *Client {
+	cp := *c
+	cp.datastore = name
+	cp.cfg.Datastore = name
+	return &cp
+}
+
+// Datastore returns the name of the datastore that c addresses.
+func (c *Client) Datastore() string { return c.datastore }
+
+// Endpoints returns a copy of c's endpoint base URLs, without trailing slashes.
+func (c *Client) Endpoints() []string { return slices.Clone(c.eps.urls) }
+
+// ReadOption adjusts one read call.
+type ReadOption func(*readOptions)
+
+type readOptions struct {
+	consistency string
+}
+
+// WithConsistency makes a read use level (ConsistencyStrong or ConsistencyStale) instead of
+// Config.Consistency. Another value makes the call fail with ErrInvalidArgument, unsent.
+func WithConsistency(level string) ReadOption {
+	return func(o *readOptions) { o.consistency = level }
+}
+
+// readQuery returns the query of a read with options opts, or an ErrInvalidArgument error.
+func (c *Client) readQuery(op string, opts []ReadOption) (url.Values, error) {
+	o := readOptions{consistency: c.cfg.Consistency}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := validateConsistency(o.consistency); err != nil {
+		return nil, fmt.Errorf("client: %s: %w", op, err)
+	}
+	return url.Values{"consistency": {o.consistency}}, nil
+}
+
+// CellWrite is one cell to write with PutCells: its key and its body, a JSON object.
+type CellWrite struct {
+	Key  cells.Key
+	Body json.RawMessage
+}
+
+// GetKey names one cell to read with GetCells: the cell with RefKey, or, when Latest is set, the
+// cell of the column with the highest ref key (RefKey is then ignored).
+type GetKey struct {
+	RowKey    uuid.UUID
+	ColumnKey string
+	RefKey    int64
+	Latest    bool
+}
+
+// invalid returns the error of a request that the client refuses to send: ErrInvalidArgument
+// and the *cells.FieldError, its field prefixed with prefix.
+func invalid(op, prefix string, err error) error {
+	if fe, ok := err.(*cells.FieldError); ok && prefix != "" {
+		err = &cells.FieldError{Field: prefix + fe.Field, Err: fe.Err}
+	}
+	return fmt.Errorf("client: %s: %w: %w", op, ErrInvalidArgument, err)
+}
+
+// checkBody checks that body is one JSON object (surrounding white space allowed).
+func checkBody(body json.RawMessage) error {
+	t := bytes.TrimSpace(body)
+	if len(t) == 0 || t[0] != '{' || !json.Valid(t) {
+		return &cells.FieldError{Field: "body", Err: cells.ErrInvalidBody}
+	}
+	return nil
+}
+
+func (c *Client) checkDatastore(op string) error {
+	if c.datastore == "" {
+		return fmt.Errorf("client: %s: %w: no datastore (see Config.Datastore, WithDatastore)", op, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// dsPath returns "/v1/{datastore}" followed by the elements, each preceded by "/". Elements are
+// row keys, validated column keys and integers: nothing to escape.
+func (c *Client) dsPath(elems ...string) string {
+	p := "/v1/" + url.PathEscape(c.datastore)
+	for _, e := range elems {
+		p += "/" + e
+	}
+	return p
+}
+
+// decode decodes one JSON value from an answer into v, rejecting trailing data.
+func decode(op string, ans answer, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(ans.body))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("client: %s: %w from %s: %v", op, ErrBadResponse, ans.endpoint, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("client: %s: %w from %s: data after the JSON value", op, ErrBadResponse, ans.endpoint)
+	}
+	return nil
+}
+
+func badResponse(op string, ans answer, format string, args ...any) error {
+	return fmt.Errorf("client: %s: %w from %s: %s", op, ErrBadResponse, ans.endpoint, fmt.Sprintf(format, args...))
+}
+
+// sameRow reports whether the wire row key s names row.
+func sameRow(s string, row uuid.UUID) bool {
+	u, err := uuid.Parse(s)
+	return err == nil && u == row
+}
+
+// PutCell writes the cell (rowKey, columnKey, refKey) with body, a JSON object, through
+// PUT /v1/{ds}/cells/{row_key}/{column_key}/{ref_key}. It blocks until a node answers for
+// good, the attempts are exhausted or ctx is done; it is retried as a write (see the package
+// documentation).
+//
+// On success the result's Status is wire.StatusCreated (201) or wire.StatusExists (200: the same
+// body was already stored, possibly by an earlier attempt of this very call), and AddedID is the
+// stored cell's position in its shard's log.
+//
+// When a cell with another body is stored, PutCell returns a result with Status
+// wire.StatusConflict, the key filled in and AddedID 0 (the 409 answer does not carry it), and
+// an error wrapping ErrConflict (an *APIError). Other errors come with a zero result:
+// ErrInvalidArgument (unsent when the client sees it: bad column key, negative ref key, body not
+// a JSON object), ErrTooLarge, ErrNotFound (unknown datastore), ErrUnavailable (not applied),
+// ErrIndeterminate (may have been applied), ErrInternal, ErrBadResponse, or ctx's error.
+func (c *Client) PutCell(ctx context.Context, rowKey uuid.UUID, columnKey string, refKey int64,
+	body json.RawMessage) (wire.PutResult, error) {
+	const op = "put_cell"
+	if err := c.checkDatastore(op); err != nil {
+		return wire.PutResult{}, err
+	}
+	key := cells.Key{RowKey: rowKey, ColumnKey: columnKey, RefKey: refKey}
+	if err := key.Validate(); err != nil {
+		return wire.PutResult{}, invalid(op, "", err)
+	}
+	if err := checkBody(body); err != nil {
+		return wire.PutResult{}, invalid(op, "", err)
+	}
+	ans, err := c.do(ctx, &request{
+		op: op, method: http.MethodPut, write: true,
+		path: c.dsPath("cells", rowKey.String(), columnKey, strconv.FormatInt(refKey, 10)),
+		body: body, ok: []int{http.StatusCreated, http.StatusOK},
+	})
+	if err != nil {
+		if isConflict(err) {
+			return wire.PutResult{RowKey: rowKey.String(), ColumnKey: columnKey, RefKey: refKey,
+				Status: wire.StatusConflict}, err
+		}
+		return wire.PutResult{}, err
+	}
+	var res wire.PutResult
+	if err := decode(op, ans, &res); err != nil {
+		return wire.PutResult{}, err
+	}
+	if !sameRow(res.RowKey, rowKey) || res.ColumnKey != columnKey || res.RefKey != refKey {
+		return wire.PutResult{}, badResponse(op, ans, "result for %s/%s/%d, want %s", res.RowKey,
+			res.ColumnKey, res.RefKey, key)
+	}
+	want := wire.StatusExists
+	if ans.status == http.StatusCreated {
+		want = wire.StatusCreated
+	}
+	if res.Status != want {
+		return wire.PutResult{}, badResponse(op, ans, "status %q with HTTP %d, want %q", res.Status,
+			ans.status, want)
+	}
+	return res, nil
+}
+
+// isConflict reports whether err is a conflict answer (and not, say, an indeterminate write).
+func isConflict(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Unwrap() == ErrConflict
+}
+
+// PutCells writes cells in one request (POST /v1/{ds}/cells) and returns one result per cell of
+// cs, in order. It blocks like PutCell and is retried as a write.
+//
+// A conflict is per cell: that result's Status is wire.StatusConflict and the call's error is
+// nil; other cells of the batch are written. After a retry, a cell written by an earlier attempt
+// reports wire.StatusExists rather than wire.StatusCreated.
+//
+// Errors concern the whole batch, with a nil slice: ErrInvalidArgument (Field names the cell,
+// as "cells[3].ref_key"; unsent when the client sees it), ErrTooLarge, ErrNotFound,
+// ErrUnavailable (nothing applied), ErrIndeterminate (any cell may have been applied),
+// ErrInternal, ErrBadResponse (a result count, key or status that does not match the request:
+// the batch was most likely applied), or ctx's error. An empty cs returns (nil, nil) with no
+// request. PutCells does not modify cs.
+func (c *Client) PutCells(ctx context.Context, cs []CellWrite) ([]wire.PutResult, error) {
+	const op = "put_cells"
+	if err := c.checkDatastore(op); err != nil {
+		return nil, err
+	}
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	req := wire.PutCellsRequest{Cells: make([]wire.PutCell, len(cs))}
+	for i, cw := range cs {
+		prefix := fmt.Sprintf("cells[%d].", i)
+		if err := cw.Key.Validate(); err != nil {
+			return nil, invalid(op, prefix, err)
+		}
+		if err := checkBody(cw.Body); err != nil {
+			return nil, invalid(op, prefix, err)
+		}
+		req.Cells[i] = wire.PutCell{
+			RowKey:    cw.Key.RowKey.String(),
+			ColumnKey: cw.Key.ColumnKey,
+			RefKey:    json.Number(strconv.FormatInt(cw.Key.RefKey, 10)),
+			Body:      cw.Body,
+		}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s: encode request: %w", op, err)
+	}
+	ans, err := c.do(ctx, &request{
+		op: op, method: http.MethodPost, write: true, path: c.dsPath("cells"),
+		body: body, ok: []int{http.StatusOK},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var resp wire.PutCellsResponse
+	if err := decode(op, ans, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Results) != len(cs) {
+		return nil, badResponse(op, ans, "%d results for %d cells", len(resp.Results), len(cs))
+	}
+	for i, r := range resp.Results {
+		k := cs[i].Key
+		if !sameRow(r.RowKey, k.RowKey) || r.ColumnKey != k.ColumnKey || r.RefKey != k.RefKey {
+			return nil, badResponse(op, ans, "results[%d] is for %s/%s/%d, want %s", i, r.RowKey,
+				r.ColumnKey, r.RefKey, k)
+		}
+		switch r.Status {
+		case wire.StatusCreated, wire.StatusExists, wire.StatusConflict:
+		default:
+			return nil, badResponse(op, ans, "results[%d] has unknown status %q", i, r.Status)
+		}
+	}
+	return resp.Results, nil
+}
+
+// GetCell reads the cell at key (GET /v1/{ds}/cells/{row_key}/{column_key}/{ref_key}) with
+// Config.Consistency or the consistency of opts. It blocks until a node answers, the attempts
+// are exhausted or ctx is done; it is retried as a read. Errors: ErrNotFound (no such cell or
+// datastore), ErrInvalidArgument (unsent when the client sees it), ErrUnavailable,
+// ErrInternal, ErrBadResponse (including a cell whose key is not key), or ctx's error.
+func (c *Client) GetCell(ctx context.Context, key cells.Key, opts ...ReadOption) (wire.Cell, error) {
+	const op = "get_cell"
+	if err := c.checkDatastore(op); err != nil {
+		return wire.Cell{}, err
+	}
+	if err := key.Validate(); err != nil {
+		return wire.Cell{}, invalid(op, "", err)
+	}
+	q, err := c.readQuery(op, opts)
+	if err != nil {
+		return wire.Cell{}, err
+	}
+	ans, err := c.do(ctx, &request{
+		op: op, method: http.MethodGet, query: q, ok: []int{http.StatusOK},
+		path: c.dsPath("cells", key.RowKey.String(), key.ColumnKey, strconv.FormatInt(key.RefKey, 10)),
+	})
+	if err != nil {
+		return wire.Cell{}, err
+	}
+	var cell wire.Cell
+	if err := decode(op, ans, &cell); err != nil {
+		return wire.Cell{}, err
+	}
+	if !sameRow(cell.RowKey, key.RowKey) || cell.ColumnKey != key.ColumnKey || cell.RefKey != key.RefKey {
+		return wire.Cell{}, badResponse(op, ans, "cell %s/%s/%d, want %s", cell.RowKey, cell.ColumnKey,
+			cell.RefKey, key)
+	}
+	return cell, nil
+}
+
+// GetCellLatest reads the cell of (rowKey, columnKey) with the highest ref key
+// (GET /v1/{ds}/cells/{row_key}/{column_key}). It blocks, retries and fails like GetCell;
+// ErrNotFound means the column has no cell in that row.
+func (c *Client) GetCellLatest(ctx context.Context, rowKey uuid.UUID, columnKey string,
+	opts ...ReadOption) (wire.Cell, error) {
+	const op = "get_cell_latest"
+	if err := c.checkDatastore(op); err != nil {
+		return wire.Cell{}, err
+	}
+	if err := cells.ValidateColumnKey(columnKey); err != nil {
+		return wire.Cell{}, invalid(op, "", err)
+	}
+	q, err := c.readQuery(op, opts)
+	if err != nil {
+		return wire.Cell{}, err
+	}
+	ans, err := c.do(ctx, &request{
+		op: op, method: http.MethodGet, query: q, ok: []int{http.StatusOK},
+		path: c.dsPath("cells", rowKey.String(), columnKey),
+	})
+	if err != nil {
+		return wire.Cell{}, err
+	}
+	var cell wire.Cell
+	if err := decode(op, ans, &cell); err != nil {
+		return wire.Cell{}, err
+	}
+	if !sameRow(cell.RowKey, rowKey) || cell.ColumnKey != columnKey {
+		return wire.Cell{}, badResponse(op, ans, "cell %s/%s/%d, want column %s/%s", cell.RowKey,
+			cell.ColumnKey, cell.RefKey, rowKey, columnKey)
+	}
+	return cell, nil
+}
+
+// GetRow reads the latest cell of every column of rowKey (GET /v1/{ds}/cells/{row_key}), in
+// the server's order (by column key). A row with no cell gives an empty slice and a nil error.
+// It blocks, retries and fails like GetCell; ErrBadResponse includes a cell of another row.
+func (c *Client) GetRow(ctx context.Context, rowKey uuid.UUID, opts ...ReadOption) ([]wire.Cell, error) {
+	const op = "get_row"
+	if err := c.checkDatastore(op); err != nil {
+		return nil, err
+	}
+	q, err := c.readQuery(op, opts)
+	if err != nil {
+		return nil, err
+	}
+	ans, err := c.do(ctx, &request{
+		op: op, method: http.MethodGet, query: q, ok: []int{http.StatusOK},
+		path: c.dsPath("cells", rowKey.String()),
+	})
+	if err != nil {
+		return nil, err
+	}
+	var resp wire.CellsResponse
+	if err := decode(op, ans, &resp); err != nil {
+		return nil, err
+	}
+	for i, cell := range resp.Cells {
+		if !sameRow(cell.RowKey, rowKey) {
+			return nil, badResponse(op, ans, "cells[%d] has row key %s, want %s", i, cell.RowKey, rowKey)
+		}
+	}
+	if resp.Cells == nil {
+		resp.Cells = []wire.Cell{}
+	}
+	return resp.Cells, nil
+}
+
+// GetCells reads many cells in one request (POST /v1/{ds}/cells/get): the cells found, in the
+// order of keys, and the keys not found, as the server echoes them. Every key is in exactly one
+// of the two. It blocks, retries (as a read) and fails like GetCell; a missing cell is not an
+// error. An empty keys returns an empty response with no request.
+func (c *Client) GetCells(ctx context.Context, keys []GetKey, opts ...ReadOption) (wire.GetCellsResponse, error) {
+	const op = "get_cells"
+	if err := c.checkDatastore(op); err != nil {
+		return wire.GetCellsResponse{}, err
+	}
+	q, err := c.readQuery(op, opts)
+	if err != nil {
+		return wire.GetCellsResponse{}, err
+	}
+	if len(keys) == 0 {
+		return wire.GetCellsResponse{Cells: []wire.Cell{}, Missing: []wire.GetKey{}}, nil
+	}
+	req := wire.GetCellsRequest{Keys: make([]wire.GetKey, len(keys))}
+	for i, k := range keys {
+		prefix := fmt.Sprintf("keys[%d].", i)
+		if err := cells.ValidateColumnKey(k.ColumnKey); err != nil {
+			return wire.GetCellsResponse{}, invalid(op, prefix, err)
+		}
+		req.Keys[i] = wire.GetKey{RowKey: k.RowKey.String(), ColumnKey: k.ColumnKey}
+		if !k.Latest {
+			if k.RefKey < 0 {
+				return wire.GetCellsResponse{}, invalid(op, prefix,
+					&cells.FieldError{Field: "ref_key", Err: cells.ErrInvalidRefKey})
+			}
+			n := json.Number(strconv.FormatInt(k.RefKey, 10))
+			req.Keys[i].RefKey = &n
+		}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return wire.GetCellsResponse{}, fmt.Errorf("client: %s: encode request: %w", op, err)
+	}
+	ans, err := c.do(ctx, &request{
+		op: op, method: http.MethodPost, query: q, body: body, ok: []int{http.StatusOK},
+		path: c.dsPath("cells", "get"),
+	})
+	if err != nil {
+		return wire.GetCellsResponse{}, err
+	}
+	var resp wire.GetCellsResponse
+	if err := decode(op, ans, &resp); err != nil {
+		return wire.GetCellsResponse{}, err
+	}
+	if n := len(resp.Cells) + len(resp.Missing); n != len(keys) {
+		return wire.GetCellsResponse{}, badResponse(op, ans, "%d cells and %d missing for %d keys",
+			len(resp.Cells), len(resp.Missing), len(keys))
+	}
+	if resp.Cells == nil {
+		resp.Cells = []wire.Cell{}
+	}
+	if resp.Missing == nil {
+		resp.Missing = []wire.GetKey{}
+	}
+	return resp, nil
+}
+
+// ShardCells reads the log of shard (get_cells_for_shard, GET /v1/{ds}/shards/{shard}/cells):
+// up to limit cells with added_id > after, in added_id order, and the location to pass as after
+// next time. limit 0 lets the server choose. It blocks, retries (as a read) and fails like
+// GetCell; ErrNotFound for a shard the datastore does not have, ErrBadResponse for cells out of
+// order, at or before after, or more than limit.
+func (c *Client) ShardCells(ctx context.Context, shard int, after int64, limit int,
+	opts ...ReadOption) (wire.ShardCellsResponse, error) {
+	const op = "get_cells_for_shard"
+	if err := c.checkDatastore(op); err != nil {
+		return wire.ShardCellsResponse{}, err
+	}
+	switch {
+	case shard < 0:
+		return wire.ShardCellsResponse{}, invalid(op, "", &cells.FieldError{Field: "shard", Err: errNegative})
+	case after < 0:
+		return wire.ShardCellsResponse{}, invalid(op, "", &cells.FieldError{Field: "after", Err: errNegative})
+	case limit < 0:
+		return wire.ShardCellsResponse{}, invalid(op, "", &cells.FieldError{Field: "limit", Err: errNegative})
+	}
+	q, err := c.readQuery(op, opts)
+	if err != nil {
+		return wire.ShardCellsResponse{}, err
+	}
+	q.Set("after", strconv.FormatInt(after, 10))
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	ans, err := c.do(ctx, &request{
+		op: op, method: http.MethodGet, query: q, ok: []int{http.StatusOK},
+		path: c.dsPath("shards", strconv.Itoa(shard), "cells"),
+	})
+	if err != nil {
+		return wire.ShardCellsResponse{}, err
+	}
+	var resp wire.ShardCellsResponse
+	if err := decode(op, ans, &resp); err != nil {
+		return wire.ShardCellsResponse{}, err
+	}
+	if limit > 0 && len(resp.Cells) > limit {
+		return wire.ShardCellsResponse{}, badResponse(op, ans, "%d cells, limit %d", len(resp.Cells), limit)
+	}
+	prev := after
+	for i, cell := range resp.Cells {
+		if cell.AddedID <= prev {
+			return wire.ShardCellsResponse{}, badResponse(op, ans, "cells[%d].added_id %d after %d",
+				i, cell.AddedID, prev)
+		}
+		prev = cell.AddedID
+	}
+	if resp.NextLocation < prev {
+		return wire.ShardCellsResponse{}, badResponse(op, ans, "next_location %d before %d",
+			resp.NextLocation, prev)
+	}
+	if resp.Cells == nil {
+		resp.Cells = []wire.Cell{}
+	}
+	return resp, nil
+}
+
+// Cluster returns the cluster as the first node to answer sees it (GET /v1/cluster). It is
+// retried as a read. Errors: ErrUnavailable, ErrInternal, ErrBadResponse, or ctx's error.
+func (c *Client) Cluster(ctx context.Context) (wire.ClusterStatus, error) {
+	const op = "cluster"
+	ans, err := c.do(ctx, &request{op: op, method: http.MethodGet, path: "/v1/cluster", ok: []int{http.StatusOK}})
+	if err != nil {
+		return wire.ClusterStatus{}, err
+	}
+	var st wire.ClusterStatus
+	if err := decode(op, ans, &st); err != nil {
+		return wire.ClusterStatus{}, err
+	}
+	return st, nil
+}
+
+// Ready asks the node at endpoint (a base URL, one of Config.Endpoints or not) whether it is
+// ready to serve (GET /readyz). It makes exactly one attempt, bounded by RequestTimeout and
+// ctx, and does not touch the cool-downs. It returns nil for a 200 answer; an *APIError for
+// another status (a 503 wraps ErrUnavailable); an error wrapping ErrUnavailable when the node
+// cannot be reached; ErrInvalidConfig for a malformed endpoint; or ctx's error.
+func (c *Client) Ready(ctx context.Context, endpoint string) error {
+	return c.probe(ctx, endpoint, "readyz")
+}
+
+// Healthy asks the node at endpoint whether its process is alive (GET /healthz). It behaves
+// like Ready.
+func (c *Client) Healthy(ctx context.Context, endpoint string) error {
+	return c.probe(ctx, endpoint, "healthz")
+}
+
+func (c *Client) probe(ctx context.Context, endpoint, name string) error {
+	base, err := normalizeEndpoint(endpoint)
+	if err != nil {
+		return fmt.Errorf("client: %s: %w: %v", name, ErrInvalidConfig, err)
+	}
+	res := c.attempt(ctx, base, &request{op: name, method: http.MethodGet, path: "/" + name, ok: []int{http.StatusOK}})
+	if res.err == nil {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("client: %s: %w", name, err)
+	}
+	return fmt.Errorf("client: %s: %w", name, res.err)
+}
+
+var errNegative = errorString("must not be negative")
+
+// errorString is a constant error for field reasons that have no sentinel of their own.
+type errorString string
+
+func (e errorString) Error() string { return string(e) }

@@ -1,0 +1,98 @@
+// Package client is the Go client of the datastore's HTTP API: typed calls for every API
+// operation, sent to any node of a cluster with retries and failover.
+//
+// # Usage
+//
+//	cfg := client.DefaultConfig()
+//	cfg.Endpoints = []string{"http://10.0.0.1:7070", "http://10.0.0.2:7070", "http://10.0.0.3:7070"}
+//	cfg.Datastore = "trips"
+//	c, err := client.New(cfg)
+//	...
+//	res, err := c.PutCell(ctx, rowKey, "BASE", 1, json.RawMessage(`{"origin":"LAX"}`))
+//	switch {
+//	case errors.Is(err, client.ErrConflict):      // another body is stored at this key
+//	case errors.Is(err, client.ErrIndeterminate): // may or may not be stored: retry the same write
+//	case err != nil:
+//	}
+//	cell, err := c.GetCellLatest(ctx, rowKey, "BASE", client.WithConsistency(client.ConsistencyStale))
+//
+// A Client is safe for concurrent use; WithDatastore makes a cheap copy for another datastore
+// sharing the connections, rotation and cool-downs.
+//
+// # Calls
+//
+//	PutCell        PUT  /v1/{ds}/cells/{row_key}/{column_key}/{ref_key}   write
+//	PutCells       POST /v1/{ds}/cells                                    write
+//	GetCell        GET  /v1/{ds}/cells/{row_key}/{column_key}/{ref_key}   read
+//	GetCellLatest  GET  /v1/{ds}/cells/{row_key}/{column_key}             read
+//	GetRow         GET  /v1/{ds}/cells/{row_key}                          read
+//	GetCells       POST /v1/{ds}/cells/get                                read
+//	ShardCells     GET  /v1/{ds}/shards/{shard}/cells?after=&limit=       read
+//	Cluster        GET  /v1/cluster                                       read
+//	Ready, Healthy GET  /readyz, /healthz of one given node               one attempt, no retry
+//
+// Reads carry ?consistency= (Config.Consistency, or WithConsistency per call). Keys and bodies
+// are checked before sending (column key [A-Za-z0-9_]{1,64}, ref key >= 0, body one JSON
+// object): a bad one fails with ErrInvalidArgument and a *cells.FieldError, with no request.
+// Answers are checked against the request (keys, result counts, statuses, shard log order); an
+// answer that breaks the API contract is ErrBadResponse.
+//
+// # Retries and failover
+//
+// Each call picks its endpoint order once: round robin from a rotating start index, so that
+// successive calls spread over the nodes, with the endpoints in cool-down (EndpointCooldown, 1s,
+// after a connection error, a timeout or a 5xx answer) moved to the end. Attempt n goes to the
+// n-th endpoint of that order (wrapping around), so every retry goes to the next node. Before a
+// retry the call waits a full-jitter exponential backoff (Config.BackoffBase, BackoffMax), or
+// the answer's Retry-After capped at BackoffMax when that is longer. A call makes at most
+// Config.MaxAttempts attempts, each bounded by Config.RequestTimeout, and never waits past ctx.
+//
+// Writes are idempotent in this datastore (writing a stored cell again with the same body
+// answers "exists"), so the client retries them as freely as reads except after a 500. What an
+// attempt's outcome leads to:
+//
+//	outcome of an attempt                        read                  write
+//	-------------------------------------------  --------------------  ------------------------------
+//	connection refused, dial error (not sent)    retry                 retry
+//	timeout, connection lost after sending       retry                 retry; may have been applied
+//	503 unavailable (no leader, no quorum)       retry (Retry-After)   retry (Retry-After)
+//	408, 429                                     retry (Retry-After)   retry (Retry-After)
+//	504 indeterminate                            retry                 retry; may have been applied
+//	500 internal, other 5xx                      retry                 final: ErrInternal
+//	400, 404, 409, 413, other 4xx                final                 final
+//	2xx breaking the contract                    final: ErrBadResponse final: ErrBadResponse
+//	ctx done                                     final: ctx.Err()      final: ctx.Err()
+//
+// When the attempts run out, the call returns the last attempt's error: for a read, connection
+// errors, timeouts, 503 and 504 are ErrUnavailable and other 5xx ErrInternal; for a write,
+// connection errors before sending and 503 are ErrUnavailable. A write that any attempt may have
+// applied ends with ErrIndeterminate (and not ErrUnavailable) unless a later attempt succeeded
+// or got a 4xx answer; if ctx ends after such an attempt, or during one that had sent its
+// request, the error wraps both ErrIndeterminate and ctx.Err(). Reads never return
+// ErrIndeterminate.
+//
+// Errors answered by a node are *APIError values (status, code, message, field, endpoint),
+// which unwrap to the sentinel of their code: use errors.Is for the kind and errors.As for the
+// details.
+//
+// # Caveats
+//
+//   - After a retry, a write's status says what the last attempt saw: a cell stored by an
+//     earlier, timed-out attempt reports StatusExists, not StatusCreated. Both mean the cell
+//     holds the body written.
+//   - ErrIndeterminate means "unknown", never "failed": retry the same write (same key, same
+//     body) to learn the outcome. ErrInternal on a write is unknown too.
+//   - PutCells reports conflicts per cell, with a nil error; PutCell reports a conflict as an
+//     error (ErrConflict) with a result whose Status is StatusConflict.
+//   - A call can take up to MaxAttempts × RequestTimeout plus the backoffs; bound it with ctx.
+//   - Cool-downs and the rotation belong to a Client and its WithDatastore copies, not to the
+//     process; the cool-down is fixed (EndpointCooldown) and only orders endpoints, it never
+//     skips one.
+//   - A Retry-After from one node also delays the next attempt, which goes to another node.
+//   - Stale reads may go to a different node each time, so two stale reads in a row can see
+//     the data go backwards. Strong reads do not.
+//   - Answers are read whole into memory; a large ShardCells limit makes a large answer.
+//   - Writes carry an Idempotency-Key header (random per call), which lets net/http resend them
+//     on a kept-alive connection that the server had closed before reading the request. The
+//     server does not need it.
+package client

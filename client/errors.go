@@ -1,0 +1,152 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/schemaless-db/schemaless/api/wire"
+)
+
+// Errors returned by the client. Every error of a call wraps exactly the sentinels that describe
+// it, so callers test them with errors.Is; an answer of a node is also an *APIError (errors.As).
+// When a write returns ErrIndeterminate it does not also wrap ErrUnavailable, whatever the last
+// attempt said: an earlier attempt may have applied it.
+var (
+	// ErrNotFound: the cell, row or datastore does not exist (404 not_found).
+	ErrNotFound = errors.New("client: not found")
+	// ErrConflict: a cell with this key and another body is stored (409 conflict). Nothing was
+	// written. Final: retrying cannot succeed.
+	ErrConflict = errors.New("client: conflict")
+	// ErrInvalidArgument: the request breaks the data model or the API (400 invalid_argument), or
+	// the client refused to send it (then it also wraps a *cells.FieldError naming the field).
+	ErrInvalidArgument = errors.New("client: invalid argument")
+	// ErrTooLarge: the request or a body is larger than the server accepts (413 too_large).
+	ErrTooLarge = errors.New("client: too large")
+	// ErrUnavailable: no node could serve the request within the attempts: no leader or no quorum
+	// (503, 429, 408), connection errors, or (for reads) timeouts and 504 answers. A write that
+	// returns it was not applied; any call returning it is safe to retry later.
+	ErrUnavailable = errors.New("client: unavailable")
+	// ErrIndeterminate: a write may or may not have been applied (a 504 indeterminate answer, an
+	// attempt that timed out or lost its connection after the request was sent, or ctx ending
+	// while a request was in flight). Retrying the same write is safe: it is idempotent, and a
+	// retry reports StatusExists if the first one was applied. Reads never return it.
+	ErrIndeterminate = errors.New("client: indeterminate")
+	// ErrInternal: the server failed (500 internal, or another 5xx not listed here). For a write
+	// it does not say whether the write was applied; retrying is safe.
+	ErrInternal = errors.New("client: internal server error")
+	// ErrBadResponse: a node answered with something that breaks the API contract (undecodable
+	// JSON, a result count or key that does not match the request, an unknown status). For a
+	// write the answer was a success status, so the write was most likely applied.
+	ErrBadResponse = errors.New("client: bad response")
+	// ErrInvalidConfig: Config.Validate found a field out of range.
+	ErrInvalidConfig = errors.New("client: invalid config")
+)
+
+// APIError is an error answer of a node: an HTTP status outside the call's success statuses,
+// with the wire.ErrorBody it carried. Unwrap returns the sentinel matching Code (ErrNotFound for
+// "not_found", and so on), or matching StatusCode when Code is unknown, so errors.Is works on
+// it; it returns nil for a code and status with no sentinel (405 method_not_allowed).
+//
+// When the answer carried no wire.ErrorBody (a proxy's page, an empty body), Code is derived from
+// StatusCode ("" when no code fits, such as for 429) and Message holds the start of the body.
+type APIError struct {
+	// StatusCode is the HTTP status, such as 404.
+	StatusCode int
+	// Code is wire.ErrorDetail.Code, such as wire.CodeNotFound.
+	Code string
+	// Message is the server's explanation, for people.
+	Message string
+	// Field names the request field at fault for invalid_argument and too_large, such as
+	// "cells[3].ref_key"; empty otherwise.
+	Field string
+	// Endpoint is the base URL of the node that answered.
+	Endpoint string
+	// RetryAfter is the wait the node asked for in a Retry-After header (503, 429), or 0.
+	RetryAfter time.Duration
+
+	// sentinel overrides the mapping from Code (a 504 on a read is ErrUnavailable).
+	sentinel error
+}
+
+// Error returns "client: <status> <code> from <endpoint>: <message> (field <field>)".
+func (e *APIError) Error() string {
+	s := fmt.Sprintf("client: %d %s from %s: %s", e.StatusCode, e.Code, e.Endpoint, e.Message)
+	if e.Field != "" {
+		s += " (field " + e.Field + ")"
+	}
+	return s
+}
+
+// Unwrap returns the sentinel error of e (see APIError), or nil.
+func (e *APIError) Unwrap() error {
+	if e.sentinel != nil {
+		return e.sentinel
+	}
+	return sentinelFor(e.Code, e.StatusCode)
+}
+
+// sentinelFor maps an error code, or failing that an HTTP status, to its sentinel.
+func sentinelFor(code string, status int) error {
+	switch code {
+	case wire.CodeInvalidArgument:
+		return ErrInvalidArgument
+	case wire.CodeNotFound:
+		return ErrNotFound
+	case wire.CodeConflict:
+		return ErrConflict
+	case wire.CodeTooLarge:
+		return ErrTooLarge
+	case wire.CodeUnavailable:
+		return ErrUnavailable
+	case wire.CodeIndeterminate:
+		return ErrIndeterminate
+	case wire.CodeInternal:
+		return ErrInternal
+	case wire.CodeMethod:
+		return nil
+	}
+	switch status {
+	case http.StatusBadRequest:
+		return ErrInvalidArgument
+	case http.StatusNotFound:
+		return ErrNotFound
+	case http.StatusConflict:
+		return ErrConflict
+	case http.StatusRequestEntityTooLarge:
+		return ErrTooLarge
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusRequestTimeout:
+		return ErrUnavailable
+	case http.StatusGatewayTimeout:
+		return ErrIndeterminate
+	}
+	if status >= 500 {
+		return ErrInternal
+	}
+	return nil
+}
+
+// codeForStatus is the error code a status stands for when the answer had no wire.ErrorBody.
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return wire.CodeInvalidArgument
+	case http.StatusNotFound:
+		return wire.CodeNotFound
+	case http.StatusMethodNotAllowed:
+		return wire.CodeMethod
+	case http.StatusConflict:
+		return wire.CodeConflict
+	case http.StatusRequestEntityTooLarge:
+		return wire.CodeTooLarge
+	case http.StatusServiceUnavailable:
+		return wire.CodeUnavailable
+	case http.StatusGatewayTimeout:
+		return wire.CodeIndeterminate
+	}
+	if status >= 500 {
+		return wire.CodeInternal
+	}
+	return ""
+}

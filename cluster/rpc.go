@@ -1,0 +1,235 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+	"time"
+
+	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/partition"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Node-to-node RPC: HTTP/1.1 over the transport mux, MessagePack bodies. Status codes carry the
+// partition package's error classes so the caller can rebuild them.
+const (
+	rpcPutPath  = "/internal/v1/put"
+	rpcReadPath = "/internal/v1/read"
+	// statusNotLeader answers a request sent to a replica that does not lead; the body holds
+	// the leader it knows.
+	statusNotLeader = http.StatusMisdirectedRequest
+	maxRPCBody      = 64 << 20
+)
+
+type putRPC struct {
+	Datastore     string
+	Partition     int
+	TimeoutMicros int64
+	Cells         []fsm.CommandCell
+}
+
+type putRPCResponse struct {
+	Results []fsm.CellResult
+}
+
+type notLeaderRPC struct {
+	LeaderID string
+}
+
+type readRPC struct {
+	TimeoutMicros int64
+	Request       readRequest
+}
+
+func (n *Node) rpcHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+rpcPutPath, n.servePut)
+	mux.HandleFunc("POST "+rpcReadPath, n.serveRead)
+	return mux
+}
+
+func decodeRPC(r *http.Request, v any) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRPCBody))
+	if err != nil {
+		return err
+	}
+	return msgpack.Unmarshal(body, v)
+}
+
+func writeRPC(w http.ResponseWriter, status int, v any) {
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/msgpack")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// writeRPCError maps an error to the status the forwarding node turns back into it.
+func writeRPCError(w http.ResponseWriter, err error) {
+	var nl *partition.NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		writeRPC(w, statusNotLeader, notLeaderRPC{LeaderID: nl.LeaderID})
+	case errors.Is(err, partition.ErrIndeterminate):
+		http.Error(w, err.Error(), http.StatusGatewayTimeout)
+	case errors.Is(err, partition.ErrUnavailable), errors.Is(err, partition.ErrClosed):
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	case errors.Is(err, ErrUnknownDatastore), errors.Is(err, ErrBadShard), errors.Is(err, fsm.ErrShardOutOfRange):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	default:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+func rpcContext(r *http.Request, timeoutMicros int64) (context.Context, context.CancelFunc) {
+	if timeoutMicros <= 0 {
+		return context.WithCancel(r.Context())
+	}
+	return context.WithTimeout(r.Context(), time.Duration(timeoutMicros)*time.Microsecond)
+}
+
+func (n *Node) localRoute(ds string, pid int) (*route, error) {
+	d, err := n.datastore(ds)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range d.partitions {
+		if r.spec.ID == pid {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no partition %d in %q", ErrBadShard, pid, ds)
+}
+
+func (n *Node) servePut(w http.ResponseWriter, r *http.Request) {
+	var req putRPC
+	if err := decodeRPC(r, &req); err != nil {
+		http.Error(w, "bad put request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	rt, err := n.localRoute(req.Datastore, req.Partition)
+	if err != nil {
+		writeRPCError(w, err)
+		return
+	}
+	if rt.local == nil {
+		writeRPCError(w, &partition.NotLeaderError{})
+		return
+	}
+	ctx, cancel := rpcContext(r, req.TimeoutMicros)
+	defer cancel()
+	res, err := rt.local.Put(ctx, req.Cells)
+	if err != nil {
+		writeRPCError(w, err)
+		return
+	}
+	writeRPC(w, http.StatusOK, putRPCResponse{Results: res})
+}
+
+func (n *Node) serveRead(w http.ResponseWriter, r *http.Request) {
+	var req readRPC
+	if err := decodeRPC(r, &req); err != nil {
+		http.Error(w, "bad read request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	rt, err := n.localRoute(req.Request.Datastore, req.Request.Partition)
+	if err != nil {
+		writeRPCError(w, err)
+		return
+	}
+	ctx, cancel := rpcContext(r, req.TimeoutMicros)
+	defer cancel()
+	resp, err := n.readLocal(ctx, rt, req.Request)
+	if err != nil {
+		writeRPCError(w, err)
+		return
+	}
+	writeRPC(w, http.StatusOK, resp)
+}
+
+// forward sends one RPC to target and decodes the answer into out. For a write, a failure
+// after the request was written is ErrIndeterminate; a failure before is ErrUnavailable.
+func (n *Node) forward(ctx context.Context, target NodeSpec, path string, in, out any, write bool) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout)
+	defer cancel()
+	body, err := msgpack.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("cluster: encode rpc: %w", err)
+	}
+	var wrote atomic.Bool
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, "http://"+target.RaftAddr+path, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("cluster: rpc request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/msgpack")
+	lost := func(err error) error {
+		if write && wrote.Load() {
+			return fmt.Errorf("%w: forwarded to %s: %v", partition.ErrIndeterminate, target.ID, err)
+		}
+		return fmt.Errorf("%w: forward to %s: %v", partition.ErrUnavailable, target.ID, err)
+	}
+	res, err := n.rpcClient.Do(req)
+	if err != nil {
+		return lost(err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, maxRPCBody))
+	if err != nil {
+		return lost(err)
+	}
+	switch res.StatusCode {
+	case http.StatusOK:
+		if err := msgpack.Unmarshal(data, out); err != nil {
+			return lost(fmt.Errorf("decode answer: %w", err))
+		}
+		return nil
+	case statusNotLeader:
+		var nl notLeaderRPC
+		_ = msgpack.Unmarshal(data, &nl)
+		return &partition.NotLeaderError{LeaderID: nl.LeaderID}
+	case http.StatusServiceUnavailable:
+		return fmt.Errorf("%w: %s: %s", partition.ErrUnavailable, target.ID, bytes.TrimSpace(data))
+	case http.StatusGatewayTimeout:
+		return fmt.Errorf("%w: %s: %s", partition.ErrIndeterminate, target.ID, bytes.TrimSpace(data))
+	case http.StatusBadRequest:
+		return fmt.Errorf("%w: %s", ErrBadShard, bytes.TrimSpace(data))
+	}
+	return lost(fmt.Errorf("status %d: %s", res.StatusCode, bytes.TrimSpace(data)))
+}
+
+func (n *Node) forwardPut(ctx context.Context, target NodeSpec, ds string, pid int, cs []fsm.CommandCell) ([]fsm.CellResult, error) {
+	req := putRPC{Datastore: ds, Partition: pid, TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Cells: cs}
+	var resp putRPCResponse
+	if err := n.forward(ctx, target, rpcPutPath, &req, &resp, true); err != nil {
+		return nil, err
+	}
+	if len(resp.Results) != len(cs) {
+		return nil, fmt.Errorf("%w: %s answered %d results for %d cells", partition.ErrIndeterminate, target.ID, len(resp.Results), len(cs))
+	}
+	return resp.Results, nil
+}
+
+func (n *Node) forwardRead(ctx context.Context, target NodeSpec, req readRequest) (readResponse, error) {
+	var resp readResponse
+	err := n.forward(ctx, target, rpcReadPath, &readRPC{TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Request: req}, &resp, false)
+	return resp, err
+}
+
+// remainingMicros is the time left before ctx's deadline, capped at max.
+func remainingMicros(ctx context.Context, max time.Duration) int64 {
+	d := max
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		d = time.Until(dl)
+	}
+	return d.Microseconds()
+}

@@ -1,0 +1,40 @@
+package cluster
+
+// ReplicaStatus is this node's view of one partition: raft fields are set only when the node
+// hosts a replica (Local).
+type ReplicaStatus struct {
+	Datastore    string
+	Partition    int
+	Local        bool
+	Leader       string // node id of the leader, as known here ("" when unknown)
+	State        string // raft state of the local replica: Leader, Follower, Candidate, Shutdown
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64 // the FSM's applied index (what the SQL store reflects)
+	LastIndex    uint64
+}
+
+// Replicas returns the status of every partition of every datastore, in topology order.
+func (n *Node) Replicas() []ReplicaStatus {
+	var out []ReplicaStatus
+	for _, ds := range n.cfg.Topology.Datastores {
+		for _, r := range n.datastores[ds.Name].partitions {
+			st := ReplicaStatus{Datastore: ds.Name, Partition: r.spec.ID, Local: r.local != nil}
+			if r.local != nil {
+				rf := r.local.Raft()
+				st.Leader, _ = r.local.Leader()
+				st.State = rf.State().String()
+				st.Term = rf.CurrentTerm()
+				st.CommitIndex = rf.CommitIndex()
+				st.LastIndex = rf.LastIndex()
+				st.AppliedIndex = r.local.FSM().Applied().Index
+			} else {
+				r.mu.Lock()
+				st.Leader = r.hint
+				r.mu.Unlock()
+			}
+			out = append(out, st)
+		}
+	}
+	return out
+}

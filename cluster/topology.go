@@ -1,0 +1,247 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+
+	"github.com/schemaless-db/schemaless/storage"
+	"gopkg.in/yaml.v3"
+)
+
+// Datastore modes.
+const (
+	// ModeRaft: each partition is a raft group applying cells into its replicas' SQL stores.
+	ModeRaft = "raft"
+	// ModeAsync: each partition is a MySQL master with minions and buffered writes.
+	ModeAsync = "async"
+)
+
+// MaxShards bounds a datastore's shard count (the storage layout's limit).
+const MaxShards = storage.MaxShards
+
+var (
+	nodeIDPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+	datastorePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+)
+
+// Topology is the static description of a cluster, shared by every node (YAML):
+//
+//	nodes:
+//	  - {id: n1, raft_addr: 127.0.0.1:7170, http_addr: 127.0.0.1:7070}
+//	datastores:
+//	  - name: trips
+//	    mode: raft
+//	    shards: 64
+//	    partition_count: 4        # equal contiguous shard ranges, or an explicit list:
+//	    replicas: [n1, n2, n3]    # default: every node
+//	    # partitions: [{id: 0, first_shard: 0, last_shard: 31, replicas: [n1, n2, n3]}, ...]
+type Topology struct {
+	Nodes      []NodeSpec      `yaml:"nodes"`
+	Datastores []DatastoreSpec `yaml:"datastores"`
+}
+
+// NodeSpec is one node. RaftAddr is the node's transport address (host:port), carrying raft
+// traffic of every partition and node-to-node forwarding; HTTPAddr serves the HTTP API.
+type NodeSpec struct {
+	ID       string `yaml:"id"`
+	RaftAddr string `yaml:"raft_addr"`
+	HTTPAddr string `yaml:"http_addr"`
+}
+
+// DatastoreSpec is one datastore. Shards is fixed at creation. Either Partitions lists the
+// partitions, or PartitionCount (default 1) splits the shards into equal contiguous ranges, each
+// replicated on Replicas (default: every node).
+type DatastoreSpec struct {
+	Name           string          `yaml:"name"`
+	Mode           string          `yaml:"mode"`
+	Shards         int             `yaml:"shards"`
+	PartitionCount int             `yaml:"partition_count,omitempty"`
+	Replicas       []string        `yaml:"replicas,omitempty"`
+	Partitions     []PartitionSpec `yaml:"partitions,omitempty"`
+}
+
+// PartitionSpec is one partition: shards [FirstShard, LastShard] on Replicas (node ids).
+type PartitionSpec struct {
+	ID         int      `yaml:"id"`
+	FirstShard int      `yaml:"first_shard"`
+	LastShard  int      `yaml:"last_shard"`
+	Replicas   []string `yaml:"replicas"`
+}
+
+// Shards returns the partition's shard range.
+func (p PartitionSpec) Shards() storage.ShardRange {
+	return storage.ShardRange{First: p.FirstShard, Last: p.LastShard}
+}
+
+// LoadTopology reads and validates a topology file.
+func LoadTopology(path string) (*Topology, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: topology: %w", err)
+	}
+	defer f.Close()
+	return ParseTopology(f)
+}
+
+// ParseTopology decodes YAML (unknown fields are errors), fills defaults (partition lists from
+// PartitionCount) and validates the result.
+func ParseTopology(r io.Reader) (*Topology, error) {
+	dec := yaml.NewDecoder(r)
+	dec.KnownFields(true)
+	var t Topology
+	if err := dec.Decode(&t); err != nil {
+		return nil, fmt.Errorf("cluster: topology: %w", err)
+	}
+	if err := t.Normalize(); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Normalize fills the defaults (mode raft, one partition, replicas on every node, partition
+// lists from PartitionCount) and validates the topology, reporting every problem found.
+func (t *Topology) Normalize() error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("cluster: topology: "+format, args...))
+	}
+	if len(t.Nodes) == 0 {
+		add("no nodes")
+	}
+	ids := map[string]bool{}
+	addrs := map[string]string{}
+	for i, n := range t.Nodes {
+		if !nodeIDPattern.MatchString(n.ID) {
+			add("nodes[%d].id %q must match %s", i, n.ID, nodeIDPattern)
+		}
+		if ids[n.ID] {
+			add("nodes[%d].id %q is used twice", i, n.ID)
+		}
+		ids[n.ID] = true
+		for _, f := range [...]struct{ field, addr string }{{"raft_addr", n.RaftAddr}, {"http_addr", n.HTTPAddr}} {
+			field, a := f.field, f.addr
+			if _, port, err := net.SplitHostPort(a); err != nil {
+				add("nodes[%d].%s %q is not host:port", i, field, a)
+			} else if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+				add("nodes[%d].%s %q: the port must be a number in 1..65535 that other nodes can dial", i, field, a)
+			} else if other, dup := addrs[a]; dup {
+				add("nodes[%d].%s %q is also %s", i, field, a, other)
+			} else {
+				addrs[a] = fmt.Sprintf("nodes[%d].%s", i, field)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for i := range t.Datastores {
+		d := &t.Datastores[i]
+		if !datastorePattern.MatchString(d.Name) {
+			add("datastores[%d].name %q must match %s", i, d.Name, datastorePattern)
+		}
+		if names[d.Name] {
+			add("datastores[%d].name %q is used twice", i, d.Name)
+		}
+		names[d.Name] = true
+		if d.Mode == "" {
+			d.Mode = ModeRaft
+		}
+		if d.Mode != ModeRaft {
+			add("datastores[%d].mode %q is not supported (supported: %s)", i, d.Mode, ModeRaft)
+		}
+		if d.Shards < 1 || d.Shards > MaxShards {
+			add("datastores[%d].shards %d must be in 1..%d", i, d.Shards, MaxShards)
+			continue
+		}
+		if len(d.Partitions) == 0 {
+			if d.PartitionCount == 0 {
+				d.PartitionCount = 1
+			}
+			if d.PartitionCount < 1 || d.PartitionCount > d.Shards {
+				add("datastores[%d].partition_count %d must be in 1..shards (%d)", i, d.PartitionCount, d.Shards)
+				continue
+			}
+			replicas := d.Replicas
+			if len(replicas) == 0 {
+				for _, n := range t.Nodes {
+					replicas = append(replicas, n.ID)
+				}
+			}
+			for p := 0; p < d.PartitionCount; p++ {
+				d.Partitions = append(d.Partitions, PartitionSpec{
+					ID:         p,
+					FirstShard: p * d.Shards / d.PartitionCount,
+					LastShard:  (p+1)*d.Shards/d.PartitionCount - 1,
+					Replicas:   append([]string(nil), replicas...),
+				})
+			}
+		} else if d.PartitionCount != 0 && d.PartitionCount != len(d.Partitions) {
+			add("datastores[%d]: partition_count %d disagrees with %d partitions listed", i, d.PartitionCount, len(d.Partitions))
+		}
+		d.PartitionCount = len(d.Partitions)
+		sort.Slice(d.Partitions, func(a, b int) bool { return d.Partitions[a].FirstShard < d.Partitions[b].FirstShard })
+		next := 0
+		pids := map[int]bool{}
+		for _, p := range d.Partitions {
+			where := fmt.Sprintf("datastores[%d].partitions[id %d]", i, p.ID)
+			if pids[p.ID] {
+				add("%s: id used twice", where)
+			}
+			pids[p.ID] = true
+			if p.FirstShard != next || p.LastShard < p.FirstShard || p.LastShard >= d.Shards {
+				add("%s: shards %d..%d; partitions must cover 0..%d in order without gaps or overlaps", where, p.FirstShard, p.LastShard, d.Shards-1)
+			}
+			next = p.LastShard + 1
+			if len(p.Replicas) == 0 {
+				add("%s: no replicas", where)
+			}
+			seen := map[string]bool{}
+			for _, r := range p.Replicas {
+				if !ids[r] {
+					add("%s: replica %q is not a node", where, r)
+				}
+				if seen[r] {
+					add("%s: replica %q listed twice", where, r)
+				}
+				seen[r] = true
+			}
+		}
+		if next != d.Shards && len(d.Partitions) > 0 {
+			add("datastores[%d]: partitions cover shards 0..%d of 0..%d", i, next-1, d.Shards-1)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Node returns the node with id.
+func (t *Topology) Node(id string) (NodeSpec, bool) {
+	for _, n := range t.Nodes {
+		if n.ID == id {
+			return n, true
+		}
+	}
+	return NodeSpec{}, false
+}
+
+// Datastore returns the datastore named name.
+func (t *Topology) Datastore(name string) (*DatastoreSpec, bool) {
+	for i := range t.Datastores {
+		if t.Datastores[i].Name == name {
+			return &t.Datastores[i], true
+		}
+	}
+	return nil, false
+}
+
+// PartitionOf returns the partition holding shard (shard must be in 0..Shards-1).
+func (d *DatastoreSpec) PartitionOf(shard int) *PartitionSpec {
+	i := sort.Search(len(d.Partitions), func(i int) bool { return d.Partitions[i].LastShard >= shard })
+	if i == len(d.Partitions) {
+		return nil
+	}
+	return &d.Partitions[i]
+}

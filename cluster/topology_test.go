@@ -1,0 +1,385 @@
+package cluster_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/schemaless-db/schemaless/cluster"
+)
+
+// threeNodes is the nodes section shared by the YAML cases below.
+const threeNodes = `nodes:
+  - {id: n1, raft_addr: 127.0.0.1:7171, http_addr: 127.0.0.1:7071}
+  - {id: n2, raft_addr: 127.0.0.1:7172, http_addr: 127.0.0.1:7072}
+  - {id: n3, raft_addr: 127.0.0.1:7173, http_addr: 127.0.0.1:7073}
+`
+
+func parse(t *testing.T, text string) (*cluster.Topology, error) {
+	t.Helper()
+	return cluster.ParseTopology(strings.NewReader(text))
+}
+
+func mustParse(t *testing.T, text string) *cluster.Topology {
+	t.Helper()
+	top, err := parse(t, text)
+	if err != nil {
+		t.Fatalf("ParseTopology: got %v, want nil\n%s", err, text)
+	}
+	return top
+}
+
+func TestParseTopologyDefaults(t *testing.T) {
+	top := mustParse(t, threeNodes+`datastores:
+  - {name: trips, shards: 64, partition_count: 4}
+  - {name: users, shards: 8}
+`)
+	if got, want := len(top.Nodes), 3; got != want {
+		t.Fatalf("nodes: got %d, want %d", got, want)
+	}
+	all := []string{"n1", "n2", "n3"}
+	trips, ok := top.Datastore("trips")
+	if !ok {
+		t.Fatal(`Datastore("trips"): got not found, want found`)
+	}
+	if trips.Mode != cluster.ModeRaft {
+		t.Errorf("trips mode: got %q, want %q (the default)", trips.Mode, cluster.ModeRaft)
+	}
+	if trips.PartitionCount != 4 {
+		t.Errorf("trips partition_count: got %d, want 4", trips.PartitionCount)
+	}
+	want := []cluster.PartitionSpec{
+		{ID: 0, FirstShard: 0, LastShard: 15, Replicas: all},
+		{ID: 1, FirstShard: 16, LastShard: 31, Replicas: all},
+		{ID: 2, FirstShard: 32, LastShard: 47, Replicas: all},
+		{ID: 3, FirstShard: 48, LastShard: 63, Replicas: all},
+	}
+	if !reflect.DeepEqual(trips.Partitions, want) {
+		t.Errorf("trips partitions:\n got %+v\nwant %+v", trips.Partitions, want)
+	}
+	users, _ := top.Datastore("users")
+	wantUsers := []cluster.PartitionSpec{{ID: 0, FirstShard: 0, LastShard: 7, Replicas: all}}
+	if users.PartitionCount != 1 || !reflect.DeepEqual(users.Partitions, wantUsers) {
+		t.Errorf("users (partition_count omitted): got count %d partitions %+v, want 1 and %+v",
+			users.PartitionCount, users.Partitions, wantUsers)
+	}
+	// Each generated partition owns its replica list: changing one must not change another.
+	trips.Partitions[0].Replicas[0] = "changed"
+	if got := trips.Partitions[1].Replicas[0]; got != "n1" {
+		t.Errorf("partitions share a replica slice: partition 1 replica 0 got %q after editing partition 0, want n1", got)
+	}
+	if _, ok := top.Datastore("nope"); ok {
+		t.Error(`Datastore("nope"): got found, want not found`)
+	}
+	n2, ok := top.Node("n2")
+	if !ok || n2.RaftAddr != "127.0.0.1:7172" || n2.HTTPAddr != "127.0.0.1:7072" {
+		t.Errorf(`Node("n2"): got %+v %v, want n2 at 127.0.0.1:7172 / 127.0.0.1:7072`, n2, ok)
+	}
+	if _, ok := top.Node("n9"); ok {
+		t.Error(`Node("n9"): got found, want not found`)
+	}
+}
+
+func TestParseTopologyReplicasAndExplicitPartitions(t *testing.T) {
+	top := mustParse(t, threeNodes+`datastores:
+  - name: trips
+    mode: raft
+    shards: 16
+    partition_count: 2
+    replicas: [n3, n1]
+  - name: users
+    shards: 16
+    partitions:
+      - {id: 7, first_shard: 10, last_shard: 15, replicas: [n2]}
+      - {id: 3, first_shard: 0, last_shard: 9, replicas: [n1, n2, n3]}
+`)
+	trips, _ := top.Datastore("trips")
+	want := []cluster.PartitionSpec{
+		{ID: 0, FirstShard: 0, LastShard: 7, Replicas: []string{"n3", "n1"}},
+		{ID: 1, FirstShard: 8, LastShard: 15, Replicas: []string{"n3", "n1"}},
+	}
+	if !reflect.DeepEqual(trips.Partitions, want) {
+		t.Errorf("trips with replicas [n3, n1]:\n got %+v\nwant %+v", trips.Partitions, want)
+	}
+	users, _ := top.Datastore("users")
+	wantUsers := []cluster.PartitionSpec{ // sorted by first shard, ids kept
+		{ID: 3, FirstShard: 0, LastShard: 9, Replicas: []string{"n1", "n2", "n3"}},
+		{ID: 7, FirstShard: 10, LastShard: 15, Replicas: []string{"n2"}},
+	}
+	if !reflect.DeepEqual(users.Partitions, wantUsers) || users.PartitionCount != 2 {
+		t.Errorf("users explicit partitions:\n got %d %+v\nwant 2 %+v", users.PartitionCount, users.Partitions, wantUsers)
+	}
+	for shard, wantID := range map[int]int{0: 3, 9: 3, 10: 7, 15: 7} {
+		if p := users.PartitionOf(shard); p == nil || p.ID != wantID {
+			t.Errorf("users PartitionOf(%d): got %+v, want partition %d", shard, p, wantID)
+		}
+	}
+	// Normalizing a normalized topology changes nothing (nodes are given normalized topologies).
+	before := cloneTopology(top)
+	if err := top.Normalize(); err != nil {
+		t.Fatalf("second Normalize: got %v, want nil", err)
+	}
+	if !reflect.DeepEqual(top, before) {
+		t.Errorf("second Normalize changed the topology:\n got %+v\nwant %+v", top, before)
+	}
+}
+
+func cloneTopology(t *cluster.Topology) *cluster.Topology {
+	c := &cluster.Topology{Nodes: append([]cluster.NodeSpec(nil), t.Nodes...)}
+	for _, d := range t.Datastores {
+		dc := d
+		dc.Replicas = append([]string(nil), d.Replicas...)
+		dc.Partitions = nil
+		for _, p := range d.Partitions {
+			p.Replicas = append([]string(nil), p.Replicas...)
+			dc.Partitions = append(dc.Partitions, p)
+		}
+		c.Datastores = append(c.Datastores, dc)
+	}
+	return c
+}
+
+func TestPartitionOf(t *testing.T) {
+	top := mustParse(t, threeNodes+`datastores: [{name: trips, shards: 64, partition_count: 4}]`)
+	d, _ := top.Datastore("trips")
+	cases := []struct{ shard, want int }{
+		{0, 0}, {15, 0}, {16, 1}, {31, 1}, {32, 2}, {47, 2}, {48, 3}, {63, 3},
+	}
+	for _, tc := range cases {
+		p := d.PartitionOf(tc.shard)
+		if p == nil || p.ID != tc.want {
+			t.Errorf("PartitionOf(%d): got %+v, want partition %d", tc.shard, p, tc.want)
+			continue
+		}
+		if !p.Shards().Contains(tc.shard) {
+			t.Errorf("PartitionOf(%d) = partition %d whose range %+v does not contain it", tc.shard, p.ID, p.Shards())
+		}
+	}
+	if p := d.PartitionOf(64); p != nil {
+		t.Errorf("PartitionOf(64) past the last shard: got %+v, want nil", p)
+	}
+}
+
+// Every shard count and partition count splits into contiguous ranges covering every shard
+// once, whose sizes differ by at most one.
+func TestNormalizeSplitsEvenly(t *testing.T) {
+	for shards := 1; shards <= 40; shards++ {
+		for count := 1; count <= shards; count++ {
+			top := &cluster.Topology{
+				Nodes:      []cluster.NodeSpec{{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}},
+				Datastores: []cluster.DatastoreSpec{{Name: "d", Shards: shards, PartitionCount: count}},
+			}
+			if err := top.Normalize(); err != nil {
+				t.Fatalf("shards %d count %d: got %v, want nil", shards, count, err)
+			}
+			ps := top.Datastores[0].Partitions
+			if len(ps) != count {
+				t.Fatalf("shards %d count %d: got %d partitions, want %d", shards, count, len(ps), count)
+			}
+			next, lo, hi := 0, shards, 0
+			for i, p := range ps {
+				if p.ID != i || p.FirstShard != next || p.LastShard < p.FirstShard {
+					t.Fatalf("shards %d count %d: partition %d is %+v, want id %d starting at %d", shards, count, i, p, i, next)
+				}
+				size := p.LastShard - p.FirstShard + 1
+				lo, hi = min(lo, size), max(hi, size)
+				next = p.LastShard + 1
+			}
+			if next != shards || hi-lo > 1 {
+				t.Fatalf("shards %d count %d: got cover 0..%d and sizes %d..%d, want 0..%d and sizes within 1",
+					shards, count, next-1, lo, hi, shards-1)
+			}
+			for s := 0; s < shards; s++ {
+				if p := top.Datastores[0].PartitionOf(s); p == nil || !p.Shards().Contains(s) {
+					t.Fatalf("shards %d count %d: PartitionOf(%d) got %+v", shards, count, s, p)
+				}
+			}
+		}
+	}
+}
+
+func TestParseTopologyErrors(t *testing.T) {
+	ds := func(body string) string { return threeNodes + "datastores:\n" + body }
+	cases := []struct {
+		name string
+		yaml string
+		want []string // substrings of the error, each naming the offending field
+	}{
+		{"no nodes", `datastores: [{name: trips, shards: 4}]`, []string{"no nodes"}},
+		{"bad node id", `nodes: [{id: N-1, raft_addr: "127.0.0.1:1", http_addr: "127.0.0.1:2"}]`,
+			[]string{`nodes[0].id "N-1"`}},
+		{"empty node id", `nodes: [{raft_addr: "127.0.0.1:1", http_addr: "127.0.0.1:2"}]`,
+			[]string{`nodes[0].id ""`}},
+		{"node id too long", `nodes: [{id: ` + strings.Repeat("a", 33) + `, raft_addr: "127.0.0.1:1", http_addr: "127.0.0.1:2"}]`,
+			[]string{`nodes[0].id`}},
+		{"duplicate node id", `nodes:
+  - {id: n1, raft_addr: "127.0.0.1:1", http_addr: "127.0.0.1:2"}
+  - {id: n1, raft_addr: "127.0.0.1:3", http_addr: "127.0.0.1:4"}`,
+			[]string{`nodes[1].id "n1" is used twice`}},
+		{"duplicate raft address", `nodes:
+  - {id: n1, raft_addr: "127.0.0.1:1", http_addr: "127.0.0.1:2"}
+  - {id: n2, raft_addr: "127.0.0.1:1", http_addr: "127.0.0.1:4"}`,
+			[]string{`nodes[1].raft_addr "127.0.0.1:1" is also nodes[0].raft_addr`}},
+		{"http address of another node's raft address", `nodes:
+  - {id: n1, raft_addr: "127.0.0.1:1", http_addr: "127.0.0.1:2"}
+  - {id: n2, raft_addr: "127.0.0.1:3", http_addr: "127.0.0.1:1"}`,
+			[]string{`nodes[1].http_addr "127.0.0.1:1" is also nodes[0].raft_addr`}},
+		{"one address for both ports", `nodes: [{id: n1, raft_addr: "127.0.0.1:1", http_addr: "127.0.0.1:1"}]`,
+			[]string{`nodes[0].`, `"127.0.0.1:1" is also nodes[0].`}},
+		{"raft address without port", `nodes: [{id: n1, raft_addr: localhost, http_addr: "127.0.0.1:2"}]`,
+			[]string{`nodes[0].raft_addr "localhost" is not host:port`}},
+		{"http address missing", `nodes: [{id: n1, raft_addr: "127.0.0.1:1"}]`,
+			[]string{`nodes[0].http_addr "" is not host:port`}},
+		{"bad datastore name", ds(`  - {name: Trips, shards: 4}`), []string{`datastores[0].name "Trips"`}},
+		{"datastore name with a dash", ds(`  - {name: my-trips, shards: 4}`), []string{`datastores[0].name "my-trips"`}},
+		{"duplicate datastore", ds("  - {name: trips, shards: 4}\n  - {name: trips, shards: 8}"),
+			[]string{`datastores[1].name "trips" is used twice`}},
+		{"unsupported mode", ds(`  - {name: trips, mode: async, shards: 4}`),
+			[]string{`datastores[0].mode "async" is not supported`}},
+		{"unknown mode", ds(`  - {name: trips, mode: paxos, shards: 4}`),
+			[]string{`datastores[0].mode "paxos"`}},
+		{"zero shards", ds(`  - {name: trips}`), []string{fmt.Sprintf("datastores[0].shards 0 must be in 1..%d", cluster.MaxShards)}},
+		{"negative shards", ds(`  - {name: trips, shards: -4}`), []string{"datastores[0].shards -4"}},
+		{"too many shards", ds(fmt.Sprintf(`  - {name: trips, shards: %d}`, cluster.MaxShards+1)),
+			[]string{fmt.Sprintf("datastores[0].shards %d must be in 1..%d", cluster.MaxShards+1, cluster.MaxShards)}},
+		{"partition_count above shards", ds(`  - {name: trips, shards: 4, partition_count: 5}`),
+			[]string{"datastores[0].partition_count 5 must be in 1..shards (4)"}},
+		{"negative partition_count", ds(`  - {name: trips, shards: 4, partition_count: -1}`),
+			[]string{"datastores[0].partition_count -1"}},
+		{"partition_count disagrees with the list", ds(`  - name: trips
+    shards: 8
+    partition_count: 3
+    partitions:
+      - {id: 0, first_shard: 0, last_shard: 3, replicas: [n1]}
+      - {id: 1, first_shard: 4, last_shard: 7, replicas: [n1]}`),
+			[]string{"datastores[0]: partition_count 3 disagrees with 2 partitions"}},
+		{"gap between partitions", ds(`  - name: trips
+    shards: 8
+    partitions:
+      - {id: 0, first_shard: 0, last_shard: 3, replicas: [n1]}
+      - {id: 1, first_shard: 5, last_shard: 7, replicas: [n1]}`),
+			[]string{"datastores[0].partitions[id 1]: shards 5..7"}},
+		{"overlapping partitions", ds(`  - name: trips
+    shards: 8
+    partitions:
+      - {id: 0, first_shard: 0, last_shard: 4, replicas: [n1]}
+      - {id: 1, first_shard: 3, last_shard: 7, replicas: [n1]}`),
+			[]string{"datastores[0].partitions[id 1]: shards 3..7"}},
+		{"partition past the last shard", ds(`  - name: trips
+    shards: 8
+    partitions:
+      - {id: 0, first_shard: 0, last_shard: 3, replicas: [n1]}
+      - {id: 1, first_shard: 4, last_shard: 8, replicas: [n1]}`),
+			[]string{"datastores[0].partitions[id 1]: shards 4..8"}},
+		{"partition not starting at 0", ds(`  - name: trips
+    shards: 8
+    partitions: [{id: 0, first_shard: 1, last_shard: 7, replicas: [n1]}]`),
+			[]string{"datastores[0].partitions[id 0]: shards 1..7"}},
+		{"partition with last before first", ds(`  - name: trips
+    shards: 8
+    partitions:
+      - {id: 0, first_shard: 0, last_shard: 3, replicas: [n1]}
+      - {id: 1, first_shard: 4, last_shard: 2, replicas: [n1]}`),
+			[]string{"datastores[0].partitions[id 1]: shards 4..2"}},
+		{"partitions stop short", ds(`  - name: trips
+    shards: 8
+    partitions: [{id: 0, first_shard: 0, last_shard: 5, replicas: [n1]}]`),
+			[]string{"datastores[0]: partitions cover shards 0..5 of 0..7"}},
+		{"duplicate partition id", ds(`  - name: trips
+    shards: 8
+    partitions:
+      - {id: 0, first_shard: 0, last_shard: 3, replicas: [n1]}
+      - {id: 0, first_shard: 4, last_shard: 7, replicas: [n1]}`),
+			[]string{"datastores[0].partitions[id 0]: id used twice"}},
+		{"partition without replicas", ds(`  - name: trips
+    shards: 8
+    partitions: [{id: 0, first_shard: 0, last_shard: 7}]`),
+			[]string{"datastores[0].partitions[id 0]: no replicas"}},
+		{"unknown replica", ds(`  - name: trips
+    shards: 8
+    partitions: [{id: 0, first_shard: 0, last_shard: 7, replicas: [n1, n9]}]`),
+			[]string{`datastores[0].partitions[id 0]: replica "n9" is not a node`}},
+		{"unknown replica in the datastore's replicas", ds(`  - {name: trips, shards: 8, partition_count: 2, replicas: [n1, n9]}`),
+			[]string{`datastores[0].partitions[id 0]: replica "n9" is not a node`, `datastores[0].partitions[id 1]: replica "n9" is not a node`}},
+		{"duplicate replica", ds(`  - name: trips
+    shards: 8
+    partitions: [{id: 0, first_shard: 0, last_shard: 7, replicas: [n1, n2, n1]}]`),
+			[]string{`datastores[0].partitions[id 0]: replica "n1" listed twice`}},
+		{"unknown field in a node", `nodes: [{id: n1, raft_addr: "127.0.0.1:1", http_addr: "127.0.0.1:2", grpc_addr: "127.0.0.1:3"}]`,
+			[]string{"grpc_addr"}},
+		{"unknown field in a datastore", ds(`  - {name: trips, shards: 8, shard_count: 8}`), []string{"shard_count"}},
+		{"unknown top-level field", threeNodes + "clusters: []\n", []string{"clusters"}},
+		{"unknown field in a partition", ds(`  - name: trips
+    shards: 8
+    partitions: [{id: 0, first: 0, last_shard: 7, replicas: [n1]}]`), []string{"first"}},
+		{"not YAML", "nodes: [", []string{"cluster: topology"}},
+		// Every violation is reported, not only the first.
+		{"every violation", `nodes:
+  - {id: n1, raft_addr: "127.0.0.1:1", http_addr: "127.0.0.1:2"}
+  - {id: BAD, raft_addr: nowhere, http_addr: "127.0.0.1:2"}
+datastores:
+  - {name: trips, mode: async, shards: 0}
+  - {name: users, shards: 4, partition_count: 9}
+  - {name: users, shards: 4, replicas: [n7]}`,
+			[]string{`nodes[1].id "BAD"`, `nodes[1].raft_addr "nowhere"`, `nodes[1].http_addr "127.0.0.1:2" is also nodes[0].http_addr`,
+				`datastores[0].mode "async"`, "datastores[0].shards 0", "datastores[1].partition_count 9",
+				`datastores[2].name "users" is used twice`, `datastores[2].partitions[id 0]: replica "n7" is not a node`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			top, err := parse(t, tc.yaml)
+			if err == nil {
+				t.Fatalf("ParseTopology: got %+v and a nil error, want an error mentioning %q", top, tc.want)
+			}
+			if top != nil {
+				t.Errorf("ParseTopology: got topology %+v with error, want nil", top)
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "cluster: topology: ") {
+				t.Errorf("error %q: want the prefix %q", msg, "cluster: topology: ")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error:\n%s\nwant it to mention %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// A raft or HTTP address must have a port another node can dial. net.SplitHostPort accepts
+// "host:" (empty port) and any port text, so these slip through Normalize today; a node
+// configured so listens on a random port and advertises an address nobody can reach.
+func TestParseTopologyRejectsUnusablePorts(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:", "127.0.0.1:99999", "127.0.0.1:-1"} {
+		t.Run(addr, func(t *testing.T) {
+			text := `nodes: [{id: n1, raft_addr: "` + addr + `", http_addr: "127.0.0.1:2"}]`
+			_, err := parse(t, text)
+			if err == nil || !strings.Contains(err.Error(), "nodes[0].raft_addr") {
+				t.Fatalf("raft_addr %q: got error %v, want one naming nodes[0].raft_addr", addr, err)
+			}
+		})
+	}
+}
+
+func TestLoadTopology(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "topology.yaml")
+	if err := os.WriteFile(path, []byte(threeNodes+"datastores: [{name: trips, shards: 4}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	top, err := cluster.LoadTopology(path)
+	if err != nil {
+		t.Fatalf("LoadTopology: got %v, want nil", err)
+	}
+	if d, ok := top.Datastore("trips"); !ok || len(d.Partitions) != 1 || d.Partitions[0].LastShard != 3 {
+		t.Fatalf("LoadTopology: got datastore %+v, want trips with one partition 0..3", d)
+	}
+	_, err = cluster.LoadTopology(filepath.Join(t.TempDir(), "missing.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("LoadTopology(missing file): got %v, want an error wrapping os.ErrNotExist", err)
+	}
+}

@@ -1,0 +1,390 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/internal/localcluster"
+	"github.com/schemaless-db/schemaless/partition"
+	"github.com/spf13/cobra"
+)
+
+type benchFlags struct {
+	targets     []string
+	endpoints   []string
+	mysqlDSN    string
+	workloads   []string
+	clients     []int
+	duration    time.Duration
+	warmup      time.Duration
+	batch       int
+	valueSize   int
+	rows        int
+	consistency []string
+	shards      int
+	partitions  int
+	inflight    int
+	asJSON      bool
+	cpuProfile  string
+}
+
+func newBenchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure throughput and latency of writes and reads through the HTTP API",
+		Long: `Measure the datastore through its HTTP API with the Go client. Every combination of --target,
+--workload, --clients and (for reads) --consistency runs for --duration after --warmup, and one
+table row (or JSON object) reports ops/s, cells/s, latency percentiles and errors.
+
+Targets:
+  external   the cluster at --endpoints (for example one started by 'schemaless dev')
+  sqlite     an in-process 3-node cluster on embedded SQLite, in a fresh temp dir
+  mysql      the same on the MySQL/MariaDB server at --mysql (databases dropped afterwards)
+  raft-noop  the same raft setup with a state machine that stores nothing: the baseline that
+             shows the cost of the SQL apply as a ratio
+
+Workloads:
+  put         put_cell of one new cell per request
+  put-batch   put_cells of --batch new cells per request
+  get-latest  get_cell_latest of a random row among --rows preloaded rows, per --consistency
+
+In-process targets use the production raft timeouts and one datastore 'trips' with --shards shards
+in --partitions partitions on 3 nodes; clients and nodes share this machine's cores.`,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd.Context(), f) },
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&f.targets, "target", []string{"sqlite"}, "targets, comma-separated: external, sqlite, mysql, raft-noop")
+	fl.StringSliceVar(&f.endpoints, "endpoints", []string{"http://127.0.0.1:7070", "http://127.0.0.1:7071", "http://127.0.0.1:7072"}, "nodes of the external target")
+	fl.StringVar(&f.mysqlDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL/MariaDB server of the mysql target")
+	fl.StringSliceVar(&f.workloads, "workload", []string{"put"}, "workloads, comma-separated: put, put-batch, get-latest")
+	fl.IntSliceVar(&f.clients, "clients", []int{1}, "concurrent clients, comma-separated (one run per value)")
+	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured time of each run")
+	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "unmeasured time before each run")
+	fl.IntVar(&f.batch, "batch", 100, "cells per put_cells request (put-batch)")
+	fl.IntVar(&f.valueSize, "value-size", 200, "approximate size of each cell body, in bytes of JSON")
+	fl.IntVar(&f.rows, "rows", 10000, "rows preloaded for get-latest")
+	fl.StringSliceVar(&f.consistency, "consistency", []string{client.ConsistencyStrong}, "read consistencies of get-latest, comma-separated: strong, stale")
+	fl.IntVar(&f.shards, "shards", 64, "shards of the in-process targets' datastore")
+	fl.IntVar(&f.partitions, "partitions", 4, "partitions of the in-process targets' datastore")
+	fl.IntVar(&f.inflight, "max-inflight", partition.DefaultConfig().MaxInflight, "raft entries in flight per partition of the in-process targets (see serve --max-inflight)")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clients and in-process nodes) to this file")
+	fl.BoolVar(&f.asJSON, "json", false, "print results as JSON lines instead of a table")
+	return cmd
+}
+
+// benchResult is one run's figures. Latencies are in microseconds.
+type benchResult struct {
+	Target      string  `json:"target"`
+	Workload    string  `json:"workload"`
+	Consistency string  `json:"consistency,omitempty"`
+	Clients     int     `json:"clients"`
+	Seconds     float64 `json:"seconds"`
+	Ops         int64   `json:"ops"`
+	Cells       int64   `json:"cells"`
+	Errors      int64   `json:"errors"`
+	OpsPerSec   float64 `json:"ops_per_sec"`
+	CellsPerSec float64 `json:"cells_per_sec"`
+	P50         int64   `json:"p50_us"`
+	P90         int64   `json:"p90_us"`
+	P99         int64   `json:"p99_us"`
+	Max         int64   `json:"max_us"`
+	FirstError  string  `json:"first_error,omitempty"`
+}
+
+func runBench(ctx context.Context, f benchFlags) error {
+	for _, w := range f.workloads {
+		switch w {
+		case "put", "put-batch", "get-latest":
+		default:
+			return fmt.Errorf("--workload %q: want put, put-batch or get-latest", w)
+		}
+	}
+	for _, c := range f.consistency {
+		if c != client.ConsistencyStrong && c != client.ConsistencyStale {
+			return fmt.Errorf("--consistency %q: want strong or stale", c)
+		}
+	}
+	if f.batch < 1 || f.valueSize < 2 || f.rows < 1 || f.duration <= 0 {
+		return errors.New("--batch, --value-size, --rows and --duration must be positive")
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if !f.asJSON {
+		fmt.Printf("# %s, %d CPUs, %s\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.Version())
+	}
+	var results []benchResult
+	for _, target := range f.targets {
+		endpoints, stop, err := startTarget(ctx, target, f)
+		if err != nil {
+			return err
+		}
+		rs, err := benchTarget(ctx, target, endpoints, f)
+		stop()
+		results = append(results, rs...)
+		if err != nil {
+			return err
+		}
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		for _, r := range results {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	printBenchTable(results)
+	return nil
+}
+
+// startTarget returns the endpoints of target and a function that stops it.
+func startTarget(ctx context.Context, target string, f benchFlags) ([]string, func(), error) {
+	if target == "external" {
+		return f.endpoints, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "schemaless-bench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := localcluster.Options{Dir: dir, Shards: f.shards, Partitions: f.partitions, Partition: partition.DefaultConfig()}
+	opts.Partition.MaxInflight = f.inflight
+	opts.OnFatal = func(node string, err error) { fmt.Fprintf(os.Stderr, "bench: node %s: fatal: %v\n", node, err) }
+	var prefix string
+	switch target {
+	case "sqlite":
+	case "mysql":
+		prefix = fmt.Sprintf("bench%06d", rand.N(1000000))
+		opts.MySQLDSN, opts.MySQLPrefix = f.mysqlDSN, prefix
+	case "raft-noop":
+		opts.Partition.NewStateMachine = func(context.Context) (partition.StateMachine, error) { return fsm.NewNoop(), nil }
+	default:
+		os.RemoveAll(dir)
+		return nil, nil, fmt.Errorf("--target %q: want external, sqlite, mysql or raft-noop", target)
+	}
+	c, err := localcluster.Start(ctx, opts)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, fmt.Errorf("start %s cluster: %w", target, err)
+	}
+	return c.URLs(), func() {
+		_ = c.Close()
+		os.RemoveAll(dir)
+		if prefix != "" {
+			if err := dropDatabases(context.Background(), f.mysqlDSN, []string{prefix + "_"}); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: drop databases %s_*: %v\n", prefix, err)
+			}
+		}
+	}, nil
+}
+
+func benchClient(endpoints []string, clients int) (*client.Client, error) {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = clients + 16
+	t.MaxIdleConns = 3*clients + 64
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = endpoints
+	cfg.Datastore = "trips"
+	cfg.HTTPClient = &http.Client{Transport: t}
+	return client.New(cfg)
+}
+
+// benchBody returns a JSON object of about size bytes.
+func benchBody(rng *rand.Rand, size int) json.RawMessage {
+	head := fmt.Sprintf(`{"origin":"SFO","destination":"JFK","distance":%d,"delay":%d,"pad":"`, rng.IntN(3000), rng.IntN(200)-20)
+	pad := size - len(head) - 2
+	if pad < 0 {
+		pad = 0
+	}
+	const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 0, len(head)+pad+2)
+	b = append(b, head...)
+	for i := 0; i < pad; i++ {
+		b = append(b, letters[rng.IntN(len(letters))])
+	}
+	return append(b, '"', '}')
+}
+
+func benchTarget(ctx context.Context, target string, endpoints []string, f benchFlags) ([]benchResult, error) {
+	var out []benchResult
+	var rows []uuid.UUID
+	for _, w := range f.workloads {
+		consistencies := []string{""}
+		if w == "get-latest" {
+			consistencies = f.consistency
+			if rows == nil {
+				var err error
+				if rows, err = preload(ctx, endpoints, f); err != nil {
+					return out, fmt.Errorf("%s: preload: %w", target, err)
+				}
+			}
+		}
+		for _, cons := range consistencies {
+			for _, n := range f.clients {
+				cl, err := benchClient(endpoints, n)
+				if err != nil {
+					return out, err
+				}
+				r := benchRun(ctx, cl, w, cons, n, rows, f)
+				r.Target = target
+				if !f.asJSON {
+					fmt.Fprintf(os.Stderr, "%s %s %s clients=%d: %.0f ops/s, p50 %dus, p99 %dus, %d errors\n", target, w, cons, n, r.OpsPerSec, r.P50, r.P99, r.Errors)
+				}
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
+}
+
+// preload writes f.rows rows (one BASE cell each) for the read workloads.
+func preload(ctx context.Context, endpoints []string, f benchFlags) ([]uuid.UUID, error) {
+	cl, err := benchClient(endpoints, 8)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rows := make([]uuid.UUID, f.rows)
+	for i := range rows {
+		rows[i] = uuid.New()
+	}
+	for i := 0; i < len(rows); i += 500 {
+		end := min(i+500, len(rows))
+		ws := make([]client.CellWrite, 0, end-i)
+		for _, r := range rows[i:end] {
+			ws = append(ws, client.CellWrite{Key: cellKey(r), Body: benchBody(rng, f.valueSize)})
+		}
+		if _, err := cl.PutCells(ctx, ws); err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
+}
+
+// benchRun runs one workload with n clients for warmup + duration.
+func benchRun(ctx context.Context, cl *client.Client, workload, consistency string, n int, rows []uuid.UUID, f benchFlags) benchResult {
+	var measuring atomic.Bool
+	var ops, cellsDone, errs atomic.Int64
+	var firstErr atomic.Value
+	hists := make([]*hdrhistogram.Histogram, n)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		hists[i] = hdrhistogram.New(1, 60_000_000, 3)
+		wg.Add(1)
+		go func(h *hdrhistogram.Histogram, seed uint64) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, seed+1))
+			for ctx.Err() == nil {
+				start := time.Now()
+				cells, err := benchOp(ctx, cl, workload, consistency, rows, rng, f)
+				if ctx.Err() != nil {
+					return
+				}
+				if !measuring.Load() {
+					continue
+				}
+				if err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				_ = h.RecordValue(time.Since(start).Microseconds())
+				ops.Add(1)
+				cellsDone.Add(int64(cells))
+			}
+		}(hists[i], uint64(i)+1)
+	}
+	time.Sleep(f.warmup)
+	measuring.Store(true)
+	start := time.Now()
+	time.Sleep(f.duration)
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	cancel()
+	wg.Wait()
+	all := hdrhistogram.New(1, 60_000_000, 3)
+	for _, h := range hists {
+		all.Merge(h)
+	}
+	r := benchResult{
+		Workload: workload, Consistency: consistency, Clients: n, Seconds: elapsed.Seconds(),
+		Ops: ops.Load(), Cells: cellsDone.Load(), Errors: errs.Load(),
+		P50: all.ValueAtQuantile(50), P90: all.ValueAtQuantile(90), P99: all.ValueAtQuantile(99), Max: all.Max(),
+	}
+	r.OpsPerSec = float64(r.Ops) / r.Seconds
+	r.CellsPerSec = float64(r.Cells) / r.Seconds
+	if e, ok := firstErr.Load().(string); ok {
+		r.FirstError = e
+	}
+	return r
+}
+
+// benchOp does one operation and returns the cells it wrote or read.
+func benchOp(ctx context.Context, cl *client.Client, workload, consistency string, rows []uuid.UUID, rng *rand.Rand, f benchFlags) (int, error) {
+	switch workload {
+	case "put":
+		k := cellKey(uuid.New())
+		_, err := cl.PutCell(ctx, k.RowKey, k.ColumnKey, k.RefKey, benchBody(rng, f.valueSize))
+		return 1, err
+	case "put-batch":
+		ws := make([]client.CellWrite, f.batch)
+		for i := range ws {
+			ws[i] = client.CellWrite{Key: cellKey(uuid.New()), Body: benchBody(rng, f.valueSize)}
+		}
+		_, err := cl.PutCells(ctx, ws)
+		return f.batch, err
+	default:
+		_, err := cl.GetCellLatest(ctx, rows[rng.IntN(len(rows))], "BASE", client.WithConsistency(consistency))
+		return 1, err
+	}
+}
+
+func printBenchTable(rs []benchResult) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\tworkload\tclients\tops/s\tcells/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t")
+	for _, r := range rs {
+		w := r.Workload
+		if r.Consistency != "" {
+			w += " " + r.Consistency
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t\n", r.Target, w, r.Clients, r.OpsPerSec, r.CellsPerSec,
+			float64(r.P50)/1000, float64(r.P90)/1000, float64(r.P99)/1000, float64(r.Max)/1000, r.Errors)
+	}
+	_ = tw.Flush()
+	for _, r := range rs {
+		if r.FirstError != "" {
+			fmt.Printf("%s %s clients=%d first error: %s\n", r.Target, r.Workload, r.Clients, strings.TrimSpace(r.FirstError))
+		}
+	}
+}
+
+// cellKey is the key of a benchmark cell: the row's BASE cell, ref key 1.
+func cellKey(row uuid.UUID) cells.Key { return cells.Key{RowKey: row, ColumnKey: "BASE", RefKey: 1} }

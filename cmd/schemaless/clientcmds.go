@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/client"
+	"github.com/spf13/cobra"
+)
+
+// clientFlags select the cluster and datastore of the client commands.
+type clientFlags struct {
+	endpoints   []string
+	datastore   string
+	consistency string
+	timeout     time.Duration
+}
+
+func (f *clientFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringSliceVar(&f.endpoints, "endpoints", []string{"http://127.0.0.1:7070", "http://127.0.0.1:7071", "http://127.0.0.1:7072"}, "nodes' HTTP base URLs (comma-separated); any node serves any request")
+	cmd.Flags().StringVar(&f.datastore, "datastore", "trips", "datastore name")
+	cmd.Flags().StringVar(&f.consistency, "consistency", client.ConsistencyStrong, "read consistency: strong (linearizable) or stale (any replica)")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "time limit of one request attempt")
+}
+
+func (f *clientFlags) client() (*client.Client, error) {
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = f.endpoints
+	cfg.Datastore = f.datastore
+	cfg.Consistency = f.consistency
+	cfg.RequestTimeout = f.timeout
+	return client.New(cfg)
+}
+
+func parseKeyArgs(args []string) (cells.Key, error) {
+	rk, err := cells.ParseRowKey(args[0])
+	if err != nil {
+		return cells.Key{}, err
+	}
+	k := cells.Key{RowKey: rk, ColumnKey: args[1]}
+	if len(args) > 2 {
+		if k.RefKey, err = strconv.ParseInt(args[2], 10, 64); err != nil || k.RefKey < 0 {
+			return cells.Key{}, &cells.FieldError{Field: "ref_key", Err: cells.ErrInvalidRefKey}
+		}
+	}
+	return k, cells.ValidateColumnKey(k.ColumnKey)
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func newPutCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "put ROW_KEY COLUMN_KEY REF_KEY [BODY|-]",
+		Short: "Write one cell (put_cell); BODY is a JSON object, '-' or absent reads it from stdin",
+		Args:  cobra.RangeArgs(3, 4),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, err := parseKeyArgs(args)
+			if err != nil {
+				return err
+			}
+			var body []byte
+			if len(args) == 4 && args[3] != "-" {
+				body = []byte(args[3])
+			} else if body, err = io.ReadAll(os.Stdin); err != nil {
+				return err
+			}
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			res, err := cl.PutCell(cmd.Context(), k.RowKey, k.ColumnKey, k.RefKey, json.RawMessage(body))
+			if err != nil && !errors.Is(err, client.ErrConflict) {
+				return err
+			}
+			if perr := printJSON(res); perr != nil {
+				return perr
+			}
+			return err
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func newGetCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "get ROW_KEY [COLUMN_KEY REF_KEY]",
+		Short: "Read one cell (get_cell), or with only ROW_KEY the latest cell of every column",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 && len(args) != 3 {
+				return errors.New("want ROW_KEY, or ROW_KEY COLUMN_KEY REF_KEY")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				rk, err := cells.ParseRowKey(args[0])
+				if err != nil {
+					return err
+				}
+				cs, err := cl.GetRow(cmd.Context(), rk)
+				if err != nil {
+					return err
+				}
+				return printJSON(map[string]any{"cells": cs})
+			}
+			k, err := parseKeyArgs(args)
+			if err != nil {
+				return err
+			}
+			c, err := cl.GetCell(cmd.Context(), k)
+			if err != nil {
+				return err
+			}
+			return printJSON(c)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func newLatestCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "latest ROW_KEY COLUMN_KEY",
+		Short: "Read the cell of a column with the highest ref key (get_cell_latest)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, err := parseKeyArgs(args)
+			if err != nil {
+				return err
+			}
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			c, err := cl.GetCellLatest(cmd.Context(), k.RowKey, k.ColumnKey)
+			if err != nil {
+				return err
+			}
+			return printJSON(c)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func newStatusCmd() *cobra.Command {
+	var f clientFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show nodes, partitions, leaders and each replica's applied index",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runStatus(cmd.Context(), f, asJSON)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print each node's /v1/cluster answer as JSON")
+	return cmd
+}
+
+// runStatus asks every endpoint for its view and prints one line per partition with the
+// leader and each replica's applied index.
+func runStatus(ctx context.Context, f clientFlags, asJSON bool) error {
+	type view struct {
+		ep   string
+		err  error
+		node string
+		// applied[datastore/partition] and leader[datastore/partition] as this node sees them
+		applied map[string]uint64
+		state   map[string]string
+		leader  map[string]string
+	}
+	var views []view
+	var order []string
+	replicas := map[string][]string{}
+	shards := map[string]string{}
+	for _, ep := range f.endpoints {
+		cfg := client.DefaultConfig()
+		cfg.Endpoints = []string{ep}
+		cfg.MaxAttempts = 1
+		cfg.RequestTimeout = 2 * time.Second
+		cl, err := client.New(cfg)
+		if err != nil {
+			return err
+		}
+		st, err := cl.Cluster(ctx)
+		v := view{ep: ep, err: err, node: st.Node, applied: map[string]uint64{}, state: map[string]string{}, leader: map[string]string{}}
+		if err == nil && asJSON {
+			if err := printJSON(st); err != nil {
+				return err
+			}
+		}
+		for _, d := range st.Datastores {
+			for _, p := range d.Partitions {
+				key := fmt.Sprintf("%s/%d", d.Name, p.ID)
+				if _, ok := replicas[key]; !ok {
+					order = append(order, key)
+					replicas[key] = p.Replicas
+					shards[key] = fmt.Sprintf("%d-%d", p.FirstShard, p.LastShard)
+				}
+				v.applied[key], v.state[key], v.leader[key] = p.AppliedIndex, p.State, p.Leader
+			}
+		}
+		views = append(views, v)
+	}
+	if asJSON {
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprint(tw, "PARTITION\tSHARDS\tLEADER")
+	for _, v := range views {
+		name := v.node
+		if v.err != nil {
+			name = v.ep
+		}
+		fmt.Fprintf(tw, "\t%s", name)
+	}
+	fmt.Fprintln(tw)
+	for _, key := range order {
+		leader := ""
+		for _, v := range views {
+			if v.leader[key] != "" {
+				leader = v.leader[key]
+				break
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s", key, shards[key], leader)
+		for _, v := range views {
+			switch {
+			case v.err != nil:
+				fmt.Fprint(tw, "\tdown")
+			case v.state[key] == "":
+				fmt.Fprint(tw, "\t-")
+			default:
+				fmt.Fprintf(tw, "\t%s applied=%d", strings.ToLower(v.state[key]), v.applied[key])
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, v := range views {
+		if v.err != nil {
+			fmt.Printf("%s: %v\n", v.ep, v.err)
+		}
+	}
+	return nil
+}

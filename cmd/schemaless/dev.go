@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+)
+
+type devFlags struct {
+	dataDir    string
+	nodes      int
+	host       string
+	httpPort   int
+	raftPort   int
+	shards     int
+	partitions int
+	mysqlDSN   string
+	fresh      bool
+	importPath string
+	airports   string
+	importOpts importFlags
+	logLevel   string
+}
+
+func newDevCmd() *cobra.Command {
+	var f devFlags
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a local cluster: 3 node processes, datastore trips in raft mode",
+		Long: `Run a local cluster in one command: --nodes processes of 'schemaless serve' on --host, HTTP on
+ports --http-port, --http-port+1, ..., raft on --raft-port, ..., one datastore 'trips' in raft mode
+with --shards shards in --partitions partitions replicated on every node. Cells are stored in
+embedded SQLite under --data-dir, or in MySQL/MariaDB with --mysql. It prints a line starting with
+"ready" when every node serves, optionally imports flights (--import), and runs until Ctrl-C.
+Each node logs to <data-dir>/<node>.log. Data persists across runs; --fresh starts empty.`,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dataDir, "data-dir", ".data/dev", "directory of the cluster's data and logs")
+	fl.IntVar(&f.nodes, "nodes", 3, "number of nodes")
+	fl.StringVar(&f.host, "host", "127.0.0.1", "address the nodes listen on")
+	fl.IntVar(&f.httpPort, "http-port", 7070, "HTTP port of the first node; the others follow")
+	fl.IntVar(&f.raftPort, "raft-port", 7170, "raft port of the first node; the others follow")
+	fl.IntVar(&f.shards, "shards", 64, "shards of the trips datastore")
+	fl.IntVar(&f.partitions, "partitions", 4, "partitions of the trips datastore")
+	fl.StringVar(&f.mysqlDSN, "mysql", "", "store cells in this MySQL/MariaDB server (DSN) instead of SQLite")
+	fl.BoolVar(&f.fresh, "fresh", false, "delete --data-dir (and the nodes' MySQL databases) before starting")
+	fl.StringVar(&f.importPath, "import", "", "after start, import this flights CSV (.csv or .csv.gz) and read it back")
+	fl.StringVar(&f.airports, "airports", "testdata/airports.csv", "airports CSV joined into imported trips")
+	fl.StringVar(&f.logLevel, "log-level", "info", "nodes' log level")
+	f.importOpts.registerTuning(cmd)
+	return cmd
+}
+
+func (f devFlags) topology() *cluster.Topology {
+	t := &cluster.Topology{}
+	for i := 0; i < f.nodes; i++ {
+		t.Nodes = append(t.Nodes, cluster.NodeSpec{
+			ID:       fmt.Sprintf("n%d", i+1),
+			RaftAddr: net.JoinHostPort(f.host, strconv.Itoa(f.raftPort+i)),
+			HTTPAddr: net.JoinHostPort(f.host, strconv.Itoa(f.httpPort+i)),
+		})
+	}
+	t.Datastores = []cluster.DatastoreSpec{{Name: "trips", Mode: cluster.ModeRaft, Shards: f.shards, PartitionCount: f.partitions}}
+	return t
+}
+
+func runDev(ctx context.Context, f devFlags) error {
+	if f.nodes < 1 {
+		return fmt.Errorf("--nodes %d: want at least 1", f.nodes)
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	top := f.topology()
+	text, err := yaml.Marshal(top)
+	if err != nil {
+		return err
+	}
+	if err := top.Normalize(); err != nil {
+		return err
+	}
+	if f.fresh {
+		if err := os.RemoveAll(f.dataDir); err != nil {
+			return err
+		}
+		if f.mysqlDSN != "" {
+			if err := dropDevDatabases(ctx, f.mysqlDSN, top); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
+		return err
+	}
+	topoPath := filepath.Join(f.dataDir, "topology.yaml")
+	if old, err := os.ReadFile(topoPath); err == nil && !bytes.Equal(old, text) {
+		return fmt.Errorf("%s holds a cluster with another topology; pass --fresh to start over, or another --data-dir", f.dataDir)
+	}
+	if err := os.WriteFile(topoPath, text, 0o644); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	exited := make(chan error, f.nodes)
+	var procs []*devProc
+	defer func() { stopNodes(procs) }()
+	var endpoints []string
+	for _, n := range top.Nodes {
+		logPath := filepath.Join(f.dataDir, n.ID+".log")
+		logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		args := []string{"serve", "--config", topoPath, "--node-id", n.ID, "--data-dir", filepath.Join(f.dataDir, n.ID), "--log-level", f.logLevel}
+		if f.mysqlDSN != "" {
+			args = append(args, "--mysql", f.mysqlDSN)
+		}
+		c := exec.Command(exe, args...)
+		c.Stdout, c.Stderr = logFile, logFile
+		// The nodes die with this process, even on kill -9.
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := c.Start(); err != nil {
+			logFile.Close()
+			return fmt.Errorf("start %s: %w", n.ID, err)
+		}
+		p := &devProc{cmd: c, done: make(chan struct{})}
+		procs = append(procs, p)
+		id := n.ID
+		go func() {
+			err := c.Wait()
+			logFile.Close()
+			close(p.done)
+			exited <- fmt.Errorf("node %s exited (%v); see %s", id, err, logPath)
+		}()
+		endpoints = append(endpoints, "http://"+n.HTTPAddr)
+	}
+	cl, err := client.New(client.Config{Endpoints: endpoints, Datastore: "trips"})
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := waitReady(ctx, cl, endpoints, exited); err != nil {
+		return err
+	}
+	store := "sqlite"
+	if f.mysqlDSN != "" {
+		store = "mysql"
+	}
+	fmt.Printf("ready: %d nodes in %.1fs, store %s, datastore trips (raft, %d shards, %d partitions), http %v, data %s\n",
+		f.nodes, time.Since(start).Seconds(), store, f.shards, f.partitions, endpoints, f.dataDir)
+	if f.importPath != "" {
+		if err := devImport(ctx, cl, f); err != nil {
+			return err
+		}
+	}
+	printCurls(endpoints[0])
+	fmt.Println("serving; Ctrl-C to stop")
+	select {
+	case <-ctx.Done():
+		fmt.Println("stopping")
+		return nil
+	case err := <-exited:
+		return err
+	}
+}
+
+func waitReady(ctx context.Context, cl *client.Client, endpoints []string, exited <-chan error) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for _, ep := range endpoints {
+		for {
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			err := cl.Ready(rctx, ep)
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s not ready after 60s: %w", ep, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case err := <-exited:
+				return err
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// devProc is a node process and a channel closed when it has exited.
+type devProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// stopNodes sends SIGTERM to every node, waits up to 10s for them to exit, then kills the rest.
+func stopNodes(procs []*devProc) {
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	deadline := time.After(10 * time.Second)
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-deadline:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+func printCurls(ep string) {
+	row := "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
+	fmt.Printf(`
+try:
+  curl -s -X PUT %[1]s/v1/trips/cells/%[2]s/BASE/1 -d '{"origin":"SFO","destination":"JFK","distance":2586}'
+  curl -s %[1]s/v1/trips/cells/%[2]s/BASE          # latest BASE cell (strong)
+  curl -s '%[1]s/v1/trips/cells/%[2]s?consistency=stale'
+  curl -s '%[1]s/v1/trips/shards/0/cells?after=0&limit=3'
+  curl -s %[1]s/v1/cluster
+`, ep, row)
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/schemaless-db/schemaless/api"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/storage"
+	"github.com/spf13/cobra"
+)
+
+type serveFlags struct {
+	logs          logFlags
+	config        string
+	nodeID        string
+	dataDir       string
+	mysqlDSN      string
+	mysqlPrefix   string
+	bind          string
+	apiCfg        api.Config
+	heartbeat     time.Duration
+	election      time.Duration
+	leaderLease   time.Duration
+	snapThreshold uint64
+	batchCells    int
+	inflight      int
+	sqliteSync    string
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run one node of a cluster",
+		Long: `Run one node: it hosts the node's partition replicas (from --config), serves the HTTP API on the
+node's http_addr and raft plus node-to-node traffic on its raft_addr. Cells are stored in embedded
+SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM stops it cleanly.`,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), f) },
+	}
+	fl := cmd.Flags()
+	f.logs.register(cmd)
+	d := api.DefaultConfig()
+	pd := partition.DefaultConfig()
+	fl.StringVar(&f.config, "config", "", "topology file (YAML; see docs/operations.md) (required)")
+	fl.StringVar(&f.nodeID, "node-id", "", "this node's id in the topology (required)")
+	fl.StringVar(&f.dataDir, "data-dir", "", "directory for raft logs, snapshots and SQLite files (required)")
+	fl.StringVar(&f.mysqlDSN, "mysql", "", "store cells in this MySQL/MariaDB server (go-sql-driver DSN, e.g. root@tcp(127.0.0.1:3306)/) instead of SQLite")
+	fl.StringVar(&f.mysqlPrefix, "mysql-prefix", "", "prefix of this node's MySQL database names (default sl_<node-id>)")
+	fl.StringVar(&f.bind, "bind", "", "listen address of the raft transport (default the node's raft_addr)")
+	fl.Int64Var(&f.apiCfg.MaxCellBodyBytes, "max-body-bytes", d.MaxCellBodyBytes, "largest cell body, in bytes of JSON")
+	fl.Int64Var(&f.apiCfg.MaxRequestBytes, "max-request-bytes", d.MaxRequestBytes, "largest request body, in bytes")
+	fl.IntVar(&f.apiCfg.MaxBatchCells, "max-batch-cells", d.MaxBatchCells, "most cells in one put_cells request or keys in one batch get")
+	fl.DurationVar(&f.apiCfg.RequestTimeout, "request-timeout", d.RequestTimeout, "time limit of one API request; a write still running answers 504 indeterminate")
+	fl.DurationVar(&f.heartbeat, "heartbeat-timeout", pd.HeartbeatTimeout, "raft heartbeat timeout")
+	fl.DurationVar(&f.election, "election-timeout", pd.ElectionTimeout, "raft election timeout")
+	fl.DurationVar(&f.leaderLease, "leader-lease-timeout", pd.LeaderLeaseTimeout, "raft leader lease timeout")
+	fl.Uint64Var(&f.snapThreshold, "snapshot-threshold", pd.SnapshotThreshold, "raft log entries between snapshots")
+	fl.IntVar(&f.batchCells, "max-entry-cells", pd.MaxBatchCells, "most cells grouped into one raft entry")
+	fl.IntVar(&f.inflight, "max-inflight", pd.MaxInflight, "raft entries in flight per partition before requests are grouped")
+	fl.StringVar(&f.sqliteSync, "sqlite-synchronous", "NORMAL", "SQLite PRAGMA synchronous: NORMAL (the raft log covers power loss) or FULL")
+	_ = cmd.MarkFlagRequired("config")
+	_ = cmd.MarkFlagRequired("node-id")
+	_ = cmd.MarkFlagRequired("data-dir")
+	return cmd
+}
+
+func runServe(ctx context.Context, f serveFlags) error {
+	logger, err := f.logs.logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	top, err := cluster.LoadTopology(f.config)
+	if err != nil {
+		return err
+	}
+	self, ok := top.Node(f.nodeID)
+	if !ok {
+		return fmt.Errorf("--node-id %q is not in %s", f.nodeID, f.config)
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	var store *storage.Store
+	if f.mysqlDSN != "" {
+		prefix := f.mysqlPrefix
+		if prefix == "" {
+			prefix = "sl_" + sanitizePrefix(f.nodeID)
+		}
+		store, err = storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: f.mysqlDSN, Prefix: prefix})
+	} else {
+		store, err = storage.OpenSQLite(ctx, storage.SQLiteConfig{Dir: filepath.Join(f.dataDir, "sqlite"), Synchronous: f.sqliteSync})
+	}
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	pc := partition.DefaultConfig()
+	pc.HeartbeatTimeout, pc.ElectionTimeout, pc.LeaderLeaseTimeout = f.heartbeat, f.election, f.leaderLease
+	pc.SnapshotThreshold, pc.MaxBatchCells, pc.MaxInflight = f.snapThreshold, f.batchCells, f.inflight
+	fatal := make(chan error, 1)
+	node, err := cluster.Start(ctx, cluster.Config{
+		NodeID: f.nodeID, Topology: top, DataDir: f.dataDir, Store: store, Logger: logger,
+		Partition: pc, BindAddr: f.bind,
+		OnFatal: func(err error) {
+			select {
+			case fatal <- err:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+
+	f.apiCfg.Logger = logger
+	handler, err := api.NewServer(node, f.apiCfg)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: self.HTTPAddr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.ListenAndServe() }()
+	logger.Info("serving", "node", f.nodeID, "http", "http://"+self.HTTPAddr, "raft", self.RaftAddr, "store", store.Engine())
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "node", f.nodeID)
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	case err := <-fatal:
+		// The store failed and a replica stopped applying: stop the node so a restart replays the
+		// log (never serve from a replica that may have diverged).
+		logger.Error("fatal storage failure, stopping", "error", err)
+		_ = srv.Close()
+		return fmt.Errorf("fatal: %w", err)
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn("http shutdown", "error", err)
+	}
+	return nil
+}
+
+// sanitizePrefix makes a node id usable in a MySQL database name.
+func sanitizePrefix(id string) string {
+	b := []byte(id)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 13 {
+		b = b[:13]
+	}
+	return string(b)
+}

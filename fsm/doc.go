@@ -1,0 +1,27 @@
+// Package fsm is the raft state machine of a raft-mode partition: it applies committed batches of
+// cell appends to the partition's SQL tables in one transaction per batch, with deterministic
+// added_id and created_at, and streams and restores snapshots of those tables.
+//
+// # Contract with hashicorp/raft
+//
+// *FSM implements raft.BatchingFSM. raft calls ApplyBatch, Snapshot and Restore from its single
+// FSM goroutine, never concurrently with each other; FSMSnapshot.Persist runs on another goroutine
+// concurrently with later ApplyBatch calls, reading the consistent view that Snapshot opened.
+//
+// # Outcomes and failures
+//
+// A cell's outcome (created, exists, conflict) is a value in the Response of its log entry, the
+// same on every replica. A command that cannot be decoded is answered with an error value, also
+// the same on every replica. A storage failure is not an outcome: the FSM retries the batch, and
+// if the store keeps failing it stops applying (Failed reports it), calls Config.OnFatal and
+// never advances its applied index again, so the replica never diverges; a restart replays the
+// log from the stored applied index.
+//
+// # Restart
+//
+// The SQL store is durable, so a restarting replica does not restore a snapshot: the partition
+// sets raft's NoSnapshotRestoreOnStart and ApplyBatch skips entries at or below the applied index
+// stored with the cells. See partition for the case where the store is behind the latest snapshot.
+//
+// See DESIGN.md for the snapshot format and the added_id rules.
+package fsm

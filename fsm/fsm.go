@@ -1,0 +1,462 @@
+package fsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/storage"
+)
+
+// Errors carried in a Response or returned by the FSM's methods.
+var (
+	// ErrAlreadyApplied: the entry is at or below the applied index the store held when the
+	// replica started; it was applied before and is skipped.
+	ErrAlreadyApplied = errors.New("fsm: entry already applied")
+	// ErrFailed: the store failed and the FSM stopped applying; the replica must be restarted.
+	ErrFailed = errors.New("fsm: state machine stopped after a storage failure")
+	// ErrShardOutOfRange: a command names a shard outside the partition's range.
+	ErrShardOutOfRange = errors.New("fsm: shard outside the partition")
+	// ErrUnexpectedResponse: an apply future answered something that is not a *Response.
+	ErrUnexpectedResponse = errors.New("fsm: unexpected apply response")
+)
+
+// Store is what the FSM needs of a partition's tables (*storage.PartitionStore).
+type Store interface {
+	Shards() storage.ShardRange
+	Applied(ctx context.Context) (storage.AppliedState, error)
+	MaxAddedID(ctx context.Context, shard int) (int64, error)
+	EnsureShards(ctx context.Context, shards []int) error
+	Begin(ctx context.Context) (*storage.WriteTx, error)
+	BeginSnapshot(ctx context.Context) (*storage.SnapshotTx, error)
+	Restore(ctx context.Context, applied storage.AppliedState, next func() (int, cells.Cell, error)) error
+}
+
+// Config configures an FSM. Store is required; the rest have defaults (DefaultConfig).
+type Config struct {
+	// Store holds the partition's tables.
+	Store Store
+	// Logger receives storage retries and failures. Default slog.Default().
+	Logger *slog.Logger
+	// OnFatal is called once, from the FSM goroutine, when the store keeps failing. It should
+	// stop the replica (the process, or the partition). Default: log only.
+	OnFatal func(error)
+	// StoreAttempts is how many times a failing batch transaction is tried before the FSM stops.
+	// Default 5.
+	StoreAttempts int
+	// StoreBackoff is the wait after the first failed attempt, doubled after each. Default 100ms.
+	StoreBackoff time.Duration
+	// StoreTimeout bounds one attempt at a batch transaction. Default 60s.
+	StoreTimeout time.Duration
+}
+
+// DefaultConfig returns a Config with every default set and no Store.
+func DefaultConfig() Config {
+	return Config{Logger: slog.Default(), StoreAttempts: 5, StoreBackoff: 100 * time.Millisecond, StoreTimeout: 60 * time.Second}
+}
+
+// Validate reports every missing or out-of-range field.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Store == nil {
+		errs = append(errs, errors.New("fsm: Config.Store is required"))
+	}
+	if c.StoreAttempts < 1 {
+		errs = append(errs, errors.New("fsm: Config.StoreAttempts must be at least 1"))
+	}
+	if c.StoreBackoff < 0 || c.StoreTimeout <= 0 {
+		errs = append(errs, errors.New("fsm: Config.StoreBackoff must be >= 0 and StoreTimeout > 0"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) ensureDefaults() {
+	d := DefaultConfig()
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	if c.StoreAttempts == 0 {
+		c.StoreAttempts = d.StoreAttempts
+	}
+	if c.StoreBackoff == 0 {
+		c.StoreBackoff = d.StoreBackoff
+	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = d.StoreTimeout
+	}
+	if c.OnFatal == nil {
+		c.OnFatal = func(error) {}
+	}
+}
+
+// Status is the outcome of appending one cell.
+type Status uint8
+
+// Cell outcomes.
+const (
+	// StatusCreated: the cell was appended by this entry.
+	StatusCreated Status = iota + 1
+	// StatusExists: a cell with the same key and body was stored before; nothing changed.
+	StatusExists
+	// StatusConflict: a cell with the same key and another body was stored before.
+	StatusConflict
+)
+
+// String returns "created", "exists" or "conflict".
+func (s Status) String() string {
+	switch s {
+	case StatusCreated:
+		return "created"
+	case StatusExists:
+		return "exists"
+	case StatusConflict:
+		return "conflict"
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// CellResult is the outcome of one cell of a command. AddedID and CreatedAt are those of the
+// stored cell: the new one for StatusCreated, the one found for StatusExists and StatusConflict.
+type CellResult struct {
+	Status    Status
+	AddedID   int64
+	CreatedAt time.Time
+}
+
+// Response is what ApplyBatch returns for each log entry: one CellResult per command cell, or
+// Err (ErrBadCommand, ErrShardOutOfRange, ErrAlreadyApplied, ErrFailed).
+type Response struct {
+	Cells []CellResult
+	Err   error
+}
+
+// ResponseOf waits for f and returns the entry's cell results. Errors are raft's own
+// (raft.ErrNotLeader, raft.ErrLeadershipLost, ...: the outcome may be unknown) or the Response's
+// Err. It is the only place that looks inside the interface{} raft hands back.
+func ResponseOf(f raft.ApplyFuture) ([]CellResult, error) {
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	r, ok := f.Response().(*Response)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T", ErrUnexpectedResponse, f.Response())
+	}
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	return r.Cells, nil
+}
+
+// FSM applies cell appends to one partition's store. See the package documentation for which
+// goroutine calls what.
+type FSM struct {
+	cfg    Config
+	shards storage.ShardRange
+
+	// mu guards applied, appliedCh and failErr, which readers on other goroutines use.
+	mu        sync.Mutex
+	applied   storage.AppliedState
+	appliedCh chan struct{} // closed and replaced when applied advances
+	failErr   error
+
+	// Used only on the FSM goroutine.
+	nextAddedID map[int]int64 // shard -> last added_id assigned
+	knownShards map[int]bool  // shards whose tables exist
+}
+
+var (
+	_ raft.BatchingFSM = (*FSM)(nil)
+	_ raft.FSMSnapshot = (*snapshot)(nil)
+)
+
+// New returns an FSM over cfg.Store, starting from the applied state stored there.
+func New(ctx context.Context, cfg Config) (*FSM, error) {
+	cfg.ensureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	applied, err := cfg.Store.Applied(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fsm: read applied index: %w", err)
+	}
+	return &FSM{
+		cfg:         cfg,
+		shards:      cfg.Store.Shards(),
+		applied:     applied,
+		appliedCh:   make(chan struct{}),
+		nextAddedID: map[int]int64{},
+		knownShards: map[int]bool{},
+	}, nil
+}
+
+// Applied returns the state the store reflects: every command entry at or below Applied().Index
+// is applied and committed to SQL. Safe from any goroutine.
+func (f *FSM) Applied() storage.AppliedState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied
+}
+
+// Failed returns nil while the FSM applies entries, and the storage error that stopped it after.
+func (f *FSM) Failed() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failErr
+}
+
+// WaitApplied blocks until the applied index reaches index, ctx ends (ctx.Err()) or the FSM
+// stops (ErrFailed). Safe from any goroutine.
+func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		f.mu.Lock()
+		applied, ch, failed := f.applied.Index, f.appliedCh, f.failErr
+		f.mu.Unlock()
+		if applied >= index {
+			return nil
+		}
+		if failed != nil {
+			return fmt.Errorf("%w: %v", ErrFailed, failed)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (f *FSM) setApplied(a storage.AppliedState) {
+	f.mu.Lock()
+	f.applied = a
+	close(f.appliedCh)
+	f.appliedCh = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *FSM) fail(err error) {
+	f.mu.Lock()
+	first := f.failErr == nil
+	if first {
+		f.failErr = err
+		close(f.appliedCh)
+		f.appliedCh = make(chan struct{})
+	}
+	f.mu.Unlock()
+	if first {
+		f.cfg.Logger.Error("fsm: store failed, replica stops applying", "error", err)
+		f.cfg.OnFatal(err)
+	}
+}
+
+// Apply applies one entry (raft.FSM).
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// entry is a decoded command entry of a batch, and where its response goes.
+type entry struct {
+	pos int // index in the batch
+	cmd Command
+}
+
+// ApplyBatch applies committed entries in one SQL transaction and returns a *Response per entry
+// (raft.BatchingFSM). It blocks while the store is retried after a failure.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	out := make([]interface{}, len(logs))
+	if err := f.Failed(); err != nil {
+		for i := range out {
+			out[i] = &Response{Err: ErrFailed}
+		}
+		return out
+	}
+	start := f.Applied()
+	last := start
+	var entries []entry
+	for i, l := range logs {
+		if l.Index <= start.Index {
+			out[i] = &Response{Err: ErrAlreadyApplied}
+			continue
+		}
+		last = storage.AppliedState{Index: l.Index, Term: l.Term}
+		if l.Type != raft.LogCommand {
+			out[i] = &Response{}
+			continue
+		}
+		cmd, err := DecodeCommand(l.Data)
+		if err == nil {
+			err = f.checkShards(cmd)
+		}
+		if err != nil {
+			out[i] = &Response{Err: err}
+			continue
+		}
+		entries = append(entries, entry{pos: i, cmd: cmd})
+	}
+	if last == start {
+		return out
+	}
+	backoff := f.cfg.StoreBackoff
+	for attempt := 1; ; attempt++ {
+		results, err := f.applyTx(entries, last)
+		if err == nil {
+			for i, e := range entries {
+				out[e.pos] = &Response{Cells: results[i]}
+			}
+			break
+		}
+		var amb *ambiguousCommitError
+		if errors.As(err, &amb) || attempt >= f.cfg.StoreAttempts {
+			f.fail(fmt.Errorf("fsm: apply entries %d..%d: %w", start.Index+1, last.Index, err))
+			for i, r := range out {
+				if r == nil {
+					out[i] = &Response{Err: ErrFailed}
+				}
+			}
+			return out
+		}
+		f.cfg.Logger.Warn("fsm: batch transaction failed, retrying", "attempt", attempt, "backoff", backoff, "error", err)
+		time.Sleep(backoff)
+		backoff *= 2
+	}
+	f.setApplied(last)
+	return out
+}
+
+func (f *FSM) checkShards(cmd Command) error {
+	for i, c := range cmd.Cells {
+		if !f.shards.Contains(c.Shard) {
+			return fmt.Errorf("%w: cell %d names shard %d, partition holds %d..%d", ErrShardOutOfRange, i, c.Shard, f.shards.First, f.shards.Last)
+		}
+	}
+	return nil
+}
+
+// ambiguousCommitError: COMMIT failed, so whether the batch is stored is unknown. Retrying could
+// report other outcomes than a clean first apply, so the FSM stops instead.
+type ambiguousCommitError struct{ err error }
+
+func (e *ambiguousCommitError) Error() string { return "commit outcome unknown: " + e.err.Error() }
+func (e *ambiguousCommitError) Unwrap() error { return e.err }
+
+type shardKey struct {
+	shard int
+	key   cells.Key
+}
+
+// applyTx runs one attempt at the batch transaction and returns the results per entry. It
+// changes the FSM's in-memory state only when the transaction commits.
+func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StoreTimeout)
+	defer cancel()
+
+	// Shards touched, with their keys, in a fixed order.
+	keysByShard := map[int][]cells.Key{}
+	seen := map[shardKey]bool{}
+	for _, e := range entries {
+		for _, c := range e.cmd.Cells {
+			sk := shardKey{c.Shard, c.Key}
+			if !seen[sk] {
+				seen[sk] = true
+				keysByShard[c.Shard] = append(keysByShard[c.Shard], c.Key)
+			}
+		}
+	}
+	shards := make([]int, 0, len(keysByShard))
+	var newShards []int
+	for s := range keysByShard {
+		shards = append(shards, s)
+		if !f.knownShards[s] {
+			newShards = append(newShards, s)
+		}
+	}
+	sort.Ints(shards)
+	if len(newShards) > 0 {
+		sort.Ints(newShards)
+		if err := f.cfg.Store.EnsureShards(ctx, newShards); err != nil {
+			return nil, fmt.Errorf("ensure shards: %w", err)
+		}
+		for _, s := range newShards {
+			f.knownShards[s] = true
+		}
+	}
+	next := make(map[int]int64, len(shards))
+	for _, s := range shards {
+		id, ok := f.nextAddedID[s]
+		if !ok {
+			var err error
+			if id, err = f.cfg.Store.MaxAddedID(ctx, s); err != nil {
+				return nil, fmt.Errorf("max added_id of shard %d: %w", s, err)
+			}
+			f.nextAddedID[s] = id
+		}
+		next[s] = id
+	}
+
+	tx, err := f.cfg.Store.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+
+	stored := map[shardKey]storage.Existing{}
+	for _, s := range shards {
+		found, err := tx.Lookup(ctx, s, keysByShard[s])
+		if err != nil {
+			return nil, fmt.Errorf("lookup in shard %d: %w", s, err)
+		}
+		for k, e := range found {
+			stored[shardKey{s, k}] = e
+		}
+	}
+
+	inserts := map[int][]cells.Cell{}
+	results := make([][]CellResult, len(entries))
+	for i, e := range entries {
+		rs := make([]CellResult, len(e.cmd.Cells))
+		for j, c := range e.cmd.Cells {
+			sk := shardKey{c.Shard, c.Key}
+			if ex, ok := stored[sk]; ok {
+				same, err := cells.SameBody(ex.Body, c.Body)
+				if err != nil {
+					return nil, fmt.Errorf("compare body of %s: %w", c.Key, err)
+				}
+				st := StatusConflict
+				if same {
+					st = StatusExists
+				}
+				rs[j] = CellResult{Status: st, AddedID: ex.AddedID, CreatedAt: ex.CreatedAt}
+				continue
+			}
+			next[c.Shard]++
+			cell := cells.Cell{Key: c.Key, Body: c.Body, AddedID: next[c.Shard], CreatedAt: e.cmd.CreatedAt}
+			inserts[c.Shard] = append(inserts[c.Shard], cell)
+			stored[sk] = storage.Existing{AddedID: cell.AddedID, Body: cell.Body, CreatedAt: cell.CreatedAt}
+			rs[j] = CellResult{Status: StatusCreated, AddedID: cell.AddedID, CreatedAt: cell.CreatedAt}
+		}
+		results[i] = rs
+	}
+	for _, s := range shards {
+		if len(inserts[s]) == 0 {
+			continue
+		}
+		if err := tx.Insert(ctx, s, inserts[s]); err != nil {
+			return nil, fmt.Errorf("insert into shard %d: %w", s, err)
+		}
+	}
+	if err := tx.SetApplied(ctx, last); err != nil {
+		return nil, fmt.Errorf("set applied index %d: %w", last.Index, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, &ambiguousCommitError{err}
+	}
+	for s, id := range next {
+		f.nextAddedID[s] = id
+	}
+	return results, nil
+}

@@ -1,0 +1,182 @@
+package fsm
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/storage"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// snapshotMagic starts every snapshot stream.
+const snapshotMagic = "schemaless-snapshot\x00"
+
+// snapshotVersion is the format version after the magic.
+const snapshotVersion = 1
+
+// ErrBadSnapshot: a snapshot stream is truncated, of another format, or of another partition.
+var ErrBadSnapshot = errors.New("fsm: bad snapshot")
+
+// SnapshotHeader opens a snapshot stream. Applied is the store's applied state inside the read
+// view, which can be below the raft snapshot's index when the last entries carried no command.
+type SnapshotHeader struct {
+	_msgpack   struct{} `msgpack:",as_array"`
+	Version    int
+	FirstShard int
+	LastShard  int
+	Applied    storage.AppliedState
+}
+
+// snapshotRecord is one cell of the stream; Shard -1 marks the trailer, whose AddedID is the
+// number of cells before it.
+type snapshotRecord struct {
+	_msgpack        struct{} `msgpack:",as_array"`
+	Shard           int32
+	AddedID         int64
+	RowKey          []byte
+	Column          string
+	RefKey          int64
+	Body            []byte
+	CreatedAtMicros int64
+}
+
+// ReadSnapshotHeader reads the header of a snapshot stream, leaving r after it.
+func ReadSnapshotHeader(r io.Reader) (SnapshotHeader, error) {
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != snapshotMagic {
+		return SnapshotHeader{}, fmt.Errorf("%w: no magic", ErrBadSnapshot)
+	}
+	var h SnapshotHeader
+	if err := msgpack.NewDecoder(r).Decode(&h); err != nil {
+		return SnapshotHeader{}, fmt.Errorf("%w: header: %v", ErrBadSnapshot, err)
+	}
+	if h.Version != snapshotVersion {
+		return SnapshotHeader{}, fmt.Errorf("%w: version %d", ErrBadSnapshot, h.Version)
+	}
+	return h, nil
+}
+
+// Snapshot opens a consistent read view of the partition's tables (raft.FSM). Called on the FSM
+// goroutine, so the view is exactly the state after the last applied batch.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if err := f.Failed(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrFailed, err)
+	}
+	tx, err := f.cfg.Store.BeginSnapshot(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("fsm: begin snapshot: %w", err)
+	}
+	return &snapshot{tx: tx, shards: f.shards, timeout: f.cfg.StoreTimeout}, nil
+}
+
+type snapshot struct {
+	tx      *storage.SnapshotTx
+	shards  storage.ShardRange
+	timeout time.Duration
+}
+
+// Persist streams the view into sink: magic, header, one record per cell shard by shard in
+// added_id order, and a trailer holding the count. It runs concurrently with ApplyBatch.
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.write(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("fsm: persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) write(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	if _, err := bw.WriteString(snapshotMagic); err != nil {
+		return err
+	}
+	enc := msgpack.NewEncoder(bw)
+	h := SnapshotHeader{Version: snapshotVersion, FirstShard: s.shards.First, LastShard: s.shards.Last, Applied: s.tx.Applied()}
+	if err := enc.Encode(&h); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	var n int64
+	for shard := s.shards.First; shard <= s.shards.Last; shard++ {
+		err := s.tx.ScanShard(ctx, shard, func(c cells.Cell) error {
+			n++
+			return enc.Encode(&snapshotRecord{
+				Shard: int32(shard), AddedID: c.AddedID, RowKey: c.RowKey[:], Column: c.ColumnKey,
+				RefKey: c.RefKey, Body: c.Body, CreatedAtMicros: c.CreatedAt.UnixMicro(),
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("shard %d: %w", shard, err)
+		}
+	}
+	if err := enc.Encode(&snapshotRecord{Shard: -1, AddedID: n}); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// Release closes the read view.
+func (s *snapshot) Release() { _ = s.tx.Close() }
+
+// Restore replaces the partition's tables with the snapshot in rc, in one transaction
+// (raft.FSM). A snapshot of another shard range, or a truncated one, is rejected and the tables
+// are left as they were.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	br := bufio.NewReaderSize(rc, 256<<10)
+	h, err := ReadSnapshotHeader(br)
+	if err != nil {
+		return err
+	}
+	if h.FirstShard != f.shards.First || h.LastShard != f.shards.Last {
+		return fmt.Errorf("%w: shards %d..%d, partition holds %d..%d", ErrBadSnapshot, h.FirstShard, h.LastShard, f.shards.First, f.shards.Last)
+	}
+	dec := msgpack.NewDecoder(br)
+	var count int64
+	done := false
+	next := func() (int, cells.Cell, error) {
+		if done {
+			return 0, cells.Cell{}, io.EOF
+		}
+		var r snapshotRecord
+		if err := dec.Decode(&r); err != nil {
+			return 0, cells.Cell{}, fmt.Errorf("%w: record %d: %v", ErrBadSnapshot, count, err)
+		}
+		if r.Shard == -1 {
+			if r.AddedID != count {
+				return 0, cells.Cell{}, fmt.Errorf("%w: trailer counts %d cells, read %d", ErrBadSnapshot, r.AddedID, count)
+			}
+			done = true
+			return 0, cells.Cell{}, io.EOF
+		}
+		if !f.shards.Contains(int(r.Shard)) {
+			return 0, cells.Cell{}, fmt.Errorf("%w: record %d in shard %d", ErrBadSnapshot, count, r.Shard)
+		}
+		rk, err := uuid.FromBytes(r.RowKey)
+		if err != nil {
+			return 0, cells.Cell{}, fmt.Errorf("%w: record %d: %v", ErrBadSnapshot, count, err)
+		}
+		count++
+		return int(r.Shard), cells.Cell{
+			Key:  cells.Key{RowKey: rk, ColumnKey: r.Column, RefKey: r.RefKey},
+			Body: r.Body, AddedID: r.AddedID, CreatedAt: time.UnixMicro(r.CreatedAtMicros).UTC(),
+		}, nil
+	}
+	if err := f.cfg.Store.Restore(context.Background(), h.Applied, next); err != nil {
+		return fmt.Errorf("fsm: restore: %w", err)
+	}
+	f.nextAddedID = map[int]int64{}
+	f.knownShards = map[int]bool{}
+	f.mu.Lock()
+	f.failErr = nil
+	f.mu.Unlock()
+	f.setApplied(h.Applied)
+	return nil
+}

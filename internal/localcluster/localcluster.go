@@ -1,0 +1,278 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/schemaless-db/schemaless/api"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/storage"
+)
+
+// Options shape a local cluster. Zero fields take defaults: 3 nodes on 127.0.0.1, datastore
+// "trips" with 16 shards in 2 partitions, SQLite.
+type Options struct {
+	Nodes      int
+	Host       string
+	Shards     int
+	Partitions int
+	// Dir holds every node's data ("<Dir>/n<i>"). Required.
+	Dir string
+	// MySQLDSN, when set, stores cells in that server with prefix MySQLPrefix+"_n<i>" per node;
+	// otherwise SQLite under Dir.
+	MySQLDSN    string
+	MySQLPrefix string
+	// Partition carries raft tunables and, for baselines, NewStateMachine.
+	Partition partition.Config
+	// API sets the HTTP API's limits.
+	API api.Config
+	// Logger receives every node's logs. Default: discard.
+	Logger *slog.Logger
+	// OnFatal is called when a node's store keeps failing.
+	OnFatal func(node string, err error)
+}
+
+// Cluster is a running local cluster. Its methods are safe for concurrent use.
+type Cluster struct {
+	opts     Options
+	Topology *cluster.Topology
+	mu       sync.Mutex
+	nodes    []*node
+}
+
+type node struct {
+	n      *cluster.Node
+	store  *storage.Store
+	server *http.Server
+}
+
+// FreeAddr returns a host:port on host that was free a moment ago.
+func FreeAddr(host string) (string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// Start starts every node and waits up to 30s until all are ready.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("localcluster: Options.Dir is required")
+	}
+	if opts.Nodes == 0 {
+		opts.Nodes = 3
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if opts.Shards == 0 {
+		opts.Shards = 16
+	}
+	if opts.Partitions == 0 {
+		opts.Partitions = 2
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	top := &cluster.Topology{}
+	for i := 0; i < opts.Nodes; i++ {
+		raftAddr, err := FreeAddr(opts.Host)
+		if err != nil {
+			return nil, err
+		}
+		httpAddr, err := FreeAddr(opts.Host)
+		if err != nil {
+			return nil, err
+		}
+		top.Nodes = append(top.Nodes, cluster.NodeSpec{ID: fmt.Sprintf("n%d", i+1), RaftAddr: raftAddr, HTTPAddr: httpAddr})
+	}
+	top.Datastores = []cluster.DatastoreSpec{{Name: "trips", Mode: cluster.ModeRaft, Shards: opts.Shards, PartitionCount: opts.Partitions}}
+	if err := top.Normalize(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts, Topology: top, nodes: make([]*node, opts.Nodes)}
+	for i := range top.Nodes {
+		if err := c.StartNode(ctx, i); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if err := c.WaitReady(ctx, 30*time.Second); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// URL returns node i's HTTP base URL.
+func (c *Cluster) URL(i int) string { return "http://" + c.Topology.Nodes[i].HTTPAddr }
+
+// URLs returns every node's HTTP base URL.
+func (c *Cluster) URLs() []string {
+	out := make([]string, len(c.Topology.Nodes))
+	for i := range out {
+		out[i] = c.URL(i)
+	}
+	return out
+}
+
+// retry calls f until it succeeds or 2s pass: a restarted node's ports may still be held for a
+// moment by its previous listeners.
+func retry(f func() error) error {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// StartNode starts (or restarts) node i over its data.
+func (c *Cluster) StartNode(ctx context.Context, i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nodes[i] != nil {
+		return fmt.Errorf("localcluster: node %d is running", i)
+	}
+	spec := c.Topology.Nodes[i]
+	dir := filepath.Join(c.opts.Dir, spec.ID)
+	var st *storage.Store
+	var err error
+	if c.opts.MySQLDSN != "" {
+		st, err = storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: c.opts.MySQLDSN, Prefix: c.opts.MySQLPrefix + "_" + spec.ID})
+	} else {
+		st, err = storage.OpenSQLite(ctx, storage.SQLiteConfig{Dir: filepath.Join(dir, "sqlite")})
+	}
+	if err != nil {
+		return fmt.Errorf("localcluster: node %s store: %w", spec.ID, err)
+	}
+	log := c.opts.Logger.With("node", spec.ID)
+	var n *cluster.Node
+	err = retry(func() (err error) {
+		n, err = cluster.Start(ctx, cluster.Config{NodeID: spec.ID, Topology: c.Topology, DataDir: dir, Store: st,
+			Logger: log, Partition: c.opts.Partition,
+			OnFatal: func(err error) {
+				if c.opts.OnFatal != nil {
+					c.opts.OnFatal(spec.ID, err)
+				}
+			}})
+		return err
+	})
+	if err != nil {
+		st.Close()
+		return fmt.Errorf("localcluster: node %s: %w", spec.ID, err)
+	}
+	apiCfg := c.opts.API
+	apiCfg.Logger = log
+	h, err := api.NewServer(n, apiCfg)
+	if err != nil {
+		n.Close()
+		st.Close()
+		return err
+	}
+	var ln net.Listener
+	if err := retry(func() (err error) { ln, err = net.Listen("tcp", spec.HTTPAddr); return err }); err != nil {
+		n.Close()
+		st.Close()
+		return fmt.Errorf("localcluster: node %s http: %w", spec.ID, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	c.nodes[i] = &node{n: n, store: st, server: srv}
+	return nil
+}
+
+// StopNode stops node i abruptly (no leadership transfer), like a crash of its process; its
+// data stays for StartNode. Stopping a stopped node does nothing.
+func (c *Cluster) StopNode(i int) error {
+	c.mu.Lock()
+	nd := c.nodes[i]
+	c.nodes[i] = nil
+	c.mu.Unlock()
+	if nd == nil {
+		return nil
+	}
+	return errors.Join(nd.server.Close(), nd.n.Close(), nd.store.Close())
+}
+
+// Close stops every node.
+func (c *Cluster) Close() error {
+	var errs []error
+	for i := range c.nodes {
+		errs = append(errs, c.StopNode(i))
+	}
+	return errors.Join(errs...)
+}
+
+// Node returns node i, or nil when it is stopped.
+func (c *Cluster) Node(i int) *cluster.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nodes[i] == nil {
+		return nil
+	}
+	return c.nodes[i].n
+}
+
+// WaitReady waits until every running node is ready, or timeout passes.
+func (c *Cluster) WaitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for i := range c.nodes {
+		for {
+			n := c.Node(i)
+			if n == nil {
+				break
+			}
+			err := n.Ready()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("localcluster: node %d not ready: %w", i, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// LeaderOf returns the index of a node whose replica leads partition p of "trips", waiting up to
+// timeout.
+func (c *Cluster) LeaderOf(ctx context.Context, p int, timeout time.Duration) (int, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for i := range c.nodes {
+			n := c.Node(i)
+			if n == nil {
+				continue
+			}
+			for _, r := range n.Replicas() {
+				if r.Partition == p && r.State == "Leader" {
+					return i, nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return -1, fmt.Errorf("localcluster: partition %d has no leader", p)
+}

@@ -1,0 +1,28 @@
+// Package partition runs one partition of a datastore (a contiguous range of shards) as a
+// replicated unit. In raft mode a partition is a hashicorp/raft group whose FSM (package fsm)
+// applies cell appends into each replica's SQL store.
+//
+// # Writes
+//
+// Put groups concurrent requests into raft entries (group commit: while MaxInflight entries are
+// being replicated, new requests queue and leave together in the next entry), raft groups entries
+// into one log write and one AppendEntries, and the FSM applies each committed batch in one SQL
+// transaction. Put answers when the entry is committed on a quorum and applied on the leader.
+//
+// # Reads
+//
+// ReadIndex makes the next local read linearizable (Raft dissertation §6.4): the leader takes its
+// commit index, checks that an entry of its own term is committed (a new leader's commit index
+// may be stale until then), confirms it is still leader with a round of heartbeats to a quorum
+// (raft.VerifyLeader), and waits until its FSM has applied every command up to that index. Stale
+// reads skip all of it and read the local replica.
+//
+// # Restart
+//
+// raft runs with NoSnapshotRestoreOnStart: the SQL store is durable and the FSM skips entries at
+// or below its stored applied index. If the store is behind the latest snapshot (it lost commits,
+// or was replaced), Open first replays the missing entries from the raft log, or, when the log no
+// longer holds them, restores the snapshot into the store.
+//
+// See DESIGN.md for the error semantics of Put and the reasoning behind each step.
+package partition

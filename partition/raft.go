@@ -1,0 +1,429 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/internal/hclogslog"
+	"github.com/schemaless-db/schemaless/storage"
+)
+
+// Errors of Put and ReadIndex. NotLeaderError and IndeterminateError carry details.
+var (
+	// ErrNotLeader: this replica is not the leader; nothing was done. See NotLeaderError.
+	ErrNotLeader = errors.New("partition: not the leader")
+	// ErrUnavailable: the partition cannot serve now (no leader known, queue full, shutting
+	// down before the request was proposed); nothing was done and a retry is safe.
+	ErrUnavailable = errors.New("partition: unavailable")
+	// ErrIndeterminate: the write was proposed but its outcome is unknown (ctx ended, leadership
+	// was lost, or raft shut down before it committed). It may still commit; a retry is safe
+	// because writes are idempotent.
+	ErrIndeterminate = errors.New("partition: write outcome unknown")
+	// ErrClosed: the partition was closed.
+	ErrClosed = errors.New("partition: closed")
+)
+
+// NotLeaderError says who the leader is, as far as this replica knows (empty when unknown).
+type NotLeaderError struct {
+	LeaderID   string
+	LeaderAddr string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == "" {
+		return "partition: not the leader (leader unknown)"
+	}
+	return fmt.Sprintf("partition: not the leader (leader %s at %s)", e.LeaderID, e.LeaderAddr)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) true.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// Config configures a raft-mode partition replica.
+type Config struct {
+	// ID names the partition; Shards is its shard range.
+	ID     storage.PartitionID
+	Shards storage.ShardRange
+	// NodeID is this replica's raft server ID (the node id).
+	NodeID string
+	// Dir holds this replica's raft log (raft.db) and snapshots. Created if missing.
+	Dir string
+	// Peers is the initial configuration, used to bootstrap the group when Dir holds no raft
+	// state. Every replica bootstraps with the same list.
+	Peers []raft.Server
+	// Transport carries the group's raft traffic (one per partition; see package transport).
+	Transport raft.Transport
+	// Store holds the replica's tables.
+	Store *storage.PartitionStore
+	// Logger is the node's logger. Default slog.Default().
+	Logger *slog.Logger
+	// OnFatal is called when the FSM's store keeps failing; it should stop the node.
+	OnFatal func(error)
+	// NewStateMachine, when set, builds the state machine instead of fsm.New over Store. The
+	// benchmark's raft-noop baseline uses it (fsm.Noop); a replica then skips the store
+	// catch-up at start.
+	NewStateMachine func(ctx context.Context) (StateMachine, error)
+
+	// Raft timing (see raft.Config). Defaults: 1s, 1s, 500ms, 50ms.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// MaxAppendEntries bounds entries per AppendEntries and per group commit. Default 128.
+	MaxAppendEntries int
+	// SnapshotThreshold, SnapshotInterval and TrailingLogs control log compaction. Defaults:
+	// 16384 entries, 5 minutes, 16384 entries.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+	// SnapshotRetain is how many snapshots are kept on disk. Default 2.
+	SnapshotRetain int
+
+	// MaxBatchCells bounds the cells grouped into one raft entry. Default 1000.
+	MaxBatchCells int
+	// MaxBatchBytes bounds the encoded bodies grouped into one raft entry. Default 4 MiB.
+	MaxBatchBytes int
+	// MaxInflight is how many entries may be proposed and not yet applied at once; requests
+	// arriving meanwhile are grouped. Default 4.
+	MaxInflight int
+	// QueueSize is how many Put calls may wait for a batch slot; more get ErrUnavailable.
+	// Default 4096.
+	QueueSize int
+	// EnqueueTimeout bounds handing an entry to raft. Default 5s.
+	EnqueueTimeout time.Duration
+}
+
+// DefaultConfig returns the tunables' defaults; the identity fields are left empty.
+func DefaultConfig() Config {
+	return Config{
+		Logger:             slog.Default(),
+		HeartbeatTimeout:   time.Second,
+		ElectionTimeout:    time.Second,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		CommitTimeout:      50 * time.Millisecond,
+		MaxAppendEntries:   128,
+		SnapshotThreshold:  16384,
+		SnapshotInterval:   5 * time.Minute,
+		TrailingLogs:       16384,
+		SnapshotRetain:     2,
+		MaxBatchCells:      1000,
+		MaxBatchBytes:      4 << 20,
+		MaxInflight:        4,
+		QueueSize:          4096,
+		EnqueueTimeout:     5 * time.Second,
+	}
+}
+
+// EnsureDefaults fills every zero tunable with its default.
+func (c *Config) EnsureDefaults() {
+	d := DefaultConfig()
+	set := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	seti := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setu := func(p *uint64, v uint64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	set(&c.HeartbeatTimeout, d.HeartbeatTimeout)
+	set(&c.ElectionTimeout, d.ElectionTimeout)
+	set(&c.LeaderLeaseTimeout, d.LeaderLeaseTimeout)
+	set(&c.CommitTimeout, d.CommitTimeout)
+	set(&c.SnapshotInterval, d.SnapshotInterval)
+	set(&c.EnqueueTimeout, d.EnqueueTimeout)
+	seti(&c.MaxAppendEntries, d.MaxAppendEntries)
+	seti(&c.SnapshotRetain, d.SnapshotRetain)
+	seti(&c.MaxBatchCells, d.MaxBatchCells)
+	seti(&c.MaxBatchBytes, d.MaxBatchBytes)
+	seti(&c.MaxInflight, d.MaxInflight)
+	seti(&c.QueueSize, d.QueueSize)
+	setu(&c.SnapshotThreshold, d.SnapshotThreshold)
+	setu(&c.TrailingLogs, d.TrailingLogs)
+	if c.OnFatal == nil {
+		c.OnFatal = func(error) {}
+	}
+}
+
+// Validate reports every missing field.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ID.Datastore == "" {
+		errs = append(errs, errors.New("partition: Config.ID.Datastore is required"))
+	}
+	if c.Shards.First < 0 || c.Shards.Last < c.Shards.First {
+		errs = append(errs, fmt.Errorf("partition: Config.Shards %d..%d is not a range", c.Shards.First, c.Shards.Last))
+	}
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("partition: Config.NodeID is required"))
+	}
+	if c.Dir == "" {
+		errs = append(errs, errors.New("partition: Config.Dir is required"))
+	}
+	if c.Transport == nil {
+		errs = append(errs, errors.New("partition: Config.Transport is required"))
+	}
+	if c.Store == nil {
+		errs = append(errs, errors.New("partition: Config.Store is required"))
+	}
+	if c.MaxInflight < 1 || c.MaxBatchCells < 1 || c.QueueSize < 1 {
+		errs = append(errs, errors.New("partition: MaxInflight, MaxBatchCells and QueueSize must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// StateMachine is what a replica applies committed entries to: *fsm.FSM, or fsm.Noop.
+type StateMachine interface {
+	raft.BatchingFSM
+	// Applied returns what the state reflects; WaitApplied blocks until Applied().Index reaches
+	// index; Failed reports a stopped state machine.
+	Applied() storage.AppliedState
+	WaitApplied(ctx context.Context, index uint64) error
+	Failed() error
+}
+
+var (
+	_ StateMachine = (*fsm.FSM)(nil)
+	_ StateMachine = (*fsm.Noop)(nil)
+)
+
+// Raft is one replica of a raft-mode partition.
+type Raft struct {
+	cfg    Config
+	log    *slog.Logger
+	raft   *raft.Raft
+	fsm    StateMachine
+	bolt   *raftboltdb.BoltStore
+	logs   raft.LogStore
+	queue  chan *proposal
+	slots  chan struct{}
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	closed atomic.Bool
+	// readyTerm is the last term in which this leader saw an entry of its own term committed.
+	readyTerm atomic.Uint64
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open starts the replica: opens the raft log and snapshots under cfg.Dir, brings the store up
+// to the latest snapshot if it is behind (see the package documentation), starts raft, and
+// bootstraps the group from cfg.Peers if Dir held no raft state. It does not wait for a leader.
+func Open(ctx context.Context, cfg Config) (*Raft, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("%s/%d", cfg.ID.Datastore, cfg.ID.Partition)
+	logger := cfg.Logger.With("partition", name)
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("partition %s: %w", name, err)
+	}
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("partition %s: open raft log: %w", name, err)
+	}
+	p := &Raft{cfg: cfg, log: logger, bolt: bolt, stop: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = bolt.Close()
+		}
+	}()
+	logs, err := raft.NewLogCache(1024, bolt)
+	if err != nil {
+		return nil, fmt.Errorf("partition %s: %w", name, err)
+	}
+	p.logs = logs
+	hlog := hclogslog.New(logger, "raft")
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain, hlog)
+	if err != nil {
+		return nil, fmt.Errorf("partition %s: snapshot store: %w", name, err)
+	}
+	if cfg.NewStateMachine != nil {
+		if p.fsm, err = cfg.NewStateMachine(ctx); err != nil {
+			return nil, fmt.Errorf("partition %s: %w", name, err)
+		}
+	} else {
+		f, err := fsm.New(ctx, fsm.Config{Store: cfg.Store, Logger: logger, OnFatal: cfg.OnFatal})
+		if err != nil {
+			return nil, fmt.Errorf("partition %s: %w", name, err)
+		}
+		p.fsm = f
+		if err := p.catchUpStore(snaps, f); err != nil {
+			return nil, fmt.Errorf("partition %s: %w", name, err)
+		}
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = hlog
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.MaxAppendEntries = cfg.MaxAppendEntries
+	rc.BatchApplyCh = true
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.NoSnapshotRestoreOnStart = true
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("partition %s: %w", name, err)
+	}
+	existing, err := raft.HasExistingState(logs, bolt, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("partition %s: %w", name, err)
+	}
+	r, err := raft.NewRaft(rc, p.fsm, logs, bolt, snaps, cfg.Transport)
+	if err != nil {
+		return nil, fmt.Errorf("partition %s: start raft: %w", name, err)
+	}
+	p.raft = r
+	if !existing && len(cfg.Peers) > 0 {
+		if err := r.BootstrapCluster(raft.Configuration{Servers: cfg.Peers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			_ = r.Shutdown().Error()
+			return nil, fmt.Errorf("partition %s: bootstrap: %w", name, err)
+		}
+		logger.Info("bootstrapped raft group", "peers", len(cfg.Peers))
+	}
+	p.queue = make(chan *proposal, cfg.QueueSize)
+	p.slots = make(chan struct{}, cfg.MaxInflight)
+	p.wg.Add(1)
+	go p.batchLoop()
+	ok = true
+	return p, nil
+}
+
+// catchUpStore brings the store up to the latest snapshot when the store is behind it: raft
+// with NoSnapshotRestoreOnStart will not replay entries at or below the snapshot's index.
+func (p *Raft) catchUpStore(snaps *raft.FileSnapshotStore, f *fsm.FSM) error {
+	metas, err := snaps.List()
+	if err != nil || len(metas) == 0 {
+		return err
+	}
+	latest := metas[0]
+	meta, rc, err := snaps.Open(latest.ID)
+	if err != nil {
+		return fmt.Errorf("open snapshot %s: %w", latest.ID, err)
+	}
+	hdr, err := fsm.ReadSnapshotHeader(rc)
+	rc.Close()
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w", latest.ID, err)
+	}
+	applied := f.Applied().Index
+	if applied >= hdr.Applied.Index {
+		return nil // the store holds everything the snapshot holds
+	}
+	first, err := p.logs.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := p.logs.LastIndex()
+	if err != nil {
+		return err
+	}
+	if first != 0 && first <= applied+1 && last >= meta.Index {
+		p.log.Warn("store is behind the latest snapshot, replaying from the raft log", "store_applied", applied, "snapshot_index", meta.Index)
+		return p.replay(f, applied+1, meta.Index)
+	}
+	p.log.Warn("store is behind the latest snapshot and the log is compacted, restoring the snapshot", "store_applied", applied, "snapshot_index", meta.Index, "first_log", first)
+	_, rc, err = snaps.Open(latest.ID)
+	if err != nil {
+		return fmt.Errorf("open snapshot %s: %w", latest.ID, err)
+	}
+	return f.Restore(rc)
+}
+
+// replay applies log entries [from, to] (all committed: they are covered by a snapshot) to
+// the FSM as raft would, in batches.
+func (p *Raft) replay(f *fsm.FSM, from, to uint64) error {
+	const batch = 256
+	var logs []*raft.Log
+	flush := func() error {
+		if len(logs) == 0 {
+			return nil
+		}
+		f.ApplyBatch(logs)
+		logs = logs[:0]
+		return f.Failed()
+	}
+	for i := from; i <= to; i++ {
+		l := new(raft.Log)
+		if err := p.logs.GetLog(i, l); err != nil {
+			return fmt.Errorf("replay log %d: %w", i, err)
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			logs = append(logs, l)
+		}
+		if len(logs) == batch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// FSM returns the replica's state machine (its applied index, WaitApplied).
+func (p *Raft) FSM() StateMachine { return p.fsm }
+
+// Store returns the replica's tables, for reads.
+func (p *Raft) Store() *storage.PartitionStore { return p.cfg.Store }
+
+// Config returns the replica's configuration, with defaults filled in.
+func (p *Raft) Config() Config { return p.cfg }
+
+// Raft returns the underlying raft instance, for status and admin operations.
+func (p *Raft) Raft() *raft.Raft { return p.raft }
+
+// IsLeader reports whether this replica believes it is the leader.
+func (p *Raft) IsLeader() bool { return p.raft.State() == raft.Leader }
+
+// Leader returns the leader's server id and raft address as this replica knows them (empty if
+// unknown).
+func (p *Raft) Leader() (id, addr string) {
+	a, i := p.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+func (p *Raft) notLeader() error {
+	id, addr := p.Leader()
+	return &NotLeaderError{LeaderID: id, LeaderAddr: addr}
+}
+
+// Close stops the replica: pending Puts fail with ErrClosed or ErrIndeterminate, raft shuts down
+// and the raft log is closed. The store and the transport are the caller's to close. Idempotent.
+func (p *Raft) Close() error {
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		close(p.stop)
+		p.wg.Wait()
+		err := p.raft.Shutdown().Error()
+		if cerr := p.bolt.Close(); err == nil {
+			err = cerr
+		}
+		p.closeErr = err
+	})
+	return p.closeErr
+}

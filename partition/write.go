@@ -1,0 +1,167 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/fsm"
+)
+
+// proposal is one Put call waiting to be grouped into a raft entry.
+type proposal struct {
+	cells []fsm.CommandCell
+	bytes int
+	done  chan proposalResult // buffered, receives exactly one result
+}
+
+type proposalResult struct {
+	results []fsm.CellResult
+	err     error
+}
+
+// Put appends cells to the partition and returns one result per cell, in order. It must be
+// called on the leader (else *NotLeaderError, nothing done). It blocks until the entry holding
+// the cells is committed and applied on this replica, or ctx ends.
+//
+// Errors: *NotLeaderError and ErrUnavailable mean nothing was written; ErrIndeterminate means the
+// cells may or may not be written (ctx ended or leadership was lost after proposing); fsm errors
+// (fsm.ErrShardOutOfRange) are returned as they are. Every outcome is safe to retry.
+func (p *Raft) Put(ctx context.Context, cells []fsm.CommandCell) ([]fsm.CellResult, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	if !p.IsLeader() {
+		return nil, p.notLeader()
+	}
+	if len(cells) == 0 {
+		return nil, nil
+	}
+	pr := &proposal{cells: cells, done: make(chan proposalResult, 1)}
+	for _, c := range cells {
+		pr.bytes += len(c.Body) + len(c.Key.ColumnKey) + 32
+	}
+	select {
+	case p.queue <- pr:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+	default:
+		return nil, fmt.Errorf("%w: write queue full", ErrUnavailable)
+	}
+	select {
+	case r := <-pr.done:
+		return r.results, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %v", ErrIndeterminate, ctx.Err())
+	}
+}
+
+// batchLoop takes an in-flight slot, then the next proposal and every proposal already queued
+// behind it (up to the batch limits), proposes them as one raft entry, and hands the future to a
+// waiter goroutine that frees the slot. While all slots are taken, proposals accumulate.
+func (p *Raft) batchLoop() {
+	defer p.wg.Done()
+	var held *proposal // a proposal that did not fit in the previous batch
+	for {
+		select {
+		case p.slots <- struct{}{}:
+		case <-p.stop:
+			p.failQueued(held)
+			return
+		}
+		batch := make([]*proposal, 0, 8)
+		n, size := 0, 0
+		if held != nil {
+			batch, n, size, held = append(batch, held), len(held.cells), held.bytes, nil
+		} else {
+			select {
+			case pr := <-p.queue:
+				batch, n, size = append(batch, pr), len(pr.cells), pr.bytes
+			case <-p.stop:
+				<-p.slots
+				p.failQueued(nil)
+				return
+			}
+		}
+	drain:
+		for n < p.cfg.MaxBatchCells && size < p.cfg.MaxBatchBytes {
+			select {
+			case pr := <-p.queue:
+				if n+len(pr.cells) > p.cfg.MaxBatchCells || size+pr.bytes > p.cfg.MaxBatchBytes {
+					held = pr
+					break drain
+				}
+				batch = append(batch, pr)
+				n += len(pr.cells)
+				size += pr.bytes
+			default:
+				break drain
+			}
+		}
+		p.propose(batch, n)
+	}
+}
+
+// failQueued answers every proposal still queued with ErrClosed (none was proposed).
+func (p *Raft) failQueued(held *proposal) {
+	if held != nil {
+		held.done <- proposalResult{err: ErrClosed}
+	}
+	for {
+		select {
+		case pr := <-p.queue:
+			pr.done <- proposalResult{err: ErrClosed}
+		default:
+			return
+		}
+	}
+}
+
+func (p *Raft) propose(batch []*proposal, n int) {
+	cmd := fsm.Command{CreatedAt: time.Now().UTC().Truncate(time.Microsecond), Cells: make([]fsm.CommandCell, 0, n)}
+	for _, pr := range batch {
+		cmd.Cells = append(cmd.Cells, pr.cells...)
+	}
+	release := func(err error) {
+		for _, pr := range batch {
+			pr.done <- proposalResult{err: err}
+		}
+		<-p.slots
+	}
+	data, err := fsm.EncodeCommand(cmd)
+	if err != nil {
+		release(err)
+		return
+	}
+	future := p.raft.Apply(data, p.cfg.EnqueueTimeout)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		results, err := fsm.ResponseOf(future)
+		if err != nil {
+			release(p.classify(err))
+			return
+		}
+		off := 0
+		for _, pr := range batch {
+			pr.done <- proposalResult{results: results[off : off+len(pr.cells)]}
+			off += len(pr.cells)
+		}
+		<-p.slots
+	}()
+}
+
+// classify maps raft's apply errors to the partition's.
+func (p *Raft) classify(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return p.notLeader() // rejected before it was appended
+	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w: %v", ErrUnavailable, err) // rejected before it was appended
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, fsm.ErrFailed):
+		return fmt.Errorf("%w: %v", ErrIndeterminate, err)
+	}
+	return err
+}

@@ -1,0 +1,94 @@
+package storage
+
+import (
+	"errors"
+	"time"
+
+	"github.com/schemaless-db/schemaless/cells"
+)
+
+// Errors returned by the store. Test them with errors.Is: most are wrapped with context, and
+// ErrDuplicate and ErrNoShardTable also wrap the driver's error.
+var (
+	// ErrNotFound: no cell has the requested key (or, for latest reads, the row key and column).
+	// Returned unwrapped.
+	ErrNotFound = errors.New("storage: not found")
+	// ErrClosed: the store, the partition or the transaction was closed.
+	ErrClosed = errors.New("storage: closed")
+	// ErrDuplicate: Insert or Restore met a cell key or an added_id that is already stored. The
+	// write path checks keys with Lookup and assigns added_id itself, so this is a bug in the
+	// caller; the statement failed and the transaction should be rolled back.
+	ErrDuplicate = errors.New("storage: duplicate cell key or added_id")
+	// ErrShardRange: a shard outside the partition's ShardRange.
+	ErrShardRange = errors.New("storage: shard outside the partition's range")
+	// ErrNoShardTable: Insert into a shard whose tables EnsureShards has not created.
+	ErrNoShardTable = errors.New("storage: shard tables not created (call EnsureShards)")
+	// ErrTxOpen: Begin, EnsureShards or Restore was called while the partition's write
+	// transaction (or a Restore) is open. The partition has one writer; this is a bug in the
+	// caller.
+	ErrTxOpen = errors.New("storage: a write transaction is open")
+	// ErrPartitionOpen: Store.Partition was called for a partition that is already open.
+	ErrPartitionOpen = errors.New("storage: partition already open")
+	// ErrInvalidConfig: a configuration or a name (prefix, datastore, shard range) is invalid.
+	ErrInvalidConfig = errors.New("storage: invalid config")
+)
+
+// ShardRange is the inclusive range of shards [First, Last] held by one partition.
+type ShardRange struct {
+	First, Last int
+}
+
+// Contains reports whether shard is in the range.
+func (r ShardRange) Contains(shard int) bool { return shard >= r.First && shard <= r.Last }
+
+// Len is the number of shards in the range.
+func (r ShardRange) Len() int { return r.Last - r.First + 1 }
+
+// AppliedState is the position of the raft log a partition's tables reflect: every command
+// entry with an index at or below Index has been applied. Zero means nothing applied.
+type AppliedState struct {
+	Index uint64
+	Term  uint64
+}
+
+// Existing is what a write transaction knows about a cell already stored under a key.
+type Existing struct {
+	AddedID   int64
+	Body      cells.Body
+	CreatedAt time.Time
+}
+
+// PartitionID names one partition of one datastore. Datastore must match
+// [a-z][a-z0-9_]{0,31} (see ValidateDatastoreName) and Partition must not be negative: both
+// become part of database and file names.
+type PartitionID struct {
+	Datastore string
+	Partition int
+}
+
+// SQLiteConfig configures the embedded engine. Zero fields take their defaults; Validate
+// reports invalid ones.
+type SQLiteConfig struct {
+	// Dir is the directory holding one database file per partition. Created if missing.
+	Dir string
+	// Synchronous is SQLite's PRAGMA synchronous, case-insensitive: "NORMAL" (default; durable
+	// across process crashes, the raft log covers power loss), "FULL" or "EXTRA".
+	Synchronous string
+	// ReadConns is the number of read connections per partition file (default 4). Each open
+	// snapshot holds one of them until it is closed.
+	ReadConns int
+}
+
+// MySQLConfig configures the MySQL engine. Zero fields take their defaults; Validate reports
+// invalid ones.
+type MySQLConfig struct {
+	// DSN is a go-sql-driver/mysql DSN of the server, e.g. "root@tcp(127.0.0.1:3306)/". Its
+	// database part, if any, is ignored: the store names its own databases.
+	DSN string
+	// Prefix starts the name of every database this node creates (at most 16 characters of
+	// [a-z0-9_]). Nodes sharing one server must use different prefixes.
+	Prefix string
+	// MaxOpenConns bounds the connection pool shared by all partitions (default 32, at least
+	// 2). Each open snapshot holds one connection until it is closed.
+	MaxOpenConns int
+}

@@ -1,0 +1,601 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/schemaless-db/schemaless/cells"
+)
+
+// Shard tables exist only once EnsureShards creates them; until then reads see an empty shard
+// and Insert fails.
+func TestLazyShardTables(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+		ctx := context.Background()
+		p := openPartition(t, e.open(t), "trips", 0, 0, 3)
+		for s := 0; s <= 3; s++ {
+			if tableExists(t, p, s) {
+				t.Errorf("table of shard %d exists before any write, want none", s)
+			}
+		}
+		k := mkCell(t, 1, "base", 1, 1).Key
+		if _, err := p.GetCell(ctx, 1, k); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GetCell on an untouched shard: got %v, want ErrNotFound", err)
+		}
+		if _, err := p.GetLatest(ctx, 1, k.RowKey, k.ColumnKey); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GetLatest on an untouched shard: got %v, want ErrNotFound", err)
+		}
+		if row, err := p.GetRow(ctx, 1, k.RowKey); err != nil || len(row) != 0 {
+			t.Errorf("GetRow on an untouched shard: got %d cells, %v; want 0, nil", len(row), err)
+		}
+		if cs, err := p.ScanShard(ctx, 1, 0, 10); err != nil || len(cs) != 0 {
+			t.Errorf("ScanShard on an untouched shard: got %d cells, %v; want 0, nil", len(cs), err)
+		}
+		if id, err := p.MaxAddedID(ctx, 1); err != nil || id != 0 {
+			t.Errorf("MaxAddedID on an untouched shard: got %d, %v; want 0, nil", id, err)
+		}
+		if a, err := p.Applied(ctx); err != nil || a != (AppliedState{}) {
+			t.Errorf("Applied of a new partition: got %+v, %v; want zero, nil", a, err)
+		}
+		snap, err := p.BeginSnapshot(ctx)
+		if err != nil {
+			t.Fatalf("BeginSnapshot: %v", err)
+		}
+		if cs := snapshotShard(t, snap, 1); len(cs) != 0 {
+			t.Errorf("snapshot of an untouched shard: got %d cells, want 0", len(cs))
+		}
+		if err := snap.Close(); err != nil {
+			t.Errorf("snapshot Close: %v", err)
+		}
+
+		tx, err := p.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := tx.Lookup(ctx, 1, []cells.Key{k}); err != nil || len(got) != 0 {
+			t.Errorf("Lookup on an untouched shard: got %v, %v; want empty, nil", got, err)
+		}
+		if err := tx.Insert(ctx, 1, []cells.Cell{mkCell(t, 1, "base", 1, 1)}); !errors.Is(err, ErrNoShardTable) {
+			t.Errorf("Insert before EnsureShards: got %v, want ErrNoShardTable", err)
+		}
+		tx.Rollback()
+
+		if err := p.EnsureShards(ctx, []int{1, 2, 1}); err != nil {
+			t.Fatalf("EnsureShards: %v", err)
+		}
+		if err := p.EnsureShards(ctx, []int{2}); err != nil {
+			t.Fatalf("EnsureShards again: %v", err)
+		}
+		for s, want := range []bool{false, true, true, false} {
+			if got := tableExists(t, p, s); got != want {
+				t.Errorf("table of shard %d exists = %v after EnsureShards([1 2]), want %v", s, got, want)
+			}
+		}
+		if err := p.EnsureShards(ctx, []int{3, 4}); !errors.Is(err, ErrShardRange) {
+			t.Errorf("EnsureShards with shard 4 of [0, 3]: got %v, want ErrShardRange", err)
+		}
+		if tableExists(t, p, 3) {
+			t.Error("EnsureShards([3 4]) failed but created shard 3, want nothing created")
+		}
+	})
+}
+
+// Every read returns exactly what was written.
+func TestWriteThenRead(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+		ctx := context.Background()
+		p := openPartition(t, e.open(t), "trips", 0, 0, 3)
+		// Row 1 in shard 0: base at ref 1, 2, 10; status at ref 5. Row 2 in shard 0: base 3.
+		// Shard 2 holds row 1 too (rows are placed by the caller; storage does not hash).
+		s0 := []cells.Cell{
+			mkCell(t, 1, "base", 1, 1), mkCell(t, 1, "status", 5, 2), mkCell(t, 1, "base", 10, 3),
+			mkCell(t, 2, "base", 3, 4), mkCell(t, 1, "base", 2, 5),
+		}
+		s2 := []cells.Cell{mkCell(t, 1, "base", 7, 1)}
+		write(t, p, map[int][]cells.Cell{0: s0, 2: s2}, AppliedState{Index: 42, Term: 3})
+
+		for _, c := range s0 {
+			got, err := p.GetCell(ctx, 0, c.Key)
+			if err != nil {
+				t.Fatalf("GetCell(%s): %v", c.Key, err)
+			}
+			checkCell(t, "GetCell", got, c)
+		}
+		got, err := p.GetCell(ctx, 2, s2[0].Key)
+		if err != nil {
+			t.Fatalf("GetCell(shard 2): %v", err)
+		}
+		checkCell(t, "GetCell(shard 2)", got, s2[0])
+		missing := s0[0].Key
+		missing.RefKey = 3
+		if _, err := p.GetCell(ctx, 0, missing); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GetCell(%s): got %v, want ErrNotFound", missing, err)
+		}
+
+		latest, err := p.GetLatest(ctx, 0, rowKey(1), "base")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCell(t, "GetLatest(row 1, base)", latest, s0[2])
+		if _, err := p.GetLatest(ctx, 0, rowKey(1), "nothing"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GetLatest of a missing column: got %v, want ErrNotFound", err)
+		}
+
+		row, err := p.GetRow(ctx, 0, rowKey(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCells(t, "GetRow(row 1)", row, []cells.Cell{s0[2], s0[1]})
+		if row, err := p.GetRow(ctx, 0, rowKey(3)); err != nil || len(row) != 0 {
+			t.Errorf("GetRow of a missing row: got %d cells, %v; want 0, nil", len(row), err)
+		}
+
+		for _, limit := range []int{1, 2, 5, 100} {
+			checkCells(t, fmt.Sprintf("ScanShard pages of %d", limit), scanAll(t, p, 0, limit), s0)
+		}
+		page, err := p.ScanShard(ctx, 0, 2, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCells(t, "ScanShard(after 2, limit 2)", page, s0[2:4])
+		if _, err := p.ScanShard(ctx, 0, 0, 0); err == nil {
+			t.Error("ScanShard with limit 0: got nil error, want an error")
+		}
+
+		if id, err := p.MaxAddedID(ctx, 0); err != nil || id != 5 {
+			t.Errorf("MaxAddedID(0): got %d, %v; want 5, nil", id, err)
+		}
+		if a, err := p.Applied(ctx); err != nil || a != (AppliedState{Index: 42, Term: 3}) {
+			t.Errorf("Applied: got %+v, %v; want {42 3}, nil", a, err)
+		}
+
+		tx, err := p.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		keys := []cells.Key{s0[0].Key, missing, s0[3].Key, s0[0].Key}
+		found, err := tx.Lookup(ctx, 0, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(found) != 2 {
+			t.Errorf("Lookup of 2 stored and 1 missing key: got %d entries, want 2", len(found))
+		}
+		for _, c := range []cells.Cell{s0[0], s0[3]} {
+			ex, ok := found[c.Key]
+			if !ok {
+				t.Errorf("Lookup: %s missing", c.Key)
+				continue
+			}
+			checkCell(t, "Lookup", cells.Cell{Key: c.Key, Body: ex.Body, AddedID: ex.AddedID, CreatedAt: ex.CreatedAt}, c)
+		}
+		// The transaction sees its own inserts.
+		c := mkCell(t, 2, "base", 4, 6)
+		if err := tx.Insert(ctx, 0, []cells.Cell{c}); err != nil {
+			t.Fatal(err)
+		}
+		if found, err := tx.Lookup(ctx, 0, []cells.Key{c.Key}); err != nil || len(found) != 1 {
+			t.Errorf("Lookup of a key inserted in the same transaction: got %v, %v; want it found", found, err)
+		}
+	})
+}
+
+// caseProblem writes cells whose column keys differ only in case and reports whether the store
+// treats them as different cells; nil if it does.
+func caseProblem(ctx context.Context, p *PartitionStore, shard int, a, b cells.Cell) error {
+	if err := p.EnsureShards(ctx, []int{shard}); err != nil {
+		return err
+	}
+	tx, err := p.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := tx.Insert(ctx, shard, []cells.Cell{a}); err != nil {
+		return err
+	}
+	if found, err := tx.Lookup(ctx, shard, []cells.Key{b.Key}); err != nil || len(found) != 0 {
+		return fmt.Errorf("Lookup(%s) after inserting only %s: got %d cells, %v; want none", b.Key, a.Key, len(found), err)
+	}
+	if err := tx.Insert(ctx, shard, []cells.Cell{b}); err != nil {
+		return fmt.Errorf("insert %s next to %s: %w", b.Key, a.Key, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	for _, c := range []cells.Cell{a, b} {
+		got, err := p.GetCell(ctx, shard, c.Key)
+		if err != nil {
+			return fmt.Errorf("GetCell(%s): %w", c.Key, err)
+		}
+		if d := cellDiff(got, c); d != "" {
+			return fmt.Errorf("GetCell(%s): got %s", c.Key, d)
+		}
+		latest, err := p.GetLatest(ctx, shard, c.RowKey, c.ColumnKey)
+		if err != nil {
+			return fmt.Errorf("GetLatest(%s): %w", c.ColumnKey, err)
+		}
+		if d := cellDiff(latest, c); d != "" {
+			return fmt.Errorf("GetLatest(%s): got %s", c.ColumnKey, d)
+		}
+	}
+	row, err := p.GetRow(ctx, shard, a.RowKey)
+	if err != nil {
+		return err
+	}
+	if len(row) != 2 || row[0].ColumnKey != "BASE" || row[1].ColumnKey != "base" {
+		return fmt.Errorf("GetRow: got %d cells, want BASE and base in byte order", len(row))
+	}
+	return nil
+}
+
+// Column keys are case-sensitive: "base" and "BASE" are two cells. (A case-insensitive
+// collation fails this; TestMySQLCaseInsensitiveCollationFails shows it.)
+func TestColumnKeysCaseSensitive(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
+		if err := caseProblem(context.Background(), p, 0, mkCell(t, 1, "base", 1, 1), mkCell(t, 1, "BASE", 1, 2)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// The applied state and the cells survive closing and reopening the store.
+func TestAppliedPersistsAcrossReopen(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+		ctx := context.Background()
+		s := e.open(t)
+		p := openPartition(t, s, "trips", 3, 8, 11)
+		c := mkCell(t, 1, "base", 1, 1)
+		write(t, p, map[int][]cells.Cell{9: {c}}, AppliedState{Index: 7, Term: 2})
+		write(t, p, map[int][]cells.Cell{9: {mkCell(t, 1, "base", 2, 2)}}, AppliedState{Index: 1 << 40, Term: 1 << 33})
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if _, err := p.Applied(ctx); !errors.Is(err, ErrClosed) {
+			t.Errorf("Applied after Store.Close: got %v, want ErrClosed", err)
+		}
+		if _, err := s.Partition(ctx, p.ID(), p.Shards()); !errors.Is(err, ErrClosed) {
+			t.Errorf("Partition after Store.Close: got %v, want ErrClosed", err)
+		}
+
+		p = openPartition(t, e.open(t), "trips", 3, 8, 11)
+		if a, err := p.Applied(ctx); err != nil || a != (AppliedState{Index: 1 << 40, Term: 1 << 33}) {
+			t.Errorf("Applied after reopen: got %+v, %v; want {%d %d}", a, err, uint64(1<<40), uint64(1<<33))
+		}
+		got, err := p.GetCell(ctx, 9, c.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCell(t, "GetCell after reopen", got, c)
+		if id, err := p.MaxAddedID(ctx, 9); err != nil || id != 2 {
+			t.Errorf("MaxAddedID after reopen: got %d, %v; want 2, nil", id, err)
+		}
+		// Tables exist already; EnsureShards and writes go on.
+		write(t, p, map[int][]cells.Cell{9: {mkCell(t, 1, "base", 3, 3)}, 10: {mkCell(t, 2, "base", 1, 1)}}, AppliedState{Index: 8, Term: 2})
+	})
+}
+
+// A rolled-back transaction leaves nothing, including after its context ends.
+func TestRollbackLeavesNothing(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+		ctx := context.Background()
+		p := openPartition(t, e.open(t), "trips", 0, 0, 1)
+		first := mkCell(t, 1, "base", 1, 1)
+		write(t, p, map[int][]cells.Cell{0: {first}}, AppliedState{Index: 1, Term: 1})
+		if err := p.EnsureShards(ctx, []int{1}); err != nil {
+			t.Fatal(err)
+		}
+		check := func(what string) {
+			t.Helper()
+			if cs := scanAll(t, p, 0, 10); len(cs) != 1 {
+				t.Errorf("%s: shard 0 holds %d cells, want 1", what, len(cs))
+			}
+			if cs := scanAll(t, p, 1, 10); len(cs) != 0 {
+				t.Errorf("%s: shard 1 holds %d cells, want 0", what, len(cs))
+			}
+			if a, err := p.Applied(ctx); err != nil || a != (AppliedState{Index: 1, Term: 1}) {
+				t.Errorf("%s: Applied = %+v, %v; want {1 1}", what, a, err)
+			}
+		}
+		fill := func(ctx context.Context, tx *WriteTx) {
+			t.Helper()
+			for s, c := range []cells.Cell{mkCell(t, 2, "base", 1, 2), mkCell(t, 3, "base", 1, 1)} {
+				if err := tx.Insert(ctx, s, []cells.Cell{c}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.SetApplied(ctx, AppliedState{Index: 2, Term: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		tx, err := p.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(ctx, tx)
+		if err := tx.Rollback(); err != nil {
+			t.Fatalf("Rollback: %v", err)
+		}
+		check("after Rollback")
+		if err := tx.Rollback(); err != nil {
+			t.Errorf("second Rollback: got %v, want nil", err)
+		}
+		if err := tx.Commit(); !errors.Is(err, ErrClosed) {
+			t.Errorf("Commit after Rollback: got %v, want ErrClosed", err)
+		}
+
+		cctx, cancel := context.WithCancel(ctx)
+		tx, err = p.Begin(cctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(cctx, tx)
+		cancel()
+		if err := tx.Commit(); err == nil {
+			t.Error("Commit after its context was canceled: got nil, want an error")
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Errorf("Rollback after a failed Commit: got %v, want nil", err)
+		}
+		check("after the context of the transaction was canceled")
+
+		// The writer is free again.
+		write(t, p, map[int][]cells.Cell{1: {mkCell(t, 3, "base", 1, 1)}}, AppliedState{Index: 2, Term: 1})
+	})
+}
+
+// The partition has one writer: a second Begin, EnsureShards or Restore during a transaction
+// fails rather than deadlocks, and a finished transaction refuses more work.
+func TestOneWriter(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+		ctx := context.Background()
+		p := openPartition(t, e.open(t), "trips", 0, 0, 1)
+		if err := p.EnsureShards(ctx, []int{0}); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := p.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Begin(ctx); !errors.Is(err, ErrTxOpen) {
+			t.Errorf("second Begin: got %v, want ErrTxOpen", err)
+		}
+		if err := p.EnsureShards(ctx, []int{1}); !errors.Is(err, ErrTxOpen) {
+			t.Errorf("EnsureShards during a transaction: got %v, want ErrTxOpen", err)
+		}
+		eof := func() (int, cells.Cell, error) { return 0, cells.Cell{}, io.EOF }
+		if err := p.Restore(ctx, AppliedState{}, eof); !errors.Is(err, ErrTxOpen) {
+			t.Errorf("Restore during a transaction: got %v, want ErrTxOpen", err)
+		}
+		if err := tx.Insert(ctx, 2, nil); !errors.Is(err, ErrShardRange) {
+			t.Errorf("Insert into shard 2 of [0, 1]: got %v, want ErrShardRange", err)
+		}
+		if _, err := tx.Lookup(ctx, -1, nil); !errors.Is(err, ErrShardRange) {
+			t.Errorf("Lookup in shard -1: got %v, want ErrShardRange", err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Errorf("Rollback after Commit: got %v, want nil", err)
+		}
+		if err := tx.Commit(); !errors.Is(err, ErrClosed) {
+			t.Errorf("second Commit: got %v, want ErrClosed", err)
+		}
+		if err := tx.Insert(ctx, 0, []cells.Cell{mkCell(t, 1, "a", 1, 1)}); !errors.Is(err, ErrClosed) {
+			t.Errorf("Insert after Commit: got %v, want ErrClosed", err)
+		}
+		if _, err := tx.Lookup(ctx, 0, nil); !errors.Is(err, ErrClosed) {
+			t.Errorf("Lookup after Commit: got %v, want ErrClosed", err)
+		}
+		if err := tx.SetApplied(ctx, AppliedState{}); !errors.Is(err, ErrClosed) {
+			t.Errorf("SetApplied after Commit: got %v, want ErrClosed", err)
+		}
+		if _, err := p.GetCell(ctx, 4, cells.Key{}); !errors.Is(err, ErrShardRange) {
+			t.Errorf("GetCell in shard 4 of [0, 1]: got %v, want ErrShardRange", err)
+		}
+	})
+}
+
+// Inserting a key or an added_id that exists fails with ErrDuplicate.
+func TestInsertDuplicateFails(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+		ctx := context.Background()
+		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
+		write(t, p, map[int][]cells.Cell{0: {mkCell(t, 1, "base", 1, 1)}}, AppliedState{Index: 1, Term: 1})
+		for _, tc := range []struct {
+			name string
+			cs   []cells.Cell
+		}{
+			{"stored key", []cells.Cell{mkCell(t, 1, "base", 1, 2)}},
+			{"stored added_id", []cells.Cell{mkCell(t, 1, "base", 2, 1)}},
+			{"key twice in one call", []cells.Cell{mkCell(t, 2, "base", 1, 2), mkCell(t, 2, "base", 1, 3)}},
+		} {
+			tx, err := p.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Insert(ctx, 0, tc.cs); !errors.Is(err, ErrDuplicate) {
+				t.Errorf("Insert of a %s: got %v, want ErrDuplicate", tc.name, err)
+			}
+			if err := tx.Rollback(); err != nil {
+				t.Errorf("Rollback: %v", err)
+			}
+		}
+		if cs := scanAll(t, p, 0, 10); len(cs) != 1 {
+			t.Errorf("shard holds %d cells after failed inserts, want 1", len(cs))
+		}
+	})
+}
+
+// A body of 1 MiB and more round trips, also many of them in one Insert (split by bytes).
+func TestLargeBodies(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+		ctx := context.Background()
+		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
+		big := largeBodies(t, 12)
+		write(t, p, map[int][]cells.Cell{0: big}, AppliedState{Index: 1, Term: 1})
+		for _, c := range big[:2] {
+			got, err := p.GetCell(ctx, 0, c.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkCell(t, fmt.Sprintf("GetCell of a %d-byte body", len(c.Body)), got, c)
+		}
+		checkCells(t, "ScanShard of large bodies", scanAll(t, p, 0, 5), big)
+	})
+}
+
+// largeBodies returns n (at most 20) cells of one row with bodies of at least 1 MiB (stored
+// form), built once per test process: compressing them is slow under the race detector.
+func largeBodies(t testing.TB, n int) []cells.Cell {
+	t.Helper()
+	bigOnce.Do(func() {
+		const hexDigits = "0123456789abcdef"
+		text := make([]byte, 2<<20)
+		for i := range bigCells {
+			x := uint64(i + 1)
+			for j := range text {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				text[j] = hexDigits[x&15]
+			}
+			b, err := cells.EncodeObject(map[string]any{"data": string(text)})
+			if err != nil {
+				bigErr = err
+				return
+			}
+			if len(b) < 1<<20 {
+				bigErr = fmt.Errorf("large body is %d bytes, want at least 1 MiB", len(b))
+				return
+			}
+			bigCells[i] = cells.Cell{
+				Key:       cells.Key{RowKey: rowKey(1), ColumnKey: "blob", RefKey: int64(i)},
+				Body:      b,
+				AddedID:   int64(i + 1),
+				CreatedAt: baseTime.Add(time.Duration(i) * time.Second),
+			}
+		}
+	})
+	if bigErr != nil {
+		t.Fatal(bigErr)
+	}
+	return slices.Clone(bigCells[:n])
+}
+
+var (
+	bigOnce  sync.Once
+	bigCells [20]cells.Cell
+	bigErr   error
+)
+
+// Partitions of one datastore, and of two datastores, do not see each other's cells.
+func TestPartitionsIsolated(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+		ctx := context.Background()
+		s := e.open(t)
+		a0 := openPartition(t, s, "alpha", 0, 0, 3)
+		a1 := openPartition(t, s, "alpha", 1, 4, 7)
+		b0 := openPartition(t, s, "beta", 0, 0, 3)
+		ca, cb := mkCell(t, 1, "base", 1, 1), mkCell(t, 1, "base", 1, 5)
+		cb.Body = body(t, `{"datastore":"beta"}`)
+		write(t, a0, map[int][]cells.Cell{0: {ca}}, AppliedState{Index: 10, Term: 1})
+		write(t, b0, map[int][]cells.Cell{0: {cb}}, AppliedState{Index: 20, Term: 2})
+		write(t, a1, map[int][]cells.Cell{4: {mkCell(t, 2, "base", 1, 1)}}, AppliedState{Index: 30, Term: 3})
+
+		for _, tc := range []struct {
+			p       *PartitionStore
+			want    cells.Cell
+			applied uint64
+		}{{a0, ca, 10}, {b0, cb, 20}} {
+			got, err := tc.p.GetCell(ctx, 0, ca.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkCell(t, fmt.Sprintf("%s GetCell", tc.p.ID().Datastore), got, tc.want)
+			checkCells(t, fmt.Sprintf("%s ScanShard", tc.p.ID().Datastore), scanAll(t, tc.p, 0, 10), []cells.Cell{tc.want})
+			if a, err := tc.p.Applied(ctx); err != nil || a.Index != tc.applied {
+				t.Errorf("%s Applied: got %+v, %v; want index %d", tc.p.ID().Datastore, a, err, tc.applied)
+			}
+		}
+		if cs := scanAll(t, a1, 4, 10); len(cs) != 1 || cs[0].RowKey != rowKey(2) {
+			t.Errorf("alpha/1 shard 4: got %d cells, want only its own", len(cs))
+		}
+		if a, err := a1.Applied(ctx); err != nil || a.Index != 30 {
+			t.Errorf("alpha/1 Applied: got %+v, %v; want index 30", a, err)
+		}
+		if _, err := a1.GetCell(ctx, 0, ca.Key); !errors.Is(err, ErrShardRange) {
+			t.Errorf("alpha/1 GetCell in shard 0: got %v, want ErrShardRange", err)
+		}
+	})
+}
+
+// Store.Partition validates its arguments, opens a partition once, and reopens it after Close.
+func TestPartitionOpen(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+		ctx := context.Background()
+		s := e.open(t)
+		if got := s.Engine(); got != e.name {
+			t.Errorf("Engine() = %q, want %q", got, e.name)
+		}
+		id := PartitionID{Datastore: "trips", Partition: 2}
+		p, err := s.Partition(ctx, id, ShardRange{First: 0, Last: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.ID() != id || p.Shards() != (ShardRange{First: 0, Last: 3}) {
+			t.Errorf("ID(), Shards() = %v, %v; want %v, [0, 3]", p.ID(), p.Shards(), id)
+		}
+		if _, err := s.Partition(ctx, id, ShardRange{First: 0, Last: 3}); !errors.Is(err, ErrPartitionOpen) {
+			t.Errorf("Partition twice: got %v, want ErrPartitionOpen", err)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(); err != nil {
+			t.Errorf("second Close: got %v, want nil", err)
+		}
+		if _, err := p.GetCell(ctx, 0, cells.Key{}); !errors.Is(err, ErrClosed) {
+			t.Errorf("GetCell after Close: got %v, want ErrClosed", err)
+		}
+		if _, err := p.Begin(ctx); !errors.Is(err, ErrClosed) {
+			t.Errorf("Begin after Close: got %v, want ErrClosed", err)
+		}
+		if _, err := p.BeginSnapshot(ctx); !errors.Is(err, ErrClosed) {
+			t.Errorf("BeginSnapshot after Close: got %v, want ErrClosed", err)
+		}
+		p = openPartition(t, s, "trips", 2, 0, 1)
+		for _, tc := range []struct {
+			id     PartitionID
+			shards ShardRange
+		}{
+			{PartitionID{"Trips", 0}, ShardRange{0, 1}},
+			{PartitionID{"1trips", 0}, ShardRange{0, 1}},
+			{PartitionID{"", 0}, ShardRange{0, 1}},
+			{PartitionID{"trips-x", 0}, ShardRange{0, 1}},
+			{PartitionID{strings.Repeat("a", 33), 0}, ShardRange{0, 1}},
+			{PartitionID{"trips", -1}, ShardRange{0, 1}},
+			{PartitionID{"trips", 5}, ShardRange{2, 1}},
+			{PartitionID{"trips", 5}, ShardRange{-1, 1}},
+			{PartitionID{"trips", 5}, ShardRange{0, 10000}},
+		} {
+			if _, err := s.Partition(ctx, tc.id, tc.shards); !errors.Is(err, ErrInvalidConfig) {
+				t.Errorf("Partition(%+v, %+v): got %v, want ErrInvalidConfig", tc.id, tc.shards, err)
+			}
+		}
+		if _, err := s.Partition(ctx, PartitionID{strings.Repeat("a", 32), 0}, ShardRange{0, 9999}); err != nil {
+			t.Errorf("Partition with a 32-character name and shards [0, 9999]: %v", err)
+		}
+	})
+}

@@ -1,0 +1,88 @@
+// Package storage keeps the cells of a node's partition replicas in SQL: the per-shard layout of
+// the Schemaless paper (an entity table per shard with added_id, unique (row_key, column_name,
+// ref_key)) plus a meta table holding each partition's applied raft index.
+//
+// Two engines sit behind the one API of *Store: MySQL (go-sql-driver/mysql; MariaDB 10.11 in
+// tests), the production engine, and embedded SQLite (modernc.org/sqlite, no cgo), the default
+// for development. One concrete type serves both; an unexported dialect holds the differences
+// (table names, DDL, the meta upsert, how a snapshot starts, statement size limits). The same
+// conformance suite runs on both.
+//
+// # Layout
+//
+// MySQL: each shard is a database named "<prefix>_<datastore>_<shard, 4 digits>" holding the
+// table "entity"; the meta table is "<prefix>_meta.partitions" (datastore, partition,
+// applied_index, applied_term, schema_version). The prefix is per node, so several nodes can
+// share one server in development and tests. Statements qualify every table with its database,
+// so one connection pool serves every shard. SQLite: each partition is one file
+// "<dir>/<datastore>-p<partition>.db" holding a table "entity_<shard, 4 digits>" per shard and a
+// table "meta" of the same shape as MySQL's.
+//
+// The entity table: added_id BIGINT primary key, assigned by the caller (never AUTO_INCREMENT);
+// row_key BINARY(16) (SQLite BLOB); column_name VARCHAR(64) with a binary collation (MySQL
+// ascii_bin, SQLite BINARY), so column keys that differ only in case are different cells;
+// ref_key BIGINT; body MEDIUMBLOB (SQLite BLOB), the stored form of cells.Body; created_at
+// DATETIME(6) in UTC (SQLite: INTEGER microseconds since the Unix epoch). Times are stored
+// truncated to the microsecond and read back in UTC.
+//
+// A shard's tables are created on first use, by EnsureShards (or Restore), never inside a
+// write transaction because MySQL DDL commits implicitly. Reads of a shard whose tables do not
+// exist behave as reads of an empty shard.
+//
+// # Write path
+//
+// The partition's FSM is its only writer. Per batch it calls EnsureShards for the shards the
+// batch touches, then Begin, and per shard Lookup (one statement per up to 200 keys, through
+// the unique key) and Insert (multi-row INSERTs of up to 500 cells, fewer for large bodies),
+// then SetApplied and Commit: the cells and the applied index commit atomically. A write
+// transaction sees its own writes.
+//
+// # Reads and snapshots
+//
+// GetCell, GetLatest, GetRow, ScanShard, Applied and MaxAddedID may run on any goroutine,
+// concurrently with the writer; each is one statement that sees the latest committed data.
+// BeginSnapshot opens a consistent read-only view of every table of the partition
+// (MySQL: START TRANSACTION WITH CONSISTENT SNAPSHOT on its own connection; SQLite: a read
+// transaction on a reader connection, pinned to its WAL snapshot by a first read). The writer
+// keeps committing while it is open; the view does not change. SnapshotTx.ScanShard streams a
+// shard in added_id order, in bounded pages. Restore replaces the partition's content with a
+// stream of cells, in one transaction.
+//
+// # Connections
+//
+// MySQL: one pool per Store (MySQLConfig.MaxOpenConns), with interpolateParams (one round trip
+// a statement), parseTime, loc=UTC and session time_zone '+00:00' forced. SQLite: per
+// partition, a writer pool of exactly one connection (WAL mode, BEGIN IMMEDIATE, synchronous
+// from SQLiteConfig, temp_store MEMORY) and a pool of SQLiteConfig.ReadConns query-only
+// reader connections; busy_timeout is 10 s on both.
+//
+// # Concurrency
+//
+// Store and PartitionStore are safe for concurrent use, with one rule: EnsureShards, Begin,
+// the WriteTx methods and Restore belong to the partition's single writer. They never wait for
+// each other: a call made while a write transaction is open returns ErrTxOpen (in SQLite a
+// second writer would otherwise deadlock on the one writer connection). A SnapshotTx is used
+// by one goroutine at a time. Reads see committed data only.
+//
+// # Caveats
+//
+//   - Restore ensures the tables of every shard of the partition's range (in MySQL one database
+//     each) and empties them with DELETE inside its transaction, so restoring a large partition
+//     on MySQL builds a large undo log, and readers see the old content until it commits.
+//   - An open snapshot holds a connection (in SQLite one of ReadConns, in MySQL one of
+//     MaxOpenConns) until Close. In SQLite it also keeps the WAL from being checkpointed past
+//     its view, so the WAL grows while it is open; in MySQL it holds back InnoDB purge.
+//   - MySQL's read view covers the tables that existed when the snapshot started; a shard
+//     table created later (error 1412, "table definition has changed") reads as empty in it,
+//     which is what it held at that moment.
+//   - Durability follows the engine: SQLite with synchronous NORMAL may lose the last commits
+//     on power loss (not on a process crash); raft's log covers them. MySQL follows
+//     innodb_flush_log_at_trx_commit.
+//   - Two prefixes where one is the other followed by "_" (say "a" and "a_b") can name the same
+//     databases; give nodes sharing a server prefixes without that relation.
+//   - The SQLite file of a partition must be opened by one Store at a time: nothing stops a
+//     second Store (or process) from opening it and writing as if it were the only writer.
+//   - Insert does not check that a cell belongs to the shard it is inserted into, nor that
+//     added_id values are increasing: the caller assigns both.
+//   - Table and database names hold shard numbers of 4 digits: shards range over [0, 9999].
+package storage

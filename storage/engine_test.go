@@ -1,0 +1,250 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/internal/mariadbtest"
+)
+
+// Two stores with different prefixes on one server do not see each other's data.
+func TestMySQLPrefixesIsolated(t *testing.T) {
+	ctx := context.Background()
+	e1, e2 := mysqlEnv(t), mysqlEnv(t)
+	p1 := openPartition(t, e1.open(t), "trips", 0, 0, 1)
+	p2 := openPartition(t, e2.open(t), "trips", 0, 0, 1)
+	c1, c2 := mkCell(t, 1, "base", 1, 1), mkCell(t, 1, "base", 1, 1)
+	c2.Body = body(t, `{"store":2}`)
+	write(t, p1, map[int][]cells.Cell{0: {c1}}, AppliedState{Index: 1, Term: 1})
+	write(t, p2, map[int][]cells.Cell{0: {c2}, 1: {mkCell(t, 2, "base", 1, 1)}}, AppliedState{Index: 2, Term: 1})
+	for _, tc := range []struct {
+		p       *PartitionStore
+		want    cells.Cell
+		applied uint64
+		shard1  int
+	}{{p1, c1, 1, 0}, {p2, c2, 2, 1}} {
+		got, err := tc.p.GetCell(ctx, 0, c1.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCell(t, "prefix "+tc.p.d.prefix, got, tc.want)
+		if a, err := tc.p.Applied(ctx); err != nil || a.Index != tc.applied {
+			t.Errorf("prefix %s: Applied = %+v, %v; want index %d", tc.p.d.prefix, a, err, tc.applied)
+		}
+		if cs := scanAll(t, tc.p, 1, 10); len(cs) != tc.shard1 {
+			t.Errorf("prefix %s: shard 1 holds %d cells, want %d", tc.p.d.prefix, len(cs), tc.shard1)
+		}
+	}
+}
+
+// The case test of the conformance suite fails on a table whose column_name has MySQL's
+// usual case-insensitive collation: it would catch a schema without ascii_bin.
+func TestMySQLCaseInsensitiveCollationFails(t *testing.T) {
+	ctx := context.Background()
+	s := mysqlEnv(t).open(t)
+	p := openPartition(t, s, "ci", 0, 0, 0)
+	for _, stmt := range p.d.shardDDL(0) {
+		ci := strings.Replace(stmt, "COLLATE ascii_bin", "COLLATE ascii_general_ci", 1)
+		if _, err := p.write.ExecContext(ctx, ci); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := caseProblem(ctx, p, 0, mkCell(t, 1, "base", 1, 1), mkCell(t, 1, "BASE", 1, 2))
+	if err == nil {
+		t.Fatal("the case check passed on a case-insensitive column_name, want it to fail")
+	}
+	t.Logf("as expected, on ascii_general_ci: %v", err)
+}
+
+// explainRows runs EXPLAIN (MySQL) or EXPLAIN QUERY PLAN (SQLite) and returns its rows as
+// column -> value maps.
+func explainRows(t *testing.T, db *sql.DB, engine, q string, args ...any) []map[string]string {
+	t.Helper()
+	prefix := "EXPLAIN "
+	if engine == EngineSQLite {
+		prefix = "EXPLAIN QUERY PLAN "
+	}
+	rows, err := db.Query(prefix+q, args...)
+	if err != nil {
+		t.Fatalf("%s%s: %v", prefix, q, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		m := make(map[string]string, len(cols))
+		for i, c := range cols {
+			m[strings.ToLower(c)] = vals[i].String
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Lookup, GetLatest and GetRow read through the unique key, never a scan of the shard.
+func TestQueriesUseUniqueKey(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
+		var cs []cells.Cell
+		for i := range 500 {
+			cs = append(cs, mkCell(t, i%50, fmt.Sprintf("c%d", i%7), int64(i), int64(i+1)))
+		}
+		write(t, p, map[int][]cells.Cell{0: cs}, AppliedState{Index: 1, Term: 1})
+		if e.name == EngineMySQL {
+			if _, err := p.write.Exec("ANALYZE TABLE " + p.d.entity(0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var lookupArgs []any
+		for _, c := range cs[:100] {
+			lookupArgs = append(lookupArgs, c.RowKey[:], c.ColumnKey, c.RefKey)
+		}
+		rk := cs[0].RowKey[:]
+		for _, q := range []struct {
+			name string
+			sql  string
+			args []any
+		}{
+			{"Lookup of 100 keys", lookupSQL(p.d, 0, 100), lookupArgs},
+			{"GetLatest", "SELECT " + cellColumns + " FROM " + p.d.entity(0) + " WHERE row_key = ? AND column_name = ? ORDER BY ref_key DESC LIMIT 1", []any{rk, "c0"}},
+			{"GetRow", "SELECT e.added_id FROM " + p.d.entity(0) + " e JOIN (SELECT column_name, MAX(ref_key) AS ref_key FROM " + p.d.entity(0) +
+				" WHERE row_key = ? GROUP BY column_name) m ON e.column_name = m.column_name AND e.ref_key = m.ref_key WHERE e.row_key = ? ORDER BY e.column_name", []any{rk, rk}},
+		} {
+			plan := explainRows(t, p.read, e.name, q.sql, q.args...)
+			if len(plan) == 0 {
+				t.Fatalf("%s: empty plan", q.name)
+			}
+			for _, r := range plan {
+				if e.name == EngineSQLite {
+					d := r["detail"]
+					if strings.HasPrefix(d, "SCAN entity") || strings.HasPrefix(d, "SCAN e") && !strings.Contains(d, "INDEX") {
+						t.Errorf("%s: plan step %q scans the table, want index searches", q.name, d)
+					}
+				} else if r["table"] == "entity" || r["table"] == "e" {
+					if r["key"] != "cell_key" || r["type"] == "ALL" || r["type"] == "index" {
+						t.Errorf("%s: plan for table %s uses key %q, type %q; want the cell_key index, no scan (%v)", q.name, r["table"], r["key"], r["type"], r)
+					}
+				}
+			}
+			if t.Failed() || testing.Verbose() {
+				t.Logf("%s: first steps of the plan: %v", q.name, plan[:min(len(plan), 3)])
+			}
+		}
+	})
+}
+
+func TestConfigValidation(t *testing.T) {
+	ctx := context.Background()
+	if err := (SQLiteConfig{Dir: "x"}).Validate(); err != nil {
+		t.Errorf("valid SQLiteConfig: %v", err)
+	}
+	err := SQLiteConfig{Synchronous: "OFF", ReadConns: -1}.Validate()
+	for _, want := range []string{"Dir", "Synchronous", "ReadConns"} {
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(fmt.Sprint(err), want) {
+			t.Errorf("SQLiteConfig{Synchronous: OFF, ReadConns: -1}.Validate() = %v, want ErrInvalidConfig naming %s", err, want)
+		}
+	}
+	if _, err := OpenSQLite(ctx, SQLiteConfig{Dir: t.TempDir(), Synchronous: "off"}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("OpenSQLite with synchronous off: got %v, want ErrInvalidConfig", err)
+	}
+	s, err := OpenSQLite(ctx, SQLiteConfig{Dir: filepath.Join(t.TempDir(), "new", "dir"), Synchronous: "full", ReadConns: 1})
+	if err != nil {
+		t.Fatalf("OpenSQLite(FULL, 1 reader) in a new directory: %v", err)
+	}
+	defer s.Close()
+	p := openPartition(t, s, "trips", 0, 0, 0)
+	var sync int
+	if err := p.read.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 2 {
+		t.Errorf("PRAGMA synchronous = %d, %v; want 2 (FULL)", sync, err)
+	}
+	var mode string
+	if err := p.read.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("PRAGMA journal_mode = %q, %v; want wal", mode, err)
+	}
+	if _, err := p.read.Exec("CREATE TABLE nope (x INTEGER)"); err == nil {
+		t.Error("CREATE TABLE on a read connection succeeded, want it refused (query_only)")
+	}
+
+	// Characters that mean something in a URI stay part of the file name.
+	odd := filepath.Join(t.TempDir(), "a dir?x=1&y#z%41")
+	so, err := OpenSQLite(ctx, SQLiteConfig{Dir: odd})
+	if err != nil {
+		t.Fatalf("OpenSQLite(%q): %v", odd, err)
+	}
+	defer so.Close()
+	po := openPartition(t, so, "trips", 1, 0, 0)
+	write(t, po, map[int][]cells.Cell{0: {mkCell(t, 1, "base", 1, 1)}}, AppliedState{Index: 1, Term: 1})
+	if _, err := os.Stat(filepath.Join(odd, "trips-p1.db")); err != nil {
+		t.Errorf("database file in %q: %v", odd, err)
+	}
+
+	for _, c := range []MySQLConfig{
+		{DSN: "root@tcp(127.0.0.1:1)/", Prefix: ""},
+		{DSN: "root@tcp(127.0.0.1:1)/", Prefix: "Node1"},
+		{DSN: "root@tcp(127.0.0.1:1)/", Prefix: "n-1"},
+		{DSN: "root@tcp(127.0.0.1:1)/", Prefix: strings.Repeat("n", 17)},
+		{DSN: "", Prefix: "n1"},
+		{DSN: "root@tcp(127.0.0.1:1)/", Prefix: "n1", MaxOpenConns: 1},
+		{DSN: "no slash", Prefix: "n1"},
+	} {
+		if _, err := OpenMySQL(ctx, c); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("OpenMySQL(%+v): got %v, want ErrInvalidConfig", c, err)
+		}
+	}
+}
+
+// OpenMySQL forces UTC, parse time and interpolation whatever the DSN says, and ignores the
+// DSN's database.
+func TestMySQLSessionSettings(t *testing.T) {
+	dsn := mariadbtest.DSN(t)
+	prefix := mariadbtest.Prefix(t)
+	s, err := OpenMySQL(context.Background(), MySQLConfig{DSN: strings.TrimSuffix(dsn, "/") + "/mysql?loc=Local&parseTime=false", Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := openPartition(t, s, "trips", 0, 0, 0)
+	var tz string
+	var db sql.NullString
+	if err := p.read.QueryRow("SELECT @@session.time_zone, DATABASE()").Scan(&tz, &db); err != nil {
+		t.Fatal(err)
+	}
+	if tz != "+00:00" || db.Valid {
+		t.Errorf("session time_zone, DATABASE() = %q, %v; want +00:00, NULL", tz, db)
+	}
+	c := mkCell(t, 1, "base", 1, 1)
+	write(t, p, map[int][]cells.Cell{0: {c}}, AppliedState{Index: 1, Term: 1})
+	got, err := p.GetCell(context.Background(), 0, c.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCell(t, "GetCell", got, c)
+	var text string
+	if err := p.read.QueryRow("SELECT CAST(created_at AS CHAR) FROM " + p.d.entity(0)).Scan(&text); err != nil {
+		t.Fatal(err)
+	}
+	if want := stored(c).CreatedAt.Format("2006-01-02 15:04:05.000000"); text != want {
+		t.Errorf("stored created_at = %s, want %s (UTC, microseconds)", text, want)
+	}
+}

@@ -1,0 +1,145 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// MySQL settings that are not configurable.
+const (
+	// mysqlInsertRows bounds a multi-row INSERT (6 placeholders a row; the server's limit for
+	// prepared statements is 65535, interpolated statements are bounded by bytes).
+	mysqlInsertRows = 500
+	// mysqlInsertBytesCap caps the bodies of one INSERT whatever max_allowed_packet allows.
+	mysqlInsertBytesCap = 8 << 20
+	// mysqlConnMaxIdleTime closes pooled connections idle for longer.
+	mysqlConnMaxIdleTime = 5 * time.Minute
+	// defaultMaxAllowedPacket is go-sql-driver/mysql's client default, which ParseDSN sets when
+	// the DSN does not name one.
+	defaultMaxAllowedPacket = 64 << 20
+)
+
+// OpenMySQL connects to the MySQL (or MariaDB) server of cfg.DSN and creates the meta table
+// "<prefix>_meta.partitions" if missing. Zero fields of cfg take their defaults; an invalid cfg
+// returns errors wrapping ErrInvalidConfig. The DSN's database is ignored; the connection is
+// forced to parseTime=true, loc=UTC, interpolateParams=true and time_zone '+00:00'. One pool
+// of cfg.MaxOpenConns connections serves every partition; each open snapshot holds one.
+// OpenMySQL blocks until the server answers or ctx is done.
+func OpenMySQL(ctx context.Context, cfg MySQLConfig) (*Store, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	mc, err := mysql.ParseDSN(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("%w: mysql: DSN: %v", ErrInvalidConfig, err)
+	}
+	mc.DBName = ""
+	mc.ParseTime = true
+	mc.Loc = time.UTC
+	mc.InterpolateParams = true
+	if mc.Params == nil {
+		mc.Params = make(map[string]string)
+	}
+	mc.Params["time_zone"] = "'+00:00'"
+	if mc.MaxAllowedPacket == defaultMaxAllowedPacket {
+		// 0 reads the server's max_allowed_packet on connect, so that statements the server
+		// would refuse are not sent.
+		mc.MaxAllowedPacket = 0
+	}
+	conn, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: mysql: DSN: %v", ErrInvalidConfig, err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(cfg.MaxOpenConns)
+	db.SetMaxIdleConns(cfg.MaxOpenConns)
+	db.SetConnMaxIdleTime(mysqlConnMaxIdleTime)
+
+	var maxPacket int
+	if err := db.QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&maxPacket); err != nil {
+		return nil, errors.Join(fmt.Errorf("storage: connect to mysql: %w", err), db.Close())
+	}
+	if mc.MaxAllowedPacket > 0 && mc.MaxAllowedPacket < maxPacket {
+		maxPacket = mc.MaxAllowedPacket
+	}
+	// A body may double when escaped into an interpolated statement; keep room for that and
+	// the rest of the statement.
+	insertBytes := min(maxPacket/2-(64<<10), mysqlInsertBytesCap)
+	if insertBytes < 1<<20 {
+		return nil, errors.Join(fmt.Errorf("storage: mysql max_allowed_packet %d is too small for 1 MiB bodies", maxPacket), db.Close())
+	}
+	meta := fmt.Sprintf("`%s_meta`", cfg.Prefix)
+	for _, stmt := range []string{
+		"CREATE DATABASE IF NOT EXISTS " + meta + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+		"CREATE TABLE IF NOT EXISTS " + meta + ".`partitions` (\n" +
+			"\tdatastore VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n" +
+			"\t`partition` INT NOT NULL,\n" +
+			"\tapplied_index BIGINT UNSIGNED NOT NULL,\n" +
+			"\tapplied_term BIGINT UNSIGNED NOT NULL,\n" +
+			"\tschema_version INT NOT NULL,\n" +
+			"\tPRIMARY KEY (datastore, `partition`)\n" +
+			") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return nil, errors.Join(fmt.Errorf("storage: create mysql meta table: %w", err), db.Close())
+		}
+	}
+	s := &Store{engine: EngineMySQL, parts: make(map[PartitionID]*PartitionStore), closeEngine: db.Close}
+	s.openPartition = func(ctx context.Context, id PartitionID) (*dialect, *sql.DB, *sql.DB, bool, error) {
+		return mysqlDialect(cfg.Prefix, id.Datastore, insertBytes), db, db, false, nil
+	}
+	return s, nil
+}
+
+// mysqlDatabase is the database of one shard: "<prefix>_<datastore>_<shard, 4 digits>".
+func mysqlDatabase(prefix, datastore string, shard int) string {
+	return fmt.Sprintf("%s_%s_%04d", prefix, datastore, shard)
+}
+
+func mysqlDialect(prefix, datastore string, insertBytes int) *dialect {
+	return &dialect{
+		engine: EngineMySQL,
+		prefix: prefix,
+		entity: func(shard int) string {
+			return "`" + mysqlDatabase(prefix, datastore, shard) + "`.`entity`"
+		},
+		shardDDL: func(shard int) []string {
+			db := "`" + mysqlDatabase(prefix, datastore, shard) + "`"
+			// column_name is ascii_bin: the default collations compare case-insensitively and
+			// would make "base" and "BASE" one cell.
+			return []string{
+				"CREATE DATABASE IF NOT EXISTS " + db + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+				"CREATE TABLE IF NOT EXISTS " + db + ".`entity` (\n" +
+					"\tadded_id BIGINT NOT NULL,\n" +
+					"\trow_key BINARY(16) NOT NULL,\n" +
+					"\tcolumn_name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n" +
+					"\tref_key BIGINT NOT NULL,\n" +
+					"\tbody MEDIUMBLOB NOT NULL,\n" +
+					"\tcreated_at DATETIME(6) NOT NULL,\n" +
+					"\tPRIMARY KEY (added_id),\n" +
+					"\tUNIQUE KEY cell_key (row_key, column_name, ref_key)\n" +
+					") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+			}
+		},
+		lookupHint: " FORCE INDEX (cell_key)",
+		meta:       fmt.Sprintf("`%s_meta`.`partitions`", prefix),
+		upsertApplied: fmt.Sprintf("INSERT INTO `%s_meta`.`partitions` "+
+			"(datastore, `partition`, applied_index, applied_term, schema_version) VALUES (?, ?, ?, ?, ?) "+
+			"ON DUPLICATE KEY UPDATE applied_index = VALUES(applied_index), applied_term = VALUES(applied_term), "+
+			"schema_version = VALUES(schema_version)", prefix),
+		// The read view is taken by START TRANSACTION itself, covering every table of the
+		// server; SET TRANSACTION applies to this next transaction only.
+		snapshotBegin: []string{
+			"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+			"START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
+		},
+		insertRows:  mysqlInsertRows,
+		insertBytes: insertBytes,
+	}
+}

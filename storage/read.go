@@ -1,0 +1,117 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/cells"
+)
+
+// Reads run on the read pool, each statement in its own (autocommit) transaction, so they see
+// the latest committed data and never block on the writer. A shard whose tables do not exist
+// yet reads as empty. Returned cells belong to the caller; CreatedAt is in UTC.
+
+// GetCell returns the cell of key in shard, or ErrNotFound (unwrapped).
+func (p *PartitionStore) GetCell(ctx context.Context, shard int, key cells.Key) (cells.Cell, error) {
+	if err := p.checkShard(shard); err != nil {
+		return cells.Cell{}, err
+	}
+	c, err := p.getOne(ctx, "SELECT "+cellColumns+" FROM "+p.d.entity(shard)+
+		" WHERE row_key = ? AND column_name = ? AND ref_key = ?", key.RowKey[:], key.ColumnKey, key.RefKey)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return cells.Cell{}, p.fail(fmt.Sprintf("get cell %s in shard %d", key, shard), err)
+	}
+	return c, err
+}
+
+// GetLatest returns the cell of rowKey and column with the highest ref key in shard, or
+// ErrNotFound (unwrapped). It reads one entry of the unique key, backwards.
+func (p *PartitionStore) GetLatest(ctx context.Context, shard int, rowKey uuid.UUID, column string) (cells.Cell, error) {
+	if err := p.checkShard(shard); err != nil {
+		return cells.Cell{}, err
+	}
+	c, err := p.getOne(ctx, "SELECT "+cellColumns+" FROM "+p.d.entity(shard)+
+		" WHERE row_key = ? AND column_name = ? ORDER BY ref_key DESC LIMIT 1", rowKey[:], column)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return cells.Cell{}, p.fail(fmt.Sprintf("get latest %s/%s in shard %d", rowKey, column, shard), err)
+	}
+	return c, err
+}
+
+// getOne runs a query selecting at most one cell.
+func (p *PartitionStore) getOne(ctx context.Context, q string, args ...any) (cells.Cell, error) {
+	c, err := scanCell(p.read.QueryRowContext(ctx, q, args...))
+	if errors.Is(err, sql.ErrNoRows) || isNoTable(err) {
+		return cells.Cell{}, ErrNotFound
+	}
+	return c, err
+}
+
+// GetRow returns the latest cell (highest ref key) of every column of rowKey in shard, ordered
+// by column key (byte order), in one statement; nil if the row has no cell.
+func (p *PartitionStore) GetRow(ctx context.Context, shard int, rowKey uuid.UUID) ([]cells.Cell, error) {
+	if err := p.checkShard(shard); err != nil {
+		return nil, err
+	}
+	t := p.d.entity(shard)
+	q := "SELECT e.added_id, e.row_key, e.column_name, e.ref_key, e.body, e.created_at FROM " + t + " e " +
+		"JOIN (SELECT column_name, MAX(ref_key) AS ref_key FROM " + t + " WHERE row_key = ? GROUP BY column_name) m " +
+		"ON e.column_name = m.column_name AND e.ref_key = m.ref_key " +
+		"WHERE e.row_key = ? ORDER BY e.column_name"
+	cs, err := queryCells(ctx, p.read, q, rowKey[:], rowKey[:])
+	if err != nil {
+		return nil, p.fail(fmt.Sprintf("get row %s in shard %d", rowKey, shard), err)
+	}
+	return cs, nil
+}
+
+// ScanShard returns the cells of shard with added_id > afterAddedID in ascending added_id
+// order, at most limit (which must be positive) of them; nil when there are none. It is the
+// read behind get_cells_for_shard: pass the last AddedID returned to read on.
+func (p *PartitionStore) ScanShard(ctx context.Context, shard int, afterAddedID int64, limit int) ([]cells.Cell, error) {
+	if err := p.checkShard(shard); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, fmt.Errorf("storage: scan shard %d: limit %d is not positive", shard, limit)
+	}
+	cs, err := queryCells(ctx, p.read, "SELECT "+cellColumns+" FROM "+p.d.entity(shard)+
+		" WHERE added_id > ? ORDER BY added_id LIMIT ?", afterAddedID, limit)
+	if err != nil {
+		return nil, p.fail(fmt.Sprintf("scan shard %d", shard), err)
+	}
+	return cs, nil
+}
+
+// Applied returns the applied state in the meta table: the last one committed by a write
+// transaction or Restore; zero if none ever was.
+func (p *PartitionStore) Applied(ctx context.Context) (AppliedState, error) {
+	if p.closed.Load() {
+		return AppliedState{}, ErrClosed
+	}
+	a, _, err := readApplied(ctx, p.read, p.d, p.id)
+	if err != nil {
+		return AppliedState{}, p.fail("read applied state", err)
+	}
+	return a, nil
+}
+
+// MaxAddedID returns the highest added_id stored in shard (committed), 0 if the shard holds no
+// cell or its tables do not exist. It reads the end of the primary key.
+func (p *PartitionStore) MaxAddedID(ctx context.Context, shard int) (int64, error) {
+	if err := p.checkShard(shard); err != nil {
+		return 0, err
+	}
+	var id int64
+	err := p.read.QueryRowContext(ctx, "SELECT COALESCE(MAX(added_id), 0) FROM "+p.d.entity(shard)).Scan(&id)
+	if isNoTable(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, p.fail(fmt.Sprintf("max added_id of shard %d", shard), err)
+	}
+	return id, nil
+}

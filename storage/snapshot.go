@@ -1,0 +1,245 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/schemaless-db/schemaless/cells"
+)
+
+// Snapshot paging: SnapshotTx.ScanShard reads a shard in pages of at most snapshotPageRows
+// cells and about snapshotPageBytes of bodies, so its memory stays flat whatever the shard's
+// size, and no result set stays open while the callback runs.
+const (
+	snapshotPageRows  = 2000
+	snapshotPageBytes = 16 << 20
+	// snapshotCloseTimeout bounds the ROLLBACK that ends a snapshot.
+	snapshotCloseTimeout = 10 * time.Second
+)
+
+// BeginSnapshot opens a consistent, read-only view of all the partition's tables (every shard
+// and the meta row) as of the moment it returns; commits made afterwards, by the writer or a
+// Restore, are not visible in it. It holds one connection of the read pool until Close (SQLite:
+// one of SQLiteConfig.ReadConns; MySQL: one of MaxOpenConns) and, in SQLite, keeps the WAL
+// from being checkpointed past its view, so close it promptly. ctx bounds opening only; the
+// view lives until Close. Any goroutine may call it, concurrently with the writer.
+func (p *PartitionStore) BeginSnapshot(ctx context.Context) (*SnapshotTx, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	conn, err := p.read.Conn(ctx)
+	if err != nil {
+		return nil, p.fail("begin snapshot", err)
+	}
+	s := &SnapshotTx{p: p, conn: conn}
+	for _, stmt := range p.d.snapshotBegin {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return nil, errors.Join(p.fail("begin snapshot", err), s.Close())
+		}
+	}
+	// MySQL took the read view at START TRANSACTION; SQLite takes its WAL snapshot at this
+	// first read and keeps it until the transaction ends.
+	a, _, err := readApplied(ctx, conn, p.d, p.id)
+	if err != nil {
+		return nil, errors.Join(p.fail("begin snapshot: read applied state", err), s.Close())
+	}
+	s.applied = a
+	return s, nil
+}
+
+// SnapshotTx is a consistent read view of the whole partition, opened by BeginSnapshot. Its
+// methods must not be called concurrently with each other; it may be used from a goroutine
+// other than the one that opened it (raft persists snapshots on its own goroutine).
+type SnapshotTx struct {
+	p       *PartitionStore
+	conn    *sql.Conn
+	applied AppliedState
+	closed  bool
+}
+
+// Applied returns the applied state of the view: every cell it holds was written by a log
+// entry at or below Applied().Index.
+func (s *SnapshotTx) Applied() AppliedState { return s.applied }
+
+// ScanShard calls fn with every cell of shard in the view, in ascending added_id order, and
+// returns fn's first error (wrapped) without calling it again. A shard whose tables did not
+// exist when the view was taken has no cells. Cells are read in pages (at most 2000 cells,
+// about 16 MiB of bodies), so memory stays flat; fn runs with no statement open and owns the
+// cells it is given, but must not call the SnapshotTx. A read error or ctx ending stops the
+// scan; on MySQL it also breaks the view (later calls fail; Close still releases it).
+func (s *SnapshotTx) ScanShard(ctx context.Context, shard int, fn func(cells.Cell) error) error {
+	if s.closed {
+		return ErrClosed
+	}
+	if err := s.p.checkShard(shard); err != nil {
+		return err
+	}
+	q := "SELECT " + cellColumns + " FROM " + s.p.d.entity(shard) + " WHERE added_id > ? ORDER BY added_id LIMIT ?"
+	after, limit := int64(math.MinInt64), snapshotPageRows
+	for {
+		page, full, err := s.page(ctx, q, after, limit)
+		if err != nil {
+			return s.p.fail(fmt.Sprintf("snapshot scan shard %d", shard), err)
+		}
+		for _, c := range page {
+			if err := fn(c); err != nil {
+				return fmt.Errorf("storage: snapshot scan shard %d: %w", shard, err)
+			}
+		}
+		if len(page) == 0 || (!full && len(page) < limit) {
+			return nil
+		}
+		after = page[len(page)-1].AddedID
+		// Adapt the page to the bodies: a page cut short by bytes sizes the next one; pages
+		// that fit grow back.
+		if full {
+			limit = max(len(page), 1)
+		} else {
+			limit = min(limit*2, snapshotPageRows)
+		}
+	}
+}
+
+// page reads up to limit cells after after; full reports that it stopped early because the
+// bodies read passed snapshotPageBytes.
+func (s *SnapshotTx) page(ctx context.Context, q string, after int64, limit int) (page []cells.Cell, full bool, err error) {
+	rows, err := s.conn.QueryContext(ctx, q, after, limit)
+	if err != nil {
+		if isNoTable(err) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	defer rows.Close()
+	size := 0
+	for rows.Next() {
+		c, err := scanCell(rows)
+		if err != nil {
+			return nil, false, err
+		}
+		page = append(page, c)
+		size += len(c.Body)
+		if size >= snapshotPageBytes {
+			full = true
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		if isNoTable(err) && len(page) == 0 {
+			// MySQL reports a table created after the read view when reading its rows.
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return page, full, rows.Close()
+}
+
+// Close ends the view and returns its connection to the pool (or discards the connection if
+// the transaction cannot be ended cleanly). Close is idempotent; other methods return
+// ErrClosed afterwards.
+func (s *SnapshotTx) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), snapshotCloseTimeout)
+	defer cancel()
+	if _, err := s.conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		// Never hand a connection with an open transaction back to the pool.
+		_ = s.conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	if err := s.conn.Close(); err != nil && !errors.Is(err, sql.ErrConnDone) {
+		return fmt.Errorf("storage: close snapshot: %w", err)
+	}
+	return nil
+}
+
+// Restore replaces the partition's tables with the cells next yields, then sets the applied
+// state to applied, in one write transaction: readers see the old content until it commits
+// and the new content after, never a mix, and on any error nothing changes. Every shard of the
+// range is emptied, including shards next yields nothing for, and the tables of every shard
+// in the range are created first (outside the transaction). next returns each cell with its
+// shard, and io.EOF (unwrapped) after the last; any other error aborts the Restore and is
+// returned wrapped. Restore buffers up to one INSERT of cells from next, so next must not
+// reuse the memory of cells it returned. Cells are stored as given (AddedID, CreatedAt).
+// A shard outside the range returns ErrShardRange; a duplicate key or added_id ErrDuplicate.
+// Restore is a writer call: it returns ErrTxOpen if a write transaction is open. ctx bounds
+// the whole restore.
+func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next func() (shard int, c cells.Cell, err error)) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if err := p.lockWriter(); err != nil {
+		return err
+	}
+	defer p.unlockWriter()
+	all := make([]int, 0, p.shards.Len())
+	for s := p.shards.First; s <= p.shards.Last; s++ {
+		all = append(all, s)
+	}
+	if err := p.ensureLocked(ctx, all); err != nil {
+		return err
+	}
+	tx, err := p.write.BeginTx(ctx, nil)
+	if err != nil {
+		return p.fail("restore: begin", err)
+	}
+	defer tx.Rollback()
+	for _, s := range all {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM "+p.d.entity(s)); err != nil {
+			return p.fail(fmt.Sprintf("restore: empty shard %d", s), err)
+		}
+	}
+	var (
+		buf   []cells.Cell
+		shard = -1
+		size  int
+	)
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		if err := insertCells(ctx, tx, p.d, shard, buf); err != nil {
+			return fmt.Errorf("storage: restore: %w", err)
+		}
+		clear(buf)
+		buf, size = buf[:0], 0
+		return nil
+	}
+	for n := 0; ; n++ {
+		s, c, err := next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("storage: restore: cell %d: %w", n, err)
+		}
+		if !p.shards.Contains(s) {
+			return fmt.Errorf("storage: restore: cell %d: %w: shard %d, range [%d, %d]", n, ErrShardRange, s, p.shards.First, p.shards.Last)
+		}
+		if s != shard || len(buf) >= p.d.insertRows || size+cellBytes(&c) > p.d.insertBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+			shard = s
+		}
+		buf = append(buf, c)
+		size += cellBytes(&c)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if err := setApplied(ctx, tx, p, applied); err != nil {
+		return fmt.Errorf("storage: restore: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return p.fail("restore: commit", err)
+	}
+	return nil
+}

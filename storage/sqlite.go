@@ -1,0 +1,138 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// SQLite settings that are not configurable.
+const (
+	// sqliteBusyTimeoutMillis is how long a connection waits for a lock (the WAL checkpoint,
+	// another process) before SQLITE_BUSY.
+	sqliteBusyTimeoutMillis = 10000
+	// sqliteInsertRows bounds a multi-row INSERT: 6 variables a row stays far below
+	// SQLITE_MAX_VARIABLE_NUMBER (32766 in modernc.org/sqlite).
+	sqliteInsertRows = 500
+	// sqliteInsertBytes bounds the bodies of one INSERT, to keep statements of large bodies
+	// from holding much memory at once.
+	sqliteInsertBytes = 16 << 20
+)
+
+// OpenSQLite opens (creating cfg.Dir if missing) the embedded store: one SQLite database file per
+// partition in cfg.Dir, opened by Store.Partition. Zero fields of cfg take their defaults;
+// an invalid cfg returns errors wrapping ErrInvalidConfig. No file is opened until Partition.
+// A partition's file must not be opened by another Store at the same time (in this process or
+// another): each would take itself for the partition's only writer.
+func OpenSQLite(ctx context.Context, cfg SQLiteConfig) (*Store, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("storage: sqlite dir: %w", err)
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("storage: sqlite dir: %w", err)
+	}
+	cfg.Dir = dir
+	s := &Store{engine: EngineSQLite, parts: make(map[PartitionID]*PartitionStore)}
+	s.openPartition = func(ctx context.Context, id PartitionID) (*dialect, *sql.DB, *sql.DB, bool, error) {
+		return openSQLitePartition(ctx, cfg, id)
+	}
+	return s, nil
+}
+
+// sqlitePath is the database file of a partition.
+func sqlitePath(dir string, id PartitionID) string {
+	return filepath.Join(dir, fmt.Sprintf("%s-p%d.db", id.Datastore, id.Partition))
+}
+
+// sqliteURI turns path into a "file:" URI with the driver parameters of query. SQLite decodes
+// %HH escapes in the path, so '%', '?' and '#' are escaped.
+func sqliteURI(path, query string) string {
+	r := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+	return "file:" + r.Replace(filepath.ToSlash(path)) + "?" + query
+}
+
+func sqliteDialect() *dialect {
+	return &dialect{
+		engine: EngineSQLite,
+		entity: func(shard int) string { return fmt.Sprintf("entity_%04d", shard) },
+		shardDDL: func(shard int) []string {
+			// added_id is the rowid (INTEGER PRIMARY KEY); column_name compares with BINARY, so
+			// "base" and "BASE" differ. STRICT rejects values of the wrong type.
+			return []string{fmt.Sprintf(`CREATE TABLE IF NOT EXISTS entity_%04d (
+	added_id INTEGER PRIMARY KEY,
+	row_key BLOB NOT NULL,
+	column_name TEXT COLLATE BINARY NOT NULL,
+	ref_key INTEGER NOT NULL,
+	body BLOB NOT NULL,
+	created_at INTEGER NOT NULL,
+	UNIQUE (row_key, column_name, ref_key)
+) STRICT`, shard)}
+		},
+		meta: "meta",
+		upsertApplied: "INSERT INTO meta (datastore, `partition`, applied_index, applied_term, schema_version) " +
+			"VALUES (?, ?, ?, ?, ?) ON CONFLICT (datastore, `partition`) DO UPDATE SET " +
+			"applied_index = excluded.applied_index, applied_term = excluded.applied_term, schema_version = excluded.schema_version",
+		// BEGIN is deferred: the first read (of the meta row) takes the WAL snapshot, and the
+		// transaction keeps it until it ends.
+		snapshotBegin: []string{"BEGIN"},
+		insertRows:    sqliteInsertRows,
+		insertBytes:   sqliteInsertBytes,
+	}
+}
+
+const sqliteMetaDDL = "CREATE TABLE IF NOT EXISTS meta (\n" +
+	"\tdatastore TEXT NOT NULL,\n" +
+	"\t`partition` INTEGER NOT NULL,\n" +
+	"\tapplied_index INTEGER NOT NULL,\n" +
+	"\tapplied_term INTEGER NOT NULL,\n" +
+	"\tschema_version INTEGER NOT NULL,\n" +
+	"\tPRIMARY KEY (datastore, `partition`)\n" +
+	") STRICT"
+
+// openSQLitePartition opens the file of partition id: a writer pool of one connection
+// (BEGIN IMMEDIATE) and a reader pool of cfg.ReadConns query-only connections, both in WAL mode.
+func openSQLitePartition(ctx context.Context, cfg SQLiteConfig, id PartitionID) (*dialect, *sql.DB, *sql.DB, bool, error) {
+	path := sqlitePath(cfg.Dir, id)
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)",
+		sqliteBusyTimeoutMillis, cfg.Synchronous)
+	// temp_store(MEMORY) keeps the statement journal of multi-row INSERTs (SQLite journals
+	// every page a statement changes inside a transaction, to undo a failing statement alone)
+	// out of temporary files.
+	write, err := sql.Open("sqlite", sqliteURI(path, common+"&_pragma=temp_store(MEMORY)&_txlock=immediate"))
+	if err != nil {
+		return nil, nil, nil, false, fmt.Errorf("storage: open %s: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+	if _, err := write.ExecContext(ctx, sqliteMetaDDL); err != nil {
+		return nil, nil, nil, false, errors.Join(fmt.Errorf("storage: open %s: %w", path, err), write.Close())
+	}
+	read, err := sql.Open("sqlite", sqliteURI(path, common+"&_query_only=1"))
+	if err != nil {
+		return nil, nil, nil, false, errors.Join(fmt.Errorf("storage: open %s: %w", path, err), write.Close())
+	}
+	read.SetMaxOpenConns(cfg.ReadConns)
+	read.SetMaxIdleConns(cfg.ReadConns)
+	read.SetConnMaxLifetime(0)
+	read.SetConnMaxIdleTime(0)
+	if err := read.PingContext(ctx); err != nil {
+		return nil, nil, nil, false, errors.Join(fmt.Errorf("storage: open %s: %w", path, err), read.Close(), write.Close())
+	}
+	return sqliteDialect(), write, read, true, nil
+}

@@ -1,0 +1,278 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Store is one node's SQL store holding every partition replica the node hosts. Open it with
+// OpenSQLite or OpenMySQL, open each hosted partition with Partition, and Close it when the
+// node stops. A Store is safe for concurrent use.
+type Store struct {
+	engine string
+	// openPartition opens the engine side of one partition: its dialect and the pools that
+	// write and read it. owned reports whether the pools belong to the partition (closed with
+	// it) or to the Store.
+	openPartition func(ctx context.Context, id PartitionID) (d *dialect, write, read *sql.DB, owned bool, err error)
+	// closeEngine releases the engine's shared resources (the MySQL pool); nil for SQLite.
+	closeEngine func() error
+
+	mu     sync.Mutex
+	parts  map[PartitionID]*PartitionStore
+	closed bool
+}
+
+// Engine returns EngineSQLite ("sqlite") or EngineMySQL ("mysql").
+func (s *Store) Engine() string { return s.engine }
+
+// Partition opens the store of partition id, which holds the shards of the range. It creates
+// what the partition needs to exist (the SQLite file and its meta table; in MySQL the meta
+// table is created by OpenMySQL) but no shard table: those are created by EnsureShards or
+// Restore. A partition is opened once: a second call for an open id returns ErrPartitionOpen
+// (close the first one to reopen it, possibly with another range). Invalid names or ranges
+// return ErrInvalidConfig; a meta row written by a newer schema version is refused. Partition
+// blocks on I/O until ctx is done.
+func (s *Store) Partition(ctx context.Context, id PartitionID, shards ShardRange) (*PartitionStore, error) {
+	if err := validatePartition(id, shards); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, ok := s.parts[id]; ok {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s/%d", ErrPartitionOpen, id.Datastore, id.Partition)
+	}
+	// Reserve the id so that a concurrent call fails instead of opening the files twice.
+	s.parts[id] = nil
+	s.mu.Unlock()
+
+	p, err := s.open(ctx, id, shards)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && s.closed {
+		err = errors.Join(ErrClosed, p.closePools())
+	}
+	if err != nil {
+		delete(s.parts, id)
+		return nil, err
+	}
+	s.parts[id] = p
+	return p, nil
+}
+
+func (s *Store) open(ctx context.Context, id PartitionID, shards ShardRange) (*PartitionStore, error) {
+	d, write, read, owned, err := s.openPartition(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	p := &PartitionStore{
+		store:   s,
+		id:      id,
+		shards:  shards,
+		d:       d,
+		write:   write,
+		read:    read,
+		owned:   owned,
+		writer:  make(chan struct{}, 1),
+		created: make(map[int]bool),
+	}
+	_, version, err := readApplied(ctx, read, d, id)
+	if err == nil && version > schemaVersion {
+		err = fmt.Errorf("storage: partition %s/%d has schema version %d, this build reads up to %d", id.Datastore, id.Partition, version, schemaVersion)
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("storage: open partition %s/%d: %w", id.Datastore, id.Partition, err), p.closePools())
+	}
+	return p, nil
+}
+
+// Close closes every open partition and then the connection pools. Operations in progress may
+// fail; later calls on the Store or its partitions return ErrClosed. Open snapshots and write
+// transactions should be ended first. Close is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	parts := make([]*PartitionStore, 0, len(s.parts))
+	for _, p := range s.parts {
+		if p != nil {
+			parts = append(parts, p)
+		}
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, p := range parts {
+		errs = append(errs, p.Close())
+	}
+	if s.closeEngine != nil {
+		errs = append(errs, s.closeEngine())
+	}
+	return errors.Join(errs...)
+}
+
+// forget removes p from the open partitions.
+func (s *Store) forget(p *PartitionStore) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parts[p.id] == p {
+		delete(s.parts, p.id)
+	}
+}
+
+// PartitionStore is the tables of one partition on one node: the entity table of every shard
+// in its range and its meta row.
+//
+// It has one writer, the partition's FSM goroutine, which alone calls EnsureShards, Begin (and
+// the WriteTx methods) and Restore; these never run concurrently with each other, and a call
+// made while the write transaction is open returns ErrTxOpen. Reads (GetCell, GetLatest,
+// GetRow, ScanShard, Applied, MaxAddedID) and snapshots may be used from any goroutine,
+// concurrently with the writer, and see committed data only.
+type PartitionStore struct {
+	store  *Store
+	id     PartitionID
+	shards ShardRange
+	d      *dialect
+	// write runs write transactions and DDL; read runs reads and snapshots. They are the same
+	// pool in MySQL.
+	write, read *sql.DB
+	// owned: write and read belong to this partition and are closed with it.
+	owned bool
+	// writer is held (one token) while a write transaction, EnsureShards or Restore runs.
+	writer chan struct{}
+	// created holds the shards whose tables exist; guarded by writer.
+	created map[int]bool
+	closed  atomic.Bool
+}
+
+// ID returns the partition's id.
+func (p *PartitionStore) ID() PartitionID { return p.id }
+
+// Shards returns the partition's shard range.
+func (p *PartitionStore) Shards() ShardRange { return p.shards }
+
+// Close releases the partition's resources (for SQLite, its two connection pools) and removes
+// it from its Store, so that Store.Partition may open it again. Later calls return ErrClosed;
+// operations in progress may fail. Close is idempotent.
+func (p *PartitionStore) Close() error {
+	if !p.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	p.store.forget(p)
+	return p.closePools()
+}
+
+func (p *PartitionStore) closePools() error {
+	if !p.owned {
+		return nil
+	}
+	return errors.Join(p.read.Close(), p.write.Close())
+}
+
+// checkShard returns ErrClosed or ErrShardRange when shard cannot be used now.
+func (p *PartitionStore) checkShard(shard int) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if !p.shards.Contains(shard) {
+		return fmt.Errorf("%w: shard %d, range [%d, %d]", ErrShardRange, shard, p.shards.First, p.shards.Last)
+	}
+	return nil
+}
+
+// fail wraps err with the operation, or returns ErrClosed if the partition was closed meanwhile
+// (the driver then reports a closed pool, which says less).
+func (p *PartitionStore) fail(op string, err error) error {
+	if p.closed.Load() {
+		return fmt.Errorf("storage: %s: %w: %w", op, ErrClosed, err)
+	}
+	return fmt.Errorf("storage: %s: %w", op, err)
+}
+
+// lockWriter takes the writer token, or returns ErrTxOpen if it is held.
+func (p *PartitionStore) lockWriter() error {
+	select {
+	case p.writer <- struct{}{}:
+		return nil
+	default:
+		return ErrTxOpen
+	}
+}
+
+func (p *PartitionStore) unlockWriter() { <-p.writer }
+
+// EnsureShards creates the tables of the given shards if they are missing. The FSM calls it
+// before Begin for the shards a batch touches: it must run outside a write transaction (MySQL
+// DDL commits implicitly), and returns ErrTxOpen if one is open. Shards outside the range
+// return ErrShardRange and create nothing. Creating is idempotent and remembered, so calls for
+// shards that exist cost no I/O after the first. In SQLite the missing tables are created in
+// one transaction; in MySQL each shard's database and table are created in turn, so an error
+// may leave some of them created (harmless: they are empty).
+func (p *PartitionStore) EnsureShards(ctx context.Context, shards []int) error {
+	for _, s := range shards {
+		if err := p.checkShard(s); err != nil {
+			return err
+		}
+	}
+	if err := p.lockWriter(); err != nil {
+		return err
+	}
+	defer p.unlockWriter()
+	return p.ensureLocked(ctx, shards)
+}
+
+// ensureLocked creates the missing tables of shards; the caller holds the writer token.
+func (p *PartitionStore) ensureLocked(ctx context.Context, shards []int) error {
+	var missing []int
+	seen := make(map[int]bool, len(shards))
+	for _, s := range shards {
+		if !p.created[s] && !seen[s] {
+			missing = append(missing, s)
+			seen[s] = true
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if p.d.engine == EngineSQLite {
+		// DDL is transactional in SQLite: one transaction, one fsync.
+		tx, err := p.write.BeginTx(ctx, nil)
+		if err != nil {
+			return p.fail("create shard tables", err)
+		}
+		defer tx.Rollback()
+		for _, s := range missing {
+			for _, stmt := range p.d.shardDDL(s) {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return p.fail(fmt.Sprintf("create tables of shard %d", s), err)
+				}
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return p.fail("create shard tables", err)
+		}
+		for _, s := range missing {
+			p.created[s] = true
+		}
+		return nil
+	}
+	for _, s := range missing {
+		for _, stmt := range p.d.shardDDL(s) {
+			if _, err := p.write.ExecContext(ctx, stmt); err != nil {
+				return p.fail(fmt.Sprintf("create tables of shard %d", s), err)
+			}
+		}
+		p.created[s] = true
+	}
+	return nil
+}
