@@ -54,14 +54,19 @@ type node struct {
 	server *http.Server
 }
 
-// FreeAddr returns a host:port on host that was free a moment ago.
-func FreeAddr(host string) (string, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", err
+// FreeAddrs returns n distinct host:port addresses on host that were free a moment ago. Every
+// listener is held open until all n are chosen, so the kernel cannot hand out one port twice.
+func FreeAddrs(host string, n int) ([]string, error) {
+	out := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return out, nil
 }
 
 // Start starts every node and waits up to 30s until all are ready.
@@ -85,16 +90,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	top := &cluster.Topology{}
+	addrs, err := FreeAddrs(opts.Host, 2*opts.Nodes)
+	if err != nil {
+		return nil, err
+	}
 	for i := 0; i < opts.Nodes; i++ {
-		raftAddr, err := FreeAddr(opts.Host)
-		if err != nil {
-			return nil, err
-		}
-		httpAddr, err := FreeAddr(opts.Host)
-		if err != nil {
-			return nil, err
-		}
-		top.Nodes = append(top.Nodes, cluster.NodeSpec{ID: fmt.Sprintf("n%d", i+1), RaftAddr: raftAddr, HTTPAddr: httpAddr})
+		top.Nodes = append(top.Nodes, cluster.NodeSpec{ID: fmt.Sprintf("n%d", i+1), RaftAddr: addrs[2*i], HTTPAddr: addrs[2*i+1]})
 	}
 	top.Datastores = []cluster.DatastoreSpec{{Name: "trips", Mode: cluster.ModeRaft, Shards: opts.Shards, PartitionCount: opts.Partitions}}
 	if err := top.Normalize(); err != nil {
