@@ -4,7 +4,10 @@ BIN     := bin/schemaless
 DATA    ?= .data/dev
 SAMPLE  := testdata/flights-100k.csv.gz
 
-.PHONY: all build run test test-short vet bench clean
+MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
+JEPSEN_ARGS ?=
+
+.PHONY: all build run test test-short vet bench jepsen jepsen-short clean
 
 all: build
 
@@ -25,6 +28,16 @@ test:
 
 test-short:
 	$(GO) test -short -count=1 ./...
+
+# The fault-injection harness (needs root and iptables): 10 minutes with every nemesis on SQLite,
+# then 10 on the MariaDB at $(MYSQL_DSN). Each run leaves a report under .data/jepsen/.
+jepsen: build
+	./$(BIN) jepsen --duration 10m --store sqlite $(JEPSEN_ARGS)
+	./$(BIN) jepsen --duration 10m --store mysql --mysql '$(MYSQL_DSN)' $(JEPSEN_ARGS)
+
+# The short run CI does: 2 minutes, 3 nodes, every nemesis, SQLite.
+jepsen-short: build
+	./$(BIN) jepsen --duration 2m $(JEPSEN_ARGS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

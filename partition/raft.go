@@ -101,6 +101,12 @@ type Config struct {
 	QueueSize int
 	// EnqueueTimeout bounds handing an entry to raft. Default 5s.
 	EnqueueTimeout time.Duration
+	// HeartbeatFastPath lets raft's transport handle heartbeats on their connection's goroutine,
+	// concurrently with raft's main goroutine, as hashicorp/raft does by default. Off (false) by
+	// default, because that race can diverge the logs of a deposed leader after a network
+	// partition heals (hashicorp/raft issue 695; see heartbeat.go). Turning it on trades that
+	// safety for heartbeats that never wait behind a disk write.
+	HeartbeatFastPath bool
 }
 
 // DefaultConfig returns the tunables' defaults; the identity fields are left empty.
@@ -294,7 +300,11 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
 	}
-	r, err := raft.NewRaft(rc, p.fsm, logs, bolt, snaps, cfg.Transport)
+	trans := cfg.Transport
+	if !cfg.HeartbeatFastPath {
+		trans = withSerialHeartbeats(trans)
+	}
+	r, err := raft.NewRaft(rc, p.fsm, logs, bolt, snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: start raft: %w", name, err)
 	}

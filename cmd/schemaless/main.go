@@ -24,7 +24,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newDevCmd(), newPutCmd(), newGetCmd(), newLatestCmd(), newImportCmd(), newStatusCmd(), newBenchCmd())
+	root.AddCommand(newServeCmd(), newDevCmd(), newPutCmd(), newGetCmd(), newLatestCmd(), newImportCmd(), newStatusCmd(), newBenchCmd(), newJepsenCmd())
 	return root
 }
 

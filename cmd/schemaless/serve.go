@@ -34,6 +34,7 @@ type serveFlags struct {
 	batchCells    int
 	inflight      int
 	sqliteSync    string
+	hbFastPath    bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -66,6 +67,7 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.Uint64Var(&f.snapThreshold, "snapshot-threshold", pd.SnapshotThreshold, "raft log entries between snapshots")
 	fl.IntVar(&f.batchCells, "max-entry-cells", pd.MaxBatchCells, "most cells grouped into one raft entry")
 	fl.IntVar(&f.inflight, "max-inflight", pd.MaxInflight, "raft entries in flight per partition before requests are grouped")
+	fl.BoolVar(&f.hbFastPath, "raft-heartbeat-fast-path", false, "let raft handle heartbeats beside its main loop, as hashicorp/raft does by default; UNSAFE: exposes hashicorp/raft issue 695 (logs can diverge after a partition heals)")
 	fl.StringVar(&f.sqliteSync, "sqlite-synchronous", "NORMAL", "SQLite PRAGMA synchronous: NORMAL (the raft log covers power loss) or FULL")
 	_ = cmd.MarkFlagRequired("config")
 	_ = cmd.MarkFlagRequired("node-id")
@@ -107,6 +109,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	pc := partition.DefaultConfig()
 	pc.HeartbeatTimeout, pc.ElectionTimeout, pc.LeaderLeaseTimeout = f.heartbeat, f.election, f.leaderLease
 	pc.SnapshotThreshold, pc.MaxBatchCells, pc.MaxInflight = f.snapThreshold, f.batchCells, f.inflight
+	pc.HeartbeatFastPath = f.hbFastPath
 	fatal := make(chan error, 1)
 	node, err := cluster.Start(ctx, cluster.Config{
 		NodeID: f.nodeID, Topology: top, DataDir: f.dataDir, Store: store, Logger: logger,

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/schemaless-db/schemaless/jepsen"
+	"github.com/spf13/cobra"
+)
+
+func newJepsenCmd() *cobra.Command {
+	cfg := jepsen.DefaultConfig()
+	var nemeses, workloads string
+	var seed int64
+	var store string
+	var noFailOver bool
+	var logs logFlags
+	cmd := &cobra.Command{
+		Use:   "jepsen",
+		Short: "Run the fault-injection harness: real nodes, real faults, a checked history",
+		Long: `Start a cluster of 'schemaless serve' processes, each on its own loopback address (127.0.0.2,
+127.0.0.3, ...), run client workers against it while a nemesis kills (kill -9), pauses (SIGSTOP)
+and cuts off (iptables) nodes, then heal, wait for the replicas to converge, and check:
+
+  cells       put_cell, get_cell and get_cell_latest on a few keys with colliding ref keys;
+              the history must be linearizable (porcupine, a write-once versioned cell model),
+              and every replica of a shard must hold the same cells in the same added_id order
+  durability  many unique cells; every acknowledged cell must be on every replica with its
+              exact body, nothing unexpected, nothing twice, replicas identical
+
+Nemeses: ` + strings.Join(jepsen.AllNemeses, ", ") + `.
+Partitions need iptables and root.
+
+Each run writes a directory under --out: history.jsonl, nemesis.jsonl, summary.json, each
+node's log, linearizability.html (porcupine, fault windows annotated) and latency.png. The
+command exits non-zero when a violation is found or a check cannot decide.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := logs.logger(os.Stderr)
+			if err != nil {
+				return err
+			}
+			cfg.Logger, cfg.Out = logger, os.Stdout
+			switch nemeses {
+			case "all":
+				cfg.Nemesis.Kinds = jepsen.AllNemeses
+			case "none", "":
+				cfg.Nemesis.Kinds = nil
+			default:
+				cfg.Nemesis.Kinds = strings.Split(nemeses, ",")
+			}
+			cfg.Workloads = strings.Split(workloads, ",")
+			cfg.FailOver = !noFailOver
+			if seed != 0 {
+				cfg.Seed = uint64(seed)
+			}
+			switch store {
+			case "sqlite":
+				cfg.MySQLDSN = ""
+			case "mysql":
+				if cfg.MySQLDSN == "" {
+					return fmt.Errorf("--store mysql needs --mysql DSN")
+				}
+			default:
+				return fmt.Errorf("--store %q: want sqlite or mysql", store)
+			}
+			if cfg.Binary == "" {
+				if cfg.Binary, err = os.Executable(); err != nil {
+					return err
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			sum, err := jepsen.Run(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			if !sum.Valid {
+				return fmt.Errorf("jepsen: %d violations (see %s)", len(sum.Violations), sum.Dir)
+			}
+			return nil
+		},
+	}
+	logs.register(cmd)
+	fl := cmd.Flags()
+	cfg.Binary = ""
+	fl.StringVar(&cfg.Binary, "binary", "", "schemaless executable of the nodes (default: this one)")
+	fl.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory receiving one directory per run")
+	fl.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "nodes in the cluster: 3 or 5")
+	fl.StringVar(&store, "store", "sqlite", "store of every node: sqlite or mysql")
+	fl.StringVar(&cfg.MySQLDSN, "mysql", "", "MySQL/MariaDB server of --store mysql (go-sql-driver DSN, e.g. root@tcp(127.0.0.1:3306)/)")
+	fl.BoolVar(&cfg.Keep, "keep", false, "keep the run's MySQL databases")
+	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "traffic time, the quiet period included")
+	fl.DurationVar(&cfg.Quiet, "quiet", cfg.Quiet, "fault-free traffic at the end, after everything is healed")
+	fl.StringVar(&nemeses, "nemesis", "all", "nemeses, comma-separated, or all or none: "+strings.Join(jepsen.AllNemeses, ", "))
+	fl.DurationVar(&cfg.Nemesis.Interval, "interval", cfg.Nemesis.Interval, "mean time between faults")
+	fl.DurationVar(&cfg.Nemesis.FaultDuration, "fault-duration", cfg.Nemesis.FaultDuration, "mean time a fault is held (keep it above the election timeout)")
+	fl.Float64Var(&cfg.Nemesis.CombineProbability, "combine", cfg.Nemesis.CombineProbability, "chance that a fault is a process fault and a partition at once")
+	fl.StringVar(&workloads, "workload", strings.Join(cfg.Workloads, ","), "workloads, comma-separated: cells, durability")
+	fl.IntVar(&cfg.WorkersPerNode, "workers-per-node", cfg.WorkersPerNode, "client workers per node and workload")
+	fl.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "read consistency of the cells workload: strong or stale (stale must be caught)")
+	fl.BoolVar(&noFailOver, "no-failover", false, "workers talk to their own node only")
+	fl.DurationVar(&cfg.OpTimeout, "op-timeout", cfg.OpTimeout, "time limit of one operation")
+	fl.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "time limit of one HTTP attempt")
+	fl.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "time limit of the linearizability check (0: none)")
+	fl.DurationVar(&cfg.ConvergeTimeout, "converge-timeout", cfg.ConvergeTimeout, "time limit for the replicas to agree after the traffic stops")
+	fl.Int64Var(&seed, "seed", 0, "seed of every random choice (default: the time)")
+	fl.StringVar(&cfg.FirstIP, "first-ip", cfg.FirstIP, "loopback address of node n1; the others follow")
+	fl.IntVar(&cfg.HTTPPort, "http-port", cfg.HTTPPort, "HTTP port of every node")
+	fl.IntVar(&cfg.RaftPort, "raft-port", cfg.RaftPort, "raft port of every node")
+	fl.StringSliceVar(&cfg.ServeArgs, "serve-arg", cfg.ServeArgs, "extra flags of every 'schemaless serve', comma-separated")
+	return cmd
+}

@@ -1,0 +1,305 @@
+package jepsen
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Nemesis kinds. Each starts a fault, holds it, and ends it.
+const (
+	KillRandom      = "kill-random"      // kill -9 a random node, then restart it
+	KillLeader      = "kill-leader"      // kill -9 the leader of a random partition, then restart it
+	PauseRandom     = "pause-random"     // SIGSTOP a random node, then SIGCONT
+	PauseLeader     = "pause-leader"     // SIGSTOP the leader of a random partition, then SIGCONT
+	PartitionOne    = "partition-one"    // isolate a random node
+	PartitionLeader = "partition-leader" // isolate the leader of a random partition
+	PartitionHalves = "partition-halves" // split the nodes into two random halves
+	PartitionRing   = "partition-ring"   // majorities ring: each node sees a different majority
+	PartitionBridge = "partition-bridge" // two sides joined by one node that sees both
+)
+
+// AllNemeses lists every nemesis kind, in a fixed order.
+var AllNemeses = []string{KillRandom, KillLeader, PauseRandom, PauseLeader, PartitionOne, PartitionLeader,
+	PartitionHalves, PartitionRing, PartitionBridge}
+
+// NeedsNet reports whether kind cuts links (and so needs iptables).
+func NeedsNet(kind string) bool { return strings.HasPrefix(kind, "partition-") }
+
+// NemesisConfig schedules faults.
+type NemesisConfig struct {
+	// Kinds are the nemeses to draw from (AllNemeses when empty).
+	Kinds []string
+	// Interval is the mean time between the end of one fault and the start of the next; each
+	// wait is drawn uniformly from [Interval/2, 3*Interval/2].
+	Interval time.Duration
+	// FaultDuration is the mean time a fault is held, drawn like Interval. It should exceed the
+	// election timeout, so that paused and cut-off leaders are replaced.
+	FaultDuration time.Duration
+	// CombineProbability is the chance that a fault is two nemeses at once: a process fault
+	// (kill or pause) together with a network partition.
+	CombineProbability float64
+}
+
+// Nemesis injects faults into a cluster on a schedule and logs every start and end (JSON lines,
+// times on the history's clock and the wall clock).
+type Nemesis struct {
+	cfg    NemesisConfig
+	c      *Cluster
+	net    *Net
+	h      *History
+	rng    *rand.Rand
+	log    *slog.Logger
+	mu     sync.Mutex
+	w      io.Writer
+	faults []Fault
+}
+
+// NewNemesis returns a nemesis for c. net may be nil when no kind needs it. Every fault start
+// and end is written to w as a JSON line and logged to log.
+func NewNemesis(cfg NemesisConfig, c *Cluster, net *Net, h *History, seed uint64, w io.Writer, log *slog.Logger) *Nemesis {
+	if len(cfg.Kinds) == 0 {
+		cfg.Kinds = AllNemeses
+	}
+	return &Nemesis{cfg: cfg, c: c, net: net, h: h, rng: rand.New(rand.NewPCG(seed, seed^0x6e656d)), w: w, log: log}
+}
+
+// Faults returns the faults started so far (an unfinished one has End 0).
+func (n *Nemesis) Faults() []Fault {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]Fault(nil), n.faults...)
+}
+
+func (n *Nemesis) jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + time.Duration(n.rng.Int64N(int64(d)+1))
+}
+
+// Run injects faults until ctx ends, then ends the current fault and heals everything (see
+// Heal). It returns when the cluster is healed.
+func (n *Nemesis) Run(ctx context.Context) {
+	defer n.Heal(context.Background())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(n.jitter(n.cfg.Interval)):
+		}
+		kinds := []string{n.cfg.Kinds[n.rng.IntN(len(n.cfg.Kinds))]}
+		if n.rng.Float64() < n.cfg.CombineProbability {
+			var procs, nets []string
+			for _, k := range n.cfg.Kinds {
+				if NeedsNet(k) {
+					nets = append(nets, k)
+				} else {
+					procs = append(procs, k)
+				}
+			}
+			if len(procs) > 0 && len(nets) > 0 {
+				kinds = []string{procs[n.rng.IntN(len(procs))], nets[n.rng.IntN(len(nets))]}
+			}
+		}
+		var ends []func()
+		for _, k := range kinds {
+			end, err := n.start(ctx, k)
+			if err != nil {
+				n.log.Warn("nemesis: fault failed to start", "kind", k, "error", err)
+				continue
+			}
+			ends = append(ends, end)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(n.jitter(n.cfg.FaultDuration)):
+		}
+		for i := len(ends) - 1; i >= 0; i-- {
+			ends[i]()
+		}
+	}
+}
+
+// Heal ends every fault still in force: resumes paused nodes, restarts killed ones, and drops
+// every iptables rule.
+func (n *Nemesis) Heal(ctx context.Context) {
+	if n.net != nil {
+		if err := n.net.Heal(ctx); err != nil {
+			n.log.Warn("nemesis: heal network", "error", err)
+		}
+	}
+	for _, node := range n.c.Nodes {
+		_ = n.c.Resume(node)
+		if !node.Running() {
+			if err := n.c.Start(node); err != nil {
+				n.log.Warn("nemesis: restart", "node", node.ID, "error", err)
+			}
+		}
+	}
+	n.event("heal", Fault{Kind: "heal", Detail: "every node running and resumed, every link restored"}, n.h.Now())
+}
+
+// event records a fault start or end.
+func (n *Nemesis) event(what string, f Fault, at int64) {
+	rec := struct {
+		Time  string `json:"time"`
+		At    int64  `json:"at"`
+		Event string `json:"event"`
+		Fault
+	}{time.Now().UTC().Format(time.RFC3339Nano), at, what, f}
+	b, _ := json.Marshal(rec)
+	n.mu.Lock()
+	if n.w != nil {
+		_, _ = n.w.Write(append(b, '\n'))
+	}
+	n.mu.Unlock()
+	n.log.Info("nemesis "+what, "kind", f.Kind, "nodes", f.Nodes, "detail", f.Detail, "at", time.Duration(at).Round(time.Millisecond))
+}
+
+// begin records the start of f and returns a function recording its end.
+func (n *Nemesis) begin(f Fault) func() {
+	f.Start = n.h.Now()
+	n.mu.Lock()
+	n.faults = append(n.faults, f)
+	i := len(n.faults) - 1
+	n.mu.Unlock()
+	n.event("start", f, f.Start)
+	return func() {
+		end := n.h.Now()
+		n.mu.Lock()
+		n.faults[i].End = end
+		f = n.faults[i]
+		n.mu.Unlock()
+		n.event("end", f, end)
+	}
+}
+
+// target picks a random running node, or the leader of a random partition (a random node when
+// no leader is known).
+func (n *Nemesis) target(ctx context.Context, leader bool) (*Node, string) {
+	if leader {
+		ls := n.c.Leaders(ctx)
+		if len(ls) > 0 {
+			l := ls[n.rng.IntN(len(ls))]
+			if node := n.c.Node(l.Leader); node != nil && node.Running() {
+				return node, fmt.Sprintf("leader of %s/%d (term %d)", l.Datastore, l.Partition, l.Term)
+			}
+		}
+	}
+	var live []*Node
+	for _, node := range n.c.Nodes {
+		if node.Running() {
+			live = append(live, node)
+		}
+	}
+	if len(live) == 0 {
+		return nil, ""
+	}
+	return live[n.rng.IntN(len(live))], "random node"
+}
+
+func (n *Nemesis) ips() ([]string, map[string]string) {
+	ips := make([]string, len(n.c.Nodes))
+	ids := map[string]string{}
+	for i, node := range n.c.Nodes {
+		ips[i] = node.IP
+		ids[node.IP] = node.ID
+	}
+	return ips, ids
+}
+
+// start starts one fault of kind and returns the function that ends it.
+func (n *Nemesis) start(ctx context.Context, kind string) (func(), error) {
+	switch kind {
+	case KillRandom, KillLeader, PauseRandom, PauseLeader:
+		node, why := n.target(ctx, kind == KillLeader || kind == PauseLeader)
+		if node == nil {
+			return nil, fmt.Errorf("no running node")
+		}
+		f := Fault{Kind: kind, Nodes: []string{node.ID}, Detail: why}
+		if strings.HasPrefix(kind, "kill") {
+			if err := n.c.Kill(node); err != nil {
+				return nil, err
+			}
+			end := n.begin(f)
+			return func() {
+				if err := n.c.Start(node); err != nil {
+					n.log.Warn("nemesis: restart", "node", node.ID, "error", err)
+				}
+				end()
+			}, nil
+		}
+		if err := n.c.Pause(node); err != nil {
+			return nil, err
+		}
+		end := n.begin(f)
+		return func() {
+			_ = n.c.Resume(node)
+			end()
+		}, nil
+	}
+	if n.net == nil {
+		return nil, fmt.Errorf("%s needs iptables", kind)
+	}
+	ips, ids := n.ips()
+	name := func(list []string) []string {
+		out := make([]string, len(list))
+		for i, ip := range list {
+			out[i] = ids[ip]
+		}
+		return out
+	}
+	var g Grudge
+	var f Fault
+	switch kind {
+	case PartitionOne, PartitionLeader:
+		node, why := n.target(ctx, kind == PartitionLeader)
+		if node == nil {
+			return nil, fmt.Errorf("no running node")
+		}
+		rest := slices.DeleteFunc(slices.Clone(ips), func(ip string) bool { return ip == node.IP })
+		g = Components([]string{node.IP}, rest)
+		f = Fault{Kind: kind, Nodes: []string{node.ID}, Detail: fmt.Sprintf("%s isolated (%s)", node.ID, why)}
+	case PartitionHalves:
+		shuffled := slices.Clone(ips)
+		n.rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		half := len(shuffled) / 2
+		a, b := shuffled[:half], shuffled[half:]
+		g = Components(a, b)
+		f = Fault{Kind: kind, Nodes: name(a), Detail: fmt.Sprintf("%v | %v", name(a), name(b))}
+	case PartitionRing:
+		shuffled := slices.Clone(ips)
+		n.rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		g = MajoritiesRing(shuffled)
+		f = Fault{Kind: kind, Nodes: name(shuffled), Detail: "ring " + strings.Join(name(shuffled), " -> ")}
+	case PartitionBridge:
+		shuffled := slices.Clone(ips)
+		n.rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		var bridge string
+		g, bridge = Bridge(shuffled)
+		mid := len(shuffled) / 2
+		f = Fault{Kind: kind, Nodes: []string{ids[bridge]},
+			Detail: fmt.Sprintf("%v | bridge %s | %v", name(shuffled[:mid]), ids[bridge], name(shuffled[mid+1:]))}
+	default:
+		return nil, fmt.Errorf("unknown nemesis %q", kind)
+	}
+	if err := n.net.Cut(ctx, g); err != nil {
+		_ = n.net.Heal(context.Background())
+		return nil, err
+	}
+	end := n.begin(f)
+	return func() {
+		if err := n.net.Heal(context.Background()); err != nil {
+			n.log.Warn("nemesis: heal network", "error", err)
+		}
+		end()
+	}, nil
+}

@@ -1,0 +1,407 @@
+package jepsen
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // the mysql store's databases are dropped after a run
+	"github.com/schemaless-db/schemaless/client"
+)
+
+// Config is one harness run. Use DefaultConfig and change what differs.
+type Config struct {
+	// Binary is the schemaless executable the nodes run.
+	Binary string
+	// OutDir receives one directory per run, named after the start time and the seed.
+	OutDir string
+	// Nodes is 3 or 5.
+	Nodes int
+	// FirstIP, HTTPPort and RaftPort place the nodes (see ClusterConfig).
+	FirstIP            string
+	HTTPPort, RaftPort int
+	// Chain names the iptables chain of the network faults; runs at the same time need
+	// different chains (and different addresses).
+	Chain string
+	// MySQLDSN selects the MySQL/MariaDB store (empty: SQLite). The run's databases are
+	// dropped at the end unless Keep is set.
+	MySQLDSN string
+	// Keep leaves the MySQL databases in place after the run (node data directories always stay
+	// in the run's directory).
+	Keep bool
+	// Workloads names the workloads to run (keys of Workloads).
+	Workloads []string
+	// WorkersPerNode is the number of client processes per node and workload.
+	WorkersPerNode int
+	// Consistency of the cells workload's reads: "strong" (linearizable, the default) or
+	// "stale" (which the checker must catch under partitions).
+	Consistency string
+	// FailOver lets a worker's client try other nodes when its own does not answer.
+	FailOver bool
+	// OpTimeout bounds one operation; RequestTimeout one HTTP attempt of it. Short, so that
+	// faults produce indeterminate outcomes rather than long waits.
+	OpTimeout, RequestTimeout time.Duration
+	// Duration is the whole traffic phase, Quiet its fault-free end: faults stop at
+	// Duration-Quiet, everything is healed, and traffic goes on until Duration.
+	Duration, Quiet time.Duration
+	// Nemesis schedules the faults; Kinds empty means none (NemesisConfig.Kinds nil is all:
+	// set Nemesis.Kinds to AllNemeses explicitly).
+	Nemesis NemesisConfig
+	// ServeArgs are extra `schemaless serve` flags (raft timeouts).
+	ServeArgs []string
+	// ConvergeTimeout bounds the wait for replicas to agree after the traffic stops.
+	ConvergeTimeout time.Duration
+	// CheckTimeout bounds the linearizability search (0: none).
+	CheckTimeout time.Duration
+	// Seed drives every random choice of the harness (keys, operations, faults, their timing).
+	Seed uint64
+	// Logger receives progress; Out the printed summary.
+	Logger *slog.Logger
+	Out    io.Writer
+}
+
+// DefaultConfig is a 3-node SQLite run of 2 minutes with every nemesis and both workloads.
+func DefaultConfig() Config {
+	return Config{
+		Binary: "schemaless", OutDir: ".data/jepsen", Nodes: 3,
+		FirstIP: "127.0.0.2", HTTPPort: 17070, RaftPort: 17170, Chain: "SLJEPSEN",
+		Workloads: []string{"cells", "durability"}, WorkersPerNode: 2, Consistency: "strong", FailOver: true,
+		OpTimeout: 3 * time.Second, RequestTimeout: time.Second,
+		Duration: 2 * time.Minute, Quiet: 15 * time.Second,
+		Nemesis: NemesisConfig{Kinds: AllNemeses, Interval: 4 * time.Second, FaultDuration: 5 * time.Second, CombineProbability: 0.2},
+		ServeArgs: []string{"--heartbeat-timeout", "500ms", "--election-timeout", "500ms",
+			"--leader-lease-timeout", "250ms", "--request-timeout", "2s"},
+		ConvergeTimeout: 2 * time.Minute, CheckTimeout: 5 * time.Minute,
+		Seed: uint64(time.Now().UnixNano()), Logger: slog.Default(), Out: os.Stdout,
+	}
+}
+
+// Validate reports every bad field.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("jepsen: "+format, args...)) }
+	if c.Nodes != 3 && c.Nodes != 5 {
+		bad("nodes %d: want 3 or 5", c.Nodes)
+	}
+	if len(c.Workloads) == 0 {
+		bad("no workload")
+	}
+	for _, w := range c.Workloads {
+		if Workloads[w] == nil {
+			bad("unknown workload %q", w)
+		}
+	}
+	for _, k := range c.Nemesis.Kinds {
+		if !slices.Contains(AllNemeses, k) {
+			bad("unknown nemesis %q (know %s)", k, strings.Join(AllNemeses, ", "))
+		}
+	}
+	if c.Consistency != client.ConsistencyStrong && c.Consistency != client.ConsistencyStale {
+		bad("consistency %q: want strong or stale", c.Consistency)
+	}
+	if c.Chain == "" || len(c.Chain) > 28 {
+		bad("iptables chain %q: want 1 to 28 characters", c.Chain)
+	}
+	if c.WorkersPerNode < 1 {
+		bad("workers per node %d: want at least 1", c.WorkersPerNode)
+	}
+	if c.Duration <= 0 || c.Quiet < 0 || c.Quiet >= c.Duration {
+		bad("duration %s and quiet %s: want 0 <= quiet < duration", c.Duration, c.Quiet)
+	}
+	if c.OpTimeout <= 0 || c.RequestTimeout <= 0 {
+		bad("timeouts must be positive")
+	}
+	if len(c.Nemesis.Kinds) > 0 && (c.Nemesis.Interval <= 0 || c.Nemesis.FaultDuration <= 0) {
+		bad("nemesis interval and fault duration must be positive")
+	}
+	return errors.Join(errs...)
+}
+
+// Summary is a run's verdict, written to summary.json and printed.
+type Summary struct {
+	Dir         string   `json:"dir"`
+	Seed        uint64   `json:"seed"`
+	Store       string   `json:"store"`
+	Nodes       int      `json:"nodes"`
+	Consistency string   `json:"consistency"`
+	Seconds     float64  `json:"seconds"`
+	Nemeses     []string `json:"nemeses"`
+	// Ops counts operations by workload, function and outcome ("cells put ok": 12).
+	Ops map[string]int `json:"ops"`
+	// Faults counts fault windows by kind.
+	Faults map[string]int `json:"faults"`
+	// Verdicts are the workloads' results.
+	Verdicts []Verdict `json:"verdicts"`
+	// Linearizable is the cells workload's linearizability: "yes", "no", "unknown" or "" (not
+	// run).
+	Linearizable string `json:"linearizable"`
+	// Lost, Unexpected, Corrupted and Duplicated count the durability workload's problem cells.
+	Lost       int `json:"lost"`
+	Unexpected int `json:"unexpected"`
+	Corrupted  int `json:"corrupted"`
+	Duplicated int `json:"duplicated"`
+	// Violations lists every violation found, one line each.
+	Violations []string `json:"violations"`
+	// Valid is true when no violation was found and every check could decide.
+	Valid bool `json:"valid"`
+}
+
+// Run starts a cluster, runs the workloads while the nemesis injects faults, heals, checks and
+// reports into a new directory under cfg.OutDir. It returns the summary (Valid false on any
+// violation or undecided check) and an error only when the harness itself could not run.
+func Run(ctx context.Context, cfg Config) (*Summary, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	start := time.Now().UTC()
+	dir := filepath.Join(cfg.OutDir, fmt.Sprintf("%s-seed%d", start.Format("20060102T150405Z"), cfg.Seed))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	dir, _ = filepath.Abs(dir)
+	store := "sqlite"
+	if cfg.MySQLDSN != "" {
+		store = "mysql"
+	}
+	log.Info("jepsen: run", "dir", dir, "seed", cfg.Seed, "store", store, "nodes", cfg.Nodes, "duration", cfg.Duration,
+		"nemeses", cfg.Nemesis.Kinds, "workloads", cfg.Workloads, "consistency", cfg.Consistency)
+
+	var net *Net
+	if slices.ContainsFunc(cfg.Nemesis.Kinds, NeedsNet) {
+		net = NewNet(cfg.Chain)
+		if err := net.Setup(ctx); err != nil {
+			return nil, err
+		}
+		defer net.Teardown(context.Background())
+	}
+
+	workloads := make([]Workload, len(cfg.Workloads))
+	cc := ClusterConfig{Binary: cfg.Binary, Dir: dir, Nodes: cfg.Nodes, FirstIP: cfg.FirstIP, HTTPPort: cfg.HTTPPort,
+		RaftPort: cfg.RaftPort, MySQLDSN: cfg.MySQLDSN, MySQLPrefix: fmt.Sprintf("jp%06d", cfg.Seed%1000000), ServeArgs: cfg.ServeArgs}
+	for i, name := range cfg.Workloads {
+		workloads[i] = Workloads[name]()
+		cc.Datastores = append(cc.Datastores, workloads[i].Datastores()...)
+	}
+	if cfg.MySQLDSN != "" && !cfg.Keep {
+		defer func() {
+			if err := dropDatabases(cfg.MySQLDSN, cc.MySQLPrefix); err != nil {
+				log.Warn("jepsen: drop the run's databases", "prefix", cc.MySQLPrefix, "error", err)
+			}
+		}()
+	}
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	c, err := StartCluster(startCtx, cc)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Stop()
+	log.Info("jepsen: cluster ready", "nodes", len(c.Nodes))
+
+	histFile, err := os.Create(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer histFile.Close()
+	nemFile, err := os.Create(filepath.Join(dir, "nemesis.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer nemFile.Close()
+	h := NewHistory(histFile)
+
+	// Traffic until Duration; faults until Duration-Quiet, then heal.
+	trafficCtx, stopTraffic := context.WithTimeout(ctx, cfg.Duration)
+	defer stopTraffic()
+	var wg sync.WaitGroup
+	process := 0
+	for _, wl := range workloads {
+		for _, node := range c.Nodes {
+			for k := 0; k < cfg.WorkersPerNode; k++ {
+				wk, err := newWorker(cfg, c, node, process, h)
+				if err != nil {
+					return nil, err
+				}
+				process++
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for trafficCtx.Err() == nil {
+						wl.Step(trafficCtx, wk)
+					}
+				}()
+			}
+		}
+	}
+	nem := NewNemesis(cfg.Nemesis, c, net, h, cfg.Seed, nemFile, log)
+	if len(cfg.Nemesis.Kinds) > 0 {
+		faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration-cfg.Quiet)
+		nem.Run(faultCtx)
+		stopFaults()
+	} else {
+		<-trafficCtx.Done()
+	}
+	wg.Wait()
+	end := h.Now()
+	if err := h.Flush(); err != nil {
+		return nil, fmt.Errorf("jepsen: write history: %w", err)
+	}
+	ops := h.Ops()
+	faults := nem.Faults()
+	log.Info("jepsen: traffic stopped", "ops", len(ops), "faults", len(faults))
+
+	sum := &Summary{Dir: dir, Seed: cfg.Seed, Store: store, Nodes: cfg.Nodes, Consistency: cfg.Consistency,
+		Seconds: float64(end) / 1e9, Nemeses: cfg.Nemesis.Kinds, Ops: map[string]int{}, Faults: map[string]int{}}
+	for _, o := range ops {
+		sum.Ops[fmt.Sprintf("%s %s %s", o.Workload, o.F, o.Outcome)]++
+	}
+	for _, f := range faults {
+		sum.Faults[f.Kind]++
+	}
+
+	// Heal is done; wait for every replica to agree, then check.
+	convCtx, cancel := context.WithTimeout(ctx, cfg.ConvergeTimeout)
+	convErr := c.WaitConverged(convCtx)
+	cancel()
+	if convErr != nil {
+		sum.Violations = append(sum.Violations, convErr.Error())
+	}
+	env := &CheckEnv{Cluster: c, Dir: dir, End: end, Faults: faults, CheckTimeout: cfg.CheckTimeout}
+	for _, wl := range workloads {
+		v := wl.Check(ctx, env, ops)
+		sum.Verdicts = append(sum.Verdicts, v)
+		for _, line := range v.Violations {
+			sum.Violations = append(sum.Violations, wl.Name()+": "+line)
+		}
+		if v.Valid == "unknown" {
+			sum.Violations = append(sum.Violations, wl.Name()+": the check could not decide in time")
+		}
+		switch d := v.Details.(type) {
+		case DurabilityResult:
+			sum.Lost, sum.Unexpected, sum.Corrupted, sum.Duplicated = len(d.Lost), len(d.Unexpected), len(d.Corrupted), len(d.Duplicated)
+		case map[string]any:
+			if lin, ok := d["linearizability"].(LinResult); ok {
+				sum.Linearizable = lin.Result
+			}
+		}
+	}
+	sum.Valid = len(sum.Violations) == 0
+	if err := WritePlot(filepath.Join(dir, "latency.png"), ops, faults, end); err != nil {
+		log.Warn("jepsen: plot", "error", err)
+	}
+	if err := writeJSON(filepath.Join(dir, "summary.json"), sum); err != nil {
+		return sum, err
+	}
+	if cfg.Out != nil {
+		sum.Print(cfg.Out)
+	}
+	return sum, nil
+}
+
+func newWorker(cfg Config, c *Cluster, node *Node, process int, h *History) (*Worker, error) {
+	cc := client.DefaultConfig()
+	cc.Endpoints = []string{node.URL()}
+	if cfg.FailOver {
+		for _, o := range c.Nodes {
+			if o != node {
+				cc.Endpoints = append(cc.Endpoints, o.URL())
+			}
+		}
+	}
+	cc.RequestTimeout = cfg.RequestTimeout
+	cc.MaxAttempts = 3
+	cc.BackoffBase = 20 * time.Millisecond
+	cc.BackoffMax = 200 * time.Millisecond
+	cl, err := client.New(cc)
+	if err != nil {
+		return nil, err
+	}
+	seed := cfg.Seed + uint64(process)*0x9e3779b97f4a7c15
+	return &Worker{Process: process, Node: node, Client: cl, Rand: rand.New(rand.NewPCG(seed, uint64(process))),
+		History: h, OpTimeout: cfg.OpTimeout, Consistency: cfg.Consistency, Seed: cfg.Seed}, nil
+}
+
+// Print writes the summary for people.
+func (s *Summary) Print(w io.Writer) {
+	fmt.Fprintf(w, "\njepsen run %s\n", s.Dir)
+	fmt.Fprintf(w, "  seed %d, %d nodes, store %s, %.0fs, reads %s\n", s.Seed, s.Nodes, s.Store, s.Seconds, s.Consistency)
+	keys := make([]string, 0, len(s.Faults))
+	for k := range s.Faults {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(w, "  faults:")
+	for _, k := range keys {
+		fmt.Fprintf(w, " %s %d", k, s.Faults[k])
+	}
+	fmt.Fprintln(w)
+	keys = keys[:0]
+	for k := range s.Ops {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(w, "  operations:\n")
+	for _, k := range keys {
+		fmt.Fprintf(w, "    %-28s %7d\n", k, s.Ops[k])
+	}
+	if s.Linearizable != "" {
+		fmt.Fprintf(w, "  linearizable: %s\n", s.Linearizable)
+	}
+	for _, v := range s.Verdicts {
+		if d, ok := v.Details.(DurabilityResult); ok {
+			fmt.Fprintf(w, "  durability: %d acknowledged, %d indeterminate (%d stored), %d failed; lost %d, unexpected %d, corrupted %d, duplicated %d, diverged shards %d\n",
+				d.Acknowledged, d.Indeterminate, d.Recovered, d.Failed, len(d.Lost), len(d.Unexpected), len(d.Corrupted), len(d.Duplicated), len(d.Diverged))
+		}
+	}
+	if s.Valid {
+		fmt.Fprintf(w, "  verdict: valid, no violation found\n")
+		return
+	}
+	fmt.Fprintf(w, "  verdict: INVALID, %d violations:\n", len(s.Violations))
+	for _, v := range s.Violations {
+		fmt.Fprintf(w, "    - %s\n", v)
+	}
+}
+
+// dropDatabases drops every database whose name starts with prefix + "_".
+func dropDatabases(dsn, prefix string) error {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, "SHOW DATABASES LIKE ?", strings.ReplaceAll(prefix, "_", `\_`)+`\_%`)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	for _, n := range names {
+		if _, err := db.ExecContext(ctx, "DROP DATABASE `"+strings.ReplaceAll(n, "`", "``")+"`"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
