@@ -1,8 +1,35 @@
-// Package jepsen is the home of the fault-injection harness that checks the guarantees table
-// of the README against real processes: a cluster of `schemaless serve` nodes, concurrent
-// clients recording a history, nemeses (kill -9, SIGSTOP, iptables partitions), and a
-// linearizability check of the history with porcupine.
+// Package jepsen is the fault-injection harness that checks the datastore's guarantees against
+// real processes: a cluster of `schemaless serve` nodes, each on its own loopback address;
+// client workers recording a history; a nemesis that kills (kill -9), pauses (SIGSTOP) and cuts
+// off (iptables) nodes on a schedule; then a heal, a quiet period, and checks.
 //
-// The harness is not built yet; this package holds no code. Until it is, the guarantees are
-// checked by the in-process fault tests of packages partition, cluster and client.
+// The shape follows etcd's tests/robustness: cluster -> traffic + faults -> history -> check ->
+// report. Run starts it all and writes one directory per run: history.jsonl (every operation,
+// with invoke and complete times from a monotonic clock and its outcome ok, fail or info),
+// nemesis.jsonl (every fault start and end), each node's log, summary.json, porcupine's
+// linearizability.html with the fault windows annotated, and latency.png (latency and
+// throughput over time, fault windows shaded).
+//
+// Workloads (the Workload interface; new ones plug into Workloads):
+//
+//   - cells: put_cell, get_cell and get_cell_latest on a few (row key, column key) registers with
+//     colliding ref keys and bodies, checked for linearizability by porcupine against CellsModel,
+//     a versioned write-once cell map; and every replica's copy of the datastore compared.
+//   - durability: many unique cells written with put_cells; after the heal, every cell is read
+//     back from every replica and CheckDurability counts lost, unexpected, corrupted and
+//     duplicated cells and diverged shards.
+//
+// The checkers are pure functions over a history (CheckLinearizable, CheckDurability,
+// CompareReplicas), tested on synthetic histories in checker_test.go; e2e_test.go shows a real
+// run with stale reads under partitions being caught.
+//
+// # Caveats
+//
+// Network faults need iptables and root: the harness adds its own chain to the filter table's
+// INPUT chain and removes it at the end (and at the start of the next run, after a crash). Two
+// runs at the same time need different addresses, ports and chain names (Config). The seed
+// fixes every choice the harness makes, not the timing of the processes, so a run is
+// reproducible only as far as the operating system's scheduling allows.
+//
+// See DESIGN.md for the model's rules and how indeterminate operations are checked.
 package jepsen

@@ -199,6 +199,9 @@ func (b faultBands) Plot(c draw.Canvas, p *plot.Plot) {
 	tr, _ := p.Transforms(&c)
 	// Reach over the axis padding, up to the axis lines.
 	y0, y1 := c.Min.Y-p.Y.Padding, c.Max.Y+p.Y.Padding
+	// A label goes one line lower than the previous one while that band is still open, so the
+	// labels of overlapping faults do not overwrite each other.
+	var openEnds []float64 // end of the band labelled on each line
 	for _, s := range b.spans {
 		x0, x1 := tr(s.start), tr(s.end)
 		if x1-x0 < 1 { // keep an instantaneous fault visible
@@ -208,7 +211,15 @@ func (b faultBands) Plot(c draw.Canvas, p *plot.Plot) {
 		if b.label.Font.Size > 0 && s.kind != "" {
 			sty := b.label
 			sty.XAlign, sty.YAlign = draw.XLeft, draw.YTop
-			c.FillText(sty, vg.Point{X: x0 + 2, Y: y1 - 2}, s.kind)
+			line := 0
+			for line < len(openEnds) && openEnds[line] > s.start {
+				line++
+			}
+			if line == len(openEnds) {
+				openEnds = append(openEnds, 0)
+			}
+			openEnds[line] = s.end
+			c.FillText(sty, vg.Point{X: x0 + 2, Y: y1 - 2 - vg.Length(line)*sty.Height(s.kind)}, s.kind)
 		}
 	}
 }

@@ -60,6 +60,10 @@ type Config struct {
 	Nemesis NemesisConfig
 	// ServeArgs are extra `schemaless serve` flags (raft timeouts).
 	ServeArgs []string
+	// Snapshots makes the nodes snapshot often and keep few log entries after a snapshot
+	// (SnapshotArgs), so that a node that was down or cut off catches up by InstallSnapshot and
+	// the FSM's Snapshot and Restore run under faults.
+	Snapshots bool
 	// ConvergeTimeout bounds the wait for replicas to agree after the traffic stops.
 	ConvergeTimeout time.Duration
 	// CheckTimeout bounds the linearizability search (0: none).
@@ -70,6 +74,10 @@ type Config struct {
 	Logger *slog.Logger
 	Out    io.Writer
 }
+
+// SnapshotArgs are the serve flags of Config.Snapshots: a snapshot every 256 entries (checked
+// every 2 to 4 s), 64 entries kept after it.
+var SnapshotArgs = []string{"--snapshot-threshold", "256", "--snapshot-interval", "2s", "--trailing-logs", "64"}
 
 // DefaultConfig is a 3-node SQLite run of 2 minutes with every nemesis and both workloads.
 func DefaultConfig() Config {
@@ -82,7 +90,7 @@ func DefaultConfig() Config {
 		Nemesis: NemesisConfig{Kinds: AllNemeses, Interval: 4 * time.Second, FaultDuration: 5 * time.Second, CombineProbability: 0.2},
 		ServeArgs: []string{"--heartbeat-timeout", "500ms", "--election-timeout", "500ms",
 			"--leader-lease-timeout", "250ms", "--request-timeout", "2s"},
-		ConvergeTimeout: 2 * time.Minute, CheckTimeout: 5 * time.Minute,
+		Snapshots: true, ConvergeTimeout: 2 * time.Minute, CheckTimeout: 5 * time.Minute,
 		Seed: uint64(time.Now().UnixNano()), Logger: slog.Default(), Out: os.Stdout,
 	}
 }
@@ -135,6 +143,7 @@ type Summary struct {
 	Store       string   `json:"store"`
 	Nodes       int      `json:"nodes"`
 	Consistency string   `json:"consistency"`
+	Snapshots   bool     `json:"snapshots"`
 	Seconds     float64  `json:"seconds"`
 	Nemeses     []string `json:"nemeses"`
 	// Ops counts operations by workload, function and outcome ("cells put ok": 12).
@@ -175,7 +184,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if cfg.MySQLDSN != "" {
 		store = "mysql"
 	}
-	log.Info("jepsen: run", "dir", dir, "seed", cfg.Seed, "store", store, "nodes", cfg.Nodes, "duration", cfg.Duration,
+	log.Info("jepsen: run", "dir", dir, "seed", cfg.Seed, "store", store, "nodes", cfg.Nodes, "duration", cfg.Duration, "snapshots", cfg.Snapshots,
 		"nemeses", cfg.Nemesis.Kinds, "workloads", cfg.Workloads, "consistency", cfg.Consistency)
 
 	var net *Net
@@ -190,6 +199,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	workloads := make([]Workload, len(cfg.Workloads))
 	cc := ClusterConfig{Binary: cfg.Binary, Dir: dir, Nodes: cfg.Nodes, FirstIP: cfg.FirstIP, HTTPPort: cfg.HTTPPort,
 		RaftPort: cfg.RaftPort, MySQLDSN: cfg.MySQLDSN, MySQLPrefix: fmt.Sprintf("jp%06d", cfg.Seed%1000000), ServeArgs: cfg.ServeArgs}
+	if cfg.Snapshots {
+		cc.ServeArgs = append(slices.Clone(cfg.ServeArgs), SnapshotArgs...)
+	}
 	for i, name := range cfg.Workloads {
 		workloads[i] = Workloads[name]()
 		cc.Datastores = append(cc.Datastores, workloads[i].Datastores()...)
@@ -262,7 +274,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	faults := nem.Faults()
 	log.Info("jepsen: traffic stopped", "ops", len(ops), "faults", len(faults))
 
-	sum := &Summary{Dir: dir, Seed: cfg.Seed, Store: store, Nodes: cfg.Nodes, Consistency: cfg.Consistency,
+	sum := &Summary{Dir: dir, Seed: cfg.Seed, Store: store, Nodes: cfg.Nodes, Consistency: cfg.Consistency, Snapshots: cfg.Snapshots,
 		Seconds: float64(end) / 1e9, Nemeses: cfg.Nemesis.Kinds, Ops: map[string]int{}, Faults: map[string]int{}}
 	for _, o := range ops {
 		sum.Ops[fmt.Sprintf("%s %s %s", o.Workload, o.F, o.Outcome)]++
@@ -336,7 +348,7 @@ func newWorker(cfg Config, c *Cluster, node *Node, process int, h *History) (*Wo
 // Print writes the summary for people.
 func (s *Summary) Print(w io.Writer) {
 	fmt.Fprintf(w, "\njepsen run %s\n", s.Dir)
-	fmt.Fprintf(w, "  seed %d, %d nodes, store %s, %.0fs, reads %s\n", s.Seed, s.Nodes, s.Store, s.Seconds, s.Consistency)
+	fmt.Fprintf(w, "  seed %d, %d nodes, store %s, %.0fs, reads %s, frequent snapshots %v\n", s.Seed, s.Nodes, s.Store, s.Seconds, s.Consistency, s.Snapshots)
 	keys := make([]string, 0, len(s.Faults))
 	for k := range s.Faults {
 		keys = append(keys, k)
@@ -384,7 +396,8 @@ func dropDatabases(dsn, prefix string) error {
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rows, err := db.QueryContext(ctx, "SHOW DATABASES LIKE ?", strings.ReplaceAll(prefix, "_", `\_`)+`\_%`)
+	rows, err := db.QueryContext(ctx, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?",
+		strings.ReplaceAll(prefix, "_", `\_`)+`\_%`)
 	if err != nil {
 		return err
 	}

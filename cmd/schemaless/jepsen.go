@@ -110,6 +110,7 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 	fl.StringVar(&cfg.FirstIP, "first-ip", cfg.FirstIP, "loopback address of node n1; the others follow")
 	fl.IntVar(&cfg.HTTPPort, "http-port", cfg.HTTPPort, "HTTP port of every node")
 	fl.IntVar(&cfg.RaftPort, "raft-port", cfg.RaftPort, "raft port of every node")
+	fl.BoolVar(&cfg.Snapshots, "snapshots", cfg.Snapshots, "snapshot every 256 raft entries and keep 64, so lagging nodes catch up by snapshot (--snapshots=false: the production defaults)")
 	fl.StringSliceVar(&cfg.ServeArgs, "serve-arg", cfg.ServeArgs, "extra flags of every 'schemaless serve', comma-separated")
 	return cmd
 }

@@ -31,6 +31,8 @@ type serveFlags struct {
 	election      time.Duration
 	leaderLease   time.Duration
 	snapThreshold uint64
+	snapInterval  time.Duration
+	trailingLogs  uint64
 	batchCells    int
 	inflight      int
 	sqliteSync    string
@@ -65,6 +67,8 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.DurationVar(&f.election, "election-timeout", pd.ElectionTimeout, "raft election timeout")
 	fl.DurationVar(&f.leaderLease, "leader-lease-timeout", pd.LeaderLeaseTimeout, "raft leader lease timeout")
 	fl.Uint64Var(&f.snapThreshold, "snapshot-threshold", pd.SnapshotThreshold, "raft log entries between snapshots")
+	fl.DurationVar(&f.snapInterval, "snapshot-interval", pd.SnapshotInterval, "how often raft checks whether to snapshot (randomized between 1x and 2x)")
+	fl.Uint64Var(&f.trailingLogs, "trailing-logs", pd.TrailingLogs, "raft log entries kept after a snapshot; a follower further behind catches up by snapshot")
 	fl.IntVar(&f.batchCells, "max-entry-cells", pd.MaxBatchCells, "most cells grouped into one raft entry")
 	fl.IntVar(&f.inflight, "max-inflight", pd.MaxInflight, "raft entries in flight per partition before requests are grouped")
 	fl.BoolVar(&f.hbFastPath, "raft-heartbeat-fast-path", false, "let raft handle heartbeats beside its main loop, as hashicorp/raft does by default; UNSAFE: exposes hashicorp/raft issue 695 (logs can diverge after a partition heals)")
@@ -110,6 +114,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	pc.HeartbeatTimeout, pc.ElectionTimeout, pc.LeaderLeaseTimeout = f.heartbeat, f.election, f.leaderLease
 	pc.SnapshotThreshold, pc.MaxBatchCells, pc.MaxInflight = f.snapThreshold, f.batchCells, f.inflight
 	pc.HeartbeatFastPath = f.hbFastPath
+	pc.SnapshotInterval, pc.TrailingLogs = f.snapInterval, f.trailingLogs
 	fatal := make(chan error, 1)
 	node, err := cluster.Start(ctx, cluster.Config{
 		NodeID: f.nodeID, Topology: top, DataDir: f.dataDir, Store: store, Logger: logger,
