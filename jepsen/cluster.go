@@ -37,8 +37,9 @@ type ClusterConfig struct {
 	// MySQLDSN stores every node's cells in this MySQL/MariaDB server, in databases named
 	// MySQLPrefix + "_" + node id; empty means embedded SQLite in each node's data directory.
 	MySQLDSN, MySQLPrefix string
-	// Datastores are the topology's datastores. Partitions without replicas get 3 replicas
-	// (every node of a 3-node cluster; nodes i, i+1, i+2 of a 5-node one).
+	// Datastores are the topology's datastores. Partitions without replicas get 3 replicas:
+	// every node of a 3-node cluster; on 5 nodes, the k-th partition of all datastores (counted
+	// across them) nodes k, k+1, k+2 (mod 5).
 	Datastores []cluster.DatastoreSpec
 	// ServeArgs are extra flags of every `schemaless serve` (raft timeouts, say).
 	ServeArgs []string
@@ -116,6 +117,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		c.Nodes = append(c.Nodes, n)
 		c.Topology.Nodes = append(c.Topology.Nodes, cluster.NodeSpec{ID: id, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr})
 	}
+	placed := 0 // partitions placed so far: the next one starts on the next node
 	for _, d := range cfg.Datastores {
 		if len(d.Partitions) == 0 && len(d.Replicas) == 0 && cfg.Nodes > 3 {
 			count := max(d.PartitionCount, 1)
@@ -127,8 +129,9 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 				}
 				var reps []string
 				for k := 0; k < 3; k++ {
-					reps = append(reps, c.Nodes[(p+k)%cfg.Nodes].ID)
+					reps = append(reps, c.Nodes[(placed+k)%cfg.Nodes].ID)
 				}
+				placed++
 				d.Partitions = append(d.Partitions, cluster.PartitionSpec{ID: p, FirstShard: p * per, LastShard: last, Replicas: reps})
 			}
 			d.PartitionCount = 0
