@@ -54,6 +54,9 @@ type Node struct {
 	DataDir  string
 	LogPath  string
 
+	// status asks the node alone for its view (one attempt, no fail-over).
+	status *client.Client
+
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the current process exits
@@ -106,6 +109,12 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			RaftAddr: net.JoinHostPort(ip, strconv.Itoa(cfg.RaftPort)),
 			DataDir:  filepath.Join(cfg.Dir, id),
 			LogPath:  filepath.Join(cfg.Dir, id+".log"),
+		}
+		sc := client.DefaultConfig()
+		sc.Endpoints, sc.MaxAttempts, sc.RequestTimeout = []string{n.URL()}, 1, 2*time.Second
+		var err error
+		if n.status, err = client.New(sc); err != nil {
+			return nil, err
 		}
 		for _, addr := range []string{n.HTTPAddr, n.RaftAddr} {
 			ln, err := net.Listen("tcp", addr)
@@ -313,19 +322,11 @@ func (c *Cluster) WaitReady(ctx context.Context, n *Node) error {
 	}
 }
 
-// Status asks n for its view of the cluster (GET /v1/cluster), within timeout.
+// Status asks n for its view of the cluster (GET /v1/cluster), within timeout (at most 2 s).
 func (c *Cluster) Status(ctx context.Context, n *Node, timeout time.Duration) (wire.ClusterStatus, error) {
-	cfg := client.DefaultConfig()
-	cfg.Endpoints = []string{n.URL()}
-	cfg.MaxAttempts = 1
-	cfg.RequestTimeout = timeout
-	cl, err := client.New(cfg)
-	if err != nil {
-		return wire.ClusterStatus{}, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return cl.Cluster(ctx)
+	return n.status.Cluster(ctx)
 }
 
 // LeaderInfo is a partition and the node that leads it.

@@ -121,12 +121,14 @@ func CheckDurability(ops []Op, replicas map[string][]StoredCell, shardReplicas m
 	sort.Strings(nodes)
 	// index: node -> key -> cells stored under it (more than one is a duplicate).
 	stored := map[string]map[cellKey][]StoredCell{}
+	shardOf := map[cellKey]int{}
 	recovered := map[cellKey]bool{}
 	for _, n := range nodes {
 		byKey := map[cellKey][]StoredCell{}
 		for _, c := range replicas[n] {
 			k := cellKey{c.RowKey, c.ColumnKey, c.RefKey}
 			byKey[k] = append(byKey[k], c)
+			shardOf[k] = c.Shard
 		}
 		stored[n] = byKey
 		for k, cs := range byKey {
@@ -170,12 +172,6 @@ func CheckDurability(ops []Op, replicas map[string][]StoredCell, shardReplicas m
 	res.Recovered = len(recovered)
 
 	// Lost: every acknowledged cell on every replica of its shard.
-	shardOf := map[cellKey]int{}
-	for _, n := range nodes {
-		for _, c := range replicas[n] {
-			shardOf[cellKey{c.RowKey, c.ColumnKey, c.RefKey}] = c.Shard
-		}
-	}
 	for k, v := range verdicts {
 		if !v.acked {
 			continue

@@ -74,9 +74,6 @@ func writeVisualization(path string, info porcupine.LinearizationInfo) error {
 func FaultAnnotations(faults []Fault, end int64) []porcupine.Annotation {
 	out := make([]porcupine.Annotation, 0, len(faults))
 	for _, f := range faults {
-		if f.Kind == "heal" {
-			continue
-		}
 		e := f.End
 		if e == 0 {
 			e = end

@@ -2,22 +2,21 @@ package jepsen
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql" // the mysql store's databases are dropped after a run
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/storage"
 )
 
 // Config is one harness run. Use DefaultConfig and change what differs.
@@ -208,7 +207,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	if cfg.MySQLDSN != "" && !cfg.Keep {
 		defer func() {
-			if err := dropDatabases(cfg.MySQLDSN, cc.MySQLPrefix); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := storage.DropMySQLPrefix(ctx, cfg.MySQLDSN, cc.MySQLPrefix); err != nil {
 				log.Warn("jepsen: drop the run's databases", "prefix", cc.MySQLPrefix, "error", err)
 			}
 		}()
@@ -349,23 +350,13 @@ func newWorker(cfg Config, c *Cluster, node *Node, process int, h *History) (*Wo
 func (s *Summary) Print(w io.Writer) {
 	fmt.Fprintf(w, "\njepsen run %s\n", s.Dir)
 	fmt.Fprintf(w, "  seed %d, %d nodes, store %s, %.0fs, reads %s, frequent snapshots %v\n", s.Seed, s.Nodes, s.Store, s.Seconds, s.Consistency, s.Snapshots)
-	keys := make([]string, 0, len(s.Faults))
-	for k := range s.Faults {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	fmt.Fprintf(w, "  faults:")
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(s.Faults)) {
 		fmt.Fprintf(w, " %s %d", k, s.Faults[k])
 	}
 	fmt.Fprintln(w)
-	keys = keys[:0]
-	for k := range s.Ops {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	fmt.Fprintf(w, "  operations:\n")
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(s.Ops)) {
 		fmt.Fprintf(w, "    %-28s %7d\n", k, s.Ops[k])
 	}
 	if s.Linearizable != "" {
@@ -385,36 +376,4 @@ func (s *Summary) Print(w io.Writer) {
 	for _, v := range s.Violations {
 		fmt.Fprintf(w, "    - %s\n", v)
 	}
-}
-
-// dropDatabases drops every database whose name starts with prefix + "_".
-func dropDatabases(dsn, prefix string) error {
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rows, err := db.QueryContext(ctx, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?",
-		strings.ReplaceAll(prefix, "_", `\_`)+`\_%`)
-	if err != nil {
-		return err
-	}
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return err
-		}
-		names = append(names, n)
-	}
-	rows.Close()
-	for _, n := range names {
-		if _, err := db.ExecContext(ctx, "DROP DATABASE `"+strings.ReplaceAll(n, "`", "``")+"`"); err != nil {
-			return err
-		}
-	}
-	return nil
 }

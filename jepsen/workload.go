@@ -187,20 +187,16 @@ func (w *CellsWorkload) Check(ctx context.Context, env *CheckEnv, ops []Op) Verd
 	if lin.Result == "no" {
 		v.Violations = append(v.Violations, "the cells history is not linearizable: see "+lin.Visualization)
 	}
-	details := map[string]any{"linearizability": lin}
-	if env.Cluster != nil {
-		replicas, err := env.Cluster.ReadBack(ctx, "cells")
-		diverged := CompareReplicas(replicas, env.Cluster.ShardReplicas("cells"))
-		if err != nil {
-			diverged = append(diverged, "reading back datastore cells: "+err.Error())
-		}
-		if len(diverged) > 0 {
-			v.Violations = append(v.Violations, diverged...)
-			v.Valid = "no"
-		}
-		details["replicas_identical"] = len(diverged) == 0
+	replicas, err := env.Cluster.ReadBack(ctx, "cells")
+	diverged := CompareReplicas(replicas, env.Cluster.ShardReplicas("cells"))
+	if err != nil {
+		diverged = append(diverged, "reading back datastore cells: "+err.Error())
 	}
-	v.Details = details
+	if len(diverged) > 0 {
+		v.Violations = append(v.Violations, diverged...)
+		v.Valid = "no"
+	}
+	v.Details = map[string]any{"linearizability": lin, "replicas_identical": len(diverged) == 0}
 	return v
 }
 

@@ -248,3 +248,49 @@ func TestMySQLSessionSettings(t *testing.T) {
 		t.Errorf("stored created_at = %s, want %s (UTC, microseconds)", text, want)
 	}
 }
+
+// DropMySQLPrefix drops a store's databases (its shards and meta) and nothing else, and refuses
+// a prefix a store could not have.
+func TestDropMySQLPrefix(t *testing.T) {
+	ctx := context.Background()
+	dsn, prefix := mariadbtest.DSN(t), mariadbtest.Prefix(t)
+	s, err := OpenMySQL(ctx, MySQLConfig{DSN: dsn, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := openPartition(t, s, "trips", 0, 0, 1)
+	write(t, p, map[int][]cells.Cell{0: {mkCell(t, 1, "base", 1, 1)}}, AppliedState{Index: 1, Term: 1})
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	other := prefix + "x_other" // shares the prefix's letters, not "prefix_"
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE `"+other+"`"); err != nil {
+		t.Fatal(err)
+	}
+	defer db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+other+"`")
+	count := func(like string) int {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name LIKE ?", like).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(prefix + `\_%`); n < 2 {
+		t.Fatalf("before: %d databases of prefix %s, want the meta and at least one shard", n, prefix)
+	}
+	if err := DropMySQLPrefix(ctx, dsn, prefix); err != nil {
+		t.Fatalf("DropMySQLPrefix: %v", err)
+	}
+	if n := count(prefix + `\_%`); n != 0 {
+		t.Errorf("after: %d databases of prefix %s, want 0", n, prefix)
+	}
+	if n := count(other); n != 1 {
+		t.Errorf("database %s: got %d, want it kept", other, n)
+	}
+	if err := DropMySQLPrefix(ctx, dsn, "bad`prefix"); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("bad prefix: got %v, want ErrInvalidConfig", err)
+	}
+}

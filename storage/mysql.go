@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -142,4 +143,52 @@ func mysqlDialect(prefix, datastore string, insertBytes int) *dialect {
 		insertRows:  mysqlInsertRows,
 		insertBytes: insertBytes,
 	}
+}
+
+// DropMySQLPrefix drops every database of the MySQL/MariaDB server at dsn whose name starts with
+// prefix + "_": all the databases a Store opened with MySQLConfig.Prefix prefix created (its
+// shards and its meta database). The DSN's database is ignored. prefix must be a valid
+// MySQLConfig.Prefix ([a-z0-9_]{1,16}), else the error wraps ErrInvalidConfig. It blocks until
+// every drop is done or ctx ends; it stops at the first failure, leaving the rest in place.
+func DropMySQLPrefix(ctx context.Context, dsn, prefix string) error {
+	if !validPrefix(prefix) {
+		return fmt.Errorf("%w: mysql: Prefix %q must match [a-z0-9_]{1,%d}", ErrInvalidConfig, prefix, MaxPrefixLen)
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("%w: mysql: %v", ErrInvalidConfig, err)
+	}
+	cfg.DBName = ""
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE ?",
+		strings.ReplaceAll(prefix, "_", `\_`)+`\_%`)
+	if err != nil {
+		return fmt.Errorf("storage: list databases of prefix %s: %w", prefix, err)
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, n := range names {
+		// A name matching the prefix holds only [a-z0-9_] before the datastore part, which
+		// the store also limits to [a-z0-9_]; quoting with backticks is enough.
+		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+strings.ReplaceAll(n, "`", "``")+"`"); err != nil {
+			return fmt.Errorf("storage: drop %s: %w", n, err)
+		}
+	}
+	return nil
 }

@@ -198,7 +198,7 @@ func startTarget(ctx context.Context, target string, f benchFlags) ([]string, fu
 		_ = c.Close()
 		os.RemoveAll(dir)
 		if prefix != "" {
-			if err := dropDatabases(context.Background(), f.mysqlDSN, []string{prefix + "_"}); err != nil {
+			if err := dropDatabases(context.Background(), f.mysqlDSN, []string{prefix}); err != nil {
 				fmt.Fprintf(os.Stderr, "bench: drop databases %s_*: %v\n", prefix, err)
 			}
 		}

@@ -276,7 +276,8 @@ func devImport(ctx context.Context, cl *client.Client, f devFlags) error {
 }
 
 // countFlights counts the data lines of a flights file (plain or gzip-compressed CSV), for the
-// progress bar's total. It reads the whole file once (about a second for 3 million flights).
+// progress bar's total. It reads the whole file once more (0.4 s for the 3 million flights of
+// the shared dataset).
 func countFlights(path string) (int, error) {
 	f, err := os.Open(path)
 	if err != nil {

@@ -85,7 +85,6 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 	}
 	logs.register(cmd)
 	fl := cmd.Flags()
-	cfg.Binary = ""
 	fl.StringVar(&cfg.Binary, "binary", "", "schemaless executable of the nodes (default: this one)")
 	fl.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory receiving one directory per run")
 	fl.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "nodes in the cluster: 3 or 5")
