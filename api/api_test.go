@@ -212,7 +212,7 @@ func (s *session) testShardLog(t *testing.T) {
 		after, prev := int64(0), int64(0)
 		for {
 			var res wire.ShardCellsResponse
-			s.do(t, shard%3, "GET", fmt.Sprintf("/v1/trips/shards/%d/cells?after=%d&limit=2", shard, after), "").expect(t, 200).decode(t, &res)
+			s.do(t, shard%3, "GET", fmt.Sprintf("/v1/trips/shards/%d/cells?location=%d&limit=2", shard, after), "").expect(t, 200).decode(t, &res)
 			for _, c := range res.Cells {
 				if c.AddedID <= prev {
 					t.Fatalf("shard %d: added_id %d after %d", shard, c.AddedID, prev)
@@ -298,7 +298,7 @@ func (s *session) testRejected(t *testing.T) {
 		{"batch get: too many", "POST", "/v1/trips/cells/get", `{"keys":[` + strings.Repeat(fmt.Sprintf(`{"row_key":%q,"column_key":"A"},`, r), 10) + fmt.Sprintf(`{"row_key":%q,"column_key":"A"}`, r) + `]}`, 413, "too_large", "keys"},
 		{"shard: out of range", "GET", "/v1/trips/shards/16/cells", ``, 400, "invalid_argument", "shard"},
 		{"shard: negative", "GET", "/v1/trips/shards/-1/cells", ``, 400, "invalid_argument", "shard"},
-		{"shard: bad after", "GET", "/v1/trips/shards/0/cells?after=-3", ``, 400, "invalid_argument", "after"},
+		{"shard: bad location", "GET", "/v1/trips/shards/0/cells?location=-3", ``, 400, "invalid_argument", "location"},
 		{"shard: bad limit", "GET", "/v1/trips/shards/0/cells?limit=0", ``, 400, "invalid_argument", "limit"},
 		{"shard: limit too large", "GET", "/v1/trips/shards/0/cells?limit=1001", ``, 400, "invalid_argument", "limit"},
 	}

@@ -398,58 +398,6 @@ func (s *Server) getCells(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) shardCells(w http.ResponseWriter, r *http.Request) {
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
-	}
-	spec, _ := s.backend.Datastore(ds)
-	shardText := r.PathValue("shard")
-	shard, err := strconv.Atoi(shardText)
-	if err != nil || shard < 0 || shard >= spec.Shards || shardText[0] < '0' || shardText[0] > '9' {
-		writeError(w, invalid("shard", "%q is not a shard of %s (0..%d)", shardText, ds, spec.Shards-1))
-		return
-	}
-	q := r.URL.Query()
-	var after int64
-	if v := q.Get("after"); v != "" {
-		if after, he = parseRefKey("after", v); he != nil {
-			writeError(w, he)
-			return
-		}
-	}
-	limit := s.cfg.DefaultScanLimit
-	if v := q.Get("limit"); v != "" {
-		l, err := strconv.Atoi(v)
-		if err != nil || l < 1 || l > s.cfg.MaxScanLimit {
-			writeError(w, invalid("limit", "%q must be an integer in 1..%d", v, s.cfg.MaxScanLimit))
-			return
-		}
-		limit = l
-	}
-	c, he := consistency(r)
-	if he != nil {
-		writeError(w, he)
-		return
-	}
-	cs, err := s.backend.ScanShard(r.Context(), ds, shard, after, limit, c)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out, err := toAPICells(cs)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	next := after
-	if len(cs) > 0 {
-		next = cs[len(cs)-1].AddedID
-	}
-	writeJSON(w, http.StatusOK, wire.ShardCellsResponse{Cells: out, NextLocation: next})
-}
-
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "node": s.backend.ID()})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 )
 
@@ -23,7 +24,10 @@ type Backend interface {
 	PutCells(ctx context.Context, ds string, cs []cells.Cell) ([]fsm.CellResult, error)
 	GetCells(ctx context.Context, ds string, keys []cluster.GetKey, c cluster.Consistency) ([]cluster.ReadResult, error)
 	GetRow(ctx context.Context, ds string, rowKey uuid.UUID, c cluster.Consistency) ([]cells.Cell, error)
-	ScanShard(ctx context.Context, ds string, shard int, after int64, limit int, c cluster.Consistency) ([]cells.Cell, error)
+	ReadLogs(ctx context.Context, ds string, req cluster.LogRead) ([]cluster.LogPage, error)
+	GroupApply(ctx context.Context, ds, group string, cmd consumer.Command) (consumer.Result, error)
+	GroupStatus(ctx context.Context, ds, group string, c cluster.Consistency) (consumer.Status, error)
+	Groups(ctx context.Context, ds string, c cluster.Consistency) ([]string, error)
 	Ready() error
 	Replicas() []cluster.ReplicaStatus
 }
@@ -39,6 +43,9 @@ type Config struct {
 	// DefaultScanLimit and MaxScanLimit bound get_cells_for_shard. Defaults 100 and 1000.
 	DefaultScanLimit int
 	MaxScanLimit     int
+	// MaxWait bounds the wait of a long-polling log read (get_cells_for_shard); such a request
+	// may take RequestTimeout plus its wait. Default 30s.
+	MaxWait time.Duration
 	// RequestTimeout bounds the handling of one request. A write still running then answers
 	// 504 indeterminate. Default 10s.
 	RequestTimeout time.Duration
@@ -55,6 +62,7 @@ func DefaultConfig() Config {
 		DefaultScanLimit: 100,
 		MaxScanLimit:     1000,
 		RequestTimeout:   10 * time.Second,
+		MaxWait:          30 * time.Second,
 		Logger:           slog.Default(),
 	}
 }
@@ -77,6 +85,9 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxScanLimit == 0 {
 		c.MaxScanLimit = d.MaxScanLimit
 	}
+	if c.MaxWait == 0 {
+		c.MaxWait = d.MaxWait
+	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = d.RequestTimeout
 	}
@@ -96,6 +107,9 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultScanLimit < 1 || c.MaxScanLimit < c.DefaultScanLimit {
 		errs = append(errs, errors.New("api: DefaultScanLimit must be positive and at most MaxScanLimit"))
+	}
+	if c.MaxWait < 0 {
+		errs = append(errs, errors.New("api: MaxWait must not be negative"))
 	}
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("api: RequestTimeout must be positive"))
@@ -126,6 +140,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 
 // route is a path served for some methods; other methods answer 405 in the API's error shape.
 func (s *Server) route(pattern string, handlers map[string]http.HandlerFunc) {
+	s.routeTimeout(pattern, s.cfg.RequestTimeout, handlers)
+}
+
+// routeTimeout is route with its own bound on a request's handling.
+func (s *Server) routeTimeout(pattern string, timeout time.Duration, handlers map[string]http.HandlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		h, ok := handlers[r.Method]
 		if !ok && r.Method == http.MethodHead {
@@ -143,7 +162,7 @@ func (s *Server) route(pattern string, handlers map[string]http.HandlerFunc) {
 			writeError(w, &httpError{status: http.StatusMethodNotAllowed, code: wire.CodeMethod, msg: fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path)})
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		h(w, r.WithContext(ctx))
 	})
@@ -158,7 +177,12 @@ func (s *Server) routes() {
 	s.route("/v1/{ds}/cells/{row}", map[string]http.HandlerFunc{http.MethodGet: s.getRow})
 	s.route("/v1/{ds}/cells/get", map[string]http.HandlerFunc{http.MethodPost: s.getCells})
 	s.route("/v1/{ds}/cells", map[string]http.HandlerFunc{http.MethodPost: s.putCells})
-	s.route("/v1/{ds}/shards/{shard}/cells", map[string]http.HandlerFunc{http.MethodGet: s.shardCells})
+	long := s.cfg.RequestTimeout + s.cfg.MaxWait
+	s.routeTimeout("/v1/{ds}/shards/{shard}/cells", long, map[string]http.HandlerFunc{http.MethodGet: s.shardCells})
+	s.routeTimeout("/v1/{ds}/shards/cells", long, map[string]http.HandlerFunc{http.MethodPost: s.shardsCells})
+	s.route("/v1/{ds}/groups", map[string]http.HandlerFunc{http.MethodGet: s.groupsList})
+	s.route("/v1/{ds}/groups/{group}", map[string]http.HandlerFunc{http.MethodGet: s.groupStatus})
+	s.route("/v1/{ds}/groups/{group}/{op}", map[string]http.HandlerFunc{http.MethodPost: s.groupCommandHandler})
 	s.route("/healthz", map[string]http.HandlerFunc{http.MethodGet: s.healthz})
 	s.route("/readyz", map[string]http.HandlerFunc{http.MethodGet: s.readyz})
 	s.route("/v1/cluster", map[string]http.HandlerFunc{http.MethodGet: s.clusterStatus})

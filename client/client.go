@@ -464,65 +464,6 @@ func (c *Client) GetCells(ctx context.Context, keys []GetKey, opts ...ReadOption
 	return resp, nil
 }
 
-// ShardCells reads the log of shard (get_cells_for_shard, GET /v1/{ds}/shards/{shard}/cells):
-// up to limit cells with added_id > after, in added_id order, and the location to pass as after
-// next time. limit 0 lets the server choose. It blocks, retries (as a read) and fails like
-// GetCell; ErrNotFound for a shard the datastore does not have, ErrBadResponse for cells out of
-// order, at or before after, or more than limit.
-func (c *Client) ShardCells(ctx context.Context, shard int, after int64, limit int,
-	opts ...ReadOption) (wire.ShardCellsResponse, error) {
-	const op = "get_cells_for_shard"
-	if err := c.checkDatastore(op); err != nil {
-		return wire.ShardCellsResponse{}, err
-	}
-	switch {
-	case shard < 0:
-		return wire.ShardCellsResponse{}, invalid(op, "", &cells.FieldError{Field: "shard", Err: errNegative})
-	case after < 0:
-		return wire.ShardCellsResponse{}, invalid(op, "", &cells.FieldError{Field: "after", Err: errNegative})
-	case limit < 0:
-		return wire.ShardCellsResponse{}, invalid(op, "", &cells.FieldError{Field: "limit", Err: errNegative})
-	}
-	q, err := c.readQuery(op, opts)
-	if err != nil {
-		return wire.ShardCellsResponse{}, err
-	}
-	q.Set("after", strconv.FormatInt(after, 10))
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	ans, err := c.do(ctx, &request{
-		op: op, method: http.MethodGet, query: q, ok: []int{http.StatusOK},
-		path: c.dsPath("shards", strconv.Itoa(shard), "cells"),
-	})
-	if err != nil {
-		return wire.ShardCellsResponse{}, err
-	}
-	var resp wire.ShardCellsResponse
-	if err := decode(op, ans, &resp); err != nil {
-		return wire.ShardCellsResponse{}, err
-	}
-	if limit > 0 && len(resp.Cells) > limit {
-		return wire.ShardCellsResponse{}, badResponse(op, ans, "%d cells, limit %d", len(resp.Cells), limit)
-	}
-	prev := after
-	for i, cell := range resp.Cells {
-		if cell.AddedID <= prev {
-			return wire.ShardCellsResponse{}, badResponse(op, ans, "cells[%d].added_id %d after %d",
-				i, cell.AddedID, prev)
-		}
-		prev = cell.AddedID
-	}
-	if resp.NextLocation < prev {
-		return wire.ShardCellsResponse{}, badResponse(op, ans, "next_location %d before %d",
-			resp.NextLocation, prev)
-	}
-	if resp.Cells == nil {
-		resp.Cells = []wire.Cell{}
-	}
-	return resp, nil
-}
-
 // Cluster returns the cluster as the first node to answer sees it (GET /v1/cluster). It is
 // retried as a read. Errors: ErrUnavailable, ErrInternal, ErrBadResponse, or ctx's error.
 func (c *Client) Cluster(ctx context.Context) (wire.ClusterStatus, error) {

@@ -414,12 +414,12 @@ func (n *fakeNode) shardCells(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	after, err := strconv.ParseInt(q.Get("after"), 10, 64)
-	if q.Get("after") == "" {
+	after, err := strconv.ParseInt(q.Get("location"), 10, 64)
+	if q.Get("location") == "" {
 		after, err = 0, nil
 	}
 	if err != nil || after < 0 {
-		writeError(w, http.StatusBadRequest, wire.CodeInvalidArgument, "bad after", "after")
+		writeError(w, http.StatusBadRequest, wire.CodeInvalidArgument, "bad location", "location")
 		return
 	}
 	limit := 100

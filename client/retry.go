@@ -69,6 +69,8 @@ type request struct {
 	body   []byte // JSON, or nil
 	write  bool   // retried as a write; may end indeterminate
 	ok     []int  // success statuses
+	// extra lengthens the attempt's RequestTimeout (a long poll's wait).
+	extra time.Duration
 	// idempotencyKey is sent as Idempotency-Key on writes: it lets net/http replay the request
 	// on a reused keep-alive connection that the server had closed before reading it.
 	idempotencyKey string
@@ -171,7 +173,7 @@ func (c *Client) attempt(ctx context.Context, base string, r *request) attemptRe
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
 	}
-	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout+r.extra)
 	defer cancel()
 	// sent is set once request headers were written to a connection: from then on a write may
 	// reach the server. Dial failures never set it.

@@ -23,6 +23,10 @@ var (
 	ErrUnknownDatastore = errors.New("cluster: unknown datastore")
 	// ErrBadShard: a shard number outside the datastore's shards.
 	ErrBadShard = errors.New("cluster: shard out of range")
+	// ErrBadGroup: an invalid consumer group name.
+	ErrBadGroup = errors.New("cluster: bad consumer group name")
+	// ErrUnknownGroup: no consumer group of that name (no worker ever joined it).
+	ErrUnknownGroup = errors.New("cluster: unknown consumer group")
 )
 
 // Config configures a node. NodeID, Topology, DataDir and Store are required.

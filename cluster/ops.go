@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
@@ -218,17 +219,19 @@ type readRequest struct {
 	Datastore   string
 	Partition   int
 	Consistency Consistency
-	Op          string // "get", "row" or "scan"
+	Op          string // "get", "row", "log", "group" or "groups"
 	Keys        []GetKey
 	RowKey      uuid.UUID
-	Shard       int
-	After       int64
-	Limit       int
+	Log         logRequest
+	Group       string
 }
 
 type readResponse struct {
 	Results []ReadResult
 	Cells   []cells.Cell
+	Pages   []LogPage
+	Status  *consumer.Status
+	Groups  []string
 }
 
 // GetCells reads keys from datastore ds with consistency c and returns one result per key, in
@@ -287,19 +290,15 @@ func (n *Node) GetRow(ctx context.Context, ds string, rowKey uuid.UUID, c Consis
 	return resp.Cells, err
 }
 
-// ScanShard returns up to limit cells of shard with added_id > after, in added_id order
-// (get_cells_for_shard). Errors: ErrUnknownDatastore, ErrBadShard, partition.ErrUnavailable.
+// ScanShard returns up to limit cells of shard with added_id > after, in added_id order: a
+// ReadLogs of one shard without filter or wait. Errors: ErrUnknownDatastore, ErrBadShard,
+// partition.ErrUnavailable.
 func (n *Node) ScanShard(ctx context.Context, ds string, shard int, after int64, limit int, c Consistency) ([]cells.Cell, error) {
-	d, err := n.datastore(ds)
+	pages, err := n.ReadLogs(ctx, ds, LogRead{Shards: []ShardLocation{{Shard: shard, Location: after}}, Limit: limit, Consistency: c})
 	if err != nil {
 		return nil, err
 	}
-	if shard < 0 || shard >= d.spec.Shards {
-		return nil, fmt.Errorf("%w: %d not in 0..%d", ErrBadShard, shard, d.spec.Shards-1)
-	}
-	r := d.routeOf(shard)
-	resp, err := n.read(ctx, d, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c, Op: "scan", Shard: shard, After: after, Limit: limit})
-	return resp.Cells, err
+	return pages[0].Cells, nil
 }
 
 func (n *Node) read(ctx context.Context, d *datastore, r *route, req readRequest) (readResponse, error) {
@@ -386,15 +385,14 @@ func (n *Node) readLocal(ctx context.Context, r *route, req readRequest) (readRe
 			return readResponse{}, fmt.Errorf("cluster: read row %s: %w", req.RowKey, err)
 		}
 		resp.Cells = cs
-	case "scan":
-		if !shards.Contains(req.Shard) {
-			return readResponse{}, fmt.Errorf("%w: shard %d is not in partition %d", ErrBadShard, req.Shard, r.spec.ID)
-		}
-		cs, err := st.ScanShard(ctx, req.Shard, req.After, req.Limit)
+	case "log":
+		pages, err := n.readLog(ctx, r, st, req.Log)
 		if err != nil {
-			return readResponse{}, fmt.Errorf("cluster: scan shard %d: %w", req.Shard, err)
+			return readResponse{}, err
 		}
-		resp.Cells = cs
+		resp.Pages = pages
+	case "group", "groups":
+		return readGroup(ctx, st, req)
 	default:
 		return readResponse{}, fmt.Errorf("cluster: unknown read op %q", req.Op)
 	}

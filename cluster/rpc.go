@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/vmihailenco/msgpack/v5"
@@ -51,6 +52,7 @@ func (n *Node) rpcHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+rpcPutPath, n.servePut)
 	mux.HandleFunc("POST "+rpcReadPath, n.serveRead)
+	mux.HandleFunc("POST "+rpcGroupPath, n.serveGroup)
 	return mux
 }
 
@@ -83,6 +85,8 @@ func writeRPCError(w http.ResponseWriter, err error) {
 		http.Error(w, err.Error(), http.StatusGatewayTimeout)
 	case errors.Is(err, partition.ErrUnavailable), errors.Is(err, partition.ErrClosed):
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	case errors.Is(err, consumer.ErrBadCommand):
+		http.Error(w, err.Error(), statusBadCommand)
 	case errors.Is(err, ErrUnknownDatastore), errors.Is(err, ErrBadShard), errors.Is(err, fsm.ErrShardOutOfRange):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	default:
@@ -157,9 +161,10 @@ func (n *Node) serveRead(w http.ResponseWriter, r *http.Request) {
 }
 
 // forward sends one RPC to target and decodes the answer into out. For a write, a failure
-// after the request was written is ErrIndeterminate; a failure before is ErrUnavailable.
-func (n *Node) forward(ctx context.Context, target NodeSpec, path string, in, out any, write bool) error {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout)
+// after the request was written is ErrIndeterminate; a failure before is ErrUnavailable. The
+// attempt is bounded by ForwardTimeout plus wait (a long poll's wait).
+func (n *Node) forward(ctx context.Context, target NodeSpec, path string, in, out any, write bool, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout+wait)
 	defer cancel()
 	body, err := msgpack.Marshal(in)
 	if err != nil {
@@ -203,6 +208,8 @@ func (n *Node) forward(ctx context.Context, target NodeSpec, path string, in, ou
 		return fmt.Errorf("%w: %s: %s", partition.ErrIndeterminate, target.ID, bytes.TrimSpace(data))
 	case http.StatusBadRequest:
 		return fmt.Errorf("%w: %s", ErrBadShard, bytes.TrimSpace(data))
+	case statusBadCommand:
+		return fmt.Errorf("%w: %s", consumer.ErrBadCommand, bytes.TrimSpace(data))
 	}
 	return lost(fmt.Errorf("status %d: %s", res.StatusCode, bytes.TrimSpace(data)))
 }
@@ -210,7 +217,7 @@ func (n *Node) forward(ctx context.Context, target NodeSpec, path string, in, ou
 func (n *Node) forwardPut(ctx context.Context, target NodeSpec, ds string, pid int, cs []fsm.CommandCell) ([]fsm.CellResult, error) {
 	req := putRPC{Datastore: ds, Partition: pid, TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Cells: cs}
 	var resp putRPCResponse
-	if err := n.forward(ctx, target, rpcPutPath, &req, &resp, true); err != nil {
+	if err := n.forward(ctx, target, rpcPutPath, &req, &resp, true, 0); err != nil {
 		return nil, err
 	}
 	if len(resp.Results) != len(cs) {
@@ -221,7 +228,7 @@ func (n *Node) forwardPut(ctx context.Context, target NodeSpec, ds string, pid i
 
 func (n *Node) forwardRead(ctx context.Context, target NodeSpec, req readRequest) (readResponse, error) {
 	var resp readResponse
-	err := n.forward(ctx, target, rpcReadPath, &readRPC{TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Request: req}, &resp, false)
+	err := n.forward(ctx, target, rpcReadPath, &readRPC{TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout+req.Log.Wait), Request: req}, &resp, false, req.Log.Wait)
 	return resp, err
 }
 

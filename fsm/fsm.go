@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -35,7 +36,8 @@ type Store interface {
 	EnsureShards(ctx context.Context, shards []int) error
 	Begin(ctx context.Context) (*storage.WriteTx, error)
 	BeginSnapshot(ctx context.Context) (*storage.SnapshotTx, error)
-	Restore(ctx context.Context, applied storage.AppliedState, next func() (int, cells.Cell, error)) error
+	Restore(ctx context.Context, applied storage.AppliedState, next func() (int, cells.Cell, error), kv []storage.KV) error
+	ScanKV(ctx context.Context, prefix string) ([]storage.KV, error)
 }
 
 // Config configures an FSM. Store is required; the rest have defaults (DefaultConfig).
@@ -129,10 +131,14 @@ type CellResult struct {
 	CreatedAt time.Time
 }
 
-// Response is what ApplyBatch returns for each log entry: one CellResult per command cell, or
-// Err (ErrBadCommand, ErrShardOutOfRange, ErrAlreadyApplied, ErrFailed).
+// Response is what ApplyBatch returns for each log entry: one CellResult per command cell, the
+// Group result of a consumer-group command, or Err (ErrBadCommand, ErrShardOutOfRange,
+// ErrAlreadyApplied, ErrFailed, or consumer.ErrBadCommand for a group command the coordinator
+// refused).
 type Response struct {
 	Cells []CellResult
+	// Group is the result of a consumer-group command (nil for a cell command).
+	Group *consumer.Result
 	Err   error
 }
 
@@ -164,10 +170,14 @@ type FSM struct {
 	applied   storage.AppliedState
 	appliedCh chan struct{} // closed and replaced when applied advances
 	failErr   error
+	// high holds the highest added_id of each shard the FSM has written or looked up since it
+	// started (or since the last Restore).
+	high map[int]int64
 
 	// Used only on the FSM goroutine.
-	nextAddedID map[int]int64 // shard -> last added_id assigned
-	knownShards map[int]bool  // shards whose tables exist
+	nextAddedID map[int]int64              // shard -> last added_id assigned
+	knownShards map[int]bool               // shards whose tables exist
+	groups      map[string]*consumer.Group // consumer groups' coordinator state, loaded on first use
 }
 
 var (
@@ -192,6 +202,8 @@ func New(ctx context.Context, cfg Config) (*FSM, error) {
 		appliedCh:   make(chan struct{}),
 		nextAddedID: map[int]int64{},
 		knownShards: map[int]bool{},
+		groups:      map[string]*consumer.Group{},
+		high:        map[int]int64{},
 	}, nil
 }
 
@@ -259,10 +271,14 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	return f.ApplyBatch([]*raft.Log{l})[0]
 }
 
-// entry is a decoded command entry of a batch, and where its response goes.
+// entry is a decoded command entry of a batch, and where its response goes: a cell command
+// (cmd) or a consumer-group command (group), whose outcome applyTx sets.
 type entry struct {
-	pos int // index in the batch
-	cmd Command
+	pos      int // index in the batch
+	cmd      Command
+	group    *GroupCommand
+	groupRes *consumer.Result
+	groupErr error
 }
 
 // ApplyBatch applies committed entries in one SQL transaction and returns a *Response per entry
@@ -288,6 +304,15 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			out[i] = &Response{}
 			continue
 		}
+		if len(l.Data) > 0 && l.Data[0] == groupCommandVersion {
+			gc, err := DecodeGroupCommand(l.Data)
+			if err != nil {
+				out[i] = &Response{Err: err}
+				continue
+			}
+			entries = append(entries, entry{pos: i, group: &gc})
+			continue
+		}
 		cmd, err := DecodeCommand(l.Data)
 		if err == nil {
 			err = f.checkShards(cmd)
@@ -306,7 +331,14 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		results, err := f.applyTx(entries, last)
 		if err == nil {
 			for i, e := range entries {
-				out[e.pos] = &Response{Cells: results[i]}
+				switch {
+				case e.group == nil:
+					out[e.pos] = &Response{Cells: results[i]}
+				case e.groupErr != nil:
+					out[e.pos] = &Response{Err: e.groupErr}
+				default:
+					out[e.pos] = &Response{Group: e.groupRes}
+				}
 			}
 			break
 		}
@@ -394,6 +426,9 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResul
 				return nil, fmt.Errorf("max added_id of shard %d: %w", s, err)
 			}
 			f.nextAddedID[s] = id
+			f.mu.Lock()
+			f.high[s] = id
+			f.mu.Unlock()
 		}
 		next[s] = id
 	}
@@ -403,6 +438,11 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResul
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
+
+	groups, err := f.applyGroups(ctx, tx, entries)
+	if err != nil {
+		return nil, err
+	}
 
 	stored := map[shardKey]storage.Existing{}
 	for _, s := range shards {
@@ -455,8 +495,43 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResul
 	if err := tx.Commit(); err != nil {
 		return nil, &ambiguousCommitError{err}
 	}
+	for name, g := range groups {
+		g.ResetDirty()
+		f.groups[name] = g
+	}
+	f.mu.Lock()
 	for s, id := range next {
 		f.nextAddedID[s] = id
+		f.high[s] = id
 	}
+	f.mu.Unlock()
 	return results, nil
+}
+
+// resetCaches forgets what the FSM remembers of the store, after a Restore replaced it.
+func (f *FSM) resetCaches() {
+	f.nextAddedID = map[int]int64{}
+	f.knownShards = map[int]bool{}
+	f.groups = map[string]*consumer.Group{}
+	f.mu.Lock()
+	f.high = map[int]int64{}
+	f.mu.Unlock()
+}
+
+// HighWater returns the highest added_id of shard as far as the FSM knows it without I/O, and
+// whether it knows it: a shard the FSM has not written since it started (or since a Restore)
+// is unknown, and its store must be asked (storage MaxAddedID). Safe from any goroutine.
+func (f *FSM) HighWater(shard int) (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h, ok := f.high[shard]
+	return h, ok
+}
+
+// AppliedChanged returns a channel closed the next time the applied index advances (or the FSM
+// stops). Long polls wait on it, then read again. Safe from any goroutine.
+func (f *FSM) AppliedChanged() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.appliedCh
 }

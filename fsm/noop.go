@@ -100,3 +100,13 @@ type noopSnapshot struct{}
 
 func (noopSnapshot) Persist(sink raft.SnapshotSink) error { return sink.Close() }
 func (noopSnapshot) Release()                             {}
+
+// HighWater knows no shard: a Noop stores nothing.
+func (n *Noop) HighWater(int) (int64, bool) { return 0, false }
+
+// AppliedChanged returns a channel closed the next time the applied index advances.
+func (n *Noop) AppliedChanged() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.appliedCh
+}

@@ -18,8 +18,21 @@ import (
 // snapshotMagic starts every snapshot stream.
 const snapshotMagic = "schemaless-snapshot\x00"
 
-// snapshotVersion is the format version after the magic.
-const snapshotVersion = 1
+// snapshotVersion is the format version this build writes after the magic. Version 2 added
+// the KV records; version 1 streams (no KV rows) are still read, so that a node upgraded from a
+// build without KV rows can restore the snapshots it or its peers wrote.
+const (
+	snapshotVersion    = 2
+	minSnapshotVersion = 1
+)
+
+// Shard values of the records that are not cells.
+const (
+	// trailerShard marks the trailer: AddedID counts the cell records, RefKey the KV records.
+	trailerShard = -1
+	// kvShard marks a KV row: Column is its key, Body its value.
+	kvShard = -2
+)
 
 // ErrBadSnapshot: a snapshot stream is truncated, of another format, or of another partition.
 var ErrBadSnapshot = errors.New("fsm: bad snapshot")
@@ -34,8 +47,9 @@ type SnapshotHeader struct {
 	Applied    storage.AppliedState
 }
 
-// snapshotRecord is one cell of the stream; Shard -1 marks the trailer, whose AddedID is the
-// number of cells before it.
+// snapshotRecord is one record of the stream: a cell of shard Shard (>= 0); a KV row (Shard
+// kvShard, -2: Column holds the key, Body the value); or the trailer (Shard trailerShard, -1:
+// AddedID is the number of cell records, RefKey the number of KV records).
 type snapshotRecord struct {
 	_msgpack        struct{} `msgpack:",as_array"`
 	Shard           int32
@@ -47,7 +61,8 @@ type snapshotRecord struct {
 	CreatedAtMicros int64
 }
 
-// ReadSnapshotHeader reads the header of a snapshot stream, leaving r after it.
+// ReadSnapshotHeader reads the header of a snapshot stream, leaving r after it. Streams of
+// version 1 (no KV rows) and 2 are accepted; anything else returns ErrBadSnapshot.
 func ReadSnapshotHeader(r io.Reader) (SnapshotHeader, error) {
 	magic := make([]byte, len(snapshotMagic))
 	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != snapshotMagic {
@@ -57,7 +72,7 @@ func ReadSnapshotHeader(r io.Reader) (SnapshotHeader, error) {
 	if err := msgpack.NewDecoder(r).Decode(&h); err != nil {
 		return SnapshotHeader{}, fmt.Errorf("%w: header: %v", ErrBadSnapshot, err)
 	}
-	if h.Version != snapshotVersion {
+	if h.Version < minSnapshotVersion || h.Version > snapshotVersion {
 		return SnapshotHeader{}, fmt.Errorf("%w: version %d", ErrBadSnapshot, h.Version)
 	}
 	return h, nil
@@ -82,8 +97,10 @@ type snapshot struct {
 	timeout time.Duration
 }
 
-// Persist streams the view into sink: magic, header, one record per cell shard by shard in
-// added_id order, and a trailer holding the count. It runs concurrently with ApplyBatch.
+// Persist streams the view into sink: magic, header, one record per KV row in key order, one
+// record per cell shard by shard in added_id order, and a trailer holding both counts. The KV
+// rows come first because Restore must hand them to Store.Restore before the cells. It runs
+// concurrently with ApplyBatch.
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	if err := s.write(sink); err != nil {
 		_ = sink.Cancel()
@@ -103,6 +120,14 @@ func (s *snapshot) write(w io.Writer) error {
 		return err
 	}
 	ctx := context.Background()
+	var nKV int64
+	err := s.tx.ScanKV(ctx, func(kv storage.KV) error {
+		nKV++
+		return enc.Encode(&snapshotRecord{Shard: kvShard, Column: kv.Key, Body: kv.Value})
+	})
+	if err != nil {
+		return fmt.Errorf("KV rows: %w", err)
+	}
 	var n int64
 	for shard := s.shards.First; shard <= s.shards.Last; shard++ {
 		err := s.tx.ScanShard(ctx, shard, func(c cells.Cell) error {
@@ -116,7 +141,7 @@ func (s *snapshot) write(w io.Writer) error {
 			return fmt.Errorf("shard %d: %w", shard, err)
 		}
 	}
-	if err := enc.Encode(&snapshotRecord{Shard: -1, AddedID: n}); err != nil {
+	if err := enc.Encode(&snapshotRecord{Shard: trailerShard, AddedID: n, RefKey: nKV}); err != nil {
 		return err
 	}
 	return bw.Flush()
@@ -125,9 +150,10 @@ func (s *snapshot) write(w io.Writer) error {
 // Release closes the read view.
 func (s *snapshot) Release() { _ = s.tx.Close() }
 
-// Restore replaces the partition's tables with the snapshot in rc, in one transaction
-// (raft.FSM). A snapshot of another shard range, or a truncated one, is rejected and the tables
-// are left as they were.
+// Restore replaces the partition's tables (cells and KV rows) with the snapshot in rc, in one
+// transaction (raft.FSM). A snapshot of another shard range, of an unknown version, or a
+// truncated or malformed one, is rejected with ErrBadSnapshot and the tables are left as they
+// were. The KV rows of the snapshot are held in memory until the transaction commits.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	br := bufio.NewReaderSize(rc, 256<<10)
@@ -139,6 +165,25 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("%w: shards %d..%d, partition holds %d..%d", ErrBadSnapshot, h.FirstShard, h.LastShard, f.shards.First, f.shards.Last)
 	}
 	dec := msgpack.NewDecoder(br)
+	// The KV records come first; the first other record is kept for next.
+	var (
+		kv    []storage.KV
+		first *snapshotRecord
+	)
+	for first == nil {
+		var r snapshotRecord
+		if err := dec.Decode(&r); err != nil {
+			return fmt.Errorf("%w: KV record %d: %v", ErrBadSnapshot, len(kv), err)
+		}
+		if r.Shard != kvShard {
+			first = &r
+			break
+		}
+		if h.Version < 2 {
+			return fmt.Errorf("%w: KV record in a version %d stream", ErrBadSnapshot, h.Version)
+		}
+		kv = append(kv, storage.KV{Key: r.Column, Value: r.Body})
+	}
 	var count int64
 	done := false
 	next := func() (int, cells.Cell, error) {
@@ -146,15 +191,21 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			return 0, cells.Cell{}, io.EOF
 		}
 		var r snapshotRecord
-		if err := dec.Decode(&r); err != nil {
+		if first != nil {
+			r, first = *first, nil
+		} else if err := dec.Decode(&r); err != nil {
 			return 0, cells.Cell{}, fmt.Errorf("%w: record %d: %v", ErrBadSnapshot, count, err)
 		}
-		if r.Shard == -1 {
-			if r.AddedID != count {
-				return 0, cells.Cell{}, fmt.Errorf("%w: trailer counts %d cells, read %d", ErrBadSnapshot, r.AddedID, count)
+		switch r.Shard {
+		case trailerShard:
+			if r.AddedID != count || r.RefKey != int64(len(kv)) {
+				return 0, cells.Cell{}, fmt.Errorf("%w: trailer counts %d cells and %d KV rows, read %d and %d",
+					ErrBadSnapshot, r.AddedID, r.RefKey, count, len(kv))
 			}
 			done = true
 			return 0, cells.Cell{}, io.EOF
+		case kvShard:
+			return 0, cells.Cell{}, fmt.Errorf("%w: KV record after cell %d", ErrBadSnapshot, count)
 		}
 		if !f.shards.Contains(int(r.Shard)) {
 			return 0, cells.Cell{}, fmt.Errorf("%w: record %d in shard %d", ErrBadSnapshot, count, r.Shard)
@@ -169,11 +220,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			Body: r.Body, AddedID: r.AddedID, CreatedAt: time.UnixMicro(r.CreatedAtMicros).UTC(),
 		}, nil
 	}
-	if err := f.cfg.Store.Restore(context.Background(), h.Applied, next); err != nil {
+	if err := f.cfg.Store.Restore(context.Background(), h.Applied, next, kv); err != nil {
 		return fmt.Errorf("fsm: restore: %w", err)
 	}
-	f.nextAddedID = map[int]int64{}
-	f.knownShards = map[int]bool{}
+	f.resetCaches()
 	f.mu.Lock()
 	f.failErr = nil
 	f.mu.Unlock()

@@ -205,6 +205,10 @@ type StateMachine interface {
 	Applied() storage.AppliedState
 	WaitApplied(ctx context.Context, index uint64) error
 	Failed() error
+	// HighWater returns a shard's highest added_id when known without I/O; AppliedChanged a
+	// channel closed when the applied index next advances (for long polls).
+	HighWater(shard int) (int64, bool)
+	AppliedChanged() <-chan struct{}
 }
 
 var (

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 )
 
@@ -164,4 +165,49 @@ func (p *Raft) classify(err error) error {
 		return fmt.Errorf("%w: %v", ErrIndeterminate, err)
 	}
 	return err
+}
+
+// ApplyGroup proposes one consumer-group command to the group's coordinator state, which this
+// partition holds, and returns the coordinator's result. It must be called on the leader (else
+// *NotLeaderError). It blocks until the entry is applied on this replica or ctx ends. Group
+// commands are few (heartbeats, commits) and are not grouped with cell writes.
+//
+// Errors: *NotLeaderError and ErrUnavailable (nothing applied); ErrIndeterminate (ctx ended or
+// leadership was lost after proposing: the command may be applied; every group command is safe
+// to retry, commits are fenced and never move an offset backward); consumer.ErrBadCommand
+// wrapped, for a command the coordinator refused (nothing changed).
+func (p *Raft) ApplyGroup(ctx context.Context, group string, cmd consumer.Command) (consumer.Result, error) {
+	if p.closed.Load() {
+		return consumer.Result{}, ErrClosed
+	}
+	if !p.IsLeader() {
+		return consumer.Result{}, p.notLeader()
+	}
+	data, err := fsm.EncodeGroupCommand(fsm.GroupCommand{Group: group, CreatedAt: time.Now().UTC().Truncate(time.Microsecond), Cmd: cmd})
+	if err != nil {
+		return consumer.Result{}, err
+	}
+	timeout := p.cfg.EnqueueTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	future := p.raft.Apply(data, timeout)
+	done := make(chan struct{})
+	var res consumer.Result
+	go func() {
+		res, err = fsm.GroupResponseOf(future)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return consumer.Result{}, fmt.Errorf("%w: %v", ErrIndeterminate, ctx.Err())
+	}
+	if err != nil {
+		if errors.Is(err, consumer.ErrBadCommand) {
+			return consumer.Result{}, err
+		}
+		return consumer.Result{}, p.classify(err)
+	}
+	return res, nil
 }

@@ -31,6 +31,10 @@ var (
 	ErrPartitionOpen = errors.New("storage: partition already open")
 	// ErrInvalidConfig: a configuration or a name (prefix, datastore, shard range) is invalid.
 	ErrInvalidConfig = errors.New("storage: invalid config")
+	// ErrKVTooLarge: a KV key that is empty or longer than MaxKVKeyBytes, or a value longer
+	// than MaxKVValueBytes, given to PutKV, DeleteKV or Restore. Nothing was written; the
+	// transaction stays usable.
+	ErrKVTooLarge = errors.New("storage: KV key or value out of bounds")
 )
 
 // ShardRange is the inclusive range of shards [First, Last] held by one partition.

@@ -374,7 +374,7 @@ func TestOneWriter(t *testing.T) {
 			t.Errorf("EnsureShards during a transaction: got %v, want ErrTxOpen", err)
 		}
 		eof := func() (int, cells.Cell, error) { return 0, cells.Cell{}, io.EOF }
-		if err := p.Restore(ctx, AppliedState{}, eof); !errors.Is(err, ErrTxOpen) {
+		if err := p.Restore(ctx, AppliedState{}, eof, nil); !errors.Is(err, ErrTxOpen) {
 			t.Errorf("Restore during a transaction: got %v, want ErrTxOpen", err)
 		}
 		if err := tx.Insert(ctx, 2, nil); !errors.Is(err, ErrShardRange) {

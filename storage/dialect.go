@@ -34,7 +34,8 @@ const cellColumns = "added_id, row_key, column_name, ref_key, body, created_at"
 const lookupChunkKeys = 200
 
 // dialect holds what differs between the engines for one partition: table names, DDL,
-// the upsert of the meta row, how a snapshot starts and how large a multi-row INSERT may be.
+// the upserts of the meta and KV rows, how a snapshot starts and how large a multi-row INSERT
+// may be.
 // Everything else is the same SQL on both engines.
 type dialect struct {
 	engine string
@@ -53,6 +54,15 @@ type dialect struct {
 	// upsertApplied inserts or updates the meta row; args: datastore, partition, index, term,
 	// schema version.
 	upsertApplied string
+	// kv is the qualified, quoted KV table.
+	kv string
+	// kvScoped: the KV table is shared by the partitions (MySQL), its rows carry datastore and
+	// partition columns, and every statement on it is scoped by them; in SQLite the table is
+	// the partition file's own.
+	kvScoped bool
+	// upsertKV inserts or replaces a KV row; args: datastore and partition if kvScoped, then
+	// key and value (both []byte).
+	upsertKV string
 	// snapshotBegin are the statements that open a consistent read transaction on a connection.
 	snapshotBegin []string
 	// insertRows and insertBytes bound one multi-row INSERT.

@@ -1,6 +1,7 @@
 // Package storage keeps the cells of a node's partition replicas in SQL: the per-shard layout of
 // the Schemaless paper (an entity table per shard with added_id, unique (row_key, column_name,
-// ref_key)) plus a meta table holding each partition's applied raft index.
+// ref_key)) plus a meta table holding each partition's applied raft index and a KV table of
+// each partition's small mutable state.
 //
 // Two engines sit behind the one API of *Store: MySQL (go-sql-driver/mysql; MariaDB 10.11 in
 // tests), the production engine, and embedded SQLite (modernc.org/sqlite, no cgo), the default
@@ -12,11 +13,19 @@
 //
 // MySQL: each shard is a database named "<prefix>_<datastore>_<shard, 4 digits>" holding the
 // table "entity"; the meta table is "<prefix>_meta.partitions" (datastore, partition,
-// applied_index, applied_term, schema_version). The prefix is per node, so several nodes can
-// share one server in development and tests. Statements qualify every table with its database,
-// so one connection pool serves every shard. SQLite: each partition is one file
-// "<dir>/<datastore>-p<partition>.db" holding a table "entity_<shard, 4 digits>" per shard and a
-// table "meta" of the same shape as MySQL's.
+// applied_index, applied_term, schema_version) and the KV table "<prefix>_meta.kv" (datastore,
+// partition, k VARBINARY(255), v LONGBLOB; primary key (datastore, partition, k)) holds the KV
+// rows of every partition. Both are created by OpenMySQL. The prefix is per node, so several
+// nodes can share one server in development and tests. Statements qualify every table with
+// its database, so one connection pool serves every shard. SQLite: each partition is one file
+// "<dir>/<datastore>-p<partition>.db" holding a table "entity_<shard, 4 digits>" per shard, a
+// table "meta" of the same shape as MySQL's and a table "kv" (k BLOB primary key, v BLOB), the
+// last two created when the partition is opened.
+//
+// The KV table holds small mutable state replicated with the partition (consumer groups):
+// keys of 1 to MaxKVKeyBytes bytes compared bytewise (VARBINARY, SQLite BLOB), values of at
+// most MaxKVValueBytes. WriteTx.PutKV and DeleteKV change it inside the write transaction,
+// ScanKV reads a key prefix, snapshots include it and Restore replaces it.
 //
 // The entity table: added_id BIGINT primary key, assigned by the caller (never AUTO_INCREMENT);
 // row_key BINARY(16) (SQLite BLOB); column_name VARCHAR(64) with a binary collation (MySQL
@@ -34,19 +43,23 @@
 // The partition's FSM is its only writer. Per batch it calls EnsureShards for the shards the
 // batch touches, then Begin, and per shard Lookup (one statement per up to 200 keys, through
 // the unique key) and Insert (multi-row INSERTs of up to 500 cells, fewer for large bodies),
-// then SetApplied and Commit: the cells and the applied index commit atomically. A write
-// transaction sees its own writes.
+// (and PutKV/DeleteKV for KV rows), then SetApplied and Commit: the cells, the KV rows and the
+// applied index commit atomically. A write transaction sees its own writes.
 //
 // # Reads and snapshots
 //
-// GetCell, GetLatest, GetRow, ScanShard, Applied and MaxAddedID may run on any goroutine,
-// concurrently with the writer; each is one statement that sees the latest committed data.
+// GetCell, GetLatest, GetRow, ScanShard, ScanKV, Applied and MaxAddedID may run on any
+// goroutine, concurrently with the writer; each is one statement that sees the latest committed
+// data. ReadLog and LocationAt, the reads of trigger consumers, take two statements: the
+// shard's highest added_id first, then the cells up to it, so a cell committed in between is
+// left for the next read, never skipped.
 // BeginSnapshot opens a consistent read-only view of every table of the partition
 // (MySQL: START TRANSACTION WITH CONSISTENT SNAPSHOT on its own connection; SQLite: a read
 // transaction on a reader connection, pinned to its WAL snapshot by a first read). The writer
 // keeps committing while it is open; the view does not change. SnapshotTx.ScanShard streams a
-// shard in added_id order, in bounded pages. Restore replaces the partition's content with a
-// stream of cells, in one transaction.
+// shard in added_id order, and SnapshotTx.ScanKV the KV rows in key order, in bounded pages.
+// Restore replaces the partition's content with a stream of cells and a list of KV rows, in
+// one transaction.
 //
 // # Connections
 //
@@ -85,4 +98,9 @@
 //   - Insert does not check that a cell belongs to the shard it is inserted into, nor that
 //     added_id values are increasing: the caller assigns both.
 //   - Table and database names hold shard numbers of 4 digits: shards range over [0, 9999].
+//   - There is no index on created_at or on column_name alone: LocationAt scans a shard in
+//     added_id order up to the first cell at or after its time, and a ReadLog filtered by
+//     column scans the added_id range past the other columns' cells.
+//   - PartitionStore.ScanKV holds its whole result in memory, and Restore takes the KV rows as
+//     a slice: the KV table is meant for small state, not for bulk data.
 package storage

@@ -25,8 +25,9 @@ const (
 	defaultMaxAllowedPacket = 64 << 20
 )
 
-// OpenMySQL connects to the MySQL (or MariaDB) server of cfg.DSN and creates the meta table
-// "<prefix>_meta.partitions" if missing. Zero fields of cfg take their defaults; an invalid cfg
+// OpenMySQL connects to the MySQL (or MariaDB) server of cfg.DSN and creates the meta tables
+// "<prefix>_meta.partitions" and "<prefix>_meta.kv" (the KV rows of every partition) if
+// missing. Zero fields of cfg take their defaults; an invalid cfg
 // returns errors wrapping ErrInvalidConfig. The DSN's database is ignored; the connection is
 // forced to parseTime=true, loc=UTC, interpolateParams=true and time_zone '+00:00'. One pool
 // of cfg.MaxOpenConns connections serves every partition; each open snapshot holds one.
@@ -86,9 +87,17 @@ func OpenMySQL(ctx context.Context, cfg MySQLConfig) (*Store, error) {
 			"\tschema_version INT NOT NULL,\n" +
 			"\tPRIMARY KEY (datastore, `partition`)\n" +
 			") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+		// k is VARBINARY: compared bytewise, every byte significant (no pad, no case folding).
+		"CREATE TABLE IF NOT EXISTS " + meta + ".`kv` (\n" +
+			"\tdatastore VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n" +
+			"\t`partition` INT NOT NULL,\n" +
+			fmt.Sprintf("\tk VARBINARY(%d) NOT NULL,\n", MaxKVKeyBytes) +
+			"\tv LONGBLOB NOT NULL,\n" +
+			"\tPRIMARY KEY (datastore, `partition`, k)\n" +
+			") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
 	} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return nil, errors.Join(fmt.Errorf("storage: create mysql meta table: %w", err), db.Close())
+			return nil, errors.Join(fmt.Errorf("storage: create mysql meta tables: %w", err), db.Close())
 		}
 	}
 	s := &Store{engine: EngineMySQL, parts: make(map[PartitionID]*PartitionStore), closeEngine: db.Close}
@@ -134,6 +143,10 @@ func mysqlDialect(prefix, datastore string, insertBytes int) *dialect {
 			"(datastore, `partition`, applied_index, applied_term, schema_version) VALUES (?, ?, ?, ?, ?) "+
 			"ON DUPLICATE KEY UPDATE applied_index = VALUES(applied_index), applied_term = VALUES(applied_term), "+
 			"schema_version = VALUES(schema_version)", prefix),
+		kv:       fmt.Sprintf("`%s_meta`.`kv`", prefix),
+		kvScoped: true,
+		upsertKV: fmt.Sprintf("INSERT INTO `%s_meta`.`kv` (datastore, `partition`, k, v) VALUES (?, ?, ?, ?) "+
+			"ON DUPLICATE KEY UPDATE v = VALUES(v)", prefix),
 		// The read view is taken by START TRANSACTION itself, covering every table of the
 		// server; SET TRANSACTION applies to this next transaction only.
 		snapshotBegin: []string{

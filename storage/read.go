@@ -105,13 +105,19 @@ func (p *PartitionStore) MaxAddedID(ctx context.Context, shard int) (int64, erro
 	if err := p.checkShard(shard); err != nil {
 		return 0, err
 	}
+	id, err := p.maxAddedID(ctx, shard)
+	if err != nil {
+		return 0, p.fail(fmt.Sprintf("max added_id of shard %d", shard), err)
+	}
+	return id, nil
+}
+
+// maxAddedID is MaxAddedID without the checks and the wrapping.
+func (p *PartitionStore) maxAddedID(ctx context.Context, shard int) (int64, error) {
 	var id int64
 	err := p.read.QueryRowContext(ctx, "SELECT COALESCE(MAX(added_id), 0) FROM "+p.d.entity(shard)).Scan(&id)
 	if isNoTable(err) {
 		return 0, nil
 	}
-	if err != nil {
-		return 0, p.fail(fmt.Sprintf("max added_id of shard %d", shard), err)
-	}
-	return id, nil
+	return id, err
 }

@@ -23,8 +23,8 @@ const (
 	snapshotCloseTimeout = 10 * time.Second
 )
 
-// BeginSnapshot opens a consistent, read-only view of all the partition's tables (every shard
-// and the meta row) as of the moment it returns; commits made afterwards, by the writer or a
+// BeginSnapshot opens a consistent, read-only view of all the partition's tables (every shard,
+// the KV rows and the meta row) as of the moment it returns; commits made afterwards, by the writer or a
 // Restore, are not visible in it. It holds one connection of the read pool until Close (SQLite:
 // one of SQLiteConfig.ReadConns; MySQL: one of MaxOpenConns) and, in SQLite, keeps the WAL
 // from being checkpointed past its view, so close it promptly. ctx bounds opening only; the
@@ -160,20 +160,27 @@ func (s *SnapshotTx) Close() error {
 	return nil
 }
 
-// Restore replaces the partition's tables with the cells next yields, then sets the applied
-// state to applied, in one write transaction: readers see the old content until it commits
-// and the new content after, never a mix, and on any error nothing changes. Every shard of the
-// range is emptied, including shards next yields nothing for, and the tables of every shard
-// in the range are created first (outside the transaction). next returns each cell with its
-// shard, and io.EOF (unwrapped) after the last; any other error aborts the Restore and is
-// returned wrapped. Restore buffers up to one INSERT of cells from next, so next must not
-// reuse the memory of cells it returned. Cells are stored as given (AddedID, CreatedAt).
-// A shard outside the range returns ErrShardRange; a duplicate key or added_id ErrDuplicate.
-// Restore is a writer call: it returns ErrTxOpen if a write transaction is open. ctx bounds
-// the whole restore.
-func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next func() (shard int, c cells.Cell, err error)) error {
+// Restore replaces the partition's tables with the cells next yields and its KV rows with kv,
+// then sets the applied state to applied, in one write transaction: readers see the old
+// content until it commits and the new content after, never a mix, and on any error nothing
+// changes. Every shard of the range is emptied, including shards next yields nothing for, and
+// the tables of every shard in the range are created first (outside the transaction); every
+// KV row of the partition is deleted and the rows of kv inserted (kv is read, not retained;
+// nil leaves the table empty). next returns each cell with its shard, and io.EOF (unwrapped)
+// after the last; any other error aborts the Restore and is returned wrapped. Restore buffers
+// up to one INSERT of cells from next, so next must not reuse the memory of cells it returned.
+// Cells are stored as given (AddedID, CreatedAt). A shard outside the range returns
+// ErrShardRange; a duplicate key or added_id, or a KV key given twice, ErrDuplicate; a KV row
+// out of bounds ErrKVTooLarge (checked before anything is done). Restore is a writer call: it
+// returns ErrTxOpen if a write transaction is open. ctx bounds the whole restore.
+func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next func() (shard int, c cells.Cell, err error), kv []KV) error {
 	if p.closed.Load() {
 		return ErrClosed
+	}
+	for i := range kv {
+		if err := checkKV(kv[i].Key, kv[i].Value); err != nil {
+			return fmt.Errorf("storage: restore: KV row %d: %w", i, err)
+		}
 	}
 	if err := p.lockWriter(); err != nil {
 		return err
@@ -195,6 +202,9 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 		if _, err := tx.ExecContext(ctx, "DELETE FROM "+p.d.entity(s)); err != nil {
 			return p.fail(fmt.Sprintf("restore: empty shard %d", s), err)
 		}
+	}
+	if err := p.replaceKV(ctx, tx, kv); err != nil {
+		return err
 	}
 	var (
 		buf   []cells.Cell

@@ -86,6 +86,8 @@ func sqliteDialect() *dialect {
 		upsertApplied: "INSERT INTO meta (datastore, `partition`, applied_index, applied_term, schema_version) " +
 			"VALUES (?, ?, ?, ?, ?) ON CONFLICT (datastore, `partition`) DO UPDATE SET " +
 			"applied_index = excluded.applied_index, applied_term = excluded.applied_term, schema_version = excluded.schema_version",
+		kv:       "kv",
+		upsertKV: "INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
 		// BEGIN is deferred: the first read (of the meta row) takes the WAL snapshot, and the
 		// transaction keeps it until it ends.
 		snapshotBegin: []string{"BEGIN"},
@@ -103,8 +105,16 @@ const sqliteMetaDDL = "CREATE TABLE IF NOT EXISTS meta (\n" +
 	"\tPRIMARY KEY (datastore, `partition`)\n" +
 	") STRICT"
 
-// openSQLitePartition opens the file of partition id: a writer pool of one connection
-// (BEGIN IMMEDIATE) and a reader pool of cfg.ReadConns query-only connections, both in WAL mode.
+// sqliteKVDDL creates the partition's KV table. Keys are BLOBs, which SQLite compares with
+// memcmp: bytewise. A rowid table rather than WITHOUT ROWID, as values may be large.
+const sqliteKVDDL = "CREATE TABLE IF NOT EXISTS kv (\n" +
+	"\tk BLOB NOT NULL PRIMARY KEY,\n" +
+	"\tv BLOB NOT NULL\n" +
+	") STRICT"
+
+// openSQLitePartition opens the file of partition id, creating its meta and KV tables if
+// missing: a writer pool of one connection (BEGIN IMMEDIATE) and a reader pool of
+// cfg.ReadConns query-only connections, both in WAL mode.
 func openSQLitePartition(ctx context.Context, cfg SQLiteConfig, id PartitionID) (*dialect, *sql.DB, *sql.DB, bool, error) {
 	path := sqlitePath(cfg.Dir, id)
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)",
@@ -120,8 +130,10 @@ func openSQLitePartition(ctx context.Context, cfg SQLiteConfig, id PartitionID) 
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
-	if _, err := write.ExecContext(ctx, sqliteMetaDDL); err != nil {
-		return nil, nil, nil, false, errors.Join(fmt.Errorf("storage: open %s: %w", path, err), write.Close())
+	for _, stmt := range []string{sqliteMetaDDL, sqliteKVDDL} {
+		if _, err := write.ExecContext(ctx, stmt); err != nil {
+			return nil, nil, nil, false, errors.Join(fmt.Errorf("storage: open %s: %w", path, err), write.Close())
+		}
 	}
 	read, err := sql.Open("sqlite", sqliteURI(path, common+"&_query_only=1"))
 	if err != nil {

@@ -131,13 +131,13 @@ func (s *Store) forget(p *PartitionStore) {
 }
 
 // PartitionStore is the tables of one partition on one node: the entity table of every shard
-// in its range and its meta row.
+// in its range, its meta row and its KV rows.
 //
 // It has one writer, the partition's FSM goroutine, which alone calls EnsureShards, Begin (and
 // the WriteTx methods) and Restore; these never run concurrently with each other, and a call
 // made while the write transaction is open returns ErrTxOpen. Reads (GetCell, GetLatest,
-// GetRow, ScanShard, Applied, MaxAddedID) and snapshots may be used from any goroutine,
-// concurrently with the writer, and see committed data only.
+// GetRow, ScanShard, ReadLog, LocationAt, ScanKV, Applied, MaxAddedID) and snapshots may be
+// used from any goroutine, concurrently with the writer, and see committed data only.
 type PartitionStore struct {
 	store  *Store
 	id     PartitionID

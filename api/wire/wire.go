@@ -80,11 +80,149 @@ type CellsResponse struct {
 	Cells []Cell `json:"cells"`
 }
 
-// ShardCellsResponse answers get_cells_for_shard: cells in added_id order and the location to
-// ask from next (the last added_id returned, or the request's location when none).
+// ShardCellsResponse answers get_cells_for_shard: cells in added_id order, the location to
+// ask from next, and the shard's high-water mark. NextLocation is the last added_id returned
+// when the page is full; otherwise the position the read reached (with a column filter, past
+// cells of other columns), so reading on from it never skips a cell and never rereads one.
+// HighWater is the shard's highest added_id when the page was read (-1: unknown, for a long
+// poll of the batch form that another shard's cells ended early).
 type ShardCellsResponse struct {
+	Shard        int    `json:"shard"`
 	Cells        []Cell `json:"cells"`
 	NextLocation int64  `json:"next_location"`
+	HighWater    int64  `json:"high_water"`
+}
+
+// ShardLocation is one shard of a batch log read and the location to read after.
+type ShardLocation struct {
+	Shard    int   `json:"shard"`
+	Location int64 `json:"location"`
+}
+
+// ShardsCellsRequest is the body of POST /v1/{datastore}/shards/cells, the batch form of
+// get_cells_for_shard. LocationType is "added_id" (default) or "timestamp" (then Time, RFC
+// 3339, is the start of every shard and the locations are ignored). Wait is a Go duration
+// ("500ms"); Consistency "strong" (default) or "stale".
+type ShardsCellsRequest struct {
+	Shards       []ShardLocation `json:"shards"`
+	LocationType string          `json:"location_type,omitempty"`
+	Time         *time.Time      `json:"time,omitempty"`
+	ColumnKey    string          `json:"column_key,omitempty"`
+	Limit        int             `json:"limit,omitempty"`
+	Wait         string          `json:"wait,omitempty"`
+	Consistency  string          `json:"consistency,omitempty"`
+}
+
+// ShardsCellsResponse answers the batch form: one page per requested shard, in request order.
+type ShardsCellsResponse struct {
+	Shards []ShardCellsResponse `json:"shards"`
+}
+
+// GroupCommand is the body of POST /v1/{datastore}/groups/{group}/{op}: the fields of
+// consumer.Command, with SessionTimeout as a Go duration string ("3s"). The op comes from the
+// path.
+type GroupCommand struct {
+	Worker         string        `json:"worker,omitempty"`
+	SessionTimeout string        `json:"session_timeout,omitempty"`
+	HaltThreshold  int           `json:"halt_threshold,omitempty"`
+	Start          *GroupStart   `json:"start,omitempty"`
+	Released       []int         `json:"released,omitempty"`
+	Commits        []GroupOffset `json:"commits,omitempty"`
+	Park           *GroupParked  `json:"park,omitempty"`
+	Epoch          uint64        `json:"epoch,omitempty"`
+	IDs            []uint64      `json:"ids,omitempty"`
+	All            bool          `json:"all,omitempty"`
+}
+
+// GroupStart is a group's start position: Kind "earliest", "latest" or "timestamp" (with Time).
+type GroupStart struct {
+	Kind string     `json:"kind"`
+	Time *time.Time `json:"time,omitempty"`
+}
+
+// GroupOffset is an offset to commit: the added_id of the last cell handled in Shard, fenced
+// by the committer's lease Epoch.
+type GroupOffset struct {
+	Shard  int    `json:"shard"`
+	Epoch  uint64 `json:"epoch"`
+	Offset int64  `json:"offset"`
+}
+
+// GroupParked is a parked cell (see consumer.ParkedCell).
+type GroupParked struct {
+	ID        uint64    `json:"id"`
+	Shard     int       `json:"shard"`
+	AddedID   int64     `json:"added_id"`
+	RowKey    string    `json:"row_key"`
+	ColumnKey string    `json:"column_key"`
+	RefKey    int64     `json:"ref_key"`
+	Error     string    `json:"error"`
+	Attempts  int       `json:"attempts"`
+	Worker    string    `json:"worker,omitempty"`
+	ParkedAt  time.Time `json:"parked_at,omitzero"`
+	Retry     bool      `json:"retry,omitempty"`
+}
+
+// GroupMember is a live member of a group.
+type GroupMember struct {
+	ID      string    `json:"id"`
+	Expires time.Time `json:"expires"`
+	Shards  int       `json:"shards"`
+}
+
+// GroupLease is a shard's lease and committed offset (-1: none yet).
+type GroupLease struct {
+	Shard  int    `json:"shard"`
+	Owner  string `json:"owner,omitempty"`
+	Epoch  uint64 `json:"epoch"`
+	Offset int64  `json:"offset"`
+}
+
+// GroupResult answers a group command (see consumer.Result).
+type GroupResult struct {
+	Generation     uint64        `json:"generation"`
+	Members        []GroupMember `json:"members"`
+	Assigned       []GroupLease  `json:"assigned,omitempty"`
+	Revoke         []int         `json:"revoke,omitempty"`
+	SessionExpires *time.Time    `json:"session_expires,omitempty"`
+	Halted         bool          `json:"halted"`
+	Parked         int           `json:"parked"`
+	Retry          []GroupParked `json:"retry,omitempty"`
+	Accepted       []bool        `json:"accepted,omitempty"`
+	Fenced         bool          `json:"fenced,omitempty"`
+	Affected       uint64        `json:"affected,omitempty"`
+}
+
+// GroupShardStatus is one shard of a group's status: its lease, the shard's high-water mark,
+// and the lag: LagCells cells of the shard's log (all columns) after the committed offset, and
+// LagSeconds, the age of the oldest of them (0 when caught up).
+type GroupShardStatus struct {
+	Shard      int     `json:"shard"`
+	Owner      string  `json:"owner,omitempty"`
+	Epoch      uint64  `json:"epoch"`
+	Offset     int64   `json:"offset"`
+	HighWater  int64   `json:"high_water"`
+	LagCells   int64   `json:"lag_cells"`
+	LagSeconds float64 `json:"lag_seconds"`
+}
+
+// GroupStatus answers GET /v1/{datastore}/groups/{group}.
+type GroupStatus struct {
+	Group         string             `json:"group"`
+	Generation    uint64             `json:"generation"`
+	Start         GroupStart         `json:"start"`
+	HaltThreshold int                `json:"halt_threshold"`
+	Halted        bool               `json:"halted"`
+	Members       []GroupMember      `json:"members"`
+	Shards        []GroupShardStatus `json:"shards"`
+	Parked        []GroupParked      `json:"parked"`
+	LagCells      int64              `json:"lag_cells"`
+	LagSeconds    float64            `json:"lag_seconds"`
+}
+
+// GroupsResponse answers GET /v1/{datastore}/groups.
+type GroupsResponse struct {
+	Groups []string `json:"groups"`
 }
 
 // Error codes of ErrorBody.Code, with the HTTP status each comes with.

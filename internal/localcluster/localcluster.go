@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/schemaless-db/schemaless/api"
@@ -89,6 +90,17 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// A port chosen free can be taken (by another process's outgoing connection, say) before
+	// the node binds it: start over on other ports.
+	for attempt := 1; ; attempt++ {
+		c, err := start(ctx, opts)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || attempt == 5 {
+			return c, err
+		}
+	}
+}
+
+func start(ctx context.Context, opts Options) (*Cluster, error) {
 	top := &cluster.Topology{}
 	addrs, err := FreeAddrs(opts.Host, 2*opts.Nodes)
 	if err != nil {

@@ -1,0 +1,288 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/consumer"
+	"github.com/schemaless-db/schemaless/fsm"
+)
+
+// Limits of consumer-group requests.
+const (
+	// maxWorkerIDBytes bounds a worker id.
+	maxWorkerIDBytes = 128
+	// maxParkErrorBytes bounds the error kept with a parked cell; longer ones are cut.
+	maxParkErrorBytes = 4096
+	// maxSessionTimeout bounds a member's session.
+	maxSessionTimeout = 10 * time.Minute
+)
+
+// groupOps are the group commands served at POST /v1/{ds}/groups/{group}/{op}.
+var groupOps = map[string]consumer.Op{
+	"heartbeat": consumer.OpHeartbeat, "commit": consumer.OpCommit, "leave": consumer.OpLeave,
+	"park": consumer.OpPark, "resolve": consumer.OpResolve, "retry": consumer.OpRetry, "drop": consumer.OpDrop,
+}
+
+// groupCommand checks a wire command and turns it into a consumer.Command; errors name the field.
+func groupCommand(op consumer.Op, in wire.GroupCommand, shards int) (consumer.Command, *httpError) {
+	cmd := consumer.Command{Op: op, Worker: in.Worker, HaltThreshold: in.HaltThreshold, Released: in.Released,
+		Epoch: in.Epoch, IDs: in.IDs, All: in.All}
+	switch op {
+	case consumer.OpHeartbeat, consumer.OpCommit, consumer.OpLeave, consumer.OpPark, consumer.OpResolve:
+		if in.Worker == "" || len(in.Worker) > maxWorkerIDBytes {
+			return cmd, invalid("worker", "a worker id of 1 to %d bytes is required", maxWorkerIDBytes)
+		}
+	}
+	if in.SessionTimeout != "" {
+		d, err := time.ParseDuration(in.SessionTimeout)
+		if err != nil || d <= 0 || d > maxSessionTimeout {
+			return cmd, invalid("session_timeout", "%q must be a duration in (0, %s]", in.SessionTimeout, maxSessionTimeout)
+		}
+		cmd.SessionTimeout = d
+	}
+	if in.HaltThreshold < 0 {
+		return cmd, invalid("halt_threshold", "%d is negative", in.HaltThreshold)
+	}
+	if in.Start != nil {
+		switch consumer.StartKind(in.Start.Kind) {
+		case consumer.StartEarliest, consumer.StartLatest:
+			cmd.Start = consumer.Start{Kind: consumer.StartKind(in.Start.Kind)}
+		case consumer.StartTimestamp:
+			if in.Start.Time == nil {
+				return cmd, invalid("start.time", "required with kind timestamp")
+			}
+			cmd.Start = consumer.Start{Kind: consumer.StartTimestamp, Time: in.Start.Time.UTC()}
+		default:
+			return cmd, invalid("start.kind", "%q must be earliest, latest or timestamp", in.Start.Kind)
+		}
+	}
+	for i, s := range in.Released {
+		if s < 0 || s >= shards {
+			return cmd, invalid("released["+strconv.Itoa(i)+"]", "%d is not a shard (0..%d)", s, shards-1)
+		}
+	}
+	for i, c := range in.Commits {
+		if c.Shard < 0 || c.Shard >= shards {
+			return cmd, invalid("commits["+strconv.Itoa(i)+"].shard", "%d is not a shard (0..%d)", c.Shard, shards-1)
+		}
+		if c.Offset < 0 {
+			return cmd, invalid("commits["+strconv.Itoa(i)+"].offset", "%d is negative", c.Offset)
+		}
+		cmd.Commits = append(cmd.Commits, consumer.Offset{Shard: c.Shard, Epoch: c.Epoch, Offset: c.Offset})
+	}
+	if op == consumer.OpPark {
+		p := in.Park
+		if p == nil {
+			return cmd, invalid("park", "the cell to park is required")
+		}
+		if p.Shard < 0 || p.Shard >= shards {
+			return cmd, invalid("park.shard", "%d is not a shard (0..%d)", p.Shard, shards-1)
+		}
+		rk, err := uuid.Parse(p.RowKey)
+		if err != nil {
+			return cmd, invalid("park.row_key", "%q is not a UUID", p.RowKey)
+		}
+		msg := p.Error
+		if len(msg) > maxParkErrorBytes {
+			msg = msg[:maxParkErrorBytes]
+		}
+		cmd.Park = &consumer.ParkedCell{ID: p.ID, Shard: p.Shard, AddedID: p.AddedID, RowKey: rk, ColumnKey: p.ColumnKey,
+			RefKey: p.RefKey, Error: msg, Attempts: p.Attempts}
+	}
+	if (op == consumer.OpRetry || op == consumer.OpDrop) && !in.All && len(in.IDs) == 0 {
+		return cmd, invalid("ids", "name parked cells by id, or set all")
+	}
+	return cmd, nil
+}
+
+func toWireParked(p consumer.ParkedCell) wire.GroupParked {
+	return wire.GroupParked{ID: p.ID, Shard: p.Shard, AddedID: p.AddedID, RowKey: p.RowKey.String(), ColumnKey: p.ColumnKey,
+		RefKey: p.RefKey, Error: p.Error, Attempts: p.Attempts, Worker: p.Worker, ParkedAt: p.ParkedAt, Retry: p.Retry}
+}
+
+func toWireMembers(ms []consumer.Member) []wire.GroupMember {
+	out := make([]wire.GroupMember, len(ms))
+	for i, m := range ms {
+		out[i] = wire.GroupMember{ID: m.ID, Expires: m.Expires, Shards: m.Shards}
+	}
+	return out
+}
+
+func toWireResult(r consumer.Result) wire.GroupResult {
+	out := wire.GroupResult{Generation: r.Generation, Members: toWireMembers(r.Members), Revoke: r.Revoke,
+		Halted: r.Halted, Parked: r.Parked, Accepted: r.Accepted, Fenced: r.Fenced, Affected: r.Affected}
+	for _, l := range r.Assigned {
+		out.Assigned = append(out.Assigned, wire.GroupLease{Shard: l.Shard, Owner: l.Owner, Epoch: l.Epoch, Offset: l.Offset})
+	}
+	if !r.SessionExpires.IsZero() {
+		t := r.SessionExpires
+		out.SessionExpires = &t
+	}
+	for _, p := range r.Retry {
+		out.Retry = append(out.Retry, toWireParked(p))
+	}
+	return out
+}
+
+// groupName reads and checks the {group} path value.
+func groupName(r *http.Request) (string, *httpError) {
+	g := r.PathValue("group")
+	if err := validGroup(g); err != nil {
+		return "", invalid("group", "%v", err)
+	}
+	return g, nil
+}
+
+// groupCommandHandler serves POST /v1/{ds}/groups/{group}/{op}.
+func (s *Server) groupCommandHandler(w http.ResponseWriter, r *http.Request) {
+	ds, he := s.datastore(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	group, he := groupName(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	op, ok := groupOps[r.PathValue("op")]
+	if !ok {
+		writeError(w, notFound("no group operation %q (heartbeat, commit, leave, park, resolve, retry, drop)", r.PathValue("op")))
+		return
+	}
+	spec, _ := s.backend.Datastore(ds)
+	body, he := readBody(r, s.cfg.MaxRequestBytes, "body")
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	var in wire.GroupCommand
+	if len(body) > 0 {
+		if he := decodeStrict(body, &in); he != nil {
+			writeError(w, he)
+			return
+		}
+	}
+	cmd, he := groupCommand(op, in, spec.Shards)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	res, err := s.backend.GroupApply(r.Context(), ds, group, cmd)
+	if err != nil {
+		if errors.Is(err, consumer.ErrBadCommand) {
+			writeError(w, invalid("body", "%v", err))
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toWireResult(res))
+}
+
+// groupsList serves GET /v1/{ds}/groups.
+func (s *Server) groupsList(w http.ResponseWriter, r *http.Request) {
+	ds, he := s.datastore(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	c, he := consistency(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	names, err := s.backend.Groups(r.Context(), ds, c)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if names == nil {
+		names = []string{}
+	}
+	writeJSON(w, http.StatusOK, wire.GroupsResponse{Groups: names})
+}
+
+// groupStatus serves GET /v1/{ds}/groups/{group}: the coordinator state with each shard's lag.
+func (s *Server) groupStatus(w http.ResponseWriter, r *http.Request) {
+	ds, he := s.datastore(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	group, he := groupName(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	c, he := consistency(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	st, err := s.backend.GroupStatus(r.Context(), ds, group, c)
+	if err != nil {
+		if errors.Is(err, cluster.ErrUnknownGroup) {
+			writeError(w, notFound("%v", err))
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	spec, _ := s.backend.Datastore(ds)
+	leases := map[int]consumer.Lease{}
+	for _, l := range st.Leases {
+		leases[l.Shard] = l
+	}
+	// Lag: read one cell after each shard's offset, from any replica.
+	read := cluster.LogRead{Limit: 1, Consistency: cluster.Stale}
+	for shard := 0; shard < spec.Shards; shard++ {
+		off := int64(0)
+		if l, ok := leases[shard]; ok && l.Offset > 0 {
+			off = l.Offset
+		}
+		read.Shards = append(read.Shards, cluster.ShardLocation{Shard: shard, Location: off})
+	}
+	pages, err := s.backend.ReadLogs(r.Context(), ds, read)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	now := time.Now()
+	out := wire.GroupStatus{Group: st.Group, Generation: st.Generation, Start: wire.GroupStart{Kind: string(st.Start.Kind)},
+		HaltThreshold: st.HaltThreshold, Halted: st.Halted, Members: toWireMembers(st.Members), Parked: []wire.GroupParked{}}
+	if out.Start.Kind == "" {
+		out.Start.Kind = string(consumer.StartEarliest)
+	}
+	if !st.Start.Time.IsZero() {
+		t := st.Start.Time
+		out.Start.Time = &t
+	}
+	for i, p := range pages {
+		l, ok := leases[p.Shard]
+		if !ok {
+			l = consumer.Lease{Shard: p.Shard, Offset: -1}
+		}
+		ss := wire.GroupShardStatus{Shard: p.Shard, Owner: l.Owner, Epoch: l.Epoch, Offset: l.Offset, HighWater: p.HighWater}
+		ss.LagCells = max(p.HighWater-read.Shards[i].Location, 0)
+		if len(p.Cells) > 0 {
+			ss.LagSeconds = max(now.Sub(p.Cells[0].CreatedAt).Seconds(), 0)
+		}
+		out.LagCells += ss.LagCells
+		out.LagSeconds = max(out.LagSeconds, ss.LagSeconds)
+		out.Shards = append(out.Shards, ss)
+	}
+	for _, p := range st.Parked {
+		out.Parked = append(out.Parked, toWireParked(p))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// validGroup checks a group name (see fsm.ValidGroupName).
+func validGroup(g string) error { return fsm.ValidGroupName(g) }

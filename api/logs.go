@@ -1,0 +1,250 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/cluster"
+)
+
+// parseWait reads a long poll's wait: a Go duration ("500ms") or an integer of milliseconds,
+// from 0 to MaxWait.
+func (s *Server) parseWait(field, v string) (time.Duration, *httpError) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		ms, err2 := strconv.ParseInt(v, 10, 64)
+		if err2 != nil {
+			return 0, invalid(field, "%q is not a duration (\"500ms\", \"2s\") or a number of milliseconds", v)
+		}
+		d = time.Duration(ms) * time.Millisecond
+	}
+	if d < 0 || d > s.cfg.MaxWait {
+		return 0, invalid(field, "%s must be between 0 and %s", d, s.cfg.MaxWait)
+	}
+	return d, nil
+}
+
+// parseLimit reads a per-shard limit in 1..MaxScanLimit, DefaultScanLimit when empty.
+func (s *Server) parseLimit(field, v string) (int, *httpError) {
+	if v == "" {
+		return s.cfg.DefaultScanLimit, nil
+	}
+	l, err := strconv.Atoi(v)
+	if err != nil || l < 1 || l > s.cfg.MaxScanLimit {
+		return 0, invalid(field, "%q must be an integer in 1..%d", v, s.cfg.MaxScanLimit)
+	}
+	return l, nil
+}
+
+// parseColumnFilter checks a column key filter ("" keeps every column).
+func parseColumnFilter(field, v string) *httpError {
+	if v == "" {
+		return nil
+	}
+	if err := cells.ValidateColumnKey(v); err != nil {
+		var fe *cells.FieldError
+		if errors.As(err, &fe) {
+			err = fe.Err
+		}
+		return invalid(field, "%v", err)
+	}
+	return nil
+}
+
+// parseTime reads an RFC 3339 time or an integer of Unix milliseconds.
+func parseTime(field, v string) (time.Time, *httpError) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t.UTC(), nil
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return time.Time{}, invalid(field, "%q is neither an RFC 3339 time nor Unix milliseconds", v)
+	}
+	return time.UnixMilli(ms).UTC(), nil
+}
+
+func toShardPage(p cluster.LogPage) (wire.ShardCellsResponse, error) {
+	cs, err := toAPICells(p.Cells)
+	if err != nil {
+		return wire.ShardCellsResponse{}, err
+	}
+	if cs == nil {
+		cs = []wire.Cell{}
+	}
+	return wire.ShardCellsResponse{Shard: p.Shard, Cells: cs, NextLocation: p.NextLocation, HighWater: p.HighWater}, nil
+}
+
+// shardCells serves get_cells_for_shard: GET /v1/{ds}/shards/{shard}/cells?location=&
+// location_type=&column_key=&limit=&wait=&consistency=.
+func (s *Server) shardCells(w http.ResponseWriter, r *http.Request) {
+	ds, he := s.datastore(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	spec, _ := s.backend.Datastore(ds)
+	shardText := r.PathValue("shard")
+	shard, err := strconv.Atoi(shardText)
+	if err != nil || shard < 0 || shard >= spec.Shards || shardText[0] < '0' || shardText[0] > '9' {
+		writeError(w, invalid("shard", "%q is not a shard of %s (0..%d)", shardText, ds, spec.Shards-1))
+		return
+	}
+	q := r.URL.Query()
+	req := cluster.LogRead{LocationType: cluster.LocationAddedID}
+	switch lt := q.Get("location_type"); lt {
+	case "", cluster.LocationAddedID:
+	case cluster.LocationTimestamp:
+		req.LocationType = lt
+	default:
+		writeError(w, invalid("location_type", "%q must be added_id or timestamp", lt))
+		return
+	}
+	var loc int64
+	if v := q.Get("location"); v != "" {
+		if req.LocationType == cluster.LocationTimestamp {
+			if req.Time, he = parseTime("location", v); he != nil {
+				writeError(w, he)
+				return
+			}
+		} else if loc, he = parseRefKey("location", v); he != nil {
+			writeError(w, he)
+			return
+		}
+	} else if req.LocationType == cluster.LocationTimestamp {
+		writeError(w, invalid("location", "a timestamp location is required with location_type=timestamp"))
+		return
+	}
+	req.Shards = []cluster.ShardLocation{{Shard: shard, Location: loc}}
+	if req.Limit, he = s.parseLimit("limit", q.Get("limit")); he != nil {
+		writeError(w, he)
+		return
+	}
+	req.ColumnKey = q.Get("column_key")
+	if he = parseColumnFilter("column_key", req.ColumnKey); he != nil {
+		writeError(w, he)
+		return
+	}
+	if req.Wait, he = s.parseWait("wait", q.Get("wait")); he != nil {
+		writeError(w, he)
+		return
+	}
+	if req.Consistency, he = consistency(r); he != nil {
+		writeError(w, he)
+		return
+	}
+	pages, err := s.backend.ReadLogs(r.Context(), ds, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := toShardPage(pages[0])
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// shardsCells serves the batch form: POST /v1/{ds}/shards/cells.
+func (s *Server) shardsCells(w http.ResponseWriter, r *http.Request) {
+	ds, he := s.datastore(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	spec, _ := s.backend.Datastore(ds)
+	body, he := readBody(r, s.cfg.MaxRequestBytes, "body")
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	var in wire.ShardsCellsRequest
+	if he := decodeStrict(body, &in); he != nil {
+		writeError(w, he)
+		return
+	}
+	if len(in.Shards) == 0 {
+		writeError(w, invalid("shards", "at least one shard is required"))
+		return
+	}
+	if len(in.Shards) > spec.Shards {
+		writeError(w, tooLarge("shards", "%d shards, the datastore has %d", len(in.Shards), spec.Shards))
+		return
+	}
+	req := cluster.LogRead{LocationType: cluster.LocationAddedID}
+	seen := make(map[int]bool, len(in.Shards))
+	for i, sl := range in.Shards {
+		if sl.Shard < 0 || sl.Shard >= spec.Shards {
+			writeError(w, invalid("shards["+strconv.Itoa(i)+"].shard", "%d is not a shard of %s (0..%d)", sl.Shard, ds, spec.Shards-1))
+			return
+		}
+		if seen[sl.Shard] {
+			writeError(w, invalid("shards["+strconv.Itoa(i)+"].shard", "shard %d is given twice", sl.Shard))
+			return
+		}
+		seen[sl.Shard] = true
+		if sl.Location < 0 {
+			writeError(w, invalid("shards["+strconv.Itoa(i)+"].location", "%d is negative", sl.Location))
+			return
+		}
+		req.Shards = append(req.Shards, cluster.ShardLocation{Shard: sl.Shard, Location: sl.Location})
+	}
+	switch in.LocationType {
+	case "", cluster.LocationAddedID:
+	case cluster.LocationTimestamp:
+		if in.Time == nil {
+			writeError(w, invalid("time", "required with location_type timestamp"))
+			return
+		}
+		req.LocationType, req.Time = in.LocationType, in.Time.UTC()
+	default:
+		writeError(w, invalid("location_type", "%q must be added_id or timestamp", in.LocationType))
+		return
+	}
+	req.Limit = s.cfg.DefaultScanLimit
+	if in.Limit != 0 {
+		if in.Limit < 1 || in.Limit > s.cfg.MaxScanLimit {
+			writeError(w, invalid("limit", "%d must be in 1..%d", in.Limit, s.cfg.MaxScanLimit))
+			return
+		}
+		req.Limit = in.Limit
+	}
+	req.ColumnKey = in.ColumnKey
+	if he := parseColumnFilter("column_key", in.ColumnKey); he != nil {
+		writeError(w, he)
+		return
+	}
+	if req.Wait, he = s.parseWait("wait", in.Wait); he != nil {
+		writeError(w, he)
+		return
+	}
+	switch in.Consistency {
+	case "", string(cluster.Strong):
+		req.Consistency = cluster.Strong
+	case string(cluster.Stale):
+		req.Consistency = cluster.Stale
+	default:
+		writeError(w, invalid("consistency", "%q must be strong or stale", in.Consistency))
+		return
+	}
+	pages, err := s.backend.ReadLogs(r.Context(), ds, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := wire.ShardsCellsResponse{Shards: make([]wire.ShardCellsResponse, len(pages))}
+	for i, p := range pages {
+		if out.Shards[i], err = toShardPage(p); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

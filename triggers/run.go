@@ -1,0 +1,605 @@
+package triggers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/client"
+)
+
+// shardState is a shard the worker owns under one lease epoch. Its fields are guarded by
+// worker.mu, except ctx and cancel which are set once.
+type shardState struct {
+	shard     int
+	epoch     uint64
+	offset    int64 // added_id of the last cell handled (or parked), -1 until the start is resolved
+	committed int64 // last offset the coordinator accepted
+	revoke    bool  // the coordinator asked for the shard back: stop, commit, release
+	lost      bool  // the lease ended (fenced, expired, or reassigned)
+	busy      bool  // a delivery goroutine is working on it
+	ctx       context.Context
+	cancel    context.CancelFunc
+}
+
+// worker is one member of a consumer group.
+type worker struct {
+	cfg Config
+	h   Handler
+	cl  *client.Client
+	m   *metrics
+	rd  client.ReadOption
+
+	mu       sync.Mutex
+	shards   map[int]*shardState
+	deadline time.Time // local lease deadline of every owned shard
+	halted   bool
+	retries  []wire.GroupParked
+	changed  chan struct{} // closed and replaced when the assignment changes
+}
+
+// Run joins cfg.Group as cfg.Worker and delivers the cells of the shards the group gives it to
+// h until ctx ends, then commits, leaves the group and returns nil. It returns ErrHalted when
+// the group halts (too many parked cells), and an error wrapping ErrInvalidConfig for a bad
+// cfg. Network and server errors are retried for as long as ctx lasts; the shards of a worker
+// that cannot reach the coordinator for SessionTimeout go to other members. See the package
+// documentation for the delivery guarantees.
+func Run(ctx context.Context, cfg Config, h Handler) error {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if h == nil {
+		return fmt.Errorf("%w: nil handler", ErrInvalidConfig)
+	}
+	m, err := newMetrics(cfg.Registerer, cfg.Group, cfg.Worker)
+	if err != nil {
+		return fmt.Errorf("triggers: metrics: %w", err)
+	}
+	defer m.unregister(cfg.Registerer)
+	w := &worker{cfg: cfg, h: h, cl: cfg.Client, m: m, rd: client.WithConsistency(cfg.Consistency),
+		shards: map[int]*shardState{}, changed: make(chan struct{})}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w.heartbeatLoop(runCtx)
+	}()
+	err = w.deliverLoop(runCtx)
+	stop()
+	wg.Wait()
+	w.leave()
+	return err
+}
+
+// signal wakes the delivery loop after an assignment change. Caller holds mu.
+func (w *worker) signal() {
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// heartbeatLoop keeps the membership alive and applies the coordinator's answers.
+func (w *worker) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		w.heartbeat(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// heartbeat sends one heartbeat carrying pending commits and releases.
+func (w *worker) heartbeat(ctx context.Context) {
+	cmd := wire.GroupCommand{Worker: w.cfg.Worker, SessionTimeout: w.cfg.SessionTimeout.String(),
+		HaltThreshold: max(w.cfg.HaltThreshold, 0), Start: &wire.GroupStart{Kind: w.cfg.Start}}
+	if w.cfg.Start == StartTimestamp {
+		t := w.cfg.StartTime.UTC()
+		cmd.Start.Time = &t
+	}
+	w.mu.Lock()
+	var releasing []*shardState
+	commits := w.pendingCommits()
+	for _, st := range w.shards {
+		if st.revoke && !st.busy {
+			releasing = append(releasing, st)
+			cmd.Released = append(cmd.Released, st.shard)
+		}
+	}
+	w.mu.Unlock()
+	cmd.Commits = commits
+	sort.Ints(cmd.Released)
+	hctx, cancel := context.WithTimeout(ctx, w.cfg.SessionTimeout)
+	defer cancel()
+	sent := time.Now()
+	res, err := w.cl.GroupCommand(hctx, w.cfg.Group, client.GroupHeartbeat, cmd)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if ctx.Err() == nil {
+			w.cfg.Logger.Warn("triggers: heartbeat failed", "group", w.cfg.Group, "worker", w.cfg.Worker, "error", err)
+		}
+		if time.Now().After(w.deadline) && len(w.shards) > 0 {
+			w.cfg.Logger.Warn("triggers: lease expired without a heartbeat; stopping every shard", "group", w.cfg.Group, "worker", w.cfg.Worker)
+			for _, st := range w.shards {
+				w.drop(st)
+			}
+			w.signal()
+		}
+		return
+	}
+	w.deadline = sent.Add(w.cfg.SessionTimeout - w.cfg.LeaseMargin)
+	w.applyCommits(commits, res.Accepted)
+	for _, st := range releasing {
+		if w.shards[st.shard] == st {
+			w.drop(st)
+		}
+	}
+	assigned := map[int]wire.GroupLease{}
+	for _, l := range res.Assigned {
+		assigned[l.Shard] = l
+	}
+	revoke := map[int]bool{}
+	for _, s := range res.Revoke {
+		revoke[s] = true
+	}
+	changed := false
+	for s, st := range w.shards {
+		l, ok := assigned[s]
+		switch {
+		case revoke[s]:
+			if !st.revoke {
+				st.revoke = true
+				changed = true
+			}
+		case !ok || l.Epoch != st.epoch:
+			w.drop(st) // reassigned while we did not hear from the coordinator
+			changed = true
+		}
+	}
+	for s, l := range assigned {
+		if _, ok := w.shards[s]; ok {
+			continue
+		}
+		sctx, scancel := context.WithCancel(ctx)
+		w.shards[s] = &shardState{shard: s, epoch: l.Epoch, offset: l.Offset, committed: l.Offset, ctx: sctx, cancel: scancel}
+		changed = true
+	}
+	if len(assigned) > 0 || changed {
+		w.cfg.Logger.Debug("triggers: assignment", "group", w.cfg.Group, "worker", w.cfg.Worker, "shards", len(w.shards), "generation", res.Generation)
+	}
+	w.retries = res.Retry
+	if res.Halted && !w.halted {
+		w.halted = true
+		changed = true
+	}
+	w.m.setOwned(len(w.shards))
+	if changed {
+		w.signal()
+	}
+}
+
+// drop forgets a shard: its lease ended or was released. Caller holds mu.
+func (w *worker) drop(st *shardState) {
+	st.lost = true
+	st.cancel()
+	if w.shards[st.shard] == st {
+		delete(w.shards, st.shard)
+	}
+	w.m.forget(st.shard)
+}
+
+// pendingCommits lists the offsets handled but not yet committed. Caller holds mu.
+func (w *worker) pendingCommits() []wire.GroupOffset {
+	var out []wire.GroupOffset
+	for _, st := range w.shards {
+		if st.offset >= 0 && st.offset > st.committed {
+			out = append(out, wire.GroupOffset{Shard: st.shard, Epoch: st.epoch, Offset: st.offset})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
+	return out
+}
+
+// applyCommits records the coordinator's answer to commits. A refused commit means the lease
+// is gone: the shard is dropped. Caller holds mu.
+func (w *worker) applyCommits(commits []wire.GroupOffset, accepted []bool) {
+	for i, c := range commits {
+		st, ok := w.shards[c.Shard]
+		if !ok || st.epoch != c.Epoch {
+			continue
+		}
+		if i < len(accepted) && accepted[i] {
+			st.committed = max(st.committed, c.Offset)
+			continue
+		}
+		w.cfg.Logger.Info("triggers: commit fenced, shard lost", "group", w.cfg.Group, "worker", w.cfg.Worker, "shard", c.Shard, "epoch", c.Epoch)
+		w.drop(st)
+		w.signal()
+	}
+}
+
+// commit sends the pending commits now.
+func (w *worker) commit(ctx context.Context) {
+	w.mu.Lock()
+	commits := w.pendingCommits()
+	w.mu.Unlock()
+	if len(commits) == 0 {
+		return
+	}
+	res, err := w.cl.GroupCommand(ctx, w.cfg.Group, client.GroupCommit, wire.GroupCommand{Worker: w.cfg.Worker, Commits: commits})
+	if err != nil {
+		if ctx.Err() == nil {
+			w.cfg.Logger.Warn("triggers: commit failed; retried with the next heartbeat", "group", w.cfg.Group, "error", err)
+		}
+		return
+	}
+	w.mu.Lock()
+	w.applyCommits(commits, res.Accepted)
+	w.mu.Unlock()
+}
+
+// leave commits what was handled and leaves the group, so the shards move at once.
+func (w *worker) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.SessionTimeout)
+	defer cancel()
+	w.mu.Lock()
+	commits := w.pendingCommits()
+	for _, st := range w.shards {
+		st.cancel()
+	}
+	w.mu.Unlock()
+	if _, err := w.cl.GroupCommand(ctx, w.cfg.Group, client.GroupLeave, wire.GroupCommand{Worker: w.cfg.Worker, Commits: commits}); err != nil {
+		w.cfg.Logger.Warn("triggers: leave failed; the shards move when the session expires", "group", w.cfg.Group, "worker", w.cfg.Worker, "error", err)
+	}
+	w.m.setOwned(0)
+}
+
+// deliverable returns the shards to read now and resolves start positions. ok is false when
+// the group halted.
+func (w *worker) deliverable() (ready []*shardState, start []*shardState, changed <-chan struct{}, halted bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.halted {
+		return nil, nil, w.changed, true
+	}
+	if time.Now().Before(w.deadline) {
+		for _, st := range w.shards {
+			switch {
+			case st.revoke || st.lost:
+			case st.offset < 0:
+				start = append(start, st)
+			default:
+				ready = append(ready, st)
+			}
+		}
+	}
+	sort.Slice(ready, func(i, j int) bool { return ready[i].shard < ready[j].shard })
+	return ready, start, w.changed, false
+}
+
+// deliverLoop reads the owned shards' logs and delivers their cells until ctx ends or the group
+// halts.
+func (w *worker) deliverLoop(ctx context.Context) error {
+	for ctx.Err() == nil {
+		ready, start, changed, halted := w.deliverable()
+		if halted {
+			return ErrHalted
+		}
+		for _, st := range start {
+			w.resolveStart(ctx, st)
+		}
+		if len(start) > 0 {
+			w.commit(ctx)
+		}
+		w.redeliverParked(ctx)
+		if len(ready) == 0 {
+			select {
+			case <-ctx.Done():
+			case <-changed:
+			case <-time.After(w.cfg.HeartbeatInterval):
+			}
+			continue
+		}
+		req := client.LogsRequest{ColumnKey: w.cfg.ColumnKey, Limit: w.cfg.BatchSize, Wait: w.cfg.PollWait}
+		w.mu.Lock()
+		for _, st := range ready {
+			req.Shards = append(req.Shards, wire.ShardLocation{Shard: st.shard, Location: st.offset})
+		}
+		w.mu.Unlock()
+		pctx, cancel := context.WithCancel(ctx)
+		go func() { // an assignment change ends the poll early
+			select {
+			case <-changed:
+			case <-pctx.Done():
+			}
+			cancel()
+		}()
+		resp, err := w.cl.ReadLogs(pctx, req, w.rd)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+				w.cfg.Logger.Warn("triggers: log read failed", "group", w.cfg.Group, "error", err)
+				sleepCtx(ctx, w.cfg.Backoff)
+			}
+			continue
+		}
+		if w.deliverPages(ctx, ready, resp.Shards) {
+			w.commit(ctx)
+			return ErrHalted
+		}
+		w.commit(ctx)
+	}
+	return nil
+}
+
+// deliverPages delivers the cells of each page (shards concurrently, each in order) and moves
+// positions past filtered cells. It reports whether the group halted.
+func (w *worker) deliverPages(ctx context.Context, ready []*shardState, pages []wire.ShardCellsResponse) bool {
+	sem := make(chan struct{}, w.cfg.Concurrency)
+	var wg sync.WaitGroup
+	var halted sync.Once
+	stop := false
+	now := time.Now()
+	for i, p := range pages {
+		st := ready[i]
+		lagSeconds := 0.0
+		if len(p.Cells) > 0 {
+			lagSeconds = max(now.Sub(p.Cells[0].CreatedAt).Seconds(), 0)
+		}
+		w.mu.Lock()
+		if p.HighWater >= 0 {
+			w.m.lag(st.shard, max(p.HighWater-st.offset, 0), lagSeconds)
+		}
+		if len(p.Cells) == 0 {
+			if !st.lost && p.NextLocation > st.offset {
+				st.offset = p.NextLocation
+			}
+			w.mu.Unlock()
+			continue
+		}
+		st.busy = true
+		w.mu.Unlock()
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if w.deliverShard(ctx, st, p) {
+				halted.Do(func() { stop = true })
+			}
+		}()
+	}
+	wg.Wait()
+	return stop
+}
+
+// owns reports whether st may be delivered now: still owned under its epoch, not revoked, and
+// within the local lease deadline.
+func (w *worker) owns(st *shardState) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !st.lost && !st.revoke && !w.halted && w.shards[st.shard] == st && time.Now().Before(w.deadline)
+}
+
+// deliverShard delivers one page of a shard in order. It reports whether the group halted.
+func (w *worker) deliverShard(ctx context.Context, st *shardState, p wire.ShardCellsResponse) (halted bool) {
+	defer func() {
+		w.mu.Lock()
+		st.busy = false
+		w.mu.Unlock()
+	}()
+	for i, wc := range p.Cells {
+		if ctx.Err() != nil || !w.owns(st) {
+			return false
+		}
+		c, err := toCell(wc)
+		if err != nil {
+			w.cfg.Logger.Error("triggers: undecodable cell", "group", w.cfg.Group, "shard", st.shard, "added_id", wc.AddedID, "error", err)
+			return false
+		}
+		herr := w.attempt(st.ctx, c)
+		if herr != nil {
+			if st.ctx.Err() != nil {
+				return false // lost the shard or stopping: the next owner delivers it again
+			}
+			res, err := w.park(ctx, st, c, 0, herr)
+			if err != nil {
+				w.cfg.Logger.Warn("triggers: park failed; the cell is delivered again", "group", w.cfg.Group, "shard", st.shard, "error", err)
+				return false
+			}
+			if res.Fenced {
+				w.mu.Lock()
+				w.drop(st)
+				w.mu.Unlock()
+				return false
+			}
+			w.mu.Lock()
+			st.offset = c.AddedID
+			w.mu.Unlock()
+			if res.Halted {
+				w.mu.Lock()
+				w.halted = true
+				w.mu.Unlock()
+				return true
+			}
+			continue
+		}
+		w.m.incDelivered()
+		w.mu.Lock()
+		if !st.lost {
+			st.offset = c.AddedID
+		}
+		lagSec := 0.0
+		if i+1 < len(p.Cells) {
+			lagSec = max(time.Since(p.Cells[i+1].CreatedAt).Seconds(), 0)
+		}
+		if p.HighWater >= 0 {
+			w.m.lag(st.shard, max(p.HighWater-st.offset, 0), lagSec)
+		}
+		w.mu.Unlock()
+	}
+	return false
+}
+
+// attempt calls the handler up to MaxAttempts times with exponential backoff and full jitter.
+// It returns the last error, or ctx's error if ctx ends first.
+func (w *worker) attempt(ctx context.Context, c cells.Cell) error {
+	backoff := w.cfg.Backoff
+	var err error
+	for a := 1; a <= w.cfg.MaxAttempts; a++ {
+		if err = w.call(ctx, c); err == nil {
+			return nil
+		}
+		w.m.incError()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.cfg.Logger.Debug("triggers: handler failed", "group", w.cfg.Group, "cell", c.Key.String(), "attempt", a, "error", err)
+		if a < w.cfg.MaxAttempts {
+			if !sleepCtx(ctx, backoff/2+rand.N(backoff/2+1)) {
+				return ctx.Err()
+			}
+			backoff = min(backoff*2, w.cfg.BackoffMax)
+		}
+	}
+	return err
+}
+
+// call runs the handler, turning a panic into an error.
+func (w *worker) call(ctx context.Context, c cells.Cell) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panic: %v", r)
+		}
+	}()
+	return w.h(ctx, c)
+}
+
+// park parks c (id 0: a new parked cell) with its error.
+func (w *worker) park(ctx context.Context, st *shardState, c cells.Cell, id uint64, herr error) (wire.GroupResult, error) {
+	w.mu.Lock()
+	epoch := st.epoch
+	w.mu.Unlock()
+	w.m.incParked()
+	w.cfg.Logger.Warn("triggers: parking cell", "group", w.cfg.Group, "shard", st.shard, "cell", c.Key.String(), "added_id", c.AddedID, "error", herr)
+	pctx, cancel := context.WithTimeout(ctx, w.cfg.SessionTimeout)
+	defer cancel()
+	return w.cl.GroupCommand(pctx, w.cfg.Group, client.GroupPark, wire.GroupCommand{
+		Worker: w.cfg.Worker, Epoch: epoch, HaltThreshold: max(w.cfg.HaltThreshold, 0),
+		Park: &wire.GroupParked{ID: id, Shard: st.shard, AddedID: c.AddedID, RowKey: c.RowKey.String(), ColumnKey: c.ColumnKey,
+			RefKey: c.RefKey, Error: herr.Error(), Attempts: w.cfg.MaxAttempts},
+	})
+}
+
+// resolveStart sets the position of a shard with no committed offset from the group's start.
+func (w *worker) resolveStart(ctx context.Context, st *shardState) {
+	var loc int64
+	switch w.cfg.Start {
+	case StartEarliest:
+	case StartLatest:
+		p, err := w.cl.ReadLog(ctx, client.LogRequest{Shard: st.shard, Limit: 1}, w.rd)
+		if err != nil {
+			w.cfg.Logger.Warn("triggers: resolve start", "group", w.cfg.Group, "shard", st.shard, "error", err)
+			return
+		}
+		loc = p.HighWater
+	case StartTimestamp:
+		p, err := w.cl.ReadLog(ctx, client.LogRequest{Shard: st.shard, Time: w.cfg.StartTime, Limit: 1}, w.rd)
+		if err != nil {
+			w.cfg.Logger.Warn("triggers: resolve start", "group", w.cfg.Group, "shard", st.shard, "error", err)
+			return
+		}
+		loc = p.NextLocation
+		if len(p.Cells) > 0 {
+			loc = p.Cells[0].AddedID - 1
+		}
+	}
+	w.mu.Lock()
+	if st.offset < 0 {
+		st.offset = loc
+	}
+	w.mu.Unlock()
+}
+
+// redeliverParked delivers the parked cells an operator marked for retry on owned shards:
+// resolved on success, parked again (same id) on failure.
+func (w *worker) redeliverParked(ctx context.Context) {
+	w.mu.Lock()
+	retries := w.retries
+	w.retries = nil
+	w.mu.Unlock()
+	for _, p := range retries {
+		w.mu.Lock()
+		st, ok := w.shards[p.Shard]
+		w.mu.Unlock()
+		if !ok || !w.owns(st) {
+			continue
+		}
+		rk, err := uuid.Parse(p.RowKey)
+		if err != nil {
+			continue
+		}
+		wc, err := w.cl.GetCell(ctx, cells.Key{RowKey: rk, ColumnKey: p.ColumnKey, RefKey: p.RefKey}, w.rd)
+		if err != nil {
+			w.cfg.Logger.Warn("triggers: read parked cell", "group", w.cfg.Group, "id", p.ID, "error", err)
+			continue
+		}
+		c, err := toCell(wc)
+		if err != nil {
+			continue
+		}
+		if herr := w.attempt(st.ctx, c); herr != nil {
+			if st.ctx.Err() == nil {
+				if _, err := w.park(ctx, st, c, p.ID, herr); err != nil {
+					w.cfg.Logger.Warn("triggers: park again", "group", w.cfg.Group, "id", p.ID, "error", err)
+				}
+			}
+			continue
+		}
+		w.m.incDelivered()
+		w.mu.Lock()
+		epoch := st.epoch
+		w.mu.Unlock()
+		if _, err := w.cl.GroupCommand(ctx, w.cfg.Group, client.GroupResolve, wire.GroupCommand{Worker: w.cfg.Worker, Epoch: epoch, IDs: []uint64{p.ID}}); err != nil {
+			w.cfg.Logger.Warn("triggers: resolve parked cell", "group", w.cfg.Group, "id", p.ID, "error", err)
+		}
+	}
+}
+
+// toCell turns a cell read over the API into a cells.Cell (its body in stored form).
+func toCell(wc wire.Cell) (cells.Cell, error) {
+	rk, err := uuid.Parse(wc.RowKey)
+	if err != nil {
+		return cells.Cell{}, fmt.Errorf("row key %q: %w", wc.RowKey, err)
+	}
+	body, err := cells.EncodeBody(wc.Body)
+	if err != nil {
+		return cells.Cell{}, err
+	}
+	return cells.Cell{Key: cells.Key{RowKey: rk, ColumnKey: wc.ColumnKey, RefKey: wc.RefKey}, Body: body, AddedID: wc.AddedID, CreatedAt: wc.CreatedAt}, nil
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
