@@ -1,8 +1,8 @@
 package cluster_test
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"

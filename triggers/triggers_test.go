@@ -553,4 +553,3 @@ func TestStartPositions(t *testing.T) {
 		t.Errorf("latest: %d old cells delivered, want 0", n)
 	}
 }
-
