@@ -27,7 +27,12 @@
 //	GetCellLatest  GET  /v1/{ds}/cells/{row_key}/{column_key}             read
 //	GetRow         GET  /v1/{ds}/cells/{row_key}                          read
 //	GetCells       POST /v1/{ds}/cells/get                                read
-//	ShardCells     GET  /v1/{ds}/shards/{shard}/cells?after=&limit=       read
+//	ShardCells     GET  /v1/{ds}/shards/{shard}/cells?location=&limit=    read
+//	ReadLog        GET  /v1/{ds}/shards/{shard}/cells (filter, wait, time) read, long poll
+//	ReadLogs       POST /v1/{ds}/shards/cells                             read, long poll
+//	GroupCommand   POST /v1/{ds}/groups/{group}/{op}                      write
+//	GroupStatus    GET  /v1/{ds}/groups/{group}                           read
+//	Groups         GET  /v1/{ds}/groups                                   read
 //	Cluster        GET  /v1/cluster                                       read
 //	Ready, Healthy GET  /readyz, /healthz of one given node               one attempt, no retry
 //
@@ -45,7 +50,8 @@
 // n-th endpoint of that order (wrapping around), so every retry goes to the next node. Before a
 // retry the call waits a full-jitter exponential backoff (Config.BackoffBase, BackoffMax), or
 // the answer's Retry-After capped at BackoffMax when that is longer. A call makes at most
-// Config.MaxAttempts attempts, each bounded by Config.RequestTimeout, and never waits past ctx.
+// Config.MaxAttempts attempts, each bounded by Config.RequestTimeout (plus the wait of a long
+// poll), and never waits past ctx.
 //
 // Writes are idempotent in this datastore (writing a stored cell again with the same body
 // answers "exists"), so the client retries them as freely as reads except after a 500. What an

@@ -63,6 +63,7 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.Int64Var(&f.apiCfg.MaxRequestBytes, "max-request-bytes", d.MaxRequestBytes, "largest request body, in bytes")
 	fl.IntVar(&f.apiCfg.MaxBatchCells, "max-batch-cells", d.MaxBatchCells, "most cells in one put_cells request or keys in one batch get")
 	fl.DurationVar(&f.apiCfg.RequestTimeout, "request-timeout", d.RequestTimeout, "time limit of one API request; a write still running answers 504 indeterminate")
+	fl.DurationVar(&f.apiCfg.MaxWait, "max-wait", d.MaxWait, "longest wait a long-polling log read may ask for (get_cells_for_shard wait=)")
 	fl.DurationVar(&f.heartbeat, "heartbeat-timeout", pd.HeartbeatTimeout, "raft heartbeat timeout")
 	fl.DurationVar(&f.election, "election-timeout", pd.ElectionTimeout, "raft election timeout")
 	fl.DurationVar(&f.leaderLease, "leader-lease-timeout", pd.LeaderLeaseTimeout, "raft leader lease timeout")
