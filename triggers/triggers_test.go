@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
@@ -174,6 +175,27 @@ func baseConfig(t *testing.T, cl *client.Client, group, worker string) triggers.
 		PollWait: 200 * time.Millisecond, BatchSize: 20, Backoff: time.Millisecond, BackoffMax: 5 * time.Millisecond, Logger: testLogger(t)}
 }
 
+// gather sums each metric family of reg over its series.
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			switch {
+			case m.GetGauge() != nil:
+				out[f.GetName()] += m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				out[f.GetName()] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
 // runWorker runs a worker until the returned stop is called; stop returns Run's error.
 func runWorker(cfg triggers.Config, h triggers.Handler) (stop func() error) {
 	stop, _ = runWorkerDone(cfg, h)
@@ -203,7 +225,10 @@ func TestDeliversInOrderAcrossRebalance(t *testing.T) {
 	rec := newRecorder()
 	before := write(t, cl, "BASE", 200, nil)
 	other := write(t, cl, "STATUS", 50, nil)
-	stopA := runWorker(baseConfig(t, cl, "g1", "a"), rec.handler("a"))
+	reg := prometheus.NewRegistry()
+	cfgA := baseConfig(t, cl, "g1", "a")
+	cfgA.Registerer = reg
+	stopA := runWorker(cfgA, rec.handler("a"))
 	waitFor(t, "the first 200 cells", 60*time.Second, func() bool { return len(rec.missing(before)) == 0 })
 	stopB := runWorker(baseConfig(t, cl, "g1", "b"), rec.handler("b"))
 	after := write(t, cl, "BASE", 300, nil)
@@ -217,6 +242,22 @@ func TestDeliversInOrderAcrossRebalance(t *testing.T) {
 	more := write(t, cl, "BASE", 100, nil)
 	all = append(all, more...)
 	waitFor(t, "the last cells", 60*time.Second, func() bool { return len(rec.missing(all)) == 0 })
+	// a's metrics: its deliveries counted, and once caught up no lag on the shards it owns.
+	waitFor(t, "a's lag gauges at 0", 20*time.Second, func() bool {
+		m := gather(t, reg)
+		return m["schemaless_triggers_owned_shards"] == shards/2 && m["schemaless_triggers_lag_seconds"] == 0 && m["schemaless_triggers_lag_cells"] <= 0
+	})
+	rec.mu.Lock()
+	aCalls := 0
+	for _, d := range rec.calls {
+		if d.worker == "a" {
+			aCalls++
+		}
+	}
+	rec.mu.Unlock()
+	if got := gather(t, reg)["schemaless_triggers_delivered_total"]; got != float64(aCalls) {
+		t.Errorf("schemaless_triggers_delivered_total: got %v, want %d (a's handler calls)", got, aCalls)
+	}
 	if err := stopA(); err != nil {
 		t.Errorf("worker a: Run returned %v, want nil", err)
 	}
