@@ -70,13 +70,29 @@ func parseTime(field, v string) (time.Time, *httpError) {
 	return time.UnixMilli(ms).UTC(), nil
 }
 
-func toShardPage(p cluster.LogPage) (wire.ShardCellsResponse, error) {
-	cs, err := toAPICells(p.Cells)
-	if err != nil {
-		return wire.ShardCellsResponse{}, err
+// parseBodyEncoding reads a log read's body encoding: true for stored bodies.
+func parseBodyEncoding(field, v string) (bool, *httpError) {
+	switch v {
+	case "", wire.BodyJSON:
+		return false, nil
+	case wire.BodyStored:
+		return true, nil
 	}
-	if cs == nil {
-		cs = []wire.Cell{}
+	return false, invalid(field, "%q must be json or stored", v)
+}
+
+func toShardPage(p cluster.LogPage, stored bool) (wire.ShardCellsResponse, error) {
+	cs := make([]wire.Cell, len(p.Cells))
+	for i, c := range p.Cells {
+		if !stored {
+			var err error
+			if cs[i], err = toAPICell(c); err != nil {
+				return wire.ShardCellsResponse{}, err
+			}
+			continue
+		}
+		cs[i] = wire.Cell{RowKey: c.RowKey.String(), ColumnKey: c.ColumnKey, RefKey: c.RefKey,
+			Stored: c.Body, AddedID: c.AddedID, CreatedAt: c.CreatedAt.UTC()}
 	}
 	return wire.ShardCellsResponse{Shard: p.Shard, Cells: cs, NextLocation: p.NextLocation, HighWater: p.HighWater}, nil
 }
@@ -139,12 +155,17 @@ func (s *Server) shardCells(w http.ResponseWriter, r *http.Request) {
 		writeError(w, he)
 		return
 	}
+	stored, he := parseBodyEncoding("body_encoding", q.Get("body_encoding"))
+	if he != nil {
+		writeError(w, he)
+		return
+	}
 	pages, err := s.backend.ReadLogs(r.Context(), ds, req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := toShardPage(pages[0])
+	out, err := toShardPage(pages[0], stored)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -234,6 +255,11 @@ func (s *Server) shardsCells(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalid("consistency", "%q must be strong or stale", in.Consistency))
 		return
 	}
+	stored, he := parseBodyEncoding("body_encoding", in.BodyEncoding)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
 	pages, err := s.backend.ReadLogs(r.Context(), ds, req)
 	if err != nil {
 		s.fail(w, r, err)
@@ -241,7 +267,7 @@ func (s *Server) shardsCells(w http.ResponseWriter, r *http.Request) {
 	}
 	out := wire.ShardsCellsResponse{Shards: make([]wire.ShardCellsResponse, len(pages))}
 	for i, p := range pages {
-		if out.Shards[i], err = toShardPage(p); err != nil {
+		if out.Shards[i], err = toShardPage(p, stored); err != nil {
 			s.fail(w, r, err)
 			return
 		}

@@ -93,6 +93,16 @@ func TestLogAndGroups(t *testing.T) {
 		if len(res.Shards[0].Cells) != 2 || res.Shards[0].NextLocation != res.Shards[0].Cells[1].AddedID {
 			t.Errorf("shard %d page: got %+v, want 2 A cells and next_location at the last", shard, res.Shards[0])
 		}
+		// Stored bodies: the stored form instead of JSON, the same value.
+		var st wire.ShardsCellsResponse
+		body = fmt.Sprintf(`{"shards":[{"shard":%d,"location":0}],"column_key":"A","limit":2,"body_encoding":"stored"}`, shard)
+		s.do(t, 1, "POST", "/v1/trips/shards/cells", body).expect(t, 200).decode(t, &st)
+		for i, c := range st.Shards[0].Cells {
+			js, err := cells.Body(c.Stored).JSON()
+			if c.Body != nil || err != nil || string(js) != string(res.Shards[0].Cells[i].Body) {
+				t.Errorf("stored cell %d: got body %s stored as %s (%v), want no body and %s", i, c.Body, js, err, res.Shards[0].Cells[i].Body)
+			}
+		}
 	})
 	t.Run("groups", func(t *testing.T) {
 		var hb wire.GroupResult
@@ -140,6 +150,8 @@ func TestLogAndGroups(t *testing.T) {
 			{"batch: shard twice", "POST", "/v1/trips/shards/cells", `{"shards":[{"shard":1},{"shard":1}]}`, 400, "invalid_argument", "shards[1].shard"},
 			{"batch: negative location", "POST", "/v1/trips/shards/cells", `{"shards":[{"shard":1,"location":-1}]}`, 400, "invalid_argument", "shards[0].location"},
 			{"batch: bad limit", "POST", "/v1/trips/shards/cells", `{"shards":[{"shard":1}],"limit":5000}`, 400, "invalid_argument", "limit"},
+			{"batch: bad body encoding", "POST", "/v1/trips/shards/cells", `{"shards":[{"shard":1}],"body_encoding":"xml"}`, 400, "invalid_argument", "body_encoding"},
+			{"bad body encoding", "GET", "/v1/trips/shards/0/cells?body_encoding=xml", ``, 400, "invalid_argument", "body_encoding"},
 			{"batch: unknown field", "POST", "/v1/trips/shards/cells", `{"shards":[{"shard":1}],"after":3}`, 400, "invalid_argument", "body"},
 			{"group: bad name", "POST", "/v1/trips/groups/bad%20name/heartbeat", `{"worker":"w"}`, 400, "invalid_argument", "group"},
 			{"group: unknown op", "POST", "/v1/trips/groups/g/explode", `{}`, 404, "not_found", ""},

@@ -313,7 +313,7 @@ func (w *worker) deliverLoop(ctx context.Context) error {
 			}
 			continue
 		}
-		req := client.LogsRequest{ColumnKey: w.cfg.ColumnKey, Limit: w.cfg.BatchSize, Wait: w.cfg.PollWait}
+		req := client.LogsRequest{ColumnKey: w.cfg.ColumnKey, Limit: w.cfg.BatchSize, Wait: w.cfg.PollWait, StoredBodies: true}
 		w.mu.Lock()
 		for _, st := range ready {
 			req.Shards = append(req.Shards, wire.ShardLocation{Shard: st.shard, Location: st.offset})
@@ -579,15 +579,18 @@ func (w *worker) redeliverParked(ctx context.Context) {
 	}
 }
 
-// toCell turns a cell read over the API into a cells.Cell (its body in stored form).
+// toCell turns a cell read over the API into a cells.Cell. Log reads ask for stored bodies;
+// a JSON body (a parked cell read with GetCell) is encoded.
 func toCell(wc wire.Cell) (cells.Cell, error) {
 	rk, err := uuid.Parse(wc.RowKey)
 	if err != nil {
 		return cells.Cell{}, fmt.Errorf("row key %q: %w", wc.RowKey, err)
 	}
-	body, err := cells.EncodeBody(wc.Body)
-	if err != nil {
-		return cells.Cell{}, err
+	body := cells.Body(wc.Stored)
+	if body == nil {
+		if body, err = cells.EncodeBody(wc.Body); err != nil {
+			return cells.Cell{}, err
+		}
 	}
 	return cells.Cell{Key: cells.Key{RowKey: rk, ColumnKey: wc.ColumnKey, RefKey: wc.RefKey}, Body: body, AddedID: wc.AddedID, CreatedAt: wc.CreatedAt}, nil
 }

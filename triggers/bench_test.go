@@ -1,0 +1,116 @@
+package triggers
+
+// Benchmarks of the per-cell work of a log read, on both sides of the HTTP API, for the cells of
+// `schemaless bench` (JSON objects of about 200 bytes). They split the cost behind the log-read
+// figure of BENCHMARKS.md: the server turns each stored body into JSON (cells.Body.JSON:
+// inflate, MessagePack decode, JSON encode) and encodes the page; the client decodes the page
+// and toCell turns each JSON body back into the stored form (cells.EncodeBody: JSON decode,
+// MessagePack encode, deflate).
+//
+//	go test -run '^$' -bench . -benchmem ./triggers/
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/cells"
+)
+
+// benchPageCells is the cells per page of the page benchmarks: the default BatchSize.
+const benchPageCells = 200
+
+func benchJSONBody(i int) []byte {
+	head := fmt.Sprintf(`{"origin":"SFO","destination":"JFK","distance":%d,"delay":%d,"pad":"`, 100+i%2900, i%200-20)
+	return []byte(head + strings.Repeat("x7q", (200-len(head)-2)/3) + `"}`)
+}
+
+func benchWirePage(b *testing.B) wire.ShardsCellsResponse {
+	b.Helper()
+	page := wire.ShardCellsResponse{Shard: 3, NextLocation: benchPageCells, HighWater: 10 * benchPageCells}
+	now := time.Now().UTC()
+	for i := 0; i < benchPageCells; i++ {
+		body, err := cells.EncodeBody(benchJSONBody(i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		text, err := body.JSON()
+		if err != nil {
+			b.Fatal(err)
+		}
+		page.Cells = append(page.Cells, wire.Cell{RowKey: uuid.NewString(), ColumnKey: "BASE", RefKey: 1, Body: text,
+			AddedID: int64(i + 1), CreatedAt: now})
+	}
+	return wire.ShardsCellsResponse{Shards: []wire.ShardCellsResponse{page}}
+}
+
+func reportCells(b *testing.B, perOp int) {
+	b.ReportMetric(float64(b.N*perOp)/b.Elapsed().Seconds(), "cells/s")
+}
+
+// BenchmarkBodyJSON is the server's per-cell body work in a log read (api.toAPICell).
+func BenchmarkBodyJSON(b *testing.B) {
+	body, err := cells.EncodeBody(benchJSONBody(7))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := body.JSON(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCells(b, 1)
+}
+
+// BenchmarkEncodePage is the server's encoding of a page of 200 cells whose bodies are already
+// JSON (api.writeJSON: encoding/json validates and compacts every json.RawMessage).
+func BenchmarkEncodePage(b *testing.B) {
+	resp := benchWirePage(b)
+	var buf bytes.Buffer
+	b.ReportAllocs()
+	for b.Loop() {
+		buf.Reset()
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCells(b, benchPageCells)
+}
+
+// BenchmarkDecodePage is the client's decoding of a page of 200 cells (client.ReadLogs).
+func BenchmarkDecodePage(b *testing.B) {
+	text, err := json.Marshal(benchWirePage(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var resp wire.ShardsCellsResponse
+		if err := json.Unmarshal(text, &resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCells(b, benchPageCells)
+}
+
+// BenchmarkToCell is the worker's per-cell conversion before the handler (toCell: parse the
+// row key, cells.EncodeBody).
+func BenchmarkToCell(b *testing.B) {
+	wc := benchWirePage(b).Shards[0].Cells[7]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := toCell(wc); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCells(b, 1)
+}
