@@ -29,24 +29,26 @@ test:
 test-short:
 	$(GO) test -short -count=1 ./...
 
-# The fault-injection harness (needs root and iptables): 10 minutes with every nemesis on SQLite,
+# The fault-injection harness (needs root and iptables): 10 minutes with every workload (cells,
+# durability, triggers) and every nemesis (trigger worker kills and pauses included) on SQLite,
 # then 10 on the MariaDB at $(MYSQL_DSN). Each run leaves a report under .data/jepsen/.
+JEPSEN_WORKLOADS := --workload cells,durability,triggers
 jepsen: build
-	./$(BIN) jepsen --duration 10m --store sqlite $(JEPSEN_ARGS)
-	./$(BIN) jepsen --duration 10m --store mysql --mysql '$(MYSQL_DSN)' $(JEPSEN_ARGS)
+	./$(BIN) jepsen --duration 10m --store sqlite $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
+	./$(BIN) jepsen --duration 10m --store mysql --mysql '$(MYSQL_DSN)' $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 
 # hashicorp/raft issue 695 shown and worked around: the same partition-heavy schedule with raft's
 # heartbeat fast path (expected to find acknowledged cells stored under another added_id, so its
 # failure is ignored), then with heartbeats in raft's main loop, the default (must be valid).
-RAFT695 := --duration 10m --seed 695 --interval 2s --fault-duration 3s \
+RAFT695 := --duration 10m --seed 695 --interval 2s --fault-duration 3s --workload cells,durability \
 	--nemesis partition-one,partition-leader,partition-halves,partition-ring,partition-bridge,pause-leader
 jepsen-raft-695: build
 	-./$(BIN) jepsen $(RAFT695) --serve-arg=--heartbeat-timeout,500ms,--election-timeout,500ms,--leader-lease-timeout,250ms,--request-timeout,2s,--raft-heartbeat-fast-path
 	./$(BIN) jepsen $(RAFT695)
 
-# The short run CI does: 2 minutes, 3 nodes, every nemesis, SQLite.
+# The short run CI does: 2 minutes, 3 nodes, every workload, every nemesis, SQLite.
 jepsen-short: build
-	./$(BIN) jepsen --duration 2m $(JEPSEN_ARGS)
+	./$(BIN) jepsen --duration 2m $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

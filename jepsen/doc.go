@@ -1,7 +1,8 @@
 // Package jepsen is the fault-injection harness that checks the datastore's guarantees against
 // real processes: a cluster of `schemaless serve` nodes, each on its own loopback address;
 // client workers recording a history; a nemesis that kills (kill -9), pauses (SIGSTOP) and cuts
-// off (iptables) nodes on a schedule; then a heal, a quiet period, and checks.
+// off (iptables) nodes, and kills and pauses trigger workers, on a schedule; then a heal, a
+// quiet period, and checks.
 //
 // The shape follows etcd's tests/robustness: cluster -> traffic + faults -> history -> check ->
 // report. Run starts it all and writes one directory per run: history.jsonl (every operation,
@@ -18,10 +19,15 @@
 //   - durability: many unique cells written with put_cells; after the heal, every cell is read
 //     back from every replica and CheckDurability counts lost, unexpected, corrupted and
 //     duplicated cells and diverged shards.
+//   - triggers: unique cells of two columns, one of them consumed by a consumer group of trigger
+//     worker processes (RunTriggerWorker, `schemaless jepsen trigger-worker`) that record every
+//     delivery; the kill-worker and pause-worker nemeses kill and pause them. CheckTriggers
+//     counts lost cells, unexpected deliveries, order violations, skipped cells and duplicates.
 //
 // The checkers are pure functions over a history (CheckLinearizable, CheckDurability,
-// CompareReplicas), tested on synthetic histories in checker_test.go; e2e_test.go shows a real
-// run with stale reads under partitions being caught.
+// CompareReplicas, CheckTriggers), tested on synthetic histories in checker_test.go and
+// triggers_test.go; e2e_test.go shows a real run with stale reads under partitions being
+// caught, and triggers_e2e_test.go a real triggers run under worker and node kills.
 //
 // # Caveats
 //

@@ -1,6 +1,7 @@
 package jepsen
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,14 +25,41 @@ const (
 	PartitionHalves = "partition-halves" // split the nodes into two random halves
 	PartitionRing   = "partition-ring"   // majorities ring: each node sees a different majority
 	PartitionBridge = "partition-bridge" // two sides joined by one node that sees both
+	KillWorker      = "kill-worker"      // kill -9 a random trigger worker, then start it again
+	PauseWorker     = "pause-worker"     // SIGSTOP a random trigger worker, then SIGCONT
 )
 
-// AllNemeses lists every nemesis kind, in a fixed order.
+// AllNemeses lists every nemesis kind, in a fixed order. The worker nemeses act on the
+// processes of a workload that runs some (the triggers workload); without one, Run drops them.
 var AllNemeses = []string{KillRandom, KillLeader, PauseRandom, PauseLeader, PartitionOne, PartitionLeader,
-	PartitionHalves, PartitionRing, PartitionBridge}
+	PartitionHalves, PartitionRing, PartitionBridge, KillWorker, PauseWorker}
 
 // NeedsNet reports whether kind cuts links (and so needs iptables).
 func NeedsNet(kind string) bool { return strings.HasPrefix(kind, "partition-") }
+
+// IsWorkerNemesis reports whether kind acts on a workload's processes (Processes) rather than
+// on the cluster.
+func IsWorkerNemesis(kind string) bool { return kind == KillWorker || kind == PauseWorker }
+
+// Processes are the client-side processes a workload runs beside the cluster (the trigger
+// workers of the triggers workload), which the worker nemeses kill and pause. Every method is
+// safe for concurrent use.
+type Processes interface {
+	// Kill sends SIGKILL to a running, unpaused process drawn with rng and waits for it to
+	// exit. It returns the process's name, a description for the nemesis log, and the function
+	// that starts it again (a new incarnation; whether it keeps its identity is drawn with rng).
+	Kill(rng *rand.Rand) (name, detail string, restart func() error, err error)
+	// Pause sends SIGSTOP to a running, unpaused process drawn with rng. It returns the
+	// process's name, a description, and the function that sends SIGCONT.
+	Pause(rng *rand.Rand) (name, detail string, resume func() error, err error)
+	// Heal resumes every paused process and starts every process that is not running.
+	Heal() error
+	// Timescale is how long the processes take to notice that a peer is gone (a trigger
+	// worker's session timeout). The worker nemeses hold their faults for multiples of it:
+	// kill-worker restarts after [0, 2) timescales, pause-worker resumes after [1/2, 5/2), so
+	// some pauses outlast the session and the paused worker's leases move while it sleeps.
+	Timescale() time.Duration
+}
 
 // NemesisConfig schedules faults.
 type NemesisConfig struct {
@@ -54,6 +82,7 @@ type Nemesis struct {
 	cfg    NemesisConfig
 	c      *Cluster
 	net    *Net
+	procs  Processes
 	h      *History
 	rng    *rand.Rand
 	log    *slog.Logger
@@ -71,6 +100,10 @@ func NewNemesis(cfg NemesisConfig, c *Cluster, net *Net, h *History, seed uint64
 	return &Nemesis{cfg: cfg, c: c, net: net, h: h, rng: rand.New(rand.NewPCG(seed, seed^0x6e656d)), w: w, log: log}
 }
 
+// SetProcesses gives the worker nemeses their targets. Call it before Run; without it the
+// worker kinds are dropped from the schedule.
+func (n *Nemesis) SetProcesses(p Processes) { n.procs = p }
+
 // Faults returns the faults started so far (an unfinished one has End 0).
 func (n *Nemesis) Faults() []Fault {
 	n.mu.Lock()
@@ -87,43 +120,85 @@ func (n *Nemesis) jitter(d time.Duration) time.Duration {
 
 // Run injects faults until ctx ends, then ends the current fault and heals everything (see
 // Heal). It returns when the cluster is healed.
+//
+// A fault is one kind drawn from Kinds or, with probability CombineProbability, one kind of
+// each class present among node faults (kill, pause), network faults (partition-*) and worker
+// faults (kill-worker, pause-worker). Without worker kinds the draws are those of earlier
+// versions, so a seed gives the same schedule.
 func (n *Nemesis) Run(ctx context.Context) {
 	defer n.Heal(context.Background())
+	kinds := n.cfg.Kinds
+	if n.procs == nil {
+		kinds = slices.DeleteFunc(slices.Clone(kinds), IsWorkerNemesis)
+		if len(kinds) < len(n.cfg.Kinds) {
+			n.log.Info("nemesis: no workload runs processes; worker nemeses dropped")
+		}
+	}
+	if len(kinds) == 0 {
+		<-ctx.Done()
+		return
+	}
+	var nodes, nets, workers []string
+	for _, k := range kinds {
+		switch {
+		case NeedsNet(k):
+			nets = append(nets, k)
+		case IsWorkerNemesis(k):
+			workers = append(workers, k)
+		default:
+			nodes = append(nodes, k)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(n.jitter(n.cfg.Interval)):
 		}
-		kinds := []string{n.cfg.Kinds[n.rng.IntN(len(n.cfg.Kinds))]}
+		fault := []string{kinds[n.rng.IntN(len(kinds))]}
 		if n.rng.Float64() < n.cfg.CombineProbability {
-			var procs, nets []string
-			for _, k := range n.cfg.Kinds {
-				if NeedsNet(k) {
-					nets = append(nets, k)
-				} else {
-					procs = append(procs, k)
+			var classes [][]string
+			for _, cl := range [][]string{nodes, nets, workers} {
+				if len(cl) > 0 {
+					classes = append(classes, cl)
 				}
 			}
-			if len(procs) > 0 && len(nets) > 0 {
-				kinds = []string{procs[n.rng.IntN(len(procs))], nets[n.rng.IntN(len(nets))]}
+			if len(classes) >= 2 {
+				fault = fault[:0]
+				for _, cl := range classes {
+					fault = append(fault, cl[n.rng.IntN(len(cl))])
+				}
 			}
 		}
-		var ends []func()
-		for _, k := range kinds {
-			end, err := n.start(ctx, k)
+		type ending struct {
+			hold time.Duration // 0: the fault's drawn duration
+			end  func()
+		}
+		var ends []ending
+		for _, k := range fault {
+			end, hold, err := n.start(ctx, k)
 			if err != nil {
 				n.log.Warn("nemesis: fault failed to start", "kind", k, "error", err)
 				continue
 			}
-			ends = append(ends, end)
+			ends = append(ends, ending{hold, end})
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(n.jitter(n.cfg.FaultDuration)):
+		d := n.jitter(n.cfg.FaultDuration)
+		// End each part after its own hold, the latest started first among equal holds.
+		slices.Reverse(ends)
+		for i := range ends {
+			if ends[i].hold == 0 {
+				ends[i].hold = d
+			}
 		}
-		for i := len(ends) - 1; i >= 0; i-- {
-			ends[i]()
+		slices.SortStableFunc(ends, func(a, b ending) int { return cmp.Compare(a.hold, b.hold) })
+		began := time.Now()
+		for _, e := range ends {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Until(began.Add(e.hold))):
+			}
+			e.end()
 		}
 	}
 }
@@ -144,7 +219,14 @@ func (n *Nemesis) Heal(ctx context.Context) {
 			}
 		}
 	}
-	n.event("heal", Fault{Kind: "heal", Detail: "every node running and resumed, every link restored"}, n.h.Now())
+	detail := "every node running and resumed, every link restored"
+	if n.procs != nil {
+		if err := n.procs.Heal(); err != nil {
+			n.log.Warn("nemesis: heal worker processes", "error", err)
+		}
+		detail += ", every worker process running and resumed"
+	}
+	n.event("heal", Fault{Kind: "heal", Detail: detail}, n.h.Now())
 }
 
 // event records a fault start or end.
@@ -216,8 +298,49 @@ func (n *Nemesis) ips() ([]string, map[string]string) {
 	return ips, ids
 }
 
-// start starts one fault of kind and returns the function that ends it.
-func (n *Nemesis) start(ctx context.Context, kind string) (func(), error) {
+// start starts one fault of kind and returns the function that ends it and how long to hold it
+// (0: the fault's drawn duration).
+func (n *Nemesis) start(ctx context.Context, kind string) (func(), time.Duration, error) {
+	if IsWorkerNemesis(kind) {
+		return n.startWorkerFault(kind)
+	}
+	end, err := n.startClusterFault(ctx, kind)
+	return end, 0, err
+}
+
+// startWorkerFault kills or pauses one of the workload's processes, held for a random multiple
+// of their timescale (see Processes.Timescale).
+func (n *Nemesis) startWorkerFault(kind string) (func(), time.Duration, error) {
+	if n.procs == nil {
+		return nil, 0, fmt.Errorf("%s: no workload runs worker processes", kind)
+	}
+	scale := int64(n.procs.Timescale())
+	var name, detail string
+	var undo func() error
+	var err error
+	var hold time.Duration
+	if kind == KillWorker {
+		name, detail, undo, err = n.procs.Kill(n.rng)
+		hold = time.Duration(n.rng.Int64N(2*scale + 1))
+	} else {
+		name, detail, undo, err = n.procs.Pause(n.rng)
+		hold = time.Duration(scale/2 + n.rng.Int64N(2*scale+1))
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	end := n.begin(Fault{Kind: kind, Nodes: []string{name}, Detail: fmt.Sprintf("%s, held %s", detail, hold.Round(time.Millisecond))})
+	return func() {
+		if err := undo(); err != nil {
+			n.log.Warn("nemesis: end worker fault", "kind", kind, "worker", name, "error", err)
+		}
+		end()
+	}, max(hold, time.Millisecond), nil
+}
+
+// startClusterFault starts one fault of kind on the cluster's nodes or links and returns the
+// function that ends it.
+func (n *Nemesis) startClusterFault(ctx context.Context, kind string) (func(), error) {
 	switch kind {
 	case KillRandom, KillLeader, PauseRandom, PauseLeader:
 		node, why := n.target(ctx, kind == KillLeader || kind == PauseLeader)

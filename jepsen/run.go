@@ -78,12 +78,12 @@ type Config struct {
 // every 2 to 4 s), 64 entries kept after it.
 var SnapshotArgs = []string{"--snapshot-threshold", "256", "--snapshot-interval", "2s", "--trailing-logs", "64"}
 
-// DefaultConfig is a 3-node SQLite run of 2 minutes with every nemesis and both workloads.
+// DefaultConfig is a 3-node SQLite run of 2 minutes with every nemesis and every workload.
 func DefaultConfig() Config {
 	return Config{
 		Binary: "schemaless", OutDir: ".data/jepsen", Nodes: 3,
 		FirstIP: "127.0.0.2", HTTPPort: 17070, RaftPort: 17170, Chain: "SLJEPSEN",
-		Workloads: []string{"cells", "durability"}, WorkersPerNode: 2, Consistency: "strong", FailOver: true,
+		Workloads: []string{"cells", "durability", "triggers"}, WorkersPerNode: 2, Consistency: "strong", FailOver: true,
 		OpTimeout: 3 * time.Second, RequestTimeout: time.Second,
 		Duration: 2 * time.Minute, Quiet: 15 * time.Second,
 		Nemesis: NemesisConfig{Kinds: AllNemeses, Interval: 4 * time.Second, FaultDuration: 5 * time.Second, CombineProbability: 0.2},
@@ -113,6 +113,17 @@ func (c Config) Validate() error {
 		if !slices.Contains(AllNemeses, k) {
 			bad("unknown nemesis %q (know %s)", k, strings.Join(AllNemeses, ", "))
 		}
+	}
+	// Worker nemeses alone need a workload with processes (with others, they are dropped).
+	if len(c.Nemesis.Kinds) > 0 && !slices.ContainsFunc(c.Nemesis.Kinds, func(k string) bool { return !IsWorkerNemesis(k) }) &&
+		!slices.ContainsFunc(c.Workloads, func(w string) bool {
+			if Workloads[w] == nil {
+				return false
+			}
+			_, ok := Workloads[w]().(ProcessWorkload)
+			return ok
+		}) {
+		bad("nemeses %s need a workload with processes (triggers)", strings.Join(c.Nemesis.Kinds, ", "))
 	}
 	if c.Consistency != client.ConsistencyStrong && c.Consistency != client.ConsistencyStale {
 		bad("consistency %q: want strong or stale", c.Consistency)
@@ -235,6 +246,26 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	defer nemFile.Close()
 	h := NewHistory(histFile)
 
+	// Workloads with processes of their own start them now; the first one's are the worker
+	// nemeses' targets.
+	var procs Processes
+	for _, wl := range workloads {
+		pw, ok := wl.(ProcessWorkload)
+		if !ok {
+			continue
+		}
+		defer pw.Stop()
+		startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := pw.Start(startCtx, &StartEnv{Cluster: c, Binary: cfg.Binary, Dir: dir, History: h, RequestTimeout: cfg.RequestTimeout, Logger: log})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("jepsen: start the processes of workload %s: %w", wl.Name(), err)
+		}
+		if procs == nil {
+			procs = pw.Processes()
+		}
+	}
+
 	// Traffic until Duration; faults until Duration-Quiet, then heal.
 	trafficCtx, stopTraffic := context.WithTimeout(ctx, cfg.Duration)
 	defer stopTraffic()
@@ -259,6 +290,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}
 	nem := NewNemesis(cfg.Nemesis, c, net, h, cfg.Seed, nemFile, log)
+	if procs != nil {
+		nem.SetProcesses(procs)
+	}
 	if len(cfg.Nemesis.Kinds) > 0 {
 		faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration-cfg.Quiet)
 		nem.Run(faultCtx)
@@ -284,7 +318,13 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		sum.Faults[f.Kind]++
 	}
 
-	// Heal is done; wait for every replica to agree, then check.
+	// Heal is done; let the workloads' processes finish and stop, wait for every replica to
+	// agree, then check.
+	for _, wl := range workloads {
+		if pw, ok := wl.(ProcessWorkload); ok {
+			pw.Settle(ctx, end)
+		}
+	}
 	convCtx, cancel := context.WithTimeout(ctx, cfg.ConvergeTimeout)
 	convErr := c.WaitConverged(convCtx)
 	cancel()
@@ -363,9 +403,14 @@ func (s *Summary) Print(w io.Writer) {
 		fmt.Fprintf(w, "  linearizable: %s\n", s.Linearizable)
 	}
 	for _, v := range s.Verdicts {
-		if d, ok := v.Details.(DurabilityResult); ok {
+		switch d := v.Details.(type) {
+		case DurabilityResult:
 			fmt.Fprintf(w, "  durability: %d acknowledged, %d indeterminate (%d stored), %d failed; lost %d, unexpected %d, corrupted %d, duplicated %d, diverged shards %d\n",
 				d.Acknowledged, d.Indeterminate, d.Recovered, d.Failed, len(d.Lost), len(d.Unexpected), len(d.Corrupted), len(d.Duplicated), len(d.Diverged))
+		case TriggersResult:
+			fmt.Fprintf(w, "  triggers: %d acknowledged, %d indeterminate (%d delivered), %d failed, %d of other columns; %d deliveries by %d worker incarnations, %d duplicates; lost %d, unexpected %d, order violations %d, skipped %d; %d lease changes (%d rewinds); caught up in %.1fs\n",
+				d.Acknowledged, d.Indeterminate, d.Recovered, d.Failed, d.OtherWritten, d.Delivered, d.Incarnations, d.Duplicates,
+				len(d.Lost), len(d.Unexpected), len(d.OrderViolations), len(d.Skipped), d.LeaseChanges, d.Rewinds, d.CatchUpSeconds)
 		}
 	}
 	if s.Valid {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 // Workload is one kind of traffic and its checker. The harness gives each workload its own
 // datastores, runs Step in a loop on each of the workload's workers while faults come and go,
 // then, once the cluster has healed, converged and the traffic stopped, calls Check with the whole
-// history. New workloads (index read-after-write, trigger delivery) implement this interface and
-// are added to Workloads.
+// history. New workloads (index read-after-write, say) implement this interface and are added
+// to Workloads; a workload that runs processes of its own implements ProcessWorkload.
 type Workload interface {
 	// Name is the workload's name, used in Op.Workload and on the command line.
 	Name() string
@@ -30,6 +31,40 @@ type Workload interface {
 	// Check judges the history (every workload's operations, in invocation order) and the
 	// cluster's final state.
 	Check(ctx context.Context, env *CheckEnv, ops []Op) Verdict
+}
+
+// ProcessWorkload is a Workload that runs processes of its own beside the cluster (the trigger
+// workers of the triggers workload). Run calls Start once the cluster is ready, before any
+// traffic; gives Processes to the nemesis (kill-worker, pause-worker); calls Settle once the
+// traffic has stopped and the faults are healed, before it waits for the replicas to converge;
+// and calls Stop when the run ends, checked or not.
+type ProcessWorkload interface {
+	Workload
+	// Start starts the processes; ctx bounds the start only.
+	Start(ctx context.Context, env *StartEnv) error
+	// Processes are the processes the worker nemeses act on.
+	Processes() Processes
+	// Settle lets the processes finish their work and stops them, so that the cluster goes
+	// quiet (processes that keep writing, as group heartbeats do, would keep the replicas from
+	// ever reporting the same index twice). end is the traffic's end on the history's clock.
+	// What it finds is reported by Check.
+	Settle(ctx context.Context, end int64)
+	// Stop stops every process still running. It is safe to call more than once.
+	Stop()
+}
+
+// StartEnv is what ProcessWorkload.Start may use.
+type StartEnv struct {
+	Cluster *Cluster
+	// Binary is the schemaless executable (its hidden `jepsen trigger-worker` command).
+	Binary string
+	// Dir is the run's output directory.
+	Dir string
+	// History is the run's history (its clock).
+	History *History
+	// RequestTimeout bounds one HTTP attempt of the processes' clients.
+	RequestTimeout time.Duration
+	Logger         *slog.Logger
 }
 
 // Worker is one client process of the harness: it runs one operation at a time against its
@@ -83,6 +118,7 @@ var Workloads = map[string]func() Workload{
 		return &CellsWorkload{Rows: 3, Columns: []string{"A", "B"}, RefStep: 250 * time.Millisecond, RefSpread: 4, Bodies: 3, KeyPeriod: 15 * time.Second}
 	},
 	"durability": func() Workload { return &DurabilityWorkload{MaxBatch: 5} },
+	"triggers":   func() Workload { return NewTriggersWorkload() },
 }
 
 // writeOutcome classifies a write's error: nil is ok; ErrConflict is an answer (ok); only

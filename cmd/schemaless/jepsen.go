@@ -30,6 +30,10 @@ and cuts off (iptables) nodes, then heal, wait for the replicas to converge, and
               and every replica of a shard must hold the same cells in the same added_id order
   durability  many unique cells; every acknowledged cell must be on every replica with its
               exact body, nothing unexpected, nothing twice, replicas identical
+  triggers    unique cells of two columns consumed by a group of trigger worker processes
+              (killed and paused by kill-worker and pause-worker): every acknowledged cell of
+              the group's column delivered at least once, in added_id order per shard, no other
+              cell delivered; duplicates counted
 
 Nemeses: ` + strings.Join(jepsen.AllNemeses, ", ") + `.
 Partitions need iptables and root.
@@ -84,6 +88,7 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 		},
 	}
 	logs.register(cmd)
+	cmd.AddCommand(newJepsenTriggerWorkerCmd())
 	fl := cmd.Flags()
 	fl.StringVar(&cfg.Binary, "binary", "", "schemaless executable of the nodes (default: this one)")
 	fl.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory receiving one directory per run")
@@ -96,8 +101,8 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 	fl.StringVar(&nemeses, "nemesis", "all", "nemeses, comma-separated, or all or none: "+strings.Join(jepsen.AllNemeses, ", "))
 	fl.DurationVar(&cfg.Nemesis.Interval, "interval", cfg.Nemesis.Interval, "mean time between faults")
 	fl.DurationVar(&cfg.Nemesis.FaultDuration, "fault-duration", cfg.Nemesis.FaultDuration, "mean time a fault is held (keep it above the election timeout)")
-	fl.Float64Var(&cfg.Nemesis.CombineProbability, "combine", cfg.Nemesis.CombineProbability, "chance that a fault is a process fault and a partition at once")
-	fl.StringVar(&workloads, "workload", strings.Join(cfg.Workloads, ","), "workloads, comma-separated: cells, durability")
+	fl.Float64Var(&cfg.Nemesis.CombineProbability, "combine", cfg.Nemesis.CombineProbability, "chance that a fault is one nemesis of each class at once: node kill or pause, partition, worker kill or pause")
+	fl.StringVar(&workloads, "workload", strings.Join(cfg.Workloads, ","), "workloads, comma-separated: cells, durability, triggers")
 	fl.IntVar(&cfg.WorkersPerNode, "workers-per-node", cfg.WorkersPerNode, "client workers per node and workload")
 	fl.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "read consistency of the cells workload: strong or stale (stale must be caught)")
 	fl.BoolVar(&noFailOver, "no-failover", false, "workers talk to their own node only")
