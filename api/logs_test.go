@@ -104,6 +104,20 @@ func TestLogAndGroups(t *testing.T) {
 			}
 		}
 	})
+	t.Run("batch across partitions", func(t *testing.T) {
+		// Shards 5 and 12 are in different partitions and both have cells: a long poll answers
+		// both, not just the partition that answered first.
+		s.do(t, 0, "PUT", "/v1/trips/cells/"+rowIn(12, 0, "log")+"/A/1", `{"a":12}`).expect(t, 201)
+		for round := 0; round < 5; round++ {
+			var res wire.ShardsCellsResponse
+			s.do(t, round%3, "POST", "/v1/trips/shards/cells", fmt.Sprintf(`{"shards":[{"shard":%d},{"shard":12}],"wait":"2s"}`, shard)).expect(t, 200).decode(t, &res)
+			for _, p := range res.Shards {
+				if len(p.Cells) == 0 || p.HighWater < 1 {
+					t.Fatalf("round %d: shard %d page %+v, want its cells and high water", round, p.Shard, p)
+				}
+			}
+		}
+	})
 	t.Run("groups", func(t *testing.T) {
 		var hb wire.GroupResult
 		s.do(t, 0, "POST", "/v1/trips/groups/g1/heartbeat", `{"worker":"w1","session_timeout":"10s"}`).expect(t, 200).decode(t, &hb)

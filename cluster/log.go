@@ -52,8 +52,7 @@ type LogRead struct {
 }
 
 // LogPage is the answer for one shard: its cells in added_id order, the location to read on
-// from, and HighWater, the shard's highest added_id when the page was read (-1 when unknown: a
-// long poll that another shard's cells ended early).
+// from, and HighWater, the shard's highest added_id when the page was read.
 type LogPage struct {
 	Shard        int
 	Cells        []cells.Cell
@@ -62,8 +61,10 @@ type LogPage struct {
 }
 
 // ReadLogs reads the logs of req.Shards, one page per shard in the order given. Shards are
-// grouped by partition and the partitions read in parallel; a long poll returns as soon as
-// one partition has cells (the others answer empty pages with their locations unchanged).
+// grouped by partition and the partitions read in parallel. Every partition answers what it
+// has; only when none has a cell does the read long-poll (req.Wait), returning as soon as one
+// partition has cells (the others then answer empty pages, their locations and high-water
+// marks as the first read found them).
 //
 // Errors: ErrUnknownDatastore, ErrBadShard (a shard out of range or given twice),
 // partition.ErrUnavailable.
@@ -93,16 +94,39 @@ func (n *Node) ReadLogs(ctx context.Context, ds string, req LogRead) ([]LogPage,
 	for i, sl := range req.Shards {
 		out[i] = LogPage{Shard: sl.Shard, NextLocation: sl.Location, HighWater: -1}
 	}
-	// waitCtx ends the other partitions' long polls once one has cells.
+	// First every partition is read without waiting, so each answers whatever it has: a
+	// partition that always has cells never starves the others. Only when none has a cell do
+	// the partitions long-poll, and the first to answer with cells ends the others' waits.
+	found, err := n.readLogGroups(ctx, ds, d, req, order, groups, 0, out)
+	if err != nil || found || req.Wait <= 0 {
+		return out, err
+	}
+	for i := range req.Shards {
+		req.Shards[i].Location = out[i].NextLocation // past cells of other columns
+	}
+	_, err = n.readLogGroups(ctx, ds, d, req, order, groups, req.Wait, out)
+	return out, err
+}
+
+// readLogGroups reads each partition's group of shards in parallel, waiting up to wait, and
+// writes the pages it gets into out. When waiting, the first partition to answer with cells
+// ends the others' waits; their pages stay as they were in out. It reports whether any page
+// holds cells.
+func (n *Node) readLogGroups(ctx context.Context, ds string, d *datastore, req LogRead, order []*route, groups map[*route][]int,
+	wait time.Duration, out []LogPage) (bool, error) {
 	waitCtx, stopWaiting := context.WithCancel(ctx)
 	defer stopWaiting()
 	errs := make([]error, len(order))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	found := false
 	for gi, r := range order {
 		idx := groups[r]
 		rr := readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: req.Consistency, Op: "log",
-			Log: logRequest{LocationType: req.LocationType, Time: req.Time, ColumnKey: req.ColumnKey, Limit: req.Limit, Wait: req.Wait}}
+			Log: logRequest{LocationType: req.LocationType, Time: req.Time, ColumnKey: req.ColumnKey, Limit: req.Limit, Wait: wait}}
+		if wait > 0 {
+			rr.Log.LocationType = LocationAddedID // the first read resolved the time
+		}
 		for _, i := range idx {
 			rr.Log.Shards = append(rr.Log.Shards, req.Shards[i])
 		}
@@ -128,12 +152,15 @@ func (n *Node) ReadLogs(ctx context.Context, ds string, req LogRead) ([]LogPage,
 				gotCells = gotCells || len(resp.Pages[j].Cells) > 0
 			}
 			if gotCells {
-				stopWaiting()
+				found = true
+				if wait > 0 {
+					stopWaiting()
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	return out, errors.Join(errs...)
+	return found, errors.Join(errs...)
 }
 
 // logRequest is the log part of a readRequest, for one partition.

@@ -88,8 +88,7 @@ type CellsResponse struct {
 // ask from next, and the shard's high-water mark. NextLocation is the last added_id returned
 // when the page is full; otherwise the position the read reached (with a column filter, past
 // cells of other columns), so reading on from it never skips a cell and never rereads one.
-// HighWater is the shard's highest added_id when the page was read (-1: unknown, for a long
-// poll of the batch form that another shard's cells ended early).
+// HighWater is the shard's highest added_id when the page was read.
 type ShardCellsResponse struct {
 	Shard        int    `json:"shard"`
 	Cells        []Cell `json:"cells"`
