@@ -33,6 +33,7 @@ type devFlags struct {
 	airports   string
 	importOpts importFlags
 	logLevel   string
+	triggers   bool
 }
 
 func newDevCmd() *cobra.Command {
@@ -45,7 +46,14 @@ ports --http-port, --http-port+1, ..., raft on --raft-port, ..., one datastore '
 with --shards shards in --partitions partitions replicated on every node. Cells are stored in
 embedded SQLite under --data-dir, or in MySQL/MariaDB with --mysql. It prints a line starting with
 "ready" when every node serves, optionally imports flights (--import), and runs until Ctrl-C.
-Each node logs to <data-dir>/<node>.log. Data persists across runs; --fresh starts empty.`,
+Each node logs to <data-dir>/<node>.log. Data persists across runs; --fresh starts empty.
+
+With --triggers (the default) it also runs two consumer groups on the trips' BASE cells, two
+workers each, started before the import so they handle cells as they land: "billing" writes a
+STATUS cell with the fare (25 USD + 0.11 USD a mile), "delay-compensation" a FARE_ADJUSTMENT
+cell with a credit for flights more than 60 minutes late. After an import it waits for both to
+catch up, prints their figures and checks every flight's STATUS cell. They log to
+<data-dir>/triggers.log; 'schemaless triggers status' shows them.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), f) },
 	}
 	fl := cmd.Flags()
@@ -60,7 +68,8 @@ Each node logs to <data-dir>/<node>.log. Data persists across runs; --fresh star
 	fl.BoolVar(&f.fresh, "fresh", false, "delete --data-dir (and the nodes' MySQL databases) before starting")
 	fl.StringVar(&f.importPath, "import", "", "after start, import this flights CSV (.csv or .csv.gz) and read it back")
 	fl.StringVar(&f.airports, "airports", "testdata/airports.csv", "airports CSV joined into imported trips")
-	fl.StringVar(&f.logLevel, "log-level", "info", "nodes' log level")
+	fl.StringVar(&f.logLevel, "log-level", "info", "nodes' (and triggers') log level")
+	fl.BoolVar(&f.triggers, "triggers", true, "run the example trigger groups billing and delay-compensation")
 	f.importOpts.registerTuning(cmd)
 	return cmd
 }
@@ -132,8 +141,10 @@ func runDev(ctx context.Context, f devFlags) error {
 		}
 		c := exec.Command(exe, args...)
 		c.Stdout, c.Stderr = logFile, logFile
-		// The nodes die with this process, even on kill -9.
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		// The nodes die with this process, even on kill -9. In their own process group, Ctrl-C
+		// reaches only this process, which stops the trigger workers (they leave their groups)
+		// before it stops the nodes.
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 		if err := c.Start(); err != nil {
 			logFile.Close()
 			return fmt.Errorf("start %s: %w", n.ID, err)
@@ -163,9 +174,30 @@ func runDev(ctx context.Context, f devFlags) error {
 	}
 	fmt.Printf("ready: %d nodes in %.1fs, store %s, datastore trips (raft, %d shards, %d partitions), http %v, data %s\n",
 		f.nodes, time.Since(start).Seconds(), store, f.shards, f.partitions, endpoints, f.dataDir)
-	if f.importPath != "" {
-		if err := devImport(ctx, cl, f); err != nil {
+	var trig *devTriggers
+	if f.triggers {
+		if trig, err = startDevTriggers(ctx, cl, f); err != nil {
 			return err
+		}
+		defer trig.stop() // before the nodes stop: the workers leave their groups
+	}
+	if f.importPath != "" {
+		var onImported func()
+		if trig != nil {
+			onImported = func() { trig.imported(ctx) }
+		}
+		if err := devImport(ctx, cl, f, onImported); err != nil {
+			return err
+		}
+		if trig != nil {
+			// A failed check is reported, and the cluster keeps serving so that the groups can be
+			// inspected and repaired (schemaless triggers status, parked).
+			if err := trig.report(ctx, f); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				fmt.Println("triggers:", err)
+			}
 		}
 	}
 	printCurls(endpoints[0])
@@ -233,7 +265,12 @@ try:
   curl -s -X PUT %[1]s/v1/trips/cells/%[2]s/BASE/1 -d '{"origin":"SFO","destination":"JFK","distance":2586}'
   curl -s %[1]s/v1/trips/cells/%[2]s/BASE          # latest BASE cell (strong)
   curl -s '%[1]s/v1/trips/cells/%[2]s?consistency=stale'
-  curl -s '%[1]s/v1/trips/shards/0/cells?after=0&limit=3'
+  curl -s '%[1]s/v1/trips/shards/0/cells?location=0&limit=3'
+  curl -s '%[1]s/v1/trips/shards/0/cells?location=0&column_key=STATUS&limit=3&consistency=stale'
+  curl -s %[1]s/v1/trips/groups
+  curl -s %[1]s/v1/trips/groups/billing
   curl -s %[1]s/v1/cluster
+  bin/schemaless triggers status billing
+  bin/schemaless triggers tail --column STATUS --limit 5
 `, ep, row)
 }

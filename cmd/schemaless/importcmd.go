@@ -251,11 +251,15 @@ func sameJSON(got, want []byte) error {
 	return nil
 }
 
-// devImport imports f.importPath into the dev cluster and reads it all back.
-func devImport(ctx context.Context, cl *client.Client, f devFlags) error {
+// devImport imports f.importPath into the dev cluster and reads it all back. onImported, when
+// not nil, is called between the import and the read-back.
+func devImport(ctx context.Context, cl *client.Client, f devFlags, onImported func()) error {
 	st, err := importFlights(ctx, cl, f.importPath, f.airports, f.importOpts)
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
+	}
+	if onImported != nil {
+		onImported()
 	}
 	st.print()
 	for _, c := range []string{client.ConsistencyStrong, client.ConsistencyStale} {
