@@ -1,11 +1,15 @@
 package triggers
 
 // Benchmarks of the per-cell work of a log read, on both sides of the HTTP API, for the cells of
-// `schemaless bench` (JSON objects of about 200 bytes). They split the cost behind the log-read
-// figure of BENCHMARKS.md: the server turns each stored body into JSON (cells.Body.JSON:
-// inflate, MessagePack decode, JSON encode) and encodes the page; the client decodes the page
-// and toCell turns each JSON body back into the stored form (cells.EncodeBody: JSON decode,
-// MessagePack encode, deflate).
+// `schemaless bench` (JSON objects of about 200 bytes), in the two body encodings of a log read:
+//
+//   - json (body_encoding=json, the API's default): the server turns each stored body into JSON
+//     (cells.Body.JSON: inflate, MessagePack decode, JSON encode) and the worker turns it back
+//     into the stored form (toCell: cells.EncodeBody, JSON decode, MessagePack encode, deflate).
+//   - stored (what workers ask for): the stored form travels as base64 and neither side
+//     re-encodes it.
+//
+// They split the cost behind the log-read figures of BENCHMARKS.md:
 //
 //	go test -run '^$' -bench . -benchmem ./triggers/
 
@@ -30,7 +34,9 @@ func benchJSONBody(i int) []byte {
 	return []byte(head + strings.Repeat("x7q", (200-len(head)-2)/3) + `"}`)
 }
 
-func benchWirePage(b *testing.B) wire.ShardsCellsResponse {
+// benchWirePage returns a page of benchPageCells cells as the server sends it, with JSON
+// bodies or stored ones.
+func benchWirePage(b *testing.B, stored bool) wire.ShardsCellsResponse {
 	b.Helper()
 	page := wire.ShardCellsResponse{Shard: 3, NextLocation: benchPageCells, HighWater: 10 * benchPageCells}
 	now := time.Now().UTC()
@@ -39,12 +45,13 @@ func benchWirePage(b *testing.B) wire.ShardsCellsResponse {
 		if err != nil {
 			b.Fatal(err)
 		}
-		text, err := body.JSON()
-		if err != nil {
+		c := wire.Cell{RowKey: uuid.NewString(), ColumnKey: "BASE", RefKey: 1, AddedID: int64(i + 1), CreatedAt: now}
+		if stored {
+			c.Stored = body
+		} else if c.Body, err = body.JSON(); err != nil {
 			b.Fatal(err)
 		}
-		page.Cells = append(page.Cells, wire.Cell{RowKey: uuid.NewString(), ColumnKey: "BASE", RefKey: 1, Body: text,
-			AddedID: int64(i + 1), CreatedAt: now})
+		page.Cells = append(page.Cells, c)
 	}
 	return wire.ShardsCellsResponse{Shards: []wire.ShardCellsResponse{page}}
 }
@@ -53,7 +60,13 @@ func reportCells(b *testing.B, perOp int) {
 	b.ReportMetric(float64(b.N*perOp)/b.Elapsed().Seconds(), "cells/s")
 }
 
-// BenchmarkBodyJSON is the server's per-cell body work in a log read (api.toAPICell).
+var benchEncodings = []struct {
+	name   string
+	stored bool
+}{{"json", false}, {"stored", true}}
+
+// BenchmarkBodyJSON is the server's per-cell body work in a log read with JSON bodies
+// (api.toAPICell); stored bodies skip it.
 func BenchmarkBodyJSON(b *testing.B) {
 	body, err := cells.EncodeBody(benchJSONBody(7))
 	if err != nil {
@@ -68,49 +81,62 @@ func BenchmarkBodyJSON(b *testing.B) {
 	reportCells(b, 1)
 }
 
-// BenchmarkEncodePage is the server's encoding of a page of 200 cells whose bodies are already
-// JSON (api.writeJSON: encoding/json validates and compacts every json.RawMessage).
+// BenchmarkEncodePage is the server's encoding of a page of 200 cells whose bodies are ready
+// (api.writeJSON: encoding/json compacts every json.RawMessage, base64-encodes every []byte).
 func BenchmarkEncodePage(b *testing.B) {
-	resp := benchWirePage(b)
-	var buf bytes.Buffer
-	b.ReportAllocs()
-	for b.Loop() {
-		buf.Reset()
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(resp); err != nil {
-			b.Fatal(err)
-		}
+	for _, e := range benchEncodings {
+		b.Run(e.name, func(b *testing.B) {
+			resp := benchWirePage(b, e.stored)
+			var buf bytes.Buffer
+			b.ReportAllocs()
+			for b.Loop() {
+				buf.Reset()
+				enc := json.NewEncoder(&buf)
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(resp); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(int64(buf.Len()))
+			reportCells(b, benchPageCells)
+		})
 	}
-	reportCells(b, benchPageCells)
 }
 
 // BenchmarkDecodePage is the client's decoding of a page of 200 cells (client.ReadLogs).
 func BenchmarkDecodePage(b *testing.B) {
-	text, err := json.Marshal(benchWirePage(b))
-	if err != nil {
-		b.Fatal(err)
+	for _, e := range benchEncodings {
+		b.Run(e.name, func(b *testing.B) {
+			text, err := json.Marshal(benchWirePage(b, e.stored))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(text)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var resp wire.ShardsCellsResponse
+				if err := json.Unmarshal(text, &resp); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCells(b, benchPageCells)
+		})
 	}
-	b.SetBytes(int64(len(text)))
-	b.ReportAllocs()
-	for b.Loop() {
-		var resp wire.ShardsCellsResponse
-		if err := json.Unmarshal(text, &resp); err != nil {
-			b.Fatal(err)
-		}
-	}
-	reportCells(b, benchPageCells)
 }
 
 // BenchmarkToCell is the worker's per-cell conversion before the handler (toCell: parse the
-// row key, cells.EncodeBody).
+// row key; with a JSON body, cells.EncodeBody).
 func BenchmarkToCell(b *testing.B) {
-	wc := benchWirePage(b).Shards[0].Cells[7]
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := toCell(wc); err != nil {
-			b.Fatal(err)
-		}
+	for _, e := range benchEncodings {
+		b.Run(e.name, func(b *testing.B) {
+			wc := benchWirePage(b, e.stored).Shards[0].Cells[7]
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := toCell(wc); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCells(b, 1)
+		})
 	}
-	reportCells(b, 1)
 }

@@ -43,13 +43,14 @@ type benchFlags struct {
 	inflight    int
 	asJSON      bool
 	cpuProfile  string
+	trig        triggerFlags
 }
 
 func newBenchCmd() *cobra.Command {
 	var f benchFlags
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure throughput and latency of writes and reads through the HTTP API",
+		Short: "Measure throughput and latency of writes, reads and triggers through the HTTP API",
 		Long: `Measure the datastore through its HTTP API with the Go client. Every combination of --target,
 --workload, --clients and (for reads) --consistency runs for --duration after --warmup, and one
 table row (or JSON object) reports ops/s, cells/s, latency percentiles and errors.
@@ -66,6 +67,22 @@ Workloads:
   put-batch   put_cells of --batch new cells per request
   get-latest  get_cell_latest of a random row among --rows preloaded rows, per --consistency
 
+Consumer-group workloads (package triggers; each run creates a new group whose --workers workers
+run in this process, and one run per --workers and --trigger-consistency value; the clients column
+shows the workers; not on raft-noop, which stores no cells):
+  trigger-latency  put_cell of new cells at --rate writes/s, open loop (each write starts when it
+                   is due, with up to --max-writers in flight), for --warmup then the measured
+                   --duration, while the group, started from the latest position once every shard
+                   is owned, delivers them; then up to --drain for late cells. Latency is from the
+                   put_cell answer to the call of the handler for that cell; a cell delivered
+                   before its answer arrives counts as 0. ops/s is the write rate achieved, cells/s
+                   the deliveries; a note under the table gives the cells undelivered after
+                   --drain, early, duplicates, and how far the writes fell behind schedule.
+  log-read         preload --log-cells cells (put_cells of 500, once per target), then a group
+                   reads them from the earliest position with a handler that only counts: cells/s
+                   from starting the workers to the last cell's delivery (no latency columns).
+                   --read-cpuprofile profiles the read phase alone.
+
 In-process targets use the production raft timeouts and one datastore 'trips' with --shards shards
 in --partitions partitions on 3 nodes; clients and nodes share this machine's cores.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd.Context(), f) },
@@ -74,7 +91,7 @@ in --partitions partitions on 3 nodes; clients and nodes share this machine's co
 	fl.StringSliceVar(&f.targets, "target", []string{"sqlite"}, "targets, comma-separated: external, sqlite, mysql, raft-noop")
 	fl.StringSliceVar(&f.endpoints, "endpoints", []string{"http://127.0.0.1:7070", "http://127.0.0.1:7071", "http://127.0.0.1:7072"}, "nodes of the external target")
 	fl.StringVar(&f.mysqlDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL/MariaDB server of the mysql target")
-	fl.StringSliceVar(&f.workloads, "workload", []string{"put"}, "workloads, comma-separated: put, put-batch, get-latest")
+	fl.StringSliceVar(&f.workloads, "workload", []string{"put"}, "workloads, comma-separated: put, put-batch, get-latest, trigger-latency, log-read")
 	fl.IntSliceVar(&f.clients, "clients", []int{1}, "concurrent clients, comma-separated (one run per value)")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured time of each run")
 	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "unmeasured time before each run")
@@ -87,10 +104,12 @@ in --partitions partitions on 3 nodes; clients and nodes share this machine's co
 	fl.IntVar(&f.inflight, "max-inflight", partition.DefaultConfig().MaxInflight, "raft entries in flight per partition of the in-process targets (see serve --max-inflight)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clients and in-process nodes) to this file")
 	fl.BoolVar(&f.asJSON, "json", false, "print results as JSON lines instead of a table")
+	f.trig.register(fl)
 	return cmd
 }
 
-// benchResult is one run's figures. Latencies are in microseconds.
+// benchResult is one run's figures. Latencies are in microseconds. For the trigger workloads,
+// Clients is the group's workers and Triggers holds their other figures.
 type benchResult struct {
 	Target      string  `json:"target"`
 	Workload    string  `json:"workload"`
@@ -107,15 +126,20 @@ type benchResult struct {
 	P99         int64   `json:"p99_us"`
 	Max         int64   `json:"max_us"`
 	FirstError  string  `json:"first_error,omitempty"`
+
+	Triggers *triggerFigures `json:"triggers,omitempty"`
 }
 
 func runBench(ctx context.Context, f benchFlags) error {
 	for _, w := range f.workloads {
 		switch w {
-		case "put", "put-batch", "get-latest":
+		case "put", "put-batch", "get-latest", workloadTriggerLatency, workloadLogRead:
 		default:
-			return fmt.Errorf("--workload %q: want put, put-batch or get-latest", w)
+			return fmt.Errorf("--workload %q: want put, put-batch, get-latest, trigger-latency or log-read", w)
 		}
+	}
+	if err := f.trig.validate(f); err != nil {
+		return err
 	}
 	for _, c := range f.consistency {
 		if c != client.ConsistencyStrong && c != client.ConsistencyStale {
@@ -235,7 +259,16 @@ func benchBody(rng *rand.Rand, size int) json.RawMessage {
 func benchTarget(ctx context.Context, target string, endpoints []string, f benchFlags) ([]benchResult, error) {
 	var out []benchResult
 	var rows []uuid.UUID
+	var lp logPreload
 	for _, w := range f.workloads {
+		if isTriggerWorkload(w) {
+			rs, err := benchTriggerWorkload(ctx, target, endpoints, w, &lp, f)
+			out = append(out, rs...)
+			if err != nil {
+				return out, err
+			}
+			continue
+		}
 		consistencies := []string{""}
 		if w == "get-latest" {
 			consistencies = f.consistency
@@ -375,10 +408,19 @@ func printBenchTable(rs []benchResult) {
 		if r.Consistency != "" {
 			w += " " + r.Consistency
 		}
+		if r.Workload == workloadLogRead { // no latency figures
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t-\t-\t-\t-\t%d\t\n", r.Target, w, r.Clients, r.OpsPerSec, r.CellsPerSec, r.Errors)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t\n", r.Target, w, r.Clients, r.OpsPerSec, r.CellsPerSec,
 			float64(r.P50)/1000, float64(r.P90)/1000, float64(r.P99)/1000, float64(r.Max)/1000, r.Errors)
 	}
 	_ = tw.Flush()
+	for _, r := range rs {
+		if r.Triggers != nil {
+			fmt.Println(triggerNote(r))
+		}
+	}
 	for _, r := range rs {
 		if r.FirstError != "" {
 			fmt.Printf("%s %s clients=%d first error: %s\n", r.Target, r.Workload, r.Clients, strings.TrimSpace(r.FirstError))
