@@ -43,6 +43,8 @@ type worker struct {
 	halted   bool
 	retries  []wire.GroupParked
 	changed  chan struct{} // closed and replaced when the assignment changes
+	// commitNow asks the committer goroutine to send the pending commits (buffered, 1).
+	commitNow chan struct{}
 }
 
 // Run joins cfg.Group as cfg.Worker and delivers the cells of the shards the group gives it to
@@ -65,14 +67,18 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	}
 	defer m.unregister(cfg.Registerer)
 	w := &worker{cfg: cfg, h: h, cl: cfg.Client, m: m, rd: client.WithConsistency(cfg.Consistency),
-		shards: map[int]*shardState{}, changed: make(chan struct{})}
+		shards: map[int]*shardState{}, changed: make(chan struct{}), commitNow: make(chan struct{}, 1)}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		w.heartbeatLoop(runCtx)
+	}()
+	go func() {
+		defer wg.Done()
+		w.commitLoop(runCtx)
 	}()
 	err = w.deliverLoop(runCtx)
 	stop()
@@ -251,6 +257,28 @@ func (w *worker) commit(ctx context.Context) {
 	w.mu.Unlock()
 }
 
+// commitLoop sends the pending commits whenever the delivery loop asks, so that delivery never
+// waits for a commit (a raft write) before reading on. Commits are also carried by every
+// heartbeat and by leave; a commit that fails is sent again with the next one.
+func (w *worker) commitLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.commitNow:
+			w.commit(ctx)
+		}
+	}
+}
+
+// requestCommit asks commitLoop to commit soon; requests made while one is pending merge.
+func (w *worker) requestCommit() {
+	select {
+	case w.commitNow <- struct{}{}:
+	default:
+	}
+}
+
 // leave commits what was handled and leaves the group, so the shards move at once.
 func (w *worker) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.SessionTimeout)
@@ -340,7 +368,7 @@ func (w *worker) deliverLoop(ctx context.Context) error {
 			w.commit(ctx)
 			return ErrHalted
 		}
-		w.commit(ctx)
+		w.requestCommit()
 	}
 	return nil
 }
