@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -55,14 +57,20 @@ type node struct {
 	server *http.Server
 }
 
-// FreeAddrs returns n distinct host:port addresses on host that were free a moment ago. Every
-// listener is held open until all n are chosen, so the kernel cannot hand out one port twice.
+// FreeAddrs returns n distinct host:port addresses on host that were free a moment ago. Ports
+// are drawn at random below Linux's default ephemeral range (32768-60999), so that a restarted
+// node does not find its port taken by some process's outgoing connection while it was down.
+// Every listener is held open until all n are chosen, so one port is never handed out twice.
 func FreeAddrs(host string, n int) ([]string, error) {
+	const first, last = 20000, 32767
 	out := make([]string, 0, n)
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("localcluster: no free port in %d..%d on %s", first, last, host)
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(first+rand.IntN(last-first+1))))
 		if err != nil {
-			return nil, err
+			continue
 		}
 		defer ln.Close()
 		out = append(out, ln.Addr().String())
