@@ -10,7 +10,6 @@ import (
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/consumer"
-	"github.com/schemaless-db/schemaless/fsm"
 )
 
 // Limits of consumer-group requests.
@@ -133,7 +132,7 @@ func toWireResult(r consumer.Result) wire.GroupResult {
 // groupName reads and checks the {group} path value.
 func groupName(r *http.Request) (string, *httpError) {
 	g := r.PathValue("group")
-	if err := validGroup(g); err != nil {
+	if err := consumer.ValidGroupName(g); err != nil {
 		return "", invalid("group", "%v", err)
 	}
 	return g, nil
@@ -283,6 +282,3 @@ func (s *Server) groupStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
-
-// validGroup checks a group name (see fsm.ValidGroupName).
-func validGroup(g string) error { return fsm.ValidGroupName(g) }

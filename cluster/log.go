@@ -251,7 +251,7 @@ func (n *Node) GroupApply(ctx context.Context, ds, group string, cmd consumer.Co
 	if err != nil {
 		return consumer.Result{}, err
 	}
-	if err := fsm.ValidGroupName(group); err != nil {
+	if err := consumer.ValidGroupName(group); err != nil {
 		return consumer.Result{}, fmt.Errorf("%w: %v", ErrBadGroup, err)
 	}
 	cmd.Shards = d.spec.Shards
@@ -279,7 +279,7 @@ func (n *Node) GroupStatus(ctx context.Context, ds, group string, c Consistency)
 	if err != nil {
 		return consumer.Status{}, err
 	}
-	if err := fsm.ValidGroupName(group); err != nil {
+	if err := consumer.ValidGroupName(group); err != nil {
 		return consumer.Status{}, fmt.Errorf("%w: %v", ErrBadGroup, err)
 	}
 	r := d.routeOf(CoordinatorShard(group, d.spec.Shards))
@@ -368,13 +368,8 @@ func (n *Node) serveGroup(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad group request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	rt, err := n.localRoute(req.Datastore, req.Partition)
-	if err != nil {
-		writeRPCError(w, err)
-		return
-	}
-	if rt.local == nil {
-		writeRPCError(w, &partition.NotLeaderError{})
+	rt := n.hostedRoute(w, req.Datastore, req.Partition)
+	if rt == nil {
 		return
 	}
 	ctx, cancel := rpcContext(r, req.TimeoutMicros)

@@ -101,6 +101,22 @@ func rpcContext(r *http.Request, timeoutMicros int64) (context.Context, context.
 	return context.WithTimeout(r.Context(), time.Duration(timeoutMicros)*time.Microsecond)
 }
 
+// hostedRoute returns the route of partition pid of ds when this node hosts a replica of it;
+// otherwise it answers the request with the error (unknown partition, or not the leader) and
+// returns nil.
+func (n *Node) hostedRoute(w http.ResponseWriter, ds string, pid int) *route {
+	rt, err := n.localRoute(ds, pid)
+	if err != nil {
+		writeRPCError(w, err)
+		return nil
+	}
+	if rt.local == nil {
+		writeRPCError(w, &partition.NotLeaderError{})
+		return nil
+	}
+	return rt
+}
+
 func (n *Node) localRoute(ds string, pid int) (*route, error) {
 	d, err := n.datastore(ds)
 	if err != nil {
@@ -120,13 +136,8 @@ func (n *Node) servePut(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad put request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	rt, err := n.localRoute(req.Datastore, req.Partition)
-	if err != nil {
-		writeRPCError(w, err)
-		return
-	}
-	if rt.local == nil {
-		writeRPCError(w, &partition.NotLeaderError{})
+	rt := n.hostedRoute(w, req.Datastore, req.Partition)
+	if rt == nil {
 		return
 	}
 	ctx, cancel := rpcContext(r, req.TimeoutMicros)

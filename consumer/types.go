@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -160,4 +161,22 @@ type Status struct {
 	Members       []Member     `json:"members"`
 	Leases        []Lease      `json:"leases"`
 	Parked        []ParkedCell `json:"parked"`
+}
+
+// MaxGroupNameBytes bounds a consumer group's name (it is part of the coordinator's KV keys,
+// which storage bounds at 255 bytes).
+const MaxGroupNameBytes = 128
+
+// ValidGroupName reports whether name can name a consumer group: 1 to MaxGroupNameBytes bytes
+// of letters, digits, '-', '_' and '.'. The error names what is wrong.
+func ValidGroupName(name string) error {
+	if name == "" || len(name) > MaxGroupNameBytes {
+		return fmt.Errorf("group name must be 1 to %d bytes, got %d", MaxGroupNameBytes, len(name))
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("group name %q: only letters, digits, '-', '_' and '.' are allowed", name)
+		}
+	}
+	return nil
 }

@@ -170,12 +170,12 @@ type FSM struct {
 	applied   storage.AppliedState
 	appliedCh chan struct{} // closed and replaced when applied advances
 	failErr   error
-	// high holds the highest added_id of each shard the FSM has written or looked up since it
-	// started (or since the last Restore).
+	// high holds the last added_id of each shard the FSM has written or looked up since it
+	// started (or since the last Restore): the FSM goroutine assigns the next ids from it, long
+	// polls read it (HighWater). Written only on the FSM goroutine, after COMMIT.
 	high map[int]int64
 
 	// Used only on the FSM goroutine.
-	nextAddedID map[int]int64              // shard -> last added_id assigned
 	knownShards map[int]bool               // shards whose tables exist
 	groups      map[string]*consumer.Group // consumer groups' coordinator state, loaded on first use
 }
@@ -200,7 +200,6 @@ func New(ctx context.Context, cfg Config) (*FSM, error) {
 		shards:      cfg.Store.Shards(),
 		applied:     applied,
 		appliedCh:   make(chan struct{}),
-		nextAddedID: map[int]int64{},
 		knownShards: map[int]bool{},
 		groups:      map[string]*consumer.Group{},
 		high:        map[int]int64{},
@@ -419,13 +418,12 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResul
 	}
 	next := make(map[int]int64, len(shards))
 	for _, s := range shards {
-		id, ok := f.nextAddedID[s]
+		id, ok := f.HighWater(s)
 		if !ok {
 			var err error
 			if id, err = f.cfg.Store.MaxAddedID(ctx, s); err != nil {
 				return nil, fmt.Errorf("max added_id of shard %d: %w", s, err)
 			}
-			f.nextAddedID[s] = id
 			f.mu.Lock()
 			f.high[s] = id
 			f.mu.Unlock()
@@ -501,7 +499,6 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResul
 	}
 	f.mu.Lock()
 	for s, id := range next {
-		f.nextAddedID[s] = id
 		f.high[s] = id
 	}
 	f.mu.Unlock()
@@ -510,7 +507,6 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResul
 
 // resetCaches forgets what the FSM remembers of the store, after a Restore replaced it.
 func (f *FSM) resetCaches() {
-	f.nextAddedID = map[int]int64{}
 	f.knownShards = map[int]bool{}
 	f.groups = map[string]*consumer.Group{}
 	f.mu.Lock()

@@ -20,10 +20,6 @@ const groupCommandVersion byte = 2
 // groupKeyPrefix starts the KV keys of every consumer group: "consumer/<group>/<row>".
 const groupKeyPrefix = "consumer/"
 
-// MaxGroupNameBytes bounds a consumer group's name (it is part of KV keys of at most
-// storage.MaxKVKeyBytes bytes).
-const MaxGroupNameBytes = 128
-
 // GroupCommand is the data of a consumer-group log entry: one command on one group's
 // coordinator state, and the leader's clock when it proposed it (the coordinator's "now").
 type GroupCommand struct {
@@ -53,20 +49,6 @@ func DecodeGroupCommand(data []byte) (GroupCommand, error) {
 	}
 	c.CreatedAt = c.CreatedAt.UTC()
 	return c, nil
-}
-
-// ValidGroupName reports whether name can name a consumer group: 1 to MaxGroupNameBytes bytes
-// of letters, digits, '-', '_' and '.'.
-func ValidGroupName(name string) error {
-	if name == "" || len(name) > MaxGroupNameBytes {
-		return fmt.Errorf("group name must be 1 to %d bytes, got %d", MaxGroupNameBytes, len(name))
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return fmt.Errorf("group name %q: only letters, digits, '-', '_' and '.' are allowed", name)
-		}
-	}
-	return nil
 }
 
 // GroupResponseOf waits for f and returns the group command's result. Errors are raft's own (the

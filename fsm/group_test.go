@@ -119,7 +119,7 @@ func TestGroupCommandRoundTrip(t *testing.T) {
 	if _, err := DecodeGroupCommand([]byte{groupCommandVersion, 0xc1}); !errors.Is(err, ErrBadCommand) {
 		t.Errorf("garbage: got %v, want ErrBadCommand", err)
 	}
-	if err := ValidGroupName("a b"); err == nil {
+	if err := consumer.ValidGroupName("a b"); err == nil {
 		t.Error("ValidGroupName(\"a b\"): got nil, want an error")
 	}
 }

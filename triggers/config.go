@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/consumer"
 )
 
 // Start positions of a group: where a shard with no committed offset starts.
@@ -162,14 +163,8 @@ func (c Config) Validate() error {
 	if c.Client == nil {
 		bad("Client is required")
 	}
-	if c.Group == "" {
-		bad("Group is required")
-	}
-	for _, r := range c.Group {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			bad("Group %q: only letters, digits, '-', '_' and '.'", c.Group)
-			break
-		}
+	if err := consumer.ValidGroupName(c.Group); err != nil {
+		bad("Group: %v", err)
 	}
 	if c.ColumnKey != "" {
 		if err := cells.ValidateColumnKey(c.ColumnKey); err != nil {
