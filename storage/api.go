@@ -15,26 +15,38 @@ var (
 	ErrNotFound = errors.New("storage: not found")
 	// ErrClosed: the store, the partition or the transaction was closed.
 	ErrClosed = errors.New("storage: closed")
-	// ErrDuplicate: Insert or Restore met a cell key or an added_id that is already stored. The
-	// write path checks keys with Lookup and assigns added_id itself, so this is a bug in the
-	// caller; the statement failed and the transaction should be rolled back.
+	// ErrDuplicate: Insert or Restore met a cell key or an added_id that is already stored (or
+	// Restore an index entry whose row key it already restored). The write path checks keys
+	// with Lookup and assigns added_id itself, so this is a bug in the caller; the statement
+	// failed and the transaction should be rolled back.
 	ErrDuplicate = errors.New("storage: duplicate cell key or added_id")
 	// ErrShardRange: a shard outside the partition's ShardRange.
 	ErrShardRange = errors.New("storage: shard outside the partition's range")
 	// ErrNoShardTable: Insert into a shard whose tables EnsureShards has not created.
 	ErrNoShardTable = errors.New("storage: shard tables not created (call EnsureShards)")
-	// ErrTxOpen: Begin, EnsureShards or Restore was called while the partition's write
-	// transaction (or a Restore) is open. The partition has one writer; this is a bug in the
-	// caller.
+	// ErrTxOpen: a writer call (Begin, EnsureShards, EnsureIndex, DropIndex, IndexNames or
+	// Restore) was made while the partition's write transaction (or another writer call) is
+	// open. The partition has one writer; this is a bug in the caller.
 	ErrTxOpen = errors.New("storage: a write transaction is open")
 	// ErrPartitionOpen: Store.Partition was called for a partition that is already open.
 	ErrPartitionOpen = errors.New("storage: partition already open")
-	// ErrInvalidConfig: a configuration or a name (prefix, datastore, shard range) is invalid.
+	// ErrInvalidConfig: a configuration or a name (prefix, datastore, shard range, index
+	// table) is invalid, or an index table exists with other columns than those given.
 	ErrInvalidConfig = errors.New("storage: invalid config")
 	// ErrKVTooLarge: a KV key that is empty or longer than MaxKVKeyBytes, or a value longer
 	// than MaxKVValueBytes, given to PutKV, DeleteKV or Restore. Nothing was written; the
 	// transaction stays usable.
 	ErrKVTooLarge = errors.New("storage: KV key or value out of bounds")
+	// ErrNoIndexTable: LookupIndex or UpsertIndex on a shard where the index's table does not
+	// exist (EnsureIndex creates it). Wraps the driver's error.
+	ErrNoIndexTable = errors.New("storage: index table not created (call EnsureIndex)")
+	// ErrIndexValue: an index entry given to UpsertIndex or Restore holds a value that does
+	// not fit its column (a Go type other than the kind's, a string over MaxIndexStringBytes,
+	// a float that is not finite, a wrong number of values). Nothing of that call was written.
+	ErrIndexValue = errors.New("storage: index value does not fit its column")
+	// ErrInvalidQuery: an IndexQuery that cannot run (column out of range, unknown operator,
+	// wrong number of values, a value of the wrong type, limit out of range).
+	ErrInvalidQuery = errors.New("storage: invalid index query")
 )
 
 // ShardRange is the inclusive range of shards [First, Last] held by one partition.

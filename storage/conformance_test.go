@@ -373,8 +373,8 @@ func TestOneWriter(t *testing.T) {
 		if err := p.EnsureShards(ctx, []int{1}); !errors.Is(err, ErrTxOpen) {
 			t.Errorf("EnsureShards during a transaction: got %v, want ErrTxOpen", err)
 		}
-		eof := func() (int, cells.Cell, error) { return 0, cells.Cell{}, io.EOF }
-		if err := p.Restore(ctx, AppliedState{}, eof, nil); !errors.Is(err, ErrTxOpen) {
+		eof := func() (RestoreRecord, error) { return RestoreRecord{}, io.EOF }
+		if err := p.Restore(ctx, AppliedState{}, eof, nil, nil); !errors.Is(err, ErrTxOpen) {
 			t.Errorf("Restore during a transaction: got %v, want ErrTxOpen", err)
 		}
 		if err := tx.Insert(ctx, 2, nil); !errors.Is(err, ErrShardRange) {

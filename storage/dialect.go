@@ -33,9 +33,9 @@ const cellColumns = "added_id, row_key, column_name, ref_key, body, created_at"
 // far below its 32766 variables.
 const lookupChunkKeys = 200
 
-// dialect holds what differs between the engines for one partition: table names, DDL,
-// the upserts of the meta and KV rows, how a snapshot starts and how large a multi-row INSERT
-// may be.
+// dialect holds what differs between the engines for one partition: table names, DDL (of the
+// entity and index tables), the upserts of the meta and KV rows, how a snapshot starts and how
+// large a multi-row INSERT may be.
 // Everything else is the same SQL on both engines.
 type dialect struct {
 	engine string
@@ -63,6 +63,16 @@ type dialect struct {
 	// upsertKV inserts or replaces a KV row; args: datastore and partition if kvScoped, then
 	// key and value (both []byte).
 	upsertKV string
+	// database returns the (unquoted) database of a shard in MySQL; nil in SQLite, where
+	// every table is in the partition's file.
+	database func(shard int) string
+	// indexTable returns the qualified, quoted table of index name on a shard.
+	indexTable func(name string, shard int) string
+	// indexDDL returns the statements creating the table of t on a shard, each idempotent.
+	indexDDL func(t *IndexTable, shard int) []string
+	// indexDef returns the definition of t's table as indexDefs reads it back from the
+	// catalog, to tell whether an existing table has t's columns.
+	indexDef func(t *IndexTable) string
 	// snapshotBegin are the statements that open a consistent read transaction on a connection.
 	snapshotBegin []string
 	// insertRows and insertBytes bound one multi-row INSERT.

@@ -38,6 +38,26 @@
 // write transaction because MySQL DDL commits implicitly. Reads of a shard whose tables do not
 // exist behave as reads of an empty shard.
 //
+// # Index tables
+//
+// Secondary indexes live in per-shard index tables with real typed columns, one table per
+// index version (IndexTable, named "<index>_v<version>" by callers): SQLite
+// "index_<name>_<shard, 4 digits>" in the partition's file, MySQL "index_<name>" in the
+// shard's database. A table holds one row per row key: row_key (BLOB / BINARY(16)) primary
+// key, a nullable column "f_<Name>" per IndexColumn of the SQL type of its IndexKind (uuid
+// BLOB / BINARY(16), string TEXT / VARBINARY(255), int and datetime INTEGER / BIGINT, float
+// REAL / DOUBLE, bool INTEGER / TINYINT), refs (BLOB / MEDIUMBLOB, opaque to storage) and
+// violation_ref BIGINT NOT NULL DEFAULT 0. Columns[0] is the shard field: B-trees on (f_0,
+// row_key) and (f_0, f_i, row_key) for every other column serve every QueryIndex, which fixes
+// f_0 and orders by one column then row_key, without a sort. Values compare as SQL does on
+// both engines alike: strings and uuids bytewise, NULL matching no condition and sorting
+// first ascending. EnsureIndex creates tables (writer call, outside transactions, remembered
+// like the entity tables) and checks that an existing table has the columns asked for;
+// DropIndex drops an index's tables; IndexNames lists them. The writer reads and writes
+// entries in its transaction (LookupIndex, UpsertIndex of whole rows), QueryIndex and
+// IndexStats read committed data on the read pool, SnapshotTx.ScanIndex reads a snapshot, and
+// Restore replaces the index tables with those of a snapshot.
+//
 // # Write path
 //
 // The partition's FSM is its only writer. Per batch it calls EnsureShards for the shards the
@@ -57,9 +77,9 @@
 // (MySQL: START TRANSACTION WITH CONSISTENT SNAPSHOT on its own connection; SQLite: a read
 // transaction on a reader connection, pinned to its WAL snapshot by a first read). The writer
 // keeps committing while it is open; the view does not change. SnapshotTx.ScanShard streams a
-// shard in added_id order, and SnapshotTx.ScanKV the KV rows in key order, in bounded pages.
-// Restore replaces the partition's content with a stream of cells and a list of KV rows, in
-// one transaction.
+// shard in added_id order, SnapshotTx.ScanKV the KV rows in key order and SnapshotTx.ScanIndex
+// an index table in row key order, in bounded pages. Restore replaces the partition's content
+// with a stream of cells and index entries and a list of KV rows, in one transaction.
 //
 // # Connections
 //
@@ -71,8 +91,9 @@
 //
 // # Concurrency
 //
-// Store and PartitionStore are safe for concurrent use, with one rule: EnsureShards, Begin,
-// the WriteTx methods and Restore belong to the partition's single writer. They never wait for
+// Store and PartitionStore are safe for concurrent use, with one rule: EnsureShards,
+// EnsureIndex, DropIndex, IndexNames, Begin, the WriteTx methods and Restore belong to the
+// partition's single writer. They never wait for
 // each other: a call made while a write transaction is open returns ErrTxOpen (in SQLite a
 // second writer would otherwise deadlock on the one writer connection). A SnapshotTx is used
 // by one goroutine at a time. Reads see committed data only.
@@ -103,4 +124,18 @@
 //     column scans the added_id range past the other columns' cells.
 //   - PartitionStore.ScanKV holds its whole result in memory, and Restore takes the KV rows as
 //     a slice: the KV table is meant for small state, not for bulk data.
+//   - Restore drops and recreates the index tables before its transaction: until it commits,
+//     readers see them empty, and a failed Restore may leave them empty or missing while the
+//     cells and the applied state are unchanged. Restore again before relying on them.
+//   - In MySQL, DROP TABLE (DropIndex, Restore) waits for the metadata lock of every open
+//     snapshot that has read the table, so close snapshots promptly; a snapshot that had not
+//     read an index table before it was dropped reads it as empty.
+//   - An index table's definition is checked against the catalog the first time a
+//     PartitionStore meets it: SQLite compares the CREATE TABLE text it keeps (which records
+//     each column's kind in a comment), MySQL the columns' types and comments. A table created
+//     by a build that writes another text or comment for the same columns is refused: such a
+//     change needs new index names.
+//   - QueryIndex serves its order from the B-tree of its OrderBy column; conditions on other
+//     columns filter the rows it walks, so a selective condition on a column other than the
+//     order may read many rows per page.
 package storage

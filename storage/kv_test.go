@@ -259,7 +259,7 @@ func TestKVLimits(t *testing.T) {
 			t.Errorf("snapshot ScanKV of the bounds: got %s", d)
 		}
 		snap.Close()
-		if err := p.Restore(ctx, AppliedState{Index: 1, Term: 1}, stream(nil), bounds); err != nil {
+		if err := p.Restore(ctx, AppliedState{Index: 1, Term: 1}, stream(nil), bounds, nil); err != nil {
 			t.Fatalf("Restore of the bounds: %v", err)
 		}
 		checkScanKV(t, "after restoring the bounds", p, "", bounds)
@@ -394,7 +394,7 @@ func TestRestoreKV(t *testing.T) {
 
 		restored := []KV{{"same", []byte("new")}, {"new/1", []byte{}}, {"\xff", []byte("ff")}}
 		c := mkCell(t, 2, "base", 1, 7)
-		if err := p.Restore(ctx, AppliedState{Index: 9, Term: 2}, stream([]restoreItem{{shard: 1, c: c}}), restored); err != nil {
+		if err := p.Restore(ctx, AppliedState{Index: 9, Term: 2}, stream([]restoreItem{{shard: 1, c: c}}), restored, nil); err != nil {
 			t.Fatalf("Restore: %v", err)
 		}
 		want := []KV{{"new/1", []byte{}}, {"same", []byte("new")}, {"\xff", []byte("ff")}}
@@ -414,7 +414,7 @@ func TestRestoreKV(t *testing.T) {
 			{"a KV key is empty", nil, []KV{{"x", nil}, {"", []byte("1")}}, ErrKVTooLarge},
 			{"a KV value is too large", nil, []KV{{"x", make([]byte, MaxKVValueBytes+1)}}, ErrKVTooLarge},
 		} {
-			if err := p.Restore(ctx, AppliedState{Index: 99, Term: 9}, stream(tc.items), tc.kv); !errors.Is(err, tc.want) {
+			if err := p.Restore(ctx, AppliedState{Index: 99, Term: 9}, stream(tc.items), tc.kv, nil); !errors.Is(err, tc.want) {
 				t.Errorf("Restore when %s: got %v, want %v", tc.name, err, tc.want)
 			}
 			checkScanKV(t, "after a Restore where "+tc.name, p, "", want)
@@ -428,11 +428,11 @@ func TestRestoreKV(t *testing.T) {
 		for i := range 1200 {
 			many = append(many, KV{fmt.Sprintf("m/%04d", i), bytes.Repeat([]byte{byte(i)}, i)})
 		}
-		if err := p.Restore(ctx, AppliedState{Index: 10, Term: 2}, stream(nil), many); err != nil {
+		if err := p.Restore(ctx, AppliedState{Index: 10, Term: 2}, stream(nil), many, nil); err != nil {
 			t.Fatalf("Restore of %d KV rows: %v", len(many), err)
 		}
 		checkScanKV(t, "after restoring many rows", p, "", many)
-		if err := p.Restore(ctx, AppliedState{Index: 11, Term: 2}, stream(nil), nil); err != nil {
+		if err := p.Restore(ctx, AppliedState{Index: 11, Term: 2}, stream(nil), nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		checkScanKV(t, "after restoring no rows", p, "", nil)

@@ -137,6 +137,14 @@ func mysqlDialect(prefix, datastore string, insertBytes int) *dialect {
 					") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
 			}
 		},
+		database: func(shard int) string { return mysqlDatabase(prefix, datastore, shard) },
+		indexTable: func(name string, shard int) string {
+			return "`" + mysqlDatabase(prefix, datastore, shard) + "`.`index_" + name + "`"
+		},
+		indexDDL: func(t *IndexTable, shard int) []string {
+			return mysqlIndexDDL(t, "`"+mysqlDatabase(prefix, datastore, shard)+"`")
+		},
+		indexDef:   mysqlIndexDef,
 		lookupHint: " FORCE INDEX (cell_key)",
 		meta:       fmt.Sprintf("`%s_meta`.`partitions`", prefix),
 		upsertApplied: fmt.Sprintf("INSERT INTO `%s_meta`.`partitions` "+

@@ -24,7 +24,7 @@ const (
 )
 
 // BeginSnapshot opens a consistent, read-only view of all the partition's tables (every shard,
-// the KV rows and the meta row) as of the moment it returns; commits made afterwards, by the writer or a
+// its index tables, the KV rows and the meta row) as of the moment it returns; commits made afterwards, by the writer or a
 // Restore, are not visible in it. It holds one connection of the read pool until Close (SQLite:
 // one of SQLiteConfig.ReadConns; MySQL: one of MaxOpenConns) and, in SQLite, keeps the WAL
 // from being checkpointed past its view, so close it promptly. ctx bounds opening only; the
@@ -160,20 +160,42 @@ func (s *SnapshotTx) Close() error {
 	return nil
 }
 
-// Restore replaces the partition's tables with the cells next yields and its KV rows with kv,
-// then sets the applied state to applied, in one write transaction: readers see the old
-// content until it commits and the new content after, never a mix, and on any error nothing
-// changes. Every shard of the range is emptied, including shards next yields nothing for, and
-// the tables of every shard in the range are created first (outside the transaction); every
-// KV row of the partition is deleted and the rows of kv inserted (kv is read, not retained;
-// nil leaves the table empty). next returns each cell with its shard, and io.EOF (unwrapped)
-// after the last; any other error aborts the Restore and is returned wrapped. Restore buffers
-// up to one INSERT of cells from next, so next must not reuse the memory of cells it returned.
-// Cells are stored as given (AddedID, CreatedAt). A shard outside the range returns
-// ErrShardRange; a duplicate key or added_id, or a KV key given twice, ErrDuplicate; a KV row
-// out of bounds ErrKVTooLarge (checked before anything is done). Restore is a writer call: it
-// returns ErrTxOpen if a write transaction is open. ctx bounds the whole restore.
-func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next func() (shard int, c cells.Cell, err error), kv []KV) error {
+// RestoreRecord is one record of the stream Restore reads: a cell of Shard when Index is "",
+// else the entry of index table Index (one of the tables given to Restore) on Shard.
+type RestoreRecord struct {
+	Shard int
+	Cell  cells.Cell
+	Index string
+	Entry IndexEntry
+}
+
+// Restore replaces the partition's tables with the records next yields, its KV rows with kv
+// and its index tables with those of indexes, then sets the applied state to applied.
+//
+// First, outside any transaction (MySQL DDL commits implicitly), it creates the entity tables
+// of every shard of the range, drops every index table of the partition (IndexNames) and
+// creates the tables of indexes on every shard of the range. Then, in one write transaction,
+// it empties every shard (including shards next yields nothing for), deletes every KV row of
+// the partition and inserts the rows of kv (kv is read, not retained; nil leaves the table
+// empty), inserts the cells and index entries next yields (records of different shards and
+// tables may interleave), and sets the applied state: readers see the old cells and KV rows
+// until it commits and the new ones after, never a mix, and on any error they do not change.
+// The index tables do not follow that rule: they are empty (or missing) from the start of the
+// Restore until it commits, and after an error the partition may be left with the tables of
+// indexes, empty, or with none; Restore again before relying on them.
+//
+// next returns each record, and io.EOF (unwrapped) after the last; any other error aborts the
+// Restore and is returned wrapped. Restore buffers up to one INSERT of records from next, so
+// next must not reuse the memory of the cells or entries it returned. Cells are stored as
+// given (AddedID, CreatedAt), entries as given (whole rows). A shard outside the range returns
+// ErrShardRange; a duplicate key or added_id, a row key given twice for one index table and
+// shard, or a KV key given twice, ErrDuplicate; a KV row out of bounds ErrKVTooLarge and an
+// invalid table in indexes (or two of one name) ErrInvalidConfig, both checked before anything
+// is done; an entry of an index not in indexes ErrInvalidConfig, and one whose values do not
+// fit its columns ErrIndexValue. Restore is a writer call: it returns ErrTxOpen if a write
+// transaction is open. In MySQL, dropping an index table waits for open snapshots that have
+// read it. ctx bounds the whole restore.
+func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next func() (RestoreRecord, error), kv []KV, indexes []IndexTable) error {
 	if p.closed.Load() {
 		return ErrClosed
 	}
@@ -181,6 +203,17 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 		if err := checkKV(kv[i].Key, kv[i].Value); err != nil {
 			return fmt.Errorf("storage: restore: KV row %d: %w", i, err)
 		}
+	}
+	tables := make(map[string]*IndexTable, len(indexes))
+	for i := range indexes {
+		t := &indexes[i]
+		if err := t.Validate(); err != nil {
+			return fmt.Errorf("storage: restore: %w", err)
+		}
+		if tables[t.Name] != nil {
+			return fmt.Errorf("storage: restore: %w: index table %s given twice", ErrInvalidConfig, t.Name)
+		}
+		tables[t.Name] = t
 	}
 	if err := p.lockWriter(); err != nil {
 		return err
@@ -192,6 +225,21 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 	}
 	if err := p.ensureLocked(ctx, all); err != nil {
 		return err
+	}
+	old, err := p.indexTables(ctx, p.write)
+	if err != nil {
+		return p.fail("restore: list index tables", err)
+	}
+	for _, name := range sortedNames(old) {
+		if err := p.dropIndexLocked(ctx, name, old[name]); err != nil {
+			return fmt.Errorf("storage: restore: %w", err)
+		}
+	}
+	clear(p.indexes)
+	for _, t := range indexes {
+		if err := p.ensureIndexLocked(ctx, &t, all); err != nil {
+			return fmt.Errorf("storage: restore: %w", err)
+		}
 	}
 	tx, err := p.write.BeginTx(ctx, nil)
 	if err != nil {
@@ -206,41 +254,64 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 	if err := p.replaceKV(ctx, tx, kv); err != nil {
 		return err
 	}
+	// One buffer, of cells or of entries, for the (shard, index) of the last record.
 	var (
-		buf   []cells.Cell
-		shard = -1
-		size  int
+		cellBuf  []cells.Cell
+		entryBuf []IndexEntry
+		shard    = -1
+		index    string
+		size     int
 	)
 	flush := func() error {
-		if len(buf) == 0 {
-			return nil
+		var err error
+		switch {
+		case len(cellBuf) > 0:
+			err = insertCells(ctx, tx, p.d, shard, cellBuf)
+			clear(cellBuf)
+			cellBuf = cellBuf[:0]
+		case len(entryBuf) > 0:
+			err = insertIndex(ctx, tx, p.d, tables[index], shard, entryBuf, false)
+			clear(entryBuf)
+			entryBuf = entryBuf[:0]
 		}
-		if err := insertCells(ctx, tx, p.d, shard, buf); err != nil {
+		size = 0
+		if err != nil {
 			return fmt.Errorf("storage: restore: %w", err)
 		}
-		clear(buf)
-		buf, size = buf[:0], 0
 		return nil
 	}
 	for n := 0; ; n++ {
-		s, c, err := next()
+		r, err := next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("storage: restore: cell %d: %w", n, err)
+			return fmt.Errorf("storage: restore: record %d: %w", n, err)
 		}
-		if !p.shards.Contains(s) {
-			return fmt.Errorf("storage: restore: cell %d: %w: shard %d, range [%d, %d]", n, ErrShardRange, s, p.shards.First, p.shards.Last)
+		if !p.shards.Contains(r.Shard) {
+			return fmt.Errorf("storage: restore: record %d: %w: shard %d, range [%d, %d]", n, ErrShardRange, r.Shard, p.shards.First, p.shards.Last)
 		}
-		if s != shard || len(buf) >= p.d.insertRows || size+cellBytes(&c) > p.d.insertBytes {
+		var bytes int
+		if r.Index == "" {
+			bytes = cellBytes(&r.Cell)
+		} else {
+			if tables[r.Index] == nil {
+				return fmt.Errorf("storage: restore: record %d: %w: entry of index %q, not one of the tables given", n, ErrInvalidConfig, r.Index)
+			}
+			bytes = entryBytes(&r.Entry)
+		}
+		if r.Shard != shard || r.Index != index || len(cellBuf)+len(entryBuf) >= p.d.insertRows || size+bytes > p.d.insertBytes {
 			if err := flush(); err != nil {
 				return err
 			}
-			shard = s
+			shard, index = r.Shard, r.Index
 		}
-		buf = append(buf, c)
-		size += cellBytes(&c)
+		if r.Index == "" {
+			cellBuf = append(cellBuf, r.Cell)
+		} else {
+			entryBuf = append(entryBuf, r.Entry)
+		}
+		size += bytes
 	}
 	if err := flush(); err != nil {
 		return err

@@ -136,15 +136,15 @@ func TestSnapshotScanLargeBodiesAndStop(t *testing.T) {
 }
 
 // stream yields cells as Restore's next function.
-func stream(items []restoreItem) func() (int, cells.Cell, error) {
+func stream(items []restoreItem) func() (RestoreRecord, error) {
 	i := 0
-	return func() (int, cells.Cell, error) {
+	return func() (RestoreRecord, error) {
 		if i == len(items) {
-			return 0, cells.Cell{}, io.EOF
+			return RestoreRecord{}, io.EOF
 		}
 		it := items[i]
 		i++
-		return it.shard, it.c, it.err
+		return RestoreRecord{Shard: it.shard, Cell: it.c}, it.err
 	}
 }
 
@@ -181,7 +181,7 @@ func TestRestore(t *testing.T) {
 		applied := snap.Applied()
 		snap.Close()
 
-		if err := dst.Restore(ctx, applied, stream(items), nil); err != nil {
+		if err := dst.Restore(ctx, applied, stream(items), nil, nil); err != nil {
 			t.Fatalf("Restore: %v", err)
 		}
 		checkRestored := func(when string) {
@@ -217,7 +217,7 @@ func TestRestore(t *testing.T) {
 			{"shard out of range", append(some, restoreItem{shard: 4, c: mkCell(t, 9, "x", 1, 2)}), ErrShardRange},
 			{"duplicate key", append(some, restoreItem{shard: 1, c: mkCell(t, 9, "x", 1, 2)}), ErrDuplicate},
 		} {
-			if err := dst.Restore(ctx, AppliedState{Index: 99, Term: 9}, stream(tc.items), nil); !errors.Is(err, tc.want) {
+			if err := dst.Restore(ctx, AppliedState{Index: 99, Term: 9}, stream(tc.items), nil, nil); !errors.Is(err, tc.want) {
 				t.Errorf("Restore when %s: got %v, want %v", tc.name, err, tc.want)
 			}
 			checkRestored("after a Restore where " + tc.name)
@@ -230,13 +230,13 @@ func TestRestore(t *testing.T) {
 			mixed = append(mixed, restoreItem{shard: 0, c: fresh[0][i]}, restoreItem{shard: 2, c: fresh[2][i%40]})
 		}
 		mixed = mixed[:80] // shard 2 gets each of its 40 cells once
-		if err := empty.Restore(ctx, AppliedState{Index: 3, Term: 1}, stream(mixed), nil); err != nil {
+		if err := empty.Restore(ctx, AppliedState{Index: 3, Term: 1}, stream(mixed), nil, nil); err != nil {
 			t.Fatalf("Restore into an empty partition: %v", err)
 		}
 		checkCells(t, "interleaved restore shard 0", scanAll(t, empty, 0, 100), fresh[0][:40])
 		checkCells(t, "interleaved restore shard 2", scanAll(t, empty, 2, 100), fresh[2])
 		// An empty stream empties everything.
-		if err := empty.Restore(ctx, AppliedState{Index: 4, Term: 1}, stream(nil), nil); err != nil {
+		if err := empty.Restore(ctx, AppliedState{Index: 4, Term: 1}, stream(nil), nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		for sh := 0; sh <= 3; sh++ {
@@ -257,7 +257,7 @@ func TestRestoreLargeBodies(t *testing.T) {
 		for i, c := range big {
 			items[i] = restoreItem{shard: 1, c: c}
 		}
-		if err := p.Restore(ctx, AppliedState{Index: 1, Term: 1}, stream(items), nil); err != nil {
+		if err := p.Restore(ctx, AppliedState{Index: 1, Term: 1}, stream(items), nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		checkCells(t, "restored large bodies", scanAll(t, p, 1, 3), big)

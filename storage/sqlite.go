@@ -82,7 +82,10 @@ func sqliteDialect() *dialect {
 	UNIQUE (row_key, column_name, ref_key)
 ) STRICT`, shard)}
 		},
-		meta: "meta",
+		indexTable: sqliteIndexTable,
+		indexDDL:   sqliteIndexDDL,
+		indexDef:   sqliteIndexDef,
+		meta:       "meta",
 		upsertApplied: "INSERT INTO meta (datastore, `partition`, applied_index, applied_term, schema_version) " +
 			"VALUES (?, ?, ?, ?, ?) ON CONFLICT (datastore, `partition`) DO UPDATE SET " +
 			"applied_index = excluded.applied_index, applied_term = excluded.applied_term, schema_version = excluded.schema_version",

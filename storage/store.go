@@ -83,6 +83,7 @@ func (s *Store) open(ctx context.Context, id PartitionID, shards ShardRange) (*P
 		owned:   owned,
 		writer:  make(chan struct{}, 1),
 		created: make(map[int]bool),
+		indexes: make(map[string]*indexState),
 	}
 	_, version, err := readApplied(ctx, read, d, id)
 	if err == nil && version > schemaVersion {
@@ -131,13 +132,14 @@ func (s *Store) forget(p *PartitionStore) {
 }
 
 // PartitionStore is the tables of one partition on one node: the entity table of every shard
-// in its range, its meta row and its KV rows.
+// in its range, the index tables of its shards, its meta row and its KV rows.
 //
-// It has one writer, the partition's FSM goroutine, which alone calls EnsureShards, Begin (and
-// the WriteTx methods) and Restore; these never run concurrently with each other, and a call
-// made while the write transaction is open returns ErrTxOpen. Reads (GetCell, GetLatest,
-// GetRow, ScanShard, ReadLog, LocationAt, ScanKV, Applied, MaxAddedID) and snapshots may be
-// used from any goroutine, concurrently with the writer, and see committed data only.
+// It has one writer, the partition's FSM goroutine, which alone calls EnsureShards,
+// EnsureIndex, DropIndex, IndexNames, Begin (and the WriteTx methods) and Restore; these never
+// run concurrently with each other, and a call made while the write transaction is open
+// returns ErrTxOpen. Reads (GetCell, GetLatest, GetRow, ScanShard, ReadLog, LocationAt, ScanKV,
+// QueryIndex, IndexStats, Applied, MaxAddedID) and snapshots may be used from any goroutine,
+// concurrently with the writer, and see committed data only.
 type PartitionStore struct {
 	store  *Store
 	id     PartitionID
@@ -148,10 +150,14 @@ type PartitionStore struct {
 	write, read *sql.DB
 	// owned: write and read belong to this partition and are closed with it.
 	owned bool
-	// writer is held (one token) while a write transaction, EnsureShards or Restore runs.
+	// writer is held (one token) while a write transaction or another writer call
+	// (EnsureShards, EnsureIndex, DropIndex, IndexNames, Restore) runs.
 	writer chan struct{}
-	// created holds the shards whose tables exist; guarded by writer.
+	// created holds the shards whose entity tables exist; guarded by writer.
 	created map[int]bool
+	// indexes holds, by index name, the shards whose index table is known to exist (and with
+	// which columns); guarded by writer.
+	indexes map[string]*indexState
 	closed  atomic.Bool
 }
 

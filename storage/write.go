@@ -33,9 +33,9 @@ func (p *PartitionStore) Begin(ctx context.Context) (*WriteTx, error) {
 
 // WriteTx is the write transaction of one partition, opened by Begin. It sees its own writes.
 // Its methods must be called from one goroutine (the writer's); they return ErrClosed after
-// Commit or Rollback. An error from Lookup, Insert, PutKV, DeleteKV or SetApplied (other than
-// ErrKVTooLarge, returned before any I/O) leaves the transaction open but its outcome
-// undefined: roll it back.
+// Commit or Rollback. An error from Lookup, Insert, PutKV, DeleteKV, LookupIndex, UpsertIndex
+// or SetApplied (other than ErrKVTooLarge, ErrIndexValue and ErrInvalidConfig, returned before
+// any I/O) leaves the transaction open but its outcome undefined: roll it back.
 type WriteTx struct {
 	p    *PartitionStore
 	tx   *sql.Tx
