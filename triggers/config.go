@@ -40,6 +40,11 @@ var (
 // delivered again to the next owner).
 type Handler func(ctx context.Context, c cells.Cell) error
 
+// BatchHandler is called by RunBatch with one page of cells of one shard, in added_id order, on
+// one goroutine per shard at a time. It returns nil when every cell is handled; an error retries
+// the whole page (so a handler must be idempotent per cell). ctx ends as for Handler.
+type BatchHandler func(ctx context.Context, shard int, cs []cells.Cell) error
+
 // Config configures a worker. Client and Group are required; zero fields take the defaults of
 // DefaultConfig.
 type Config struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -33,6 +34,7 @@ type shardState struct {
 type worker struct {
 	cfg Config
 	h   Handler
+	bh  BatchHandler // set instead of h by RunBatch
 	cl  *client.Client
 	m   *metrics
 	rd  client.ReadOption
@@ -54,19 +56,36 @@ type worker struct {
 // that cannot reach the coordinator for SessionTimeout go to other members. See the package
 // documentation for the delivery guarantees.
 func Run(ctx context.Context, cfg Config, h Handler) error {
+	if h == nil {
+		return fmt.Errorf("%w: nil handler", ErrInvalidConfig)
+	}
+	return run(ctx, cfg, h, nil)
+}
+
+// RunBatch is Run with a handler called once per page of a shard (at most cfg.BatchSize cells,
+// in added_id order) instead of once per cell. A page is never split and never parked: h is
+// retried with backoff (cfg.Backoff up to cfg.BackoffMax) for as long as the worker owns the
+// shard, and the shard's offset moves past the page only when h returns nil. It suits handlers
+// whose failures are transient and that must not skip a cell, such as index maintenance.
+// Errors as for Run (never ErrHalted from this worker's own pages).
+func RunBatch(ctx context.Context, cfg Config, h BatchHandler) error {
+	if h == nil {
+		return fmt.Errorf("%w: nil handler", ErrInvalidConfig)
+	}
+	return run(ctx, cfg, nil, h)
+}
+
+func run(ctx context.Context, cfg Config, h Handler, bh BatchHandler) error {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return err
-	}
-	if h == nil {
-		return fmt.Errorf("%w: nil handler", ErrInvalidConfig)
 	}
 	m, err := newMetrics(cfg.Registerer, cfg.Group, cfg.Worker)
 	if err != nil {
 		return fmt.Errorf("triggers: metrics: %w", err)
 	}
 	defer m.unregister(cfg.Registerer)
-	w := &worker{cfg: cfg, h: h, cl: cfg.Client, m: m, rd: client.WithConsistency(cfg.Consistency),
+	w := &worker{cfg: cfg, h: h, bh: bh, cl: cfg.Client, m: m, rd: client.WithConsistency(cfg.Consistency),
 		shards: map[int]*shardState{}, changed: make(chan struct{}), commitNow: make(chan struct{}, 1)}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -429,6 +448,10 @@ func (w *worker) deliverShard(ctx context.Context, st *shardState, p wire.ShardC
 		st.busy = false
 		w.mu.Unlock()
 	}()
+	if w.bh != nil {
+		w.deliverBatch(ctx, st, p)
+		return false
+	}
 	for i, wc := range p.Cells {
 		if ctx.Err() != nil || !w.owns(st) {
 			return false
@@ -480,6 +503,65 @@ func (w *worker) deliverShard(ctx context.Context, st *shardState, p wire.ShardC
 		w.mu.Unlock()
 	}
 	return false
+}
+
+// deliverBatch hands one page of a shard to the batch handler, retrying until it succeeds or
+// the shard is lost or the worker stops, then moves the shard's offset past the page.
+func (w *worker) deliverBatch(ctx context.Context, st *shardState, p wire.ShardCellsResponse) {
+	cs := make([]cells.Cell, 0, len(p.Cells))
+	for _, wc := range p.Cells {
+		c, err := toCell(wc)
+		if err != nil {
+			w.cfg.Logger.Error("triggers: undecodable cell", "group", w.cfg.Group, "shard", st.shard, "added_id", wc.AddedID, "error", err)
+			return
+		}
+		cs = append(cs, c)
+	}
+	backoff := w.cfg.Backoff
+	for attempt := 1; ; attempt++ {
+		if ctx.Err() != nil || !w.owns(st) {
+			return
+		}
+		err := w.callBatch(st.ctx, st.shard, cs)
+		if err == nil {
+			break
+		}
+		w.m.incError()
+		if st.ctx.Err() != nil {
+			return
+		}
+		level := slog.LevelDebug
+		if attempt%w.cfg.MaxAttempts == 0 {
+			level = slog.LevelWarn
+		}
+		w.cfg.Logger.Log(ctx, level, "triggers: batch handler failed; retrying", "group", w.cfg.Group, "shard", st.shard,
+			"cells", len(cs), "attempt", attempt, "error", err)
+		if !sleepCtx(st.ctx, backoff/2+rand.N(backoff/2+1)) {
+			return
+		}
+		backoff = min(backoff*2, w.cfg.BackoffMax)
+	}
+	for range cs {
+		w.m.incDelivered()
+	}
+	w.mu.Lock()
+	if !st.lost {
+		st.offset = cs[len(cs)-1].AddedID
+	}
+	if p.HighWater >= 0 {
+		w.m.lag(st.shard, max(p.HighWater-st.offset, 0), 0)
+	}
+	w.mu.Unlock()
+}
+
+// callBatch runs the batch handler, turning a panic into an error.
+func (w *worker) callBatch(ctx context.Context, shard int, cs []cells.Cell) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panic: %v", r)
+		}
+	}()
+	return w.bh(ctx, shard, cs)
 }
 
 // attempt calls the handler up to MaxAttempts times with exponential backoff and full jitter.
