@@ -224,6 +224,7 @@ type readRequest struct {
 	RowKey      uuid.UUID
 	Log         logRequest
 	Group       string
+	Index       *indexRead
 }
 
 type readResponse struct {
@@ -232,6 +233,9 @@ type readResponse struct {
 	Pages   []LogPage
 	Status  *consumer.Status
 	Groups  []string
+	Entries []packedEntry
+	Catalog []byte
+	Stats   IndexStats
 }
 
 // GetCells reads keys from datastore ds with consistency c and returns one result per key, in
@@ -393,6 +397,8 @@ func (n *Node) readLocal(ctx context.Context, r *route, req readRequest) (readRe
 		resp.Pages = pages
 	case "group", "groups":
 		return readGroup(ctx, st, req)
+	case "catalog", "first", "index", "indexstats":
+		return n.readIndex(ctx, r, st, req)
 	default:
 		return readResponse{}, fmt.Errorf("cluster: unknown read op %q", req.Op)
 	}

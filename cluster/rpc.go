@@ -53,6 +53,7 @@ func (n *Node) rpcHandler() http.Handler {
 	mux.HandleFunc("POST "+rpcPutPath, n.servePut)
 	mux.HandleFunc("POST "+rpcReadPath, n.serveRead)
 	mux.HandleFunc("POST "+rpcGroupPath, n.serveGroup)
+	mux.HandleFunc("POST "+rpcIndexPath, n.serveIndex)
 	return mux
 }
 
@@ -86,6 +87,9 @@ func writeRPCError(w http.ResponseWriter, err error) {
 	case errors.Is(err, partition.ErrUnavailable), errors.Is(err, partition.ErrClosed):
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 	case errors.Is(err, consumer.ErrBadCommand):
+		http.Error(w, err.Error(), statusBadCommand)
+	case indexErrorKind(err) != "":
+		w.Header().Set(errorKindHeader, indexErrorKind(err))
 		http.Error(w, err.Error(), statusBadCommand)
 	case errors.Is(err, ErrUnknownDatastore), errors.Is(err, ErrBadShard), errors.Is(err, fsm.ErrShardOutOfRange):
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -220,6 +224,9 @@ func (n *Node) forward(ctx context.Context, target NodeSpec, path string, in, ou
 	case http.StatusBadRequest:
 		return fmt.Errorf("%w: %s", ErrBadShard, bytes.TrimSpace(data))
 	case statusBadCommand:
+		if kind := indexErrorOf(res.Header.Get(errorKindHeader)); kind != nil {
+			return fmt.Errorf("%w: %s", kind, bytes.TrimSpace(data))
+		}
 		return fmt.Errorf("%w: %s", consumer.ErrBadCommand, bytes.TrimSpace(data))
 	}
 	return lost(fmt.Errorf("status %d: %s", res.StatusCode, bytes.TrimSpace(data)))

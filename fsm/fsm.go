@@ -36,8 +36,11 @@ type Store interface {
 	EnsureShards(ctx context.Context, shards []int) error
 	Begin(ctx context.Context) (*storage.WriteTx, error)
 	BeginSnapshot(ctx context.Context) (*storage.SnapshotTx, error)
-	Restore(ctx context.Context, applied storage.AppliedState, next func() (int, cells.Cell, error), kv []storage.KV) error
+	Restore(ctx context.Context, applied storage.AppliedState, next func() (storage.RestoreRecord, error), kv []storage.KV, indexes []storage.IndexTable) error
 	ScanKV(ctx context.Context, prefix string) ([]storage.KV, error)
+	EnsureIndex(ctx context.Context, t storage.IndexTable, shards []int) error
+	DropIndex(ctx context.Context, name string) error
+	IndexNames(ctx context.Context) ([]string, error)
 }
 
 // Config configures an FSM. Store is required; the rest have defaults (DefaultConfig).
@@ -139,6 +142,8 @@ type Response struct {
 	Cells []CellResult
 	// Group is the result of a consumer-group command (nil for a cell command).
 	Group *consumer.Result
+	// Index is the result of an index command.
+	Index *IndexResult
 	Err   error
 }
 
@@ -178,6 +183,7 @@ type FSM struct {
 	// Used only on the FSM goroutine.
 	knownShards map[int]bool               // shards whose tables exist
 	groups      map[string]*consumer.Group // consumer groups' coordinator state, loaded on first use
+	idx         indexState                 // index tables, tombstones and catalog, loaded on first use
 }
 
 var (
@@ -278,6 +284,9 @@ type entry struct {
 	group    *GroupCommand
 	groupRes *consumer.Result
 	groupErr error
+	index    *IndexCommand
+	indexRes *IndexResult
+	indexErr error
 }
 
 // ApplyBatch applies committed entries in one SQL transaction and returns a *Response per entry
@@ -312,6 +321,18 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			entries = append(entries, entry{pos: i, group: &gc})
 			continue
 		}
+		if len(l.Data) > 0 && l.Data[0] == indexCommandVersion {
+			ic, err := DecodeIndexCommand(l.Data)
+			if err == nil {
+				err = f.checkIndexShards(ic)
+			}
+			if err != nil {
+				out[i] = &Response{Err: err}
+				continue
+			}
+			entries = append(entries, entry{pos: i, index: &ic})
+			continue
+		}
 		cmd, err := DecodeCommand(l.Data)
 		if err == nil {
 			err = f.checkShards(cmd)
@@ -331,6 +352,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		if err == nil {
 			for i, e := range entries {
 				switch {
+				case e.index != nil && e.indexErr != nil:
+					out[e.pos] = &Response{Err: e.indexErr}
+				case e.index != nil:
+					out[e.pos] = &Response{Index: e.indexRes}
 				case e.group == nil:
 					out[e.pos] = &Response{Cells: results[i]}
 				case e.groupErr != nil:
@@ -363,6 +388,15 @@ func (f *FSM) checkShards(cmd Command) error {
 	for i, c := range cmd.Cells {
 		if !f.shards.Contains(c.Shard) {
 			return fmt.Errorf("%w: cell %d names shard %d, partition holds %d..%d", ErrShardOutOfRange, i, c.Shard, f.shards.First, f.shards.Last)
+		}
+	}
+	return nil
+}
+
+func (f *FSM) checkIndexShards(c IndexCommand) error {
+	for i, e := range c.Entries {
+		if !f.shards.Contains(int(e.Shard)) {
+			return fmt.Errorf("%w: index entry %d names shard %d, partition holds %d..%d", ErrShardOutOfRange, i, e.Shard, f.shards.First, f.shards.Last)
 		}
 	}
 	return nil
@@ -431,6 +465,16 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResul
 		next[s] = id
 	}
 
+	hasIndex := false
+	for _, e := range entries {
+		hasIndex = hasIndex || e.index != nil
+	}
+	if hasIndex {
+		if err := f.ensureIndexTables(ctx, entries); err != nil {
+			return nil, err
+		}
+	}
+
 	tx, err := f.cfg.Store.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -440,6 +484,12 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResul
 	groups, err := f.applyGroups(ctx, tx, entries)
 	if err != nil {
 		return nil, err
+	}
+	var idx *indexApply
+	if hasIndex {
+		if idx, err = f.applyIndexes(ctx, tx, entries); err != nil {
+			return nil, err
+		}
 	}
 
 	stored := map[shardKey]storage.Existing{}
@@ -497,6 +547,7 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResul
 		g.ResetDirty()
 		f.groups[name] = g
 	}
+	f.installIndexes(ctx, idx)
 	f.mu.Lock()
 	for s, id := range next {
 		f.high[s] = id
@@ -509,6 +560,7 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResul
 func (f *FSM) resetCaches() {
 	f.knownShards = map[int]bool{}
 	f.groups = map[string]*consumer.Group{}
+	f.idx = indexState{}
 	f.mu.Lock()
 	f.high = map[int]int64{}
 	f.mu.Unlock()

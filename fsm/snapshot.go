@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -21,8 +24,9 @@ const snapshotMagic = "schemaless-snapshot\x00"
 // snapshotVersion is the format version this build writes after the magic. Version 2 added
 // the KV records; version 1 streams (no KV rows) are still read, so that a node upgraded from a
 // build without KV rows can restore the snapshots it or its peers wrote.
+// Version 3 added the index entry records.
 const (
-	snapshotVersion    = 2
+	snapshotVersion    = 3
 	minSnapshotVersion = 1
 )
 
@@ -32,7 +36,17 @@ const (
 	trailerShard = -1
 	// kvShard marks a KV row: Column is its key, Body its value.
 	kvShard = -2
+	// indexShard marks an index entry: Column is its table, AddedID its index shard, RowKey
+	// its row key, RefKey its violation, Body an encoded snapshotEntry.
+	indexShard = -3
 )
+
+// snapshotEntry is the Body of an index entry record: values packed as in index commands.
+type snapshotEntry struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Values   []any
+	Refs     []byte
+}
 
 // ErrBadSnapshot: a snapshot stream is truncated, of another format, or of another partition.
 var ErrBadSnapshot = errors.New("fsm: bad snapshot")
@@ -121,8 +135,16 @@ func (s *snapshot) write(w io.Writer) error {
 	}
 	ctx := context.Background()
 	var nKV int64
+	tables := map[string][]indexes.Field{}
 	err := s.tx.ScanKV(ctx, func(kv storage.KV) error {
 		nKV++
+		if name, ok := strings.CutPrefix(kv.Key, indexTableKeyPrefix); ok {
+			var fields []indexes.Field
+			if err := msgpack.Unmarshal(kv.Value, &fields); err != nil {
+				return fmt.Errorf("index table %s: %w", name, err)
+			}
+			tables[name] = fields
+		}
 		return enc.Encode(&snapshotRecord{Shard: kvShard, Column: kv.Key, Body: kv.Value})
 	})
 	if err != nil {
@@ -141,7 +163,29 @@ func (s *snapshot) write(w io.Writer) error {
 			return fmt.Errorf("shard %d: %w", shard, err)
 		}
 	}
-	if err := enc.Encode(&snapshotRecord{Shard: trailerShard, AddedID: n, RefKey: nKV}); err != nil {
+	names := make([]string, 0, len(tables))
+	for name := range tables {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var nIdx int64
+	for _, name := range names {
+		t := IndexTableOf(name, tables[name])
+		for shard := s.shards.First; shard <= s.shards.Last; shard++ {
+			err := s.tx.ScanIndex(ctx, shard, t, func(e storage.IndexEntry) error {
+				body, err := msgpack.Marshal(&snapshotEntry{Values: packIndexValues(e.Values), Refs: e.Refs})
+				if err != nil {
+					return err
+				}
+				nIdx++
+				return enc.Encode(&snapshotRecord{Shard: indexShard, AddedID: int64(shard), RowKey: e.RowKey[:], Column: name, RefKey: e.Violation, Body: body})
+			})
+			if err != nil {
+				return fmt.Errorf("index %s shard %d: %w", name, shard, err)
+			}
+		}
+	}
+	if err := enc.Encode(&snapshotRecord{Shard: trailerShard, AddedID: n, RefKey: nKV, CreatedAtMicros: nIdx}); err != nil {
 		return err
 	}
 	return bw.Flush()
@@ -184,43 +228,80 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		}
 		kv = append(kv, storage.KV{Key: r.Column, Value: r.Body})
 	}
-	var count int64
+	// The index tables of the snapshot are those its KV rows name.
+	tables := map[string][]indexes.Field{}
+	var tableList []storage.IndexTable
+	for _, row := range kv {
+		if name, ok := strings.CutPrefix(row.Key, indexTableKeyPrefix); ok {
+			var fields []indexes.Field
+			if err := msgpack.Unmarshal(row.Value, &fields); err != nil {
+				return fmt.Errorf("%w: index table %s: %v", ErrBadSnapshot, name, err)
+			}
+			tables[name] = fields
+			tableList = append(tableList, IndexTableOf(name, fields))
+		}
+	}
+	var count, nIdx int64
 	done := false
-	next := func() (int, cells.Cell, error) {
+	records := func() (storage.RestoreRecord, error) {
 		if done {
-			return 0, cells.Cell{}, io.EOF
+			return storage.RestoreRecord{}, io.EOF
 		}
 		var r snapshotRecord
 		if first != nil {
 			r, first = *first, nil
 		} else if err := dec.Decode(&r); err != nil {
-			return 0, cells.Cell{}, fmt.Errorf("%w: record %d: %v", ErrBadSnapshot, count, err)
+			return storage.RestoreRecord{}, fmt.Errorf("%w: record %d: %v", ErrBadSnapshot, count+nIdx, err)
 		}
 		switch r.Shard {
 		case trailerShard:
-			if r.AddedID != count || r.RefKey != int64(len(kv)) {
-				return 0, cells.Cell{}, fmt.Errorf("%w: trailer counts %d cells and %d KV rows, read %d and %d",
-					ErrBadSnapshot, r.AddedID, r.RefKey, count, len(kv))
+			if r.AddedID != count || r.RefKey != int64(len(kv)) || r.CreatedAtMicros != nIdx {
+				return storage.RestoreRecord{}, fmt.Errorf("%w: trailer counts %d cells, %d KV rows and %d index entries, read %d, %d and %d",
+					ErrBadSnapshot, r.AddedID, r.RefKey, r.CreatedAtMicros, count, len(kv), nIdx)
 			}
 			done = true
-			return 0, cells.Cell{}, io.EOF
+			return storage.RestoreRecord{}, io.EOF
 		case kvShard:
-			return 0, cells.Cell{}, fmt.Errorf("%w: KV record after cell %d", ErrBadSnapshot, count)
+			return storage.RestoreRecord{}, fmt.Errorf("%w: KV record after cell %d", ErrBadSnapshot, count)
+		case indexShard:
+			if h.Version < 3 {
+				return storage.RestoreRecord{}, fmt.Errorf("%w: index record in a version %d stream", ErrBadSnapshot, h.Version)
+			}
+			fields, ok := tables[r.Column]
+			if !ok || !f.shards.Contains(int(r.AddedID)) {
+				return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d of table %q in shard %d", ErrBadSnapshot, nIdx, r.Column, r.AddedID)
+			}
+			rk, err := uuid.FromBytes(r.RowKey)
+			if err != nil {
+				return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: %v", ErrBadSnapshot, nIdx, err)
+			}
+			var se snapshotEntry
+			if err := msgpack.Unmarshal(r.Body, &se); err != nil || len(se.Values) != len(fields) {
+				return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: bad body (%v)", ErrBadSnapshot, nIdx, err)
+			}
+			for i, v := range se.Values {
+				if se.Values[i], err = TypedIndexValue(fields[i].Type, v); err != nil {
+					return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: %v", ErrBadSnapshot, nIdx, err)
+				}
+			}
+			nIdx++
+			return storage.RestoreRecord{Shard: int(r.AddedID), Index: r.Column,
+				Entry: storage.IndexEntry{RowKey: rk, Values: se.Values, Refs: se.Refs, Violation: r.RefKey}}, nil
 		}
 		if !f.shards.Contains(int(r.Shard)) {
-			return 0, cells.Cell{}, fmt.Errorf("%w: record %d in shard %d", ErrBadSnapshot, count, r.Shard)
+			return storage.RestoreRecord{}, fmt.Errorf("%w: record %d in shard %d", ErrBadSnapshot, count, r.Shard)
 		}
 		rk, err := uuid.FromBytes(r.RowKey)
 		if err != nil {
-			return 0, cells.Cell{}, fmt.Errorf("%w: record %d: %v", ErrBadSnapshot, count, err)
+			return storage.RestoreRecord{}, fmt.Errorf("%w: record %d: %v", ErrBadSnapshot, count, err)
 		}
 		count++
-		return int(r.Shard), cells.Cell{
+		return storage.RestoreRecord{Shard: int(r.Shard), Cell: cells.Cell{
 			Key:  cells.Key{RowKey: rk, ColumnKey: r.Column, RefKey: r.RefKey},
 			Body: r.Body, AddedID: r.AddedID, CreatedAt: time.UnixMicro(r.CreatedAtMicros).UTC(),
-		}, nil
+		}}, nil
 	}
-	if err := f.cfg.Store.Restore(context.Background(), h.Applied, next, kv); err != nil {
+	if err := f.cfg.Store.Restore(context.Background(), h.Applied, records, kv, tableList); err != nil {
 		return fmt.Errorf("fsm: restore: %w", err)
 	}
 	f.resetCaches()

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/indexes"
 )
 
 // proposal is one Put call waiting to be grouped into a raft entry.
@@ -177,37 +178,79 @@ func (p *Raft) classify(err error) error {
 // to retry, commits are fenced and never move an offset backward); consumer.ErrBadCommand
 // wrapped, for a command the coordinator refused (nothing changed).
 func (p *Raft) ApplyGroup(ctx context.Context, group string, cmd consumer.Command) (consumer.Result, error) {
+	var res consumer.Result
+	err := p.applyOne(ctx, func(now time.Time) ([]byte, error) {
+		return fsm.EncodeGroupCommand(fsm.GroupCommand{Group: group, CreatedAt: now, Cmd: cmd})
+	}, func(f raft.ApplyFuture) (err error) {
+		res, err = fsm.GroupResponseOf(f)
+		return err
+	}, consumer.ErrBadCommand)
+	if err != nil {
+		return consumer.Result{}, err // res may still be written by the abandoned wait
+	}
+	return res, nil
+}
+
+// ApplyIndex proposes one index command (an upsert of index entries into tables of this
+// partition, a drop of an index table, or a catalog command on the catalog this partition
+// holds) and returns its result. It must be called on the leader (else *NotLeaderError) and
+// blocks until the entry is applied on this replica or ctx ends. The entry's CreatedAt is set
+// here, from the leader's clock.
+//
+// Errors: *NotLeaderError and ErrUnavailable (nothing applied); ErrIndeterminate (maybe applied:
+// every index command is safe to retry, upserts merge by ref key); indexes.ErrBadCommand or
+// indexes.ErrNotFound wrapped, for a catalog command refused (nothing changed).
+func (p *Raft) ApplyIndex(ctx context.Context, cmd fsm.IndexCommand) (fsm.IndexResult, error) {
+	var res fsm.IndexResult
+	err := p.applyOne(ctx, func(now time.Time) ([]byte, error) {
+		cmd.CreatedAt = now
+		if cmd.Op == fsm.IndexCatalog {
+			cmd.Catalog.Now = now
+		}
+		return fsm.EncodeIndexCommand(cmd)
+	}, func(f raft.ApplyFuture) (err error) {
+		res, err = fsm.IndexResponseOf(f)
+		return err
+	}, indexes.ErrBadCommand, indexes.ErrNotFound, indexes.ErrNotReady)
+	if err != nil {
+		return fsm.IndexResult{}, err // res may still be written by the abandoned wait
+	}
+	return res, nil
+}
+
+// applyOne proposes one entry built by encode (given the leader's clock) and reads its outcome
+// with result. Errors matching one of refused are the state machine's answers and returned as
+// they are; others are classified (ErrUnavailable, ErrIndeterminate).
+func (p *Raft) applyOne(ctx context.Context, encode func(now time.Time) ([]byte, error), result func(raft.ApplyFuture) error, refused ...error) error {
 	if p.closed.Load() {
-		return consumer.Result{}, ErrClosed
+		return ErrClosed
 	}
 	if !p.IsLeader() {
-		return consumer.Result{}, p.notLeader()
+		return p.notLeader()
 	}
-	data, err := fsm.EncodeGroupCommand(fsm.GroupCommand{Group: group, CreatedAt: time.Now().UTC().Truncate(time.Microsecond), Cmd: cmd})
+	data, err := encode(time.Now().UTC().Truncate(time.Microsecond))
 	if err != nil {
-		return consumer.Result{}, err
+		return err
 	}
 	timeout := p.cfg.EnqueueTimeout
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
 	future := p.raft.Apply(data, timeout)
-	done := make(chan struct{})
-	var res consumer.Result
-	go func() {
-		res, err = fsm.GroupResponseOf(future)
-		close(done)
-	}()
+	done := make(chan error, 1)
+	go func() { done <- result(future) }()
 	select {
-	case <-done:
+	case err = <-done:
 	case <-ctx.Done():
-		return consumer.Result{}, fmt.Errorf("%w: %v", ErrIndeterminate, ctx.Err())
+		return fmt.Errorf("%w: %v", ErrIndeterminate, ctx.Err())
 	}
 	if err != nil {
-		if errors.Is(err, consumer.ErrBadCommand) {
-			return consumer.Result{}, err
+		for _, r := range refused {
+			if errors.Is(err, r) {
+				return err
+			}
 		}
-		return consumer.Result{}, p.classify(err)
+		return p.classify(err)
 	}
-	return res, nil
+	return nil
 }

@@ -1,0 +1,218 @@
+package fsm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/indexes"
+	"github.com/schemaless-db/schemaless/storage"
+)
+
+// testFields: shard field "city" from BASE, "fare" from BASE, "status" from STATUS.
+var testFields = []indexes.Field{
+	{Name: "city", Type: indexes.TypeString, Column: "BASE"},
+	{Name: "fare", Type: indexes.TypeInt, Column: "BASE"},
+	{Name: "driver", Type: indexes.TypeUUID, Column: "STATUS"},
+}
+
+const testTable = "by_city_v1"
+
+func indexLog(t testing.TB, index uint64, c IndexCommand) *raft.Log {
+	t.Helper()
+	data, err := EncodeIndexCommand(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
+}
+
+// update is one source cell turned into an index entry update.
+func update(shard int, row int, col string, ref int64, city string, fare int64, driver uuid.UUID) IndexEntry {
+	e := IndexEntry{Shard: int32(shard), RowKey: rowKey(row), Values: []any{city, nil, nil}, Refs: map[string]int64{col: ref}}
+	if col == "BASE" {
+		e.Values[1] = fare
+	} else {
+		e.Values[2] = driver
+	}
+	return e
+}
+
+// dumpIndex returns every entry of the test table on the partition, shard by shard.
+func dumpIndex(t *testing.T, p *storage.PartitionStore) []storage.IndexEntry {
+	t.Helper()
+	snap, err := p.BeginSnapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	var out []storage.IndexEntry
+	tbl := IndexTableOf(testTable, testFields)
+	for s := p.Shards().First; s <= p.Shards().Last; s++ {
+		if err := snap.ScanIndex(context.Background(), s, tbl, func(e storage.IndexEntry) error {
+			out = append(out, e)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// Updates applied in any order and any number of times leave the same entries as applied once
+// in ref-key order: the FSM merges per source column by ref key. The shard field never moves.
+func TestIndexUpsertsCommute(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	var ups []IndexEntry
+	for row := 0; row < 20; row++ {
+		shard := 8 + rng.IntN(4)
+		city := fmt.Sprintf("city-%d", rng.IntN(3))
+		for ref := int64(1); ref <= int64(1+rng.IntN(4)); ref++ {
+			ups = append(ups, update(shard, row, "BASE", ref, city, rng.Int64N(100), uuid.Nil))
+		}
+		for ref := int64(1); ref <= int64(rng.IntN(3)); ref++ {
+			ups = append(ups, update(shard, row, "STATUS", ref, city, 0, uuid.New()))
+		}
+	}
+	apply := func(order []IndexEntry, batch int) []storage.IndexEntry {
+		p := openSQLite(t)
+		f := newFSM(t, p)
+		var logs []*raft.Log
+		for i := 0; i < len(order); i += batch {
+			chunk := order[i:min(i+batch, len(order))]
+			logs = append(logs, indexLog(t, uint64(len(logs)+1), IndexCommand{Op: IndexUpsert, Table: testTable, Fields: testFields, Entries: chunk}))
+		}
+		for i := 0; i < len(logs); i += 3 {
+			for _, r := range responses(t, f.ApplyBatch(logs[i:min(i+3, len(logs))])) {
+				if r.Err != nil || r.Index == nil {
+					t.Fatalf("upsert: %+v", r)
+				}
+			}
+		}
+		return dumpIndex(t, p)
+	}
+	want := apply(ups, 1) // per row and column, ref keys ascending
+	if len(want) != 20 {
+		t.Fatalf("got %d entries, want 20", len(want))
+	}
+	for round := 0; round < 3; round++ {
+		shuffled := append([]IndexEntry(nil), ups...)
+		shuffled = append(shuffled, ups[:len(ups)/2]...) // replays
+		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		got := apply(shuffled, 1+rng.IntN(7))
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: entries after a shuffled replay differ:\n got %v\nwant %v", round, got, want)
+		}
+	}
+	// The entries hold the newest values: check one row against the updates.
+	for _, e := range want {
+		var bestBase, bestStatus IndexEntry
+		for _, u := range ups {
+			if u.RowKey != e.RowKey {
+				continue
+			}
+			if r, ok := u.Refs["BASE"]; ok && (bestBase.Refs == nil || r > bestBase.Refs["BASE"]) {
+				bestBase = u
+			}
+			if r, ok := u.Refs["STATUS"]; ok && (bestStatus.Refs == nil || r > bestStatus.Refs["STATUS"]) {
+				bestStatus = u
+			}
+		}
+		if e.Values[1] != bestBase.Values[1] {
+			t.Errorf("row %s: fare %v, want %v from the newest BASE", e.RowKey, e.Values[1], bestBase.Values[1])
+		}
+		if bestStatus.Refs != nil && e.Values[2] != bestStatus.Values[2] {
+			t.Errorf("row %s: driver %v, want %v from the newest STATUS", e.RowKey, e.Values[2], bestStatus.Values[2])
+		}
+	}
+}
+
+// A drop removes the tables, survives a restart (later upserts are ignored), and a snapshot
+// carries the index entries to a fresh replica.
+func TestIndexDropAndSnapshot(t *testing.T) {
+	p := openSQLite(t)
+	f := newFSM(t, p)
+	ups := []IndexEntry{update(8, 1, "BASE", 1, "ORD", 10, uuid.Nil), update(10, 2, "BASE", 1, "SFO", 20, uuid.Nil)}
+	responses(t, f.ApplyBatch([]*raft.Log{indexLog(t, 1, IndexCommand{Op: IndexUpsert, Table: testTable, Fields: testFields, Entries: ups})}))
+	before := dumpIndex(t, p)
+	if len(before) != 2 {
+		t.Fatalf("got %d entries, want 2", len(before))
+	}
+
+	// Snapshot into a fresh partition: same entries.
+	data := persist(t, f, func() {})
+	q := openSQLite(t)
+	g := newFSM(t, q)
+	if err := g.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	if got := dumpIndex(t, q); !reflect.DeepEqual(got, before) {
+		t.Fatalf("restored entries %v, want %v", got, before)
+	}
+
+	// Drop, then upsert again: ignored, no table comes back.
+	out := responses(t, f.ApplyBatch([]*raft.Log{
+		indexLog(t, 2, IndexCommand{Op: IndexDrop, Table: testTable}),
+		indexLog(t, 3, IndexCommand{Op: IndexUpsert, Table: testTable, Fields: testFields, Entries: ups}),
+	}))
+	if out[1].Err != nil || out[1].Index.Changed != 0 {
+		t.Fatalf("upsert after drop: %+v", out[1])
+	}
+	names, err := p.IndexNames(context.Background())
+	if err != nil || len(names) != 0 {
+		t.Fatalf("index tables after drop: %v, %v", names, err)
+	}
+	f2 := newFSM(t, p) // restart: the tombstone is in SQL
+	responses(t, f2.ApplyBatch([]*raft.Log{indexLog(t, 4, IndexCommand{Op: IndexUpsert, Table: testTable, Fields: testFields, Entries: ups})}))
+	if names, _ := p.IndexNames(context.Background()); len(names) != 0 {
+		t.Fatalf("a restarted FSM recreated dropped tables %v", names)
+	}
+}
+
+// Catalog commands go through the FSM: results are values, refusals are errors and change
+// nothing, and the catalog is read back from SQL.
+func TestIndexCatalogCommands(t *testing.T) {
+	p := openSQLite(t)
+	f := newFSM(t, p)
+	def, err := indexes.ParseDefinition([]byte("table: by_city\ncolumn_defs:\n  - column_key: BASE\n    fields:\n      - {field: city, type: string}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 23, 7, 0, 0, 0, time.UTC)
+	cat := func(i uint64, c indexes.Command) *raft.Log {
+		c.Now = at
+		return indexLog(t, i, IndexCommand{Op: IndexCatalog, Catalog: c})
+	}
+	out := responses(t, f.ApplyBatch([]*raft.Log{
+		cat(1, indexes.Command{Op: indexes.OpDefine, Name: "by_city", Definition: def}),
+		cat(2, indexes.Command{Op: indexes.OpAlias, Name: "by_city", Version: 1}),
+		cat(3, indexes.Command{Op: indexes.OpReady, Name: "by_city", Version: 1}),
+	}))
+	if out[0].Err != nil || out[0].Index.Catalog.Version != 1 || !out[0].Index.Catalog.Created {
+		t.Fatalf("define: %+v", out[0])
+	}
+	if !errors.Is(out[1].Err, indexes.ErrNotReady) && !errors.Is(out[1].Err, indexes.ErrBadCommand) {
+		t.Fatalf("alias to a building version: %+v, want a refusal", out[1])
+	}
+	if out[2].Err != nil {
+		t.Fatalf("ready: %+v", out[2])
+	}
+	c, err := LoadCatalog(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Resolve("by_city", 0)
+	if err != nil || v.Version != 1 || v.State != indexes.StateReady {
+		t.Fatalf("resolve after ready: %+v, %v", v, err)
+	}
+}
