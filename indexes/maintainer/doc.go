@@ -1,0 +1,33 @@
+// Package maintainer keeps a datastore's secondary indexes up to date: the built-in consumer of
+// the per-shard logs that every node runs.
+//
+// Run polls the datastore's index catalog (package indexes) and, for every index version that
+// is building or ready, runs a worker of the consumer group "_index.<index>_v<version>" with
+// triggers.RunBatch. The group's offsets make maintenance crash-safe: a worker that dies
+// mid-batch leaves its shards to another node, which handles the uncommitted cells again.
+// Starting a new version's group from the first cell of every shard is the backfill, so an
+// index added to a running datastore is built online, and a new version builds beside the old
+// one while queries keep using the alias.
+//
+// For each page of a shard's log the handler:
+//
+//  1. keeps the cells of the index's source columns;
+//  2. reads, in one strong read per page, the first cell appended (lowest added_id) of the
+//     shard field's column for every row key of the page: its shard field value places the
+//     entry on the index shard ShardOf(value) for good;
+//  3. for rows whose shard-field cell is in the page, also reads the latest cell of each other
+//     source column, so that values written before the shard field are not lost;
+//  4. sends one upsert per index partition (a raft command, fsm.IndexUpsert), which the
+//     partition's FSM merges by ref key per source column (indexes.Merge): replays and
+//     reordering change nothing.
+//
+// A cell whose shard field differs from the entry's is a violation of the immutable shard
+// field: the entry stays where it is, records the cell's added_id (the highest such), and the maintainer counts it
+// (schemaless_index_shard_field_violations_total) and logs it. Values that do not convert to
+// their field's type are stored as NULL and counted (schemaless_index_type_mismatches_total).
+//
+// When a building version's group has handled every shard's log up to its high-water mark,
+// the maintainer marks it ready in the catalog; the first ready version of an index becomes its
+// alias. Versions being dropped have their maintainers stopped, their tables dropped on every
+// partition, and are then marked dropped.
+package maintainer

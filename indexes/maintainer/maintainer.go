@@ -1,0 +1,409 @@
+package maintainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/indexes"
+	"github.com/schemaless-db/schemaless/triggers"
+)
+
+// GroupPrefix starts the consumer group of every index version: GroupPrefix + table name.
+const GroupPrefix = "_index."
+
+// GroupName returns the consumer group that maintains version of index name.
+func GroupName(name string, version int) string {
+	return GroupPrefix + indexes.TableName(name, version)
+}
+
+// Backend is what the maintainer needs of the cluster (*cluster.Node).
+type Backend interface {
+	Datastore(name string) (*cluster.DatastoreSpec, error)
+	Catalog(ctx context.Context, ds string, c cluster.Consistency) (*indexes.Catalog, error)
+	CatalogApply(ctx context.Context, ds string, cmd indexes.Command) (indexes.Result, error)
+	FirstCells(ctx context.Context, ds string, shard int, column string, rowKeys []uuid.UUID, c cluster.Consistency) (map[uuid.UUID]cells.Cell, error)
+	GetCells(ctx context.Context, ds string, keys []cluster.GetKey, c cluster.Consistency) ([]cluster.ReadResult, error)
+	PutIndexEntries(ctx context.Context, ds, table string, fields []indexes.Field, entries []fsm.IndexEntry) (int, error)
+	DropIndexTable(ctx context.Context, ds, table string) error
+	GroupProgress(ctx context.Context, ds, group string, c cluster.Consistency) (cluster.GroupProgress, error)
+}
+
+// Config configures Run. Backend, Client and Datastores are required; zero durations and sizes
+// take the defaults of DefaultConfig.
+type Config struct {
+	// Backend is this node's cluster node.
+	Backend Backend
+	// Client reaches the cluster's HTTP API (this node first); the log reads and group
+	// commands of the workers go through it. Its datastore is ignored.
+	Client *client.Client
+	// Datastores are maintained (raft mode datastores of the topology).
+	Datastores []string
+	// Worker names this node's workers in the groups (the node id). Default: triggers'.
+	Worker string
+	// PollInterval is the time between two reads of the catalog. Default 1s.
+	PollInterval time.Duration
+	// BatchSize bounds the cells of one log page, so of one upsert round. Default 500.
+	BatchSize int
+	// SessionTimeout of the workers' group membership. Default 3s.
+	SessionTimeout time.Duration
+	// ReadyLag: a building version is marked ready when no shard's oldest unhandled cell is
+	// older than this. Default 2s.
+	ReadyLag time.Duration
+	// Logger receives starts, stops, violations and errors. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the maintainer's and its workers' metrics; nil registers none.
+	Registerer prometheus.Registerer
+}
+
+// DefaultConfig returns the defaults, with no Backend, Client or Datastores.
+func DefaultConfig() Config {
+	return Config{PollInterval: time.Second, BatchSize: 500, SessionTimeout: 3 * time.Second, ReadyLag: 2 * time.Second, Logger: slog.Default()}
+}
+
+func (c *Config) ensureDefaults() {
+	d := DefaultConfig()
+	if c.PollInterval == 0 {
+		c.PollInterval = d.PollInterval
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = d.BatchSize
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = d.SessionTimeout
+	}
+	if c.ReadyLag == 0 {
+		c.ReadyLag = d.ReadyLag
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+}
+
+// metrics are the maintainer's counters, labelled by datastore and index table.
+type metrics struct {
+	cells, entries, violations, mismatches, noShardValue *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	mk := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"datastore", "index"})
+	}
+	m := &metrics{
+		cells:        mk("schemaless_index_cells_total", "Source cells handled by the index maintainer (replays included)."),
+		entries:      mk("schemaless_index_entries_changed_total", "Index entries created or changed by the maintainer's upserts."),
+		violations:   mk("schemaless_index_shard_field_violations_total", "Cells that tried to change an entry's shard field (counted on each handling)."),
+		mismatches:   mk("schemaless_index_type_mismatches_total", "Field values that did not convert to their index type and were stored as NULL."),
+		noShardValue: mk("schemaless_index_no_shard_value_total", "Cells skipped because their row's first shard-field cell has no shard field value."),
+	}
+	if reg != nil {
+		for _, c := range []*prometheus.CounterVec{m.cells, m.entries, m.violations, m.mismatches, m.noShardValue} {
+			if err := reg.Register(c); err != nil {
+				var are prometheus.AlreadyRegisteredError
+				if !errors.As(err, &are) {
+					return nil, err
+				}
+			}
+		}
+	}
+	return m, nil
+}
+
+// runner is one index version's worker.
+type runner struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Run maintains the indexes of cfg.Datastores until ctx ends, then stops its workers (they
+// commit and leave their groups) and returns nil. Catalog and cluster errors are logged and
+// retried at the next poll. It returns an error only for a bad cfg or metrics registration.
+func Run(ctx context.Context, cfg Config) error {
+	cfg.ensureDefaults()
+	if cfg.Backend == nil || cfg.Client == nil || len(cfg.Datastores) == 0 {
+		return errors.New("maintainer: Backend, Client and Datastores are required")
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return fmt.Errorf("maintainer: metrics: %w", err)
+	}
+	runners := map[string]*runner{} // by datastore + "/" + table
+	defer func() {
+		for _, r := range runners {
+			r.cancel()
+		}
+		for _, r := range runners {
+			<-r.done
+		}
+	}()
+	t := time.NewTicker(cfg.PollInterval)
+	defer t.Stop()
+	for {
+		for _, ds := range cfg.Datastores {
+			reconcile(ctx, cfg, m, ds, runners)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// reconcile starts the workers of the active versions of ds, stops the others, marks caught-up
+// versions ready and finishes drops.
+func reconcile(ctx context.Context, cfg Config, m *metrics, ds string, runners map[string]*runner) {
+	log := cfg.Logger.With("datastore", ds)
+	cat, err := cfg.Backend.Catalog(ctx, ds, cluster.Stale)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Debug("maintainer: read catalog", "error", err)
+		}
+		return
+	}
+	active := map[string]bool{}
+	for _, v := range cat.Active() {
+		table := indexes.TableName(v.Definition.Table, v.Version)
+		key := ds + "/" + table
+		active[key] = true
+		if _, ok := runners[key]; !ok {
+			runners[key] = start(ctx, cfg, m, ds, v)
+		}
+		if v.State == indexes.StateBuilding {
+			markReady(ctx, cfg, ds, v)
+		}
+	}
+	for key, r := range runners {
+		if len(key) > len(ds) && key[:len(ds)+1] == ds+"/" && !active[key] {
+			r.cancel()
+			<-r.done
+			delete(runners, key)
+		}
+	}
+	for _, v := range cat.Dropping() {
+		table := indexes.TableName(v.Definition.Table, v.Version)
+		if err := cfg.Backend.DropIndexTable(ctx, ds, table); err != nil {
+			log.Warn("maintainer: drop index tables; retrying", "table", table, "error", err)
+			continue
+		}
+		_, err := cfg.Backend.CatalogApply(ctx, ds, indexes.Command{Op: indexes.OpDropped, Name: v.Definition.Table, Version: v.Version})
+		if err != nil {
+			log.Warn("maintainer: mark dropped; retrying", "table", table, "error", err)
+			continue
+		}
+		log.Info("maintainer: index version dropped", "table", table)
+	}
+}
+
+// markReady marks v ready once its group has caught up with every shard's log.
+func markReady(ctx context.Context, cfg Config, ds string, v indexes.Version) {
+	p, err := cfg.Backend.GroupProgress(ctx, ds, GroupName(v.Definition.Table, v.Version), cluster.Stale)
+	if err != nil {
+		return // not created yet, or unavailable: the next poll tries again
+	}
+	for _, s := range p.Shards {
+		if s.LagCells > 0 && (s.Offset < 0 || s.LagSeconds > cfg.ReadyLag.Seconds()) {
+			return
+		}
+	}
+	_, err = cfg.Backend.CatalogApply(ctx, ds, indexes.Command{Op: indexes.OpReady, Name: v.Definition.Table, Version: v.Version})
+	if err != nil {
+		cfg.Logger.Debug("maintainer: mark ready", "datastore", ds, "index", v.Definition.Table, "version", v.Version, "error", err)
+		return
+	}
+	cfg.Logger.Info("maintainer: index version ready", "datastore", ds, "index", v.Definition.Table, "version", v.Version)
+}
+
+// start runs the worker of version v until its context is cancelled.
+func start(ctx context.Context, cfg Config, m *metrics, ds string, v indexes.Version) *runner {
+	vctx, cancel := context.WithCancel(ctx)
+	r := &runner{cancel: cancel, done: make(chan struct{})}
+	spec, err := cfg.Backend.Datastore(ds)
+	h := &handler{be: cfg.Backend, ds: ds, table: indexes.TableName(v.Definition.Table, v.Version),
+		fields: v.Definition.Fields(), columns: map[string]bool{}, m: m, log: cfg.Logger.With("datastore", ds, "index", v.Definition.Table, "version", v.Version)}
+	for _, c := range v.Definition.Columns() {
+		h.columns[c] = true
+	}
+	tcfg := triggers.Config{
+		Client: cfg.Client.WithDatastore(ds), Group: GroupName(v.Definition.Table, v.Version), Worker: cfg.Worker,
+		BatchSize: cfg.BatchSize, SessionTimeout: cfg.SessionTimeout, Registerer: cfg.Registerer, Logger: cfg.Logger,
+		Consistency: client.ConsistencyStale, PollWait: time.Second, HaltThreshold: -1,
+	}
+	if cols := v.Definition.Columns(); len(cols) == 1 {
+		tcfg.ColumnKey = cols[0]
+	}
+	go func() {
+		defer close(r.done)
+		if err != nil {
+			h.log.Error("maintainer: unknown datastore", "error", err)
+			return
+		}
+		h.shards = spec.Shards
+		h.log.Info("maintainer: worker started", "group", tcfg.Group)
+		for vctx.Err() == nil {
+			err := triggers.RunBatch(vctx, tcfg, h.handle)
+			if vctx.Err() != nil {
+				break
+			}
+			h.log.Warn("maintainer: worker stopped; restarting", "error", err)
+			select {
+			case <-vctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+		h.log.Info("maintainer: worker stopped", "group", tcfg.Group)
+	}()
+	return r
+}
+
+// handler turns pages of a shard's log into index upserts for one index version.
+type handler struct {
+	be      Backend
+	ds      string
+	table   string
+	fields  []indexes.Field
+	columns map[string]bool
+	shards  int
+	m       *metrics
+	log     *slog.Logger
+}
+
+// handle is the triggers.BatchHandler: see the package documentation for the steps.
+func (h *handler) handle(ctx context.Context, shard int, page []cells.Cell) error {
+	shardCol := h.fields[0].Column
+	var src []cells.Cell
+	var rowKeys []uuid.UUID
+	seen := map[uuid.UUID]bool{}
+	hasShardCell := map[uuid.UUID]bool{}
+	for _, c := range page {
+		if !h.columns[c.Key.ColumnKey] {
+			continue
+		}
+		src = append(src, c)
+		if !seen[c.Key.RowKey] {
+			seen[c.Key.RowKey] = true
+			rowKeys = append(rowKeys, c.Key.RowKey)
+		}
+		if c.Key.ColumnKey == shardCol {
+			hasShardCell[c.Key.RowKey] = true
+		}
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	first, err := h.be.FirstCells(ctx, h.ds, shard, shardCol, rowKeys, cluster.Strong)
+	if err != nil {
+		return fmt.Errorf("read first %s cells: %w", shardCol, err)
+	}
+	if len(h.columns) > 1 {
+		extra, err := h.otherColumns(ctx, shardCol, rowKeys, hasShardCell)
+		if err != nil {
+			return err
+		}
+		src = append(src, extra...)
+	}
+	shardVals := map[uuid.UUID]any{}
+	for rk, f := range first {
+		obj, err := f.Body.Object()
+		if err != nil {
+			return fmt.Errorf("decode cell %s: %w", f.Key, err)
+		}
+		vals, _ := indexes.Extract(h.fields, shardCol, obj)
+		shardVals[rk] = vals[0]
+	}
+	entries := make([]fsm.IndexEntry, 0, len(src))
+	labels := prometheus.Labels{"datastore": h.ds, "index": h.table}
+	for _, c := range src {
+		h.m.cells.With(labels).Inc()
+		sv := shardVals[c.Key.RowKey]
+		if sv == nil {
+			// No shard-field cell yet (its arrival brings this column's latest cell in), or it
+			// carries no usable shard value: the row has no entry.
+			if _, ok := first[c.Key.RowKey]; ok {
+				h.m.noShardValue.With(labels).Inc()
+			}
+			continue
+		}
+		obj, err := c.Body.Object()
+		if err != nil {
+			return fmt.Errorf("decode cell %s: %w", c.Key, err)
+		}
+		vals, mismatched := indexes.Extract(h.fields, c.Key.ColumnKey, obj)
+		if len(mismatched) > 0 {
+			h.m.mismatches.With(labels).Add(float64(len(mismatched)))
+			h.log.Debug("maintainer: values of the wrong type stored as NULL", "cell", c.Key.String(), "fields", mismatched)
+		}
+		values := make([]any, len(h.fields))
+		values[0] = sv
+		for i, v := range vals {
+			if i != 0 {
+				values[i] = v
+			}
+		}
+		var violation int64
+		if c.Key.ColumnKey == shardCol && vals[0] != sv {
+			violation = c.AddedID // positive, and names the cell in the source shard's log
+			h.m.violations.With(labels).Inc()
+			h.log.Warn("maintainer: a cell changes the immutable shard field; the entry keeps its shard",
+				"cell", c.Key.String(), "field", h.fields[0].Name, "entry_value", indexes.Format(h.fields[0].Type, sv),
+				"cell_value", indexes.Format(h.fields[0].Type, vals[0]))
+		}
+		entries = append(entries, fsm.IndexEntry{
+			Shard: int32(indexes.ShardOf(h.fields[0].Type, sv, h.shards)), RowKey: c.Key.RowKey, Values: values,
+			Refs: map[string]int64{c.Key.ColumnKey: c.Key.RefKey}, Violation: violation,
+		})
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	changed, err := h.be.PutIndexEntries(ctx, h.ds, h.table, h.fields, entries)
+	if err != nil {
+		return fmt.Errorf("upsert %d entries: %w", len(entries), err)
+	}
+	h.m.entries.With(labels).Add(float64(changed))
+	return nil
+}
+
+// otherColumns reads the latest cell of every source column other than the shard field's for
+// the rows whose shard-field cell is in the page.
+func (h *handler) otherColumns(ctx context.Context, shardCol string, rowKeys []uuid.UUID, hasShardCell map[uuid.UUID]bool) ([]cells.Cell, error) {
+	cols := make([]string, 0, len(h.columns))
+	for c := range h.columns {
+		if c != shardCol {
+			cols = append(cols, c)
+		}
+	}
+	sort.Strings(cols)
+	var keys []cluster.GetKey
+	for _, rk := range rowKeys {
+		if !hasShardCell[rk] {
+			continue
+		}
+		for _, col := range cols {
+			keys = append(keys, cluster.GetKey{Key: cells.Key{RowKey: rk, ColumnKey: col}, Latest: true})
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	res, err := h.be.GetCells(ctx, h.ds, keys, cluster.Strong)
+	if err != nil {
+		return nil, fmt.Errorf("read latest cells of other columns: %w", err)
+	}
+	var out []cells.Cell
+	for _, r := range res {
+		if r.Found {
+			out = append(out, r.Cell)
+		}
+	}
+	return out, nil
+}
