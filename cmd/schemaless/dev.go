@@ -15,6 +15,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/workload"
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 )
@@ -34,6 +35,7 @@ type devFlags struct {
 	importOpts importFlags
 	logLevel   string
 	triggers   bool
+	indexes    bool
 }
 
 func newDevCmd() *cobra.Command {
@@ -53,7 +55,13 @@ workers each, started before the import so they handle cells as they land: "bill
 STATUS cell with the fare (25 USD + 0.11 USD a mile), "delay-compensation" a FARE_ADJUSTMENT
 cell with a credit for flights more than 60 minutes late. After an import it waits for both to
 catch up, prints their figures and checks every flight's STATUS cell. They log to
-<data-dir>/triggers.log; 'schemaless triggers status' shows them.`,
+<data-dir>/triggers.log; 'schemaless triggers status' shows them.
+
+With --indexes (the default) it defines the index flights_by_origin (the flights sharded on
+their origin airport, with date, destination, delay and distance) before the import; the nodes'
+built-in maintainers fill it as cells land. After the import it waits until the index has caught
+up, runs example queries (such as the flights out of ORD on 2001-01-03 with a delay over 60
+minutes) and checks each against a brute-force scan of the imported flights.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), f) },
 	}
 	fl := cmd.Flags()
@@ -70,6 +78,7 @@ catch up, prints their figures and checks every flight's STATUS cell. They log t
 	fl.StringVar(&f.airports, "airports", "testdata/airports.csv", "airports CSV joined into imported trips")
 	fl.StringVar(&f.logLevel, "log-level", "info", "nodes' (and triggers') log level")
 	fl.BoolVar(&f.triggers, "triggers", true, "run the example trigger groups billing and delay-compensation")
+	fl.BoolVar(&f.indexes, "indexes", true, "define the example index flights_by_origin and run example queries after an import")
 	f.importOpts.registerTuning(cmd)
 	return cmd
 }
@@ -181,10 +190,25 @@ func runDev(ctx context.Context, f devFlags) error {
 		}
 		defer trig.stop() // before the nodes stop: the workers leave their groups
 	}
+	if f.indexes {
+		if err := defineDevIndex(ctx, cl); err != nil {
+			return err
+		}
+	}
 	if f.importPath != "" {
-		var onImported func()
-		if trig != nil {
-			onImported = func() { trig.imported(ctx) }
+		var (
+			watch   *devIndexWatch
+			flights []workload.Flight
+			readErr error
+		)
+		onImported := func() {
+			if f.indexes {
+				flights, readErr = readDevFlights(f)
+				watch = watchDevIndex(ctx, cl, int64(len(flights)))
+			}
+			if trig != nil {
+				trig.imported(ctx)
+			}
 		}
 		if err := devImport(ctx, cl, f, onImported); err != nil {
 			return err
@@ -197,6 +221,19 @@ func runDev(ctx context.Context, f devFlags) error {
 					return ctx.Err()
 				}
 				fmt.Println("triggers:", err)
+			}
+		}
+		if f.indexes {
+			// Like the triggers' check: reported, and the cluster keeps serving.
+			err := readErr
+			if err == nil && watch != nil {
+				err = reportDevIndex(ctx, cl, flights, watch)
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				fmt.Println("index:", err)
 			}
 		}
 	}
