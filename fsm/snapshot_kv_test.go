@@ -169,7 +169,7 @@ func TestRestoreKVRecords(t *testing.T) {
 		{"a KV record after a cell", rawStream(t, 2, cellRec, kvRec("k", "v"), trailer(1, 1))},
 		{"a trailer counting fewer KV rows", rawStream(t, 2, kvRec("j", "v"), kvRec("k", "v"), cellRec, trailer(1, 1))},
 		{"a trailer counting more KV rows", rawStream(t, 2, kvRec("k", "v"), trailer(0, 2))},
-		{"version 3", rawStream(t, 3, trailer(0, 0))},
+		{"version 4", rawStream(t, 4, trailer(0, 0))},
 	} {
 		if err := f.Restore(io.NopCloser(bytes.NewReader(tc.raw))); !errors.Is(err, ErrBadSnapshot) {
 			t.Errorf("Restore of a stream with %s: got %v, want ErrBadSnapshot", tc.name, err)

@@ -44,7 +44,11 @@ type worker struct {
 	deadline time.Time // local lease deadline of every owned shard
 	halted   bool
 	retries  []wire.GroupParked
-	changed  chan struct{} // closed and replaced when the assignment changes
+	// orphans are shards the coordinator asked back (Revoke) that this worker no longer holds,
+	// having dropped them when its local lease ran out: the coordinator still counts them as
+	// ours until they are released, so the next heartbeat releases them.
+	orphans map[int]bool
+	changed chan struct{} // closed and replaced when the assignment changes
 	// commitNow asks the committer goroutine to send the pending commits (buffered, 1).
 	commitNow chan struct{}
 }
@@ -143,6 +147,13 @@ func (w *worker) heartbeat(ctx context.Context) {
 			cmd.Released = append(cmd.Released, st.shard)
 		}
 	}
+	orphans := make([]int, 0, len(w.orphans))
+	for s := range w.orphans {
+		if _, held := w.shards[s]; !held {
+			orphans = append(orphans, s)
+			cmd.Released = append(cmd.Released, s)
+		}
+	}
 	w.mu.Unlock()
 	cmd.Commits = commits
 	sort.Ints(cmd.Released)
@@ -167,11 +178,15 @@ func (w *worker) heartbeat(ctx context.Context) {
 	}
 	w.deadline = sent.Add(w.cfg.SessionTimeout - w.cfg.LeaseMargin)
 	w.applyCommits(commits, res.Accepted)
+	for _, s := range orphans {
+		delete(w.orphans, s)
+	}
 	for _, st := range releasing {
 		if w.shards[st.shard] == st {
 			w.drop(st)
 		}
 	}
+	changed := false
 	assigned := map[int]wire.GroupLease{}
 	for _, l := range res.Assigned {
 		assigned[l.Shard] = l
@@ -179,8 +194,14 @@ func (w *worker) heartbeat(ctx context.Context) {
 	revoke := map[int]bool{}
 	for _, s := range res.Revoke {
 		revoke[s] = true
+		if _, held := w.shards[s]; !held {
+			if w.orphans == nil {
+				w.orphans = map[int]bool{}
+			}
+			w.orphans[s] = true
+			changed = true
+		}
 	}
-	changed := false
 	for s, st := range w.shards {
 		l, ok := assigned[s]
 		switch {

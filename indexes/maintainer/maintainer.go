@@ -237,6 +237,8 @@ func start(ctx context.Context, cfg Config, m *metrics, ds string, v indexes.Ver
 		Client: cfg.Client.WithDatastore(ds), Group: GroupName(v.Definition.Table, v.Version), Worker: cfg.Worker,
 		BatchSize: cfg.BatchSize, SessionTimeout: cfg.SessionTimeout, Registerer: cfg.Registerer, Logger: cfg.Logger,
 		Consistency: client.ConsistencyStale, PollWait: time.Second, HaltThreshold: -1,
+		// Every owned shard at once: a page waits for nothing but its own reads and writes.
+		Concurrency: 64,
 	}
 	if cols := v.Definition.Columns(); len(cols) == 1 {
 		tcfg.ColumnKey = cols[0]
