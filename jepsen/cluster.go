@@ -394,12 +394,16 @@ func (c *Cluster) ShardReplicas(ds string) map[int][]string {
 }
 
 // WaitConverged waits until, for every partition, all its replicas answer and report the same
-// commit and applied index twice in a row 500 ms apart, or ctx ends.
-func (c *Cluster) WaitConverged(ctx context.Context) error {
+// commit and applied index twice in a row 500 ms apart, or ctx ends. The partitions of the
+// datastores named in busy keep taking writes from the nodes themselves (the index
+// maintainers' group heartbeats), so they never report the same index twice: for them it waits
+// instead until every replica has applied what its leader had committed (WaitApplied), after
+// the others converged.
+func (c *Cluster) WaitConverged(ctx context.Context, busy ...string) error {
 	var last string
 	stable := 0
 	for {
-		view, err := c.convergence(ctx)
+		view, err := c.convergence(ctx, busy)
 		switch {
 		case err != nil:
 			stable, last = 0, err.Error()
@@ -409,7 +413,7 @@ func (c *Cluster) WaitConverged(ctx context.Context) error {
 			stable, last = 1, view
 		}
 		if stable >= 2 {
-			return nil
+			break
 		}
 		select {
 		case <-ctx.Done():
@@ -417,17 +421,75 @@ func (c *Cluster) WaitConverged(ctx context.Context) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+	if len(busy) == 0 {
+		return nil
+	}
+	return c.WaitApplied(ctx, busy...)
 }
 
-// convergence returns a description of every partition's agreed indexes, or an error naming
-// a partition whose replicas disagree or do not answer.
-func (c *Cluster) convergence(ctx context.Context) (string, error) {
-	type idx struct{ commit, applied uint64 }
-	seen := map[string]map[string]idx{} // "ds/p" -> node -> indexes
+// WaitApplied waits until every replica of every partition of the datastores dss has applied
+// the highest commit index any replica of the partition reported at the first round in which
+// they all answered (the leader's commit index then), or ctx ends. Unlike WaitConverged it
+// does not need the partitions to go quiet.
+func (c *Cluster) WaitApplied(ctx context.Context, dss ...string) error {
+	target := map[string]uint64{} // "ds/p" -> commit index to reach
+	last := "no status yet"
+	for {
+		seen, err := c.indexes(ctx)
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = ""
+			for _, d := range c.Topology.Datastores {
+				if !slices.Contains(dss, d.Name) {
+					continue
+				}
+				for _, p := range d.Partitions {
+					k := fmt.Sprintf("%s/%d", d.Name, p.ID)
+					if _, ok := target[k]; !ok {
+						var commit uint64
+						all := true
+						for _, r := range p.Replicas {
+							got, ok := seen[k][r]
+							all = all && ok
+							commit = max(commit, got.commit)
+						}
+						if !all {
+							last = fmt.Sprintf("%s: a replica did not answer", k)
+							continue
+						}
+						target[k] = commit
+					}
+					for _, r := range p.Replicas {
+						if got := seen[k][r]; got.applied < target[k] {
+							last = fmt.Sprintf("%s: %s applied %d of %d", k, r, got.applied, target[k])
+						}
+					}
+				}
+			}
+			if last == "" {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("jepsen: replicas did not apply their leaders' commits: %w (last: %s)", ctx.Err(), last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// raftIndexes are a replica's commit and applied index.
+type raftIndexes struct{ commit, applied uint64 }
+
+// indexes asks every node for the commit and applied index of each partition it hosts: by
+// "ds/p", then node id. A node that does not answer is an error.
+func (c *Cluster) indexes(ctx context.Context) (map[string]map[string]raftIndexes, error) {
+	seen := map[string]map[string]raftIndexes{}
 	for _, n := range c.Nodes {
 		st, err := c.Status(ctx, n, 2*time.Second)
 		if err != nil {
-			return "", fmt.Errorf("%s: %v", n.ID, err)
+			return nil, fmt.Errorf("%s: %v", n.ID, err)
 		}
 		for _, d := range st.Datastores {
 			for _, p := range d.Partitions {
@@ -436,17 +498,31 @@ func (c *Cluster) convergence(ctx context.Context) (string, error) {
 				}
 				k := fmt.Sprintf("%s/%d", d.Name, p.ID)
 				if seen[k] == nil {
-					seen[k] = map[string]idx{}
+					seen[k] = map[string]raftIndexes{}
 				}
-				seen[k][n.ID] = idx{p.CommitIndex, p.AppliedIndex}
+				seen[k][n.ID] = raftIndexes{p.CommitIndex, p.AppliedIndex}
 			}
 		}
 	}
+	return seen, nil
+}
+
+// convergence returns a description of every partition's agreed indexes, or an error naming
+// a partition whose replicas disagree or do not answer. The partitions of the datastores in
+// skip are left out.
+func (c *Cluster) convergence(ctx context.Context, skip []string) (string, error) {
+	seen, err := c.indexes(ctx)
+	if err != nil {
+		return "", err
+	}
 	var view string
 	for _, d := range c.Topology.Datastores {
+		if slices.Contains(skip, d.Name) {
+			continue
+		}
 		for _, p := range d.Partitions {
 			k := fmt.Sprintf("%s/%d", d.Name, p.ID)
-			var ref *idx
+			var ref *raftIndexes
 			for _, r := range p.Replicas {
 				got, ok := seen[k][r]
 				if !ok {

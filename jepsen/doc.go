@@ -23,11 +23,17 @@
 //     worker processes (RunTriggerWorker, `schemaless jepsen trigger-worker`) that record every
 //     delivery; the kill-worker and pause-worker nemeses kill and pause them. CheckTriggers
 //     counts lost cells, unexpected deliveries, order violations, skipped cells and duplicates.
+//   - index: a secondary index defined at setup (IndexWorkload), rows of a few cells whose
+//     shard field k is skewed over k0..k7 and sometimes changes, queried during the run; after
+//     the catch-up (the index's lag at 0), the whole index is read and CheckIndex counts lost,
+//     stale, unexpected, invented, duplicated and misplaced entries, wrong violation marks,
+//     entries that differ from the stored cells, and a late catch-up.
 //
 // The checkers are pure functions over a history (CheckLinearizable, CheckDurability,
-// CompareReplicas, CheckTriggers), tested on synthetic histories in checker_test.go and
-// triggers_test.go; e2e_test.go shows a real run with stale reads under partitions being
-// caught, and triggers_e2e_test.go a real triggers run under worker and node kills.
+// CompareReplicas, CheckTriggers, CheckIndex), tested on synthetic histories in checker_test.go,
+// triggers_test.go and indexcheck_test.go; e2e_test.go shows a real run with stale reads under
+// partitions being caught, triggers_e2e_test.go a real triggers run under worker and node
+// kills, and index_e2e_test.go a real index run under node kills and partitions.
 //
 // # Caveats
 //

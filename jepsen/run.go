@@ -78,7 +78,8 @@ type Config struct {
 // every 2 to 4 s), 64 entries kept after it.
 var SnapshotArgs = []string{"--snapshot-threshold", "256", "--snapshot-interval", "2s", "--trailing-logs", "64"}
 
-// DefaultConfig is a 3-node SQLite run of 2 minutes with every nemesis and every workload.
+// DefaultConfig is a 3-node SQLite run of 2 minutes with every nemesis and the workloads cells,
+// durability and triggers.
 func DefaultConfig() Config {
 	return Config{
 		Binary: "schemaless", OutDir: ".data/jepsen", Nodes: 3,
@@ -266,6 +267,20 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}
 
+	for _, wl := range workloads {
+		sw, ok := wl.(SetupWorkload)
+		if !ok {
+			continue
+		}
+		defer sw.Stop()
+		setupCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := sw.Setup(setupCtx, &StartEnv{Cluster: c, Binary: cfg.Binary, Dir: dir, History: h, RequestTimeout: cfg.RequestTimeout, Logger: log})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("jepsen: set up workload %s: %w", wl.Name(), err)
+		}
+	}
+
 	// Traffic until Duration; faults until Duration-Quiet, then heal.
 	trafficCtx, stopTraffic := context.WithTimeout(ctx, cfg.Duration)
 	defer stopTraffic()
@@ -326,12 +341,18 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}
 	convCtx, cancel := context.WithTimeout(ctx, cfg.ConvergeTimeout)
-	convErr := c.WaitConverged(convCtx)
+	var busy []string
+	for _, wl := range workloads {
+		if bw, ok := wl.(BusyWorkload); ok {
+			busy = append(busy, bw.BusyDatastores()...)
+		}
+	}
+	convErr := c.WaitConverged(convCtx, busy...)
 	cancel()
 	if convErr != nil {
 		sum.Violations = append(sum.Violations, convErr.Error())
 	}
-	env := &CheckEnv{Cluster: c, Dir: dir, End: end, Faults: faults, CheckTimeout: cfg.CheckTimeout}
+	env := &CheckEnv{Cluster: c, Dir: dir, End: end, Faults: faults, CheckTimeout: cfg.CheckTimeout, History: h}
 	for _, wl := range workloads {
 		v := wl.Check(ctx, env, ops)
 		sum.Verdicts = append(sum.Verdicts, v)
@@ -411,6 +432,11 @@ func (s *Summary) Print(w io.Writer) {
 			fmt.Fprintf(w, "  triggers: %d acknowledged, %d indeterminate (%d delivered), %d failed, %d of other columns; %d deliveries by %d worker incarnations, %d duplicates; lost %d, unexpected %d, order violations %d, skipped %d; %d lease changes (%d rewinds); caught up in %.1fs\n",
 				d.Acknowledged, d.Indeterminate, d.Recovered, d.Failed, d.OtherWritten, d.Delivered, d.Incarnations, d.Duplicates,
 				len(d.Lost), len(d.Unexpected), len(d.OrderViolations), len(d.Skipped), d.LeaseChanges, d.Rewinds, d.CatchUpSeconds)
+		case IndexResult:
+			fmt.Fprintf(w, "  index: %d rows, %d acknowledged cells, %d indeterminate, %d failed, %d changing k; %d entries (%d marked), %d stored rows; %d queries (%d entries), %d query errors; lost %d, stale %d, unexpected %d, invented %d, duplicated %d, misplaced %d, wrong marks %d, diverged %d; highest lag %d cells, caught up in %.1fs (bound %.0fs)\n",
+				d.Rows, d.Acknowledged, d.Indeterminate, d.Failed, d.KChanges, d.Entries, d.Marked, d.StoredRows, d.Queries, d.QueryEntries, d.QueryErrors,
+				len(d.Lost), len(d.Stale), len(d.Unexpected), len(d.Invented), len(d.Duplicated), len(d.Misplaced), len(d.Marks), len(d.Diverged),
+				d.MaxLagCells, d.CatchUpSeconds, d.BoundSeconds)
 		}
 	}
 	if s.Valid {

@@ -18,8 +18,9 @@ import (
 // Workload is one kind of traffic and its checker. The harness gives each workload its own
 // datastores, runs Step in a loop on each of the workload's workers while faults come and go,
 // then, once the cluster has healed, converged and the traffic stopped, calls Check with the whole
-// history. New workloads (index read-after-write, say) implement this interface and are added
-// to Workloads; a workload that runs processes of its own implements ProcessWorkload.
+// history. New workloads implement this interface and are added to Workloads; a workload that
+// runs processes of its own implements ProcessWorkload, one that prepares the cluster
+// SetupWorkload, one whose datastores never go quiet BusyWorkload.
 type Workload interface {
 	// Name is the workload's name, used in Op.Workload and on the command line.
 	Name() string
@@ -53,7 +54,30 @@ type ProcessWorkload interface {
 	Stop()
 }
 
-// StartEnv is what ProcessWorkload.Start may use.
+// SetupWorkload is a Workload that prepares the cluster before any traffic (the index workload
+// defines its index). Run calls Setup once the cluster is ready and the processes of
+// ProcessWorkloads have started, before the traffic and the faults; an error ends the run.
+// Setup may start monitors of its own, which Stop ends.
+type SetupWorkload interface {
+	Workload
+	// Setup prepares the workload; ctx bounds it.
+	Setup(ctx context.Context, env *StartEnv) error
+	// Stop releases what Setup started (monitors); Run calls it when the run ends, checked or
+	// not. It is safe to call more than once.
+	Stop()
+}
+
+// BusyWorkload is a Workload whose datastores keep taking raft writes once the traffic has
+// stopped, from the nodes themselves (the index maintainers' consumer-group heartbeats), so
+// their partitions never go quiet. Run's wait for the replicas to converge checks their
+// partitions for catch-up instead (Cluster.WaitConverged).
+type BusyWorkload interface {
+	Workload
+	// BusyDatastores names the datastores that never go quiet.
+	BusyDatastores() []string
+}
+
+// StartEnv is what ProcessWorkload.Start and SetupWorkload.Setup may use.
 type StartEnv struct {
 	Cluster *Cluster
 	// Binary is the schemaless executable (its hidden `jepsen trigger-worker` command).
@@ -99,6 +123,8 @@ type CheckEnv struct {
 	Faults []Fault
 	// CheckTimeout bounds the linearizability search.
 	CheckTimeout time.Duration
+	// History is the run's history (its clock reads on from End).
+	History *History
 }
 
 // Verdict is a workload's result.
@@ -119,6 +145,7 @@ var Workloads = map[string]func() Workload{
 	},
 	"durability": func() Workload { return &DurabilityWorkload{MaxBatch: 5} },
 	"triggers":   func() Workload { return NewTriggersWorkload() },
+	"index":      func() Workload { return NewIndexWorkload() },
 }
 
 // writeOutcome classifies a write's error: nil is ok; ErrConflict is an answer (ok); only

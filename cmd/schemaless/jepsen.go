@@ -34,6 +34,10 @@ and cuts off (iptables) nodes, then heal, wait for the replicas to converge, and
               (killed and paused by kill-worker and pause-worker): every acknowledged cell of
               the group's column delivered at least once, in added_id order per shard, no other
               cell delivered; duplicates counted
+  index       rows of cells indexed by the nodes' built-in maintainers (a few changing their
+              shard field): after the heal the index catches up within a bound, reflects every
+              acknowledged cell, invents nothing and holds exactly one entry per row, on the
+              shard value of the row's first cell
 
 Nemeses: ` + strings.Join(jepsen.AllNemeses, ", ") + `.
 Partitions need iptables and root.
@@ -102,7 +106,7 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 	fl.DurationVar(&cfg.Nemesis.Interval, "interval", cfg.Nemesis.Interval, "mean time between faults")
 	fl.DurationVar(&cfg.Nemesis.FaultDuration, "fault-duration", cfg.Nemesis.FaultDuration, "mean time a fault is held (keep it above the election timeout)")
 	fl.Float64Var(&cfg.Nemesis.CombineProbability, "combine", cfg.Nemesis.CombineProbability, "chance that a fault is one nemesis of each class at once: node kill or pause, partition, worker kill or pause")
-	fl.StringVar(&workloads, "workload", strings.Join(cfg.Workloads, ","), "workloads, comma-separated: cells, durability, triggers")
+	fl.StringVar(&workloads, "workload", strings.Join(cfg.Workloads, ","), "workloads, comma-separated: cells, durability, triggers, index")
 	fl.IntVar(&cfg.WorkersPerNode, "workers-per-node", cfg.WorkersPerNode, "client workers per node and workload")
 	fl.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "read consistency of the cells workload: strong or stale (stale must be caught)")
 	fl.BoolVar(&noFailOver, "no-failover", false, "workers talk to their own node only")
