@@ -7,6 +7,7 @@ import (
 	"github.com/schemaless-db/schemaless/api/wire"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,6 +15,7 @@ import (
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/indexes"
 )
 
 // Backend is what the server needs of a node (*cluster.Node).
@@ -30,7 +32,17 @@ type Backend interface {
 	Groups(ctx context.Context, ds string, c cluster.Consistency) ([]string, error)
 	Ready() error
 	Replicas() []cluster.ReplicaStatus
+
+	// Secondary indexes (see indexes.go).
+	Catalog(ctx context.Context, ds string, c cluster.Consistency) (*indexes.Catalog, error)
+	CatalogApply(ctx context.Context, ds string, cmd indexes.Command) (indexes.Result, error)
+	QueryIndex(ctx context.Context, ds, table string, fields []indexes.Field, plan indexes.Plan, c cluster.Consistency) ([]indexes.Entry, error)
+	IndexTableStats(ctx context.Context, ds, table string, fields []indexes.Field) (cluster.IndexStats, error)
+	DropIndexTable(ctx context.Context, ds, table string) error
+	GroupProgress(ctx context.Context, ds, group string, c cluster.Consistency) (cluster.GroupProgress, error)
 }
+
+var _ Backend = (*cluster.Node)(nil)
 
 // Config sets the server's limits. Zero fields take DefaultConfig's values.
 type Config struct {
@@ -49,6 +61,26 @@ type Config struct {
 	// RequestTimeout bounds the handling of one request. A write still running then answers
 	// 504 indeterminate. Default 10s.
 	RequestTimeout time.Duration
+	// MaxIndexRequestBytes bounds the body of an index definition, alias or query request.
+	// Default 1 MiB.
+	MaxIndexRequestBytes int64
+	// DefaultIndexLimit is the page size of an index query without a limit; MaxIndexLimit the
+	// largest limit a query may ask for. Defaults 100 and 1000.
+	DefaultIndexLimit int
+	MaxIndexLimit     int
+	// MaxIndexConds bounds the conditions (where) of an index query. Default 32.
+	MaxIndexConds int
+	// MaxIndexInValues bounds the values of one "in" condition. Default 100.
+	MaxIndexInValues int
+	// MaxIndexColumns bounds the columns whose latest cells an index query fetches; a page reads
+	// at most MaxIndexLimit × MaxIndexColumns cells. Default 16.
+	MaxIndexColumns int
+	// IndexCatalogTTL is how long a node reuses a stale read of a datastore's index catalog to
+	// resolve index queries (an alias switch reaches the queries of other nodes within about
+	// this long). A query that finds no ready version in the cached catalog, does not compile
+	// against it, fails or finds nothing reads the catalog again, strongly. Default 500ms;
+	// negative: a stale read for every query.
+	IndexCatalogTTL time.Duration
 	// Logger receives internal errors. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -63,7 +95,16 @@ func DefaultConfig() Config {
 		MaxScanLimit:     1000,
 		RequestTimeout:   10 * time.Second,
 		MaxWait:          30 * time.Second,
-		Logger:           slog.Default(),
+
+		MaxIndexRequestBytes: 1 << 20,
+		DefaultIndexLimit:    100,
+		MaxIndexLimit:        1000,
+		MaxIndexConds:        32,
+		MaxIndexInValues:     100,
+		MaxIndexColumns:      16,
+		IndexCatalogTTL:      500 * time.Millisecond,
+
+		Logger: slog.Default(),
 	}
 }
 
@@ -91,6 +132,27 @@ func (c *Config) EnsureDefaults() {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = d.RequestTimeout
 	}
+	if c.MaxIndexRequestBytes == 0 {
+		c.MaxIndexRequestBytes = d.MaxIndexRequestBytes
+	}
+	if c.DefaultIndexLimit == 0 {
+		c.DefaultIndexLimit = d.DefaultIndexLimit
+	}
+	if c.MaxIndexLimit == 0 {
+		c.MaxIndexLimit = d.MaxIndexLimit
+	}
+	if c.MaxIndexConds == 0 {
+		c.MaxIndexConds = d.MaxIndexConds
+	}
+	if c.MaxIndexInValues == 0 {
+		c.MaxIndexInValues = d.MaxIndexInValues
+	}
+	if c.MaxIndexColumns == 0 {
+		c.MaxIndexColumns = d.MaxIndexColumns
+	}
+	if c.IndexCatalogTTL == 0 {
+		c.IndexCatalogTTL = d.IndexCatalogTTL
+	}
 	if c.Logger == nil {
 		c.Logger = d.Logger
 	}
@@ -114,6 +176,15 @@ func (c Config) Validate() error {
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("api: RequestTimeout must be positive"))
 	}
+	if c.MaxIndexRequestBytes < 2 {
+		errs = append(errs, errors.New("api: MaxIndexRequestBytes must be >= 2"))
+	}
+	if c.DefaultIndexLimit < 1 || c.MaxIndexLimit < c.DefaultIndexLimit {
+		errs = append(errs, errors.New("api: DefaultIndexLimit must be positive and at most MaxIndexLimit"))
+	}
+	if c.MaxIndexConds < 1 || c.MaxIndexInValues < 1 || c.MaxIndexColumns < 1 {
+		errs = append(errs, errors.New("api: MaxIndexConds, MaxIndexInValues and MaxIndexColumns must be positive"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -122,6 +193,9 @@ type Server struct {
 	cfg     Config
 	backend Backend
 	mux     *http.ServeMux
+
+	catMu    sync.Mutex
+	catalogs map[string]cachedCatalog // by datastore; see IndexCatalogTTL
 }
 
 // NewServer returns the API handler over b.
@@ -130,7 +204,7 @@ func NewServer(b Backend, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, backend: b, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, backend: b, mux: http.NewServeMux(), catalogs: map[string]cachedCatalog{}}
 	s.routes()
 	return s, nil
 }
@@ -183,6 +257,11 @@ func (s *Server) routes() {
 	s.route("/v1/{ds}/groups", map[string]http.HandlerFunc{http.MethodGet: s.groupsList})
 	s.route("/v1/{ds}/groups/{group}", map[string]http.HandlerFunc{http.MethodGet: s.groupStatus})
 	s.route("/v1/{ds}/groups/{group}/{op}", map[string]http.HandlerFunc{http.MethodPost: s.groupCommandHandler})
+	s.route("/v1/{ds}/indexes", map[string]http.HandlerFunc{http.MethodPost: s.indexDefine, http.MethodGet: s.indexList})
+	s.route("/v1/{ds}/indexes/{index}", map[string]http.HandlerFunc{http.MethodGet: s.indexGet})
+	s.route("/v1/{ds}/indexes/{index}/alias", map[string]http.HandlerFunc{http.MethodPost: s.indexAlias})
+	s.route("/v1/{ds}/indexes/{index}/versions/{version}", map[string]http.HandlerFunc{http.MethodDelete: s.indexDrop})
+	s.route("/v1/{ds}/indexes/{index}/query", map[string]http.HandlerFunc{http.MethodPost: s.indexQuery})
 	s.route("/healthz", map[string]http.HandlerFunc{http.MethodGet: s.healthz})
 	s.route("/readyz", map[string]http.HandlerFunc{http.MethodGet: s.readyz})
 	s.route("/v1/cluster", map[string]http.HandlerFunc{http.MethodGet: s.clusterStatus})

@@ -33,6 +33,12 @@
 //	GroupCommand   POST /v1/{ds}/groups/{group}/{op}                      write
 //	GroupStatus    GET  /v1/{ds}/groups/{group}                           read
 //	Groups         GET  /v1/{ds}/groups                                   read
+//	DefineIndex    POST /v1/{ds}/indexes                                  write
+//	Indexes        GET  /v1/{ds}/indexes                                  read
+//	Index          GET  /v1/{ds}/indexes/{index}                          read
+//	AliasIndex     POST /v1/{ds}/indexes/{index}/alias                    write
+//	DropIndexVersion DELETE /v1/{ds}/indexes/{index}/versions/{version}   write
+//	QueryIndex     POST /v1/{ds}/indexes/{index}/query                    read
 //	Cluster        GET  /v1/cluster                                       read
 //	Ready, Healthy GET  /readyz, /healthz of one given node               one attempt, no retry
 //

@@ -238,6 +238,174 @@ type GroupsResponse struct {
 	Groups []string `json:"groups"`
 }
 
+// IndexDefinition is an index definition as the API shows it, in the Schemaless paper's form
+// (see indexes.Definition, whose JSON it matches): it can be sent back to POST
+// /v1/{datastore}/indexes as it is.
+type IndexDefinition struct {
+	Table      string           `json:"table"`
+	Datastore  string           `json:"datastore,omitempty"`
+	ShardField string           `json:"shard_field,omitempty"`
+	ColumnDefs []IndexColumnDef `json:"column_defs"`
+}
+
+// IndexColumnDef declares the fields an index takes from one source column.
+type IndexColumnDef struct {
+	ColumnKey string          `json:"column_key"`
+	Fields    []IndexFieldDef `json:"fields"`
+}
+
+// IndexFieldDef is one field of an index: its key in the column's JSON body and its type
+// ("UUID", "string", "int", "float", "bool" or "datetime").
+type IndexFieldDef struct {
+	Field string `json:"field"`
+	Type  string `json:"type"`
+}
+
+// Index version states, as IndexVersionStatus.State and IndexDefineResult.State name them.
+const (
+	// IndexBuilding: the maintainers are backfilling the version; queries are refused (409).
+	IndexBuilding = "building"
+	// IndexReady: the version is caught up and can be queried and aliased.
+	IndexReady = "ready"
+	// IndexDropping: the version is being deleted; its tables go away shortly.
+	IndexDropping = "dropping"
+	// IndexDropped: the version's tables are gone; its number is never reused.
+	IndexDropped = "dropped"
+)
+
+// IndexDefineResult answers POST /v1/{datastore}/indexes: the version the definition names
+// and its state. Created is true (HTTP 201) when this request created the version, false (HTTP
+// 200) when an equal definition already had a live version (defining is idempotent).
+type IndexDefineResult struct {
+	Index   string `json:"index"`
+	Version int    `json:"version"`
+	State   string `json:"state"`
+	Created bool   `json:"created"`
+}
+
+// IndexShardProgress is how far the maintainers of an index version are in one shard's log:
+// the committed Offset (added_id of the last cell handled; -1: none yet), the shard's
+// HighWater, and the lag (cells of every column after the offset, and the age of the oldest).
+type IndexShardProgress struct {
+	Shard      int     `json:"shard"`
+	Owner      string  `json:"owner,omitempty"`
+	Offset     int64   `json:"offset"`
+	HighWater  int64   `json:"high_water"`
+	LagCells   int64   `json:"lag_cells"`
+	LagSeconds float64 `json:"lag_seconds"`
+}
+
+// IndexVersionStatus is one version of an index. Entries and Violations count its index
+// entries and the entries whose shard field a later cell tried to change; the progress fields
+// describe its maintainers' consumer group: HandledCells of TotalCells (sums over the shards of
+// the committed offsets and of the high-water marks), Progress = HandledCells / TotalCells (1
+// when there is nothing to handle), the lag, the live maintainer Workers and, in the answer of
+// GET /v1/{datastore}/indexes/{index}, each shard's offsets. Entries and progress are measured
+// for building and ready versions only. Error, when set, says which measure could not be read
+// (the others are still given). Times are RFC 3339 UTC; ReadyAt and DroppedAt are omitted until
+// reached.
+type IndexVersionStatus struct {
+	Version      int                  `json:"version"`
+	State        string               `json:"state"`
+	Table        string               `json:"table"`
+	Definition   IndexDefinition      `json:"definition"`
+	CreatedAt    time.Time            `json:"created_at"`
+	ReadyAt      *time.Time           `json:"ready_at,omitempty"`
+	DroppedAt    *time.Time           `json:"dropped_at,omitempty"`
+	Entries      int64                `json:"entries"`
+	Violations   int64                `json:"violations"`
+	HandledCells int64                `json:"handled_cells"`
+	TotalCells   int64                `json:"total_cells"`
+	Progress     float64              `json:"progress"`
+	LagCells     int64                `json:"lag_cells"`
+	LagSeconds   float64              `json:"lag_seconds"`
+	Workers      int                  `json:"workers"`
+	Shards       []IndexShardProgress `json:"shards,omitempty"`
+	Error        string               `json:"error,omitempty"`
+}
+
+// IndexStatus is one index: its name, its alias (the version queries use when they name none;
+// 0: no ready version yet) and every version in ascending order, dropped ones included.
+type IndexStatus struct {
+	Name     string               `json:"name"`
+	Alias    int                  `json:"alias"`
+	Versions []IndexVersionStatus `json:"versions"`
+}
+
+// IndexesResponse answers GET /v1/{datastore}/indexes: every index, sorted by name.
+type IndexesResponse struct {
+	Indexes []IndexStatus `json:"indexes"`
+}
+
+// IndexAliasRequest is the body of POST /v1/{datastore}/indexes/{index}/alias.
+type IndexAliasRequest struct {
+	Version int `json:"version"`
+}
+
+// IndexAliasResult answers an alias switch: the index and its alias now.
+type IndexAliasResult struct {
+	Index string `json:"index"`
+	Alias int    `json:"alias"`
+}
+
+// IndexDropResult answers DELETE /v1/{datastore}/indexes/{index}/versions/{version}: the
+// version's state now, dropping (its tables are being deleted) or dropped.
+type IndexDropResult struct {
+	Index   string `json:"index"`
+	Version int    `json:"version"`
+	State   string `json:"state"`
+}
+
+// IndexCond is one condition of an index query: Field compared with Value by Op, one of "=",
+// "!=", "<", "<=", ">", ">=" or "in" (Value a list). Value is a JSON string, number or bool,
+// typed by the server after the field's type (a datetime as an RFC 3339 string or Unix
+// seconds, a UUID as a string).
+type IndexCond struct {
+	Field string `json:"field"`
+	Op    string `json:"op"`
+	Value any    `json:"value"`
+}
+
+// IndexQuery is the body of POST /v1/{datastore}/indexes/{index}/query: the entries whose shard
+// field equals ShardValue and that satisfy every condition of Where, sorted by OrderBy ("f",
+// "-f", "f desc"; default: by row key), at most Limit (0: the server's default) after Cursor
+// (the NextCursor of the previous page, with the same OrderBy). Fields projects the index's
+// fields (default: all); Columns also fetches the latest cell of each of these columns for
+// every entry's row. Version queries that index version instead of the alias (0).
+type IndexQuery struct {
+	ShardValue any         `json:"shard_value"`
+	Where      []IndexCond `json:"where,omitempty"`
+	Fields     []string    `json:"fields,omitempty"`
+	Columns    []string    `json:"columns,omitempty"`
+	OrderBy    string      `json:"order_by,omitempty"`
+	Limit      int         `json:"limit,omitempty"`
+	Cursor     string      `json:"cursor,omitempty"`
+	Version    int         `json:"version,omitempty"`
+}
+
+// IndexEntry is one entry of a query's answer: the row key, the projected fields by name
+// (UUIDs and datetimes as strings, numbers, bools, or null when the row has no value of the
+// type), the latest cell of each requested column that the row has, by column key, and
+// Violation: 0, or (nonzero) the position the maintainer recorded of the latest cell that
+// tried to change the row's shard field, which the entry keeps.
+type IndexEntry struct {
+	RowKey    string          `json:"row_key"`
+	Fields    map[string]any  `json:"fields"`
+	Cells     map[string]Cell `json:"cells,omitempty"`
+	Violation int64           `json:"violation,omitempty"`
+}
+
+// IndexQueryResult answers an index query: the version that answered, a page of entries in
+// the query's order, and NextCursor, the cursor of the next page, empty when this page is the
+// last (it has fewer entries than the limit). A full last page gives a cursor whose page is
+// empty.
+type IndexQueryResult struct {
+	Index      string       `json:"index"`
+	Version    int          `json:"version"`
+	Entries    []IndexEntry `json:"entries"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
 // Error codes of ErrorBody.Code, with the HTTP status each comes with.
 const (
 	CodeInvalidArgument = "invalid_argument" // 400

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -12,7 +14,9 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/api"
+	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/indexes/maintainer"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/spf13/cobra"
@@ -37,6 +41,7 @@ type serveFlags struct {
 	inflight      int
 	sqliteSync    string
 	hbFastPath    bool
+	indexPoll     time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -64,6 +69,14 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.IntVar(&f.apiCfg.MaxBatchCells, "max-batch-cells", d.MaxBatchCells, "most cells in one put_cells request or keys in one batch get")
 	fl.DurationVar(&f.apiCfg.RequestTimeout, "request-timeout", d.RequestTimeout, "time limit of one API request; a write still running answers 504 indeterminate")
 	fl.DurationVar(&f.apiCfg.MaxWait, "max-wait", d.MaxWait, "longest wait a long-polling log read may ask for (get_cells_for_shard wait=)")
+	fl.Int64Var(&f.apiCfg.MaxIndexRequestBytes, "max-index-request-bytes", d.MaxIndexRequestBytes, "largest body of an index definition, alias or query request, in bytes")
+	fl.IntVar(&f.apiCfg.DefaultIndexLimit, "default-index-limit", d.DefaultIndexLimit, "page size of an index query without a limit")
+	fl.IntVar(&f.apiCfg.MaxIndexLimit, "max-index-limit", d.MaxIndexLimit, "largest limit of an index query")
+	fl.IntVar(&f.apiCfg.MaxIndexConds, "max-index-conds", d.MaxIndexConds, "most conditions (where) in an index query")
+	fl.IntVar(&f.apiCfg.MaxIndexInValues, "max-index-in-values", d.MaxIndexInValues, "most values of one 'in' condition of an index query")
+	fl.IntVar(&f.apiCfg.MaxIndexColumns, "max-index-columns", d.MaxIndexColumns, "most columns whose latest cells an index query fetches")
+	fl.DurationVar(&f.apiCfg.IndexCatalogTTL, "index-catalog-ttl", d.IndexCatalogTTL, "how long a node reuses its read of the index catalog to resolve queries (negative: read it for every query)")
+	fl.DurationVar(&f.indexPoll, "index-poll-interval", maintainer.DefaultConfig().PollInterval, "how often the index maintainer reads the index catalog (starts builds, marks versions ready, finishes drops)")
 	fl.DurationVar(&f.heartbeat, "heartbeat-timeout", pd.HeartbeatTimeout, "raft heartbeat timeout")
 	fl.DurationVar(&f.election, "election-timeout", pd.ElectionTimeout, "raft election timeout")
 	fl.DurationVar(&f.leaderLease, "leader-lease-timeout", pd.LeaderLeaseTimeout, "raft leader lease timeout")
@@ -84,6 +97,9 @@ func runServe(ctx context.Context, f serveFlags) error {
 	logger, err := f.logs.logger(os.Stderr)
 	if err != nil {
 		return err
+	}
+	if f.indexPoll < 0 {
+		return fmt.Errorf("--index-poll-interval %s: must not be negative", f.indexPoll)
 	}
 	top, err := cluster.LoadTopology(f.config)
 	if err != nil {
@@ -138,9 +154,22 @@ func runServe(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	srv := &http.Server{Addr: self.HTTPAddr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", self.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("http server: %w", err)
+	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.ListenAndServe() }()
+	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("serving", "node", f.nodeID, "http", "http://"+self.HTTPAddr, "raft", self.RaftAddr, "store", store.Engine())
+
+	// The index maintainer, once the API listens: its workers read the logs through this node
+	// first. It stops before the node closes (the deferred stop runs before node.Close).
+	stopMaintainer, err := startMaintainer(ctx, node, top, f.nodeID, f.indexPoll, logger)
+	if err != nil {
+		_ = srv.Close()
+		return err
+	}
+	defer stopMaintainer()
 
 	select {
 	case <-ctx.Done():
@@ -154,12 +183,54 @@ func runServe(ctx context.Context, f serveFlags) error {
 		_ = srv.Close()
 		return fmt.Errorf("fatal: %w", err)
 	}
+	// The maintainer's workers commit and leave their groups through the API: before it stops.
+	stopMaintainer()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Warn("http shutdown", "error", err)
 	}
 	return nil
+}
+
+// startMaintainer runs the index maintainer of node (package indexes/maintainer) over every
+// datastore of top until ctx ends or the returned stop is called; stop waits for it to end and
+// may be called more than once. Its client reaches this node's HTTP API first, then the other
+// nodes'. The maintainer's metrics are not registered: the node serves no /metrics.
+func startMaintainer(ctx context.Context, node *cluster.Node, top *cluster.Topology, nodeID string, poll time.Duration, logger *slog.Logger) (stop func(), err error) {
+	var endpoints []string
+	for _, n := range top.Nodes {
+		if n.ID == nodeID {
+			endpoints = append([]string{"http://" + n.HTTPAddr}, endpoints...)
+		} else {
+			endpoints = append(endpoints, "http://"+n.HTTPAddr)
+		}
+	}
+	ccfg := client.DefaultConfig()
+	ccfg.Endpoints = endpoints
+	cl, err := client.New(ccfg)
+	if err != nil {
+		return nil, fmt.Errorf("index maintainer: %w", err)
+	}
+	cfg := maintainer.Config{Backend: node, Client: cl, Worker: nodeID, PollInterval: poll, Logger: logger}
+	for _, d := range top.Datastores {
+		cfg.Datastores = append(cfg.Datastores, d.Name)
+	}
+	if len(cfg.Datastores) == 0 {
+		return func() {}, nil
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := maintainer.Run(mctx, cfg); err != nil {
+			logger.Error("index maintainer stopped", "error", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}, nil
 }
 
 // sanitizePrefix makes a node id usable in a MySQL database name.

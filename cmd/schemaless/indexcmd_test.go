@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/schemaless-db/schemaless/api/wire"
+)
+
+func TestParseWhereExpr(t *testing.T) {
+	tests := []struct {
+		expr    string
+		want    wire.IndexCond
+		wantErr string // a part of the error message; "" for success
+	}{
+		{expr: "delay>60", want: wire.IndexCond{Field: "delay", Op: ">", Value: json.Number("60")}},
+		{expr: "delay >= 60", want: wire.IndexCond{Field: "delay", Op: ">=", Value: json.Number("60")}},
+		{expr: "  delay<=-1.5e3 ", want: wire.IndexCond{Field: "delay", Op: "<=", Value: json.Number("-1.5e3")}},
+		{expr: "delay<0", want: wire.IndexCond{Field: "delay", Op: "<", Value: json.Number("0")}},
+		{expr: "delay!=30", want: wire.IndexCond{Field: "delay", Op: "!=", Value: json.Number("30")}},
+		{expr: "date=2001-01-03", want: wire.IndexCond{Field: "date", Op: "=", Value: "2001-01-03"}},
+		{expr: "date>2001-01-03T10:00:00Z", want: wire.IndexCond{Field: "date", Op: ">", Value: "2001-01-03T10:00:00Z"}},
+		{expr: "note=a=b", want: wire.IndexCond{Field: "note", Op: "=", Value: "a=b"}},
+		{expr: "name= Los Angeles ", want: wire.IndexCond{Field: "name", Op: "=", Value: "Los Angeles"}},
+		{expr: "paid=true", want: wire.IndexCond{Field: "paid", Op: "=", Value: true}},
+		{expr: "paid=false", want: wire.IndexCond{Field: "paid", Op: "=", Value: false}},
+		{expr: `zip="94107"`, want: wire.IndexCond{Field: "zip", Op: "=", Value: "94107"}},
+		{expr: `flag="true"`, want: wire.IndexCond{Field: "flag", Op: "=", Value: "true"}},
+		{expr: "code=0x10", want: wire.IndexCond{Field: "code", Op: "=", Value: "0x10"}},
+		{expr: "code=007", want: wire.IndexCond{Field: "code", Op: "=", Value: "007"}},
+		{expr: "ratio=.5", want: wire.IndexCond{Field: "ratio", Op: "=", Value: ".5"}},
+		{expr: "destination in LAX,SFO", want: wire.IndexCond{Field: "destination", Op: "in", Value: []any{"LAX", "SFO"}}},
+		{expr: "destination IN LAX, SFO ,JFK", want: wire.IndexCond{Field: "destination", Op: "in", Value: []any{"LAX", "SFO", "JFK"}}},
+		{expr: "delay in 1,2.5,-3", want: wire.IndexCond{Field: "delay", Op: "in", Value: []any{json.Number("1"), json.Number("2.5"), json.Number("-3")}}},
+		{expr: `city in "New York, NY",Boston`, want: wire.IndexCond{Field: "city", Op: "in", Value: []any{"New York, NY", "Boston"}}},
+		{expr: "destination in LAX", want: wire.IndexCond{Field: "destination", Op: "in", Value: []any{"LAX"}}},
+		{expr: "_x2=1", want: wire.IndexCond{Field: "_x2", Op: "=", Value: json.Number("1")}},
+		{expr: "index=1", want: wire.IndexCond{Field: "index", Op: "=", Value: json.Number("1")}},
+		{expr: "", wantErr: "starting with a field name"},
+		{expr: ">5", wantErr: "starting with a field name"},
+		{expr: "2x>5", wantErr: "starting with a field name"},
+		{expr: "delay", wantErr: "no operator"},
+		{expr: "delay~5", wantErr: "no operator"},
+		{expr: "delay=>5", wantErr: ""}, // "=" then the string ">5": the server rejects it by type
+		{expr: "delay>", wantErr: "no value"},
+		{expr: "delay >=   ", wantErr: "no value"},
+		{expr: "destination in", wantErr: "no operator"},
+		{expr: "destination in ", wantErr: "no operator"},
+		{expr: "destination in LAX,,SFO", wantErr: "value 2 of the in list is empty"},
+		{expr: "destination in LAX,", wantErr: "value 2 of the in list is empty"},
+		{expr: "destinationin LAX", wantErr: "no operator"},
+	}
+	for _, tt := range tests {
+		got, err := parseWhereExpr(tt.expr)
+		switch {
+		case tt.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("parseWhereExpr(%q): got %+v, %v; want an error containing %q", tt.expr, got, err, tt.wantErr)
+			}
+		case tt.expr == "delay=>5":
+			if err != nil || got.Op != "=" || got.Value != ">5" {
+				t.Errorf("parseWhereExpr(%q): got %+v, %v; want = with the string >5", tt.expr, got, err)
+			}
+		case err != nil || !reflect.DeepEqual(got, tt.want):
+			t.Errorf("parseWhereExpr(%q): got %#v, %v; want %#v", tt.expr, got, err, tt.want)
+		}
+	}
+}
+
+// TestParseWhereExprJSON checks what the conditions look like on the wire: numbers as JSON
+// numbers, written as given.
+func TestParseWhereExprJSON(t *testing.T) {
+	var conds []wire.IndexCond
+	for _, e := range []string{"delay>60", "date=2001-01-03", "destination in LAX,SFO", "fare<=12.50", "paid=true"} {
+		c, err := parseWhereExpr(e)
+		if err != nil {
+			t.Fatalf("parseWhereExpr(%q): %v", e, err)
+		}
+		conds = append(conds, c)
+	}
+	var buf strings.Builder
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(conds); err != nil {
+		t.Fatal(err)
+	}
+	b := strings.TrimSpace(buf.String())
+	want := `[{"field":"delay","op":">","value":60},{"field":"date","op":"=","value":"2001-01-03"},` +
+		`{"field":"destination","op":"in","value":["LAX","SFO"]},{"field":"fare","op":"<=","value":12.50},` +
+		`{"field":"paid","op":"=","value":true}]`
+	if b != want {
+		t.Errorf("JSON of the conditions: got %s, want %s", b, want)
+	}
+}
+
+func TestBuildIndexQuery(t *testing.T) {
+	q, err := buildIndexQuery(indexQueryFlags{shardValue: "42", where: []string{"delay>1"}, fields: []string{"a"}, orderBy: "-delay", limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.ShardValue != json.Number("42") || len(q.Where) != 1 || q.OrderBy != "-delay" || q.Limit != 5 || q.Fields[0] != "a" {
+		t.Errorf("buildIndexQuery: got %+v", q)
+	}
+	if _, err := buildIndexQuery(indexQueryFlags{shardValue: "x", limit: -1}); err == nil {
+		t.Errorf("buildIndexQuery with limit -1: got nil, want an error")
+	}
+	if _, err := buildIndexQuery(indexQueryFlags{shardValue: "x", where: []string{"bad"}}); err == nil {
+		t.Errorf("buildIndexQuery with a bad where: got nil, want an error")
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	v := wire.IndexVersionStatus{State: "building", Progress: 0.5, HandledCells: 50, TotalCells: 100, LagCells: 50, LagSeconds: 2.25, Entries: 40}
+	got := progressLine(v, 123.4)
+	want := "building [############............]  50.0%  50/100 cells  lag 50 cells 2.2s  123 cells/s  40 entries"
+	if got != want {
+		t.Errorf("progressLine: got %q, want %q", got, want)
+	}
+}
