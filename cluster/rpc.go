@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -224,10 +225,13 @@ func (n *Node) forward(ctx context.Context, target NodeSpec, path string, in, ou
 	case http.StatusBadRequest:
 		return fmt.Errorf("%w: %s", ErrBadShard, bytes.TrimSpace(data))
 	case statusBadCommand:
-		if kind := indexErrorOf(res.Header.Get(errorKindHeader)); kind != nil {
-			return fmt.Errorf("%w: %s", kind, bytes.TrimSpace(data))
+		kind := indexErrorOf(res.Header.Get(errorKindHeader))
+		if kind == nil {
+			kind = consumer.ErrBadCommand
 		}
-		return fmt.Errorf("%w: %s", consumer.ErrBadCommand, bytes.TrimSpace(data))
+		// The body is the refusal's own message, which starts with the sentinel's text.
+		msg := strings.TrimPrefix(string(bytes.TrimSpace(data)), kind.Error()+": ")
+		return fmt.Errorf("%w: %s", kind, msg)
 	}
 	return lost(fmt.Errorf("status %d: %s", res.StatusCode, bytes.TrimSpace(data)))
 }
