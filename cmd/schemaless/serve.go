@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/cluster"
@@ -153,7 +156,14 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Addr: self.HTTPAddr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// /metrics: the Go runtime, the process, and the index maintainer's and its workers' series
+	// (lag per shard, violations, type mismatches); everything else goes to the API.
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	mux.Handle("/", handler)
+	srv := &http.Server{Addr: self.HTTPAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", self.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("http server: %w", err)
@@ -164,7 +174,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 
 	// The index maintainer, once the API listens: its workers read the logs through this node
 	// first. It stops before the node closes (the deferred stop runs before node.Close).
-	stopMaintainer, err := startMaintainer(ctx, node, top, f.nodeID, f.indexPoll, logger)
+	stopMaintainer, err := startMaintainerMetrics(ctx, node, top, f.nodeID, f.indexPoll, logger, registry)
 	if err != nil {
 		_ = srv.Close()
 		return err
@@ -196,8 +206,14 @@ func runServe(ctx context.Context, f serveFlags) error {
 // startMaintainer runs the index maintainer of node (package indexes/maintainer) over every
 // datastore of top until ctx ends or the returned stop is called; stop waits for it to end and
 // may be called more than once. Its client reaches this node's HTTP API first, then the other
-// nodes'. The maintainer's metrics are not registered: the node serves no /metrics.
+// nodes'. Its metrics are not registered (see startMaintainerMetrics).
 func startMaintainer(ctx context.Context, node *cluster.Node, top *cluster.Topology, nodeID string, poll time.Duration, logger *slog.Logger) (stop func(), err error) {
+	return startMaintainerMetrics(ctx, node, top, nodeID, poll, logger, nil)
+}
+
+// startMaintainerMetrics is startMaintainer with the maintainer's (and its workers') metrics
+// registered in reg, which serve exposes at /metrics; nil registers none.
+func startMaintainerMetrics(ctx context.Context, node *cluster.Node, top *cluster.Topology, nodeID string, poll time.Duration, logger *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
 	var endpoints []string
 	for _, n := range top.Nodes {
 		if n.ID == nodeID {
@@ -212,7 +228,7 @@ func startMaintainer(ctx context.Context, node *cluster.Node, top *cluster.Topol
 	if err != nil {
 		return nil, fmt.Errorf("index maintainer: %w", err)
 	}
-	cfg := maintainer.Config{Backend: node, Client: cl, Worker: nodeID, PollInterval: poll, Logger: logger}
+	cfg := maintainer.Config{Backend: node, Client: cl, Worker: nodeID, PollInterval: poll, Logger: logger, Registerer: reg}
 	for _, d := range top.Datastores {
 		cfg.Datastores = append(cfg.Datastores, d.Name)
 	}
