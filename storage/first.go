@@ -31,13 +31,15 @@ func (p *PartitionStore) FirstCells(ctx context.Context, shard int, column strin
 			args = append(args, rk[:])
 		}
 		q := "SELECT " + cellColumns + " FROM " + p.d.entity(shard) + p.d.lookupHint +
-			" WHERE column_name = ? AND row_key IN (?" + strings.Repeat(", ?", len(chunk)-1) + ") ORDER BY added_id"
+			" WHERE column_name = ? AND row_key IN (?" + strings.Repeat(", ?", len(chunk)-1) + ")"
 		cs, err := queryCells(ctx, p.read, q, args...)
 		if err != nil {
 			return nil, p.fail(fmt.Sprintf("first cells of column %s in shard %d", column, shard), err)
 		}
+		// No ORDER BY: SQLite would rather scan the table in added_id (rowid) order than sort
+		// the few rows the unique key finds; the lowest added_id per row is kept here.
 		for _, c := range cs {
-			if _, ok := out[c.Key.RowKey]; !ok {
+			if f, ok := out[c.Key.RowKey]; !ok || c.AddedID < f.AddedID {
 				out[c.Key.RowKey] = c
 			}
 		}

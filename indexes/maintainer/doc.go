@@ -12,14 +12,16 @@
 // For each page of a shard's log the handler:
 //
 //  1. keeps the cells of the index's source columns;
-//  2. reads, in one strong read per page, the first cell appended (lowest added_id) of the
-//     shard field's column for every row key of the page: its shard field value places the
-//     entry on the index shard ShardOf(value) for good;
+//  2. reads the first cell appended (lowest added_id) of the shard field's column for every row
+//     key of the page, in one read of this node's replica (row keys it has no such cell for
+//     are read again from the partition's leader): its shard field value places the entry on
+//     the index shard ShardOf(value) for good;
 //  3. for rows whose shard-field cell is in the page, also reads the latest cell of each other
 //     source column, so that values written before the shard field are not lost;
-//  4. sends one upsert per index partition (a raft command, fsm.IndexUpsert), which the
-//     partition's FSM merges by ref key per source column (indexes.Merge): replays and
-//     reordering change nothing.
+//  4. queues the entries for the next upsert round: one round (one raft command per index
+//     partition, fsm.IndexUpsert) carries the pages of every shard that arrived meanwhile, and
+//     the partition's FSM merges them by ref key per source column (indexes.Merge): replays and
+//     reordering change nothing. The page's offset moves once its round is applied.
 //
 // A cell whose shard field differs from the entry's is a violation of the immutable shard
 // field: the entry stays where it is, records the cell's added_id (the highest such), and the maintainer counts it

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -230,6 +231,7 @@ func start(ctx context.Context, cfg Config, m *metrics, ds string, v indexes.Ver
 	spec, err := cfg.Backend.Datastore(ds)
 	h := &handler{be: cfg.Backend, ds: ds, table: indexes.TableName(v.Definition.Table, v.Version),
 		fields: v.Definition.Fields(), columns: map[string]bool{}, m: m, log: cfg.Logger.With("datastore", ds, "index", v.Definition.Table, "version", v.Version)}
+	h.batch = &batcher{be: cfg.Backend, ds: ds, table: h.table, fields: h.fields, m: m, timeout: 30 * time.Second}
 	for _, c := range v.Definition.Columns() {
 		h.columns[c] = true
 	}
@@ -277,6 +279,7 @@ type handler struct {
 	shards  int
 	m       *metrics
 	log     *slog.Logger
+	batch   *batcher
 }
 
 // handle is the triggers.BatchHandler: see the package documentation for the steps.
@@ -302,9 +305,9 @@ func (h *handler) handle(ctx context.Context, shard int, page []cells.Cell) erro
 	if len(src) == 0 {
 		return nil
 	}
-	first, err := h.be.FirstCells(ctx, h.ds, shard, shardCol, rowKeys, cluster.Strong)
+	first, err := h.firstCells(ctx, shard, shardCol, rowKeys)
 	if err != nil {
-		return fmt.Errorf("read first %s cells: %w", shardCol, err)
+		return err
 	}
 	if len(h.columns) > 1 {
 		extra, err := h.otherColumns(ctx, shardCol, rowKeys, hasShardCell)
@@ -367,12 +370,107 @@ func (h *handler) handle(ctx context.Context, shard int, page []cells.Cell) erro
 	if len(entries) == 0 {
 		return nil
 	}
-	changed, err := h.be.PutIndexEntries(ctx, h.ds, h.table, h.fields, entries)
-	if err != nil {
+	if err := h.batch.put(ctx, entries); err != nil {
 		return fmt.Errorf("upsert %d entries: %w", len(entries), err)
 	}
-	h.m.entries.With(labels).Add(float64(changed))
 	return nil
+}
+
+// firstCells reads the first cell of the shard field's column of each row key, from this
+// node's replica first: a cell found there is the row's first for good (a replica applies a
+// shard's cells in added_id order, so it holds every earlier one). Row keys it has no cell for
+// (the replica may trail the one that served the page) are read again from the leader.
+func (h *handler) firstCells(ctx context.Context, shard int, shardCol string, rowKeys []uuid.UUID) (map[uuid.UUID]cells.Cell, error) {
+	first, err := h.be.FirstCells(ctx, h.ds, shard, shardCol, rowKeys, cluster.Stale)
+	if err != nil {
+		return nil, fmt.Errorf("read first %s cells: %w", shardCol, err)
+	}
+	var missing []uuid.UUID
+	for _, rk := range rowKeys {
+		if _, ok := first[rk]; !ok {
+			missing = append(missing, rk)
+		}
+	}
+	if len(missing) == 0 {
+		return first, nil
+	}
+	more, err := h.be.FirstCells(ctx, h.ds, shard, shardCol, missing, cluster.Strong)
+	if err != nil {
+		return nil, fmt.Errorf("read first %s cells from the leader: %w", shardCol, err)
+	}
+	for rk, c := range more {
+		first[rk] = c
+	}
+	return first, nil
+}
+
+// batcher groups the upserts of concurrent pages (one per shard) into one PutIndexEntries call,
+// so one raft entry per index partition carries the work of many shards (group commit). One
+// call is in flight at a time; pages that arrive meanwhile go together into the next. Merges
+// commute, so the order of entries within a call does not matter.
+type batcher struct {
+	be      Backend
+	ds      string
+	table   string
+	fields  []indexes.Field
+	m       *metrics
+	timeout time.Duration
+
+	mu      sync.Mutex
+	queue   []*pendingPut
+	running bool
+}
+
+type pendingPut struct {
+	entries []fsm.IndexEntry
+	done    chan error // buffered, receives exactly one result
+}
+
+// put queues entries for the next call and waits for its outcome or ctx's end (then the
+// entries may still be written: harmless, merges are idempotent).
+func (b *batcher) put(ctx context.Context, entries []fsm.IndexEntry) error {
+	p := &pendingPut{entries: entries, done: make(chan error, 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, p)
+	start := !b.running
+	b.running = true
+	b.mu.Unlock()
+	if start {
+		go b.loop()
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// loop sends the queued entries, one call at a time, until the queue is empty.
+func (b *batcher) loop() {
+	labels := prometheus.Labels{"datastore": b.ds, "index": b.table}
+	for {
+		b.mu.Lock()
+		batch := b.queue
+		b.queue = nil
+		if len(batch) == 0 {
+			b.running = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		var all []fsm.IndexEntry
+		for _, p := range batch {
+			all = append(all, p.entries...)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		changed, err := b.be.PutIndexEntries(ctx, b.ds, b.table, b.fields, all)
+		cancel()
+		b.m.entries.With(labels).Add(float64(changed))
+		for _, p := range batch {
+			p.done <- err
+		}
+	}
 }
 
 // otherColumns reads the latest cell of every source column other than the shard field's for
