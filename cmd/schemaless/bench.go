@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,7 @@ type benchFlags struct {
 	asJSON      bool
 	cpuProfile  string
 	trig        triggerFlags
+	idx         indexFlags
 }
 
 func newBenchCmd() *cobra.Command {
@@ -83,28 +85,57 @@ shows the workers; not on raft-noop, which stores no cells):
                    from starting the workers to the last cell's delivery (no latency columns).
                    --read-cpuprofile profiles the read phase alone.
 
+Secondary-index workloads (package indexes; on the in-process targets every node runs the index
+maintainer as 'schemaless serve' does, with --index-poll-interval; not on raft-noop):
+  index-lag       define an index over a new column and wait until it is ready, then put_cell at
+                  --rate writes/s (2000 unless --rate is given), open loop as trigger-latency
+                  (--max-writers, --warmup, --duration, --drain). One write in --lag-sample is a
+                  probe: all probes share one origin (the index's shard field) and carry their
+                  number as distance, so that one strong query every --lag-poll finds every new
+                  probe entry. Latency is from the put_cell answer to the answer of the first
+                  query that returned the probe's entry (an entry returned before its answer
+                  counts as 0). ops/s is the write rate achieved, cells/s the probes seen. The
+                  index is dropped afterwards.
+  index-backfill  load --index-flights flights from --flights (put_cells of 500, 8 in flight; once
+                  per target), then define an index on their BASE cells (origin, date,
+                  destination, delay, distance; sharded by origin) and read its status every
+                  250 ms until ready: cells/s is the cells handled over the time from defining it
+                  to the status showing every cell handled (no latency columns); the note gives
+                  the time to the first handled cell and to the state ready.
+  index-query     on that index (built first if index-backfill did not run), --clients clients
+                  each query one of the --query-origins busiest origins with --query-where,
+                  order_by --query-order, pages of --query-limit entries, following cursors up to
+                  --query-pages pages, then another origin. One run per --consistency,
+                  --query-order, --query-columns (none, or a column whose latest cell comes with
+                  each entry) and --clients value; latency is per page, cells/s the entries.
+--index-cpuprofile profiles each measured phase of these alone (not the loads and builds).
+
 In-process targets use the production raft timeouts and one datastore 'trips' with --shards shards
 in --partitions partitions on 3 nodes; clients and nodes share this machine's cores.`,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd.Context(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.idx.rateSet = cmd.Flags().Changed("rate")
+			return runBench(cmd.Context(), f)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.targets, "target", []string{"sqlite"}, "targets, comma-separated: external, sqlite, mysql, raft-noop")
 	fl.StringSliceVar(&f.endpoints, "endpoints", []string{"http://127.0.0.1:7070", "http://127.0.0.1:7071", "http://127.0.0.1:7072"}, "nodes of the external target")
 	fl.StringVar(&f.mysqlDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL/MariaDB server of the mysql target")
-	fl.StringSliceVar(&f.workloads, "workload", []string{"put"}, "workloads, comma-separated: put, put-batch, get-latest, trigger-latency, log-read")
-	fl.IntSliceVar(&f.clients, "clients", []int{1}, "concurrent clients, comma-separated (one run per value)")
+	fl.StringSliceVar(&f.workloads, "workload", []string{"put"}, "workloads, comma-separated: put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query, index-backfill")
+	fl.IntSliceVar(&f.clients, "clients", []int{1}, "concurrent clients of put, put-batch, get-latest and index-query, comma-separated (one run per value)")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured time of each run")
 	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "unmeasured time before each run")
 	fl.IntVar(&f.batch, "batch", 100, "cells per put_cells request (put-batch)")
 	fl.IntVar(&f.valueSize, "value-size", 200, "approximate size of each cell body, in bytes of JSON")
 	fl.IntVar(&f.rows, "rows", 10000, "rows preloaded for get-latest")
-	fl.StringSliceVar(&f.consistency, "consistency", []string{client.ConsistencyStrong}, "read consistencies of get-latest, comma-separated: strong, stale")
+	fl.StringSliceVar(&f.consistency, "consistency", []string{client.ConsistencyStrong}, "read consistencies of get-latest and index-query, comma-separated: strong, stale")
 	fl.IntVar(&f.shards, "shards", 64, "shards of the in-process targets' datastore")
 	fl.IntVar(&f.partitions, "partitions", 4, "partitions of the in-process targets' datastore")
 	fl.IntVar(&f.inflight, "max-inflight", partition.DefaultConfig().MaxInflight, "raft entries in flight per partition of the in-process targets (see serve --max-inflight)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clients and in-process nodes) to this file")
 	fl.BoolVar(&f.asJSON, "json", false, "print results as JSON lines instead of a table")
 	f.trig.register(fl)
+	f.idx.register(fl)
 	return cmd
 }
 
@@ -128,17 +159,21 @@ type benchResult struct {
 	FirstError  string  `json:"first_error,omitempty"`
 
 	Triggers *triggerFigures `json:"triggers,omitempty"`
+	Index    *indexFigures   `json:"index,omitempty"`
 }
 
 func runBench(ctx context.Context, f benchFlags) error {
 	for _, w := range f.workloads {
 		switch w {
-		case "put", "put-batch", "get-latest", workloadTriggerLatency, workloadLogRead:
+		case "put", "put-batch", "get-latest", workloadTriggerLatency, workloadLogRead, workloadIndexLag, workloadIndexQuery, workloadIndexBackfill:
 		default:
-			return fmt.Errorf("--workload %q: want put, put-batch, get-latest, trigger-latency or log-read", w)
+			return fmt.Errorf("--workload %q: want put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query or index-backfill", w)
 		}
 	}
 	if err := f.trig.validate(f); err != nil {
+		return err
+	}
+	if err := f.idx.validate(f.cpuProfile); err != nil {
 		return err
 	}
 	for _, c := range f.consistency {
@@ -218,7 +253,16 @@ func startTarget(ctx context.Context, target string, f benchFlags) ([]string, fu
 		os.RemoveAll(dir)
 		return nil, nil, fmt.Errorf("start %s cluster: %w", target, err)
 	}
+	stopMaintainers := func() {}
+	if target != "raft-noop" && slices.ContainsFunc(f.workloads, isIndexWorkload) {
+		if stopMaintainers, err = startMaintainers(ctx, c, f.idx); err != nil {
+			_ = c.Close()
+			os.RemoveAll(dir)
+			return nil, nil, fmt.Errorf("start %s index maintainers: %w", target, err)
+		}
+	}
 	return c.URLs(), func() {
+		stopMaintainers()
 		_ = c.Close()
 		os.RemoveAll(dir)
 		if prefix != "" {
@@ -260,7 +304,16 @@ func benchTarget(ctx context.Context, target string, endpoints []string, f bench
 	var out []benchResult
 	var rows []uuid.UUID
 	var lp logPreload
+	var fx indexFixture
 	for _, w := range f.workloads {
+		if isIndexWorkload(w) {
+			rs, err := benchIndexWorkload(ctx, target, endpoints, w, &fx, f)
+			out = append(out, rs...)
+			if err != nil {
+				return out, err
+			}
+			continue
+		}
 		if isTriggerWorkload(w) {
 			rs, err := benchTriggerWorkload(ctx, target, endpoints, w, &lp, f)
 			out = append(out, rs...)
@@ -405,10 +458,13 @@ func printBenchTable(rs []benchResult) {
 	fmt.Fprintln(tw, "target\tworkload\tclients\tops/s\tcells/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t")
 	for _, r := range rs {
 		w := r.Workload
+		if r.Index != nil && r.Index.Variant != "" {
+			w += " " + r.Index.Variant
+		}
 		if r.Consistency != "" {
 			w += " " + r.Consistency
 		}
-		if r.Workload == workloadLogRead { // no latency figures
+		if r.Workload == workloadLogRead || r.Workload == workloadIndexBackfill { // no latency figures
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t-\t-\t-\t-\t%d\t\n", r.Target, w, r.Clients, r.OpsPerSec, r.CellsPerSec, r.Errors)
 			continue
 		}
@@ -419,6 +475,9 @@ func printBenchTable(rs []benchResult) {
 	for _, r := range rs {
 		if r.Triggers != nil {
 			fmt.Println(triggerNote(r))
+		}
+		if r.Index != nil {
+			fmt.Println(indexNote(r))
 		}
 	}
 	for _, r := range rs {

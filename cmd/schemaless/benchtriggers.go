@@ -52,10 +52,10 @@ type triggerFlags struct {
 // register adds the flags to fl, with the triggers package's defaults.
 func (t *triggerFlags) register(fl *pflag.FlagSet) {
 	d := triggers.DefaultConfig()
-	fl.IntSliceVar(&t.rates, "rate", []int{1000}, "trigger-latency: put_cell writes per second, open loop (one run per value)")
+	fl.IntSliceVar(&t.rates, "rate", []int{1000}, "trigger-latency, index-lag: put_cell writes per second, open loop (one run per value; index-lag: 2000 when not given)")
 	fl.IntSliceVar(&t.workers, "workers", []int{1}, "trigger-latency, log-read: workers of the consumer group, in this process (one run per value)")
-	fl.IntVar(&t.maxWriters, "max-writers", 256, "trigger-latency: writes in flight at most; a write due while all are busy starts late (reported as behind)")
-	fl.DurationVar(&t.drain, "drain", 10*time.Second, "trigger-latency: wait this long after the last write for cells not yet delivered; log-read: give up after this long without a delivery")
+	fl.IntVar(&t.maxWriters, "max-writers", 256, "trigger-latency, index-lag: writes in flight at most; a write due while all are busy starts late (reported as behind)")
+	fl.DurationVar(&t.drain, "drain", 10*time.Second, "trigger-latency: wait this long after the last write for cells not yet delivered (index-lag: for probes not yet seen); log-read: give up after this long without a delivery")
 	fl.IntVar(&t.logCells, "log-cells", 200000, "log-read: cells preloaded (put_cells of 500, 8 in flight) and then read by the group")
 	fl.IntVar(&t.batchSize, "trigger-batch", d.BatchSize, "trigger workloads: cells read per shard per poll (triggers.Config.BatchSize, 1..1000)")
 	fl.IntVar(&t.concurrency, "trigger-concurrency", d.Concurrency, "trigger workloads: shards delivered at once per worker (triggers.Config.Concurrency)")
