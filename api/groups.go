@@ -225,7 +225,7 @@ func (s *Server) groupStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, he)
 		return
 	}
-	st, err := s.backend.GroupStatus(r.Context(), ds, group, c)
+	gp, err := s.backend.GroupProgress(r.Context(), ds, group, c)
 	if err != nil {
 		if errors.Is(err, cluster.ErrUnknownGroup) {
 			writeError(w, notFound("%v", err))
@@ -234,28 +234,10 @@ func (s *Server) groupStatus(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	spec, _ := s.backend.Datastore(ds)
-	leases := map[int]consumer.Lease{}
-	for _, l := range st.Leases {
-		leases[l.Shard] = l
-	}
-	// Lag: read one cell after each shard's offset, from any replica.
-	read := cluster.LogRead{Limit: 1, Consistency: cluster.Stale}
-	for shard := 0; shard < spec.Shards; shard++ {
-		off := int64(0)
-		if l, ok := leases[shard]; ok && l.Offset > 0 {
-			off = l.Offset
-		}
-		read.Shards = append(read.Shards, cluster.ShardLocation{Shard: shard, Location: off})
-	}
-	pages, err := s.backend.ReadLogs(r.Context(), ds, read)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	now := time.Now()
+	st := gp.Status
 	out := wire.GroupStatus{Group: st.Group, Generation: st.Generation, Start: wire.GroupStart{Kind: string(st.Start.Kind)},
-		HaltThreshold: st.HaltThreshold, Halted: st.Halted, Members: toWireMembers(st.Members), Parked: []wire.GroupParked{}}
+		HaltThreshold: st.HaltThreshold, Halted: st.Halted, Members: toWireMembers(st.Members), Parked: []wire.GroupParked{},
+		LagCells: gp.LagCells, LagSeconds: gp.LagSeconds}
 	if out.Start.Kind == "" {
 		out.Start.Kind = string(consumer.StartEarliest)
 	}
@@ -263,19 +245,9 @@ func (s *Server) groupStatus(w http.ResponseWriter, r *http.Request) {
 		t := st.Start.Time
 		out.Start.Time = &t
 	}
-	for i, p := range pages {
-		l, ok := leases[p.Shard]
-		if !ok {
-			l = consumer.Lease{Shard: p.Shard, Offset: -1}
-		}
-		ss := wire.GroupShardStatus{Shard: p.Shard, Owner: l.Owner, Epoch: l.Epoch, Offset: l.Offset, HighWater: p.HighWater}
-		ss.LagCells = max(p.HighWater-read.Shards[i].Location, 0)
-		if len(p.Cells) > 0 {
-			ss.LagSeconds = max(now.Sub(p.Cells[0].CreatedAt).Seconds(), 0)
-		}
-		out.LagCells += ss.LagCells
-		out.LagSeconds = max(out.LagSeconds, ss.LagSeconds)
-		out.Shards = append(out.Shards, ss)
+	for _, sp := range gp.Shards {
+		out.Shards = append(out.Shards, wire.GroupShardStatus{Shard: sp.Shard, Owner: sp.Owner, Epoch: sp.Epoch, Offset: sp.Offset,
+			HighWater: sp.HighWater, LagCells: sp.LagCells, LagSeconds: sp.LagSeconds})
 	}
 	for _, p := range st.Parked {
 		out.Parked = append(out.Parked, toWireParked(p))

@@ -312,30 +312,7 @@ func (s *Server) versionProgress(ctx context.Context, ds string, v indexes.Versi
 // unstartedProgress is the progress of a group that does not exist yet: every shard's whole log
 // to handle.
 func (s *Server) unstartedProgress(ctx context.Context, ds string) (cluster.GroupProgress, error) {
-	spec, err := s.backend.Datastore(ds)
-	if err != nil {
-		return cluster.GroupProgress{}, err
-	}
-	read := cluster.LogRead{Limit: 1, Consistency: cluster.Stale}
-	for shard := 0; shard < spec.Shards; shard++ {
-		read.Shards = append(read.Shards, cluster.ShardLocation{Shard: shard})
-	}
-	pages, err := s.backend.ReadLogs(ctx, ds, read)
-	if err != nil {
-		return cluster.GroupProgress{}, err
-	}
-	now := time.Now()
-	var out cluster.GroupProgress
-	for _, p := range pages {
-		sp := cluster.ShardProgress{Shard: p.Shard, Offset: -1, HighWater: p.HighWater, LagCells: max(p.HighWater, 0)}
-		if len(p.Cells) > 0 {
-			sp.LagSeconds = max(now.Sub(p.Cells[0].CreatedAt).Seconds(), 0)
-		}
-		out.LagCells += sp.LagCells
-		out.LagSeconds = max(out.LagSeconds, sp.LagSeconds)
-		out.Shards = append(out.Shards, sp)
-	}
-	return out, nil
+	return s.backend.LogProgress(ctx, ds, nil)
 }
 
 // indexName reads the {index} path value. An invalid name is reported as unknown (404): it

@@ -40,6 +40,7 @@ type Backend interface {
 	IndexTableStats(ctx context.Context, ds, table string, fields []indexes.Field) (cluster.IndexStats, error)
 	DropIndexTable(ctx context.Context, ds, table string) error
 	GroupProgress(ctx context.Context, ds, group string, c cluster.Consistency) (cluster.GroupProgress, error)
+	LogProgress(ctx context.Context, ds string, leases []consumer.Lease) (cluster.GroupProgress, error)
 }
 
 var _ Backend = (*cluster.Node)(nil)

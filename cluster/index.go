@@ -35,7 +35,7 @@ type indexRPCResponse struct {
 	Result fsm.IndexResult
 }
 
-// indexRead is the index part of a readRequest. Values travel packed (packValues) and are typed
+// indexRead is the index part of a readRequest. Values travel packed (fsm.PackIndexValues) and are typed
 // again from Fields on arrival.
 type indexRead struct {
 	Table   string
@@ -244,7 +244,7 @@ func (n *Node) QueryIndex(ctx context.Context, ds, table string, fields []indexe
 	}
 	r := d.routeOf(plan.Shard)
 	resp, err := n.read(ctx, d, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c, Op: "index",
-		Index: &indexRead{Table: table, Fields: fields, Plan: packPlan(fields, plan), Shard: plan.Shard}})
+		Index: &indexRead{Table: table, Fields: fields, Plan: packPlan(plan), Shard: plan.Shard}})
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +331,7 @@ func (n *Node) readIndex(ctx context.Context, r *route, st *storage.PartitionSto
 		}
 		resp.Entries = make([]packedEntry, len(es))
 		for i, e := range es {
-			resp.Entries[i] = packedEntry{RowKey: e.RowKey, Values: packValues(e.Values), Refs: e.Refs, Violation: e.Violation}
+			resp.Entries[i] = packedEntry{RowKey: e.RowKey, Values: fsm.PackIndexValues(e.Values), Refs: e.Refs, Violation: e.Violation}
 		}
 	case "indexstats":
 		entries, violations, err := st.IndexStats(ctx, fsm.IndexTableOf(ir.Table, ir.Fields))
@@ -365,26 +365,15 @@ func storageQuery(p indexes.Plan) storage.IndexQuery {
 	return q
 }
 
-// packValues makes values MessagePack-safe: UUIDs become 16-byte slices.
-func packValues(vs []any) []any {
-	out := make([]any, len(vs))
-	for i, v := range vs {
-		if u, ok := v.(uuid.UUID); ok {
-			v = u[:]
-		}
-		out[i] = v
-	}
-	return out
-}
-
-func packValue(v any) any { return packValues([]any{v})[0] }
+// packValue packs one value for the wire (fsm.PackIndexValues).
+func packValue(v any) any { return fsm.PackIndexValues([]any{v})[0] }
 
 // packPlan packs the values of a plan for the wire.
-func packPlan(fields []indexes.Field, p indexes.Plan) indexes.Plan {
+func packPlan(p indexes.Plan) indexes.Plan {
 	p.ShardValue = packValue(p.ShardValue)
 	where := make([]indexes.PlanCond, len(p.Where))
 	for i, c := range p.Where {
-		c.Values = packValues(c.Values)
+		c.Values = fsm.PackIndexValues(c.Values)
 		where[i] = c
 	}
 	p.Where = where

@@ -33,26 +33,36 @@ type GroupProgress struct {
 	LagSeconds float64
 }
 
-// GroupProgress reads group's state (consistency c) and measures each shard's lag by reading
-// one cell after its offset from any replica. A shard with no committed offset lags by its
-// whole log. Errors as GroupStatus and ReadLogs; ErrUnknownGroup when the group does not exist.
+// GroupProgress reads group's state (consistency c) and measures each shard's lag from its
+// committed offset (LogProgress). Errors as GroupStatus and ReadLogs; ErrUnknownGroup when the
+// group does not exist.
 func (n *Node) GroupProgress(ctx context.Context, ds, group string, c Consistency) (GroupProgress, error) {
 	st, err := n.GroupStatus(ctx, ds, group, c)
 	if err != nil {
 		return GroupProgress{}, err
 	}
+	p, err := n.LogProgress(ctx, ds, st.Leases)
+	p.Status = st
+	return p, err
+}
+
+// LogProgress measures how far the leases' offsets are in every shard's log of ds, reading one
+// cell after each offset from any replica. A shard without a lease, or whose lease has no
+// committed offset, lags by its whole log (Offset -1). Status is left empty. Errors:
+// ErrUnknownDatastore and those of ReadLogs.
+func (n *Node) LogProgress(ctx context.Context, ds string, leases []consumer.Lease) (GroupProgress, error) {
 	d, err := n.datastore(ds)
 	if err != nil {
 		return GroupProgress{}, err
 	}
-	leases := map[int]consumer.Lease{}
-	for _, l := range st.Leases {
-		leases[l.Shard] = l
+	byShard := map[int]consumer.Lease{}
+	for _, l := range leases {
+		byShard[l.Shard] = l
 	}
 	read := LogRead{Limit: 1, Consistency: Stale}
 	for shard := 0; shard < d.spec.Shards; shard++ {
 		off := int64(0)
-		if l, ok := leases[shard]; ok && l.Offset > 0 {
+		if l, ok := byShard[shard]; ok && l.Offset > 0 {
 			off = l.Offset
 		}
 		read.Shards = append(read.Shards, ShardLocation{Shard: shard, Location: off})
@@ -62,9 +72,9 @@ func (n *Node) GroupProgress(ctx context.Context, ds, group string, c Consistenc
 		return GroupProgress{}, err
 	}
 	now := time.Now()
-	out := GroupProgress{Status: st}
+	var out GroupProgress
 	for i, p := range pages {
-		l, ok := leases[p.Shard]
+		l, ok := byShard[p.Shard]
 		if !ok {
 			l = consumer.Lease{Shard: p.Shard, Offset: -1}
 		}

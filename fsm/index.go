@@ -85,7 +85,7 @@ type IndexResult struct {
 func EncodeIndexCommand(c IndexCommand) ([]byte, error) {
 	entries := make([]IndexEntry, len(c.Entries))
 	for i, e := range c.Entries {
-		e.Values = packIndexValues(e.Values)
+		e.Values = PackIndexValues(e.Values)
 		entries[i] = e
 	}
 	c.Entries = entries
@@ -96,8 +96,9 @@ func EncodeIndexCommand(c IndexCommand) ([]byte, error) {
 	return append([]byte{indexCommandVersion}, b...), nil
 }
 
-// packIndexValues returns values with every UUID as a 16-byte slice, as MessagePack carries it.
-func packIndexValues(vs []any) []any {
+// PackIndexValues returns a copy of index values with every UUID as a 16-byte slice, as
+// MessagePack carries it; TypedIndexValue restores them.
+func PackIndexValues(vs []any) []any {
 	out := make([]any, len(vs))
 	for i, v := range vs {
 		if u, ok := v.(uuid.UUID); ok {

@@ -173,7 +173,7 @@ func (s *snapshot) write(w io.Writer) error {
 		t := IndexTableOf(name, tables[name])
 		for shard := s.shards.First; shard <= s.shards.Last; shard++ {
 			err := s.tx.ScanIndex(ctx, shard, t, func(e storage.IndexEntry) error {
-				body, err := msgpack.Marshal(&snapshotEntry{Values: packIndexValues(e.Values), Refs: e.Refs})
+				body, err := msgpack.Marshal(&snapshotEntry{Values: PackIndexValues(e.Values), Refs: e.Refs})
 				if err != nil {
 					return err
 				}
