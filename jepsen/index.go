@@ -325,7 +325,6 @@ func (w *IndexWorkload) Step(ctx context.Context, wk *Worker) {
 		w.query(ctx, wk)
 		return
 	}
-	h := wk.History
 	st := w.writer(wk)
 	for len(st.open) < w.MaxBatch {
 		st.open = append(st.open, nil)
@@ -360,23 +359,7 @@ func (w *IndexWorkload) Step(ctx context.Context, wk *Worker) {
 			st.open[s] = nil
 		}
 	}
-	for i := range ops {
-		ops[i] = h.Invoke(ops[i])
-	}
-	ctx, cancel := context.WithTimeout(ctx, wk.OpTimeout)
-	defer cancel()
-	res, err := wk.Client.WithDatastore(w.Datastore).PutCells(ctx, writes)
-	outcome := writeOutcome(err)
-	now := h.Now()
-	for i := range ops {
-		ops[i].Complete, ops[i].Outcome = now, outcome
-		if err != nil {
-			ops[i].Error = err.Error()
-		} else {
-			ops[i].Status, ops[i].AddedID = res[i].Status, res[i].AddedID
-		}
-		h.Record(ops[i])
-	}
+	putAndRecord(ctx, wk, w.Datastore, writes, ops)
 }
 
 // query runs one index query as worker wk: the QueryLimit entries of a random shard value with

@@ -112,7 +112,6 @@ func (w *TriggersWorkload) Stop() {
 // Step implements Workload: one put_cells of new cells, recorded as one operation per cell
 // sharing the call's times and outcome (as DurabilityWorkload does).
 func (w *TriggersWorkload) Step(ctx context.Context, wk *Worker) {
-	h := wk.History
 	n := 1 + wk.Rand.IntN(w.MaxBatch)
 	writes := make([]client.CellWrite, n)
 	ops := make([]Op, n)
@@ -130,23 +129,7 @@ func (w *TriggersWorkload) Step(ctx context.Context, wk *Worker) {
 		writes[i] = client.CellWrite{Key: cells.Key{RowKey: row, ColumnKey: col, RefKey: 1}, Body: json.RawMessage(body)}
 		ops[i] = Op{Process: wk.Process, Node: wk.Node.ID, Workload: "triggers", F: "put", RowKey: row.String(), ColumnKey: col, RefKey: 1, Body: body}
 	}
-	for i := range ops {
-		ops[i] = h.Invoke(ops[i])
-	}
-	ctx, cancel := context.WithTimeout(ctx, wk.OpTimeout)
-	defer cancel()
-	res, err := wk.Client.WithDatastore(w.Datastore).PutCells(ctx, writes)
-	outcome := writeOutcome(err)
-	now := h.Now()
-	for i := range ops {
-		ops[i].Complete, ops[i].Outcome = now, outcome
-		if err != nil {
-			ops[i].Error = err.Error()
-		} else {
-			ops[i].Status, ops[i].AddedID = res[i].Status, res[i].AddedID
-		}
-		h.Record(ops[i])
-	}
+	putAndRecord(ctx, wk, w.Datastore, writes, ops)
 }
 
 // Settle implements ProcessWorkload: it waits, up to CatchUpTimeout, for the group to catch up

@@ -148,6 +148,30 @@ var Workloads = map[string]func() Workload{
 	"index":      func() Workload { return NewIndexWorkload() },
 }
 
+// putAndRecord writes cells with one put_cells on datastore ds and records ops (one per cell,
+// in the order of writes) as invoked before the call and completed with its outcome after: the
+// call's time, its status and added_id per cell, or its error.
+func putAndRecord(ctx context.Context, wk *Worker, ds string, writes []client.CellWrite, ops []Op) {
+	h := wk.History
+	for i := range ops {
+		ops[i] = h.Invoke(ops[i])
+	}
+	ctx, cancel := context.WithTimeout(ctx, wk.OpTimeout)
+	defer cancel()
+	res, err := wk.Client.WithDatastore(ds).PutCells(ctx, writes)
+	outcome := writeOutcome(err)
+	now := h.Now()
+	for i := range ops {
+		ops[i].Complete, ops[i].Outcome = now, outcome
+		if err != nil {
+			ops[i].Error = err.Error()
+		} else {
+			ops[i].Status, ops[i].AddedID = res[i].Status, res[i].AddedID
+		}
+		h.Record(ops[i])
+	}
+}
+
 // writeOutcome classifies a write's error: nil is ok; ErrConflict is an answer (ok); only
 // ErrUnavailable means certainly not applied (fail); anything else may have been applied (info).
 func writeOutcome(err error) Outcome {
@@ -280,7 +304,6 @@ func (w *DurabilityWorkload) Datastores() []cluster.DatastoreSpec {
 // Step implements Workload: one put_cells of new cells, recorded as one operation per cell
 // sharing the call's times and outcome.
 func (w *DurabilityWorkload) Step(ctx context.Context, wk *Worker) {
-	h := wk.History
 	n := 1 + wk.Rand.IntN(w.MaxBatch)
 	writes := make([]client.CellWrite, n)
 	ops := make([]Op, n)
@@ -294,23 +317,7 @@ func (w *DurabilityWorkload) Step(ctx context.Context, wk *Worker) {
 		writes[i] = client.CellWrite{Key: cells.Key{RowKey: row, ColumnKey: "D", RefKey: 1}, Body: json.RawMessage(body)}
 		ops[i] = Op{Process: wk.Process, Node: wk.Node.ID, Workload: "durability", F: "put", RowKey: row.String(), ColumnKey: "D", RefKey: 1, Body: body}
 	}
-	for i := range ops {
-		ops[i] = h.Invoke(ops[i])
-	}
-	ctx, cancel := context.WithTimeout(ctx, wk.OpTimeout)
-	defer cancel()
-	res, err := wk.Client.WithDatastore("durability").PutCells(ctx, writes)
-	outcome := writeOutcome(err)
-	now := h.Now()
-	for i := range ops {
-		ops[i].Complete, ops[i].Outcome = now, outcome
-		if err != nil {
-			ops[i].Error = err.Error()
-		} else {
-			ops[i].Status, ops[i].AddedID = res[i].Status, res[i].AddedID
-		}
-		h.Record(ops[i])
-	}
+	putAndRecord(ctx, wk, "durability", writes, ops)
 }
 
 // Check implements Workload: CheckDurability over every replica's copy of datastore
