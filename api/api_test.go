@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { mariadbtest.Main(m) }
 
 // suite runs the whole API suite against a 3-node cluster on each engine.
 func TestAPI(t *testing.T) {
-	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL} {
+	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL, clustertest.Async} {
 		t.Run(string(engine), func(t *testing.T) {
 			c := clustertest.Start(t, clustertest.Options{Engine: engine,
 				API: api.Config{MaxCellBodyBytes: 4096, MaxRequestBytes: 64 << 10, MaxBatchCells: 10}})
@@ -325,10 +325,20 @@ func (s *session) testStatus(t *testing.T) {
 			t.Fatalf("node %d status: %+v", node, st)
 		}
 		ds := st.Datastores[0]
-		if ds.Name != "trips" || ds.Mode != "raft" || ds.Shards != 16 || len(ds.Partitions) != 2 {
+		if ds.Name != "trips" || ds.Mode != s.c.Topology.Datastores[0].Mode || ds.Shards != 16 || len(ds.Partitions) != 2 {
 			t.Fatalf("datastore %+v", ds)
 		}
 		for _, p := range ds.Partitions {
+			if ds.Mode == "async" {
+				roles := map[string]int{}
+				for _, m := range p.Members {
+					roles[m.Role]++
+				}
+				if p.Cluster == "" || p.Master == "" || roles["master"] != 1 || roles["minion"] != 2 {
+					t.Fatalf("async partition %+v", p)
+				}
+				continue
+			}
 			if !p.Local || p.Leader == "" || p.AppliedIndex == 0 || p.CommitIndex < p.AppliedIndex {
 				t.Fatalf("partition %+v", p)
 			}

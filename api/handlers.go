@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
@@ -168,6 +169,8 @@ func (s *Server) putCell(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusCreated, out)
 	case fsm.StatusExists:
 		writeJSON(w, http.StatusOK, out)
+	case fsm.StatusBuffered:
+		writeJSON(w, http.StatusAccepted, out)
 	default:
 		writeError(w, &httpError{status: http.StatusConflict, code: wire.CodeConflict,
 			msg: fmt.Sprintf("cell %s exists with another body (added_id %d); cells are immutable, write a higher ref_key", k, res[0].AddedID)})
@@ -432,6 +435,20 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 				Leader: rs.Leader, Local: rs.Local, State: rs.State, Term: rs.Term,
 				CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex, LastIndex: rs.LastIndex,
 			})
+			if a := rs.Async; a != nil {
+				ps := &dst.Partitions[len(dst.Partitions)-1]
+				ps.Cluster, ps.BufferDepth, ps.Reaped, ps.Replayed, ps.ReaperConflicts = a.Cluster, a.BufferDepth, a.Reaped, a.Replayed, a.Conflicts
+				if !a.BufferOldest.IsZero() {
+					ps.BufferOldestSeconds = time.Since(a.BufferOldest).Seconds()
+				}
+				for _, m := range a.Members {
+					if m.Role == "master" {
+						ps.Master = m.Addr
+					}
+					ps.Members = append(ps.Members, wire.StorageMemberStatus{Addr: m.Addr, Role: m.Role, Breaker: m.Breaker,
+						ReadOnly: m.Probe.ReadOnly, GTIDPosition: m.Probe.GTIDCurrentPos, SecondsBehind: m.Probe.SecondsBehind, Error: m.Err})
+				}
+			}
 		}
 		out.Datastores = append(out.Datastores, dst)
 	}

@@ -173,7 +173,9 @@ func sameRow(s string, row uuid.UUID) bool {
 //
 // On success the result's Status is wire.StatusCreated (201) or wire.StatusExists (200: the same
 // body was already stored, possibly by an earlier attempt of this very call), and AddedID is the
-// stored cell's position in its shard's log.
+// stored cell's position in its shard's log. An async-mode datastore whose primary master is
+// down answers wire.StatusBuffered (202, AddedID 0): the write is durable in a buffer on
+// another cluster and becomes readable once the reaper replays it.
 //
 // When a cell with another body is stored, PutCell returns a result with Status
 // wire.StatusConflict, the key filled in and AddedID 0 (the 409 answer does not carry it), and
@@ -197,7 +199,7 @@ func (c *Client) PutCell(ctx context.Context, rowKey uuid.UUID, columnKey string
 	ans, err := c.do(ctx, &request{
 		op: op, method: http.MethodPut, write: true,
 		path: c.dsPath("cells", rowKey.String(), columnKey, strconv.FormatInt(refKey, 10)),
-		body: body, ok: []int{http.StatusCreated, http.StatusOK},
+		body: body, ok: []int{http.StatusCreated, http.StatusOK, http.StatusAccepted},
 	})
 	if err != nil {
 		if isConflict(err) {
@@ -215,8 +217,11 @@ func (c *Client) PutCell(ctx context.Context, rowKey uuid.UUID, columnKey string
 			res.ColumnKey, res.RefKey, key)
 	}
 	want := wire.StatusExists
-	if ans.status == http.StatusCreated {
+	switch ans.status {
+	case http.StatusCreated:
 		want = wire.StatusCreated
+	case http.StatusAccepted:
+		want = wire.StatusBuffered
 	}
 	if res.Status != want {
 		return wire.PutResult{}, badResponse(op, ans, "status %q with HTTP %d, want %q", res.Status,
@@ -236,7 +241,8 @@ func isConflict(err error) bool {
 //
 // A conflict is per cell: that result's Status is wire.StatusConflict and the call's error is
 // nil; other cells of the batch are written. After a retry, a cell written by an earlier attempt
-// reports wire.StatusExists rather than wire.StatusCreated.
+// reports wire.StatusExists rather than wire.StatusCreated. In async mode a cell may report
+// wire.StatusBuffered (see PutCell).
 //
 // Errors concern the whole batch, with a nil slice: ErrInvalidArgument (Field names the cell,
 // as "cells[3].ref_key"; unsent when the client sees it), ErrTooLarge, ErrNotFound,
@@ -293,7 +299,7 @@ func (c *Client) PutCells(ctx context.Context, cs []CellWrite) ([]wire.PutResult
 				r.ColumnKey, r.RefKey, k)
 		}
 		switch r.Status {
-		case wire.StatusCreated, wire.StatusExists, wire.StatusConflict:
+		case wire.StatusCreated, wire.StatusExists, wire.StatusConflict, wire.StatusBuffered:
 		default:
 			return nil, badResponse(op, ans, "results[%d] has unknown status %q", i, r.Status)
 		}

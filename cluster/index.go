@@ -68,6 +68,10 @@ func (n *Node) IndexApply(ctx context.Context, ds string, pid int, cmd fsm.Index
 	var res fsm.IndexResult
 	err = n.callLeader(ctx, r, true,
 		func(ctx context.Context) (err error) {
+			if r.async != nil {
+				res, err = r.async.ApplyIndex(ctx, cmd)
+				return err
+			}
 			res, err = r.local.ApplyIndex(ctx, cmd)
 			return err
 		},

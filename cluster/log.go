@@ -197,7 +197,12 @@ func (n *Node) readLog(ctx context.Context, r *route, st *storage.PartitionStore
 		defer t.Stop()
 		deadline = t.C
 	}
-	sm := r.local.FSM()
+	var sm logWatch
+	if r.async != nil {
+		sm = r.async
+	} else {
+		sm = r.local.FSM()
+	}
 	for {
 		changed := sm.AppliedChanged() // taken before reading, so no apply is missed
 		pages := make([]LogPage, len(req.Shards))
@@ -232,6 +237,13 @@ func (n *Node) readLog(ctx context.Context, r *route, st *storage.PartitionStore
 	}
 }
 
+// logWatch tells a long poll when to read again, and what it may skip: the FSM of a raft
+// replica, or an async partition (which polls).
+type logWatch interface {
+	AppliedChanged() <-chan struct{}
+	HighWater(shard int) (int64, bool)
+}
+
 // CoordinatorShard returns the shard whose partition holds the coordinator state of group: a
 // stable hash (FNV-1a, 32 bits) of the name modulo the shard count.
 func CoordinatorShard(group string, shards int) int {
@@ -259,6 +271,10 @@ func (n *Node) GroupApply(ctx context.Context, ds, group string, cmd consumer.Co
 	var res consumer.Result
 	err = n.callLeader(ctx, r, true,
 		func(ctx context.Context) (err error) {
+			if r.async != nil {
+				res, err = r.async.ApplyGroup(ctx, group, cmd)
+				return err
+			}
 			res, err = r.local.ApplyGroup(ctx, group, cmd)
 			return err
 		},

@@ -50,6 +50,11 @@ type Config struct {
 	BindAddr string
 	// ForwardTimeout bounds one forwarded attempt. Default 10s.
 	ForwardTimeout time.Duration
+	// Async carries the tunables of every async datastore's storage clusters (probe interval,
+	// circuit breakers, pool size); AsyncPartition those of their partitions (reaper, lock
+	// wait, batching). Identity fields are ignored.
+	Async          partition.ClusterConfig
+	AsyncPartition partition.AsyncConfig
 	// RetryBackoff is the first wait when no leader is known or a leader moved; doubled up to
 	// RetryBackoffMax. Defaults 10ms and 500ms.
 	RetryBackoff    time.Duration
@@ -106,13 +111,15 @@ type Node struct {
 
 type datastore struct {
 	spec       *DatastoreSpec
-	partitions []*route // by partition index in spec.Partitions
+	partitions []*route                    // by partition index in spec.Partitions
+	clusters   []*partition.StorageCluster // async mode: by index in spec.StorageClusters
 }
 
 // route is one partition as this node sees it.
 type route struct {
 	spec  *PartitionSpec
-	local *partition.Raft // nil when this node hosts no replica
+	local *partition.Raft  // nil when this node hosts no replica
+	async *partition.Async // async mode: the partition's storage cluster (every node has one)
 	trans *raft.NetworkTransport
 	mu    sync.Mutex
 	hint  string // last leader id learned from a forwarded answer
@@ -156,6 +163,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		ds := &cfg.Topology.Datastores[i]
 		d := &datastore{spec: ds}
 		n.datastores[ds.Name] = d
+		if ds.Mode == ModeAsync {
+			if err := n.openAsync(d); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		for j := range ds.Partitions {
 			ps := &ds.Partitions[j]
 			r := &route{spec: ps}
@@ -223,6 +236,48 @@ func (n *Node) openReplica(ctx context.Context, ds *DatastoreSpec, r *route) err
 	return nil
 }
 
+// openAsync opens the storage clusters of async datastore d and a partition.Async per
+// partition: every node serves every partition of an async datastore.
+func (n *Node) openAsync(d *datastore) error {
+	ds := d.spec
+	for _, cs := range ds.StorageClusters {
+		cc := n.cfg.Async
+		cc.Name = cs.Name
+		cc.Members = cs.Members()
+		cc.Prefix = ds.MySQLPrefix
+		cc.Logger = n.log.With("datastore", ds.Name)
+		c, err := partition.OpenCluster(cc)
+		if err != nil {
+			return fmt.Errorf("cluster: datastore %s: %w", ds.Name, err)
+		}
+		d.clusters = append(d.clusters, c)
+	}
+	for j := range ds.Partitions {
+		ps := &ds.Partitions[j]
+		r := &route{spec: ps}
+		d.partitions = append(d.partitions, r)
+		ac := n.cfg.AsyncPartition
+		ac.Datastore = ds.Name
+		ac.Partition = ps.ID
+		ac.Shards = ps.Shards()
+		ac.Logger = n.log.With("datastore", ds.Name, "partition", ps.ID)
+		ac.BufferCopies = ds.BufferClusters
+		for k, cs := range ds.StorageClusters {
+			if cs.Name == ps.Cluster {
+				ac.Primary = d.clusters[k]
+			} else {
+				ac.Buffers = append(ac.Buffers, d.clusters[k])
+			}
+		}
+		a, err := partition.OpenAsync(ac)
+		if err != nil {
+			return fmt.Errorf("cluster: datastore %s partition %d: %w", ds.Name, ps.ID, err)
+		}
+		r.async = a
+	}
+	return nil
+}
+
 // ID returns the node's id.
 func (n *Node) ID() string { return n.cfg.NodeID }
 
@@ -239,6 +294,9 @@ func (n *Node) Close() error {
 				if r.local != nil {
 					errs = append(errs, r.local.Close())
 				}
+				if r.async != nil {
+					errs = append(errs, r.async.Close())
+				}
 				if r.trans != nil {
 					errs = append(errs, r.trans.Close())
 				}
@@ -250,15 +308,26 @@ func (n *Node) Close() error {
 		if n.mux != nil {
 			errs = append(errs, n.mux.Close())
 		}
+		for _, d := range n.datastores {
+			for _, c := range d.clusters {
+				errs = append(errs, c.Close())
+			}
+		}
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
 }
 
-// Ready returns nil when every replica this node hosts knows its partition's leader.
+// Ready returns nil when every replica this node hosts knows its partition's leader, and every
+// storage cluster of an async datastore has a master.
 func (n *Node) Ready() error {
 	var errs []error
 	for name, d := range n.datastores {
+		for _, c := range d.clusters {
+			if !c.HasMaster() {
+				errs = append(errs, fmt.Errorf("%s: storage cluster %s has no master", name, c.Name()))
+			}
+		}
 		for _, r := range d.partitions {
 			if r.local == nil {
 				continue

@@ -124,6 +124,10 @@ func (n *Node) putPartition(ctx context.Context, ds string, r *route, cmd []fsm.
 	var res []fsm.CellResult
 	err := n.callLeader(ctx, r, true,
 		func(ctx context.Context) (err error) {
+			if r.async != nil {
+				res, err = r.async.Put(ctx, cmd)
+				return err
+			}
 			res, err = r.local.Put(ctx, cmd)
 			return err
 		},
@@ -139,6 +143,9 @@ func (n *Node) putPartition(ctx context.Context, ds string, r *route, cmd []fsm.
 // ends. For writes, once an attempt may have applied, a final failure is ErrIndeterminate.
 func (n *Node) callLeader(ctx context.Context, r *route, write bool,
 	local func(context.Context) error, remote func(context.Context, NodeSpec) error) error {
+	if r.async != nil {
+		return local(ctx) // every node writes the master itself; the partition knows the outcome
+	}
 	backoff := n.cfg.RetryBackoff
 	maybeApplied := false
 	var lastErr error
@@ -307,6 +314,13 @@ func (n *Node) ScanShard(ctx context.Context, ds string, shard int, after int64,
 
 func (n *Node) read(ctx context.Context, d *datastore, r *route, req readRequest) (readResponse, error) {
 	var resp readResponse
+	if r.async != nil {
+		err := r.async.Read(ctx, req.Consistency != Stale, func(st *storage.PartitionStore) (err error) {
+			resp, err = n.readFrom(ctx, r, st, req)
+			return err
+		})
+		return resp, err
+	}
 	if req.Consistency == Stale {
 		if r.local != nil {
 			return n.readLocal(ctx, r, req)
@@ -356,7 +370,12 @@ func (n *Node) readLocal(ctx context.Context, r *route, req readRequest) (readRe
 			return readResponse{}, err
 		}
 	}
-	st := r.local.Store()
+	return n.readFrom(ctx, r, r.local.Store(), req)
+}
+
+// readFrom serves req from st, the partition's store on this node (raft) or on a member of its
+// storage cluster (async).
+func (n *Node) readFrom(ctx context.Context, r *route, st *storage.PartitionStore, req readRequest) (readResponse, error) {
 	shards := r.spec.Shards()
 	var resp readResponse
 	switch req.Op {

@@ -1,5 +1,7 @@
 package cluster
 
+import "github.com/schemaless-db/schemaless/partition"
+
 // ReplicaStatus is this node's view of one partition: raft fields are set only when the node
 // hosts a replica (Local).
 type ReplicaStatus struct {
@@ -12,6 +14,8 @@ type ReplicaStatus struct {
 	CommitIndex  uint64
 	AppliedIndex uint64 // the FSM's applied index (what the SQL store reflects)
 	LastIndex    uint64
+	// Async is the partition's state in async mode (nil in raft mode).
+	Async *partition.AsyncStatus
 }
 
 // Replicas returns the status of every partition of every datastore, in topology order.
@@ -20,6 +24,10 @@ func (n *Node) Replicas() []ReplicaStatus {
 	for _, ds := range n.cfg.Topology.Datastores {
 		for _, r := range n.datastores[ds.Name].partitions {
 			st := ReplicaStatus{Datastore: ds.Name, Partition: r.spec.ID, Local: r.local != nil}
+			if r.async != nil {
+				as := r.async.Status()
+				st.Async = &as
+			}
 			if r.local != nil {
 				rf := r.local.Raft()
 				st.Leader, _ = r.local.Leader()

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/schemaless-db/schemaless/storage"
 	"gopkg.in/yaml.v3"
 )
@@ -41,6 +42,14 @@ var (
 //	    partition_count: 4        # equal contiguous shard ranges, or an explicit list:
 //	    replicas: [n1, n2, n3]    # default: every node
 //	    # partitions: [{id: 0, first_shard: 0, last_shard: 31, replicas: [n1, n2, n3]}, ...]
+//	  - name: rides
+//	    mode: async
+//	    shards: 64
+//	    storage_clusters:          # one partition per storage cluster, in this order
+//	      - {name: c1, master: "schemaless@tcp(10.0.0.1:3306)/", minions: ["schemaless@tcp(10.0.0.2:3306)/"]}
+//	      - {name: c2, master: "schemaless@tcp(10.0.1.1:3306)/", minions: ["schemaless@tcp(10.0.1.2:3306)/"]}
+//	    buffer_clusters: 1         # buffered writes: copies on other clusters' masters
+//	    # partitions: [{id: 0, first_shard: 0, last_shard: 31, cluster: c1}, ...]
 type Topology struct {
 	Nodes      []NodeSpec      `yaml:"nodes"`
 	Datastores []DatastoreSpec `yaml:"datastores"`
@@ -57,6 +66,10 @@ type NodeSpec struct {
 // DatastoreSpec is one datastore. Shards is fixed at creation. Either Partitions lists the
 // partitions, or PartitionCount (default 1) splits the shards into equal contiguous ranges, each
 // replicated on Replicas (default: every node).
+//
+// In async mode a partition is a storage cluster (StorageClusters) instead of raft replicas:
+// PartitionCount defaults to the number of storage clusters and partition i is served by
+// storage cluster i, or Partitions name their Cluster. Replicas must be empty.
 type DatastoreSpec struct {
 	Name           string          `yaml:"name"`
 	Mode           string          `yaml:"mode"`
@@ -64,14 +77,57 @@ type DatastoreSpec struct {
 	PartitionCount int             `yaml:"partition_count,omitempty"`
 	Replicas       []string        `yaml:"replicas,omitempty"`
 	Partitions     []PartitionSpec `yaml:"partitions,omitempty"`
+
+	// Async mode only.
+
+	// StorageClusters are the MySQL clusters holding the cells (at least one).
+	StorageClusters []StorageClusterSpec `yaml:"storage_clusters,omitempty"`
+	// BufferClusters is how many other clusters' masters hold a buffered copy of each write
+	// before the primary master takes it. Default 1; at most len(StorageClusters)-1.
+	BufferClusters int `yaml:"buffer_clusters,omitempty"`
+	// UnsafeNoBufferedWrites turns buffered writes off: a write is acknowledged once the
+	// primary master committed it, and is lost if that master dies before a minion received
+	// it. Off by default; it exists to show what buffered writes protect against.
+	UnsafeNoBufferedWrites bool `yaml:"unsafe_no_buffered_writes,omitempty"`
+	// MySQLPrefix prefixes the databases of the datastore on its storage clusters
+	// ("<prefix>_<datastore>_<shard>", "<prefix>_meta"). Default "sl".
+	MySQLPrefix string `yaml:"mysql_prefix,omitempty"`
 }
 
-// PartitionSpec is one partition: shards [FirstShard, LastShard] on Replicas (node ids).
+// StorageClusterSpec is one MySQL storage cluster of an async datastore: the DSN of its
+// master when the cluster was set up, and of its minions (go-sql-driver/mysql DSNs; the
+// database part is ignored). The current master is found by probing the members (the one
+// with read_only OFF replicating from nobody), so a promoted minion takes over without a
+// topology change.
+type StorageClusterSpec struct {
+	Name    string   `yaml:"name"`
+	Master  string   `yaml:"master"`
+	Minions []string `yaml:"minions,omitempty"`
+}
+
+// Members returns the DSNs of every member: the configured master first, then the minions.
+func (c StorageClusterSpec) Members() []string {
+	return append([]string{c.Master}, c.Minions...)
+}
+
+// PartitionSpec is one partition: shards [FirstShard, LastShard] on Replicas (node ids), or in
+// async mode on the storage cluster named Cluster.
 type PartitionSpec struct {
 	ID         int      `yaml:"id"`
 	FirstShard int      `yaml:"first_shard"`
 	LastShard  int      `yaml:"last_shard"`
-	Replicas   []string `yaml:"replicas"`
+	Replicas   []string `yaml:"replicas,omitempty"`
+	Cluster    string   `yaml:"cluster,omitempty"`
+}
+
+// StorageCluster returns the storage cluster named name (async mode).
+func (d *DatastoreSpec) StorageCluster(name string) (*StorageClusterSpec, bool) {
+	for i := range d.StorageClusters {
+		if d.StorageClusters[i].Name == name {
+			return &d.StorageClusters[i], true
+		}
+	}
+	return nil, false
 }
 
 // Shards returns the partition's shard range.
@@ -150,16 +206,28 @@ func (t *Topology) Normalize() error {
 		if d.Mode == "" {
 			d.Mode = ModeRaft
 		}
-		if d.Mode != ModeRaft {
-			add("datastores[%d].mode %q is not supported (supported: %s)", i, d.Mode, ModeRaft)
+		async := d.Mode == ModeAsync
+		if d.Mode != ModeRaft && !async {
+			add("datastores[%d].mode %q is not supported (supported: %s, %s)", i, d.Mode, ModeRaft, ModeAsync)
 		}
 		if d.Shards < 1 || d.Shards > MaxShards {
 			add("datastores[%d].shards %d must be in 1..%d", i, d.Shards, MaxShards)
 			continue
 		}
+		if async {
+			normalizeAsync(d, i, add)
+		} else if len(d.StorageClusters) > 0 || d.BufferClusters != 0 || d.UnsafeNoBufferedWrites || d.MySQLPrefix != "" {
+			add("datastores[%d]: storage_clusters, buffer_clusters, unsafe_no_buffered_writes and mysql_prefix are for mode async", i)
+		}
 		if len(d.Partitions) == 0 {
 			if d.PartitionCount == 0 {
 				d.PartitionCount = 1
+				if async {
+					d.PartitionCount = len(d.StorageClusters)
+				}
+			}
+			if async && len(d.StorageClusters) == 0 {
+				continue // reported above
 			}
 			if d.PartitionCount < 1 || d.PartitionCount > d.Shards {
 				add("datastores[%d].partition_count %d must be in 1..shards (%d)", i, d.PartitionCount, d.Shards)
@@ -171,13 +239,20 @@ func (t *Topology) Normalize() error {
 					replicas = append(replicas, n.ID)
 				}
 			}
+			if async {
+				replicas = nil
+			}
 			for p := 0; p < d.PartitionCount; p++ {
-				d.Partitions = append(d.Partitions, PartitionSpec{
+				ps := PartitionSpec{
 					ID:         p,
 					FirstShard: p * d.Shards / d.PartitionCount,
 					LastShard:  (p+1)*d.Shards/d.PartitionCount - 1,
 					Replicas:   append([]string(nil), replicas...),
-				})
+				}
+				if async && len(d.StorageClusters) > 0 {
+					ps.Cluster = d.StorageClusters[p%len(d.StorageClusters)].Name
+				}
+				d.Partitions = append(d.Partitions, ps)
 			}
 		} else if d.PartitionCount != 0 && d.PartitionCount != len(d.Partitions) {
 			add("datastores[%d]: partition_count %d disagrees with %d partitions listed", i, d.PartitionCount, len(d.Partitions))
@@ -196,6 +271,18 @@ func (t *Topology) Normalize() error {
 				add("%s: shards %d..%d; partitions must cover 0..%d in order without gaps or overlaps", where, p.FirstShard, p.LastShard, d.Shards-1)
 			}
 			next = p.LastShard + 1
+			if async {
+				if len(p.Replicas) > 0 {
+					add("%s: replicas are for mode raft; an async partition names its cluster", where)
+				}
+				if _, ok := d.StorageCluster(p.Cluster); !ok {
+					add("%s: cluster %q is not one of storage_clusters", where, p.Cluster)
+				}
+				continue
+			}
+			if p.Cluster != "" {
+				add("%s: cluster is for mode async", where)
+			}
 			if len(p.Replicas) == 0 {
 				add("%s: no replicas", where)
 			}
@@ -215,6 +302,64 @@ func (t *Topology) Normalize() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+var clusterNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// normalizeAsync fills the async defaults of datastore i and checks its storage clusters.
+func normalizeAsync(d *DatastoreSpec, i int, add func(string, ...any)) {
+	if len(d.Replicas) > 0 {
+		add("datastores[%d].replicas are for mode raft; an async datastore lists storage_clusters", i)
+	}
+	if len(d.StorageClusters) == 0 {
+		add("datastores[%d].storage_clusters: an async datastore needs at least one storage cluster", i)
+	}
+	if d.MySQLPrefix == "" {
+		d.MySQLPrefix = "sl"
+	}
+	if !regexp.MustCompile(`^[a-z][a-z0-9]{0,15}$`).MatchString(d.MySQLPrefix) {
+		add("datastores[%d].mysql_prefix %q must match ^[a-z][a-z0-9]{0,15}$", i, d.MySQLPrefix)
+	}
+	names := map[string]bool{}
+	dsns := map[string]string{}
+	for j, c := range d.StorageClusters {
+		where := fmt.Sprintf("datastores[%d].storage_clusters[%d]", i, j)
+		if !clusterNamePattern.MatchString(c.Name) {
+			add("%s.name %q must match %s", where, c.Name, clusterNamePattern)
+		}
+		if names[c.Name] {
+			add("%s.name %q is used twice", where, c.Name)
+		}
+		names[c.Name] = true
+		if c.Master == "" {
+			add("%s.master: a DSN is required", where)
+		}
+		for k, dsn := range c.Members() {
+			field := "master"
+			if k > 0 {
+				field = fmt.Sprintf("minions[%d]", k-1)
+			}
+			if _, err := mysql.ParseDSN(dsn); err != nil && dsn != "" {
+				add("%s.%s: %v", where, field, err)
+			}
+			if other, dup := dsns[dsn]; dup && dsn != "" {
+				add("%s.%s is also %s", where, field, other)
+			}
+			dsns[dsn] = where + "." + field
+		}
+	}
+	switch {
+	case d.UnsafeNoBufferedWrites:
+		if d.BufferClusters != 0 {
+			add("datastores[%d]: buffer_clusters must be 0 with unsafe_no_buffered_writes", i)
+		}
+	case d.BufferClusters == 0 && len(d.StorageClusters) < 2:
+		add("datastores[%d]: buffered writes need a second storage cluster (or unsafe_no_buffered_writes: true)", i)
+	case d.BufferClusters == 0:
+		d.BufferClusters = 1
+	case d.BufferClusters < 0 || d.BufferClusters > len(d.StorageClusters)-1:
+		add("datastores[%d].buffer_clusters %d must be in 1..%d (the other storage clusters)", i, d.BufferClusters, len(d.StorageClusters)-1)
+	}
 }
 
 // Node returns the node with id.

@@ -143,6 +143,34 @@ func cloneTopology(t *cluster.Topology) *cluster.Topology {
 	return c
 }
 
+func TestParseTopologyAsync(t *testing.T) {
+	top, err := parse(t, `nodes:
+  - {id: n1, raft_addr: "127.0.0.1:7170", http_addr: "127.0.0.1:7070"}
+datastores:
+  - name: rides
+    mode: async
+    shards: 8
+    storage_clusters:
+      - {name: c1, master: "s@tcp(10.0.0.1:3306)/", minions: ["s@tcp(10.0.0.2:3306)/"]}
+      - {name: c2, master: "s@tcp(10.0.1.1:3306)/"}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := top.Datastore("rides")
+	if d.BufferClusters != 1 || d.MySQLPrefix != "sl" || d.UnsafeNoBufferedWrites {
+		t.Fatalf("async defaults: %+v", d)
+	}
+	if len(d.Partitions) != 2 || d.Partitions[0].Cluster != "c1" || d.Partitions[1].Cluster != "c2" ||
+		d.Partitions[0].LastShard != 3 || len(d.Partitions[0].Replicas) != 0 {
+		t.Fatalf("async partitions: %+v", d.Partitions)
+	}
+	c, ok := d.StorageCluster("c1")
+	if !ok || len(c.Members()) != 2 || c.Members()[0] != "s@tcp(10.0.0.1:3306)/" {
+		t.Fatalf("storage cluster c1: %+v", c)
+	}
+}
+
 func TestPartitionOf(t *testing.T) {
 	top := mustParse(t, threeNodes+`datastores: [{name: trips, shards: 64, partition_count: 4}]`)
 	d, _ := top.Datastore("trips")
@@ -238,8 +266,20 @@ func TestParseTopologyErrors(t *testing.T) {
 		{"datastore name with a dash", ds(`  - {name: my-trips, shards: 4}`), []string{`datastores[0].name "my-trips"`}},
 		{"duplicate datastore", ds("  - {name: trips, shards: 4}\n  - {name: trips, shards: 8}"),
 			[]string{`datastores[1].name "trips" is used twice`}},
-		{"unsupported mode", ds(`  - {name: trips, mode: async, shards: 4}`),
-			[]string{`datastores[0].mode "async" is not supported`}},
+		{"async without storage clusters", ds(`  - {name: trips, mode: async, shards: 4}`),
+			[]string{`datastores[0].storage_clusters: an async datastore needs at least one storage cluster`}},
+		{"async with one cluster and buffered writes", ds(`  - {name: trips, mode: async, shards: 4, storage_clusters: [{name: c1, master: "u@tcp(h:1)/"}]}`),
+			[]string{`datastores[0]: buffered writes need a second storage cluster`}},
+		{"async buffer_clusters too many", ds(`  - {name: trips, mode: async, shards: 4, buffer_clusters: 2, storage_clusters: [{name: c1, master: "u@tcp(h:1)/"}, {name: c2, master: "u@tcp(h:2)/"}]}`),
+			[]string{`datastores[0].buffer_clusters 2 must be in 1..1`}},
+		{"async with replicas", ds(`  - {name: trips, mode: async, shards: 4, replicas: [n1], unsafe_no_buffered_writes: true, storage_clusters: [{name: c1, master: "u@tcp(h:1)/"}]}`),
+			[]string{`datastores[0].replicas are for mode raft`}},
+		{"async bad DSN and duplicate member", ds(`  - {name: trips, mode: async, shards: 4, storage_clusters: [{name: c1, master: "u@tcp(h:1)/", minions: ["no/dsn?x", "u@tcp(h:1)/"]}, {name: c2, master: "u@tcp(h:2)/"}]}`),
+			[]string{`datastores[0].storage_clusters[0].minions[0]`, `datastores[0].storage_clusters[0].minions[1] is also datastores[0].storage_clusters[0].master`}},
+		{"async partition on an unknown cluster", ds(`  - {name: trips, mode: async, shards: 4, unsafe_no_buffered_writes: true, storage_clusters: [{name: c1, master: "u@tcp(h:1)/"}], partitions: [{id: 0, first_shard: 0, last_shard: 3, cluster: c9}]}`),
+			[]string{`datastores[0].partitions[id 0]: cluster "c9" is not one of storage_clusters`}},
+		{"async fields on a raft datastore", ds(`  - {name: trips, shards: 4, buffer_clusters: 1}`),
+			[]string{`datastores[0]: storage_clusters, buffer_clusters, unsafe_no_buffered_writes and mysql_prefix are for mode async`}},
 		{"unknown mode", ds(`  - {name: trips, mode: paxos, shards: 4}`),
 			[]string{`datastores[0].mode "paxos"`}},
 		{"zero shards", ds(`  - {name: trips}`), []string{fmt.Sprintf("datastores[0].shards 0 must be in 1..%d", cluster.MaxShards)}},
@@ -322,11 +362,11 @@ func TestParseTopologyErrors(t *testing.T) {
   - {id: n1, raft_addr: "127.0.0.1:1", http_addr: "127.0.0.1:2"}
   - {id: BAD, raft_addr: nowhere, http_addr: "127.0.0.1:2"}
 datastores:
-  - {name: trips, mode: async, shards: 0}
+  - {name: trips, mode: paxos, shards: 0}
   - {name: users, shards: 4, partition_count: 9}
   - {name: users, shards: 4, replicas: [n7]}`,
 			[]string{`nodes[1].id "BAD"`, `nodes[1].raft_addr "nowhere"`, `nodes[1].http_addr "127.0.0.1:2" is also nodes[0].http_addr`,
-				`datastores[0].mode "async"`, "datastores[0].shards 0", "datastores[1].partition_count 9",
+				`datastores[0].mode "paxos"`, "datastores[0].shards 0", "datastores[1].partition_count 9",
 				`datastores[2].name "users" is used twice`, `datastores[2].partitions[id 0]: replica "n7" is not a node`}},
 	}
 	for _, tc := range cases {

@@ -111,9 +111,13 @@ const (
 	StatusExists
 	// StatusConflict: a cell with the same key and another body was stored before.
 	StatusConflict
+	// StatusBuffered (async mode only, never returned by the FSM): the cell is stored in the
+	// buffer table of another storage cluster's master, but its primary master did not take it;
+	// the reaper replays it there. It is durable but not readable until replayed. AddedID is 0.
+	StatusBuffered
 )
 
-// String returns "created", "exists" or "conflict".
+// String returns "created", "exists", "conflict" or "buffered".
 func (s Status) String() string {
 	switch s {
 	case StatusCreated:
@@ -122,6 +126,8 @@ func (s Status) String() string {
 		return "exists"
 	case StatusConflict:
 		return "conflict"
+	case StatusBuffered:
+		return "buffered"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }

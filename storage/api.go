@@ -107,4 +107,8 @@ type MySQLConfig struct {
 	// MaxOpenConns bounds the connection pool shared by all partitions (default 32, at least
 	// 2). Each open snapshot holds one connection until it is closed.
 	MaxOpenConns int
+	// ReadOnly opens a store that only reads (an async datastore's minion): OpenMySQL creates
+	// neither the meta database nor the buffer table, and a partition whose meta row or
+	// tables have not been replicated yet reads as empty. Writer calls must not be used.
+	ReadOnly bool
 }

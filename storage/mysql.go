@@ -77,7 +77,7 @@ func OpenMySQL(ctx context.Context, cfg MySQLConfig) (*Store, error) {
 		return nil, errors.Join(fmt.Errorf("storage: mysql max_allowed_packet %d is too small for 1 MiB bodies", maxPacket), db.Close())
 	}
 	meta := fmt.Sprintf("`%s_meta`", cfg.Prefix)
-	for _, stmt := range []string{
+	ddl := []string{
 		"CREATE DATABASE IF NOT EXISTS " + meta + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
 		"CREATE TABLE IF NOT EXISTS " + meta + ".`partitions` (\n" +
 			"\tdatastore VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n" +
@@ -95,12 +95,17 @@ func OpenMySQL(ctx context.Context, cfg MySQLConfig) (*Store, error) {
 			"\tv LONGBLOB NOT NULL,\n" +
 			"\tPRIMARY KEY (datastore, `partition`, k)\n" +
 			") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
-	} {
+		bufferDDL(meta),
+	}
+	if cfg.ReadOnly {
+		ddl = nil
+	}
+	for _, stmt := range ddl {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return nil, errors.Join(fmt.Errorf("storage: create mysql meta tables: %w", err), db.Close())
 		}
 	}
-	s := &Store{engine: EngineMySQL, parts: make(map[PartitionID]*PartitionStore), closeEngine: db.Close}
+	s := &Store{engine: EngineMySQL, parts: make(map[PartitionID]*PartitionStore), closeEngine: db.Close, db: db, meta: meta}
 	s.openPartition = func(ctx context.Context, id PartitionID) (*dialect, *sql.DB, *sql.DB, bool, error) {
 		return mysqlDialect(cfg.Prefix, id.Datastore, insertBytes), db, db, false, nil
 	}

@@ -20,6 +20,10 @@ type Store struct {
 	openPartition func(ctx context.Context, id PartitionID) (d *dialect, write, read *sql.DB, owned bool, err error)
 	// closeEngine releases the engine's shared resources (the MySQL pool); nil for SQLite.
 	closeEngine func() error
+	// db and meta are the MySQL pool and meta database (quoted); nil and "" for SQLite. The
+	// buffer table of async mode lives in meta.
+	db   *sql.DB
+	meta string
 
 	mu     sync.Mutex
 	parts  map[PartitionID]*PartitionStore
@@ -86,6 +90,9 @@ func (s *Store) open(ctx context.Context, id PartitionID, shards ShardRange) (*P
 		indexes: make(map[string]*indexState),
 	}
 	_, version, err := readApplied(ctx, read, d, id)
+	if err != nil && isNoTable(err) && d.engine == EngineMySQL {
+		err = nil // a read-only store before the meta database reached it
+	}
 	if err == nil && version > schemaVersion {
 		err = fmt.Errorf("storage: partition %s/%d has schema version %d, this build reads up to %d", id.Datastore, id.Partition, version, schemaVersion)
 	}

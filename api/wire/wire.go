@@ -43,6 +43,10 @@ const (
 	StatusExists = "exists"
 	// StatusConflict: a cell with this key and another body is stored; nothing changed.
 	StatusConflict = "conflict"
+	// StatusBuffered (async mode): the primary master did not take the cell, but it is stored
+	// in a buffer on another storage cluster; it becomes readable once replayed. Durable, and
+	// answered with HTTP 202 by put_cell.
+	StatusBuffered = "buffered"
 )
 
 // PutResult is the outcome of writing one cell. AddedID is the stored cell's added_id (for
@@ -467,4 +471,29 @@ type PartitionStatus struct {
 	CommitIndex  uint64   `json:"commit_index,omitempty"`
 	AppliedIndex uint64   `json:"applied_index,omitempty"`
 	LastIndex    uint64   `json:"last_index,omitempty"`
+
+	// Async mode: the storage cluster, its members as this node last probed them, and the
+	// partition's buffered writes as this node's reaper last saw them.
+	Cluster             string                `json:"cluster,omitempty"`
+	Master              string                `json:"master,omitempty"`
+	Members             []StorageMemberStatus `json:"members,omitempty"`
+	BufferDepth         int64                 `json:"buffer_depth,omitempty"`
+	BufferOldestSeconds float64               `json:"buffer_oldest_seconds,omitempty"`
+	Reaped              int64                 `json:"reaped,omitempty"`
+	Replayed            int64                 `json:"replayed,omitempty"`
+	ReaperConflicts     int64                 `json:"reaper_conflicts,omitempty"`
+}
+
+// StorageMemberStatus is one MySQL server of an async datastore's storage cluster: its role
+// ("master", "minion" or "unknown"), its circuit breaker ("closed", "half-open", "open"), its
+// GTID position, its replication lag in seconds (-1 when not replicating) and the last probe
+// error.
+type StorageMemberStatus struct {
+	Addr          string `json:"addr"`
+	Role          string `json:"role"`
+	Breaker       string `json:"breaker"`
+	ReadOnly      bool   `json:"read_only"`
+	GTIDPosition  string `json:"gtid_position,omitempty"`
+	SecondsBehind int64  `json:"seconds_behind"`
+	Error         string `json:"error,omitempty"`
 }

@@ -3,6 +3,7 @@ package clustertest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -24,6 +25,10 @@ type Engine string
 const (
 	SQLite Engine = "sqlite"
 	MySQL  Engine = "mysql"
+	// Async makes "trips" an async datastore on the process's shared replicated MariaDB set
+	// (2 storage clusters of a master and 2 minions, mariadbtest.SharedReplicated), one
+	// partition per cluster by default, under a database prefix of the test's own.
+	Async Engine = "async"
 )
 
 // Options shape a test cluster. Zero fields take defaults: 3 nodes, datastore "trips" with 16
@@ -38,6 +43,9 @@ type Options struct {
 	Partition partition.Config
 	// API overrides the API limits.
 	API api.Config
+	// AsyncCluster, with Engine Async, returns the async options to use on set instead of the
+	// defaults (a prefix of the test's own, probes every 200ms); Clusters is filled in.
+	AsyncCluster func(set *mariadbtest.ReplicatedSet) *localcluster.AsyncOptions
 	// Indexes runs the index maintainer (package indexes/maintainer) beside every node, as
 	// `schemaless serve` does: without it, defined indexes stay building forever.
 	Indexes bool
@@ -88,9 +96,25 @@ func Start(t testing.TB, opts Options) *Cluster {
 		Logger:  logger,
 		OnFatal: func(node string, err error) { t.Errorf("node %s: fatal storage error: %v", node, err) },
 	}
-	if opts.Engine == MySQL {
+	switch opts.Engine {
+	case MySQL:
 		lo.MySQLDSN = mariadbtest.DSN(t)
 		lo.MySQLPrefix = mariadbtest.Prefix(t)
+	case Async:
+		set := mariadbtest.SharedReplicated(t)
+		a := &localcluster.AsyncOptions{Prefix: mariadbtest.ReplicatedPrefix(t, set),
+			Cluster: partition.ClusterConfig{ProbeInterval: 200 * time.Millisecond}}
+		if opts.AsyncCluster != nil {
+			a = opts.AsyncCluster(set)
+		}
+		for c := range set.Clusters {
+			sc := cluster.StorageClusterSpec{Name: fmt.Sprintf("c%d", c), Master: set.DSN(c, 0)}
+			for m := 1; m < len(set.Clusters[c].Instances); m++ {
+				sc.Minions = append(sc.Minions, set.DSN(c, m))
+			}
+			a.Clusters = append(a.Clusters, sc)
+		}
+		lo.Async = a
 	}
 	lc, err := localcluster.Start(context.Background(), lo)
 	if err != nil {

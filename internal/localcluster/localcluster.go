@@ -35,12 +35,31 @@ type Options struct {
 	MySQLPrefix string
 	// Partition carries raft tunables and, for baselines, NewStateMachine.
 	Partition partition.Config
+	// Async, when set, makes "trips" an async datastore on those storage clusters (the nodes'
+	// own stores then hold nothing of it).
+	Async *AsyncOptions
 	// API sets the HTTP API's limits.
 	API api.Config
 	// Logger receives every node's logs. Default: discard.
 	Logger *slog.Logger
 	// OnFatal is called when a node's store keeps failing.
 	OnFatal func(node string, err error)
+}
+
+// AsyncOptions describe the async datastore of a local cluster.
+type AsyncOptions struct {
+	// Clusters are the storage clusters (at least 2 with buffered writes).
+	Clusters []cluster.StorageClusterSpec
+	// Prefix names the datastore's databases on them (cluster.DatastoreSpec.MySQLPrefix).
+	Prefix string
+	// BufferClusters and Unsafe are cluster.DatastoreSpec's BufferClusters and
+	// UnsafeNoBufferedWrites.
+	BufferClusters int
+	Unsafe         bool
+	// Cluster and Partition tune the storage clusters and async partitions (identity fields
+	// are set per datastore).
+	Cluster   partition.ClusterConfig
+	Partition partition.AsyncConfig
 }
 
 // Cluster is a running local cluster. Its methods are safe for concurrent use.
@@ -118,6 +137,10 @@ func start(ctx context.Context, opts Options) (*Cluster, error) {
 		top.Nodes = append(top.Nodes, cluster.NodeSpec{ID: fmt.Sprintf("n%d", i+1), RaftAddr: addrs[2*i], HTTPAddr: addrs[2*i+1]})
 	}
 	top.Datastores = []cluster.DatastoreSpec{{Name: "trips", Mode: cluster.ModeRaft, Shards: opts.Shards, PartitionCount: opts.Partitions}}
+	if a := opts.Async; a != nil {
+		top.Datastores = []cluster.DatastoreSpec{{Name: "trips", Mode: cluster.ModeAsync, Shards: opts.Shards, PartitionCount: opts.Partitions,
+			StorageClusters: a.Clusters, MySQLPrefix: a.Prefix, BufferClusters: a.BufferClusters, UnsafeNoBufferedWrites: a.Unsafe}}
+	}
 	if err := top.Normalize(); err != nil {
 		return nil, err
 	}
@@ -183,7 +206,7 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 	var n *cluster.Node
 	err = retry(func() (err error) {
 		n, err = cluster.Start(ctx, cluster.Config{NodeID: spec.ID, Topology: c.Topology, DataDir: dir, Store: st,
-			Logger: log, Partition: c.opts.Partition,
+			Logger: log, Partition: c.opts.Partition, Async: c.asyncCluster(), AsyncPartition: c.asyncPartition(),
 			OnFatal: func(err error) {
 				if c.opts.OnFatal != nil {
 					c.opts.OnFatal(spec.ID, err)
@@ -296,4 +319,18 @@ func (c *Cluster) LeaderOf(ctx context.Context, p int, timeout time.Duration) (i
 		}
 	}
 	return -1, fmt.Errorf("localcluster: partition %d has no leader", p)
+}
+
+func (c *Cluster) asyncCluster() partition.ClusterConfig {
+	if c.opts.Async == nil {
+		return partition.ClusterConfig{}
+	}
+	return c.opts.Async.Cluster
+}
+
+func (c *Cluster) asyncPartition() partition.AsyncConfig {
+	if c.opts.Async == nil {
+		return partition.AsyncConfig{}
+	}
+	return c.opts.Async.Partition
 }

@@ -137,6 +137,12 @@ func RequireServerBinary(t testing.TB) {
 // it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
+	if err := stopSharedReplicated(); err != nil {
+		fmt.Fprintf(os.Stderr, "mariadbtest: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
 	shared.mu.Lock()
 	inst := shared.inst
 	shared.inst = nil

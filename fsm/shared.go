@@ -1,0 +1,70 @@
+package fsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+)
+
+// ErrSharedApply: ApplyShared could not apply its commands (the store failed or the commit's
+// outcome is unknown). The FSM is ready for the next call; the caller decides what the
+// failure means (async mode: the primary master is unavailable).
+var ErrSharedApply = errors.New("fsm: shared apply failed")
+
+// ApplyShared applies commands (encoded as for raft: EncodeCommand, EncodeGroupCommand,
+// EncodeIndexCommand) to a store that several writers share: async mode's master, written by
+// every node. The caller must hold the store's cross-process lock (storage.Store.Lock) for
+// the whole call. ApplyShared reads the store's applied index; if another writer moved it since
+// this FSM's last apply, the FSM forgets what it cached of the store (high-water added_ids,
+// consumer groups, index state). It then applies the commands as the entries following the
+// stored index, in one transaction (group commit), and returns one *Response per command, in
+// order. The store's applied index counts applied batches; it is not a raft index.
+//
+// On failure the error wraps ErrSharedApply, the FSM forgets its caches and the next call
+// starts afresh; whether a commit happened is unknown when the failure came at COMMIT. Blocks
+// on I/O until ctx ends (ctx bounds the reads before the batch; the batch itself is bounded by
+// Config.StoreTimeout and retried Config.StoreAttempts times).
+func (f *FSM) ApplyShared(ctx context.Context, commands [][]byte) ([]*Response, error) {
+	stored, err := f.cfg.Store.Applied(ctx)
+	if err != nil {
+		f.forgetShared()
+		return nil, fmt.Errorf("%w: read applied index: %v", ErrSharedApply, err)
+	}
+	if f.Failed() != nil || stored != f.Applied() {
+		f.forgetShared()
+		f.mu.Lock()
+		f.applied = stored
+		f.mu.Unlock()
+	}
+	logs := make([]*raft.Log, len(commands))
+	for i, c := range commands {
+		logs[i] = &raft.Log{Index: stored.Index + uint64(i) + 1, Type: raft.LogCommand, Data: c}
+	}
+	outs := f.ApplyBatch(logs)
+	if err := f.Failed(); err != nil {
+		f.forgetShared()
+		return nil, fmt.Errorf("%w: %v", ErrSharedApply, err)
+	}
+	res := make([]*Response, len(outs))
+	for i, o := range outs {
+		r, ok := o.(*Response)
+		if !ok {
+			return nil, fmt.Errorf("%w: %T", ErrUnexpectedResponse, o)
+		}
+		res[i] = r
+	}
+	return res, nil
+}
+
+// forgetShared drops the caches and a stored failure so that the next ApplyShared reloads
+// everything from the store.
+func (f *FSM) forgetShared() {
+	f.resetCaches()
+	f.mu.Lock()
+	f.failErr = nil
+	f.applied.Index = 0
+	f.applied.Term = ^uint64(0) // never equal to a stored state: forces a reload
+	f.mu.Unlock()
+}

@@ -1,0 +1,553 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/consumer"
+	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/indexes"
+	"github.com/schemaless-db/schemaless/storage"
+)
+
+// AsyncConfig configures one partition of an async datastore. Datastore, Shards, Primary and
+// (unless BufferCopies is 0) Buffers are required.
+type AsyncConfig struct {
+	Datastore string
+	Partition int
+	Shards    storage.ShardRange
+	// Primary is the storage cluster holding the partition's cells.
+	Primary *StorageCluster
+	// Buffers are the datastore's other storage clusters, whose masters hold buffered copies.
+	Buffers []*StorageCluster
+	// BufferCopies is how many buffer clusters must take a write before the primary master is
+	// written (buffered writes). 0 turns buffered writes off: the unsafe mode, in which a
+	// write acknowledged by the primary master is lost if the master dies before a minion got
+	// it.
+	BufferCopies int
+	// ReapInterval is the pause between two passes of the reaper. Default 250ms.
+	ReapInterval time.Duration
+	// ReplayAfter is how long a buffered cell must be missing from its primary cluster before
+	// the reaper replays it into the primary master (a younger cell may still be on its way).
+	// Default 2s.
+	ReplayAfter time.Duration
+	// LockWait bounds the wait for the partition's write lock on the master (a MySQL named
+	// lock shared by every node writing the partition). Default 5s.
+	LockWait time.Duration
+	// MaxBatchCommands bounds the commands (puts of one request, group and index commands)
+	// grouped into one write transaction on the master. Default 256.
+	MaxBatchCommands int
+	// Logger receives master failures and reaper conflicts. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *AsyncConfig) ensureDefaults() {
+	if c.ReapInterval <= 0 {
+		c.ReapInterval = 250 * time.Millisecond
+	}
+	if c.ReplayAfter <= 0 {
+		c.ReplayAfter = 2 * time.Second
+	}
+	if c.LockWait <= 0 {
+		c.LockWait = 5 * time.Second
+	}
+	if c.MaxBatchCommands <= 0 {
+		c.MaxBatchCommands = 256
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Async is one partition of an async datastore: its cells live on a MySQL storage cluster
+// (Primary) whose master takes every write and whose minions receive them by MySQL's own
+// asynchronous replication. Writes are buffered first (the Schemaless paper's buffered
+// writes): each cell goes into the buffer table of BufferCopies other clusters' masters, then
+// into the primary master; the write succeeds when both succeed, and with status buffered when
+// only the buffer took it. A reaper per partition deletes a buffer row once its cell is on a
+// minion of the primary cluster, and replays it into the primary master when it is missing
+// there. Every node runs an Async per partition of an async datastore; they share the master
+// through a MySQL named lock per partition and apply commands with the same state machine as
+// raft mode (fsm.FSM.ApplyShared), so added_id is assigned on the master, gap-free and in
+// commit order, and copied to the minions by row-based replication. Safe for concurrent use.
+type Async struct {
+	cfg   AsyncConfig
+	queue chan *asyncOp
+	stop  chan struct{}
+	wg    sync.WaitGroup
+
+	// Used only by the writer goroutine.
+	fsmMember int // the member the FSM writes to, -1 for none
+	fsm       *fsm.FSM
+
+	mu     sync.Mutex
+	stores map[storeKey]*storage.PartitionStore
+
+	replayed, reaped, conflicts atomic.Int64
+	depth                       atomic.Int64
+	oldest                      atomic.Int64 // unix micros of the oldest buffered cell seen, 0 none
+}
+
+// asyncOp is one command waiting for the writer.
+type asyncOp struct {
+	data []byte
+	done chan asyncResult // buffered, one result
+}
+
+type asyncResult struct {
+	res *fsm.Response
+	err error
+}
+
+// OpenAsync starts the partition's writer and reaper and returns at once.
+func OpenAsync(cfg AsyncConfig) (*Async, error) {
+	cfg.ensureDefaults()
+	if cfg.Primary == nil || cfg.Datastore == "" {
+		return nil, errors.New("partition: AsyncConfig needs Datastore and Primary")
+	}
+	if cfg.BufferCopies > len(cfg.Buffers) {
+		return nil, fmt.Errorf("partition: %d buffer copies need as many buffer clusters, have %d", cfg.BufferCopies, len(cfg.Buffers))
+	}
+	a := &Async{cfg: cfg, queue: make(chan *asyncOp, 4096), stop: make(chan struct{}), fsmMember: -1,
+		stores: map[storeKey]*storage.PartitionStore{}}
+	a.wg.Add(1)
+	go a.writeLoop()
+	if cfg.BufferCopies > 0 {
+		a.wg.Add(1)
+		go a.reapLoop()
+	}
+	return a, nil
+}
+
+// Close stops the writer and the reaper; queued commands fail with ErrClosed. The storage
+// clusters stay open (they are shared).
+func (a *Async) Close() error {
+	close(a.stop)
+	a.wg.Wait()
+	return nil
+}
+
+// Put appends cells to the partition and returns one result per cell, in order. With buffered
+// writes each cell is first stored in the buffer of BufferCopies other clusters' masters (the
+// same clusters for the same key, so a second body for a buffered key is a conflict), then the
+// cells are applied on the primary master. A cell the primary master did not take gets
+// fsm.StatusBuffered: it is durable and becomes readable when the reaper replays it. Blocks
+// until done or ctx ends.
+//
+// Errors: ErrUnavailable (nothing written: no buffer cluster took the cells, or, without
+// buffered writes, no master); ErrIndeterminate (some cells may be written: a buffer failed
+// after others took cells, or, without buffered writes, the master failed at commit or ctx
+// ended). Every outcome is safe to retry.
+func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]fsm.CellResult, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	results := make([]fsm.CellResult, len(cs))
+	pending := make([]int, 0, len(cs))
+	if a.cfg.BufferCopies == 0 {
+		for i := range cs {
+			pending = append(pending, i)
+		}
+	} else {
+		var err error
+		if pending, err = a.buffer(ctx, cs, now, results); err != nil {
+			return nil, err
+		}
+	}
+	if len(pending) == 0 {
+		return results, nil
+	}
+	cmd := fsm.Command{CreatedAt: now, Cells: make([]fsm.CommandCell, len(pending))}
+	for j, i := range pending {
+		cmd.Cells[j] = cs[i]
+	}
+	data, err := fsm.EncodeCommand(cmd)
+	if err != nil {
+		return nil, err
+	}
+	res, err := a.apply(ctx, data)
+	if err == nil && res.Err == nil && len(res.Cells) == len(pending) {
+		for j, i := range pending {
+			results[i] = res.Cells[j]
+		}
+		return results, nil
+	}
+	if err == nil {
+		if res.Err != nil {
+			return nil, res.Err // a refused command (shard out of range): nothing written
+		}
+		err = fmt.Errorf("partition: %d results for %d cells", len(res.Cells), len(pending))
+	}
+	if a.cfg.BufferCopies == 0 {
+		return nil, err
+	}
+	// The primary master did not answer: the cells are durable in the buffers.
+	a.cfg.Logger.Debug("partition: write buffered", "datastore", a.cfg.Datastore, "partition", a.cfg.Partition, "cells", len(pending), "error", err)
+	for _, i := range pending {
+		results[i] = fsm.CellResult{Status: fsm.StatusBuffered, CreatedAt: now}
+	}
+	a.checkConflictsOnMinion(ctx, cs, pending, results)
+	return results, nil
+}
+
+// buffer stores every cell in BufferCopies buffer clusters and returns the cells still to be
+// written to the primary (those not refused as conflicts by a buffer).
+func (a *Async) buffer(ctx context.Context, cs []fsm.CommandCell, now time.Time, results []fsm.CellResult) ([]int, error) {
+	pending := make([]int, 0, len(cs))
+	stored := false
+	for i, c := range cs {
+		copies, conflict := 0, false
+		var lastErr error
+		for _, bc := range a.bufferOrder(c.Key) {
+			if copies == a.cfg.BufferCopies {
+				break
+			}
+			_, m, err := bc.masterMember(ctx)
+			if err != nil {
+				lastErr = err
+				continue
+			}
+			var inserted, same bool
+			err = m.run(func() error {
+				st, err := m.writeStore(ctx, bc)
+				if err != nil {
+					return err
+				}
+				inserted, same, err = st.PutBuffered(ctx, storage.BufferedCell{Datastore: a.cfg.Datastore, Partition: a.cfg.Partition, Shard: c.Shard,
+					Cell: cells.Cell{Key: c.Key, Body: c.Body, CreatedAt: now}})
+				return err
+			})
+			if err != nil {
+				lastErr = err
+				continue
+			}
+			stored = stored || inserted
+			if !same {
+				conflict = true
+				break
+			}
+			copies++
+		}
+		switch {
+		case conflict:
+			results[i] = fsm.CellResult{Status: fsm.StatusConflict}
+		case copies < a.cfg.BufferCopies:
+			if stored || i > 0 {
+				return nil, fmt.Errorf("%w: cell %d: only %d of %d buffer copies: %v", ErrIndeterminate, i, copies, a.cfg.BufferCopies, lastErr)
+			}
+			return nil, fmt.Errorf("%w: no buffer cluster took the write: %v", ErrUnavailable, lastErr)
+		default:
+			pending = append(pending, i)
+		}
+	}
+	return pending, nil
+}
+
+// bufferOrder returns the buffer clusters in the order a cell's key prefers them: a rotation
+// chosen by a hash of the key, so that the buffers are spread evenly and a key always goes to
+// the same buffer while it is up.
+func (a *Async) bufferOrder(k cells.Key) []*StorageCluster {
+	n := len(a.cfg.Buffers)
+	h := fnv.New32a()
+	_, _ = h.Write(k.RowKey[:])
+	_, _ = h.Write([]byte(k.ColumnKey))
+	var rk [8]byte
+	for i := 0; i < 8; i++ {
+		rk[i] = byte(k.RefKey >> (8 * i))
+	}
+	_, _ = h.Write(rk[:])
+	start := int(h.Sum32() % uint32(n))
+	out := make([]*StorageCluster, n)
+	for i := range out {
+		out[i] = a.cfg.Buffers[(start+i)%n]
+	}
+	return out
+}
+
+// checkConflictsOnMinion turns buffered results into conflicts where a minion of the primary
+// already holds the key with another body (best effort: minions may lag).
+func (a *Async) checkConflictsOnMinion(ctx context.Context, cs []fsm.CommandCell, pending []int, results []fsm.CellResult) {
+	_ = a.Read(ctx, false, func(st *storage.PartitionStore) error {
+		for _, i := range pending {
+			c, err := st.GetCell(ctx, cs[i].Shard, cs[i].Key)
+			if err != nil {
+				continue
+			}
+			if same, err := cells.SameBody(c.Body, cs[i].Body); err == nil && !same {
+				results[i] = fsm.CellResult{Status: fsm.StatusConflict, AddedID: c.AddedID, CreatedAt: c.CreatedAt}
+			}
+		}
+		return nil
+	})
+}
+
+// ApplyGroup applies one consumer-group command on the primary master. Errors:
+// ErrUnavailable (no master: nothing applied), ErrIndeterminate (the master failed during the
+// command), consumer.ErrBadCommand wrapped for a refused command.
+func (a *Async) ApplyGroup(ctx context.Context, group string, cmd consumer.Command) (consumer.Result, error) {
+	data, err := fsm.EncodeGroupCommand(fsm.GroupCommand{Group: group, CreatedAt: time.Now().UTC().Truncate(time.Microsecond), Cmd: cmd})
+	if err != nil {
+		return consumer.Result{}, err
+	}
+	res, err := a.apply(ctx, data)
+	if err != nil {
+		return consumer.Result{}, err
+	}
+	if res.Err != nil {
+		return consumer.Result{}, res.Err
+	}
+	if res.Group == nil {
+		return consumer.Result{}, fmt.Errorf("%w: no group result", fsm.ErrUnexpectedResponse)
+	}
+	return *res.Group, nil
+}
+
+// ApplyIndex applies one index command on the primary master (see Raft.ApplyIndex for the
+// commands). Errors as ApplyGroup's, and indexes.ErrBadCommand, ErrNotFound or ErrNotReady
+// wrapped for a refused catalog command.
+func (a *Async) ApplyIndex(ctx context.Context, cmd fsm.IndexCommand) (fsm.IndexResult, error) {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	cmd.CreatedAt = now
+	if cmd.Op == fsm.IndexCatalog {
+		cmd.Catalog.Now = now
+	}
+	data, err := fsm.EncodeIndexCommand(cmd)
+	if err != nil {
+		return fsm.IndexResult{}, err
+	}
+	res, err := a.apply(ctx, data)
+	if err != nil {
+		return fsm.IndexResult{}, err
+	}
+	if res.Err != nil {
+		return fsm.IndexResult{}, res.Err
+	}
+	if res.Index == nil {
+		return fsm.IndexResult{}, fmt.Errorf("%w: no index result", fsm.ErrUnexpectedResponse)
+	}
+	return *res.Index, nil
+}
+
+var _ = indexes.ErrBadCommand // ApplyIndex's refusals
+
+// apply queues one encoded command for the writer and waits for its response.
+func (a *Async) apply(ctx context.Context, data []byte) (*fsm.Response, error) {
+	op := &asyncOp{data: data, done: make(chan asyncResult, 1)}
+	select {
+	case a.queue <- op:
+	case <-a.stop:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+	}
+	select {
+	case r := <-op.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %v", ErrIndeterminate, ctx.Err())
+	}
+}
+
+// writeLoop takes the queued commands, as many as are waiting (up to MaxBatchCommands), and
+// applies them in one transaction on the master under the partition's lock.
+func (a *Async) writeLoop() {
+	defer a.wg.Done()
+	for {
+		var batch []*asyncOp
+		select {
+		case op := <-a.queue:
+			batch = append(batch, op)
+		case <-a.stop:
+			a.failQueued()
+			return
+		}
+	drain:
+		for len(batch) < a.cfg.MaxBatchCommands {
+			select {
+			case op := <-a.queue:
+				batch = append(batch, op)
+			default:
+				break drain
+			}
+		}
+		res, err := a.applyBatch(batch)
+		for i, op := range batch {
+			if err != nil {
+				op.done <- asyncResult{err: err}
+			} else {
+				op.done <- asyncResult{res: res[i]}
+			}
+		}
+	}
+}
+
+func (a *Async) failQueued() {
+	for {
+		select {
+		case op := <-a.queue:
+			op.done <- asyncResult{err: ErrClosed}
+		default:
+			return
+		}
+	}
+}
+
+// applyBatch applies the batch on the primary master. Errors: ErrUnavailable when nothing
+// was sent to a master, ErrIndeterminate when the transaction failed on its way.
+func (a *Async) applyBatch(batch []*asyncOp) ([]*fsm.Response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.LockWait+10*time.Second)
+	defer cancel()
+	idx, m, err := a.cfg.Primary.masterMember(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	datas := make([][]byte, len(batch))
+	for i, op := range batch {
+		datas[i] = op.data
+	}
+	var res []*fsm.Response
+	sent := false
+	err = m.run(func() error {
+		st, err := m.writeStore(ctx, a.cfg.Primary)
+		if err != nil {
+			return err
+		}
+		if a.fsmMember != idx || a.fsm == nil {
+			ps, err := a.partitionStore(ctx, st, m, true)
+			if err != nil {
+				return err
+			}
+			f, err := fsm.New(ctx, fsm.Config{Store: ps, Logger: a.cfg.Logger, StoreAttempts: 1, OnFatal: func(error) {}})
+			if err != nil {
+				return err
+			}
+			a.fsm, a.fsmMember = f, idx
+		}
+		unlock, err := st.Lock(ctx, fmt.Sprintf("%s_%s_p%d", a.cfg.Primary.cfg.Prefix, a.cfg.Datastore, a.cfg.Partition), a.cfg.LockWait)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		sent = true
+		res, err = a.fsm.ApplyShared(ctx, datas)
+		return err
+	})
+	if err != nil {
+		if sent {
+			return nil, fmt.Errorf("%w: master of %s: %v", ErrIndeterminate, a.cfg.Primary.Name(), err)
+		}
+		return nil, fmt.Errorf("%w: master of %s: %v", ErrUnavailable, a.cfg.Primary.Name(), err)
+	}
+	return res, nil
+}
+
+// partitionStore returns the partition's store on a member: on its write store (write) or
+// its read store, opened on first use.
+func (a *Async) partitionStore(ctx context.Context, st *storage.Store, m *member, write bool) (*storage.PartitionStore, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	key := storeKey{m, write}
+	if ps, ok := a.stores[key]; ok {
+		return ps, nil
+	}
+	ps, err := st.Partition(ctx, storage.PartitionID{Datastore: a.cfg.Datastore, Partition: a.cfg.Partition}, a.cfg.Shards)
+	if err != nil {
+		return nil, err
+	}
+	a.stores[key] = ps
+	return ps, nil
+}
+
+// storeKey names one of a member's partition stores.
+type storeKey struct {
+	m     *member
+	write bool
+}
+
+// Read runs fn on the partition's store on the primary master (strong: read-your-writes on
+// the master's latest) or on a minion (stale; another minion, then the master, if one fails).
+// Each attempt goes through the member's circuit breaker. Errors: ErrUnavailable (no master,
+// or its breaker is open: retryable), or fn's.
+func (a *Async) Read(ctx context.Context, strong bool, fn func(*storage.PartitionStore) error) error {
+	var candidates []*member
+	if !strong {
+		ms, err := a.cfg.Primary.minionMembers(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		candidates = ms
+	}
+	if _, m, err := a.cfg.Primary.masterMember(ctx); err == nil {
+		candidates = append(candidates, m)
+	} else if strong || len(candidates) == 0 {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	var lastErr error
+	for _, m := range candidates {
+		err := m.run(func() error {
+			st, err := m.readStore(ctx, a.cfg.Primary)
+			if err != nil {
+				return err
+			}
+			ps, err := a.partitionStore(ctx, st, m, false)
+			if err != nil {
+				return err
+			}
+			return fn(ps)
+		})
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		if strong || ctx.Err() != nil {
+			break
+		}
+	}
+	if errors.Is(lastErr, ErrUnavailable) {
+		return lastErr
+	}
+	return fmt.Errorf("%w: %v", ErrUnavailable, lastErr)
+}
+
+// AppliedChanged returns a channel closed after a short while (50ms): long polls of an async
+// partition re-read their shards at that pace, since other nodes write the master too.
+func (a *Async) AppliedChanged() <-chan struct{} {
+	ch := make(chan struct{})
+	time.AfterFunc(50*time.Millisecond, func() { close(ch) })
+	return ch
+}
+
+// HighWater always reports false: another node may have written the shard since.
+func (a *Async) HighWater(int) (int64, bool) { return 0, false }
+
+// AsyncStatus is what the partition reports of itself.
+type AsyncStatus struct {
+	Cluster string
+	Members []MemberStatus
+	// BufferDepth is how many of the partition's cells the buffer clusters held at the last
+	// reaper pass, BufferOldest when the oldest of them was buffered (zero when none).
+	BufferDepth  int64
+	BufferOldest time.Time
+	// Reaped, Replayed and Conflicts count the reaper's work since the node started: buffer
+	// rows deleted, cells replayed into the primary master, and buffered cells dropped
+	// because the primary holds their key with another body.
+	Reaped, Replayed, Conflicts int64
+}
+
+// Status returns the partition's state.
+func (a *Async) Status() AsyncStatus {
+	s := AsyncStatus{Cluster: a.cfg.Primary.Name(), Members: a.cfg.Primary.Status(),
+		BufferDepth: a.depth.Load(), Reaped: a.reaped.Load(), Replayed: a.replayed.Load(), Conflicts: a.conflicts.Load()}
+	if o := a.oldest.Load(); o > 0 {
+		s.BufferOldest = time.UnixMicro(o).UTC()
+	}
+	return s
+}

@@ -1,0 +1,219 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/storage"
+)
+
+// reapPage is how many buffer rows the reaper reads per statement.
+const reapPage = 500
+
+// Where the reaper found a buffered cell.
+const (
+	reapUnknown  = iota // not looked up (the cluster did not answer)
+	reapOnMinion        // on a minion with the same body: the buffer row can go
+	reapConflict        // stored with another body: the buffered write lost; the row goes
+	reapOnMaster        // on the master only: replication will bring it to the minions
+	reapMissing         // nowhere on the primary cluster: replay it
+)
+
+// reapLoop runs a reaper pass every ReapInterval (with jitter, since every node runs one).
+func (a *Async) reapLoop() {
+	defer a.wg.Done()
+	for {
+		d := a.cfg.ReapInterval/2 + rand.N(a.cfg.ReapInterval)
+		select {
+		case <-time.After(d):
+		case <-a.stop:
+			return
+		}
+		a.reapPass()
+	}
+}
+
+// reapPass reads every buffer cluster's buffered cells of this partition, deletes those now on
+// a minion of the primary cluster, and replays into the primary master those missing from it
+// for longer than ReplayAfter. It records the buffer depth it saw.
+func (a *Async) reapPass() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var depth int64
+	var oldest time.Time
+	for _, bc := range a.cfg.Buffers {
+		_, m, err := bc.masterMember(ctx)
+		if err != nil {
+			continue
+		}
+		after := int64(0)
+		for ctx.Err() == nil {
+			var rows []storage.BufferedCell
+			err := m.run(func() error {
+				st, err := m.writeStore(ctx, bc)
+				if err != nil {
+					return err
+				}
+				rows, err = st.ScanBuffered(ctx, a.cfg.Datastore, a.cfg.Partition, after, reapPage)
+				return err
+			})
+			if err != nil || len(rows) == 0 {
+				break
+			}
+			after = rows[len(rows)-1].ID
+			depth += int64(len(rows))
+			for _, r := range rows {
+				if oldest.IsZero() || r.BufferedAt.Before(oldest) {
+					oldest = r.BufferedAt
+				}
+			}
+			a.reapRows(ctx, bc, m, rows)
+			if len(rows) < reapPage {
+				break
+			}
+		}
+	}
+	a.depth.Store(depth)
+	if oldest.IsZero() {
+		a.oldest.Store(0)
+	} else {
+		a.oldest.Store(oldest.UnixMicro())
+	}
+}
+
+// reapRows handles one page of buffer rows of buffer cluster bc (master m).
+func (a *Async) reapRows(ctx context.Context, bc *StorageCluster, m *member, rows []storage.BufferedCell) {
+	where := make([]int, len(rows))
+	look := func(st *storage.PartitionStore, found int) error {
+		for i, r := range rows {
+			if where[i] != reapUnknown {
+				continue
+			}
+			c, err := st.GetCell(ctx, r.Shard, r.Cell.Key)
+			if errors.Is(err, storage.ErrNotFound) {
+				if found == reapOnMaster {
+					where[i] = reapMissing
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			same, err := cells.SameBody(c.Body, r.Cell.Body)
+			if err != nil {
+				return err
+			}
+			if !same {
+				where[i] = reapConflict
+			} else {
+				where[i] = found
+			}
+		}
+		return nil
+	}
+	_ = a.onMinion(ctx, func(st *storage.PartitionStore) error { return look(st, reapOnMinion) })
+	_ = a.Read(ctx, true, func(st *storage.PartitionStore) error { return look(st, reapOnMaster) })
+
+	var del []int64
+	var replay []storage.BufferedCell
+	for i, r := range rows {
+		switch where[i] {
+		case reapOnMinion:
+			del = append(del, r.ID)
+		case reapConflict:
+			del = append(del, r.ID)
+			a.conflicts.Add(1)
+			a.cfg.Logger.Error("partition: reaper: a buffered cell's key holds another body on its primary cluster; the buffered cell is dropped",
+				"datastore", a.cfg.Datastore, "partition", a.cfg.Partition, "key", r.Cell.Key.String(), "buffer", bc.Name())
+		case reapMissing:
+			if time.Since(r.BufferedAt) >= a.cfg.ReplayAfter {
+				replay = append(replay, r)
+			}
+		}
+	}
+	if len(del) > 0 {
+		err := m.run(func() error {
+			st, err := m.writeStore(ctx, bc)
+			if err != nil {
+				return err
+			}
+			return st.DeleteBuffered(ctx, del)
+		})
+		if err == nil {
+			a.reaped.Add(int64(len(del)))
+		}
+	}
+	if len(replay) > 0 {
+		a.replay(ctx, replay)
+	}
+}
+
+// onMinion runs fn on a minion of the primary cluster (the master when the cluster has no
+// minions), trying each reachable minion in turn.
+func (a *Async) onMinion(ctx context.Context, fn func(*storage.PartitionStore) error) error {
+	if !a.cfg.Primary.HasMinions() {
+		return a.Read(ctx, true, fn)
+	}
+	ms, err := a.cfg.Primary.minionMembers(ctx)
+	if err != nil {
+		return err
+	}
+	lastErr := fmt.Errorf("%w: no minion of %s is reachable", ErrUnavailable, a.cfg.Primary.Name())
+	for _, m := range ms {
+		err := m.run(func() error {
+			st, err := m.readStore(ctx, a.cfg.Primary)
+			if err != nil {
+				return err
+			}
+			ps, err := a.partitionStore(ctx, st, m, false)
+			if err != nil {
+				return err
+			}
+			return fn(ps)
+		})
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+	}
+	return lastErr
+}
+
+// replay applies buffered cells to the primary master, one command per write time (so each
+// cell keeps the created_at of its original write).
+func (a *Async) replay(ctx context.Context, rows []storage.BufferedCell) {
+	byTime := map[time.Time][]storage.BufferedCell{}
+	var times []time.Time
+	for _, r := range rows {
+		t := r.Cell.CreatedAt
+		if _, ok := byTime[t]; !ok {
+			times = append(times, t)
+		}
+		byTime[t] = append(byTime[t], r)
+	}
+	for _, t := range times {
+		rs := byTime[t]
+		cmd := fsm.Command{CreatedAt: t, Cells: make([]fsm.CommandCell, len(rs))}
+		for i, r := range rs {
+			cmd.Cells[i] = fsm.CommandCell{Shard: r.Shard, Key: r.Cell.Key, Body: r.Cell.Body}
+		}
+		data, err := fsm.EncodeCommand(cmd)
+		if err != nil {
+			continue
+		}
+		res, err := a.apply(ctx, data)
+		if err != nil || res.Err != nil {
+			return // the master is still away; the next pass tries again
+		}
+		for _, c := range res.Cells {
+			if c.Status == fsm.StatusCreated {
+				a.replayed.Add(1)
+			}
+		}
+	}
+}

@@ -1,0 +1,374 @@
+package partition
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/schemaless-db/schemaless/replication"
+	"github.com/schemaless-db/schemaless/storage"
+	"github.com/sony/gobreaker/v2"
+)
+
+// ClusterConfig configures a StorageCluster: one MySQL master with its minions, as async mode
+// uses it. Name, Members and Prefix are required.
+type ClusterConfig struct {
+	// Name names the cluster in logs, errors and metrics.
+	Name string
+	// Members are the DSNs of every member (go-sql-driver/mysql; the database part is
+	// ignored), the configured master first. Connection timeouts the DSN does not set are
+	// filled in: timeout 1s, readTimeout and writeTimeout 5s.
+	Members []string
+	// Prefix is the datastore's database prefix (storage.MySQLConfig.Prefix).
+	Prefix string
+	// ProbeInterval is how often every member is probed (read_only, replication). Default 500ms.
+	ProbeInterval time.Duration
+	// MaxOpenConns bounds each member's connection pools (storage.MySQLConfig). Default 32.
+	MaxOpenConns int
+	// BreakerFailures is how many consecutive connection failures open a member's circuit
+	// breaker; BreakerTimeout how long it stays open before one trial request. Defaults 3 and 2s.
+	BreakerFailures int
+	BreakerTimeout  time.Duration
+	// Logger receives master changes and probe failures. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *ClusterConfig) ensureDefaults() {
+	if c.ProbeInterval <= 0 {
+		c.ProbeInterval = 500 * time.Millisecond
+	}
+	if c.MaxOpenConns == 0 {
+		c.MaxOpenConns = storage.DefaultMySQLMaxOpenConns
+	}
+	if c.BreakerFailures <= 0 {
+		c.BreakerFailures = 3
+	}
+	if c.BreakerTimeout <= 0 {
+		c.BreakerTimeout = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// StorageCluster is one MySQL storage cluster as a node sees it: its members, which of them is
+// the master (found by probing: the one member with read_only OFF that replicates from nobody;
+// none while two claim it), which are minions, and a circuit breaker (sony/gobreaker) per
+// member. A promotion (replication.Promote) is picked up by the next probe, with no
+// configuration change. Safe for concurrent use.
+type StorageCluster struct {
+	cfg     ClusterConfig
+	members []*member
+	stop    chan struct{}
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	master  int   // index in members, -1 when none
+	minions []int // reachable members replicating from someone
+	probed  chan struct{}
+	once    sync.Once
+}
+
+// member is one MySQL server of a cluster.
+type member struct {
+	dsn   string
+	admin *sql.DB
+	cb    *gobreaker.CircuitBreaker[struct{}]
+
+	mu     sync.Mutex
+	ro     *storage.Store // reads, opened on first use
+	rw     *storage.Store // writes, opened when the member is first used as master
+	status replication.MemberStatus
+	err    error // the last probe's error
+}
+
+// OpenCluster starts probing the members of cfg and returns at once; Master and Minion wait
+// for the first probe round (up to ctx). Close stops it.
+func OpenCluster(cfg ClusterConfig) (*StorageCluster, error) {
+	cfg.ensureDefaults()
+	if cfg.Name == "" || len(cfg.Members) == 0 || cfg.Prefix == "" {
+		return nil, errors.New("partition: ClusterConfig needs Name, Members and Prefix")
+	}
+	c := &StorageCluster{cfg: cfg, stop: make(chan struct{}), master: -1, probed: make(chan struct{})}
+	for i, dsn := range cfg.Members {
+		dsn, err := withTimeouts(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("partition: cluster %s member %d: %w", cfg.Name, i, err)
+		}
+		admin, err := replication.Open(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("partition: cluster %s member %d: %w", cfg.Name, i, err)
+		}
+		m := &member{dsn: dsn, admin: admin}
+		m.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+			Name:        fmt.Sprintf("%s/%d", cfg.Name, i),
+			MaxRequests: 1,
+			Timeout:     cfg.BreakerTimeout,
+			ReadyToTrip: func(n gobreaker.Counts) bool { return n.ConsecutiveFailures >= uint32(cfg.BreakerFailures) },
+			IsSuccessful: func(err error) bool {
+				return err == nil || !connectionFailure(err)
+			},
+			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+			OnStateChange: func(name string, from, to gobreaker.State) {
+				cfg.Logger.Warn("partition: storage circuit breaker", "member", name, "from", from.String(), "to", to.String())
+			},
+		})
+		c.members = append(c.members, m)
+	}
+	c.wg.Add(1)
+	go c.probeLoop()
+	return c, nil
+}
+
+// withTimeouts fills the connection timeouts a DSN leaves unset.
+func withTimeouts(dsn string) (string, error) {
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	if mc.Timeout == 0 {
+		mc.Timeout = time.Second
+	}
+	if mc.ReadTimeout == 0 {
+		mc.ReadTimeout = 5 * time.Second
+	}
+	if mc.WriteTimeout == 0 {
+		mc.WriteTimeout = 5 * time.Second
+	}
+	return mc.FormatDSN(), nil
+}
+
+// connectionFailure reports whether err counts against a member's circuit breaker: the server
+// could not be reached, answered nothing, or refuses writes as read-only (a fenced old
+// master). Other SQL errors prove the server alive; a lock wait is contention, not failure.
+func connectionFailure(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1290 || me.Number == 1836
+	}
+	return !errors.Is(err, storage.ErrLockTimeout)
+}
+
+var errNoMaster = errors.New("no master")
+
+func (c *StorageCluster) probeLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		c.probe()
+		select {
+		case <-t.C:
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+// probe asks every member for its state and recomputes the master and the minions.
+func (c *StorageCluster) probe() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, m := range c.members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := replication.Probe(ctx, m.admin, m.dsn)
+			m.mu.Lock()
+			m.status, m.err = st, err
+			m.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	master, masters := -1, 0
+	var minions []int
+	for i, m := range c.members {
+		m.mu.Lock()
+		st, err := m.status, m.err
+		m.mu.Unlock()
+		switch {
+		case err != nil:
+		case st.IsMaster():
+			master, masters = i, masters+1
+		case st.Replicating:
+			minions = append(minions, i)
+		}
+	}
+	if masters > 1 {
+		c.cfg.Logger.Error("partition: more than one member of a storage cluster is writable; no master until it is resolved", "cluster", c.cfg.Name)
+		master = -1
+	}
+	c.mu.Lock()
+	if master != c.master && c.master < 0 {
+		c.cfg.Logger.Info("partition: storage cluster master found", "cluster", c.cfg.Name, "master", c.memberName(master))
+	} else if master != c.master {
+		c.cfg.Logger.Warn("partition: storage cluster master changed", "cluster", c.cfg.Name, "from", c.memberName(c.master), "to", c.memberName(master))
+	}
+	c.master, c.minions = master, minions
+	c.mu.Unlock()
+	c.once.Do(func() { close(c.probed) })
+}
+
+func (c *StorageCluster) memberName(i int) string {
+	if i < 0 {
+		return "none"
+	}
+	mc, err := mysql.ParseDSN(c.members[i].dsn)
+	if err != nil {
+		return fmt.Sprint(i)
+	}
+	return mc.Addr
+}
+
+func (c *StorageCluster) waitProbed(ctx context.Context) error {
+	select {
+	case <-c.probed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// masterMember returns the current master, or errNoMaster.
+func (c *StorageCluster) masterMember(ctx context.Context) (int, *member, error) {
+	if err := c.waitProbed(ctx); err != nil {
+		return -1, nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.master < 0 {
+		return -1, nil, fmt.Errorf("%w of storage cluster %s", errNoMaster, c.cfg.Name)
+	}
+	return c.master, c.members[c.master], nil
+}
+
+// minionMembers returns the reachable minions in a random order.
+func (c *StorageCluster) minionMembers(ctx context.Context) ([]*member, error) {
+	if err := c.waitProbed(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	idx := append([]int(nil), c.minions...)
+	c.mu.Unlock()
+	rand.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+	out := make([]*member, len(idx))
+	for i, k := range idx {
+		out[i] = c.members[k]
+	}
+	return out, nil
+}
+
+// HasMaster reports whether the last probe found a master.
+func (c *StorageCluster) HasMaster() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.master >= 0
+}
+
+// HasMinions reports whether the cluster is configured with minions.
+func (c *StorageCluster) HasMinions() bool { return len(c.members) > 1 }
+
+// readStore returns the member's read-only store, opening it on first use.
+func (m *member) readStore(ctx context.Context, c *StorageCluster) (*storage.Store, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ro != nil {
+		return m.ro, nil
+	}
+	st, err := storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: m.dsn, Prefix: c.cfg.Prefix, MaxOpenConns: c.cfg.MaxOpenConns, ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	m.ro = st
+	return st, nil
+}
+
+// writeStore returns the member's writable store (creating the meta and buffer tables),
+// opening it on first use; only for the master.
+func (m *member) writeStore(ctx context.Context, c *StorageCluster) (*storage.Store, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rw != nil {
+		return m.rw, nil
+	}
+	st, err := storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: m.dsn, Prefix: c.cfg.Prefix, MaxOpenConns: c.cfg.MaxOpenConns})
+	if err != nil {
+		return nil, err
+	}
+	m.rw = st
+	return st, nil
+}
+
+// run runs fn through the member's circuit breaker: at once ErrUnavailable while it is open.
+func (m *member) run(fn func() error) error {
+	_, err := m.cb.Execute(func() (struct{}, error) { return struct{}{}, fn() })
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return fmt.Errorf("%w: circuit breaker of %s is open", ErrUnavailable, m.cb.Name())
+	}
+	return err
+}
+
+// MemberStatus is what a node knows of one member of a storage cluster.
+type MemberStatus struct {
+	Addr    string
+	Role    string // "master", "minion" or "unknown" (unreachable, or neither)
+	Breaker string // "closed", "half-open" or "open"
+	Probe   replication.MemberStatus
+	Err     string // the last probe's error
+}
+
+// Status returns every member's state as last probed, in member order.
+func (c *StorageCluster) Status() []MemberStatus {
+	c.mu.Lock()
+	master, minions := c.master, append([]int(nil), c.minions...)
+	c.mu.Unlock()
+	out := make([]MemberStatus, len(c.members))
+	for i, m := range c.members {
+		m.mu.Lock()
+		st, err := m.status, m.err
+		m.mu.Unlock()
+		s := MemberStatus{Addr: c.memberName(i), Role: "unknown", Breaker: m.cb.State().String(), Probe: st}
+		if err != nil {
+			s.Err = err.Error()
+		}
+		if i == master {
+			s.Role = "master"
+		}
+		for _, k := range minions {
+			if k == i {
+				s.Role = "minion"
+			}
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// Name returns the cluster's name.
+func (c *StorageCluster) Name() string { return c.cfg.Name }
+
+// Close stops probing and closes every connection pool.
+func (c *StorageCluster) Close() error {
+	close(c.stop)
+	c.wg.Wait()
+	var errs []error
+	for _, m := range c.members {
+		m.mu.Lock()
+		if m.ro != nil {
+			errs = append(errs, m.ro.Close())
+		}
+		if m.rw != nil {
+			errs = append(errs, m.rw.Close())
+		}
+		m.mu.Unlock()
+		errs = append(errs, m.admin.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,213 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/cells"
+)
+
+// ErrNoBuffer: the store has no buffer table (SQLite, or a read-only MySQL store).
+var ErrNoBuffer = errors.New("storage: buffered writes need a writable MySQL store")
+
+// BufferedCell is one row of the buffer table of async mode: a cell written to this master on
+// behalf of another storage cluster (its primary), kept until the reaper sees the cell on a
+// minion of the primary cluster. ID is the row's AUTO_INCREMENT id, in buffering order.
+type BufferedCell struct {
+	ID        int64
+	Datastore string
+	// Partition is the primary partition (the storage cluster that should hold the cell).
+	Partition int
+	Shard     int
+	Cell      cells.Cell // AddedID is unused (0); CreatedAt is the time the write was taken
+	// BufferedAt is when the row was written (the writer's clock).
+	BufferedAt time.Time
+}
+
+// bufferDDL creates "<meta>.buffer": one row per buffered cell, unique per datastore and cell
+// key, so a retried write finds its own row and a second body for the same key is refused.
+func bufferDDL(meta string) string {
+	return "CREATE TABLE IF NOT EXISTS " + meta + ".`buffer` (\n" +
+		"\tid BIGINT NOT NULL AUTO_INCREMENT,\n" +
+		"\tdatastore VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n" +
+		"\t`partition` INT NOT NULL,\n" +
+		"\tshard INT NOT NULL,\n" +
+		"\trow_key BINARY(16) NOT NULL,\n" +
+		"\tcolumn_name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n" +
+		"\tref_key BIGINT NOT NULL,\n" +
+		"\tbody MEDIUMBLOB NOT NULL,\n" +
+		"\tcreated_at DATETIME(6) NOT NULL,\n" +
+		"\tbuffered_at DATETIME(6) NOT NULL,\n" +
+		"\tPRIMARY KEY (id),\n" +
+		"\tUNIQUE KEY cell_key (datastore, row_key, column_name, ref_key)\n" +
+		") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+}
+
+func (s *Store) bufferTable() (string, error) {
+	if s.db == nil || s.meta == "" {
+		return "", ErrNoBuffer
+	}
+	return s.meta + ".`buffer`", nil
+}
+
+// PutBuffered stores b in the buffer table (b.ID and b.BufferedAt are set by the call; the
+// body is stored as given). If the datastore's buffer already holds a cell with that key, the
+// stored row is left alone and PutBuffered reports whether its body is the same (a retried
+// write: same true) or another (a conflicting write: same false). One or two statements;
+// blocks on I/O until ctx ends. Errors: ErrNoBuffer, or the server's.
+func (s *Store) PutBuffered(ctx context.Context, b BufferedCell) (inserted, same bool, err error) {
+	tbl, err := s.bufferTable()
+	if err != nil {
+		return false, false, err
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	res, err := s.db.ExecContext(ctx, "INSERT IGNORE INTO "+tbl+
+		" (datastore, `partition`, shard, row_key, column_name, ref_key, body, created_at, buffered_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		b.Datastore, b.Partition, b.Shard, b.Cell.RowKey[:], b.Cell.ColumnKey, b.Cell.RefKey, []byte(b.Cell.Body),
+		b.Cell.CreatedAt.UTC().Truncate(time.Microsecond), now)
+	if err != nil {
+		return false, false, fmt.Errorf("storage: buffer cell: %w", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 1 {
+		return true, true, nil
+	}
+	var body []byte
+	err = s.db.QueryRowContext(ctx, "SELECT body FROM "+tbl+" WHERE datastore = ? AND row_key = ? AND column_name = ? AND ref_key = ?",
+		b.Datastore, b.Cell.RowKey[:], b.Cell.ColumnKey, b.Cell.RefKey).Scan(&body)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Reaped between the two statements: the cell reached the primary cluster.
+		return false, true, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("storage: read buffered cell: %w", err)
+	}
+	same, err = cells.SameBody(cells.Body(body), b.Cell.Body)
+	if err != nil {
+		return false, false, fmt.Errorf("storage: compare buffered body: %w", err)
+	}
+	return false, same, nil
+}
+
+// ScanBuffered returns up to limit buffered cells of datastore's primary partition with an id
+// above afterID, in id order (one statement). Errors: ErrNoBuffer, or the server's.
+func (s *Store) ScanBuffered(ctx context.Context, datastore string, partition int, afterID int64, limit int) ([]BufferedCell, error) {
+	tbl, err := s.bufferTable()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT id, `partition`, shard, row_key, column_name, ref_key, body, created_at, buffered_at FROM "+tbl+
+		" WHERE datastore = ? AND `partition` = ? AND id > ? ORDER BY id LIMIT ?", datastore, partition, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("storage: scan buffer: %w", err)
+	}
+	defer rows.Close()
+	var out []BufferedCell
+	for rows.Next() {
+		var (
+			b      = BufferedCell{Datastore: datastore, Partition: partition}
+			rowKey []byte
+			body   []byte
+		)
+		var part int
+		if err := rows.Scan(&b.ID, &part, &b.Shard, &rowKey, &b.Cell.ColumnKey, &b.Cell.RefKey, &body,
+			createdAtScanner(&b.Cell.CreatedAt), createdAtScanner(&b.BufferedAt)); err != nil {
+			return nil, fmt.Errorf("storage: scan buffer: %w", err)
+		}
+		u, err := uuid.FromBytes(rowKey)
+		if err != nil {
+			return nil, fmt.Errorf("storage: buffered row key of %d bytes: %w", len(rowKey), err)
+		}
+		b.Cell.RowKey = u
+		b.Cell.Body = cells.Body(body)
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("storage: scan buffer: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteBuffered deletes the buffer rows with the given ids (one statement; ids already gone
+// are ignored). Errors: ErrNoBuffer, or the server's.
+func (s *Store) DeleteBuffered(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	tbl, err := s.bufferTable()
+	if err != nil {
+		return err
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	q := "DELETE FROM " + tbl + " WHERE id IN (?" + strings.Repeat(", ?", len(ids)-1) + ")"
+	if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("storage: delete buffered cells: %w", err)
+	}
+	return nil
+}
+
+// BufferStats returns how many cells of datastore the buffer table holds and when the oldest
+// was buffered (zero time when empty). One statement. Errors: ErrNoBuffer, or the server's.
+func (s *Store) BufferStats(ctx context.Context, datastore string) (depth int64, oldest time.Time, err error) {
+	tbl, err := s.bufferTable()
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	var min sql.NullTime
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*), MIN(buffered_at) FROM "+tbl+" WHERE datastore = ?", datastore).Scan(&depth, &min); err != nil {
+		return 0, time.Time{}, fmt.Errorf("storage: buffer stats: %w", err)
+	}
+	if min.Valid {
+		oldest = min.Time.UTC()
+	}
+	return depth, oldest, nil
+}
+
+// Lock takes the MySQL named lock name (GET_LOCK) on a connection of its own and returns the
+// function that releases it. It waits up to wait for a holder to release it; a timeout
+// returns ErrLockTimeout. The server releases the lock if the connection dies, so it orders
+// well-behaved writers but is no fence: correctness must not depend on it alone. Async mode
+// takes one per partition around each write transaction, so that writers on several nodes
+// take turns on a master. Errors: ErrNoBuffer for SQLite and read-only stores.
+func (s *Store) Lock(ctx context.Context, name string, wait time.Duration) (unlock func(), err error) {
+	if s.db == nil || s.meta == "" {
+		return nil, ErrNoBuffer
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("storage: lock %s: %w", name, err)
+	}
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", name, wait.Seconds()).Scan(&got); err != nil {
+		conn.Raw(func(any) error { return driverBad })
+		conn.Close()
+		return nil, fmt.Errorf("storage: lock %s: %w", name, err)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		conn.Close()
+		return nil, fmt.Errorf("%w: %s after %s", ErrLockTimeout, name, wait)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", name); err != nil {
+			// The lock goes with the connection: make sure the pool does not keep it.
+			conn.Raw(func(any) error { return driverBad })
+		}
+		conn.Close()
+	}, nil
+}
+
+// ErrLockTimeout: Lock waited its whole wait for the named lock.
+var ErrLockTimeout = errors.New("storage: named lock wait timed out")
+
+// driverBad makes database/sql discard a connection whose session state is unknown.
+var driverBad = driver.ErrBadConn
