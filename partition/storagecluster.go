@@ -23,7 +23,7 @@ type ClusterConfig struct {
 	Name string
 	// Members are the DSNs of every member (go-sql-driver/mysql; the database part is
 	// ignored), the configured master first. Connection timeouts the DSN does not set are
-	// filled in: timeout 1s, readTimeout and writeTimeout 5s.
+	// filled in: timeout 1s, readTimeout and writeTimeout 5s (1s for probes).
 	Members []string
 	// Prefix is the datastore's database prefix (storage.MySQLConfig.Prefix).
 	Prefix string
@@ -97,11 +97,14 @@ func OpenCluster(cfg ClusterConfig) (*StorageCluster, error) {
 	}
 	c := &StorageCluster{cfg: cfg, stop: make(chan struct{}), master: -1, probed: make(chan struct{})}
 	for i, dsn := range cfg.Members {
-		dsn, err := withTimeouts(dsn)
+		dsn, err := withTimeouts(dsn, 5*time.Second)
 		if err != nil {
 			return nil, fmt.Errorf("partition: cluster %s member %d: %w", cfg.Name, i, err)
 		}
-		admin, err := replication.Open(dsn)
+		// Probes give up sooner: a stalled server (one that accepts connections but answers
+		// nothing) must stop being the master within a probe or two.
+		probeDSN, _ := withTimeouts(cfg.Members[i], time.Second)
+		admin, err := replication.Open(probeDSN)
 		if err != nil {
 			return nil, fmt.Errorf("partition: cluster %s member %d: %w", cfg.Name, i, err)
 		}
@@ -126,8 +129,9 @@ func OpenCluster(cfg ClusterConfig) (*StorageCluster, error) {
 	return c, nil
 }
 
-// withTimeouts fills the connection timeouts a DSN leaves unset.
-func withTimeouts(dsn string) (string, error) {
+// withTimeouts fills the connection timeouts a DSN leaves unset: 1s to connect, io for reads
+// and writes (which also bounds the handshake with a server that accepted the connection).
+func withTimeouts(dsn string, io time.Duration) (string, error) {
 	mc, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return "", err
@@ -136,10 +140,10 @@ func withTimeouts(dsn string) (string, error) {
 		mc.Timeout = time.Second
 	}
 	if mc.ReadTimeout == 0 {
-		mc.ReadTimeout = 5 * time.Second
+		mc.ReadTimeout = io
 	}
 	if mc.WriteTimeout == 0 {
-		mc.WriteTimeout = 5 * time.Second
+		mc.WriteTimeout = io
 	}
 	return mc.FormatDSN(), nil
 }

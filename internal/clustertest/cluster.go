@@ -46,6 +46,9 @@ type Options struct {
 	// AsyncCluster, with Engine Async, returns the async options to use on set instead of the
 	// defaults (a prefix of the test's own, probes every 200ms); Clusters is filled in.
 	AsyncCluster func(set *mariadbtest.ReplicatedSet) *localcluster.AsyncOptions
+	// ReplicatedSet, with Engine Async, is the set to use instead of the shared one (tests
+	// that kill, fence or promote members need their own).
+	ReplicatedSet *mariadbtest.ReplicatedSet
 	// Indexes runs the index maintainer (package indexes/maintainer) beside every node, as
 	// `schemaless serve` does: without it, defined indexes stay building forever.
 	Indexes bool
@@ -101,7 +104,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 		lo.MySQLDSN = mariadbtest.DSN(t)
 		lo.MySQLPrefix = mariadbtest.Prefix(t)
 	case Async:
-		set := mariadbtest.SharedReplicated(t)
+		set := opts.ReplicatedSet
+		if set == nil {
+			set = mariadbtest.SharedReplicated(t)
+		}
 		a := &localcluster.AsyncOptions{Prefix: mariadbtest.ReplicatedPrefix(t, set),
 			Cluster: partition.ClusterConfig{ProbeInterval: 200 * time.Millisecond}}
 		if opts.AsyncCluster != nil {
