@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -78,8 +79,11 @@ type StorageCluster struct {
 // member is one MySQL server of a cluster.
 type member struct {
 	dsn   string
+	name  string // "<cluster>/<index>"
 	admin *sql.DB
-	cb    *gobreaker.CircuitBreaker[struct{}]
+	// cb is the member's circuit breaker; a successful probe replaces an open one by a closed
+	// one, so that a server that is back serves at once.
+	cb atomic.Pointer[gobreaker.CircuitBreaker[struct{}]]
 
 	mu     sync.Mutex
 	ro     *storage.Store // reads, opened on first use
@@ -108,25 +112,30 @@ func OpenCluster(cfg ClusterConfig) (*StorageCluster, error) {
 		if err != nil {
 			return nil, fmt.Errorf("partition: cluster %s member %d: %w", cfg.Name, i, err)
 		}
-		m := &member{dsn: dsn, admin: admin}
-		m.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
-			Name:        fmt.Sprintf("%s/%d", cfg.Name, i),
-			MaxRequests: 1,
-			Timeout:     cfg.BreakerTimeout,
-			ReadyToTrip: func(n gobreaker.Counts) bool { return n.ConsecutiveFailures >= uint32(cfg.BreakerFailures) },
-			IsSuccessful: func(err error) bool {
-				return err == nil || !connectionFailure(err)
-			},
-			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
-			OnStateChange: func(name string, from, to gobreaker.State) {
-				cfg.Logger.Warn("partition: storage circuit breaker", "member", name, "from", from.String(), "to", to.String())
-			},
-		})
+		m := &member{dsn: dsn, admin: admin, name: fmt.Sprintf("%s/%d", cfg.Name, i)}
+		m.cb.Store(newBreaker(m.name, cfg))
 		c.members = append(c.members, m)
 	}
 	c.wg.Add(1)
 	go c.probeLoop()
 	return c, nil
+}
+
+// newBreaker returns a closed circuit breaker for the member named name.
+func newBreaker(name string, cfg ClusterConfig) *gobreaker.CircuitBreaker[struct{}] {
+	return gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        name,
+		MaxRequests: 1,
+		Timeout:     cfg.BreakerTimeout,
+		ReadyToTrip: func(n gobreaker.Counts) bool { return n.ConsecutiveFailures >= uint32(cfg.BreakerFailures) },
+		IsSuccessful: func(err error) bool {
+			return err == nil || !connectionFailure(err)
+		},
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+		OnStateChange: func(name string, from, to gobreaker.State) {
+			cfg.Logger.Warn("partition: storage circuit breaker", "member", name, "from", from.String(), "to", to.String())
+		},
+	})
 }
 
 // withTimeouts fills the connection timeouts a DSN leaves unset: 1s to connect, io for reads
@@ -185,6 +194,10 @@ func (c *StorageCluster) probe() {
 		go func() {
 			defer wg.Done()
 			st, err := replication.Probe(ctx, m.admin, m.dsn)
+			if err == nil && m.cb.Load().State() == gobreaker.StateOpen {
+				c.cfg.Logger.Info("partition: storage circuit breaker closed after a successful probe", "member", m.name)
+				m.cb.Store(newBreaker(m.name, c.cfg))
+			}
 			m.mu.Lock()
 			m.status, m.err = st, err
 			m.mu.Unlock()
@@ -312,9 +325,9 @@ func (m *member) writeStore(ctx context.Context, c *StorageCluster) (*storage.St
 
 // run runs fn through the member's circuit breaker: at once ErrUnavailable while it is open.
 func (m *member) run(fn func() error) error {
-	_, err := m.cb.Execute(func() (struct{}, error) { return struct{}{}, fn() })
+	_, err := m.cb.Load().Execute(func() (struct{}, error) { return struct{}{}, fn() })
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		return fmt.Errorf("%w: circuit breaker of %s is open", ErrUnavailable, m.cb.Name())
+		return fmt.Errorf("%w: circuit breaker of %s is open", ErrUnavailable, m.name)
 	}
 	return err
 }
@@ -338,7 +351,7 @@ func (c *StorageCluster) Status() []MemberStatus {
 		m.mu.Lock()
 		st, err := m.status, m.err
 		m.mu.Unlock()
-		s := MemberStatus{Addr: c.memberName(i), Role: "unknown", Breaker: m.cb.State().String(), Probe: st}
+		s := MemberStatus{Addr: c.memberName(i), Role: "unknown", Breaker: m.cb.Load().State().String(), Probe: st}
 		if err != nil {
 			s.Err = err.Error()
 		}
