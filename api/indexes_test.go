@@ -266,7 +266,7 @@ func jsonNumbers(t *testing.T, v any) map[string]any {
 }
 
 func TestIndexes(t *testing.T) {
-	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL} {
+	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL, clustertest.Async} {
 		t.Run(string(engine), func(t *testing.T) {
 			seed := time.Now().UnixNano()
 			t.Logf("seed %d", seed)
