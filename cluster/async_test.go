@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/fsm"
@@ -173,6 +175,29 @@ func TestAsyncMasterDown(t *testing.T) {
 		t.Fatalf("stale read with the master down: got found %v, %v; want the cell from a minion", len(res) > 0 && res[0].Found, err)
 	}
 	waitUntil(t, 10*time.Second, "the reaper sees the buffered cells", func() bool { return bufferDepth(nodes[0], 0) >= int64(buffered) })
+	// The same figures in the node's metrics, with the dead master's breaker or role.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(nodes[0].AsyncCollector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := map[string][]*dto.Metric{}
+	for _, mf := range mfs {
+		metrics[mf.GetName()] = mf.GetMetric()
+	}
+	var depth0 float64 = -1
+	for _, m := range metrics["schemaless_async_buffer_depth"] {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == "partition" && lp.GetValue() == "0" {
+				depth0 = m.GetGauge().GetValue()
+			}
+		}
+	}
+	if depth0 < float64(buffered) || len(metrics["schemaless_storage_master"]) != 6 || len(metrics["schemaless_storage_breaker_state"]) != 6 {
+		t.Fatalf("metrics: buffer depth of partition 0 %v (want >= %d), %d master series and %d breaker series (want 6 each)",
+			depth0, buffered, len(metrics["schemaless_storage_master"]), len(metrics["schemaless_storage_breaker_state"]))
+	}
 
 	// The master comes back (fenced: read_only), the operator unfences it; the reaper replays.
 	if err := set.Restart(ctx, 0, 0); err != nil {

@@ -156,10 +156,11 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	// /metrics: the Go runtime, the process, and the index maintainer's and its workers' series
-	// (lag per shard, violations, type mismatches); everything else goes to the API.
+	// /metrics: the Go runtime, the process, async datastores (buffers, reaper, storage members'
+	// breakers and lag) and the index maintainer's and its workers' series (lag per shard,
+	// violations, type mismatches); everything else goes to the API.
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), node.AsyncCollector())
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	mux.Handle("/", handler)
