@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -36,13 +37,17 @@ type devFlags struct {
 	logLevel   string
 	triggers   bool
 	indexes    bool
+	// mode is the trips datastore's mode: raft, or async on a replicated MariaDB set that dev
+	// starts on ports mariadbPort and up (devasync.go).
+	mode        string
+	mariadbPort int
 }
 
 func newDevCmd() *cobra.Command {
 	var f devFlags
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run a local cluster: 3 node processes, datastore trips in raft mode",
+		Short: "Run a local cluster: 3 node processes, datastore trips in raft (or async) mode",
 		Long: `Run a local cluster in one command: --nodes processes of 'schemaless serve' on --host, HTTP on
 ports --http-port, --http-port+1, ..., raft on --raft-port, ..., one datastore 'trips' in raft mode
 with --shards shards in --partitions partitions replicated on every node. Cells are stored in
@@ -61,7 +66,26 @@ With --indexes (the default) it defines the index flights_by_origin (the flights
 their origin airport, with date, destination, delay and distance) before the import; the nodes'
 built-in maintainers fill it as cells land. After the import it waits until the index has caught
 up, runs example queries (such as the flights out of ORD on 2001-01-03 with a delay over 60
-minutes) and checks each against a brute-force scan of the imported flights.`,
+minutes) and checks each against a brute-force scan of the imported flights.
+
+With --mode async the datastore trips is in async mode instead: dev first starts 6 MariaDB
+servers (it needs mariadbd and mariadb-install-db installed), 2 storage clusters c0 and c1 of a
+master and 2 minions each with GTID row-based asynchronous replication, on ports --mariadb-port to
+--mariadb-port+5 of --host (c0: master +0, minions +1 and +2; c1: +3, +4, +5), data under
+<data-dir>/mariadb. The datastore user is schemaless (read_only fences it), the admin user root
+(no password). Partition i is on cluster c(i mod 2); every node serves every partition, and a
+write is buffered on the other cluster's master before its own master takes it. The servers are
+children of dev: Ctrl-C stops the nodes, then them; they also die if dev is killed. The import,
+the triggers and the index work as in raft mode. The ready banner lists each cluster's current
+master and minions and the command that fails a cluster over:
+
+  bin/schemaless admin promote --topology <data-dir>/topology.yaml --datastore trips --cluster c0
+
+(kill the master's mariadbd first to try a failover; 'schemaless admin storage --topology ...'
+shows the replication state). Data persists: on a restart over existing data the servers come
+back on their data directories, and in each cluster the member that was the master when dev
+stopped (the one the minions replicate from, the promoted one after a failover) is made master
+again; a fenced old master stays fenced. --fresh deletes everything, servers' data included.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), f) },
 	}
 	fl := cmd.Flags()
@@ -79,6 +103,8 @@ minutes) and checks each against a brute-force scan of the imported flights.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "nodes' (and triggers') log level")
 	fl.BoolVar(&f.triggers, "triggers", true, "run the example trigger groups billing and delay-compensation")
 	fl.BoolVar(&f.indexes, "indexes", true, "define the example index flights_by_origin and run example queries after an import")
+	fl.StringVar(&f.mode, "mode", cluster.ModeRaft, "mode of the trips datastore: raft, or async (on MariaDB servers dev starts)")
+	fl.IntVar(&f.mariadbPort, "mariadb-port", 7400, "with --mode async: port of the first MariaDB server; the other 5 follow")
 	f.importOpts.registerTuning(cmd)
 	return cmd
 }
@@ -93,12 +119,30 @@ func (f devFlags) topology() *cluster.Topology {
 		})
 	}
 	t.Datastores = []cluster.DatastoreSpec{{Name: "trips", Mode: cluster.ModeRaft, Shards: f.shards, PartitionCount: f.partitions}}
+	if f.mode == cluster.ModeAsync {
+		t.Datastores = []cluster.DatastoreSpec{f.asyncDatastore()}
+	}
 	return t
 }
 
 func runDev(ctx context.Context, f devFlags) error {
 	if f.nodes < 1 {
 		return fmt.Errorf("--nodes %d: want at least 1", f.nodes)
+	}
+	switch f.mode {
+	case cluster.ModeRaft:
+	case cluster.ModeAsync:
+		if f.mysqlDSN != "" {
+			return errors.New("--mysql is for --mode raft: in --mode async the cells live on the MariaDB servers dev starts")
+		}
+		if f.mariadbPort < 1 || f.mariadbPort+devAsyncClusters*(devAsyncMinions+1)-1 > 65535 {
+			return fmt.Errorf("--mariadb-port %d: want 1..%d", f.mariadbPort, 65535-devAsyncClusters*(devAsyncMinions+1)+1)
+		}
+		if err := f.checkMariadbPorts(); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("--mode %q: want %s or %s", f.mode, cluster.ModeRaft, cluster.ModeAsync)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -133,6 +177,14 @@ func runDev(ctx context.Context, f devFlags) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
+	}
+	var storage *devStorage
+	if f.mode == cluster.ModeAsync {
+		if storage, err = startDevStorage(ctx, f); err != nil {
+			return err
+		}
+		// Deferred before the nodes' stop, so it runs after it: nodes first, then MariaDB.
+		defer storage.stop()
 	}
 	exited := make(chan error, f.nodes)
 	var procs []*devProc
@@ -177,12 +229,18 @@ func runDev(ctx context.Context, f devFlags) error {
 	if err := waitReady(ctx, cl, endpoints, exited); err != nil {
 		return err
 	}
-	store := "sqlite"
+	store, layout := "sqlite", ""
 	if f.mysqlDSN != "" {
 		store = "mysql"
 	}
-	fmt.Printf("ready: %d nodes in %.1fs, store %s, datastore trips (raft, %d shards, %d partitions), http %v, data %s\n",
-		f.nodes, time.Since(start).Seconds(), store, f.shards, f.partitions, endpoints, f.dataDir)
+	if storage != nil {
+		store, layout = "mariadb", fmt.Sprintf(" on %d storage clusters", devAsyncClusters)
+	}
+	fmt.Printf("ready: %d nodes in %.1fs, store %s, datastore trips (%s, %d shards, %d partitions%s), http %v, data %s\n",
+		f.nodes, time.Since(start).Seconds(), store, f.mode, f.shards, f.partitions, layout, endpoints, f.dataDir)
+	if storage != nil {
+		storage.print(ctx, top)
+	}
 	var trig *devTriggers
 	if f.triggers {
 		if trig, err = startDevTriggers(ctx, cl, f); err != nil {
@@ -238,6 +296,9 @@ func runDev(ctx context.Context, f devFlags) error {
 		}
 	}
 	printCurls(endpoints[0])
+	if storage != nil {
+		fmt.Printf("  bin/schemaless admin storage --topology %s\n  %s\n", topoPath, storage.promoteCommand(0))
+	}
 	fmt.Println("serving; Ctrl-C to stop")
 	select {
 	case <-ctx.Done():

@@ -1,0 +1,397 @@
+package main
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/internal/mariadbtest"
+	"github.com/schemaless-db/schemaless/workload"
+)
+
+// devAsyncFlights is how many flights the test imports: enough for every partition, triggers
+// and the index, small enough for 2 cores.
+const devAsyncFlights = 300
+
+// buildSchemaless builds this command into a temporary directory.
+func buildSchemaless(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "schemaless")
+	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// freePortRange returns the first of n consecutive ports of 127.0.0.1 that nobody listens on.
+func freePortRange(t *testing.T, n int) int {
+	t.Helper()
+	for range 50 {
+		base := 20000 + rand.N(30000)
+		ok := true
+		for p := base; p < base+n && ok; p++ {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			if err != nil {
+				ok = false
+				continue
+			}
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free ports", n)
+	return 0
+}
+
+// devProcess is a running `schemaless dev` and the lines it printed (stdout and stderr).
+type devProcess struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	done  chan struct{} // closed once the process exited; err is then set
+	err   error
+	mu    sync.Mutex
+	lines []string
+	more  chan struct{} // signalled on each new line
+}
+
+func startDev(t *testing.T, bin string, args ...string) *devProcess {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &devProcess{t: t, cmd: exec.Command(bin, args...), done: make(chan struct{}), more: make(chan struct{}, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			p.mu.Unlock()
+			select {
+			case p.more <- struct{}{}:
+			default:
+			}
+		}
+		r.Close()
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill() // its nodes and servers die with it
+			<-p.done
+		}
+	})
+	return p
+}
+
+func (p *devProcess) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+// waitLine waits for a line starting with prefix and returns it; it fails the test when the
+// process exits first or after timeout.
+func (p *devProcess) waitLine(prefix string, timeout time.Duration) string {
+	p.t.Helper()
+	deadline := time.After(timeout)
+	for {
+		p.mu.Lock()
+		for _, l := range p.lines {
+			if strings.HasPrefix(l, prefix) {
+				p.mu.Unlock()
+				return l
+			}
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.more:
+		case <-p.done:
+			p.t.Fatalf("dev exited (%v) before printing %q:\n%s", p.err, prefix, p.output())
+		case <-deadline:
+			p.t.Fatalf("dev did not print %q within %v:\n%s", prefix, timeout, p.output())
+		}
+	}
+}
+
+// interrupt sends SIGINT and waits for a clean exit.
+func (p *devProcess) interrupt(timeout time.Duration) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.t.Fatalf("dev still running %v after SIGINT:\n%s", timeout, p.output())
+	}
+	if p.err != nil {
+		p.t.Fatalf("dev after SIGINT: %v, want exit status 0:\n%s", p.err, p.output())
+	}
+}
+
+// mariadbdsUnder returns the pids of the running mariadbd processes whose data directory is
+// under dir.
+func mariadbdsUnder(t *testing.T, dir string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if strings.HasSuffix(args[0], "mariadbd") || strings.HasSuffix(args[0], "mysqld") {
+			if strings.Contains(string(cmdline), "--datadir="+dir) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// httpGet returns the status and body of a GET of url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// firstFlight returns the row key of the first flight of the test data.
+func firstFlight(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := workload.NewReader(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fl.RowKey().String()
+}
+
+// TestDevAsync runs `schemaless dev --mode async` as a process: a fresh start with an import,
+// triggers and the index; a failover of cluster c0 with `admin promote` after its master is
+// killed; a clean stop; then a restart on the same data, which makes the promoted member the
+// master again and still serves every cell.
+func TestDevAsync(t *testing.T) {
+	mariadbtest.RequireServerBinary(t)
+	start := time.Now()
+	bin := buildSchemaless(t)
+	t.Logf("built in %v", time.Since(start))
+	dir := filepath.Join(t.TempDir(), "dev")
+	flights, err := filepath.Abs("../../testdata/flights-100k.csv.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	airports, _ := filepath.Abs("../../testdata/airports.csv")
+	base := freePortRange(t, 12)
+	httpPort, raftPort, dbPort := base, base+3, base+6
+	db := func(c, m int) string { return "127.0.0.1:" + strconv.Itoa(dbPort+c*3+m) }
+	args := []string{"dev", "--mode", "async", "--data-dir", dir, "--http-port", strconv.Itoa(httpPort),
+		"--raft-port", strconv.Itoa(raftPort), "--mariadb-port", strconv.Itoa(dbPort), "--log-level", "warn"}
+	api := "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	row := firstFlight(t, flights)
+
+	// 1. A fresh start with an import.
+	run := time.Now()
+	p := startDev(t, bin, append(args, "--fresh", "--import", flights, "--airports", airports,
+		"--limit", strconv.Itoa(devAsyncFlights), "--quiet")...)
+	// Generous limits: about 15 s on 2 idle cores, several times that on a loaded machine.
+	ready := p.waitLine("ready: ", 3*time.Minute)
+	if !strings.Contains(ready, "store mariadb, datastore trips (async, 64 shards, 4 partitions on 2 storage clusters)") {
+		t.Errorf("ready line: got %q, want the async datastore on 2 storage clusters", ready)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("  c0 (partitions 0,2): master %s, minions %s %s", db(0, 0), db(0, 1), db(0, 2)),
+		fmt.Sprintf("  c1 (partitions 1,3): master %s, minions %s %s", db(1, 0), db(1, 1), db(1, 2)),
+		"fail over: bin/schemaless admin promote --topology " + filepath.Join(dir, "topology.yaml") + " --datastore trips --cluster c0",
+	} {
+		p.waitLine(want, 5*time.Second)
+	}
+	p.waitLine("serving; Ctrl-C to stop", 3*time.Minute)
+	t.Logf("fresh start and import of %d flights: %v", devAsyncFlights, time.Since(run))
+	out := p.output()
+	// A write retried after a timeout answers exists: created and exists add up to the flights.
+	if m := regexp.MustCompile(`imported (\d+) flights .*\((\d+) created, (\d+) exists, 0 conflicts\)`).FindStringSubmatch(out); m == nil ||
+		m[1] != strconv.Itoa(devAsyncFlights) || atoi(m[2])+atoi(m[3]) != devAsyncFlights {
+		t.Errorf("dev output: want a line imported %d flights (... created, ... exists, 0 conflicts) adding up:\n%s", devAsyncFlights, out)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("read back %d cells (strong)", devAsyncFlights), "STATUS missing 0, wrong 0",
+		"index flights_by_origin: every flight indexed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dev output: want a line with %q:\n%s", want, out)
+		}
+	}
+	if code, body := httpGet(t, api+"/v1/trips/cells/"+row+"/BASE"); code != http.StatusOK || !strings.Contains(body, `"origin"`) {
+		t.Fatalf("GET the first flight: %d %s, want 200 with its body", code, body)
+	}
+	var cl wire.ClusterStatus
+	if _, body := httpGet(t, api+"/v1/cluster"); json.Unmarshal([]byte(body), &cl) != nil || len(cl.Datastores) != 1 ||
+		len(cl.Datastores[0].Partitions) != 4 || cl.Datastores[0].Partitions[0].Cluster != "c0" || cl.Datastores[0].Partitions[0].Master != db(0, 0) {
+		t.Errorf("/v1/cluster: got %s, want partition 0 on c0 with master %s", body, db(0, 0))
+	}
+
+	// 2. Fail c0 over: kill its master (a child of dev), promote.
+	pidText, err := os.ReadFile(filepath.Join(dir, "mariadb", "c0-m0", "mysqld.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err != nil || !containsInt(mariadbdsUnder(t, dir), pid) {
+		t.Fatalf("c0's master pid %q (%v) is not a mariadbd of %s", pidText, err, dir)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.waitLine("mariadb c0-m0 ("+db(0, 0)+") exited", 10*time.Second)
+	promote, err := exec.Command(bin, "admin", "promote", "--topology", filepath.Join(dir, "topology.yaml"),
+		"--datastore", "trips", "--cluster", "c0", "--json").Output()
+	var pr promoteReport
+	if err != nil || json.Unmarshal(promote, &pr) != nil || (pr.NewMaster != db(0, 1) && pr.NewMaster != db(0, 2)) {
+		t.Fatalf("admin promote: %v, %s; want a minion of c0 promoted", err, promote)
+	}
+	// A write on a partition of c0 (0 or 2: shards 0-15 and 32-47) goes to the new master once
+	// the nodes see it (0.5 s).
+	var note string
+	for i := 0; note == ""; i++ {
+		u := uuid.NewSHA1(uuid.NameSpaceURL, []byte(fmt.Sprint("devasync", i)))
+		if s := cells.ShardOf(u, 64); s < 16 || s >= 32 && s < 48 {
+			note = u.String()
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodPut, api+"/v1/trips/cells/"+note+"/NOTE/1", strings.NewReader(`{"after":"failover"}`))
+		resp, err := http.DefaultClient.Do(req)
+		last := fmt.Sprint(err)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusAccepted {
+				t.Logf("PUT after the failover: %d %s", resp.StatusCode, b)
+				break
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PUT after the failover: %s, still failing after 20s", last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// A buffered write (the nodes had not seen the new master yet) becomes readable once a
+	// node's reaper replayed it into the new master.
+	written := time.Now()
+	deadline = written.Add(30 * time.Second)
+	for {
+		code, body := httpGet(t, api+"/v1/trips/cells/"+note+"/NOTE")
+		if code == http.StatusOK {
+			t.Logf("the cell written after the failover is readable %v after its PUT answered", time.Since(written))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET the cell written after the failover: %d %s, still not 200 after 30s", code, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	stop := time.Now()
+	p.interrupt(60 * time.Second)
+	t.Logf("stopped in %v", time.Since(stop))
+	if pids := mariadbdsUnder(t, dir); len(pids) > 0 {
+		t.Fatalf("mariadbd still running after dev stopped: pids %v", pids)
+	}
+
+	// 3. A restart on the data: the promoted member is the master again; the old one stays fenced.
+	run = time.Now()
+	p = startDev(t, bin, args...)
+	p.waitLine("storage: 2 MariaDB clusters of a master and 2 minions, restarted on their data", 3*time.Minute)
+	other := db(0, 1)
+	if pr.NewMaster == db(0, 1) {
+		other = db(0, 2)
+	}
+	p.waitLine(fmt.Sprintf("  c0 (partitions 0,2): master %s, minions %s, neither %s", pr.NewMaster, other, db(0, 0)), 5*time.Second)
+	p.waitLine("serving; Ctrl-C to stop", 2*time.Minute)
+	t.Logf("restart: %v", time.Since(run))
+	for _, path := range []string{"/v1/trips/cells/" + row + "/BASE", "/v1/trips/cells/" + note + "/NOTE"} {
+		if code, body := httpGet(t, api+path); code != http.StatusOK {
+			t.Errorf("GET %s after the restart: %d %s, want 200", path, code, body)
+		}
+	}
+	p.interrupt(60 * time.Second)
+	if pids := mariadbdsUnder(t, dir); len(pids) > 0 {
+		t.Fatalf("mariadbd still running after dev stopped: pids %v", pids)
+	}
+	if !strings.Contains(p.output(), "stopping") {
+		t.Errorf("dev output after SIGINT: want a line stopping:\n%s", p.output())
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
