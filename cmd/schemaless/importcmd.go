@@ -71,14 +71,17 @@ so importing the same file again changes nothing (every cell answers "exists").`
 
 // importStats are the outcome counts of an import.
 type importStats struct {
-	flights, created, exists, conflicts int64
-	elapsed                             time.Duration
+	flights, created, exists, buffered, conflicts int64
+	elapsed                                       time.Duration
 	unknownAirports                     int
 }
 
 func (s importStats) print() {
 	fmt.Printf("imported %d flights in %.1fs: %.0f cells/s (%d created, %d exists, %d conflicts)\n",
 		s.flights, s.elapsed.Seconds(), float64(s.flights)/s.elapsed.Seconds(), s.created, s.exists, s.conflicts)
+	if s.buffered > 0 {
+		fmt.Printf("%d flights were buffered (async mode, a primary master was down): durable, readable once replayed\n", s.buffered)
+	}
 	if s.unknownAirports > 0 {
 		fmt.Printf("  %d airport codes were not in the airports file (empty city and state)\n", s.unknownAirports)
 	}
@@ -175,7 +178,7 @@ func importFlights(ctx context.Context, cl *client.Client, path, airportsPath st
 	if err != nil {
 		return st, err
 	}
-	st.flights = st.created + st.exists + st.conflicts
+	st.flights = st.created + st.exists + st.buffered + st.conflicts
 	return st, nil
 }
 
@@ -194,6 +197,8 @@ func putTrips(ctx context.Context, cl *client.Client, b []workload.Trip, st *imp
 			atomic.AddInt64(&st.created, 1)
 		case wire.StatusExists:
 			atomic.AddInt64(&st.exists, 1)
+		case wire.StatusBuffered:
+			atomic.AddInt64(&st.buffered, 1)
 		default:
 			atomic.AddInt64(&st.conflicts, 1)
 		}
