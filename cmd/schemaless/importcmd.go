@@ -73,7 +73,7 @@ so importing the same file again changes nothing (every cell answers "exists").`
 type importStats struct {
 	flights, created, exists, buffered, conflicts int64
 	elapsed                                       time.Duration
-	unknownAirports                     int
+	unknownAirports                               int
 }
 
 func (s importStats) print() {
