@@ -23,5 +23,9 @@
 // sets raft's NoSnapshotRestoreOnStart and ApplyBatch skips entries at or below the applied index
 // stored with the cells. See partition for the case where the store is behind the latest snapshot.
 //
+// ApplyShared runs the same apply on a store that several processes write (async mode's MySQL
+// master): the caller holds a cross-process lock, and the FSM reloads what it caches whenever
+// the stored applied index shows another writer's batch.
+//
 // See DESIGN.md for the snapshot format and the added_id rules.
 package fsm

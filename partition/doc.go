@@ -24,5 +24,19 @@
 // or was replaced), Open first replays the missing entries from the raft log, or, when the log no
 // longer holds them, restores the snapshot into the store.
 //
+// # Async mode
+//
+// Async is a partition of an async datastore: its cells live on a MySQL StorageCluster (a
+// master and minions replicating by MariaDB's own GTID replication), which every node serves
+// directly. A StorageCluster probes its members (package replication) to find the master (the
+// one writable member replicating from nobody) and the minions, and keeps a circuit breaker
+// (sony/gobreaker) per member. Async.Put writes each cell into the buffer table of other
+// clusters' masters first (the Schemaless paper's buffered writes), then applies the cells on the
+// primary master with the raft mode's state machine (fsm.FSM.ApplyShared, one transaction per
+// batch, under a MySQL named lock per partition); a cell the master did not take is answered
+// fsm.StatusBuffered. Its reaper deletes buffer rows once their cell is on a minion and replays
+// into the master those missing there. Reads run on the master (strong) or a minion (stale).
+// docs/design.md (Async mode) gives the reasoning and the limits.
+//
 // See DESIGN.md for the error semantics of Put and the reasoning behind each step.
 package partition

@@ -98,6 +98,15 @@
 // second writer would otherwise deadlock on the one writer connection). A SnapshotTx is used
 // by one goroutine at a time. Reads see committed data only.
 //
+// # Async mode
+//
+// A MySQL store also holds the buffer table of async mode, "<prefix>_meta.buffer" (created by
+// OpenMySQL): cells written on behalf of another storage cluster, one row per datastore and cell
+// key (PutBuffered, ScanBuffered, DeleteBuffered, BufferStats). Lock takes a MySQL named lock on a
+// connection of its own, which async mode holds around each write transaction on a master.
+// MySQLConfig.ReadOnly opens a store on a minion: no DDL, and missing meta or shard tables read
+// as empty.
+//
 // # Caveats
 //
 //   - Restore ensures the tables of every shard of the partition's range (in MySQL one database
