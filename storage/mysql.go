@@ -106,6 +106,9 @@ func OpenMySQL(ctx context.Context, cfg MySQLConfig) (*Store, error) {
 		}
 	}
 	s := &Store{engine: EngineMySQL, parts: make(map[PartitionID]*PartitionStore), closeEngine: db.Close, db: db, meta: meta}
+	if cfg.ReadOnly {
+		s.meta = "" // no buffer table, no named locks
+	}
 	s.openPartition = func(ctx context.Context, id PartitionID) (*dialect, *sql.DB, *sql.DB, bool, error) {
 		return mysqlDialect(cfg.Prefix, id.Datastore, insertBytes), db, db, false, nil
 	}
