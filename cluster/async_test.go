@@ -150,6 +150,16 @@ func TestAsyncMasterDown(t *testing.T) {
 	if buffered != len(rows[0])-5 {
 		t.Fatalf("writes to the partition of the dead master: %d of %d buffered, want all", buffered, len(rows[0])-5)
 	}
+	// Conflicts are still caught with the master down: a key a minion holds with another body,
+	// and a second body for a buffered key (refused by the buffer).
+	for i, c := range []cells.Cell{newCell(t, rows[0][0], "BASE", 1, `{"another":1}`), newCell(t, rows[0][5], "BASE", 1, `{"another":2}`)} {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		res, err := nodes[i].PutCells(wctx, ds, []cells.Cell{c})
+		cancel()
+		if err != nil || res[0].Status != fsm.StatusConflict {
+			t.Fatalf("conflicting write %d with the master down: got %v, %v; want conflict", i, res, err)
+		}
+	}
 	// The other partition's writes need a buffer on the dead master's cluster, the only other
 	// one: with two storage clusters they are unavailable (nothing written) until it is back.
 	for i, row := range rows[1][:3] {
