@@ -128,7 +128,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	}
 	placed := 0 // partitions placed so far: the next one starts on the next node
 	for _, d := range cfg.Datastores {
-		if len(d.Partitions) == 0 && len(d.Replicas) == 0 && cfg.Nodes > 3 {
+		if len(d.Partitions) == 0 && len(d.Replicas) == 0 && cfg.Nodes > 3 && d.Mode != cluster.ModeAsync {
 			count := max(d.PartitionCount, 1)
 			per := d.Shards / count
 			for p := 0; p < count; p++ {

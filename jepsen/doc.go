@@ -29,11 +29,21 @@
 //     stale, unexpected, invented, duplicated and misplaced entries, wrong violation marks,
 //     entries that differ from the stored cells, and a late catch-up.
 //
+// Async mode (Config.Mode "async") makes the cells and durability datastores async datastores
+// on MySQL storage clusters the harness starts (Storage: 2 clusters of a master and 2 minions,
+// MariaDB replication), adds the storage nemeses (kill-master, failover, partition-master,
+// partition-failover, pause-replication), and checks read-your-writes of strong reads outside
+// failover windows (CheckReadYourWrites), the final state with buffered writes
+// (CheckAsyncCells), the staleness of stale reads, durability against every member, and that
+// the members replicating from each master agree. See DESIGN.md, "Async mode".
+//
 // The checkers are pure functions over a history (CheckLinearizable, CheckDurability,
-// CompareReplicas, CheckTriggers, CheckIndex), tested on synthetic histories in checker_test.go,
-// triggers_test.go and indexcheck_test.go; e2e_test.go shows a real run with stale reads under
-// partitions being caught, triggers_e2e_test.go a real triggers run under worker and node
-// kills, and index_e2e_test.go a real index run under node kills and partitions.
+// CompareReplicas, CheckTriggers, CheckIndex, CheckReadYourWrites, CheckAsyncCells), tested on
+// synthetic histories in checker_test.go, triggers_test.go, indexcheck_test.go and
+// asynccheck_test.go; e2e_test.go shows a real run with stale reads under partitions being
+// caught, triggers_e2e_test.go a real triggers run under worker and node kills,
+// index_e2e_test.go a real index run under node kills and partitions, and async_e2e_test.go a
+// failover losing acknowledged writes without buffered writes and none with them.
 //
 // # Caveats
 //

@@ -79,16 +79,18 @@ type NemesisConfig struct {
 // Nemesis injects faults into a cluster on a schedule and logs every start and end (JSON lines,
 // times on the history's clock and the wall clock).
 type Nemesis struct {
-	cfg    NemesisConfig
-	c      *Cluster
-	net    *Net
-	procs  Processes
-	h      *History
-	rng    *rand.Rand
-	log    *slog.Logger
-	mu     sync.Mutex
-	w      io.Writer
-	faults []Fault
+	cfg   NemesisConfig
+	c     *Cluster
+	net   *Net
+	procs Processes
+	// storage is the async mode's storage clusters (nil in raft mode).
+	storage *Storage
+	h       *History
+	rng     *rand.Rand
+	log     *slog.Logger
+	mu      sync.Mutex
+	w       io.Writer
+	faults  []Fault
 }
 
 // NewNemesis returns a nemesis for c. net may be nil when no kind needs it. Every fault start
@@ -134,17 +136,25 @@ func (n *Nemesis) Run(ctx context.Context) {
 			n.log.Info("nemesis: no workload runs processes; worker nemeses dropped")
 		}
 	}
+	if n.storage == nil {
+		if k := dropStorageKinds(kinds); len(k) < len(kinds) {
+			kinds = k
+			n.log.Info("nemesis: no storage clusters (raft mode); storage nemeses dropped")
+		}
+	}
 	if len(kinds) == 0 {
 		<-ctx.Done()
 		return
 	}
-	var nodes, nets, workers []string
+	var nodes, nets, workers, stores []string
 	for _, k := range kinds {
 		switch {
 		case NeedsNet(k):
 			nets = append(nets, k)
 		case IsWorkerNemesis(k):
 			workers = append(workers, k)
+		case IsStorageNemesis(k):
+			stores = append(stores, k)
 		default:
 			nodes = append(nodes, k)
 		}
@@ -158,7 +168,7 @@ func (n *Nemesis) Run(ctx context.Context) {
 		fault := []string{kinds[n.rng.IntN(len(kinds))]}
 		if n.rng.Float64() < n.cfg.CombineProbability {
 			var classes [][]string
-			for _, cl := range [][]string{nodes, nets, workers} {
+			for _, cl := range [][]string{nodes, nets, workers, stores} {
 				if len(cl) > 0 {
 					classes = append(classes, cl)
 				}
@@ -203,8 +213,9 @@ func (n *Nemesis) Run(ctx context.Context) {
 	}
 }
 
-// Heal ends every fault still in force: resumes paused nodes, restarts killed ones, and drops
-// every iptables rule.
+// Heal ends every fault still in force: resumes paused nodes, restarts killed ones, drops
+// every iptables rule, and in async mode restarts killed storage servers and resumes paused
+// replication (Storage.Heal).
 func (n *Nemesis) Heal(ctx context.Context) {
 	if n.net != nil {
 		if err := n.net.Heal(ctx); err != nil {
@@ -220,6 +231,14 @@ func (n *Nemesis) Heal(ctx context.Context) {
 		}
 	}
 	detail := "every node running and resumed, every link restored"
+	if n.storage != nil {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		if err := n.storage.Heal(sctx); err != nil {
+			n.log.Warn("nemesis: heal storage clusters", "error", err)
+		}
+		cancel()
+		detail += ", every storage server running, every paused replication resumed"
+	}
 	if n.procs != nil {
 		if err := n.procs.Heal(); err != nil {
 			n.log.Warn("nemesis: heal worker processes", "error", err)
@@ -303,6 +322,10 @@ func (n *Nemesis) ips() ([]string, map[string]string) {
 func (n *Nemesis) start(ctx context.Context, kind string) (func(), time.Duration, error) {
 	if IsWorkerNemesis(kind) {
 		return n.startWorkerFault(kind)
+	}
+	if IsStorageNemesis(kind) {
+		end, err := n.startStorageFault(ctx, kind)
+		return end, 0, err
 	}
 	end, err := n.startClusterFault(ctx, kind)
 	return end, 0, err

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -69,6 +71,18 @@ type Config struct {
 	CheckTimeout time.Duration
 	// Seed drives every random choice of the harness (keys, operations, faults, their timing).
 	Seed uint64
+	// Mode is the datastores' mode: "raft" (the default) or "async": the harness then starts
+	// StorageClusters MariaDB storage clusters (a master and StorageMinions minions each, with
+	// GTID replication) and makes every workload's datastores async datastores on them (see
+	// Storage); only the cells and durability workloads run there.
+	Mode string
+	// UnsafeNoBufferedWrites (async mode) turns the datastores' buffered writes off
+	// (unsafe_no_buffered_writes: true), to show what they protect against: a failover then
+	// loses the writes the old master acknowledged that no minion received.
+	UnsafeNoBufferedWrites bool
+	// StorageFirstIP is the loopback address of the first storage server (async mode); the
+	// others follow (see StorageConfig). It must not collide with the nodes' addresses.
+	StorageFirstIP string
 	// Logger receives progress; Out the printed summary.
 	Logger *slog.Logger
 	Out    io.Writer
@@ -91,7 +105,7 @@ func DefaultConfig() Config {
 		ServeArgs: []string{"--heartbeat-timeout", "500ms", "--election-timeout", "500ms",
 			"--leader-lease-timeout", "250ms", "--request-timeout", "2s"},
 		Snapshots: true, ConvergeTimeout: 2 * time.Minute, CheckTimeout: 5 * time.Minute,
-		Seed: uint64(time.Now().UnixNano()), Logger: slog.Default(), Out: os.Stdout,
+		Seed: uint64(time.Now().UnixNano()), Mode: cluster.ModeRaft, StorageFirstIP: "127.0.1.2", Logger: slog.Default(), Out: os.Stdout,
 	}
 }
 
@@ -110,10 +124,32 @@ func (c Config) Validate() error {
 			bad("unknown workload %q", w)
 		}
 	}
+	async := c.Mode == cluster.ModeAsync
+	if c.Mode != cluster.ModeRaft && !async {
+		bad("mode %q: want %s or %s", c.Mode, cluster.ModeRaft, cluster.ModeAsync)
+	}
 	for _, k := range c.Nemesis.Kinds {
-		if !slices.Contains(AllNemeses, k) {
-			bad("unknown nemesis %q (know %s)", k, strings.Join(AllNemeses, ", "))
+		switch {
+		case IsStorageNemesis(k) && !async:
+			bad("nemesis %q acts on the storage clusters of --mode async", k)
+		case !slices.Contains(AllNemeses, k) && !IsStorageNemesis(k):
+			bad("unknown nemesis %q (know %s; in async mode also %s)", k, strings.Join(AllNemeses, ", "), strings.Join(AsyncNemeses, ", "))
 		}
+	}
+	if async {
+		for _, w := range c.Workloads {
+			if w != "cells" && w != "durability" {
+				bad("workload %q does not run in async mode (cells and durability do)", w)
+			}
+		}
+		if c.MySQLDSN != "" {
+			bad("async mode starts its own storage clusters: no MySQL store for the nodes")
+		}
+		if net.ParseIP(c.StorageFirstIP).To4() == nil {
+			bad("storage first IP %q is not an IPv4 address", c.StorageFirstIP)
+		}
+	} else if c.UnsafeNoBufferedWrites {
+		bad("unsafe_no_buffered_writes is for async mode")
 	}
 	// Worker nemeses alone need a workload with processes (with others, they are dropped).
 	if len(c.Nemesis.Kinds) > 0 && !slices.ContainsFunc(c.Nemesis.Kinds, func(k string) bool { return !IsWorkerNemesis(k) }) &&
@@ -149,8 +185,11 @@ func (c Config) Validate() error {
 
 // Summary is a run's verdict, written to summary.json and printed.
 type Summary struct {
-	Dir         string   `json:"dir"`
-	Seed        uint64   `json:"seed"`
+	Dir  string `json:"dir"`
+	Seed uint64 `json:"seed"`
+	// Mode is the datastores' mode, raft or async; Unsafe is Config.UnsafeNoBufferedWrites.
+	Mode        string   `json:"mode"`
+	Unsafe      bool     `json:"unsafe_no_buffered_writes,omitempty"`
 	Store       string   `json:"store"`
 	Nodes       int      `json:"nodes"`
 	Consistency string   `json:"consistency"`
@@ -166,11 +205,14 @@ type Summary struct {
 	// Linearizable is the cells workload's linearizability: "yes", "no", "unknown" or "" (not
 	// run).
 	Linearizable string `json:"linearizable"`
-	// Lost, Unexpected, Corrupted and Duplicated count the durability workload's problem cells.
+	// Lost, Unexpected, Corrupted and Duplicated count the durability workload's problem cells
+	// (per replica; in async mode Lost counts distinct cells).
 	Lost       int `json:"lost"`
 	Unexpected int `json:"unexpected"`
 	Corrupted  int `json:"corrupted"`
 	Duplicated int `json:"duplicated"`
+	// Async holds the figures of an async run (nil in raft mode).
+	Async *AsyncSummary `json:"async,omitempty"`
 	// Violations lists every violation found, one line each.
 	Violations []string `json:"violations"`
 	// Valid is true when no violation was found and every check could decide.
@@ -195,7 +237,14 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if cfg.MySQLDSN != "" {
 		store = "mysql"
 	}
-	log.Info("jepsen: run", "dir", dir, "seed", cfg.Seed, "store", store, "nodes", cfg.Nodes, "duration", cfg.Duration, "snapshots", cfg.Snapshots,
+	async := cfg.Mode == cluster.ModeAsync
+	if async {
+		store = "async"
+		if cfg.UnsafeNoBufferedWrites {
+			store = "async, UNSAFE: no buffered writes"
+		}
+	}
+	log.Info("jepsen: run", "dir", dir, "seed", cfg.Seed, "mode", cfg.Mode, "store", store, "nodes", cfg.Nodes, "duration", cfg.Duration, "snapshots", cfg.Snapshots,
 		"nemeses", cfg.Nemesis.Kinds, "workloads", cfg.Workloads, "consistency", cfg.Consistency)
 
 	var net *Net
@@ -225,6 +274,22 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 				log.Warn("jepsen: drop the run's databases", "prefix", cc.MySQLPrefix, "error", err)
 			}
 		}()
+	}
+	var st *Storage
+	if async {
+		startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		var err error
+		st, err = StartStorage(startCtx, StorageConfig{Dir: filepath.Join(dir, "mysql"), FirstIP: cfg.StorageFirstIP,
+			Links: slices.ContainsFunc(cfg.Nemesis.Kinds, NeedsLinks), Chain: cfg.Chain, Logger: log})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		defer st.Close() // after the nodes stop (deferred later)
+		for i := range cc.Datastores {
+			cc.Datastores[i] = st.Datastore(cc.Datastores[i], cfg.UnsafeNoBufferedWrites)
+		}
+		log.Info("jepsen: storage clusters ready", "clusters", StorageClusters, "minions", StorageMinions, "first", cfg.StorageFirstIP)
 	}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	c, err := StartCluster(startCtx, cc)
@@ -308,6 +373,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if procs != nil {
 		nem.SetProcesses(procs)
 	}
+	if st != nil {
+		nem.SetStorage(st)
+	}
 	if len(cfg.Nemesis.Kinds) > 0 {
 		faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration-cfg.Quiet)
 		nem.Run(faultCtx)
@@ -324,7 +392,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	faults := nem.Faults()
 	log.Info("jepsen: traffic stopped", "ops", len(ops), "faults", len(faults))
 
-	sum := &Summary{Dir: dir, Seed: cfg.Seed, Store: store, Nodes: cfg.Nodes, Consistency: cfg.Consistency, Snapshots: cfg.Snapshots,
+	sum := &Summary{Dir: dir, Seed: cfg.Seed, Mode: cfg.Mode, Unsafe: cfg.UnsafeNoBufferedWrites, Store: store, Nodes: cfg.Nodes, Consistency: cfg.Consistency, Snapshots: cfg.Snapshots,
 		Seconds: float64(end) / 1e9, Nemeses: cfg.Nemesis.Kinds, Ops: map[string]int{}, Faults: map[string]int{}}
 	for _, o := range ops {
 		sum.Ops[fmt.Sprintf("%s %s %s", o.Workload, o.F, o.Outcome)]++
@@ -347,12 +415,20 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 			busy = append(busy, bw.BusyDatastores()...)
 		}
 	}
-	convErr := c.WaitConverged(convCtx, busy...)
+	var convErr error
+	if st != nil {
+		convErr = st.WaitQuiet(convCtx, c, asyncDatastores(c.Topology))
+	} else {
+		convErr = c.WaitConverged(convCtx, busy...)
+	}
 	cancel()
 	if convErr != nil {
 		sum.Violations = append(sum.Violations, convErr.Error())
 	}
-	env := &CheckEnv{Cluster: c, Dir: dir, End: end, Faults: faults, CheckTimeout: cfg.CheckTimeout, History: h}
+	env := &CheckEnv{Cluster: c, Dir: dir, End: end, Faults: faults, CheckTimeout: cfg.CheckTimeout, History: h, Storage: st}
+	if st != nil {
+		sum.Async = &AsyncSummary{Failovers: st.Failovers(), Out: st.Out()}
+	}
 	for _, wl := range workloads {
 		v := wl.Check(ctx, env, ops)
 		sum.Verdicts = append(sum.Verdicts, v)
@@ -365,6 +441,15 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		switch d := v.Details.(type) {
 		case DurabilityResult:
 			sum.Lost, sum.Unexpected, sum.Corrupted, sum.Duplicated = len(d.Lost), len(d.Unexpected), len(d.Corrupted), len(d.Duplicated)
+		case AsyncDurabilityResult:
+			sum.Lost, sum.Unexpected, sum.Corrupted, sum.Duplicated = d.LostKeys, len(d.Unexpected), len(d.Corrupted), len(d.Duplicated)
+			if sum.Async != nil {
+				sum.Async.Durability = &d
+			}
+		case AsyncCellsResult:
+			if sum.Async != nil {
+				sum.Async.Cells = &d
+			}
 		case map[string]any:
 			if lin, ok := d["linearizability"].(LinResult); ok {
 				sum.Linearizable = lin.Result
@@ -404,13 +489,17 @@ func newWorker(cfg Config, c *Cluster, node *Node, process int, h *History) (*Wo
 	}
 	seed := cfg.Seed + uint64(process)*0x9e3779b97f4a7c15
 	return &Worker{Process: process, Node: node, Client: cl, Rand: rand.New(rand.NewPCG(seed, uint64(process))),
-		History: h, OpTimeout: cfg.OpTimeout, Consistency: cfg.Consistency, Seed: cfg.Seed}, nil
+		History: h, OpTimeout: cfg.OpTimeout, Consistency: cfg.Consistency, Seed: cfg.Seed, Async: cfg.Mode == cluster.ModeAsync}, nil
 }
 
 // Print writes the summary for people.
 func (s *Summary) Print(w io.Writer) {
 	fmt.Fprintf(w, "\njepsen run %s\n", s.Dir)
-	fmt.Fprintf(w, "  seed %d, %d nodes, store %s, %.0fs, reads %s, frequent snapshots %v\n", s.Seed, s.Nodes, s.Store, s.Seconds, s.Consistency, s.Snapshots)
+	if s.Async != nil {
+		fmt.Fprintf(w, "  seed %d, %d nodes, mode %s, %.0fs, reads strong and stale\n", s.Seed, s.Nodes, s.Store, s.Seconds)
+	} else {
+		fmt.Fprintf(w, "  seed %d, %d nodes, store %s, %.0fs, reads %s, frequent snapshots %v\n", s.Seed, s.Nodes, s.Store, s.Seconds, s.Consistency, s.Snapshots)
+	}
 	fmt.Fprintf(w, "  faults:")
 	for _, k := range slices.Sorted(maps.Keys(s.Faults)) {
 		fmt.Fprintf(w, " %s %d", k, s.Faults[k])
@@ -438,6 +527,9 @@ func (s *Summary) Print(w io.Writer) {
 				len(d.Lost), len(d.Stale), len(d.Unexpected), len(d.Invented), len(d.Duplicated), len(d.Misplaced), len(d.Marks), len(d.Diverged),
 				d.MaxLagCells, d.CatchUpSeconds, d.BoundSeconds)
 		}
+	}
+	if s.Async != nil {
+		s.Async.print(w, s.Unsafe)
 	}
 	if s.Valid {
 		fmt.Fprintf(w, "  verdict: valid, no violation found\n")

@@ -110,6 +110,20 @@ type Worker struct {
 	Consistency string
 	// Seed is the run's seed, for workloads that derive keys from it.
 	Seed uint64
+	// Async: the run's datastores are async (Config.Mode); the cells workload then draws each
+	// read's consistency, strong or stale, half and half, and ignores Consistency.
+	Async bool
+}
+
+// readConsistency is the consistency of the worker's next read.
+func (wk *Worker) readConsistency() string {
+	if !wk.Async {
+		return wk.Consistency
+	}
+	if wk.Rand.IntN(2) == 0 {
+		return client.ConsistencyStale
+	}
+	return client.ConsistencyStrong
 }
 
 // CheckEnv is what Check may use besides the history.
@@ -125,6 +139,9 @@ type CheckEnv struct {
 	CheckTimeout time.Duration
 	// History is the run's history (its clock reads on from End).
 	History *History
+	// Storage is the storage clusters of an async run (nil in raft mode); the workloads check
+	// async datastores when it is set.
+	Storage *Storage
 }
 
 // Verdict is a workload's result.
@@ -239,15 +256,19 @@ func (w *CellsWorkload) Step(ctx context.Context, wk *Worker) {
 	case r < 0.75:
 		op.F = "get"
 		op.RefKey = max(w.ref(wk, h.Now())-1, 0)
-		op.Consistency = wk.Consistency
+		op.Consistency = wk.readConsistency()
+		if op.Consistency == client.ConsistencyStale && wk.Async {
+			// Async mode measures staleness: reach up to 5 s back (20 ref keys).
+			op.RefKey = max(op.RefKey-wk.Rand.Int64N(20), 0)
+		}
 		op = h.Invoke(op)
-		c, err := cl.GetCell(ctx, cells.Key{RowKey: row, ColumnKey: col, RefKey: op.RefKey}, client.WithConsistency(wk.Consistency))
+		c, err := cl.GetCell(ctx, cells.Key{RowKey: row, ColumnKey: col, RefKey: op.RefKey}, client.WithConsistency(op.Consistency))
 		readOutcome(&op, c.RefKey, c.Body, c.AddedID, err)
 	default:
 		op.F = "latest"
-		op.Consistency = wk.Consistency
+		op.Consistency = wk.readConsistency()
 		op = h.Invoke(op)
-		c, err := cl.GetCellLatest(ctx, row, col, client.WithConsistency(wk.Consistency))
+		c, err := cl.GetCellLatest(ctx, row, col, client.WithConsistency(op.Consistency))
 		readOutcome(&op, c.RefKey, c.Body, c.AddedID, err)
 	}
 	h.Complete(op)
@@ -266,8 +287,13 @@ func readOutcome(op *Op, ref int64, body json.RawMessage, addedID int64, err err
 }
 
 // Check implements Workload: porcupine's linearizability check of the cells operations, and the
-// replicas of datastore "cells" compared shard by shard.
+// replicas of datastore "cells" compared shard by shard. In async mode (env.Storage set):
+// CheckAsyncCells instead (read-your-writes, final state, staleness) and the storage members
+// compared.
 func (w *CellsWorkload) Check(ctx context.Context, env *CheckEnv, ops []Op) Verdict {
+	if env.Storage != nil {
+		return w.checkAsync(ctx, env, ops)
+	}
 	v := Verdict{Workload: "cells"}
 	lin := CheckLinearizable(ops, env)
 	v.Valid = lin.Result
@@ -321,8 +347,12 @@ func (w *DurabilityWorkload) Step(ctx context.Context, wk *Worker) {
 }
 
 // Check implements Workload: CheckDurability over every replica's copy of datastore
-// "durability".
+// "durability". In async mode (env.Storage set): over the strong read and every storage member
+// holding each shard (AsyncDurabilityResult).
 func (w *DurabilityWorkload) Check(ctx context.Context, env *CheckEnv, ops []Op) Verdict {
+	if env.Storage != nil {
+		return w.checkAsync(ctx, env, ops)
+	}
 	v := Verdict{Workload: "durability", Valid: "yes"}
 	replicas, err := env.Cluster.ReadBack(ctx, "durability")
 	if err != nil {

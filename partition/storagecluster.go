@@ -214,7 +214,9 @@ func (c *StorageCluster) probe() {
 		case err != nil:
 		case st.IsMaster():
 			master, masters = i, masters+1
-		case st.Replicating:
+		case st.Replicating && st.LastError == "":
+			// A member whose replication stopped on an error (a diverged old master, say)
+			// serves no stale reads.
 			minions = append(minions, i)
 		}
 	}

@@ -42,6 +42,26 @@ and cuts off (iptables) nodes, then heal, wait for the replicas to converge, and
 Nemeses: ` + strings.Join(jepsen.AllNemeses, ", ") + `.
 Partitions need iptables and root.
 
+--mode async makes every datastore an async datastore (MySQL storage clusters with buffered
+writes): the harness starts 2 MariaDB storage clusters of a master and 2 minions each, every
+server on its own loopback address (--storage-first-ip, then the next ones), and runs the cells
+and durability workloads (the default there) against nodes that talk to them. Its nemeses
+(--nemesis all there: these and kill-random, pause-random):
+
+  kill-master         kill -9 a cluster's master; heal: restart it and unfence it (no promotion)
+  failover            kill -9 a master and promote a minion; heal: restart the old master
+                      fenced and repoint it, or leave it out if it diverged (once per cluster)
+  partition-master    cut a master from its minions, both directions (iptables)
+  partition-failover  cut a master from its minions, kill it while cut off, promote a minion:
+                      what the master acknowledged meanwhile is only in the buffers
+  pause-replication   stop a minion's SQL thread, then start it again
+
+Async checks: every acknowledged cell (created, exists, buffered) read back by strong reads
+once the buffers drained, the members replicating from each master identical; strong reads
+read-your-writes per worker outside failover windows (linearizability is not claimed there);
+the staleness of stale reads measured. --unsafe-no-buffered-writes turns buffered writes off
+to show a failover losing acknowledged writes (the run is then expected to be invalid).
+
 Each run writes a directory under --out: history.jsonl, nemesis.jsonl, summary.json, each
 node's log, linearizability.html (porcupine, fault windows annotated) and latency.png. The
 command exits non-zero when a violation is found or a check cannot decide.`,
@@ -51,15 +71,22 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 				return err
 			}
 			cfg.Logger, cfg.Out = logger, os.Stdout
+			async := cfg.Mode == "async"
 			switch nemeses {
 			case "all":
 				cfg.Nemesis.Kinds = jepsen.AllNemeses
+				if async {
+					cfg.Nemesis.Kinds = jepsen.AllAsyncNemeses
+				}
 			case "none", "":
 				cfg.Nemesis.Kinds = nil
 			default:
 				cfg.Nemesis.Kinds = strings.Split(nemeses, ",")
 			}
 			cfg.Workloads = strings.Split(workloads, ",")
+			if async && !cmd.Flags().Changed("workload") {
+				cfg.Workloads = []string{"cells", "durability"}
+			}
 			cfg.FailOver = !noFailOver
 			if seed != 0 {
 				cfg.Seed = uint64(seed)
@@ -102,7 +129,8 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 	fl.BoolVar(&cfg.Keep, "keep", false, "keep the run's MySQL databases")
 	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "traffic time, the quiet period included")
 	fl.DurationVar(&cfg.Quiet, "quiet", cfg.Quiet, "fault-free traffic at the end, after everything is healed")
-	fl.StringVar(&nemeses, "nemesis", "all", "nemeses, comma-separated, or all or none: "+strings.Join(jepsen.AllNemeses, ", "))
+	fl.StringVar(&nemeses, "nemesis", "all", "nemeses, comma-separated, or all or none: "+strings.Join(jepsen.AllNemeses, ", ")+
+		"; in async mode also "+strings.Join(jepsen.AsyncNemeses, ", "))
 	fl.DurationVar(&cfg.Nemesis.Interval, "interval", cfg.Nemesis.Interval, "mean time between faults")
 	fl.DurationVar(&cfg.Nemesis.FaultDuration, "fault-duration", cfg.Nemesis.FaultDuration, "mean time a fault is held (keep it above the election timeout)")
 	fl.Float64Var(&cfg.Nemesis.CombineProbability, "combine", cfg.Nemesis.CombineProbability, "chance that a fault is one nemesis of each class at once: node kill or pause, partition, worker kill or pause")
@@ -115,6 +143,9 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 	fl.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "time limit of the linearizability check (0: none)")
 	fl.DurationVar(&cfg.ConvergeTimeout, "converge-timeout", cfg.ConvergeTimeout, "time limit for the replicas to agree after the traffic stops")
 	fl.Int64Var(&seed, "seed", 0, "seed of every random choice (default: the time)")
+	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "datastore mode: raft, or async (MySQL storage clusters started by the harness)")
+	fl.BoolVar(&cfg.UnsafeNoBufferedWrites, "unsafe-no-buffered-writes", false, "async mode: datastores without buffered writes (a failover then loses acknowledged writes)")
+	fl.StringVar(&cfg.StorageFirstIP, "storage-first-ip", cfg.StorageFirstIP, "async mode: loopback address of the first storage server; the others follow (links at third octet + 100)")
 	fl.StringVar(&cfg.FirstIP, "first-ip", cfg.FirstIP, "loopback address of node n1; the others follow")
 	fl.IntVar(&cfg.HTTPPort, "http-port", cfg.HTTPPort, "HTTP port of every node")
 	fl.IntVar(&cfg.RaftPort, "raft-port", cfg.RaftPort, "raft port of every node")
