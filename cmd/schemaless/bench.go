@@ -46,6 +46,7 @@ type benchFlags struct {
 	cpuProfile  string
 	trig        triggerFlags
 	idx         indexFlags
+	async       asyncFlags
 }
 
 func newBenchCmd() *cobra.Command {
@@ -58,11 +59,24 @@ func newBenchCmd() *cobra.Command {
 table row (or JSON object) reports ops/s, cells/s, latency percentiles and errors.
 
 Targets:
-  external   the cluster at --endpoints (for example one started by 'schemaless dev')
-  sqlite     an in-process 3-node cluster on embedded SQLite, in a fresh temp dir
-  mysql      the same on the MySQL/MariaDB server at --mysql (databases dropped afterwards)
-  raft-noop  the same raft setup with a state machine that stores nothing: the baseline that
-             shows the cost of the SQL apply as a ratio
+  external      the cluster at --endpoints (for example one started by 'schemaless dev')
+  sqlite        an in-process 3-node cluster on embedded SQLite, in a fresh temp dir
+  mysql         the same on the MySQL/MariaDB server at --mysql (databases dropped afterwards)
+  raft-noop     the same raft setup with a state machine that stores nothing: the baseline
+                that shows the cost of the SQL apply as a ratio
+  async         'trips' in async mode (no raft): 6 MariaDB servers started from the installed
+                mariadbd in a temp dir (2 storage clusters of a master and 2 minions, GTID
+                row-based asynchronous replication), and 3 nodes serving every partition on
+                them, partition i on cluster i mod 2, with buffered writes: each cell is first
+                inserted into the buffer table of the other cluster's master (one statement
+                per cell), then written to its own master, in one transaction per batch of
+                commands under a named lock; a reaper deletes buffer rows once their cell is
+                on a minion. Default async settings (probes every 500 ms, a reaper pass every
+                250 ms, replay after 2 s). The servers are started once per bench run and
+                shared by both async targets (databases of their own prefix, dropped
+                afterwards); they need mariadbd and mariadb-install-db
+  async-unsafe  the same with unsafe_no_buffered_writes: true (one round trip to the master,
+                no buffer, no reaper): what buffering costs
 
 Workloads:
   put         put_cell of one new cell per request
@@ -110,22 +124,51 @@ maintainer as 'schemaless serve' does, with --index-poll-interval; not on raft-n
                   each entry) and --clients value; latency is per page, cells/s the entries.
 --index-cpuprofile profiles each measured phase of these alone (not the loads and builds).
 
+Async-mode workloads (async targets only; the others skip them with a note on stderr):
+  reaper           two variants, one run each per --clients value, --reaper-cells cells each,
+                   put_cells of --batch with --clients requests in flight, at full speed.
+                   drain: every cell is written normally; samples the buffer depth (rows of the
+                   datastore in the buffer tables, counted on the masters) every 100 ms and
+                   measures buffer rows created/s and reaped/s during the writes, then the time
+                   from the last write to an empty buffer. cells/s is the reaper's throughput
+                   over the whole run: rows reaped / (writes + drain).
+                   replay: cluster c0's master is fenced (SET GLOBAL read_only=1, which the
+                   datastore's user obeys) and only cells of partitions on c0 are written, so
+                   every write answers buffered; 2 s after the last write (the replay delay)
+                   the master is unfenced (read_only=0). cells/s is cells / (unfence to empty
+                   buffer: the reaper deletes a row only once its cell is on a minion); the note
+                   gives the times to the master's discovery, the first and the last replay,
+                   and the cells a strong get_cells did not find afterwards (unreadable).
+                   Not on async-unsafe (no buffer). No latency columns; the note gives put_cells
+                   latencies.
+  replication-lag  put_cell of new cells by --clients clients for --warmup then --duration, at
+                   full speed or, when --rate is given, at most --rate writes/s (one run per
+                   value). Meanwhile, every 100 ms, every minion and its master are probed:
+                   GTID lag = seq_no of the master's gtid_binlog_pos - seq_no of the minion's
+                   gtid_slave_pos (transactions not yet applied; the master is probed first, so
+                   a lower bound), and Seconds_Behind_Master. And one marker at a time: a
+                   put_cell, then stale get_cells back to back (each served by one random
+                   minion of the cell's cluster) until one finds the cell. The latency columns
+                   are that ack -> visible on a minion time; ops/s the load's puts.
+
 In-process targets use the production raft timeouts and one datastore 'trips' with --shards shards
-in --partitions partitions on 3 nodes; clients and nodes share this machine's cores.`,
+in --partitions partitions on 3 nodes; clients and nodes (and the async targets' MariaDB servers)
+share this machine's cores.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.idx.rateSet = cmd.Flags().Changed("rate")
+			f.async.rateSet = f.idx.rateSet
 			return runBench(cmd.Context(), f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringSliceVar(&f.targets, "target", []string{"sqlite"}, "targets, comma-separated: external, sqlite, mysql, raft-noop")
+	fl.StringSliceVar(&f.targets, "target", []string{"sqlite"}, "targets, comma-separated: external, sqlite, mysql, raft-noop, async, async-unsafe")
 	fl.StringSliceVar(&f.endpoints, "endpoints", []string{"http://127.0.0.1:7070", "http://127.0.0.1:7071", "http://127.0.0.1:7072"}, "nodes of the external target")
 	fl.StringVar(&f.mysqlDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL/MariaDB server of the mysql target")
-	fl.StringSliceVar(&f.workloads, "workload", []string{"put"}, "workloads, comma-separated: put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query, index-backfill")
-	fl.IntSliceVar(&f.clients, "clients", []int{1}, "concurrent clients of put, put-batch, get-latest and index-query, comma-separated (one run per value)")
+	fl.StringSliceVar(&f.workloads, "workload", []string{"put"}, "workloads, comma-separated: put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query, index-backfill, reaper, replication-lag")
+	fl.IntSliceVar(&f.clients, "clients", []int{1}, "concurrent clients of put, put-batch, get-latest, index-query and replication-lag, requests in flight of reaper, comma-separated (one run per value)")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured time of each run")
 	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "unmeasured time before each run")
-	fl.IntVar(&f.batch, "batch", 100, "cells per put_cells request (put-batch)")
+	fl.IntVar(&f.batch, "batch", 100, "cells per put_cells request (put-batch, reaper)")
 	fl.IntVar(&f.valueSize, "value-size", 200, "approximate size of each cell body, in bytes of JSON")
 	fl.IntVar(&f.rows, "rows", 10000, "rows preloaded for get-latest")
 	fl.StringSliceVar(&f.consistency, "consistency", []string{client.ConsistencyStrong}, "read consistencies of get-latest and index-query, comma-separated: strong, stale")
@@ -136,6 +179,7 @@ in --partitions partitions on 3 nodes; clients and nodes share this machine's co
 	fl.BoolVar(&f.asJSON, "json", false, "print results as JSON lines instead of a table")
 	f.trig.register(fl)
 	f.idx.register(fl)
+	f.async.register(fl)
 	return cmd
 }
 
@@ -160,20 +204,26 @@ type benchResult struct {
 
 	Triggers *triggerFigures `json:"triggers,omitempty"`
 	Index    *indexFigures   `json:"index,omitempty"`
+	Reaper   *reaperFigures  `json:"reaper,omitempty"`
+	Lag      *lagFigures     `json:"replication_lag,omitempty"`
 }
 
 func runBench(ctx context.Context, f benchFlags) error {
 	for _, w := range f.workloads {
 		switch w {
-		case "put", "put-batch", "get-latest", workloadTriggerLatency, workloadLogRead, workloadIndexLag, workloadIndexQuery, workloadIndexBackfill:
+		case "put", "put-batch", "get-latest", workloadTriggerLatency, workloadLogRead, workloadIndexLag, workloadIndexQuery, workloadIndexBackfill,
+			workloadReaper, workloadReplicationLag:
 		default:
-			return fmt.Errorf("--workload %q: want put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query or index-backfill", w)
+			return fmt.Errorf("--workload %q: want put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query, index-backfill, reaper or replication-lag", w)
 		}
 	}
 	if err := f.trig.validate(f); err != nil {
 		return err
 	}
 	if err := f.idx.validate(f.cpuProfile); err != nil {
+		return err
+	}
+	if err := f.async.validate(); err != nil {
 		return err
 	}
 	for _, c := range f.consistency {
@@ -199,13 +249,15 @@ func runBench(ctx context.Context, f benchFlags) error {
 		fmt.Printf("# %s, %d CPUs, %s\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.Version())
 	}
 	var results []benchResult
+	var repl replicatedServers // the async targets' servers, started on first use
+	defer repl.close()
 	for _, target := range f.targets {
-		endpoints, stop, err := startTarget(ctx, target, f)
+		env, err := startTarget(ctx, target, f, &repl)
 		if err != nil {
 			return err
 		}
-		rs, err := benchTarget(ctx, target, endpoints, f)
-		stop()
+		rs, err := benchTarget(ctx, target, env, f)
+		env.stop()
 		results = append(results, rs...)
 		if err != nil {
 			return err
@@ -224,19 +276,28 @@ func runBench(ctx context.Context, f benchFlags) error {
 	return nil
 }
 
-// startTarget returns the endpoints of target and a function that stops it.
-func startTarget(ctx context.Context, target string, f benchFlags) ([]string, func(), error) {
+// benchEnv is a started target.
+type benchEnv struct {
+	endpoints []string
+	// stop stops the target (not the servers of repl, which runBench stops at the end).
+	stop func()
+	// async is set for the async targets.
+	async *asyncEnv
+}
+
+// startTarget starts target (the async targets on repl's servers, starting them if needed).
+func startTarget(ctx context.Context, target string, f benchFlags, repl *replicatedServers) (benchEnv, error) {
 	if target == "external" {
-		return f.endpoints, func() {}, nil
+		return benchEnv{endpoints: f.endpoints, stop: func() {}}, nil
 	}
 	dir, err := os.MkdirTemp("", "schemaless-bench-")
 	if err != nil {
-		return nil, nil, err
+		return benchEnv{}, err
 	}
 	opts := localcluster.Options{Dir: dir, Shards: f.shards, Partitions: f.partitions, Partition: partition.DefaultConfig()}
 	opts.Partition.MaxInflight = f.inflight
 	opts.OnFatal = func(node string, err error) { fmt.Fprintf(os.Stderr, "bench: node %s: fatal: %v\n", node, err) }
-	var prefix string
+	var prefix, asyncPrefix string
 	switch target {
 	case "sqlite":
 	case "mysql":
@@ -244,25 +305,46 @@ func startTarget(ctx context.Context, target string, f benchFlags) ([]string, fu
 		opts.MySQLDSN, opts.MySQLPrefix = f.mysqlDSN, prefix
 	case "raft-noop":
 		opts.Partition.NewStateMachine = func(context.Context) (partition.StateMachine, error) { return fsm.NewNoop(), nil }
+	case targetAsync, targetAsyncUnsafe:
+		set, err := repl.get(ctx)
+		if err != nil {
+			os.RemoveAll(dir)
+			return benchEnv{}, fmt.Errorf("--target %s: %w", target, err)
+		}
+		asyncPrefix = fmt.Sprintf("bench%06d", rand.N(1000000))
+		opts.Async = asyncOptions(set, asyncPrefix, target == targetAsyncUnsafe)
 	default:
 		os.RemoveAll(dir)
-		return nil, nil, fmt.Errorf("--target %q: want external, sqlite, mysql or raft-noop", target)
+		return benchEnv{}, fmt.Errorf("--target %q: want external, sqlite, mysql, raft-noop, async or async-unsafe", target)
 	}
 	c, err := localcluster.Start(ctx, opts)
 	if err != nil {
 		os.RemoveAll(dir)
-		return nil, nil, fmt.Errorf("start %s cluster: %w", target, err)
+		if asyncPrefix != "" {
+			repl.drop(asyncPrefix)
+		}
+		return benchEnv{}, fmt.Errorf("start %s cluster: %w", target, err)
+	}
+	var aenv *asyncEnv
+	if opts.Async != nil {
+		aenv = newAsyncEnv(repl.set, c, opts.Async)
 	}
 	stopMaintainers := func() {}
 	if target != "raft-noop" && slices.ContainsFunc(f.workloads, isIndexWorkload) {
 		if stopMaintainers, err = startMaintainers(ctx, c, f.idx); err != nil {
 			_ = c.Close()
 			os.RemoveAll(dir)
-			return nil, nil, fmt.Errorf("start %s index maintainers: %w", target, err)
+			if asyncPrefix != "" {
+				repl.drop(asyncPrefix)
+			}
+			return benchEnv{}, fmt.Errorf("start %s index maintainers: %w", target, err)
 		}
 	}
-	return c.URLs(), func() {
+	return benchEnv{endpoints: c.URLs(), async: aenv, stop: func() {
 		stopMaintainers()
+		if aenv != nil {
+			aenv.close()
+		}
 		_ = c.Close()
 		os.RemoveAll(dir)
 		if prefix != "" {
@@ -270,7 +352,10 @@ func startTarget(ctx context.Context, target string, f benchFlags) ([]string, fu
 				fmt.Fprintf(os.Stderr, "bench: drop databases %s_*: %v\n", prefix, err)
 			}
 		}
-	}, nil
+		if asyncPrefix != "" {
+			repl.drop(asyncPrefix)
+		}
+	}}, nil
 }
 
 func benchClient(endpoints []string, clients int) (*client.Client, error) {
@@ -300,12 +385,21 @@ func benchBody(rng *rand.Rand, size int) json.RawMessage {
 	return append(b, '"', '}')
 }
 
-func benchTarget(ctx context.Context, target string, endpoints []string, f benchFlags) ([]benchResult, error) {
+func benchTarget(ctx context.Context, target string, env benchEnv, f benchFlags) ([]benchResult, error) {
+	endpoints := env.endpoints
 	var out []benchResult
 	var rows []uuid.UUID
 	var lp logPreload
 	var fx indexFixture
 	for _, w := range f.workloads {
+		if isAsyncWorkload(w) {
+			rs, err := benchAsyncWorkload(ctx, target, env, w, f)
+			out = append(out, rs...)
+			if err != nil {
+				return out, err
+			}
+			continue
+		}
 		if isIndexWorkload(w) {
 			rs, err := benchIndexWorkload(ctx, target, endpoints, w, &fx, f)
 			out = append(out, rs...)
@@ -464,7 +558,10 @@ func printBenchTable(rs []benchResult) {
 		if r.Consistency != "" {
 			w += " " + r.Consistency
 		}
-		if r.Workload == workloadLogRead || r.Workload == workloadIndexBackfill { // no latency figures
+		if r.Reaper != nil && r.Reaper.Variant != "" {
+			w += " " + r.Reaper.Variant
+		}
+		if r.Workload == workloadLogRead || r.Workload == workloadIndexBackfill || r.Workload == workloadReaper { // no latency figures
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t-\t-\t-\t-\t%d\t\n", r.Target, w, r.Clients, r.OpsPerSec, r.CellsPerSec, r.Errors)
 			continue
 		}
@@ -478,6 +575,12 @@ func printBenchTable(rs []benchResult) {
 		}
 		if r.Index != nil {
 			fmt.Println(indexNote(r))
+		}
+		if r.Reaper != nil {
+			fmt.Println(reaperNote(r))
+		}
+		if r.Lag != nil {
+			fmt.Println(lagNote(r))
 		}
 	}
 	for _, r := range rs {
