@@ -199,49 +199,75 @@ func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]fsm.CellResult
 }
 
 // buffer stores every cell in BufferCopies buffer clusters and returns the cells still to be
-// written to the primary (those not refused as conflicts by a buffer).
+// written to the primary (those not refused as conflicts by a buffer). Cells go to the buffer
+// clusters in the order their keys prefer (bufferOrder), one batch per cluster per round: one
+// multi-row insert and one lookup, whatever the number of cells.
 func (a *Async) buffer(ctx context.Context, cs []fsm.CommandCell, now time.Time, results []fsm.CellResult) ([]int, error) {
-	pending := make([]int, 0, len(cs))
-	stored := false
-	for i, c := range cs {
-		copies, conflict := 0, false
-		var lastErr error
-		for _, bc := range a.bufferOrder(c.Key) {
-			if copies == a.cfg.BufferCopies {
-				break
+	copies := make([]int, len(cs))
+	conflict := make([]bool, len(cs))
+	orders := make([][]*StorageCluster, len(cs))
+	for i := range cs {
+		orders[i] = a.bufferOrder(cs[i].Key)
+	}
+	stored := false // some cell may be in a buffer
+	var lastErr error
+	for round := 0; round < len(a.cfg.Buffers); round++ {
+		groups := map[*StorageCluster][]int{}
+		var clusters []*StorageCluster
+		for i := range cs {
+			if conflict[i] || copies[i] >= a.cfg.BufferCopies {
+				continue
 			}
+			bc := orders[i][round]
+			if _, ok := groups[bc]; !ok {
+				clusters = append(clusters, bc)
+			}
+			groups[bc] = append(groups[bc], i)
+		}
+		for _, bc := range clusters {
+			idx := groups[bc]
 			_, m, err := bc.masterMember(ctx)
 			if err != nil {
 				lastErr = err
 				continue
 			}
-			var inserted, same bool
+			batch := make([]storage.BufferedCell, len(idx))
+			for j, i := range idx {
+				batch[j] = storage.BufferedCell{Datastore: a.cfg.Datastore, Partition: a.cfg.Partition, Shard: cs[i].Shard,
+					Cell: cells.Cell{Key: cs[i].Key, Body: cs[i].Body, CreatedAt: now}}
+			}
+			var same []bool
 			err = m.run(func() error {
 				st, err := m.writeStore(ctx, bc)
 				if err != nil {
 					return err
 				}
-				inserted, same, err = st.PutBuffered(ctx, storage.BufferedCell{Datastore: a.cfg.Datastore, Partition: a.cfg.Partition, Shard: c.Shard,
-					Cell: cells.Cell{Key: c.Key, Body: c.Body, CreatedAt: now}})
+				same, err = st.PutBufferedBatch(ctx, batch)
 				return err
 			})
 			if err != nil {
 				lastErr = err
+				stored = stored || !errors.Is(err, ErrUnavailable)
 				continue
 			}
-			stored = stored || inserted
-			if !same {
-				conflict = true
-				break
+			stored = true
+			for j, i := range idx {
+				if same[j] {
+					copies[i]++
+				} else {
+					conflict[i] = true
+				}
 			}
-			copies++
 		}
+	}
+	pending := make([]int, 0, len(cs))
+	for i := range cs {
 		switch {
-		case conflict:
+		case conflict[i]:
 			results[i] = fsm.CellResult{Status: fsm.StatusConflict}
-		case copies < a.cfg.BufferCopies:
-			if stored || i > 0 {
-				return nil, fmt.Errorf("%w: cell %d: only %d of %d buffer copies: %v", ErrIndeterminate, i, copies, a.cfg.BufferCopies, lastErr)
+		case copies[i] < a.cfg.BufferCopies:
+			if stored {
+				return nil, fmt.Errorf("%w: cell %d: only %d of %d buffer copies: %v", ErrIndeterminate, i, copies[i], a.cfg.BufferCopies, lastErr)
 			}
 			return nil, fmt.Errorf("%w: no buffer cluster took the write: %v", ErrUnavailable, lastErr)
 		default:

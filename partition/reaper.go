@@ -137,15 +137,17 @@ func (a *Async) reapRows(ctx context.Context, bc *StorageCluster, m *member, row
 		}
 	}
 	if len(del) > 0 {
+		var n int64
 		err := m.run(func() error {
 			st, err := m.writeStore(ctx, bc)
 			if err != nil {
 				return err
 			}
-			return st.DeleteBuffered(ctx, del)
+			n, err = st.DeleteBuffered(ctx, del)
+			return err
 		})
 		if err == nil {
-			a.reaped.Add(int64(len(del)))
+			a.reaped.Add(n) // rows this node deleted; another node's reaper may have taken some
 		}
 	}
 	if len(replay) > 0 {

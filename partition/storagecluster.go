@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,9 +86,13 @@ type member struct {
 	// one, so that a server that is back serves at once.
 	cb atomic.Pointer[gobreaker.CircuitBreaker[struct{}]]
 
-	mu     sync.Mutex
-	ro     *storage.Store // reads, opened on first use
-	rw     *storage.Store // writes, opened when the member is first used as master
+	probing atomic.Bool // a probe of the member is running
+
+	storeMu sync.Mutex     // guards ro and rw
+	ro      *storage.Store // reads, opened on first use
+	rw      *storage.Store // writes, opened when the member is first used as master
+
+	mu     sync.Mutex // guards status and err
 	status replication.MemberStatus
 	err    error // the last probe's error
 }
@@ -184,15 +189,24 @@ func (c *StorageCluster) probeLoop() {
 	}
 }
 
-// probe asks every member for its state and recomputes the master and the minions.
+// probe asks every member for its state and recomputes the master and the minions. A member
+// whose probe has not answered within the round's 2 s (or whose previous probe still hangs)
+// counts as unreachable for this round.
 func (c *StorageCluster) probe() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
+	done := make(chan struct{}, len(c.members))
+	started := 0
 	for _, m := range c.members {
-		wg.Add(1)
+		if !m.probing.CompareAndSwap(false, true) {
+			m.mu.Lock()
+			m.err = errors.New("previous probe still running")
+			m.mu.Unlock()
+			continue
+		}
+		started++
 		go func() {
-			defer wg.Done()
+			defer func() { m.probing.Store(false); done <- struct{}{} }()
 			st, err := replication.Probe(ctx, m.admin, m.dsn)
 			if err == nil && m.cb.Load().State() == gobreaker.StateOpen {
 				c.cfg.Logger.Info("partition: storage circuit breaker closed after a successful probe", "member", m.name)
@@ -203,7 +217,20 @@ func (c *StorageCluster) probe() {
 			m.mu.Unlock()
 		}()
 	}
-	wg.Wait()
+	for ; started > 0; started-- {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			for _, m := range c.members {
+				if m.probing.Load() {
+					m.mu.Lock()
+					m.err = fmt.Errorf("probe: %w", ctx.Err())
+					m.mu.Unlock()
+				}
+			}
+			started = 1 // stop waiting
+		}
+	}
 	master, masters := -1, 0
 	var minions []int
 	for i, m := range c.members {
@@ -214,9 +241,7 @@ func (c *StorageCluster) probe() {
 		case err != nil:
 		case st.IsMaster():
 			master, masters = i, masters+1
-		case st.Replicating && st.LastError == "":
-			// A member whose replication stopped on an error (a diverged old master, say)
-			// serves no stale reads.
+		case st.Replicating && !brokenReplica(st):
 			minions = append(minions, i)
 		}
 	}
@@ -233,6 +258,14 @@ func (c *StorageCluster) probe() {
 	c.master, c.minions = master, minions
 	c.mu.Unlock()
 	c.once.Do(func() { close(c.probed) })
+}
+
+// brokenReplica reports whether a member's replication stopped for good: its SQL thread failed
+// to apply an event, or its master refused its position (error 1236: a diverged old master).
+// It then serves no stale reads. An IO thread that is only reconnecting to a master that is
+// away is not broken: that minion is what stale reads need then.
+func brokenReplica(st replication.MemberStatus) bool {
+	return strings.Contains(st.LastError, "sql:") || strings.Contains(st.LastError, "1236")
 }
 
 func (c *StorageCluster) memberName(i int) string {
@@ -294,34 +327,29 @@ func (c *StorageCluster) HasMaster() bool {
 // HasMinions reports whether the cluster is configured with minions.
 func (c *StorageCluster) HasMinions() bool { return len(c.members) > 1 }
 
-// readStore returns the member's read-only store, opening it on first use.
+// readStore returns the member's read-only store, opening it on first use. The open (network
+// I/O) runs under storeMu only, never under mu, which probes need.
 func (m *member) readStore(ctx context.Context, c *StorageCluster) (*storage.Store, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.ro != nil {
-		return m.ro, nil
-	}
-	st, err := storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: m.dsn, Prefix: c.cfg.Prefix, MaxOpenConns: c.cfg.MaxOpenConns, ReadOnly: true})
-	if err != nil {
-		return nil, err
-	}
-	m.ro = st
-	return st, nil
+	return m.openStore(ctx, c, &m.ro, true)
 }
 
 // writeStore returns the member's writable store (creating the meta and buffer tables),
 // opening it on first use; only for the master.
 func (m *member) writeStore(ctx context.Context, c *StorageCluster) (*storage.Store, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.rw != nil {
-		return m.rw, nil
+	return m.openStore(ctx, c, &m.rw, false)
+}
+
+func (m *member) openStore(ctx context.Context, c *StorageCluster, slot **storage.Store, readOnly bool) (*storage.Store, error) {
+	m.storeMu.Lock()
+	defer m.storeMu.Unlock()
+	if *slot != nil {
+		return *slot, nil
 	}
-	st, err := storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: m.dsn, Prefix: c.cfg.Prefix, MaxOpenConns: c.cfg.MaxOpenConns})
+	st, err := storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: m.dsn, Prefix: c.cfg.Prefix, MaxOpenConns: c.cfg.MaxOpenConns, ReadOnly: readOnly})
 	if err != nil {
 		return nil, err
 	}
-	m.rw = st
+	*slot = st
 	return st, nil
 }
 
@@ -379,14 +407,14 @@ func (c *StorageCluster) Close() error {
 	c.wg.Wait()
 	var errs []error
 	for _, m := range c.members {
-		m.mu.Lock()
+		m.storeMu.Lock()
 		if m.ro != nil {
 			errs = append(errs, m.ro.Close())
 		}
 		if m.rw != nil {
 			errs = append(errs, m.rw.Close())
 		}
-		m.mu.Unlock()
+		m.storeMu.Unlock()
 		errs = append(errs, m.admin.Close())
 	}
 	return errors.Join(errs...)

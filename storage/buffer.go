@@ -94,6 +94,100 @@ func (s *Store) PutBuffered(ctx context.Context, b BufferedCell) (inserted, same
 	return false, same, nil
 }
 
+// PutBufferedBatch stores every cell of bs in the buffer table (as PutBuffered does for one),
+// with one multi-row INSERT IGNORE and one lookup per chunk of bufferChunk cells, and reports
+// per cell whether the stored body is the one given (false: the datastore's buffer holds the
+// key with another body, a conflict). Every cell with same[i] true is in the buffer when it
+// returns nil. Blocks on I/O until ctx ends. Errors: ErrNoBuffer, or the server's (some chunks
+// may be stored).
+func (s *Store) PutBufferedBatch(ctx context.Context, bs []BufferedCell) (same []bool, err error) {
+	tbl, err := s.bufferTable()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	same = make([]bool, len(bs))
+	for lo := 0; lo < len(bs); {
+		hi, size := lo, 0
+		for hi < len(bs) && hi-lo < bufferChunkCells && (hi == lo || size+len(bs[hi].Cell.Body) <= bufferChunkBytes) {
+			size += len(bs[hi].Cell.Body)
+			hi++
+		}
+		chunk := bs[lo:hi]
+		var q strings.Builder
+		q.WriteString("INSERT IGNORE INTO " + tbl + " (datastore, `partition`, shard, row_key, column_name, ref_key, body, created_at, buffered_at) VALUES ")
+		args := make([]any, 0, 9*len(chunk))
+		for i, b := range chunk {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			args = append(args, b.Datastore, b.Partition, b.Shard, b.Cell.RowKey[:], b.Cell.ColumnKey, b.Cell.RefKey, []byte(b.Cell.Body),
+				b.Cell.CreatedAt.UTC().Truncate(time.Microsecond), now)
+		}
+		if _, err := s.db.ExecContext(ctx, q.String(), args...); err != nil {
+			return nil, fmt.Errorf("storage: buffer cells: %w", err)
+		}
+		q.Reset()
+		q.WriteString("SELECT datastore, row_key, column_name, ref_key, body FROM " + tbl + " WHERE ")
+		args = args[:0]
+		for i, b := range chunk {
+			if i > 0 {
+				q.WriteString(" OR ")
+			}
+			q.WriteString("(datastore = ? AND row_key = ? AND column_name = ? AND ref_key = ?)")
+			args = append(args, b.Datastore, b.Cell.RowKey[:], b.Cell.ColumnKey, b.Cell.RefKey)
+		}
+		rows, err := s.db.QueryContext(ctx, q.String(), args...)
+		if err != nil {
+			return nil, fmt.Errorf("storage: read buffered cells: %w", err)
+		}
+		type bkey struct {
+			ds  string
+			key cells.Key
+		}
+		stored := map[bkey][]byte{}
+		for rows.Next() {
+			var (
+				k      bkey
+				rowKey []byte
+				body   []byte
+			)
+			if err := rows.Scan(&k.ds, &rowKey, &k.key.ColumnKey, &k.key.RefKey, &body); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("storage: read buffered cells: %w", err)
+			}
+			copy(k.key.RowKey[:], rowKey)
+			stored[k] = body
+		}
+		if err := rows.Close(); err != nil {
+			return nil, fmt.Errorf("storage: read buffered cells: %w", err)
+		}
+		for i, b := range chunk {
+			body, ok := stored[bkey{b.Datastore, b.Cell.Key}]
+			if !ok {
+				same[lo+i] = true // reaped between the two statements: it reached its primary cluster
+				continue
+			}
+			eq, err := cells.SameBody(cells.Body(body), b.Cell.Body)
+			if err != nil {
+				return nil, fmt.Errorf("storage: compare buffered body: %w", err)
+			}
+			same[lo+i] = eq
+		}
+		lo = hi
+	}
+	return same, nil
+}
+
+// A PutBufferedBatch statement holds at most bufferChunkCells cells and, beyond its first cell,
+// bufferChunkBytes of bodies (an escaped body may double; MySQL's default max_allowed_packet is
+// 16 MiB and more).
+const (
+	bufferChunkCells = 200
+	bufferChunkBytes = 4 << 20
+)
+
 // ScanBuffered returns up to limit buffered cells of datastore's primary partition with an id
 // above afterID, in id order (one statement). Errors: ErrNoBuffer, or the server's.
 func (s *Store) ScanBuffered(ctx context.Context, datastore string, partition int, afterID int64, limit int) ([]BufferedCell, error) {
@@ -134,24 +228,26 @@ func (s *Store) ScanBuffered(ctx context.Context, datastore string, partition in
 }
 
 // DeleteBuffered deletes the buffer rows with the given ids (one statement; ids already gone
-// are ignored). Errors: ErrNoBuffer, or the server's.
-func (s *Store) DeleteBuffered(ctx context.Context, ids []int64) error {
+// are ignored) and returns how many it deleted. Errors: ErrNoBuffer, or the server's.
+func (s *Store) DeleteBuffered(ctx context.Context, ids []int64) (int64, error) {
 	if len(ids) == 0 {
-		return nil
+		return 0, nil
 	}
 	tbl, err := s.bufferTable()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	args := make([]any, len(ids))
 	for i, id := range ids {
 		args[i] = id
 	}
 	q := "DELETE FROM " + tbl + " WHERE id IN (?" + strings.Repeat(", ?", len(ids)-1) + ")"
-	if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("storage: delete buffered cells: %w", err)
+	res, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("storage: delete buffered cells: %w", err)
 	}
-	return nil
+	n, _ := res.RowsAffected()
+	return n, nil
 }
 
 // BufferStats returns how many cells of datastore the buffer table holds and when the oldest

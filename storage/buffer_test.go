@@ -59,8 +59,8 @@ func TestBufferedCells(t *testing.T) {
 	if err != nil || depth != 3 || oldest.IsZero() {
 		t.Fatalf("stats: depth %d oldest %v err %v, want 3 and a time", depth, oldest, err)
 	}
-	if err := s.DeleteBuffered(ctx, []int64{rows[0].ID, rows[0].ID + 1_000_000}); err != nil {
-		t.Fatal(err)
+	if n, err := s.DeleteBuffered(ctx, []int64{rows[0].ID, rows[0].ID + 1_000_000}); err != nil || n != 1 {
+		t.Fatalf("delete of one row and one missing id: deleted %d, %v; want 1", n, err)
 	}
 	if rest, _ := s.ScanBuffered(ctx, "trips", 0, 0, 10); len(rest) != 1 || rest[0].ID != rows[1].ID {
 		t.Fatalf("after delete: %+v", rest)
@@ -68,6 +68,41 @@ func TestBufferedCells(t *testing.T) {
 	// A deleted (reaped) key can be buffered again.
 	if ins, same, err := s.PutBuffered(ctx, mk(1, 0, `{"a":1}`)); err != nil || !ins || !same {
 		t.Fatalf("after reaping: inserted %v same %v %v", ins, same, err)
+	}
+}
+
+// PutBufferedBatch stores many cells in one statement and reports per cell whether its body is
+// the stored one, including conflicts with rows buffered before and within the batch.
+func TestBufferedBatch(t *testing.T) {
+	s := mysqlEnv(t).open(t)
+	ctx := context.Background()
+	mk := func(row int, json string) BufferedCell {
+		c := mkCell(t, row, "BASE", 1, 0)
+		c.Body = body(t, json)
+		return BufferedCell{Datastore: "trips", Partition: 0, Shard: row % 4, Cell: c}
+	}
+	if _, _, err := s.PutBuffered(ctx, mk(1, `{"v":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	var batch []BufferedCell
+	for i := 0; i < 450; i++ { // three chunks
+		batch = append(batch, mk(i, `{"v":1}`))
+	}
+	batch[2] = mk(1, `{"v":2}`)   // conflicts with the earlier row
+	batch[3] = mk(300, `{"v":9}`) // conflicts with batch[300], inserted first
+	same, err := s.PutBufferedBatch(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ok := range same {
+		want := i != 2 && i != 300
+		if ok != want {
+			t.Fatalf("cell %d: same %v, want %v", i, ok, want)
+		}
+	}
+	rows, err := s.ScanBuffered(ctx, "trips", 0, 0, 1000)
+	if err != nil || len(rows) != 448 {
+		t.Fatalf("buffered rows: %d, %v; want 448 distinct keys (rows 2 and 3 were replaced)", len(rows), err)
 	}
 }
 

@@ -299,9 +299,16 @@ func (i *Instance) waitReady(ctx context.Context, timeout time.Duration) error {
 	defer tick.Stop()
 	for {
 		pctx, pcancel := context.WithTimeout(ctx, time.Second)
-		err = db.PingContext(pctx)
+		var pidFile string
+		err = db.QueryRowContext(pctx, "SELECT @@pid_file").Scan(&pidFile)
 		pcancel()
 		if err == nil {
+			// Another server (started concurrently on the same free port) may be the one
+			// answering: this one then fails to bind and exits.
+			want, _ := filepath.Abs(filepath.Join(i.dataDir, "mysqld.pid"))
+			if filepath.Clean(pidFile) != want {
+				return fmt.Errorf("%w: %d answered by another server (pid file %s)", ErrPortInUse, i.port, pidFile)
+			}
 			return nil
 		}
 		select {
