@@ -149,6 +149,9 @@ func TestReadOnlyStore(t *testing.T) {
 	if got := scanAll(t, p, 0, 10); len(got) != 0 {
 		t.Fatalf("empty read-only partition: %d cells", len(got))
 	}
+	if kvs, err := p.ScanKV(ctx, "consumer/"); err != nil || len(kvs) != 0 {
+		t.Fatalf("KV rows of a read-only store without meta tables: %v, %v; want none", kvs, err)
+	}
 	if _, _, err := s.PutBuffered(ctx, BufferedCell{}); !errors.Is(err, ErrNoBuffer) {
 		t.Fatalf("read-only buffer: got %v, want ErrNoBuffer", err)
 	}

@@ -196,6 +196,9 @@ func (p *PartitionStore) ScanKV(ctx context.Context, prefix string) ([]KV, error
 	}
 	q, args := p.scanKVSQL(prefix)
 	out, err := queryKV(ctx, p.read, q, 0, args...)
+	if isNoTable(err) {
+		return nil, nil // a read-only store (a minion) the meta tables have not reached yet
+	}
 	if err != nil {
 		return nil, p.fail(fmt.Sprintf("scan KV prefix %q", prefix), err)
 	}
