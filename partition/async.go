@@ -13,7 +13,6 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
-	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -362,8 +361,6 @@ func (a *Async) ApplyIndex(ctx context.Context, cmd fsm.IndexCommand) (fsm.Index
 	return *res.Index, nil
 }
 
-var _ = indexes.ErrBadCommand // ApplyIndex's refusals
-
 // apply queues one encoded command for the writer and waits for its response.
 func (a *Async) apply(ctx context.Context, data []byte) (*fsm.Response, error) {
 	op := &asyncOp{data: data, done: make(chan asyncResult, 1)}
@@ -498,6 +495,22 @@ type storeKey struct {
 	write bool
 }
 
+// readOn runs fn on the partition's read store on member m of the primary cluster, through
+// m's circuit breaker.
+func (a *Async) readOn(ctx context.Context, m *member, fn func(*storage.PartitionStore) error) error {
+	return m.run(func() error {
+		st, err := m.readStore(ctx, a.cfg.Primary)
+		if err != nil {
+			return err
+		}
+		ps, err := a.partitionStore(ctx, st, m, false)
+		if err != nil {
+			return err
+		}
+		return fn(ps)
+	})
+}
+
 // Read runs fn on the partition's store on the primary master (strong: read-your-writes on
 // the master's latest) or on a minion (stale; another minion, then the master, if one fails).
 // Each attempt goes through the member's circuit breaker. Errors: ErrUnavailable (no master,
@@ -518,17 +531,7 @@ func (a *Async) Read(ctx context.Context, strong bool, fn func(*storage.Partitio
 	}
 	var lastErr error
 	for _, m := range candidates {
-		err := m.run(func() error {
-			st, err := m.readStore(ctx, a.cfg.Primary)
-			if err != nil {
-				return err
-			}
-			ps, err := a.partitionStore(ctx, st, m, false)
-			if err != nil {
-				return err
-			}
-			return fn(ps)
-		})
+		err := a.readOn(ctx, m, fn)
 		if err == nil {
 			return nil
 		}

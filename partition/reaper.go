@@ -167,17 +167,7 @@ func (a *Async) onMinion(ctx context.Context, fn func(*storage.PartitionStore) e
 	}
 	lastErr := fmt.Errorf("%w: no minion of %s is reachable", ErrUnavailable, a.cfg.Primary.Name())
 	for _, m := range ms {
-		err := m.run(func() error {
-			st, err := m.readStore(ctx, a.cfg.Primary)
-			if err != nil {
-				return err
-			}
-			ps, err := a.partitionStore(ctx, st, m, false)
-			if err != nil {
-				return err
-			}
-			return fn(ps)
-		})
+		err := a.readOn(ctx, m, fn)
 		if err == nil {
 			return nil
 		}

@@ -173,25 +173,6 @@ func (s *devStorage) setUp(ctx context.Context) error {
 	return os.WriteFile(filepath.Join(dir, devAsyncMarker), []byte(devAsyncMarkerText), 0o644)
 }
 
-// devServerArgs are the server flags of member k (c*(minions+1)+m) of the set: those
-// mariadbtest.StartReplicated gives it, so a server restarted on its data keeps its server_id
-// and binary log settings (resume checks the server_id).
-func devServerArgs(k int) []string {
-	return []string{
-		"--server-id=" + strconv.Itoa(k+1),
-		"--log-bin=mysql-bin",
-		"--binlog-format=ROW",
-		"--log-slave-updates=ON",
-		"--read-only=ON",
-		"--relay-log=relay-bin",
-		"--gtid-domain-id=0",
-		"--slave-net-timeout=5",
-		"--innodb-buffer-pool-size=64M",
-		"--innodb-doublewrite=0",
-		"--sync-binlog=0",
-	}
-}
-
 // resume starts every server on its existing data directory and finds each cluster's master.
 func (s *devStorage) resume(ctx context.Context) error {
 	per := devAsyncMinions + 1
@@ -212,7 +193,7 @@ func (s *devStorage) resume(ctx context.Context) error {
 			wg.Go(func() {
 				inst, err := mariadbtest.Start(ctx, mariadbtest.Options{
 					DataDir: dataDir, Port: s.f.mariadbPort + k, BindAddress: s.f.host,
-					Args: devServerArgs(k), StartTimeout: devAsyncStartTimeout,
+					Args: mariadbtest.ReplicatedServerArgs(k), StartTimeout: devAsyncStartTimeout,
 				})
 				if err != nil {
 					errs[k] = fmt.Errorf("restart mariadb c%d-m%d: %w", c, m, err)

@@ -165,12 +165,7 @@ func Main(m *testing.M) {
 func Prefix(t testing.TB) string {
 	t.Helper()
 	dsn := DSN(t)
-	b := make([]byte, 11)
-	b[0] = 't'
-	for i := 1; i < len(b); i++ {
-		b[i] = byte('a' + rand.N(26))
-	}
-	prefix := string(b)
+	prefix := randomPrefix()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 		defer cancel()
@@ -231,4 +226,15 @@ func DropPrefix(ctx context.Context, dsn, prefix string) error {
 		}
 	}
 	return nil
+}
+
+// randomPrefix returns "t" and 10 random lowercase letters: a valid storage prefix
+// ([a-z0-9_]{1,16}) and a valid async mysql_prefix.
+func randomPrefix() string {
+	b := make([]byte, 11)
+	b[0] = 't'
+	for i := 1; i < len(b); i++ {
+		b[i] = byte('a' + rand.N(26))
+	}
+	return string(b)
 }

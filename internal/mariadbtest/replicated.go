@@ -131,21 +131,7 @@ func StartReplicated(ctx context.Context, opts ReplicatedOptions) (*ReplicatedSe
 				DataDir:      filepath.Join(dir, fmt.Sprintf("c%d-m%d", c, m)),
 				BindAddress:  DefaultBindAddress,
 				StartTimeout: opts.StartTimeout,
-				Args: []string{
-					"--server-id=" + strconv.Itoa(k+1),
-					"--log-bin=mysql-bin",
-					"--binlog-format=ROW",
-					"--log-slave-updates=ON",
-					"--read-only=ON",
-					"--relay-log=relay-bin",
-					"--gtid-domain-id=0",
-					"--slave-net-timeout=5",
-					// Faster start and writes; a process crash (kill -9) loses nothing with
-					// these, only an OS crash would.
-					"--innodb-buffer-pool-size=64M",
-					"--innodb-doublewrite=0",
-					"--sync-binlog=0",
-				},
+				Args:         ReplicatedServerArgs(k),
 			}
 			if len(opts.Hosts) != 0 {
 				o.BindAddress = opts.Hosts[k]
@@ -353,4 +339,25 @@ func (s *ReplicatedSet) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ReplicatedServerArgs are the server flags StartReplicated gives its k-th server (in the order
+// of ReplicatedOptions.Hosts, 0-based): a unique server_id, row-based binary logs, GTID domain 0,
+// read_only=ON. A server restarted on its data with them keeps its identity.
+func ReplicatedServerArgs(k int) []string {
+	return []string{
+		"--server-id=" + strconv.Itoa(k+1),
+		"--log-bin=mysql-bin",
+		"--binlog-format=ROW",
+		"--log-slave-updates=ON",
+		"--read-only=ON",
+		"--relay-log=relay-bin",
+		"--gtid-domain-id=0",
+		"--slave-net-timeout=5",
+		// Faster start and writes; a process crash (kill -9) loses nothing with these, only an
+		// OS crash would.
+		"--innodb-buffer-pool-size=64M",
+		"--innodb-doublewrite=0",
+		"--sync-binlog=0",
+	}
 }

@@ -3,7 +3,6 @@ package mariadbtest
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"testing"
 
@@ -44,12 +43,7 @@ func SharedReplicated(t testing.TB) *ReplicatedSet {
 // replicate to the minions).
 func ReplicatedPrefix(t testing.TB, set *ReplicatedSet) string {
 	t.Helper()
-	b := make([]byte, 11)
-	b[0] = 't'
-	for i := 1; i < len(b); i++ {
-		b[i] = byte('a' + rand.N(26))
-	}
-	prefix := string(b)
+	prefix := randomPrefix()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 		defer cancel()
