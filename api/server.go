@@ -266,6 +266,9 @@ func (s *Server) routes() {
 	s.route("/healthz", map[string]http.HandlerFunc{http.MethodGet: s.healthz})
 	s.route("/readyz", map[string]http.HandlerFunc{http.MethodGet: s.readyz})
 	s.route("/v1/cluster", map[string]http.HandlerFunc{http.MethodGet: s.clusterStatus})
+	s.adminRoutes()
+	s.backupRoutes()
+	s.consoleRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &httpError{status: http.StatusNotFound, code: wire.CodeNotFound, msg: "no route " + r.Method + " " + r.URL.Path})
 	})

@@ -58,6 +58,8 @@ read_only fences and which may lack the replication privileges: the admin comman
   schemaless admin promote --topology F --datastore D --cluster C  fail over (or switch over) cluster C`,
 	}
 	cmd.AddCommand(newAdminPromoteCmd(), newAdminStorageCmd())
+	cmd.AddCommand(newAdminRaftCmds()...)
+	cmd.AddCommand(newAdminBackupCmds()...)
 	return cmd
 }
 

