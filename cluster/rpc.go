@@ -55,6 +55,8 @@ func (n *Node) rpcHandler() http.Handler {
 	mux.HandleFunc("POST "+rpcReadPath, n.serveRead)
 	mux.HandleFunc("POST "+rpcGroupPath, n.serveGroup)
 	mux.HandleFunc("POST "+rpcIndexPath, n.serveIndex)
+	n.adminRPCRoutes(mux)
+	n.backupRPCRoutes(mux)
 	return mux
 }
 
