@@ -1,4 +1,283 @@
 package api
 
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/partition"
+)
+
+// Backup and restore of one partition of a raft datastore (see docs/api.md, "Backup and
+// restore"):
+//
+//	GET  /v1/admin/backup/{ds}/{partition}              the partition's snapshot stream
+//	POST /v1/admin/restore/{ds}/{partition}?force=true  replace the partition with one
+//
+// The streams are long: these routes have no RequestTimeout; the client's connection bounds them.
+
+// Headers of a backup answer. The header fields are known when the stream starts; the counts
+// and the checksum are HTTP trailers, sent after the stream (absent if it broke).
+const (
+	HeaderSnapshotVersion = "X-Schemaless-Snapshot-Version"
+	HeaderFirstShard      = "X-Schemaless-First-Shard"
+	HeaderLastShard       = "X-Schemaless-Last-Shard"
+	HeaderAppliedIndex    = "X-Schemaless-Applied-Index"
+	HeaderAppliedTerm     = "X-Schemaless-Applied-Term"
+	TrailerCells          = "X-Schemaless-Cells"
+	TrailerKVRows         = "X-Schemaless-Kv-Rows"
+	TrailerIndexEntries   = "X-Schemaless-Index-Entries"
+	TrailerBytes          = "X-Schemaless-Bytes"
+	TrailerSHA256         = "X-Schemaless-Sha256"
+)
+
+// codeUnimplemented is the error code of 501: a backend without backups, or an async datastore.
+const codeUnimplemented = "unimplemented"
+
+// BackupBackend is what the backup endpoints need of the backend (*cluster.Node). A Backend
+// without these methods answers them 501. See cluster.Node.Backup and cluster.Node.Restore.
+type BackupBackend interface {
+	Backup(ctx context.Context, ds string, pid int, w io.Writer) (fsm.BackupInfo, error)
+	Restore(ctx context.Context, ds string, pid int, r io.Reader, opts partition.RestoreOptions) (fsm.BackupInfo, error)
+}
+
+var _ BackupBackend = (*cluster.Node)(nil)
+
+// RestoreResult is the JSON answer of a restore: the backup restored, as read. AppliedIndex and
+// AppliedTerm are the backup's (the source cluster's raft log), not the target's.
+type RestoreResult struct {
+	Datastore       string        `json:"datastore"`
+	Partition       int           `json:"partition"`
+	SnapshotVersion int           `json:"snapshot_version"`
+	FirstShard      int           `json:"first_shard"`
+	LastShard       int           `json:"last_shard"`
+	AppliedIndex    uint64        `json:"applied_index"`
+	AppliedTerm     uint64        `json:"applied_term"`
+	Cells           int64         `json:"cells"`
+	KVRows          int64         `json:"kv_rows"`
+	IndexEntries    int64         `json:"index_entries"`
+	Bytes           int64         `json:"bytes"`
+	Shards          []ShardResult `json:"shards"`
+}
+
+// ShardResult is one shard of a backup: its cells and its highest added_id.
+type ShardResult struct {
+	Shard      int   `json:"shard"`
+	MaxAddedID int64 `json:"max_added_id"`
+	Cells      int64 `json:"cells"`
+}
+
 // backupRoutes registers the backup and restore endpoints.
-func (s *Server) backupRoutes() {}
+func (s *Server) backupRoutes() {
+	s.mux.HandleFunc("/v1/admin/backup/{ds}/{partition}", onlyMethod(http.MethodGet, s.backupGet))
+	s.mux.HandleFunc("/v1/admin/restore/{ds}/{partition}", onlyMethod(http.MethodPost, s.restorePost))
+}
+
+// onlyMethod serves h for method only (not even HEAD: a backup's body is the work), and answers
+// other methods 405 in the API's error shape.
+func onlyMethod(method string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method {
+			w.Header().Set("Allow", method)
+			writeError(w, &httpError{status: http.StatusMethodNotAllowed, code: wire.CodeMethod, msg: fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path)})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// backupTarget checks the backend, the datastore and the partition of a backup or restore.
+func (s *Server) backupTarget(r *http.Request) (BackupBackend, string, int, *httpError) {
+	bb, ok := s.backend.(BackupBackend)
+	if !ok {
+		return nil, "", 0, &httpError{status: http.StatusNotImplemented, code: codeUnimplemented, msg: "this server does not back up or restore"}
+	}
+	ds, he := s.datastore(r)
+	if he != nil {
+		return nil, "", 0, he
+	}
+	spec, err := s.backend.Datastore(ds)
+	if err != nil {
+		return nil, "", 0, backupError(err)
+	}
+	if spec.Mode == cluster.ModeAsync {
+		return nil, "", 0, backupError(fmt.Errorf("%w: backup of async datastores: use MySQL tools on the storage clusters", cluster.ErrAsyncDatastore))
+	}
+	text := r.PathValue("partition")
+	pid, err := strconv.Atoi(text)
+	if err != nil {
+		return nil, "", 0, invalid("partition", "%q is not a partition id", text)
+	}
+	for _, p := range spec.Partitions {
+		if p.ID == pid {
+			return bb, ds, pid, nil
+		}
+	}
+	return nil, "", 0, notFound("datastore %s has no partition %d", ds, pid)
+}
+
+// backupError maps the errors of backups and restores to answers.
+func backupError(err error) *httpError {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge("body", "the backup is larger than the server's limit of %d bytes (MaxRestoreBytes)", mbe.Limit)
+	case errors.Is(err, cluster.ErrAsyncDatastore), errors.Is(err, partition.ErrNoBackup):
+		return &httpError{status: http.StatusNotImplemented, code: codeUnimplemented, msg: err.Error()}
+	case errors.Is(err, partition.ErrNotEmpty):
+		return &httpError{status: http.StatusConflict, code: wire.CodeConflict, msg: err.Error() + " (add force=true to replace them)"}
+	case errors.Is(err, fsm.ErrBadSnapshot):
+		return &httpError{status: http.StatusBadRequest, code: wire.CodeInvalidArgument, field: "body", msg: err.Error()}
+	case errors.Is(err, partition.ErrIndeterminate):
+		return &httpError{status: http.StatusGatewayTimeout, code: wire.CodeIndeterminate, msg: err.Error() + " (the restore may or may not have taken effect; check the partition, and rerun it with force=true if needed)"}
+	}
+	return backendError(err)
+}
+
+func (s *Server) backupFail(w http.ResponseWriter, r *http.Request, err error) {
+	e := backupError(err)
+	if e.status >= 500 && e.status != http.StatusServiceUnavailable && e.status != http.StatusGatewayTimeout && e.status != http.StatusNotImplemented {
+		s.cfg.Logger.Error("api: request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	}
+	writeError(w, e)
+}
+
+// backupGet streams a partition's backup. Until the stream's first bytes are ready, a failure
+// is an error answer; after, the connection is broken (the client sees a truncated stream and
+// no trailers).
+func (s *Server) backupGet(w http.ResponseWriter, r *http.Request) {
+	bb, ds, pid, he := s.backupTarget(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	bw := &backupWriter{w: w, sum: sha256.New()}
+	info, err := bb.Backup(r.Context(), ds, pid, bw)
+	if err == nil {
+		err = bw.flush()
+	}
+	if err != nil {
+		if !bw.started {
+			s.backupFail(w, r, err)
+			return
+		}
+		s.cfg.Logger.Warn("api: backup stream broken", "datastore", ds, "partition", pid, "bytes", bw.n, "error", err)
+		panic(http.ErrAbortHandler)
+	}
+	h := w.Header()
+	h.Set(TrailerCells, strconv.FormatInt(info.Cells, 10))
+	h.Set(TrailerKVRows, strconv.FormatInt(info.KVs, 10))
+	h.Set(TrailerIndexEntries, strconv.FormatInt(info.IndexEntries, 10))
+	h.Set(TrailerBytes, strconv.FormatInt(bw.n, 10))
+	h.Set(TrailerSHA256, hex.EncodeToString(bw.sum.Sum(nil)))
+}
+
+// backupWriter holds back the start of the stream until its header decodes, then answers 200
+// with the header's fields as HTTP headers and passes everything through, hashing it.
+type backupWriter struct {
+	w       http.ResponseWriter
+	sum     hash.Hash
+	head    []byte // held back until the header decodes
+	started bool   // the answer's status is sent
+	n       int64  // bytes sent
+}
+
+// maxHeldBack bounds what backupWriter holds back: a header is far smaller.
+const maxHeldBack = 64 << 10
+
+func (b *backupWriter) Write(p []byte) (int, error) {
+	b.sum.Write(p)
+	if b.started {
+		n, err := b.w.Write(p)
+		b.n += int64(n)
+		return n, err
+	}
+	b.head = append(b.head, p...)
+	h, err := fsm.ReadSnapshotHeader(bytes.NewReader(b.head))
+	if err != nil && len(b.head) < maxHeldBack {
+		return len(p), nil // not all of it yet
+	}
+	if err == nil {
+		hd := b.w.Header()
+		hd.Set(HeaderSnapshotVersion, strconv.Itoa(h.Version))
+		hd.Set(HeaderFirstShard, strconv.Itoa(h.FirstShard))
+		hd.Set(HeaderLastShard, strconv.Itoa(h.LastShard))
+		hd.Set(HeaderAppliedIndex, strconv.FormatUint(h.Applied.Index, 10))
+		hd.Set(HeaderAppliedTerm, strconv.FormatUint(h.Applied.Term, 10))
+	}
+	if err := b.start(); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// start sends the status and what was held back.
+func (b *backupWriter) start() error {
+	hd := b.w.Header()
+	hd.Set("Content-Type", "application/octet-stream")
+	hd.Set("Trailer", TrailerCells+", "+TrailerKVRows+", "+TrailerIndexEntries+", "+TrailerBytes+", "+TrailerSHA256)
+	b.w.WriteHeader(http.StatusOK)
+	b.started = true
+	n, err := b.w.Write(b.head)
+	b.n += int64(n)
+	b.head = nil
+	return err
+}
+
+// flush sends what is still held back (a stream shorter than its header cannot be: this is
+// for completeness).
+func (b *backupWriter) flush() error {
+	if b.started {
+		return nil
+	}
+	return b.start()
+}
+
+// restorePost restores a partition from the request's body.
+func (s *Server) restorePost(w http.ResponseWriter, r *http.Request) {
+	bb, ds, pid, he := s.backupTarget(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	var opts partition.RestoreOptions
+	switch f := r.URL.Query().Get("force"); f {
+	case "", "false":
+	case "true":
+		opts.Force = true
+	default:
+		writeError(w, invalid("force", "%q must be true or false", f))
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxRestoreBytes)
+	info, err := bb.Restore(r.Context(), ds, pid, body, opts)
+	if err != nil {
+		s.backupFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, restoreResult(ds, pid, info))
+}
+
+func restoreResult(ds string, pid int, info fsm.BackupInfo) RestoreResult {
+	out := RestoreResult{
+		Datastore: ds, Partition: pid, SnapshotVersion: info.Header.Version,
+		FirstShard: info.Header.FirstShard, LastShard: info.Header.LastShard,
+		AppliedIndex: info.Header.Applied.Index, AppliedTerm: info.Header.Applied.Term,
+		Cells: info.Cells, KVRows: info.KVs, IndexEntries: info.IndexEntries, Bytes: info.Bytes,
+		Shards: make([]ShardResult, len(info.Shards)),
+	}
+	for i, sh := range info.Shards {
+		out.Shards[i] = ShardResult{Shard: sh.Shard, MaxAddedID: sh.MaxAddedID, Cells: sh.Cells}
+	}
+	return out
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/consumer"
@@ -82,8 +83,20 @@ type Config struct {
 	// against it, fails or finds nothing reads the catalog again, strongly. Default 500ms;
 	// negative: a stale read for every query.
 	IndexCatalogTTL time.Duration
+	// MaxRestoreBytes bounds the body of a restore (POST /v1/admin/restore/...): one
+	// partition's backup stream, staged to disk on the partition's leader, never held in
+	// memory. Default 64 GiB; must be positive.
+	MaxRestoreBytes int64
+	// AdminTimeout bounds an admin change (adding a voter waits for it to catch up; a
+	// rebalance or a drain moves many replicas). Default 30m.
+	AdminTimeout time.Duration
 	// Logger receives internal errors. Default slog.Default().
 	Logger *slog.Logger
+	// Registerer receives the request metrics (see metrics.go):
+	// schemaless_http_request_duration_seconds{operation,code} and
+	// schemaless_http_requests_in_flight. Servers sharing a Registerer share the series. Default
+	// nil: requests are not measured.
+	Registerer prometheus.Registerer
 }
 
 // DefaultConfig returns the documented defaults.
@@ -104,6 +117,8 @@ func DefaultConfig() Config {
 		MaxIndexInValues:     100,
 		MaxIndexColumns:      16,
 		IndexCatalogTTL:      500 * time.Millisecond,
+		AdminTimeout:         30 * time.Minute,
+		MaxRestoreBytes:      64 << 30,
 
 		Logger: slog.Default(),
 	}
@@ -154,6 +169,12 @@ func (c *Config) EnsureDefaults() {
 	if c.IndexCatalogTTL == 0 {
 		c.IndexCatalogTTL = d.IndexCatalogTTL
 	}
+	if c.AdminTimeout == 0 {
+		c.AdminTimeout = d.AdminTimeout
+	}
+	if c.MaxRestoreBytes == 0 {
+		c.MaxRestoreBytes = d.MaxRestoreBytes
+	}
 	if c.Logger == nil {
 		c.Logger = d.Logger
 	}
@@ -197,6 +218,7 @@ type Server struct {
 
 	catMu    sync.Mutex
 	catalogs map[string]cachedCatalog // by datastore; see IndexCatalogTTL
+	metrics  *httpMetrics             // nil without Config.Registerer
 }
 
 // NewServer returns the API handler over b.
@@ -206,6 +228,10 @@ func NewServer(b Backend, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, backend: b, mux: http.NewServeMux(), catalogs: map[string]cachedCatalog{}}
+	var err error
+	if s.metrics, err = newHTTPMetrics(cfg.Registerer); err != nil {
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
 	s.routes()
 	return s, nil
 }
@@ -220,7 +246,7 @@ func (s *Server) route(pattern string, handlers map[string]http.HandlerFunc) {
 
 // routeTimeout is route with its own bound on a request's handling.
 func (s *Server) routeTimeout(pattern string, timeout time.Duration, handlers map[string]http.HandlerFunc) {
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	s.mux.HandleFunc(pattern, s.metrics.instrument(routeOperations(pattern, handlers), func(w http.ResponseWriter, r *http.Request) {
 		h, ok := handlers[r.Method]
 		if !ok && r.Method == http.MethodHead {
 			h, ok = handlers[http.MethodGet]
@@ -240,7 +266,7 @@ func (s *Server) routeTimeout(pattern string, timeout time.Duration, handlers ma
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		h(w, r.WithContext(ctx))
-	})
+	}))
 }
 
 func (s *Server) routes() {

@@ -1,6 +1,832 @@
 package cluster
 
-import "net/http"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/partition"
+)
+
+// Admin operations on raft membership. Every change goes through the partition's raft leader
+// (hashicorp/raft's AddNonvoter, AddVoter, RemoveServer and LeadershipTransferToServer); gossip
+// is only used to pick nodes and never changes a raft configuration by itself. A replica is
+// added as a nonvoter, promoted once it has applied everything committed when it was added,
+// and a replica is dropped (its data deleted) only after the configuration without it is
+// committed.
+
+const (
+	rpcAdminRaftPath   = "/internal/v1/admin/raft"
+	rpcAdminHostPath   = "/internal/v1/admin/host"
+	rpcAdminStatusPath = "/internal/v1/admin/status"
+)
+
+// Errors of the admin operations.
+var (
+	// ErrUnknownNode: no address is known for a node id (not in the topology, not gossiping,
+	// never seen in a raft configuration).
+	ErrUnknownNode = errors.New("cluster: unknown node")
+	// ErrRefused: the change would leave a partition without a voter, or names a node that
+	// cannot take it.
+	ErrRefused = errors.New("cluster: admin operation refused")
+)
+
+// RaftServer is one server of a partition's raft configuration.
+type RaftServer struct {
+	Node     string `json:"node"`
+	Addr     string `json:"addr"`
+	Suffrage string `json:"suffrage"` // "voter" or "nonvoter"
+}
+
+// PartitionConfig is a partition's raft configuration as its leader sees it.
+type PartitionConfig struct {
+	Datastore   string       `json:"datastore"`
+	Partition   int          `json:"partition"`
+	Leader      string       `json:"leader"`
+	Term        uint64       `json:"term"`
+	CommitIndex uint64       `json:"commit_index"`
+	LastIndex   uint64       `json:"last_index"`
+	Servers     []RaftServer `json:"servers"`
+}
+
+// Voters returns the ids of the configuration's voters.
+func (c PartitionConfig) Voters() []string {
+	var out []string
+	for _, s := range c.Servers {
+		if s.Suffrage == "voter" {
+			out = append(out, s.Node)
+		}
+	}
+	return out
+}
+
+func (c PartitionConfig) server(node string) (RaftServer, bool) {
+	for _, s := range c.Servers {
+		if s.Node == node {
+			return s, true
+		}
+	}
+	return RaftServer{}, false
+}
+
+type adminRaftRPC struct {
+	Datastore     string
+	Partition     int
+	Op            string // "config", "add_nonvoter", "add_voter", "remove", "transfer"
+	Node          string
+	Addr          string
+	TimeoutMicros int64
+}
+
+type adminHostRPC struct {
+	Datastore string
+	Partition int
+	Op        string // "host" or "unhost"
+}
+
+type adminStatusRPC struct{}
+
+type adminStatusResponse struct {
+	Replicas []ReplicaStatus
+}
 
 // adminRPCRoutes registers the node-to-node endpoints of the admin operations.
-func (n *Node) adminRPCRoutes(mux *http.ServeMux) {}
+func (n *Node) adminRPCRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST "+rpcAdminRaftPath, func(w http.ResponseWriter, r *http.Request) {
+		var req adminRaftRPC
+		if err := decodeRPC(r, &req); err != nil {
+			http.Error(w, "bad admin request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		ctx, cancel := rpcContext(r, req.TimeoutMicros)
+		defer cancel()
+		cfg, err := n.raftOpLocal(ctx, req)
+		if err != nil {
+			writeRPCError(w, err)
+			return
+		}
+		writeRPC(w, http.StatusOK, cfg)
+	})
+	mux.HandleFunc("POST "+rpcAdminHostPath, func(w http.ResponseWriter, r *http.Request) {
+		var req adminHostRPC
+		if err := decodeRPC(r, &req); err != nil {
+			http.Error(w, "bad admin request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		var err error
+		if req.Op == "host" {
+			err = n.Host(r.Context(), req.Datastore, req.Partition)
+		} else {
+			err = n.Unhost(r.Context(), req.Datastore, req.Partition)
+		}
+		if err != nil {
+			writeRPCError(w, err)
+			return
+		}
+		writeRPC(w, http.StatusOK, struct{}{})
+	})
+	mux.HandleFunc("POST "+rpcAdminStatusPath, func(w http.ResponseWriter, r *http.Request) {
+		writeRPC(w, http.StatusOK, adminStatusResponse{Replicas: n.localReplicas()})
+	})
+}
+
+// localReplicas returns the status of the replicas this node hosts.
+func (n *Node) localReplicas() []ReplicaStatus {
+	var out []ReplicaStatus
+	for _, rs := range n.Replicas() {
+		if rs.Local {
+			out = append(out, rs)
+		}
+	}
+	return out
+}
+
+// raftOpLocal runs one membership operation on this node's replica, which must lead, and
+// returns the configuration after it.
+func (n *Node) raftOpLocal(ctx context.Context, req adminRaftRPC) (PartitionConfig, error) {
+	r, err := n.raftRoute(req.Datastore, req.Partition)
+	if err != nil {
+		return PartitionConfig{}, err
+	}
+	p, err := r.mustLocal()
+	if err != nil {
+		return PartitionConfig{}, err
+	}
+	rf := p.Raft()
+	if !p.IsLeader() {
+		return PartitionConfig{}, p.NotLeader()
+	}
+	timeout := 30 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	id, addr := raft.ServerID(req.Node), raft.ServerAddress(req.Addr)
+	var f raft.Future
+	switch req.Op {
+	case "config":
+	case "add_nonvoter":
+		f = rf.AddNonvoter(id, addr, 0, timeout)
+	case "add_voter":
+		f = rf.AddVoter(id, addr, 0, timeout)
+	case "remove":
+		f = rf.RemoveServer(id, 0, timeout)
+	case "transfer":
+		if req.Node == "" {
+			f = rf.LeadershipTransfer()
+		} else {
+			f = rf.LeadershipTransferToServer(id, addr)
+		}
+	default:
+		return PartitionConfig{}, fmt.Errorf("%w: unknown op %q", ErrRefused, req.Op)
+	}
+	if f != nil {
+		if err := f.Error(); err != nil {
+			switch {
+			case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+				return PartitionConfig{}, p.NotLeader()
+			case errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrEnqueueTimeout):
+				return PartitionConfig{}, fmt.Errorf("%w: %v", partition.ErrUnavailable, err)
+			}
+			return PartitionConfig{}, fmt.Errorf("cluster: %s %s on %s/%d: %w", req.Op, req.Node, req.Datastore, req.Partition, err)
+		}
+	}
+	cf := rf.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return PartitionConfig{}, fmt.Errorf("%w: %v", partition.ErrUnavailable, err)
+	}
+	leader, _ := p.Leader()
+	out := PartitionConfig{Datastore: req.Datastore, Partition: req.Partition, Leader: leader, Term: rf.CurrentTerm(),
+		CommitIndex: rf.CommitIndex(), LastIndex: rf.LastIndex()}
+	for _, s := range cf.Configuration().Servers {
+		suf := "voter"
+		if s.Suffrage != raft.Voter {
+			suf = "nonvoter"
+		}
+		out.Servers = append(out.Servers, RaftServer{Node: string(s.ID), Addr: string(s.Address), Suffrage: suf})
+		n.learnAddr(string(s.ID), string(s.Address))
+	}
+	return out, nil
+}
+
+// raftOp runs one membership operation on the partition's leader, wherever it is, following
+// leader changes until ctx ends.
+func (n *Node) raftOp(ctx context.Context, req adminRaftRPC) (PartitionConfig, error) {
+	r, err := n.raftRoute(req.Datastore, req.Partition)
+	if err != nil {
+		return PartitionConfig{}, err
+	}
+	var out PartitionConfig
+	err = n.callLeader(ctx, r, false,
+		func(ctx context.Context) (err error) {
+			out, err = n.raftOpLocal(ctx, req)
+			return err
+		},
+		func(ctx context.Context, target NodeSpec) error {
+			req.TimeoutMicros = remainingMicros(ctx, 60*time.Second)
+			return n.forward(ctx, target, rpcAdminRaftPath, &req, &out, false, 60*time.Second)
+		})
+	if err == nil {
+		ids := make([]string, 0, len(out.Servers))
+		for _, s := range out.Servers {
+			ids = append(ids, s.Node)
+		}
+		r.setReplicas(ids)
+		if out.Leader != "" && r.local() == nil {
+			r.setHint(out.Leader)
+		}
+	}
+	return out, err
+}
+
+// PartitionConfig returns partition pid of raft datastore ds's configuration, from its leader.
+// Errors: ErrUnknownDatastore, ErrBadShard, ErrAsyncDatastore, partition.ErrUnavailable.
+func (n *Node) PartitionConfig(ctx context.Context, ds string, pid int) (PartitionConfig, error) {
+	return n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: "config"})
+}
+
+// onNode runs a hosting change on node (this one or another, by RPC).
+func (n *Node) onNode(ctx context.Context, node NodeSpec, ds string, pid int, op string) error {
+	if node.ID == n.self.ID {
+		if op == "host" {
+			return n.Host(ctx, ds, pid)
+		}
+		return n.Unhost(ctx, ds, pid)
+	}
+	var out struct{}
+	return n.forward(ctx, node, rpcAdminHostPath, &adminHostRPC{Datastore: ds, Partition: pid, Op: op}, &out, false, 60*time.Second)
+}
+
+// replicaStatusOn returns node's status of its replica of ds/pid (found false when it hosts
+// none).
+func (n *Node) replicaStatusOn(ctx context.Context, node NodeSpec, ds string, pid int) (st ReplicaStatus, found bool, err error) {
+	var reps []ReplicaStatus
+	if node.ID == n.self.ID {
+		reps = n.localReplicas()
+	} else {
+		var resp adminStatusResponse
+		if err := n.forward(ctx, node, rpcAdminStatusPath, &adminStatusRPC{}, &resp, false, 0); err != nil {
+			return ReplicaStatus{}, false, err
+		}
+		reps = resp.Replicas
+	}
+	for _, rs := range reps {
+		if rs.Datastore == ds && rs.Partition == pid {
+			return rs, true, nil
+		}
+	}
+	return ReplicaStatus{}, false, nil
+}
+
+// AddVoter adds node as a voter of partition pid of raft datastore ds: the node opens an empty
+// replica, the leader adds it as a nonvoter and sends it the log (or a snapshot), and once it
+// has applied everything committed when it was added, the leader promotes it to voter. It
+// blocks until then or until ctx ends (the nonvoter then stays; calling AddVoter again resumes).
+// Adding a voter already there does nothing. Errors: ErrUnknownNode, ErrAsyncDatastore,
+// partition.ErrUnavailable, ctx's error.
+func (n *Node) AddVoter(ctx context.Context, ds string, pid int, node string) error {
+	spec, ok := n.nodeSpec(node)
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownNode, node)
+	}
+	cfg, err := n.PartitionConfig(ctx, ds, pid)
+	if err != nil {
+		return err
+	}
+	s, present := cfg.server(node)
+	if present && s.Suffrage == "voter" {
+		return nil
+	}
+	if err := n.onNode(ctx, spec, ds, pid, "host"); err != nil {
+		return fmt.Errorf("cluster: open a replica of %s/%d on %s: %w", ds, pid, node, err)
+	}
+	if !present {
+		if cfg, err = n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: "add_nonvoter", Node: node, Addr: spec.RaftAddr}); err != nil {
+			return err
+		}
+	}
+	target := cfg.CommitIndex
+	start := time.Now()
+	for {
+		st, found, err := n.replicaStatusOn(ctx, spec, ds, pid)
+		if err == nil && found && st.AppliedIndex >= target {
+			break
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("cluster: %s did not catch up on %s/%d (applied %d of %d): %w", node, ds, pid, st.AppliedIndex, target, ctx.Err())
+		case <-t.C:
+		}
+	}
+	n.log.Info("new replica caught up", "datastore", ds, "partition", pid, "node", node, "index", target, "took", time.Since(start))
+	_, err = n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: "add_voter", Node: node, Addr: spec.RaftAddr})
+	return err
+}
+
+// RemoveVoter removes node from partition pid of raft datastore ds (voter or nonvoter): if it
+// leads, leadership moves to another voter first; once the configuration without it is
+// committed, the node drops its replica's data. Removing the last voter is refused
+// (ErrRefused). Removing a node that holds no replica only makes sure its data is gone. If the
+// node cannot be reached to drop its data, the removal still stands and the error says so.
+func (n *Node) RemoveVoter(ctx context.Context, ds string, pid int, node string) error {
+	cfg, err := n.PartitionConfig(ctx, ds, pid)
+	if err != nil {
+		return err
+	}
+	s, present := cfg.server(node)
+	if present {
+		voters := cfg.Voters()
+		if s.Suffrage == "voter" && len(voters) == 1 {
+			return fmt.Errorf("%w: %s is the last voter of %s/%d", ErrRefused, node, ds, pid)
+		}
+		if cfg.Leader == node {
+			if _, err := n.TransferLeadership(ctx, ds, pid, ""); err != nil {
+				return err
+			}
+		}
+		if _, err := n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: "remove", Node: node}); err != nil {
+			return err
+		}
+	}
+	spec, ok := n.nodeSpec(node)
+	if !ok {
+		if s.Addr == "" {
+			return nil
+		}
+		spec = NodeSpec{ID: node, RaftAddr: s.Addr}
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		if lastErr = n.onNode(ctx, spec, ds, pid, "unhost"); lastErr == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !present {
+		return nil // it held nothing we know of; an unreachable node is not an error then
+	}
+	return fmt.Errorf("cluster: %s was removed from %s/%d but could not drop its data (it will be unused): %w", node, ds, pid, lastErr)
+}
+
+// TransferLeadership moves partition pid of raft datastore ds's leadership to voter to (""
+// lets raft pick the most up-to-date voter) and returns the new leader once some node other
+// than the old leader leads. Errors: partition.ErrUnavailable, ctx's error.
+func (n *Node) TransferLeadership(ctx context.Context, ds string, pid int, to string) (string, error) {
+	cfg, err := n.PartitionConfig(ctx, ds, pid)
+	if err != nil {
+		return "", err
+	}
+	old := cfg.Leader
+	if to != "" && to == old {
+		return old, nil
+	}
+	req := adminRaftRPC{Datastore: ds, Partition: pid, Op: "transfer"}
+	if to != "" {
+		s, ok := cfg.server(to)
+		if !ok || s.Suffrage != "voter" {
+			return "", fmt.Errorf("%w: %s is not a voter of %s/%d", ErrRefused, to, ds, pid)
+		}
+		req.Node, req.Addr = to, s.Addr
+	}
+	if _, err := n.raftOp(ctx, req); err != nil {
+		// A transfer that succeeded makes the old leader answer "not leader" afterwards.
+		var nl *partition.NotLeaderError
+		if !errors.As(err, &nl) && !errors.Is(err, partition.ErrUnavailable) {
+			return "", err
+		}
+	}
+	for {
+		cfg, err := n.PartitionConfig(ctx, ds, pid)
+		if err == nil && cfg.Leader != "" && cfg.Leader != old && (to == "" || cfg.Leader == to) {
+			return cfg.Leader, nil
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("cluster: leadership of %s/%d did not move from %s: %w", ds, pid, old, ctx.Err())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// MoveReplica moves partition pid of raft datastore ds's replica from node from to node to:
+// AddVoter(to), then RemoveVoter(from). The partition never has fewer voters than before.
+func (n *Node) MoveReplica(ctx context.Context, ds string, pid int, from, to string) error {
+	if from == to {
+		return fmt.Errorf("%w: moving %s/%d from %s to itself", ErrRefused, ds, pid, from)
+	}
+	cfg, err := n.PartitionConfig(ctx, ds, pid)
+	if err != nil {
+		return err
+	}
+	if _, ok := cfg.server(from); !ok {
+		if s, ok := cfg.server(to); ok && s.Suffrage == "voter" {
+			return nil // done before
+		}
+		return fmt.Errorf("%w: %s holds no replica of %s/%d", ErrRefused, from, ds, pid)
+	}
+	if err := n.AddVoter(ctx, ds, pid, to); err != nil {
+		return err
+	}
+	return n.RemoveVoter(ctx, ds, pid, from)
+}
+
+// ReplicaLag is one replica of a partition as seen from its leader and from the replica's node.
+type ReplicaLag struct {
+	Node         string `json:"node"`
+	Suffrage     string `json:"suffrage"`
+	State        string `json:"state"` // raft state on that node, "" when unreachable
+	AppliedIndex uint64 `json:"applied_index"`
+	LastIndex    uint64 `json:"last_index"`
+	// Lag is how many entries the replica's store is behind the leader's last index.
+	Lag       uint64 `json:"lag"`
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+}
+
+// PartitionReport is a partition's configuration and each replica's progress.
+type PartitionReport struct {
+	PartitionConfig
+	Mode       string       `json:"mode"`
+	FirstShard int          `json:"first_shard"`
+	LastShard  int          `json:"last_shard"`
+	Cluster    string       `json:"cluster,omitempty"` // async mode: the storage cluster
+	Replicas   []ReplicaLag `json:"replicas"`
+	Error      string       `json:"error,omitempty"`
+}
+
+// PartitionReports returns a report per partition of datastore ds ("" = every datastore): raft
+// partitions ask their leader for the configuration and every replica's node for its applied
+// index (each bounded by a few seconds; an unanswered one is reported unreachable); async
+// partitions report their storage cluster only.
+func (n *Node) PartitionReports(ctx context.Context, ds string) ([]PartitionReport, error) {
+	var routes []*route
+	for _, d := range n.cfg.Topology.Datastores {
+		if ds != "" && d.Name != ds {
+			continue
+		}
+		routes = append(routes, n.datastores[d.Name].partitions...)
+	}
+	if ds != "" && len(routes) == 0 {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownDatastore, ds)
+	}
+	out := make([]PartitionReport, len(routes))
+	var wg sync.WaitGroup
+	for i, r := range routes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = n.partitionReport(ctx, r)
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}
+
+func (n *Node) partitionReport(ctx context.Context, r *route) PartitionReport {
+	rep := PartitionReport{PartitionConfig: PartitionConfig{Datastore: r.ds.Name, Partition: r.spec.ID}, Mode: r.ds.Mode,
+		FirstShard: r.spec.FirstShard, LastShard: r.spec.LastShard, Cluster: r.spec.Cluster}
+	if r.async != nil {
+		return rep
+	}
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	cfg, err := n.PartitionConfig(cctx, r.ds.Name, r.spec.ID)
+	if err != nil {
+		rep.Error = err.Error()
+		for _, id := range r.knownReplicas() {
+			rep.Replicas = append(rep.Replicas, ReplicaLag{Node: id, Error: "configuration unknown"})
+		}
+		return rep
+	}
+	rep.PartitionConfig = cfg
+	rep.Replicas = make([]ReplicaLag, len(cfg.Servers))
+	var wg sync.WaitGroup
+	for i, s := range cfg.Servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rl := ReplicaLag{Node: s.Node, Suffrage: s.Suffrage}
+			spec, ok := n.nodeSpec(s.Node)
+			if !ok {
+				spec = NodeSpec{ID: s.Node, RaftAddr: s.Addr}
+			}
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			st, found, err := n.replicaStatusOn(sctx, spec, r.ds.Name, r.spec.ID)
+			switch {
+			case err != nil:
+				rl.Error = err.Error()
+			case !found:
+				rl.Reachable = true
+				rl.Error = "the node hosts no replica"
+			default:
+				rl.Reachable = true
+				rl.State, rl.AppliedIndex, rl.LastIndex = st.State, st.AppliedIndex, st.LastIndex
+				if cfg.LastIndex > st.AppliedIndex {
+					rl.Lag = cfg.LastIndex - st.AppliedIndex
+				}
+			}
+			rep.Replicas[i] = rl
+		}()
+	}
+	wg.Wait()
+	return rep
+}
+
+// Move is one replica move of a plan.
+type Move struct {
+	Datastore string `json:"datastore"`
+	Partition int    `json:"partition"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+}
+
+// Transfer is one leadership transfer of a plan.
+type Transfer struct {
+	Datastore string `json:"datastore"`
+	Partition int    `json:"partition"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+}
+
+// RebalanceOptions shape Rebalance. Nodes are the nodes to spread replicas over (default:
+// every node gossip sees alive, or the known nodes without gossip); Exclude are nodes to move
+// every replica and leadership off (a drain). DryRun plans without changing anything.
+type RebalanceOptions struct {
+	Datastore string   `json:"datastore,omitempty"`
+	Nodes     []string `json:"nodes,omitempty"`
+	Exclude   []string `json:"exclude,omitempty"`
+	DryRun    bool     `json:"dry_run,omitempty"`
+}
+
+// RebalanceReport is what Rebalance planned and did: replicas and leaders per node before and
+// after, the moves and transfers (done, or planned with DryRun), and how long it took.
+type RebalanceReport struct {
+	Nodes           []string       `json:"nodes"`
+	ReplicasBefore  map[string]int `json:"replicas_before"`
+	ReplicasAfter   map[string]int `json:"replicas_after"`
+	LeadersBefore   map[string]int `json:"leaders_before"`
+	LeadersAfter    map[string]int `json:"leaders_after"`
+	Moves           []Move         `json:"moves"`
+	Transfers       []Transfer     `json:"transfers"`
+	DurationSeconds float64        `json:"duration_seconds"`
+	DryRun          bool           `json:"dry_run,omitempty"`
+}
+
+// placement is a partition's voters and leader, for planning.
+type placement struct {
+	ds     string
+	pid    int
+	voters []string
+	leader string
+}
+
+// planRebalance returns the moves and transfers that spread the partitions' voters evenly over
+// nodes (every voter on an excluded node moves; then a replica moves from the fullest node to
+// the emptiest one not holding that partition while they differ by more than one), then
+// leaderships likewise. It mutates ps to the planned placement. Pure, for tests.
+func planRebalance(ps []placement, nodes, exclude []string) ([]Move, []Transfer) {
+	load := map[string]int{}
+	for _, nd := range nodes {
+		load[nd] = 0
+	}
+	for _, p := range ps {
+		for _, v := range p.voters {
+			if _, ok := load[v]; ok {
+				load[v]++
+			}
+		}
+	}
+	eligible := func(nd string) bool { _, ok := load[nd]; return ok && !slices.Contains(exclude, nd) }
+	least := func(p *placement) string {
+		best := ""
+		for _, nd := range nodes {
+			if !eligible(nd) || slices.Contains(p.voters, nd) {
+				continue
+			}
+			if best == "" || load[nd] < load[best] {
+				best = nd
+			}
+		}
+		return best
+	}
+	var moves []Move
+	move := func(p *placement, from, to string) {
+		moves = append(moves, Move{Datastore: p.ds, Partition: p.pid, From: from, To: to})
+		p.voters[slices.Index(p.voters, from)] = to
+		if p.leader == from {
+			p.leader = ""
+		}
+		if _, ok := load[from]; ok {
+			load[from]--
+		}
+		load[to]++
+	}
+	// Off excluded nodes (and nodes outside the set) first.
+	for i := range ps {
+		p := &ps[i]
+		for _, v := range slices.Clone(p.voters) {
+			if eligible(v) {
+				continue
+			}
+			if _, inSet := load[v]; !inSet && !slices.Contains(exclude, v) {
+				continue // a node outside the set that is not excluded (dead, say): leave it
+			}
+			if to := least(p); to != "" {
+				move(p, v, to)
+			}
+		}
+	}
+	// Then even out.
+	for guard := 0; guard < 10000; guard++ {
+		var order []string
+		for _, nd := range nodes {
+			if eligible(nd) {
+				order = append(order, nd)
+			}
+		}
+		slices.SortStableFunc(order, func(a, b string) int { return load[b] - load[a] })
+		done := true
+		for _, from := range order {
+			for j := len(order) - 1; j >= 0; j-- {
+				to := order[j]
+				if load[from]-load[to] <= 1 {
+					continue
+				}
+				for i := range ps {
+					p := &ps[i]
+					if slices.Contains(p.voters, from) && !slices.Contains(p.voters, to) {
+						move(p, from, to)
+						done = false
+						break
+					}
+				}
+				if !done {
+					break
+				}
+			}
+			if !done {
+				break
+			}
+		}
+		if done {
+			break
+		}
+	}
+	// Leaders: every partition led by an eligible voter, then even out.
+	leads := map[string]int{}
+	for _, p := range ps {
+		if p.leader != "" {
+			leads[p.leader]++
+		}
+	}
+	var transfers []Transfer
+	transfer := func(p *placement, to string) {
+		transfers = append(transfers, Transfer{Datastore: p.ds, Partition: p.pid, From: p.leader, To: to})
+		if p.leader != "" {
+			leads[p.leader]--
+		}
+		p.leader = to
+		leads[to]++
+	}
+	fewest := func(p *placement) string {
+		best := ""
+		for _, v := range p.voters {
+			if !eligible(v) {
+				continue
+			}
+			if best == "" || leads[v] < leads[best] {
+				best = v
+			}
+		}
+		return best
+	}
+	for i := range ps {
+		p := &ps[i]
+		if p.leader == "" || !eligible(p.leader) {
+			if to := fewest(p); to != "" {
+				transfer(p, to)
+			}
+		}
+	}
+	for guard := 0; guard < 10000; guard++ {
+		changed := false
+		for i := range ps {
+			p := &ps[i]
+			to := fewest(p)
+			if to != "" && to != p.leader && leads[p.leader]-leads[to] > 1 {
+				transfer(p, to)
+				changed = true
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	return moves, transfers
+}
+
+// rebalanceNodes returns the default node set of a rebalance: nodes gossip sees alive, or every
+// known node without gossip.
+func (n *Node) rebalanceNodes() []string {
+	var out []string
+	for _, m := range n.Members() {
+		if n.gossip == nil || m.State == "alive" {
+			out = append(out, m.ID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Rebalance spreads the voters of every raft partition (of opts.Datastore, or all) evenly over
+// the nodes, then their leaderships, one move at a time (MoveReplica: add, catch up, promote,
+// remove), and returns what it did. It blocks until done or ctx ends; an interrupted rebalance
+// leaves every partition with at least its voters (a half-done move leaves one more), and
+// running it again continues. Nodes outside opts.Nodes that are not excluded keep their
+// replicas.
+func (n *Node) Rebalance(ctx context.Context, opts RebalanceOptions) (RebalanceReport, error) {
+	start := time.Now()
+	nodes := opts.Nodes
+	if len(nodes) == 0 {
+		nodes = n.rebalanceNodes()
+	}
+	for _, ex := range opts.Exclude {
+		if !slices.Contains(nodes, ex) {
+			nodes = append(nodes, ex)
+		}
+	}
+	var ps []placement
+	for _, d := range n.cfg.Topology.Datastores {
+		if d.Mode != ModeRaft || opts.Datastore != "" && d.Name != opts.Datastore {
+			continue
+		}
+		for _, p := range d.Partitions {
+			cfg, err := n.PartitionConfig(ctx, d.Name, p.ID)
+			if err != nil {
+				return RebalanceReport{}, err
+			}
+			ps = append(ps, placement{ds: d.Name, pid: p.ID, voters: cfg.Voters(), leader: cfg.Leader})
+		}
+	}
+	rep := RebalanceReport{Nodes: nodes, DryRun: opts.DryRun}
+	count := func() (map[string]int, map[string]int) {
+		reps, leads := map[string]int{}, map[string]int{}
+		for _, nd := range nodes {
+			reps[nd], leads[nd] = 0, 0
+		}
+		for _, p := range ps {
+			for _, v := range p.voters {
+				reps[v]++
+			}
+			if p.leader != "" {
+				leads[p.leader]++
+			}
+		}
+		return reps, leads
+	}
+	rep.ReplicasBefore, rep.LeadersBefore = count()
+	rep.Moves, rep.Transfers = planRebalance(ps, nodes, opts.Exclude)
+	rep.ReplicasAfter, rep.LeadersAfter = count()
+	if opts.DryRun {
+		return rep, nil
+	}
+	for _, m := range rep.Moves {
+		n.log.Info("rebalance: moving a replica", "datastore", m.Datastore, "partition", m.Partition, "from", m.From, "to", m.To)
+		if err := n.MoveReplica(ctx, m.Datastore, m.Partition, m.From, m.To); err != nil {
+			rep.DurationSeconds = time.Since(start).Seconds()
+			return rep, fmt.Errorf("cluster: move %s/%d %s -> %s: %w", m.Datastore, m.Partition, m.From, m.To, err)
+		}
+	}
+	for _, t := range rep.Transfers {
+		if _, err := n.TransferLeadership(ctx, t.Datastore, t.Partition, t.To); err != nil {
+			// Leadership is a preference: a failed transfer leaves a working leader.
+			n.log.Warn("rebalance: leadership transfer failed", "datastore", t.Datastore, "partition", t.Partition, "to", t.To, "error", err)
+		}
+	}
+	rep.DurationSeconds = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// Drain moves every replica and leadership off node (Rebalance excluding it), after which the
+// node holds no data and can be stopped (and Leave the gossip). It blocks until done.
+func (n *Node) Drain(ctx context.Context, node string, dryRun bool) (RebalanceReport, error) {
+	if _, ok := n.nodeSpec(node); !ok {
+		return RebalanceReport{}, fmt.Errorf("%w: %q", ErrUnknownNode, node)
+	}
+	var nodes []string
+	for _, nd := range n.rebalanceNodes() {
+		if nd != node {
+			nodes = append(nodes, nd)
+		}
+	}
+	return n.Rebalance(ctx, RebalanceOptions{Nodes: nodes, Exclude: []string{node}, DryRun: dryRun})
+}

@@ -1,6 +1,414 @@
 package cluster
 
-import "net/http"
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/partition"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Backup and restore of raft-mode partitions. Both run on the partition's leader; a node that
+// does not lead streams through a node-to-node RPC to the one that does (GET rpcBackupPath
+// answers the snapshot stream as its body; POST rpcRestorePath takes it as its body), so a
+// partition is never held in memory. Leader hints are followed like every leader-only call,
+// but only until the first byte of the stream moved: after that a failure is final.
+
+const (
+	rpcBackupPath  = "/internal/v1/backup"
+	rpcRestorePath = "/internal/v1/restore"
+	// statusBadBackup answers a restore whose stream is malformed (fsm.ErrBadSnapshot).
+	statusBadBackup = http.StatusUnprocessableEntity
+	// statusNotEmpty answers a restore without force into a partition holding cells.
+	statusNotEmpty = http.StatusConflict
+)
+
+// ErrStreamBroken: a backup stream failed after bytes of it were written; what was written is a
+// truncated stream, which fsm.VerifySnapshot and restores reject. Retrying means starting a new
+// backup.
+var ErrStreamBroken = errors.New("cluster: backup stream broken after it started")
+
+// Backup writes a consistent backup of partition pid of datastore ds to w (the snapshot stream
+// of partition.Raft.Backup: it holds every write acknowledged before Backup was called) and
+// returns what it wrote. It runs on the partition's leader: here, or on the leader's node with
+// the stream relayed to w as it arrives (and checked on the way, fsm.VerifySnapshot).
+//
+// It blocks until the whole stream is written or ctx ends, retrying with backoff while no
+// leader answers, as long as nothing was written to w and for at most 3 × ForwardTimeout.
+// Errors: ErrUnknownDatastore, ErrBadShard (no partition pid), ErrAsyncDatastore (async
+// datastores are backed up with MySQL's tools on their storage clusters),
+// partition.ErrUnavailable (nothing written), ErrStreamBroken (wrapped, with the cause: w holds
+// a truncated stream; with fsm.ErrBadSnapshot when the relayed stream did not check out).
+func (n *Node) Backup(ctx context.Context, ds string, pid int, w io.Writer) (fsm.BackupInfo, error) {
+	r, err := n.backupRoute(ds, pid)
+	if err != nil {
+		return fsm.BackupInfo{}, err
+	}
+	cw := &streamWriter{w: w}
+	var info fsm.BackupInfo
+	ctx, cancel := n.boundStart(ctx, func() bool { return cw.n.Load() > 0 })
+	defer cancel()
+	err = n.callLeader(ctx, r, false,
+		func(ctx context.Context) error {
+			p, err := r.mustLocal()
+			if err != nil {
+				return err
+			}
+			info, err = p.Backup(ctx, cw)
+			return startedError(cw.n.Load() > 0, err)
+		},
+		func(ctx context.Context, target NodeSpec) (err error) {
+			info, err = n.forwardBackup(ctx, target, ds, pid, cw)
+			return startedError(cw.n.Load() > 0, err)
+		})
+	var se *startedErr
+	if errors.As(err, &se) {
+		if errors.Is(se.err, fsm.ErrBadSnapshot) {
+			return info, fmt.Errorf("%w after %d bytes: %w", ErrStreamBroken, cw.n.Load(), se.err)
+		}
+		return info, fmt.Errorf("%w after %d bytes: %v", ErrStreamBroken, cw.n.Load(), se.err)
+	}
+	return info, err
+}
+
+// Restore replaces the whole state of partition pid of datastore ds, on every replica, with the
+// backup stream read from r (partition.Raft.RestoreBackup, whose documentation says what
+// happens to writes meanwhile and why the restored applied index differs from the backup's).
+// It runs on the partition's leader: here, or on the leader's node with r streamed to it. It
+// returns the backup's BackupInfo (its header names the source cluster's applied index).
+//
+// It blocks until the restore is committed by a quorum, or fails, or ctx ends; it retries while
+// no leader answers only as long as nothing was read from r, and for at most 3 × ForwardTimeout.
+// Errors: ErrUnknownDatastore, ErrBadShard, ErrAsyncDatastore, partition.ErrNotEmpty (the
+// partition holds cells and opts.Force is false), fsm.ErrBadSnapshot (the stream is malformed,
+// truncated or of another shard range: nothing changed), partition.ErrUnavailable (nothing
+// changed; retry with a new stream), partition.ErrIndeterminate (the restore may or may not
+// have taken effect), r's read error (wrapped).
+func (n *Node) Restore(ctx context.Context, ds string, pid int, r io.Reader, opts partition.RestoreOptions) (fsm.BackupInfo, error) {
+	rt, err := n.backupRoute(ds, pid)
+	if err != nil {
+		return fsm.BackupInfo{}, err
+	}
+	cr := &streamReader{r: r}
+	var info fsm.BackupInfo
+	ctx, cancel := n.boundStart(ctx, func() bool { return cr.n.Load() > 0 })
+	defer cancel()
+	err = n.callLeader(ctx, rt, false,
+		func(ctx context.Context) error {
+			p, err := rt.mustLocal()
+			if err != nil {
+				return err
+			}
+			info, err = p.RestoreBackup(ctx, cr, opts)
+			return startedError(cr.n.Load() > 0, err)
+		},
+		func(ctx context.Context, target NodeSpec) (err error) {
+			info, err = n.forwardRestore(ctx, target, ds, pid, cr, opts)
+			return startedError(cr.n.Load() > 0, err)
+		})
+	var se *startedErr
+	if errors.As(err, &se) {
+		err = se.err
+		var nl *partition.NotLeaderError
+		if errors.As(err, &nl) {
+			err = fmt.Errorf("%w: leadership moved while the backup was sent: %v", partition.ErrUnavailable, err)
+		}
+	}
+	if rerr := cr.readErr(); err != nil && rerr != nil && !errors.Is(rerr, io.EOF) {
+		// The source failed (a client gone, a body over its limit): that is the cause.
+		return info, fmt.Errorf("cluster: restore: reading the backup: %w", rerr)
+	}
+	return info, err
+}
+
+// backupRoute returns the route of partition pid of raft datastore ds.
+func (n *Node) backupRoute(ds string, pid int) (*route, error) {
+	d, err := n.datastore(ds)
+	if err != nil {
+		return nil, err
+	}
+	if d.spec.Mode == ModeAsync {
+		return nil, fmt.Errorf("%w: backup of async datastores: use MySQL tools on the storage clusters (datastore %s)", ErrAsyncDatastore, ds)
+	}
+	return n.localRoute(ds, pid)
+}
+
+// boundStart returns a context that ends with ctx, or after 3 × ForwardTimeout if moved still
+// reports false then: while no leader answers, a stream's request fails (unavailable) rather
+// than waiting as long as the stream itself may last.
+func (n *Node) boundStart(ctx context.Context, moved func() bool) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := time.AfterFunc(3*n.cfg.ForwardTimeout, func() {
+		if !moved() {
+			cancel(fmt.Errorf("%w: no leader started the stream within %v", partition.ErrUnavailable, 3*n.cfg.ForwardTimeout))
+		}
+	})
+	return ctx, func() {
+		t.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+// startedErr is the failure of an attempt that had already moved bytes of its stream: callLeader
+// returns it as it is (it matches none of the errors it retries), and the caller unwraps it.
+type startedErr struct{ err error }
+
+func (e *startedErr) Error() string { return e.err.Error() }
+
+func startedError(started bool, err error) error {
+	if err == nil || !started {
+		return err
+	}
+	return &startedErr{err}
+}
+
+// streamWriter counts the bytes written to w (atomically: an abandoned attempt's goroutine may
+// still write while the caller looks).
+type streamWriter struct {
+	w io.Writer
+	n atomic.Int64
+}
+
+func (s *streamWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	s.n.Add(int64(n))
+	return n, err
+}
+
+// streamReader counts the bytes read from r and keeps r's first error.
+type streamReader struct {
+	r   io.Reader
+	n   atomic.Int64
+	mu  sync.Mutex
+	err error
+}
+
+func (s *streamReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.n.Add(int64(n))
+	if err != nil {
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = err
+		}
+		s.mu.Unlock()
+	}
+	return n, err
+}
+
+// readErr returns r's first error (nil while it had none).
+func (s *streamReader) readErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// attemptBody is the body of one forwarded restore: once the attempt is over (end), reads fail,
+// so that the HTTP transport, which may still read a request's body after Do returned, never
+// reads on behalf of an attempt that is over. end waits for a read under way.
+type attemptBody struct {
+	mu    sync.Mutex
+	r     io.Reader
+	ended bool
+}
+
+func (a *attemptBody) Read(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ended {
+		return 0, errors.New("cluster: restore attempt is over")
+	}
+	return a.r.Read(p)
+}
+
+func (a *attemptBody) Close() error { return nil }
+
+func (a *attemptBody) end() {
+	a.mu.Lock()
+	a.ended = true
+	a.mu.Unlock()
+}
+
+// streamClient is the node-to-node HTTP client without the whole-request timeout of rpcClient:
+// a stream lasts as long as the partition takes to read. ctx bounds it.
+func (n *Node) streamClient() *http.Client {
+	return &http.Client{Transport: n.rpcClient.Transport}
+}
+
+func backupQuery(path, target, ds string, pid int, force bool) string {
+	q := url.Values{"datastore": {ds}, "partition": {strconv.Itoa(pid)}}
+	if force {
+		q.Set("force", "true")
+	}
+	return "http://" + target + path + "?" + q.Encode()
+}
+
+// forwardBackup asks target for the backup and relays it to w, checking it on the way. Until the
+// answer's header arrives the attempt is bounded by ForwardTimeout.
+func (n *Node) forwardBackup(ctx context.Context, target NodeSpec, ds string, pid int, w io.Writer) (fsm.BackupInfo, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	timer := time.AfterFunc(n.cfg.ForwardTimeout, cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, backupQuery(rpcBackupPath, target.RaftAddr, ds, pid, false), nil)
+	if err != nil {
+		return fsm.BackupInfo{}, fmt.Errorf("cluster: rpc request: %w", err)
+	}
+	res, err := n.streamClient().Do(req)
+	if !timer.Stop() {
+		// The header phase timed out: whatever arrived, nothing was relayed yet.
+		if err == nil {
+			res.Body.Close()
+		}
+		return fsm.BackupInfo{}, fmt.Errorf("%w: backup from %s: no answer within %v", partition.ErrUnavailable, target.ID, n.cfg.ForwardTimeout)
+	}
+	if err != nil {
+		return fsm.BackupInfo{}, fmt.Errorf("%w: backup from %s: %v", partition.ErrUnavailable, target.ID, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fsm.BackupInfo{}, streamAnswerError(target, res)
+	}
+	info, err := fsm.VerifySnapshot(io.TeeReader(res.Body, w))
+	if err != nil {
+		return info, fmt.Errorf("cluster: backup from %s: %w", target.ID, err)
+	}
+	return info, nil
+}
+
+// forwardRestore sends the backup read from r to target. The request asks for 100-continue, so
+// a node that refuses at once (not the leader, not empty) does so before r is read.
+func (n *Node) forwardRestore(ctx context.Context, target NodeSpec, ds string, pid int, r io.Reader, opts partition.RestoreOptions) (fsm.BackupInfo, error) {
+	body := &attemptBody{r: r}
+	defer body.end()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, backupQuery(rpcRestorePath, target.RaftAddr, ds, pid, opts.Force), body)
+	if err != nil {
+		return fsm.BackupInfo{}, fmt.Errorf("cluster: rpc request: %w", err)
+	}
+	req.ContentLength = -1
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Expect", "100-continue")
+	res, err := n.streamClient().Do(req)
+	if err != nil {
+		// Sent in full or not, the restore's outcome is unknown once the leader may have read
+		// the whole stream; Restore reports a failure before that as unavailable.
+		return fsm.BackupInfo{}, fmt.Errorf("%w: restore on %s: %v", partition.ErrIndeterminate, target.ID, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fsm.BackupInfo{}, streamAnswerError(target, res)
+	}
+	var info fsm.BackupInfo
+	data, err := io.ReadAll(io.LimitReader(res.Body, maxRPCBody))
+	if err == nil {
+		err = msgpack.Unmarshal(data, &info)
+	}
+	if err != nil {
+		return info, fmt.Errorf("%w: restore on %s: reading the answer: %v", partition.ErrIndeterminate, target.ID, err)
+	}
+	return info, nil
+}
+
+// streamAnswerError rebuilds the error of a backup or restore RPC answered with status other
+// than 200.
+func streamAnswerError(target NodeSpec, res *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	msg := string(bytes.TrimSpace(data))
+	switch res.StatusCode {
+	case statusNotLeader:
+		var nl notLeaderRPC
+		_ = msgpack.Unmarshal(data, &nl)
+		return &partition.NotLeaderError{LeaderID: nl.LeaderID}
+	case http.StatusServiceUnavailable:
+		return fmt.Errorf("%w: %s: %s", partition.ErrUnavailable, target.ID, msg)
+	case http.StatusGatewayTimeout:
+		return fmt.Errorf("%w: %s: %s", partition.ErrIndeterminate, target.ID, msg)
+	case http.StatusBadRequest:
+		return fmt.Errorf("%w: %s", ErrBadShard, msg)
+	case statusBadBackup:
+		return fmt.Errorf("%w: %s", fsm.ErrBadSnapshot, strings.TrimPrefix(msg, fsm.ErrBadSnapshot.Error()+": "))
+	case statusNotEmpty:
+		return fmt.Errorf("%w: %s", partition.ErrNotEmpty, strings.TrimPrefix(msg, partition.ErrNotEmpty.Error()+": "))
+	}
+	return fmt.Errorf("cluster: %s answered %d: %s", target.ID, res.StatusCode, msg)
+}
+
+// writeBackupRPCError answers a backup or restore RPC with err.
+func writeBackupRPCError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, fsm.ErrBadSnapshot):
+		http.Error(w, err.Error(), statusBadBackup)
+	case errors.Is(err, partition.ErrNotEmpty):
+		http.Error(w, err.Error(), statusNotEmpty)
+	default:
+		writeRPCError(w, err)
+	}
+}
 
 // backupRPCRoutes registers the node-to-node endpoints of backup and restore.
-func (n *Node) backupRPCRoutes(mux *http.ServeMux) {}
+func (n *Node) backupRPCRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+rpcBackupPath, n.serveBackup)
+	mux.HandleFunc("POST "+rpcRestorePath, n.serveRestore)
+}
+
+// rpcPartition reads the datastore and partition of a backup or restore RPC.
+func rpcPartition(w http.ResponseWriter, r *http.Request) (string, int, bool) {
+	ds := r.URL.Query().Get("datastore")
+	pid, err := strconv.Atoi(r.URL.Query().Get("partition"))
+	if err != nil {
+		http.Error(w, "bad partition: "+err.Error(), http.StatusBadRequest)
+		return "", 0, false
+	}
+	return ds, pid, true
+}
+
+func (n *Node) serveBackup(w http.ResponseWriter, r *http.Request) {
+	ds, pid, ok := rpcPartition(w, r)
+	if !ok {
+		return
+	}
+	p := n.hostedReplica(w, ds, pid)
+	if p == nil {
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	sw := &streamWriter{w: w}
+	if _, err := p.Backup(r.Context(), sw); err != nil {
+		if sw.n.Load() == 0 {
+			writeBackupRPCError(w, err)
+			return
+		}
+		// The status is sent: break the connection, so the relay sees a truncated stream
+		// rather than a clean end.
+		n.log.Warn("backup stream broken", "datastore", ds, "partition", pid, "bytes", sw.n.Load(), "error", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func (n *Node) serveRestore(w http.ResponseWriter, r *http.Request) {
+	ds, pid, ok := rpcPartition(w, r)
+	if !ok {
+		return
+	}
+	p := n.hostedReplica(w, ds, pid)
+	if p == nil {
+		return
+	}
+	force := r.URL.Query().Get("force") == "true"
+	info, err := p.RestoreBackup(r.Context(), r.Body, partition.RestoreOptions{Force: force})
+	if err != nil {
+		writeBackupRPCError(w, err)
+		return
+	}
+	writeRPC(w, http.StatusOK, info)
+}

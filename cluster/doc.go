@@ -11,6 +11,12 @@
 // leaders move, until the request's context ends. Stale reads are served by a local replica when
 // the node hosts one, else forwarded to any replica.
 //
+// # Backup and restore
+//
+// Backup and Restore run on a raft partition's leader; a node that does not lead relays the
+// stream over a streaming node-to-node RPC, following leader hints only until the first byte
+// moved. Async datastores are refused (ErrAsyncDatastore).
+//
 // # Errors
 //
 // The node returns the partition package's errors (ErrUnavailable, ErrIndeterminate,

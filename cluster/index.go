@@ -72,7 +72,11 @@ func (n *Node) IndexApply(ctx context.Context, ds string, pid int, cmd fsm.Index
 				res, err = r.async.ApplyIndex(ctx, cmd)
 				return err
 			}
-			res, err = r.local.ApplyIndex(ctx, cmd)
+			p, err := r.mustLocal()
+			if err != nil {
+				return err
+			}
+			res, err = p.ApplyIndex(ctx, cmd)
 			return err
 		},
 		func(ctx context.Context, target NodeSpec) error {
@@ -100,13 +104,13 @@ func (n *Node) serveIndex(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad index request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	rt := n.hostedRoute(w, req.Datastore, req.Partition)
-	if rt == nil {
+	p := n.hostedReplica(w, req.Datastore, req.Partition)
+	if p == nil {
 		return
 	}
 	ctx, cancel := rpcContext(r, req.TimeoutMicros)
 	defer cancel()
-	res, err := rt.local.ApplyIndex(ctx, cmd)
+	res, err := p.ApplyIndex(ctx, cmd)
 	if err != nil {
 		writeRPCError(w, err)
 		return

@@ -201,7 +201,11 @@ func (n *Node) readLog(ctx context.Context, r *route, st *storage.PartitionStore
 	if r.async != nil {
 		sm = r.async
 	} else {
-		sm = r.local.FSM()
+		p, err := r.mustLocal()
+		if err != nil {
+			return nil, err
+		}
+		sm = p.FSM()
 	}
 	for {
 		changed := sm.AppliedChanged() // taken before reading, so no apply is missed
@@ -275,7 +279,11 @@ func (n *Node) GroupApply(ctx context.Context, ds, group string, cmd consumer.Co
 				res, err = r.async.ApplyGroup(ctx, group, cmd)
 				return err
 			}
-			res, err = r.local.ApplyGroup(ctx, group, cmd)
+			p, err := r.mustLocal()
+			if err != nil {
+				return err
+			}
+			res, err = p.ApplyGroup(ctx, group, cmd)
 			return err
 		},
 		func(ctx context.Context, target NodeSpec) (err error) {
@@ -384,13 +392,13 @@ func (n *Node) serveGroup(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad group request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	rt := n.hostedRoute(w, req.Datastore, req.Partition)
-	if rt == nil {
+	p := n.hostedReplica(w, req.Datastore, req.Partition)
+	if p == nil {
 		return
 	}
 	ctx, cancel := rpcContext(r, req.TimeoutMicros)
 	defer cancel()
-	res, err := rt.local.ApplyGroup(ctx, req.Group, req.Cmd)
+	res, err := p.ApplyGroup(ctx, req.Group, req.Cmd)
 	if err != nil {
 		writeRPCError(w, err)
 		return

@@ -1,11 +1,19 @@
 package cluster
 
 import (
+	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
+
+// Collectors returns every collector of the node: AsyncCollector, ReplicaCollector and
+// GroupLagCollector. Register them once per registry.
+func (n *Node) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{n.AsyncCollector(), n.ReplicaCollector(), n.GroupLagCollector()}
+}
 
 // asyncCollector exports the state of a node's async datastores (see AsyncCollector).
 type asyncCollector struct {
@@ -86,4 +94,162 @@ func (c *asyncCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.master, prometheus.GaugeValue, isMaster, ml...)
 		}
 	}
+}
+
+// replicaCollector exports the raft state of a node's replicas (see ReplicaCollector).
+type replicaCollector struct {
+	n *Node
+
+	applied, commit, last, lag, leader, term *prometheus.Desc
+}
+
+// ReplicaCollector returns a Prometheus collector of the raft replicas this node hosts, read at
+// each scrape from Replicas (no I/O), labelled {datastore,partition}:
+//
+//   - schemaless_raft_applied_index: the last raft index the replica's SQL store reflects
+//   - schemaless_raft_commit_index: the last index the replica knows committed
+//   - schemaless_raft_last_index: the last index in the replica's log
+//   - schemaless_raft_replica_lag_entries: commit minus applied (committed entries not yet in
+//     SQL; a follower behind its leader also shows in the leader's commit index against its own)
+//   - schemaless_raft_is_leader: 1 on the leader, else 0
+//   - schemaless_raft_term: the replica's current term
+//
+// Partitions of async datastores and partitions the node does not host have none.
+func (n *Node) ReplicaCollector() prometheus.Collector {
+	p := []string{"datastore", "partition"}
+	return &replicaCollector{n: n,
+		applied: prometheus.NewDesc("schemaless_raft_applied_index", "Last raft log index applied to the replica's SQL store.", p, nil),
+		commit:  prometheus.NewDesc("schemaless_raft_commit_index", "Last raft log index the replica knows to be committed.", p, nil),
+		last:    prometheus.NewDesc("schemaless_raft_last_index", "Last raft log index stored in the replica's log.", p, nil),
+		lag:     prometheus.NewDesc("schemaless_raft_replica_lag_entries", "Committed raft entries not yet applied to the replica's SQL store (commit index minus applied index).", p, nil),
+		leader:  prometheus.NewDesc("schemaless_raft_is_leader", "1 when this node's replica is the partition's leader, else 0.", p, nil),
+		term:    prometheus.NewDesc("schemaless_raft_term", "The replica's current raft term.", p, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.applied, c.commit, c.last, c.lag, c.leader, c.term} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.n.Replicas() {
+		if !r.Local || r.Async != nil {
+			continue
+		}
+		l := []string{r.Datastore, strconv.Itoa(r.Partition)}
+		lag := 0.0
+		if r.CommitIndex > r.AppliedIndex {
+			lag = float64(r.CommitIndex - r.AppliedIndex)
+		}
+		isLeader := 0.0
+		if r.State == "Leader" {
+			isLeader = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(r.AppliedIndex), l...)
+		ch <- prometheus.MustNewConstMetric(c.commit, prometheus.GaugeValue, float64(r.CommitIndex), l...)
+		ch <- prometheus.MustNewConstMetric(c.last, prometheus.GaugeValue, float64(r.LastIndex), l...)
+		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, lag, l...)
+		ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, isLeader, l...)
+		ch <- prometheus.MustNewConstMetric(c.term, prometheus.GaugeValue, float64(r.Term), l...)
+	}
+}
+
+// Group lag collection: how long a measurement is reused, and the bound of one measurement.
+const (
+	groupLagTTL     = 5 * time.Second
+	groupLagTimeout = 3 * time.Second
+)
+
+// groupLag is one group's lag at the last measurement.
+type groupLag struct {
+	datastore, group string
+	cells            int64
+	seconds          float64
+}
+
+// groupLagCollector exports consumer groups' lag (see GroupLagCollector).
+type groupLagCollector struct {
+	n *Node
+
+	cells, seconds, errs *prometheus.Desc
+
+	mu       sync.Mutex // held during a measurement: concurrent scrapes share it
+	measured time.Time
+	lags     []groupLag
+	failures int
+}
+
+// GroupLagCollector returns a Prometheus collector of the lag of every consumer group of every
+// datastore (index maintainers' groups, "_index.*", included):
+//
+//   - schemaless_consumer_group_lag_cells{datastore,group}: cells of the datastore's logs after
+//     the group's committed offsets (a shard never committed counts its whole log)
+//   - schemaless_consumer_group_lag_seconds{datastore,group}: age of the oldest cell not yet
+//     handled, the largest over the shards (0 when caught up)
+//   - schemaless_consumer_group_lag_errors: datastores and groups whose measurement failed at
+//     the last measurement (their series are then missing)
+//
+// A scrape measures (Groups and GroupProgress, stale reads from any replica, within 3 s) at
+// most every 5 s and otherwise repeats the last figures. Every node reports the same
+// cluster-wide figures, as far as its stale reads see them: aggregate with max, not sum.
+func (n *Node) GroupLagCollector() prometheus.Collector {
+	l := []string{"datastore", "group"}
+	return &groupLagCollector{n: n,
+		cells:   prometheus.NewDesc("schemaless_consumer_group_lag_cells", "Cells of the datastore's shard logs after the consumer group's committed offsets (all columns).", l, nil),
+		seconds: prometheus.NewDesc("schemaless_consumer_group_lag_seconds", "Age of the oldest cell the consumer group has not handled, in seconds (0 when caught up).", l, nil),
+		errs:    prometheus.NewDesc("schemaless_consumer_group_lag_errors", "Datastores and consumer groups whose lag could not be measured at the last measurement.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *groupLagCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.cells
+	ch <- c.seconds
+	ch <- c.errs
+}
+
+// Collect implements prometheus.Collector. It blocks for up to groupLagTimeout when the last
+// measurement is older than groupLagTTL.
+func (c *groupLagCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	if time.Since(c.measured) >= groupLagTTL {
+		c.measure()
+	}
+	lags, failures := c.lags, c.failures
+	c.mu.Unlock()
+	for _, g := range lags {
+		ch <- prometheus.MustNewConstMetric(c.cells, prometheus.GaugeValue, float64(g.cells), g.datastore, g.group)
+		ch <- prometheus.MustNewConstMetric(c.seconds, prometheus.GaugeValue, g.seconds, g.datastore, g.group)
+	}
+	ch <- prometheus.MustNewConstMetric(c.errs, prometheus.GaugeValue, float64(failures))
+}
+
+// measure reads every group's progress; c.mu is held.
+func (c *groupLagCollector) measure() {
+	ctx, cancel := context.WithTimeout(context.Background(), groupLagTimeout)
+	defer cancel()
+	var lags []groupLag
+	failures := 0
+	for _, ds := range c.n.Topology().Datastores {
+		groups, err := c.n.Groups(ctx, ds.Name, Stale)
+		if err != nil {
+			failures++
+			c.n.log.Debug("metrics: list consumer groups", "datastore", ds.Name, "error", err)
+			continue
+		}
+		for _, g := range groups {
+			p, err := c.n.GroupProgress(ctx, ds.Name, g, Stale)
+			if err != nil {
+				failures++
+				c.n.log.Debug("metrics: consumer group progress", "datastore", ds.Name, "group", g, "error", err)
+				continue
+			}
+			lags = append(lags, groupLag{datastore: ds.Name, group: g, cells: p.LagCells, seconds: p.LagSeconds})
+		}
+	}
+	c.lags, c.failures, c.measured = lags, failures, time.Now()
 }

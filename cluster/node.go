@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/schemaless-db/schemaless/internal/hclogslog"
+	"github.com/schemaless-db/schemaless/membership"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/transport"
@@ -55,6 +56,15 @@ type Config struct {
 	// wait, batching). Identity fields are ignored.
 	Async          partition.ClusterConfig
 	AsyncPartition partition.AsyncConfig
+	// Self gives this node's addresses when it is not in the topology (a node joining a
+	// running cluster); its ID must be NodeID. Nil: the topology's entry of NodeID.
+	Self *NodeSpec
+	// Join lists gossip addresses of running nodes to join through. Default: the gossip
+	// addresses of the topology's other nodes. Gossip runs only when this node has a gossip
+	// address (Self or the topology's gossip_addr).
+	Join []string
+	// GossipBindAddr is the gossip listen address. Default: the node's gossip_addr.
+	GossipBindAddr string
 	// RetryBackoff is the first wait when no leader is known or a leader moved; doubled up to
 	// RetryBackoffMax. Defaults 10ms and 500ms.
 	RetryBackoff    time.Duration
@@ -84,8 +94,12 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.Topology == nil {
 		errs = append(errs, errors.New("cluster: Config.Topology is required"))
+	} else if c.Self != nil {
+		if c.Self.ID != c.NodeID || c.Self.RaftAddr == "" || c.Self.HTTPAddr == "" {
+			errs = append(errs, fmt.Errorf("cluster: Config.Self must have ID %q, a raft_addr and an http_addr", c.NodeID))
+		}
 	} else if _, ok := c.Topology.Node(c.NodeID); !ok {
-		errs = append(errs, fmt.Errorf("cluster: Config.NodeID %q is not in the topology", c.NodeID))
+		errs = append(errs, fmt.Errorf("cluster: Config.NodeID %q is not in the topology (give Config.Self to join a running cluster)", c.NodeID))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("cluster: Config.DataDir is required"))
@@ -105,6 +119,12 @@ type Node struct {
 	rpcServer  *http.Server
 	rpcClient  *http.Client
 	datastores map[string]*datastore
+	hosted     *hostedFile
+	hostMu     sync.Mutex // serializes Host and Unhost
+	dir        directory
+	gossip     *membership.Membership // nil without a gossip address
+	stopWatch  chan struct{}
+	watchDone  chan struct{}
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -118,12 +138,16 @@ type datastore struct {
 // route is one partition as this node sees it.
 type route struct {
 	spec  *PartitionSpec
-	local *partition.Raft  // nil when this node hosts no replica
-	async *partition.Async // async mode: the partition's storage cluster (every node has one)
-	trans *raft.NetworkTransport
+	ds    *DatastoreSpec
+	rep   atomic.Pointer[partition.Raft] // this node's replica; nil when it hosts none
+	async *partition.Async               // async mode: the partition's storage cluster (every node has one)
 	mu    sync.Mutex
-	hint  string // last leader id learned from a forwarded answer
-	next  int    // round robin over replicas when no leader is known
+	trans *raft.NetworkTransport // the local replica's transport (under mu)
+	hint  string                 // last leader id learned from a forwarded answer
+	next  int                    // round robin over replicas when no leader is known
+	// replicas are the partition's replica node ids as last learned: the topology's, then the
+	// raft configuration of the local replica or of a not-leader answer.
+	replicas []string
 }
 
 // Start opens the node's transport, RPC server and hosted partition replicas. It does not wait
@@ -134,7 +158,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	self, _ := cfg.Topology.Node(cfg.NodeID)
-	n := &Node{cfg: cfg, self: self, log: cfg.Logger.With("node", cfg.NodeID), datastores: map[string]*datastore{}}
+	if cfg.Self != nil {
+		self = *cfg.Self
+	}
+	hosted, err := loadHosted(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, self: self, log: cfg.Logger.With("node", cfg.NodeID), datastores: map[string]*datastore{}, hosted: hosted,
+		stopWatch: make(chan struct{}), watchDone: make(chan struct{})}
 	tc := transport.DefaultConfig()
 	tc.BindAddr = cfg.BindAddr
 	if tc.BindAddr == "" {
@@ -171,16 +203,36 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		for j := range ds.Partitions {
 			ps := &ds.Partitions[j]
-			r := &route{spec: ps}
+			r := &route{spec: ps, ds: ds, replicas: slices.Clone(ps.Replicas)}
 			d.partitions = append(d.partitions, r)
+			switch n.hosted.state(ds.Name, ps.ID) {
+			case hostedRemoved:
+				continue // moved away by an admin operation: the topology's list is history
+			case hostedMember:
+				// Added at runtime (or bootstrapped before): raft holds the configuration.
+				if err := n.openReplica(ctx, ds, r, nil); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			if !hosts(ps, cfg.NodeID) {
 				continue
 			}
-			if err := n.openReplica(ctx, ds, r); err != nil {
+			if err := n.openReplica(ctx, ds, r, n.bootstrapPeers(ps)); err != nil {
+				return nil, err
+			}
+			if err := n.hosted.set(ds.Name, ps.ID, hostedMember); err != nil {
 				return nil, err
 			}
 		}
 	}
+	if err := n.startGossip(); err != nil {
+		return nil, fmt.Errorf("cluster: gossip: %w", err)
+	}
+	go func() {
+		defer close(n.watchDone)
+		n.watchReplicas(n.stopWatch)
+	}()
 	ok = true
 	n.log.Info("node started", "raft_addr", self.RaftAddr, "http_addr", self.HTTPAddr)
 	return n, nil
@@ -195,49 +247,10 @@ func hosts(p *PartitionSpec, node string) bool {
 	return false
 }
 
-func (n *Node) openReplica(ctx context.Context, ds *DatastoreSpec, r *route) error {
-	id := storage.PartitionID{Datastore: ds.Name, Partition: r.spec.ID}
-	name := fmt.Sprintf("%s/%d", ds.Name, r.spec.ID)
-	ps, err := n.cfg.Store.Partition(ctx, id, r.spec.Shards())
-	if err != nil {
-		return fmt.Errorf("cluster: partition %s: %w", name, err)
-	}
-	layer, err := n.mux.RaftLayer(name)
-	if err != nil {
-		return fmt.Errorf("cluster: partition %s: %w", name, err)
-	}
-	r.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  layer,
-		MaxPool: 4,
-		Timeout: 10 * time.Second,
-		Logger:  hclogslog.New(n.log.With("partition", name), "raft-net"),
-	})
-	var peers []raft.Server
-	for _, rid := range r.spec.Replicas {
-		spec, _ := n.cfg.Topology.Node(rid)
-		peers = append(peers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(rid), Address: raft.ServerAddress(spec.RaftAddr)})
-	}
-	pc := n.cfg.Partition
-	pc.ID = id
-	pc.Shards = r.spec.Shards()
-	pc.NodeID = n.cfg.NodeID
-	pc.Dir = filepath.Join(n.cfg.DataDir, "raft", fmt.Sprintf("%s-p%d", ds.Name, r.spec.ID))
-	pc.Peers = peers
-	pc.Transport = r.trans
-	pc.Store = ps
-	pc.Logger = n.log
-	pc.OnFatal = n.cfg.OnFatal
-	p, err := partition.Open(ctx, pc)
-	if err != nil {
-		_ = r.trans.Close()
-		return fmt.Errorf("cluster: %w", err)
-	}
-	r.local = p
-	return nil
-}
-
 // openAsync opens the storage clusters of async datastore d and a partition.Async per
-// partition: every node serves every partition of an async datastore.
+// partition: every node serves every partition of an async datastore. Each partition starts
+// on the cluster the topology names and follows its placement record when it was moved
+// (MoveAsyncPartition).
 func (n *Node) openAsync(d *datastore) error {
 	ds := d.spec
 	for _, cs := range ds.StorageClusters {
@@ -262,6 +275,10 @@ func (n *Node) openAsync(d *datastore) error {
 		ac.Shards = ps.Shards()
 		ac.Logger = n.log.With("datastore", ds.Name, "partition", ps.ID)
 		ac.BufferCopies = ds.BufferClusters
+		if ac.PlacementInterval == 0 {
+			// The placement of a moved partition is re-read at the pace of the probes.
+			ac.PlacementInterval = n.cfg.Async.ProbeInterval
+		}
 		for k, cs := range ds.StorageClusters {
 			if cs.Name == ps.Cluster {
 				ac.Primary = d.clusters[k]
@@ -289,16 +306,19 @@ func (n *Node) Topology() *Topology { return n.cfg.Topology }
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
+		select {
+		case <-n.stopWatch:
+		default:
+			close(n.stopWatch)
+		}
+		if n.gossip != nil {
+			errs = append(errs, n.gossip.Close())
+		}
 		for _, d := range n.datastores {
 			for _, r := range d.partitions {
-				if r.local != nil {
-					errs = append(errs, r.local.Close())
-				}
+				errs = append(errs, r.closeReplica())
 				if r.async != nil {
 					errs = append(errs, r.async.Close())
-				}
-				if r.trans != nil {
-					errs = append(errs, r.trans.Close())
 				}
 			}
 		}
@@ -329,10 +349,11 @@ func (n *Node) Ready() error {
 			}
 		}
 		for _, r := range d.partitions {
-			if r.local == nil {
+			p := r.local()
+			if p == nil {
 				continue
 			}
-			if id, _ := r.local.Leader(); id == "" {
+			if id, _ := p.Leader(); id == "" {
 				errs = append(errs, fmt.Errorf("%s/%d has no leader", name, r.spec.ID))
 			}
 		}
@@ -367,10 +388,13 @@ func (d *datastore) routeOf(shard int) *route {
 	return nil
 }
 
-// leader returns the node id to send a leader-only request to, or "" when none is known.
+// leader returns the node id to send a leader-only request to, or "" when none is known: the
+// local replica's leader, the last hint, or else the partition's replicas in turn (alive ones
+// first, as gossip sees them).
 func (n *Node) leader(r *route) string {
-	if r.local != nil {
-		if id, _ := r.local.Leader(); id != "" {
+	p := r.local()
+	if p != nil {
+		if id, _ := p.Leader(); id != "" {
 			return id
 		}
 	}
@@ -379,10 +403,14 @@ func (n *Node) leader(r *route) string {
 	if r.hint != "" {
 		return r.hint
 	}
-	if r.local != nil {
+	if p != nil {
 		return "" // an election is under way; our replica will learn the leader
 	}
-	id := r.spec.Replicas[r.next%len(r.spec.Replicas)]
+	cands := n.candidatesLocked(r)
+	if len(cands) == 0 {
+		return ""
+	}
+	id := cands[r.next%len(cands)]
 	r.next++
 	return id
 }

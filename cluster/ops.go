@@ -128,7 +128,11 @@ func (n *Node) putPartition(ctx context.Context, ds string, r *route, cmd []fsm.
 				res, err = r.async.Put(ctx, cmd)
 				return err
 			}
-			res, err = r.local.Put(ctx, cmd)
+			p, err := r.mustLocal()
+			if err != nil {
+				return err
+			}
+			res, err = p.Put(ctx, cmd)
 			return err
 		},
 		func(ctx context.Context, target NodeSpec) (err error) {
@@ -155,13 +159,13 @@ func (n *Node) callLeader(ctx context.Context, r *route, write bool,
 		switch {
 		case target == "":
 			err = fmt.Errorf("%w: no leader known", partition.ErrUnavailable)
-		case target == n.cfg.NodeID && r.local != nil:
+		case target == n.cfg.NodeID && r.local() != nil:
 			err = local(ctx)
 		default:
-			spec, ok := n.cfg.Topology.Node(target)
+			spec, ok := n.nodeSpec(target)
 			if !ok {
 				r.setHint("")
-				err = fmt.Errorf("%w: leader %q is not in the topology", partition.ErrUnavailable, target)
+				err = fmt.Errorf("%w: no address known for leader %q", partition.ErrUnavailable, target)
 				break
 			}
 			err = remote(ctx, spec)
@@ -173,6 +177,10 @@ func (n *Node) callLeader(ctx context.Context, r *route, write bool,
 		var nl *partition.NotLeaderError
 		switch {
 		case errors.As(err, &nl):
+			var h *notLeaderHint
+			if errors.As(err, &h) && r.local() == nil {
+				r.setReplicas(h.replicas)
+			}
 			if nl.LeaderID != "" && nl.LeaderID != target && hops < 3 {
 				r.setHint(nl.LeaderID)
 				hops++
@@ -322,7 +330,7 @@ func (n *Node) read(ctx context.Context, d *datastore, r *route, req readRequest
 		return resp, err
 	}
 	if req.Consistency == Stale {
-		if r.local != nil {
+		if r.local() != nil {
 			return n.readLocal(ctx, r, req)
 		}
 		return n.readAnyReplica(ctx, r, req)
@@ -342,15 +350,26 @@ func (n *Node) read(ctx context.Context, d *datastore, r *route, req readRequest
 // readAnyReplica forwards a stale read to the replicas in turn until one answers.
 func (n *Node) readAnyReplica(ctx context.Context, r *route, req readRequest) (readResponse, error) {
 	var lastErr error
-	for i := 0; i < 2*len(r.spec.Replicas) && ctx.Err() == nil; i++ {
+	r.mu.Lock()
+	cands := n.candidatesLocked(r)
+	r.mu.Unlock()
+	for i := 0; i < 2*len(cands) && ctx.Err() == nil; i++ {
 		r.mu.Lock()
-		id := r.spec.Replicas[r.next%len(r.spec.Replicas)]
+		id := cands[r.next%len(cands)]
 		r.next++
 		r.mu.Unlock()
-		spec, _ := n.cfg.Topology.Node(id)
+		spec, ok := n.nodeSpec(id)
+		if !ok {
+			lastErr = fmt.Errorf("no address known for %q", id)
+			continue
+		}
 		resp, err := n.forwardRead(ctx, spec, req)
 		if err == nil {
 			return resp, nil
+		}
+		var h *notLeaderHint
+		if errors.As(err, &h) {
+			r.setReplicas(h.replicas)
 		}
 		lastErr = err
 	}
@@ -359,18 +378,19 @@ func (n *Node) readAnyReplica(ctx context.Context, r *route, req readRequest) (r
 
 // readLocal serves req from this node's replica, after a read index for strong reads.
 func (n *Node) readLocal(ctx context.Context, r *route, req readRequest) (readResponse, error) {
-	if r.local == nil {
+	p := r.local()
+	if p == nil {
 		return readResponse{}, &partition.NotLeaderError{}
 	}
-	if err := r.local.FSM().Failed(); err != nil {
+	if err := p.FSM().Failed(); err != nil {
 		return readResponse{}, fmt.Errorf("%w: replica stopped: %v", partition.ErrUnavailable, err)
 	}
 	if req.Consistency != Stale {
-		if err := r.local.ReadIndex(ctx); err != nil {
+		if err := p.ReadIndex(ctx); err != nil {
 			return readResponse{}, err
 		}
 	}
-	return n.readFrom(ctx, r, r.local.Store(), req)
+	return n.readFrom(ctx, r, p.Store(), req)
 }
 
 // readFrom serves req from st, the partition's store on this node (raft) or on a member of its

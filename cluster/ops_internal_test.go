@@ -94,7 +94,8 @@ func testNode() (*Node, *route) {
 		{ID: "n3", RaftAddr: "127.0.0.1:5", HTTPAddr: "127.0.0.1:6"},
 	}}
 	n := &Node{cfg: Config{NodeID: "n9", Topology: top, RetryBackoff: time.Millisecond, RetryBackoffMax: 5 * time.Millisecond}}
-	r := &route{spec: &PartitionSpec{ID: 0, FirstShard: 0, LastShard: 3, Replicas: []string{"n1", "n2", "n3"}}}
+	r := &route{spec: &PartitionSpec{ID: 0, FirstShard: 0, LastShard: 3, Replicas: []string{"n1", "n2", "n3"}},
+		ds: &DatastoreSpec{Name: "trips", Mode: ModeRaft}, replicas: []string{"n1", "n2", "n3"}}
 	return n, r
 }
 

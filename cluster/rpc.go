@@ -40,8 +40,12 @@ type putRPCResponse struct {
 	Results []fsm.CellResult
 }
 
+// notLeaderRPC names the leader the answering replica knows (id and raft address) and, when
+// the answering node hosts no replica, the partition's replicas as it last knew them.
 type notLeaderRPC struct {
-	LeaderID string
+	LeaderID   string
+	LeaderAddr string
+	Replicas   []string
 }
 
 type readRPC struct {
@@ -84,7 +88,12 @@ func writeRPCError(w http.ResponseWriter, err error) {
 	var nl *partition.NotLeaderError
 	switch {
 	case errors.As(err, &nl):
-		writeRPC(w, statusNotLeader, notLeaderRPC{LeaderID: nl.LeaderID})
+		ans := notLeaderRPC{LeaderID: nl.LeaderID, LeaderAddr: nl.LeaderAddr}
+		var h *notLeaderHint
+		if errors.As(err, &h) {
+			ans.Replicas = h.replicas
+		}
+		writeRPC(w, statusNotLeader, ans)
 	case errors.Is(err, partition.ErrIndeterminate):
 		http.Error(w, err.Error(), http.StatusGatewayTimeout)
 	case errors.Is(err, partition.ErrUnavailable), errors.Is(err, partition.ErrClosed):
@@ -108,20 +117,21 @@ func rpcContext(r *http.Request, timeoutMicros int64) (context.Context, context.
 	return context.WithTimeout(r.Context(), time.Duration(timeoutMicros)*time.Microsecond)
 }
 
-// hostedRoute returns the route of partition pid of ds when this node hosts a replica of it;
-// otherwise it answers the request with the error (unknown partition, or not the leader) and
-// returns nil.
-func (n *Node) hostedRoute(w http.ResponseWriter, ds string, pid int) *route {
+// hostedReplica returns this node's replica of partition pid of ds when it hosts one;
+// otherwise it answers the request with the error (unknown partition, or not the leader, with
+// the leader this node last heard of) and returns nil.
+func (n *Node) hostedReplica(w http.ResponseWriter, ds string, pid int) *partition.Raft {
 	rt, err := n.localRoute(ds, pid)
 	if err != nil {
 		writeRPCError(w, err)
 		return nil
 	}
-	if rt.local == nil {
-		writeRPCError(w, &partition.NotLeaderError{})
+	p, err := rt.mustLocal()
+	if err != nil {
+		writeRPCError(w, err)
 		return nil
 	}
-	return rt
+	return p
 }
 
 func (n *Node) localRoute(ds string, pid int) (*route, error) {
@@ -143,13 +153,13 @@ func (n *Node) servePut(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad put request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	rt := n.hostedRoute(w, req.Datastore, req.Partition)
-	if rt == nil {
+	p := n.hostedReplica(w, req.Datastore, req.Partition)
+	if p == nil {
 		return
 	}
 	ctx, cancel := rpcContext(r, req.TimeoutMicros)
 	defer cancel()
-	res, err := rt.local.Put(ctx, req.Cells)
+	res, err := p.Put(ctx, req.Cells)
 	if err != nil {
 		writeRPCError(w, err)
 		return
@@ -219,7 +229,12 @@ func (n *Node) forward(ctx context.Context, target NodeSpec, path string, in, ou
 	case statusNotLeader:
 		var nl notLeaderRPC
 		_ = msgpack.Unmarshal(data, &nl)
-		return &partition.NotLeaderError{LeaderID: nl.LeaderID}
+		n.learnAddr(nl.LeaderID, nl.LeaderAddr)
+		e := &partition.NotLeaderError{LeaderID: nl.LeaderID, LeaderAddr: nl.LeaderAddr}
+		if len(nl.Replicas) > 0 {
+			return &notLeaderHint{NotLeaderError: e, replicas: nl.Replicas}
+		}
+		return e
 	case http.StatusServiceUnavailable:
 		return fmt.Errorf("%w: %s: %s", partition.ErrUnavailable, target.ID, bytes.TrimSpace(data))
 	case http.StatusGatewayTimeout:

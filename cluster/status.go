@@ -23,19 +23,20 @@ func (n *Node) Replicas() []ReplicaStatus {
 	var out []ReplicaStatus
 	for _, ds := range n.cfg.Topology.Datastores {
 		for _, r := range n.datastores[ds.Name].partitions {
-			st := ReplicaStatus{Datastore: ds.Name, Partition: r.spec.ID, Local: r.local != nil}
+			p := r.local()
+			st := ReplicaStatus{Datastore: ds.Name, Partition: r.spec.ID, Local: p != nil}
 			if r.async != nil {
 				as := r.async.Status()
 				st.Async = &as
 			}
-			if r.local != nil {
-				rf := r.local.Raft()
-				st.Leader, _ = r.local.Leader()
+			if p != nil {
+				rf := p.Raft()
+				st.Leader, _ = p.Leader()
 				st.State = rf.State().String()
 				st.Term = rf.CurrentTerm()
 				st.CommitIndex = rf.CommitIndex()
 				st.LastIndex = rf.LastIndex()
-				st.AppliedIndex = r.local.FSM().Applied().Index
+				st.AppliedIndex = p.FSM().Applied().Index
 			} else {
 				r.mu.Lock()
 				st.Leader = r.hint

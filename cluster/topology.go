@@ -56,11 +56,13 @@ type Topology struct {
 }
 
 // NodeSpec is one node. RaftAddr is the node's transport address (host:port), carrying raft
-// traffic of every partition and node-to-node forwarding; HTTPAddr serves the HTTP API.
+// traffic of every partition and node-to-node forwarding; HTTPAddr serves the HTTP API;
+// GossipAddr (optional) is where it gossips membership (hashicorp/memberlist, TCP and UDP).
 type NodeSpec struct {
-	ID       string `yaml:"id"`
-	RaftAddr string `yaml:"raft_addr"`
-	HTTPAddr string `yaml:"http_addr"`
+	ID         string `yaml:"id"`
+	RaftAddr   string `yaml:"raft_addr"`
+	HTTPAddr   string `yaml:"http_addr"`
+	GossipAddr string `yaml:"gossip_addr,omitempty"`
 }
 
 // DatastoreSpec is one datastore. Shards is fixed at creation. Either Partitions lists the

@@ -27,5 +27,12 @@
 // master): the caller holds a cross-process lock, and the FSM reloads what it caches whenever
 // the stored applied index shows another writer's batch.
 //
+// # Backups
+//
+// Backup writes the snapshot stream of a read view it opens itself, on the caller's goroutine,
+// and returns a BackupInfo (header, counts, per-shard highest added_id). VerifySnapshot checks
+// a stream without a store (the backup command and the restore path use it), and
+// EncodeSnapshotHeader lets the partition rewrite a backup's header before raft restores it.
+//
 // See DESIGN.md for the snapshot format and the added_id rules.
 package fsm

@@ -298,6 +298,7 @@ type entry struct {
 // ApplyBatch applies committed entries in one SQL transaction and returns a *Response per entry
 // (raft.BatchingFSM). It blocks while the store is retried after a failure.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	began := time.Now()
 	out := make([]interface{}, len(logs))
 	if err := f.Failed(); err != nil {
 		for i := range out {
@@ -387,6 +388,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		backoff *= 2
 	}
 	f.setApplied(last)
+	observeApply(f.cfg.Store, began, len(logs), entries)
 	return out
 }
 

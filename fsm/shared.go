@@ -22,8 +22,14 @@ var ErrSharedApply = errors.New("fsm: shared apply failed")
 // stored index, in one transaction (group commit), and returns one *Response per command, in
 // order. The store's applied index counts applied batches; it is not a raft index.
 //
-// On failure the error wraps ErrSharedApply, the FSM forgets its caches and the next call
-// starts afresh; whether a commit happened is unknown when the failure came at COMMIT. Blocks
+// On failure the error wraps ErrSharedApply and the store's error, the FSM forgets its caches
+// and the next call starts afresh; whether a commit happened is unknown when the failure came
+// at COMMIT.
+//
+// A store with a fence (storage.PartitionStore.SetFence, async mode's partition moves) is
+// checked before the batch and again inside its write transaction: when the partition's
+// placement names another storage cluster the error wraps storage.ErrMoved and nothing was
+// written, so the caller may retry the commands on the cluster the placement names. Blocks
 // on I/O until ctx ends (ctx bounds the reads before the batch; the batch itself is bounded by
 // Config.StoreTimeout and retried Config.StoreAttempts times).
 func (f *FSM) ApplyShared(ctx context.Context, commands [][]byte) ([]*Response, error) {
@@ -38,6 +44,14 @@ func (f *FSM) ApplyShared(ctx context.Context, commands [][]byte) ([]*Response, 
 		f.applied = stored
 		f.mu.Unlock()
 	}
+	if fs, ok := f.cfg.Store.(fencedStore); ok {
+		// Cheap and early: a copy that moved away refuses here, before any DDL. The check that
+		// holds against a concurrent move is the one inside the write transaction.
+		if err := fs.CheckFence(ctx); err != nil {
+			f.forgetShared()
+			return nil, fmt.Errorf("%w: %w", ErrSharedApply, err)
+		}
+	}
 	logs := make([]*raft.Log, len(commands))
 	for i, c := range commands {
 		logs[i] = &raft.Log{Index: stored.Index + uint64(i) + 1, Type: raft.LogCommand, Data: c}
@@ -45,7 +59,7 @@ func (f *FSM) ApplyShared(ctx context.Context, commands [][]byte) ([]*Response, 
 	outs := f.ApplyBatch(logs)
 	if err := f.Failed(); err != nil {
 		f.forgetShared()
-		return nil, fmt.Errorf("%w: %v", ErrSharedApply, err)
+		return nil, fmt.Errorf("%w: %w", ErrSharedApply, err)
 	}
 	res := make([]*Response, len(outs))
 	for i, o := range outs {
@@ -56,6 +70,12 @@ func (f *FSM) ApplyShared(ctx context.Context, commands [][]byte) ([]*Response, 
 		res[i] = r
 	}
 	return res, nil
+}
+
+// fencedStore is a store that can tell it holds a copy of the partition that moved away
+// (*storage.PartitionStore).
+type fencedStore interface {
+	CheckFence(ctx context.Context) error
 }
 
 // forgetShared drops the caches and a stored failure so that the next ApplyShared reloads

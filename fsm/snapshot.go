@@ -75,8 +75,9 @@ type snapshotRecord struct {
 	CreatedAtMicros int64
 }
 
-// ReadSnapshotHeader reads the header of a snapshot stream, leaving r after it. Streams of
-// version 1 (no KV rows) and 2 are accepted; anything else returns ErrBadSnapshot.
+// ReadSnapshotHeader reads the header of a snapshot stream, leaving r after it when r is an
+// io.ByteScanner (a *bufio.Reader; other readers are read ahead). Streams of version 1 (no KV
+// rows), 2 (no index entries) and 3 are accepted; anything else returns ErrBadSnapshot.
 func ReadSnapshotHeader(r io.Reader) (SnapshotHeader, error) {
 	magic := make([]byte, len(snapshotMagic))
 	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != snapshotMagic {
@@ -124,20 +125,30 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *snapshot) write(w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 256<<10)
+	_, err := writeStream(context.Background(), w, s.tx, s.shards)
+	return err
+}
+
+// writeStream writes the snapshot stream of the view tx of shards into w (the one writer of
+// both Persist and Backup) and returns what it wrote. It buffers its writes; ctx bounds the
+// view's reads.
+func writeStream(ctx context.Context, w io.Writer, tx *storage.SnapshotTx, shards storage.ShardRange) (BackupInfo, error) {
+	cw := &countWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 256<<10)
+	info := BackupInfo{
+		Header: SnapshotHeader{Version: snapshotVersion, FirstShard: shards.First, LastShard: shards.Last, Applied: tx.Applied()},
+		Shards: make([]ShardInfo, 0, shards.Last-shards.First+1),
+	}
 	if _, err := bw.WriteString(snapshotMagic); err != nil {
-		return err
+		return info, err
 	}
 	enc := msgpack.NewEncoder(bw)
-	h := SnapshotHeader{Version: snapshotVersion, FirstShard: s.shards.First, LastShard: s.shards.Last, Applied: s.tx.Applied()}
-	if err := enc.Encode(&h); err != nil {
-		return err
+	if err := enc.Encode(&info.Header); err != nil {
+		return info, err
 	}
-	ctx := context.Background()
-	var nKV int64
 	tables := map[string][]indexes.Field{}
-	err := s.tx.ScanKV(ctx, func(kv storage.KV) error {
-		nKV++
+	err := tx.ScanKV(ctx, func(kv storage.KV) error {
+		info.KVs++
 		if name, ok := strings.CutPrefix(kv.Key, indexTableKeyPrefix); ok {
 			var fields []indexes.Field
 			if err := msgpack.Unmarshal(kv.Value, &fields); err != nil {
@@ -148,47 +159,121 @@ func (s *snapshot) write(w io.Writer) error {
 		return enc.Encode(&snapshotRecord{Shard: kvShard, Column: kv.Key, Body: kv.Value})
 	})
 	if err != nil {
-		return fmt.Errorf("KV rows: %w", err)
+		return info, fmt.Errorf("KV rows: %w", err)
 	}
-	var n int64
-	for shard := s.shards.First; shard <= s.shards.Last; shard++ {
-		err := s.tx.ScanShard(ctx, shard, func(c cells.Cell) error {
-			n++
+	for shard := shards.First; shard <= shards.Last; shard++ {
+		si := ShardInfo{Shard: shard}
+		err := tx.ScanShard(ctx, shard, func(c cells.Cell) error {
+			si.Cells++
+			si.MaxAddedID = c.AddedID
 			return enc.Encode(&snapshotRecord{
 				Shard: int32(shard), AddedID: c.AddedID, RowKey: c.RowKey[:], Column: c.ColumnKey,
 				RefKey: c.RefKey, Body: c.Body, CreatedAtMicros: c.CreatedAt.UnixMicro(),
 			})
 		})
 		if err != nil {
-			return fmt.Errorf("shard %d: %w", shard, err)
+			return info, fmt.Errorf("shard %d: %w", shard, err)
 		}
+		info.Cells += si.Cells
+		info.Shards = append(info.Shards, si)
 	}
 	names := make([]string, 0, len(tables))
 	for name := range tables {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	var nIdx int64
 	for _, name := range names {
 		t := IndexTableOf(name, tables[name])
-		for shard := s.shards.First; shard <= s.shards.Last; shard++ {
-			err := s.tx.ScanIndex(ctx, shard, t, func(e storage.IndexEntry) error {
+		for shard := shards.First; shard <= shards.Last; shard++ {
+			err := tx.ScanIndex(ctx, shard, t, func(e storage.IndexEntry) error {
 				body, err := msgpack.Marshal(&snapshotEntry{Values: PackIndexValues(e.Values), Refs: e.Refs})
 				if err != nil {
 					return err
 				}
-				nIdx++
+				info.IndexEntries++
 				return enc.Encode(&snapshotRecord{Shard: indexShard, AddedID: int64(shard), RowKey: e.RowKey[:], Column: name, RefKey: e.Violation, Body: body})
 			})
 			if err != nil {
-				return fmt.Errorf("index %s shard %d: %w", name, shard, err)
+				return info, fmt.Errorf("index %s shard %d: %w", name, shard, err)
 			}
 		}
 	}
-	if err := enc.Encode(&snapshotRecord{Shard: trailerShard, AddedID: n, RefKey: nKV, CreatedAtMicros: nIdx}); err != nil {
-		return err
+	if err := enc.Encode(&snapshotRecord{Shard: trailerShard, AddedID: info.Cells, RefKey: info.KVs, CreatedAtMicros: info.IndexEntries}); err != nil {
+		return info, err
 	}
-	return bw.Flush()
+	if err := bw.Flush(); err != nil {
+		return info, err
+	}
+	info.Bytes = cw.n
+	return info, nil
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// indexTablesOf returns the index tables named by a stream's KV rows (index/table/<name>).
+func indexTablesOf(kv []storage.KV) (map[string][]indexes.Field, []storage.IndexTable, error) {
+	tables := map[string][]indexes.Field{}
+	var list []storage.IndexTable
+	for _, row := range kv {
+		if name, ok := strings.CutPrefix(row.Key, indexTableKeyPrefix); ok {
+			var fields []indexes.Field
+			if err := msgpack.Unmarshal(row.Value, &fields); err != nil {
+				return nil, nil, fmt.Errorf("%w: index table %s: %v", ErrBadSnapshot, name, err)
+			}
+			tables[name] = fields
+			list = append(list, IndexTableOf(name, fields))
+		}
+	}
+	return tables, list, nil
+}
+
+// cellRecord decodes r, the cell record number n of a stream of shards, into a restore record.
+func cellRecord(r *snapshotRecord, shards storage.ShardRange, n int64) (storage.RestoreRecord, error) {
+	if !shards.Contains(int(r.Shard)) {
+		return storage.RestoreRecord{}, fmt.Errorf("%w: record %d in shard %d", ErrBadSnapshot, n, r.Shard)
+	}
+	rk, err := uuid.FromBytes(r.RowKey)
+	if err != nil {
+		return storage.RestoreRecord{}, fmt.Errorf("%w: record %d: %v", ErrBadSnapshot, n, err)
+	}
+	return storage.RestoreRecord{Shard: int(r.Shard), Cell: cells.Cell{
+		Key:  cells.Key{RowKey: rk, ColumnKey: r.Column, RefKey: r.RefKey},
+		Body: r.Body, AddedID: r.AddedID, CreatedAt: time.UnixMicro(r.CreatedAtMicros).UTC(),
+	}}, nil
+}
+
+// indexRecord decodes r, the index entry record number n of a stream of shards whose KV rows
+// name tables, into a restore record.
+func indexRecord(r *snapshotRecord, tables map[string][]indexes.Field, shards storage.ShardRange, n int64) (storage.RestoreRecord, error) {
+	fields, ok := tables[r.Column]
+	if !ok || !shards.Contains(int(r.AddedID)) {
+		return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d of table %q in shard %d", ErrBadSnapshot, n, r.Column, r.AddedID)
+	}
+	rk, err := uuid.FromBytes(r.RowKey)
+	if err != nil {
+		return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: %v", ErrBadSnapshot, n, err)
+	}
+	var se snapshotEntry
+	if err := msgpack.Unmarshal(r.Body, &se); err != nil || len(se.Values) != len(fields) {
+		return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: bad body (%v)", ErrBadSnapshot, n, err)
+	}
+	for i, v := range se.Values {
+		if se.Values[i], err = TypedIndexValue(fields[i].Type, v); err != nil {
+			return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: %v", ErrBadSnapshot, n, err)
+		}
+	}
+	return storage.RestoreRecord{Shard: int(r.AddedID), Index: r.Column,
+		Entry: storage.IndexEntry{RowKey: rk, Values: se.Values, Refs: se.Refs, Violation: r.RefKey}}, nil
 }
 
 // Release closes the read view.
@@ -229,17 +314,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		kv = append(kv, storage.KV{Key: r.Column, Value: r.Body})
 	}
 	// The index tables of the snapshot are those its KV rows name.
-	tables := map[string][]indexes.Field{}
-	var tableList []storage.IndexTable
-	for _, row := range kv {
-		if name, ok := strings.CutPrefix(row.Key, indexTableKeyPrefix); ok {
-			var fields []indexes.Field
-			if err := msgpack.Unmarshal(row.Value, &fields); err != nil {
-				return fmt.Errorf("%w: index table %s: %v", ErrBadSnapshot, name, err)
-			}
-			tables[name] = fields
-			tableList = append(tableList, IndexTableOf(name, fields))
-		}
+	tables, tableList, err := indexTablesOf(kv)
+	if err != nil {
+		return err
 	}
 	var count, nIdx int64
 	done := false
@@ -267,39 +344,19 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			if h.Version < 3 {
 				return storage.RestoreRecord{}, fmt.Errorf("%w: index record in a version %d stream", ErrBadSnapshot, h.Version)
 			}
-			fields, ok := tables[r.Column]
-			if !ok || !f.shards.Contains(int(r.AddedID)) {
-				return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d of table %q in shard %d", ErrBadSnapshot, nIdx, r.Column, r.AddedID)
-			}
-			rk, err := uuid.FromBytes(r.RowKey)
+			rec, err := indexRecord(&r, tables, f.shards, nIdx)
 			if err != nil {
-				return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: %v", ErrBadSnapshot, nIdx, err)
-			}
-			var se snapshotEntry
-			if err := msgpack.Unmarshal(r.Body, &se); err != nil || len(se.Values) != len(fields) {
-				return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: bad body (%v)", ErrBadSnapshot, nIdx, err)
-			}
-			for i, v := range se.Values {
-				if se.Values[i], err = TypedIndexValue(fields[i].Type, v); err != nil {
-					return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: %v", ErrBadSnapshot, nIdx, err)
-				}
+				return storage.RestoreRecord{}, err
 			}
 			nIdx++
-			return storage.RestoreRecord{Shard: int(r.AddedID), Index: r.Column,
-				Entry: storage.IndexEntry{RowKey: rk, Values: se.Values, Refs: se.Refs, Violation: r.RefKey}}, nil
+			return rec, nil
 		}
-		if !f.shards.Contains(int(r.Shard)) {
-			return storage.RestoreRecord{}, fmt.Errorf("%w: record %d in shard %d", ErrBadSnapshot, count, r.Shard)
-		}
-		rk, err := uuid.FromBytes(r.RowKey)
+		rec, err := cellRecord(&r, f.shards, count)
 		if err != nil {
-			return storage.RestoreRecord{}, fmt.Errorf("%w: record %d: %v", ErrBadSnapshot, count, err)
+			return storage.RestoreRecord{}, err
 		}
 		count++
-		return storage.RestoreRecord{Shard: int(r.Shard), Cell: cells.Cell{
-			Key:  cells.Key{RowKey: rk, ColumnKey: r.Column, RefKey: r.RefKey},
-			Body: r.Body, AddedID: r.AddedID, CreatedAt: time.UnixMicro(r.CreatedAtMicros).UTC(),
-		}}, nil
+		return rec, nil
 	}
 	if err := f.cfg.Store.Restore(context.Background(), h.Applied, records, kv, tableList); err != nil {
 		return fmt.Errorf("fsm: restore: %w", err)

@@ -22,9 +22,12 @@ type AsyncConfig struct {
 	Datastore string
 	Partition int
 	Shards    storage.ShardRange
-	// Primary is the storage cluster holding the partition's cells.
+	// Primary is the storage cluster holding the partition's cells as the topology places it.
+	// A placement record (see Placement) naming another of Primary and Buffers moves it there.
 	Primary *StorageCluster
 	// Buffers are the datastore's other storage clusters, whose masters hold buffered copies.
+	// After a move, the buffers are every cluster of Primary and Buffers but the one holding
+	// the partition, in that order.
 	Buffers []*StorageCluster
 	// BufferCopies is how many buffer clusters must take a write before the primary master is
 	// written (buffered writes). 0 turns buffered writes off: the unsafe mode, in which a
@@ -43,6 +46,16 @@ type AsyncConfig struct {
 	// MaxBatchCommands bounds the commands (puts of one request, group and index commands)
 	// grouped into one write transaction on the master. Default 256.
 	MaxBatchCommands int
+	// PlacementInterval is how often the partition re-reads its placement (it also does
+	// after a write or read refused as moved). Default 500ms (a probe interval).
+	PlacementInterval time.Duration
+	// MovedWait bounds how long a command or a read refused as moved (storage.ErrMoved: the
+	// partition is being switched to another cluster) is retried, re-reading the placement,
+	// before it fails with ErrUnavailable. Default 3s.
+	MovedWait time.Duration
+	// Placement reads the partition's placement record. Default: the record with the highest
+	// epoch on the masters of Primary and Buffers (MastersPlacement).
+	Placement PlacementSource
 	// Logger receives master failures and reaper conflicts. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -60,6 +73,12 @@ func (c *AsyncConfig) ensureDefaults() {
 	if c.MaxBatchCommands <= 0 {
 		c.MaxBatchCommands = 256
 	}
+	if c.PlacementInterval <= 0 {
+		c.PlacementInterval = 500 * time.Millisecond
+	}
+	if c.MovedWait <= 0 {
+		c.MovedWait = 3 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -75,21 +94,30 @@ func (c *AsyncConfig) ensureDefaults() {
 // there. Every node runs an Async per partition of an async datastore; they share the master
 // through a MySQL named lock per partition and apply commands with the same state machine as
 // raft mode (fsm.FSM.ApplyShared), so added_id is assigned on the master, gap-free and in
-// commit order, and copied to the minions by row-based replication. Safe for concurrent use.
+// commit order, and copied to the minions by row-based replication.
+//
+// The partition may move to another of its clusters while it runs (MovePartition): it re-reads
+// its placement record every PlacementInterval and when a write or read is refused as moved,
+// and switches its primary (and buffers) at once. Safe for concurrent use.
 type Async struct {
 	cfg   AsyncConfig
+	all   []*StorageCluster // Primary then Buffers: every cluster of the datastore
 	queue chan *asyncOp
 	stop  chan struct{}
 	wg    sync.WaitGroup
 
+	place   atomic.Pointer[asyncPlacement]
+	placeMu sync.Mutex // serializes refreshPlacement
+
 	// Used only by the writer goroutine.
-	fsmMember int // the member the FSM writes to, -1 for none
+	fsmMember *member // the member the FSM writes to, nil for none
 	fsm       *fsm.FSM
 
 	mu     sync.Mutex
 	stores map[storeKey]*storage.PartitionStore
 
 	replayed, reaped, conflicts atomic.Int64
+	moved                       atomic.Int64 // operations refused as moved
 	depth                       atomic.Int64
 	oldest                      atomic.Int64 // unix micros of the oldest buffered cell seen, 0 none
 }
@@ -114,10 +142,16 @@ func OpenAsync(cfg AsyncConfig) (*Async, error) {
 	if cfg.BufferCopies > len(cfg.Buffers) {
 		return nil, fmt.Errorf("partition: %d buffer copies need as many buffer clusters, have %d", cfg.BufferCopies, len(cfg.Buffers))
 	}
-	a := &Async{cfg: cfg, queue: make(chan *asyncOp, 4096), stop: make(chan struct{}), fsmMember: -1,
+	a := &Async{cfg: cfg, queue: make(chan *asyncOp, 4096), stop: make(chan struct{}),
 		stores: map[storeKey]*storage.PartitionStore{}}
-	a.wg.Add(1)
+	a.all = append([]*StorageCluster{cfg.Primary}, cfg.Buffers...)
+	if a.cfg.Placement == nil {
+		a.cfg.Placement = MastersPlacement(a.all, cfg.Datastore, cfg.Partition)
+	}
+	a.place.Store(&asyncPlacement{primary: cfg.Primary, buffers: cfg.Buffers})
+	a.wg.Add(2)
 	go a.writeLoop()
+	go a.placementLoop()
 	if cfg.BufferCopies > 0 {
 		a.wg.Add(1)
 		go a.reapLoop()
@@ -202,15 +236,16 @@ func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]fsm.CellResult
 // clusters in the order their keys prefer (bufferOrder), one batch per cluster per round: one
 // multi-row insert and one lookup, whatever the number of cells.
 func (a *Async) buffer(ctx context.Context, cs []fsm.CommandCell, now time.Time, results []fsm.CellResult) ([]int, error) {
+	buffers := a.placement().buffers
 	copies := make([]int, len(cs))
 	conflict := make([]bool, len(cs))
 	orders := make([][]*StorageCluster, len(cs))
 	for i := range cs {
-		orders[i] = a.bufferOrder(cs[i].Key)
+		orders[i] = bufferOrder(buffers, cs[i].Key)
 	}
 	stored := false // some cell may be in a buffer
 	var lastErr error
-	for round := 0; round < len(a.cfg.Buffers); round++ {
+	for round := 0; round < len(buffers); round++ {
 		groups := map[*StorageCluster][]int{}
 		var clusters []*StorageCluster
 		for i := range cs {
@@ -278,9 +313,9 @@ func (a *Async) buffer(ctx context.Context, cs []fsm.CommandCell, now time.Time,
 
 // bufferOrder returns the buffer clusters in the order a cell's key prefers them: a rotation
 // chosen by a hash of the key, so that the buffers are spread evenly and a key always goes to
-// the same buffer while it is up.
-func (a *Async) bufferOrder(k cells.Key) []*StorageCluster {
-	n := len(a.cfg.Buffers)
+// the same buffer while it is up (and the partition does not move).
+func bufferOrder(buffers []*StorageCluster, k cells.Key) []*StorageCluster {
+	n := len(buffers)
 	h := fnv.New32a()
 	_, _ = h.Write(k.RowKey[:])
 	_, _ = h.Write([]byte(k.ColumnKey))
@@ -292,7 +327,7 @@ func (a *Async) bufferOrder(k cells.Key) []*StorageCluster {
 	start := int(h.Sum32() % uint32(n))
 	out := make([]*StorageCluster, n)
 	for i := range out {
-		out[i] = a.cfg.Buffers[(start+i)%n]
+		out[i] = buffers[(start+i)%n]
 	}
 	return out
 }
@@ -423,28 +458,44 @@ func (a *Async) failQueued() {
 	}
 }
 
-// applyBatch applies the batch on the primary master. Errors: ErrUnavailable when nothing
-// was sent to a master, ErrIndeterminate when the transaction failed on its way.
+// applyBatch applies the batch on the primary master. A batch refused as moved (the
+// partition is being switched to another storage cluster) is retried on the primary its
+// placement names, re-reading the placement, for up to MovedWait. Errors: ErrUnavailable when
+// nothing was written (no master; or still refused as moved, wrapping storage.ErrMoved),
+// ErrIndeterminate when the transaction failed on its way.
 func (a *Async) applyBatch(batch []*asyncOp) ([]*fsm.Response, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.LockWait+10*time.Second)
-	defer cancel()
-	idx, m, err := a.cfg.Primary.masterMember(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
 	datas := make([][]byte, len(batch))
 	for i, op := range batch {
 		datas[i] = op.data
 	}
+	retry := a.movedRetry()
+	for {
+		pl := a.placement()
+		res, err := a.applyOn(pl.primary, datas)
+		if !errors.Is(err, storage.ErrMoved) || !retry.again(context.Background(), pl) {
+			return res, err
+		}
+	}
+}
+
+// applyOn applies the batch on the master of c, under the partition's named lock.
+func (a *Async) applyOn(c *StorageCluster, datas [][]byte) ([]*fsm.Response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.LockWait+10*time.Second)
+	defer cancel()
+	_, m, err := c.masterMember(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
 	var res []*fsm.Response
+	var moved error // kept out of the circuit breaker: the master answered
 	sent := false
 	err = m.run(func() error {
-		st, err := m.writeStore(ctx, a.cfg.Primary)
+		st, err := m.writeStore(ctx, c)
 		if err != nil {
 			return err
 		}
-		if a.fsmMember != idx || a.fsm == nil {
-			ps, err := a.partitionStore(ctx, st, m, true)
+		if a.fsmMember != m || a.fsm == nil {
+			ps, err := a.partitionStore(ctx, c, st, m, true)
 			if err != nil {
 				return err
 			}
@@ -452,29 +503,43 @@ func (a *Async) applyBatch(batch []*asyncOp) ([]*fsm.Response, error) {
 			if err != nil {
 				return err
 			}
-			a.fsm, a.fsmMember = f, idx
+			a.fsm, a.fsmMember = f, m
 		}
-		unlock, err := st.Lock(ctx, fmt.Sprintf("%s_%s_p%d", a.cfg.Primary.cfg.Prefix, a.cfg.Datastore, a.cfg.Partition), a.cfg.LockWait)
+		unlock, err := st.Lock(ctx, asyncLockName(c.cfg.Prefix, a.cfg.Datastore, a.cfg.Partition), a.cfg.LockWait)
 		if err != nil {
 			return err
 		}
 		defer unlock()
 		sent = true
 		res, err = a.fsm.ApplyShared(ctx, datas)
+		if errors.Is(err, storage.ErrMoved) {
+			moved, err = err, nil
+		}
 		return err
 	})
-	if err != nil {
-		if sent {
-			return nil, fmt.Errorf("%w: master of %s: %v", ErrIndeterminate, a.cfg.Primary.Name(), err)
-		}
-		return nil, fmt.Errorf("%w: master of %s: %v", ErrUnavailable, a.cfg.Primary.Name(), err)
+	switch {
+	case moved != nil:
+		// Refused before anything was written, by the check before the batch or the one
+		// inside its transaction.
+		return nil, fmt.Errorf("%w: master of %s: %w", ErrUnavailable, c.Name(), moved)
+	case err != nil && sent:
+		return nil, fmt.Errorf("%w: master of %s: %v", ErrIndeterminate, c.Name(), err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: master of %s: %v", ErrUnavailable, c.Name(), err)
 	}
 	return res, nil
 }
 
-// partitionStore returns the partition's store on a member: on its write store (write) or
-// its read store, opened on first use.
-func (a *Async) partitionStore(ctx context.Context, st *storage.Store, m *member, write bool) (*storage.PartitionStore, error) {
+// asyncLockName is the MySQL named lock (GET_LOCK) that every writer of a partition takes on
+// its master around a write transaction; MovePartition takes it too, to switch the partition.
+func asyncLockName(prefix, datastore string, partition int) string {
+	return fmt.Sprintf("%s_%s_p%d", prefix, datastore, partition)
+}
+
+// partitionStore returns the partition's store on member m of cluster c: on its write store
+// (write) or its read store, opened on first use, fenced to c (storage SetFence: it refuses
+// writes and reports reads as moved when the placement on m names another cluster).
+func (a *Async) partitionStore(ctx context.Context, c *StorageCluster, st *storage.Store, m *member, write bool) (*storage.PartitionStore, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	key := storeKey{m, write}
@@ -485,6 +550,7 @@ func (a *Async) partitionStore(ctx context.Context, st *storage.Store, m *member
 	if err != nil {
 		return nil, err
 	}
+	ps.SetFence(c.Name())
 	a.stores[key] = ps
 	return ps, nil
 }
@@ -495,47 +561,79 @@ type storeKey struct {
 	write bool
 }
 
-// readOn runs fn on the partition's read store on member m of the primary cluster, through
-// m's circuit breaker.
-func (a *Async) readOn(ctx context.Context, m *member, fn func(*storage.PartitionStore) error) error {
-	return m.run(func() error {
-		st, err := m.readStore(ctx, a.cfg.Primary)
+// readOn runs fn on the partition's read store on member m of cluster c, through m's circuit
+// breaker, then checks that the copy it read is the partition's (CheckFence): if the
+// placement on m names another cluster, the error wraps ErrUnavailable and storage.ErrMoved,
+// and what fn read must be dropped.
+func (a *Async) readOn(ctx context.Context, c *StorageCluster, m *member, fn func(*storage.PartitionStore) error) error {
+	var moved error // kept out of the circuit breaker: the member answered
+	err := m.run(func() error {
+		st, err := m.readStore(ctx, c)
 		if err != nil {
 			return err
 		}
-		ps, err := a.partitionStore(ctx, st, m, false)
+		ps, err := a.partitionStore(ctx, c, st, m, false)
 		if err != nil {
 			return err
 		}
-		return fn(ps)
+		ferr := fn(ps)
+		// After the read: if the placement did not name another cluster yet, the read
+		// happened before the switch, when this copy was the partition's. (A read that
+		// failed on a dropped copy is retried elsewhere too.)
+		if err := ps.CheckFence(ctx); errors.Is(err, storage.ErrMoved) {
+			moved = err
+			return nil
+		} else if err != nil && ferr == nil {
+			return err
+		}
+		return ferr
 	})
+	if moved != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, m.name, moved)
+	}
+	return err
 }
 
 // Read runs fn on the partition's store on the primary master (strong: read-your-writes on
 // the master's latest) or on a minion (stale; another minion, then the master, if one fails).
-// Each attempt goes through the member's circuit breaker. Errors: ErrUnavailable (no master,
-// or its breaker is open: retryable), or fn's.
+// Each attempt goes through the member's circuit breaker. A read of a copy that moved away is
+// dropped and retried on the primary the placement names, for up to MovedWait. fn may run
+// more than once. Errors: ErrUnavailable (no master, or its breaker is open, or still moved:
+// retryable), or fn's.
 func (a *Async) Read(ctx context.Context, strong bool, fn func(*storage.PartitionStore) error) error {
+	retry := a.movedRetry()
+	for {
+		pl := a.placement()
+		err := a.readFrom(ctx, pl.primary, strong, fn)
+		if !errors.Is(err, storage.ErrMoved) || !retry.again(ctx, pl) {
+			return err
+		}
+	}
+}
+
+// readFrom is one attempt of Read on cluster c.
+func (a *Async) readFrom(ctx context.Context, c *StorageCluster, strong bool, fn func(*storage.PartitionStore) error) error {
 	var candidates []*member
 	if !strong {
-		ms, err := a.cfg.Primary.minionMembers(ctx)
+		ms, err := c.minionMembers(ctx)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		candidates = ms
 	}
-	if _, m, err := a.cfg.Primary.masterMember(ctx); err == nil {
+	if _, m, err := c.masterMember(ctx); err == nil {
 		candidates = append(candidates, m)
 	} else if strong || len(candidates) == 0 {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	var lastErr error
 	for _, m := range candidates {
-		err := a.readOn(ctx, m, fn)
+		err := a.readOn(ctx, c, m, fn)
 		if err == nil {
 			return nil
 		}
 		lastErr = err
+		// A minion may lag behind its master's placement: the master, last, has the word.
 		if strong || ctx.Err() != nil {
 			break
 		}
@@ -559,8 +657,11 @@ func (a *Async) HighWater(int) (int64, bool) { return 0, false }
 
 // AsyncStatus is what the partition reports of itself.
 type AsyncStatus struct {
-	Cluster string
-	Members []MemberStatus
+	// Cluster is the storage cluster holding the partition, as its placement names it;
+	// PlacementEpoch the epoch of that placement (0: the topology's).
+	Cluster        string
+	PlacementEpoch int64
+	Members        []MemberStatus
 	// BufferDepth is how many of the partition's cells the buffer clusters held at the last
 	// reaper pass, BufferOldest when the oldest of them was buffered (zero when none).
 	BufferDepth  int64
@@ -569,14 +670,205 @@ type AsyncStatus struct {
 	// rows deleted, cells replayed into the primary master, and buffered cells dropped
 	// because the primary holds their key with another body.
 	Reaped, Replayed, Conflicts int64
+	// Moved counts the writes and reads a copy refused as moved since the node started (each
+	// retried on the cluster the placement names): a move's switch, or a stale placement.
+	Moved int64
 }
 
 // Status returns the partition's state.
 func (a *Async) Status() AsyncStatus {
-	s := AsyncStatus{Cluster: a.cfg.Primary.Name(), Members: a.cfg.Primary.Status(),
-		BufferDepth: a.depth.Load(), Reaped: a.reaped.Load(), Replayed: a.replayed.Load(), Conflicts: a.conflicts.Load()}
+	pl := a.placement()
+	s := AsyncStatus{Cluster: pl.primary.Name(), PlacementEpoch: pl.epoch, Members: pl.primary.Status(),
+		BufferDepth: a.depth.Load(), Reaped: a.reaped.Load(), Replayed: a.replayed.Load(), Conflicts: a.conflicts.Load(),
+		Moved: a.moved.Load()}
 	if o := a.oldest.Load(); o > 0 {
 		s.BufferOldest = time.UnixMicro(o).UTC()
 	}
 	return s
+}
+
+// asyncPlacement is where the partition lives as far as this node knows: its primary cluster,
+// its buffer clusters (every other cluster) and the epoch of the placement record that said so
+// (0: the topology's placement). Never modified once published.
+type asyncPlacement struct {
+	primary *StorageCluster
+	buffers []*StorageCluster
+	epoch   int64
+}
+
+// placement returns the current placement.
+func (a *Async) placement() *asyncPlacement { return a.place.Load() }
+
+// PlacementSource reads the placement record of one partition of an async datastore
+// (storage.Placement).
+type PlacementSource interface {
+	// ReadPlacement returns the record with the highest epoch it could read, and false when
+	// it read none (the partition lives where the topology places it). An error means it
+	// could read nothing at all. Blocks on I/O until ctx ends.
+	ReadPlacement(ctx context.Context) (storage.Placement, bool, error)
+}
+
+// MastersPlacement returns the PlacementSource that reads the placement record of datastore's
+// partition on the master of each of clusters (concurrently, through each member's circuit
+// breaker) and takes the one with the highest epoch; masters that do not answer are skipped.
+func MastersPlacement(clusters []*StorageCluster, datastore string, partition int) PlacementSource {
+	return mastersPlacement{clusters: clusters, datastore: datastore, partition: partition}
+}
+
+type mastersPlacement struct {
+	clusters  []*StorageCluster
+	datastore string
+	partition int
+}
+
+func (s mastersPlacement) ReadPlacement(ctx context.Context) (storage.Placement, bool, error) {
+	reads := readPlacements(ctx, s.clusters, s.datastore, s.partition)
+	var (
+		best    storage.Placement
+		found   bool
+		answers int
+		lastErr error
+	)
+	for _, r := range reads {
+		if r.err != nil {
+			lastErr = r.err
+			continue
+		}
+		answers++
+		if r.found && (!found || r.rec.Epoch > best.Epoch) {
+			best, found = r.rec, true
+		}
+	}
+	if answers == 0 && lastErr != nil {
+		return storage.Placement{}, false, lastErr
+	}
+	return best, found, nil
+}
+
+// placementRead is the placement record one cluster's master holds.
+type placementRead struct {
+	cluster *StorageCluster
+	rec     storage.Placement
+	found   bool
+	err     error
+}
+
+// readPlacements reads the placement record of datastore's partition on the master of every
+// cluster, concurrently; one result per cluster, in order.
+func readPlacements(ctx context.Context, clusters []*StorageCluster, datastore string, partition int) []placementRead {
+	out := make([]placementRead, len(clusters))
+	var wg sync.WaitGroup
+	for i, c := range clusters {
+		out[i].cluster = c
+		wg.Go(func() {
+			r := &out[i]
+			_, m, err := c.masterMember(ctx)
+			if err != nil {
+				r.err = err
+				return
+			}
+			r.err = m.run(func() error {
+				st, err := m.writeStore(ctx, c)
+				if err != nil {
+					return err
+				}
+				r.rec, r.found, err = st.ReadPlacement(ctx, datastore, partition)
+				return err
+			})
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// placementLoop re-reads the placement every PlacementInterval, the first time at once.
+func (a *Async) placementLoop() {
+	defer a.wg.Done()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = a.refreshPlacement(ctx)
+		cancel()
+		select {
+		case <-time.After(a.cfg.PlacementInterval):
+		case <-a.stop:
+			return
+		}
+	}
+}
+
+// refreshPlacement reads the placement record and, when its epoch is above the current one,
+// switches to the cluster it names: that cluster becomes the primary and every other one a
+// buffer. A record naming a cluster the partition does not know is refused (and logged).
+func (a *Async) refreshPlacement(ctx context.Context) error {
+	a.placeMu.Lock()
+	defer a.placeMu.Unlock()
+	rec, ok, err := a.cfg.Placement.ReadPlacement(ctx)
+	if err != nil {
+		return err
+	}
+	cur := a.placement()
+	if !ok || rec.Epoch <= cur.epoch {
+		return nil
+	}
+	var to *StorageCluster
+	for _, c := range a.all {
+		if c.Name() == rec.Cluster {
+			to = c
+		}
+	}
+	if to == nil {
+		err := fmt.Errorf("partition: placement epoch %d of %s/%d names storage cluster %q, which is not one of the datastore's", rec.Epoch, a.cfg.Datastore, a.cfg.Partition, rec.Cluster)
+		a.cfg.Logger.Error("partition: placement refused; the partition stays where it is", "error", err)
+		return err
+	}
+	next := &asyncPlacement{primary: to, epoch: rec.Epoch}
+	for _, c := range a.all {
+		if c != to {
+			next.buffers = append(next.buffers, c)
+		}
+	}
+	a.place.Store(next)
+	if to != cur.primary {
+		a.cfg.Logger.Info("partition: placement changed: the partition moved to another storage cluster",
+			"datastore", a.cfg.Datastore, "partition", a.cfg.Partition, "from", cur.primary.Name(), "to", to.Name(), "epoch", rec.Epoch)
+	}
+	return nil
+}
+
+// movedRetry paces the retries of an operation refused as moved.
+type movedRetry struct {
+	a        *Async
+	deadline time.Time
+	backoff  time.Duration
+}
+
+func (a *Async) movedRetry() *movedRetry {
+	return &movedRetry{a: a, deadline: time.Now().Add(a.cfg.MovedWait), backoff: 10 * time.Millisecond}
+}
+
+// again is called after placement pl's primary refused an operation as moved. It re-reads the
+// placement and reports whether to try again: at once when the placement changed, otherwise
+// (the switch is under way: the new primary is fenced until the move's final catch-up is
+// done) after a backoff, until MovedWait has passed since the first attempt, ctx ends or the
+// partition closes.
+func (r *movedRetry) again(ctx context.Context, pl *asyncPlacement) bool {
+	r.a.moved.Add(1)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err := r.a.refreshPlacement(rctx)
+	cancel()
+	if err == nil && r.a.placement() != pl {
+		return true
+	}
+	if time.Now().Add(r.backoff).After(r.deadline) {
+		return false
+	}
+	select {
+	case <-time.After(r.backoff):
+	case <-ctx.Done():
+		return false
+	case <-r.a.stop:
+		return false
+	}
+	r.backoff = min(2*r.backoff, 200*time.Millisecond)
+	return true
 }

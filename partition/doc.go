@@ -38,5 +38,12 @@
 // into the master those missing there. Reads run on the master (strong) or a minion (stale).
 // docs/design.md (Async mode) gives the reasoning and the limits.
 //
+// # Backup and restore
+//
+// Backup streams a consistent snapshot of the partition from the leader after a read index.
+// RestoreBackup checks and stages a backup, then hands it to raft's Restore, which makes it the
+// partition's state on every replica (followers install it as a snapshot); see its
+// documentation for the raft index it chooses and what happens to the leadership meanwhile.
+//
 // See DESIGN.md for the error semantics of Put and the reasoning behind each step.
 package partition

@@ -233,6 +233,7 @@ type Raft struct {
 	readyTerm atomic.Uint64
 	closeOnce sync.Once
 	closeErr  error
+	metrics   *raftMetrics // see metrics.go
 }
 
 // Open starts the replica: opens the raft log and snapshots under cfg.Dir, brings the store up
@@ -252,7 +253,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: open raft log: %w", name, err)
 	}
-	p := &Raft{cfg: cfg, log: logger, bolt: bolt, stop: make(chan struct{})}
+	p := &Raft{cfg: cfg, log: logger, bolt: bolt, stop: make(chan struct{}), metrics: newRaftMetrics(cfg.ID)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -297,6 +298,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.NoSnapshotRestoreOnStart = true
+	rc.NoLegacyTelemetry = true // no go-metrics names holding peer ids
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
 	}
@@ -313,6 +315,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 		return nil, fmt.Errorf("partition %s: start raft: %w", name, err)
 	}
 	p.raft = r
+	r.RegisterObserver(p.metrics.leaderObserver())
 	if !existing && len(cfg.Peers) > 0 {
 		if err := r.BootstrapCluster(raft.Configuration{Servers: cfg.Peers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			_ = r.Shutdown().Error()
@@ -426,6 +429,10 @@ func (p *Raft) notLeader() error {
 	return &NotLeaderError{LeaderID: id, LeaderAddr: addr}
 }
 
+// NotLeader returns the *NotLeaderError this replica answers a leader-only request with: the
+// leader it knows, if any.
+func (p *Raft) NotLeader() error { return p.notLeader() }
+
 // Close stops the replica: pending Puts fail with ErrClosed or ErrIndeterminate, raft shuts down
 // and the raft log is closed. The store and the transport are the caller's to close. Idempotent.
 func (p *Raft) Close() error {
@@ -438,6 +445,7 @@ func (p *Raft) Close() error {
 			err = cerr
 		}
 		p.closeErr = err
+		p.metrics.forget()
 	})
 	return p.closeErr
 }

@@ -38,15 +38,21 @@ func (a *Async) reapLoop() {
 	}
 }
 
-// reapPass reads every buffer cluster's buffered cells of this partition, deletes those now on
-// a minion of the primary cluster, and replays into the primary master those missing from it
-// for longer than ReplayAfter. It records the buffer depth it saw.
+// reapPass reads every cluster's buffered cells of this partition, deletes those now on a
+// minion of the primary cluster, and replays into the primary master those missing from it
+// for longer than ReplayAfter. It records the buffer depth it saw. Once the partition has
+// moved, every cluster of the datastore is read, the primary's own too: the cells buffered on
+// the new primary while it was a buffer are there.
 func (a *Async) reapPass() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var depth int64
 	var oldest time.Time
-	for _, bc := range a.cfg.Buffers {
+	pl := a.placement()
+	for _, bc := range a.all {
+		if bc == pl.primary && pl.epoch == 0 {
+			continue // never moved: no cell of the partition is buffered on its own cluster
+		}
 		_, m, err := bc.masterMember(ctx)
 		if err != nil {
 			continue
@@ -89,35 +95,20 @@ func (a *Async) reapPass() {
 // reapRows handles one page of buffer rows of buffer cluster bc (master m).
 func (a *Async) reapRows(ctx context.Context, bc *StorageCluster, m *member, rows []storage.BufferedCell) {
 	where := make([]int, len(rows))
-	look := func(st *storage.PartitionStore, found int) error {
-		for i, r := range rows {
-			if where[i] != reapUnknown {
-				continue
-			}
-			c, err := st.GetCell(ctx, r.Shard, r.Cell.Key)
-			if errors.Is(err, storage.ErrNotFound) {
-				if found == reapOnMaster {
-					where[i] = reapMissing
-				}
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			same, err := cells.SameBody(c.Body, r.Cell.Body)
-			if err != nil {
-				return err
-			}
-			if !same {
-				where[i] = reapConflict
-			} else {
-				where[i] = found
-			}
+	// look finds the rows in st, in a copy of where kept only if the read succeeds: a read
+	// of a copy that moved away (refused after the fact) teaches nothing.
+	look := func(read func(context.Context, func(*storage.PartitionStore) error) error, found int) {
+		w := make([]int, len(where))
+		err := read(ctx, func(st *storage.PartitionStore) error {
+			copy(w, where)
+			return lookIn(ctx, st, rows, w, found)
+		})
+		if err == nil {
+			copy(where, w)
 		}
-		return nil
 	}
-	_ = a.onMinion(ctx, func(st *storage.PartitionStore) error { return look(st, reapOnMinion) })
-	_ = a.Read(ctx, true, func(st *storage.PartitionStore) error { return look(st, reapOnMaster) })
+	look(a.onMinion, reapOnMinion)
+	look(func(ctx context.Context, fn func(*storage.PartitionStore) error) error { return a.Read(ctx, true, fn) }, reapOnMaster)
 
 	var del []int64
 	var replay []storage.BufferedCell
@@ -155,19 +146,52 @@ func (a *Async) reapRows(ctx context.Context, bc *StorageCluster, m *member, row
 	}
 }
 
+// lookIn looks up in st the rows whose place is still unknown in where, and records where it
+// found them: found when stored with the same body, reapConflict with another body, and, when
+// found is reapOnMaster, reapMissing when absent.
+func lookIn(ctx context.Context, st *storage.PartitionStore, rows []storage.BufferedCell, where []int, found int) error {
+	for i, r := range rows {
+		if where[i] != reapUnknown {
+			continue
+		}
+		c, err := st.GetCell(ctx, r.Shard, r.Cell.Key)
+		if errors.Is(err, storage.ErrNotFound) {
+			if found == reapOnMaster {
+				where[i] = reapMissing
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		same, err := cells.SameBody(c.Body, r.Cell.Body)
+		if err != nil {
+			return err
+		}
+		if !same {
+			where[i] = reapConflict
+		} else {
+			where[i] = found
+		}
+	}
+	return nil
+}
+
 // onMinion runs fn on a minion of the primary cluster (the master when the cluster has no
-// minions), trying each reachable minion in turn.
+// minions), trying each reachable minion in turn. A minion whose copy moved away (its
+// placement names another cluster) fails like an unreachable one.
 func (a *Async) onMinion(ctx context.Context, fn func(*storage.PartitionStore) error) error {
-	if !a.cfg.Primary.HasMinions() {
+	primary := a.placement().primary
+	if !primary.HasMinions() {
 		return a.Read(ctx, true, fn)
 	}
-	ms, err := a.cfg.Primary.minionMembers(ctx)
+	ms, err := primary.minionMembers(ctx)
 	if err != nil {
 		return err
 	}
-	lastErr := fmt.Errorf("%w: no minion of %s is reachable", ErrUnavailable, a.cfg.Primary.Name())
+	lastErr := fmt.Errorf("%w: no minion of %s is reachable", ErrUnavailable, primary.Name())
 	for _, m := range ms {
-		err := a.readOn(ctx, m, fn)
+		err := a.readOn(ctx, primary, m, fn)
 		if err == nil {
 			return nil
 		}

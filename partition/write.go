@@ -137,6 +137,7 @@ func (p *Raft) propose(batch []*proposal, n int) {
 		release(err)
 		return
 	}
+	committed := p.metrics.proposed(n, len(batch))
 	future := p.raft.Apply(data, p.cfg.EnqueueTimeout)
 	p.wg.Add(1)
 	go func() {
@@ -146,6 +147,7 @@ func (p *Raft) propose(batch []*proposal, n int) {
 			release(p.classify(err))
 			return
 		}
+		committed()
 		off := 0
 		for _, pr := range batch {
 			pr.done <- proposalResult{results: results[off : off+len(pr.cells)]}

@@ -26,9 +26,9 @@ const (
 )
 
 // OpenMySQL connects to the MySQL (or MariaDB) server of cfg.DSN and creates the meta tables
-// "<prefix>_meta.partitions" and "<prefix>_meta.kv" (the KV rows of every partition) if
-// missing. Zero fields of cfg take their defaults; an invalid cfg
-// returns errors wrapping ErrInvalidConfig. The DSN's database is ignored; the connection is
+// "<prefix>_meta.partitions", "<prefix>_meta.kv" (the KV rows of every partition), and async
+// mode's "<prefix>_meta.buffer" and "<prefix>_meta.placement" if missing. Zero fields of cfg
+// take their defaults; an invalid cfg returns errors wrapping ErrInvalidConfig. The DSN's database is ignored; the connection is
 // forced to parseTime=true, loc=UTC, interpolateParams=true and time_zone '+00:00'. One pool
 // of cfg.MaxOpenConns connections serves every partition; each open snapshot holds one.
 // OpenMySQL blocks until the server answers or ctx is done.
@@ -96,6 +96,7 @@ func OpenMySQL(ctx context.Context, cfg MySQLConfig) (*Store, error) {
 			"\tPRIMARY KEY (datastore, `partition`, k)\n" +
 			") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
 		bufferDDL(meta),
+		placementDDL(meta),
 	}
 	if cfg.ReadOnly {
 		ddl = nil

@@ -166,6 +166,8 @@ type PartitionStore struct {
 	// which columns); guarded by writer.
 	indexes map[string]*indexState
 	closed  atomic.Bool
+	// fence, when set, is the storage cluster whose placement this copy must match (SetFence).
+	fence atomic.Pointer[string]
 }
 
 // ID returns the partition's id.

@@ -15,7 +15,10 @@ import (
 // fail. Only one write transaction (or EnsureShards, or Restore) may be open at a time: Begin
 // returns ErrTxOpen rather than wait. The caller must end the transaction with Commit or
 // Rollback (a deferred Rollback after Commit is a no-op). Begin blocks until the transaction is
-// open (SQLite: BEGIN IMMEDIATE takes the file's write lock) or ctx is done.
+// open (SQLite: BEGIN IMMEDIATE takes the file's write lock) or ctx is done. With a fence set
+// (SetFence), Begin first reads the partition's placement row with a shared lock held until
+// the transaction ends, and returns an error wrapping ErrMoved, with no transaction, when the
+// row names another storage cluster.
 func (p *PartitionStore) Begin(ctx context.Context) (*WriteTx, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
@@ -27,6 +30,11 @@ func (p *PartitionStore) Begin(ctx context.Context) (*WriteTx, error) {
 	if err != nil {
 		p.unlockWriter()
 		return nil, p.fail("begin", err)
+	}
+	if err := p.checkFenceTx(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		p.unlockWriter()
+		return nil, err
 	}
 	return &WriteTx{p: p, tx: tx}, nil
 }

@@ -59,6 +59,7 @@ read_only fences and which may lack the replication privileges: the admin comman
 	}
 	cmd.AddCommand(newAdminPromoteCmd(), newAdminStorageCmd())
 	cmd.AddCommand(newAdminRaftCmds()...)
+	cmd.AddCommand(newAdminMoveCmd())
 	cmd.AddCommand(newAdminBackupCmds()...)
 	return cmd
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/client"
@@ -45,6 +44,7 @@ type serveFlags struct {
 	sqliteSync    string
 	hbFastPath    bool
 	indexPoll     time.Duration
+	adminAddr     string
 }
 
 func newServeCmd() *cobra.Command {
@@ -90,6 +90,7 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.IntVar(&f.inflight, "max-inflight", pd.MaxInflight, "raft entries in flight per partition before requests are grouped")
 	fl.BoolVar(&f.hbFastPath, "raft-heartbeat-fast-path", false, "let raft handle heartbeats beside its main loop, as hashicorp/raft does by default; UNSAFE: exposes hashicorp/raft issue 695 (logs can diverge after a partition heals)")
 	fl.StringVar(&f.sqliteSync, "sqlite-synchronous", "NORMAL", "SQLite PRAGMA synchronous: NORMAL (the raft log covers power loss) or FULL")
+	fl.StringVar(&f.adminAddr, "admin-addr", "", "host:port of an admin listener serving /metrics and net/http/pprof's /debug/pprof/ (default none)")
 	_ = cmd.MarkFlagRequired("config")
 	_ = cmd.MarkFlagRequired("node-id")
 	_ = cmd.MarkFlagRequired("data-dir")
@@ -101,6 +102,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	routeLibraryLogs(logger)
 	if f.indexPoll < 0 {
 		return fmt.Errorf("--index-poll-interval %s: must not be negative", f.indexPoll)
 	}
@@ -151,16 +153,22 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	defer node.Close()
 
-	f.apiCfg.Logger = logger
+	// /metrics, on the API's address and --admin-addr: see newServeRegistry (serveadmin.go); the
+	// API's requests and the index maintainer's series are added to it.
+	registry, err := newServeRegistry(node, store)
+	if err != nil {
+		return err
+	}
+	f.apiCfg.Logger, f.apiCfg.Registerer = logger, registry
 	handler, err := api.NewServer(node, f.apiCfg)
 	if err != nil {
 		return err
 	}
-	// /metrics: the Go runtime, the process, async datastores (buffers, reaper, storage members'
-	// breakers and lag) and the index maintainer's and its workers' series (lag per shard,
-	// violations, type mismatches); everything else goes to the API.
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), node.AsyncCollector())
+	stopAdmin, err := startAdmin(f.adminAddr, registry, logger)
+	if err != nil {
+		return err
+	}
+	defer stopAdmin()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	mux.Handle("/", handler)

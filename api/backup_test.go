@@ -1,0 +1,122 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/api"
+	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/internal/clustertest"
+)
+
+// TestBackupEndpoints checks the answers of the backup and restore endpoints: the stream with
+// its headers and trailers, and every refusal in the API's error shape. (A restore that
+// succeeds is tested in cluster and cmd/schemaless.)
+func TestBackupEndpoints(t *testing.T) {
+	const limit = 4096
+	c := clustertest.Start(t, clustertest.Options{API: api.Config{MaxRestoreBytes: limit}})
+	s := &session{t: t, c: c}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var cs []cells.Cell
+	for i := 0; i < 200; i++ {
+		b, err := cells.EncodeBody([]byte(fmt.Sprintf(`{"i":%d,"pad":"xxxxxxxxxxxxxxxxxxxxxxxx"}`, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, cells.Cell{Key: cells.Key{RowKey: uuid.NewSHA1(uuid.NameSpaceDNS, []byte(fmt.Sprint("backup", i))), ColumnKey: "BASE", RefKey: 1}, Body: b})
+	}
+	if _, err := c.Node(0).PutCells(ctx, "trips", cs); err != nil {
+		t.Fatal(err)
+	}
+
+	// The stream, from a node that may not lead partition 0.
+	for node := 0; node < 3; node++ {
+		res, err := http.Get(c.URL(node) + "/v1/admin/backup/trips/0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("GET backup through node %d: got %d, %v", node, res.StatusCode, err)
+		}
+		info, err := fsm.VerifySnapshot(bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("GET backup through node %d: the body does not verify: %v", node, err)
+		}
+		sum := sha256.Sum256(body)
+		for k, want := range map[string]string{
+			"Content-Type":                 "application/octet-stream",
+			api.HeaderAppliedIndex:         strconv.FormatUint(info.Header.Applied.Index, 10),
+			api.HeaderAppliedTerm:          strconv.FormatUint(info.Header.Applied.Term, 10),
+			api.HeaderFirstShard:           "0",
+			api.HeaderLastShard:            "7",
+			"Trailer:" + api.TrailerCells:  strconv.FormatInt(info.Cells, 10),
+			"Trailer:" + api.TrailerBytes:  strconv.Itoa(len(body)),
+			"Trailer:" + api.TrailerSHA256: hex.EncodeToString(sum[:]),
+		} {
+			var got string
+			if name, ok := strings.CutPrefix(k, "Trailer:"); ok {
+				got = res.Trailer.Get(name)
+			} else {
+				got = res.Header.Get(k)
+			}
+			if got != want {
+				t.Errorf("GET backup through node %d: %s got %q, want %q", node, k, got, want)
+			}
+		}
+		if info.Cells == 0 || len(body) <= limit {
+			t.Fatalf("partition 0's backup: %d cells in %d bytes, want some cells and more than %d bytes", info.Cells, len(body), limit)
+		}
+		if node < 2 {
+			continue
+		}
+		// Refused restores, each changing nothing.
+		post := func(path string, b []byte) answer {
+			t.Helper()
+			res, err := http.Post(c.URL(node)+path, "application/octet-stream", bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			data, _ := io.ReadAll(res.Body)
+			return answer{status: res.StatusCode, header: res.Header, body: data}
+		}
+		post("/v1/admin/restore/trips/0", body).expectError(t, http.StatusConflict, wire.CodeConflict, "")
+		post("/v1/admin/restore/trips/0?force=true", body).expectError(t, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, "body")
+		post("/v1/admin/restore/trips/0?force=true", []byte("not a snapshot")).expectError(t, http.StatusBadRequest, wire.CodeInvalidArgument, "body")
+		post("/v1/admin/restore/trips/1?force=true", body[:limit/2]).expectError(t, http.StatusBadRequest, wire.CodeInvalidArgument, "body")
+		post("/v1/admin/restore/trips/0?force=maybe", body).expectError(t, http.StatusBadRequest, wire.CodeInvalidArgument, "force")
+	}
+	s.do(t, 0, http.MethodGet, "/v1/admin/backup/trips/7", "").expectError(t, http.StatusNotFound, wire.CodeNotFound, "")
+	s.do(t, 0, http.MethodGet, "/v1/admin/backup/nope/0", "").expectError(t, http.StatusNotFound, wire.CodeNotFound, "")
+	s.do(t, 0, http.MethodGet, "/v1/admin/backup/trips/x", "").expectError(t, http.StatusBadRequest, wire.CodeInvalidArgument, "partition")
+	s.do(t, 0, http.MethodPut, "/v1/admin/backup/trips/0", "").expectError(t, http.StatusMethodNotAllowed, wire.CodeMethod, "")
+	s.do(t, 0, http.MethodGet, "/v1/admin/restore/trips/0", "").expectError(t, http.StatusMethodNotAllowed, wire.CodeMethod, "")
+	// The refused restores changed nothing.
+	page := s.do(t, 1, http.MethodGet, "/v1/trips/shards/0/cells?limit=1000", "").expect(t, http.StatusOK)
+	var got wire.ShardCellsResponse
+	page.decode(t, &got)
+	want := 0
+	for _, cl := range cs {
+		if cells.ShardOf(cl.RowKey, 16) == 0 {
+			want++
+		}
+	}
+	if len(got.Cells) != want {
+		t.Errorf("shard 0 after refused restores: got %d cells, want %d", len(got.Cells), want)
+	}
+}

@@ -1,0 +1,83 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/schemaless-db/schemaless/partition"
+)
+
+// AsyncMove describes a move of one partition of an async datastore to another of its storage
+// clusters (MoveAsyncPartition).
+type AsyncMove struct {
+	// Datastore is the async datastore, from the topology the nodes run.
+	Datastore *DatastoreSpec
+	// Partition is the partition's id.
+	Partition int
+	// To names the target storage cluster, one of Datastore.StorageClusters (a spare cluster
+	// holding no partition is fine).
+	To string
+	// DSN maps each member's DSN of the topology to the DSN to connect with (the admin command
+	// replaces the user). nil: the topology's DSNs, whose user may write the masters.
+	DSN func(dsn string) (string, error)
+	// Cluster carries the storage clusters' tunables (probe interval, breakers); identity
+	// fields are filled in.
+	Cluster partition.ClusterConfig
+	// Move carries the move's tunables (lock wait, catch-up, drain, drop, logger); identity
+	// fields are filled in.
+	Move partition.MoveConfig
+}
+
+// MoveAsyncPartition moves a partition of an async datastore to storage cluster m.To while the
+// nodes keep serving it (partition.MovePartition: copy, catch up from the shard logs, switch
+// under the partition's lock, drain). It connects to the storage clusters' members directly,
+// needs no node, and blocks until done or ctx ends. The nodes pick the new placement up by
+// themselves; the topology file may be updated afterwards (partitions[].cluster), and must
+// list To among storage_clusters. Errors: a bad AsyncMove, partition.MovePartition's.
+func MoveAsyncPartition(ctx context.Context, m AsyncMove) (partition.MoveResult, error) {
+	ds := m.Datastore
+	if ds == nil || ds.Mode != ModeAsync {
+		return partition.MoveResult{}, errors.New("cluster: move: the datastore must be in mode async")
+	}
+	var ps *PartitionSpec
+	for i := range ds.Partitions {
+		if ds.Partitions[i].ID == m.Partition {
+			ps = &ds.Partitions[i]
+		}
+	}
+	if ps == nil {
+		return partition.MoveResult{}, fmt.Errorf("cluster: move: datastore %s has no partition %d", ds.Name, m.Partition)
+	}
+	if _, ok := ds.StorageCluster(m.To); !ok {
+		return partition.MoveResult{}, fmt.Errorf("cluster: move: datastore %s has no storage cluster %q", ds.Name, m.To)
+	}
+	var clusters []*partition.StorageCluster
+	defer func() {
+		for _, c := range clusters {
+			_ = c.Close()
+		}
+	}()
+	for _, cs := range ds.StorageClusters {
+		cc := m.Cluster
+		cc.Name, cc.Prefix, cc.Members = cs.Name, ds.MySQLPrefix, nil
+		for _, dsn := range cs.Members() {
+			if m.DSN != nil {
+				var err error
+				if dsn, err = m.DSN(dsn); err != nil {
+					return partition.MoveResult{}, fmt.Errorf("cluster: move: storage cluster %s: %w", cs.Name, err)
+				}
+			}
+			cc.Members = append(cc.Members, dsn)
+		}
+		c, err := partition.OpenCluster(cc)
+		if err != nil {
+			return partition.MoveResult{}, fmt.Errorf("cluster: move: %w", err)
+		}
+		clusters = append(clusters, c)
+	}
+	mc := m.Move
+	mc.Datastore, mc.Partition, mc.Shards = ds.Name, ps.ID, ps.Shards()
+	mc.Clusters, mc.Static, mc.To = clusters, ps.Cluster, m.To
+	return partition.MovePartition(ctx, mc)
+}

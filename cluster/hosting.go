@@ -1,0 +1,378 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/internal/hclogslog"
+	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/storage"
+)
+
+// Which partitions a node hosts is decided by raft, not by the topology: the topology's replica
+// lists only bootstrap a new cluster. A node records, in <DataDir>/replicas.json, every replica
+// it was told to host or to drop by an admin operation, so that a restart opens what it hosts
+// now rather than what the topology said at the start.
+
+// hostedState is a partition's entry in replicas.json.
+type hostedState string
+
+const (
+	hostedUnknown hostedState = ""        // never changed at runtime: the topology decides
+	hostedMember  hostedState = "member"  // hosts a replica (bootstrapped or added)
+	hostedRemoved hostedState = "removed" // its replica was removed and its data dropped
+)
+
+// hostedFile is replicas.json: states by "<datastore>/<partition>".
+type hostedFile struct {
+	path string
+	mu   sync.Mutex
+	m    map[string]hostedState
+}
+
+func loadHosted(dataDir string) (*hostedFile, error) {
+	h := &hostedFile{path: filepath.Join(dataDir, "replicas.json"), m: map[string]hostedState{}}
+	b, err := os.ReadFile(h.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return h, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if err := json.Unmarshal(b, &h.m); err != nil {
+		return nil, fmt.Errorf("cluster: %s: %w", h.path, err)
+	}
+	return h, nil
+}
+
+func hostedKey(ds string, pid int) string { return fmt.Sprintf("%s/%d", ds, pid) }
+
+func (h *hostedFile) state(ds string, pid int) hostedState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[hostedKey(ds, pid)]
+}
+
+// set records a state durably (write to a temporary file, fsync, rename).
+func (h *hostedFile) set(ds string, pid int, s hostedState) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := hostedKey(ds, pid)
+	if h.m[k] == s {
+		return nil
+	}
+	h.m[k] = s
+	b, err := json.MarshalIndent(h.m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(h.path), 0o755); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	tmp := h.path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	if _, err = f.Write(b); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, h.path); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	return nil
+}
+
+// local returns this node's replica of the partition, or nil when it hosts none.
+func (r *route) local() *partition.Raft { return r.rep.Load() }
+
+// mustLocal returns this node's replica, or a not-leader error naming the leader and replicas
+// this node last heard of, which a forwarding node follows.
+func (r *route) mustLocal() (*partition.Raft, error) {
+	if p := r.local(); p != nil {
+		return p, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return nil, &notLeaderHint{NotLeaderError: &partition.NotLeaderError{LeaderID: r.hint}, replicas: slices.Clone(r.replicas)}
+}
+
+// notLeaderHint is a not-leader answer carrying the partition's replicas as the answering node
+// knows them. errors.As finds the *partition.NotLeaderError inside.
+type notLeaderHint struct {
+	*partition.NotLeaderError
+	replicas []string
+}
+
+func (e *notLeaderHint) Unwrap() error { return e.NotLeaderError }
+
+// setReplicas records the partition's replica ids as learned from raft or from another node.
+func (r *route) setReplicas(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	ids = slices.Clone(ids)
+	sort.Strings(ids)
+	r.mu.Lock()
+	r.replicas = ids
+	r.mu.Unlock()
+}
+
+// knownReplicas returns the partition's replica ids as last learned.
+func (r *route) knownReplicas() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.replicas)
+}
+
+// candidatesLocked returns the nodes to try, in order, for a partition this node does not host:
+// the ones gossip says host it and are alive (leaders first), then the replicas last learned
+// that gossip does not call dead. r.mu is held.
+func (n *Node) candidatesLocked(r *route) []string {
+	var out []string
+	if n.gossip != nil {
+		for _, m := range n.gossip.Hosting(r.ds.Name, r.spec.ID) {
+			out = append(out, m.ID)
+		}
+	}
+	for _, id := range r.replicas {
+		if slices.Contains(out, id) {
+			continue
+		}
+		if n.gossip != nil {
+			if alive, known := n.gossip.Alive(id); known && !alive {
+				continue
+			}
+		}
+		out = append(out, id)
+	}
+	if len(out) == 0 {
+		out = slices.Clone(r.replicas) // every one is believed dead: try them anyway
+	}
+	return out
+}
+
+// bootstrapPeers returns the raft configuration a new cluster starts partition ps with: the
+// topology's replicas.
+func (n *Node) bootstrapPeers(ps *PartitionSpec) []raft.Server {
+	var peers []raft.Server
+	for _, rid := range ps.Replicas {
+		spec, _ := n.nodeSpec(rid)
+		peers = append(peers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(rid), Address: raft.ServerAddress(spec.RaftAddr)})
+	}
+	return peers
+}
+
+// replicaDir is where the replica of ds/pid keeps its raft log and snapshots.
+func (n *Node) replicaDir(ds string, pid int) string {
+	return filepath.Join(n.cfg.DataDir, "raft", fmt.Sprintf("%s-p%d", ds, pid))
+}
+
+// openReplica opens this node's replica of r, bootstrapping the raft group with peers when it
+// has no raft state yet (nil peers: it waits to be added by the leader).
+func (n *Node) openReplica(ctx context.Context, ds *DatastoreSpec, r *route, peers []raft.Server) error {
+	id := storage.PartitionID{Datastore: ds.Name, Partition: r.spec.ID}
+	name := fmt.Sprintf("%s/%d", ds.Name, r.spec.ID)
+	ps, err := n.cfg.Store.Partition(ctx, id, r.spec.Shards())
+	if err != nil {
+		return fmt.Errorf("cluster: partition %s: %w", name, err)
+	}
+	dir := n.replicaDir(ds.Name, r.spec.ID)
+	if _, err := os.Stat(filepath.Join(dir, "raft.db")); errors.Is(err, os.ErrNotExist) && len(peers) == 0 {
+		// A replica joining an existing group starts empty: whatever its store holds (from an
+		// earlier membership) would make its state machine skip the entries the leader sends.
+		if err := resetStore(ctx, ps); err != nil {
+			return fmt.Errorf("cluster: partition %s: %w", name, err)
+		}
+	}
+	layer, err := n.mux.RaftLayer(name)
+	if err != nil {
+		return fmt.Errorf("cluster: partition %s: %w", name, err)
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  layer,
+		MaxPool: 4,
+		Timeout: 10 * time.Second,
+		Logger:  hclogslog.New(n.log.With("partition", name), "raft-net"),
+	})
+	pc := n.cfg.Partition
+	pc.ID = id
+	pc.Shards = r.spec.Shards()
+	pc.NodeID = n.cfg.NodeID
+	pc.Dir = dir
+	pc.Peers = peers
+	pc.Transport = trans
+	pc.Store = ps
+	pc.Logger = n.log
+	pc.OnFatal = n.cfg.OnFatal
+	p, err := partition.Open(ctx, pc)
+	if err != nil {
+		_ = trans.Close()
+		return fmt.Errorf("cluster: %w", err)
+	}
+	r.mu.Lock()
+	r.trans = trans
+	r.mu.Unlock()
+	r.rep.Store(p)
+	n.refreshGossip()
+	return nil
+}
+
+// resetStore empties a partition's tables (cells, KV rows, index tables) and its applied state.
+func resetStore(ctx context.Context, ps *storage.PartitionStore) error {
+	return ps.Restore(ctx, storage.AppliedState{}, func() (storage.RestoreRecord, error) { return storage.RestoreRecord{}, io.EOF }, nil, nil)
+}
+
+// closeReplica stops this node's replica of r, if any (its data stays). Idempotent.
+func (r *route) closeReplica() error {
+	p := r.rep.Swap(nil)
+	r.mu.Lock()
+	trans := r.trans
+	r.trans = nil
+	r.mu.Unlock()
+	var errs []error
+	if p != nil {
+		errs = append(errs, p.Close())
+	}
+	if trans != nil {
+		errs = append(errs, trans.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Host makes this node host a replica of partition pid of ds that waits to be added to the raft
+// group by its leader (AddVoter does both). It does nothing if the node already hosts one.
+// Raft mode only. Errors: ErrUnknownDatastore, ErrBadShard, ErrAsyncDatastore, or opening the
+// replica failed.
+func (n *Node) Host(ctx context.Context, ds string, pid int) error {
+	n.hostMu.Lock()
+	defer n.hostMu.Unlock()
+	r, err := n.raftRoute(ds, pid)
+	if err != nil {
+		return err
+	}
+	if r.local() != nil {
+		return nil
+	}
+	if err := n.hosted.set(ds, pid, hostedMember); err != nil {
+		return err
+	}
+	if err := n.openReplica(ctx, r.ds, r, nil); err != nil {
+		return err
+	}
+	n.log.Info("hosting a new replica", "datastore", ds, "partition", pid)
+	return nil
+}
+
+// Unhost stops this node's replica of partition pid of ds and deletes its data (raft log,
+// snapshots and tables). Call it once the raft group no longer counts this node (RemoveVoter
+// does both): a replica still in the configuration would lose its copy. Idempotent.
+func (n *Node) Unhost(ctx context.Context, ds string, pid int) error {
+	n.hostMu.Lock()
+	defer n.hostMu.Unlock()
+	r, err := n.raftRoute(ds, pid)
+	if err != nil {
+		return err
+	}
+	if err := n.hosted.set(ds, pid, hostedRemoved); err != nil {
+		return err
+	}
+	p := r.local()
+	var ps *storage.PartitionStore
+	if p != nil {
+		ps = p.Store()
+	}
+	if err := r.closeReplica(); err != nil {
+		n.log.Warn("closing a removed replica", "datastore", ds, "partition", pid, "error", err)
+	}
+	if err := os.RemoveAll(n.replicaDir(ds, pid)); err != nil {
+		return fmt.Errorf("cluster: remove replica data: %w", err)
+	}
+	if ps == nil {
+		var err error
+		if ps, err = n.cfg.Store.Partition(ctx, storage.PartitionID{Datastore: ds, Partition: pid}, r.spec.Shards()); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+	}
+	if err := resetStore(ctx, ps); err != nil {
+		return fmt.Errorf("cluster: drop removed replica's tables: %w", err)
+	}
+	n.refreshGossip()
+	n.log.Info("dropped a removed replica", "datastore", ds, "partition", pid)
+	return nil
+}
+
+// ErrAsyncDatastore: a raft-only operation on an async datastore.
+var ErrAsyncDatastore = errors.New("cluster: not a raft datastore")
+
+// raftRoute returns the route of partition pid of raft datastore ds.
+func (n *Node) raftRoute(ds string, pid int) (*route, error) {
+	r, err := n.localRoute(ds, pid)
+	if err != nil {
+		return nil, err
+	}
+	if r.async != nil {
+		return nil, fmt.Errorf("%w: %s is async", ErrAsyncDatastore, ds)
+	}
+	return r, nil
+}
+
+// watchReplicas keeps every route's replica list and the node directory up to date with the
+// local replicas' raft configurations, and gossips leadership changes. It runs until stop.
+func (n *Node) watchReplicas(stop <-chan struct{}) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	leading := map[*route]bool{}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		changed := false
+		for _, d := range n.datastores {
+			for _, r := range d.partitions {
+				p := r.local()
+				if p == nil {
+					if leading[r] {
+						delete(leading, r)
+						changed = true
+					}
+					continue
+				}
+				if f := p.Raft().GetConfiguration(); f.Error() == nil {
+					servers := f.Configuration().Servers
+					ids := make([]string, 0, len(servers))
+					for _, s := range servers {
+						ids = append(ids, string(s.ID))
+						n.learnAddr(string(s.ID), string(s.Address))
+					}
+					r.setReplicas(ids)
+				}
+				if l := p.IsLeader(); l != leading[r] {
+					leading[r] = l
+					changed = true
+				}
+			}
+		}
+		if changed {
+			n.refreshGossip()
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// What copying a partition between two stores needs beyond Restore (async mode's partition
+// move): cells keep their added_id and created_at through WriteTx.Insert, and the calls below
+// replace the KV rows and index entries of a copy, drop an old copy, and bound the buffer rows
+// to wait for.
+
+// ReplaceKV deletes every KV row of the partition and inserts kvs, in the transaction (readers
+// see the old rows until it commits). A row out of bounds returns ErrKVTooLarge before anything
+// is written; a key given twice ErrDuplicate. kvs is not retained. Like the other WriteTx
+// methods it belongs to the writer goroutine; an error other than ErrKVTooLarge leaves the
+// transaction's outcome undefined: roll it back.
+func (tx *WriteTx) ReplaceKV(ctx context.Context, kvs []KV) error {
+	if tx.done || tx.p.closed.Load() {
+		return ErrClosed
+	}
+	for i := range kvs {
+		if err := checkKV(kvs[i].Key, kvs[i].Value); err != nil {
+			return fmt.Errorf("storage: replace KV rows: row %d: %w", i, err)
+		}
+	}
+	return tx.p.replaceKV(ctx, tx.tx, kvs)
+}
+
+// ClearIndex deletes every entry of t's table on shard in the transaction. A table that does
+// not exist returns ErrNoIndexTable; an invalid t ErrInvalidConfig, a shard outside the range
+// ErrShardRange. Other errors leave the transaction's outcome undefined: roll it back.
+func (tx *WriteTx) ClearIndex(ctx context.Context, shard int, t IndexTable) error {
+	if err := tx.check(shard); err != nil {
+		return err
+	}
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	if _, err := tx.tx.ExecContext(ctx, "DELETE FROM "+tx.p.d.indexTable(t.Name, shard)); err != nil {
+		if isNoTable(err) {
+			return fmt.Errorf("storage: clear index %s of shard %d: %w: %w", t.Name, shard, ErrNoIndexTable, err)
+		}
+		return tx.p.fail(fmt.Sprintf("clear index %s of shard %d", t.Name, shard), err)
+	}
+	return nil
+}
+
+// DropCopy deletes the partition's data from this MySQL server: the database of every shard of
+// its range (cells and index tables; DROP DATABASE IF EXISTS) and its KV rows. The meta row
+// (applied state) and the placement row stay, so that a fence (SetFence) keeps refusing writes
+// to the dropped copy. It is a writer call (ErrTxOpen while a write transaction is open); the
+// partition store should be closed afterwards. SQLite returns ErrInvalidConfig. An error may
+// leave some shards dropped; calling it again finishes. Blocks on I/O until ctx ends.
+func (p *PartitionStore) DropCopy(ctx context.Context) error {
+	if p.d.engine != EngineMySQL {
+		return fmt.Errorf("%w: DropCopy is for MySQL stores", ErrInvalidConfig)
+	}
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if err := p.lockWriter(); err != nil {
+		return err
+	}
+	defer p.unlockWriter()
+	for s := p.shards.First; s <= p.shards.Last; s++ {
+		if _, err := p.write.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+p.d.database(s)+"`"); err != nil {
+			return p.fail(fmt.Sprintf("drop the database of shard %d", s), err)
+		}
+		delete(p.created, s)
+	}
+	clear(p.indexes)
+	where, args := p.kvWhere("")
+	if _, err := p.write.ExecContext(ctx, "DELETE FROM "+p.d.kv+where, args...); err != nil {
+		return p.fail("delete the KV rows", err)
+	}
+	return nil
+}
+
+// BufferHighID returns the highest id of the buffer rows of datastore's partition (0 when there
+// are none): rows buffered later have higher ids. One statement. Errors: ErrNoBuffer, or the
+// server's.
+func (s *Store) BufferHighID(ctx context.Context, datastore string, partition int) (int64, error) {
+	tbl, err := s.bufferTable()
+	if err != nil {
+		return 0, err
+	}
+	var id sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, "SELECT MAX(id) FROM "+tbl+" WHERE datastore = ? AND `partition` = ?", datastore, partition).Scan(&id); err != nil {
+		return 0, fmt.Errorf("storage: buffer high id: %w", err)
+	}
+	return id.Int64, nil
+}
