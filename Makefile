@@ -7,7 +7,7 @@ SAMPLE  := testdata/flights-100k.csv.gz
 MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
 JEPSEN_ARGS ?=
 
-.PHONY: all build run test test-short vet bench jepsen jepsen-short jepsen-raft-695 jepsen-async clean
+.PHONY: all build run test test-short vet grow bench jepsen jepsen-short jepsen-raft-695 jepsen-async clean
 
 all: build
 
@@ -64,6 +64,14 @@ jepsen-async: build
 	./$(BIN) jepsen --mode async --duration 3m --workload cells,durability $(JEPSEN_ARGS)
 	-./$(BIN) jepsen $(ASYNCDEMO) --unsafe-no-buffered-writes
 	./$(BIN) jepsen $(ASYNCDEMO)
+
+# Growth without downtime, shown: 3 nodes holding 6 partitions under write load, 3 nodes join
+# through gossip, a rebalance moves 9 replicas onto them (add, catch up, promote, remove), one
+# node is drained and leaves; then a rolling restart of every node under load. Prints the
+# figures (writes/s before, during and after, moves, failed writes: must be 0).
+GROW_PHASE ?= 20s
+grow:
+	GROW_PHASE=$(GROW_PHASE) $(GO) test -count=1 -v -run 'TestGrowOnline|TestRollingRestart' ./cluster | grep -E 'figures|^(---|ok|FAIL|PASS)'
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

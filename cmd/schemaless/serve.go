@@ -45,6 +45,11 @@ type serveFlags struct {
 	hbFastPath    bool
 	indexPoll     time.Duration
 	adminAddr     string
+	raftAddr      string
+	httpAddr      string
+	gossipAddr    string
+	gossipBind    string
+	join          []string
 }
 
 func newServeCmd() *cobra.Command {
@@ -90,6 +95,11 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.IntVar(&f.inflight, "max-inflight", pd.MaxInflight, "raft entries in flight per partition before requests are grouped")
 	fl.BoolVar(&f.hbFastPath, "raft-heartbeat-fast-path", false, "let raft handle heartbeats beside its main loop, as hashicorp/raft does by default; UNSAFE: exposes hashicorp/raft issue 695 (logs can diverge after a partition heals)")
 	fl.StringVar(&f.sqliteSync, "sqlite-synchronous", "NORMAL", "SQLite PRAGMA synchronous: NORMAL (the raft log covers power loss) or FULL")
+	fl.StringVar(&f.raftAddr, "raft-addr", "", "this node's raft address, for a node joining a running cluster that is not in --config's nodes (with --http-addr)")
+	fl.StringVar(&f.httpAddr, "http-addr", "", "this node's HTTP API address, for a node that is not in --config's nodes")
+	fl.StringVar(&f.gossipAddr, "gossip-addr", "", "host:port this node gossips membership on (TCP and UDP; default the topology's gossip_addr; none: no gossip)")
+	fl.StringVar(&f.gossipBind, "gossip-bind", "", "listen address of the gossip (default --gossip-addr)")
+	fl.StringSliceVar(&f.join, "join", nil, "gossip addresses of running nodes to join through (default the topology's other nodes' gossip_addr)")
 	fl.StringVar(&f.adminAddr, "admin-addr", "", "host:port of an admin listener serving /metrics and net/http/pprof's /debug/pprof/ (default none)")
 	_ = cmd.MarkFlagRequired("config")
 	_ = cmd.MarkFlagRequired("node-id")
@@ -110,9 +120,20 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	self, ok := top.Node(f.nodeID)
-	if !ok {
-		return fmt.Errorf("--node-id %q is not in %s", f.nodeID, f.config)
+	self, inTopology := top.Node(f.nodeID)
+	var selfOverride *cluster.NodeSpec
+	switch {
+	case !inTopology && (f.raftAddr == "" || f.httpAddr == ""):
+		return fmt.Errorf("--node-id %q is not in %s: give --raft-addr and --http-addr to join a running cluster", f.nodeID, f.config)
+	case !inTopology:
+		self = cluster.NodeSpec{ID: f.nodeID, RaftAddr: f.raftAddr, HTTPAddr: f.httpAddr, GossipAddr: f.gossipAddr}
+		selfOverride = &self
+	case f.gossipAddr != "" && f.gossipAddr != self.GossipAddr:
+		self.GossipAddr = f.gossipAddr
+		selfOverride = &self
+	}
+	if selfOverride != nil && selfOverride.GossipAddr == "" && len(f.join) > 0 {
+		return fmt.Errorf("--join needs --gossip-addr")
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -140,7 +161,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	fatal := make(chan error, 1)
 	node, err := cluster.Start(ctx, cluster.Config{
 		NodeID: f.nodeID, Topology: top, DataDir: f.dataDir, Store: store, Logger: logger,
-		Partition: pc, BindAddr: f.bind,
+		Partition: pc, BindAddr: f.bind, Self: selfOverride, Join: f.join, GossipBindAddr: f.gossipBind,
 		OnFatal: func(err error) {
 			select {
 			case fatal <- err:
@@ -204,6 +225,11 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	// The maintainer's workers commit and leave their groups through the API: before it stops.
 	stopMaintainer()
+	// Hand the partitions this node leads to other replicas, so clients see a leader change of
+	// milliseconds rather than an election timeout.
+	handoffCtx, cancelHandoff := context.WithTimeout(context.Background(), 5*time.Second)
+	node.HandOffLeadership(handoffCtx)
+	cancelHandoff()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -52,6 +52,8 @@ type Options struct {
 	// Indexes runs the index maintainer (package indexes/maintainer) beside every node, as
 	// `schemaless serve` does: without it, defined indexes stay building forever.
 	Indexes bool
+	// Gossip gives the nodes gossip addresses (see localcluster.Options.Gossip).
+	Gossip bool
 	// Maintainer overrides the maintainers' tunables; Backend, Client, Datastores, Worker and
 	// Logger are set per node. A zero PollInterval is 200ms here (the maintainer's default is 1s).
 	Maintainer maintainer.Config
@@ -95,7 +97,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	lo := localcluster.Options{
 		Nodes: opts.Nodes, Shards: opts.Shards, Partitions: opts.Partitions, Dir: t.TempDir(),
-		Partition: opts.Partition, API: opts.API,
+		Partition: opts.Partition, API: opts.API, Gossip: opts.Gossip,
 		Logger:  logger,
 		OnFatal: func(node string, err error) { t.Errorf("node %s: fatal storage error: %v", node, err) },
 	}

@@ -44,6 +44,9 @@ type Options struct {
 	Logger *slog.Logger
 	// OnFatal is called when a node's store keeps failing.
 	OnFatal func(node string, err error)
+	// Gossip gives every node a gossip address (hashicorp/memberlist): nodes added with
+	// AddNode join through the first node's.
+	Gossip bool
 }
 
 // AsyncOptions describe the async datastore of a local cluster.
@@ -67,7 +70,8 @@ type Cluster struct {
 	opts     Options
 	Topology *cluster.Topology
 	mu       sync.Mutex
-	nodes    []*node
+	nodes    []*node            // by index in specs; nil when stopped
+	specs    []cluster.NodeSpec // the topology's nodes, then those AddNode added
 }
 
 type node struct {
@@ -129,12 +133,20 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 
 func start(ctx context.Context, opts Options) (*Cluster, error) {
 	top := &cluster.Topology{}
-	addrs, err := FreeAddrs(opts.Host, 2*opts.Nodes)
+	per := 2
+	if opts.Gossip {
+		per = 3
+	}
+	addrs, err := FreeAddrs(opts.Host, per*opts.Nodes)
 	if err != nil {
 		return nil, err
 	}
 	for i := 0; i < opts.Nodes; i++ {
-		top.Nodes = append(top.Nodes, cluster.NodeSpec{ID: fmt.Sprintf("n%d", i+1), RaftAddr: addrs[2*i], HTTPAddr: addrs[2*i+1]})
+		spec := cluster.NodeSpec{ID: fmt.Sprintf("n%d", i+1), RaftAddr: addrs[per*i], HTTPAddr: addrs[per*i+1]}
+		if opts.Gossip {
+			spec.GossipAddr = addrs[per*i+2]
+		}
+		top.Nodes = append(top.Nodes, spec)
 	}
 	top.Datastores = []cluster.DatastoreSpec{{Name: "trips", Mode: cluster.ModeRaft, Shards: opts.Shards, PartitionCount: opts.Partitions}}
 	if a := opts.Async; a != nil {
@@ -144,7 +156,7 @@ func start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := top.Normalize(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: opts, Topology: top, nodes: make([]*node, opts.Nodes)}
+	c := &Cluster{opts: opts, Topology: top, nodes: make([]*node, opts.Nodes), specs: append([]cluster.NodeSpec(nil), top.Nodes...)}
 	for i := range top.Nodes {
 		if err := c.StartNode(ctx, i); err != nil {
 			c.Close()
@@ -159,15 +171,53 @@ func start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 // URL returns node i's HTTP base URL.
-func (c *Cluster) URL(i int) string { return "http://" + c.Topology.Nodes[i].HTTPAddr }
+func (c *Cluster) URL(i int) string { return "http://" + c.Spec(i).HTTPAddr }
 
-// URLs returns every node's HTTP base URL.
+// URLs returns every node's HTTP base URL (added nodes included).
 func (c *Cluster) URLs() []string {
-	out := make([]string, len(c.Topology.Nodes))
+	out := make([]string, c.Len())
 	for i := range out {
 		out[i] = c.URL(i)
 	}
 	return out
+}
+
+// Len returns the number of nodes: the topology's and those AddNode added.
+func (c *Cluster) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.specs)
+}
+
+// Spec returns node i's addresses.
+func (c *Cluster) Spec(i int) cluster.NodeSpec {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.specs[i]
+}
+
+// AddNode starts a new node that is not in the topology (it joins the running cluster, through
+// gossip when Options.Gossip) and returns its index. It hosts nothing until an admin operation
+// adds it to partitions.
+func (c *Cluster) AddNode(ctx context.Context) (int, error) {
+	per := 2
+	if c.opts.Gossip {
+		per = 3
+	}
+	addrs, err := FreeAddrs(c.opts.Host, per)
+	if err != nil {
+		return -1, err
+	}
+	c.mu.Lock()
+	i := len(c.specs)
+	spec := cluster.NodeSpec{ID: fmt.Sprintf("n%d", i+1), RaftAddr: addrs[0], HTTPAddr: addrs[1]}
+	if c.opts.Gossip {
+		spec.GossipAddr = addrs[2]
+	}
+	c.specs = append(c.specs, spec)
+	c.nodes = append(c.nodes, nil)
+	c.mu.Unlock()
+	return i, c.StartNode(ctx, i)
 }
 
 // retry calls f until it succeeds or 2s pass: a restarted node's ports may still be held for a
@@ -190,7 +240,15 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 	if c.nodes[i] != nil {
 		return fmt.Errorf("localcluster: node %d is running", i)
 	}
-	spec := c.Topology.Nodes[i]
+	spec := c.specs[i]
+	var self *cluster.NodeSpec
+	var join []string
+	if i >= len(c.Topology.Nodes) {
+		self = &spec
+		if spec.GossipAddr != "" {
+			join = []string{c.Topology.Nodes[0].GossipAddr}
+		}
+	}
 	dir := filepath.Join(c.opts.Dir, spec.ID)
 	var st *storage.Store
 	var err error
@@ -206,7 +264,7 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 	var n *cluster.Node
 	err = retry(func() (err error) {
 		n, err = cluster.Start(ctx, cluster.Config{NodeID: spec.ID, Topology: c.Topology, DataDir: dir, Store: st,
-			Logger: log, Partition: c.opts.Partition, Async: c.asyncCluster(), AsyncPartition: c.asyncPartition(),
+			Logger: log, Partition: c.opts.Partition, Async: c.asyncCluster(), AsyncPartition: c.asyncPartition(), Self: self, Join: join,
 			OnFatal: func(err error) {
 				if c.opts.OnFatal != nil {
 					c.opts.OnFatal(spec.ID, err)
@@ -238,6 +296,19 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 	return nil
 }
 
+// StopNodeGracefully stops node i as `schemaless serve` does on SIGTERM: it hands the
+// leadership of its partitions to other replicas first (bounded by ctx), then stops.
+func (c *Cluster) StopNodeGracefully(ctx context.Context, i int) error {
+	c.mu.Lock()
+	nd := c.nodes[i]
+	c.mu.Unlock()
+	if nd == nil {
+		return nil
+	}
+	nd.n.HandOffLeadership(ctx)
+	return c.StopNode(i)
+}
+
 // StopNode stops node i abruptly (no leadership transfer), like a crash of its process; its
 // data stays for StartNode. Stopping a stopped node does nothing.
 func (c *Cluster) StopNode(i int) error {
@@ -254,7 +325,7 @@ func (c *Cluster) StopNode(i int) error {
 // Close stops every node.
 func (c *Cluster) Close() error {
 	var errs []error
-	for i := range c.nodes {
+	for i := range c.Len() {
 		errs = append(errs, c.StopNode(i))
 	}
 	return errors.Join(errs...)
@@ -273,7 +344,7 @@ func (c *Cluster) Node(i int) *cluster.Node {
 // WaitReady waits until every running node is ready, or timeout passes.
 func (c *Cluster) WaitReady(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	for i := range c.nodes {
+	for i := range c.Len() {
 		for {
 			n := c.Node(i)
 			if n == nil {
@@ -301,7 +372,7 @@ func (c *Cluster) WaitReady(ctx context.Context, timeout time.Duration) error {
 // In async mode every node serves every partition itself: it returns the first running node.
 func (c *Cluster) LeaderOf(ctx context.Context, p int, timeout time.Duration) (int, error) {
 	if c.opts.Async != nil {
-		for i := range c.nodes {
+		for i := range c.Len() {
 			if c.Node(i) != nil {
 				return i, nil
 			}
@@ -310,7 +381,7 @@ func (c *Cluster) LeaderOf(ctx context.Context, p int, timeout time.Duration) (i
 	}
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		for i := range c.nodes {
+		for i := range c.Len() {
 			n := c.Node(i)
 			if n == nil {
 				continue
