@@ -57,7 +57,7 @@ column_defs:
 `
 
 func TestConsole(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{Indexes: true})
+	c := clustertest.Start(t, clustertest.Options{Indexes: true, Gossip: true})
 	consoleFixture(t, c)
 
 	t.Run("served", func(t *testing.T) {
@@ -129,10 +129,30 @@ func TestConsole(t *testing.T) {
 		if row := consoleRow(dom, "data-group", consoleGroup); !strings.Contains(row, "w1") || !strings.Contains(row, fmt.Sprint(consoleCells)) {
 			t.Errorf("group row: got %s, want member w1 and lag %d", row, consoleCells)
 		}
-		if src := consoleAttr(dom, "section-nodes", "data-source"); src != "admin" && src != "cluster" {
-			t.Errorf("nodes section: got data-source %q, want admin or cluster", src)
+		for _, sec := range []string{"section-nodes", "section-partitions"} {
+			if src := consoleAttr(dom, sec, "data-source"); src != "admin" {
+				t.Errorf("%s: got data-source %q, want admin (/v1/admin/*)", sec, src)
+			}
 		}
-		t.Logf("nodes from %s, partitions from %s", consoleAttr(dom, "section-nodes", "data-source"), consoleAttr(dom, "section-partitions", "data-source"))
+		// Gossip sees every node alive; every partition shows its 3 replicas, all reachable.
+		states := regexp.MustCompile(`data-testid="node-row"[^>]*data-state="([a-z]+)"`).FindAllStringSubmatch(dom, -1)
+		if len(states) != len(nodes) {
+			t.Errorf("node rows with a state: got %d, want %d", len(states), len(nodes))
+		}
+		for _, m := range states {
+			if m[1] != "alive" {
+				t.Errorf("node state %q, want alive", m[1])
+			}
+		}
+		rows := regexp.MustCompile(`<tr [^>]*data-testid="replica-row"[^>]*>`).FindAllString(dom, -1)
+		if want := 3 * len(before.Datastores[0].Partitions); len(rows) != want {
+			t.Errorf("replica rows: got %d, want %d (3 per partition)", len(rows), want)
+		}
+		for _, r := range rows {
+			if strings.Contains(r, "hl-bad") {
+				t.Errorf("a replica is shown unreachable: %s", r)
+			}
+		}
 	})
 
 	t.Run("screenshot", func(t *testing.T) {

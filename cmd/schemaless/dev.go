@@ -27,6 +27,7 @@ type devFlags struct {
 	host       string
 	httpPort   int
 	raftPort   int
+	gossipPort int
 	shards     int
 	partitions int
 	mysqlDSN   string
@@ -94,6 +95,7 @@ again; a fenced old master stays fenced. --fresh deletes everything, servers' da
 	fl.StringVar(&f.host, "host", "127.0.0.1", "address the nodes listen on")
 	fl.IntVar(&f.httpPort, "http-port", 7070, "HTTP port of the first node; the others follow")
 	fl.IntVar(&f.raftPort, "raft-port", 7170, "raft port of the first node; the others follow")
+	fl.IntVar(&f.gossipPort, "gossip-port", 0, "gossip (membership) port of the first node, TCP and UDP; the others follow (default --raft-port+100; -1: no gossip)")
 	fl.IntVar(&f.shards, "shards", 64, "shards of the trips datastore")
 	fl.IntVar(&f.partitions, "partitions", 4, "partitions of the trips datastore")
 	fl.StringVar(&f.mysqlDSN, "mysql", "", "store cells in this MySQL/MariaDB server (DSN) instead of SQLite")
@@ -117,6 +119,12 @@ func (f devFlags) topology() *cluster.Topology {
 			RaftAddr: net.JoinHostPort(f.host, strconv.Itoa(f.raftPort+i)),
 			HTTPAddr: net.JoinHostPort(f.host, strconv.Itoa(f.httpPort+i)),
 		})
+		switch gp := f.gossipPort; {
+		case gp == 0:
+			t.Nodes[i].GossipAddr = net.JoinHostPort(f.host, strconv.Itoa(f.raftPort+100+i))
+		case gp > 0:
+			t.Nodes[i].GossipAddr = net.JoinHostPort(f.host, strconv.Itoa(gp+i))
+		}
 	}
 	t.Datastores = []cluster.DatastoreSpec{{Name: "trips", Mode: cluster.ModeRaft, Shards: f.shards, PartitionCount: f.partitions}}
 	if f.mode == cluster.ModeAsync {
@@ -368,6 +376,10 @@ try:
   curl -s %[1]s/v1/trips/groups
   curl -s %[1]s/v1/trips/groups/billing
   curl -s %[1]s/v1/cluster
+  curl -s %[1]s/v1/admin/nodes                   # gossip membership
+  curl -s %[1]s/v1/admin/partitions              # leaders, voters, each replica's lag
+  open %[1]s/console                             # the operator console
+  bin/schemaless admin partitions
   bin/schemaless triggers status billing
   bin/schemaless triggers tail --column STATUS --limit 5
 `, ep, row)
