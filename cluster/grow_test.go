@@ -407,6 +407,15 @@ func TestAdminVoterChanges(t *testing.T) {
 			t.Fatalf("%s still hosts a replica after its removal: %+v", follower, r)
 		}
 	}
+	// Restarted, a removed node remembers it hosts nothing (replicas.json), whatever the
+	// topology's replica lists say.
+	c.StopNode(fi)
+	c.StartNode(fi)
+	for _, r := range c.Node(fi).Replicas() {
+		if r.Local {
+			t.Fatalf("%s hosts a replica again after a restart: %+v", follower, r)
+		}
+	}
 	time.Sleep(500 * time.Millisecond) // writes the removed node misses
 	if err := n.AddVoter(ctx, ds, 0, follower); err != nil {
 		t.Fatal(err)
@@ -432,6 +441,16 @@ func TestAdminVoterChanges(t *testing.T) {
 	acked := l.finish(t, c.URLs())
 	if acked == 0 {
 		t.Fatal("no write was acknowledged")
+	}
+	// Restarted, the re-added node opens its replica again.
+	c.StopNode(fi)
+	c.StartNode(fi)
+	hosts := false
+	for _, r := range c.Node(fi).Replicas() {
+		hosts = hosts || r.Local
+	}
+	if !hosts {
+		t.Fatalf("%s does not host its replica after a restart", follower)
 	}
 	if err := n.RemoveVoter(ctx, ds, 0, "nope"); err != nil {
 		t.Fatalf("removing a node that holds nothing: %v", err)

@@ -678,9 +678,6 @@ func printRebalance(w io.Writer, rep cluster.RebalanceReport, drained string) {
 		fmt.Fprintf(tw, "%s\t%d -> %d\t%d -> %d\n", nd, rep.ReplicasBefore[nd], rep.ReplicasAfter[nd], rep.LeadersBefore[nd], rep.LeadersAfter[nd])
 	}
 	_ = tw.Flush()
-	if rep.DryRun {
-		fmt.Fprintf(w, "planned in %s\n", took)
-	}
 	if drained != "" {
 		if n := rep.ReplicasAfter[drained]; n > 0 {
 			fmt.Fprintf(w, "%s still holds %s afterwards: every other node already holds those partitions. Add a node and drain again, or remove-voter them on purpose.\n",
