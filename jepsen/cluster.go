@@ -87,6 +87,11 @@ type Cluster struct {
 	Nodes    []*Node
 	Topology *cluster.Topology
 	topoPath string
+
+	placeMu sync.Mutex
+	// placement is each raft partition's servers by "ds/p", as RefreshPlacement last learned
+	// them (placement.go); nil until then.
+	placement map[string][]string
 }
 
 // StartCluster writes the topology, starts every node and waits (until ctx ends) for each to
@@ -378,7 +383,8 @@ func (c *Cluster) Leaders(ctx context.Context) []LeaderInfo {
 	return out
 }
 
-// ShardReplicas returns, for datastore ds, each shard's replica node ids.
+// ShardReplicas returns, for datastore ds, each shard's replica node ids: the current placement
+// as last refreshed (RefreshPlacement; WaitConverged does), the topology's before.
 func (c *Cluster) ShardReplicas(ds string) map[int][]string {
 	out := map[int][]string{}
 	d, ok := c.Topology.Datastore(ds)
@@ -387,13 +393,14 @@ func (c *Cluster) ShardReplicas(ds string) map[int][]string {
 	}
 	for _, p := range d.Partitions {
 		for s := p.FirstShard; s <= p.LastShard; s++ {
-			out[s] = append([]string(nil), p.Replicas...)
+			out[s] = c.replicasOf(ds, p)
 		}
 	}
 	return out
 }
 
-// WaitConverged waits until, for every partition, all its replicas answer and report the same
+// WaitConverged waits until, for every partition, all its replicas (the current placement,
+// refreshed at every round) answer and report the same
 // commit and applied index twice in a row 500 ms apart, or ctx ends. The partitions of the
 // datastores named in busy keep taking writes from the nodes themselves (the index
 // maintainers' group heartbeats), so they never report the same index twice: for them it waits
@@ -436,6 +443,9 @@ func (c *Cluster) WaitApplied(ctx context.Context, dss ...string) error {
 	last := "no status yet"
 	for {
 		seen, err := c.indexes(ctx)
+		if err == nil {
+			err = c.RefreshPlacement(ctx)
+		}
 		if err != nil {
 			last = err.Error()
 		} else {
@@ -449,7 +459,7 @@ func (c *Cluster) WaitApplied(ctx context.Context, dss ...string) error {
 					if _, ok := target[k]; !ok {
 						var commit uint64
 						all := true
-						for _, r := range p.Replicas {
+						for _, r := range c.replicasOf(d.Name, p) {
 							got, ok := seen[k][r]
 							all = all && ok
 							commit = max(commit, got.commit)
@@ -460,7 +470,7 @@ func (c *Cluster) WaitApplied(ctx context.Context, dss ...string) error {
 						}
 						target[k] = commit
 					}
-					for _, r := range p.Replicas {
+					for _, r := range c.replicasOf(d.Name, p) {
 						if got := seen[k][r]; got.applied < target[k] {
 							last = fmt.Sprintf("%s: %s applied %d of %d", k, r, got.applied, target[k])
 						}
@@ -515,6 +525,9 @@ func (c *Cluster) convergence(ctx context.Context, skip []string) (string, error
 	if err != nil {
 		return "", err
 	}
+	if err := c.RefreshPlacement(ctx); err != nil {
+		return "", err
+	}
 	var view string
 	for _, d := range c.Topology.Datastores {
 		if slices.Contains(skip, d.Name) {
@@ -523,7 +536,8 @@ func (c *Cluster) convergence(ctx context.Context, skip []string) (string, error
 		for _, p := range d.Partitions {
 			k := fmt.Sprintf("%s/%d", d.Name, p.ID)
 			var ref *raftIndexes
-			for _, r := range p.Replicas {
+			reps := c.replicasOf(d.Name, p)
+			for _, r := range reps {
 				got, ok := seen[k][r]
 				if !ok {
 					return "", fmt.Errorf("%s: no status from replica %s", k, r)
@@ -534,14 +548,14 @@ func (c *Cluster) convergence(ctx context.Context, skip []string) (string, error
 					return "", fmt.Errorf("%s: replicas at %+v and %+v", k, *ref, got)
 				}
 			}
-			view += fmt.Sprintf("%s=%d/%d ", k, ref.commit, ref.applied)
+			view += fmt.Sprintf("%s=%d/%d%v ", k, ref.commit, ref.applied, reps)
 		}
 	}
 	return view, nil
 }
 
 // ReadBack reads every cell of datastore ds from every replica: each node hosting a partition
-// is asked (stale reads, which a replica serves from its own store) for every shard of that
+// (the current placement as last refreshed, see ShardReplicas) is asked (stale reads, which a replica serves from its own store) for every shard of that
 // partition, in added_id order. The map is by node id.
 func (c *Cluster) ReadBack(ctx context.Context, ds string) (map[string][]StoredCell, error) {
 	d, ok := c.Topology.Datastore(ds)
@@ -560,7 +574,7 @@ func (c *Cluster) ReadBack(ctx context.Context, ds string) (map[string][]StoredC
 		}
 		out[n.ID] = []StoredCell{}
 		for _, p := range d.Partitions {
-			if !slices.Contains(p.Replicas, n.ID) {
+			if !slices.Contains(c.replicasOf(ds, p), n.ID) {
 				continue
 			}
 			for s := p.FirstShard; s <= p.LastShard; s++ {

@@ -91,6 +91,8 @@ type Nemesis struct {
 	mu      sync.Mutex
 	w       io.Writer
 	faults  []Fault
+	// mem is the state of the membership nemeses (membership.go).
+	mem *membership
 }
 
 // NewNemesis returns a nemesis for c. net may be nil when no kind needs it. Every fault start
@@ -99,7 +101,7 @@ func NewNemesis(cfg NemesisConfig, c *Cluster, net *Net, h *History, seed uint64
 	if len(cfg.Kinds) == 0 {
 		cfg.Kinds = AllNemeses
 	}
-	return &Nemesis{cfg: cfg, c: c, net: net, h: h, rng: rand.New(rand.NewPCG(seed, seed^0x6e656d)), w: w, log: log}
+	return &Nemesis{cfg: cfg, c: c, net: net, h: h, rng: rand.New(rand.NewPCG(seed, seed^0x6e656d)), w: w, log: log, mem: newMembership(seed)}
 }
 
 // SetProcesses gives the worker nemeses their targets. Call it before Run; without it the
@@ -124,9 +126,10 @@ func (n *Nemesis) jitter(d time.Duration) time.Duration {
 // Heal). It returns when the cluster is healed.
 //
 // A fault is one kind drawn from Kinds or, with probability CombineProbability, one kind of
-// each class present among node faults (kill, pause), network faults (partition-*) and worker
-// faults (kill-worker, pause-worker). Without worker kinds the draws are those of earlier
-// versions, so a seed gives the same schedule.
+// each class present among membership changes (MembershipNemeses), node faults (kill, pause),
+// network faults (partition-*) and worker faults (kill-worker, pause-worker); the membership
+// change starts first and, held as long as the others, ends last. Without worker and
+// membership kinds the draws are those of earlier versions, so a seed gives the same schedule.
 func (n *Nemesis) Run(ctx context.Context) {
 	defer n.Heal(context.Background())
 	kinds := n.cfg.Kinds
@@ -146,9 +149,11 @@ func (n *Nemesis) Run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	var nodes, nets, workers, stores []string
+	var members, nodes, nets, workers, stores []string
 	for _, k := range kinds {
 		switch {
+		case IsMembershipNemesis(k):
+			members = append(members, k)
 		case NeedsNet(k):
 			nets = append(nets, k)
 		case IsWorkerNemesis(k):
@@ -168,7 +173,7 @@ func (n *Nemesis) Run(ctx context.Context) {
 		fault := []string{kinds[n.rng.IntN(len(kinds))]}
 		if n.rng.Float64() < n.cfg.CombineProbability {
 			var classes [][]string
-			for _, cl := range [][]string{nodes, nets, workers, stores} {
+			for _, cl := range [][]string{members, nodes, nets, workers, stores} {
 				if len(cl) > 0 {
 					classes = append(classes, cl)
 				}
@@ -214,8 +219,9 @@ func (n *Nemesis) Run(ctx context.Context) {
 }
 
 // Heal ends every fault still in force: resumes paused nodes, restarts killed ones, drops
-// every iptables rule, and in async mode restarts killed storage servers and resumes paused
-// replication (Storage.Heal).
+// every iptables rule, in async mode restarts killed storage servers and resumes paused
+// replication (Storage.Heal), and brings every partition a membership nemesis changed back to
+// the voters it must have (healMembership: at most 2 minutes).
 func (n *Nemesis) Heal(ctx context.Context) {
 	if n.net != nil {
 		if err := n.net.Heal(ctx); err != nil {
@@ -245,6 +251,7 @@ func (n *Nemesis) Heal(ctx context.Context) {
 		}
 		detail += ", every worker process running and resumed"
 	}
+	detail += n.healMembership(ctx)
 	n.event("heal", Fault{Kind: "heal", Detail: detail}, n.h.Now())
 }
 
@@ -266,8 +273,12 @@ func (n *Nemesis) event(what string, f Fault, at int64) {
 }
 
 // begin records the start of f and returns a function recording its end.
-func (n *Nemesis) begin(f Fault) func() {
-	f.Start = n.h.Now()
+func (n *Nemesis) begin(f Fault) func() { return n.beginAt(f, n.h.Now()) }
+
+// beginAt records the start of f at start (the history's clock), which may be past: a fault
+// whose start took time (an admin call) starts when it was asked for.
+func (n *Nemesis) beginAt(f Fault, start int64) func() {
+	f.Start = start
 	n.mu.Lock()
 	n.faults = append(n.faults, f)
 	i := len(n.faults) - 1
@@ -322,6 +333,9 @@ func (n *Nemesis) ips() ([]string, map[string]string) {
 func (n *Nemesis) start(ctx context.Context, kind string) (func(), time.Duration, error) {
 	if IsWorkerNemesis(kind) {
 		return n.startWorkerFault(kind)
+	}
+	if IsMembershipNemesis(kind) {
+		return n.startMembershipFault(ctx, kind)
 	}
 	if IsStorageNemesis(kind) {
 		end, err := n.startStorageFault(ctx, kind)

@@ -48,14 +48,20 @@ func (f *adminFlags) register(cmd *cobra.Command, timeout time.Duration) {
 func newAdminCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "admin",
-		Short: "Administer the MySQL storage clusters of async datastores (promote, storage)",
-		Long: `Administer the MySQL storage clusters of async datastores, directly on the MySQL servers listed
+		Short: "Administer a cluster: membership, placement, backups, async storage clusters",
+		Long: `Administer a cluster. Through a running node's HTTP API (--endpoints): nodes, partitions,
+add-voter, remove-voter, transfer-leader, move-replica, rebalance, drain, backup and restore
+(see each command's help).
+
+Administer the MySQL storage clusters of async datastores, directly on the MySQL servers listed
 in the topology file (no node needs to be up). The topology's DSNs are the datastore's user, which
 read_only fences and which may lack the replication privileges: the admin commands connect as
 --admin-user (default root) instead, with --admin-password (default: the DSN's password).
 
   schemaless admin storage --topology F [--datastore D]          replication state of every member
-  schemaless admin promote --topology F --datastore D --cluster C  fail over (or switch over) cluster C`,
+  schemaless admin promote --topology F --datastore D --cluster C  fail over (or switch over) cluster C
+  schemaless admin move-partition --topology F --datastore D --partition P --to C
+                                                                 move an async partition to cluster C`,
 	}
 	cmd.AddCommand(newAdminPromoteCmd(), newAdminStorageCmd())
 	cmd.AddCommand(newAdminRaftCmds()...)
