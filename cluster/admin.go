@@ -333,7 +333,8 @@ func (n *Node) AddVoter(ctx context.Context, ds string, pid int, node string) er
 // leads, leadership moves to another voter first; once the configuration without it is
 // committed, the node drops its replica's data. Removing the last voter is refused
 // (ErrRefused). Removing a node that holds no replica only makes sure its data is gone. If the
-// node cannot be reached to drop its data, the removal still stands and the error says so.
+// node cannot be reached to drop its data, the removal still stands (a warning is logged and
+// the node keeps an unused copy until it is re-added, which replaces it).
 func (n *Node) RemoveVoter(ctx context.Context, ds string, pid int, node string) error {
 	cfg, err := n.PartitionConfig(ctx, ds, pid)
 	if err != nil {
@@ -371,10 +372,12 @@ func (n *Node) RemoveVoter(ctx context.Context, ds string, pid int, node string)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if !present {
-		return nil // it held nothing we know of; an unreachable node is not an error then
+	if present {
+		// The removal stands; the node (down, say) keeps an unused copy until it is re-added or
+		// its data directory is wiped. A drain of a dead node goes on.
+		n.log.Warn("removed replica's node could not drop its data", "datastore", ds, "partition", pid, "node", node, "error", lastErr)
 	}
-	return fmt.Errorf("cluster: %s was removed from %s/%d but could not drop its data (it will be unused): %w", node, ds, pid, lastErr)
+	return nil
 }
 
 // TransferLeadership moves partition pid of raft datastore ds's leadership to voter to (""

@@ -132,8 +132,11 @@ func (c Config) Validate() error {
 		switch {
 		case IsStorageNemesis(k) && !async:
 			bad("nemesis %q acts on the storage clusters of --mode async", k)
-		case !slices.Contains(AllNemeses, k) && !IsStorageNemesis(k):
-			bad("unknown nemesis %q (know %s; in async mode also %s)", k, strings.Join(AllNemeses, ", "), strings.Join(AsyncNemeses, ", "))
+		case IsMembershipNemesis(k) && async:
+			bad("nemesis %q changes raft configurations: raft mode only", k)
+		case !slices.Contains(AllNemeses, k) && !IsStorageNemesis(k) && !IsMembershipNemesis(k):
+			bad("unknown nemesis %q (know %s, %s; in async mode also %s)", k, strings.Join(AllNemeses, ", "),
+				strings.Join(MembershipNemeses, ", "), strings.Join(AsyncNemeses, ", "))
 		}
 	}
 	if async {
@@ -200,6 +203,9 @@ type Summary struct {
 	Ops map[string]int `json:"ops"`
 	// Faults counts fault windows by kind.
 	Faults map[string]int `json:"faults"`
+	// Membership counts the membership nemeses' admin calls by operation and outcome
+	// ("remove-voter ok": 3, "add-voter failed": 1); nil when none ran. See AdminOp.
+	Membership map[string]int `json:"membership,omitempty"`
 	// Verdicts are the workloads' results.
 	Verdicts []Verdict `json:"verdicts"`
 	// Linearizable is the cells workload's linearizability: "yes", "no", "unknown" or "" (not
@@ -400,6 +406,16 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	for _, f := range faults {
 		sum.Faults[f.Kind]++
 	}
+	for _, op := range nem.AdminOps() {
+		if sum.Membership == nil {
+			sum.Membership = map[string]int{}
+		}
+		outcome := "ok"
+		if !op.OK {
+			outcome = "failed"
+		}
+		sum.Membership[op.Op+" "+outcome]++
+	}
 
 	// Heal is done; let the workloads' processes finish and stop, wait for every replica to
 	// agree, then check.
@@ -505,6 +521,13 @@ func (s *Summary) Print(w io.Writer) {
 		fmt.Fprintf(w, " %s %d", k, s.Faults[k])
 	}
 	fmt.Fprintln(w)
+	if len(s.Membership) > 0 {
+		var calls []string
+		for _, k := range slices.Sorted(maps.Keys(s.Membership)) {
+			calls = append(calls, fmt.Sprintf("%s %d", k, s.Membership[k]))
+		}
+		fmt.Fprintf(w, "  membership admin calls: %s\n", strings.Join(calls, ", "))
+	}
 	fmt.Fprintf(w, "  operations:\n")
 	for _, k := range slices.Sorted(maps.Keys(s.Ops)) {
 		fmt.Fprintf(w, "    %-28s %7d\n", k, s.Ops[k])

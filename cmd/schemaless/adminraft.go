@@ -379,11 +379,11 @@ func printConfig(w io.Writer, c cluster.PartitionConfig) {
 	fmt.Fprintf(w, "%s/%d  leader %s  term %d  commit %d  last %d\n", c.Datastore, c.Partition, dash(c.Leader), c.Term, c.CommitIndex, c.LastIndex)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, s := range c.Servers {
-		role := ""
+		role := s.Suffrage
 		if s.Node == c.Leader {
-			role = "leader"
+			role += ", leader"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.Node, s.Suffrage, s.Addr, role)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Node, role, s.Addr)
 	}
 	_ = tw.Flush()
 }
@@ -584,7 +584,7 @@ it in 'schemaless admin nodes', then rebalance.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAdmin(cmd, &f, func(ctx context.Context, out io.Writer) error {
-				return runRebalance(ctx, f, out, "/v1/admin/rebalance", opts, "")
+				return runRebalance(ctx, f, out, "/v1/admin/rebalance", opts, "", opts.Exclude)
 			})
 		},
 	}
@@ -618,7 +618,7 @@ stopped; it stays in the topology file until you take it out.`,
 				return errors.New("--node is required: the id of the node to drain")
 			}
 			return runAdmin(cmd, &f, func(ctx context.Context, out io.Writer) error {
-				return runRebalance(ctx, f, out, "/v1/admin/nodes/"+url.PathEscape(node)+"/drain", api.DrainRequest{DryRun: dryRun}, node)
+				return runRebalance(ctx, f, out, "/v1/admin/nodes/"+url.PathEscape(node)+"/drain", api.DrainRequest{DryRun: dryRun}, node, []string{node})
 			})
 		},
 	}
@@ -628,8 +628,9 @@ stopped; it stays in the topology file until you take it out.`,
 	return cmd
 }
 
-// runRebalance sends a rebalance or drain (drained: the node, or "") and prints its report.
-func runRebalance(ctx context.Context, f adminAPIFlags, out io.Writer, path string, body any, drained string) error {
+// runRebalance sends a rebalance or drain (drained: the node, or "") excluding nodes exclude,
+// and prints its report.
+func runRebalance(ctx context.Context, f adminAPIFlags, out io.Writer, path string, body any, drained string, exclude []string) error {
 	var rep cluster.RebalanceReport
 	data, err := adminCall(ctx, f.endpoints, http.MethodPost, path, body, &rep)
 	if err != nil {
@@ -638,21 +639,27 @@ func runRebalance(ctx context.Context, f adminAPIFlags, out io.Writer, path stri
 	if f.asJSON {
 		return writeRawJSON(out, data)
 	}
-	printRebalance(out, rep, drained)
+	printRebalance(out, rep, drained, exclude)
 	return nil
 }
 
-func printRebalance(w io.Writer, rep cluster.RebalanceReport, drained string) {
+func printRebalance(w io.Writer, rep cluster.RebalanceReport, drained string, exclude []string) {
 	verb, what := "rebalanced", "rebalance"
 	if drained != "" {
 		verb, what = "drained "+drained, "drain of "+drained
 	}
 	took := (time.Duration(rep.DurationSeconds * float64(time.Second))).Round(time.Millisecond)
+	var over []string // the nodes replicas may go to (the report lists the excluded ones too)
+	for _, nd := range rep.Nodes {
+		if !slices.Contains(exclude, nd) {
+			over = append(over, nd)
+		}
+	}
 	if rep.DryRun {
-		fmt.Fprintf(w, "%s over %s, planned (dry run: nothing changed): %s, %s\n", what, strings.Join(rep.Nodes, ", "),
+		fmt.Fprintf(w, "%s onto %s, planned (dry run: nothing changed): %s, %s\n", what, strings.Join(over, ", "),
 			plural(len(rep.Moves), "replica move"), plural(len(rep.Transfers), "leadership transfer"))
 	} else {
-		fmt.Fprintf(w, "%s over %s in %s: %s, %s\n", verb, strings.Join(rep.Nodes, ", "), took,
+		fmt.Fprintf(w, "%s onto %s in %s: %s, %s\n", verb, strings.Join(over, ", "), took,
 			plural(len(rep.Moves), "replica move"), plural(len(rep.Transfers), "leadership transfer"))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -204,6 +204,7 @@ func TestAdminRaftCommands(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	run("partitions", "--datastore", "trips")
+	run("partitions", "--datastore", "trips", "--json")
 	var cfg cluster.PartitionConfig // adding a voter already there changes nothing
 	if err := json.Unmarshal([]byte(run("add-voter", "--datastore", "trips", "--partition", "0", "--node", "n1", "--json")), &cfg); err != nil || len(cfg.Voters()) != 3 || cfg.Leader == "" {
 		t.Errorf("admin add-voter --json of a voter: got %+v (%v), want the configuration with 3 voters", cfg, err)

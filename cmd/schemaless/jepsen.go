@@ -42,6 +42,17 @@ and cuts off (iptables) nodes, then heal, wait for the replicas to converge, and
 Nemeses: ` + strings.Join(jepsen.AllNemeses, ", ") + `.
 Partitions need iptables and root.
 
+Membership nemeses (raft mode, opt-in: name them, or 'membership' for the three; they change
+raft configurations through the nodes' admin API while the traffic runs, and the checks read
+every partition's current placement from it):
+
+  remove-add-voter  remove a voter of a random partition (its leader half the time), add it
+                    back when the fault ends (an empty replica that catches up, then promoted)
+  move-replica      move a random voter to a node hosting no replica of the partition (needs
+                    more nodes than replicas: --nodes 5); stays moved. On 3 nodes every node
+                    hosts every partition, and it is a remove-add-voter
+  transfer-leader   transfer a random partition's leadership
+
 --mode async makes every datastore an async datastore (MySQL storage clusters with buffered
 writes): the harness starts 2 MariaDB storage clusters of a master and 2 minions each, every
 server on its own loopback address (--storage-first-ip, then the next ones), and runs the cells
@@ -72,16 +83,22 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 			}
 			cfg.Logger, cfg.Out = logger, os.Stdout
 			async := cfg.Mode == "async"
-			switch nemeses {
-			case "all":
-				cfg.Nemesis.Kinds = jepsen.AllNemeses
-				if async {
-					cfg.Nemesis.Kinds = jepsen.AllAsyncNemeses
+			cfg.Nemesis.Kinds = nil
+			if nemeses != "none" && nemeses != "" {
+				for _, k := range strings.Split(nemeses, ",") {
+					switch k {
+					case "all":
+						if async {
+							cfg.Nemesis.Kinds = append(cfg.Nemesis.Kinds, jepsen.AllAsyncNemeses...)
+						} else {
+							cfg.Nemesis.Kinds = append(cfg.Nemesis.Kinds, jepsen.AllNemeses...)
+						}
+					case "membership":
+						cfg.Nemesis.Kinds = append(cfg.Nemesis.Kinds, jepsen.MembershipNemeses...)
+					default:
+						cfg.Nemesis.Kinds = append(cfg.Nemesis.Kinds, k)
+					}
 				}
-			case "none", "":
-				cfg.Nemesis.Kinds = nil
-			default:
-				cfg.Nemesis.Kinds = strings.Split(nemeses, ",")
 			}
 			cfg.Workloads = strings.Split(workloads, ",")
 			if async && !cmd.Flags().Changed("workload") {
@@ -129,11 +146,11 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 	fl.BoolVar(&cfg.Keep, "keep", false, "keep the run's MySQL databases")
 	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "traffic time, the quiet period included")
 	fl.DurationVar(&cfg.Quiet, "quiet", cfg.Quiet, "fault-free traffic at the end, after everything is healed")
-	fl.StringVar(&nemeses, "nemesis", "all", "nemeses, comma-separated, or all or none: "+strings.Join(jepsen.AllNemeses, ", ")+
-		"; in async mode also "+strings.Join(jepsen.AsyncNemeses, ", "))
+	fl.StringVar(&nemeses, "nemesis", "all", "nemeses, comma-separated, or none; all: "+strings.Join(jepsen.AllNemeses, ", ")+
+		"; membership (opt-in, raft mode): "+strings.Join(jepsen.MembershipNemeses, ", ")+"; in async mode also "+strings.Join(jepsen.AsyncNemeses, ", "))
 	fl.DurationVar(&cfg.Nemesis.Interval, "interval", cfg.Nemesis.Interval, "mean time between faults")
 	fl.DurationVar(&cfg.Nemesis.FaultDuration, "fault-duration", cfg.Nemesis.FaultDuration, "mean time a fault is held (keep it above the election timeout)")
-	fl.Float64Var(&cfg.Nemesis.CombineProbability, "combine", cfg.Nemesis.CombineProbability, "chance that a fault is one nemesis of each class at once: node kill or pause, partition, worker kill or pause")
+	fl.Float64Var(&cfg.Nemesis.CombineProbability, "combine", cfg.Nemesis.CombineProbability, "chance that a fault is one nemesis of each class at once: membership change, node kill or pause, partition, worker kill or pause")
 	fl.StringVar(&workloads, "workload", strings.Join(cfg.Workloads, ","), "workloads, comma-separated: cells, durability, triggers, index")
 	fl.IntVar(&cfg.WorkersPerNode, "workers-per-node", cfg.WorkersPerNode, "client workers per node and workload")
 	fl.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "read consistency of the cells workload: strong or stale (stale must be caught)")
@@ -149,6 +166,7 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 	fl.StringVar(&cfg.FirstIP, "first-ip", cfg.FirstIP, "loopback address of node n1; the others follow")
 	fl.IntVar(&cfg.HTTPPort, "http-port", cfg.HTTPPort, "HTTP port of every node")
 	fl.IntVar(&cfg.RaftPort, "raft-port", cfg.RaftPort, "raft port of every node")
+	fl.StringVar(&cfg.Chain, "chain", cfg.Chain, "iptables chain of the network faults (runs at the same time need different chains, addresses and ports)")
 	fl.BoolVar(&cfg.Snapshots, "snapshots", cfg.Snapshots, "snapshot every 256 raft entries and keep 64, so lagging nodes catch up by snapshot (--snapshots=false: the production defaults)")
 	fl.StringSliceVar(&cfg.ServeArgs, "serve-arg", cfg.ServeArgs, "extra flags of every 'schemaless serve', comma-separated")
 	return cmd
