@@ -7,7 +7,7 @@ SAMPLE  := testdata/flights-100k.csv.gz
 MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
 JEPSEN_ARGS ?=
 
-.PHONY: all build run test test-short vet grow bench jepsen jepsen-short jepsen-raft-695 jepsen-async clean
+.PHONY: all build run test test-short vet grow bench jepsen jepsen-short jepsen-raft-695 jepsen-async jepsen-membership clean
 
 all: build
 
@@ -24,14 +24,15 @@ run: build
 # MariaDB when none answers at 127.0.0.1:3306, and are mandatory when CI=true).
 test:
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 45m ./...
 
 test-short:
 	$(GO) test -short -count=1 ./...
 
 # The fault-injection harness (needs root and iptables): 10 minutes with every workload (cells,
-# durability, triggers, index) and every nemesis (trigger worker kills and pauses included) on
-# SQLite, then 10 on the MariaDB at $(MYSQL_DSN). Each run leaves a report under .data/jepsen/.
+# durability, triggers, index) and every nemesis (trigger worker kills and pauses, membership
+# changes included) on SQLite, then 10 on the MariaDB at $(MYSQL_DSN). Each run leaves a report
+# under .data/jepsen/.
 JEPSEN_WORKLOADS := --workload cells,durability,triggers,index
 jepsen: build
 	./$(BIN) jepsen --duration 10m --store sqlite $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
@@ -46,11 +47,15 @@ jepsen-raft-695: build
 	-./$(BIN) jepsen $(RAFT695) --serve-arg=--heartbeat-timeout,500ms,--election-timeout,500ms,--leader-lease-timeout,250ms,--request-timeout,2s,--raft-heartbeat-fast-path
 	./$(BIN) jepsen $(RAFT695)
 
-# The short run CI does: 2 minutes, 3 nodes, every workload, every nemesis, SQLite; then 30 s of
-# async mode (cells and durability on 2 MariaDB storage clusters, every async nemesis). About
-# 3m30s in all (2m20s before).
+# The short run CI does: 2 minutes, 3 nodes, every workload, every nemesis (membership changes
+# included), SQLite; then 30 s of membership changes on 5 nodes, where a replica has somewhere to
+# move (about 35 s); then 30 s of async mode (cells and durability on 2 MariaDB storage clusters,
+# every async nemesis). About 4m05s in all (3m30s before the membership run).
+JEPSEN_MEMBERSHIP_SHORT := --duration 30s --quiet 6s --interval 2s --fault-duration 3s --nodes 5 --workers-per-node 1 \
+	--workload cells,durability --nemesis membership
 jepsen-short: build
 	./$(BIN) jepsen --duration 2m $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
+	./$(BIN) jepsen $(JEPSEN_MEMBERSHIP_SHORT)
 	./$(BIN) jepsen --mode async --duration 30s --quiet 8s --interval 2s
 
 # Async mode (needs root, iptables and mariadbd): the harness starts 2 MariaDB storage clusters
@@ -64,6 +69,14 @@ jepsen-async: build
 	./$(BIN) jepsen --mode async --duration 3m --workload cells,durability $(JEPSEN_ARGS)
 	-./$(BIN) jepsen $(ASYNCDEMO) --unsafe-no-buffered-writes
 	./$(BIN) jepsen $(ASYNCDEMO)
+
+# Raft membership changes under faults: 3 minutes on 5 nodes (3 replicas per partition, so a
+# replica has somewhere to move), cells and durability, voters removed and added back, replicas
+# moved, leaderships transferred, together with node kills and network partitions.
+JEPSEN_MEMBERSHIP := --duration 3m --nodes 5 --workload cells,durability \
+	--nemesis membership,kill-random,kill-leader,partition-one,partition-leader,partition-halves,partition-ring,partition-bridge
+jepsen-membership: build
+	./$(BIN) jepsen $(JEPSEN_MEMBERSHIP) $(JEPSEN_ARGS)
 
 # Growth without downtime, shown: 3 nodes holding 6 partitions under write load, 3 nodes join
 # through gossip, a rebalance moves 9 replicas onto them (add, catch up, promote, remove), one
