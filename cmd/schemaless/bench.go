@@ -47,6 +47,8 @@ type benchFlags struct {
 	trig        triggerFlags
 	idx         indexFlags
 	async       asyncFlags
+	trips       tripsFlags
+	scale       scaleFlags
 }
 
 func newBenchCmd() *cobra.Command {
@@ -180,6 +182,9 @@ share this machine's cores.`,
 	f.trig.register(fl)
 	f.idx.register(fl)
 	f.async.register(fl)
+	f.trips.register(fl)
+	f.scale.register(fl)
+	cmd.AddCommand(newBenchPlotCmd())
 	return cmd
 }
 
@@ -201,6 +206,8 @@ type benchResult struct {
 	P99         int64   `json:"p99_us"`
 	Max         int64   `json:"max_us"`
 	FirstError  string  `json:"first_error,omitempty"`
+	// StoredCells is the cells the datastore held during the run (scale-cells, trips).
+	StoredCells int64 `json:"stored_cells,omitempty"`
 
 	Triggers *triggerFigures `json:"triggers,omitempty"`
 	Index    *indexFigures   `json:"index,omitempty"`
@@ -212,7 +219,7 @@ func runBench(ctx context.Context, f benchFlags) error {
 	for _, w := range f.workloads {
 		switch w {
 		case "put", "put-batch", "get-latest", workloadTriggerLatency, workloadLogRead, workloadIndexLag, workloadIndexQuery, workloadIndexBackfill,
-			workloadReaper, workloadReplicationLag:
+			workloadReaper, workloadReplicationLag, workloadTrips, workloadScaleCells:
 		default:
 			return fmt.Errorf("--workload %q: want put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query, index-backfill, reaper or replication-lag", w)
 		}
@@ -224,6 +231,12 @@ func runBench(ctx context.Context, f benchFlags) error {
 		return err
 	}
 	if err := f.async.validate(); err != nil {
+		return err
+	}
+	if err := f.trips.validate(f); err != nil {
+		return err
+	}
+	if err := f.scale.validate(f); err != nil {
 		return err
 	}
 	for _, c := range f.consistency {
@@ -392,6 +405,18 @@ func benchTarget(ctx context.Context, target string, env benchEnv, f benchFlags)
 	var lp logPreload
 	var fx indexFixture
 	for _, w := range f.workloads {
+		if w == workloadTrips || w == workloadScaleCells {
+			run := benchTripsWorkload
+			if w == workloadScaleCells {
+				run = benchScaleCellsWorkload
+			}
+			rs, err := run(ctx, target, env, f)
+			out = append(out, rs...)
+			if err != nil {
+				return out, err
+			}
+			continue
+		}
 		if isAsyncWorkload(w) {
 			rs, err := benchAsyncWorkload(ctx, target, env, w, f)
 			out = append(out, rs...)
