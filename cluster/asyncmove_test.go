@@ -386,7 +386,7 @@ func TestAsyncMovePartition(t *testing.T) {
 
 	ld := startMoveLoad(t, nodes, rows, l)
 	time.Sleep(time.Second)
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := slog.New(slog.NewTextHandler(clustertest.NewTestWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -583,14 +583,6 @@ func testInterruptedSwitch(t *testing.T, spec *cluster.DatastoreSpec, nodes []*c
 		}
 		return true
 	})
-}
-
-// testWriter sends log lines to t.Log.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 // testFenceOrdersWithSwitch shows the fence inside the write transaction: a transaction that

@@ -194,7 +194,7 @@ func (n *Node) openReplica(ctx context.Context, ds *DatastoreSpec, r *route, pee
 		return fmt.Errorf("cluster: partition %s: %w", name, err)
 	}
 	dir := n.replicaDir(ds.Name, r.spec.ID)
-	if _, err := os.Stat(filepath.Join(dir, "raft.db")); errors.Is(err, os.ErrNotExist) && len(peers) == 0 {
+	if !partition.HasLog(dir) && len(peers) == 0 {
 		// A replica joining an existing group starts empty: whatever its store holds (from an
 		// earlier membership) would make its state machine skip the entries the leader sends.
 		if err := resetStore(ctx, ps); err != nil {
@@ -209,7 +209,16 @@ func (n *Node) openReplica(ctx context.Context, ds *DatastoreSpec, r *route, pee
 		Stream:  layer,
 		MaxPool: 4,
 		Timeout: 10 * time.Second,
-		Logger:  hclogslog.New(n.log.With("partition", name), "raft-net"),
+		// 1: no pipelined replication. hashicorp/raft's pipeline (the default, 2 RPCs in
+		// flight) can deadlock: after a follower answers Success=false, pipelineDecode exits
+		// while pipelineReplicate parks one more send on the pipeline's unbuffered channel,
+		// and decodeResponses parks on the done channel nobody reads. The follower then gets
+		// heartbeats but no entries, and raft's Shutdown waits forever (seen here as an
+		// Unhost and a node Close that never returned; the same analysis is in
+		// grafana/pyroscope pull request 5518). Synchronous AppendEntries of up to
+		// MaxAppendEntries entries each cost little (hashicorp/raft pull request 541).
+		MaxRPCsInFlight: 1,
+		Logger:          hclogslog.New(n.log.With("partition", name), "raft-net"),
 	})
 	pc := n.cfg.Partition
 	pc.ID = id
@@ -258,11 +267,16 @@ func (r *route) closeReplica() error {
 
 // Host makes this node host a replica of partition pid of ds that waits to be added to the raft
 // group by its leader (AddVoter does both). It does nothing if the node already hosts one.
-// Raft mode only. Errors: ErrUnknownDatastore, ErrBadShard, ErrAsyncDatastore, or opening the
+// Raft mode only. Errors: ErrUnknownDatastore, ErrBadShard, ErrAsyncDatastore, ErrNodeClosed, or opening the
 // replica failed.
 func (n *Node) Host(ctx context.Context, ds string, pid int) error {
 	n.hostMu.Lock()
 	defer n.hostMu.Unlock()
+	if n.hostClosed {
+		return ErrNodeClosed
+	}
+	ctx, cancel := n.untilClose(ctx)
+	defer cancel()
 	r, err := n.raftRoute(ds, pid)
 	if err != nil {
 		return err
@@ -286,6 +300,11 @@ func (n *Node) Host(ctx context.Context, ds string, pid int) error {
 func (n *Node) Unhost(ctx context.Context, ds string, pid int) error {
 	n.hostMu.Lock()
 	defer n.hostMu.Unlock()
+	if n.hostClosed {
+		return ErrNodeClosed
+	}
+	ctx, cancel := n.untilClose(ctx)
+	defer cancel()
 	r, err := n.raftRoute(ds, pid)
 	if err != nil {
 		return err
@@ -321,6 +340,9 @@ func (n *Node) Unhost(ctx context.Context, ds string, pid int) error {
 	n.log.Info("dropped a removed replica", "datastore", ds, "partition", pid)
 	return nil
 }
+
+// ErrNodeClosed: Host or Unhost on a node that is closing or closed.
+var ErrNodeClosed = fmt.Errorf("%w: node closed", partition.ErrUnavailable)
 
 // ErrAsyncDatastore: a raft-only operation on an async datastore.
 var ErrAsyncDatastore = errors.New("cluster: not a raft datastore")

@@ -11,7 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/membership"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
@@ -120,7 +122,8 @@ type Node struct {
 	rpcClient  *http.Client
 	datastores map[string]*datastore
 	hosted     *hostedFile
-	hostMu     sync.Mutex // serializes Host and Unhost
+	hostMu     sync.Mutex // serializes Host, Unhost and Close
+	hostClosed bool       // set by Close under hostMu: Host and Unhost refuse from then on
 	dir        directory
 	gossip     *membership.Membership // nil without a gossip address
 	stopWatch  chan struct{}
@@ -179,7 +182,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.mux = mux
-	n.rpcClient = mux.HTTPClient(cfg.ForwardTimeout)
+	// No whole-request timeout: forward bounds each call by its context (ForwardTimeout plus
+	// the call's own wait, such as an admin host's or a long poll's).
+	n.rpcClient = mux.HTTPClient(0)
 	// Idle connections live longer on the server than in the client's pool (60s), so a
 	// forwarded request never lands on a connection the server is closing.
 	n.rpcServer = &http.Server{Handler: n.rpcHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
@@ -305,12 +310,17 @@ func (n *Node) Topology() *Topology { return n.cfg.Topology }
 // caller's. Idempotent.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
-		var errs []error
 		select {
 		case <-n.stopWatch:
 		default:
-			close(n.stopWatch)
+			close(n.stopWatch) // also cancels a Host or Unhost under way (see untilClose)
 		}
+		// A Host or Unhost under way (an admin RPC) finishes first, and none starts after:
+		// a replica opened after this point would never be closed.
+		n.hostMu.Lock()
+		defer n.hostMu.Unlock()
+		n.hostClosed = true
+		var errs []error
 		if n.gossip != nil {
 			errs = append(errs, n.gossip.Close())
 		}
@@ -336,6 +346,19 @@ func (n *Node) Close() error {
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
+}
+
+// untilClose returns ctx, also cancelled when Close starts.
+func (n *Node) untilClose(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-n.stopWatch:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // Ready returns nil when every replica this node hosts knows its partition's leader, and every
@@ -419,4 +442,39 @@ func (r *route) setHint(id string) {
 	r.mu.Lock()
 	r.hint = id
 	r.mu.Unlock()
+}
+
+// LeaderHint tells a client where to send the next request for rowKey of datastore ds: the
+// datastore's shard count (a client computes a row's shard with cells.ShardOf) and the HTTP
+// base URL ("http://host:port") of the leader of the row's partition as this node knows it,
+// without I/O: its replica's view, or the last leader a forwarded answer named. url is "" when
+// no leader is known or ds is in async mode (every node writes the master itself); shards is 0
+// for an unknown datastore. Clients use it to skip the forwarding hop (see package client).
+func (n *Node) LeaderHint(ds string, rowKey uuid.UUID) (shards int, url string) {
+	d, ok := n.datastores[ds]
+	if !ok {
+		return 0, ""
+	}
+	shards = d.spec.Shards
+	r := d.routeOf(cells.ShardOf(rowKey, shards))
+	if r == nil || r.async != nil {
+		return shards, ""
+	}
+	var id string
+	if p := r.local(); p != nil {
+		id, _ = p.Leader()
+	}
+	if id == "" {
+		r.mu.Lock()
+		id = r.hint
+		r.mu.Unlock()
+	}
+	if id == "" {
+		return shards, ""
+	}
+	spec, ok := n.nodeSpec(id)
+	if !ok || spec.HTTPAddr == "" {
+		return shards, ""
+	}
+	return shards, "http://" + spec.HTTPAddr
 }

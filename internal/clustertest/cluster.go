@@ -94,7 +94,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if p.CommitTimeout == 0 {
 		p.CommitTimeout = 10 * time.Millisecond
 	}
-	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := slog.New(slog.NewTextHandler(NewTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	lo := localcluster.Options{
 		Nodes: opts.Nodes, Shards: opts.Shards, Partitions: opts.Partitions, Dir: t.TempDir(),
 		Partition: opts.Partition, API: opts.API, Gossip: opts.Gossip,
@@ -211,11 +211,34 @@ func (c *Cluster) stopMaintainer(i int) {
 	}
 }
 
-// tWriter writes log lines through t.Log, so they show only when a test fails.
-type tWriter struct{ t testing.TB }
+// TestWriter writes log lines through t.Log, so they show only when a test fails. Once the
+// test's cleanups have run, lines are dropped: a goroutine that outlives its test (a replica
+// still stopping) must not panic the test binary by logging after the test completed.
+type TestWriter struct {
+	t    testing.TB
+	mu   sync.Mutex
+	done bool
+}
 
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
+// NewTestWriter returns a TestWriter for t. Register it before anything that logs through it,
+// so that its cleanup runs after theirs.
+func NewTestWriter(t testing.TB) *TestWriter {
+	w := &TestWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return w
+}
+
+// Write logs p (one or more lines) through t.Log, or drops it after the test. Never fails.
+func (w *TestWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(string(bytes.TrimRight(p, "\n")))
+	}
 	return len(p), nil
 }
 
