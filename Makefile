@@ -7,7 +7,7 @@ SAMPLE  := testdata/flights-100k.csv.gz
 MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
 JEPSEN_ARGS ?=
 
-.PHONY: all build run test test-short vet grow bench jepsen jepsen-short jepsen-raft-695 jepsen-async jepsen-membership clean
+.PHONY: all build run test test-short vet grow bench bench-scale jepsen jepsen-short jepsen-raft-695 jepsen-async jepsen-membership clean
 
 all: build
 
@@ -88,6 +88,12 @@ grow:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The scale sweeps of BENCHMARKS.md (throughput vs clients and partitions, latency vs cells
+# stored, up to 3 million flights) and their plots in docs/; about 20 minutes. Environment
+# variables of scripts/bench-scale.sh shorten it (DURATION=2s, SCALE_STEPS=...).
+bench-scale: build
+	SKIP_BUILD=1 scripts/bench-scale.sh
 
 clean:
 	rm -rf bin .data

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/fsm"
@@ -158,6 +159,7 @@ func (s *Server) putCell(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fieldError("", err))
 		return
 	}
+	s.hintLeader(w, ds, k.RowKey)
 	res, err := s.backend.PutCells(r.Context(), ds, []cells.Cell{{Key: k, Body: body}})
 	if err != nil {
 		s.fail(w, r, err)
@@ -270,6 +272,9 @@ func (s *Server) getOne(w http.ResponseWriter, r *http.Request, latest bool) {
 		writeError(w, he)
 		return
 	}
+	if c == cluster.Strong {
+		s.hintLeader(w, ds, k.RowKey)
+	}
 	res, err := s.backend.GetCells(r.Context(), ds, []cluster.GetKey{{Key: k, Latest: latest}}, c)
 	if err != nil {
 		s.fail(w, r, err)
@@ -289,6 +294,38 @@ func (s *Server) getOne(w http.ResponseWriter, r *http.Request, latest bool) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// Response headers of leader routing (see LeaderHinter and package client).
+const (
+	// HeaderShards carries the datastore's shard count.
+	HeaderShards = "Schemaless-Shards"
+	// HeaderLeader carries the HTTP base URL of the leader of the request's row's partition.
+	HeaderLeader = "Schemaless-Leader"
+)
+
+// LeaderHinter is implemented by a Backend that can tell where a row's leader-only requests
+// are best sent (cluster.Node does).
+type LeaderHinter interface {
+	LeaderHint(ds string, rowKey uuid.UUID) (shards int, url string)
+}
+
+// hintLeader sets HeaderShards and HeaderLeader on a single-row write or strong read, so that
+// a client can send the row's next such request straight to its partition's leader instead
+// of having it forwarded. Headers only; the request is served wherever it arrives.
+func (s *Server) hintLeader(w http.ResponseWriter, ds string, row uuid.UUID) {
+	h, ok := s.backend.(LeaderHinter)
+	if !ok {
+		return
+	}
+	shards, url := h.LeaderHint(ds, row)
+	if shards <= 0 {
+		return
+	}
+	w.Header().Set(HeaderShards, strconv.Itoa(shards))
+	if url != "" {
+		w.Header().Set(HeaderLeader, url)
+	}
 }
 
 func (s *Server) getCell(w http.ResponseWriter, r *http.Request)       { s.getOne(w, r, false) }

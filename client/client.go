@@ -46,6 +46,9 @@ func New(cfg Config) (*Client, error) {
 		eps.urls[i], _ = normalizeEndpoint(e) // checked by Validate
 	}
 	cfg.Endpoints = slices.Clone(eps.urls)
+	if !cfg.NoLeaderRouting {
+		eps.routes = newLeaderRoutes(eps.urls)
+	}
 	if eps.http == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 64
@@ -92,6 +95,14 @@ func (c *Client) readQuery(op string, opts []ReadOption) (url.Values, error) {
 		return nil, fmt.Errorf("client: %s: %w", op, err)
 	}
 	return url.Values{"consistency": {o.consistency}}, nil
+}
+
+// routeStrong makes a strong read of row r go first to the row's leader (leader routing): a
+// strong read is served by the leader; a stale one by whichever node it reaches.
+func (c *Client) routeStrong(r *request, row uuid.UUID) {
+	if r.query.Get("consistency") == ConsistencyStrong {
+		r.routeDS, r.routeRow = c.datastore, row
+	}
 }
 
 // CellWrite is one cell to write with PutCells: its key and its body, a JSON object.
@@ -200,6 +211,7 @@ func (c *Client) PutCell(ctx context.Context, rowKey uuid.UUID, columnKey string
 		op: op, method: http.MethodPut, write: true,
 		path: c.dsPath("cells", rowKey.String(), columnKey, strconv.FormatInt(refKey, 10)),
 		body: body, ok: []int{http.StatusCreated, http.StatusOK, http.StatusAccepted},
+		routeDS: c.datastore, routeRow: rowKey,
 	})
 	if err != nil {
 		if isConflict(err) {
@@ -324,10 +336,12 @@ func (c *Client) GetCell(ctx context.Context, key cells.Key, opts ...ReadOption)
 	if err != nil {
 		return wire.Cell{}, err
 	}
-	ans, err := c.do(ctx, &request{
+	req := &request{
 		op: op, method: http.MethodGet, query: q, ok: []int{http.StatusOK},
 		path: c.dsPath("cells", key.RowKey.String(), key.ColumnKey, strconv.FormatInt(key.RefKey, 10)),
-	})
+	}
+	c.routeStrong(req, key.RowKey)
+	ans, err := c.do(ctx, req)
 	if err != nil {
 		return wire.Cell{}, err
 	}
@@ -358,10 +372,12 @@ func (c *Client) GetCellLatest(ctx context.Context, rowKey uuid.UUID, columnKey 
 	if err != nil {
 		return wire.Cell{}, err
 	}
-	ans, err := c.do(ctx, &request{
+	req := &request{
 		op: op, method: http.MethodGet, query: q, ok: []int{http.StatusOK},
 		path: c.dsPath("cells", rowKey.String(), columnKey),
-	})
+	}
+	c.routeStrong(req, rowKey)
+	ans, err := c.do(ctx, req)
 	if err != nil {
 		return wire.Cell{}, err
 	}

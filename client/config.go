@@ -61,6 +61,12 @@ type Config struct {
 	// Consistency is the read consistency of reads that do not choose one (ConsistencyStrong or
 	// ConsistencyStale). Default ConsistencyStrong.
 	Consistency string
+	// NoLeaderRouting turns leader routing off. By default a single-row write or strong read
+	// goes first to the endpoint that leads the row's partition, as learned from earlier
+	// answers (the Schemaless-Shards and Schemaless-Leader headers), which saves the hop a
+	// node takes to forward the request to its leader; requests about several rows, and rows
+	// whose leader is unknown or in cool-down, rotate over the endpoints as before.
+	NoLeaderRouting bool
 }
 
 // DefaultConfig returns a Config holding every default and no endpoint or datastore.

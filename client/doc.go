@@ -48,6 +48,19 @@
 // Answers are checked against the request (keys, result counts, statuses, shard log order); an
 // answer that breaks the API contract is ErrBadResponse.
 //
+// # Leader routing
+//
+// A single-row write (PutCell) or strong read (GetCell, GetCellLatest) is served by the leader
+// of the row's partition; a node that is not the leader forwards it, which costs a hop. Every
+// such answer carries the datastore's shard count (header Schemaless-Shards) and the leader's
+// base URL as the answering node knows it (Schemaless-Leader). The client remembers, per
+// datastore and shard, the endpoint of that leader, computes a new row's shard with
+// cells.ShardOf, and tries that endpoint first; a failed attempt there forgets it. This is a
+// hint only: a stale one costs the forwarding hop again, never a wrong answer. Requests about
+// several rows (PutCells, GetCells, GetRow) and stale reads rotate as below.
+// Config.NoLeaderRouting turns it off. A leader URL that is not one of Config.Endpoints (a
+// node behind a load balancer, say) is not used.
+//
 // # Retries and failover
 //
 // Each call picks its endpoint order once: round robin from a rotating start index, so that

@@ -30,6 +30,8 @@ type endpoints struct {
 	next atomic.Uint64
 	// downUntil[i] is the time (Unix nanoseconds) until which urls[i] is tried last; 0 if healthy.
 	downUntil []atomic.Int64
+	// routes is the leader routing learned from answers; nil when Config.NoLeaderRouting.
+	routes *leaderRoutes
 }
 
 // order returns the endpoint indexes to try in one call: round robin from a rotating start, the
@@ -74,6 +76,10 @@ type request struct {
 	// idempotencyKey is sent as Idempotency-Key on writes: it lets net/http replay the request
 	// on a reused keep-alive connection that the server had closed before reading it.
 	idempotencyKey string
+	// routeDS and routeRow, when routeDS is set, name the one row a leader-only request is
+	// about: it goes first to the row's leader when the client knows it (see routing.go).
+	routeDS  string
+	routeRow uuid.UUID
 }
 
 // answer is a success answer: its status and whole body.
@@ -103,6 +109,16 @@ func (c *Client) do(ctx context.Context, r *request) (answer, error) {
 		return answer{}, c.ctxError(r, err, false, nil)
 	}
 	order := c.eps.order(time.Now())
+	routed := r.routeDS != "" && c.eps.routes != nil
+	if routed {
+		if ep := c.eps.routes.preferred(r.routeDS, r.routeRow); ep >= 0 && ep < len(order) &&
+			c.eps.downUntil[ep].Load() <= time.Now().UnixNano() {
+			if i := slices.Index(order, ep); i > 0 {
+				copy(order[1:i+1], order[:i])
+				order[0] = ep
+			}
+		}
+	}
 	var (
 		last       error // error of the latest attempt
 		maybe      error // error of the latest attempt that may have applied the write
@@ -127,6 +143,9 @@ func (c *Client) do(ctx context.Context, r *request) (answer, error) {
 		}
 		if res.failed {
 			c.eps.markDown(ep, time.Now())
+			if routed {
+				c.eps.routes.forget(r.routeDS, r.routeRow, ep)
+			}
 		}
 		last = res.err
 		if res.maybeApplied {
@@ -198,6 +217,9 @@ func (c *Client) attempt(ctx context.Context, base string, r *request) attemptRe
 	}
 	resp, err := c.eps.http.Do(req)
 	if err == nil {
+		if r.routeDS != "" && c.eps.routes != nil {
+			c.eps.routes.learn(r.routeDS, r.routeRow, resp.Header)
+		}
 		var data []byte
 		data, err = io.ReadAll(resp.Body)
 		resp.Body.Close()

@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/internal/hclogslog"
 	"github.com/schemaless-db/schemaless/storage"
@@ -56,7 +58,8 @@ type Config struct {
 	Shards storage.ShardRange
 	// NodeID is this replica's raft server ID (the node id).
 	NodeID string
-	// Dir holds this replica's raft log (raft.db) and snapshots. Created if missing.
+	// Dir holds this replica's raft log (raft.db or wal/, see LogStore) and snapshots. Created
+	// if missing.
 	Dir string
 	// Peers is the initial configuration, used to bootstrap the group when Dir holds no raft
 	// state. Every replica bootstraps with the same list.
@@ -101,6 +104,12 @@ type Config struct {
 	QueueSize int
 	// EnqueueTimeout bounds handing an entry to raft. Default 5s.
 	EnqueueTimeout time.Duration
+	// LogStore is the raft log's format: LogStoreBolt (raft-boltdb/v2, raft.db: a B+tree file,
+	// two fdatasync calls per append, the default) or LogStoreWAL (hashicorp/raft-wal, wal/:
+	// segment files, one fdatasync per append; labelled experimental by its authors). A
+	// replica directory keeps the format it was created with: opening it with the other one
+	// fails (ErrLogStoreMismatch).
+	LogStore string
 	// HeartbeatFastPath lets raft's transport handle heartbeats on their connection's goroutine,
 	// concurrently with raft's main goroutine, as hashicorp/raft does by default. Off (false) by
 	// default, because that race can diverge the logs of a deposed leader after a network
@@ -108,6 +117,15 @@ type Config struct {
 	// safety for heartbeats that never wait behind a disk write.
 	HeartbeatFastPath bool
 }
+
+// The raft log formats of Config.LogStore.
+const (
+	LogStoreBolt = "bolt"
+	LogStoreWAL  = "wal"
+)
+
+// ErrLogStoreMismatch: Config.LogStore names another format than the replica directory holds.
+var ErrLogStoreMismatch = errors.New("partition: the replica's raft log is in another format")
 
 // DefaultConfig returns the tunables' defaults; the identity fields are left empty.
 func DefaultConfig() Config {
@@ -127,6 +145,7 @@ func DefaultConfig() Config {
 		MaxInflight:        4,
 		QueueSize:          4096,
 		EnqueueTimeout:     5 * time.Second,
+		LogStore:           LogStoreBolt,
 	}
 }
 
@@ -168,6 +187,9 @@ func (c *Config) EnsureDefaults() {
 	if c.OnFatal == nil {
 		c.OnFatal = func(error) {}
 	}
+	if c.LogStore == "" {
+		c.LogStore = d.LogStore
+	}
 }
 
 // Validate reports every missing field.
@@ -190,6 +212,9 @@ func (c Config) Validate() error {
 	}
 	if c.Store == nil {
 		errs = append(errs, errors.New("partition: Config.Store is required"))
+	}
+	if c.LogStore != LogStoreBolt && c.LogStore != LogStoreWAL {
+		errs = append(errs, fmt.Errorf("partition: Config.LogStore %q: want %q or %q", c.LogStore, LogStoreBolt, LogStoreWAL))
 	}
 	if c.MaxInflight < 1 || c.MaxBatchCells < 1 || c.QueueSize < 1 {
 		errs = append(errs, errors.New("partition: MaxInflight, MaxBatchCells and QueueSize must be positive"))
@@ -218,17 +243,18 @@ var (
 
 // Raft is one replica of a raft-mode partition.
 type Raft struct {
-	cfg    Config
-	log    *slog.Logger
-	raft   *raft.Raft
-	fsm    StateMachine
-	bolt   *raftboltdb.BoltStore
-	logs   raft.LogStore
-	queue  chan *proposal
-	slots  chan struct{}
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	closed atomic.Bool
+	cfg      Config
+	log      *slog.Logger
+	raft     *raft.Raft
+	fsm      StateMachine
+	stable   raft.StableStore // the raft log store (bolt or wal), which also holds raft's stable state
+	closeLog func() error
+	logs     raft.LogStore
+	queue    chan *proposal
+	slots    chan struct{}
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closed   atomic.Bool
 	// readyTerm is the last term in which this leader saw an entry of its own term committed.
 	readyTerm atomic.Uint64
 	closeOnce sync.Once
@@ -249,18 +275,18 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+	store, stable, closeLog, err := openLogStore(cfg.Dir, cfg.LogStore)
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: open raft log: %w", name, err)
 	}
-	p := &Raft{cfg: cfg, log: logger, bolt: bolt, stop: make(chan struct{}), metrics: newRaftMetrics(cfg.ID)}
+	p := &Raft{cfg: cfg, log: logger, stable: stable, closeLog: closeLog, stop: make(chan struct{}), metrics: newRaftMetrics(cfg.ID)}
 	ok := false
 	defer func() {
 		if !ok {
-			_ = bolt.Close()
+			_ = closeLog()
 		}
 	}()
-	logs, err := raft.NewLogCache(1024, bolt)
+	logs, err := raft.NewLogCache(1024, store)
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
 	}
@@ -302,7 +328,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
 	}
-	existing, err := raft.HasExistingState(logs, bolt, snaps)
+	existing, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
 	}
@@ -310,7 +336,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 	if !cfg.HeartbeatFastPath {
 		trans = withSerialHeartbeats(trans)
 	}
-	r, err := raft.NewRaft(rc, p.fsm, logs, bolt, snaps, trans)
+	r, err := raft.NewRaft(rc, p.fsm, logs, stable, snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: start raft: %w", name, err)
 	}
@@ -429,6 +455,51 @@ func (p *Raft) notLeader() error {
 	return &NotLeaderError{LeaderID: id, LeaderAddr: addr}
 }
 
+// HasLog reports whether replica directory dir holds a raft log, in either format.
+func HasLog(dir string) bool {
+	for _, name := range []string{"raft.db", "wal"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// openLogStore opens the raft log of a replica directory in format kind (see Config.LogStore):
+// raft.db for bolt, the wal/ directory for wal. A directory holding the other format is refused
+// with ErrLogStoreMismatch rather than opened empty (which would lose the replica's log).
+func openLogStore(dir, kind string) (raft.LogStore, raft.StableStore, func() error, error) {
+	boltPath, walDir := filepath.Join(dir, "raft.db"), filepath.Join(dir, "wal")
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	if kind == LogStoreWAL {
+		if exists(boltPath) {
+			return nil, nil, nil, fmt.Errorf("%w: %s holds a bolt log (raft.db), not %s", ErrLogStoreMismatch, dir, kind)
+		}
+		if err := os.MkdirAll(walDir, 0o755); err != nil {
+			return nil, nil, nil, err
+		}
+		// raft-wal v0.4.0's Close leaves its meta database (bbolt) open, and bbolt's file lock
+		// then blocks the next Open of the directory in this process forever (a replica
+		// removed and added back, a node restarted in place): the meta database is ours to
+		// close.
+		meta := &metadb.BoltMetaDB{}
+		w, err := raftwal.Open(walDir, raftwal.WithMetaStore(meta))
+		if err != nil {
+			_ = meta.Close()
+			return nil, nil, nil, err
+		}
+		return w, w, func() error { return errors.Join(w.Close(), meta.Close()) }, nil
+	}
+	if exists(walDir) {
+		return nil, nil, nil, fmt.Errorf("%w: %s holds a wal log (wal/), not %s", ErrLogStoreMismatch, dir, kind)
+	}
+	b, err := raftboltdb.New(raftboltdb.Options{Path: boltPath})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return b, b, b.Close, nil
+}
+
 // NotLeader returns the *NotLeaderError this replica answers a leader-only request with: the
 // leader it knows, if any.
 func (p *Raft) NotLeader() error { return p.notLeader() }
@@ -441,7 +512,7 @@ func (p *Raft) Close() error {
 		close(p.stop)
 		p.wg.Wait()
 		err := p.raft.Shutdown().Error()
-		if cerr := p.bolt.Close(); err == nil {
+		if cerr := p.closeLog(); err == nil {
 			err = cerr
 		}
 		p.closeErr = err

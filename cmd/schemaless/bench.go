@@ -12,12 +12,9 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
@@ -42,6 +39,7 @@ type benchFlags struct {
 	shards      int
 	partitions  int
 	inflight    int
+	logStore    string
 	asJSON      bool
 	cpuProfile  string
 	trig        triggerFlags
@@ -49,6 +47,12 @@ type benchFlags struct {
 	async       asyncFlags
 	trips       tripsFlags
 	scale       scaleFlags
+	baselines   []string
+	connections int
+	ops         int
+	// rateSet: --rate was given; put, put-batch and get-latest then run open loop at each
+	// --rate value instead of closed loop.
+	rateSet bool
 }
 
 func newBenchCmd() *cobra.Command {
@@ -58,7 +62,8 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure throughput and latency of writes, reads and triggers through the HTTP API",
 		Long: `Measure the datastore through its HTTP API with the Go client. Every combination of --target,
 --workload, --clients and (for reads) --consistency runs for --duration after --warmup, and one
-table row (or JSON object) reports ops/s, cells/s, latency percentiles and errors.
+table row (or JSON object, with --json) reports ops/s, cells/s, latency percentiles (ms in the
+table, µs in JSON) and errors. Progress lines go to stderr, the table and its notes to stdout.
 
 Targets:
   external      the cluster at --endpoints (for example one started by 'schemaless dev')
@@ -80,10 +85,42 @@ Targets:
   async-unsafe  the same with unsafe_no_buffered_writes: true (one round trip to the master,
                 no buffer, no reaper): what buffering costs
 
+Baselines (--baseline, none by default): put and put-batch only (other workloads are skipped
+with a note on stderr), run after the --target runs in the same invocation so that the ratios
+hold on a noisy machine, with the same --clients, --rate, --batch, --value-size, --warmup and
+--duration or --ops:
+  raft-noop  the raft-noop target below (not run again when it is among --target: its rows serve)
+  mysql      the same inserts straight into the server at --mysql, no datastore in between: a new
+             database benchbase_<random> (dropped afterwards, even on error) with one table of the
+             datastore's cell table's columns, keys and engine (InnoDB); each request is one
+             autocommitted INSERT (one transaction, one commit) of 1 row (put) or of --batch rows
+             (put-batch), row keys and bodies made as for the datastore; each client has a
+             connection of its own (at most --connections in all). Rows of target baseline-mysql.
+The table then gets, for each put and put-batch row, its cells/s as a percentage of the baseline
+row of the same workload, clients and rate: columns "vs noop" and "vs mysql" (in JSON
+vs_raft_noop and vs_mysql, fractions; absent without a matching row).
+
 Workloads:
-  put         put_cell of one new cell per request
-  put-batch   put_cells of --batch new cells per request
+  put         put_cell of one new cell per request (random row key, column BASE, ref key 1, a
+              JSON body of about --value-size bytes)
+  put-batch   put_cells of --batch such cells per request
   get-latest  get_cell_latest of a random row among --rows preloaded rows, per --consistency
+  These three run closed loop: each of --clients clients sends its next request as soon as the
+  previous one is answered, and a request is measured when it ends within --duration after
+  --warmup. With --ops N, a run ends instead once the first N requests started after the warm-up
+  are answered (ops + errors = N). With --rate R given explicitly, they run open loop instead,
+  one run per --rate and --clients value: request i is due at i/R seconds from the start and is
+  sent then to a free client (--clients is the most requests in flight); its latency runs from
+  its due time, so a stalled server shows in the percentiles instead of slowing the load (no
+  coordinated omission). A request due while every client is busy is late (sent when one is
+  free, or never if the run ends first): the JSON field late, and a note under the table. The
+  measured requests are those due within --duration after --warmup (the run waits for their
+  answers), or with --ops the next N. The clients share one HTTP client with a keep-alive
+  connection per request in flight, or at most --connections per node.
+  trips        the Mezzanine flow on the real flights: BASE cells written, a billing trigger group
+               that writes STATUS cells, index queries and reads; reports the nodes' RSS
+  scale-cells  latency at a fixed rate as the stored cells grow, measured at each step of
+               --scale-steps (the table's stored column gives the cells stored at each step)
 
 Consumer-group workloads (package triggers; each run creates a new group whose --workers workers
 run in this process, and one run per --workers and --trigger-consistency value; the clients column
@@ -157,28 +194,32 @@ In-process targets use the production raft timeouts and one datastore 'trips' wi
 in --partitions partitions on 3 nodes; clients and nodes (and the async targets' MariaDB servers)
 share this machine's cores.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f.idx.rateSet = cmd.Flags().Changed("rate")
-			f.async.rateSet = f.idx.rateSet
+			f.rateSet = cmd.Flags().Changed("rate")
+			f.idx.rateSet = f.rateSet
+			f.async.rateSet = f.rateSet
 			return runBench(cmd.Context(), f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringSliceVar(&f.targets, "target", []string{"sqlite"}, "targets, comma-separated: external, sqlite, mysql, raft-noop, async, async-unsafe")
-	fl.StringSliceVar(&f.endpoints, "endpoints", []string{"http://127.0.0.1:7070", "http://127.0.0.1:7071", "http://127.0.0.1:7072"}, "nodes of the external target")
-	fl.StringVar(&f.mysqlDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "MySQL/MariaDB server of the mysql target")
-	fl.StringSliceVar(&f.workloads, "workload", []string{"put"}, "workloads, comma-separated: put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query, index-backfill, reaper, replication-lag")
-	fl.IntSliceVar(&f.clients, "clients", []int{1}, "concurrent clients of put, put-batch, get-latest, index-query and replication-lag, requests in flight of reaper, comma-separated (one run per value)")
-	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured time of each run")
-	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "unmeasured time before each run")
-	fl.IntVar(&f.batch, "batch", 100, "cells per put_cells request (put-batch, reaper)")
-	fl.IntVar(&f.valueSize, "value-size", 200, "approximate size of each cell body, in bytes of JSON")
-	fl.IntVar(&f.rows, "rows", 10000, "rows preloaded for get-latest")
-	fl.StringSliceVar(&f.consistency, "consistency", []string{client.ConsistencyStrong}, "read consistencies of get-latest and index-query, comma-separated: strong, stale")
+	fl.StringSliceVar(&f.targets, "target", []string{"sqlite"}, "targets, comma-separated, run one after the other: external, sqlite, mysql, raft-noop, async, async-unsafe (see Targets)")
+	fl.StringSliceVar(&f.endpoints, "endpoints", []string{"http://127.0.0.1:7070", "http://127.0.0.1:7071", "http://127.0.0.1:7072"}, "nodes (HTTP base URLs) of the external target, comma-separated")
+	fl.StringVar(&f.mysqlDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "DSN of the MySQL/MariaDB server of the mysql target and the mysql baseline (its database part is ignored)")
+	fl.StringSliceVar(&f.workloads, "workload", []string{"put"}, "workloads, comma-separated, run in this order on each target: put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query, index-backfill, reaper, replication-lag, trips, scale-cells (see Workloads)")
+	fl.StringSliceVar(&f.baselines, "baseline", nil, "baselines of put and put-batch, comma-separated, run after the targets: mysql, raft-noop (none by default; see Baselines)")
+	fl.IntSliceVar(&f.clients, "clients", []int{1}, "concurrent clients of put, put-batch, get-latest (open loop: requests in flight at most), the baselines, index-query and replication-lag, requests in flight of reaper; comma-separated (one run per value; scale-cells uses the first value only)")
+	fl.IntVar(&f.connections, "connections", 0, "put, put-batch, get-latest: HTTP connections per node at most, shared by all clients (http.Transport.MaxConnsPerHost); mysql baseline: connections to the server at most; 0: one per client")
+	fl.IntVar(&f.ops, "ops", 0, "put, put-batch, get-latest and the baselines: end each run after this many measured requests (answered, or failed: ops + errors) instead of after --duration; the warm-up is unchanged; 0: use --duration")
+	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured time of each run: put, put-batch, get-latest and the baselines (unless --ops is set), trigger-latency, index-lag, index-query, replication-lag, scale-cells (each step)")
+	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "unmeasured time at the start of each run of the workloads that use --duration (requests ending in it are not counted)")
+	fl.IntVar(&f.batch, "batch", 100, "cells per put_cells request (put-batch, reaper) and rows per INSERT of the mysql baseline's put-batch")
+	fl.IntVar(&f.valueSize, "value-size", 200, "approximate size of each cell body written, in bytes of JSON")
+	fl.IntVar(&f.rows, "rows", 10000, "get-latest: rows preloaded (one BASE cell each, put_cells of 500, once per target), read at random")
+	fl.StringSliceVar(&f.consistency, "consistency", []string{client.ConsistencyStrong}, "read consistencies of get-latest and index-query, comma-separated (one run per value): strong (the leader), stale (any replica)")
 	fl.IntVar(&f.shards, "shards", 64, "shards of the in-process targets' datastore")
-	fl.IntVar(&f.partitions, "partitions", 4, "partitions of the in-process targets' datastore")
+	fl.IntVar(&f.partitions, "partitions", 4, "partitions of the in-process targets' datastore (3 replicas each)")
 	fl.IntVar(&f.inflight, "max-inflight", partition.DefaultConfig().MaxInflight, "raft entries in flight per partition of the in-process targets (see serve --max-inflight)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clients and in-process nodes) to this file")
-	fl.BoolVar(&f.asJSON, "json", false, "print results as JSON lines instead of a table")
+	fl.BoolVar(&f.asJSON, "json", false, "print results as JSON lines (one object per run, latencies in µs) instead of a table")
 	f.trig.register(fl)
 	f.idx.register(fl)
 	f.async.register(fl)
@@ -208,6 +249,16 @@ type benchResult struct {
 	FirstError  string  `json:"first_error,omitempty"`
 	// StoredCells is the cells the datastore held during the run (scale-cells, trips).
 	StoredCells int64 `json:"stored_cells,omitempty"`
+	// Rate is the requests/s asked of an open-loop run of put, put-batch or get-latest (--rate);
+	// 0 for a closed-loop run. Late counts its measured requests that found every client busy
+	// at their scheduled time: sent late, or never when the run ended first (see runLoad).
+	Rate int   `json:"rate,omitempty"`
+	Late int64 `json:"late,omitempty"`
+	// VsRaftNoop and VsMySQL are a put or put-batch row's cells/s as a fraction of the matching
+	// row (same workload, clients and rate) of the raft-noop target and of the mysql baseline
+	// (see setBaselineRatios); 0 when there is none.
+	VsRaftNoop float64 `json:"vs_raft_noop,omitempty"`
+	VsMySQL    float64 `json:"vs_mysql,omitempty"`
 
 	Triggers *triggerFigures `json:"triggers,omitempty"`
 	Index    *indexFigures   `json:"index,omitempty"`
@@ -221,7 +272,7 @@ func runBench(ctx context.Context, f benchFlags) error {
 		case "put", "put-batch", "get-latest", workloadTriggerLatency, workloadLogRead, workloadIndexLag, workloadIndexQuery, workloadIndexBackfill,
 			workloadReaper, workloadReplicationLag, workloadTrips, workloadScaleCells:
 		default:
-			return fmt.Errorf("--workload %q: want put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query, index-backfill, reaper or replication-lag", w)
+			return fmt.Errorf("--workload %q: want put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query, index-backfill, reaper, replication-lag, trips or scale-cells", w)
 		}
 	}
 	if err := f.trig.validate(f); err != nil {
@@ -246,6 +297,12 @@ func runBench(ctx context.Context, f benchFlags) error {
 	}
 	if f.batch < 1 || f.valueSize < 2 || f.rows < 1 || f.duration <= 0 {
 		return errors.New("--batch, --value-size, --rows and --duration must be positive")
+	}
+	if f.ops < 0 || f.connections < 0 || f.warmup < 0 {
+		return errors.New("--ops, --connections and --warmup must not be negative")
+	}
+	if err := validateBaselines(f.baselines); err != nil {
+		return err
 	}
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)
@@ -276,6 +333,12 @@ func runBench(ctx context.Context, f benchFlags) error {
 			return err
 		}
 	}
+	rs, err := runBaselines(ctx, f, &repl)
+	results = append(results, rs...)
+	if err != nil {
+		return err
+	}
+	setBaselineRatios(results)
 	if f.asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		for _, r := range results {
@@ -309,6 +372,7 @@ func startTarget(ctx context.Context, target string, f benchFlags, repl *replica
 	}
 	opts := localcluster.Options{Dir: dir, Shards: f.shards, Partitions: f.partitions, Partition: partition.DefaultConfig()}
 	opts.Partition.MaxInflight = f.inflight
+	opts.Partition.LogStore = f.logStore
 	opts.OnFatal = func(node string, err error) { fmt.Fprintf(os.Stderr, "bench: node %s: fatal: %v\n", node, err) }
 	var prefix, asyncPrefix string
 	switch target {
@@ -343,7 +407,7 @@ func startTarget(ctx context.Context, target string, f benchFlags, repl *replica
 		aenv = newAsyncEnv(repl.set, c, opts.Async)
 	}
 	stopMaintainers := func() {}
-	if target != "raft-noop" && slices.ContainsFunc(f.workloads, isIndexWorkload) {
+	if target != "raft-noop" && slices.ContainsFunc(f.workloads, needsMaintainers) {
 		if stopMaintainers, err = startMaintainers(ctx, c, f.idx); err != nil {
 			_ = c.Close()
 			os.RemoveAll(dir)
@@ -371,10 +435,23 @@ func startTarget(ctx context.Context, target string, f benchFlags, repl *replica
 	}}, nil
 }
 
+// benchClient returns a client of the datastore "trips" on endpoints for clients concurrent
+// requests, keeping one idle keep-alive connection per request in flight.
 func benchClient(endpoints []string, clients int) (*client.Client, error) {
+	return benchClientConns(endpoints, clients, 0)
+}
+
+// benchClientConns is benchClient with at most conns HTTP connections per node, shared by
+// the clients (requests wait for a free one); conns 0 is benchClient's one per client.
+func benchClientConns(endpoints []string, clients, conns int) (*client.Client, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = clients + 16
 	t.MaxIdleConns = 3*clients + 64
+	if conns > 0 {
+		t.MaxConnsPerHost = conns
+		t.MaxIdleConnsPerHost = conns
+		t.MaxIdleConns = len(endpoints) * conns
+	}
 	cfg := client.DefaultConfig()
 	cfg.Endpoints = endpoints
 	cfg.Datastore = "trips"
@@ -452,17 +529,19 @@ func benchTarget(ctx context.Context, target string, env benchEnv, f benchFlags)
 			}
 		}
 		for _, cons := range consistencies {
-			for _, n := range f.clients {
-				cl, err := benchClient(endpoints, n)
-				if err != nil {
-					return out, err
+			for _, rate := range loadRates(f) {
+				for _, n := range f.clients {
+					cl, err := benchClientConns(endpoints, n, f.connections)
+					if err != nil {
+						return out, err
+					}
+					r := benchRunRate(ctx, cl, w, cons, n, rate, rows, f)
+					r.Target = target
+					if !f.asJSON {
+						fmt.Fprintln(os.Stderr, runLine(r))
+					}
+					out = append(out, r)
 				}
-				r := benchRun(ctx, cl, w, cons, n, rows, f)
-				r.Target = target
-				if !f.asJSON {
-					fmt.Fprintf(os.Stderr, "%s %s %s clients=%d: %.0f ops/s, p50 %dus, p99 %dus, %d errors\n", target, w, cons, n, r.OpsPerSec, r.P50, r.P99, r.Errors)
-				}
-				out = append(out, r)
 			}
 		}
 	}
@@ -493,63 +572,29 @@ func preload(ctx context.Context, endpoints []string, f benchFlags) ([]uuid.UUID
 	return rows, nil
 }
 
-// benchRun runs one workload with n clients for warmup + duration.
+// benchRun runs one workload with n clients, closed loop: for f.warmup, then for f.duration or
+// f.ops measured requests (see runLoad).
 func benchRun(ctx context.Context, cl *client.Client, workload, consistency string, n int, rows []uuid.UUID, f benchFlags) benchResult {
-	var measuring atomic.Bool
-	var ops, cellsDone, errs atomic.Int64
-	var firstErr atomic.Value
-	hists := make([]*hdrhistogram.Histogram, n)
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		hists[i] = hdrhistogram.New(1, 60_000_000, 3)
-		wg.Add(1)
-		go func(h *hdrhistogram.Histogram, seed uint64) {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, seed+1))
-			for ctx.Err() == nil {
-				start := time.Now()
-				cells, err := benchOp(ctx, cl, workload, consistency, rows, rng, f)
-				if ctx.Err() != nil {
-					return
-				}
-				if !measuring.Load() {
-					continue
-				}
-				if err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				_ = h.RecordValue(time.Since(start).Microseconds())
-				ops.Add(1)
-				cellsDone.Add(int64(cells))
-			}
-		}(hists[i], uint64(i)+1)
-	}
-	time.Sleep(f.warmup)
-	measuring.Store(true)
-	start := time.Now()
-	time.Sleep(f.duration)
-	measuring.Store(false)
-	elapsed := time.Since(start)
-	cancel()
-	wg.Wait()
-	all := hdrhistogram.New(1, 60_000_000, 3)
-	for _, h := range hists {
-		all.Merge(h)
-	}
-	r := benchResult{
-		Workload: workload, Consistency: consistency, Clients: n, Seconds: elapsed.Seconds(),
-		Ops: ops.Load(), Cells: cellsDone.Load(), Errors: errs.Load(),
-		P50: all.ValueAtQuantile(50), P90: all.ValueAtQuantile(90), P99: all.ValueAtQuantile(99), Max: all.Max(),
-	}
-	r.OpsPerSec = float64(r.Ops) / r.Seconds
-	r.CellsPerSec = float64(r.Cells) / r.Seconds
-	if e, ok := firstErr.Load().(string); ok {
-		r.FirstError = e
-	}
+	return benchRunRate(ctx, cl, workload, consistency, n, 0, rows, f)
+}
+
+// benchRunRate is benchRun at rate requests/s, open loop, or closed loop when rate is 0.
+func benchRunRate(ctx context.Context, cl *client.Client, workload, consistency string, n, rate int, rows []uuid.UUID, f benchFlags) benchResult {
+	r := runLoad(ctx, n, rate, f, func(ctx context.Context, rng *rand.Rand) (int, error) {
+		return benchOp(ctx, cl, workload, consistency, rows, rng, f)
+	})
+	r.Workload, r.Consistency = workload, consistency
 	return r
+}
+
+// runLine is the line printed on stderr after a run of put, put-batch or get-latest.
+func runLine(r benchResult) string {
+	s := fmt.Sprintf("%s %s clients=%d: %.0f ops/s, %.0f cells/s, p50 %dus, p99 %dus, %d errors", r.Target, benchLabel(r), r.Clients,
+		r.OpsPerSec, r.CellsPerSec, r.P50, r.P99, r.Errors)
+	if r.Rate > 0 {
+		s += fmt.Sprintf(", %d late", r.Late)
+	}
+	return s
 }
 
 // benchOp does one operation and returns the cells it wrote or read.
@@ -572,26 +617,44 @@ func benchOp(ctx context.Context, cl *client.Client, workload, consistency strin
 	}
 }
 
+// printBenchTable prints rs as a table, then the notes of the rows that have one and their
+// first errors. The columns vs noop, vs mysql (see setBaselineRatios) and stored (StoredCells)
+// appear only when some row has a value for them.
 func printBenchTable(rs []benchResult) {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tworkload\tclients\tops/s\tcells/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t")
+	var vsNoop, vsMySQL, stored bool
 	for _, r := range rs {
-		w := r.Workload
-		if r.Index != nil && r.Index.Variant != "" {
-			w += " " + r.Index.Variant
+		vsNoop = vsNoop || r.VsRaftNoop > 0
+		vsMySQL = vsMySQL || r.VsMySQL > 0
+		stored = stored || r.StoredCells > 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	head := "target\tworkload\tclients\tops/s\tcells/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t"
+	if vsNoop {
+		head += "vs noop\t"
+	}
+	if vsMySQL {
+		head += "vs mysql\t"
+	}
+	if stored {
+		head += "stored\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, r := range rs {
+		lat := fmt.Sprintf("%.2f\t%.2f\t%.2f\t%.1f", float64(r.P50)/1000, float64(r.P90)/1000, float64(r.P99)/1000, float64(r.Max)/1000)
+		if r.Workload == workloadLogRead || r.Workload == workloadIndexBackfill || r.Workload == workloadReaper || r.Workload == scaleWorkloadLoad { // no latency figures
+			lat = "-\t-\t-\t-"
 		}
-		if r.Consistency != "" {
-			w += " " + r.Consistency
+		line := fmt.Sprintf("%s\t%s\t%d\t%.0f\t%.0f\t%s\t%d\t", r.Target, benchLabel(r), r.Clients, r.OpsPerSec, r.CellsPerSec, lat, r.Errors)
+		if vsNoop {
+			line += percent(r.VsRaftNoop) + "\t"
 		}
-		if r.Reaper != nil && r.Reaper.Variant != "" {
-			w += " " + r.Reaper.Variant
+		if vsMySQL {
+			line += percent(r.VsMySQL) + "\t"
 		}
-		if r.Workload == workloadLogRead || r.Workload == workloadIndexBackfill || r.Workload == workloadReaper { // no latency figures
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t-\t-\t-\t-\t%d\t\n", r.Target, w, r.Clients, r.OpsPerSec, r.CellsPerSec, r.Errors)
-			continue
+		if stored {
+			line += fmt.Sprintf("%d\t", r.StoredCells)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t\n", r.Target, w, r.Clients, r.OpsPerSec, r.CellsPerSec,
-			float64(r.P50)/1000, float64(r.P90)/1000, float64(r.P99)/1000, float64(r.Max)/1000, r.Errors)
+		fmt.Fprintln(tw, line)
 	}
 	_ = tw.Flush()
 	for _, r := range rs {
@@ -607,13 +670,59 @@ func printBenchTable(rs []benchResult) {
 		if r.Lag != nil {
 			fmt.Println(lagNote(r))
 		}
+		if r.Rate > 0 && isLoadWorkload(r.Workload) {
+			fmt.Println(openLoopNote(r))
+		}
 	}
 	for _, r := range rs {
 		if r.FirstError != "" {
-			fmt.Printf("%s %s clients=%d first error: %s\n", r.Target, r.Workload, r.Clients, strings.TrimSpace(r.FirstError))
+			fmt.Printf("%s %s clients=%d first error: %s\n", r.Target, benchLabel(r), r.Clients, strings.TrimSpace(r.FirstError))
 		}
 	}
 }
+
+// benchLabel is the workload column of r: the workload and its variant, consistency and, for an
+// open-loop run, its rate ("put @500/s").
+func benchLabel(r benchResult) string {
+	w := r.Workload
+	if r.Index != nil && r.Index.Variant != "" {
+		w += " " + r.Index.Variant
+	}
+	if r.Consistency != "" {
+		w += " " + r.Consistency
+	}
+	if r.Reaper != nil && r.Reaper.Variant != "" {
+		w += " " + r.Reaper.Variant
+	}
+	if r.Rate > 0 && isLoadWorkload(r.Workload) {
+		w += fmt.Sprintf(" @%d/s", r.Rate)
+	}
+	return w
+}
+
+// isLoadWorkload reports whether w is run by runLoad: put, put-batch or get-latest.
+func isLoadWorkload(w string) bool { return w == "put" || w == "put-batch" || w == "get-latest" }
+
+// percent formats a fraction as a percentage, "-" for 0.
+func percent(x float64) string {
+	switch {
+	case x <= 0:
+		return "-"
+	case x < 0.1:
+		return fmt.Sprintf("%.1f%%", 100*x)
+	}
+	return fmt.Sprintf("%.0f%%", 100*x)
+}
+
+// openLoopNote is the line printed under the table for an open-loop run.
+func openLoopNote(r benchResult) string {
+	return fmt.Sprintf("%s %s clients=%d: open loop, %d requests/s asked, %.0f done; %d late (every client busy at their scheduled time: sent late, or never when the run ended first); latency counts from the scheduled time",
+		r.Target, benchLabel(r), r.Clients, r.Rate, r.OpsPerSec, r.Late)
+}
+
+// needsMaintainers reports whether workload w needs the index maintainers beside the nodes: the
+// index workloads, and trips (its flights index).
+func needsMaintainers(w string) bool { return isIndexWorkload(w) || w == workloadTrips }
 
 // cellKey is the key of a benchmark cell: the row's BASE cell, ref key 1.
 func cellKey(row uuid.UUID) cells.Key { return cells.Key{RowKey: row, ColumnKey: "BASE", RefKey: 1} }

@@ -52,7 +52,7 @@ type triggerFlags struct {
 // register adds the flags to fl, with the triggers package's defaults.
 func (t *triggerFlags) register(fl *pflag.FlagSet) {
 	d := triggers.DefaultConfig()
-	fl.IntSliceVar(&t.rates, "rate", []int{1000}, "trigger-latency, index-lag: put_cell writes per second, open loop (one run per value; index-lag: 2000 when not given)")
+	fl.IntSliceVar(&t.rates, "rate", []int{1000}, "requests per second, one run per value: trigger-latency and index-lag put_cell writes, open loop (index-lag: 2000 when not given); replication-lag: writes at most, only when given; put, put-batch, get-latest and the baselines: open loop only when given (else closed loop), --clients in flight at most")
 	fl.IntSliceVar(&t.workers, "workers", []int{1}, "trigger-latency, log-read: workers of the consumer group, in this process (one run per value)")
 	fl.IntVar(&t.maxWriters, "max-writers", 256, "trigger-latency, index-lag: writes in flight at most; a write due while all are busy starts late (reported as behind)")
 	fl.DurationVar(&t.drain, "drain", 10*time.Second, "trigger-latency: wait this long after the last write for cells not yet delivered (index-lag: for probes not yet seen); log-read: give up after this long without a delivery")

@@ -43,6 +43,7 @@ type serveFlags struct {
 	inflight      int
 	sqliteSync    string
 	hbFastPath    bool
+	logStore      string
 	indexPoll     time.Duration
 	adminAddr     string
 	raftAddr      string
@@ -93,6 +94,7 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.Uint64Var(&f.trailingLogs, "trailing-logs", pd.TrailingLogs, "raft log entries kept after a snapshot; a follower further behind catches up by snapshot")
 	fl.IntVar(&f.batchCells, "max-entry-cells", pd.MaxBatchCells, "most cells grouped into one raft entry")
 	fl.IntVar(&f.inflight, "max-inflight", pd.MaxInflight, "raft entries in flight per partition before requests are grouped")
+	fl.StringVar(&f.logStore, "raft-log-store", pd.LogStore, "raft log format of new replicas: bolt (raft-boltdb, two fdatasync per append) or wal (hashicorp/raft-wal, one fdatasync per append; experimental per its authors); a replica keeps the format it was created with, and a mismatch refuses to start")
 	fl.BoolVar(&f.hbFastPath, "raft-heartbeat-fast-path", false, "let raft handle heartbeats beside its main loop, as hashicorp/raft does by default; UNSAFE: exposes hashicorp/raft issue 695 (logs can diverge after a partition heals)")
 	fl.StringVar(&f.sqliteSync, "sqlite-synchronous", "NORMAL", "SQLite PRAGMA synchronous: NORMAL (the raft log covers power loss) or FULL")
 	fl.StringVar(&f.raftAddr, "raft-addr", "", "this node's raft address, for a node joining a running cluster that is not in --config's nodes (with --http-addr)")
@@ -157,6 +159,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	pc.HeartbeatTimeout, pc.ElectionTimeout, pc.LeaderLeaseTimeout = f.heartbeat, f.election, f.leaderLease
 	pc.SnapshotThreshold, pc.MaxBatchCells, pc.MaxInflight = f.snapThreshold, f.batchCells, f.inflight
 	pc.HeartbeatFastPath = f.hbFastPath
+	pc.LogStore = f.logStore
 	pc.SnapshotInterval, pc.TrailingLogs = f.snapInterval, f.trailingLogs
 	fatal := make(chan error, 1)
 	node, err := cluster.Start(ctx, cluster.Config{

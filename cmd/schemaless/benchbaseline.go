@@ -1,0 +1,302 @@
+package main
+
+// The baselines of `schemaless bench` (--baseline): put and put-batch on the raft-noop target
+// (raft without the SQL apply), and the same inserts straight into MySQL with no datastore in
+// between (baseline-mysql). They run in the same invocation as the targets, after them, so that
+// the ratios in the table (setBaselineRatios) compare runs made on the same, possibly noisy,
+// machine.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/google/uuid"
+)
+
+// Values of --baseline, and the target of the mysql baseline's rows.
+const (
+	baselineMySQL       = "mysql"
+	baselineRaftNoop    = "raft-noop"
+	targetBaselineMySQL = "baseline-mysql"
+)
+
+// mysqlBaselineDropTimeout bounds dropping the mysql baseline's database, which happens even
+// when the run's context has ended.
+const mysqlBaselineDropTimeout = 60 * time.Second
+
+// isBaselineWorkload reports whether w has baselines: put and put-batch.
+func isBaselineWorkload(w string) bool { return w == "put" || w == "put-batch" }
+
+// validateBaselines reports the values of --baseline that are unknown or repeated.
+func validateBaselines(bs []string) error {
+	var errs []error
+	for i, b := range bs {
+		switch {
+		case b != baselineMySQL && b != baselineRaftNoop:
+			errs = append(errs, fmt.Errorf("--baseline %q: want mysql or raft-noop", b))
+		case slices.Contains(bs[:i], b):
+			errs = append(errs, fmt.Errorf("--baseline %q: given twice", b))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runBaselines runs the baselines of f.baselines for the put and put-batch workloads of
+// f.workloads, once per --rate (when given) and --clients value like the targets' runs, and
+// returns their rows: the raft-noop target's (none when raft-noop is among --target, whose rows
+// serve), and the mysql baseline's (target baseline-mysql). Other workloads are skipped with a
+// note on stderr. It stops at the first baseline that fails to start.
+func runBaselines(ctx context.Context, f benchFlags, repl *replicatedServers) ([]benchResult, error) {
+	if len(f.baselines) == 0 {
+		return nil, nil
+	}
+	var ws, skipped []string
+	for _, w := range f.workloads {
+		if isBaselineWorkload(w) {
+			ws = append(ws, w)
+		} else {
+			skipped = append(skipped, w)
+		}
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(os.Stderr, "baselines %s: %s skipped (baselines run put and put-batch only)\n", strings.Join(f.baselines, ", "), strings.Join(skipped, ", "))
+	}
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	fb := f
+	fb.workloads = ws
+	var out []benchResult
+	for _, b := range f.baselines {
+		var rs []benchResult
+		var err error
+		switch b {
+		case baselineRaftNoop:
+			if slices.Contains(f.targets, "raft-noop") {
+				fmt.Fprintln(os.Stderr, "baseline raft-noop: the rows of --target raft-noop serve")
+				continue
+			}
+			var env benchEnv
+			if env, err = startTarget(ctx, "raft-noop", fb, repl); err != nil {
+				return out, fmt.Errorf("--baseline raft-noop: %w", err)
+			}
+			rs, err = benchTarget(ctx, "raft-noop", env, fb)
+			env.stop()
+		case baselineMySQL:
+			rs, err = benchMySQLBaseline(ctx, fb)
+		}
+		out = append(out, rs...)
+		if err != nil {
+			return out, fmt.Errorf("--baseline %s: %w", b, err)
+		}
+	}
+	return out, nil
+}
+
+// setBaselineRatios sets VsRaftNoop and VsMySQL of every put and put-batch row of rs to its
+// cells/s over that of the row with the same workload, clients and rate of the raft-noop target
+// and of the mysql baseline, when that row exists and has a positive cells/s (the first one if
+// several do). The baseline rows get no ratio to themselves (raft-noop rows do get VsMySQL).
+// Other rows, and rows with no matching baseline, are left alone.
+func setBaselineRatios(rs []benchResult) {
+	type key struct {
+		workload      string
+		clients, rate int
+	}
+	noop, my := map[key]float64{}, map[key]float64{}
+	for _, r := range rs {
+		if !isBaselineWorkload(r.Workload) || r.CellsPerSec <= 0 {
+			continue
+		}
+		k := key{r.Workload, r.Clients, r.Rate}
+		switch r.Target {
+		case baselineRaftNoop:
+			if _, ok := noop[k]; !ok {
+				noop[k] = r.CellsPerSec
+			}
+		case targetBaselineMySQL:
+			if _, ok := my[k]; !ok {
+				my[k] = r.CellsPerSec
+			}
+		}
+	}
+	for i := range rs {
+		r := &rs[i]
+		if !isBaselineWorkload(r.Workload) || r.Target == targetBaselineMySQL {
+			continue
+		}
+		k := key{r.Workload, r.Clients, r.Rate}
+		if base, ok := noop[k]; ok && r.Target != baselineRaftNoop {
+			r.VsRaftNoop = r.CellsPerSec / base
+		}
+		if base, ok := my[k]; ok {
+			r.VsMySQL = r.CellsPerSec / base
+		}
+	}
+}
+
+// benchMySQLBaseline runs the mysql baseline: f.workloads' put and put-batch (others are
+// ignored), once per --rate (when given) and --clients value, on a database of its own on the
+// server at f.mysqlDSN, created first and dropped at the end, even when a run or ctx fails.
+func benchMySQLBaseline(ctx context.Context, f benchFlags) (out []benchResult, err error) {
+	b, err := openMySQLBaseline(ctx, f.mysqlDSN)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, b.close()) }()
+	for _, w := range f.workloads {
+		if !isBaselineWorkload(w) {
+			continue
+		}
+		for _, rate := range loadRates(f) {
+			for _, n := range f.clients {
+				r := b.run(ctx, w, n, rate, f)
+				if !f.asJSON {
+					fmt.Fprintln(os.Stderr, runLine(r))
+				}
+				out = append(out, r)
+				if ctx.Err() != nil {
+					return out, ctx.Err()
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// mysqlBaseline is the mysql baseline's database, benchbase_<random>, holding one table shaped
+// like the datastore's cell table. Its runs are sequential: run changes the pool's size.
+type mysqlBaseline struct {
+	db *sql.DB
+	// database is the database's name (unquoted), table its cell table, qualified and quoted.
+	database, table string
+	// lastID is the last added_id inserted; the datastore assigns added_id itself too.
+	lastID atomic.Int64
+}
+
+// openMySQLBaseline connects to the server at dsn (its database is ignored) and creates a new
+// database benchbase_<8 hex digits> and its cell table. The connection settings mirror
+// storage.OpenMySQL's (UTC, interpolated parameters). The caller must call close, which drops
+// the database.
+func openMySQLBaseline(ctx context.Context, dsn string) (*mysqlBaseline, error) {
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("--mysql: %w", err)
+	}
+	mc.DBName = ""
+	mc.ParseTime = true
+	mc.Loc = time.UTC
+	mc.InterpolateParams = true
+	if mc.Params == nil {
+		mc.Params = make(map[string]string)
+	}
+	mc.Params["time_zone"] = "'+00:00'"
+	conn, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, fmt.Errorf("--mysql: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	if err := db.PingContext(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("connect to %s: %w", mc.Addr, err), db.Close())
+	}
+	name := fmt.Sprintf("benchbase_%08x", rand.Uint32())
+	b := &mysqlBaseline{db: db, database: name, table: "`" + name + "`.`entity`"}
+	for i, stmt := range baselineDDL(name) {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			err = fmt.Errorf("create %s: %w", name, err)
+			if i == 0 { // not created (it may even be someone else's): nothing to drop
+				return nil, errors.Join(err, db.Close())
+			}
+			return nil, errors.Join(err, b.close())
+		}
+	}
+	return b, nil
+}
+
+// baselineDDL creates database name and its table entity, with the columns, keys, charset and
+// engine of a shard's cell table in the datastore's MySQL storage (mirrors shardDDL of
+// mysqlDialect in storage/mysql.go; storage exports no DDL).
+func baselineDDL(name string) []string {
+	db := "`" + name + "`"
+	return []string{
+		"CREATE DATABASE " + db + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+		"CREATE TABLE " + db + ".`entity` (\n" +
+			"\tadded_id BIGINT NOT NULL,\n" +
+			"\trow_key BINARY(16) NOT NULL,\n" +
+			"\tcolumn_name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n" +
+			"\tref_key BIGINT NOT NULL,\n" +
+			"\tbody MEDIUMBLOB NOT NULL,\n" +
+			"\tcreated_at DATETIME(6) NOT NULL,\n" +
+			"\tPRIMARY KEY (added_id),\n" +
+			"\tUNIQUE KEY cell_key (row_key, column_name, ref_key)\n" +
+			") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+	}
+}
+
+// baselineInsertSQL is one INSERT of n rows into table, as the datastore writes cells (mirrors
+// insertSQL in storage/dialect.go: the columns of cellColumns, one placeholder tuple a row).
+func baselineInsertSQL(table string, n int) string {
+	const row = "(?, ?, ?, ?, ?, ?)"
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + table + " (added_id, row_key, column_name, ref_key, body, created_at) VALUES ")
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	return b.String()
+}
+
+// run runs workload (put or put-batch) with n clients at rate (0: closed loop) like the
+// targets' runs (runLoad, f's warm-up, duration or ops, batch and value size) and returns its
+// row, target baseline-mysql. The pool holds n connections, at most f.connections when that is
+// set, so that without it each client has a connection of its own; each request is one
+// autocommitted INSERT (one transaction and commit) of 1 row (put) or f.batch rows (put-batch).
+// Unlike the datastore, it reads nothing before writing and keeps no applied index.
+func (b *mysqlBaseline) run(ctx context.Context, workload string, n, rate int, f benchFlags) benchResult {
+	conns := n
+	if f.connections > 0 {
+		conns = min(n, f.connections)
+	}
+	b.db.SetMaxOpenConns(conns)
+	b.db.SetMaxIdleConns(conns)
+	rows := 1
+	if workload == "put-batch" {
+		rows = f.batch
+	}
+	q := baselineInsertSQL(b.table, rows)
+	r := runLoad(ctx, n, rate, f, func(ctx context.Context, rng *rand.Rand) (int, error) {
+		args := make([]any, 0, 6*rows)
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		for range rows {
+			k := cellKey(uuid.New())
+			args = append(args, b.lastID.Add(1), k.RowKey[:], k.ColumnKey, k.RefKey, []byte(benchBody(rng, f.valueSize)), now)
+		}
+		_, err := b.db.ExecContext(ctx, q, args...)
+		return rows, err
+	})
+	r.Target, r.Workload = targetBaselineMySQL, workload
+	return r
+}
+
+// close drops the database (within mysqlBaselineDropTimeout, whatever the runs' context) and
+// closes the pool.
+func (b *mysqlBaseline) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), mysqlBaselineDropTimeout)
+	defer cancel()
+	var err error
+	if _, e := b.db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+b.database+"`"); e != nil {
+		err = fmt.Errorf("drop database %s: %w", b.database, e)
+	}
+	return errors.Join(err, b.db.Close())
+}
