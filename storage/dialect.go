@@ -132,6 +132,11 @@ func scanCell(r rowScanner) (cells.Cell, error) {
 
 func createdAtScanner(t *time.Time) sql.Scanner { return createdAt{t} }
 
+// rowsQueryer runs a query (a *sql.DB, a *sql.Tx, or a stmtQueryer).
+type rowsQueryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // queryer is what *sql.DB, *sql.Conn and *sql.Tx have in common.
 type queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
@@ -140,7 +145,7 @@ type queryer interface {
 }
 
 // queryCells runs q and returns every cell it selects. A missing shard table yields no cells.
-func queryCells(ctx context.Context, db queryer, q string, args ...any) ([]cells.Cell, error) {
+func queryCells(ctx context.Context, db rowsQueryer, q string, args ...any) ([]cells.Cell, error) {
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		if isNoTable(err) {
@@ -238,7 +243,7 @@ func insertSQL(d *dialect, shard, n int) string {
 func cellBytes(c *cells.Cell) int { return len(c.Body) + len(c.ColumnKey) + 128 }
 
 // insertCells inserts cs into shard with multi-row INSERTs within d's limits.
-func insertCells(ctx context.Context, tx *sql.Tx, d *dialect, shard int, cs []cells.Cell) error {
+func insertCells(ctx context.Context, stmt func(q string) stmtQueryer, d *dialect, shard int, cs []cells.Cell) error {
 	args := make([]any, 0, 6*min(len(cs), d.insertRows))
 	for start := 0; start < len(cs); {
 		end, size := start, 0
@@ -251,7 +256,7 @@ func insertCells(ctx context.Context, tx *sql.Tx, d *dialect, shard int, cs []ce
 			c := &cs[i]
 			args = append(args, c.AddedID, c.RowKey[:], c.ColumnKey, c.RefKey, []byte(c.Body), d.timeArg(c.CreatedAt))
 		}
-		if _, err := tx.ExecContext(ctx, insertSQL(d, shard, end-start), args...); err != nil {
+		if _, err := stmt(insertSQL(d, shard, end-start)).Exec(ctx, args...); err != nil {
 			switch {
 			case isDuplicate(err):
 				return fmt.Errorf("storage: insert %d cells into shard %d: %w: %w", end-start, shard, ErrDuplicate, err)

@@ -266,7 +266,7 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 		var err error
 		switch {
 		case len(cellBuf) > 0:
-			err = insertCells(ctx, tx, p.d, shard, cellBuf)
+			err = insertCells(ctx, func(q string) stmtQueryer { return stmtQueryer{tx: tx, q: q} }, p.d, shard, cellBuf)
 			clear(cellBuf)
 			cellBuf = cellBuf[:0]
 		case len(entryBuf) > 0:

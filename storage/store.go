@@ -168,6 +168,9 @@ type PartitionStore struct {
 	closed  atomic.Bool
 	// fence, when set, is the storage cluster whose placement this copy must match (SetFence).
 	fence atomic.Pointer[string]
+	// stmts caches the write connection's prepared lookup and insert statements, by SQL text
+	// (SQLite only: see stmtCache).
+	stmts stmtCache
 }
 
 // ID returns the partition's id.

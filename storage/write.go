@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/schemaless-db/schemaless/cells"
 )
@@ -75,7 +76,7 @@ func (tx *WriteTx) Lookup(ctx context.Context, shard int, keys []cells.Key) (map
 			k := &chunk[i]
 			args = append(args, k.RowKey[:], k.ColumnKey, k.RefKey)
 		}
-		found, err := queryCells(ctx, tx.tx, lookupSQL(tx.p.d, shard, len(chunk)), args...)
+		found, err := queryCells(ctx, tx.stmtOrTx(ctx, lookupSQL(tx.p.d, shard, len(chunk))), "", args...)
 		if err != nil {
 			return nil, tx.p.fail(fmt.Sprintf("lookup %d keys in shard %d", len(chunk), shard), err)
 		}
@@ -96,7 +97,8 @@ func (tx *WriteTx) Insert(ctx context.Context, shard int, cs []cells.Cell) error
 	if err := tx.check(shard); err != nil {
 		return err
 	}
-	if err := insertCells(ctx, tx.tx, tx.p.d, shard, cs); err != nil {
+	stmt := func(q string) stmtQueryer { return tx.stmtOrTx(ctx, q) }
+	if err := insertCells(ctx, stmt, tx.p.d, shard, cs); err != nil {
 		if tx.p.closed.Load() {
 			return fmt.Errorf("%w: %w", ErrClosed, err)
 		}
@@ -139,10 +141,20 @@ func (tx *WriteTx) Commit() error {
 	}
 	tx.done = true
 	defer tx.p.unlockWriter()
-	if err := tx.tx.Commit(); err != nil {
+	err := tx.tx.Commit()
+	tx.prepareNoted()
+	if err != nil {
 		return tx.p.fail("commit", err)
 	}
 	return nil
+}
+
+// prepareNoted prepares the statements this transaction ran unprepared (see stmtCache), while
+// the writer token is still held and the write connection is free again.
+func (tx *WriteTx) prepareNoted() {
+	if tx.p.owned && tx.p.d.engine == EngineSQLite && !tx.p.closed.Load() {
+		tx.p.stmts.preparePending(tx.p.write)
+	}
 }
 
 // Rollback discards the transaction's writes. It is a no-op returning nil after Commit or
@@ -153,8 +165,98 @@ func (tx *WriteTx) Rollback() error {
 	}
 	tx.done = true
 	defer tx.p.unlockWriter()
+	defer tx.prepareNoted()
 	if err := tx.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
 		return tx.p.fail("rollback", err)
 	}
 	return nil
+}
+
+// stmtCache holds prepared statements of a SQLite partition's write connection, by SQL text.
+// modernc.org/sqlite compiles a statement's text on every call that does not go through a
+// prepared statement, and the FSM's lookups and inserts (one per shard of a batch, of a few
+// dozen shapes per shard: one per row count) spend a large share of their time there; a
+// statement prepared once on the single write connection is reused by every transaction
+// (sql.Tx.StmtContext finds it on that connection). MySQL does not use it: with
+// interpolateParams a statement is one round trip, and a prepared one would add a round trip
+// per connection and shape. At most maxCachedStmts statements are kept; further shapes run
+// unprepared.
+type stmtCache struct {
+	mu      sync.Mutex
+	m       map[string]*sql.Stmt
+	pending map[string]bool // texts to prepare when the write connection is free
+}
+
+// maxCachedStmts bounds a partition's cached statements: the common shapes (a few row counts
+// per shard of the partition), not every one, to keep memory small (a prepared statement
+// holds its compiled program).
+const maxCachedStmts = 512
+
+// get returns the prepared statement of q, or nil when it is not prepared yet: q is then
+// noted, and prepared by preparePending once the transaction has ended (the write pool's one
+// connection is the transaction's until then, so a prepare on the pool would wait forever).
+func (c *stmtCache) get(q string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[q]; ok {
+		return st
+	}
+	if len(c.m)+len(c.pending) < maxCachedStmts {
+		if c.pending == nil {
+			c.pending = map[string]bool{}
+		}
+		c.pending[q] = true
+	}
+	return nil
+}
+
+// preparePending prepares the statements get noted on db, which must have a free connection.
+// A statement that fails to prepare (a shard table dropped since) is not cached.
+func (c *stmtCache) preparePending(db *sql.DB) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q := range c.pending {
+		if st, err := db.Prepare(q); err == nil {
+			if c.m == nil {
+				c.m = map[string]*sql.Stmt{}
+			}
+			c.m[q] = st
+		}
+	}
+	clear(c.pending)
+}
+
+// stmtOrTx returns a queryer that runs q in the transaction: its cached prepared statement on
+// a SQLite partition, else the transaction itself with q as the query text.
+func (tx *WriteTx) stmtOrTx(ctx context.Context, q string) stmtQueryer {
+	if tx.p.owned && tx.p.d.engine == EngineSQLite {
+		if st := tx.p.stmts.get(q); st != nil {
+			return stmtQueryer{st: tx.tx.StmtContext(ctx, st)}
+		}
+	}
+	return stmtQueryer{tx: tx.tx, q: q}
+}
+
+// stmtQueryer runs one statement: st, or q on tx.
+type stmtQueryer struct {
+	st *sql.Stmt
+	tx *sql.Tx
+	q  string
+}
+
+// QueryContext implements rowsQueryer; the query text argument is ignored (the statement's
+// is used).
+func (s stmtQueryer) QueryContext(ctx context.Context, _ string, args ...any) (*sql.Rows, error) {
+	if s.st != nil {
+		return s.st.QueryContext(ctx, args...)
+	}
+	return s.tx.QueryContext(ctx, s.q, args...)
+}
+
+// Exec runs the statement with args.
+func (s stmtQueryer) Exec(ctx context.Context, args ...any) (sql.Result, error) {
+	if s.st != nil {
+		return s.st.ExecContext(ctx, args...)
+	}
+	return s.tx.ExecContext(ctx, s.q, args...)
 }
