@@ -43,7 +43,13 @@ func (p *PartitionStore) GetLatest(ctx context.Context, shard int, rowKey uuid.U
 
 // getOne runs a query selecting at most one cell.
 func (p *PartitionStore) getOne(ctx context.Context, q string, args ...any) (cells.Cell, error) {
-	c, err := scanCell(p.read.QueryRowContext(ctx, q, args...))
+	var row *sql.Row
+	if st := p.readStmt(ctx, q); st != nil {
+		row = st.QueryRowContext(ctx, args...)
+	} else {
+		row = p.read.QueryRowContext(ctx, q, args...)
+	}
+	c, err := scanCell(row)
 	if errors.Is(err, sql.ErrNoRows) || isNoTable(err) {
 		return cells.Cell{}, ErrNotFound
 	}

@@ -171,6 +171,8 @@ type PartitionStore struct {
 	// stmts caches the write connection's prepared lookup and insert statements, by SQL text
 	// (SQLite only: see stmtCache).
 	stmts stmtCache
+	// readStmts caches the read pool's prepared point reads (SQLite only, as stmts).
+	readStmts stmtCache
 }
 
 // ID returns the partition's id.

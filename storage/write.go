@@ -116,7 +116,14 @@ func (tx *WriteTx) SetApplied(ctx context.Context, a AppliedState) error {
 	if tx.p.closed.Load() {
 		return ErrClosed
 	}
-	return setApplied(ctx, tx.tx, tx.p, a)
+	if a.Index > math.MaxInt64 || a.Term > math.MaxInt64 {
+		return fmt.Errorf("storage: applied state %+v does not fit in int64", a)
+	}
+	if _, err := tx.stmtOrTx(ctx, tx.p.d.upsertApplied).Exec(ctx, tx.p.id.Datastore, tx.p.id.Partition,
+		int64(a.Index), int64(a.Term), schemaVersion); err != nil {
+		return tx.p.fail("set applied state", err)
+	}
+	return nil
 }
 
 func setApplied(ctx context.Context, tx *sql.Tx, p *PartitionStore, a AppliedState) error {
@@ -174,7 +181,7 @@ func (tx *WriteTx) Rollback() error {
 
 // stmtCache holds prepared statements of a SQLite partition's write connection, by SQL text.
 // modernc.org/sqlite compiles a statement's text on every call that does not go through a
-// prepared statement, and the FSM's lookups and inserts (one per shard of a batch, of a few
+// prepared statement, and the FSM's lookups, inserts and applied-state updates (one per shard of a batch, of a few
 // dozen shapes per shard: one per row count) spend a large share of their time there; a
 // statement prepared once on the single write connection is reused by every transaction
 // (sql.Tx.StmtContext finds it on that connection). MySQL does not use it: with
@@ -208,6 +215,38 @@ func (c *stmtCache) get(q string) *sql.Stmt {
 		c.pending[q] = true
 	}
 	return nil
+}
+
+// prepareNow returns the prepared statement of q on db, preparing it now if need be (db must
+// not be a pool whose connections a caller holds: the read pool, not the write one); nil when
+// the cache is full or the prepare failed (the caller runs q unprepared).
+func (c *stmtCache) prepareNow(ctx context.Context, db *sql.DB, q string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[q]; ok {
+		return st
+	}
+	if len(c.m) >= maxCachedStmts {
+		return nil
+	}
+	st, err := db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil
+	}
+	if c.m == nil {
+		c.m = map[string]*sql.Stmt{}
+	}
+	c.m[q] = st
+	return st
+}
+
+// readStmt returns the read pool's prepared statement of q on a SQLite partition, or nil (MySQL,
+// or not cacheable): see stmtCache.
+func (p *PartitionStore) readStmt(ctx context.Context, q string) *sql.Stmt {
+	if !p.owned || p.d.engine != EngineSQLite || p.closed.Load() {
+		return nil
+	}
+	return p.readStmts.prepareNow(ctx, p.read, q)
 }
 
 // preparePending prepares the statements get noted on db, which must have a free connection.

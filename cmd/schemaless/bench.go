@@ -218,6 +218,7 @@ share this machine's cores.`,
 	fl.IntVar(&f.shards, "shards", 64, "shards of the in-process targets' datastore")
 	fl.IntVar(&f.partitions, "partitions", 4, "partitions of the in-process targets' datastore (3 replicas each)")
 	fl.IntVar(&f.inflight, "max-inflight", partition.DefaultConfig().MaxInflight, "raft entries in flight per partition of the in-process targets (see serve --max-inflight)")
+	fl.StringVar(&f.logStore, "raft-log-store", partition.DefaultConfig().LogStore, "raft log format of the in-process targets' replicas: bolt (raft-boltdb) or wal (hashicorp/raft-wal); see serve --raft-log-store")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clients and in-process nodes) to this file")
 	fl.BoolVar(&f.asJSON, "json", false, "print results as JSON lines (one object per run, latencies in µs) instead of a table")
 	f.trig.register(fl)
