@@ -104,6 +104,11 @@ type Config struct {
 	QueueSize int
 	// EnqueueTimeout bounds handing an entry to raft. Default 5s.
 	EnqueueTimeout time.Duration
+	// LogCacheEntries is how many of the latest raft entries are kept in memory (raft's
+	// LogCache) for replication to followers; older ones are read from the log. An entry
+	// holds a batch of up to MaxBatchCells cells (MaxBatchBytes), so the cache can hold that
+	// much per entry. Default 64.
+	LogCacheEntries int
 	// LogStore is the raft log's format: LogStoreBolt (raft-boltdb/v2, raft.db: a B+tree file,
 	// two fdatasync calls per append, the default) or LogStoreWAL (hashicorp/raft-wal, wal/:
 	// segment files, one fdatasync per append; labelled experimental by its authors). A
@@ -146,6 +151,7 @@ func DefaultConfig() Config {
 		QueueSize:          4096,
 		EnqueueTimeout:     5 * time.Second,
 		LogStore:           LogStoreBolt,
+		LogCacheEntries:    64,
 	}
 }
 
@@ -182,6 +188,7 @@ func (c *Config) EnsureDefaults() {
 	seti(&c.MaxBatchBytes, d.MaxBatchBytes)
 	seti(&c.MaxInflight, d.MaxInflight)
 	seti(&c.QueueSize, d.QueueSize)
+	seti(&c.LogCacheEntries, d.LogCacheEntries)
 	setu(&c.SnapshotThreshold, d.SnapshotThreshold)
 	setu(&c.TrailingLogs, d.TrailingLogs)
 	if c.OnFatal == nil {
@@ -286,7 +293,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 			_ = closeLog()
 		}
 	}()
-	logs, err := raft.NewLogCache(1024, store)
+	logs, err := raft.NewLogCache(cfg.LogCacheEntries, store)
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
 	}
