@@ -36,7 +36,12 @@ func TestBackupRestore(t *testing.T) {
 func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	a := clustertest.Start(t, clustertest.Options{Engine: engine, Partition: partition.Config{LogStore: logStore}})
+	// The production raft timeouts: a restore installs a snapshot on every follower, whose
+	// main loop then answers no heartbeat until it is done; under the test timeouts (a 250 ms
+	// leader lease) a loaded machine made the leader step down during the restore's commit.
+	pc := partition.Config{LogStore: logStore, HeartbeatTimeout: time.Second, ElectionTimeout: time.Second,
+		LeaderLeaseTimeout: 500 * time.Millisecond}
+	a := clustertest.Start(t, clustertest.Options{Engine: engine, Partition: pc})
 	spec := &a.Topology.Datastores[0]
 	aNodes := running(a)
 
@@ -168,7 +173,7 @@ func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string)
 	}
 
 	// Cluster B, same layout, empty. Faulty restores first: each must change nothing.
-	b := clustertest.Start(t, clustertest.Options{Engine: engine, Partition: partition.Config{LogStore: logStore}})
+	b := clustertest.Start(t, clustertest.Options{Engine: engine, Partition: pc})
 	bNodes := running(b)
 	file := func(p int) []byte {
 		data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("p%d.snap", p)))
