@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schemaless-db/schemaless/partition"
+
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
@@ -26,7 +28,11 @@ import (
 func TestAdminBackupRestore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	a := clustertest.Start(t, clustertest.Options{})
+	// The production raft timeouts: a restore installs a snapshot on every follower, whose
+	// main loop answers no heartbeat until it is done; the tests' 250 ms leader lease made a
+	// loaded machine's leader step down during the restore's commit.
+	pc := partition.Config{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLeaseTimeout: 500 * time.Millisecond}
+	a := clustertest.Start(t, clustertest.Options{Partition: pc})
 	cl := testClient(t, a.URLs())
 	var writes []client.CellWrite
 	for i := 0; i < 600; i++ {
@@ -93,7 +99,7 @@ func TestAdminBackupRestore(t *testing.T) {
 	if err := os.WriteFile(snap, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b := clustertest.Start(t, clustertest.Options{})
+	b := clustertest.Start(t, clustertest.Options{Partition: pc})
 	bURLs := strings.Join(b.URLs(), ",")
 	if _, _, err := runCmd(ctx, "admin", "backup", "verify", bad); err == nil || !strings.Contains(err.Error(), "SHA-256") {
 		t.Errorf("admin backup verify of a changed file: got %v, want a SHA-256 mismatch", err)
@@ -102,7 +108,7 @@ func TestAdminBackupRestore(t *testing.T) {
 		t.Errorf("admin restore of a changed file: got %v, want a SHA-256 mismatch", err)
 	}
 	// Another layout: 8 shards.
-	c8 := clustertest.Start(t, clustertest.Options{Shards: 8})
+	c8 := clustertest.Start(t, clustertest.Options{Shards: 8, Partition: pc})
 	if _, _, err := runCmd(ctx, "admin", "restore", "--endpoints", strings.Join(c8.URLs(), ","), "--from", dir); err == nil || !strings.Contains(err.Error(), "8 shards, the backup 16") {
 		t.Errorf("admin restore into 8 shards: got %v, want a shard count mismatch", err)
 	}

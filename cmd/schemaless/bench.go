@@ -457,6 +457,9 @@ func benchClientConns(endpoints []string, clients, conns int) (*client.Client, e
 	cfg.Endpoints = endpoints
 	cfg.Datastore = "trips"
 	cfg.HTTPClient = &http.Client{Transport: t}
+	// A slow answer is measured, not cut and retried: a loaded machine can take longer than
+	// the client's default 10 s for a put_cells of 500.
+	cfg.RequestTimeout = time.Minute
 	return client.New(cfg)
 }
 
