@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -477,24 +478,13 @@ func drawBenchPlot(lines []plotLine, p plotFlags) (*plot.Plot, error) {
 	return pl, nil
 }
 
-// cmpFloat compares a and b for sorting.
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // valueTicks returns major ticks at the values of xs, labelled with siLabel.
 func valueTicks(xs map[float64]bool) plot.ConstantTicks {
 	var ts plot.ConstantTicks
 	for x := range xs {
 		ts = append(ts, plot.Tick{Value: x, Label: siLabel(x)})
 	}
-	slices.SortFunc(ts, func(a, b plot.Tick) int { return cmpFloat(a.Value, b.Value) })
+	slices.SortFunc(ts, func(a, b plot.Tick) int { return cmp.Compare(a.Value, b.Value) })
 	return ts
 }
 
