@@ -179,36 +179,77 @@ func (tx *WriteTx) Rollback() error {
 	return nil
 }
 
-// stmtCache holds prepared statements of a SQLite partition's write connection, by SQL text.
-// modernc.org/sqlite compiles a statement's text on every call that does not go through a
-// prepared statement, and the FSM's lookups, inserts and applied-state updates (one per shard of a batch, of a few
-// dozen shapes per shard: one per row count) spend a large share of their time there; a
-// statement prepared once on the single write connection is reused by every transaction
-// (sql.Tx.StmtContext finds it on that connection). MySQL does not use it: with
-// interpolateParams a statement is one round trip, and a prepared one would add a round trip
-// per connection and shape. At most maxCachedStmts statements are kept; further shapes run
-// unprepared.
+// stmtCache holds prepared statements of a SQLite partition's write connection (or of its
+// read pool), by SQL text. modernc.org/sqlite compiles a statement's text on every call that
+// does not go through a prepared statement, and the FSM's lookups, inserts and applied-state
+// updates (one per shard of a batch, of a few dozen shapes per shard: one per row count) spend
+// a large share of their time there; a statement prepared once on the single write connection
+// is reused by every transaction (sql.Tx.StmtContext finds it on that connection). MySQL does
+// not use it: with interpolateParams a statement is one round trip, and a prepared one would
+// add a round trip per connection and shape.
+//
+// A prepared statement holds its compiled program in SQLite's heap, outside Go's, and a
+// multi-row statement's program grows with its rows (about 1 KiB of SQLite memory per row of
+// a cell INSERT). So the cache is bounded by statement size: short statements (at most
+// shortStmtText bytes: one to five rows, the single-cell write and read paths) up to
+// maxShortStmts of them; longer ones up to maxCachedStmtText bytes (about 20 rows) within
+// maxCachedStmtBytes of text in all. That is a few MiB of programs per partition and pool.
+// Longer statements, of many rows, run unprepared; their compile time is small beside the rows
+// they write. (With a cap of 512 statements of any length instead, each node of a cluster
+// loading the flights held about 100 MiB of compiled programs: BENCHMARKS.md, "Memory".)
 type stmtCache struct {
 	mu      sync.Mutex
 	m       map[string]*sql.Stmt
 	pending map[string]bool // texts to prepare when the write connection is free
+	short   int             // short statements of m and pending
+	bytes   int             // text bytes of the longer statements of m and pending
 }
 
-// maxCachedStmts bounds a partition's cached statements: the common shapes (a few row counts
-// per shard of the partition), not every one, to keep memory small (a prepared statement
-// holds its compiled program).
-const maxCachedStmts = 512
+const (
+	// shortStmtText is the longest text of a short statement (see stmtCache), in bytes.
+	shortStmtText = 192
+	// maxShortStmts bounds the short statements of one stmtCache.
+	maxShortStmts = 1024
+	// maxCachedStmtText is the longest statement text stmtCache keeps prepared, in bytes: a
+	// cell INSERT of 21 rows, a lookup of 34 keys.
+	maxCachedStmtText = 512
+	// maxCachedStmtBytes bounds the text bytes of one stmtCache's longer statements.
+	maxCachedStmtBytes = 64 << 10
+)
 
-// get returns the prepared statement of q, or nil when it is not prepared yet: q is then
-// noted, and prepared by preparePending once the transaction has ended (the write pool's one
-// connection is the transaction's until then, so a prepare on the pool would wait forever).
+// admit reports whether q may be added to the cache, counting it if so. c.mu is held.
+func (c *stmtCache) admit(q string) bool {
+	switch {
+	case len(q) <= shortStmtText && c.short < maxShortStmts:
+		c.short++
+	case len(q) > shortStmtText && len(q) <= maxCachedStmtText && c.bytes+len(q) <= maxCachedStmtBytes:
+		c.bytes += len(q)
+	default:
+		return false
+	}
+	return true
+}
+
+// forget undoes admit(q), for a statement that failed to prepare. c.mu is held.
+func (c *stmtCache) forget(q string) {
+	if len(q) <= shortStmtText {
+		c.short--
+	} else {
+		c.bytes -= len(q)
+	}
+}
+
+// get returns the prepared statement of q, or nil when it is not prepared: q is then noted,
+// if the cache admits it, and prepared by preparePending once the transaction has ended (the
+// write pool's one connection is the transaction's until then, so a prepare on the pool would
+// wait forever).
 func (c *stmtCache) get(q string) *sql.Stmt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.m[q]; ok {
 		return st
 	}
-	if len(c.m)+len(c.pending) < maxCachedStmts {
+	if !c.pending[q] && c.admit(q) {
 		if c.pending == nil {
 			c.pending = map[string]bool{}
 		}
@@ -219,18 +260,19 @@ func (c *stmtCache) get(q string) *sql.Stmt {
 
 // prepareNow returns the prepared statement of q on db, preparing it now if need be (db must
 // not be a pool whose connections a caller holds: the read pool, not the write one); nil when
-// the cache is full or the prepare failed (the caller runs q unprepared).
+// the cache does not admit q or the prepare failed (the caller runs q unprepared).
 func (c *stmtCache) prepareNow(ctx context.Context, db *sql.DB, q string) *sql.Stmt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.m[q]; ok {
 		return st
 	}
-	if len(c.m) >= maxCachedStmts {
+	if !c.admit(q) {
 		return nil
 	}
 	st, err := db.PrepareContext(ctx, q)
 	if err != nil {
+		c.forget(q)
 		return nil
 	}
 	if c.m == nil {
@@ -255,12 +297,15 @@ func (c *stmtCache) preparePending(db *sql.DB) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for q := range c.pending {
-		if st, err := db.Prepare(q); err == nil {
-			if c.m == nil {
-				c.m = map[string]*sql.Stmt{}
-			}
-			c.m[q] = st
+		st, err := db.Prepare(q)
+		if err != nil {
+			c.forget(q)
+			continue
 		}
+		if c.m == nil {
+			c.m = map[string]*sql.Stmt{}
+		}
+		c.m[q] = st
 	}
 	clear(c.pending)
 }
