@@ -130,20 +130,9 @@ func mysqlDialect(prefix, datastore string, insertBytes int) *dialect {
 		},
 		shardDDL: func(shard int) []string {
 			db := "`" + mysqlDatabase(prefix, datastore, shard) + "`"
-			// column_name is ascii_bin: the default collations compare case-insensitively and
-			// would make "base" and "BASE" one cell.
 			return []string{
 				"CREATE DATABASE IF NOT EXISTS " + db + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
-				"CREATE TABLE IF NOT EXISTS " + db + ".`entity` (\n" +
-					"\tadded_id BIGINT NOT NULL,\n" +
-					"\trow_key BINARY(16) NOT NULL,\n" +
-					"\tcolumn_name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n" +
-					"\tref_key BIGINT NOT NULL,\n" +
-					"\tbody MEDIUMBLOB NOT NULL,\n" +
-					"\tcreated_at DATETIME(6) NOT NULL,\n" +
-					"\tPRIMARY KEY (added_id),\n" +
-					"\tUNIQUE KEY cell_key (row_key, column_name, ref_key)\n" +
-					") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+				MySQLCellTableDDL(mysqlDatabase(prefix, datastore, shard)),
 			}
 		},
 		database: func(shard int) string { return mysqlDatabase(prefix, datastore, shard) },
@@ -221,4 +210,23 @@ func DropMySQLPrefix(ctx context.Context, dsn, prefix string) error {
 		}
 	}
 	return nil
+}
+
+// MySQLCellTableDDL returns the CREATE TABLE IF NOT EXISTS statement of one shard's cell table,
+// `entity` in database db (which must exist), as the MySQL storage lays it out: added_id the
+// primary key, the cell key (row_key, column_name, ref_key) unique, body a MEDIUMBLOB (at most
+// 16 MiB), created_at in microseconds, InnoDB, utf8mb4_bin. column_name is ascii_bin, as the
+// default collations compare case-insensitively and would make "base" and "BASE" one cell.
+// The benchmark's MySQL baseline (schemaless bench --baseline mysql) creates the same table.
+func MySQLCellTableDDL(db string) string {
+	return "CREATE TABLE IF NOT EXISTS `" + db + "`.`entity` (\n" +
+		"\tadded_id BIGINT NOT NULL,\n" +
+		"\trow_key BINARY(16) NOT NULL,\n" +
+		"\tcolumn_name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n" +
+		"\tref_key BIGINT NOT NULL,\n" +
+		"\tbody MEDIUMBLOB NOT NULL,\n" +
+		"\tcreated_at DATETIME(6) NOT NULL,\n" +
+		"\tPRIMARY KEY (added_id),\n" +
+		"\tUNIQUE KEY cell_key (row_key, column_name, ref_key)\n" +
+		") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 }

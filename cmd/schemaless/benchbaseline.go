@@ -20,6 +20,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
+
+	"github.com/schemaless-db/schemaless/storage"
 )
 
 // Values of --baseline, and the target of the mysql baseline's rows.
@@ -222,23 +224,13 @@ func openMySQLBaseline(ctx context.Context, dsn string) (*mysqlBaseline, error) 
 	return b, nil
 }
 
-// baselineDDL creates database name and its table entity, with the columns, keys, charset and
-// engine of a shard's cell table in the datastore's MySQL storage (mirrors shardDDL of
-// mysqlDialect in storage/mysql.go; storage exports no DDL).
+// baselineDDL creates database name (failing if it exists: the baseline drops it at the end)
+// and in it the table entity of a shard of the datastore's MySQL storage
+// (storage.MySQLCellTableDDL).
 func baselineDDL(name string) []string {
-	db := "`" + name + "`"
 	return []string{
-		"CREATE DATABASE " + db + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
-		"CREATE TABLE " + db + ".`entity` (\n" +
-			"\tadded_id BIGINT NOT NULL,\n" +
-			"\trow_key BINARY(16) NOT NULL,\n" +
-			"\tcolumn_name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n" +
-			"\tref_key BIGINT NOT NULL,\n" +
-			"\tbody MEDIUMBLOB NOT NULL,\n" +
-			"\tcreated_at DATETIME(6) NOT NULL,\n" +
-			"\tPRIMARY KEY (added_id),\n" +
-			"\tUNIQUE KEY cell_key (row_key, column_name, ref_key)\n" +
-			") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+		"CREATE DATABASE `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+		storage.MySQLCellTableDDL(name),
 	}
 }
 
