@@ -93,6 +93,11 @@ type SQLiteConfig struct {
 	// ReadConns is the number of read connections per partition file (default 4). Each open
 	// snapshot holds one of them until it is closed.
 	ReadConns int
+	// CacheKiB is each connection's page cache in KiB (PRAGMA cache_size=-CacheKiB; default
+	// 2000, SQLite's own; at least 64). It is allocated as pages are read, outside Go's heap,
+	// and kept until the connection closes: a node's SQLite page caches grow to about
+	// partitions × (1 + ReadConns) × CacheKiB.
+	CacheKiB int
 }
 
 // MySQLConfig configures the MySQL engine. Zero fields take their defaults; Validate reports

@@ -10,6 +10,9 @@ import (
 const (
 	// DefaultSQLiteReadConns is SQLiteConfig.ReadConns when zero.
 	DefaultSQLiteReadConns = 4
+	// DefaultSQLiteCacheKiB is SQLiteConfig.CacheKiB when zero: SQLite's own default page cache
+	// of 2,000 KiB per connection.
+	DefaultSQLiteCacheKiB = 2000
 	// DefaultSQLiteSynchronous is SQLiteConfig.Synchronous when empty.
 	DefaultSQLiteSynchronous = "NORMAL"
 	// DefaultMySQLMaxOpenConns is MySQLConfig.MaxOpenConns when zero.
@@ -29,6 +32,9 @@ func (c SQLiteConfig) withDefaults() SQLiteConfig {
 	if c.ReadConns == 0 {
 		c.ReadConns = DefaultSQLiteReadConns
 	}
+	if c.CacheKiB == 0 {
+		c.CacheKiB = DefaultSQLiteCacheKiB
+	}
 	return c
 }
 
@@ -47,6 +53,9 @@ func (c SQLiteConfig) Validate() error {
 	}
 	if c.ReadConns < 1 {
 		errs = append(errs, fmt.Errorf("%w: sqlite: ReadConns %d is not positive", ErrInvalidConfig, c.ReadConns))
+	}
+	if c.CacheKiB < 64 {
+		errs = append(errs, fmt.Errorf("%w: sqlite: CacheKiB %d is below 64", ErrInvalidConfig, c.CacheKiB))
 	}
 	return errors.Join(errs...)
 }

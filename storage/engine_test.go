@@ -159,16 +159,16 @@ func TestConfigValidation(t *testing.T) {
 	if err := (SQLiteConfig{Dir: "x"}).Validate(); err != nil {
 		t.Errorf("valid SQLiteConfig: %v", err)
 	}
-	err := SQLiteConfig{Synchronous: "OFF", ReadConns: -1}.Validate()
-	for _, want := range []string{"Dir", "Synchronous", "ReadConns"} {
+	err := SQLiteConfig{Synchronous: "OFF", ReadConns: -1, CacheKiB: 10}.Validate()
+	for _, want := range []string{"Dir", "Synchronous", "ReadConns", "CacheKiB"} {
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(fmt.Sprint(err), want) {
-			t.Errorf("SQLiteConfig{Synchronous: OFF, ReadConns: -1}.Validate() = %v, want ErrInvalidConfig naming %s", err, want)
+			t.Errorf("SQLiteConfig{Synchronous: OFF, ReadConns: -1, CacheKiB: 10}.Validate() = %v, want ErrInvalidConfig naming %s", err, want)
 		}
 	}
 	if _, err := OpenSQLite(ctx, SQLiteConfig{Dir: t.TempDir(), Synchronous: "off"}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("OpenSQLite with synchronous off: got %v, want ErrInvalidConfig", err)
 	}
-	s, err := OpenSQLite(ctx, SQLiteConfig{Dir: filepath.Join(t.TempDir(), "new", "dir"), Synchronous: "full", ReadConns: 1})
+	s, err := OpenSQLite(ctx, SQLiteConfig{Dir: filepath.Join(t.TempDir(), "new", "dir"), Synchronous: "full", ReadConns: 1, CacheKiB: 500})
 	if err != nil {
 		t.Fatalf("OpenSQLite(FULL, 1 reader) in a new directory: %v", err)
 	}
@@ -177,6 +177,12 @@ func TestConfigValidation(t *testing.T) {
 	var sync int
 	if err := p.read.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 2 {
 		t.Errorf("PRAGMA synchronous = %d, %v; want 2 (FULL)", sync, err)
+	}
+	for name, db := range map[string]*sql.DB{"read": p.read, "write": p.write} {
+		var kib int
+		if err := db.QueryRow("PRAGMA cache_size").Scan(&kib); err != nil || kib != -500 {
+			t.Errorf("%s connection: PRAGMA cache_size = %d, %v; want -500 (500 KiB)", name, kib, err)
+		}
 	}
 	var mode string
 	if err := p.read.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {

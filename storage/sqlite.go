@@ -120,8 +120,8 @@ const sqliteKVDDL = "CREATE TABLE IF NOT EXISTS kv (\n" +
 // cfg.ReadConns query-only connections, both in WAL mode.
 func openSQLitePartition(ctx context.Context, cfg SQLiteConfig, id PartitionID) (*dialect, *sql.DB, *sql.DB, bool, error) {
 	path := sqlitePath(cfg.Dir, id)
-	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)",
-		sqliteBusyTimeoutMillis, cfg.Synchronous)
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)&_pragma=cache_size(-%d)",
+		sqliteBusyTimeoutMillis, cfg.Synchronous, cfg.CacheKiB)
 	// temp_store(MEMORY) keeps the statement journal of multi-row INSERTs (SQLite journals
 	// every page a statement changes inside a transaction, to undo a failing statement alone)
 	// out of temporary files.
