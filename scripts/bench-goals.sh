@@ -10,7 +10,9 @@
 #   index      index lag at 2,000 put_cell/s (index-lag), sqlite
 #   trigger    trigger latency at 1,000 put_cell/s (trigger-latency), sqlite
 #   trips      the trips workload on 'schemaless dev' (three processes) after loading
-#              $TRIPS_FLIGHTS flights, with the nodes' RSS scraped from /metrics
+#              $TRIPS_FLIGHTS flights, with the nodes' RSS scraped from /metrics, and each
+#              node's resident memory split by scripts/rss-breakdown.sh at the end
+#              (trips-memory.txt)
 #
 # Environment (defaults in brackets):
 #   RUNS       which of the above, space- or comma-separated [put batch read index trigger trips]
@@ -19,7 +21,8 @@
 #   DATA_DIR   results [.data/bench-goals]
 #   TRIPS_FLIGHTS  flights loaded by the trips run [3000000]
 #   TRIPS_FILE     [../shared/datasets/flights-3m.csv.gz]
-#   DEV_PORT   first HTTP port of the dev cluster of the trips run [27070] (raft: +100)
+#   DEV_PORT   first HTTP port of the dev cluster of the trips run [27070] (raft: +100,
+#              gossip: +200, admin: +300)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,8 +72,9 @@ for r in $RUNS; do
     ;;
   trips)
     dir=$(mktemp -d /tmp/schemaless-trips-XXXXXX)
-    echo "+ $BIN dev --fresh --data-dir $dir --http-port $DEV_PORT --raft-port $((DEV_PORT + 100)) --triggers=false --import ''" | tee -a "$DATA_DIR/commands.txt" >&2
-    "$BIN" dev --fresh --data-dir "$dir" --http-port "$DEV_PORT" --raft-port $((DEV_PORT + 100)) --triggers=false --import '' >"$DATA_DIR/trips-dev.log" 2>&1 &
+    echo "+ $BIN dev --fresh --data-dir $dir --http-port $DEV_PORT --raft-port $((DEV_PORT + 100)) --admin-port $((DEV_PORT + 300)) --triggers=false --import ''" | tee -a "$DATA_DIR/commands.txt" >&2
+    "$BIN" dev --fresh --data-dir "$dir" --http-port "$DEV_PORT" --raft-port $((DEV_PORT + 100)) --admin-port $((DEV_PORT + 300)) \
+      --triggers=false --import '' >"$DATA_DIR/trips-dev.log" 2>&1 &
     dev=$!
     trap 'kill $dev 2>/dev/null; wait $dev 2>/dev/null; rm -rf "$dir"' EXIT
     for _ in $(seq 1 60); do
@@ -80,6 +84,11 @@ for r in $RUNS; do
     eps="http://127.0.0.1:$DEV_PORT,http://127.0.0.1:$((DEV_PORT + 1)),http://127.0.0.1:$((DEV_PORT + 2))"
     run trips --target external --endpoints "$eps" --workload trips --flights "$TRIPS_FILE" \
       --trips-flights "$TRIPS_FLIGHTS" --clients 16 --duration "${TRIPS_DURATION:-30s}"
+    for i in 1 2 3; do
+      pid=$(pgrep -f -- "--data-dir $dir/n$i " | head -1) || continue
+      echo "--- n$i (pid $pid)"
+      scripts/rss-breakdown.sh "$pid" "http://127.0.0.1:$((DEV_PORT + 299 + i))/metrics"
+    done | tee "$DATA_DIR/trips-memory.txt"
     kill $dev 2>/dev/null || true
     wait $dev 2>/dev/null || true
     rm -rf "$dir"
