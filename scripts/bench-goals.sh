@@ -21,6 +21,7 @@
 #   DATA_DIR   results [.data/bench-goals]
 #   TRIPS_FLIGHTS  flights loaded by the trips run [3000000]
 #   TRIPS_FILE     [../shared/datasets/flights-3m.csv.gz]
+#   TRIPS_LOG_STORE  raft log format of the trips run's nodes: bolt or wal [bolt]
 #   DEV_PORT   first HTTP port of the dev cluster of the trips run [27070] (raft: +100,
 #              gossip: +200, admin: +300)
 set -euo pipefail
@@ -33,6 +34,7 @@ DURATION=${DURATION:-10s}
 DATA_DIR=${DATA_DIR:-.data/bench-goals}
 TRIPS_FLIGHTS=${TRIPS_FLIGHTS:-3000000}
 TRIPS_FILE=${TRIPS_FILE:-../shared/datasets/flights-3m.csv.gz}
+TRIPS_LOG_STORE=${TRIPS_LOG_STORE:-bolt}
 DEV_PORT=${DEV_PORT:-27070}
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
@@ -72,9 +74,9 @@ for r in $RUNS; do
     ;;
   trips)
     dir=$(mktemp -d /tmp/schemaless-trips-XXXXXX)
-    echo "+ $BIN dev --fresh --data-dir $dir --http-port $DEV_PORT --raft-port $((DEV_PORT + 100)) --admin-port $((DEV_PORT + 300)) --triggers=false --import ''" | tee -a "$DATA_DIR/commands.txt" >&2
+    echo "+ $BIN dev --fresh --data-dir $dir --http-port $DEV_PORT --raft-port $((DEV_PORT + 100)) --admin-port $((DEV_PORT + 300)) --raft-log-store $TRIPS_LOG_STORE --triggers=false --import ''" | tee -a "$DATA_DIR/commands.txt" >&2
     "$BIN" dev --fresh --data-dir "$dir" --http-port "$DEV_PORT" --raft-port $((DEV_PORT + 100)) --admin-port $((DEV_PORT + 300)) \
-      --triggers=false --import '' >"$DATA_DIR/trips-dev.log" 2>&1 &
+      --raft-log-store "$TRIPS_LOG_STORE" --triggers=false --import '' >"$DATA_DIR/trips-dev.log" 2>&1 &
     dev=$!
     trap 'kill $dev 2>/dev/null; wait $dev 2>/dev/null; rm -rf "$dir"' EXIT
     for _ in $(seq 1 60); do

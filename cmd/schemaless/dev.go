@@ -29,6 +29,7 @@ type devFlags struct {
 	raftPort   int
 	gossipPort int
 	adminPort  int
+	logStore   string
 	shards     int
 	partitions int
 	mysqlDSN   string
@@ -97,6 +98,7 @@ again; a fenced old master stays fenced. --fresh deletes everything, servers' da
 	fl.IntVar(&f.httpPort, "http-port", 7070, "HTTP port of the first node; the others follow")
 	fl.IntVar(&f.raftPort, "raft-port", 7170, "raft port of the first node; the others follow")
 	fl.IntVar(&f.adminPort, "admin-port", 0, "admin port (/metrics and /debug/pprof/, see serve --admin-addr) of the first node; the others follow (default 0: none)")
+	fl.StringVar(&f.logStore, "raft-log-store", "", "raft log format of the nodes' new replicas, as serve --raft-log-store: bolt or wal (default serve's, bolt)")
 	fl.IntVar(&f.gossipPort, "gossip-port", 0, "gossip (membership) port of the first node, TCP and UDP; the others follow (default --raft-port+100; -1: no gossip)")
 	fl.IntVar(&f.shards, "shards", 64, "shards of the trips datastore")
 	fl.IntVar(&f.partitions, "partitions", 4, "partitions of the trips datastore")
@@ -209,6 +211,9 @@ func runDev(ctx context.Context, f devFlags) error {
 		args := []string{"serve", "--config", topoPath, "--node-id", n.ID, "--data-dir", filepath.Join(f.dataDir, n.ID), "--log-level", f.logLevel}
 		if f.mysqlDSN != "" {
 			args = append(args, "--mysql", f.mysqlDSN)
+		}
+		if f.logStore != "" {
+			args = append(args, "--raft-log-store", f.logStore)
 		}
 		if f.adminPort > 0 {
 			args = append(args, "--admin-addr", net.JoinHostPort(f.host, strconv.Itoa(f.adminPort+len(procs))))
