@@ -93,11 +93,15 @@ type SQLiteConfig struct {
 	// ReadConns is the number of read connections per partition file (default 4). Each open
 	// snapshot holds one of them until it is closed.
 	ReadConns int
-	// CacheKiB is each connection's page cache in KiB (PRAGMA cache_size=-CacheKiB; default
-	// 2000, SQLite's own; at least 64). It is allocated as pages are read, outside Go's heap,
-	// and kept until the connection closes: a node's SQLite page caches grow to about
-	// partitions × (1 + ReadConns) × CacheKiB.
-	CacheKiB int
+	// CacheKiB is the page cache of a partition's write connection in KiB (PRAGMA
+	// cache_size=-CacheKiB; default 2000, SQLite's own; at least 64), and ReadCacheKiB that of
+	// each read connection (default 512; at least 64). Page caches are allocated as pages are
+	// read, outside Go's heap, and kept until the connection closes; modernc.org/libc's
+	// allocator rounds a page and its header (about 4.4 KiB for SQLite's 4 KiB pages) up to an
+	// 8 KiB slot, so a cache costs up to about twice its size. A node's page caches grow to
+	// about 2 × partitions × (CacheKiB + ReadConns × ReadCacheKiB). Read connections serve
+	// point reads, whose pages the kernel's page cache also holds, so they get less.
+	CacheKiB, ReadCacheKiB int
 }
 
 // MySQLConfig configures the MySQL engine. Zero fields take their defaults; Validate reports

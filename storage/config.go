@@ -11,8 +11,10 @@ const (
 	// DefaultSQLiteReadConns is SQLiteConfig.ReadConns when zero.
 	DefaultSQLiteReadConns = 4
 	// DefaultSQLiteCacheKiB is SQLiteConfig.CacheKiB when zero: SQLite's own default page cache
-	// of 2,000 KiB per connection.
+	// of 2,000 KiB, for a partition's write connection.
 	DefaultSQLiteCacheKiB = 2000
+	// DefaultSQLiteReadCacheKiB is SQLiteConfig.ReadCacheKiB when zero.
+	DefaultSQLiteReadCacheKiB = 512
 	// DefaultSQLiteSynchronous is SQLiteConfig.Synchronous when empty.
 	DefaultSQLiteSynchronous = "NORMAL"
 	// DefaultMySQLMaxOpenConns is MySQLConfig.MaxOpenConns when zero.
@@ -35,6 +37,9 @@ func (c SQLiteConfig) withDefaults() SQLiteConfig {
 	if c.CacheKiB == 0 {
 		c.CacheKiB = DefaultSQLiteCacheKiB
 	}
+	if c.ReadCacheKiB == 0 {
+		c.ReadCacheKiB = DefaultSQLiteReadCacheKiB
+	}
 	return c
 }
 
@@ -56,6 +61,9 @@ func (c SQLiteConfig) Validate() error {
 	}
 	if c.CacheKiB < 64 {
 		errs = append(errs, fmt.Errorf("%w: sqlite: CacheKiB %d is below 64", ErrInvalidConfig, c.CacheKiB))
+	}
+	if c.ReadCacheKiB < 64 {
+		errs = append(errs, fmt.Errorf("%w: sqlite: ReadCacheKiB %d is below 64", ErrInvalidConfig, c.ReadCacheKiB))
 	}
 	return errors.Join(errs...)
 }

@@ -159,8 +159,8 @@ func TestConfigValidation(t *testing.T) {
 	if err := (SQLiteConfig{Dir: "x"}).Validate(); err != nil {
 		t.Errorf("valid SQLiteConfig: %v", err)
 	}
-	err := SQLiteConfig{Synchronous: "OFF", ReadConns: -1, CacheKiB: 10}.Validate()
-	for _, want := range []string{"Dir", "Synchronous", "ReadConns", "CacheKiB"} {
+	err := SQLiteConfig{Synchronous: "OFF", ReadConns: -1, CacheKiB: 10, ReadCacheKiB: 63}.Validate()
+	for _, want := range []string{"Dir", "Synchronous", "ReadConns", "CacheKiB", "ReadCacheKiB"} {
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(fmt.Sprint(err), want) {
 			t.Errorf("SQLiteConfig{Synchronous: OFF, ReadConns: -1, CacheKiB: 10}.Validate() = %v, want ErrInvalidConfig naming %s", err, want)
 		}
@@ -168,7 +168,7 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := OpenSQLite(ctx, SQLiteConfig{Dir: t.TempDir(), Synchronous: "off"}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("OpenSQLite with synchronous off: got %v, want ErrInvalidConfig", err)
 	}
-	s, err := OpenSQLite(ctx, SQLiteConfig{Dir: filepath.Join(t.TempDir(), "new", "dir"), Synchronous: "full", ReadConns: 1, CacheKiB: 500})
+	s, err := OpenSQLite(ctx, SQLiteConfig{Dir: filepath.Join(t.TempDir(), "new", "dir"), Synchronous: "full", ReadConns: 1, CacheKiB: 500, ReadCacheKiB: 100})
 	if err != nil {
 		t.Fatalf("OpenSQLite(FULL, 1 reader) in a new directory: %v", err)
 	}
@@ -178,10 +178,13 @@ func TestConfigValidation(t *testing.T) {
 	if err := p.read.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 2 {
 		t.Errorf("PRAGMA synchronous = %d, %v; want 2 (FULL)", sync, err)
 	}
-	for name, db := range map[string]*sql.DB{"read": p.read, "write": p.write} {
+	for name, c := range map[string]struct {
+		db   *sql.DB
+		want int
+	}{"read": {p.read, -100}, "write": {p.write, -500}} {
 		var kib int
-		if err := db.QueryRow("PRAGMA cache_size").Scan(&kib); err != nil || kib != -500 {
-			t.Errorf("%s connection: PRAGMA cache_size = %d, %v; want -500 (500 KiB)", name, kib, err)
+		if err := c.db.QueryRow("PRAGMA cache_size").Scan(&kib); err != nil || kib != c.want {
+			t.Errorf("%s connection: PRAGMA cache_size = %d, %v; want %d (KiB)", name, kib, err, c.want)
 		}
 	}
 	var mode string

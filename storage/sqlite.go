@@ -120,12 +120,12 @@ const sqliteKVDDL = "CREATE TABLE IF NOT EXISTS kv (\n" +
 // cfg.ReadConns query-only connections, both in WAL mode.
 func openSQLitePartition(ctx context.Context, cfg SQLiteConfig, id PartitionID) (*dialect, *sql.DB, *sql.DB, bool, error) {
 	path := sqlitePath(cfg.Dir, id)
-	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)&_pragma=cache_size(-%d)",
-		sqliteBusyTimeoutMillis, cfg.Synchronous, cfg.CacheKiB)
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)",
+		sqliteBusyTimeoutMillis, cfg.Synchronous)
 	// temp_store(MEMORY) keeps the statement journal of multi-row INSERTs (SQLite journals
 	// every page a statement changes inside a transaction, to undo a failing statement alone)
 	// out of temporary files.
-	write, err := sql.Open("sqlite", sqliteURI(path, common+"&_pragma=temp_store(MEMORY)&_txlock=immediate"))
+	write, err := sql.Open("sqlite", sqliteURI(path, common+fmt.Sprintf("&_pragma=cache_size(-%d)&_pragma=temp_store(MEMORY)&_txlock=immediate", cfg.CacheKiB)))
 	if err != nil {
 		return nil, nil, nil, false, fmt.Errorf("storage: open %s: %w", path, err)
 	}
@@ -138,7 +138,7 @@ func openSQLitePartition(ctx context.Context, cfg SQLiteConfig, id PartitionID) 
 			return nil, nil, nil, false, errors.Join(fmt.Errorf("storage: open %s: %w", path, err), write.Close())
 		}
 	}
-	read, err := sql.Open("sqlite", sqliteURI(path, common+"&_query_only=1"))
+	read, err := sql.Open("sqlite", sqliteURI(path, common+fmt.Sprintf("&_pragma=cache_size(-%d)&_query_only=1", cfg.ReadCacheKiB)))
 	if err != nil {
 		return nil, nil, nil, false, errors.Join(fmt.Errorf("storage: open %s: %w", path, err), write.Close())
 	}

@@ -43,6 +43,7 @@ type serveFlags struct {
 	inflight      int
 	sqliteSync    string
 	sqliteCache   int
+	sqliteRCache  int
 	sqliteReaders int
 	hbFastPath    bool
 	logStore      string
@@ -99,7 +100,8 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.StringVar(&f.logStore, "raft-log-store", pd.LogStore, "raft log format of new replicas: bolt (raft-boltdb, two fdatasync per append) or wal (hashicorp/raft-wal, one fdatasync per append; experimental per its authors); a replica keeps the format it was created with, and a mismatch refuses to start")
 	fl.BoolVar(&f.hbFastPath, "raft-heartbeat-fast-path", false, "let raft handle heartbeats beside its main loop, as hashicorp/raft does by default; UNSAFE: exposes hashicorp/raft issue 695 (logs can diverge after a partition heals)")
 	fl.StringVar(&f.sqliteSync, "sqlite-synchronous", "NORMAL", "SQLite PRAGMA synchronous: NORMAL (the raft log covers power loss) or FULL")
-	fl.IntVar(&f.sqliteCache, "sqlite-cache-kib", storage.DefaultSQLiteCacheKiB, "SQLite page cache per connection, in KiB (at least 64); outside Go's heap, it grows to about partitions × (1 + --sqlite-read-conns) × this")
+	fl.IntVar(&f.sqliteCache, "sqlite-cache-kib", storage.DefaultSQLiteCacheKiB, "SQLite page cache of each partition's write connection, in KiB (at least 64); outside Go's heap, and a 4 KiB page takes an 8 KiB slot")
+	fl.IntVar(&f.sqliteRCache, "sqlite-read-cache-kib", storage.DefaultSQLiteReadCacheKiB, "SQLite page cache of each read connection, in KiB (at least 64)")
 	fl.IntVar(&f.sqliteReaders, "sqlite-read-conns", storage.DefaultSQLiteReadConns, "SQLite read connections per partition (at least 1)")
 	fl.StringVar(&f.raftAddr, "raft-addr", "", "this node's raft address, for a node joining a running cluster that is not in --config's nodes (with --http-addr)")
 	fl.StringVar(&f.httpAddr, "http-addr", "", "this node's HTTP API address, for a node that is not in --config's nodes")
@@ -124,6 +126,9 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	if f.sqliteCache < 64 {
 		return fmt.Errorf("--sqlite-cache-kib %d: want at least 64", f.sqliteCache)
+	}
+	if f.sqliteRCache < 64 {
+		return fmt.Errorf("--sqlite-read-cache-kib %d: want at least 64", f.sqliteRCache)
 	}
 	if f.sqliteReaders < 1 {
 		return fmt.Errorf("--sqlite-read-conns %d: want at least 1", f.sqliteReaders)
@@ -159,7 +164,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		store, err = storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: f.mysqlDSN, Prefix: prefix})
 	} else {
 		store, err = storage.OpenSQLite(ctx, storage.SQLiteConfig{Dir: filepath.Join(f.dataDir, "sqlite"), Synchronous: f.sqliteSync,
-			CacheKiB: f.sqliteCache, ReadConns: f.sqliteReaders})
+			CacheKiB: f.sqliteCache, ReadCacheKiB: f.sqliteRCache, ReadConns: f.sqliteReaders})
 	}
 	if err != nil {
 		return err
