@@ -162,7 +162,7 @@ func TestConfigValidation(t *testing.T) {
 	err := SQLiteConfig{Synchronous: "OFF", ReadConns: -1, CacheKiB: 10, ReadCacheKiB: 63}.Validate()
 	for _, want := range []string{"Dir", "Synchronous", "ReadConns", "CacheKiB", "ReadCacheKiB"} {
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(fmt.Sprint(err), want) {
-			t.Errorf("SQLiteConfig{Synchronous: OFF, ReadConns: -1, CacheKiB: 10}.Validate() = %v, want ErrInvalidConfig naming %s", err, want)
+			t.Errorf("SQLiteConfig{Synchronous: OFF, ReadConns: -1, CacheKiB: 10, ReadCacheKiB: 63}.Validate() = %v, want ErrInvalidConfig naming %s", err, want)
 		}
 	}
 	if _, err := OpenSQLite(ctx, SQLiteConfig{Dir: t.TempDir(), Synchronous: "off"}); !errors.Is(err, ErrInvalidConfig) {

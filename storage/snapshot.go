@@ -316,7 +316,7 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 	if err := flush(); err != nil {
 		return err
 	}
-	if err := setApplied(ctx, tx, p, applied); err != nil {
+	if err := setApplied(ctx, stmtQueryer{tx: tx, q: p.d.upsertApplied}, p, applied); err != nil {
 		return fmt.Errorf("storage: restore: %w", err)
 	}
 	if err := tx.Commit(); err != nil {

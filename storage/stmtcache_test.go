@@ -14,8 +14,8 @@ import (
 // shards of a SQLite partition and checks what the write connection's statement cache kept:
 // the one-row lookups and inserts of every shard prepared, even after the longer statements
 // have used their budget; no statement longer than maxCachedStmtText; at most
-// maxCachedStmtBytes of longer statements' text; the counts matching the statements held. A compiled multi-row statement holds about 1 KiB of SQLite memory per row,
-// outside Go's heap; an unbounded cache held about 100 MiB per node loading the flights.
+// maxCachedStmtBytes of longer statements' text; the counts matching the statements held. A
+// compiled multi-row statement's program, outside Go's heap, grows with its rows.
 func TestStmtCacheBounded(t *testing.T) {
 	ctx := context.Background()
 	p := openPartition(t, sqliteEnv(t).open(t), "cache", 0, 0, 15)
@@ -93,6 +93,8 @@ func TestStmtCacheBounded(t *testing.T) {
 	d := p.d
 	write(100, func(int) int { return 1 }) // runs the one-row shapes again, after the budget is used
 	write(101, func(int) int { return 1 })
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, s := range shards {
 		for _, q := range []string{insertSQL(d, s, 1), lookupSQL(d, s, 1)} {
 			if c.m[q] == nil {
@@ -103,8 +105,6 @@ func TestStmtCacheBounded(t *testing.T) {
 	if c.m[d.upsertApplied] == nil {
 		t.Errorf("the applied-state update is not prepared")
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.m[insertSQL(d, 3, 60)] != nil {
 		t.Errorf("a 60-row INSERT is cached")
 	}

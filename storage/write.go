@@ -116,22 +116,15 @@ func (tx *WriteTx) SetApplied(ctx context.Context, a AppliedState) error {
 	if tx.p.closed.Load() {
 		return ErrClosed
 	}
-	if a.Index > math.MaxInt64 || a.Term > math.MaxInt64 {
-		return fmt.Errorf("storage: applied state %+v does not fit in int64", a)
-	}
-	if _, err := tx.stmtOrTx(ctx, tx.p.d.upsertApplied).Exec(ctx, tx.p.id.Datastore, tx.p.id.Partition,
-		int64(a.Index), int64(a.Term), schemaVersion); err != nil {
-		return tx.p.fail("set applied state", err)
-	}
-	return nil
+	return setApplied(ctx, tx.stmtOrTx(ctx, tx.p.d.upsertApplied), tx.p, a)
 }
 
-func setApplied(ctx context.Context, tx *sql.Tx, p *PartitionStore, a AppliedState) error {
+// setApplied runs p's upsertApplied statement q (prepared or not) with a.
+func setApplied(ctx context.Context, q stmtQueryer, p *PartitionStore, a AppliedState) error {
 	if a.Index > math.MaxInt64 || a.Term > math.MaxInt64 {
 		return fmt.Errorf("storage: applied state %+v does not fit in int64", a)
 	}
-	if _, err := tx.ExecContext(ctx, p.d.upsertApplied, p.id.Datastore, p.id.Partition,
-		int64(a.Index), int64(a.Term), schemaVersion); err != nil {
+	if _, err := q.Exec(ctx, p.id.Datastore, p.id.Partition, int64(a.Index), int64(a.Term), schemaVersion); err != nil {
 		return p.fail("set applied state", err)
 	}
 	return nil
@@ -189,12 +182,10 @@ func (tx *WriteTx) Rollback() error {
 // add a round trip per connection and shape.
 //
 // A prepared statement holds its compiled program in SQLite's heap, outside Go's, and a
-// multi-row statement's program grows with its rows (about 1 KiB of SQLite memory per row of
-// a cell INSERT). So the cache is bounded by statement size: short statements (at most
-// shortStmtText bytes: one to five rows, the single-cell write and read paths) up to
-// maxShortStmts of them; longer ones up to maxCachedStmtText bytes (about 20 rows) within
-// maxCachedStmtBytes of text in all. That is a few MiB of programs per partition and pool.
-// Longer statements, of many rows, run unprepared; their compile time is small beside the rows
+// multi-row statement's program grows with its rows. So the cache is bounded by statement
+// size: short statements (at most shortStmtText bytes: one to five rows, the single-cell write
+// and read paths) up to maxShortStmts of them; longer ones up to maxCachedStmtText bytes (about
+// 20 rows) within maxCachedStmtBytes of text in all. Longer statements, of many rows, run unprepared; their compile time is small beside the rows
 // they write. (With a cap of 512 statements of any length instead, a test writing 600
 // FSM-shaped batches of 1 to 60 rows per shard into 4 partitions held 77 MiB, against 40 MiB
 // with these bounds: BENCHMARKS.md, "What changed".)

@@ -13,13 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schemaless-db/schemaless/partition"
-
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
+	"github.com/schemaless-db/schemaless/partition"
 )
 
 // TestAdminBackupRestore runs `admin backup` against a cluster taking writes, `admin backup

@@ -20,7 +20,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
-
 	"github.com/schemaless-db/schemaless/storage"
 )
 
