@@ -372,6 +372,7 @@ func startTarget(ctx context.Context, target string, f benchFlags, repl *replica
 		return benchEnv{}, err
 	}
 	opts := localcluster.Options{Dir: dir, Shards: f.shards, Partitions: f.partitions, Partition: partition.DefaultConfig()}
+	opts.API.RequestTimeout = benchRequestTimeout
 	opts.Partition.MaxInflight = f.inflight
 	opts.Partition.LogStore = f.logStore
 	opts.OnFatal = func(node string, err error) { fmt.Fprintf(os.Stderr, "bench: node %s: fatal: %v\n", node, err) }
@@ -442,6 +443,12 @@ func benchClient(endpoints []string, clients int) (*client.Client, error) {
 	return benchClientConns(endpoints, clients, 0)
 }
 
+// benchRequestTimeout bounds one request of the benchmark's clients and, on the in-process
+// targets, the nodes' handling of it (api.Config.RequestTimeout, 10 s by default). A slow
+// answer is measured, not cut and retried: a loaded machine can take longer than 10 s for a
+// put_cells of 500.
+const benchRequestTimeout = time.Minute
+
 // benchClientConns is benchClient with at most conns HTTP connections per node, shared by
 // the clients (requests wait for a free one); conns 0 is benchClient's one per client.
 func benchClientConns(endpoints []string, clients, conns int) (*client.Client, error) {
@@ -457,9 +464,7 @@ func benchClientConns(endpoints []string, clients, conns int) (*client.Client, e
 	cfg.Endpoints = endpoints
 	cfg.Datastore = "trips"
 	cfg.HTTPClient = &http.Client{Transport: t}
-	// A slow answer is measured, not cut and retried: a loaded machine can take longer than
-	// the client's default 10 s for a put_cells of 500.
-	cfg.RequestTimeout = time.Minute
+	cfg.RequestTimeout = benchRequestTimeout
 	return client.New(cfg)
 }
 
