@@ -16,6 +16,7 @@ import (
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Backup and restore of one partition of a raft datastore (see docs/api.md, "Backup and
@@ -110,7 +111,7 @@ func (s *Server) backupTarget(r *http.Request) (BackupBackend, string, int, *htt
 	if err != nil {
 		return nil, "", 0, backupError(err)
 	}
-	if spec.Mode == cluster.ModeAsync {
+	if spec.Mode == topology.ModeAsync {
 		return nil, "", 0, backupError(fmt.Errorf("%w: backup of async datastores: use MySQL tools on the storage clusters", cluster.ErrAsyncDatastore))
 	}
 	text := r.PathValue("partition")

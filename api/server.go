@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/topology"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,8 +24,8 @@ import (
 // Backend is what the server needs of a node (*cluster.Node).
 type Backend interface {
 	ID() string
-	Topology() *cluster.Topology
-	Datastore(name string) (*cluster.DatastoreSpec, error)
+	Topology() *topology.Topology
+	Datastore(name string) (*topology.DatastoreSpec, error)
 	PutCells(ctx context.Context, ds string, cs []cells.Cell) ([]fsm.CellResult, error)
 	GetCells(ctx context.Context, ds string, keys []cluster.GetKey, c cluster.Consistency) ([]cluster.ReadResult, error)
 	GetRow(ctx context.Context, ds string, rowKey uuid.UUID, c cluster.Consistency) ([]cells.Cell, error)

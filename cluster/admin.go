@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Admin operations on raft membership. Every change goes through the partition's raft leader
@@ -226,7 +227,7 @@ func (n *Node) raftOp(ctx context.Context, req adminRaftRPC) (PartitionConfig, e
 			out, err = n.raftOpLocal(ctx, req)
 			return err
 		},
-		func(ctx context.Context, target NodeSpec) error {
+		func(ctx context.Context, target topology.NodeSpec) error {
 			req.TimeoutMicros = remainingMicros(ctx, 60*time.Second)
 			return n.forward(ctx, target, rpcAdminRaftPath, &req, &out, false, 60*time.Second)
 		})
@@ -250,7 +251,7 @@ func (n *Node) PartitionConfig(ctx context.Context, ds string, pid int) (Partiti
 }
 
 // onNode runs a hosting change on node (this one or another, by RPC).
-func (n *Node) onNode(ctx context.Context, node NodeSpec, ds string, pid int, op string) error {
+func (n *Node) onNode(ctx context.Context, node topology.NodeSpec, ds string, pid int, op string) error {
 	if node.ID == n.self.ID {
 		if op == "host" {
 			return n.Host(ctx, ds, pid)
@@ -263,7 +264,7 @@ func (n *Node) onNode(ctx context.Context, node NodeSpec, ds string, pid int, op
 
 // replicaStatusOn returns node's status of its replica of ds/pid (found false when it hosts
 // none).
-func (n *Node) replicaStatusOn(ctx context.Context, node NodeSpec, ds string, pid int) (st ReplicaStatus, found bool, err error) {
+func (n *Node) replicaStatusOn(ctx context.Context, node topology.NodeSpec, ds string, pid int) (st ReplicaStatus, found bool, err error) {
 	var reps []ReplicaStatus
 	if node.ID == n.self.ID {
 		reps = n.localReplicas()
@@ -360,7 +361,7 @@ func (n *Node) RemoveVoter(ctx context.Context, ds string, pid int, node string)
 		if s.Addr == "" {
 			return nil
 		}
-		spec = NodeSpec{ID: node, RaftAddr: s.Addr}
+		spec = topology.NodeSpec{ID: node, RaftAddr: s.Addr}
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -519,7 +520,7 @@ func (n *Node) partitionReport(ctx context.Context, r *route) PartitionReport {
 			rl := ReplicaLag{Node: s.Node, Suffrage: s.Suffrage}
 			spec, ok := n.nodeSpec(s.Node)
 			if !ok {
-				spec = NodeSpec{ID: s.Node, RaftAddr: s.Addr}
+				spec = topology.NodeSpec{ID: s.Node, RaftAddr: s.Addr}
 			}
 			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
@@ -769,7 +770,7 @@ func (n *Node) Rebalance(ctx context.Context, opts RebalanceOptions) (RebalanceR
 	}
 	var ps []placement
 	for _, d := range n.cfg.Topology.Datastores {
-		if d.Mode != ModeRaft || opts.Datastore != "" && d.Name != opts.Datastore {
+		if d.Mode != topology.ModeRaft || opts.Datastore != "" && d.Name != opts.Datastore {
 			continue
 		}
 		for _, p := range d.Partitions {

@@ -6,13 +6,14 @@ import (
 	"fmt"
 
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // AsyncMove describes a move of one partition of an async datastore to another of its storage
 // clusters (MoveAsyncPartition).
 type AsyncMove struct {
 	// Datastore is the async datastore, from the topology the nodes run.
-	Datastore *DatastoreSpec
+	Datastore *topology.DatastoreSpec
 	// Partition is the partition's id.
 	Partition int
 	// To names the target storage cluster, one of Datastore.StorageClusters (a spare cluster
@@ -37,10 +38,10 @@ type AsyncMove struct {
 // list To among storage_clusters. Errors: a bad AsyncMove, partition.MovePartition's.
 func MoveAsyncPartition(ctx context.Context, m AsyncMove) (partition.MoveResult, error) {
 	ds := m.Datastore
-	if ds == nil || ds.Mode != ModeAsync {
+	if ds == nil || ds.Mode != topology.ModeAsync {
 		return partition.MoveResult{}, errors.New("cluster: move: the datastore must be in mode async")
 	}
-	var ps *PartitionSpec
+	var ps *topology.PartitionSpec
 	for i := range ds.Partitions {
 		if ds.Partitions[i].ID == m.Partition {
 			ps = &ds.Partitions[i]

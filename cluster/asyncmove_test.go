@@ -24,6 +24,7 @@ import (
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/replication"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // startAsyncSpare starts a private replicated set of 3 storage clusters (a master and 1 minion
@@ -138,7 +139,7 @@ type kvLoad struct {
 
 const moveIndexTable = "movetest_v1"
 
-func startKVLoad(t *testing.T, nodes []*cluster.Node, spec *cluster.DatastoreSpec, group string) *kvLoad {
+func startKVLoad(t *testing.T, nodes []*cluster.Node, spec *topology.DatastoreSpec, group string) *kvLoad {
 	t.Helper()
 	k := &kvLoad{group: group, fields: []indexes.Field{{Name: "n", Type: indexes.TypeInt, Column: "LOAD"}},
 		shards: spec.Partitions[0].Shards(), stop: make(chan struct{}), done: make(chan struct{})}
@@ -269,7 +270,7 @@ func requireAcked(t *testing.T, n *cluster.Node, l *ledger, timeout time.Duratio
 
 // requireDenseLogs scans every shard of partition p strongly through n: added_ids are 1..N
 // without gap or repeat, and the shard holds exactly the acknowledged cells of the shard.
-func requireDenseLogs(t *testing.T, spec *cluster.DatastoreSpec, p int, n *cluster.Node, l *ledger) {
+func requireDenseLogs(t *testing.T, spec *topology.DatastoreSpec, p int, n *cluster.Node, l *ledger) {
 	t.Helper()
 	want := map[int]map[cells.Key]bool{}
 	for _, a := range l.all() {
@@ -536,7 +537,7 @@ func TestAsyncMovePartition(t *testing.T) {
 // refuse writes, nothing is copied yet). Writes meanwhile are answered buffered, never
 // failed; rerunning the move finishes the switch from the fenced copy, and every cell,
 // acknowledged before or during the interruption, is then on c0.
-func testInterruptedSwitch(t *testing.T, spec *cluster.DatastoreSpec, nodes []*cluster.Node, rows [][]uuid.UUID, l *ledger, logger *slog.Logger) {
+func testInterruptedSwitch(t *testing.T, spec *topology.DatastoreSpec, nodes []*cluster.Node, rows [][]uuid.UUID, l *ledger, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, sc := range spec.StorageClusters {

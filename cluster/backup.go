@@ -16,6 +16,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/topology"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -68,7 +69,7 @@ func (n *Node) Backup(ctx context.Context, ds string, pid int, w io.Writer) (fsm
 			info, err = p.Backup(ctx, cw)
 			return startedError(cw.n.Load() > 0, err)
 		},
-		func(ctx context.Context, target NodeSpec) (err error) {
+		func(ctx context.Context, target topology.NodeSpec) (err error) {
 			info, err = n.forwardBackup(ctx, target, ds, pid, cw)
 			return startedError(cw.n.Load() > 0, err)
 		})
@@ -113,7 +114,7 @@ func (n *Node) Restore(ctx context.Context, ds string, pid int, r io.Reader, opt
 			info, err = p.RestoreBackup(ctx, cr, opts)
 			return startedError(cr.n.Load() > 0, err)
 		},
-		func(ctx context.Context, target NodeSpec) (err error) {
+		func(ctx context.Context, target topology.NodeSpec) (err error) {
 			info, err = n.forwardRestore(ctx, target, ds, pid, cr, opts)
 			return startedError(cr.n.Load() > 0, err)
 		})
@@ -138,7 +139,7 @@ func (n *Node) backupRoute(ds string, pid int) (*route, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.spec.Mode == ModeAsync {
+	if d.spec.Mode == topology.ModeAsync {
 		return nil, fmt.Errorf("%w: backup of async datastores: use MySQL tools on the storage clusters (datastore %s)", ErrAsyncDatastore, ds)
 	}
 	return n.localRoute(ds, pid)
@@ -256,7 +257,7 @@ func backupQuery(path, target, ds string, pid int, force bool) string {
 
 // forwardBackup asks target for the backup and relays it to w, checking it on the way. Until the
 // answer's header arrives the attempt is bounded by ForwardTimeout.
-func (n *Node) forwardBackup(ctx context.Context, target NodeSpec, ds string, pid int, w io.Writer) (fsm.BackupInfo, error) {
+func (n *Node) forwardBackup(ctx context.Context, target topology.NodeSpec, ds string, pid int, w io.Writer) (fsm.BackupInfo, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	timer := time.AfterFunc(n.cfg.ForwardTimeout, cancel)
@@ -288,7 +289,7 @@ func (n *Node) forwardBackup(ctx context.Context, target NodeSpec, ds string, pi
 
 // forwardRestore sends the backup read from r to target. The request asks for 100-continue, so
 // a node that refuses at once (not the leader, not empty) does so before r is read.
-func (n *Node) forwardRestore(ctx context.Context, target NodeSpec, ds string, pid int, r io.Reader, opts partition.RestoreOptions) (fsm.BackupInfo, error) {
+func (n *Node) forwardRestore(ctx context.Context, target topology.NodeSpec, ds string, pid int, r io.Reader, opts partition.RestoreOptions) (fsm.BackupInfo, error) {
 	body := &attemptBody{r: r}
 	defer body.end()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, backupQuery(rpcRestorePath, target.RaftAddr, ds, pid, opts.Force), body)
@@ -321,7 +322,7 @@ func (n *Node) forwardRestore(ctx context.Context, target NodeSpec, ds string, p
 
 // streamAnswerError rebuilds the error of a backup or restore RPC answered with status other
 // than 200.
-func streamAnswerError(target NodeSpec, res *http.Response) error {
+func streamAnswerError(target topology.NodeSpec, res *http.Response) error {
 	data, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 	msg := string(bytes.TrimSpace(data))
 	switch res.StatusCode {

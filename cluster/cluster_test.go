@@ -17,6 +17,7 @@ import (
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 func TestMain(m *testing.M) { mariadbtest.Main(m) }
@@ -70,7 +71,7 @@ func (l *ledger) all() []acked {
 
 // rowsPerPartition returns perPartition row keys for each partition of the datastore, derived
 // from salt (deterministic: no seed to print), partition by partition.
-func rowsPerPartition(t *testing.T, spec *cluster.DatastoreSpec, salt string, perPartition int) [][]uuid.UUID {
+func rowsPerPartition(t *testing.T, spec *topology.DatastoreSpec, salt string, perPartition int) [][]uuid.UUID {
 	t.Helper()
 	out := make([][]uuid.UUID, len(spec.Partitions))
 	need := len(spec.Partitions) * perPartition
@@ -89,7 +90,7 @@ func rowsPerPartition(t *testing.T, spec *cluster.DatastoreSpec, salt string, pe
 }
 
 // partitionIndex returns the index in spec.Partitions of the partition holding shard.
-func partitionIndex(spec *cluster.DatastoreSpec, shard int) int {
+func partitionIndex(spec *topology.DatastoreSpec, shard int) int {
 	for i, p := range spec.Partitions {
 		if p.Shards().Contains(shard) {
 			return i
@@ -234,7 +235,7 @@ func running(c *clustertest.Cluster) []*cluster.Node {
 
 // checkShardLogs scans every shard through each node (strong) and checks the logs: added_id
 // strictly increasing, exactly the acknowledged cells of the shard, identical on every node.
-func checkShardLogs(t *testing.T, spec *cluster.DatastoreSpec, l *ledger, nodes ...*cluster.Node) {
+func checkShardLogs(t *testing.T, spec *topology.DatastoreSpec, l *ledger, nodes ...*cluster.Node) {
 	t.Helper()
 	want := map[int][]acked{}
 	for _, a := range l.all() {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/membership"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Version is the node software's version, gossiped to the other nodes.
@@ -14,12 +15,12 @@ var Version = "dev"
 // configurations and from other nodes' answers.
 type directory struct {
 	mu      sync.RWMutex
-	learned map[string]NodeSpec
+	learned map[string]topology.NodeSpec
 }
 
 // nodeSpec returns the addresses of node id: this node's own, the topology's, gossip's, or
 // those learned from raft (raft address only).
-func (n *Node) nodeSpec(id string) (NodeSpec, bool) {
+func (n *Node) nodeSpec(id string) (topology.NodeSpec, bool) {
 	if id == n.self.ID {
 		return n.self, true
 	}
@@ -28,7 +29,7 @@ func (n *Node) nodeSpec(id string) (NodeSpec, bool) {
 	}
 	if n.gossip != nil {
 		if m, ok := n.gossip.Member(id); ok && m.RaftAddr != "" {
-			return NodeSpec{ID: id, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, GossipAddr: m.GossipAddr}, true
+			return topology.NodeSpec{ID: id, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, GossipAddr: m.GossipAddr}, true
 		}
 	}
 	n.dir.mu.RLock()
@@ -48,7 +49,7 @@ func (n *Node) learnAddr(id, raftAddr string) {
 	n.dir.mu.Lock()
 	defer n.dir.mu.Unlock()
 	if n.dir.learned == nil {
-		n.dir.learned = map[string]NodeSpec{}
+		n.dir.learned = map[string]topology.NodeSpec{}
 	}
 	s := n.dir.learned[id]
 	if s.RaftAddr != raftAddr {
@@ -133,7 +134,7 @@ func (n *Node) Members() []Member {
 				State: m.State, Replicas: m.Replicas, UpdatedAt: m.UpdatedAt})
 		}
 	}
-	add := func(s NodeSpec) {
+	add := func(s topology.NodeSpec) {
 		if seen[s.ID] {
 			return
 		}

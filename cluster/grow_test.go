@@ -16,6 +16,7 @@ import (
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // growPhase is how long each measured phase of the growth and rolling restart runs lasts
@@ -401,7 +402,7 @@ func TestAdminVoterChanges(t *testing.T) {
 	if err != nil || slices.Contains(cfg.Voters(), follower) || len(cfg.Servers) != 2 {
 		t.Fatalf("after removing %s: %+v, %v", follower, cfg, err)
 	}
-	fi := slices.IndexFunc(c.Topology.Nodes, func(s cluster.NodeSpec) bool { return s.ID == follower })
+	fi := slices.IndexFunc(c.Topology.Nodes, func(s topology.NodeSpec) bool { return s.ID == follower })
 	for _, r := range c.Node(fi).Replicas() {
 		if r.Local {
 			t.Fatalf("%s still hosts a replica after its removal: %+v", follower, r)

@@ -17,6 +17,7 @@ import (
 	"github.com/schemaless-db/schemaless/internal/hclogslog"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Which partitions a node hosts is decided by raft, not by the topology: the topology's replica
@@ -170,7 +171,7 @@ func (n *Node) candidatesLocked(r *route) []string {
 
 // bootstrapPeers returns the raft configuration a new cluster starts partition ps with: the
 // topology's replicas.
-func (n *Node) bootstrapPeers(ps *PartitionSpec) []raft.Server {
+func (n *Node) bootstrapPeers(ps *topology.PartitionSpec) []raft.Server {
 	var peers []raft.Server
 	for _, rid := range ps.Replicas {
 		spec, _ := n.nodeSpec(rid)
@@ -186,7 +187,7 @@ func (n *Node) replicaDir(ds string, pid int) string {
 
 // openReplica opens this node's replica of r, bootstrapping the raft group with peers when it
 // has no raft state yet (nil peers: it waits to be added by the leader).
-func (n *Node) openReplica(ctx context.Context, ds *DatastoreSpec, r *route, peers []raft.Server) error {
+func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *route, peers []raft.Server) error {
 	id := storage.PartitionID{Datastore: ds.Name, Partition: r.spec.ID}
 	name := fmt.Sprintf("%s/%d", ds.Name, r.spec.ID)
 	ps, err := n.cfg.Store.Partition(ctx, id, r.spec.Shards())

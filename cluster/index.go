@@ -13,6 +13,7 @@ import (
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // CatalogShard is the shard whose partition holds a datastore's index catalog.
@@ -79,7 +80,7 @@ func (n *Node) IndexApply(ctx context.Context, ds string, pid int, cmd fsm.Index
 			res, err = p.ApplyIndex(ctx, cmd)
 			return err
 		},
-		func(ctx context.Context, target NodeSpec) error {
+		func(ctx context.Context, target topology.NodeSpec) error {
 			data, err := fsm.EncodeIndexCommand(cmd)
 			if err != nil {
 				return err

@@ -15,6 +15,7 @@ import (
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Location types of a log read.
@@ -286,7 +287,7 @@ func (n *Node) GroupApply(ctx context.Context, ds, group string, cmd consumer.Co
 			res, err = p.ApplyGroup(ctx, group, cmd)
 			return err
 		},
-		func(ctx context.Context, target NodeSpec) (err error) {
+		func(ctx context.Context, target topology.NodeSpec) (err error) {
 			req := groupRPC{Datastore: ds, Partition: r.spec.ID, Group: group, TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Cmd: cmd}
 			var resp groupRPCResponse
 			err = n.forward(ctx, target, rpcGroupPath, &req, &resp, true, 0)

@@ -17,6 +17,7 @@ import (
 	"github.com/schemaless-db/schemaless/membership"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
 	"github.com/schemaless-db/schemaless/transport"
 )
 
@@ -37,7 +38,7 @@ type Config struct {
 	// NodeID is this node's id in Topology.
 	NodeID string
 	// Topology is the cluster's static description (already normalized).
-	Topology *Topology
+	Topology *topology.Topology
 	// DataDir holds the raft logs and snapshots ("<DataDir>/raft/<datastore>-p<partition>").
 	DataDir string
 	// Store holds the node's partition tables; the caller opens and closes it.
@@ -60,7 +61,7 @@ type Config struct {
 	AsyncPartition partition.AsyncConfig
 	// Self gives this node's addresses when it is not in the topology (a node joining a
 	// running cluster); its ID must be NodeID. Nil: the topology's entry of NodeID.
-	Self *NodeSpec
+	Self *topology.NodeSpec
 	// Join lists gossip addresses of running nodes to join through. Default: the gossip
 	// addresses of the topology's other nodes. Gossip runs only when this node has a gossip
 	// address (Self or the topology's gossip_addr).
@@ -115,7 +116,7 @@ func (c Config) Validate() error {
 // Node is one running node. Its methods are safe for concurrent use.
 type Node struct {
 	cfg        Config
-	self       NodeSpec
+	self       topology.NodeSpec
 	log        *slog.Logger
 	mux        *transport.Mux
 	rpcServer  *http.Server
@@ -133,15 +134,15 @@ type Node struct {
 }
 
 type datastore struct {
-	spec       *DatastoreSpec
+	spec       *topology.DatastoreSpec
 	partitions []*route                    // by partition index in spec.Partitions
 	clusters   []*partition.StorageCluster // async mode: by index in spec.StorageClusters
 }
 
 // route is one partition as this node sees it.
 type route struct {
-	spec  *PartitionSpec
-	ds    *DatastoreSpec
+	spec  *topology.PartitionSpec
+	ds    *topology.DatastoreSpec
 	rep   atomic.Pointer[partition.Raft] // this node's replica; nil when it hosts none
 	async *partition.Async               // async mode: the partition's storage cluster (every node has one)
 	mu    sync.Mutex
@@ -200,7 +201,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		ds := &cfg.Topology.Datastores[i]
 		d := &datastore{spec: ds}
 		n.datastores[ds.Name] = d
-		if ds.Mode == ModeAsync {
+		if ds.Mode == topology.ModeAsync {
 			if err := n.openAsync(d); err != nil {
 				return nil, err
 			}
@@ -243,7 +244,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-func hosts(p *PartitionSpec, node string) bool {
+func hosts(p *topology.PartitionSpec, node string) bool {
 	for _, r := range p.Replicas {
 		if r == node {
 			return true
@@ -304,7 +305,7 @@ func (n *Node) openAsync(d *datastore) error {
 func (n *Node) ID() string { return n.cfg.NodeID }
 
 // Topology returns the cluster topology the node runs.
-func (n *Node) Topology() *Topology { return n.cfg.Topology }
+func (n *Node) Topology() *topology.Topology { return n.cfg.Topology }
 
 // Close stops every hosted replica, the RPC server and the transport. The store is the
 // caller's. Idempotent.
@@ -393,7 +394,7 @@ func (n *Node) datastore(name string) (*datastore, error) {
 }
 
 // Datastore returns the spec of the datastore named name.
-func (n *Node) Datastore(name string) (*DatastoreSpec, error) {
+func (n *Node) Datastore(name string) (*topology.DatastoreSpec, error) {
 	d, err := n.datastore(name)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 type tLogWriter struct{ t testing.TB }
@@ -50,7 +51,7 @@ func (b *bareNode) stop() {
 	})
 }
 
-func startBareNode(t *testing.T, top *cluster.Topology, id string) *bareNode {
+func startBareNode(t *testing.T, top *topology.Topology, id string) *bareNode {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := storage.OpenSQLite(context.Background(), storage.SQLiteConfig{Dir: filepath.Join(dir, "sqlite")})
@@ -78,9 +79,9 @@ func startBareNode(t *testing.T, top *cluster.Topology, id string) *bareNode {
 // (round robin over the replicas, then the leader they name), stale reads go to any replica
 // that answers, including when one replica is down.
 func TestForwardingFromNodeWithoutReplica(t *testing.T) {
-	top := &cluster.Topology{Datastores: []cluster.DatastoreSpec{{Name: "pairs", Shards: 4, Replicas: []string{"n1", "n2"}}}}
+	top := &topology.Topology{Datastores: []topology.DatastoreSpec{{Name: "pairs", Shards: 4, Replicas: []string{"n1", "n2"}}}}
 	for i := 1; i <= 3; i++ {
-		top.Nodes = append(top.Nodes, cluster.NodeSpec{ID: fmt.Sprintf("n%d", i), RaftAddr: loopbackAddr(t), HTTPAddr: loopbackAddr(t)})
+		top.Nodes = append(top.Nodes, topology.NodeSpec{ID: fmt.Sprintf("n%d", i), RaftAddr: loopbackAddr(t), HTTPAddr: loopbackAddr(t)})
 	}
 	if err := top.Normalize(); err != nil {
 		t.Fatal(err)

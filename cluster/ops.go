@@ -14,6 +14,7 @@ import (
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Consistency of a read.
@@ -135,7 +136,7 @@ func (n *Node) putPartition(ctx context.Context, ds string, r *route, cmd []fsm.
 			res, err = p.Put(ctx, cmd)
 			return err
 		},
-		func(ctx context.Context, target NodeSpec) (err error) {
+		func(ctx context.Context, target topology.NodeSpec) (err error) {
 			res, err = n.forwardPut(ctx, target, ds, r.spec.ID, cmd)
 			return err
 		})
@@ -146,7 +147,7 @@ func (n *Node) putPartition(ctx context.Context, ds string, r *route, cmd []fsm.
 // retrying with backoff while no leader answers, until it succeeds, fails definitively, or ctx
 // ends. For writes, once an attempt may have applied, a final failure is ErrIndeterminate.
 func (n *Node) callLeader(ctx context.Context, r *route, write bool,
-	local func(context.Context) error, remote func(context.Context, NodeSpec) error) error {
+	local func(context.Context) error, remote func(context.Context, topology.NodeSpec) error) error {
 	if r.async != nil {
 		return local(ctx) // every node writes the master itself; the partition knows the outcome
 	}
@@ -340,7 +341,7 @@ func (n *Node) read(ctx context.Context, d *datastore, r *route, req readRequest
 			resp, err = n.readLocal(ctx, r, req)
 			return err
 		},
-		func(ctx context.Context, target NodeSpec) (err error) {
+		func(ctx context.Context, target topology.NodeSpec) (err error) {
 			resp, err = n.forwardRead(ctx, target, req)
 			return err
 		})

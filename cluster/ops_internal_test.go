@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 func TestCombineWriteErrors(t *testing.T) {
@@ -70,7 +71,7 @@ type scripted struct {
 	targets []string
 }
 
-func (s *scripted) remote(_ context.Context, target NodeSpec) error {
+func (s *scripted) remote(_ context.Context, target topology.NodeSpec) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.targets = append(s.targets, target.ID)
@@ -88,14 +89,14 @@ func answer(err error) func(string) error { return func(string) error { return e
 
 // testNode is a node without replicas, enough for callLeader: every call goes to remote.
 func testNode() (*Node, *route) {
-	top := &Topology{Nodes: []NodeSpec{
+	top := &topology.Topology{Nodes: []topology.NodeSpec{
 		{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"},
 		{ID: "n2", RaftAddr: "127.0.0.1:3", HTTPAddr: "127.0.0.1:4"},
 		{ID: "n3", RaftAddr: "127.0.0.1:5", HTTPAddr: "127.0.0.1:6"},
 	}}
 	n := &Node{cfg: Config{NodeID: "n9", Topology: top, RetryBackoff: time.Millisecond, RetryBackoffMax: 5 * time.Millisecond}}
-	r := &route{spec: &PartitionSpec{ID: 0, FirstShard: 0, LastShard: 3, Replicas: []string{"n1", "n2", "n3"}},
-		ds: &DatastoreSpec{Name: "trips", Mode: ModeRaft}, replicas: []string{"n1", "n2", "n3"}}
+	r := &route{spec: &topology.PartitionSpec{ID: 0, FirstShard: 0, LastShard: 3, Replicas: []string{"n1", "n2", "n3"}},
+		ds: &topology.DatastoreSpec{Name: "trips", Mode: topology.ModeRaft}, replicas: []string{"n1", "n2", "n3"}}
 	return n, r
 }
 

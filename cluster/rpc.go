@@ -15,6 +15,7 @@ import (
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/topology"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -191,7 +192,7 @@ func (n *Node) serveRead(w http.ResponseWriter, r *http.Request) {
 // forward sends one RPC to target and decodes the answer into out. For a write, a failure
 // after the request was written is ErrIndeterminate; a failure before is ErrUnavailable. The
 // attempt is bounded by ForwardTimeout plus wait (a long poll's wait).
-func (n *Node) forward(ctx context.Context, target NodeSpec, path string, in, out any, write bool, wait time.Duration) error {
+func (n *Node) forward(ctx context.Context, target topology.NodeSpec, path string, in, out any, write bool, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout+wait)
 	defer cancel()
 	body, err := msgpack.Marshal(in)
@@ -253,7 +254,7 @@ func (n *Node) forward(ctx context.Context, target NodeSpec, path string, in, ou
 	return lost(fmt.Errorf("status %d: %s", res.StatusCode, bytes.TrimSpace(data)))
 }
 
-func (n *Node) forwardPut(ctx context.Context, target NodeSpec, ds string, pid int, cs []fsm.CommandCell) ([]fsm.CellResult, error) {
+func (n *Node) forwardPut(ctx context.Context, target topology.NodeSpec, ds string, pid int, cs []fsm.CommandCell) ([]fsm.CellResult, error) {
 	req := putRPC{Datastore: ds, Partition: pid, TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Cells: cs}
 	var resp putRPCResponse
 	if err := n.forward(ctx, target, rpcPutPath, &req, &resp, true, 0); err != nil {
@@ -265,7 +266,7 @@ func (n *Node) forwardPut(ctx context.Context, target NodeSpec, ds string, pid i
 	return resp.Results, nil
 }
 
-func (n *Node) forwardRead(ctx context.Context, target NodeSpec, req readRequest) (readResponse, error) {
+func (n *Node) forwardRead(ctx context.Context, target topology.NodeSpec, req readRequest) (readResponse, error) {
 	var resp readResponse
 	err := n.forward(ctx, target, rpcReadPath, &readRPC{TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout+req.Log.Wait), Request: req}, &resp, false, req.Log.Wait)
 	return resp, err

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // The checks of async mode. Strong reads there read the master's latest state: they promise
@@ -562,10 +562,10 @@ func (c *Cluster) ReadStrong(ctx context.Context, ds string) ([]StoredCell, erro
 }
 
 // asyncDatastores names the async datastores of a topology.
-func asyncDatastores(t *cluster.Topology) []string {
+func asyncDatastores(t *topology.Topology) []string {
 	var out []string
 	for _, d := range t.Datastores {
-		if d.Mode == cluster.ModeAsync {
+		if d.Mode == topology.ModeAsync {
 			out = append(out, d.Name)
 		}
 	}
@@ -575,7 +575,7 @@ func asyncDatastores(t *cluster.Topology) []string {
 // splitRenumbered moves out of Duplicated the acknowledged cells stored under another added_id
 // whose cluster (the one holding the shard of ds) failed over after the acknowledged write was
 // invoked.
-func (r *AsyncDurabilityResult) splitRenumbered(ops []Op, ds *cluster.DatastoreSpec, failovers []FailoverRecord) {
+func (r *AsyncDurabilityResult) splitRenumbered(ops []Op, ds *topology.DatastoreSpec, failovers []FailoverRecord) {
 	// The old master may have acknowledged any write invoked before it was killed (its answer
 	// can arrive after the kill), so the earliest invocation of an acknowledged write counts.
 	acked := map[cellKey]int64{}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // strong and stale mark a synthetic read's consistency.
@@ -150,7 +150,7 @@ func TestStaleness(t *testing.T) {
 // An acknowledged durability cell stored under another added_id is allowed (renumbered) only
 // when its cluster failed over after the write was invoked.
 func TestSplitRenumbered(t *testing.T) {
-	ds := &cluster.DatastoreSpec{Name: "durability", Partitions: []cluster.PartitionSpec{
+	ds := &topology.DatastoreSpec{Name: "durability", Partitions: []topology.PartitionSpec{
 		{ID: 0, FirstShard: 0, LastShard: 7, Cluster: "c0"}, {ID: 1, FirstShard: 8, LastShard: 15, Cluster: "c1"}}}
 	op := func(row string, invoke, complete int64) Op {
 		return Op{Workload: "durability", F: "put", RowKey: row, ColumnKey: "D", RefKey: 1, Body: "{}", Outcome: OK, Status: "created",

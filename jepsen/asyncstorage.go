@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/replication"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Async mode: the storage clusters under test.
@@ -207,11 +207,11 @@ func (s *Storage) promoteDSN(c, m int) string {
 
 // Datastore returns spec as an async datastore on the storage clusters: partition i on cluster
 // i, databases prefixed "j<name>", buffered writes unless unsafe.
-func (s *Storage) Datastore(spec cluster.DatastoreSpec, unsafe bool) cluster.DatastoreSpec {
-	d := cluster.DatastoreSpec{Name: spec.Name, Mode: cluster.ModeAsync, Shards: spec.Shards, PartitionCount: StorageClusters,
+func (s *Storage) Datastore(spec topology.DatastoreSpec, unsafe bool) topology.DatastoreSpec {
+	d := topology.DatastoreSpec{Name: spec.Name, Mode: topology.ModeAsync, Shards: spec.Shards, PartitionCount: StorageClusters,
 		UnsafeNoBufferedWrites: unsafe, MySQLPrefix: "j" + spec.Name}
 	for c := 0; c < StorageClusters; c++ {
-		cs := cluster.StorageClusterSpec{Name: fmt.Sprintf("c%d", c), Master: s.set.DSN(c, 0)}
+		cs := topology.StorageClusterSpec{Name: fmt.Sprintf("c%d", c), Master: s.set.DSN(c, 0)}
 		for m := 1; m <= StorageMinions; m++ {
 			cs.Minions = append(cs.Minions, s.set.DSN(c, m))
 		}
@@ -606,7 +606,7 @@ func (s *Storage) WaitQuiet(ctx context.Context, c *Cluster, dss []string) error
 // (read-only stores as root). The cells are by member name, in added_id order per shard; the
 // second map gives each shard's member names, the master first. Members out of their cluster
 // are not read.
-func (s *Storage) ReadMembers(ctx context.Context, ds *cluster.DatastoreSpec) (map[string][]StoredCell, map[int][]string, error) {
+func (s *Storage) ReadMembers(ctx context.Context, ds *topology.DatastoreSpec) (map[string][]StoredCell, map[int][]string, error) {
 	out := map[string][]StoredCell{}
 	holders := map[int][]string{}
 	for _, p := range ds.Partitions {
@@ -643,7 +643,7 @@ func (s *Storage) ReadMembers(ctx context.Context, ds *cluster.DatastoreSpec) (m
 	return out, holders, nil
 }
 
-func (s *Storage) readMember(ctx context.Context, c, m int, ds *cluster.DatastoreSpec, p cluster.PartitionSpec) ([]StoredCell, error) {
+func (s *Storage) readMember(ctx context.Context, c, m int, ds *topology.DatastoreSpec, p topology.PartitionSpec) ([]StoredCell, error) {
 	st, err := storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: s.set.AdminDSN(c, m), Prefix: ds.MySQLPrefix, MaxOpenConns: 2, ReadOnly: true})
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/topology"
 	"gopkg.in/yaml.v3"
 )
 
@@ -40,7 +40,7 @@ type ClusterConfig struct {
 	// Datastores are the topology's datastores. Partitions without replicas get 3 replicas:
 	// every node of a 3-node cluster; on 5 nodes, the k-th partition of all datastores (counted
 	// across them) nodes k, k+1, k+2 (mod 5).
-	Datastores []cluster.DatastoreSpec
+	Datastores []topology.DatastoreSpec
 	// ServeArgs are extra flags of every `schemaless serve` (raft timeouts, say).
 	ServeArgs []string
 }
@@ -85,7 +85,7 @@ func (n *Node) Running() bool {
 type Cluster struct {
 	cfg      ClusterConfig
 	Nodes    []*Node
-	Topology *cluster.Topology
+	Topology *topology.Topology
 	topoPath string
 
 	placeMu sync.Mutex
@@ -104,7 +104,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if first == nil || !first.IsLoopback() {
 		return nil, fmt.Errorf("jepsen: first IP %q is not an IPv4 loopback address", cfg.FirstIP)
 	}
-	c := &Cluster{cfg: cfg, Topology: &cluster.Topology{}}
+	c := &Cluster{cfg: cfg, Topology: &topology.Topology{}}
 	for i := 0; i < cfg.Nodes; i++ {
 		ip := net.IPv4(first[0], first[1], first[2], first[3]+byte(i)).String()
 		id := fmt.Sprintf("n%d", i+1)
@@ -129,11 +129,11 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			ln.Close()
 		}
 		c.Nodes = append(c.Nodes, n)
-		c.Topology.Nodes = append(c.Topology.Nodes, cluster.NodeSpec{ID: id, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr})
+		c.Topology.Nodes = append(c.Topology.Nodes, topology.NodeSpec{ID: id, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr})
 	}
 	placed := 0 // partitions placed so far: the next one starts on the next node
 	for _, d := range cfg.Datastores {
-		if len(d.Partitions) == 0 && len(d.Replicas) == 0 && cfg.Nodes > 3 && d.Mode != cluster.ModeAsync {
+		if len(d.Partitions) == 0 && len(d.Replicas) == 0 && cfg.Nodes > 3 && d.Mode != topology.ModeAsync {
 			count := max(d.PartitionCount, 1)
 			per := d.Shards / count
 			for p := 0; p < count; p++ {
@@ -146,7 +146,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 					reps = append(reps, c.Nodes[(placed+k)%cfg.Nodes].ID)
 				}
 				placed++
-				d.Partitions = append(d.Partitions, cluster.PartitionSpec{ID: p, FirstShard: p * per, LastShard: last, Replicas: reps})
+				d.Partitions = append(d.Partitions, topology.PartitionSpec{ID: p, FirstShard: p * per, LastShard: last, Replicas: reps})
 			}
 			d.PartitionCount = 0
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // IndexWorkload checks a secondary index (package indexes, maintained by the index maintainer
@@ -102,8 +102,8 @@ var (
 func (w *IndexWorkload) Name() string { return "index" }
 
 // Datastores implements Workload.
-func (w *IndexWorkload) Datastores() []cluster.DatastoreSpec {
-	return []cluster.DatastoreSpec{{Name: w.Datastore, Mode: cluster.ModeRaft, Shards: w.Shards, PartitionCount: w.Partitions}}
+func (w *IndexWorkload) Datastores() []topology.DatastoreSpec {
+	return []topology.DatastoreSpec{{Name: w.Datastore, Mode: topology.ModeRaft, Shards: w.Shards, PartitionCount: w.Partitions}}
 }
 
 // BusyDatastores implements BusyWorkload: the maintainers of every node heartbeat in their

@@ -20,6 +20,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Membership nemesis kinds: raft configuration changes made through the nodes' admin API
@@ -271,7 +272,7 @@ func (n *Nemesis) reports(ctx context.Context, ds string) ([]cluster.PartitionRe
 func (n *Nemesis) raftDatastores() []string {
 	var out []string
 	for _, d := range n.c.Topology.Datastores {
-		if d.Mode == cluster.ModeRaft {
+		if d.Mode == topology.ModeRaft {
 			out = append(out, d.Name)
 		}
 	}
@@ -449,7 +450,7 @@ func (n *Nemesis) removeAddVoter(ctx context.Context, note string) (func(), time
 // (so a replica can move). A move keeps the count, so the topology tells.
 func (n *Nemesis) movable() bool {
 	for _, d := range n.c.Topology.Datastores {
-		if d.Mode != cluster.ModeRaft {
+		if d.Mode != topology.ModeRaft {
 			continue
 		}
 		for _, p := range d.Partitions {

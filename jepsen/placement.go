@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Which nodes hold a replica of a raft partition is decided by raft, not by the topology: the
@@ -37,7 +38,7 @@ func (c *Cluster) RefreshPlacement(ctx context.Context) error {
 		got := map[string][]string{}
 		var unknown []string
 		for _, r := range reps {
-			if r.Mode != cluster.ModeRaft {
+			if r.Mode != topology.ModeRaft {
 				continue
 			}
 			key := partKey(r.Datastore, r.Partition)
@@ -99,7 +100,7 @@ func (c *Cluster) partitionReports(ctx context.Context, n *Node) ([]cluster.Part
 
 // replicasOf returns the nodes holding a replica of partition p of datastore ds: the current
 // placement once RefreshPlacement learned it, the topology's list before.
-func (c *Cluster) replicasOf(ds string, p cluster.PartitionSpec) []string {
+func (c *Cluster) replicasOf(ds string, p topology.PartitionSpec) []string {
 	c.placeMu.Lock()
 	defer c.placeMu.Unlock()
 	if ids, ok := c.placement[partKey(ds, p.ID)]; ok {

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Config is one harness run. Use DefaultConfig and change what differs.
@@ -105,7 +105,7 @@ func DefaultConfig() Config {
 		ServeArgs: []string{"--heartbeat-timeout", "500ms", "--election-timeout", "500ms",
 			"--leader-lease-timeout", "250ms", "--request-timeout", "2s"},
 		Snapshots: true, ConvergeTimeout: 2 * time.Minute, CheckTimeout: 5 * time.Minute,
-		Seed: uint64(time.Now().UnixNano()), Mode: cluster.ModeRaft, StorageFirstIP: "127.0.1.2", Logger: slog.Default(), Out: os.Stdout,
+		Seed: uint64(time.Now().UnixNano()), Mode: topology.ModeRaft, StorageFirstIP: "127.0.1.2", Logger: slog.Default(), Out: os.Stdout,
 	}
 }
 
@@ -124,9 +124,9 @@ func (c Config) Validate() error {
 			bad("unknown workload %q", w)
 		}
 	}
-	async := c.Mode == cluster.ModeAsync
-	if c.Mode != cluster.ModeRaft && !async {
-		bad("mode %q: want %s or %s", c.Mode, cluster.ModeRaft, cluster.ModeAsync)
+	async := c.Mode == topology.ModeAsync
+	if c.Mode != topology.ModeRaft && !async {
+		bad("mode %q: want %s or %s", c.Mode, topology.ModeRaft, topology.ModeAsync)
 	}
 	for _, k := range c.Nemesis.Kinds {
 		switch {
@@ -243,7 +243,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if cfg.MySQLDSN != "" {
 		store = "mysql"
 	}
-	async := cfg.Mode == cluster.ModeAsync
+	async := cfg.Mode == topology.ModeAsync
 	if async {
 		store = "async"
 		if cfg.UnsafeNoBufferedWrites {
@@ -505,7 +505,7 @@ func newWorker(cfg Config, c *Cluster, node *Node, process int, h *History) (*Wo
 	}
 	seed := cfg.Seed + uint64(process)*0x9e3779b97f4a7c15
 	return &Worker{Process: process, Node: node, Client: cl, Rand: rand.New(rand.NewPCG(seed, uint64(process))),
-		History: h, OpTimeout: cfg.OpTimeout, Consistency: cfg.Consistency, Seed: cfg.Seed, Async: cfg.Mode == cluster.ModeAsync}, nil
+		History: h, OpTimeout: cfg.OpTimeout, Consistency: cfg.Consistency, Seed: cfg.Seed, Async: cfg.Mode == topology.ModeAsync}, nil
 }
 
 // Print writes the summary for people.

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // TriggersWorkload checks consumer-group delivery (package triggers) under faults: every
@@ -68,8 +68,8 @@ var _ ProcessWorkload = (*TriggersWorkload)(nil)
 func (w *TriggersWorkload) Name() string { return "triggers" }
 
 // Datastores implements Workload.
-func (w *TriggersWorkload) Datastores() []cluster.DatastoreSpec {
-	return []cluster.DatastoreSpec{{Name: w.Datastore, Mode: cluster.ModeRaft, Shards: w.Shards, PartitionCount: w.Partitions}}
+func (w *TriggersWorkload) Datastores() []topology.DatastoreSpec {
+	return []topology.DatastoreSpec{{Name: w.Datastore, Mode: topology.ModeRaft, Shards: w.Shards, PartitionCount: w.Partitions}}
 }
 
 // Start implements ProcessWorkload: it starts the trigger workers (files under

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Workload is one kind of traffic and its checker. The harness gives each workload its own
@@ -25,7 +25,7 @@ type Workload interface {
 	// Name is the workload's name, used in Op.Workload and on the command line.
 	Name() string
 	// Datastores returns the datastores the workload uses, added to the topology.
-	Datastores() []cluster.DatastoreSpec
+	Datastores() []topology.DatastoreSpec
 	// Step runs one operation as worker w and records it in w.History. It returns when the
 	// operation completes; ctx bounds it.
 	Step(ctx context.Context, w *Worker)
@@ -226,8 +226,8 @@ func (w *CellsWorkload) ref(wk *Worker, now int64) int64 {
 func (w *CellsWorkload) Name() string { return "cells" }
 
 // Datastores implements Workload: datastore "cells", 8 shards in 2 partitions.
-func (w *CellsWorkload) Datastores() []cluster.DatastoreSpec {
-	return []cluster.DatastoreSpec{{Name: "cells", Mode: cluster.ModeRaft, Shards: 8, PartitionCount: 2}}
+func (w *CellsWorkload) Datastores() []topology.DatastoreSpec {
+	return []topology.DatastoreSpec{{Name: "cells", Mode: topology.ModeRaft, Shards: 8, PartitionCount: 2}}
 }
 
 // Step implements Workload: a put (half the time), a get or a latest.
@@ -323,8 +323,8 @@ type DurabilityWorkload struct {
 func (w *DurabilityWorkload) Name() string { return "durability" }
 
 // Datastores implements Workload: datastore "durability", 16 shards in 2 partitions.
-func (w *DurabilityWorkload) Datastores() []cluster.DatastoreSpec {
-	return []cluster.DatastoreSpec{{Name: "durability", Mode: cluster.ModeRaft, Shards: 16, PartitionCount: 2}}
+func (w *DurabilityWorkload) Datastores() []topology.DatastoreSpec {
+	return []topology.DatastoreSpec{{Name: "durability", Mode: topology.ModeRaft, Shards: 16, PartitionCount: 2}}
 }
 
 // Step implements Workload: one put_cells of new cells, recorded as one operation per cell

@@ -15,8 +15,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/schemaless-db/schemaless/topology"
+
 	"github.com/go-sql-driver/mysql"
-	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/replication"
 	"github.com/spf13/cobra"
 )
@@ -147,14 +148,14 @@ unreadable topology; an unreachable member is a row, not a failure.`,
 
 // adminDatastores loads f.topology and returns the async datastores the command is about: the
 // one named by --datastore, or every async datastore when it is empty (an error if none).
-func adminDatastores(f adminFlags) ([]*cluster.DatastoreSpec, error) {
+func adminDatastores(f adminFlags) ([]*topology.DatastoreSpec, error) {
 	if f.topology == "" {
 		return nil, errors.New("--topology is required: the topology file of the cluster (as given to serve --config)")
 	}
 	if f.adminUser == "" {
 		return nil, errors.New("--admin-user must not be empty")
 	}
-	top, err := cluster.LoadTopology(f.topology)
+	top, err := topology.Load(f.topology)
 	if err != nil {
 		return nil, fmt.Errorf("--topology %s: %w", f.topology, err)
 	}
@@ -167,25 +168,25 @@ func adminDatastores(f adminFlags) ([]*cluster.DatastoreSpec, error) {
 			}
 			return nil, fmt.Errorf("--datastore %q: no such datastore in %s (it has: %s)", f.datastore, f.topology, strings.Join(names, ", "))
 		}
-		if ds.Mode != cluster.ModeAsync {
-			return nil, fmt.Errorf("--datastore %q is in mode %s: storage clusters exist only in mode %s", f.datastore, ds.Mode, cluster.ModeAsync)
+		if ds.Mode != topology.ModeAsync {
+			return nil, fmt.Errorf("--datastore %q is in mode %s: storage clusters exist only in mode %s", f.datastore, ds.Mode, topology.ModeAsync)
 		}
-		return []*cluster.DatastoreSpec{ds}, nil
+		return []*topology.DatastoreSpec{ds}, nil
 	}
-	var out []*cluster.DatastoreSpec
+	var out []*topology.DatastoreSpec
 	for i := range top.Datastores {
-		if top.Datastores[i].Mode == cluster.ModeAsync {
+		if top.Datastores[i].Mode == topology.ModeAsync {
 			out = append(out, &top.Datastores[i])
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("--topology %s has no datastore in mode %s", f.topology, cluster.ModeAsync)
+		return nil, fmt.Errorf("--topology %s has no datastore in mode %s", f.topology, topology.ModeAsync)
 	}
 	return out, nil
 }
 
 // adminStorageCluster returns the storage cluster named --cluster of ds.
-func adminStorageCluster(ds *cluster.DatastoreSpec, name string) (*cluster.StorageClusterSpec, error) {
+func adminStorageCluster(ds *topology.DatastoreSpec, name string) (*topology.StorageClusterSpec, error) {
 	if name == "" {
 		return nil, errors.New("--cluster is required: the name of a storage cluster of the datastore")
 	}
@@ -225,7 +226,7 @@ func dsnAddr(dsn string) string {
 
 // adminMembers returns the administrative DSNs of c's members (configured master first) and
 // their addresses.
-func adminMembers(c *cluster.StorageClusterSpec, f adminFlags) (dsns, addrs []string, err error) {
+func adminMembers(c *topology.StorageClusterSpec, f adminFlags) (dsns, addrs []string, err error) {
 	for _, m := range c.Members() {
 		d, err := withUser(m, f.adminUser, f.adminPassword, f.passwordSet)
 		if err != nil {
@@ -390,7 +391,7 @@ type clusterReport struct {
 
 // probeCluster probes every member of c concurrently as the administrative user (each bounded
 // by ctx and replication.Open's timeouts) and returns the cluster's report.
-func probeCluster(ctx context.Context, ds *cluster.DatastoreSpec, c *cluster.StorageClusterSpec, f adminFlags) (clusterReport, error) {
+func probeCluster(ctx context.Context, ds *topology.DatastoreSpec, c *topology.StorageClusterSpec, f adminFlags) (clusterReport, error) {
 	dsns, addrs, err := adminMembers(c, f)
 	if err != nil {
 		return clusterReport{}, err

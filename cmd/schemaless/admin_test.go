@@ -243,7 +243,7 @@ func TestAdminFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"storage"}, "--topology is required"},
-		{[]string{"storage", "--topology", missing}, "--topology " + missing + ": cluster: topology: open"},
+		{[]string{"storage", "--topology", missing}, "--topology " + missing + ": topology: open"},
 		{[]string{"storage", "--topology", topo, "--datastore", "users"}, `--datastore "users" is in mode raft`},
 		{[]string{"storage", "--topology", topo, "--datastore", "rides"}, `--datastore "rides": no such datastore in ` + topo + " (it has: trips, users)"},
 		{[]string{"promote", "--topology", topo, "--cluster", "c0"}, "--datastore is required"},

@@ -21,8 +21,8 @@ import (
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/topology"
 	"github.com/spf13/cobra"
 )
 
@@ -225,7 +225,7 @@ func runBackup(ctx context.Context, f backupFlags, dir string, out io.Writer) er
 	if err != nil {
 		return err
 	}
-	if spec.Mode != cluster.ModeRaft {
+	if spec.Mode != topology.ModeRaft {
 		return fmt.Errorf("datastore %s is in mode %s: backup of async datastores: use MySQL tools on the storage clusters", spec.Name, spec.Mode)
 	}
 	m := backupManifest{Format: backupFormat, Datastore: spec.Name, Mode: spec.Mode, Shards: spec.Shards, StartedAt: time.Now().UTC()}
@@ -379,7 +379,7 @@ func readManifest(dir string) (backupManifest, error) {
 	if m.Format != backupFormat {
 		return m, fmt.Errorf("%s: format %d, this build reads format %d", filepath.Join(dir, manifestName), m.Format, backupFormat)
 	}
-	if m.Mode != cluster.ModeRaft || len(m.Partitions) == 0 {
+	if m.Mode != topology.ModeRaft || len(m.Partitions) == 0 {
 		return m, fmt.Errorf("%s: a backup of %q with %d partitions is not one this build wrote", filepath.Join(dir, manifestName), m.Mode, len(m.Partitions))
 	}
 	return m, nil
@@ -495,7 +495,7 @@ func runRestore(ctx context.Context, f backupFlags, dir string, force bool, out 
 
 // sameLayout checks that the target datastore has the backup's shards and partitions.
 func sameLayout(m backupManifest, spec wire.DatastoreStatus) error {
-	if spec.Mode != cluster.ModeRaft {
+	if spec.Mode != topology.ModeRaft {
 		return fmt.Errorf("datastore %s is in mode %s: restores go into raft datastores", spec.Name, spec.Mode)
 	}
 	if spec.Shards != m.Shards {

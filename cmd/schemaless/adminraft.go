@@ -19,6 +19,7 @@ import (
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/topology"
 	"github.com/spf13/cobra"
 )
 
@@ -343,7 +344,7 @@ func printPartitionReports(w io.Writer, reps []cluster.PartitionReport) error {
 			fmt.Fprintln(w)
 		}
 		head := fmt.Sprintf("%s/%d  shards %d-%d", p.Datastore, p.Partition, p.FirstShard, p.LastShard)
-		if p.Mode == cluster.ModeAsync {
+		if p.Mode == topology.ModeAsync {
 			fmt.Fprintf(w, "%s  async, storage cluster %s\n", head, dash(p.Cluster))
 			continue
 		}

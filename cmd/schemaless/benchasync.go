@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/replication"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
 	"github.com/spf13/pflag"
 )
 
@@ -128,7 +128,7 @@ func asyncOptions(set *mariadbtest.ReplicatedSet, prefix string, unsafe bool) *l
 	a := &localcluster.AsyncOptions{Prefix: prefix, Unsafe: unsafe,
 		Partition: partition.AsyncConfig{ReplayAfter: asyncReplayAfter}}
 	for c := range set.Clusters {
-		sc := cluster.StorageClusterSpec{Name: fmt.Sprintf("c%d", c), Master: set.DSN(c, 0)}
+		sc := topology.StorageClusterSpec{Name: fmt.Sprintf("c%d", c), Master: set.DSN(c, 0)}
 		for m := 1; m < len(set.Clusters[c].Instances); m++ {
 			sc.Minions = append(sc.Minions, set.DSN(c, m))
 		}
@@ -142,7 +142,7 @@ func asyncOptions(set *mariadbtest.ReplicatedSet, prefix string, unsafe bool) *l
 type asyncEnv struct {
 	set    *mariadbtest.ReplicatedSet
 	lc     *localcluster.Cluster
-	spec   *cluster.DatastoreSpec // "trips", normalized
+	spec   *topology.DatastoreSpec // "trips", normalized
 	prefix string
 	unsafe bool
 

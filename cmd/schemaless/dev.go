@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/topology"
 	"github.com/schemaless-db/schemaless/workload"
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -109,16 +109,16 @@ again; a fenced old master stays fenced. --fresh deletes everything, servers' da
 	fl.StringVar(&f.logLevel, "log-level", "info", "nodes' (and triggers') log level")
 	fl.BoolVar(&f.triggers, "triggers", true, "run the example trigger groups billing and delay-compensation")
 	fl.BoolVar(&f.indexes, "indexes", true, "define the example index flights_by_origin and run example queries after an import")
-	fl.StringVar(&f.mode, "mode", cluster.ModeRaft, "mode of the trips datastore: raft, or async (on MariaDB servers dev starts)")
+	fl.StringVar(&f.mode, "mode", topology.ModeRaft, "mode of the trips datastore: raft, or async (on MariaDB servers dev starts)")
 	fl.IntVar(&f.mariadbPort, "mariadb-port", 7400, "with --mode async: port of the first MariaDB server; the other 5 follow")
 	f.importOpts.registerTuning(cmd)
 	return cmd
 }
 
-func (f devFlags) topology() *cluster.Topology {
-	t := &cluster.Topology{}
+func (f devFlags) topology() *topology.Topology {
+	t := &topology.Topology{}
 	for i := 0; i < f.nodes; i++ {
-		t.Nodes = append(t.Nodes, cluster.NodeSpec{
+		t.Nodes = append(t.Nodes, topology.NodeSpec{
 			ID:       fmt.Sprintf("n%d", i+1),
 			RaftAddr: net.JoinHostPort(f.host, strconv.Itoa(f.raftPort+i)),
 			HTTPAddr: net.JoinHostPort(f.host, strconv.Itoa(f.httpPort+i)),
@@ -130,9 +130,9 @@ func (f devFlags) topology() *cluster.Topology {
 			t.Nodes[i].GossipAddr = net.JoinHostPort(f.host, strconv.Itoa(gp+i))
 		}
 	}
-	t.Datastores = []cluster.DatastoreSpec{{Name: "trips", Mode: cluster.ModeRaft, Shards: f.shards, PartitionCount: f.partitions}}
-	if f.mode == cluster.ModeAsync {
-		t.Datastores = []cluster.DatastoreSpec{f.asyncDatastore()}
+	t.Datastores = []topology.DatastoreSpec{{Name: "trips", Mode: topology.ModeRaft, Shards: f.shards, PartitionCount: f.partitions}}
+	if f.mode == topology.ModeAsync {
+		t.Datastores = []topology.DatastoreSpec{f.asyncDatastore()}
 	}
 	return t
 }
@@ -142,8 +142,8 @@ func runDev(ctx context.Context, f devFlags) error {
 		return fmt.Errorf("--nodes %d: want at least 1", f.nodes)
 	}
 	switch f.mode {
-	case cluster.ModeRaft:
-	case cluster.ModeAsync:
+	case topology.ModeRaft:
+	case topology.ModeAsync:
 		if f.mysqlDSN != "" {
 			return errors.New("--mysql is for --mode raft: in --mode async the cells live on the MariaDB servers dev starts")
 		}
@@ -154,7 +154,7 @@ func runDev(ctx context.Context, f devFlags) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("--mode %q: want %s or %s", f.mode, cluster.ModeRaft, cluster.ModeAsync)
+		return fmt.Errorf("--mode %q: want %s or %s", f.mode, topology.ModeRaft, topology.ModeAsync)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -191,7 +191,7 @@ func runDev(ctx context.Context, f devFlags) error {
 		return err
 	}
 	var storage *devStorage
-	if f.mode == cluster.ModeAsync {
+	if f.mode == topology.ModeAsync {
 		if storage, err = startDevStorage(ctx, f); err != nil {
 			return err
 		}

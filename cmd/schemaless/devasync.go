@@ -13,9 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/replication"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // The replicated MariaDB set of `dev --mode async`.
@@ -53,10 +53,10 @@ func (f devFlags) mariadbAddr(c, m int) string {
 
 // asyncDatastore is the trips datastore of `dev --mode async`: partition i on storage cluster
 // c(i mod 2), whose members the nodes reach as the datastore's user.
-func (f devFlags) asyncDatastore() cluster.DatastoreSpec {
-	ds := cluster.DatastoreSpec{Name: "trips", Mode: cluster.ModeAsync, Shards: f.shards, PartitionCount: f.partitions}
+func (f devFlags) asyncDatastore() topology.DatastoreSpec {
+	ds := topology.DatastoreSpec{Name: "trips", Mode: topology.ModeAsync, Shards: f.shards, PartitionCount: f.partitions}
 	for c := range devAsyncClusters {
-		sc := cluster.StorageClusterSpec{Name: fmt.Sprintf("c%d", c), Master: devAsyncDSN(f.mariadbAddr(c, 0))}
+		sc := topology.StorageClusterSpec{Name: fmt.Sprintf("c%d", c), Master: devAsyncDSN(f.mariadbAddr(c, 0))}
 		for m := 1; m <= devAsyncMinions; m++ {
 			sc.Minions = append(sc.Minions, devAsyncDSN(f.mariadbAddr(c, m)))
 		}
@@ -322,7 +322,7 @@ func (s *devStorage) stop() {
 
 // print prints the storage clusters, each member's current role as probed now (after a
 // failover, the master is not the topology's), and how to fail over.
-func (s *devStorage) print(ctx context.Context, top *cluster.Topology) {
+func (s *devStorage) print(ctx context.Context, top *topology.Topology) {
 	how := "set up"
 	if s.resumed {
 		how = "restarted on their data"

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // dropDevDatabases drops the MySQL databases of every node of top (prefix sl_<node>), so that
 // `dev --fresh --mysql` starts empty.
-func dropDevDatabases(ctx context.Context, dsn string, top *cluster.Topology) error {
+func dropDevDatabases(ctx context.Context, dsn string, top *topology.Topology) error {
 	var prefixes []string
 	for _, n := range top.Nodes {
 		prefixes = append(prefixes, "sl_"+sanitizePrefix(n.ID))

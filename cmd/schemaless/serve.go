@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/schemaless-db/schemaless/topology"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/schemaless-db/schemaless/api"
@@ -133,17 +135,17 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if f.sqliteReaders < 1 {
 		return fmt.Errorf("--sqlite-read-conns %d: want at least 1", f.sqliteReaders)
 	}
-	top, err := cluster.LoadTopology(f.config)
+	top, err := topology.Load(f.config)
 	if err != nil {
 		return err
 	}
 	self, inTopology := top.Node(f.nodeID)
-	var selfOverride *cluster.NodeSpec
+	var selfOverride *topology.NodeSpec
 	switch {
 	case !inTopology && (f.raftAddr == "" || f.httpAddr == ""):
 		return fmt.Errorf("--node-id %q is not in %s: give --raft-addr and --http-addr to join a running cluster", f.nodeID, f.config)
 	case !inTopology:
-		self = cluster.NodeSpec{ID: f.nodeID, RaftAddr: f.raftAddr, HTTPAddr: f.httpAddr, GossipAddr: f.gossipAddr}
+		self = topology.NodeSpec{ID: f.nodeID, RaftAddr: f.raftAddr, HTTPAddr: f.httpAddr, GossipAddr: f.gossipAddr}
 		selfOverride = &self
 	case f.gossipAddr != "" && f.gossipAddr != self.GossipAddr:
 		self.GossipAddr = f.gossipAddr
@@ -261,13 +263,13 @@ func runServe(ctx context.Context, f serveFlags) error {
 // datastore of top until ctx ends or the returned stop is called; stop waits for it to end and
 // may be called more than once. Its client reaches this node's HTTP API first, then the other
 // nodes'. Its metrics are not registered (see startMaintainerMetrics).
-func startMaintainer(ctx context.Context, node *cluster.Node, top *cluster.Topology, nodeID string, poll time.Duration, logger *slog.Logger) (stop func(), err error) {
+func startMaintainer(ctx context.Context, node *cluster.Node, top *topology.Topology, nodeID string, poll time.Duration, logger *slog.Logger) (stop func(), err error) {
 	return startMaintainerMetrics(ctx, node, top, nodeID, poll, logger, nil)
 }
 
 // startMaintainerMetrics is startMaintainer with the maintainer's (and its workers') metrics
 // registered in reg, which serve exposes at /metrics; nil registers none.
-func startMaintainerMetrics(ctx context.Context, node *cluster.Node, top *cluster.Topology, nodeID string, poll time.Duration, logger *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
+func startMaintainerMetrics(ctx context.Context, node *cluster.Node, top *topology.Topology, nodeID string, poll time.Duration, logger *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
 	var endpoints []string
 	for _, n := range top.Nodes {
 		if n.ID == nodeID {

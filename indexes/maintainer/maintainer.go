@@ -16,6 +16,7 @@ import (
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
+	"github.com/schemaless-db/schemaless/topology"
 	"github.com/schemaless-db/schemaless/triggers"
 )
 
@@ -29,7 +30,7 @@ func GroupName(name string, version int) string {
 
 // Backend is what the maintainer needs of the cluster (*cluster.Node).
 type Backend interface {
-	Datastore(name string) (*cluster.DatastoreSpec, error)
+	Datastore(name string) (*topology.DatastoreSpec, error)
 	Catalog(ctx context.Context, ds string, c cluster.Consistency) (*indexes.Catalog, error)
 	CatalogApply(ctx context.Context, ds string, cmd indexes.Command) (indexes.Result, error)
 	FirstCells(ctx context.Context, ds string, shard int, column string, rowKeys []uuid.UUID, c cluster.Consistency) (map[uuid.UUID]cells.Cell, error)

@@ -11,11 +11,11 @@ import (
 
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/indexes/maintainer"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Engine selects the store of every node.
@@ -64,7 +64,7 @@ type Cluster struct {
 	t testing.TB
 	*localcluster.Cluster
 	// Topology is the cluster's topology.
-	Topology *cluster.Topology
+	Topology *topology.Topology
 
 	opts   Options
 	logger *slog.Logger
@@ -116,7 +116,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			a = opts.AsyncCluster(set)
 		}
 		for c := range set.Clusters {
-			sc := cluster.StorageClusterSpec{Name: fmt.Sprintf("c%d", c), Master: set.DSN(c, 0)}
+			sc := topology.StorageClusterSpec{Name: fmt.Sprintf("c%d", c), Master: set.DSN(c, 0)}
 			for m := 1; m < len(set.Clusters[c].Instances); m++ {
 				sc.Minions = append(sc.Minions, set.DSN(c, m))
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Options shape a local cluster. Zero fields take defaults: 3 nodes on 127.0.0.1, datastore
@@ -52,7 +53,7 @@ type Options struct {
 // AsyncOptions describe the async datastore of a local cluster.
 type AsyncOptions struct {
 	// Clusters are the storage clusters (at least 2 with buffered writes).
-	Clusters []cluster.StorageClusterSpec
+	Clusters []topology.StorageClusterSpec
 	// Prefix names the datastore's databases on them (cluster.DatastoreSpec.MySQLPrefix).
 	Prefix string
 	// BufferClusters and Unsafe are cluster.DatastoreSpec's BufferClusters and
@@ -68,10 +69,10 @@ type AsyncOptions struct {
 // Cluster is a running local cluster. Its methods are safe for concurrent use.
 type Cluster struct {
 	opts     Options
-	Topology *cluster.Topology
+	Topology *topology.Topology
 	mu       sync.Mutex
-	nodes    []*node            // by index in specs; nil when stopped
-	specs    []cluster.NodeSpec // the topology's nodes, then those AddNode added
+	nodes    []*node             // by index in specs; nil when stopped
+	specs    []topology.NodeSpec // the topology's nodes, then those AddNode added
 }
 
 type node struct {
@@ -132,7 +133,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 func start(ctx context.Context, opts Options) (*Cluster, error) {
-	top := &cluster.Topology{}
+	top := &topology.Topology{}
 	per := 2
 	if opts.Gossip {
 		per = 3
@@ -142,21 +143,21 @@ func start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	for i := 0; i < opts.Nodes; i++ {
-		spec := cluster.NodeSpec{ID: fmt.Sprintf("n%d", i+1), RaftAddr: addrs[per*i], HTTPAddr: addrs[per*i+1]}
+		spec := topology.NodeSpec{ID: fmt.Sprintf("n%d", i+1), RaftAddr: addrs[per*i], HTTPAddr: addrs[per*i+1]}
 		if opts.Gossip {
 			spec.GossipAddr = addrs[per*i+2]
 		}
 		top.Nodes = append(top.Nodes, spec)
 	}
-	top.Datastores = []cluster.DatastoreSpec{{Name: "trips", Mode: cluster.ModeRaft, Shards: opts.Shards, PartitionCount: opts.Partitions}}
+	top.Datastores = []topology.DatastoreSpec{{Name: "trips", Mode: topology.ModeRaft, Shards: opts.Shards, PartitionCount: opts.Partitions}}
 	if a := opts.Async; a != nil {
-		top.Datastores = []cluster.DatastoreSpec{{Name: "trips", Mode: cluster.ModeAsync, Shards: opts.Shards, PartitionCount: opts.Partitions,
+		top.Datastores = []topology.DatastoreSpec{{Name: "trips", Mode: topology.ModeAsync, Shards: opts.Shards, PartitionCount: opts.Partitions,
 			StorageClusters: a.Clusters, MySQLPrefix: a.Prefix, BufferClusters: a.BufferClusters, UnsafeNoBufferedWrites: a.Unsafe}}
 	}
 	if err := top.Normalize(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: opts, Topology: top, nodes: make([]*node, opts.Nodes), specs: append([]cluster.NodeSpec(nil), top.Nodes...)}
+	c := &Cluster{opts: opts, Topology: top, nodes: make([]*node, opts.Nodes), specs: append([]topology.NodeSpec(nil), top.Nodes...)}
 	for i := range top.Nodes {
 		if err := c.StartNode(ctx, i); err != nil {
 			c.Close()
@@ -190,7 +191,7 @@ func (c *Cluster) Len() int {
 }
 
 // Spec returns node i's addresses.
-func (c *Cluster) Spec(i int) cluster.NodeSpec {
+func (c *Cluster) Spec(i int) topology.NodeSpec {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.specs[i]
@@ -210,7 +211,7 @@ func (c *Cluster) AddNode(ctx context.Context) (int, error) {
 	}
 	c.mu.Lock()
 	i := len(c.specs)
-	spec := cluster.NodeSpec{ID: fmt.Sprintf("n%d", i+1), RaftAddr: addrs[0], HTTPAddr: addrs[1]}
+	spec := topology.NodeSpec{ID: fmt.Sprintf("n%d", i+1), RaftAddr: addrs[0], HTTPAddr: addrs[1]}
 	if c.opts.Gossip {
 		spec.GossipAddr = addrs[2]
 	}
@@ -241,7 +242,7 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 		return fmt.Errorf("localcluster: node %d is running", i)
 	}
 	spec := c.specs[i]
-	var self *cluster.NodeSpec
+	var self *topology.NodeSpec
 	var join []string
 	if i >= len(c.Topology.Nodes) {
 		self = &spec

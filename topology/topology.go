@@ -1,4 +1,4 @@
-package cluster
+package topology
 
 import (
 	"errors"
@@ -137,24 +137,24 @@ func (p PartitionSpec) Shards() storage.ShardRange {
 	return storage.ShardRange{First: p.FirstShard, Last: p.LastShard}
 }
 
-// LoadTopology reads and validates a topology file.
-func LoadTopology(path string) (*Topology, error) {
+// Load reads and validates a topology file.
+func Load(path string) (*Topology, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: topology: %w", err)
+		return nil, fmt.Errorf("topology: %w", err)
 	}
 	defer f.Close()
-	return ParseTopology(f)
+	return Parse(f)
 }
 
-// ParseTopology decodes YAML (unknown fields are errors), fills defaults (partition lists from
+// Parse decodes YAML (unknown fields are errors), fills defaults (partition lists from
 // PartitionCount) and validates the result.
-func ParseTopology(r io.Reader) (*Topology, error) {
+func Parse(r io.Reader) (*Topology, error) {
 	dec := yaml.NewDecoder(r)
 	dec.KnownFields(true)
 	var t Topology
 	if err := dec.Decode(&t); err != nil {
-		return nil, fmt.Errorf("cluster: topology: %w", err)
+		return nil, fmt.Errorf("topology: %w", err)
 	}
 	if err := t.Normalize(); err != nil {
 		return nil, err
@@ -167,7 +167,7 @@ func ParseTopology(r io.Reader) (*Topology, error) {
 func (t *Topology) Normalize() error {
 	var errs []error
 	add := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("cluster: topology: "+format, args...))
+		errs = append(errs, fmt.Errorf("topology: "+format, args...))
 	}
 	if len(t.Nodes) == 0 {
 		add("no nodes")

@@ -1,4 +1,4 @@
-package cluster_test
+package topology_test
 
 import (
 	"errors"
@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schemaless-db/schemaless/topology"
 )
 
 // threeNodes is the nodes section shared by the YAML cases below.
@@ -19,17 +21,15 @@ const threeNodes = `nodes:
   - {id: n3, raft_addr: 127.0.0.1:7173, http_addr: 127.0.0.1:7073}
 `
 
-func parse(t *testing.T, text string) (*cluster.Topology, error) {
+func parse(t *testing.T, text string) (*topology.Topology, error) {
 	t.Helper()
-	return cluster.ParseTopology(strings.NewReader(text))
+	return topology.Parse(strings.NewReader(text))
 }
 
-func mustParse(t *testing.T, text string) *cluster.Topology {
+func mustParse(t *testing.T, text string) *topology.Topology {
 	t.Helper()
 	top, err := parse(t, text)
-	if err != nil {
-		t.Fatalf("ParseTopology: got %v, want nil\n%s", err, text)
-	}
+	require.NoError(t, err, "Parse:\n%s", text)
 	return top
 }
 
@@ -46,13 +46,13 @@ func TestParseTopologyDefaults(t *testing.T) {
 	if !ok {
 		t.Fatal(`Datastore("trips"): got not found, want found`)
 	}
-	if trips.Mode != cluster.ModeRaft {
-		t.Errorf("trips mode: got %q, want %q (the default)", trips.Mode, cluster.ModeRaft)
+	if trips.Mode != topology.ModeRaft {
+		t.Errorf("trips mode: got %q, want %q (the default)", trips.Mode, topology.ModeRaft)
 	}
 	if trips.PartitionCount != 4 {
 		t.Errorf("trips partition_count: got %d, want 4", trips.PartitionCount)
 	}
-	want := []cluster.PartitionSpec{
+	want := []topology.PartitionSpec{
 		{ID: 0, FirstShard: 0, LastShard: 15, Replicas: all},
 		{ID: 1, FirstShard: 16, LastShard: 31, Replicas: all},
 		{ID: 2, FirstShard: 32, LastShard: 47, Replicas: all},
@@ -62,7 +62,7 @@ func TestParseTopologyDefaults(t *testing.T) {
 		t.Errorf("trips partitions:\n got %+v\nwant %+v", trips.Partitions, want)
 	}
 	users, _ := top.Datastore("users")
-	wantUsers := []cluster.PartitionSpec{{ID: 0, FirstShard: 0, LastShard: 7, Replicas: all}}
+	wantUsers := []topology.PartitionSpec{{ID: 0, FirstShard: 0, LastShard: 7, Replicas: all}}
 	if users.PartitionCount != 1 || !reflect.DeepEqual(users.Partitions, wantUsers) {
 		t.Errorf("users (partition_count omitted): got count %d partitions %+v, want 1 and %+v",
 			users.PartitionCount, users.Partitions, wantUsers)
@@ -98,7 +98,7 @@ func TestParseTopologyReplicasAndExplicitPartitions(t *testing.T) {
       - {id: 3, first_shard: 0, last_shard: 9, replicas: [n1, n2, n3]}
 `)
 	trips, _ := top.Datastore("trips")
-	want := []cluster.PartitionSpec{
+	want := []topology.PartitionSpec{
 		{ID: 0, FirstShard: 0, LastShard: 7, Replicas: []string{"n3", "n1"}},
 		{ID: 1, FirstShard: 8, LastShard: 15, Replicas: []string{"n3", "n1"}},
 	}
@@ -106,7 +106,7 @@ func TestParseTopologyReplicasAndExplicitPartitions(t *testing.T) {
 		t.Errorf("trips with replicas [n3, n1]:\n got %+v\nwant %+v", trips.Partitions, want)
 	}
 	users, _ := top.Datastore("users")
-	wantUsers := []cluster.PartitionSpec{ // sorted by first shard, ids kept
+	wantUsers := []topology.PartitionSpec{ // sorted by first shard, ids kept
 		{ID: 3, FirstShard: 0, LastShard: 9, Replicas: []string{"n1", "n2", "n3"}},
 		{ID: 7, FirstShard: 10, LastShard: 15, Replicas: []string{"n2"}},
 	}
@@ -128,8 +128,8 @@ func TestParseTopologyReplicasAndExplicitPartitions(t *testing.T) {
 	}
 }
 
-func cloneTopology(t *cluster.Topology) *cluster.Topology {
-	c := &cluster.Topology{Nodes: append([]cluster.NodeSpec(nil), t.Nodes...)}
+func cloneTopology(t *topology.Topology) *topology.Topology {
+	c := &topology.Topology{Nodes: append([]topology.NodeSpec(nil), t.Nodes...)}
 	for _, d := range t.Datastores {
 		dc := d
 		dc.Replicas = append([]string(nil), d.Replicas...)
@@ -197,9 +197,9 @@ func TestPartitionOf(t *testing.T) {
 func TestNormalizeSplitsEvenly(t *testing.T) {
 	for shards := 1; shards <= 40; shards++ {
 		for count := 1; count <= shards; count++ {
-			top := &cluster.Topology{
-				Nodes:      []cluster.NodeSpec{{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}},
-				Datastores: []cluster.DatastoreSpec{{Name: "d", Shards: shards, PartitionCount: count}},
+			top := &topology.Topology{
+				Nodes:      []topology.NodeSpec{{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}},
+				Datastores: []topology.DatastoreSpec{{Name: "d", Shards: shards, PartitionCount: count}},
 			}
 			if err := top.Normalize(); err != nil {
 				t.Fatalf("shards %d count %d: got %v, want nil", shards, count, err)
@@ -282,10 +282,10 @@ func TestParseTopologyErrors(t *testing.T) {
 			[]string{`datastores[0]: storage_clusters, buffer_clusters, unsafe_no_buffered_writes and mysql_prefix are for mode async`}},
 		{"unknown mode", ds(`  - {name: trips, mode: paxos, shards: 4}`),
 			[]string{`datastores[0].mode "paxos"`}},
-		{"zero shards", ds(`  - {name: trips}`), []string{fmt.Sprintf("datastores[0].shards 0 must be in 1..%d", cluster.MaxShards)}},
+		{"zero shards", ds(`  - {name: trips}`), []string{fmt.Sprintf("datastores[0].shards 0 must be in 1..%d", topology.MaxShards)}},
 		{"negative shards", ds(`  - {name: trips, shards: -4}`), []string{"datastores[0].shards -4"}},
-		{"too many shards", ds(fmt.Sprintf(`  - {name: trips, shards: %d}`, cluster.MaxShards+1)),
-			[]string{fmt.Sprintf("datastores[0].shards %d must be in 1..%d", cluster.MaxShards+1, cluster.MaxShards)}},
+		{"too many shards", ds(fmt.Sprintf(`  - {name: trips, shards: %d}`, topology.MaxShards+1)),
+			[]string{fmt.Sprintf("datastores[0].shards %d must be in 1..%d", topology.MaxShards+1, topology.MaxShards)}},
 		{"partition_count above shards", ds(`  - {name: trips, shards: 4, partition_count: 5}`),
 			[]string{"datastores[0].partition_count 5 must be in 1..shards (4)"}},
 		{"negative partition_count", ds(`  - {name: trips, shards: 4, partition_count: -1}`),
@@ -356,7 +356,7 @@ func TestParseTopologyErrors(t *testing.T) {
 		{"unknown field in a partition", ds(`  - name: trips
     shards: 8
     partitions: [{id: 0, first: 0, last_shard: 7, replicas: [n1]}]`), []string{"first"}},
-		{"not YAML", "nodes: [", []string{"cluster: topology"}},
+		{"not YAML", "nodes: [", []string{"topology"}},
 		// Every violation is reported, not only the first.
 		{"every violation", `nodes:
   - {id: n1, raft_addr: "127.0.0.1:1", http_addr: "127.0.0.1:2"}
@@ -379,8 +379,8 @@ datastores:
 				t.Errorf("ParseTopology: got topology %+v with error, want nil", top)
 			}
 			msg := err.Error()
-			if !strings.HasPrefix(msg, "cluster: topology: ") {
-				t.Errorf("error %q: want the prefix %q", msg, "cluster: topology: ")
+			if !strings.HasPrefix(msg, "topology: ") {
+				t.Errorf("error %q: want the prefix %q", msg, "topology: ")
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {
@@ -411,14 +411,14 @@ func TestLoadTopology(t *testing.T) {
 	if err := os.WriteFile(path, []byte(threeNodes+"datastores: [{name: trips, shards: 4}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	top, err := cluster.LoadTopology(path)
+	top, err := topology.Load(path)
 	if err != nil {
 		t.Fatalf("LoadTopology: got %v, want nil", err)
 	}
 	if d, ok := top.Datastore("trips"); !ok || len(d.Partitions) != 1 || d.Partitions[0].LastShard != 3 {
 		t.Fatalf("LoadTopology: got datastore %+v, want trips with one partition 0..3", d)
 	}
-	_, err = cluster.LoadTopology(filepath.Join(t.TempDir(), "missing.yaml"))
+	_, err = topology.Load(filepath.Join(t.TempDir(), "missing.yaml"))
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("LoadTopology(missing file): got %v, want an error wrapping os.ErrNotExist", err)
 	}
