@@ -14,7 +14,6 @@ import (
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
-	"github.com/schemaless-db/schemaless/fsm"
 )
 
 // fail logs internal errors and writes the answer.
@@ -133,7 +132,7 @@ func toAPICells(cs []cells.Cell) ([]wire.Cell, error) {
 	return out, nil
 }
 
-func putResult(k cells.Key, r fsm.CellResult) wire.PutResult {
+func putResult(k cells.Key, r cells.Result) wire.PutResult {
 	return wire.PutResult{RowKey: k.RowKey.String(), ColumnKey: k.ColumnKey, RefKey: k.RefKey, Status: r.Status.String(), AddedID: r.AddedID}
 }
 
@@ -167,11 +166,11 @@ func (s *Server) putCell(w http.ResponseWriter, r *http.Request) {
 	}
 	out := putResult(k, res[0])
 	switch res[0].Status {
-	case fsm.StatusCreated:
+	case cells.StatusCreated:
 		writeJSON(w, http.StatusCreated, out)
-	case fsm.StatusExists:
+	case cells.StatusExists:
 		writeJSON(w, http.StatusOK, out)
-	case fsm.StatusBuffered:
+	case cells.StatusBuffered:
 		writeJSON(w, http.StatusAccepted, out)
 	default:
 		writeError(w, &httpError{status: http.StatusConflict, code: wire.CodeConflict,

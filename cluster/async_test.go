@@ -12,7 +12,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
-	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
@@ -43,7 +42,7 @@ func startAsync(t *testing.T) (*clustertest.Cluster, *mariadbtest.ReplicatedSet)
 
 // putAsync writes cs through n and records each acknowledged cell (created, exists or
 // buffered) in l; it returns the results.
-func putAsync(t *testing.T, n *cluster.Node, l *ledger, cs []cells.Cell) []fsm.CellResult {
+func putAsync(t *testing.T, n *cluster.Node, l *ledger, cs []cells.Cell) []cells.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -53,7 +52,7 @@ func putAsync(t *testing.T, n *cluster.Node, l *ledger, cs []cells.Cell) []fsm.C
 	}
 	for i, r := range res {
 		switch r.Status {
-		case fsm.StatusCreated, fsm.StatusExists, fsm.StatusBuffered:
+		case cells.StatusCreated, cells.StatusExists, cells.StatusBuffered:
 			l.add(acked{key: cs[i].Key, body: bodyJSON(t, cs[i].Body), addedID: r.AddedID, created: r.CreatedAt})
 		default:
 			t.Fatalf("PutCells through %s: cell %s got %v, want created, exists or buffered", n.ID(), cs[i].Key, r.Status)
@@ -125,7 +124,7 @@ func TestAsyncMasterDown(t *testing.T) {
 		before = append(before, newCell(t, row, "BASE", 1, fmt.Sprintf(`{"before":%d}`, i)))
 	}
 	for _, r := range putAsync(t, nodes[0], l, before) {
-		if r.Status != fsm.StatusCreated || r.AddedID < 1 {
+		if r.Status != cells.StatusCreated || r.AddedID < 1 {
 			t.Fatalf("write with the master up: got %v added_id %d, want created", r.Status, r.AddedID)
 		}
 	}
@@ -143,7 +142,7 @@ func TestAsyncMasterDown(t *testing.T) {
 	var buffered int
 	for i, row := range rows[0][5:] {
 		res := putAsync(t, nodes[i%3], l, []cells.Cell{newCell(t, row, "BASE", 1, fmt.Sprintf(`{"during":%d}`, i))})
-		if res[0].Status == fsm.StatusBuffered {
+		if res[0].Status == cells.StatusBuffered {
 			buffered++
 		}
 	}
@@ -156,7 +155,7 @@ func TestAsyncMasterDown(t *testing.T) {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		res, err := nodes[i].PutCells(wctx, ds, []cells.Cell{c})
 		cancel()
-		if err != nil || res[0].Status != fsm.StatusConflict {
+		if err != nil || res[0].Status != cells.StatusConflict {
 			t.Fatalf("conflicting write %d with the master down: got %v, %v; want conflict", i, res, err)
 		}
 	}
@@ -231,7 +230,7 @@ func TestAsyncMasterDown(t *testing.T) {
 	})
 	for i, row := range rows[1] {
 		res := putAsync(t, nodes[i%3], l, []cells.Cell{newCell(t, row, "BASE", 1, `{"other":true}`)})
-		if res[0].Status != fsm.StatusCreated {
+		if res[0].Status != cells.StatusCreated {
 			t.Fatalf("write to the other partition with every master up: got %v, want created", res[0].Status)
 		}
 	}
@@ -296,19 +295,19 @@ func TestAsyncFailover(t *testing.T) {
 	})
 	// Within a few seconds of the promotion every node writes to the new master (a write may
 	// still be buffered while a node's probe or breaker catches up).
-	statuses := map[fsm.Status]int{}
+	statuses := map[cells.Status]int{}
 	deadline := time.Now().Add(10 * time.Second)
 	for i, row := range rows[0][7:] {
 		for {
 			res := putAsync(t, nodes[i%3], l, []cells.Cell{newCell(t, row, "BASE", 1, fmt.Sprintf(`{"after":%d}`, i))})
 			statuses[res[0].Status]++
-			if res[0].Status != fsm.StatusBuffered || time.Now().After(deadline) {
+			if res[0].Status != cells.StatusBuffered || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	if statuses[fsm.StatusCreated]+statuses[fsm.StatusExists] < len(rows[0][7:]) {
+	if statuses[cells.StatusCreated]+statuses[cells.StatusExists] < len(rows[0][7:]) {
 		t.Fatalf("writes after the promotion: %v, want every one created on the new master within 10s", statuses)
 	}
 	requireAllEventually(t, nodes[2], l, 30*time.Second)

@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
-	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/partition"
@@ -128,7 +127,7 @@ func bodyJSON(t *testing.T, b cells.Body) string {
 // putAll writes cs through n, cells never written before, and requires each to be stored: created,
 // or exists when the node retried an attempt that had been applied (leader change); it
 // records them in l.
-func putAll(t *testing.T, n *cluster.Node, l *ledger, cs []cells.Cell) []fsm.CellResult {
+func putAll(t *testing.T, n *cluster.Node, l *ledger, cs []cells.Cell) []cells.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -140,11 +139,11 @@ func putAll(t *testing.T, n *cluster.Node, l *ledger, cs []cells.Cell) []fsm.Cel
 		t.Fatalf("PutCells through %s: got %d results, want %d", n.ID(), len(res), len(cs))
 	}
 	for i, r := range res {
-		if (r.Status != fsm.StatusCreated && r.Status != fsm.StatusExists) || r.AddedID < 1 || r.CreatedAt.IsZero() {
+		if (r.Status != cells.StatusCreated && r.Status != cells.StatusExists) || r.AddedID < 1 || r.CreatedAt.IsZero() {
 			t.Fatalf("PutCells through %s: cell %s got %v added_id %d created_at %v, want created with an added_id and a time",
 				n.ID(), cs[i].Key, r.Status, r.AddedID, r.CreatedAt)
 		}
-		if r.Status == fsm.StatusExists {
+		if r.Status == cells.StatusExists {
 			t.Logf("PutCells through %s: new cell %s reported exists (a retried attempt had applied it)", n.ID(), cs[i].Key)
 		}
 		if l != nil {
@@ -343,10 +342,10 @@ func testForwarding(t *testing.T, engine clustertest.Engine) {
 		if err != nil {
 			t.Fatalf("rewrite through %s: got %v, want nil", n.ID(), err)
 		}
-		if res[0].Status != fsm.StatusExists || res[0].AddedID != first.addedID {
+		if res[0].Status != cells.StatusExists || res[0].AddedID != first.addedID {
 			t.Errorf("same body again through %s: got %v added_id %d, want exists added_id %d", n.ID(), res[0].Status, res[0].AddedID, first.addedID)
 		}
-		if res[1].Status != fsm.StatusConflict || res[1].AddedID != first.addedID {
+		if res[1].Status != cells.StatusConflict || res[1].AddedID != first.addedID {
 			t.Errorf("other body through %s: got %v added_id %d, want conflict added_id %d", n.ID(), res[1].Status, res[1].AddedID, first.addedID)
 		}
 	}
@@ -367,7 +366,7 @@ func testForwarding(t *testing.T, engine clustertest.Engine) {
 				row := rows[(i*10+j)%len(rows)]
 				cell := newCell(t, row, "CONC", int64(i*100+j), fmt.Sprintf(`{"i":%d,"j":%d}`, i, j))
 				res, err := n.PutCells(ctx, ds, []cells.Cell{cell})
-				if err != nil || res[0].Status != fsm.StatusCreated {
+				if err != nil || res[0].Status != cells.StatusCreated {
 					errs <- fmt.Errorf("concurrent put through %s: got %v %v, want created", n.ID(), res, err)
 					return
 				}
@@ -549,7 +548,7 @@ func TestRestartAll(t *testing.T) {
 		t.Fatalf("rewrite after restart: got %v, want nil", err)
 	}
 	for i, r := range res {
-		if r.Status != fsm.StatusExists || r.AddedID != old[i].addedID {
+		if r.Status != cells.StatusExists || r.AddedID != old[i].addedID {
 			t.Errorf("rewrite %s after restart: got %v added_id %d, want exists added_id %d", old[i].key, r.Status, r.AddedID, old[i].addedID)
 		}
 	}
@@ -724,11 +723,11 @@ func TestNoQuorum(t *testing.T) {
 	}
 	for i, r := range res {
 		t.Logf("retry of %s: %v", retry[i].Key, r.Status)
-		if r.Status != fsm.StatusCreated && r.Status != fsm.StatusExists {
+		if r.Status != cells.StatusCreated && r.Status != cells.StatusExists {
 			t.Errorf("retry of %s: got %v, want created or exists", retry[i].Key, r.Status)
 			continue
 		}
-		if i >= len(mixed) && r.Status != fsm.StatusCreated {
+		if i >= len(mixed) && r.Status != cells.StatusCreated {
 			t.Errorf("retry of %s, which no leader took: got %v, want created", retry[i].Key, r.Status)
 		}
 		l.add(acked{key: retry[i].Key, body: bodyJSON(t, retry[i].Body), addedID: r.AddedID, created: r.CreatedAt})
@@ -766,7 +765,7 @@ func TestForwardedWriteDeadlines(t *testing.T) {
 		cell cells.Cell
 		body string
 		err  error
-		res  fsm.CellResult
+		res  cells.Result
 	}
 	var outcomes []outcome
 	for p, rs := range rows {
@@ -799,7 +798,7 @@ func TestForwardedWriteDeadlines(t *testing.T) {
 		switch {
 		case o.err == nil:
 			ok++
-			if o.res.Status != fsm.StatusCreated || !found || read[0].Cell.AddedID != o.res.AddedID {
+			if o.res.Status != cells.StatusCreated || !found || read[0].Cell.AddedID != o.res.AddedID {
 				t.Errorf("acknowledged %s (%v, added_id %d): got found %v added_id %d, want it stored", o.cell.Key, o.res.Status, o.res.AddedID, found, read[0].Cell.AddedID)
 			}
 		case isI && !isU:
@@ -819,10 +818,10 @@ func TestForwardedWriteDeadlines(t *testing.T) {
 		if err != nil {
 			t.Fatalf("retry of %s: got %v, want nil", o.cell.Key, err)
 		}
-		if want := fsm.StatusExists; found && res[0].Status != want {
+		if want := cells.StatusExists; found && res[0].Status != want {
 			t.Errorf("retry of stored %s: got %v, want %v", o.cell.Key, res[0].Status, want)
 		}
-		if want := fsm.StatusCreated; !found && res[0].Status != want {
+		if want := cells.StatusCreated; !found && res[0].Status != want {
 			t.Errorf("retry of unstored %s: got %v, want %v", o.cell.Key, res[0].Status, want)
 		}
 	}

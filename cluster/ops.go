@@ -49,7 +49,7 @@ type ReadResult struct {
 // Errors: ErrUnknownDatastore; partition.ErrUnavailable when nothing was written;
 // partition.ErrIndeterminate when some or all cells may have been written (including a request
 // where some partitions answered and others did not). Retrying is always safe.
-func (n *Node) PutCells(ctx context.Context, ds string, cs []cells.Cell) ([]fsm.CellResult, error) {
+func (n *Node) PutCells(ctx context.Context, ds string, cs []cells.Cell) ([]cells.Result, error) {
 	d, err := n.datastore(ds)
 	if err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func (n *Node) PutCells(ctx context.Context, ds string, cs []cells.Cell) ([]fsm.
 		}
 		groups[r] = append(groups[r], i)
 	}
-	out := make([]fsm.CellResult, len(cs))
+	out := make([]cells.Result, len(cs))
 	errs := make([]error, len(order))
 	var wg sync.WaitGroup
 	for gi, r := range order {
@@ -121,8 +121,8 @@ func combineWriteErrors(errs []error) error {
 	return fmt.Errorf("%w: part of the request was applied: %v", partition.ErrIndeterminate, first)
 }
 
-func (n *Node) putPartition(ctx context.Context, ds string, r *route, cmd []fsm.CommandCell) ([]fsm.CellResult, error) {
-	var res []fsm.CellResult
+func (n *Node) putPartition(ctx context.Context, ds string, r *route, cmd []fsm.CommandCell) ([]cells.Result, error) {
+	var res []cells.Result
 	err := n.callLeader(ctx, r, true,
 		func(ctx context.Context) (err error) {
 			if r.async != nil {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
@@ -38,7 +39,7 @@ type putRPC struct {
 }
 
 type putRPCResponse struct {
-	Results []fsm.CellResult
+	Results []cells.Result
 }
 
 // notLeaderRPC names the leader the answering replica knows (id and raft address) and, when
@@ -254,7 +255,7 @@ func (n *Node) forward(ctx context.Context, target topology.NodeSpec, path strin
 	return lost(fmt.Errorf("status %d: %s", res.StatusCode, bytes.TrimSpace(data)))
 }
 
-func (n *Node) forwardPut(ctx context.Context, target topology.NodeSpec, ds string, pid int, cs []fsm.CommandCell) ([]fsm.CellResult, error) {
+func (n *Node) forwardPut(ctx context.Context, target topology.NodeSpec, ds string, pid int, cs []fsm.CommandCell) ([]cells.Result, error) {
 	req := putRPC{Datastore: ds, Partition: pid, TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Cells: cs}
 	var resp putRPCResponse
 	if err := n.forward(ctx, target, rpcPutPath, &req, &resp, true, 0); err != nil {

@@ -171,19 +171,19 @@ func (a *Async) Close() error {
 // writes each cell is first stored in the buffer of BufferCopies other clusters' masters (the
 // same clusters for the same key, so a second body for a buffered key is a conflict), then the
 // cells are applied on the primary master. A cell the primary master did not take gets
-// fsm.StatusBuffered: it is durable and becomes readable when the reaper replays it. Blocks
+// cells.StatusBuffered: it is durable and becomes readable when the reaper replays it. Blocks
 // until done or ctx ends.
 //
 // Errors: ErrUnavailable (nothing written: no buffer cluster took the cells, or, without
 // buffered writes, no master); ErrIndeterminate (some cells may be written: a buffer failed
 // after others took cells, or, without buffered writes, the master failed at commit or ctx
 // ended). Every outcome is safe to retry.
-func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]fsm.CellResult, error) {
+func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]cells.Result, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	results := make([]fsm.CellResult, len(cs))
+	results := make([]cells.Result, len(cs))
 	pending := make([]int, 0, len(cs))
 	if a.cfg.BufferCopies == 0 {
 		for i := range cs {
@@ -225,7 +225,7 @@ func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]fsm.CellResult
 	// The primary master did not answer: the cells are durable in the buffers.
 	a.cfg.Logger.Debug("partition: write buffered", "datastore", a.cfg.Datastore, "partition", a.cfg.Partition, "cells", len(pending), "error", err)
 	for _, i := range pending {
-		results[i] = fsm.CellResult{Status: fsm.StatusBuffered, CreatedAt: now}
+		results[i] = cells.Result{Status: cells.StatusBuffered, CreatedAt: now}
 	}
 	a.checkConflictsOnMinion(ctx, cs, pending, results)
 	return results, nil
@@ -235,7 +235,7 @@ func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]fsm.CellResult
 // written to the primary (those not refused as conflicts by a buffer). Cells go to the buffer
 // clusters in the order their keys prefer (bufferOrder), one batch per cluster per round: one
 // multi-row insert and one lookup, whatever the number of cells.
-func (a *Async) buffer(ctx context.Context, cs []fsm.CommandCell, now time.Time, results []fsm.CellResult) ([]int, error) {
+func (a *Async) buffer(ctx context.Context, cs []fsm.CommandCell, now time.Time, results []cells.Result) ([]int, error) {
 	buffers := a.placement().buffers
 	copies := make([]int, len(cs))
 	conflict := make([]bool, len(cs))
@@ -298,7 +298,7 @@ func (a *Async) buffer(ctx context.Context, cs []fsm.CommandCell, now time.Time,
 	for i := range cs {
 		switch {
 		case conflict[i]:
-			results[i] = fsm.CellResult{Status: fsm.StatusConflict}
+			results[i] = cells.Result{Status: cells.StatusConflict}
 		case copies[i] < a.cfg.BufferCopies:
 			if stored {
 				return nil, fmt.Errorf("%w: cell %d: only %d of %d buffer copies: %v", ErrIndeterminate, i, copies[i], a.cfg.BufferCopies, lastErr)
@@ -334,7 +334,7 @@ func bufferOrder(buffers []*StorageCluster, k cells.Key) []*StorageCluster {
 
 // checkConflictsOnMinion turns buffered results into conflicts where a minion of the primary
 // already holds the key with another body (best effort: minions may lag).
-func (a *Async) checkConflictsOnMinion(ctx context.Context, cs []fsm.CommandCell, pending []int, results []fsm.CellResult) {
+func (a *Async) checkConflictsOnMinion(ctx context.Context, cs []fsm.CommandCell, pending []int, results []cells.Result) {
 	_ = a.Read(ctx, false, func(st *storage.PartitionStore) error {
 		for _, i := range pending {
 			c, err := st.GetCell(ctx, cs[i].Shard, cs[i].Key)
@@ -342,7 +342,7 @@ func (a *Async) checkConflictsOnMinion(ctx context.Context, cs []fsm.CommandCell
 				continue
 			}
 			if same, err := cells.SameBody(c.Body, cs[i].Body); err == nil && !same {
-				results[i] = fsm.CellResult{Status: fsm.StatusConflict, AddedID: c.AddedID, CreatedAt: c.CreatedAt}
+				results[i] = cells.Result{Status: cells.StatusConflict, AddedID: c.AddedID, CreatedAt: c.CreatedAt}
 			}
 		}
 		return nil

@@ -34,7 +34,7 @@
 // clusters' masters first (the Schemaless paper's buffered writes), then applies the cells on the
 // primary master with the raft mode's state machine (fsm.FSM.ApplyShared, one transaction per
 // batch, under a MySQL named lock per partition); a cell the master did not take is answered
-// fsm.StatusBuffered. Its reaper deletes buffer rows once their cell is on a minion and replays
+// cells.StatusBuffered. Its reaper deletes buffer rows once their cell is on a minion and replays
 // into the master those missing there. Reads run on the master (strong) or a minion (stale).
 // docs/design.md (Async mode) gives the reasoning and the limits.
 //

@@ -227,7 +227,7 @@ func (a *Async) replay(ctx context.Context, rows []storage.BufferedCell) {
 			return // the master is still away; the next pass tries again
 		}
 		for _, c := range res.Cells {
-			if c.Status == fsm.StatusCreated {
+			if c.Status == cells.StatusCreated {
 				a.replayed.Add(1)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
@@ -20,7 +21,7 @@ type proposal struct {
 }
 
 type proposalResult struct {
-	results []fsm.CellResult
+	results []cells.Result
 	err     error
 }
 
@@ -31,7 +32,7 @@ type proposalResult struct {
 // Errors: *NotLeaderError and ErrUnavailable mean nothing was written; ErrIndeterminate means the
 // cells may or may not be written (ctx ended or leadership was lost after proposing); fsm errors
 // (fsm.ErrShardOutOfRange) are returned as they are. Every outcome is safe to retry.
-func (p *Raft) Put(ctx context.Context, cells []fsm.CommandCell) ([]fsm.CellResult, error) {
+func (p *Raft) Put(ctx context.Context, cells []fsm.CommandCell) ([]cells.Result, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}

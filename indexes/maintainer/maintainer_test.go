@@ -213,7 +213,7 @@ func writeRows(t *testing.T, c *clustertest.Cluster, rng *rand.Rand, n int) []wr
 		}
 		for _, cl := range w.cells {
 			res, err := node.PutCells(ctx, ds, []cells.Cell{cl})
-			if err != nil || res[0].Status != fsm.StatusCreated {
+			if err != nil || res[0].Status != cells.StatusCreated {
 				t.Fatalf("put %s: %v %v", cl.Key, res, err)
 			}
 		}
