@@ -441,12 +441,40 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "node": s.backend.ID()})
 }
 
+// readyz answers the node's readiness, with each datastore's, or, with ?datastore=NAME, that
+// datastore's alone (see docs/api.md).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if err := s.backend.Ready(); err != nil {
-		writeError(w, &httpError{status: http.StatusServiceUnavailable, code: wire.CodeUnavailable, msg: "not ready: " + err.Error()})
+	if q := r.URL.Query(); q.Has("datastore") {
+		s.datastoreReadyz(w, q.Get("datastore"))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": s.backend.ID()})
+	all := map[string]wire.DatastoreReadiness{}
+	for _, d := range s.backend.Topology().Datastores {
+		dr := wire.DatastoreReadiness{Ready: true}
+		if err := s.backend.DatastoreReady(d.Name); err != nil {
+			dr = wire.DatastoreReadiness{Error: err.Error()}
+		}
+		all[d.Name] = dr
+	}
+	if err := s.backend.Ready(); err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, wire.NotReady{Error: wire.ErrorDetail{Code: wire.CodeUnavailable, Message: "not ready: " + err.Error()},
+			Datastores: all})
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.Readiness{Status: "ready", Node: s.backend.ID(), Datastores: all})
+}
+
+func (s *Server) datastoreReadyz(w http.ResponseWriter, name string) {
+	err := s.backend.DatastoreReady(name)
+	switch {
+	case errors.Is(err, cluster.ErrUnknownDatastore):
+		writeError(w, &httpError{status: http.StatusNotFound, code: wire.CodeNotFound, field: "datastore", msg: fmt.Sprintf("datastore: unknown datastore %q", name)})
+	case err != nil:
+		writeError(w, &httpError{status: http.StatusServiceUnavailable, code: wire.CodeUnavailable, msg: "not ready: " + err.Error()})
+	default:
+		writeJSON(w, http.StatusOK, wire.Readiness{Status: "ready", Node: s.backend.ID(), Datastore: name})
+	}
 }
 
 func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {

@@ -32,7 +32,10 @@ type Backend interface {
 	GroupApply(ctx context.Context, ds, group string, cmd consumer.Command) (consumer.Result, error)
 	GroupStatus(ctx context.Context, ds, group string, c cluster.Consistency) (consumer.Status, error)
 	Groups(ctx context.Context, ds string, c cluster.Consistency) ([]string, error)
+	// Ready is the node's readiness (GET /readyz), DatastoreReady one datastore's
+	// (GET /readyz?datastore=NAME; cluster.ErrUnknownDatastore for an unknown one).
 	Ready() error
+	DatastoreReady(name string) error
 	Replicas() []cluster.ReplicaStatus
 
 	// Secondary indexes (see indexes.go).

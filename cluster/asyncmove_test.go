@@ -506,7 +506,7 @@ func TestAsyncMovePartition(t *testing.T) {
 	if err != nil || sres[0].Status != cells.StatusBuffered {
 		t.Fatalf("write through the stale node: got %v, %v; want buffered (the old copy refuses it)", sres, err)
 	}
-	if err := stale.Read(ctx, true, func(*storage.PartitionStore) error { return nil }); !errors.Is(err, partition.ErrUnavailable) || !errors.Is(err, storage.ErrMoved) {
+	if _, err := stale.Read(ctx, partition.Strong, partition.ReadRequest{Groups: &partition.GroupsRead{}}); !errors.Is(err, partition.ErrUnavailable) || !errors.Is(err, storage.ErrMoved) {
 		t.Fatalf("strong read through the stale node: got %v, want ErrUnavailable wrapping ErrMoved", err)
 	}
 	if id := cellOn(t, c0, sshard, sc.Key); id != 0 {

@@ -204,7 +204,7 @@ func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
 			return nil
 		}
 		if failed != nil {
-			return fmt.Errorf("%w: %v", ErrFailed, failed)
+			return fmt.Errorf("%w: %w", ErrFailed, failed)
 		}
 		select {
 		case <-ch:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -303,25 +304,36 @@ func (c *Cluster) Stop() {
 	wg.Wait()
 }
 
-// WaitReady polls n's /readyz until it answers 200 (every hosted partition has a leader) or ctx
-// ends.
+// WaitReady polls n's /readyz?datastore=NAME for every datastore until each answers 200 (the
+// partitions n hosts have a leader, every storage cluster of an async datastore a master) or
+// ctx ends.
 func (c *Cluster) WaitReady(ctx context.Context, n *Node) error {
 	hc := &http.Client{Timeout: time.Second}
+	for _, d := range c.Topology.Datastores {
+		if err := c.waitDatastoreReady(ctx, hc, n, d.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) waitDatastoreReady(ctx context.Context, hc *http.Client, n *Node, ds string) error {
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/readyz", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/readyz?datastore="+url.QueryEscape(ds), nil)
 		resp, err := hc.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
+			err = fmt.Errorf("datastore %s: %s", ds, resp.Status)
 		}
 		if !n.Running() {
 			return fmt.Errorf("jepsen: %s exited while starting (see %s)", n.ID, n.LogPath)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("jepsen: %s not ready: %w (last: %v)", n.ID, ctx.Err(), err)
+			return fmt.Errorf("jepsen: %s not ready: %w (last: %w)", n.ID, ctx.Err(), err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

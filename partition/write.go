@@ -49,7 +49,7 @@ func (p *Raft) Put(ctx context.Context, cells []fsm.CommandCell) ([]cells.Result
 	select {
 	case p.queue <- pr:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	default:
 		return nil, fmt.Errorf("%w: write queue full", ErrUnavailable)
 	}
@@ -57,7 +57,7 @@ func (p *Raft) Put(ctx context.Context, cells []fsm.CommandCell) ([]cells.Result
 	case r := <-pr.done:
 		return r.results, r.err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %v", ErrIndeterminate, ctx.Err())
+		return nil, fmt.Errorf("%w: %w", ErrIndeterminate, ctx.Err())
 	}
 }
 
@@ -164,9 +164,9 @@ func (p *Raft) classify(err error) error {
 	case errors.Is(err, raft.ErrNotLeader):
 		return p.notLeader() // rejected before it was appended
 	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return fmt.Errorf("%w: %v", ErrUnavailable, err) // rejected before it was appended
+		return fmt.Errorf("%w: %w", ErrUnavailable, err) // rejected before it was appended
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, fsm.ErrFailed):
-		return fmt.Errorf("%w: %v", ErrIndeterminate, err)
+		return fmt.Errorf("%w: %w", ErrIndeterminate, err)
 	}
 	return err
 }
@@ -245,7 +245,7 @@ func (p *Raft) applyOne(ctx context.Context, encode func(now time.Time) ([]byte,
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %v", ErrIndeterminate, ctx.Err())
+		return fmt.Errorf("%w: %w", ErrIndeterminate, ctx.Err())
 	}
 	if err != nil {
 		for _, r := range refused {

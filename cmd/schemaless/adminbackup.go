@@ -324,7 +324,7 @@ func tryEndpoints(ctx context.Context, endpoints []string, newReq func(base stri
 		if round > 0 {
 			select {
 			case <-ctx.Done():
-				return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+				return nil, fmt.Errorf("%w (last: %w)", ctx.Err(), last)
 			case <-time.After(time.Second):
 			}
 		}

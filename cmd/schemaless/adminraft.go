@@ -113,7 +113,7 @@ func adminCall(ctx context.Context, endpoints []string, method, path string, bod
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+				return nil, fmt.Errorf("%w (last: %w)", ctx.Err(), last)
 			case <-t.C:
 			}
 		}

@@ -400,7 +400,7 @@ func waitCaughtUp(ctx context.Context, cl *client.Client, group string) catchUp 
 		select {
 		case <-ctx.Done():
 			if lastErr != nil {
-				return catchUp{err: fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)}
+				return catchUp{err: fmt.Errorf("%w (last error: %w)", ctx.Err(), lastErr)}
 			}
 			return catchUp{err: ctx.Err()}
 		case <-time.After(500 * time.Millisecond):
