@@ -41,6 +41,7 @@
 //	QueryIndex     POST /v1/{ds}/indexes/{index}/query                    read
 //	Cluster        GET  /v1/cluster                                       read
 //	Ready, Healthy GET  /readyz, /healthz of one given node               one attempt, no retry
+//	DatastoreReady GET  /readyz?datastore={ds} of one given node          one attempt, no retry
 //
 // Reads carry ?consistency= (Config.Consistency, or WithConsistency per call). Keys and bodies
 // are checked before sending (column key [A-Za-z0-9_]{1,64}, ref key >= 0, body one JSON
