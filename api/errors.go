@@ -8,7 +8,6 @@ import (
 	"net/http"
 
 	"github.com/schemaless-db/schemaless/api/wire"
-
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 )
