@@ -242,4 +242,3 @@ func handOver(jobs chan<- int64, i int64) bool {
 		return false
 	}
 }
-

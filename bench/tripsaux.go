@@ -4,7 +4,6 @@ package bench
 // lag prober and the memory sampler (see benchtrips.go).
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -356,7 +355,7 @@ func (m *tripsMemSampler) sample(ctx context.Context, start, end bool) {
 			runtime.ReadMemStats(&ms)
 			heap = int64(ms.HeapInuse)
 		} else {
-			rss, err = tripsScrapeRSS(ctx, m.hc, m.endpoints[i])
+			rss, err = scrapeRSS(ctx, m.hc, m.endpoints[i])
 		}
 		fig := &m.figs[i]
 		if err != nil {
@@ -418,41 +417,4 @@ func tripsProcessRSS() (int64, error) {
 		}
 	}
 	return 0, errors.New("/proc/self/status has no VmRSS")
-}
-
-// tripsScrapeRSS reads process_resident_memory_bytes (the Prometheus process collector's
-// gauge, in bytes) from endpoint's /metrics.
-func tripsScrapeRSS(ctx context.Context, hc *http.Client, endpoint string) (int64, error) {
-	url := strings.TrimSuffix(endpoint, "/") + "/metrics"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
-			fs := strings.Fields(v) // value [timestamp]
-			if len(fs) == 0 {
-				break
-			}
-			x, err := strconv.ParseFloat(fs[0], 64)
-			if err != nil {
-				return 0, fmt.Errorf("GET %s: process_resident_memory_bytes %q: %w", url, fs[0], err)
-			}
-			return int64(x), nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("GET %s: %w", url, err)
-	}
-	return 0, fmt.Errorf("GET %s: no process_resident_memory_bytes", url)
 }

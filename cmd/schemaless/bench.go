@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"github.com/schemaless-db/schemaless/bench"
@@ -10,6 +11,13 @@ import (
 // newBenchCmd is `schemaless bench`: its flags fill a bench.Config (defaults from
 // bench.DefaultConfig), which bench.Run runs.
 func newBenchCmd() *cobra.Command {
+	return newBenchCmdRunning(func(ctx context.Context, c bench.Config) error {
+		return bench.Run(ctx, c, os.Stdout, os.Stderr)
+	})
+}
+
+// newBenchCmdRunning is newBenchCmd calling run with the configuration its flags give.
+func newBenchCmdRunning(run func(context.Context, bench.Config) error) *cobra.Command {
 	c := bench.DefaultConfig()
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -149,7 +157,7 @@ in --partitions partitions on 3 nodes; clients and nodes (and the async targets'
 share this machine's cores.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c.RateSet = cmd.Flags().Changed("rate")
-			return bench.Run(cmd.Context(), c, os.Stdout, os.Stderr)
+			return run(cmd.Context(), c)
 		},
 	}
 	fl := cmd.Flags()
