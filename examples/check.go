@@ -124,4 +124,3 @@ func CheckTriggerCells(ctx context.Context, cl *client.Client, path, airportsPat
 	}, nil)
 	return chk, err
 }
-

@@ -2,9 +2,9 @@ package plot
 
 import (
 	"bytes"
-	"io"
 	"encoding/json"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
