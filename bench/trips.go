@@ -451,6 +451,10 @@ func (st *tripsState) measure(ctx context.Context, admin *client.Client, n int) 
 	defer stopProber()
 	wrapsBefore := st.src.wrapCount()
 
+	mem, err := newTripsMemSampler(st.target, st.endpoints)
+	if err != nil {
+		return nil, sum, nil, err
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cs := make([]*tripsClient, n)
@@ -467,7 +471,6 @@ func (st *tripsState) measure(ctx context.Context, admin *client.Client, n int) 
 			run.client(rctx, c, seed)
 		}(uint64(i) + 1)
 	}
-	mem := newTripsMemSampler(st.target, st.endpoints)
 	time.Sleep(f.Warmup)
 	mem.sample(ctx, true, false)
 	run.measuring.Store(true)

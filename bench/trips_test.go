@@ -225,24 +225,34 @@ func TestBenchTripsMix(t *testing.T) {
 	assert.Positive(t, n[tripsRead], "picks %v: every kind of %v", n, m)
 }
 
-// TestBenchTripsScrapeRSS reads process_resident_memory_bytes from a Prometheus handler with the
+// TestBenchTripsNodeRSS reads process_resident_memory_bytes from a Prometheus handler with the
 // process collector (as serve's /metrics), and fails on one without it.
-func TestBenchTripsScrapeRSS(t *testing.T) {
+func TestBenchTripsNodeRSS(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
+	empty := httptest.NewServer(promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{}))
+	defer empty.Close()
+	m, err := newTripsMemSampler(targetExternal, []string{srv.URL + "/", empty.URL})
+	require.NoError(t, err)
 	ctx := context.Background()
-	rss, err := scrapeRSS(ctx, srv.Client(), srv.URL+"/")
+	rss, err := nodeRSS(ctx, m.cl, srv.URL+"/")
 	require.NoError(t, err)
 	own, err := tripsProcessRSS()
 	require.NoError(t, err)
 	assert.Positive(t, rss, "RSS from /metrics")
 	assert.Positive(t, own, "RSS from /proc")
-	empty := httptest.NewServer(promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{}))
-	defer empty.Close()
-	got, err := scrapeRSS(ctx, empty.Client(), empty.URL)
+	got, err := nodeRSS(ctx, m.cl, empty.URL)
 	assert.Error(t, err, "no process collector: got %d", got)
+
+	// The sampler records both: a reading of the first node, an error for the second.
+	m.sample(ctx, true, true)
+	require.Len(t, m.figs, 2)
+	assert.Equal(t, 1, m.figs[0].Samples, "samples of %s", m.figs[0].Node)
+	assert.Positive(t, m.figs[0].RSSStart, "RSS start of %s", m.figs[0].Node)
+	assert.Zero(t, m.figs[1].Samples, "samples of %s", m.figs[1].Node)
+	assert.NotEmpty(t, m.figs[1].Error, "error of %s", m.figs[1].Node)
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"runtime"
 	"strconv"
@@ -323,25 +322,32 @@ func (p *tripsLagProber) fill(s *tripsSummary) {
 type tripsMemSampler struct {
 	inProcess bool
 	endpoints []string
-	hc        *http.Client
+	cl        *client.Client // of the endpoints, 2 s a request
 	figs      []tripsMemory
 }
 
 // newTripsMemSampler returns a sampler of target's nodes.
-func newTripsMemSampler(target string, endpoints []string) *tripsMemSampler {
-	m := &tripsMemSampler{inProcess: target != "external", endpoints: endpoints, hc: &http.Client{Timeout: 2 * time.Second}}
+func newTripsMemSampler(target string, endpoints []string) (*tripsMemSampler, error) {
+	m := &tripsMemSampler{inProcess: target != targetExternal, endpoints: endpoints}
 	if m.inProcess {
 		label := tripsInProcessLabel
 		if target != "sqlite" {
 			label += " (not the MySQL/MariaDB servers)"
 		}
 		m.figs = []tripsMemory{{Node: label}}
-		return m
+		return m, nil
 	}
 	for _, ep := range endpoints {
 		m.figs = append(m.figs, tripsMemory{Node: ep})
 	}
-	return m
+	cfg := client.DefaultConfig()
+	cfg.Endpoints, cfg.Datastore, cfg.RequestTimeout = endpoints, "trips", 2*time.Second
+	cl, err := client.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.cl = cl
+	return m, nil
 }
 
 // sample reads every node once: start and end mark the phase's first and last readings.
@@ -355,7 +361,7 @@ func (m *tripsMemSampler) sample(ctx context.Context, start, end bool) {
 			runtime.ReadMemStats(&ms)
 			heap = int64(ms.HeapInuse)
 		} else {
-			rss, err = scrapeRSS(ctx, m.hc, m.endpoints[i])
+			rss, err = nodeRSS(ctx, m.cl, m.endpoints[i])
 		}
 		fig := &m.figs[i]
 		if err != nil {
