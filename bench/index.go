@@ -1,7 +1,7 @@
 package bench
 
 // The secondary-index workloads of `schemaless bench`: index-lag (write acknowledged to index
-// entry queryable, at a fixed write rate; in benchindexlag.go), index-query (pages of an index query over the flights
+// entry queryable, at a fixed write rate; in indexlag.go), index-query (pages of an index query over the flights
 // sample, following cursors) and index-backfill (how fast a new index is built over cells
 // already stored).
 

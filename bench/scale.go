@@ -3,7 +3,7 @@ package bench
 // The scale-cells workload: latency at a fixed, open-loop request rate as the stored cells grow.
 // Each step loads flights (put_cells of 500, 8 in flight) until the datastore holds the step's
 // cell count, then measures put_cell and get_cell_latest at --scale-rate each. See
-// benchScaleCellsWorkload.
+// scaleCellsWorkload.Run.
 
 import (
 	"context"

@@ -2,7 +2,7 @@ package bench
 
 // The trips workload of `schemaless bench`: the Mezzanine flow on the real flights. The flights
 // of --flights are loaded as BASE cells of datastore trips, as `schemaless import` does, while
-// the billing consumer group (the handler of `schemaless dev`, workers in this process) derives
+// the billing consumer group (package examples, as `schemaless dev` runs it; workers here) derives
 // a STATUS cell from each BASE cell and the index maintainers keep flights_by_origin current.
 // Then --clients clients run a closed-loop mix of new trips, reads and index queries, while the
 // time from a new trip's write to its STATUS cell and the nodes' resident memory are sampled.
@@ -354,7 +354,7 @@ func waitIndexMaintained(ctx context.Context, cl *client.Client, name string, v 
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("index %s version %d has no maintainer after %s (%s): the nodes must run the index maintainers "+
-				"(serve does; the in-process targets run them only when startTarget sees an index workload, isIndexWorkload)", name, v, limit, last)
+				"(serve does; the in-process targets run them only when startTarget sees a workload that needs them, needsMaintainers)", name, v, limit, last)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

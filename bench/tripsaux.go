@@ -1,7 +1,7 @@
 package bench
 
 // The trips workload's helpers: the flights source, the billing group's workers, the trigger
-// lag prober and the memory sampler (see benchtrips.go).
+// lag prober and the memory sampler (see trips.go).
 
 import (
 	"context"
