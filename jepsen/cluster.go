@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,8 +53,10 @@ type Node struct {
 	DataDir  string
 	LogPath  string
 
-	// status asks the node alone for its view (one attempt, no fail-over).
+	// status asks the node alone for its view (one attempt, no fail-over, 2 s).
 	status *client.Client
+	// admin asks the node alone for its admin reports (one attempt, no fail-over, 10 s).
+	admin *client.Client
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -120,6 +120,10 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		sc.Endpoints, sc.MaxAttempts, sc.RequestTimeout = []string{n.URL()}, 1, 2*time.Second
 		var err error
 		if n.status, err = client.New(sc); err != nil {
+			return nil, err
+		}
+		sc.RequestTimeout = 10 * time.Second
+		if n.admin, err = client.New(sc); err != nil {
 			return nil, err
 		}
 		for _, addr := range []string{n.HTTPAddr, n.RaftAddr} {
@@ -308,25 +312,21 @@ func (c *Cluster) Stop() {
 // partitions n hosts have a leader, every storage cluster of an async datastore a master) or
 // ctx ends.
 func (c *Cluster) WaitReady(ctx context.Context, n *Node) error {
-	hc := &http.Client{Timeout: time.Second}
 	for _, d := range c.Topology.Datastores {
-		if err := c.waitDatastoreReady(ctx, hc, n, d.Name); err != nil {
+		if err := c.waitDatastoreReady(ctx, n, d.Name); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *Cluster) waitDatastoreReady(ctx context.Context, hc *http.Client, n *Node, ds string) error {
+func (c *Cluster) waitDatastoreReady(ctx context.Context, n *Node, ds string) error {
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/readyz?datastore="+url.QueryEscape(ds), nil)
-		resp, err := hc.Do(req)
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := n.status.DatastoreReady(pctx, n.URL(), ds)
+		cancel()
 		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("datastore %s: %s", ds, resp.Status)
+			return nil
 		}
 		if !n.Running() {
 			return fmt.Errorf("jepsen: %s exited while starting (see %s)", n.ID, n.LogPath)
