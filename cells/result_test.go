@@ -7,6 +7,7 @@ import (
 )
 
 func TestStatusString(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[Status]string{
 		StatusCreated: "created", StatusExists: "exists", StatusConflict: "conflict", StatusBuffered: "buffered",
 		0: "status(0)", 9: "status(9)",
