@@ -1,42 +1,56 @@
-package mariadbtest
+package mariadb_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schemaless-db/schemaless/internal/mariadb"
+	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 )
 
+func schemaCount(t *testing.T, db *sql.DB, name string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n))
+	return n
+}
+
 func TestStartReplicatedBadOptions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	for _, opts := range []ReplicatedOptions{
+	for _, opts := range []mariadb.ReplicatedOptions{
 		{Clusters: 1, Minions: 1, Hosts: []string{"127.0.0.1"}},
 		{Clusters: 1, Minions: 1, Ports: []int{1, 2, 3}},
 		{User: "bad'user"},
 		{Minions: -1},
 	} {
-		if s, err := StartReplicated(ctx, opts); err == nil {
+		s, err := mariadb.StartReplicated(ctx, opts)
+		if !assert.Error(t, err, "StartReplicated(%+v): want an error", opts) {
 			s.Close()
-			t.Errorf("StartReplicated(%+v) = nil error, want one", opts)
 		}
 	}
 }
 
 // TestReplicatedSet starts two clusters of a master and a minion in a given directory and checks
-// they replicate independently, that the datastore's user is fenced on a minion, and that a
-// restarted minion comes back read-only on the same data and port and catches up.
+// they replicate independently, that the datastore's user is fenced on a minion, that a
+// restarted minion comes back read-only on the same data and port and catches up, that
+// DropPrefix drops on the master, and that Close reports a member that had exited.
 func TestReplicatedSet(t *testing.T) {
-	RequireServerBinary(t)
+	t.Parallel()
+	mariadbtest.RequireServerBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	s, err := StartReplicated(ctx, ReplicatedOptions{Clusters: 2, Minions: 1, Dir: dir})
-	if err != nil {
-		t.Fatalf("StartReplicated: %v", err)
-	}
+	s, err := mariadb.StartReplicated(ctx, mariadb.ReplicatedOptions{Clusters: 2, Minions: 1, Dir: dir})
+	require.NoError(t, err, "StartReplicated")
 	defer func() {
 		if s != nil {
 			s.Close()
@@ -47,26 +61,18 @@ func TestReplicatedSet(t *testing.T) {
 	for c := range 2 {
 		for m := range 2 {
 			inst := s.Instance(c, m)
-			if got, want := inst.DataDir(), filepath.Join(dir, fmt.Sprintf("c%d-m%d", c, m)); got != want {
-				t.Errorf("c%d-m%d DataDir = %s, want %s", c, m, got, want)
-			}
-			if got, want := s.DSN(c, m), "schemaless@tcp("+inst.Addr()+")/"; got != want {
-				t.Errorf("DSN(%d, %d) = %s, want %s", c, m, got, want)
-			}
+			assert.Equal(t, filepath.Join(dir, fmt.Sprintf("c%d-m%d", c, m)), inst.DataDir(), "c%d-m%d DataDir", c, m)
+			assert.Equal(t, "schemaless@tcp("+inst.Addr()+")/", s.DSN(c, m), "DSN(%d, %d)", c, m)
 			var id int
 			var ro bool
-			if err := open(t, s.DSN(c, m)).QueryRow("SELECT @@server_id, @@read_only").Scan(&id, &ro); err != nil {
-				t.Fatalf("c%d-m%d as schemaless: %v", c, m, err)
-			}
-			if prev, dup := ids[id]; dup {
-				t.Errorf("c%d-m%d has server_id %d, like %s", c, m, id, prev)
-			}
+			require.NoError(t, open(t, s.DSN(c, m)).QueryRow("SELECT @@server_id, @@read_only").Scan(&id, &ro), "c%d-m%d as schemaless", c, m)
+			prev, dup := ids[id]
+			assert.False(t, dup, "c%d-m%d has server_id %d, like %s", c, m, id, prev)
 			ids[id] = fmt.Sprintf("c%d-m%d", c, m)
-			if ro != (m != 0) {
-				t.Errorf("c%d-m%d read_only = %v, want %v", c, m, ro, m != 0)
-			}
+			assert.Equal(t, m != 0, ro, "c%d-m%d read_only", c, m)
 		}
 	}
+	assert.Equal(t, [][]string{{s.DSN(0, 0), s.DSN(0, 1)}, {s.DSN(1, 0), s.DSN(1, 1)}}, s.DSNs(), "DSNs: by cluster, member 0 first")
 
 	// Each cluster replicates its own master only.
 	for c := range 2 {
@@ -76,98 +82,85 @@ func TestReplicatedSet(t *testing.T) {
 			fmt.Sprintf("CREATE TABLE rs%d.t (k INT PRIMARY KEY)", c),
 			fmt.Sprintf("INSERT INTO rs%d.t VALUES (1), (2), (3)", c),
 		} {
-			if _, err := master.Exec(q); err != nil {
-				t.Fatalf("c%d master: %s: %v", c, q, err)
-			}
+			_, err := master.Exec(q)
+			require.NoError(t, err, "c%d master: %s", c, q)
 		}
-		if err := s.WaitCaughtUp(ctx, c); err != nil {
-			t.Fatalf("WaitCaughtUp(%d): %v", c, err)
-		}
+		require.NoError(t, s.WaitCaughtUp(ctx, c), "WaitCaughtUp(%d)", c)
 	}
 	for c := range 2 {
 		minion := open(t, s.DSN(c, 1))
-		if got := schemaCount(t, minion, fmt.Sprintf("rs%d", c)); got != 1 {
-			t.Errorf("c%d minion: database rs%d count %d, want 1", c, c, got)
-		}
-		if got := schemaCount(t, minion, fmt.Sprintf("rs%d", 1-c)); got != 0 {
-			t.Errorf("c%d minion: database rs%d of the other cluster count %d, want 0", c, 1-c, got)
-		}
-		if _, err := minion.Exec(fmt.Sprintf("INSERT INTO rs%d.t VALUES (4)", c)); err == nil || !strings.Contains(err.Error(), "read-only") {
-			t.Errorf("insert on c%d's minion as schemaless: got %v, want a read-only error", c, err)
-		}
+		assert.Equal(t, 1, schemaCount(t, minion, fmt.Sprintf("rs%d", c)), "c%d minion: count of database rs%d", c, c)
+		assert.Equal(t, 0, schemaCount(t, minion, fmt.Sprintf("rs%d", 1-c)), "c%d minion: count of database rs%d of the other cluster", c, 1-c)
+		_, err := minion.Exec(fmt.Sprintf("INSERT INTO rs%d.t VALUES (4)", c))
+		assert.ErrorContains(t, err, "read-only", "insert on c%d's minion as schemaless", c)
 	}
 
 	// A restarted minion keeps its data and port, is read-only and catches up.
-	if err := s.Restart(ctx, 1, 1); err == nil {
-		t.Error("Restart of a running server = nil error, want one")
-	}
+	assert.Error(t, s.Restart(ctx, 1, 1), "Restart of a running server: want an error")
 	old := s.Instance(1, 1)
-	if err := old.Stop(); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	if _, err := open(t, s.DSN(1, 0)).Exec("INSERT INTO rs1.t VALUES (4), (5)"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Restart(ctx, 1, 1); err != nil {
-		t.Fatalf("Restart: %v", err)
-	}
+	require.NoError(t, old.Stop(), "Stop")
+	_, err = open(t, s.DSN(1, 0)).Exec("INSERT INTO rs1.t VALUES (4), (5)")
+	require.NoError(t, err)
+	require.NoError(t, s.Restart(ctx, 1, 1), "Restart")
 	inst := s.Instance(1, 1)
-	if inst == old || inst.Port() != old.Port() || inst.DataDir() != old.DataDir() {
-		t.Errorf("restarted c1-m1: port %d dir %s, want a new instance on port %d dir %s", inst.Port(), inst.DataDir(), old.Port(), old.DataDir())
-	}
-	if err := s.WaitCaughtUp(ctx, 1); err != nil {
-		t.Fatalf("WaitCaughtUp after restart: %v", err)
-	}
+	assert.True(t, inst != old && inst.Port() == old.Port() && inst.DataDir() == old.DataDir(),
+		"restarted c1-m1: port %d dir %s, want a new instance on port %d dir %s", inst.Port(), inst.DataDir(), old.Port(), old.DataDir())
+	require.NoError(t, s.WaitCaughtUp(ctx, 1), "WaitCaughtUp after restart")
 	restarted := open(t, s.DSN(1, 1))
 	// Two queries: on MariaDB 10.11, SELECT COUNT(*), @@read_only FROM an InnoDB table reads
 	// read_only as 0 on a read-only server.
 	var n int
 	var ro bool
-	if err := restarted.QueryRow("SELECT COUNT(*) FROM rs1.t").Scan(&n); err != nil {
-		t.Fatal(err)
+	require.NoError(t, restarted.QueryRow("SELECT COUNT(*) FROM rs1.t").Scan(&n))
+	require.NoError(t, restarted.QueryRow("SELECT @@read_only").Scan(&ro))
+	assert.Equal(t, 5, n, "restarted minion: rows")
+	assert.True(t, ro, "restarted minion: want read_only")
+
+	// DropPrefix drops on the cluster's master, and the drop replicates.
+	for _, q := range []string{"CREATE DATABASE dp_one", "CREATE DATABASE dp_two", "CREATE DATABASE dpx"} {
+		_, err := open(t, s.DSN(1, 0)).Exec(q)
+		require.NoError(t, err, q)
 	}
-	if err := restarted.QueryRow("SELECT @@read_only").Scan(&ro); err != nil {
-		t.Fatal(err)
-	}
-	if n != 5 || !ro {
-		t.Errorf("restarted minion: %d rows, read_only %v; want 5 rows, read_only", n, ro)
+	require.NoError(t, s.DropPrefix(ctx, 1, "dp"), "DropPrefix")
+	require.NoError(t, s.WaitCaughtUp(ctx, 1), "WaitCaughtUp after DropPrefix")
+	for m := range 2 {
+		db := open(t, s.DSN(1, m))
+		assert.Equal(t, 0, schemaCount(t, db, "dp_one")+schemaCount(t, db, "dp_two"), "c1-m%d: databases of prefix dp after DropPrefix", m)
+		assert.Equal(t, 1, schemaCount(t, db, "dpx"), "c1-m%d: database dpx (not under dp_) after DropPrefix", m)
 	}
 
-	insts := []*Instance{s.Instance(0, 0), s.Instance(0, 1), s.Instance(1, 0), s.Instance(1, 1)}
-	if err := s.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
+	// Close reports the member that had exited by itself (killed from outside, as a crash).
+	killed := s.Instance(0, 1)
+	require.NoError(t, syscall.Kill(killed.Pid(), syscall.SIGKILL))
+	<-killed.Done()
+	insts := []*mariadb.Instance{s.Instance(0, 0), s.Instance(0, 1), s.Instance(1, 0), s.Instance(1, 1)}
+	err = s.Close()
 	s = nil
+	var me *mariadb.MemberError
+	if assert.ErrorAs(t, err, &me, "Close after a member was killed") {
+		assert.Equal(t, [2]int{0, 1}, [2]int{me.Cluster, me.Member}, "Close: the member that had exited")
+		assert.ErrorIs(t, err, mariadb.ErrExited, "Close after a member was killed")
+	}
 	for _, inst := range insts {
 		select {
 		case <-inst.Done():
 		default:
-			t.Errorf("server on port %d still running after Close", inst.Port())
+			assert.Fail(t, "server still running after Close", "port %d", inst.Port())
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "c0-m0", "mysql")); err != nil {
-		t.Errorf("data of a given Dir removed by Close: %v", err)
-	}
+	assert.DirExists(t, filepath.Join(dir, "c0-m0", "mysql"), "data of a given Dir after Close: want it kept")
 }
 
 // TestReplicatedSetTempDir: with no Dir, Close removes the directory StartReplicated made.
 func TestReplicatedSetTempDir(t *testing.T) {
-	RequireServerBinary(t)
+	t.Parallel()
+	mariadbtest.RequireServerBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := StartReplicated(ctx, ReplicatedOptions{Clusters: 1, Minions: 1})
-	if err != nil {
-		t.Fatalf("StartReplicated: %v", err)
-	}
+	s, err := mariadb.StartReplicated(ctx, mariadb.ReplicatedOptions{Clusters: 1, Minions: 1})
+	require.NoError(t, err, "StartReplicated")
 	parent := filepath.Dir(s.Instance(0, 0).DataDir())
-	db := open(t, s.DSN(0, 0))
-	if err := db.Ping(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	if _, err := os.Stat(parent); !os.IsNotExist(err) {
-		t.Errorf("temporary directory %s after Close: %v, want it gone", parent, err)
-	}
+	require.NoError(t, open(t, s.DSN(0, 0)).Ping())
+	assert.NoError(t, s.Close(), "Close")
+	assert.NoDirExists(t, parent, "temporary directory after Close")
 }
