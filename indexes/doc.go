@@ -46,8 +46,9 @@
 // # The shard field is immutable
 //
 // An entry lives on the index shard of its shard value, so that value cannot change without
-// moving the entry. The maintainer derives the shard value of a row from the row's EARLIEST cell
-// (lowest ref key) of the shard field's column and sends every update of the row to that one
+// moving the entry. The maintainer derives the shard value of a row from the FIRST cell of the
+// shard field's column appended for the row (lowest added_id, storage.PartitionStore.FirstCells:
+// the order cells landed in, not their ref keys) and sends every update of the row to that one
 // shard, carrying that value in Values[0]; Merge never changes Values[0] of a stored entry. A
 // later cell whose shard value differs is a violation: its update sets Violation to its ref key
 // (Merge keeps the highest) and changes nothing else of the shard field, while its other fields
