@@ -1,15 +1,14 @@
-package main
+package bench
 
 // The scale-cells workload: latency at a fixed, open-loop request rate as the stored cells grow.
 // Each step loads flights (put_cells of 500, 8 in flight) until the datastore holds the step's
 // cell count, then measures put_cell and get_cell_latest at --scale-rate each. See
-// benchScaleCellsWorkload.
+// scaleCellsWorkload.Run.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -20,14 +19,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/examples"
 	"github.com/schemaless-db/schemaless/workload"
-	"github.com/spf13/pflag"
 )
 
-// workloadScaleCells measures latency at a fixed rate as the stored cells grow.
-const workloadScaleCells = "scale-cells"
-
-// Result rows of the scale-cells workload (benchResult.Workload).
+// Result rows of the scale-cells workload (Result.Workload).
 const (
 	scaleWorkloadPut  = workloadScaleCells + " put"
 	scaleWorkloadGet  = workloadScaleCells + " get"
@@ -48,31 +44,10 @@ const (
 	scaleFile100k = "testdata/flights-100k.csv.gz"
 )
 
-// scaleFlags are the flags of the scale-cells workload. The zero value is not usable: register
-// sets the defaults.
-type scaleFlags struct {
-	// steps are the cumulative cell counts to load up to, increasing.
-	steps []int
-	// rate is the requests/s of each of put_cell and get_cell_latest during a measurement.
-	rate float64
-	// file is the flights file loaded; "" means scaleFile3M if it exists, else scaleFile100k.
-	file string
-}
-
-// register adds the scale-cells flags to fl.
-func (s *scaleFlags) register(fl *pflag.FlagSet) {
-	fl.IntSliceVar(&s.steps, "scale-steps", []int{100000, 300000, 1000000, 3000000},
-		"scale-cells: cumulative cell counts, comma-separated and increasing: before each step's measurement, flights are loaded until the cells this run stored (loads and earlier steps' put_cell calls) reach this many")
-	fl.Float64Var(&s.rate, "scale-rate", 200,
-		"scale-cells: requests/s of put_cell and, separately, of get_cell_latest during each step's --warmup and --duration (open loop: latency counts from each request's scheduled start)")
-	fl.StringVar(&s.file, "scale-file", "",
-		"scale-cells: flights file (.csv or .csv.gz) loaded as BASE cells with new row keys, read again from the top when exhausted; airports from --airports (default "+scaleFile3M+" if it exists, else "+scaleFile100k+")")
-}
-
 // path returns the flights file to load: --scale-file, or its default.
-func (s *scaleFlags) path() string {
-	if s.file != "" {
-		return s.file
+func (s ScaleConfig) path() string {
+	if s.File != "" {
+		return s.File
 	}
 	if _, err := os.Stat(scaleFile3M); err == nil {
 		return scaleFile3M
@@ -80,39 +55,12 @@ func (s *scaleFlags) path() string {
 	return scaleFile100k
 }
 
-// validate reports every bad scale-cells flag, each error naming its flag. The flights file
-// and --clients are checked only when the scale-cells workload is selected.
-func (s *scaleFlags) validate(f benchFlags) error {
-	var errs []error
-	if len(s.steps) == 0 {
-		errs = append(errs, errors.New("--scale-steps: want at least one cell count"))
-	}
-	for i, n := range s.steps {
-		if n <= 0 {
-			errs = append(errs, fmt.Errorf("--scale-steps %d: want positive cell counts", n))
-		} else if i > 0 && n <= s.steps[i-1] {
-			errs = append(errs, fmt.Errorf("--scale-steps %d after %d: want increasing cell counts", n, s.steps[i-1]))
-		}
-	}
-	if !(s.rate > 0) || math.IsInf(s.rate, 0) {
-		errs = append(errs, fmt.Errorf("--scale-rate %v: want a positive number of requests/s", s.rate))
-	}
-	selected := false
-	for _, w := range f.workloads {
-		selected = selected || w == workloadScaleCells
-	}
-	if selected {
-		if _, err := os.Stat(s.path()); err != nil {
-			errs = append(errs, fmt.Errorf("--scale-file: %w", err))
-		}
-		if len(f.clients) == 0 || f.clients[0] < 1 {
-			errs = append(errs, errors.New("--clients: scale-cells needs a positive first value (its requests in flight)"))
-		}
-	}
-	return errors.Join(errs...)
-}
+// scaleCellsWorkload measures latency at a fixed rate as the stored cells grow.
+type scaleCellsWorkload struct{}
 
-// benchScaleCellsWorkload runs the scale-cells workload on env: for each --scale-steps value,
+func (scaleCellsWorkload) Name() string { return workloadScaleCells }
+
+// Run runs the scale-cells workload on t: for each --scale-steps value,
 // it loads flights from --scale-file until the cells this run stored reach the step, then
 // runs put_cell of new cells (bodies of about --value-size bytes) and stale get_cell_latest of
 // random loaded rows, each at --scale-rate requests/s on a fixed schedule, for --warmup then
@@ -130,25 +78,26 @@ func (s *scaleFlags) validate(f benchFlags) error {
 // external target, earlier data is not. raft-noop stores nothing to read: it is skipped with
 // a note on stderr. A load error ends the workload, returned with the rows so far; request
 // errors of a measurement are counted in its rows.
-func benchScaleCellsWorkload(ctx context.Context, target string, env benchEnv, f benchFlags) ([]benchResult, error) {
-	if target == "raft-noop" {
-		fmt.Fprintf(os.Stderr, "%s %s: skipped (raft-noop stores no cells to read)\n", target, workloadScaleCells)
+func (scaleCellsWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, error) {
+	f, target := env.Config, t.Name()
+	if !storesCells(t) {
+		fmt.Fprintf(env.Stderr, "%s %s: skipped (raft-noop stores no cells to read)\n", target, workloadScaleCells)
 		return nil, nil
 	}
-	s := f.scale
-	if len(f.clients) == 0 || f.clients[0] < 1 {
+	s := f.Scale
+	if len(f.Clients) == 0 || f.Clients[0] < 1 {
 		return nil, errors.New("--clients: scale-cells needs a positive first value (its requests in flight)")
 	}
-	inflight := f.clients[0]
-	loadCl, err := benchClient(env.endpoints, scaleLoadInflight)
+	inflight := f.Clients[0]
+	loadCl, err := newClient(t.Endpoints(), scaleLoadInflight)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := benchClient(env.endpoints, 2*inflight)
+	cl, err := newClient(t.Endpoints(), 2*inflight)
 	if err != nil {
 		return nil, err
 	}
-	airportsPath := f.idx.airportsPath
+	airportsPath := f.Index.AirportsPath
 	if airportsPath == "" {
 		airportsPath = "testdata/airports.csv"
 	}
@@ -158,9 +107,9 @@ func benchScaleCellsWorkload(ctx context.Context, target string, env benchEnv, f
 	}
 	defer ld.close()
 
-	var out []benchResult
+	var out []Result
 	var stored int64 // cells this run stored: loaded, and by the measurements' put_cell calls (warmups included)
-	for _, step := range s.steps {
+	for _, step := range s.Steps {
 		if want := int64(step) - stored; want > 0 {
 			ls, err := ld.load(ctx, want)
 			stored += ls.cells
@@ -168,7 +117,7 @@ func benchScaleCellsWorkload(ctx context.Context, target string, env benchEnv, f
 				return out, fmt.Errorf("%s %s: load step %d: %w", target, workloadScaleCells, step, err)
 			}
 			secs := ls.elapsed.Seconds()
-			r := benchResult{
+			r := Result{
 				Target: target, Workload: scaleWorkloadLoad, Clients: scaleLoadInflight, Seconds: secs,
 				Ops: ls.requests, Cells: ls.cells, Errors: ls.conflicts, StoredCells: stored,
 				OpsPerSec: float64(ls.requests) / secs, CellsPerSec: float64(ls.cells) / secs,
@@ -176,14 +125,14 @@ func benchScaleCellsWorkload(ctx context.Context, target string, env benchEnv, f
 			if ls.conflicts > 0 {
 				r.FirstError = fmt.Sprintf("%d cells answered conflict", ls.conflicts)
 			}
-			if !f.asJSON {
-				fmt.Fprintf(os.Stderr, "%s %s: loaded %d cells in %.1fs (%.0f cells/s), %d stored\n",
+			if !f.JSON {
+				fmt.Fprintf(env.Stderr, "%s %s: loaded %d cells in %.1fs (%.0f cells/s), %d stored\n",
 					target, workloadScaleCells, ls.cells, secs, r.CellsPerSec, stored)
 			}
 			out = append(out, r)
 		}
 		at := stored
-		put, get, written := scaleMeasure(ctx, cl, ld.sample, inflight, s.rate, f)
+		put, get, written := scaleMeasure(ctx, cl, ld.sample, inflight, s.Rate, f)
 		stored += written
 		if err := ctx.Err(); err != nil {
 			return out, err
@@ -191,8 +140,8 @@ func benchScaleCellsWorkload(ctx context.Context, target string, env benchEnv, f
 		for _, m := range []*scaleRun{put, get} {
 			r := m.result()
 			r.Target, r.Clients, r.StoredCells = target, inflight, at
-			if !f.asJSON {
-				fmt.Fprintf(os.Stderr, "%s %s stored=%d: %.0f ops/s, p50 %dus, p99 %dus, %d errors; sent up to %s behind schedule\n",
+			if !f.JSON {
+				fmt.Fprintf(env.Stderr, "%s %s stored=%d: %.0f ops/s, p50 %dus, p99 %dus, %d errors; sent up to %s behind schedule\n",
 					target, r.Workload, at, r.OpsPerSec, r.P50, r.P99, r.Errors, m.behindMax.Round(time.Millisecond))
 			}
 			out = append(out, r)
@@ -226,7 +175,7 @@ type scaleLoader struct {
 
 // newScaleLoader opens path (and the airports file) for loading through cl.
 func newScaleLoader(cl *client.Client, path, airportsPath string) (*scaleLoader, error) {
-	r, airports, closeR, err := openFlights(path, airportsPath)
+	r, airports, closeR, err := examples.OpenFlights(path, airportsPath)
 	if err != nil {
 		return nil, fmt.Errorf("--scale-file %s: %w", path, err)
 	}
@@ -360,10 +309,10 @@ type scaleRun struct {
 	behindMax time.Duration
 }
 
-// result returns the run's figures as a benchResult (Target, Clients and StoredCells unset).
-func (m *scaleRun) result() benchResult {
+// result returns the run's figures as a Result (Target, Clients and StoredCells unset).
+func (m *scaleRun) result() Result {
 	secs := m.elapsed.Seconds()
-	r := benchResult{
+	r := Result{
 		Workload: m.workload, Consistency: m.consistency, Seconds: secs, Ops: m.ops, Cells: m.ops, Errors: m.errs,
 		OpsPerSec: float64(m.ops) / secs, CellsPerSec: float64(m.ops) / secs, FirstError: m.firstErr,
 		P50: m.hist.ValueAtQuantile(50), P90: m.hist.ValueAtQuantile(90), P99: m.hist.ValueAtQuantile(99), Max: m.hist.Max(),
@@ -371,11 +320,11 @@ func (m *scaleRun) result() benchResult {
 	return r
 }
 
-// scaleMeasure runs the put and get schedules of one step side by side for f.warmup then
-// f.duration, at rate requests/s each with at most inflight of each pending, and returns their
+// scaleMeasure runs the put and get schedules of one step side by side for f.Warmup then
+// f.Duration, at rate requests/s each with at most inflight of each pending, and returns their
 // measurements and the cells the puts stored (warmup included). rows must not be empty and is
 // only read.
-func scaleMeasure(ctx context.Context, cl *client.Client, rows []uuid.UUID, inflight int, rate float64, f benchFlags) (put, get *scaleRun, written int64) {
+func scaleMeasure(ctx context.Context, cl *client.Client, rows []uuid.UUID, inflight int, rate float64, f Config) (put, get *scaleRun, written int64) {
 	var stored atomic.Int64
 	put = &scaleRun{workload: scaleWorkloadPut}
 	get = &scaleRun{workload: scaleWorkloadGet, consistency: client.ConsistencyStale}
@@ -384,10 +333,10 @@ func scaleMeasure(ctx context.Context, cl *client.Client, rows []uuid.UUID, infl
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		runOpenLoop(ctx, put, start, rate, inflight, f.warmup, f.duration, func(ctx context.Context, i uint64) error {
+		runOpenLoop(ctx, put, start, rate, inflight, f.Warmup, f.Duration, func(ctx context.Context, i uint64) error {
 			rng := rand.New(rand.NewPCG(i, 0x5ca1e))
 			k := cellKey(uuid.New())
-			_, err := cl.PutCell(ctx, k.RowKey, k.ColumnKey, k.RefKey, benchBody(rng, f.valueSize))
+			_, err := cl.PutCell(ctx, k.RowKey, k.ColumnKey, k.RefKey, benchBody(rng, f.ValueSize))
 			if err == nil {
 				stored.Add(1)
 			}
@@ -396,7 +345,7 @@ func scaleMeasure(ctx context.Context, cl *client.Client, rows []uuid.UUID, infl
 	}()
 	go func() {
 		defer wg.Done()
-		runOpenLoop(ctx, get, start, rate, inflight, f.warmup, f.duration, func(ctx context.Context, _ uint64) error {
+		runOpenLoop(ctx, get, start, rate, inflight, f.Warmup, f.Duration, func(ctx context.Context, _ uint64) error {
 			_, err := cl.GetCellLatest(ctx, rows[rand.IntN(len(rows))], "BASE", client.WithConsistency(client.ConsistencyStale))
 			return err
 		})

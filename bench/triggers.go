@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The consumer-group workloads of `schemaless bench`: trigger-latency (write acknowledged to
 // handler called, at a fixed write rate) and log-read (how fast one group reads a preloaded log).
@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -21,89 +22,14 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/triggers"
-	"github.com/spf13/pflag"
 )
 
-// Workloads of consumer groups.
-const (
-	workloadTriggerLatency = "trigger-latency"
-	workloadLogRead        = "log-read"
-)
-
-// isTriggerWorkload reports whether w runs a consumer group (and so needs a target that stores
-// cells: not raft-noop).
-func isTriggerWorkload(w string) bool { return w == workloadTriggerLatency || w == workloadLogRead }
-
-// triggerFlags are the flags of the consumer-group workloads.
-type triggerFlags struct {
-	rates       []int
-	workers     []int
-	maxWriters  int
-	drain       time.Duration
-	logCells    int
-	batchSize   int
-	concurrency int
-	pollWait    time.Duration
-	consistency []string
-	readProfile string
-	logWarnings bool
-}
-
-// register adds the flags to fl, with the triggers package's defaults.
-func (t *triggerFlags) register(fl *pflag.FlagSet) {
-	d := triggers.DefaultConfig()
-	fl.IntSliceVar(&t.rates, "rate", []int{1000}, "requests per second, one run per value: trigger-latency and index-lag put_cell writes, open loop (index-lag: 2000 when not given); replication-lag: writes at most, only when given; put, put-batch, get-latest and the baselines: open loop only when given (else closed loop), --clients in flight at most")
-	fl.IntSliceVar(&t.workers, "workers", []int{1}, "trigger-latency, log-read: workers of the consumer group, in this process (one run per value)")
-	fl.IntVar(&t.maxWriters, "max-writers", 256, "trigger-latency, index-lag: writes in flight at most; a write due while all are busy starts late (reported as behind)")
-	fl.DurationVar(&t.drain, "drain", 10*time.Second, "trigger-latency: wait this long after the last write for cells not yet delivered (index-lag: for probes not yet seen); log-read: give up after this long without a delivery")
-	fl.IntVar(&t.logCells, "log-cells", 200000, "log-read: cells preloaded (put_cells of 500, 8 in flight) and then read by the group")
-	fl.IntVar(&t.batchSize, "trigger-batch", d.BatchSize, "trigger workloads: cells read per shard per poll (triggers.Config.BatchSize, 1..1000)")
-	fl.IntVar(&t.concurrency, "trigger-concurrency", d.Concurrency, "trigger workloads: shards delivered at once per worker (triggers.Config.Concurrency)")
-	fl.DurationVar(&t.pollWait, "poll-wait", d.PollWait, "trigger workloads: long-poll wait of the log reads (triggers.Config.PollWait)")
-	fl.StringSliceVar(&t.consistency, "trigger-consistency", []string{d.Consistency}, "trigger workloads: consistency of the log reads, comma-separated: stale (any replica), strong (the leader)")
-	fl.StringVar(&t.readProfile, "read-cpuprofile", "", "log-read: write a CPU profile of each read phase (not the preload) to this path plus \".<target>.w<workers>\" (a later run with the same name overwrites it; cannot be combined with --cpuprofile)")
-	fl.BoolVar(&t.logWarnings, "trigger-log", false, "trigger workloads: print the workers' warnings (failed log reads, heartbeats) to stderr")
-}
-
-// validate reports every flag out of range.
-func (t triggerFlags) validate(f benchFlags) error {
-	var errs []error
-	for _, r := range t.rates {
-		if r < 1 {
-			errs = append(errs, fmt.Errorf("--rate %d: must be positive", r))
-		}
-	}
-	for _, w := range t.workers {
-		if w < 1 {
-			errs = append(errs, fmt.Errorf("--workers %d: must be positive", w))
-		}
-	}
-	for _, c := range t.consistency {
-		if c != client.ConsistencyStrong && c != client.ConsistencyStale {
-			errs = append(errs, fmt.Errorf("--trigger-consistency %q: want stale or strong", c))
-		}
-	}
-	if t.maxWriters < 1 || t.drain <= 0 || t.logCells < 1 || t.concurrency < 1 || t.pollWait < 0 {
-		errs = append(errs, errors.New("--max-writers, --drain, --log-cells and --trigger-concurrency must be positive"))
-	}
-	if t.logCells >= 1<<32 {
-		errs = append(errs, errors.New("--log-cells must be below 2^32"))
-	}
-	if t.batchSize < 1 || t.batchSize > 1000 {
-		errs = append(errs, fmt.Errorf("--trigger-batch %d: want 1..1000", t.batchSize))
-	}
-	if t.readProfile != "" && f.cpuProfile != "" {
-		errs = append(errs, errors.New("--read-cpuprofile and --cpuprofile cannot be combined"))
-	}
-	return errors.Join(errs...)
-}
-
-// triggerFigures are the figures only the consumer-group workloads have (benchResult.Triggers).
+// TriggerFigures are the figures only the consumer-group workloads have (Result.Triggers).
 // Times are in microseconds.
-type triggerFigures struct {
+type TriggerFigures struct {
 	// Group is the consumer group the run created (a new one per run).
 	Group string `json:"group"`
-	// Workers of the group; also benchResult.Clients.
+	// Workers of the group; also Result.Clients.
 	Workers int `json:"workers"`
 	// Rate is the write rate asked for (trigger-latency), WritesPerSec the one achieved.
 	Rate         int     `json:"rate,omitempty"`
@@ -136,7 +62,8 @@ type triggerRun struct {
 	endpoints   []string
 	workers     int
 	consistency string
-	f           benchFlags
+	f           Config
+	stderr      io.Writer
 }
 
 // benchKey returns the row key of cell i of a run: random, with prefix in bytes 0..3 and i in
@@ -170,11 +97,11 @@ func runTag() (uint32, string) {
 // stop cancels them and waits until every one has committed and left.
 func (r triggerRun) startWorkers(ctx context.Context, cfg triggers.Config, h triggers.Handler) (stop func() error, err error) {
 	level := slog.LevelError + 4 // silent
-	if r.f.trig.logWarnings {
+	if r.f.Triggers.LogWarnings {
 		level = slog.LevelWarn
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cfg.BatchSize, cfg.Concurrency, cfg.PollWait, cfg.Consistency = r.f.trig.batchSize, r.f.trig.concurrency, r.f.trig.pollWait, r.consistency
+	cfg.Logger = slog.New(slog.NewTextHandler(r.stderr, &slog.HandlerOptions{Level: level}))
+	cfg.BatchSize, cfg.Concurrency, cfg.PollWait, cfg.Consistency = r.f.Triggers.BatchSize, r.f.Triggers.Concurrency, r.f.Triggers.PollWait, r.consistency
 	if cfg.PollWait == 0 {
 		cfg.PollWait = time.Millisecond // triggers treats 0 as the default
 	}
@@ -182,7 +109,7 @@ func (r triggerRun) startWorkers(ctx context.Context, cfg triggers.Config, h tri
 	var wg sync.WaitGroup
 	errs := make([]error, r.workers)
 	for i := 0; i < r.workers; i++ {
-		cl, err := benchClient(r.endpoints, 4)
+		cl, err := newClient(r.endpoints, 4)
 		if err != nil {
 			cancel()
 			wg.Wait()
@@ -207,7 +134,7 @@ func (r triggerRun) startWorkers(ctx context.Context, cfg triggers.Config, h tri
 // and a committed offset, and the shards split evenly: the state in which the measurement
 // starts.
 func (r triggerRun) waitGroupReady(ctx context.Context, group string) error {
-	cl, err := benchClient(r.endpoints, 2)
+	cl, err := newClient(r.endpoints, 2)
 	if err != nil {
 		return err
 	}
@@ -256,14 +183,14 @@ type latencyCell struct {
 // base + i/rate and starts then, or as soon as one of maxWriters writers is free) while a group
 // of r.workers workers, started from the latest position, delivers them; it records the time
 // from each write's answer to its handler call.
-func (r triggerRun) benchTriggerLatency(ctx context.Context, rate int) (benchResult, error) {
+func (r triggerRun) benchTriggerLatency(ctx context.Context, rate int) (Result, error) {
 	f := r.f
 	prefix, tag := runTag()
 	group, column := "bench-latency-"+tag, "TRIGLAT_"+tag
-	warm := int(int64(rate) * int64(f.warmup) / int64(time.Second))
-	total := warm + int(int64(rate)*int64(f.duration)/int64(time.Second))
+	warm := int(int64(rate) * int64(f.Warmup) / int64(time.Second))
+	total := warm + int(int64(rate)*int64(f.Duration)/int64(time.Second))
 	if total >= 1<<32 {
-		return benchResult{}, errors.New("--rate times --duration is too large")
+		return Result{}, errors.New("--rate times --duration is too large")
 	}
 	cs := make([]latencyCell, total)
 	var base time.Time // set before the first write; read by the handler only after
@@ -283,7 +210,7 @@ func (r triggerRun) benchTriggerLatency(ctx context.Context, rate int) (benchRes
 		return nil
 	})
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	stopped := false
 	defer func() {
@@ -292,19 +219,19 @@ func (r triggerRun) benchTriggerLatency(ctx context.Context, rate int) (benchRes
 		}
 	}()
 	if err := r.waitGroupReady(ctx, group); err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 
-	cl, err := benchClient(r.endpoints, f.trig.maxWriters)
+	cl, err := newClient(r.endpoints, f.Triggers.MaxWriters)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	due := func(i int) int64 { return int64(i) * int64(time.Second) / int64(rate) }
 	jobs := make(chan int)
 	var writers sync.WaitGroup
 	var firstErr atomic.Value
-	body := benchBody(rand.New(rand.NewPCG(3, 4)), f.valueSize)
-	for w := 0; w < f.trig.maxWriters; w++ {
+	body := benchBody(rand.New(rand.NewPCG(3, 4)), f.ValueSize)
+	for w := 0; w < f.Triggers.MaxWriters; w++ {
 		writers.Add(1)
 		go func() {
 			defer writers.Done()
@@ -333,7 +260,7 @@ func (r triggerRun) benchTriggerLatency(ctx context.Context, rate int) (benchRes
 	writers.Wait()
 	writesDone := since()
 
-	// Drain: wait until every acknowledged measured write was delivered, or f.trig.drain.
+	// Drain: wait until every acknowledged measured write was delivered, or f.Triggers.Drain.
 	pending := func() int {
 		n := 0
 		for i := warm; i < total; i++ {
@@ -343,19 +270,19 @@ func (r triggerRun) benchTriggerLatency(ctx context.Context, rate int) (benchRes
 		}
 		return n
 	}
-	drainEnd := time.Now().Add(f.trig.drain)
+	drainEnd := time.Now().Add(f.Triggers.Drain)
 	for pending() > 0 && time.Now().Before(drainEnd) && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
 	stopped = true
 	if err := stop(); err != nil {
-		return benchResult{}, fmt.Errorf("group %s: %w", group, err)
+		return Result{}, fmt.Errorf("group %s: %w", group, err)
 	}
 
 	lat := hdrhistogram.New(1, 600_000_000, 3)
 	put := hdrhistogram.New(1, 600_000_000, 3)
-	tf := &triggerFigures{Group: group, Workers: r.workers, Rate: rate}
-	res := benchResult{Workload: workloadTriggerLatency, Consistency: r.consistency, Clients: r.workers, Triggers: tf}
+	tf := &TriggerFigures{Group: group, Workers: r.workers, Rate: rate}
+	res := Result{Workload: workloadTriggerLatency, Consistency: r.consistency, Clients: r.workers, Triggers: tf}
 	var firstDue, lastStart, lastAck, lastDelivered int64 = due(warm), 0, 0, 0
 	for i := warm; i < total; i++ {
 		c := &cs[i]
@@ -399,7 +326,7 @@ func (r triggerRun) benchTriggerLatency(ctx context.Context, rate int) (benchRes
 	tf.WritesPerSec = res.OpsPerSec
 	tf.Drain = max(lastDelivered-writesDone, 0) / 1000
 	if tf.Undelivered > 0 {
-		tf.Drain = f.trig.drain.Microseconds()
+		tf.Drain = f.Triggers.Drain.Microseconds()
 	}
 	res.P50, res.P90, res.P99, res.Max = lat.ValueAtQuantile(50), lat.ValueAtQuantile(90), lat.ValueAtQuantile(99), lat.Max()
 	tf.PutP50, tf.PutP99 = put.ValueAtQuantile(50), put.ValueAtQuantile(99)
@@ -417,11 +344,12 @@ type logPreload struct {
 	n      int
 }
 
-// preloadLog writes f.trig.logCells cells of a new column with put_cells of 500, 8 in flight.
-func preloadLog(ctx context.Context, endpoints []string, f benchFlags) (logPreload, error) {
+// preloadLog writes f.Triggers.LogCells cells of a new column with put_cells of 500, 8 in flight.
+func preloadLog(ctx context.Context, endpoints []string, env *Env) (logPreload, error) {
+	f := env.Config
 	prefix, tag := runTag()
-	lp := logPreload{prefix: prefix, column: "LOGREAD_" + tag, n: f.trig.logCells}
-	cl, err := benchClient(endpoints, 8)
+	lp := logPreload{prefix: prefix, column: "LOGREAD_" + tag, n: f.Triggers.LogCells}
+	cl, err := newClient(endpoints, 8)
 	if err != nil {
 		return lp, err
 	}
@@ -439,7 +367,7 @@ func preloadLog(ctx context.Context, endpoints []string, f benchFlags) (logPrelo
 				ws := make([]client.CellWrite, 0, per)
 				for i := from; i < min(from+per, lp.n); i++ {
 					ws = append(ws, client.CellWrite{Key: cells.Key{RowKey: benchKey(prefix, i), ColumnKey: lp.column, RefKey: 1},
-						Body: benchBody(rng, f.valueSize)})
+						Body: benchBody(rng, f.ValueSize)})
 				}
 				if _, err := cl.PutCells(ctx, ws); err != nil {
 					errs <- err
@@ -468,16 +396,16 @@ loop:
 	if err2 != nil {
 		return lp, err2
 	}
-	if !f.asJSON {
+	if !f.JSON {
 		el := time.Since(start)
-		fmt.Fprintf(os.Stderr, "preloaded %d cells of %s in %.1fs (%.0f cells/s)\n", lp.n, lp.column, el.Seconds(), float64(lp.n)/el.Seconds())
+		fmt.Fprintf(env.Stderr, "preloaded %d cells of %s in %.1fs (%.0f cells/s)\n", lp.n, lp.column, el.Seconds(), float64(lp.n)/el.Seconds())
 	}
 	return lp, nil
 }
 
 // benchLogRead starts a new group of r.workers workers from the earliest position on lp's
 // column and measures how long it takes to deliver every cell of lp.
-func (r triggerRun) benchLogRead(ctx context.Context, lp logPreload) (benchResult, error) {
+func (r triggerRun) benchLogRead(ctx context.Context, lp logPreload) (Result, error) {
 	f := r.f
 	_, tag := runTag()
 	group := "bench-read-" + tag
@@ -504,15 +432,15 @@ func (r triggerRun) benchLogRead(ctx context.Context, lp logPreload) (benchResul
 		}
 		return nil
 	}
-	if f.trig.readProfile != "" {
-		path := fmt.Sprintf("%s.%s.w%d", f.trig.readProfile, r.target, r.workers)
+	if f.Triggers.ReadCPUProfile != "" {
+		path := fmt.Sprintf("%s.%s.w%d", f.Triggers.ReadCPUProfile, r.target, r.workers)
 		pf, err := os.Create(path)
 		if err != nil {
-			return benchResult{}, err
+			return Result{}, err
 		}
 		defer pf.Close()
 		if err := pprof.StartCPUProfile(pf); err != nil {
-			return benchResult{}, err
+			return Result{}, err
 		}
 		defer pprof.StopCPUProfile()
 	}
@@ -521,9 +449,9 @@ func (r triggerRun) benchLogRead(ctx context.Context, lp logPreload) (benchResul
 	t0 = time.Now()
 	stop, err := r.startWorkers(ctx, cfg, handler)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
-	// Wait for the last cell; give up after f.trig.drain without progress.
+	// Wait for the last cell; give up after f.Triggers.Drain without progress.
 	last, lastChange := int64(0), time.Now()
 	complete := false
 	for !complete && ctx.Err() == nil {
@@ -533,18 +461,18 @@ func (r triggerRun) benchLogRead(ctx context.Context, lp logPreload) (benchResul
 		case <-time.After(100 * time.Millisecond):
 			if n := distinct.Load(); n != last {
 				last, lastChange = n, time.Now()
-			} else if time.Since(lastChange) > f.trig.drain {
+			} else if time.Since(lastChange) > f.Triggers.Drain {
 				lastAt.Store(int64(time.Since(t0)))
 				complete = true
 			}
 		}
 	}
 	if err := stop(); err != nil {
-		return benchResult{}, fmt.Errorf("group %s: %w", group, err)
+		return Result{}, fmt.Errorf("group %s: %w", group, err)
 	}
-	tf := &triggerFigures{Group: group, Workers: r.workers, Preloaded: lp.n, Delivered: distinct.Load(),
+	tf := &TriggerFigures{Group: group, Workers: r.workers, Preloaded: lp.n, Delivered: distinct.Load(),
 		Undelivered: int64(lp.n) - distinct.Load(), Duplicates: dups.Load(), FirstCell: firstAt.Load() / 1000}
-	res := benchResult{Workload: workloadLogRead, Consistency: r.consistency, Clients: r.workers, Triggers: tf,
+	res := Result{Workload: workloadLogRead, Consistency: r.consistency, Clients: r.workers, Triggers: tf,
 		Ops: tf.Delivered, Cells: tf.Delivered, Seconds: time.Duration(lastAt.Load()).Seconds()}
 	if res.Seconds > 0 {
 		res.OpsPerSec = float64(res.Ops) / res.Seconds
@@ -553,42 +481,50 @@ func (r triggerRun) benchLogRead(ctx context.Context, lp logPreload) (benchResul
 	return res, nil
 }
 
-// benchTriggerWorkload runs workload w (trigger-latency or log-read) once per --workers,
-// --trigger-consistency (and --rate) value. lp is the preloaded log of log-read (preloaded on
-// first use).
-func benchTriggerWorkload(ctx context.Context, target string, endpoints []string, w string, lp *logPreload, f benchFlags) ([]benchResult, error) {
-	var out []benchResult
-	if target == "raft-noop" {
-		fmt.Fprintf(os.Stderr, "%s %s: skipped (raft-noop stores no cells to read)\n", target, w)
+// triggerWorkload is a consumer-group workload (package triggers): trigger-latency (write
+// acknowledged to handler called, at a fixed write rate) or log-read (how fast one group reads a
+// preloaded log). Each run creates a new group whose workers run in this process.
+type triggerWorkload struct{ name string }
+
+func (w triggerWorkload) Name() string { return w.name }
+
+// Run runs the workload on t once per --workers, --trigger-consistency (and, for
+// trigger-latency, --rate) value. log-read preloads its log (env's) on first use. A target that
+// stores no cells is skipped.
+func (w triggerWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, error) {
+	f, target, endpoints, lp := env.Config, t.Name(), t.Endpoints(), &env.log
+	var out []Result
+	if !storesCells(t) {
+		fmt.Fprintf(env.Stderr, "%s %s: skipped (raft-noop stores no cells to read)\n", target, w.name)
 		return nil, nil
 	}
-	if w == workloadLogRead && lp.n == 0 {
+	if w.name == workloadLogRead && lp.n == 0 {
 		var err error
-		if *lp, err = preloadLog(ctx, endpoints, f); err != nil {
+		if *lp, err = preloadLog(ctx, endpoints, env); err != nil {
 			return nil, fmt.Errorf("%s: preload log: %w", target, err)
 		}
 	}
 	rates := []int{0}
-	if w == workloadTriggerLatency {
-		rates = f.trig.rates
+	if w.name == workloadTriggerLatency {
+		rates = f.Rates
 	}
-	for _, cons := range f.trig.consistency {
-		for _, n := range f.trig.workers {
+	for _, cons := range f.Triggers.Consistency {
+		for _, n := range f.Triggers.Workers {
 			for _, rate := range rates {
-				r := triggerRun{target: target, endpoints: endpoints, workers: n, consistency: cons, f: f}
-				var res benchResult
+				r := triggerRun{target: target, endpoints: endpoints, workers: n, consistency: cons, f: f, stderr: env.Stderr}
+				var res Result
 				var err error
-				if w == workloadLogRead {
+				if w.name == workloadLogRead {
 					res, err = r.benchLogRead(ctx, *lp)
 				} else {
 					res, err = r.benchTriggerLatency(ctx, rate)
 				}
 				if err != nil {
-					return out, fmt.Errorf("%s %s workers=%d: %w", target, w, n, err)
+					return out, fmt.Errorf("%s %s workers=%d: %w", target, w.name, n, err)
 				}
 				res.Target = target
-				if !f.asJSON {
-					fmt.Fprintf(os.Stderr, "%s\n", triggerNote(res))
+				if !f.JSON {
+					fmt.Fprintf(env.Stderr, "%s\n", triggerNote(res))
 				}
 				out = append(out, res)
 			}
@@ -598,7 +534,7 @@ func benchTriggerWorkload(ctx context.Context, target string, endpoints []string
 }
 
 // triggerNote is the line printed under the table for a trigger workload's run.
-func triggerNote(r benchResult) string {
+func triggerNote(r Result) string {
 	t := r.Triggers
 	head := fmt.Sprintf("%s %s %s workers=%d", r.Target, r.Workload, r.Consistency, t.Workers)
 	if r.Workload == workloadLogRead {

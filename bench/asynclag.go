@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The replication-lag workload of `schemaless bench` (async targets): how far the minions of
 // each storage cluster trail their master under a put load, as MariaDB reports it (GTID
@@ -30,9 +30,9 @@ const (
 	markerTimeout = 10 * time.Second
 )
 
-// lagFigures are the figures of the replication-lag workload (benchResult.Lag); the result's
+// LagFigures are the figures of the replication-lag workload (Result.Lag); the result's
 // latency columns are the markers' ack -> visible times. Times are in microseconds.
-type lagFigures struct {
+type LagFigures struct {
 	// Rate is the put rate asked for (0: full speed); the load's put_cell latencies are
 	// PutP50 and PutP99.
 	Rate   int   `json:"rate,omitempty"`
@@ -66,12 +66,12 @@ type lagFigures struct {
 }
 
 // benchReplicationLag runs put_cell with n clients (at most rate puts/s in all when rate > 0)
-// for f.warmup, then for f.duration while it samples the minions and times markers.
-func benchReplicationLag(ctx context.Context, e *asyncEnv, endpoints []string, n, rate int, f benchFlags) (benchResult, error) {
-	r := benchResult{Workload: workloadReplicationLag, Clients: n}
-	fig := &lagFigures{Rate: rate}
+// for f.Warmup, then for f.Duration while it samples the minions and times markers.
+func benchReplicationLag(ctx context.Context, e *asyncEnv, endpoints []string, n, rate int, f Config) (Result, error) {
+	r := Result{Workload: workloadReplicationLag, Clients: n}
+	fig := &LagFigures{Rate: rate}
 	r.Lag = fig
-	cl, err := benchClient(endpoints, n+1)
+	cl, err := newClient(endpoints, n+1)
 	if err != nil {
 		return r, err
 	}
@@ -122,7 +122,7 @@ func benchReplicationLag(ctx context.Context, e *asyncEnv, endpoints []string, n
 				}
 				k := cellKey(uuid.New())
 				start := time.Now()
-				_, err := cl.PutCell(ctx, k.RowKey, k.ColumnKey, k.RefKey, benchBody(rng, f.valueSize))
+				_, err := cl.PutCell(ctx, k.RowKey, k.ColumnKey, k.RefKey, benchBody(rng, f.ValueSize))
 				if ctx.Err() != nil || !measuring.Load() {
 					continue
 				}
@@ -136,7 +136,7 @@ func benchReplicationLag(ctx context.Context, e *asyncEnv, endpoints []string, n
 			}
 		})
 	}
-	if err := sleepCtx(ctx, f.warmup); err != nil {
+	if err := sleepCtx(ctx, f.Warmup); err != nil {
 		cancel()
 		wg.Wait()
 		return r, err
@@ -146,9 +146,9 @@ func benchReplicationLag(ctx context.Context, e *asyncEnv, endpoints []string, n
 	visible := hdrhistogram.New(1, 60_000_000, 3)
 	var side sync.WaitGroup
 	side.Go(func() { sampler.run(mctx, fig) })
-	side.Go(func() { timeMarkers(mctx, cl, visible, fig, f.valueSize) })
+	side.Go(func() { timeMarkers(mctx, cl, visible, fig, f.ValueSize) })
 	start := time.Now()
-	_ = sleepCtx(ctx, f.duration)
+	_ = sleepCtx(ctx, f.Duration)
 	measuring.Store(false)
 	elapsed := time.Since(start)
 	stopMeasuring()
@@ -174,7 +174,7 @@ func benchReplicationLag(ctx context.Context, e *asyncEnv, endpoints []string, n
 // timeMarkers writes one marker cell at a time until ctx ends: a put_cell, then stale
 // get_cells back to back until one finds it, recording the time from the put's answer to that
 // read's answer in h.
-func timeMarkers(ctx context.Context, cl *client.Client, h *hdrhistogram.Histogram, fig *lagFigures, valueSize int) {
+func timeMarkers(ctx context.Context, cl *client.Client, h *hdrhistogram.Histogram, fig *LagFigures, valueSize int) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for ctx.Err() == nil {
 		k := cellKey(uuid.New())
@@ -244,7 +244,7 @@ func (s *lagSampler) close() {
 }
 
 // run probes every lagSampleInterval until ctx ends, then fills fig's sample figures.
-func (s *lagSampler) run(ctx context.Context, fig *lagFigures) {
+func (s *lagSampler) run(ctx context.Context, fig *LagFigures) {
 	var seqs, behind []int64
 	t := time.NewTicker(lagSampleInterval)
 	defer t.Stop()
@@ -263,7 +263,7 @@ func (s *lagSampler) run(ctx context.Context, fig *lagFigures) {
 
 // probeCluster probes cluster c's master, then each of its minions, appending each minion's
 // GTID lag to seqs and its Seconds_Behind_Master to behind. A probe cut by ctx is not counted.
-func (s *lagSampler) probeCluster(ctx context.Context, c int, fig *lagFigures, seqs, behind *[]int64) {
+func (s *lagSampler) probeCluster(ctx context.Context, c int, fig *LagFigures, seqs, behind *[]int64) {
 	master, err := replication.Probe(ctx, s.dbs[c][0], s.dsns[c][0])
 	for m := 1; m < len(s.dbs[c]) && ctx.Err() == nil; m++ {
 		minion, merr := replication.Probe(ctx, s.dbs[c][m], s.dsns[c][m])
@@ -296,7 +296,7 @@ func quantile(xs []int64, q float64) int64 {
 }
 
 // lagNote is the line printed under the table for a replication-lag run.
-func lagNote(r benchResult) string {
+func lagNote(r Result) string {
 	x := r.Lag
 	rate := "full speed"
 	if x.Rate > 0 {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The index-lag workload of `schemaless bench`: the time from a put_cell's answer to the first
 // index query (strong) that returns the cell's entry, at a fixed write rate.
@@ -15,6 +15,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/examples"
 )
 
 // raftCommitted returns the sum of the commit indexes of the partitions hosted by the node that
@@ -92,33 +93,34 @@ func randomCode(rng *rand.Rand) string {
 // as distance, so one query (origin = probe, distance >= the lowest probe not yet seen, ordered
 // by distance) finds every new probe entry at once; the other writes carry random origins, so
 // their entries spread over the index shards. The index is dropped afterwards.
-func benchIndexLag(ctx context.Context, target string, endpoints []string, rate int, f benchFlags) (benchResult, error) {
-	x := f.idx
+func benchIndexLag(ctx context.Context, env *Env, target string, endpoints []string, rate int) (Result, error) {
+	f := env.Config
+	x := f.Index
 	_, tag := runTag()
 	name, column, probe := "bench_lag_"+tag, "IDXLAG_"+tag, "probe-"+tag
-	res := benchResult{Workload: workloadIndexLag, Consistency: client.ConsistencyStrong}
-	admin, err := benchClient(endpoints, 2)
+	res := Result{Workload: workloadIndexLag, Consistency: client.ConsistencyStrong}
+	admin, err := newClient(endpoints, 2)
 	if err != nil {
 		return res, err
 	}
-	def, err := defineIndex(ctx, admin, flightsIndexDefinition(name, column))
+	def, err := defineIndex(ctx, admin, examples.FlightsIndexDefinition(name, column))
 	if err != nil {
 		return res, err
 	}
-	defer dropIndex(context.WithoutCancel(ctx), admin, name, def.Version)
-	if err := waitIndexReady(ctx, admin, name, def.Version, 50*time.Millisecond, x.timeout, nil); err != nil {
+	defer dropIndex(context.WithoutCancel(ctx), env.Stderr, admin, name, def.Version)
+	if err := waitIndexReady(ctx, admin, name, def.Version, 50*time.Millisecond, x.Timeout, nil); err != nil {
 		return res, err
 	}
 
-	warm := int(int64(rate) * int64(f.warmup) / int64(time.Second))
-	total := warm + int(int64(rate)*int64(f.duration)/int64(time.Second))
+	warm := int(int64(rate) * int64(f.Warmup) / int64(time.Second))
+	total := warm + int(int64(rate)*int64(f.Duration)/int64(time.Second))
 	ws := make([]lagWrite, total)
-	ps := newProbeSet(ws, x.lagSample)
+	ps := newProbeSet(ws, x.LagSample)
 	var base time.Time
 	since := func() int64 { return max(time.Since(base).Nanoseconds(), 1) }
 
 	// The poller.
-	poller, err := benchClient(endpoints, 1)
+	poller, err := newClient(endpoints, 1)
 	if err != nil {
 		return res, err
 	}
@@ -128,7 +130,7 @@ func benchIndexLag(ctx context.Context, target string, endpoints []string, rate 
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	pollDone := make(chan struct{})
 	strong := client.WithConsistency(client.ConsistencyStrong)
-	stopProfile := profilePhase(x, target, workloadIndexLag)
+	stopProfile := profilePhase(env, target, workloadIndexLag)
 	defer stopProfile()
 	base = time.Now()
 	go func() {
@@ -167,7 +169,7 @@ func benchIndexLag(ctx context.Context, target string, endpoints []string, rate 
 				}
 				q.Cursor = ans.NextCursor
 			}
-			if d := x.lagPoll - time.Since(t0); d > 0 {
+			if d := x.LagPoll - time.Since(t0); d > 0 {
 				time.Sleep(d)
 			}
 		}
@@ -181,7 +183,7 @@ func benchIndexLag(ctx context.Context, target string, endpoints []string, rate 
 	}()
 
 	// The writers, open loop.
-	cl, err := benchClient(endpoints, f.trig.maxWriters)
+	cl, err := newClient(endpoints, f.Triggers.MaxWriters)
 	if err != nil {
 		return res, err
 	}
@@ -189,15 +191,15 @@ func benchIndexLag(ctx context.Context, target string, endpoints []string, rate 
 	jobs := make(chan int)
 	var writers sync.WaitGroup
 	var firstErr atomic.Value
-	for w := 0; w < f.trig.maxWriters; w++ {
+	for w := 0; w < f.Triggers.MaxWriters; w++ {
 		writers.Add(1)
 		go func(seed uint64) {
 			defer writers.Done()
 			rng := rand.New(rand.NewPCG(seed, seed+1))
 			for i := range jobs {
 				origin, distance := randomCode(rng), rng.IntN(3000)
-				if i%x.lagSample == 0 {
-					origin, distance = probe, i/x.lagSample
+				if i%x.LagSample == 0 {
+					origin, distance = probe, i/x.LagSample
 				}
 				body := lagBody(rng, origin, distance)
 				c := &ws[i]
@@ -213,7 +215,7 @@ func benchIndexLag(ctx context.Context, target string, endpoints []string, rate 
 		}(uint64(w) + 100)
 	}
 	// The raft entries committed during the measured writes, read from one node both times.
-	status, err := benchClient(endpoints[:1], 1)
+	status, err := newClient(endpoints[:1], 1)
 	if err != nil {
 		return res, err
 	}
@@ -244,17 +246,17 @@ func benchIndexLag(ctx context.Context, target string, endpoints []string, rate 
 	}
 
 	// Drain: until every acknowledged measured probe is seen, or --drain.
-	firstProbe := (warm + x.lagSample - 1) / x.lagSample
+	firstProbe := (warm + x.LagSample - 1) / x.LagSample
 	pending := func() int {
 		n := 0
 		for k := firstProbe; k < len(ps.seen); k++ {
-			if ws[k*x.lagSample].ack.Load() > 0 && ps.seen[k].Load() == 0 {
+			if ws[k*x.LagSample].ack.Load() > 0 && ps.seen[k].Load() == 0 {
 				n++
 			}
 		}
 		return n
 	}
-	drainEnd := time.Now().Add(f.trig.drain)
+	drainEnd := time.Now().Add(f.Triggers.Drain)
 	for pending() > 0 && time.Now().Before(drainEnd) && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -265,7 +267,7 @@ func benchIndexLag(ctx context.Context, target string, endpoints []string, rate 
 
 	lat := hdrhistogram.New(1, 600_000_000, 3)
 	put := hdrhistogram.New(1, 600_000_000, 3)
-	fig := &indexFigures{Index: name, Version: def.Version, Rate: rate, Polls: polls, PollErrors: pollErrs,
+	fig := &IndexFigures{Index: name, Version: def.Version, Rate: rate, Polls: polls, PollErrors: pollErrs,
 		PollP50: pollHist.ValueAtQuantile(50), PollP99: pollHist.ValueAtQuantile(99)}
 	res.Index = fig
 	var firstDue, lastStart, lastAck int64 = writeStart + due(warm), 0, 0
@@ -285,11 +287,11 @@ func benchIndexLag(ctx context.Context, target string, endpoints []string, rate 
 		res.Ops++
 		lastAck, lastStart = max(lastAck, a), max(lastStart, c.start.Load())
 		_ = put.RecordValue((a - c.start.Load()) / 1000)
-		if i%x.lagSample != 0 {
+		if i%x.LagSample != 0 {
 			continue
 		}
 		fig.Probes++
-		switch s := ps.seen[i/x.lagSample].Load(); {
+		switch s := ps.seen[i/x.LagSample].Load(); {
 		case s == 0:
 			fig.Unseen++
 		case s < a:

@@ -1,8 +1,8 @@
-package main
+package bench
 
 // The trips workload of `schemaless bench`: the Mezzanine flow on the real flights. The flights
 // of --flights are loaded as BASE cells of datastore trips, as `schemaless import` does, while
-// the billing consumer group (the handler of `schemaless dev`, workers in this process) derives
+// the billing consumer group (package examples, as `schemaless dev` runs it; workers here) derives
 // a STATUS cell from each BASE cell and the index maintainers keep flights_by_origin current.
 // Then --clients clients run a closed-loop mix of new trips, reads and index queries, while the
 // time from a new trip's write to its STATUS cell and the nodes' resident memory are sampled.
@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,20 +24,17 @@ import (
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/examples"
 	"github.com/schemaless-db/schemaless/workload"
-	"github.com/spf13/pflag"
 )
-
-// workloadTrips is the Mezzanine flow on the real flights (see benchTripsWorkload).
-const workloadTrips = "trips"
 
 // Fixed settings of the trips workload.
 const (
 	// tripsIndex is the index the queries read, defined before the load (flightsIndexDefinition
 	// over BASE, sharded by origin; the same index as `schemaless dev`'s).
-	tripsIndex = devIndexName
+	tripsIndex = examples.IndexName
 	// tripsGroup is the consumer group that writes a STATUS cell per BASE cell.
-	tripsGroup = "billing"
+	tripsGroup = examples.GroupBilling
 	// The load: put_cells of tripsLoadBatch flights, tripsLoadInflight requests in flight.
 	tripsLoadBatch    = 500
 	tripsLoadInflight = 8
@@ -133,37 +129,6 @@ func (m tripsMix) pick(rng *rand.Rand) tripsKind {
 	return tripsWrite // unreachable when the percents sum to 100
 }
 
-// tripsFlags are the flags of the trips workload. The flights file, the airports and the query's
-// origins, conditions, order and page size are the index workloads' flags (indexFlags).
-type tripsFlags struct {
-	flights   int
-	mix       string
-	lagSample int
-}
-
-// register adds the flags to fl.
-func (t *tripsFlags) register(fl *pflag.FlagSet) {
-	fl.IntVar(&t.flights, "trips-flights", 100000, "trips: flights loaded from --flights (the first ones, at most the file's; airports from --airports) as BASE cells of datastore trips, put_cells of 500 with 8 in flight, once per target; the measured phase starts once billing has caught up with them (at most 10 minutes later); the shared 3 million: --flights ../shared/datasets/flights-3m.csv.gz --trips-flights 3000000")
-	fl.StringVar(&t.mix, "trips-mix", "write=40,read=30,query=30", "trips: percent of each kind of measured operation, comma-separated kind=percent summing to 100 (a kind left out: 0). write: put_cell of a new trip (new row key, BASE body of the next flight of --flights after the loaded ones, from the file's start again at its end); read: get_cell_latest of a random loaded trip, 2 in 3 its BASE cell (stale), 1 in 3 its STATUS cell (strong); query: one page of --query-limit entries of index flights_by_origin for one of the --query-origins busiest loaded origins with --query-where, order_by the first --query-order, consistency the first --consistency")
-	fl.IntVar(&t.lagSample, "trips-lag-sample", 20, "trips: one measured write in this many is a trigger-lag probe: from its put_cell answer, its latest STATUS cell is read (strong; one batch get_cells of every pending probe, at most every 2 ms) until billing has written it, giving up after 10 s; the lag is from the answer to the answer of the first read that found it")
-}
-
-// validate reports every trips flag out of range, naming it. The file paths are checked when
-// the workload opens them.
-func (t *tripsFlags) validate(_ benchFlags) error {
-	var errs []error
-	if t.flights < 1 {
-		errs = append(errs, fmt.Errorf("--trips-flights %d: must be positive", t.flights))
-	}
-	if _, err := parseTripsMix(t.mix); err != nil {
-		errs = append(errs, fmt.Errorf("--trips-mix %q: %w", t.mix, err))
-	}
-	if t.lagSample < 1 {
-		errs = append(errs, fmt.Errorf("--trips-lag-sample %d: must be positive", t.lagSample))
-	}
-	return errors.Join(errs...)
-}
-
 // tripsMemory is the resident memory of one node (external target: one endpoint's
 // process_resident_memory_bytes from its /metrics) or of this process (in-process targets:
 // VmRSS of /proc/self/status, and the Go heap in use) over a measured phase, in bytes.
@@ -247,7 +212,7 @@ type tripsSummary struct {
 // tripsOutcome is what runTrips measured on a target.
 type tripsOutcome struct {
 	// results: per --clients value, the rows trips write, read, query and trips (the total).
-	results   []benchResult
+	results   []Result
 	summaries []tripsSummary
 	// written holds the first measured writes of each run (at most tripsKeepWrites per run).
 	written []client.CellWrite
@@ -255,18 +220,29 @@ type tripsOutcome struct {
 	loaded []uuid.UUID
 }
 
-// benchTripsWorkload runs the trips workload on env: once per target, define the index and
-// start the billing group's workers, load the flights, wait for both to catch up; then one
-// measured run per --clients value. After each run it prints the run's note block (stdout), or
-// with --json one JSON line of workload "trips-summary". It needs the index maintainers: on the
-// in-process targets startTarget starts them only for the index workloads. raft-noop, which
-// stores nothing, is skipped.
-func benchTripsWorkload(ctx context.Context, target string, env benchEnv, f benchFlags) ([]benchResult, error) {
-	if target == "raft-noop" {
-		fmt.Fprintf(os.Stderr, "%s %s: skipped (raft-noop stores no cells)\n", target, workloadTrips)
+// tripsWorkload is the Mezzanine flow on the real flights: the flights of --flights are loaded
+// as BASE cells of datastore trips, as `schemaless import` does, while the billing consumer
+// group (package examples, workers in this process) derives a STATUS cell from each BASE cell
+// and the index maintainers keep flights_by_origin current. Then --clients clients run a
+// closed-loop mix of new trips, reads and index queries, while the time from a new trip's write
+// to its STATUS cell and the nodes' resident memory are sampled.
+type tripsWorkload struct{}
+
+func (tripsWorkload) Name() string { return workloadTrips }
+
+// Run runs the trips workload on t: once per target, define the index and start the billing
+// group's workers, load the flights, wait for both to catch up; then one measured run per
+// --clients value. After each run it prints the run's note block (env.Stdout), or with --json
+// one JSON line of workload "trips-summary". It needs the index maintainers: on the in-process
+// targets startTarget starts them when a workload needs them (needsMaintainers). A target that
+// stores nothing is skipped.
+func (tripsWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, error) {
+	target := t.Name()
+	if !storesCells(t) {
+		fmt.Fprintf(env.Stderr, "%s %s: skipped (raft-noop stores no cells)\n", target, workloadTrips)
 		return nil, nil
 	}
-	out, err := runTrips(ctx, target, env, f)
+	out, err := runTrips(ctx, env, t)
 	if err != nil {
 		return out.results, fmt.Errorf("%s %s: %w", target, workloadTrips, err)
 	}
@@ -277,7 +253,8 @@ func benchTripsWorkload(ctx context.Context, target string, env benchEnv, f benc
 type tripsState struct {
 	target    string
 	endpoints []string
-	f         benchFlags
+	f         Config
+	env       *Env
 	mix       tripsMix
 	where     []wire.IndexCond
 	loaded    []uuid.UUID // row keys of the loaded flights
@@ -289,52 +266,53 @@ type tripsState struct {
 	load      tripsSummary // the load's figures, copied into each run's summary
 }
 
-// runTrips is benchTripsWorkload's work, returning what tests check too.
-func runTrips(ctx context.Context, target string, env benchEnv, f benchFlags) (tripsOutcome, error) {
+// runTrips is tripsWorkload.Run's work, returning what tests check too.
+func runTrips(ctx context.Context, env *Env, t Target) (tripsOutcome, error) {
+	f, target := env.Config, t.Name()
 	var out tripsOutcome
-	mix, err := parseTripsMix(f.trips.mix)
+	mix, err := parseTripsMix(f.Trips.Mix)
 	if err != nil {
 		return out, fmt.Errorf("--trips-mix: %w", err)
 	}
-	where, err := parseWhere(f.idx.queryWhere)
+	where, err := parseWhere(f.Index.QueryWhere)
 	if err != nil {
 		return out, fmt.Errorf("--query-where: %w", err)
 	}
-	if len(f.consistency) == 0 || len(f.idx.queryOrder) == 0 || len(f.clients) == 0 {
+	if len(f.Consistency) == 0 || len(f.Index.QueryOrder) == 0 || len(f.Clients) == 0 {
 		return out, errors.New("--consistency, --query-order and --clients need a value")
 	}
-	st := &tripsState{target: target, endpoints: env.endpoints, f: f, mix: mix, where: where}
-	src, keys, counts, err := openTripsSource(f.idx.flightsPath, f.idx.airportsPath, f.trips.flights)
+	st := &tripsState{target: target, endpoints: t.Endpoints(), f: f, env: env, mix: mix, where: where}
+	src, keys, counts, err := openTripsSource(f.Index.FlightsPath, f.Index.AirportsPath, f.Trips.Flights)
 	if err != nil {
-		return out, fmt.Errorf("read %s: %w", f.idx.flightsPath, err)
+		return out, fmt.Errorf("read %s: %w", f.Index.FlightsPath, err)
 	}
 	defer src.close()
 	if len(keys) == 0 {
-		return out, fmt.Errorf("%s has no flight", f.idx.flightsPath)
+		return out, fmt.Errorf("%s has no flight", f.Index.FlightsPath)
 	}
-	st.src, st.loaded, st.busy = src, keys, topOrigins(counts, f.idx.queryOrigins)
+	st.src, st.loaded, st.busy = src, keys, topOrigins(counts, f.Index.QueryOrigins)
 	out.loaded = keys
 
-	admin, err := benchClient(env.endpoints, 4)
+	admin, err := newClient(st.endpoints, 4)
 	if err != nil {
 		return out, err
 	}
-	def, err := defineIndex(ctx, admin, flightsIndexDefinition(tripsIndex, workload.ColumnBase))
+	def, err := defineIndex(ctx, admin, examples.FlightsIndexDefinition(tripsIndex, workload.ColumnBase))
 	if err != nil {
 		return out, err
 	}
 	st.version = def.Version
-	if err := waitIndexMaintained(ctx, admin, tripsIndex, def.Version, 10*f.idx.pollInterval+10*time.Second); err != nil {
+	if err := waitIndexMaintained(ctx, admin, tripsIndex, def.Version, 10*f.Index.PollInterval+10*time.Second); err != nil {
 		return out, err
 	}
-	if st.billing, err = startTripsBilling(ctx, env.endpoints, f.trig.logWarnings); err != nil {
+	if st.billing, err = startTripsBilling(ctx, st.endpoints, f.Triggers.LogWarnings, env.Stderr); err != nil {
 		return out, err
 	}
 	defer st.billing.stop()
 	if err := st.loadFlights(ctx, admin); err != nil {
 		return out, err
 	}
-	for _, n := range f.clients {
+	for _, n := range f.Clients {
 		rows, sum, written, err := st.measure(ctx, admin, n)
 		out.results = append(out.results, rows...)
 		if err != nil {
@@ -342,12 +320,12 @@ func runTrips(ctx context.Context, target string, env benchEnv, f benchFlags) (t
 		}
 		out.summaries = append(out.summaries, sum)
 		out.written = append(out.written, written...)
-		if f.asJSON {
-			if err := json.NewEncoder(os.Stdout).Encode(sum); err != nil {
+		if f.JSON {
+			if err := json.NewEncoder(env.Stdout).Encode(sum); err != nil {
 				return out, err
 			}
 		} else {
-			fmt.Print(sum.note())
+			fmt.Fprint(env.Stdout, sum.note())
 		}
 	}
 	if err := st.billing.stop(); err != nil {
@@ -376,7 +354,7 @@ func waitIndexMaintained(ctx context.Context, cl *client.Client, name string, v 
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("index %s version %d has no maintainer after %s (%s): the nodes must run the index maintainers "+
-				"(serve does; the in-process targets run them only when startTarget sees an index workload, isIndexWorkload)", name, v, limit, last)
+				"(serve does; the in-process targets run them only when startTarget sees a workload that needs them, needsMaintainers)", name, v, limit, last)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -386,51 +364,51 @@ func waitIndexMaintained(ctx context.Context, cl *client.Client, name string, v 
 // for the index version to be ready and the billing group to catch up, recording the times.
 func (st *tripsState) loadFlights(ctx context.Context, admin *client.Client) error {
 	f := st.f
-	cl, err := benchClient(st.endpoints, tripsLoadInflight)
+	cl, err := newClient(st.endpoints, tripsLoadInflight)
 	if err != nil {
 		return err
 	}
-	is, err := importFlights(ctx, cl, f.idx.flightsPath, f.idx.airportsPath,
-		importFlags{batch: tripsLoadBatch, concurrency: tripsLoadInflight, limit: len(st.loaded), quiet: true})
+	is, err := examples.ImportFlights(ctx, cl, f.Index.FlightsPath, f.Index.AirportsPath,
+		examples.ImportOptions{Batch: tripsLoadBatch, Concurrency: tripsLoadInflight, Limit: len(st.loaded)})
 	if err != nil {
 		return fmt.Errorf("load flights: %w", err)
 	}
-	if is.conflicts > 0 {
-		return fmt.Errorf("load flights: %d conflicts (the datastore holds other bodies under the flights' keys)", is.conflicts)
+	if is.Conflicts > 0 {
+		return fmt.Errorf("load flights: %d conflicts (the datastore holds other bodies under the flights' keys)", is.Conflicts)
 	}
 	loadEnd := time.Now()
-	st.base.Store(is.flights)
-	st.load = tripsSummary{LoadFlights: is.flights, LoadCreated: is.created, LoadExists: is.exists,
-		LoadSeconds: is.elapsed.Seconds(), LoadCellsPerSec: float64(is.flights) / is.elapsed.Seconds(),
+	st.base.Store(is.Flights)
+	st.load = tripsSummary{LoadFlights: is.Flights, LoadCreated: is.Created, LoadExists: is.Exists,
+		LoadSeconds: is.Elapsed.Seconds(), LoadCellsPerSec: float64(is.Flights) / is.Elapsed.Seconds(),
 		Index: tripsIndex, IndexVersion: st.version}
-	if !f.asJSON {
-		fmt.Fprintf(os.Stderr, "%s trips: loaded %d flights in %.1fs (%.0f cells/s; %d created, %d already there)\n",
-			st.target, is.flights, is.elapsed.Seconds(), st.load.LoadCellsPerSec, is.created, is.exists)
+	if !f.JSON {
+		fmt.Fprintf(st.env.Stderr, "%s trips: loaded %d flights in %.1fs (%.0f cells/s; %d created, %d already there)\n",
+			st.target, is.Flights, is.Elapsed.Seconds(), st.load.LoadCellsPerSec, is.Created, is.Exists)
 	}
-	if err := waitIndexReady(ctx, admin, tripsIndex, st.version, 250*time.Millisecond, f.idx.timeout, nil); err != nil {
+	if err := waitIndexReady(ctx, admin, tripsIndex, st.version, 250*time.Millisecond, f.Index.Timeout, nil); err != nil {
 		return err
 	}
 	st.load.IndexReadySeconds = time.Since(loadEnd).Seconds()
 	st.load.BillingCaughtUpSeconds = st.waitBilling(ctx, admin, loadEnd)
-	if !f.asJSON {
-		fmt.Fprintf(os.Stderr, "%s trips: index %s v%d ready %.1fs and billing caught up %.1fs after the load\n",
+	if !f.JSON {
+		fmt.Fprintf(st.env.Stderr, "%s trips: index %s v%d ready %.1fs and billing caught up %.1fs after the load\n",
 			st.target, tripsIndex, st.version, st.load.IndexReadySeconds, st.load.BillingCaughtUpSeconds)
 	}
 	return nil
 }
 
-// waitBilling waits (up to catchUpLimit) until the billing group has handled every BASE cell
+// waitBilling waits (up to examples.CatchUpLimit) until the billing group has handled every BASE cell
 // written so far and returns the seconds since from, or -1 when it did not catch up (said on
 // stderr).
 func (st *tripsState) waitBilling(ctx context.Context, cl *client.Client, from time.Time) float64 {
-	wctx, cancel := context.WithTimeout(ctx, catchUpLimit)
+	wctx, cancel := context.WithTimeout(ctx, examples.CatchUpLimit)
 	defer cancel()
-	cu := waitCaughtUp(wctx, cl, tripsGroup)
-	if err := errors.Join(cu.err, st.billing.failure()); err != nil {
-		fmt.Fprintf(os.Stderr, "%s trips: billing did not catch up: %v\n", st.target, err)
+	cu := examples.WaitCaughtUp(wctx, cl, tripsGroup)
+	if err := errors.Join(cu.Err, st.billing.failure()); err != nil {
+		fmt.Fprintf(st.env.Stderr, "%s trips: billing did not catch up: %v\n", st.target, err)
 		return -1
 	}
-	return max(cu.at.Sub(from), 0).Seconds()
+	return max(cu.At.Sub(from), 0).Seconds()
 }
 
 // tripsClient is one client's counts in a measured run; only its goroutine touches it until
@@ -455,15 +433,15 @@ type tripsRun struct {
 // measure runs n clients for --warmup and then --duration, each doing operations drawn from
 // the mix back to back, and returns the rows, the summary and the run's first writes. After the
 // measured phase it waits for the lag probes and for billing to catch up.
-func (st *tripsState) measure(ctx context.Context, admin *client.Client, n int) ([]benchResult, tripsSummary, []client.CellWrite, error) {
+func (st *tripsState) measure(ctx context.Context, admin *client.Client, n int) ([]Result, tripsSummary, []client.CellWrite, error) {
 	f := st.f
 	sum := st.load
 	sum.Target, sum.Workload, sum.Clients, sum.Mix = st.target, tripsSummaryWorkload, n, st.mix.String()
-	cl, err := benchClient(st.endpoints, n)
+	cl, err := newClient(st.endpoints, n)
 	if err != nil {
 		return nil, sum, nil, err
 	}
-	pcl, err := benchClient(st.endpoints, 2)
+	pcl, err := newClient(st.endpoints, 2)
 	if err != nil {
 		return nil, sum, nil, err
 	}
@@ -473,6 +451,10 @@ func (st *tripsState) measure(ctx context.Context, admin *client.Client, n int) 
 	defer stopProber()
 	wrapsBefore := st.src.wrapCount()
 
+	mem, err := newTripsMemSampler(st.target, st.endpoints)
+	if err != nil {
+		return nil, sum, nil, err
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cs := make([]*tripsClient, n)
@@ -489,13 +471,12 @@ func (st *tripsState) measure(ctx context.Context, admin *client.Client, n int) 
 			run.client(rctx, c, seed)
 		}(uint64(i) + 1)
 	}
-	mem := newTripsMemSampler(st.target, st.endpoints)
-	time.Sleep(f.warmup)
+	time.Sleep(f.Warmup)
 	mem.sample(ctx, true, false)
 	run.measuring.Store(true)
 	start := time.Now()
 	stopMem := mem.every(ctx, tripsMemInterval)
-	time.Sleep(f.duration)
+	time.Sleep(f.Duration)
 	run.measuring.Store(false)
 	elapsed := time.Since(start)
 	stopMem()
@@ -506,17 +487,18 @@ func (st *tripsState) measure(ctx context.Context, admin *client.Client, n int) 
 	sum.AfterRunCaughtUp = st.waitBilling(ctx, admin, time.Now())
 
 	base := st.base.Load()
-	sum.StoredCells = base + min(base, st.billing.trig.created.Load()+st.billing.trig.exists.Load())
+	bs := st.billing.trig.Stats()
+	sum.StoredCells = base + min(base, bs.Created+bs.Exists)
 	if sum.AfterRunCaughtUp >= 0 {
 		sum.StoredCells = 2 * base // every BASE cell written has its STATUS cell
 	}
 	// Rows: one per kind, then the total.
-	var rows []benchResult
+	var rows []Result
 	total := hdrhistogram.New(1, 60_000_000, 3)
-	tr := benchResult{Target: st.target, Workload: workloadTrips, Clients: n, Seconds: elapsed.Seconds(), StoredCells: sum.StoredCells}
+	tr := Result{Target: st.target, Workload: workloadTrips, Clients: n, Seconds: elapsed.Seconds(), StoredCells: sum.StoredCells}
 	for k := range tripsKinds {
 		h := hdrhistogram.New(1, 60_000_000, 3)
-		r := benchResult{Target: st.target, Workload: workloadTrips + " " + tripsKindNames[k], Clients: n,
+		r := Result{Target: st.target, Workload: workloadTrips + " " + tripsKindNames[k], Clients: n,
 			Seconds: elapsed.Seconds(), StoredCells: sum.StoredCells}
 		for _, c := range cs {
 			h.Merge(c.hists[k])
@@ -544,13 +526,13 @@ func (st *tripsState) measure(ctx context.Context, admin *client.Client, n int) 
 	written = written[:min(len(written), tripsKeepWrites)]
 	sum.Wrapped = st.src.wrapCount() - wrapsBefore
 	run.prober.fill(&sum)
-	b := st.billing.trig
+	b := st.billing.trig.Stats()
 	sum.BillingDelivered, sum.BillingCreated, sum.BillingExists, sum.BillingConflicts =
-		st.billing.delivered.Load(), b.created.Load(), b.exists.Load(), b.conflicts.Load()
+		st.billing.delivered.Load(), b.Created, b.Exists, b.Conflicts
 	sum.Memory = mem.figs
-	if !f.asJSON {
+	if !f.JSON {
 		for _, r := range rows {
-			fmt.Fprintf(os.Stderr, "%s %s clients=%d: %.0f ops/s, p50 %.2f ms, p99 %.2f ms, %d errors\n",
+			fmt.Fprintf(st.env.Stderr, "%s %s clients=%d: %.0f ops/s, p50 %.2f ms, p99 %.2f ms, %d errors\n",
 				r.Target, r.Workload, n, r.OpsPerSec, float64(r.P50)/1000, float64(r.P99)/1000, r.Errors)
 		}
 	}
@@ -584,14 +566,14 @@ func (run *tripsRun) client(ctx context.Context, c *tripsClient, seed uint64) {
 		switch miss {
 		case workload.ColumnBase:
 			c.baseMisses++
-		case columnStatus:
+		case examples.ColumnStatus:
 			c.statusMisses++
 		}
 	}
 }
 
 // tripsFinish fills r's rates and latency percentiles from h.
-func tripsFinish(r benchResult, h *hdrhistogram.Histogram) benchResult {
+func tripsFinish(r Result, h *hdrhistogram.Histogram) Result {
 	if r.Seconds > 0 {
 		r.OpsPerSec = float64(r.Ops) / r.Seconds
 		r.CellsPerSec = float64(r.Cells) / r.Seconds
@@ -619,7 +601,7 @@ func (run *tripsRun) op(ctx context.Context, k tripsKind, rng *rand.Rand, c *tri
 		ack := time.Now()
 		st.base.Add(1)
 		if run.measuring.Load() {
-			if (run.writeSeq.Add(1)-1)%int64(st.f.trips.lagSample) == 0 {
+			if (run.writeSeq.Add(1)-1)%int64(st.f.Trips.LagSample) == 0 {
 				run.prober.add(row, ack)
 			}
 			if len(c.written) < tripsKeepWrites {
@@ -632,7 +614,7 @@ func (run *tripsRun) op(ctx context.Context, k tripsKind, rng *rand.Rand, c *tri
 		row := st.loaded[rng.IntN(len(st.loaded))]
 		col, cons := workload.ColumnBase, client.ConsistencyStale
 		if rng.IntN(3) == 0 {
-			col, cons = columnStatus, client.ConsistencyStrong
+			col, cons = examples.ColumnStatus, client.ConsistencyStrong
 		}
 		_, err := cl.GetCellLatest(ctx, row, col, client.WithConsistency(cons))
 		if errors.Is(err, client.ErrNotFound) {
@@ -643,9 +625,9 @@ func (run *tripsRun) op(ctx context.Context, k tripsKind, rng *rand.Rand, c *tri
 		}
 		return 1, "", nil
 	default:
-		q := wire.IndexQuery{ShardValue: st.busy[rng.IntN(len(st.busy))], Where: st.where, OrderBy: st.f.idx.queryOrder[0],
-			Limit: st.f.idx.queryLimit, Version: st.version}
-		ans, err := cl.QueryIndex(ctx, tripsIndex, q, client.WithConsistency(st.f.consistency[0]))
+		q := wire.IndexQuery{ShardValue: st.busy[rng.IntN(len(st.busy))], Where: st.where, OrderBy: st.f.Index.QueryOrder[0],
+			Limit: st.f.Index.QueryLimit, Version: st.version}
+		ans, err := cl.QueryIndex(ctx, tripsIndex, q, client.WithConsistency(st.f.Consistency[0]))
 		if err != nil {
 			return 0, "", err
 		}

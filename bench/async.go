@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The async-mode targets of `schemaless bench` (async, async-unsafe: datastore "trips" on
 // replicated MariaDB storage clusters) and what their workloads share: the servers, the buffer
@@ -9,7 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"sync"
 	"time"
 
@@ -20,16 +20,6 @@ import (
 	"github.com/schemaless-db/schemaless/replication"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
-	"github.com/spf13/pflag"
-)
-
-// Async targets and workloads.
-const (
-	targetAsync       = "async"
-	targetAsyncUnsafe = "async-unsafe"
-
-	workloadReaper         = "reaper"
-	workloadReplicationLag = "replication-lag"
 )
 
 // Shape of the async targets' servers and settings the workloads rely on.
@@ -46,37 +36,15 @@ const (
 	asyncSettleTimeout = 2 * time.Minute
 )
 
-// isAsyncWorkload reports whether w is one of the async-mode workloads.
-func isAsyncWorkload(w string) bool { return w == workloadReaper || w == workloadReplicationLag }
-
-// asyncFlags are the flags of the async-mode workloads.
-type asyncFlags struct {
-	reaperCells int
-	// rateSet: --rate was given (replication-lag then paces its writes).
-	rateSet bool
-}
-
-// register adds the flags to fl.
-func (a *asyncFlags) register(fl *pflag.FlagSet) {
-	fl.IntVar(&a.reaperCells, "reaper-cells", 20000, "reaper: cells written in each variant (drain, replay)")
-}
-
-// validate reports every flag out of range.
-func (a asyncFlags) validate() error {
-	if a.reaperCells < 1 {
-		return fmt.Errorf("--reaper-cells %d: must be positive", a.reaperCells)
-	}
-	return nil
-}
-
 // replicatedServers are the MariaDB servers of the async targets, started on first use and
 // shared by every async target of one bench run. Not safe for concurrent use.
 type replicatedServers struct {
 	set *mariadbtest.ReplicatedSet
 }
 
-// get returns the servers, starting them on the first call (several seconds).
-func (r *replicatedServers) get(ctx context.Context) (*mariadbtest.ReplicatedSet, error) {
+// get returns the servers, starting them on the first call (several seconds; a line on
+// stderr says so).
+func (r *replicatedServers) get(ctx context.Context, stderr io.Writer) (*mariadbtest.ReplicatedSet, error) {
 	if r.set != nil {
 		return r.set, nil
 	}
@@ -90,14 +58,15 @@ func (r *replicatedServers) get(ctx context.Context) (*mariadbtest.ReplicatedSet
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "bench: %d MariaDB servers (%d clusters of a master and %d minions) started in %.1fs\n",
+	fmt.Fprintf(stderr, "bench: %d MariaDB servers (%d clusters of a master and %d minions) started in %.1fs\n",
 		asyncClusters*(asyncMinions+1), asyncClusters, asyncMinions, time.Since(start).Seconds())
 	r.set = set
 	return set, nil
 }
 
-// drop drops the databases of prefix on every cluster's master (the drops replicate).
-func (r *replicatedServers) drop(prefix string) {
+// drop drops the databases of prefix on every cluster's master (the drops replicate),
+// reporting failures on stderr.
+func (r *replicatedServers) drop(prefix string, stderr io.Writer) {
 	if r.set == nil {
 		return
 	}
@@ -105,18 +74,18 @@ func (r *replicatedServers) drop(prefix string) {
 	defer cancel()
 	for c := range r.set.Clusters {
 		if err := storage.DropMySQLPrefix(ctx, r.set.AdminDSN(c, 0), prefix); err != nil {
-			fmt.Fprintf(os.Stderr, "bench: drop databases %s_* on cluster %d: %v\n", prefix, c, err)
+			fmt.Fprintf(stderr, "bench: drop databases %s_* on cluster %d: %v\n", prefix, c, err)
 		}
 	}
 }
 
-// close stops the servers, if started.
-func (r *replicatedServers) close() {
+// close stops the servers, if started, reporting a failure on stderr.
+func (r *replicatedServers) close(stderr io.Writer) {
 	if r.set == nil {
 		return
 	}
 	if err := r.set.Close(); err != nil {
-		fmt.Fprintf(os.Stderr, "bench: stop the MariaDB servers: %v\n", err)
+		fmt.Fprintf(stderr, "bench: stop the MariaDB servers: %v\n", err)
 	}
 	r.set = nil
 }
@@ -316,47 +285,58 @@ func (e *asyncEnv) everyNodeSees(name string, master bool) bool {
 	return true
 }
 
-// benchAsyncWorkload runs an async-mode workload on target, one run per --clients value (and
-// per --rate value for replication-lag when --rate is given). Targets it does not apply to get
-// a note on stderr and no result.
-func benchAsyncWorkload(ctx context.Context, target string, env benchEnv, w string, f benchFlags) ([]benchResult, error) {
-	e := env.async
+// asyncWorkload is an async-mode workload: reaper (how fast the buffer of buffered writes
+// drains, and replays into a master that comes back) or replication-lag (how far the minions
+// trail their master under a put load). Async targets only.
+type asyncWorkload struct{ name string }
+
+func (w asyncWorkload) Name() string { return w.name }
+
+// Run runs the workload on t, one run per --clients value (and per --rate value for
+// replication-lag when --rate is given; both variants for reaper). Targets it does not apply to
+// get a note on env.Stderr and no result.
+func (w asyncWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, error) {
+	f, target := env.Config, t.Name()
+	var e *asyncEnv
+	if ct, ok := t.(*clusterTarget); ok {
+		e = ct.async
+	}
 	switch {
 	case e == nil:
-		fmt.Fprintf(os.Stderr, "bench: %s: not applicable to target %s (async targets only); skipped\n", w, target)
+		fmt.Fprintf(env.Stderr, "bench: %s: not applicable to target %s (async targets only); skipped\n", w.name, target)
 		return nil, nil
-	case w == workloadReaper && e.unsafe:
-		fmt.Fprintf(os.Stderr, "bench: %s: not applicable to target %s (no buffered writes, no reaper); skipped\n", w, target)
+	case w.name == workloadReaper && e.unsafe:
+		fmt.Fprintf(env.Stderr, "bench: %s: not applicable to target %s (no buffered writes, no reaper); skipped\n", w.name, target)
 		return nil, nil
 	}
-	var out []benchResult
-	for _, n := range f.clients {
-		if w == workloadReaper {
+	var out []Result
+	for _, n := range f.Clients {
+		if w.name == workloadReaper {
 			for _, variant := range []string{reaperDrain, reaperReplay} {
-				r, err := benchReaper(ctx, e, env.endpoints, variant, n, f)
+				r, err := benchReaper(ctx, e, t.Endpoints(), variant, n, env)
 				r.Target = target
 				if err != nil {
-					return out, fmt.Errorf("%s %s %s clients=%d: %w", target, w, variant, n, err)
+					return out, fmt.Errorf("%s %s %s clients=%d: %w", target, w.name, variant, n, err)
 				}
-				if !f.asJSON {
-					fmt.Fprintf(os.Stderr, "%s %s %s clients=%d: %.0f cells/s\n", target, w, variant, n, r.CellsPerSec)
+				if !f.JSON {
+					fmt.Fprintf(env.Stderr, "%s %s %s clients=%d: %.0f cells/s\n", target, w.name, variant, n, r.CellsPerSec)
 				}
 				out = append(out, r)
 			}
 			continue
 		}
 		rates := []int{0}
-		if f.async.rateSet {
-			rates = f.trig.rates
+		if f.RateSet {
+			rates = f.Rates
 		}
 		for _, rate := range rates {
-			r, err := benchReplicationLag(ctx, e, env.endpoints, n, rate, f)
+			r, err := benchReplicationLag(ctx, e, t.Endpoints(), n, rate, f)
 			r.Target = target
 			if err != nil {
-				return out, fmt.Errorf("%s %s clients=%d: %w", target, w, n, err)
+				return out, fmt.Errorf("%s %s clients=%d: %w", target, w.name, n, err)
 			}
-			if !f.asJSON {
-				fmt.Fprintf(os.Stderr, "%s %s clients=%d: %.0f puts/s, ack->visible p50 %dus, p99 %dus\n", target, w, n, r.OpsPerSec, r.P50, r.P99)
+			if !f.JSON {
+				fmt.Fprintf(env.Stderr, "%s %s clients=%d: %.0f puts/s, ack->visible p50 %dus, p99 %dus\n", target, w.name, n, r.OpsPerSec, r.P50, r.P99)
 			}
 			out = append(out, r)
 		}

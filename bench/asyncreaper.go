@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The reaper workload of `schemaless bench` (target async): how fast the buffer of buffered
 // writes drains while and after cells are written (drain), and how fast buffered cells are
@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,9 +30,9 @@ const (
 // while it waits (the depth during the writes is sampled every lagSampleInterval).
 const reaperPoll = 20 * time.Millisecond
 
-// reaperFigures are the figures of the reaper workload (benchResult.Reaper). Times are in
+// ReaperFigures are the figures of the reaper workload (Result.Reaper). Times are in
 // microseconds. "Rows" are buffer rows: each acknowledged cell creates Copies of them.
-type reaperFigures struct {
+type ReaperFigures struct {
 	// Variant is reaperDrain or reaperReplay.
 	Variant string `json:"variant"`
 	// Copies is the datastore's buffer copies per cell (buffer_clusters).
@@ -84,11 +83,12 @@ type reaperFigures struct {
 }
 
 // benchReaper runs one variant of the reaper workload with n put_cells requests in flight.
-func benchReaper(ctx context.Context, e *asyncEnv, endpoints []string, variant string, n int, f benchFlags) (benchResult, error) {
-	r := benchResult{Workload: workloadReaper, Clients: n}
-	fig := &reaperFigures{Variant: variant, Copies: e.bufferCopies()}
+func benchReaper(ctx context.Context, e *asyncEnv, endpoints []string, variant string, n int, env *Env) (Result, error) {
+	f := env.Config
+	r := Result{Workload: workloadReaper, Clients: n}
+	fig := &ReaperFigures{Variant: variant, Copies: e.bufferCopies()}
 	r.Reaper = fig
-	cl, err := benchClient(endpoints, n)
+	cl, err := newClient(endpoints, n)
 	if err != nil {
 		return r, err
 	}
@@ -105,7 +105,7 @@ func benchReaper(ctx context.Context, e *asyncEnv, endpoints []string, variant s
 		defer func() {
 			if fenced {
 				if err := e.setReadOnly(context.Background(), 0, false); err != nil {
-					fmt.Fprintf(os.Stderr, "bench: reaper: unfence cluster c0: %v\n", err)
+					fmt.Fprintf(env.Stderr, "bench: reaper: unfence cluster c0: %v\n", err)
 				}
 			}
 		}()
@@ -177,13 +177,13 @@ type writeOutcome struct {
 	start, end time.Time
 }
 
-// writePhase writes f.async.reaperCells cells with put_cells of f.batch, n requests in flight,
+// writePhase writes f.Async.ReaperCells cells with put_cells of f.Batch, n requests in flight,
 // sampling the buffer depth meanwhile, and fills r's request figures and fig's write figures.
 // Failed requests count as r.Errors (their cells are not acknowledged); it fails when every
 // request did.
-func (e *asyncEnv) writePhase(ctx context.Context, cl *client.Client, newKey func() cells.Key, n int, r *benchResult, f benchFlags) (writeOutcome, error) {
+func (e *asyncEnv) writePhase(ctx context.Context, cl *client.Client, newKey func() cells.Key, n int, r *Result, f Config) (writeOutcome, error) {
 	fig := r.Reaper
-	total := f.async.reaperCells
+	total := f.Async.ReaperCells
 	var (
 		next                 atomic.Int64
 		mu                   sync.Mutex
@@ -201,13 +201,13 @@ func (e *asyncEnv) writePhase(ctx context.Context, cl *client.Client, newKey fun
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(i)+1, uint64(i)+2))
 			for ctx.Err() == nil {
-				first := int(next.Add(int64(f.batch))) - f.batch
+				first := int(next.Add(int64(f.Batch))) - f.Batch
 				if first >= total {
 					return
 				}
-				ws := make([]client.CellWrite, min(f.batch, total-first))
+				ws := make([]client.CellWrite, min(f.Batch, total-first))
 				for j := range ws {
-					ws[j] = client.CellWrite{Key: newKey(), Body: benchBody(rng, f.valueSize)}
+					ws[j] = client.CellWrite{Key: newKey(), Body: benchBody(rng, f.ValueSize)}
 				}
 				start := time.Now()
 				res, err := cl.PutCells(ctx, ws)
@@ -283,7 +283,7 @@ func (e *asyncEnv) samplePeakDepth(ctx context.Context, peak *int64) (stop func(
 // waitReplayed waits, from the unfence at t0, until the buffer is empty and every node reports
 // it empty, recording when the nodes saw the master and replayed their first and last cells;
 // then it checks that a strong read finds every written cell (fig.Unreadable), untimed.
-func (e *asyncEnv) waitReplayed(ctx context.Context, t0 time.Time, base reaperCounters, wo writeOutcome, fig *reaperFigures) error {
+func (e *asyncEnv) waitReplayed(ctx context.Context, t0 time.Time, base reaperCounters, wo writeOutcome, fig *ReaperFigures) error {
 	since := func() int64 { return max(time.Since(t0).Microseconds(), 1) }
 	name := e.spec.StorageClusters[0].Name
 	var last int64 // the replayed counters' last value seen
@@ -302,7 +302,7 @@ func (e *asyncEnv) waitReplayed(ctx context.Context, t0 time.Time, base reaperCo
 	if err != nil {
 		return err
 	}
-	cl, err := benchClient(e.lc.URLs(), 8)
+	cl, err := newClient(e.lc.URLs(), 8)
 	if err != nil {
 		return err
 	}
@@ -313,7 +313,7 @@ func (e *asyncEnv) waitReplayed(ctx context.Context, t0 time.Time, base reaperCo
 // waitDrained waits until the buffer tables hold no row of the datastore, every node reports
 // so, and each (if not nil; called at every poll) returns true, timing the first two from from
 // (fig.Empty, fig.ReportedEmpty; fig.Left is the last depth seen).
-func (e *asyncEnv) waitDrained(ctx context.Context, from time.Time, fig *reaperFigures, each func() bool) error {
+func (e *asyncEnv) waitDrained(ctx context.Context, from time.Time, fig *ReaperFigures, each func() bool) error {
 	if each == nil {
 		each = func() bool { return true }
 	}
@@ -343,7 +343,7 @@ func (e *asyncEnv) waitDrained(ctx context.Context, from time.Time, fig *reaperF
 
 // checkReadable sets fig.Unreadable to the written cells a strong get_cells does not find
 // (a failed request counts its keys as unreadable).
-func (wo writeOutcome) checkReadable(ctx context.Context, cl *client.Client, fig *reaperFigures) {
+func (wo writeOutcome) checkReadable(ctx context.Context, cl *client.Client, fig *ReaperFigures) {
 	var missing int64
 	for i := 0; i < len(wo.keys); i += 500 {
 		chunk := wo.keys[i:min(i+500, len(wo.keys))]
@@ -362,7 +362,7 @@ func (wo writeOutcome) checkReadable(ctx context.Context, cl *client.Client, fig
 }
 
 // finishFigures fills the counter deltas and the drain rate.
-func (e *asyncEnv) finishFigures(base reaperCounters, fig *reaperFigures) {
+func (e *asyncEnv) finishFigures(base reaperCounters, fig *ReaperFigures) {
 	c := e.counters()
 	fig.Reaped, fig.Replayed, fig.Conflicts = c.reaped-base.reaped, c.replayed-base.replayed, c.conflicts-base.conflicts
 	if fig.Empty > 0 {
@@ -371,7 +371,7 @@ func (e *asyncEnv) finishFigures(base reaperCounters, fig *reaperFigures) {
 }
 
 // reaperNote is the line printed under the table for a reaper run.
-func reaperNote(r benchResult) string {
+func reaperNote(r Result) string {
 	x := r.Reaper
 	ms := func(us int64) float64 { return float64(us) / 1000 }
 	head := fmt.Sprintf("%s reaper %s clients=%d: %d cells written in %.2fs (%.0f cells/s, put_cells of up to %d: p50 %.1f ms, p99 %.1f ms, %d failed), %d answered buffered",

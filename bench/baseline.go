@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The baselines of `schemaless bench` (--baseline): put and put-batch on the raft-noop target
 // (raft without the SQL apply), and the same inserts straight into MySQL with no datastore in
@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -34,9 +33,6 @@ const (
 // when the run's context has ended.
 const mysqlBaselineDropTimeout = 60 * time.Second
 
-// isBaselineWorkload reports whether w has baselines: put and put-batch.
-func isBaselineWorkload(w string) bool { return w == "put" || w == "put-batch" }
-
 // validateBaselines reports the values of --baseline that are unknown or repeated.
 func validateBaselines(bs []string) error {
 	var errs []error
@@ -51,17 +47,18 @@ func validateBaselines(bs []string) error {
 	return errors.Join(errs...)
 }
 
-// runBaselines runs the baselines of f.baselines for the put and put-batch workloads of
-// f.workloads, once per --rate (when given) and --clients value like the targets' runs, and
+// runBaselines runs the baselines of f.Baselines for the put and put-batch workloads of
+// f.Workloads, once per --rate (when given) and --clients value like the targets' runs, and
 // returns their rows: the raft-noop target's (none when raft-noop is among --target, whose rows
 // serve), and the mysql baseline's (target baseline-mysql). Other workloads are skipped with a
 // note on stderr. It stops at the first baseline that fails to start.
-func runBaselines(ctx context.Context, f benchFlags, repl *replicatedServers) ([]benchResult, error) {
-	if len(f.baselines) == 0 {
+func runBaselines(ctx context.Context, env *Env) ([]Result, error) {
+	f := env.Config
+	if len(f.Baselines) == 0 {
 		return nil, nil
 	}
 	var ws, skipped []string
-	for _, w := range f.workloads {
+	for _, w := range f.Workloads {
 		if isBaselineWorkload(w) {
 			ws = append(ws, w)
 		} else {
@@ -69,31 +66,32 @@ func runBaselines(ctx context.Context, f benchFlags, repl *replicatedServers) ([
 		}
 	}
 	if len(skipped) > 0 {
-		fmt.Fprintf(os.Stderr, "baselines %s: %s skipped (baselines run put and put-batch only)\n", strings.Join(f.baselines, ", "), strings.Join(skipped, ", "))
+		fmt.Fprintf(env.Stderr, "baselines %s: %s skipped (baselines run put and put-batch only)\n", strings.Join(f.Baselines, ", "), strings.Join(skipped, ", "))
 	}
 	if len(ws) == 0 {
 		return nil, nil
 	}
 	fb := f
-	fb.workloads = ws
-	var out []benchResult
-	for _, b := range f.baselines {
-		var rs []benchResult
+	fb.Workloads = ws
+	var out []Result
+	for _, b := range f.Baselines {
+		envb := newEnv(fb, env.Stdout, env.Stderr, env.run)
+		var rs []Result
 		var err error
 		switch b {
 		case baselineRaftNoop:
-			if slices.Contains(f.targets, "raft-noop") {
-				fmt.Fprintln(os.Stderr, "baseline raft-noop: the rows of --target raft-noop serve")
+			if slices.Contains(f.Targets, targetRaftNoop) {
+				fmt.Fprintln(env.Stderr, "baseline raft-noop: the rows of --target raft-noop serve")
 				continue
 			}
-			var env benchEnv
-			if env, err = startTarget(ctx, "raft-noop", fb, repl); err != nil {
+			var t *clusterTarget
+			if t, err = startTarget(ctx, targetRaftNoop, envb); err != nil {
 				return out, fmt.Errorf("--baseline raft-noop: %w", err)
 			}
-			rs, err = benchTarget(ctx, "raft-noop", env, fb)
-			env.stop()
+			rs, err = runTarget(ctx, envb, t)
+			_ = t.Close()
 		case baselineMySQL:
-			rs, err = benchMySQLBaseline(ctx, fb)
+			rs, err = runMySQLBaseline(ctx, envb)
 		}
 		out = append(out, rs...)
 		if err != nil {
@@ -108,7 +106,7 @@ func runBaselines(ctx context.Context, f benchFlags, repl *replicatedServers) ([
 // and of the mysql baseline, when that row exists and has a positive cells/s (the first one if
 // several do). The baseline rows get no ratio to themselves (raft-noop rows do get VsMySQL).
 // Other rows, and rows with no matching baseline, are left alone.
-func setBaselineRatios(rs []benchResult) {
+func setBaselineRatios(rs []Result) {
 	type key struct {
 		workload      string
 		clients, rate int
@@ -145,37 +143,30 @@ func setBaselineRatios(rs []benchResult) {
 	}
 }
 
-// benchMySQLBaseline runs the mysql baseline: f.workloads' put and put-batch (others are
+// runMySQLBaseline runs the mysql baseline: env's put and put-batch workloads (others are
 // ignored), once per --rate (when given) and --clients value, on a database of its own on the
-// server at f.mysqlDSN, created first and dropped at the end, even when a run or ctx fails.
-func benchMySQLBaseline(ctx context.Context, f benchFlags) (out []benchResult, err error) {
-	b, err := openMySQLBaseline(ctx, f.mysqlDSN)
+// server at --mysql, created first and dropped at the end, even when a run or ctx fails.
+func runMySQLBaseline(ctx context.Context, env *Env) (out []Result, err error) {
+	b, err := openMySQLBaseline(ctx, env.Config.MySQLDSN)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, b.close()) }()
-	for _, w := range f.workloads {
-		if !isBaselineWorkload(w) {
-			continue
-		}
-		for _, rate := range loadRates(f) {
-			for _, n := range f.clients {
-				r := b.run(ctx, w, n, rate, f)
-				if !f.asJSON {
-					fmt.Fprintln(os.Stderr, runLine(r))
-				}
-				out = append(out, r)
-				if ctx.Err() != nil {
-					return out, ctx.Err()
-				}
-			}
+	defer func() { err = errors.Join(err, b.Close()) }()
+	var ws []string
+	for _, w := range env.Config.Workloads {
+		if isBaselineWorkload(w) {
+			ws = append(ws, w)
 		}
 	}
-	return out, nil
+	envb := *env
+	envb.Config.Workloads = ws
+	return runTarget(ctx, &envb, b)
 }
 
 // mysqlBaseline is the mysql baseline's database, benchbase_<random>, holding one table shaped
-// like the datastore's cell table. Its runs are sequential: run changes the pool's size.
+// like the datastore's cell table: the target of the put and put-batch workloads' baseline
+// (loadWorkload), named baseline-mysql, without the HTTP API. Its runs are sequential: run
+// changes the pool's size.
 type mysqlBaseline struct {
 	db *sql.DB
 	// database is the database's name (unquoted), table its cell table, qualified and quoted.
@@ -186,7 +177,7 @@ type mysqlBaseline struct {
 
 // openMySQLBaseline connects to the server at dsn (its database is ignored) and creates a new
 // database benchbase_<8 hex digits> and its cell table. The connection settings mirror
-// storage.OpenMySQL's (UTC, interpolated parameters). The caller must call close, which drops
+// storage.OpenMySQL's (UTC, interpolated parameters). The caller must call Close, which drops
 // the database.
 func openMySQLBaseline(ctx context.Context, dsn string) (*mysqlBaseline, error) {
 	mc, err := mysql.ParseDSN(dsn)
@@ -217,7 +208,7 @@ func openMySQLBaseline(ctx context.Context, dsn string) (*mysqlBaseline, error) 
 			if i == 0 { // not created (it may even be someone else's): nothing to drop
 				return nil, errors.Join(err, db.Close())
 			}
-			return nil, errors.Join(err, b.close())
+			return nil, errors.Join(err, b.Close())
 		}
 	}
 	return b, nil
@@ -250,20 +241,20 @@ func baselineInsertSQL(table string, n int) string {
 
 // run runs workload (put or put-batch) with n clients at rate (0: closed loop) like the
 // targets' runs (runLoad, f's warm-up, duration or ops, batch and value size) and returns its
-// row, target baseline-mysql. The pool holds n connections, at most f.connections when that is
+// row, target baseline-mysql. The pool holds n connections, at most f.Connections when that is
 // set, so that without it each client has a connection of its own; each request is one
-// autocommitted INSERT (one transaction and commit) of 1 row (put) or f.batch rows (put-batch).
+// autocommitted INSERT (one transaction and commit) of 1 row (put) or f.Batch rows (put-batch).
 // Unlike the datastore, it reads nothing before writing and keeps no applied index.
-func (b *mysqlBaseline) run(ctx context.Context, workload string, n, rate int, f benchFlags) benchResult {
+func (b *mysqlBaseline) run(ctx context.Context, workload string, n, rate int, f Config) Result {
 	conns := n
-	if f.connections > 0 {
-		conns = min(n, f.connections)
+	if f.Connections > 0 {
+		conns = min(n, f.Connections)
 	}
 	b.db.SetMaxOpenConns(conns)
 	b.db.SetMaxIdleConns(conns)
 	rows := 1
-	if workload == "put-batch" {
-		rows = f.batch
+	if workload == workloadPutBatch {
+		rows = f.Batch
 	}
 	q := baselineInsertSQL(b.table, rows)
 	r := runLoad(ctx, n, rate, f, func(ctx context.Context, rng *rand.Rand) (int, error) {
@@ -271,7 +262,7 @@ func (b *mysqlBaseline) run(ctx context.Context, workload string, n, rate int, f
 		now := time.Now().UTC().Truncate(time.Microsecond)
 		for range rows {
 			k := cellKey(uuid.New())
-			args = append(args, b.lastID.Add(1), k.RowKey[:], k.ColumnKey, k.RefKey, []byte(benchBody(rng, f.valueSize)), now)
+			args = append(args, b.lastID.Add(1), k.RowKey[:], k.ColumnKey, k.RefKey, []byte(benchBody(rng, f.ValueSize)), now)
 		}
 		_, err := b.db.ExecContext(ctx, q, args...)
 		return rows, err
@@ -280,9 +271,15 @@ func (b *mysqlBaseline) run(ctx context.Context, workload string, n, rate int, f
 	return r
 }
 
-// close drops the database (within mysqlBaselineDropTimeout, whatever the runs' context) and
+// Name is baseline-mysql.
+func (b *mysqlBaseline) Name() string { return targetBaselineMySQL }
+
+// Endpoints is nil: the baseline has no HTTP API.
+func (b *mysqlBaseline) Endpoints() []string { return nil }
+
+// Close drops the database (within mysqlBaselineDropTimeout, whatever the runs' context) and
 // closes the pool.
-func (b *mysqlBaseline) close() error {
+func (b *mysqlBaseline) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), mysqlBaselineDropTimeout)
 	defer cancel()
 	var err error
@@ -290,4 +287,24 @@ func (b *mysqlBaseline) close() error {
 		err = fmt.Errorf("drop database %s: %w", b.database, e)
 	}
 	return errors.Join(err, b.db.Close())
+}
+
+// runWorkload runs workload (put or put-batch) once per --rate (when given) and --clients value
+// with run, printing each run's line on env.Stderr (not with --json), and stops when ctx ends.
+func (b *mysqlBaseline) runWorkload(ctx context.Context, env *Env, workload string) ([]Result, error) {
+	f := env.Config
+	var out []Result
+	for _, rate := range loadRates(f) {
+		for _, n := range f.Clients {
+			r := b.run(ctx, workload, n, rate, f)
+			if !f.JSON {
+				fmt.Fprintln(env.Stderr, runLine(r))
+			}
+			out = append(out, r)
+			if ctx.Err() != nil {
+				return out, ctx.Err()
+			}
+		}
+	}
+	return out, nil
 }

@@ -1,16 +1,14 @@
-package main
+package bench
 
 // The secondary-index workloads of `schemaless bench`: index-lag (write acknowledged to index
-// entry queryable, at a fixed write rate; in benchindexlag.go), index-query (pages of an index query over the flights
+// entry queryable, at a fixed write rate; in indexlag.go), index-query (pages of an index query over the flights
 // sample, following cursors) and index-backfill (how fast a new index is built over cells
 // already stored).
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
@@ -24,92 +22,12 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/indexes/maintainer"
-	"github.com/schemaless-db/schemaless/internal/localcluster"
-	"github.com/spf13/pflag"
-)
-
-// Workloads of secondary indexes.
-const (
-	workloadIndexLag      = "index-lag"
-	workloadIndexQuery    = "index-query"
-	workloadIndexBackfill = "index-backfill"
+	"github.com/schemaless-db/schemaless/examples"
 )
 
 // defaultIndexLagRate is index-lag's write rate when --rate is not given (trigger-latency's
 // default, 1,000, is --rate's own).
 const defaultIndexLagRate = 2000
-
-// isIndexWorkload reports whether w is a secondary-index workload (it needs index maintainers
-// and a target that stores cells: not raft-noop).
-func isIndexWorkload(w string) bool {
-	return w == workloadIndexLag || w == workloadIndexQuery || w == workloadIndexBackfill
-}
-
-// indexFlags are the flags of the secondary-index workloads.
-type indexFlags struct {
-	flightsPath  string
-	airportsPath string
-	flights      int
-	lagSample    int
-	lagPoll      time.Duration
-	queryColumns []string
-	queryOrder   []string
-	queryWhere   string
-	queryOrigins int
-	queryPages   int
-	queryLimit   int
-	pollInterval time.Duration
-	timeout      time.Duration
-	logWarnings  bool
-	cpuProfile   string
-	// rateSet is true when --rate was given; otherwise index-lag runs at defaultIndexLagRate.
-	rateSet bool
-	// where is queryWhere parsed by validate.
-	where []wire.IndexCond
-}
-
-// register adds the flags to fl.
-func (x *indexFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&x.flightsPath, "flights", "testdata/flights-100k.csv.gz", "index-query, index-backfill: flights file loaded as BASE cells (the import path: put_cells of 500, 8 in flight)")
-	fl.StringVar(&x.airportsPath, "airports", "testdata/airports.csv", "index-query, index-backfill: airports file joined into the flights")
-	fl.IntVar(&x.flights, "index-flights", 100000, "index-query, index-backfill: flights loaded from --flights, once per target (at most the file's)")
-	fl.IntVar(&x.lagSample, "lag-sample", 10, "index-lag: one write in this many is a probe whose entry is watched for")
-	fl.DurationVar(&x.lagPoll, "lag-poll", time.Millisecond, "index-lag: interval of the probe query (strong) that finds the probes' entries; a slower query makes it longer")
-	fl.StringSliceVar(&x.queryColumns, "query-columns", []string{"none", "BASE"}, "index-query: cells fetched with each entry, comma-separated runs: none, or a column key (one run per value)")
-	fl.StringSliceVar(&x.queryOrder, "query-order", []string{"date"}, "index-query: order_by of the query, comma-separated runs: date, -delay, ... (one run per value)")
-	fl.StringVar(&x.queryWhere, "query-where", "delay>15", "index-query: conditions, comma-separated, each <field><op><value> with op one of = != < <= > >= (empty: none)")
-	fl.IntVar(&x.queryOrigins, "query-origins", 5, "index-query: shard values queried: this many busiest origins of the loaded flights, at random")
-	fl.IntVar(&x.queryPages, "query-pages", 10, "index-query: pages followed by cursor before a client starts over with another origin (0: to the last page)")
-	fl.IntVar(&x.queryLimit, "query-limit", 100, "index-query: entries per page (limit)")
-	fl.DurationVar(&x.pollInterval, "index-poll-interval", maintainer.DefaultConfig().PollInterval, "index workloads: catalog poll interval of the in-process targets' maintainers (serve --index-poll-interval): starts builds, marks versions ready")
-	fl.DurationVar(&x.timeout, "index-timeout", 10*time.Minute, "index workloads: longest wait for an index version to be ready")
-	fl.BoolVar(&x.logWarnings, "index-log", false, "index workloads: print the in-process maintainers' warnings to stderr")
-	fl.StringVar(&x.cpuProfile, "index-cpuprofile", "", "index workloads: write a CPU profile of each measured phase (index-lag: the writes and the drain; index-backfill: define to ready; index-query: one run) to this path plus \".<target>.<workload>.<n>\" (cannot be combined with --cpuprofile)")
-}
-
-// validate reports every flag out of range and parses --query-where. cpuProfile is --cpuprofile.
-func (x *indexFlags) validate(cpuProfile string) error {
-	var errs []error
-	if x.cpuProfile != "" && cpuProfile != "" {
-		errs = append(errs, errors.New("--index-cpuprofile and --cpuprofile cannot be combined"))
-	}
-	if x.flights < 1 || x.lagSample < 1 || x.queryOrigins < 1 || x.queryPages < 0 || x.queryLimit < 1 {
-		errs = append(errs, errors.New("--index-flights, --lag-sample, --query-origins and --query-limit must be positive, --query-pages not negative"))
-	}
-	if x.lagPoll <= 0 || x.pollInterval <= 0 || x.timeout <= 0 {
-		errs = append(errs, errors.New("--lag-poll, --index-poll-interval and --index-timeout must be positive"))
-	}
-	if len(x.queryColumns) == 0 || len(x.queryOrder) == 0 {
-		errs = append(errs, errors.New("--query-columns and --query-order need at least one value"))
-	}
-	where, err := parseWhere(x.queryWhere)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("--query-where: %w", err))
-	}
-	x.where = where
-	return errors.Join(errs...)
-}
 
 // parseWhere parses conditions written "<field><op><value>", comma-separated ("delay>15,
 // distance>=500, origin=ORD"), into index query conditions. An integer value becomes a JSON
@@ -154,24 +72,9 @@ func parseWhere(s string) ([]wire.IndexCond, error) {
 	return out, nil
 }
 
-// flightsIndexDefinition is the definition (YAML) of an index named name over the flight fields
-// of column's cells, sharded by origin.
-func flightsIndexDefinition(name, column string) []byte {
-	return []byte(fmt.Sprintf(`table: %s
-column_defs:
-  - column_key: %s
-    fields:
-      - { field: origin, type: string }
-      - { field: date, type: datetime }
-      - { field: destination, type: string }
-      - { field: delay, type: int }
-      - { field: distance, type: int }
-`, name, column))
-}
-
-// indexFigures are the figures only the index workloads have (benchResult.Index). Times are in
+// IndexFigures are the figures only the index workloads have (Result.Index). Times are in
 // microseconds.
-type indexFigures struct {
+type IndexFigures struct {
 	// Index is the index the run defined or queried, Version its version.
 	Index   string `json:"index"`
 	Version int    `json:"version"`
@@ -225,25 +128,23 @@ type indexFigures struct {
 	Entries          int64   `json:"entries,omitempty"`
 }
 
-// profiles counts the phase profiles written by this process, to name them.
-var profiles atomic.Int64
-
 // profilePhase starts a CPU profile of one measured phase of workload on target when
-// --index-cpuprofile is set; the returned function stops it (once; later calls do nothing). A failure to start is reported on
-// stderr only.
-func profilePhase(x indexFlags, target, workload string) (stop func()) {
-	if x.cpuProfile == "" {
+// --index-cpuprofile is set; the returned function stops it (once; later calls do nothing). A
+// failure to start is reported on env.Stderr only.
+func profilePhase(env *Env, target, workload string) (stop func()) {
+	x := env.Config.Index
+	if x.CPUProfile == "" {
 		return func() {}
 	}
-	path := fmt.Sprintf("%s.%s.%s.%d", x.cpuProfile, target, workload, profiles.Add(1))
+	path := fmt.Sprintf("%s.%s.%s.%d", x.CPUProfile, target, workload, env.run.profiles.Add(1))
 	pf, err := os.Create(path)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		fmt.Fprintf(env.Stderr, "bench: %v\n", err)
 		return func() {}
 	}
 	if err := pprof.StartCPUProfile(pf); err != nil {
 		pf.Close()
-		fmt.Fprintf(os.Stderr, "bench: profile %s: %v\n", path, err)
+		fmt.Fprintf(env.Stderr, "bench: profile %s: %v\n", path, err)
 		return func() {}
 	}
 	var once sync.Once
@@ -264,31 +165,6 @@ type indexFixture struct {
 	index       string   // a ready index over the flights' BASE cells; "" until one is
 	indexVer    int
 	indexBuilds int // indexes defined over the flights so far
-}
-
-// startMaintainers runs the index maintainer beside every node of c, as `schemaless serve`
-// does (startMaintainer); the returned function stops them all.
-func startMaintainers(ctx context.Context, c *localcluster.Cluster, x indexFlags) (func(), error) {
-	level := slog.LevelError + 4 // silent
-	if x.logWarnings {
-		level = slog.LevelWarn
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	var stops []func()
-	stopAll := func() {
-		for _, s := range stops {
-			s()
-		}
-	}
-	for i, spec := range c.Topology.Nodes {
-		stop, err := startMaintainer(ctx, c.Node(i), c.Topology, spec.ID, x.pollInterval, logger.With("node", spec.ID))
-		if err != nil {
-			stopAll()
-			return nil, err
-		}
-		stops = append(stops, stop)
-	}
-	return stopAll, nil
 }
 
 // defineIndex defines the index of def and returns its version.
@@ -350,9 +226,9 @@ func waitIndexReady(ctx context.Context, cl *client.Client, name string, v int, 
 
 // dropIndex drops version v of index name, reporting a failure on stderr only: the run's
 // figures are measured by then.
-func dropIndex(ctx context.Context, cl *client.Client, name string, v int) {
+func dropIndex(ctx context.Context, stderr io.Writer, cl *client.Client, name string, v int) {
 	if _, err := cl.DropIndexVersion(ctx, name, v); err != nil {
-		fmt.Fprintf(os.Stderr, "bench: drop index %s version %d: %v\n", name, v, err)
+		fmt.Fprintf(stderr, "bench: drop index %s version %d: %v\n", name, v, err)
 	}
 }
 
@@ -374,7 +250,7 @@ func topOrigins(counts map[string]int, k int) []string {
 
 // countOrigins counts the flights of each origin among the first limit flights of path.
 func countOrigins(path, airportsPath string, limit int) (map[string]int, error) {
-	r, _, closeFile, err := openFlights(path, airportsPath)
+	r, _, closeFile, err := examples.OpenFlights(path, airportsPath)
 	if err != nil {
 		return nil, err
 	}
@@ -394,29 +270,30 @@ func countOrigins(path, airportsPath string, limit int) (map[string]int, error) 
 }
 
 // loadFlights loads the flights of the index workloads into the target, once.
-func (fx *indexFixture) loadFlights(ctx context.Context, endpoints []string, f benchFlags) error {
+func (fx *indexFixture) loadFlights(ctx context.Context, endpoints []string, env *Env) error {
+	f := env.Config
 	if fx.flights > 0 {
 		return nil
 	}
-	x := f.idx
-	counts, err := countOrigins(x.flightsPath, x.airportsPath, x.flights)
+	x := f.Index
+	counts, err := countOrigins(x.FlightsPath, x.AirportsPath, x.Flights)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", x.flightsPath, err)
+		return fmt.Errorf("read %s: %w", x.FlightsPath, err)
 	}
 	fx.busy = topOrigins(counts, len(counts))
-	cl, err := benchClient(endpoints, 8)
+	cl, err := newClient(endpoints, 8)
 	if err != nil {
 		return err
 	}
-	st, err := importFlights(ctx, cl, x.flightsPath, x.airportsPath, importFlags{batch: 500, concurrency: 8, limit: x.flights, quiet: true})
+	st, err := examples.ImportFlights(ctx, cl, x.FlightsPath, x.AirportsPath, examples.ImportOptions{Batch: 500, Concurrency: 8, Limit: x.Flights})
 	if err != nil {
 		return fmt.Errorf("load flights: %w", err)
 	}
-	fx.flights = int(st.flights)
-	fx.loadPerSec = float64(st.flights) / st.elapsed.Seconds()
-	if !f.asJSON {
-		fmt.Fprintf(os.Stderr, "loaded %d flights in %.1fs (%.0f cells/s; %d created, %d already there)\n",
-			st.flights, st.elapsed.Seconds(), fx.loadPerSec, st.created, st.exists)
+	fx.flights = int(st.Flights)
+	fx.loadPerSec = float64(st.Flights) / st.Elapsed.Seconds()
+	if !f.JSON {
+		fmt.Fprintf(env.Stderr, "loaded %d flights in %.1fs (%.0f cells/s; %d created, %d already there)\n",
+			st.Flights, st.Elapsed.Seconds(), fx.loadPerSec, st.Created, st.Exists)
 	}
 	return nil
 }
@@ -425,9 +302,10 @@ func (fx *indexFixture) loadFlights(ctx context.Context, endpoints []string, f b
 // cells and measures the time until its version has handled every cell and is ready, reading
 // its status every 250 ms and printing its progress every second. The index stays, for
 // index-query.
-func benchIndexBackfill(ctx context.Context, target string, endpoints []string, fx *indexFixture, f benchFlags) (benchResult, error) {
-	res := benchResult{Workload: workloadIndexBackfill}
-	if err := fx.loadFlights(ctx, endpoints, f); err != nil {
+func benchIndexBackfill(ctx context.Context, env *Env, target string, endpoints []string) (Result, error) {
+	f, fx := env.Config, &env.fx
+	res := Result{Workload: workloadIndexBackfill}
+	if err := fx.loadFlights(ctx, endpoints, env); err != nil {
 		return res, err
 	}
 	name := "flights_by_origin"
@@ -436,16 +314,16 @@ func benchIndexBackfill(ctx context.Context, target string, endpoints []string, 
 		name += "_" + tag
 	}
 	fx.indexBuilds++
-	admin, err := benchClient(endpoints, 2)
+	admin, err := newClient(endpoints, 2)
 	if err != nil {
 		return res, err
 	}
-	fig := &indexFigures{Index: name, Flights: fx.flights, LoadCellsPerSec: fx.loadPerSec}
+	fig := &IndexFigures{Index: name, Flights: fx.flights, LoadCellsPerSec: fx.loadPerSec}
 	res.Index = fig
-	stopProfile := profilePhase(f.idx, target, workloadIndexBackfill)
+	stopProfile := profilePhase(env, target, workloadIndexBackfill)
 	defer stopProfile()
 	start := time.Now()
-	def, err := defineIndex(ctx, admin, flightsIndexDefinition(name, "BASE"))
+	def, err := defineIndex(ctx, admin, examples.FlightsIndexDefinition(name, "BASE"))
 	if err != nil {
 		return res, err
 	}
@@ -453,7 +331,7 @@ func benchIndexBackfill(ctx context.Context, target string, endpoints []string, 
 	var firstAt, allAt, lastPrint time.Duration
 	var firstHandled int64
 	var last wire.IndexVersionStatus
-	err = waitIndexReady(ctx, admin, name, def.Version, 250*time.Millisecond, f.idx.timeout, func(_ time.Duration, vs wire.IndexVersionStatus) {
+	err = waitIndexReady(ctx, admin, name, def.Version, 250*time.Millisecond, f.Index.Timeout, func(_ time.Duration, vs wire.IndexVersionStatus) {
 		el := time.Since(start)
 		last = vs
 		if vs.HandledCells > 0 && firstAt == 0 {
@@ -463,9 +341,9 @@ func benchIndexBackfill(ctx context.Context, target string, endpoints []string, 
 			allAt = el
 			fig.TotalCells = vs.TotalCells
 		}
-		if !f.asJSON && el-lastPrint >= time.Second {
+		if !f.JSON && el-lastPrint >= time.Second {
 			lastPrint = el
-			fmt.Fprintf(os.Stderr, "%s index-backfill %s: %5.1fs %s, %d of %d cells handled (%.0f%%), %.0f cells/s so far, lag %.1fs, %d workers\n",
+			fmt.Fprintf(env.Stderr, "%s index-backfill %s: %5.1fs %s, %d of %d cells handled (%.0f%%), %.0f cells/s so far, lag %.1fs, %d workers\n",
 				target, name, el.Seconds(), vs.State, vs.HandledCells, vs.TotalCells, 100*vs.Progress,
 				float64(vs.HandledCells)/el.Seconds(), vs.LagSeconds, vs.Workers)
 		}
@@ -506,13 +384,18 @@ func queryColumns(v string) []string {
 // --query-origins busiest, --query-where, order_by order, pages of --query-limit followed by
 // cursor up to --query-pages, then another origin; for --warmup and then --duration. Each page
 // is one measured query.
-func benchIndexQuery(ctx context.Context, target string, endpoints []string, fx *indexFixture, consistency, order, columns string, n int, f benchFlags) (benchResult, error) {
-	x := f.idx
-	cl, err := benchClient(endpoints, n)
+func benchIndexQuery(ctx context.Context, env *Env, target string, endpoints []string, consistency, order, columns string, n int) (Result, error) {
+	f, fx := env.Config, &env.fx
+	x := f.Index
+	where, err := parseWhere(x.QueryWhere)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, fmt.Errorf("--query-where: %w", err)
 	}
-	origins := fx.busy[:min(x.queryOrigins, len(fx.busy))]
+	cl, err := newClient(endpoints, n)
+	if err != nil {
+		return Result{}, err
+	}
+	origins := fx.busy[:min(x.QueryOrigins, len(fx.busy))]
 	var measuring atomic.Bool
 	var ops, entries, errs, scans atomic.Int64
 	var firstErr atomic.Value
@@ -527,8 +410,8 @@ func benchIndexQuery(ctx context.Context, target string, endpoints []string, fx 
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(seed, seed+1))
 			for rctx.Err() == nil {
-				q := wire.IndexQuery{ShardValue: origins[rng.IntN(len(origins))], Where: x.where, OrderBy: order,
-					Limit: x.queryLimit, Columns: queryColumns(columns)}
+				q := wire.IndexQuery{ShardValue: origins[rng.IntN(len(origins))], Where: where, OrderBy: order,
+					Limit: x.QueryLimit, Columns: queryColumns(columns)}
 				for pages := 1; rctx.Err() == nil; pages++ {
 					start := time.Now()
 					ans, err := cl.QueryIndex(rctx, fx.index, q, opt)
@@ -548,7 +431,7 @@ func benchIndexQuery(ctx context.Context, target string, endpoints []string, fx 
 						ops.Add(1)
 						entries.Add(int64(len(ans.Entries)))
 					}
-					if ans.NextCursor == "" || (x.queryPages > 0 && pages >= x.queryPages) {
+					if ans.NextCursor == "" || (x.QueryPages > 0 && pages >= x.QueryPages) {
 						if m {
 							scans.Add(1)
 						}
@@ -559,11 +442,11 @@ func benchIndexQuery(ctx context.Context, target string, endpoints []string, fx 
 			}
 		}(hists[i], uint64(i)+1)
 	}
-	time.Sleep(f.warmup)
-	stopProfile := profilePhase(x, target, workloadIndexQuery)
+	time.Sleep(f.Warmup)
+	stopProfile := profilePhase(env, target, workloadIndexQuery)
 	measuring.Store(true)
 	start := time.Now()
-	time.Sleep(f.duration)
+	time.Sleep(f.Duration)
 	measuring.Store(false)
 	elapsed := time.Since(start)
 	stopProfile()
@@ -573,8 +456,8 @@ func benchIndexQuery(ctx context.Context, target string, endpoints []string, fx 
 	for _, h := range hists {
 		all.Merge(h)
 	}
-	fig := &indexFigures{Index: fx.index, Version: fx.indexVer, Variant: fmt.Sprintf("order=%s columns=%s", order, columns), Scans: scans.Load()}
-	r := benchResult{Workload: workloadIndexQuery, Consistency: consistency, Clients: n, Seconds: elapsed.Seconds(),
+	fig := &IndexFigures{Index: fx.index, Version: fx.indexVer, Variant: fmt.Sprintf("order=%s columns=%s", order, columns), Scans: scans.Load()}
+	r := Result{Workload: workloadIndexQuery, Consistency: consistency, Clients: n, Seconds: elapsed.Seconds(),
 		Ops: ops.Load(), Cells: entries.Load(), Errors: errs.Load(), Index: fig,
 		P50: all.ValueAtQuantile(50), P90: all.ValueAtQuantile(90), P99: all.ValueAtQuantile(99), Max: all.Max()}
 	r.OpsPerSec = float64(r.Ops) / r.Seconds
@@ -585,58 +468,69 @@ func benchIndexQuery(ctx context.Context, target string, endpoints []string, fx 
 	return r, nil
 }
 
-// benchIndexWorkload runs workload w on target: index-lag once per --rate, index-backfill once,
-// index-query once per --consistency, --query-order, --query-columns and --clients value. fx is
-// the target's flights and their index, loaded and built on first use.
-func benchIndexWorkload(ctx context.Context, target string, endpoints []string, w string, fx *indexFixture, f benchFlags) ([]benchResult, error) {
-	if target == "raft-noop" {
-		fmt.Fprintf(os.Stderr, "%s %s: skipped (raft-noop stores no cells to index)\n", target, w)
+// indexWorkload is a secondary-index workload (package indexes): index-lag (write acknowledged
+// to index entry queryable, at a fixed write rate), index-query (pages of an index query over
+// the flights sample, following cursors) or index-backfill (how fast a new index is built over
+// cells already stored). On the in-process targets the nodes run the index maintainers.
+type indexWorkload struct{ name string }
+
+func (w indexWorkload) Name() string { return w.name }
+
+// Run runs the workload on t: index-lag once per --rate, index-backfill once, index-query once
+// per --consistency, --query-order, --query-columns and --clients value. The target's flights
+// and their index (env's fixture) are loaded and built on first use. A target that stores no
+// cells is skipped.
+func (w indexWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, error) {
+	f, target, endpoints := env.Config, t.Name(), t.Endpoints()
+	fx := &env.fx
+	if !storesCells(t) {
+		fmt.Fprintf(env.Stderr, "%s %s: skipped (raft-noop stores no cells to index)\n", target, w.name)
 		return nil, nil
 	}
-	var out []benchResult
-	add := func(r benchResult) {
+	var out []Result
+	add := func(r Result) {
 		r.Target = target
-		if !f.asJSON {
-			fmt.Fprintln(os.Stderr, indexNote(r))
+		if !f.JSON {
+			fmt.Fprintln(env.Stderr, indexNote(r))
 		}
 		out = append(out, r)
 	}
-	switch w {
+	switch w.name {
 	case workloadIndexLag:
 		rates := []int{defaultIndexLagRate}
-		if f.idx.rateSet {
-			rates = f.trig.rates
+		if f.RateSet {
+			rates = f.Rates
 		}
 		for _, rate := range rates {
-			r, err := benchIndexLag(ctx, target, endpoints, rate, f)
+			r, err := benchIndexLag(ctx, env, target, endpoints, rate)
 			if err != nil {
-				return out, fmt.Errorf("%s %s rate=%d: %w", target, w, rate, err)
+				return out, fmt.Errorf("%s %s rate=%d: %w", target, w.name, rate, err)
 			}
 			add(r)
 		}
 	case workloadIndexBackfill:
-		r, err := benchIndexBackfill(ctx, target, endpoints, fx, f)
+		r, err := benchIndexBackfill(ctx, env, target, endpoints)
 		if err != nil {
-			return out, fmt.Errorf("%s %s: %w", target, w, err)
+			return out, fmt.Errorf("%s %s: %w", target, w.name, err)
 		}
 		add(r)
 	case workloadIndexQuery:
 		if fx.index == "" {
-			r, err := benchIndexBackfill(ctx, target, endpoints, fx, f)
+			r, err := benchIndexBackfill(ctx, env, target, endpoints)
 			if err != nil {
-				return out, fmt.Errorf("%s %s: build the index: %w", target, w, err)
+				return out, fmt.Errorf("%s %s: build the index: %w", target, w.name, err)
 			}
-			if !f.asJSON {
-				fmt.Fprintf(os.Stderr, "(built for index-query) %s\n", indexNote(benchResult{Target: target, Workload: r.Workload, Seconds: r.Seconds, CellsPerSec: r.CellsPerSec, Index: r.Index}))
+			if !f.JSON {
+				fmt.Fprintf(env.Stderr, "(built for index-query) %s\n", indexNote(Result{Target: target, Workload: r.Workload, Seconds: r.Seconds, CellsPerSec: r.CellsPerSec, Index: r.Index}))
 			}
 		}
-		for _, cons := range f.consistency {
-			for _, order := range f.idx.queryOrder {
-				for _, cols := range f.idx.queryColumns {
-					for _, n := range f.clients {
-						r, err := benchIndexQuery(ctx, target, endpoints, fx, cons, order, cols, n, f)
+		for _, cons := range f.Consistency {
+			for _, order := range f.Index.QueryOrder {
+				for _, cols := range f.Index.QueryColumns {
+					for _, n := range f.Clients {
+						r, err := benchIndexQuery(ctx, env, target, endpoints, cons, order, cols, n)
 						if err != nil {
-							return out, fmt.Errorf("%s %s: %w", target, w, err)
+							return out, fmt.Errorf("%s %s: %w", target, w.name, err)
 						}
 						add(r)
 					}
@@ -648,7 +542,7 @@ func benchIndexWorkload(ctx context.Context, target string, endpoints []string, 
 }
 
 // indexNote is the line printed under the table for an index workload's run.
-func indexNote(r benchResult) string {
+func indexNote(r Result) string {
 	x := r.Index
 	switch r.Workload {
 	case workloadIndexLag:

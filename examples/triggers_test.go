@@ -1,9 +1,11 @@
-package main
+package examples
 
 import (
 	"testing"
 
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // decodeBase turns JSON text into a body object the way a trigger handler sees it: stored form
@@ -11,13 +13,9 @@ import (
 func decodeBase(t *testing.T, text string) map[string]any {
 	t.Helper()
 	b, err := cells.EncodeBody([]byte(text))
-	if err != nil {
-		t.Fatalf("EncodeBody(%s): %v", text, err)
-	}
+	require.NoError(t, err, "EncodeBody(%s)", text)
 	obj, err := b.Object()
-	if err != nil {
-		t.Fatalf("Object(%s): %v", text, err)
-	}
+	require.NoError(t, err, "Object(%s)", text)
 	return obj
 }
 
@@ -38,26 +36,18 @@ func TestBillingBody(t *testing.T) {
 		{base: `{"delay":3}`, wantErr: true},
 	}
 	for _, tt := range tests {
-		base := decodeBase(t, tt.base)
-		got, err := billingBody(base)
+		got, err := BillingBody(decodeBase(t, tt.base))
 		if tt.wantErr {
-			if err == nil {
-				t.Errorf("billingBody(%s) = %s, want an error", tt.base, got)
-			}
+			assert.Error(t, err, "BillingBody(%s) = %s, want an error", tt.base, got)
 			continue
 		}
-		if err != nil {
-			t.Errorf("billingBody(%s): %v", tt.base, err)
+		if !assert.NoError(t, err, "BillingBody(%s)", tt.base) {
 			continue
 		}
-		if string(got) != tt.want {
-			t.Errorf("billingBody(%s) = %s, want %s", tt.base, got, tt.want)
-		}
+		assert.Equal(t, tt.want, string(got), "BillingBody(%s)", tt.base)
 		// Deterministic: a redelivery computes the same bytes.
-		again, _ := billingBody(decodeBase(t, tt.base))
-		if string(again) != string(got) {
-			t.Errorf("billingBody(%s) twice: %s then %s", tt.base, got, again)
-		}
+		again, _ := BillingBody(decodeBase(t, tt.base))
+		assert.Equal(t, string(got), string(again), "BillingBody(%s) twice", tt.base)
 	}
 }
 
@@ -84,19 +74,16 @@ func TestCompensationBody(t *testing.T) {
 		{base: `{"delay":61.5}`, wantErr: true},
 	}
 	for _, tt := range tests {
-		got, write, err := compensationBody(decodeBase(t, tt.base))
-		switch {
-		case tt.wantErr:
-			if err == nil {
-				t.Errorf("compensationBody(%s) = %s, %t, want an error", tt.base, got, write)
-			}
-		case err != nil:
-			t.Errorf("compensationBody(%s): %v", tt.base, err)
-		case write != tt.wantWrite:
-			t.Errorf("compensationBody(%s) writes %t, want %t", tt.base, write, tt.wantWrite)
-		case string(got) != tt.want:
-			t.Errorf("compensationBody(%s) = %s, want %s", tt.base, got, tt.want)
+		got, write, err := CompensationBody(decodeBase(t, tt.base))
+		if tt.wantErr {
+			assert.Error(t, err, "CompensationBody(%s) = %s, %t, want an error", tt.base, got, write)
+			continue
 		}
+		if !assert.NoError(t, err, "CompensationBody(%s)", tt.base) {
+			continue
+		}
+		assert.Equal(t, tt.wantWrite, write, "CompensationBody(%s) writes", tt.base)
+		assert.Equal(t, tt.want, string(got), "CompensationBody(%s)", tt.base)
 	}
 }
 
@@ -104,28 +91,22 @@ func TestCompensationBody(t *testing.T) {
 // form is the same on every computation, so a second write of one answers "exists".
 func TestDerivedBodiesStoreStably(t *testing.T) {
 	for _, base := range []string{`{"distance":2176,"delay":33}`, `{"distance":405,"delay":240}`} {
-		s1, err := billingBody(decodeBase(t, base))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s2, _ := billingBody(decodeBase(t, base))
-		a1, _, _ := compensationBody(decodeBase(t, base))
-		a2, _, _ := compensationBody(decodeBase(t, base))
+		s1, err := BillingBody(decodeBase(t, base))
+		require.NoError(t, err)
+		s2, _ := BillingBody(decodeBase(t, base))
+		a1, _, _ := CompensationBody(decodeBase(t, base))
+		a2, _, _ := CompensationBody(decodeBase(t, base))
 		for _, pair := range [][2][]byte{{s1, s2}, {a1, a2}} {
 			if pair[0] == nil {
 				continue
 			}
 			b1, err := cells.EncodeBody(pair[0])
-			if err != nil {
-				t.Fatalf("EncodeBody(%s): %v", pair[0], err)
-			}
+			require.NoError(t, err, "EncodeBody(%s)", pair[0])
 			b2, err := cells.EncodeBody(pair[1])
-			if err != nil {
-				t.Fatalf("EncodeBody(%s): %v", pair[1], err)
-			}
-			if same, err := cells.SameBody(b1, b2); err != nil || !same {
-				t.Errorf("bodies of %s: %s and %s store differently (%v)", base, pair[0], pair[1], err)
-			}
+			require.NoError(t, err, "EncodeBody(%s)", pair[1])
+			same, err := cells.SameBody(b1, b2)
+			assert.NoError(t, err)
+			assert.True(t, same, "bodies of %s: %s and %s store differently", base, pair[0], pair[1])
 		}
 	}
 }

@@ -1,17 +1,15 @@
-package main
+package bench
 
 // The trips workload's helpers: the flights source, the billing group's workers, the trigger
-// lag prober and the memory sampler (see benchtrips.go).
+// lag prober and the memory sampler (see trips.go).
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"runtime"
 	"strconv"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/examples"
 	"github.com/schemaless-db/schemaless/triggers"
 	"github.com/schemaless-db/schemaless/workload"
 )
@@ -45,7 +44,7 @@ type tripsSource struct {
 // openTripsSource reads the first limit flights of path (fewer when the file has fewer) and
 // returns their row keys and origin counts, and the source of the flights after them.
 func openTripsSource(path, airportsPath string, limit int) (*tripsSource, []uuid.UUID, map[string]int, error) {
-	r, airports, closeFile, err := openFlights(path, airportsPath)
+	r, airports, closeFile, err := examples.OpenFlights(path, airportsPath)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -74,7 +73,7 @@ func (s *tripsSource) next() (json.RawMessage, error) {
 		fl, err := s.r.Next()
 		if err == io.EOF {
 			s.closeFile()
-			r, airports, closeFile, err := openFlights(s.path, s.airportsPath)
+			r, airports, closeFile, err := examples.OpenFlights(s.path, s.airportsPath)
 			if err != nil {
 				s.r, s.closeFile = nil, func() {}
 				return nil, err
@@ -105,12 +104,12 @@ func (s *tripsSource) close() {
 	s.closeFile()
 }
 
-// tripsBilling runs the billing group's workers in this process: `schemaless dev`'s billing
-// trigger (devTriggerWorkers workers, devTriggerConcurrency shards each, from the earliest
-// position), whose handler (devTrigger.write) writes for each BASE cell a STATUS cell under the
-// same row and ref key, coalesced into put_cells by a cellBatcher.
+// tripsBilling runs the billing group's workers in this process: the example billing trigger
+// of package examples (examples.Workers workers, examples.Concurrency shards each, from the
+// earliest position), whose handler (examples.Trigger.Write) writes for each BASE cell a STATUS
+// cell under the same row and ref key, coalesced into put_cells by an examples.CellBatcher.
 type tripsBilling struct {
-	trig      *devTrigger
+	trig      *examples.Trigger
 	delivered atomic.Int64
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -121,37 +120,37 @@ type tripsBilling struct {
 
 // startTripsBilling starts the workers, each with its own client to endpoints; their warnings
 // go to stderr when logWarnings. They run until stop.
-func startTripsBilling(ctx context.Context, endpoints []string, logWarnings bool) (*tripsBilling, error) {
+func startTripsBilling(ctx context.Context, endpoints []string, logWarnings bool, stderr io.Writer) (*tripsBilling, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	b := &tripsBilling{cancel: cancel}
-	wcl, err := benchClient(endpoints, batchSenders+2)
+	wcl, err := newClient(endpoints, examples.BatchSenders+2)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	for _, t := range newDevTriggers(newCellBatcher(ctx, wcl)) {
-		if t.group == tripsGroup {
+	for _, t := range examples.NewTriggers(examples.NewCellBatcher(ctx, wcl)) {
+		if t.Group == tripsGroup {
 			b.trig = t
 		}
 	}
 	if b.trig == nil {
 		cancel()
-		return nil, fmt.Errorf("no %s trigger among schemaless dev's", tripsGroup)
+		return nil, fmt.Errorf("no %s trigger among the examples'", tripsGroup)
 	}
 	level := slog.LevelError + 4 // silent
 	if logWarnings {
 		level = slog.LevelWarn
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	for i := 1; i <= devTriggerWorkers; i++ {
-		cl, err := benchClient(endpoints, 4)
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	for i := 1; i <= examples.Workers; i++ {
+		cl, err := newClient(endpoints, 4)
 		if err != nil {
 			b.stop()
 			return nil, err
 		}
 		cfg := triggers.DefaultConfig()
 		cfg.Client, cfg.Group, cfg.Worker = cl, tripsGroup, fmt.Sprintf("bench-trips-%d", i)
-		cfg.ColumnKey, cfg.Start, cfg.Concurrency = workload.ColumnBase, triggers.StartEarliest, devTriggerConcurrency
+		cfg.ColumnKey, cfg.Start, cfg.Concurrency = workload.ColumnBase, triggers.StartEarliest, examples.Concurrency
 		cfg.Logger = logger
 		b.wg.Add(1)
 		go func() {
@@ -166,10 +165,10 @@ func startTripsBilling(ctx context.Context, endpoints []string, logWarnings bool
 	return b, nil
 }
 
-// handle is the workers' handler: the dev billing trigger's write, counted.
+// handle is the workers' handler: the example billing trigger's write, counted.
 func (b *tripsBilling) handle(ctx context.Context, c cells.Cell) error {
 	b.delivered.Add(1)
-	return b.trig.write(ctx, c)
+	return b.trig.Write(ctx, c)
 }
 
 // failure returns the errors of the workers that stopped by themselves (a halted group), or nil.
@@ -254,7 +253,7 @@ func (p *tripsLagProber) run(ctx context.Context) {
 		start := time.Now()
 		keys := make([]client.GetKey, len(batch))
 		for i, pr := range batch {
-			keys[i] = client.GetKey{RowKey: pr.row, ColumnKey: columnStatus, Latest: true}
+			keys[i] = client.GetKey{RowKey: pr.row, ColumnKey: examples.ColumnStatus, Latest: true}
 		}
 		resp, err := p.cl.GetCells(ctx, keys, strong)
 		at := time.Now()
@@ -323,25 +322,32 @@ func (p *tripsLagProber) fill(s *tripsSummary) {
 type tripsMemSampler struct {
 	inProcess bool
 	endpoints []string
-	hc        *http.Client
+	cl        *client.Client // of the endpoints, 2 s a request
 	figs      []tripsMemory
 }
 
 // newTripsMemSampler returns a sampler of target's nodes.
-func newTripsMemSampler(target string, endpoints []string) *tripsMemSampler {
-	m := &tripsMemSampler{inProcess: target != "external", endpoints: endpoints, hc: &http.Client{Timeout: 2 * time.Second}}
+func newTripsMemSampler(target string, endpoints []string) (*tripsMemSampler, error) {
+	m := &tripsMemSampler{inProcess: target != targetExternal, endpoints: endpoints}
 	if m.inProcess {
 		label := tripsInProcessLabel
 		if target != "sqlite" {
 			label += " (not the MySQL/MariaDB servers)"
 		}
 		m.figs = []tripsMemory{{Node: label}}
-		return m
+		return m, nil
 	}
 	for _, ep := range endpoints {
 		m.figs = append(m.figs, tripsMemory{Node: ep})
 	}
-	return m
+	cfg := client.DefaultConfig()
+	cfg.Endpoints, cfg.Datastore, cfg.RequestTimeout = endpoints, "trips", 2*time.Second
+	cl, err := client.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.cl = cl
+	return m, nil
 }
 
 // sample reads every node once: start and end mark the phase's first and last readings.
@@ -355,7 +361,7 @@ func (m *tripsMemSampler) sample(ctx context.Context, start, end bool) {
 			runtime.ReadMemStats(&ms)
 			heap = int64(ms.HeapInuse)
 		} else {
-			rss, err = tripsScrapeRSS(ctx, m.hc, m.endpoints[i])
+			rss, err = nodeRSS(ctx, m.cl, m.endpoints[i])
 		}
 		fig := &m.figs[i]
 		if err != nil {
@@ -417,41 +423,4 @@ func tripsProcessRSS() (int64, error) {
 		}
 	}
 	return 0, errors.New("/proc/self/status has no VmRSS")
-}
-
-// tripsScrapeRSS reads process_resident_memory_bytes (the Prometheus process collector's
-// gauge, in bytes) from endpoint's /metrics.
-func tripsScrapeRSS(ctx context.Context, hc *http.Client, endpoint string) (int64, error) {
-	url := strings.TrimSuffix(endpoint, "/") + "/metrics"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
-			fs := strings.Fields(v) // value [timestamp]
-			if len(fs) == 0 {
-				break
-			}
-			x, err := strconv.ParseFloat(fs[0], 64)
-			if err != nil {
-				return 0, fmt.Errorf("GET %s: process_resident_memory_bytes %q: %w", url, fs[0], err)
-			}
-			return int64(x), nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("GET %s: %w", url, err)
-	}
-	return 0, fmt.Errorf("GET %s: no process_resident_memory_bytes", url)
 }

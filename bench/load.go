@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The load runner of the put, put-batch and get-latest workloads and of the mysql baseline:
 // closed loop (each client sends its next request when the previous one answered) or open loop
@@ -19,18 +19,18 @@ import (
 type benchOpFunc func(ctx context.Context, rng *rand.Rand) (cells int, err error)
 
 // runLoad drives op with n clients and returns the run's figures (not Target, Workload and
-// Consistency). Requests ending during f.warmup are not measured. Closed loop (rate 0): each
+// Consistency). Requests ending during f.Warmup are not measured. Closed loop (rate 0): each
 // client sends its next request when the previous one is answered; a request is measured
-// when it ends within f.duration, or, when f.ops > 0, when it is one of the first f.ops
+// when it ends within f.Duration, or, when f.Ops > 0, when it is one of the first f.Ops
 // requests started after the warm-up (then the run ends when those are answered, and
-// Ops + Errors == f.ops). Open loop (rate > 0): request i is due at i/rate seconds from the
+// Ops + Errors == f.Ops). Open loop (rate > 0): request i is due at i/rate seconds from the
 // start and is sent then to a free client; its latency runs from its due time, so a stalled
 // server shows in the percentiles instead of slowing the load down (no coordinated omission).
-// The measured requests are those due from f.warmup on: until f.warmup + f.duration, or the
-// next f.ops; the run waits for their answers. A measured request is late (Late) when every
+// The measured requests are those due from f.Warmup on: until f.Warmup + f.Duration, or the
+// next f.Ops; the run waits for their answers. A measured request is late (Late) when every
 // client is busy at its due time (none takes it within handOverGrace): it is sent as soon as
-// one is free, or, when f.duration ends first, never. Blocks until the run ends or ctx is done.
-func runLoad(ctx context.Context, n, rate int, f benchFlags, op benchOpFunc) benchResult {
+// one is free, or, when f.Duration ends first, never. Blocks until the run ends or ctx is done.
+func runLoad(ctx context.Context, n, rate int, f Config, op benchOpFunc) Result {
 	var l loadFigures
 	l.init(n)
 	var elapsed time.Duration
@@ -70,13 +70,13 @@ func (l *loadFigures) record(i int, d time.Duration, cells int, err error) {
 	l.cells.Add(int64(cells))
 }
 
-// result is the run's benchResult over elapsed.
-func (l *loadFigures) result(n, rate int, elapsed time.Duration) benchResult {
+// result is the run's Result over elapsed.
+func (l *loadFigures) result(n, rate int, elapsed time.Duration) Result {
 	all := hdrhistogram.New(1, 60_000_000, 3)
 	for _, h := range l.hists {
 		all.Merge(h)
 	}
-	r := benchResult{
+	r := Result{
 		Clients: n, Rate: rate, Seconds: elapsed.Seconds(),
 		Ops: l.ops.Load(), Cells: l.cells.Load(), Errors: l.errs.Load(), Late: l.late.Load(),
 		P50: all.ValueAtQuantile(50), P90: all.ValueAtQuantile(90), P99: all.ValueAtQuantile(99), Max: all.Max(),
@@ -92,12 +92,12 @@ func (l *loadFigures) result(n, rate int, elapsed time.Duration) benchResult {
 }
 
 // closedLoop is runLoad's closed loop; it returns the measured time.
-func (l *loadFigures) closedLoop(ctx context.Context, n int, f benchFlags, op benchOpFunc) time.Duration {
-	limit := int64(f.ops)
+func (l *loadFigures) closedLoop(ctx context.Context, n int, f Config, op benchOpFunc) time.Duration {
+	limit := int64(f.Ops)
 	var measuring atomic.Bool
 	var claimed, ended atomic.Int64 // with limit: measured requests started, and answered
 	allEnded := make(chan struct{})
-	measuring.Store(f.warmup <= 0)
+	measuring.Store(f.Warmup <= 0)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -129,8 +129,8 @@ func (l *loadFigures) closedLoop(ctx context.Context, n int, f benchFlags, op be
 			}
 		}()
 	}
-	if f.warmup > 0 {
-		_ = sleepCtx(ctx, f.warmup)
+	if f.Warmup > 0 {
+		_ = sleepCtx(ctx, f.Warmup)
 		measuring.Store(true)
 	}
 	start := time.Now()
@@ -140,7 +140,7 @@ func (l *loadFigures) closedLoop(ctx context.Context, n int, f benchFlags, op be
 		case <-ctx.Done():
 		}
 	} else {
-		_ = sleepCtx(ctx, f.duration)
+		_ = sleepCtx(ctx, f.Duration)
 		measuring.Store(false)
 	}
 	elapsed := time.Since(start)
@@ -149,13 +149,13 @@ func (l *loadFigures) closedLoop(ctx context.Context, n int, f benchFlags, op be
 	return elapsed
 }
 
-// openLoop is runLoad's open loop; it returns the measured time: f.duration, or with f.ops
+// openLoop is runLoad's open loop; it returns the measured time: f.Duration, or with f.Ops
 // from the first measured request's due time to the last answer.
-func (l *loadFigures) openLoop(ctx context.Context, n, rate int, f benchFlags, op benchOpFunc) time.Duration {
+func (l *loadFigures) openLoop(ctx context.Context, n, rate int, f Config, op benchOpFunc) time.Duration {
 	due := func(i int64) time.Duration { return time.Duration(i * int64(time.Second) / int64(rate)) }
-	// warm is the first measured request: the first due at or after f.warmup.
-	warm := (int64(f.warmup)*int64(rate) + int64(time.Second) - 1) / int64(time.Second)
-	limit := int64(f.ops)
+	// warm is the first measured request: the first due at or after f.Warmup.
+	warm := (int64(f.Warmup)*int64(rate) + int64(time.Second) - 1) / int64(time.Second)
+	limit := int64(f.Ops)
 	base := time.Now()
 	var lastEnd atomic.Int64 // of a measured request, in ns since base
 	jobs := make(chan int64)
@@ -181,7 +181,7 @@ func (l *loadFigures) openLoop(ctx context.Context, n, rate int, f benchFlags, o
 			}
 		}()
 	}
-	end := f.warmup + f.duration
+	end := f.Warmup + f.Duration
 	// last is the number of requests of the run: those due before end, or warm + limit.
 	last := (int64(end)*int64(rate) + int64(time.Second) - 1) / int64(time.Second)
 	if limit > 0 {
@@ -216,9 +216,9 @@ loop:
 		return max(time.Duration(lastEnd.Load())-due(warm), 0)
 	}
 	if ctx.Err() != nil {
-		return max(min(time.Since(base), end)-f.warmup, 0)
+		return max(min(time.Since(base), end)-f.Warmup, 0)
 	}
-	return f.duration
+	return f.Duration
 }
 
 // handOverGrace is how long an open-loop request waits for a client to take it before it is
@@ -241,13 +241,4 @@ func handOver(jobs chan<- int64, i int64) bool {
 	case <-t.C:
 		return false
 	}
-}
-
-// loadRates are the rates of the put, put-batch and get-latest runs: --rate's values when it
-// was given (open loop), else only 0 (closed loop).
-func loadRates(f benchFlags) []int {
-	if f.rateSet {
-		return f.trig.rates
-	}
-	return []int{0}
 }
