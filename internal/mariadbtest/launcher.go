@@ -19,7 +19,3 @@ type ReplicatedOptions = mariadb.ReplicatedOptions
 func StartReplicated(ctx context.Context, opts ReplicatedOptions) (*ReplicatedSet, error) {
 	return mariadb.StartReplicated(ctx, opts)
 }
-
-// FindBinaries returns the paths of the installed server and install program
-// (mariadb.FindBinaries); the error wraps mariadb.ErrNoBinaries.
-func FindBinaries() (server, install string, err error) { return mariadb.FindBinaries() }
