@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -324,4 +325,12 @@ func TestCatalogZeroValueAndTimes(t *testing.T) {
 	if TableName("trips_by_city", 12) != "trips_by_city_v12" {
 		t.Errorf("TableName = %q", TableName("trips_by_city", 12))
 	}
+}
+
+// An index version's consumer group is named after its table: the name is part of the groups'
+// state in every datastore, so it must not change.
+func TestGroupName(t *testing.T) {
+	assert.Equal(t, "_index.by_city_v1", GroupName("by_city", 1))
+	assert.Equal(t, "_index.trips_by_driver_v12", GroupName("trips_by_driver", 12))
+	assert.Equal(t, GroupPrefix+TableName("x", 3), GroupName("x", 3))
 }
