@@ -22,7 +22,7 @@ import (
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/indexes"
-	"github.com/schemaless-db/schemaless/indexes/maintainer"
+	"github.com/schemaless-db/schemaless/maintainer"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 )
 

@@ -24,8 +24,8 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/indexes/maintainer"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
+	"github.com/schemaless-db/schemaless/maintainer"
 	"github.com/spf13/pflag"
 )
 
@@ -266,29 +266,36 @@ type indexFixture struct {
 	indexBuilds int // indexes defined over the flights so far
 }
 
-// startMaintainers runs the index maintainer beside every node of c, as `schemaless serve`
-// does (startMaintainer); the returned function stops them all.
+// startMaintainers runs the index maintainer beside every node of c, in-process over the node
+// as `schemaless serve` runs it (node.Config.Maintainer), with its own logger; the returned
+// function stops them all and waits for them (their workers leave their groups).
 func startMaintainers(ctx context.Context, c *localcluster.Cluster, x indexFlags) (func(), error) {
 	level := slog.LevelError + 4 // silent
 	if x.logWarnings {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	var stops []func()
-	stopAll := func() {
-		for _, s := range stops {
-			s()
-		}
+	var datastores []string
+	for _, d := range c.Topology.Datastores {
+		datastores = append(datastores, d.Name)
 	}
+	mctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
 	for i, spec := range c.Topology.Nodes {
-		stop, err := startMaintainer(ctx, c.Node(i), c.Topology, spec.ID, x.pollInterval, logger.With("node", spec.ID))
-		if err != nil {
-			stopAll()
-			return nil, err
-		}
-		stops = append(stops, stop)
+		cfg := maintainer.Config{Backend: c.Node(i), Datastores: datastores, Worker: spec.ID, PollInterval: x.pollInterval,
+			Logger: logger.With("node", spec.ID)}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := maintainer.Run(mctx, cfg); err != nil {
+				logger.Error("index maintainer stopped", "node", spec.ID, "error", err)
+			}
+		}()
 	}
-	return stopAll, nil
+	return func() {
+		cancel()
+		wg.Wait()
+	}, nil
 }
 
 // defineIndex defines the index of def and returns its version.
