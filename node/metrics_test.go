@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/schemaless-db/schemaless/node"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
