@@ -28,7 +28,6 @@ type Backend interface {
 	Catalog(ctx context.Context, ds string, c cluster.Consistency) (*indexes.Catalog, error)
 	CatalogApply(ctx context.Context, ds string, cmd indexes.Command) (indexes.Result, error)
 	FirstCells(ctx context.Context, ds string, shard int, column string, rowKeys []uuid.UUID, c cluster.Consistency) (map[uuid.UUID]cells.Cell, error)
-	GetCells(ctx context.Context, ds string, keys []cluster.GetKey, c cluster.Consistency) ([]cluster.ReadResult, error)
 	PutIndexEntries(ctx context.Context, ds, table string, fields []indexes.Field, entries []fsm.IndexEntry) (int, error)
 	DropIndexTable(ctx context.Context, ds, table string) error
 	GroupProgress(ctx context.Context, ds, group string, c cluster.Consistency) (cluster.GroupProgress, error)
@@ -131,11 +130,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		noShardValue: mk("schemaless_index_no_shard_value_total", "Cells skipped because their row's first shard-field cell has no shard field value."),
 	}
 	if reg != nil {
-		for _, c := range []*prometheus.CounterVec{m.cells, m.entries, m.violations, m.mismatches, m.noShardValue} {
-			if err := reg.Register(c); err != nil {
+		// A maintainer run again in the same registry (a node's StartMaintainer after
+		// StopMaintainer) counts on in the series registered first.
+		for _, c := range []**prometheus.CounterVec{&m.cells, &m.entries, &m.violations, &m.mismatches, &m.noShardValue} {
+			if err := reg.Register(*c); err != nil {
 				var are prometheus.AlreadyRegisteredError
 				if !errors.As(err, &are) {
 					return nil, err
+				}
+				if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+					*c = existing
 				}
 			}
 		}

@@ -79,7 +79,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.cluster = cn
 	apiCfg := cfg.API
-	apiCfg.Logger = cfg.Logger
+	apiCfg.Logger, apiCfg.Registerer = cfg.Logger, nil
 	if cfg.Registry != nil {
 		if err := registerNodeMetrics(cfg.Registry, cn, cfg.Cluster.Store); err != nil {
 			return nil, err

@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -227,17 +228,23 @@ func (c *Cluster) AddNode(ctx context.Context) (int, error) {
 	return i, c.StartNode(ctx, i)
 }
 
-// retry calls f until it succeeds or 2s pass: a restarted node's ports may still be held for a
-// moment by its previous listeners.
+// retry calls f until it succeeds, fails with another error than a port in use, or 2s pass: a
+// restarted node's ports may still be held for a moment by its previous listeners.
 func retry(f func() error) error {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		err := f()
-		if err == nil || time.Now().After(deadline) {
+		if err == nil || !portInUse(err) || time.Now().After(deadline) {
 			return err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// portInUse reports whether err is a listen's "address already in use" (memberlist reports it
+// in text only).
+func portInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
 // StartNode starts (or restarts) node i over its data, with node.Start: its cluster node, its
