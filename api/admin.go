@@ -30,18 +30,6 @@ var _ AdminBackend = (*cluster.Node)(nil)
 // maxAdminBody bounds the JSON body of an admin request.
 const maxAdminBody = 64 << 10
 
-// NodesResponse is GET /v1/admin/nodes: every node this node knows, with its gossip state and
-// the replicas it announced.
-type NodesResponse struct {
-	Self  string           `json:"self"`
-	Nodes []cluster.Member `json:"nodes"`
-}
-
-// PartitionsResponse is GET /v1/admin/partitions.
-type PartitionsResponse struct {
-	Partitions []cluster.PartitionReport `json:"partitions"`
-}
-
 // adminRoutes registers the cluster administration endpoints (/v1/admin/...): membership,
 // voters, leadership, placement. Changes may take minutes (a replica catching up): they are
 // bounded by Config.AdminTimeout, not RequestTimeout.
@@ -105,7 +93,7 @@ func (s *Server) adminNodes(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, NodesResponse{Self: s.backend.ID(), Nodes: ab.Members()})
+	writeJSON(w, http.StatusOK, wire.NodesResponse{Self: s.backend.ID(), Nodes: wireMembers(ab.Members())})
 }
 
 func (s *Server) adminPartitions(w http.ResponseWriter, r *http.Request) {
@@ -118,18 +106,7 @@ func (s *Server) adminPartitions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, adminError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, PartitionsResponse{Partitions: reps})
-}
-
-// NodeRequest names a node (POST .../voters, .../leader).
-type NodeRequest struct {
-	Node string `json:"node"`
-}
-
-// MoveRequest is POST .../move.
-type MoveRequest struct {
-	From string `json:"from"`
-	To   string `json:"to"`
+	writeJSON(w, http.StatusOK, wire.PartitionsResponse{Partitions: wirePartitionReports(reps)})
 }
 
 // answerConfig writes the partition's configuration after a change.
@@ -141,7 +118,7 @@ func (s *Server) answerConfig(w http.ResponseWriter, r *http.Request, ab AdminBa
 		writeError(w, adminError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, cfg)
+	writeJSON(w, http.StatusOK, wirePartitionConfig(cfg))
 }
 
 func (s *Server) adminAddVoter(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +128,7 @@ func (s *Server) adminAddVoter(w http.ResponseWriter, r *http.Request) {
 	}
 	ds, pid, he := adminPartition(r)
 	if he == nil {
-		var req NodeRequest
+		var req wire.NodeRequest
 		if he = adminBody(r, &req); he == nil && req.Node == "" {
 			he = invalid("node", "is required")
 		}
@@ -193,7 +170,7 @@ func (s *Server) adminTransfer(w http.ResponseWriter, r *http.Request) {
 	}
 	ds, pid, he := adminPartition(r)
 	if he == nil {
-		var req NodeRequest
+		var req wire.NodeRequest
 		if he = adminBody(r, &req); he == nil {
 			if _, err := ab.TransferLeadership(r.Context(), ds, pid, req.Node); err != nil {
 				he = adminError(err)
@@ -214,7 +191,7 @@ func (s *Server) adminMove(w http.ResponseWriter, r *http.Request) {
 	}
 	ds, pid, he := adminPartition(r)
 	if he == nil {
-		var req MoveRequest
+		var req wire.MoveRequest
 		he = adminBody(r, &req)
 		switch {
 		case he != nil:
@@ -240,22 +217,17 @@ func (s *Server) adminRebalance(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var opts cluster.RebalanceOptions
-	if he := adminBody(r, &opts); he != nil {
+	var req wire.RebalanceRequest
+	if he := adminBody(r, &req); he != nil {
 		writeError(w, he)
 		return
 	}
-	rep, err := ab.Rebalance(r.Context(), opts)
+	rep, err := ab.Rebalance(r.Context(), cluster.RebalanceOptions{Datastore: req.Datastore, Nodes: req.Nodes, Exclude: req.Exclude, DryRun: req.DryRun})
 	if err != nil {
 		writeError(w, adminError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, rep)
-}
-
-// DrainRequest is POST /v1/admin/nodes/{node}/drain.
-type DrainRequest struct {
-	DryRun bool `json:"dry_run"`
+	writeJSON(w, http.StatusOK, wireRebalanceReport(rep))
 }
 
 func (s *Server) adminDrain(w http.ResponseWriter, r *http.Request) {
@@ -263,7 +235,7 @@ func (s *Server) adminDrain(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req DrainRequest
+	var req wire.DrainRequest
 	if he := adminBody(r, &req); he != nil {
 		writeError(w, he)
 		return
@@ -273,5 +245,5 @@ func (s *Server) adminDrain(w http.ResponseWriter, r *http.Request) {
 		writeError(w, adminError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, rep)
+	writeJSON(w, http.StatusOK, wireRebalanceReport(rep))
 }

@@ -27,24 +27,6 @@ import (
 //
 // The streams are long: these routes have no RequestTimeout; the client's connection bounds them.
 
-// Headers of a backup answer. The header fields are known when the stream starts; the counts
-// and the checksum are HTTP trailers, sent after the stream (absent if it broke).
-const (
-	HeaderSnapshotVersion = "X-Schemaless-Snapshot-Version"
-	HeaderFirstShard      = "X-Schemaless-First-Shard"
-	HeaderLastShard       = "X-Schemaless-Last-Shard"
-	HeaderAppliedIndex    = "X-Schemaless-Applied-Index"
-	HeaderAppliedTerm     = "X-Schemaless-Applied-Term"
-	TrailerCells          = "X-Schemaless-Cells"
-	TrailerKVRows         = "X-Schemaless-Kv-Rows"
-	TrailerIndexEntries   = "X-Schemaless-Index-Entries"
-	TrailerBytes          = "X-Schemaless-Bytes"
-	TrailerSHA256         = "X-Schemaless-Sha256"
-)
-
-// codeUnimplemented is the error code of 501: a backend without backups, or an async datastore.
-const codeUnimplemented = "unimplemented"
-
 // BackupBackend is what the backup endpoints need of the backend (*cluster.Node). A Backend
 // without these methods answers them 501. See cluster.Node.Backup and cluster.Node.Restore.
 type BackupBackend interface {
@@ -53,30 +35,6 @@ type BackupBackend interface {
 }
 
 var _ BackupBackend = (*cluster.Node)(nil)
-
-// RestoreResult is the JSON answer of a restore: the backup restored, as read. AppliedIndex and
-// AppliedTerm are the backup's (the source cluster's raft log), not the target's.
-type RestoreResult struct {
-	Datastore       string        `json:"datastore"`
-	Partition       int           `json:"partition"`
-	SnapshotVersion int           `json:"snapshot_version"`
-	FirstShard      int           `json:"first_shard"`
-	LastShard       int           `json:"last_shard"`
-	AppliedIndex    uint64        `json:"applied_index"`
-	AppliedTerm     uint64        `json:"applied_term"`
-	Cells           int64         `json:"cells"`
-	KVRows          int64         `json:"kv_rows"`
-	IndexEntries    int64         `json:"index_entries"`
-	Bytes           int64         `json:"bytes"`
-	Shards          []ShardResult `json:"shards"`
-}
-
-// ShardResult is one shard of a backup: its cells and its highest added_id.
-type ShardResult struct {
-	Shard      int   `json:"shard"`
-	MaxAddedID int64 `json:"max_added_id"`
-	Cells      int64 `json:"cells"`
-}
 
 // backupRoutes registers the backup and restore endpoints.
 func (s *Server) backupRoutes() {
@@ -101,7 +59,7 @@ func onlyMethod(method string, h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) backupTarget(r *http.Request) (BackupBackend, string, int, *httpError) {
 	bb, ok := s.backend.(BackupBackend)
 	if !ok {
-		return nil, "", 0, &httpError{status: http.StatusNotImplemented, code: codeUnimplemented, msg: "this server does not back up or restore"}
+		return nil, "", 0, &httpError{status: http.StatusNotImplemented, code: wire.CodeUnimplemented, msg: "this server does not back up or restore"}
 	}
 	ds, he := s.datastore(r)
 	if he != nil {
@@ -134,7 +92,7 @@ func backupError(err error) *httpError {
 	case errors.As(err, &mbe):
 		return tooLarge("body", "the backup is larger than the server's limit of %d bytes (MaxRestoreBytes)", mbe.Limit)
 	case errors.Is(err, cluster.ErrAsyncDatastore), errors.Is(err, partition.ErrNoBackup):
-		return &httpError{status: http.StatusNotImplemented, code: codeUnimplemented, msg: err.Error()}
+		return &httpError{status: http.StatusNotImplemented, code: wire.CodeUnimplemented, msg: err.Error()}
 	case errors.Is(err, partition.ErrNotEmpty):
 		return &httpError{status: http.StatusConflict, code: wire.CodeConflict, msg: err.Error() + " (add force=true to replace them)"}
 	case errors.Is(err, fsm.ErrBadSnapshot):
@@ -176,11 +134,11 @@ func (s *Server) backupGet(w http.ResponseWriter, r *http.Request) {
 		panic(http.ErrAbortHandler)
 	}
 	h := w.Header()
-	h.Set(TrailerCells, strconv.FormatInt(info.Cells, 10))
-	h.Set(TrailerKVRows, strconv.FormatInt(info.KVs, 10))
-	h.Set(TrailerIndexEntries, strconv.FormatInt(info.IndexEntries, 10))
-	h.Set(TrailerBytes, strconv.FormatInt(bw.n, 10))
-	h.Set(TrailerSHA256, hex.EncodeToString(bw.sum.Sum(nil)))
+	h.Set(wire.TrailerCells, strconv.FormatInt(info.Cells, 10))
+	h.Set(wire.TrailerKVRows, strconv.FormatInt(info.KVs, 10))
+	h.Set(wire.TrailerIndexEntries, strconv.FormatInt(info.IndexEntries, 10))
+	h.Set(wire.TrailerBytes, strconv.FormatInt(bw.n, 10))
+	h.Set(wire.TrailerSHA256, hex.EncodeToString(bw.sum.Sum(nil)))
 }
 
 // backupWriter holds back the start of the stream until its header decodes, then answers 200
@@ -210,11 +168,11 @@ func (b *backupWriter) Write(p []byte) (int, error) {
 	}
 	if err == nil {
 		hd := b.w.Header()
-		hd.Set(HeaderSnapshotVersion, strconv.Itoa(h.Version))
-		hd.Set(HeaderFirstShard, strconv.Itoa(h.FirstShard))
-		hd.Set(HeaderLastShard, strconv.Itoa(h.LastShard))
-		hd.Set(HeaderAppliedIndex, strconv.FormatUint(h.Applied.Index, 10))
-		hd.Set(HeaderAppliedTerm, strconv.FormatUint(h.Applied.Term, 10))
+		hd.Set(wire.HeaderSnapshotVersion, strconv.Itoa(h.Version))
+		hd.Set(wire.HeaderFirstShard, strconv.Itoa(h.FirstShard))
+		hd.Set(wire.HeaderLastShard, strconv.Itoa(h.LastShard))
+		hd.Set(wire.HeaderAppliedIndex, strconv.FormatUint(h.Applied.Index, 10))
+		hd.Set(wire.HeaderAppliedTerm, strconv.FormatUint(h.Applied.Term, 10))
 	}
 	if err := b.start(); err != nil {
 		return 0, err
@@ -226,7 +184,7 @@ func (b *backupWriter) Write(p []byte) (int, error) {
 func (b *backupWriter) start() error {
 	hd := b.w.Header()
 	hd.Set("Content-Type", "application/octet-stream")
-	hd.Set("Trailer", TrailerCells+", "+TrailerKVRows+", "+TrailerIndexEntries+", "+TrailerBytes+", "+TrailerSHA256)
+	hd.Set("Trailer", wire.TrailerCells+", "+wire.TrailerKVRows+", "+wire.TrailerIndexEntries+", "+wire.TrailerBytes+", "+wire.TrailerSHA256)
 	b.w.WriteHeader(http.StatusOK)
 	b.started = true
 	n, err := b.w.Write(b.head)
@@ -252,7 +210,7 @@ func (s *Server) restorePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var opts partition.RestoreOptions
-	switch f := r.URL.Query().Get("force"); f {
+	switch f := r.URL.Query().Get(wire.RestoreForceParam); f {
 	case "", "false":
 	case "true":
 		opts.Force = true
@@ -269,16 +227,16 @@ func (s *Server) restorePost(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, restoreResult(ds, pid, info))
 }
 
-func restoreResult(ds string, pid int, info fsm.BackupInfo) RestoreResult {
-	out := RestoreResult{
+func restoreResult(ds string, pid int, info fsm.BackupInfo) wire.RestoreResult {
+	out := wire.RestoreResult{
 		Datastore: ds, Partition: pid, SnapshotVersion: info.Header.Version,
 		FirstShard: info.Header.FirstShard, LastShard: info.Header.LastShard,
 		AppliedIndex: info.Header.Applied.Index, AppliedTerm: info.Header.Applied.Term,
 		Cells: info.Cells, KVRows: info.KVs, IndexEntries: info.IndexEntries, Bytes: info.Bytes,
-		Shards: make([]ShardResult, len(info.Shards)),
+		Shards: make([]wire.ShardResult, len(info.Shards)),
 	}
 	for i, sh := range info.Shards {
-		out.Shards[i] = ShardResult{Shard: sh.Shard, MaxAddedID: sh.MaxAddedID, Cells: sh.Cells}
+		out.Shards[i] = wire.ShardResult{Shard: sh.Shard, MaxAddedID: sh.MaxAddedID, Cells: sh.Cells}
 	}
 	return out
 }

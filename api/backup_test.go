@@ -59,14 +59,14 @@ func TestBackupEndpoints(t *testing.T) {
 		}
 		sum := sha256.Sum256(body)
 		for k, want := range map[string]string{
-			"Content-Type":                 "application/octet-stream",
-			api.HeaderAppliedIndex:         strconv.FormatUint(info.Header.Applied.Index, 10),
-			api.HeaderAppliedTerm:          strconv.FormatUint(info.Header.Applied.Term, 10),
-			api.HeaderFirstShard:           "0",
-			api.HeaderLastShard:            "7",
-			"Trailer:" + api.TrailerCells:  strconv.FormatInt(info.Cells, 10),
-			"Trailer:" + api.TrailerBytes:  strconv.Itoa(len(body)),
-			"Trailer:" + api.TrailerSHA256: hex.EncodeToString(sum[:]),
+			"Content-Type":                  "application/octet-stream",
+			wire.HeaderAppliedIndex:         strconv.FormatUint(info.Header.Applied.Index, 10),
+			wire.HeaderAppliedTerm:          strconv.FormatUint(info.Header.Applied.Term, 10),
+			wire.HeaderFirstShard:           "0",
+			wire.HeaderLastShard:            "7",
+			"Trailer:" + wire.TrailerCells:  strconv.FormatInt(info.Cells, 10),
+			"Trailer:" + wire.TrailerBytes:  strconv.Itoa(len(body)),
+			"Trailer:" + wire.TrailerSHA256: hex.EncodeToString(sum[:]),
 		} {
 			var got string
 			if name, ok := strings.CutPrefix(k, "Trailer:"); ok {

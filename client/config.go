@@ -25,6 +25,9 @@ const (
 	DefaultMaxAttempts    = 5
 	DefaultBackoffBase    = 100 * time.Millisecond
 	DefaultBackoffMax     = 2 * time.Second
+	// DefaultAdminTimeout outlasts the server's bound on one admin change (api.Config's
+	// AdminTimeout, 30m), so that its answer, 503 when the change ran out of time, arrives.
+	DefaultAdminTimeout = 31 * time.Minute
 )
 
 // EndpointCooldown is how long an endpoint that failed (connection error, timeout, 5xx) is tried
@@ -49,6 +52,11 @@ type Config struct {
 	// RequestTimeout bounds one attempt: sending the request and reading the whole answer.
 	// Default 10s. A write attempt that runs out of time is indeterminate.
 	RequestTimeout time.Duration
+	// AdminTimeout bounds one attempt of an admin change (AddVoter, RemoveVoter,
+	// TransferLeader, MoveReplica, Rebalance, Drain): adding a voter waits for it to catch up,
+	// a rebalance moves many replicas. Default DefaultAdminTimeout (31m). Admin reads (Nodes,
+	// Partitions) use RequestTimeout; Backup and Restore streams are bounded by ctx only.
+	AdminTimeout time.Duration
 	// MaxAttempts is the largest number of attempts of one call, the first included. Default 5;
 	// 1 disables retries.
 	MaxAttempts int
@@ -73,6 +81,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		RequestTimeout: DefaultRequestTimeout,
+		AdminTimeout:   DefaultAdminTimeout,
 		MaxAttempts:    DefaultMaxAttempts,
 		BackoffBase:    DefaultBackoffBase,
 		BackoffMax:     DefaultBackoffMax,
@@ -85,6 +94,9 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = d.RequestTimeout
+	}
+	if c.AdminTimeout == 0 {
+		c.AdminTimeout = d.AdminTimeout
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = d.MaxAttempts
@@ -120,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if c.RequestTimeout < 0 {
 		bad("RequestTimeout %s is negative", c.RequestTimeout)
+	}
+	if c.AdminTimeout < 0 {
+		bad("AdminTimeout %s is negative", c.AdminTimeout)
 	}
 	if c.MaxAttempts < 0 {
 		bad("MaxAttempts %d is negative", c.MaxAttempts)

@@ -41,6 +41,26 @@
 //	QueryIndex     POST /v1/{ds}/indexes/{index}/query                    read
 //	Cluster        GET  /v1/cluster                                       read
 //	Ready, Healthy GET  /readyz, /healthz of one given node               one attempt, no retry
+//	Metric         GET  /metrics of one given node                        one attempt, no retry
+//
+// Admin calls (admin.go, backup.go) name their datastore in the arguments; the client's
+// Datastore does not matter:
+//
+//	Nodes          GET    /v1/admin/nodes                                 read
+//	Partitions     GET    /v1/admin/partitions[?datastore=]               read
+//	AddVoter       POST   /v1/admin/partitions/{ds}/{p}/voters            admin change
+//	RemoveVoter    DELETE /v1/admin/partitions/{ds}/{p}/voters/{node}     admin change
+//	TransferLeader POST   /v1/admin/partitions/{ds}/{p}/leader            admin change
+//	MoveReplica    POST   /v1/admin/partitions/{ds}/{p}/move              admin change
+//	Rebalance      POST   /v1/admin/rebalance                             admin change
+//	Drain          POST   /v1/admin/nodes/{node}/drain                    admin change
+//	Backup         GET    /v1/admin/backup/{ds}/{p}                       read until the stream starts
+//	Restore        POST   /v1/admin/restore/{ds}/{p}[?force=true]         admin change, streamed body
+//
+// Storage status (the async datastores' storage clusters: each member's role, breaker, GTID
+// position and lag, the buffered writes) is part of Cluster's answer (wire.PartitionStatus).
+// The async partition move and MySQL promotion are not API routes: `schemaless admin
+// move-partition` and `admin promote` run them against the MySQL servers.
 //
 // Reads carry ?consistency= (Config.Consistency, or WithConsistency per call). Keys and bodies
 // are checked before sending (column key [A-Za-z0-9_]{1,64}, ref key >= 0, body one JSON
@@ -87,6 +107,24 @@
 //	400, 404, 409, 413, other 4xx                final                 final
 //	2xx breaking the contract                    final: ErrBadResponse final: ErrBadResponse
 //	ctx done                                     final: ctx.Err()      final: ctx.Err()
+//
+// An admin change may not be safe to run twice (a rebalance, a leadership transfer to any
+// voter), so it is retried only when it certainly did not start; a caller that knows a change
+// is idempotent says so with AdminIdempotent, and it is then retried after everything but a 4xx:
+//
+//	outcome of an attempt                        admin change          AdminIdempotent change
+//	-------------------------------------------  --------------------  ------------------------------
+//	connection refused, dial error (not sent)    retry                 retry
+//	timeout, connection lost after sending       final: indeterminate  retry; may have been applied
+//	503 unavailable (no leader, out of time)     retry (Retry-After)   retry (Retry-After)
+//	408, 429                                     retry (Retry-After)   retry (Retry-After)
+//	504 indeterminate                            final: indeterminate  retry; may have been applied
+//	500 internal, other 5xx                      final: ErrInternal    retry
+//	400, 404, 409, 413, other 4xx                final                 final
+//
+// One attempt of an admin change is bounded by Config.AdminTimeout (31m), of an admin read by
+// RequestTimeout; Backup and Restore stream for as long as the partition takes, bounded by ctx
+// only. Backup is retried as a read until a node starts the stream, never after.
 //
 // When the attempts run out, the call returns the last attempt's error: for a read, connection
 // errors, timeouts, 503 and 504 are ErrUnavailable and other 5xx ErrInternal; for a write,

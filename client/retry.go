@@ -62,6 +62,21 @@ func (e *endpoints) markUp(ep int) {
 	}
 }
 
+// retryPolicy says which failed attempts of a write are retried (see the package
+// documentation, "Retries and failover", and admin.go).
+type retryPolicy int
+
+const (
+	// retryWrite: a cell or index write: idempotent, retried after anything but a 4xx or a 500.
+	retryWrite retryPolicy = iota
+	// retryUnstarted: an admin change that must not run twice by accident: retried only when it
+	// certainly did not start (the request was not sent; 503, 429 or 408 answers).
+	retryUnstarted
+	// retryIdempotent: an admin change the caller declared idempotent (AdminIdempotent):
+	// retried after anything but a 4xx, 500 included.
+	retryIdempotent
+)
+
 // request is one API call, sent as is on every attempt.
 type request struct {
 	op     string // API operation, for error messages ("put_cell")
@@ -69,10 +84,26 @@ type request struct {
 	path   string // escaped, starting with "/"
 	query  url.Values
 	body   []byte // JSON, or nil
-	write  bool   // retried as a write; may end indeterminate
-	ok     []int  // success statuses
+	write  bool   // retried as a write (see policy); may end indeterminate
+	policy retryPolicy
+	ok     []int // success statuses
 	// extra lengthens the attempt's RequestTimeout (a long poll's wait).
 	extra time.Duration
+	// timeout, when positive, bounds an attempt instead of RequestTimeout; when negative only
+	// ctx bounds it (a stream).
+	timeout time.Duration
+	// newBody, when set, gives each attempt its body instead of body (a stream of
+	// contentLength bytes of type contentType).
+	newBody       func() io.Reader
+	contentLength int64
+	contentType   string
+	// stream, when set, consumes a success answer's body instead of it being read into
+	// memory; its error ends the call (the answer has started: no retry).
+	stream func(resp *http.Response) error
+	// lastEndpoint, when set, receives the base URL of each attempt's endpoint.
+	lastEndpoint *string
+	// accept is the Accept header; "" means application/json.
+	accept string
 	// idempotencyKey is sent as Idempotency-Key on writes: it lets net/http replay the request
 	// on a reused keep-alive connection that the server had closed before reading it.
 	idempotencyKey string
@@ -102,7 +133,7 @@ type attemptResult struct {
 // do runs r with retries and failover (see the package documentation) and returns the first
 // success answer. Errors are described in the package documentation.
 func (c *Client) do(ctx context.Context, r *request) (answer, error) {
-	if r.write {
+	if r.write && r.policy != retryUnstarted {
 		r.idempotencyKey = uuid.NewString()
 	}
 	if err := ctx.Err(); err != nil {
@@ -133,6 +164,9 @@ func (c *Client) do(ctx context.Context, r *request) (answer, error) {
 		}
 		ep := order[attempts%len(order)]
 		attempts++
+		if r.lastEndpoint != nil {
+			*r.lastEndpoint = c.eps.urls[ep]
+		}
 		res := c.attempt(ctx, c.eps.urls[ep], r)
 		if res.err == nil {
 			c.eps.markUp(ep)
@@ -192,7 +226,14 @@ func (c *Client) attempt(ctx context.Context, base string, r *request) attemptRe
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
 	}
-	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout+r.extra)
+	timeout := c.cfg.RequestTimeout
+	if r.timeout != 0 {
+		timeout = r.timeout
+	}
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if timeout > 0 {
+		actx, cancel = context.WithTimeout(ctx, timeout+r.extra)
+	}
 	defer cancel()
 	// sent is set once request headers were written to a connection: from then on a write may
 	// reach the server. Dial failures never set it.
@@ -204,12 +245,23 @@ func (c *Client) attempt(ctx context.Context, base string, r *request) attemptRe
 	if r.body != nil {
 		body = bytes.NewReader(r.body)
 	}
+	if r.newBody != nil {
+		body = r.newBody()
+	}
 	req, err := http.NewRequestWithContext(actx, r.method, u, body)
 	if err != nil {
 		return attemptResult{err: fmt.Errorf("client: %s %s: %w", r.method, u, err)}
 	}
-	req.Header.Set("Accept", "application/json")
-	if r.body != nil {
+	if r.accept == "" {
+		req.Header.Set("Accept", "application/json")
+	} else {
+		req.Header.Set("Accept", r.accept)
+	}
+	switch {
+	case r.newBody != nil:
+		req.ContentLength = r.contentLength
+		req.Header.Set("Content-Type", r.contentType)
+	case r.body != nil:
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if r.idempotencyKey != "" {
@@ -220,6 +272,11 @@ func (c *Client) attempt(ctx context.Context, base string, r *request) attemptRe
 		if r.routeDS != "" && c.eps.routes != nil {
 			c.eps.routes.learn(r.routeDS, r.routeRow, resp.Header)
 		}
+		if r.stream != nil && slices.Contains(r.ok, resp.StatusCode) {
+			err := r.stream(resp)
+			resp.Body.Close()
+			return attemptResult{ans: answer{status: resp.StatusCode, endpoint: base}, err: err}
+		}
 		var data []byte
 		data, err = io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -228,9 +285,12 @@ func (c *Client) attempt(ctx context.Context, base string, r *request) attemptRe
 		}
 	}
 	res := attemptResult{retry: true, failed: true, maybeApplied: r.write && sent.Load()}
+	if res.maybeApplied && r.policy == retryUnstarted {
+		res.retry = false
+	}
 	what := err.Error()
 	if ctx.Err() == nil && actx.Err() != nil {
-		what = fmt.Sprintf("%s %s: no complete answer within %s", r.method, u, c.cfg.RequestTimeout)
+		what = fmt.Sprintf("%s %s: no complete answer within %s", r.method, u, timeout+r.extra)
 	}
 	if res.maybeApplied {
 		res.err = fmt.Errorf("client: %w: %s", ErrIndeterminate, what)
@@ -261,12 +321,13 @@ func (c *Client) classify(r *request, base string, resp *http.Response, data []b
 		res.retry, res.failed = true, true
 		if r.write {
 			res.maybeApplied = true
+			res.retry = r.policy != retryUnstarted
 		} else {
 			ae.sentinel = ErrUnavailable
 		}
 	case st >= 500:
 		res.failed = true
-		res.retry = !r.write
+		res.retry = !r.write || r.policy == retryIdempotent
 	}
 	return res
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,8 +53,10 @@ type Node struct {
 	DataDir  string
 	LogPath  string
 
-	// status asks the node alone for its view (one attempt, no fail-over).
+	// status asks the node alone for its view (one attempt, no fail-over, 2 s).
 	status *client.Client
+	// admin asks the node alone for its admin reports (one attempt, no fail-over, 10 s).
+	admin *client.Client
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -119,6 +120,10 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		sc.Endpoints, sc.MaxAttempts, sc.RequestTimeout = []string{n.URL()}, 1, 2*time.Second
 		var err error
 		if n.status, err = client.New(sc); err != nil {
+			return nil, err
+		}
+		sc.RequestTimeout = 10 * time.Second
+		if n.admin, err = client.New(sc); err != nil {
 			return nil, err
 		}
 		for _, addr := range []string{n.HTTPAddr, n.RaftAddr} {
@@ -306,15 +311,12 @@ func (c *Cluster) Stop() {
 // WaitReady polls n's /readyz until it answers 200 (every hosted partition has a leader) or ctx
 // ends.
 func (c *Cluster) WaitReady(ctx context.Context, n *Node) error {
-	hc := &http.Client{Timeout: time.Second}
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/readyz", nil)
-		resp, err := hc.Do(req)
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := n.status.Ready(pctx, n.URL())
+		cancel()
 		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+			return nil
 		}
 		if !n.Running() {
 			return fmt.Errorf("jepsen: %s exited while starting (see %s)", n.ID, n.LogPath)

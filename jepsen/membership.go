@@ -1,16 +1,13 @@
 package jepsen
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,7 +16,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/api/wire"
-	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/topology"
 )
 
@@ -113,25 +110,6 @@ func (n *Nemesis) AdminOps() []AdminOp {
 // errNoCandidate: no raft partition fits the fault right now.
 var errNoCandidate = errors.New("jepsen: no raft partition fits")
 
-// adminError is an admin API answer other than 2xx.
-type adminError struct {
-	Status  int
-	Message string
-}
-
-func (e *adminError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message) }
-
-// retryable reports whether an admin call that failed with err may succeed on another node or
-// later: transport errors, timeouts and 5xx answers (no leader, leader changed, the call's
-// deadline); not 4xx (refused, unknown node).
-func retryable(err error) bool {
-	var ae *adminError
-	if errors.As(err, &ae) {
-		return ae.Status >= 500
-	}
-	return true
-}
-
 // Paused reports whether the node is stopped by SIGSTOP.
 func (n *Node) Paused() bool {
 	n.mu.Lock()
@@ -178,94 +156,42 @@ func (n *Nemesis) isLive(id string) bool {
 	return node != nil && node.Running() && !node.Paused()
 }
 
-// callNode sends one admin request to node within timeout and decodes a 2xx answer into out.
-func (n *Nemesis) callNode(ctx context.Context, node *Node, method, path string, body, out any, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
+// adminClient returns a client of the live nodes (the least cut off first) that makes at most
+// attempts attempts, each bounded by timeout, a backoff of up to 250ms, 500ms, ... apart, and
+// the map from their URLs to their ids. Its changes are retried as package client retries
+// AdminIdempotent changes (see change); its reads as reads.
+func (n *Nemesis) adminClient(timeout time.Duration, attempts int) (*client.Client, map[string]string, error) {
+	live := n.liveNodes()
+	if len(live) == 0 {
+		return nil, nil, errors.New("no live node to ask")
 	}
-	req, err := http.NewRequestWithContext(ctx, method, node.URL()+path, rd)
-	if err != nil {
-		return err
+	cfg := client.DefaultConfig()
+	ids := map[string]string{}
+	for _, node := range live {
+		cfg.Endpoints = append(cfg.Endpoints, node.URL())
+		ids[node.URL()] = node.ID
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := n.mem.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		var eb wire.ErrorBody
-		msg := strings.TrimSpace(string(b))
-		if json.Unmarshal(b, &eb) == nil && eb.Error.Message != "" {
-			msg = eb.Error.Message
-		}
-		return &adminError{Status: resp.StatusCode, Message: msg}
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(b, out)
-}
-
-// admin sends an admin request to a live node (the least cut off first), and on a retryable
-// error to the next one, at most attempts times, each bounded by timeout. It returns the node
-// asked last. A change that timed out may still be applied: the membership calls are
-// idempotent (a voter already there, a node already gone, a move already done succeed).
-func (n *Nemesis) admin(ctx context.Context, method, path string, body, out any, timeout time.Duration, attempts int) (string, error) {
-	var err error
-	via := ""
-	for a := 0; a < attempts; a++ {
-		if a > 0 {
-			select {
-			case <-ctx.Done():
-				return via, ctx.Err()
-			case <-time.After(time.Duration(a) * 250 * time.Millisecond):
-			}
-		}
-		live := n.liveNodes()
-		if len(live) == 0 {
-			err = errors.New("no live node to ask")
-			continue
-		}
-		node := live[a%len(live)]
-		via = node.ID
-		if err = n.callNode(ctx, node, method, path, body, out, timeout); err == nil || !retryable(err) {
-			return via, err
-		}
-	}
-	return via, err
-}
-
-// partitionPath is the admin path of partition pid of ds, followed by suffix.
-func partitionPath(ds string, pid int, suffix string) string {
-	return fmt.Sprintf("/v1/admin/partitions/%s/%d%s", url.PathEscape(ds), pid, suffix)
+	cfg.HTTPClient = n.mem.hc
+	cfg.MaxAttempts, cfg.RequestTimeout, cfg.AdminTimeout = attempts, timeout, timeout
+	cfg.BackoffBase, cfg.BackoffMax = 250*time.Millisecond, 500*time.Millisecond
+	cl, err := client.New(cfg)
+	return cl, ids, err
 }
 
 func partKey(ds string, pid int) string { return fmt.Sprintf("%s/%d", ds, pid) }
 
 // reports returns the raft partitions of datastore ds as a live node reports them (GET
 // /v1/admin/partitions?datastore=ds).
-func (n *Nemesis) reports(ctx context.Context, ds string) ([]cluster.PartitionReport, error) {
-	var resp struct {
-		Partitions []cluster.PartitionReport `json:"partitions"`
-	}
-	if _, err := n.admin(ctx, http.MethodGet, "/v1/admin/partitions?datastore="+url.QueryEscape(ds), nil, &resp, 5*time.Second, 3); err != nil {
+func (n *Nemesis) reports(ctx context.Context, ds string) ([]wire.PartitionReport, error) {
+	cl, _, err := n.adminClient(5*time.Second, 3)
+	if err != nil {
 		return nil, fmt.Errorf("jepsen: partitions of %s: %w", ds, err)
 	}
-	return resp.Partitions, nil
+	reps, err := cl.Partitions(ctx, ds)
+	if err != nil {
+		return nil, fmt.Errorf("jepsen: partitions of %s: %w", ds, err)
+	}
+	return reps, nil
 }
 
 // raftDatastores returns the names of the topology's raft datastores.
@@ -281,7 +207,7 @@ func (n *Nemesis) raftDatastores() []string {
 
 // settled reports whether r has exactly the voters the membership nemeses want it to have
 // (any voters when it was never touched) and no nonvoter.
-func (n *Nemesis) settled(r cluster.PartitionReport) bool {
+func (n *Nemesis) settled(r wire.PartitionReport) bool {
 	if r.Error != "" || len(r.Servers) == 0 {
 		return false
 	}
@@ -297,7 +223,7 @@ func (n *Nemesis) settled(r cluster.PartitionReport) bool {
 
 // pickPartition returns a random settled raft partition that fits (datastores tried in random
 // order, each from a live node's report), or errNoCandidate.
-func (n *Nemesis) pickPartition(ctx context.Context, fits func(cluster.PartitionReport) bool) (cluster.PartitionReport, error) {
+func (n *Nemesis) pickPartition(ctx context.Context, fits func(wire.PartitionReport) bool) (wire.PartitionReport, error) {
 	dss := n.raftDatastores()
 	n.mem.rng.Shuffle(len(dss), func(i, j int) { dss[i], dss[j] = dss[j], dss[i] })
 	var errs []error
@@ -307,7 +233,7 @@ func (n *Nemesis) pickPartition(ctx context.Context, fits func(cluster.Partition
 			errs = append(errs, err)
 			continue
 		}
-		var ok []cluster.PartitionReport
+		var ok []wire.PartitionReport
 		for _, r := range reps {
 			if n.settled(r) && fits(r) {
 				ok = append(ok, r)
@@ -318,9 +244,9 @@ func (n *Nemesis) pickPartition(ctx context.Context, fits func(cluster.Partition
 		}
 	}
 	if len(errs) == len(dss) && len(errs) > 0 {
-		return cluster.PartitionReport{}, errors.Join(errs...)
+		return wire.PartitionReport{}, errors.Join(errs...)
 	}
-	return cluster.PartitionReport{}, errNoCandidate
+	return wire.PartitionReport{}, errNoCandidate
 }
 
 func sorted(ids []string) []string {
@@ -337,9 +263,14 @@ func (n *Nemesis) setWant(key string, voters []string) {
 }
 
 // change makes one membership admin call, records it (AdminOp, an "admin" event) and returns
-// the partition's configuration after it.
-func (n *Nemesis) change(ctx context.Context, op AdminOp, method, path string, body any) (cluster.PartitionConfig, error) {
-	var cfg cluster.PartitionConfig
+// the partition's configuration after it. The call goes to a live node (the least cut off
+// first), and on a failure that is not a 4xx answer to the next one, at most 3 times, each
+// bounded by 20s (30s when a replica catches up first). A change that timed out may still be
+// applied: it is sent again all the same (client.AdminIdempotent), since the membership calls
+// are idempotent (a voter already there, a node already gone, a move already done succeed; a
+// repeated transfer to raft's pick moves leadership once more, which the nemesis does anyway).
+func (n *Nemesis) change(ctx context.Context, op AdminOp, call func(context.Context, *client.Client, ...client.AdminOption) (wire.PartitionConfig, error)) (wire.PartitionConfig, error) {
+	var cfg wire.PartitionConfig
 	began := time.Now()
 	timeout, attempts := 20*time.Second, 3
 	if op.Op == OpAddVoter || op.Op == OpMove {
@@ -351,7 +282,13 @@ func (n *Nemesis) change(ctx context.Context, op AdminOp, method, path string, b
 	} else if op.Op == OpMove && !n.isLive(op.To) {
 		err = fmt.Errorf("%s is down or paused", op.To)
 	} else {
-		op.Via, err = n.admin(ctx, method, path, body, &cfg, timeout, attempts)
+		var cl *client.Client
+		var ids map[string]string
+		if cl, ids, err = n.adminClient(timeout, attempts); err == nil {
+			var via string
+			cfg, err = call(ctx, cl, client.AdminIdempotent(), client.AdminEndpoint(&via))
+			op.Via = ids[via]
+		}
 	}
 	op.Seconds = time.Since(began).Seconds()
 	op.OK = err == nil
@@ -387,14 +324,18 @@ func (n *Nemesis) change(ctx context.Context, op AdminOp, method, path string, b
 	return cfg, nil
 }
 
-func (n *Nemesis) removeVoter(ctx context.Context, ds string, pid int, node, reason string) (cluster.PartitionConfig, error) {
+func (n *Nemesis) removeVoter(ctx context.Context, ds string, pid int, node, reason string) (wire.PartitionConfig, error) {
 	return n.change(ctx, AdminOp{Op: OpRemoveVoter, Datastore: ds, Partition: pid, Node: node, Reason: reason},
-		http.MethodDelete, partitionPath(ds, pid, "/voters/"+url.PathEscape(node)), nil)
+		func(ctx context.Context, cl *client.Client, opts ...client.AdminOption) (wire.PartitionConfig, error) {
+			return cl.RemoveVoter(ctx, ds, pid, node, opts...)
+		})
 }
 
-func (n *Nemesis) addVoter(ctx context.Context, ds string, pid int, node, reason string) (cluster.PartitionConfig, error) {
+func (n *Nemesis) addVoter(ctx context.Context, ds string, pid int, node, reason string) (wire.PartitionConfig, error) {
 	return n.change(ctx, AdminOp{Op: OpAddVoter, Datastore: ds, Partition: pid, Node: node, Reason: reason},
-		http.MethodPost, partitionPath(ds, pid, "/voters"), map[string]string{"node": node})
+		func(ctx context.Context, cl *client.Client, opts ...client.AdminOption) (wire.PartitionConfig, error) {
+			return cl.AddVoter(ctx, ds, pid, node, opts...)
+		})
 }
 
 // startMembershipFault starts one membership fault and returns the function that ends it and
@@ -414,7 +355,7 @@ func (n *Nemesis) startMembershipFault(ctx context.Context, kind string) (func()
 
 // removeAddVoter removes a voter now and adds it back when the fault ends.
 func (n *Nemesis) removeAddVoter(ctx context.Context, note string) (func(), time.Duration, error) {
-	rep, err := n.pickPartition(ctx, func(r cluster.PartitionReport) bool { return len(r.Voters()) >= 2 })
+	rep, err := n.pickPartition(ctx, func(r wire.PartitionReport) bool { return len(r.Voters()) >= 2 })
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", RemoveAddVoter, err)
 	}
@@ -471,16 +412,16 @@ func (n *Nemesis) moveReplica(ctx context.Context) (func(), time.Duration, error
 	for _, node := range n.liveNodes() {
 		live = append(live, node.ID)
 	}
-	outside := func(r cluster.PartitionReport) []string {
+	outside := func(r wire.PartitionReport) []string {
 		var out []string
 		for _, id := range live {
-			if !slices.ContainsFunc(r.Servers, func(s cluster.RaftServer) bool { return s.Node == id }) {
+			if !slices.ContainsFunc(r.Servers, func(s wire.RaftServer) bool { return s.Node == id }) {
 				out = append(out, id)
 			}
 		}
 		return out
 	}
-	rep, err := n.pickPartition(ctx, func(r cluster.PartitionReport) bool { return len(r.Voters()) >= 1 && len(outside(r)) > 0 })
+	rep, err := n.pickPartition(ctx, func(r wire.PartitionReport) bool { return len(r.Voters()) >= 1 && len(outside(r)) > 0 })
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", MoveReplica, err)
 	}
@@ -501,7 +442,9 @@ func (n *Nemesis) moveReplica(ctx context.Context) (func(), time.Duration, error
 	n.setWant(key, want)
 	start := n.h.Now()
 	after, err := n.change(ctx, AdminOp{Op: OpMove, Datastore: ds, Partition: pid, From: from, To: to, Reason: "fault"},
-		http.MethodPost, partitionPath(ds, pid, "/move"), map[string]string{"from": from, "to": to})
+		func(ctx context.Context, cl *client.Client, opts ...client.AdminOption) (wire.PartitionConfig, error) {
+			return cl.MoveReplica(ctx, ds, pid, from, to, opts...)
+		})
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: move %s from %s to %s: %w", MoveReplica, key, from, to, err)
 	}
@@ -512,7 +455,7 @@ func (n *Nemesis) moveReplica(ctx context.Context) (func(), time.Duration, error
 
 // transferLeader moves a partition's leadership; nothing to undo.
 func (n *Nemesis) transferLeader(ctx context.Context) (func(), time.Duration, error) {
-	rep, err := n.pickPartition(ctx, func(r cluster.PartitionReport) bool { return r.Leader != "" && len(r.Voters()) >= 2 })
+	rep, err := n.pickPartition(ctx, func(r wire.PartitionReport) bool { return r.Leader != "" && len(r.Voters()) >= 2 })
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", TransferLeader, err)
 	}
@@ -525,7 +468,9 @@ func (n *Nemesis) transferLeader(ctx context.Context) (func(), time.Duration, er
 	}
 	start := n.h.Now()
 	after, err := n.change(ctx, AdminOp{Op: OpTransferLeader, Datastore: ds, Partition: pid, Node: to, Reason: "fault"},
-		http.MethodPost, partitionPath(ds, pid, "/leader"), map[string]string{"node": to})
+		func(ctx context.Context, cl *client.Client, opts ...client.AdminOption) (wire.PartitionConfig, error) {
+			return cl.TransferLeader(ctx, ds, pid, to, opts...)
+		})
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %s to %s: %w", TransferLeader, key, asked, err)
 	}
@@ -542,7 +487,7 @@ func (n *Nemesis) repairMembership(ctx context.Context) []string {
 	n.mem.mu.Lock()
 	want := maps.Clone(n.mem.want)
 	n.mem.mu.Unlock()
-	byDS := map[string][]cluster.PartitionReport{}
+	byDS := map[string][]wire.PartitionReport{}
 	var off []string
 	for _, key := range slices.Sorted(maps.Keys(want)) {
 		cut := strings.LastIndexByte(key, '/')
@@ -557,7 +502,7 @@ func (n *Nemesis) repairMembership(ctx context.Context) []string {
 			}
 			byDS[ds] = reps
 		}
-		i := slices.IndexFunc(reps, func(r cluster.PartitionReport) bool { return r.Partition == pid })
+		i := slices.IndexFunc(reps, func(r wire.PartitionReport) bool { return r.Partition == pid })
 		if i < 0 || reps[i].Error != "" || len(reps[i].Servers) == 0 {
 			off = append(off, key+": configuration unknown")
 			continue

@@ -2,15 +2,12 @@ package jepsen
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/topology"
 )
 
@@ -69,33 +66,11 @@ func (c *Cluster) RefreshPlacement(ctx context.Context) error {
 	return fmt.Errorf("jepsen: placement: no node answered: %s", strings.Join(errs, "; "))
 }
 
-// partitionReports asks node n alone for every partition's report, within 10 s.
-func (c *Cluster) partitionReports(ctx context.Context, n *Node) ([]cluster.PartitionReport, error) {
+// partitionReports asks node n alone for every partition's report (one attempt, within 10 s).
+func (c *Cluster) partitionReports(ctx context.Context, n *Node) ([]wire.PartitionReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/v1/admin/partitions", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	var out struct {
-		Partitions []cluster.PartitionReport `json:"partitions"`
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, err
-	}
-	return out.Partitions, nil
+	return n.admin.Partitions(ctx, "")
 }
 
 // replicasOf returns the nodes holding a replica of partition p of datastore ds: the current

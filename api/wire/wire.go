@@ -420,6 +420,7 @@ const (
 	CodeUnavailable     = "unavailable"   // 503, with Retry-After; safe to retry
 	CodeIndeterminate   = "indeterminate" // 504; a write that may still commit; safe to retry
 	CodeInternal        = "internal"      // 500
+	CodeUnimplemented   = "unimplemented" // 501: a server without backups, or an async datastore's backup
 )
 
 // ErrorBody is the JSON of every error answer: {"error":{"code","message","field"}}. Field

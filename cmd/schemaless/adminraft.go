@@ -7,18 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/api/wire"
-	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/topology"
 	"github.com/spf13/cobra"
 )
@@ -68,106 +65,65 @@ func (p *partitionFlags) check(cmd *cobra.Command) error {
 	return nil
 }
 
-// path returns the partition's admin path, /v1/admin/partitions/{ds}/{p}.
-func (p *partitionFlags) path() string {
-	return fmt.Sprintf("/v1/admin/partitions/%s/%d", url.PathEscape(p.datastore), p.partition)
+// newAdminClient returns the client of the admin commands: every endpoint in turn, each up to
+// three times, an attempt bounded only by --timeout (a change may wait for a replica to catch
+// up). The client retries a change only when it certainly did not start (see package client,
+// admin.go).
+func newAdminClient(endpoints []string, timeout time.Duration) (*client.Client, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("--endpoints is empty")
+	}
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = endpoints
+	cfg.MaxAttempts = 3 * len(endpoints)
+	cfg.RequestTimeout, cfg.AdminTimeout = timeout, timeout
+	cfg.BackoffBase, cfg.BackoffMax = 100*time.Millisecond, time.Second
+	cl, err := client.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--endpoints: %w", err)
+	}
+	return cl, nil
 }
 
-// adminAPIError is an error answer of the admin API: {"error":{"code","message","field"}}.
-type adminAPIError struct {
-	Endpoint string
-	Status   int
-	wire.ErrorDetail
-}
+// answeredError prints an error answer of a node as the admin commands do: the endpoint, the
+// status, the API's code and message, and the request field at fault.
+type answeredError struct{ *client.APIError }
 
-func (e *adminAPIError) Error() string {
-	s := fmt.Sprintf("%s answered %d %s: %s", e.Endpoint, e.Status, e.Code, e.Message)
+func (e answeredError) Error() string {
+	s := fmt.Sprintf("%s answered %d %s: %s", e.Endpoint, e.StatusCode, e.Code, e.Message)
 	if e.Field != "" {
 		s += fmt.Sprintf(" (field %q)", e.Field)
 	}
 	return s
 }
 
-// adminCall sends method path with body (JSON; nil: none) to the endpoints in turn until one
-// answers, decodes a 200 answer into out (when not nil) and returns its bytes. An endpoint that
-// cannot be reached (nothing was sent) or answers 503 (unavailable: nothing was done, or an
-// idempotent change may be rerun) is passed over; the endpoints are tried up to three times, a
-// second apart, within ctx. Any other answer is an *adminAPIError; a failure after the request
-// was sent (the change may have happened) is returned as it is.
-func adminCall(ctx context.Context, endpoints []string, method, path string, body, out any) ([]byte, error) {
-	if len(endpoints) == 0 {
-		return nil, errors.New("--endpoints is empty")
-	}
-	var payload []byte
-	if body != nil {
-		var err error
-		if payload, err = json.Marshal(body); err != nil {
-			return nil, err
+func (e answeredError) Unwrap() error { return e.APIError }
+
+// adminError is the error an admin command reports for a client call's err: a node's error
+// answer as answeredError, and "no endpoint answered" when every attempt found the nodes
+// unreachable or unavailable.
+func adminError(err error) error {
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		if ae.StatusCode == http.StatusServiceUnavailable && errors.Is(err, client.ErrUnavailable) {
+			return fmt.Errorf("no endpoint answered: %w", answeredError{ae})
 		}
+		return answeredError{ae}
 	}
-	hc := &http.Client{}
-	var last error
-	for round := 0; round < 3; round++ {
-		if round > 0 {
-			t := time.NewTimer(time.Second)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), last)
-			case <-t.C:
-			}
-		}
-		for _, ep := range endpoints {
-			ep = strings.TrimRight(ep, "/")
-			req, err := http.NewRequestWithContext(ctx, method, ep+path, bytes.NewReader(payload))
-			if err != nil {
-				return nil, fmt.Errorf("--endpoints %q: %w", ep, err)
-			}
-			if body != nil {
-				req.Header.Set("Content-Type", "application/json")
-			}
-			res, err := hc.Do(req)
-			if err != nil {
-				var oe *net.OpError
-				if errors.As(err, &oe) && oe.Op == "dial" {
-					last = fmt.Errorf("%s: %w", ep, err)
-					continue
-				}
-				return nil, fmt.Errorf("%s %s%s: %w", method, ep, path, err)
-			}
-			data, err := io.ReadAll(res.Body)
-			res.Body.Close()
-			if err != nil {
-				return nil, fmt.Errorf("%s %s%s: reading the answer: %w", method, ep, path, err)
-			}
-			if res.StatusCode == http.StatusOK {
-				if out != nil {
-					if err := json.Unmarshal(data, out); err != nil {
-						return nil, fmt.Errorf("%s %s%s: bad answer: %w", method, ep, path, err)
-					}
-				}
-				return data, nil
-			}
-			aerr := &adminAPIError{Endpoint: ep, Status: res.StatusCode}
-			var eb wire.ErrorBody
-			if json.Unmarshal(data, &eb) == nil && eb.Error.Message != "" {
-				aerr.ErrorDetail = eb.Error
-			} else {
-				aerr.Message = strings.TrimSpace(string(data))
-			}
-			if res.StatusCode != http.StatusServiceUnavailable {
-				return nil, aerr
-			}
-			last = aerr
-		}
+	if errors.Is(err, client.ErrUnavailable) {
+		return fmt.Errorf("no endpoint answered: %w", err)
 	}
-	return nil, fmt.Errorf("no endpoint answered: %w", last)
+	return err
 }
 
-// writeRawJSON prints an API answer indented.
-func writeRawJSON(w io.Writer, data []byte) error {
+// writeAnswerJSON prints an answer of the API indented, as the node wrote it (no HTML
+// escaping), followed by a blank line.
+func writeAnswerJSON(w io.Writer, v any) error {
 	var buf bytes.Buffer
-	if err := json.Indent(&buf, data, "", "  "); err != nil {
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
 	buf.WriteByte('\n')
@@ -182,11 +138,15 @@ func newAdminRaftCmds() []*cobra.Command {
 		newAdminTransferLeaderCmd(), newAdminMoveReplicaCmd(), newAdminRebalanceCmd(), newAdminDrainCmd()}
 }
 
-// runAdmin runs fn with a context bounded by --timeout.
-func runAdmin(cmd *cobra.Command, f *adminAPIFlags, fn func(ctx context.Context, out io.Writer) error) error {
+// runAdmin runs fn with a context bounded by --timeout and the admin client of f.
+func runAdmin(cmd *cobra.Command, f *adminAPIFlags, fn func(ctx context.Context, cl *client.Client, out io.Writer) error) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	defer cancel()
-	return fn(ctx, cmd.OutOrStdout())
+	cl, err := newAdminClient(f.endpoints, f.timeout)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, cl, cmd.OutOrStdout())
 }
 
 func newAdminNodesCmd() *cobra.Command {
@@ -212,27 +172,28 @@ The first line names the node that answered. --json prints the /v1/admin/nodes a
 (each node's replicas as gossiped).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAdmin(cmd, &f, func(ctx context.Context, out io.Writer) error { return runAdminNodes(ctx, f, out) })
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				return runAdminNodes(ctx, cl, f.asJSON, out)
+			})
 		},
 	}
 	f.register(cmd, adminReadTimeout)
 	return cmd
 }
 
-func runAdminNodes(ctx context.Context, f adminAPIFlags, out io.Writer) error {
-	var nr api.NodesResponse
-	data, err := adminCall(ctx, f.endpoints, http.MethodGet, "/v1/admin/nodes", nil, &nr)
+func runAdminNodes(ctx context.Context, cl *client.Client, asJSON bool, out io.Writer) error {
+	nr, err := cl.Nodes(ctx)
 	if err != nil {
-		return err
+		return adminError(err)
 	}
-	if f.asJSON {
-		return writeRawJSON(out, data)
+	if asJSON {
+		return writeAnswerJSON(out, nr)
 	}
 	replicas, leaders := map[string]int{}, map[string]int{}
-	var pr api.PartitionsResponse
-	_, perr := adminCall(ctx, f.endpoints, http.MethodGet, "/v1/admin/partitions", nil, &pr)
+	reps, perr := cl.Partitions(ctx, "")
+	perr = adminError(perr)
 	fromRaft := perr == nil
-	for _, p := range pr.Partitions {
+	for _, p := range reps {
 		if p.Error != "" {
 			fromRaft = false
 		}
@@ -251,7 +212,7 @@ func runAdminNodes(ctx context.Context, f adminAPIFlags, out io.Writer) error {
 	if fromRaft {
 		for id := range replicas {
 			if !known[id] {
-				rows = append(rows, cluster.Member{ID: id, State: "-"})
+				rows = append(rows, wire.Member{ID: id, State: "-"})
 			}
 		}
 	} else {
@@ -316,20 +277,15 @@ A partition whose leader cannot be found prints its error and the replicas it la
 async partition prints its storage cluster only. --json prints the API's answer as is.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAdmin(cmd, &f, func(ctx context.Context, out io.Writer) error {
-				path := "/v1/admin/partitions"
-				if ds != "" {
-					path += "?datastore=" + url.QueryEscape(ds)
-				}
-				var pr api.PartitionsResponse
-				data, err := adminCall(ctx, f.endpoints, http.MethodGet, path, nil, &pr)
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				reps, err := cl.Partitions(ctx, ds)
 				if err != nil {
-					return err
+					return adminError(err)
 				}
 				if f.asJSON {
-					return writeRawJSON(out, data)
+					return writeAnswerJSON(out, wire.PartitionsResponse{Partitions: reps})
 				}
-				return printPartitionReports(out, pr.Partitions)
+				return printPartitionReports(out, reps)
 			})
 		},
 	}
@@ -338,7 +294,7 @@ async partition prints its storage cluster only. --json prints the API's answer 
 	return cmd
 }
 
-func printPartitionReports(w io.Writer, reps []cluster.PartitionReport) error {
+func printPartitionReports(w io.Writer, reps []wire.PartitionReport) error {
 	for i, p := range reps {
 		if i > 0 {
 			fmt.Fprintln(w)
@@ -376,7 +332,7 @@ func printPartitionReports(w io.Writer, reps []cluster.PartitionReport) error {
 }
 
 // printConfig prints a partition's configuration after a change.
-func printConfig(w io.Writer, c cluster.PartitionConfig) {
+func printConfig(w io.Writer, c wire.PartitionConfig) {
 	fmt.Fprintf(w, "%s/%d  leader %s  term %d  commit %d  last %d\n", c.Datastore, c.Partition, dash(c.Leader), c.Term, c.CommitIndex, c.LastIndex)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, s := range c.Servers {
@@ -389,17 +345,17 @@ func printConfig(w io.Writer, c cluster.PartitionConfig) {
 	_ = tw.Flush()
 }
 
-// runConfigChange sends one partition change and prints the configuration it answers, after
+// runConfigChange makes one partition change and prints the configuration it answers, after
 // the line what(cfg) returns.
-func runConfigChange(ctx context.Context, f adminAPIFlags, out io.Writer, method, path string, body any, what func(cluster.PartitionConfig) string) error {
+func runConfigChange(ctx context.Context, cl *client.Client, asJSON bool, out io.Writer,
+	change func(context.Context) (wire.PartitionConfig, error), what func(wire.PartitionConfig) string) error {
 	start := time.Now()
-	var cfg cluster.PartitionConfig
-	data, err := adminCall(ctx, f.endpoints, method, path, body, &cfg)
+	cfg, err := change(ctx)
 	if err != nil {
-		return err
+		return adminError(err)
 	}
-	if f.asJSON {
-		return writeRawJSON(out, data)
+	if asJSON {
+		return writeAnswerJSON(out, cfg)
 	}
 	fmt.Fprintf(out, "%s (%s)\n", what(cfg), time.Since(start).Round(time.Millisecond))
 	printConfig(out, cfg)
@@ -434,9 +390,12 @@ leader (retried on the other endpoints).`,
 			if node == "" {
 				return errors.New("--node is required: the id of the node to add")
 			}
-			return runAdmin(cmd, &f, func(ctx context.Context, out io.Writer) error {
-				return runConfigChange(ctx, f, out, http.MethodPost, p.path()+"/voters", api.NodeRequest{Node: node},
-					func(cluster.PartitionConfig) string {
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				return runConfigChange(ctx, cl, f.asJSON, out,
+					func(ctx context.Context) (wire.PartitionConfig, error) {
+						return cl.AddVoter(ctx, p.datastore, p.partition, node)
+					},
+					func(wire.PartitionConfig) string {
 						return fmt.Sprintf("%s is a voter of %s/%d", node, p.datastore, p.partition)
 					})
 			})
@@ -473,9 +432,12 @@ data, the removal stands and the error says so; its data is unused.`,
 			if node == "" {
 				return errors.New("--node is required: the id of the node to remove")
 			}
-			return runAdmin(cmd, &f, func(ctx context.Context, out io.Writer) error {
-				return runConfigChange(ctx, f, out, http.MethodDelete, p.path()+"/voters/"+url.PathEscape(node), nil,
-					func(c cluster.PartitionConfig) string {
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				return runConfigChange(ctx, cl, f.asJSON, out,
+					func(ctx context.Context) (wire.PartitionConfig, error) {
+						return cl.RemoveVoter(ctx, p.datastore, p.partition, node)
+					},
+					func(c wire.PartitionConfig) string {
 						return fmt.Sprintf("%s is no longer a replica of %s/%d; voters: %s", node, p.datastore, p.partition, strings.Join(c.Voters(), ", "))
 					})
 			})
@@ -507,9 +469,12 @@ Leadership is a preference: a later election may move it again, and rebalance ev
 			if err := p.check(cmd); err != nil {
 				return err
 			}
-			return runAdmin(cmd, &f, func(ctx context.Context, out io.Writer) error {
-				return runConfigChange(ctx, f, out, http.MethodPost, p.path()+"/leader", api.NodeRequest{Node: to},
-					func(c cluster.PartitionConfig) string {
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				return runConfigChange(ctx, cl, f.asJSON, out,
+					func(ctx context.Context) (wire.PartitionConfig, error) {
+						return cl.TransferLeader(ctx, p.datastore, p.partition, to)
+					},
+					func(c wire.PartitionConfig) string {
 						return fmt.Sprintf("%s/%d is led by %s", p.datastore, p.partition, dash(c.Leader))
 					})
 			})
@@ -544,9 +509,12 @@ otherwise). Async datastores have no raft replicas: see move-partition.`,
 			if from == "" || to == "" {
 				return errors.New("--from and --to are required: the nodes to move the replica from and to")
 			}
-			return runAdmin(cmd, &f, func(ctx context.Context, out io.Writer) error {
-				return runConfigChange(ctx, f, out, http.MethodPost, p.path()+"/move", api.MoveRequest{From: from, To: to},
-					func(c cluster.PartitionConfig) string {
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				return runConfigChange(ctx, cl, f.asJSON, out,
+					func(ctx context.Context) (wire.PartitionConfig, error) {
+						return cl.MoveReplica(ctx, p.datastore, p.partition, from, to)
+					},
+					func(c wire.PartitionConfig) string {
 						return fmt.Sprintf("moved %s/%d from %s to %s; voters: %s", p.datastore, p.partition, from, to, strings.Join(c.Voters(), ", "))
 					})
 			})
@@ -561,7 +529,7 @@ otherwise). Async datastores have no raft replicas: see move-partition.`,
 
 func newAdminRebalanceCmd() *cobra.Command {
 	var f adminAPIFlags
-	var opts cluster.RebalanceOptions
+	var opts wire.RebalanceRequest
 	cmd := &cobra.Command{
 		Use:   "rebalance [--datastore D] [--dry-run] [--nodes a,b] [--exclude x]",
 		Short: "Spread raft replicas and leaderships evenly over the nodes",
@@ -584,8 +552,9 @@ To grow the cluster: start the new node (it joins the gossip, or add it to the t
 it in 'schemaless admin nodes', then rebalance.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAdmin(cmd, &f, func(ctx context.Context, out io.Writer) error {
-				return runRebalance(ctx, f, out, "/v1/admin/rebalance", opts, "", opts.Exclude)
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				rep, err := cl.Rebalance(ctx, opts)
+				return printRebalanceAnswer(out, f.asJSON, rep, err, "", opts.Exclude)
 			})
 		},
 	}
@@ -618,8 +587,9 @@ stopped; it stays in the topology file until you take it out.`,
 			if node == "" {
 				return errors.New("--node is required: the id of the node to drain")
 			}
-			return runAdmin(cmd, &f, func(ctx context.Context, out io.Writer) error {
-				return runRebalance(ctx, f, out, "/v1/admin/nodes/"+url.PathEscape(node)+"/drain", api.DrainRequest{DryRun: dryRun}, node, []string{node})
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				rep, err := cl.Drain(ctx, node, dryRun)
+				return printRebalanceAnswer(out, f.asJSON, rep, err, node, []string{node})
 			})
 		},
 	}
@@ -629,22 +599,20 @@ stopped; it stays in the topology file until you take it out.`,
 	return cmd
 }
 
-// runRebalance sends a rebalance or drain (drained: the node, or "") excluding nodes exclude,
-// and prints its report.
-func runRebalance(ctx context.Context, f adminAPIFlags, out io.Writer, path string, body any, drained string, exclude []string) error {
-	var rep cluster.RebalanceReport
-	data, err := adminCall(ctx, f.endpoints, http.MethodPost, path, body, &rep)
+// printRebalanceAnswer prints the report of a rebalance or drain (drained: the node, or "")
+// excluding nodes exclude, or returns err.
+func printRebalanceAnswer(out io.Writer, asJSON bool, rep wire.RebalanceReport, err error, drained string, exclude []string) error {
 	if err != nil {
-		return err
+		return adminError(err)
 	}
-	if f.asJSON {
-		return writeRawJSON(out, data)
+	if asJSON {
+		return writeAnswerJSON(out, rep)
 	}
 	printRebalance(out, rep, drained, exclude)
 	return nil
 }
 
-func printRebalance(w io.Writer, rep cluster.RebalanceReport, drained string, exclude []string) {
+func printRebalance(w io.Writer, rep wire.RebalanceReport, drained string, exclude []string) {
 	verb, what := "rebalanced", "rebalance"
 	if drained != "" {
 		verb, what = "drained "+drained, "drain of "+drained

@@ -2,61 +2,23 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"math/rand/v2"
-	"net/http"
 	"os"
-	"runtime"
-	"runtime/pprof"
-	"slices"
-	"strings"
-	"text/tabwriter"
-	"time"
 
-	"github.com/google/uuid"
-	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/fsm"
-	"github.com/schemaless-db/schemaless/internal/localcluster"
-	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/bench"
 	"github.com/spf13/cobra"
 )
 
-type benchFlags struct {
-	targets     []string
-	endpoints   []string
-	mysqlDSN    string
-	workloads   []string
-	clients     []int
-	duration    time.Duration
-	warmup      time.Duration
-	batch       int
-	valueSize   int
-	rows        int
-	consistency []string
-	shards      int
-	partitions  int
-	inflight    int
-	logStore    string
-	asJSON      bool
-	cpuProfile  string
-	trig        triggerFlags
-	idx         indexFlags
-	async       asyncFlags
-	trips       tripsFlags
-	scale       scaleFlags
-	baselines   []string
-	connections int
-	ops         int
-	// rateSet: --rate was given; put, put-batch and get-latest then run open loop at each
-	// --rate value instead of closed loop.
-	rateSet bool
+// newBenchCmd is `schemaless bench`: its flags fill a bench.Config (defaults from
+// bench.DefaultConfig), which bench.Run runs.
+func newBenchCmd() *cobra.Command {
+	return newBenchCmdRunning(func(ctx context.Context, c bench.Config) error {
+		return bench.Run(ctx, c, os.Stdout, os.Stderr)
+	})
 }
 
-func newBenchCmd() *cobra.Command {
-	var f benchFlags
+// newBenchCmdRunning is newBenchCmd calling run with the configuration its flags give.
+func newBenchCmdRunning(run func(context.Context, bench.Config) error) *cobra.Command {
+	c := bench.DefaultConfig()
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure throughput and latency of writes, reads and triggers through the HTTP API",
@@ -194,544 +156,67 @@ In-process targets use the production raft timeouts and one datastore 'trips' wi
 in --partitions partitions on 3 nodes; clients and nodes (and the async targets' MariaDB servers)
 share this machine's cores.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f.rateSet = cmd.Flags().Changed("rate")
-			f.idx.rateSet = f.rateSet
-			f.async.rateSet = f.rateSet
-			return runBench(cmd.Context(), f)
+			c.RateSet = cmd.Flags().Changed("rate")
+			return run(cmd.Context(), c)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringSliceVar(&f.targets, "target", []string{"sqlite"}, "targets, comma-separated, run one after the other: external, sqlite, mysql, raft-noop, async, async-unsafe (see Targets)")
-	fl.StringSliceVar(&f.endpoints, "endpoints", []string{"http://127.0.0.1:7070", "http://127.0.0.1:7071", "http://127.0.0.1:7072"}, "nodes (HTTP base URLs) of the external target, comma-separated")
-	fl.StringVar(&f.mysqlDSN, "mysql", "root@tcp(127.0.0.1:3306)/", "DSN of the MySQL/MariaDB server of the mysql target and the mysql baseline (its database part is ignored)")
-	fl.StringSliceVar(&f.workloads, "workload", []string{"put"}, "workloads, comma-separated, run in this order on each target: put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query, index-backfill, reaper, replication-lag, trips, scale-cells (see Workloads)")
-	fl.StringSliceVar(&f.baselines, "baseline", nil, "baselines of put and put-batch, comma-separated, run after the targets: mysql, raft-noop (none by default; see Baselines)")
-	fl.IntSliceVar(&f.clients, "clients", []int{1}, "concurrent clients of put, put-batch, get-latest (open loop: requests in flight at most), the baselines, index-query and replication-lag, requests in flight of reaper; comma-separated (one run per value; scale-cells uses the first value only)")
-	fl.IntVar(&f.connections, "connections", 0, "put, put-batch, get-latest: HTTP connections per node at most, shared by all clients (http.Transport.MaxConnsPerHost); mysql baseline: connections to the server at most; 0: one per client")
-	fl.IntVar(&f.ops, "ops", 0, "put, put-batch, get-latest and the baselines: end each run after this many measured requests (answered, or failed: ops + errors) instead of after --duration; the warm-up is unchanged; 0: use --duration")
-	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured time of each run: put, put-batch, get-latest and the baselines (unless --ops is set), trigger-latency, index-lag, index-query, replication-lag, scale-cells (each step)")
-	fl.DurationVar(&f.warmup, "warmup", 2*time.Second, "unmeasured time at the start of each run of the workloads that use --duration (requests ending in it are not counted)")
-	fl.IntVar(&f.batch, "batch", 100, "cells per put_cells request (put-batch, reaper) and rows per INSERT of the mysql baseline's put-batch")
-	fl.IntVar(&f.valueSize, "value-size", 200, "approximate size of each cell body written, in bytes of JSON")
-	fl.IntVar(&f.rows, "rows", 10000, "get-latest: rows preloaded (one BASE cell each, put_cells of 500, once per target), read at random")
-	fl.StringSliceVar(&f.consistency, "consistency", []string{client.ConsistencyStrong}, "read consistencies of get-latest and index-query, comma-separated (one run per value): strong (the leader), stale (any replica)")
-	fl.IntVar(&f.shards, "shards", 64, "shards of the in-process targets' datastore")
-	fl.IntVar(&f.partitions, "partitions", 4, "partitions of the in-process targets' datastore (3 replicas each)")
-	fl.IntVar(&f.inflight, "max-inflight", partition.DefaultConfig().MaxInflight, "raft entries in flight per partition of the in-process targets (see serve --max-inflight)")
-	fl.StringVar(&f.logStore, "raft-log-store", partition.DefaultConfig().LogStore, "raft log format of the in-process targets' replicas: bolt (raft-boltdb) or wal (hashicorp/raft-wal); see serve --raft-log-store")
-	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clients and in-process nodes) to this file")
-	fl.BoolVar(&f.asJSON, "json", false, "print results as JSON lines (one object per run, latencies in µs) instead of a table")
-	f.trig.register(fl)
-	f.idx.register(fl)
-	f.async.register(fl)
-	f.trips.register(fl)
-	f.scale.register(fl)
+	fl.StringSliceVar(&c.Targets, "target", c.Targets, "targets, comma-separated, run one after the other: external, sqlite, mysql, raft-noop, async, async-unsafe (see Targets)")
+	fl.StringSliceVar(&c.Endpoints, "endpoints", c.Endpoints, "nodes (HTTP base URLs) of the external target, comma-separated")
+	fl.StringVar(&c.MySQLDSN, "mysql", c.MySQLDSN, "DSN of the MySQL/MariaDB server of the mysql target and the mysql baseline (its database part is ignored)")
+	fl.StringSliceVar(&c.Workloads, "workload", c.Workloads, "workloads, comma-separated, run in this order on each target: put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query, index-backfill, reaper, replication-lag, trips, scale-cells (see Workloads)")
+	fl.StringSliceVar(&c.Baselines, "baseline", c.Baselines, "baselines of put and put-batch, comma-separated, run after the targets: mysql, raft-noop (none by default; see Baselines)")
+	fl.IntSliceVar(&c.Clients, "clients", c.Clients, "concurrent clients of put, put-batch, get-latest (open loop: requests in flight at most), the baselines, index-query and replication-lag, requests in flight of reaper; comma-separated (one run per value; scale-cells uses the first value only)")
+	fl.IntVar(&c.Connections, "connections", c.Connections, "put, put-batch, get-latest: HTTP connections per node at most, shared by all clients (http.Transport.MaxConnsPerHost); mysql baseline: connections to the server at most; 0: one per client")
+	fl.IntVar(&c.Ops, "ops", c.Ops, "put, put-batch, get-latest and the baselines: end each run after this many measured requests (answered, or failed: ops + errors) instead of after --duration; the warm-up is unchanged; 0: use --duration")
+	fl.DurationVar(&c.Duration, "duration", c.Duration, "measured time of each run: put, put-batch, get-latest and the baselines (unless --ops is set), trigger-latency, index-lag, index-query, replication-lag, scale-cells (each step)")
+	fl.DurationVar(&c.Warmup, "warmup", c.Warmup, "unmeasured time at the start of each run of the workloads that use --duration (requests ending in it are not counted)")
+	fl.IntVar(&c.Batch, "batch", c.Batch, "cells per put_cells request (put-batch, reaper) and rows per INSERT of the mysql baseline's put-batch")
+	fl.IntVar(&c.ValueSize, "value-size", c.ValueSize, "approximate size of each cell body written, in bytes of JSON")
+	fl.IntVar(&c.Rows, "rows", c.Rows, "get-latest: rows preloaded (one BASE cell each, put_cells of 500, once per target), read at random")
+	fl.StringSliceVar(&c.Consistency, "consistency", c.Consistency, "read consistencies of get-latest and index-query, comma-separated (one run per value): strong (the leader), stale (any replica)")
+	fl.IntVar(&c.Shards, "shards", c.Shards, "shards of the in-process targets' datastore")
+	fl.IntVar(&c.Partitions, "partitions", c.Partitions, "partitions of the in-process targets' datastore (3 replicas each)")
+	fl.IntVar(&c.MaxInflight, "max-inflight", c.MaxInflight, "raft entries in flight per partition of the in-process targets (see serve --max-inflight)")
+	fl.StringVar(&c.RaftLogStore, "raft-log-store", c.RaftLogStore, "raft log format of the in-process targets' replicas: bolt (raft-boltdb) or wal (hashicorp/raft-wal); see serve --raft-log-store")
+	fl.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile of the whole run (clients and in-process nodes) to this file")
+	fl.BoolVar(&c.JSON, "json", c.JSON, "print results as JSON lines (one object per run, latencies in µs) instead of a table")
+	fl.IntSliceVar(&c.Rates, "rate", c.Rates, "requests per second, one run per value: trigger-latency and index-lag put_cell writes, open loop (index-lag: 2000 when not given); replication-lag: writes at most, only when given; put, put-batch, get-latest and the baselines: open loop only when given (else closed loop), --clients in flight at most")
+	fl.IntSliceVar(&c.Triggers.Workers, "workers", c.Triggers.Workers, "trigger-latency, log-read: workers of the consumer group, in this process (one run per value)")
+	fl.IntVar(&c.Triggers.MaxWriters, "max-writers", c.Triggers.MaxWriters, "trigger-latency, index-lag: writes in flight at most; a write due while all are busy starts late (reported as behind)")
+	fl.DurationVar(&c.Triggers.Drain, "drain", c.Triggers.Drain, "trigger-latency: wait this long after the last write for cells not yet delivered (index-lag: for probes not yet seen); log-read: give up after this long without a delivery")
+	fl.IntVar(&c.Triggers.LogCells, "log-cells", c.Triggers.LogCells, "log-read: cells preloaded (put_cells of 500, 8 in flight) and then read by the group")
+	fl.IntVar(&c.Triggers.BatchSize, "trigger-batch", c.Triggers.BatchSize, "trigger workloads: cells read per shard per poll (triggers.Config.BatchSize, 1..1000)")
+	fl.IntVar(&c.Triggers.Concurrency, "trigger-concurrency", c.Triggers.Concurrency, "trigger workloads: shards delivered at once per worker (triggers.Config.Concurrency)")
+	fl.DurationVar(&c.Triggers.PollWait, "poll-wait", c.Triggers.PollWait, "trigger workloads: long-poll wait of the log reads (triggers.Config.PollWait)")
+	fl.StringSliceVar(&c.Triggers.Consistency, "trigger-consistency", c.Triggers.Consistency, "trigger workloads: consistency of the log reads, comma-separated: stale (any replica), strong (the leader)")
+	fl.StringVar(&c.Triggers.ReadCPUProfile, "read-cpuprofile", c.Triggers.ReadCPUProfile, "log-read: write a CPU profile of each read phase (not the preload) to this path plus \".<target>.w<workers>\" (a later run with the same name overwrites it; cannot be combined with --cpuprofile)")
+	fl.BoolVar(&c.Triggers.LogWarnings, "trigger-log", c.Triggers.LogWarnings, "trigger workloads: print the workers' warnings (failed log reads, heartbeats) to stderr")
+	fl.StringVar(&c.Index.FlightsPath, "flights", c.Index.FlightsPath, "index-query, index-backfill: flights file loaded as BASE cells (the import path: put_cells of 500, 8 in flight)")
+	fl.StringVar(&c.Index.AirportsPath, "airports", c.Index.AirportsPath, "index-query, index-backfill: airports file joined into the flights")
+	fl.IntVar(&c.Index.Flights, "index-flights", c.Index.Flights, "index-query, index-backfill: flights loaded from --flights, once per target (at most the file's)")
+	fl.IntVar(&c.Index.LagSample, "lag-sample", c.Index.LagSample, "index-lag: one write in this many is a probe whose entry is watched for")
+	fl.DurationVar(&c.Index.LagPoll, "lag-poll", c.Index.LagPoll, "index-lag: interval of the probe query (strong) that finds the probes' entries; a slower query makes it longer")
+	fl.StringSliceVar(&c.Index.QueryColumns, "query-columns", c.Index.QueryColumns, "index-query: cells fetched with each entry, comma-separated runs: none, or a column key (one run per value)")
+	fl.StringSliceVar(&c.Index.QueryOrder, "query-order", c.Index.QueryOrder, "index-query: order_by of the query, comma-separated runs: date, -delay, ... (one run per value)")
+	fl.StringVar(&c.Index.QueryWhere, "query-where", c.Index.QueryWhere, "index-query: conditions, comma-separated, each <field><op><value> with op one of = != < <= > >= (empty: none)")
+	fl.IntVar(&c.Index.QueryOrigins, "query-origins", c.Index.QueryOrigins, "index-query: shard values queried: this many busiest origins of the loaded flights, at random")
+	fl.IntVar(&c.Index.QueryPages, "query-pages", c.Index.QueryPages, "index-query: pages followed by cursor before a client starts over with another origin (0: to the last page)")
+	fl.IntVar(&c.Index.QueryLimit, "query-limit", c.Index.QueryLimit, "index-query: entries per page (limit)")
+	fl.DurationVar(&c.Index.PollInterval, "index-poll-interval", c.Index.PollInterval, "index workloads: catalog poll interval of the in-process targets' maintainers (serve --index-poll-interval): starts builds, marks versions ready")
+	fl.DurationVar(&c.Index.Timeout, "index-timeout", c.Index.Timeout, "index workloads: longest wait for an index version to be ready")
+	fl.BoolVar(&c.Index.LogWarnings, "index-log", c.Index.LogWarnings, "index workloads: print the in-process maintainers' warnings to stderr")
+	fl.StringVar(&c.Index.CPUProfile, "index-cpuprofile", c.Index.CPUProfile, "index workloads: write a CPU profile of each measured phase (index-lag: the writes and the drain; index-backfill: define to ready; index-query: one run) to this path plus \".<target>.<workload>.<n>\" (cannot be combined with --cpuprofile)")
+	fl.IntVar(&c.Async.ReaperCells, "reaper-cells", c.Async.ReaperCells, "reaper: cells written in each variant (drain, replay)")
+	fl.IntVar(&c.Trips.Flights, "trips-flights", c.Trips.Flights, "trips: flights loaded from --flights (the first ones, at most the file's; airports from --airports) as BASE cells of datastore trips, put_cells of 500 with 8 in flight, once per target; the measured phase starts once billing has caught up with them (at most 10 minutes later); the shared 3 million: --flights ../shared/datasets/flights-3m.csv.gz --trips-flights 3000000")
+	fl.StringVar(&c.Trips.Mix, "trips-mix", c.Trips.Mix, "trips: percent of each kind of measured operation, comma-separated kind=percent summing to 100 (a kind left out: 0). write: put_cell of a new trip (new row key, BASE body of the next flight of --flights after the loaded ones, from the file's start again at its end); read: get_cell_latest of a random loaded trip, 2 in 3 its BASE cell (stale), 1 in 3 its STATUS cell (strong); query: one page of --query-limit entries of index flights_by_origin for one of the --query-origins busiest loaded origins with --query-where, order_by the first --query-order, consistency the first --consistency")
+	fl.IntVar(&c.Trips.LagSample, "trips-lag-sample", c.Trips.LagSample, "trips: one measured write in this many is a trigger-lag probe: from its put_cell answer, its latest STATUS cell is read (strong; one batch get_cells of every pending probe, at most every 2 ms) until billing has written it, giving up after 10 s; the lag is from the answer to the answer of the first read that found it")
+	fl.IntSliceVar(&c.Scale.Steps, "scale-steps", c.Scale.Steps,
+		"scale-cells: cumulative cell counts, comma-separated and increasing: before each step's measurement, flights are loaded until the cells this run stored (loads and earlier steps' put_cell calls) reach this many")
+	fl.Float64Var(&c.Scale.Rate, "scale-rate", c.Scale.Rate,
+		"scale-cells: requests/s of put_cell and, separately, of get_cell_latest during each step's --warmup and --duration (open loop: latency counts from each request's scheduled start)")
+	fl.StringVar(&c.Scale.File, "scale-file", c.Scale.File,
+		"scale-cells: flights file (.csv or .csv.gz) loaded as BASE cells with new row keys, read again from the top when exhausted; airports from --airports (default ../shared/datasets/flights-3m.csv.gz if it exists, else testdata/flights-100k.csv.gz)")
 	cmd.AddCommand(newBenchPlotCmd())
 	return cmd
 }
-
-// benchResult is one run's figures. Latencies are in microseconds. For the trigger workloads,
-// Clients is the group's workers and Triggers holds their other figures.
-type benchResult struct {
-	Target      string  `json:"target"`
-	Workload    string  `json:"workload"`
-	Consistency string  `json:"consistency,omitempty"`
-	Clients     int     `json:"clients"`
-	Seconds     float64 `json:"seconds"`
-	Ops         int64   `json:"ops"`
-	Cells       int64   `json:"cells"`
-	Errors      int64   `json:"errors"`
-	OpsPerSec   float64 `json:"ops_per_sec"`
-	CellsPerSec float64 `json:"cells_per_sec"`
-	P50         int64   `json:"p50_us"`
-	P90         int64   `json:"p90_us"`
-	P99         int64   `json:"p99_us"`
-	Max         int64   `json:"max_us"`
-	FirstError  string  `json:"first_error,omitempty"`
-	// StoredCells is the cells the datastore held during the run (scale-cells, trips).
-	StoredCells int64 `json:"stored_cells,omitempty"`
-	// Rate is the requests/s asked of an open-loop run of put, put-batch or get-latest (--rate);
-	// 0 for a closed-loop run. Late counts its measured requests that found every client busy
-	// at their scheduled time: sent late, or never when the run ended first (see runLoad).
-	Rate int   `json:"rate,omitempty"`
-	Late int64 `json:"late,omitempty"`
-	// VsRaftNoop and VsMySQL are a put or put-batch row's cells/s as a fraction of the matching
-	// row (same workload, clients and rate) of the raft-noop target and of the mysql baseline
-	// (see setBaselineRatios); 0 when there is none.
-	VsRaftNoop float64 `json:"vs_raft_noop,omitempty"`
-	VsMySQL    float64 `json:"vs_mysql,omitempty"`
-
-	Triggers *triggerFigures `json:"triggers,omitempty"`
-	Index    *indexFigures   `json:"index,omitempty"`
-	Reaper   *reaperFigures  `json:"reaper,omitempty"`
-	Lag      *lagFigures     `json:"replication_lag,omitempty"`
-}
-
-func runBench(ctx context.Context, f benchFlags) error {
-	for _, w := range f.workloads {
-		switch w {
-		case "put", "put-batch", "get-latest", workloadTriggerLatency, workloadLogRead, workloadIndexLag, workloadIndexQuery, workloadIndexBackfill,
-			workloadReaper, workloadReplicationLag, workloadTrips, workloadScaleCells:
-		default:
-			return fmt.Errorf("--workload %q: want put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query, index-backfill, reaper, replication-lag, trips or scale-cells", w)
-		}
-	}
-	if err := f.trig.validate(f); err != nil {
-		return err
-	}
-	if err := f.idx.validate(f.cpuProfile); err != nil {
-		return err
-	}
-	if err := f.async.validate(); err != nil {
-		return err
-	}
-	if err := f.trips.validate(f); err != nil {
-		return err
-	}
-	if err := f.scale.validate(f); err != nil {
-		return err
-	}
-	for _, c := range f.consistency {
-		if c != client.ConsistencyStrong && c != client.ConsistencyStale {
-			return fmt.Errorf("--consistency %q: want strong or stale", c)
-		}
-	}
-	if f.batch < 1 || f.valueSize < 2 || f.rows < 1 || f.duration <= 0 {
-		return errors.New("--batch, --value-size, --rows and --duration must be positive")
-	}
-	if f.ops < 0 || f.connections < 0 || f.warmup < 0 {
-		return errors.New("--ops, --connections and --warmup must not be negative")
-	}
-	if err := validateBaselines(f.baselines); err != nil {
-		return err
-	}
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	if !f.asJSON {
-		fmt.Printf("# %s, %d CPUs, %s\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.Version())
-	}
-	var results []benchResult
-	var repl replicatedServers // the async targets' servers, started on first use
-	defer repl.close()
-	for _, target := range f.targets {
-		env, err := startTarget(ctx, target, f, &repl)
-		if err != nil {
-			return err
-		}
-		rs, err := benchTarget(ctx, target, env, f)
-		env.stop()
-		results = append(results, rs...)
-		if err != nil {
-			return err
-		}
-	}
-	rs, err := runBaselines(ctx, f, &repl)
-	results = append(results, rs...)
-	if err != nil {
-		return err
-	}
-	setBaselineRatios(results)
-	if f.asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		for _, r := range results {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	printBenchTable(results)
-	return nil
-}
-
-// benchEnv is a started target.
-type benchEnv struct {
-	endpoints []string
-	// stop stops the target (not the servers of repl, which runBench stops at the end).
-	stop func()
-	// async is set for the async targets.
-	async *asyncEnv
-}
-
-// startTarget starts target (the async targets on repl's servers, starting them if needed).
-func startTarget(ctx context.Context, target string, f benchFlags, repl *replicatedServers) (benchEnv, error) {
-	if target == "external" {
-		return benchEnv{endpoints: f.endpoints, stop: func() {}}, nil
-	}
-	dir, err := os.MkdirTemp("", "schemaless-bench-")
-	if err != nil {
-		return benchEnv{}, err
-	}
-	opts := localcluster.Options{Dir: dir, Shards: f.shards, Partitions: f.partitions, Partition: partition.DefaultConfig()}
-	opts.API.RequestTimeout = benchRequestTimeout
-	opts.Partition.MaxInflight = f.inflight
-	opts.Partition.LogStore = f.logStore
-	opts.OnFatal = func(node string, err error) { fmt.Fprintf(os.Stderr, "bench: node %s: fatal: %v\n", node, err) }
-	var prefix, asyncPrefix string
-	switch target {
-	case "sqlite":
-	case "mysql":
-		prefix = fmt.Sprintf("bench%06d", rand.N(1000000))
-		opts.MySQLDSN, opts.MySQLPrefix = f.mysqlDSN, prefix
-	case "raft-noop":
-		opts.Partition.NewStateMachine = func(context.Context) (partition.StateMachine, error) { return fsm.NewNoop(), nil }
-	case targetAsync, targetAsyncUnsafe:
-		set, err := repl.get(ctx)
-		if err != nil {
-			os.RemoveAll(dir)
-			return benchEnv{}, fmt.Errorf("--target %s: %w", target, err)
-		}
-		asyncPrefix = fmt.Sprintf("bench%06d", rand.N(1000000))
-		opts.Async = asyncOptions(set, asyncPrefix, target == targetAsyncUnsafe)
-	default:
-		os.RemoveAll(dir)
-		return benchEnv{}, fmt.Errorf("--target %q: want external, sqlite, mysql, raft-noop, async or async-unsafe", target)
-	}
-	c, err := localcluster.Start(ctx, opts)
-	if err != nil {
-		os.RemoveAll(dir)
-		if asyncPrefix != "" {
-			repl.drop(asyncPrefix)
-		}
-		return benchEnv{}, fmt.Errorf("start %s cluster: %w", target, err)
-	}
-	var aenv *asyncEnv
-	if opts.Async != nil {
-		aenv = newAsyncEnv(repl.set, c, opts.Async)
-	}
-	stopMaintainers := func() {}
-	if target != "raft-noop" && slices.ContainsFunc(f.workloads, needsMaintainers) {
-		if stopMaintainers, err = startMaintainers(ctx, c, f.idx); err != nil {
-			_ = c.Close()
-			os.RemoveAll(dir)
-			if asyncPrefix != "" {
-				repl.drop(asyncPrefix)
-			}
-			return benchEnv{}, fmt.Errorf("start %s index maintainers: %w", target, err)
-		}
-	}
-	return benchEnv{endpoints: c.URLs(), async: aenv, stop: func() {
-		stopMaintainers()
-		if aenv != nil {
-			aenv.close()
-		}
-		_ = c.Close()
-		os.RemoveAll(dir)
-		if prefix != "" {
-			if err := dropDatabases(context.Background(), f.mysqlDSN, []string{prefix}); err != nil {
-				fmt.Fprintf(os.Stderr, "bench: drop databases %s_*: %v\n", prefix, err)
-			}
-		}
-		if asyncPrefix != "" {
-			repl.drop(asyncPrefix)
-		}
-	}}, nil
-}
-
-// benchClient returns a client of the datastore "trips" on endpoints for clients concurrent
-// requests, keeping one idle keep-alive connection per request in flight.
-func benchClient(endpoints []string, clients int) (*client.Client, error) {
-	return benchClientConns(endpoints, clients, 0)
-}
-
-// benchRequestTimeout bounds one request of the benchmark's clients and, on the in-process
-// targets, the nodes' handling of it (api.Config.RequestTimeout, 10 s by default). A slow
-// answer is measured, not cut and retried: a loaded machine can take longer than 10 s for a
-// put_cells of 500.
-const benchRequestTimeout = time.Minute
-
-// benchClientConns is benchClient with at most conns HTTP connections per node, shared by
-// the clients (requests wait for a free one); conns 0 is benchClient's one per client.
-func benchClientConns(endpoints []string, clients, conns int) (*client.Client, error) {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = clients + 16
-	t.MaxIdleConns = 3*clients + 64
-	if conns > 0 {
-		t.MaxConnsPerHost = conns
-		t.MaxIdleConnsPerHost = conns
-		t.MaxIdleConns = len(endpoints) * conns
-	}
-	cfg := client.DefaultConfig()
-	cfg.Endpoints = endpoints
-	cfg.Datastore = "trips"
-	cfg.HTTPClient = &http.Client{Transport: t}
-	cfg.RequestTimeout = benchRequestTimeout
-	return client.New(cfg)
-}
-
-// benchBody returns a JSON object of about size bytes.
-func benchBody(rng *rand.Rand, size int) json.RawMessage {
-	head := fmt.Sprintf(`{"origin":"SFO","destination":"JFK","distance":%d,"delay":%d,"pad":"`, rng.IntN(3000), rng.IntN(200)-20)
-	pad := size - len(head) - 2
-	if pad < 0 {
-		pad = 0
-	}
-	const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 0, len(head)+pad+2)
-	b = append(b, head...)
-	for i := 0; i < pad; i++ {
-		b = append(b, letters[rng.IntN(len(letters))])
-	}
-	return append(b, '"', '}')
-}
-
-func benchTarget(ctx context.Context, target string, env benchEnv, f benchFlags) ([]benchResult, error) {
-	endpoints := env.endpoints
-	var out []benchResult
-	var rows []uuid.UUID
-	var lp logPreload
-	var fx indexFixture
-	for _, w := range f.workloads {
-		if w == workloadTrips || w == workloadScaleCells {
-			run := benchTripsWorkload
-			if w == workloadScaleCells {
-				run = benchScaleCellsWorkload
-			}
-			rs, err := run(ctx, target, env, f)
-			out = append(out, rs...)
-			if err != nil {
-				return out, err
-			}
-			continue
-		}
-		if isAsyncWorkload(w) {
-			rs, err := benchAsyncWorkload(ctx, target, env, w, f)
-			out = append(out, rs...)
-			if err != nil {
-				return out, err
-			}
-			continue
-		}
-		if isIndexWorkload(w) {
-			rs, err := benchIndexWorkload(ctx, target, endpoints, w, &fx, f)
-			out = append(out, rs...)
-			if err != nil {
-				return out, err
-			}
-			continue
-		}
-		if isTriggerWorkload(w) {
-			rs, err := benchTriggerWorkload(ctx, target, endpoints, w, &lp, f)
-			out = append(out, rs...)
-			if err != nil {
-				return out, err
-			}
-			continue
-		}
-		consistencies := []string{""}
-		if w == "get-latest" {
-			consistencies = f.consistency
-			if rows == nil {
-				var err error
-				if rows, err = preload(ctx, endpoints, f); err != nil {
-					return out, fmt.Errorf("%s: preload: %w", target, err)
-				}
-			}
-		}
-		for _, cons := range consistencies {
-			for _, rate := range loadRates(f) {
-				for _, n := range f.clients {
-					cl, err := benchClientConns(endpoints, n, f.connections)
-					if err != nil {
-						return out, err
-					}
-					r := benchRunRate(ctx, cl, w, cons, n, rate, rows, f)
-					r.Target = target
-					if !f.asJSON {
-						fmt.Fprintln(os.Stderr, runLine(r))
-					}
-					out = append(out, r)
-				}
-			}
-		}
-	}
-	return out, nil
-}
-
-// preload writes f.rows rows (one BASE cell each) for the read workloads.
-func preload(ctx context.Context, endpoints []string, f benchFlags) ([]uuid.UUID, error) {
-	cl, err := benchClient(endpoints, 8)
-	if err != nil {
-		return nil, err
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	rows := make([]uuid.UUID, f.rows)
-	for i := range rows {
-		rows[i] = uuid.New()
-	}
-	for i := 0; i < len(rows); i += 500 {
-		end := min(i+500, len(rows))
-		ws := make([]client.CellWrite, 0, end-i)
-		for _, r := range rows[i:end] {
-			ws = append(ws, client.CellWrite{Key: cellKey(r), Body: benchBody(rng, f.valueSize)})
-		}
-		if _, err := cl.PutCells(ctx, ws); err != nil {
-			return nil, err
-		}
-	}
-	return rows, nil
-}
-
-// benchRun runs one workload with n clients, closed loop: for f.warmup, then for f.duration or
-// f.ops measured requests (see runLoad).
-func benchRun(ctx context.Context, cl *client.Client, workload, consistency string, n int, rows []uuid.UUID, f benchFlags) benchResult {
-	return benchRunRate(ctx, cl, workload, consistency, n, 0, rows, f)
-}
-
-// benchRunRate is benchRun at rate requests/s, open loop, or closed loop when rate is 0.
-func benchRunRate(ctx context.Context, cl *client.Client, workload, consistency string, n, rate int, rows []uuid.UUID, f benchFlags) benchResult {
-	r := runLoad(ctx, n, rate, f, func(ctx context.Context, rng *rand.Rand) (int, error) {
-		return benchOp(ctx, cl, workload, consistency, rows, rng, f)
-	})
-	r.Workload, r.Consistency = workload, consistency
-	return r
-}
-
-// runLine is the line printed on stderr after a run of put, put-batch or get-latest.
-func runLine(r benchResult) string {
-	s := fmt.Sprintf("%s %s clients=%d: %.0f ops/s, %.0f cells/s, p50 %dus, p99 %dus, %d errors", r.Target, benchLabel(r), r.Clients,
-		r.OpsPerSec, r.CellsPerSec, r.P50, r.P99, r.Errors)
-	if r.Rate > 0 {
-		s += fmt.Sprintf(", %d late", r.Late)
-	}
-	return s
-}
-
-// benchOp does one operation and returns the cells it wrote or read.
-func benchOp(ctx context.Context, cl *client.Client, workload, consistency string, rows []uuid.UUID, rng *rand.Rand, f benchFlags) (int, error) {
-	switch workload {
-	case "put":
-		k := cellKey(uuid.New())
-		_, err := cl.PutCell(ctx, k.RowKey, k.ColumnKey, k.RefKey, benchBody(rng, f.valueSize))
-		return 1, err
-	case "put-batch":
-		ws := make([]client.CellWrite, f.batch)
-		for i := range ws {
-			ws[i] = client.CellWrite{Key: cellKey(uuid.New()), Body: benchBody(rng, f.valueSize)}
-		}
-		_, err := cl.PutCells(ctx, ws)
-		return f.batch, err
-	default:
-		_, err := cl.GetCellLatest(ctx, rows[rng.IntN(len(rows))], "BASE", client.WithConsistency(consistency))
-		return 1, err
-	}
-}
-
-// printBenchTable prints rs as a table, then the notes of the rows that have one and their
-// first errors. The columns vs noop, vs mysql (see setBaselineRatios) and stored (StoredCells)
-// appear only when some row has a value for them.
-func printBenchTable(rs []benchResult) {
-	var vsNoop, vsMySQL, stored bool
-	for _, r := range rs {
-		vsNoop = vsNoop || r.VsRaftNoop > 0
-		vsMySQL = vsMySQL || r.VsMySQL > 0
-		stored = stored || r.StoredCells > 0
-	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	head := "target\tworkload\tclients\tops/s\tcells/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t"
-	if vsNoop {
-		head += "vs noop\t"
-	}
-	if vsMySQL {
-		head += "vs mysql\t"
-	}
-	if stored {
-		head += "stored\t"
-	}
-	fmt.Fprintln(tw, head)
-	for _, r := range rs {
-		lat := fmt.Sprintf("%.2f\t%.2f\t%.2f\t%.1f", float64(r.P50)/1000, float64(r.P90)/1000, float64(r.P99)/1000, float64(r.Max)/1000)
-		if r.Workload == workloadLogRead || r.Workload == workloadIndexBackfill || r.Workload == workloadReaper || r.Workload == scaleWorkloadLoad { // no latency figures
-			lat = "-\t-\t-\t-"
-		}
-		line := fmt.Sprintf("%s\t%s\t%d\t%.0f\t%.0f\t%s\t%d\t", r.Target, benchLabel(r), r.Clients, r.OpsPerSec, r.CellsPerSec, lat, r.Errors)
-		if vsNoop {
-			line += percent(r.VsRaftNoop) + "\t"
-		}
-		if vsMySQL {
-			line += percent(r.VsMySQL) + "\t"
-		}
-		if stored {
-			line += fmt.Sprintf("%d\t", r.StoredCells)
-		}
-		fmt.Fprintln(tw, line)
-	}
-	_ = tw.Flush()
-	for _, r := range rs {
-		if r.Triggers != nil {
-			fmt.Println(triggerNote(r))
-		}
-		if r.Index != nil {
-			fmt.Println(indexNote(r))
-		}
-		if r.Reaper != nil {
-			fmt.Println(reaperNote(r))
-		}
-		if r.Lag != nil {
-			fmt.Println(lagNote(r))
-		}
-		if r.Rate > 0 && isLoadWorkload(r.Workload) {
-			fmt.Println(openLoopNote(r))
-		}
-	}
-	for _, r := range rs {
-		if r.FirstError != "" {
-			fmt.Printf("%s %s clients=%d first error: %s\n", r.Target, benchLabel(r), r.Clients, strings.TrimSpace(r.FirstError))
-		}
-	}
-}
-
-// benchLabel is the workload column of r: the workload and its variant, consistency and, for an
-// open-loop run, its rate ("put @500/s").
-func benchLabel(r benchResult) string {
-	w := r.Workload
-	if r.Index != nil && r.Index.Variant != "" {
-		w += " " + r.Index.Variant
-	}
-	if r.Consistency != "" {
-		w += " " + r.Consistency
-	}
-	if r.Reaper != nil && r.Reaper.Variant != "" {
-		w += " " + r.Reaper.Variant
-	}
-	if r.Rate > 0 && isLoadWorkload(r.Workload) {
-		w += fmt.Sprintf(" @%d/s", r.Rate)
-	}
-	return w
-}
-
-// isLoadWorkload reports whether w is run by runLoad: put, put-batch or get-latest.
-func isLoadWorkload(w string) bool { return w == "put" || w == "put-batch" || w == "get-latest" }
-
-// percent formats a fraction as a percentage, "-" for 0.
-func percent(x float64) string {
-	switch {
-	case x <= 0:
-		return "-"
-	case x < 0.1:
-		return fmt.Sprintf("%.1f%%", 100*x)
-	}
-	return fmt.Sprintf("%.0f%%", 100*x)
-}
-
-// openLoopNote is the line printed under the table for an open-loop run.
-func openLoopNote(r benchResult) string {
-	return fmt.Sprintf("%s %s clients=%d: open loop, %d requests/s asked, %.0f done; %d late (every client busy at their scheduled time: sent late, or never when the run ended first); latency counts from the scheduled time",
-		r.Target, benchLabel(r), r.Clients, r.Rate, r.OpsPerSec, r.Late)
-}
-
-// needsMaintainers reports whether workload w needs the index maintainers beside the nodes: the
-// index workloads, and trips (its flights index).
-func needsMaintainers(w string) bool { return isIndexWorkload(w) || w == workloadTrips }
-
-// cellKey is the key of a benchmark cell: the row's BASE cell, ref key 1.
-func cellKey(row uuid.UUID) cells.Key { return cells.Key{RowKey: row, ColumnKey: "BASE", RefKey: 1} }

@@ -5,16 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/examples"
 	"github.com/schemaless-db/schemaless/topology"
 	"github.com/schemaless-db/schemaless/workload"
 	"github.com/spf13/cobra"
@@ -259,31 +262,31 @@ func runDev(ctx context.Context, f devFlags) error {
 	if storage != nil {
 		storage.print(ctx, top)
 	}
-	var trig *devTriggers
+	var trig *examples.Groups
 	if f.triggers {
 		if trig, err = startDevTriggers(ctx, cl, f); err != nil {
 			return err
 		}
-		defer trig.stop() // before the nodes stop: the workers leave their groups
+		defer trig.Stop() // before the nodes stop: the workers leave their groups
 	}
 	if f.indexes {
-		if err := defineDevIndex(ctx, cl); err != nil {
+		if err := examples.DefineIndex(ctx, cl, os.Stdout); err != nil {
 			return err
 		}
 	}
 	if f.importPath != "" {
 		var (
-			watch   *devIndexWatch
+			watch   *examples.IndexWatch
 			flights []workload.Flight
 			readErr error
 		)
 		onImported := func() {
 			if f.indexes {
-				flights, readErr = readDevFlights(f)
-				watch = watchDevIndex(ctx, cl, int64(len(flights)))
+				flights, readErr = examples.ReadFlights(f.importPath, f.airports, f.importOpts.limit)
+				watch = examples.WatchIndex(ctx, cl, int64(len(flights)))
 			}
 			if trig != nil {
-				trig.imported(ctx)
+				trig.Imported(ctx)
 			}
 		}
 		if err := devImport(ctx, cl, f, onImported); err != nil {
@@ -292,7 +295,7 @@ func runDev(ctx context.Context, f devFlags) error {
 		if trig != nil {
 			// A failed check is reported, and the cluster keeps serving so that the groups can be
 			// inspected and repaired (schemaless triggers status, parked).
-			if err := trig.report(ctx, f); err != nil {
+			if err := trig.Report(ctx, f.importPath, f.airports, f.importOpts.limit); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -303,7 +306,7 @@ func runDev(ctx context.Context, f devFlags) error {
 			// Like the triggers' check: reported, and the cluster keeps serving.
 			err := readErr
 			if err == nil && watch != nil {
-				err = reportDevIndex(ctx, cl, flights, watch)
+				err = examples.ReportIndex(ctx, cl, flights, watch, os.Stdout)
 			}
 			if err != nil {
 				if ctx.Err() != nil {
@@ -325,6 +328,28 @@ func runDev(ctx context.Context, f devFlags) error {
 	case err := <-exited:
 		return err
 	}
+}
+
+// startDevTriggers starts the example trigger groups (package examples), logging to
+// <data-dir>/triggers.log at --log-level. They run until Stop.
+func startDevTriggers(ctx context.Context, cl *client.Client, f devFlags) (*examples.Groups, error) {
+	logPath := filepath.Join(f.dataDir, "triggers.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(strings.ToUpper(f.logLevel))); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("--log-level %q: %w", f.logLevel, err)
+	}
+	logger := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level}))
+	g := examples.StartGroups(ctx, examples.GroupsConfig{Client: cl, Logger: logger, LogPath: logPath, Out: os.Stdout})
+	go func() {
+		<-g.Done()
+		logFile.Close()
+	}()
+	return g, nil
 }
 
 func waitReady(ctx context.Context, cl *client.Client, endpoints []string, exited <-chan error) error {

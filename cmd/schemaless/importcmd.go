@@ -5,18 +5,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
-	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/examples"
 	"github.com/schemaless-db/schemaless/workload"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -58,7 +54,7 @@ so importing the same file again changes nothing (every cell answers "exists").`
 			if err != nil {
 				return err
 			}
-			st.print()
+			printImportStats(st)
 			return nil
 		},
 	}
@@ -69,60 +65,30 @@ so importing the same file again changes nothing (every cell answers "exists").`
 	return cmd
 }
 
-// importStats are the outcome counts of an import.
-type importStats struct {
-	flights, created, exists, buffered, conflicts int64
-	elapsed                                       time.Duration
-	unknownAirports                               int
-}
-
-func (s importStats) print() {
+// printImportStats prints the figures of an import.
+func printImportStats(s examples.ImportStats) {
 	fmt.Printf("imported %d flights in %.1fs: %.0f cells/s (%d created, %d exists, %d conflicts)\n",
-		s.flights, s.elapsed.Seconds(), float64(s.flights)/s.elapsed.Seconds(), s.created, s.exists, s.conflicts)
-	if s.buffered > 0 {
-		fmt.Printf("%d flights were buffered (async mode, a primary master was down): durable, readable once replayed\n", s.buffered)
+		s.Flights, s.Elapsed.Seconds(), float64(s.Flights)/s.Elapsed.Seconds(), s.Created, s.Exists, s.Conflicts)
+	if s.Buffered > 0 {
+		fmt.Printf("%d flights were buffered (async mode, a primary master was down): durable, readable once replayed\n", s.Buffered)
 	}
-	if s.unknownAirports > 0 {
-		fmt.Printf("  %d airport codes were not in the airports file (empty city and state)\n", s.unknownAirports)
+	if s.UnknownAirports > 0 {
+		fmt.Printf("  %d airport codes were not in the airports file (empty city and state)\n", s.UnknownAirports)
 	}
 }
 
-func openFlights(path, airportsPath string) (*workload.Reader, workload.Airports, func(), error) {
-	af, err := os.Open(airportsPath)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--airports: %w", err)
-	}
-	airports, err := workload.LoadAirports(af)
-	af.Close()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	r, err := workload.NewReader(f)
-	if err != nil {
-		f.Close()
-		return nil, nil, nil, err
-	}
-	return r, airports, func() { f.Close() }, nil
-}
-
-// importFlights sends the flights of path in batches, f.concurrency requests at a time.
-func importFlights(ctx context.Context, cl *client.Client, path, airportsPath string, f importFlags) (importStats, error) {
+// importFlights sends the flights of path in batches, f.concurrency requests at a time
+// (examples.Import), with a progress bar on stderr unless f.quiet.
+func importFlights(ctx context.Context, cl *client.Client, path, airportsPath string, f importFlags) (examples.ImportStats, error) {
 	if f.batch < 1 || f.concurrency < 1 {
-		return importStats{}, errors.New("--batch and --concurrency must be positive")
+		return examples.ImportStats{}, errors.New("--batch and --concurrency must be positive")
 	}
-	r, airports, closeFile, err := openFlights(path, airportsPath)
+	r, airports, closeFile, err := examples.OpenFlights(path, airportsPath)
 	if err != nil {
-		return importStats{}, err
+		return examples.ImportStats{}, err
 	}
 	defer closeFile()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	var st importStats
+	opts := examples.ImportOptions{Batch: f.batch, Concurrency: f.concurrency, Limit: f.limit}
 	var bar *progressbar.ProgressBar
 	if !f.quiet {
 		max := int64(-1)
@@ -136,80 +102,19 @@ func importFlights(ctx context.Context, cl *client.Client, path, airportsPath st
 			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("cells"),
 			progressbar.OptionSetWriter(os.Stderr), progressbar.OptionThrottle(200*time.Millisecond),
 			progressbar.OptionClearOnFinish())
+		opts.Progress = func(n int) { _ = bar.Add(n) }
 	}
-	batches := make(chan []workload.Trip)
-	var wg sync.WaitGroup
-	var firstErr error
-	var errOnce sync.Once
-	for i := 0; i < f.concurrency; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for b := range batches {
-				if err := putTrips(ctx, cl, b, &st); err != nil {
-					errOnce.Do(func() { firstErr = err; cancel() })
-					continue
-				}
-				if bar != nil {
-					_ = bar.Add(len(b))
-				}
-			}
-		}()
-	}
-	start := time.Now()
-	stats, err := workload.ImportWithStats(ctx, r, airports, f.batch, f.limit, func(ctx context.Context, b []workload.Trip) error {
-		select {
-		case batches <- b:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}, nil)
-	close(batches)
-	wg.Wait()
-	st.elapsed = time.Since(start)
-	st.unknownAirports = len(stats.UnknownAirports)
+	st, err := examples.Import(ctx, cl, r, airports, opts)
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	if firstErr != nil {
-		return st, firstErr
-	}
-	if err != nil {
-		return st, err
-	}
-	st.flights = st.created + st.exists + st.buffered + st.conflicts
-	return st, nil
-}
-
-func putTrips(ctx context.Context, cl *client.Client, b []workload.Trip, st *importStats) error {
-	ws := make([]client.CellWrite, len(b))
-	for i, t := range b {
-		ws[i] = client.CellWrite{Key: t.Key(), Body: json.RawMessage(t.Body)}
-	}
-	res, err := cl.PutCells(ctx, ws)
-	if err != nil {
-		return err
-	}
-	for _, r := range res {
-		switch r.Status {
-		case wire.StatusCreated:
-			atomic.AddInt64(&st.created, 1)
-		case wire.StatusExists:
-			atomic.AddInt64(&st.exists, 1)
-		case wire.StatusBuffered:
-			atomic.AddInt64(&st.buffered, 1)
-		default:
-			atomic.AddInt64(&st.conflicts, 1)
-		}
-	}
-	return nil
+	return st, err
 }
 
 // verifyFlights reads every flight of path back with batch gets and checks each body. It
 // returns the number of cells read and checked.
 func verifyFlights(ctx context.Context, cl *client.Client, path, airportsPath string, limit, batch int, consistency string) (int, error) {
-	r, airports, closeFile, err := openFlights(path, airportsPath)
+	r, airports, closeFile, err := examples.OpenFlights(path, airportsPath)
 	if err != nil {
 		return 0, err
 	}
@@ -230,7 +135,7 @@ func verifyFlights(ctx context.Context, cl *client.Client, path, airportsPath st
 			return fmt.Errorf("read back: %d of %d cells missing, first %s/%s", len(resp.Missing), len(b), resp.Missing[0].RowKey, resp.Missing[0].ColumnKey)
 		}
 		for _, c := range resp.Cells {
-			if err := sameJSON(c.Body, want[c.RowKey]); err != nil {
+			if err := examples.SameJSON(c.Body, want[c.RowKey]); err != nil {
 				return fmt.Errorf("read back %s: %w", c.RowKey, err)
 			}
 			n++
@@ -238,22 +143,6 @@ func verifyFlights(ctx context.Context, cl *client.Client, path, airportsPath st
 		return nil
 	}, nil)
 	return n, err
-}
-
-// sameJSON checks that two JSON objects hold the same value.
-func sameJSON(got, want []byte) error {
-	g, err := cells.EncodeBody(got)
-	if err != nil {
-		return err
-	}
-	w, err := cells.EncodeBody(want)
-	if err != nil {
-		return err
-	}
-	if ok, err := cells.SameBody(g, w); err != nil || !ok {
-		return fmt.Errorf("body %s, want %s", got, want)
-	}
-	return nil
 }
 
 // devImport imports f.importPath into the dev cluster and reads it all back. onImported, when
@@ -266,7 +155,7 @@ func devImport(ctx context.Context, cl *client.Client, f devFlags, onImported fu
 	if onImported != nil {
 		onImported()
 	}
-	st.print()
+	printImportStats(st)
 	for _, c := range []string{client.ConsistencyStrong, client.ConsistencyStale} {
 		start := time.Now()
 		n, err := verifyFlights(ctx, cl, f.importPath, f.airports, f.importOpts.limit, 200, c)

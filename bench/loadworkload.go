@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/client"
+)
+
+// loadWorkload is put (put_cell of one new cell per request), put-batch (put_cells of --batch
+// new cells) or get-latest (get_cell_latest of a random preloaded row, per --consistency): one
+// run per --rate (when given: open loop) and --clients value, with runLoad. On the mysql
+// baseline, put and put-batch are the baseline's inserts.
+type loadWorkload struct{ name string }
+
+func (w loadWorkload) Name() string { return w.name }
+
+// Run runs the workload on t. get-latest preloads --rows rows on its first run on a target.
+func (w loadWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, error) {
+	f := env.Config
+	if b, ok := t.(*mysqlBaseline); ok {
+		return b.runWorkload(ctx, env, w.name)
+	}
+	var out []Result
+	consistencies := []string{""}
+	if w.name == workloadGetLatest {
+		consistencies = f.Consistency
+		if env.rows == nil {
+			rows, err := preload(ctx, t.Endpoints(), f)
+			if err != nil {
+				return out, fmt.Errorf("%s: preload: %w", t.Name(), err)
+			}
+			env.rows = rows
+		}
+	}
+	for _, cons := range consistencies {
+		for _, rate := range loadRates(f) {
+			for _, n := range f.Clients {
+				cl, err := newClientConns(t.Endpoints(), n, f.Connections)
+				if err != nil {
+					return out, err
+				}
+				r := runRate(ctx, cl, w.name, cons, n, rate, env.rows, f)
+				r.Target = t.Name()
+				if !f.JSON {
+					fmt.Fprintln(env.Stderr, runLine(r))
+				}
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
+}
+
+// preload writes f.Rows rows (one BASE cell each, put_cells of 500) for the read workloads.
+func preload(ctx context.Context, endpoints []string, f Config) ([]uuid.UUID, error) {
+	cl, err := newClient(endpoints, 8)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rows := make([]uuid.UUID, f.Rows)
+	for i := range rows {
+		rows[i] = uuid.New()
+	}
+	for i := 0; i < len(rows); i += 500 {
+		end := min(i+500, len(rows))
+		ws := make([]client.CellWrite, 0, end-i)
+		for _, r := range rows[i:end] {
+			ws = append(ws, client.CellWrite{Key: cellKey(r), Body: benchBody(rng, f.ValueSize)})
+		}
+		if _, err := cl.PutCells(ctx, ws); err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
+}
+
+// runRate runs one workload with n clients at rate requests/s, open loop, or closed loop when
+// rate is 0: for f.Warmup, then for f.Duration or f.Ops measured requests (see runLoad).
+func runRate(ctx context.Context, cl *client.Client, workload, consistency string, n, rate int, rows []uuid.UUID, f Config) Result {
+	r := runLoad(ctx, n, rate, f, func(ctx context.Context, rng *rand.Rand) (int, error) {
+		return loadOp(ctx, cl, workload, consistency, rows, rng, f)
+	})
+	r.Workload, r.Consistency = workload, consistency
+	return r
+}
+
+// loadOp does one request of workload and returns the cells it wrote or read.
+func loadOp(ctx context.Context, cl *client.Client, workload, consistency string, rows []uuid.UUID, rng *rand.Rand, f Config) (int, error) {
+	switch workload {
+	case workloadPut:
+		k := cellKey(uuid.New())
+		_, err := cl.PutCell(ctx, k.RowKey, k.ColumnKey, k.RefKey, benchBody(rng, f.ValueSize))
+		return 1, err
+	case workloadPutBatch:
+		ws := make([]client.CellWrite, f.Batch)
+		for i := range ws {
+			ws[i] = client.CellWrite{Key: cellKey(uuid.New()), Body: benchBody(rng, f.ValueSize)}
+		}
+		_, err := cl.PutCells(ctx, ws)
+		return f.Batch, err
+	default:
+		_, err := cl.GetCellLatest(ctx, rows[rng.IntN(len(rows))], "BASE", client.WithConsistency(consistency))
+		return 1, err
+	}
+}
+
+// loadRates are the rates of the put, put-batch and get-latest runs: --rate's values when it
+// was given (open loop), else only 0 (closed loop).
+func loadRates(f Config) []int {
+	if f.RateSet {
+		return f.Rates
+	}
+	return []int{0}
+}
+
+// benchBody returns a JSON object of about size bytes.
+func benchBody(rng *rand.Rand, size int) json.RawMessage {
+	head := fmt.Sprintf(`{"origin":"SFO","destination":"JFK","distance":%d,"delay":%d,"pad":"`, rng.IntN(3000), rng.IntN(200)-20)
+	pad := size - len(head) - 2
+	if pad < 0 {
+		pad = 0
+	}
+	const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 0, len(head)+pad+2)
+	b = append(b, head...)
+	for i := 0; i < pad; i++ {
+		b = append(b, letters[rng.IntN(len(letters))])
+	}
+	return append(b, '"', '}')
+}
+
+// cellKey is the key of a benchmark cell: the row's BASE cell, ref key 1.
+func cellKey(row uuid.UUID) cells.Key { return cells.Key{RowKey: row, ColumnKey: "BASE", RefKey: 1} }

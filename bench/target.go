@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/internal/localcluster"
+	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/storage"
+)
+
+// A Target is a system the workloads drive: a cluster serving the HTTP API (the external one,
+// or one this process starts), or the mysql baseline's bare database.
+type Target interface {
+	// Name is the target's --target or --baseline value, and its rows' target column
+	// (baseline-mysql for the mysql baseline).
+	Name() string
+	// Endpoints returns the HTTP base URLs of the target's nodes (the caller must not modify
+	// the slice), nil for a target without the HTTP API (baseline-mysql).
+	Endpoints() []string
+	// Close stops what the target started and drops the databases it created. Call it once,
+	// when the target's workloads are done.
+	Close() error
+}
+
+// Values of --target.
+const (
+	targetExternal    = "external"
+	targetSQLite      = "sqlite"
+	targetMySQL       = "mysql"
+	targetRaftNoop    = "raft-noop"
+	targetAsync       = "async"
+	targetAsyncUnsafe = "async-unsafe"
+)
+
+// clusterTarget is a target serving the HTTP API: the external cluster, or a 3-node cluster
+// started in this process (package localcluster).
+type clusterTarget struct {
+	name      string
+	endpoints []string
+	// async is set for the async targets.
+	async *asyncEnv
+	// stop stops the target (not the servers of the run's replicatedServers, which Run stops
+	// at the end).
+	stop func()
+}
+
+var (
+	_ Target = (*clusterTarget)(nil)
+	_ Target = (*mysqlBaseline)(nil)
+)
+
+func (t *clusterTarget) Name() string        { return t.name }
+func (t *clusterTarget) Endpoints() []string { return t.endpoints }
+func (t *clusterTarget) Close() error        { t.stop(); return nil }
+
+// storesCells reports whether t keeps the cells written (raft-noop's state machine does not).
+func storesCells(t Target) bool { return t.Name() != targetRaftNoop }
+
+// startTarget starts target (the async targets on the run's replicated servers, starting them
+// if needed). The in-process targets run the index maintainers beside their nodes when a
+// workload of env's needs them.
+func startTarget(ctx context.Context, target string, env *Env) (*clusterTarget, error) {
+	f := env.Config
+	if target == targetExternal {
+		return &clusterTarget{name: target, endpoints: f.Endpoints, stop: func() {}}, nil
+	}
+	dir, err := os.MkdirTemp("", "schemaless-bench-")
+	if err != nil {
+		return nil, err
+	}
+	opts := localcluster.Options{Dir: dir, Shards: f.Shards, Partitions: f.Partitions, Partition: partition.DefaultConfig()}
+	opts.API.RequestTimeout = requestTimeout
+	opts.Partition.MaxInflight = f.MaxInflight
+	opts.Partition.LogStore = f.RaftLogStore
+	opts.OnFatal = func(node string, err error) { fmt.Fprintf(env.Stderr, "bench: node %s: fatal: %v\n", node, err) }
+	repl := &env.run.repl
+	var prefix, asyncPrefix string
+	switch target {
+	case targetSQLite:
+	case targetMySQL:
+		prefix = fmt.Sprintf("bench%06d", rand.N(1000000))
+		opts.MySQLDSN, opts.MySQLPrefix = f.MySQLDSN, prefix
+	case targetRaftNoop:
+		opts.Partition.NewStateMachine = func(context.Context) (partition.StateMachine, error) { return fsm.NewNoop(), nil }
+	case targetAsync, targetAsyncUnsafe:
+		set, err := repl.get(ctx, env.Stderr)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("--target %s: %w", target, err)
+		}
+		asyncPrefix = fmt.Sprintf("bench%06d", rand.N(1000000))
+		opts.Async = asyncOptions(set, asyncPrefix, target == targetAsyncUnsafe)
+	default:
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("--target %q: want external, sqlite, mysql, raft-noop, async or async-unsafe", target)
+	}
+	c, err := localcluster.Start(ctx, opts)
+	if err != nil {
+		os.RemoveAll(dir)
+		if asyncPrefix != "" {
+			repl.drop(asyncPrefix, env.Stderr)
+		}
+		return nil, fmt.Errorf("start %s cluster: %w", target, err)
+	}
+	var aenv *asyncEnv
+	if opts.Async != nil {
+		aenv = newAsyncEnv(repl.set, c, opts.Async)
+	}
+	stopMaintainers := func() {}
+	if target != targetRaftNoop && slices.ContainsFunc(f.Workloads, needsMaintainers) {
+		if stopMaintainers, err = startMaintainers(ctx, c, f.Index, env.Stderr); err != nil {
+			_ = c.Close()
+			os.RemoveAll(dir)
+			if asyncPrefix != "" {
+				repl.drop(asyncPrefix, env.Stderr)
+			}
+			return nil, fmt.Errorf("start %s index maintainers: %w", target, err)
+		}
+	}
+	return &clusterTarget{name: target, endpoints: c.URLs(), async: aenv, stop: func() {
+		stopMaintainers()
+		if aenv != nil {
+			aenv.close()
+		}
+		_ = c.Close()
+		os.RemoveAll(dir)
+		if prefix != "" {
+			if err := storage.DropMySQLPrefix(context.Background(), f.MySQLDSN, prefix); err != nil {
+				fmt.Fprintf(env.Stderr, "bench: drop databases %s_*: %v\n", prefix, fmt.Errorf("--mysql: %w", err))
+			}
+		}
+		if asyncPrefix != "" {
+			repl.drop(asyncPrefix, env.Stderr)
+		}
+	}}, nil
+}
+
+// requestTimeout bounds one request of the benchmark's clients and, on the in-process targets,
+// the nodes' handling of it (api.Config.RequestTimeout, 10 s by default). A slow answer is
+// measured, not cut and retried: a loaded machine can take longer than 10 s for a put_cells of
+// 500.
+const requestTimeout = time.Minute
+
+// newClient returns a client of the datastore "trips" on endpoints for clients concurrent
+// requests, keeping one idle keep-alive connection per request in flight.
+func newClient(endpoints []string, clients int) (*client.Client, error) {
+	return newClientConns(endpoints, clients, 0)
+}
+
+// newClientConns is newClient with at most conns HTTP connections per node, shared by the
+// clients (requests wait for a free one); conns 0 is newClient's one per client.
+func newClientConns(endpoints []string, clients, conns int) (*client.Client, error) {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = clients + 16
+	t.MaxIdleConns = 3*clients + 64
+	if conns > 0 {
+		t.MaxConnsPerHost = conns
+		t.MaxIdleConnsPerHost = conns
+		t.MaxIdleConns = len(endpoints) * conns
+	}
+	cfg := client.DefaultConfig()
+	cfg.Endpoints = endpoints
+	cfg.Datastore = "trips"
+	cfg.HTTPClient = &http.Client{Transport: t}
+	cfg.RequestTimeout = requestTimeout
+	return client.New(cfg)
+}
