@@ -3,30 +3,41 @@ package cells
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"math/big"
 	"math/rand"
-	"reflect"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-// jsonEqual compares two JSON texts as values, with numbers compared exactly as decimals.
-func jsonEqual(t *testing.T, a, b []byte) bool {
+var seedFlag = flag.Int64("seed", 0, "seed of the randomized cells tests (0: from the clock)")
+
+// testSeed returns the seed of a randomized test and logs it.
+func testSeed(t *testing.T) int64 {
 	t.Helper()
-	decode := func(p []byte) any {
-		d := json.NewDecoder(bytes.NewReader(p))
-		d.UseNumber()
-		var v any
-		if err := d.Decode(&v); err != nil {
-			t.Fatalf("decode %s: %v", p, err)
-		}
-		return normalize(v)
+	seed := *seedFlag
+	if seed == 0 {
+		seed = time.Now().UnixNano()
 	}
-	return reflect.DeepEqual(decode(a), decode(b))
+	t.Logf("seed %d (rerun with -seed=%d)", seed, seed)
+	return seed
+}
+
+// jsonValue decodes a JSON text into a value whose numbers are exact decimals, so two texts
+// holding the same JSON value (1.50 and 1.5) give equal values.
+func jsonValue(t *testing.T, p []byte) any {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(p))
+	d.UseNumber()
+	var v any
+	require.NoError(t, d.Decode(&v), "decode %s", p)
+	return normalize(v)
 }
 
 // normalize turns json.Number into a canonical decimal string so 1.50 and 1.5 compare equal.
@@ -51,6 +62,7 @@ func normalize(v any) any {
 }
 
 func TestBodyRoundTrip(t *testing.T) {
+	t.Parallel()
 	cases := []string{
 		`{}`,
 		`{"a":1}`,
@@ -63,34 +75,33 @@ func TestBodyRoundTrip(t *testing.T) {
 	}
 	for _, c := range cases {
 		b, err := EncodeBody([]byte(c))
-		if err != nil {
-			t.Errorf("EncodeBody(%s) = %v", c, err)
+		if !assert.NoError(t, err, "EncodeBody(%s)", c) {
 			continue
 		}
 		out, err := b.JSON()
-		if err != nil {
-			t.Errorf("JSON() of %s = %v", c, err)
+		if !assert.NoError(t, err, "JSON() of %s", c) {
 			continue
 		}
-		if !jsonEqual(t, []byte(c), out) {
-			t.Errorf("round trip of %s = %s, want the same JSON value", c, out)
-		}
+		assert.Equal(t, jsonValue(t, []byte(c)), jsonValue(t, out), "round trip of %s: want the same JSON value", c)
 	}
 }
 
 func TestBodyRejectsNonObjects(t *testing.T) {
+	t.Parallel()
 	for _, c := range []string{``, `null`, `[]`, `[{"a":1}]`, `"s"`, `1`, `true`, `{"a":1} {"b":2}`,
 		`{"a":1}x`, `{"a":}`, `{"a":1`, `{a:1}`} {
 		_, err := EncodeBody([]byte(c))
+		assert.ErrorIs(t, err, ErrInvalidBody, "EncodeBody(%q)", c)
 		var fe *FieldError
-		if !errors.As(err, &fe) || fe.Field != "body" || !errors.Is(err, ErrInvalidBody) {
-			t.Errorf("EncodeBody(%q) = %v, want a body FieldError", c, err)
+		if assert.ErrorAs(t, err, &fe, "EncodeBody(%q): want a FieldError", c) {
+			assert.Equal(t, "body", fe.Field, "EncodeBody(%q): field of the FieldError", c)
 		}
 	}
 }
 
 // One JSON value has one stored form: key order, white space and number spelling do not matter.
 func TestBodyCanonical(t *testing.T) {
+	t.Parallel()
 	same := [][2]string{
 		{`{"a":1,"b":2}`, `{ "b" : 2, "a" : 1 }`},
 		{`{"x":1.5}`, `{"x":1.50}`},
@@ -102,8 +113,9 @@ func TestBodyCanonical(t *testing.T) {
 	}
 	for _, p := range same {
 		a, b := mustEncode(t, p[0]), mustEncode(t, p[1])
-		if ok, err := SameBody(a, b); err != nil || !ok {
-			t.Errorf("SameBody(%s, %s) = %v, %v; want true", p[0], p[1], ok, err)
+		ok, err := SameBody(a, b)
+		if assert.NoError(t, err, "SameBody(%s, %s)", p[0], p[1]) {
+			assert.True(t, ok, "SameBody(%s, %s): want true", p[0], p[1])
 		}
 	}
 	differ := [][2]string{
@@ -115,50 +127,41 @@ func TestBodyCanonical(t *testing.T) {
 	}
 	for _, p := range differ {
 		a, b := mustEncode(t, p[0]), mustEncode(t, p[1])
-		if ok, err := SameBody(a, b); err != nil || ok {
-			t.Errorf("SameBody(%s, %s) = %v, %v; want false", p[0], p[1], ok, err)
+		ok, err := SameBody(a, b)
+		if assert.NoError(t, err, "SameBody(%s, %s)", p[0], p[1]) {
+			assert.False(t, ok, "SameBody(%s, %s): want false", p[0], p[1])
 		}
 	}
 }
 
 func TestBodyCorrupt(t *testing.T) {
-	if _, err := Body("not zlib").JSON(); err == nil {
-		t.Error("JSON() of garbage = nil error, want an error")
-	}
+	t.Parallel()
+	_, err := Body("not zlib").JSON()
+	assert.Error(t, err, "JSON() of garbage")
 	b := mustEncode(t, `{"a":"some text that compresses"}`)
 	bad := append(Body(nil), b...)
 	bad[len(bad)-1] ^= 0xff // break the adler-32 checksum
-	if _, err := bad.JSON(); err == nil {
-		t.Error("JSON() of a body with a broken checksum = nil error, want an error")
-	}
+	_, err = bad.JSON()
+	assert.Error(t, err, "JSON() of a body with a broken checksum")
 }
 
 // Random JSON objects survive the codec, and equal values encode to equal bytes.
 func TestBodyRoundTripRandom(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	t.Parallel()
+	seed := testSeed(t)
 	rng := rand.New(rand.NewSource(seed))
 	for i := 0; i < 2000; i++ {
 		obj := randomObject(rng, 0)
 		text, err := json.Marshal(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "seed %d: Marshal(%v)", seed, obj)
 		b, err := EncodeBody(text)
-		if err != nil {
-			t.Fatalf("seed %d: EncodeBody(%s) = %v", seed, text, err)
-		}
+		require.NoError(t, err, "seed %d: EncodeBody(%s)", seed, text)
 		out, err := b.JSON()
-		if err != nil {
-			t.Fatalf("seed %d: JSON() = %v", seed, err)
-		}
-		if !jsonEqual(t, text, out) {
-			t.Fatalf("seed %d: round trip of %s = %s", seed, text, out)
-		}
+		require.NoError(t, err, "seed %d: JSON() of %s", seed, text)
+		require.Equal(t, jsonValue(t, text), jsonValue(t, out), "seed %d: round trip of %s", seed, text)
 		again, err := EncodeBody(out)
-		if err != nil || !bytes.Equal(again, b) {
-			t.Fatalf("seed %d: re-encoding %s gave other bytes (err %v)", seed, out, err)
-		}
+		require.NoError(t, err, "seed %d: re-encoding %s", seed, out)
+		require.Equal(t, b, again, "seed %d: re-encoding %s: want the same bytes", seed, out)
 	}
 }
 
@@ -216,9 +219,7 @@ func randomString(rng *rand.Rand) string {
 func mustEncode(t *testing.T, s string) Body {
 	t.Helper()
 	b, err := EncodeBody([]byte(s))
-	if err != nil {
-		t.Fatalf("EncodeBody(%s) = %v", s, err)
-	}
+	require.NoError(t, err, "EncodeBody(%s)", s)
 	return b
 }
 

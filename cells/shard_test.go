@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The shard hash is part of the on-disk format: these vectors must never change.
@@ -22,33 +24,28 @@ var shardVectors = []struct {
 }
 
 func TestShardHashVectors(t *testing.T) {
+	t.Parallel()
 	for _, v := range shardVectors {
 		u := uuid.MustParse(v.rowKey)
-		if got := ShardHash(u); got != v.hash {
-			t.Errorf("ShardHash(%s) = %#x, want %#x", v.rowKey, got, v.hash)
-		}
-		if got := ShardOf(u, 64); got != v.shard64 {
-			t.Errorf("ShardOf(%s, 64) = %d, want %d", v.rowKey, got, v.shard64)
-		}
-		if got := ShardOf(u, 4096); got != v.shard4096 {
-			t.Errorf("ShardOf(%s, 4096) = %d, want %d", v.rowKey, got, v.shard4096)
-		}
+		assert.Equal(t, v.hash, ShardHash(u), "ShardHash(%s) = %#x, want %#x", v.rowKey, ShardHash(u), v.hash)
+		assert.Equal(t, v.shard64, ShardOf(u, 64), "ShardOf(%s, 64)", v.rowKey)
+		assert.Equal(t, v.shard4096, ShardOf(u, 4096), "ShardOf(%s, 4096)", v.rowKey)
 	}
 }
 
 // ShardHash is FNV-1a 64 over the UUID bytes; check it against the standard library's FNV.
 func TestShardHashIsFNV1a(t *testing.T) {
+	t.Parallel()
 	for i := 0; i < 1000; i++ {
 		u := uuid.NewSHA1(uuid.NameSpaceOID, []byte{byte(i), byte(i >> 8)})
 		h := fnv.New64a()
 		h.Write(u[:])
-		if got, want := ShardHash(u), h.Sum64(); got != want {
-			t.Fatalf("ShardHash(%s) = %#x, want %#x", u, got, want)
-		}
+		require.Equal(t, h.Sum64(), ShardHash(u), "ShardHash(%s): want the standard library's FNV-1a", u)
 	}
 }
 
 func TestShardOfSpreadsRowKeys(t *testing.T) {
+	t.Parallel()
 	const shards, n = 64, 64000
 	counts := make([]int, shards)
 	for i := 0; i < n; i++ {
@@ -57,8 +54,6 @@ func TestShardOfSpreadsRowKeys(t *testing.T) {
 	}
 	for s, c := range counts {
 		// Expect 1000 per shard; a uniform hash stays well within +-20%.
-		if c < 800 || c > 1200 {
-			t.Errorf("shard %d holds %d of %d row keys, want about %d", s, c, n, n/shards)
-		}
+		assert.InDelta(t, n/shards, c, 200, "row keys of %d in shard %d: want about %d", n, s, n/shards)
 	}
 }

@@ -1,15 +1,14 @@
 package consumer
 
 import (
-	"errors"
 	"fmt"
-	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // t0 is the base time of the tests.
@@ -25,9 +24,7 @@ func hb(w string, n int) Command { return Command{Op: OpHeartbeat, Worker: w, Sh
 func mustApply(t *testing.T, g *Group, now time.Time, cmd Command) Result {
 	t.Helper()
 	res, err := g.Apply(now, cmd)
-	if err != nil {
-		t.Fatalf("Apply(%v, %+v): got error %v, want nil", now, cmd, err)
-	}
+	require.NoError(t, err, "Apply(%v, %+v)", now, cmd)
 	return res
 }
 
@@ -71,7 +68,8 @@ func settle(t *testing.T, g *Group, now time.Time, n int, workers ...string) {
 			return
 		}
 	}
-	t.Fatalf("assignment of %d shards to %v did not settle in 10 rounds: owners %v", n, workers, owners(g, now))
+	require.Failf(t, "no settled assignment", "assignment of %d shards to %v did not settle in 10 rounds: owners %v",
+		n, workers, owners(g, now))
 }
 
 // shardsOf returns the shard numbers of leases.
@@ -84,6 +82,7 @@ func shardsOf(leases []Lease) []int {
 }
 
 func TestJoinBalanced(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		shards  int
@@ -99,46 +98,37 @@ func TestJoinBalanced(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			g := New("g")
 			for i := range tt.workers {
 				settle(t, g, t0, tt.shards, tt.workers[:i+1]...)
 			}
-			if got := counts(g, t0, tt.workers); !slices.Equal(got, tt.want) {
-				t.Errorf("shards per worker: got %v, want %v", got, tt.want)
-			}
-			if got, want := g.Status(t0).Generation, uint64(len(tt.workers)); got != want {
-				t.Errorf("generation: got %d, want %d", got, want)
-			}
+			assert.Equal(t, tt.want, counts(g, t0, tt.workers), "shards per worker")
+			assert.Equal(t, uint64(len(tt.workers)), g.Status(t0).Generation, "generation")
 			seen := map[int]string{}
 			for _, w := range tt.workers {
 				res := mustApply(t, g, t0, hb(w, tt.shards))
-				if len(res.Revoke) != 0 {
-					t.Errorf("%s: revoke after settling: got %v, want none", w, res.Revoke)
-				}
+				assert.Empty(t, res.Revoke, "%s: revoke after settling", w)
 				for _, l := range res.Assigned {
-					if other, ok := seen[l.Shard]; ok {
-						t.Errorf("shard %d assigned to %s and %s", l.Shard, other, w)
-					}
+					other, ok := seen[l.Shard]
+					assert.False(t, ok, "shard %d assigned to %s and %s", l.Shard, other, w)
 					seen[l.Shard] = w
-					if l.Epoch == 0 || l.Offset != -1 || l.Owner != w {
-						t.Errorf("%s: lease %+v: got epoch %d offset %d owner %q, want epoch >= 1, offset -1, owner %q",
-							w, l, l.Epoch, l.Offset, l.Owner, w)
-					}
+					assert.True(t, l.Epoch != 0 && l.Offset == -1 && l.Owner == w,
+						"%s: lease %+v: got epoch %d offset %d owner %q, want epoch >= 1, offset -1, owner %q",
+						w, l, l.Epoch, l.Offset, l.Owner, w)
 				}
 				for i, m := range res.Members {
-					if m.ID != tt.workers[slices.Index(tt.workers, m.ID)] || (i > 0 && res.Members[i-1].ID >= m.ID) {
-						t.Errorf("members: got %v, want sorted by ID", res.Members)
-					}
+					assert.True(t, m.ID == tt.workers[slices.Index(tt.workers, m.ID)] && (i == 0 || res.Members[i-1].ID < m.ID),
+						"members: got %v, want sorted by ID", res.Members)
 				}
 			}
-			if len(seen) != tt.shards {
-				t.Errorf("shards assigned: got %d, want %d", len(seen), tt.shards)
-			}
+			assert.Len(t, seen, tt.shards, "shards assigned")
 		})
 	}
 }
 
 func TestStickiness(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		shards    int
@@ -154,6 +144,7 @@ func TestStickiness(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			g := New("g")
 			settle(t, g, t0, tt.shards, tt.members...)
 			before := owners(g, t0)
@@ -166,71 +157,50 @@ func TestStickiness(t *testing.T) {
 					continue
 				}
 				moved++
-				if after[s] != tt.joiner {
-					t.Errorf("shard %d moved from %s to %s: got a move between old members, want moves only to %s",
-						s, before[s], after[s], tt.joiner)
-				}
+				assert.Equal(t, tt.joiner, after[s], "shard %d moved from %s: got a move between old members, want moves only to the joiner",
+					s, before[s])
 			}
-			if moved != tt.wantMoved {
-				t.Errorf("shards moved: got %d, want %d", moved, tt.wantMoved)
-			}
-			if got := counts(g, t0, all); !slices.Equal(got, tt.want) {
-				t.Errorf("shards per member: got %v, want %v", got, tt.want)
-			}
+			assert.Equal(t, tt.wantMoved, moved, "shards moved")
+			assert.Equal(t, tt.want, counts(g, t0, all), "shards per member")
 		})
 	}
 }
 
 func TestRevokeReleaseGrant(t *testing.T) {
+	t.Parallel()
 	g := New("g")
 	res := mustApply(t, g, t0, hb("w1", 4))
 	want := []Lease{{0, "w1", 1, -1}, {1, "w1", 1, -1}, {2, "w1", 1, -1}, {3, "w1", 1, -1}}
-	if !reflect.DeepEqual(res.Assigned, want) {
-		t.Fatalf("w1 assigned: got %+v, want %+v", res.Assigned, want)
-	}
+	require.Equal(t, want, res.Assigned, "w1 assigned")
 	res = mustApply(t, g, t0, Command{Op: OpCommit, Worker: "w1", Commits: []Offset{{0, 1, 10}, {1, 1, 11}, {2, 1, 12}, {3, 1, 13}}})
-	if want := []bool{true, true, true, true}; !slices.Equal(res.Accepted, want) {
-		t.Fatalf("commits: got %v, want %v", res.Accepted, want)
-	}
+	require.Equal(t, []bool{true, true, true, true}, res.Accepted, "commits")
 
 	res = mustApply(t, g, at(time.Second), hb("w2", 4))
-	if len(res.Assigned) != 0 || res.Generation != 2 {
-		t.Fatalf("w2 joining: got assigned %+v generation %d, want none (w1 still owns) and 2", res.Assigned, res.Generation)
-	}
+	require.Empty(t, res.Assigned, "w2 joining: assigned (w1 still owns every shard)")
+	require.Equal(t, uint64(2), res.Generation, "w2 joining: generation")
 
 	res = mustApply(t, g, at(time.Second), hb("w1", 4))
-	if got := shardsOf(res.Assigned); !slices.Equal(got, []int{0, 1}) {
-		t.Errorf("w1 assigned: got %v, want [0 1]", got)
-	}
-	if !slices.Equal(res.Revoke, []int{2, 3}) {
-		t.Errorf("w1 revoke: got %v, want [2 3]", res.Revoke)
-	}
+	assert.Equal(t, []int{0, 1}, shardsOf(res.Assigned), "w1 assigned")
+	assert.Equal(t, []int{2, 3}, res.Revoke, "w1 revoke")
 	// w1 still owns the revoked shards until it releases them: its commits are accepted, and
 	// commits come before releases in one heartbeat.
 	cmd := hb("w1", 4)
 	cmd.Commits = []Offset{{2, 1, 20}}
 	cmd.Released = []int{2, 3}
 	res = mustApply(t, g, at(2*time.Second), cmd)
-	if !slices.Equal(res.Accepted, []bool{true}) || len(res.Revoke) != 0 {
-		t.Errorf("w1 release: got accepted %v revoke %v, want [true] and none", res.Accepted, res.Revoke)
-	}
+	assert.Equal(t, []bool{true}, res.Accepted, "w1 release: accepted commits")
+	assert.Empty(t, res.Revoke, "w1 release: revoke")
 	res = mustApply(t, g, at(2*time.Second), hb("w2", 4))
-	want = []Lease{{2, "w2", 2, 20}, {3, "w2", 2, 13}}
-	if !reflect.DeepEqual(res.Assigned, want) {
-		t.Errorf("w2 assigned: got %+v, want %+v", res.Assigned, want)
-	}
+	assert.Equal(t, []Lease{{2, "w2", 2, 20}, {3, "w2", 2, 13}}, res.Assigned, "w2 assigned")
 	// The old epoch no longer commits.
 	res = mustApply(t, g, at(2*time.Second), Command{Op: OpCommit, Worker: "w1", Commits: []Offset{{3, 1, 99}}})
-	if !slices.Equal(res.Accepted, []bool{false}) {
-		t.Errorf("w1 commit after release: got %v, want [false]", res.Accepted)
-	}
+	assert.Equal(t, []bool{false}, res.Accepted, "w1 commit after release")
 	want2 := []Member{{ID: "w1", Expires: at(5 * time.Second), Shards: 2}, {ID: "w2", Expires: at(5 * time.Second), Shards: 2}}
-	if !reflect.DeepEqual(res.Members, want2) {
-		t.Errorf("members: got %+v, want %+v", res.Members, want2)
-	}
+	assert.Equal(t, want2, res.Members, "members")
 }
 
 func TestSessionExpiry(t *testing.T) {
+	t.Parallel()
 	g := New("g")
 	settle(t, g, t0, 4, "w1", "w2")
 	before := map[int]Lease{}
@@ -239,41 +209,38 @@ func TestSessionExpiry(t *testing.T) {
 	}
 	// w2 last heartbeat at t0: its session ends at t0+3s (expired when now >= Expires).
 	res := mustApply(t, g, at(2999*time.Millisecond), hb("w1", 4))
-	if len(res.Assigned) != 2 || len(res.Members) != 2 {
-		t.Fatalf("before w2 expires: got %d shards, %d members, want 2 and 2", len(res.Assigned), len(res.Members))
-	}
+	require.Len(t, res.Assigned, 2, "before w2 expires: w1's shards")
+	require.Len(t, res.Members, 2, "before w2 expires: members")
 	st := g.Status(at(3 * time.Second))
-	if len(st.Members) != 1 || st.Generation != 3 {
-		t.Errorf("status at w2's expiry: got members %+v generation %d, want only w1 and 3", st.Members, st.Generation)
+	if assert.Len(t, st.Members, 1, "status at w2's expiry: members (want only w1)") {
+		assert.Equal(t, "w1", st.Members[0].ID, "status at w2's expiry: the member left")
 	}
-	if got := g.Status(at(2 * time.Second)); len(got.Members) != 2 || got.Generation != 2 {
-		t.Errorf("status must not change the group: got members %+v generation %d, want 2 members, 2", got.Members, got.Generation)
-	}
+	assert.Equal(t, uint64(3), st.Generation, "status at w2's expiry: generation")
+	got := g.Status(at(2 * time.Second))
+	assert.Len(t, got.Members, 2, "status must not change the group: members")
+	assert.Equal(t, uint64(2), got.Generation, "status must not change the group: generation")
 	res = mustApply(t, g, at(3*time.Second), hb("w1", 4))
-	if len(res.Assigned) != 4 || res.Generation != 3 || len(res.Members) != 1 {
-		t.Fatalf("after w2 expired: got assigned %+v generation %d members %+v, want 4 shards, 3, [w1]",
-			res.Assigned, res.Generation, res.Members)
-	}
+	require.Len(t, res.Assigned, 4, "after w2 expired: w1's shards")
+	require.Equal(t, uint64(3), res.Generation, "after w2 expired: generation")
+	require.Len(t, res.Members, 1, "after w2 expired: members (want [w1])")
 	for _, l := range res.Assigned {
 		want := before[l.Shard].Epoch
 		if before[l.Shard].Owner == "w2" { // regranted: a new epoch
 			want++
 		}
-		if l.Epoch != want {
-			t.Errorf("shard %d (owned by %s) epoch: got %d, want %d", l.Shard, before[l.Shard].Owner, l.Epoch, want)
-		}
+		assert.Equal(t, want, l.Epoch, "shard %d (owned by %s) epoch", l.Shard, before[l.Shard].Owner)
 	}
 }
 
 func TestFencing(t *testing.T) {
+	t.Parallel()
 	t.Run("old owner after reassignment", func(t *testing.T) {
+		t.Parallel()
 		g := New("g")
 		mustApply(t, g, t0, hb("w1", 2))
 		mustApply(t, g, t0, hb("w2", 2))
 		res := mustApply(t, g, at(4*time.Second), hb("w2", 2)) // w1 expired at t0+3s
-		if want := []Lease{{0, "w2", 2, -1}, {1, "w2", 2, -1}}; !reflect.DeepEqual(res.Assigned, want) {
-			t.Fatalf("w2 assigned: got %+v, want %+v", res.Assigned, want)
-		}
+		require.Equal(t, []Lease{{0, "w2", 2, -1}, {1, "w2", 2, -1}}, res.Assigned, "w2 assigned")
 		tests := []struct {
 			name   string
 			worker string
@@ -288,33 +255,25 @@ func TestFencing(t *testing.T) {
 		}
 		for _, tt := range tests {
 			res := mustApply(t, g, at(4*time.Second), Command{Op: OpCommit, Worker: tt.worker, Commits: []Offset{tt.commit}})
-			if !slices.Equal(res.Accepted, []bool{tt.want}) {
-				t.Errorf("%s: accepted got %v, want [%v]", tt.name, res.Accepted, tt.want)
-			}
+			assert.Equal(t, []bool{tt.want}, res.Accepted, "%s: accepted", tt.name)
 		}
-		if got := g.Status(at(4 * time.Second)).Leases[0].Offset; got != 5 {
-			t.Errorf("offset: got %d, want 5", got)
-		}
+		assert.Equal(t, int64(5), g.Status(at(4 * time.Second)).Leases[0].Offset, "offset")
 	})
 	t.Run("expired member heartbeats again", func(t *testing.T) {
+		t.Parallel()
 		g := New("g")
 		mustApply(t, g, t0, hb("w1", 2))
 		cmd := hb("w1", 2)
 		cmd.Commits = []Offset{{0, 1, 99}, {1, 1, 98}}
 		res := mustApply(t, g, at(10*time.Second), cmd)
-		if !slices.Equal(res.Accepted, []bool{false, false}) {
-			t.Errorf("old-epoch commits: got %v, want [false false]", res.Accepted)
-		}
-		if res.Generation != 3 { // join, expiry, rejoin
-			t.Errorf("generation: got %d, want 3", res.Generation)
-		}
-		if want := []Lease{{0, "w1", 2, -1}, {1, "w1", 2, -1}}; !reflect.DeepEqual(res.Assigned, want) {
-			t.Errorf("assigned: got %+v, want %+v", res.Assigned, want)
-		}
+		assert.Equal(t, []bool{false, false}, res.Accepted, "old-epoch commits")
+		assert.Equal(t, uint64(3), res.Generation, "generation: join, expiry, rejoin")
+		assert.Equal(t, []Lease{{0, "w1", 2, -1}, {1, "w1", 2, -1}}, res.Assigned, "assigned")
 	})
 }
 
 func TestOffsetsNeverBackward(t *testing.T) {
+	t.Parallel()
 	g := New("g")
 	mustApply(t, g, t0, hb("w", 1))
 	tests := []struct {
@@ -323,16 +282,13 @@ func TestOffsetsNeverBackward(t *testing.T) {
 	}{{10, 10}, {5, 10}, {-1, 10}, {12, 12}, {12, 12}}
 	for _, tt := range tests {
 		res := mustApply(t, g, t0, Command{Op: OpCommit, Worker: "w", Commits: []Offset{{0, 1, tt.offset}}})
-		if !slices.Equal(res.Accepted, []bool{true}) {
-			t.Errorf("commit %d: accepted got %v, want [true]", tt.offset, res.Accepted)
-		}
-		if got := g.Status(t0).Leases[0].Offset; got != tt.want {
-			t.Errorf("after commit %d: offset got %d, want %d", tt.offset, got, tt.want)
-		}
+		assert.Equal(t, []bool{true}, res.Accepted, "commit %d: accepted", tt.offset)
+		assert.Equal(t, tt.want, g.Status(t0).Leases[0].Offset, "after commit %d: offset", tt.offset)
 	}
 }
 
 func TestGroupSettings(t *testing.T) {
+	t.Parallel()
 	g := New("g")
 	zone := time.FixedZone("X", 3600)
 	start := Start{Kind: StartTimestamp, Time: time.Date(2024, 1, 1, 1, 0, 0, 0, zone)}
@@ -341,26 +297,21 @@ func TestGroupSettings(t *testing.T) {
 	cmd.HaltThreshold = 5
 	mustApply(t, g, t0, cmd)
 	st := g.Status(t0)
-	if st.Start.Kind != StartTimestamp || !st.Start.Time.Equal(start.Time) || st.Start.Time.Location() != time.UTC {
-		t.Errorf("start: got %+v, want %+v in UTC", st.Start, start)
-	}
-	if st.HaltThreshold != 5 {
-		t.Errorf("halt threshold: got %d, want 5", st.HaltThreshold)
-	}
+	assert.Equal(t, StartTimestamp, st.Start.Kind, "start kind")
+	assert.True(t, st.Start.Time.Equal(start.Time), "start time: got %v, want %v", st.Start.Time, start.Time)
+	assert.Equal(t, time.UTC, st.Start.Time.Location(), "start time: location")
+	assert.Equal(t, 5, st.HaltThreshold, "halt threshold")
 	cmd = hb("w", 4)
 	cmd.Start = Start{Kind: StartLatest}
 	cmd.HaltThreshold = 2
 	mustApply(t, g, t0, cmd)
 	st = g.Status(t0)
-	if st.Start.Kind != StartTimestamp {
-		t.Errorf("start after a second heartbeat: got %+v, want the first one kept", st.Start)
-	}
-	if st.HaltThreshold != 2 {
-		t.Errorf("halt threshold after a second heartbeat: got %d, want 2 (latest wins)", st.HaltThreshold)
-	}
+	assert.Equal(t, StartTimestamp, st.Start.Kind, "start after a second heartbeat: want the first one kept")
+	assert.Equal(t, 2, st.HaltThreshold, "halt threshold after a second heartbeat: latest wins")
 }
 
 func TestShardCountChange(t *testing.T) {
+	t.Parallel()
 	g := New("g")
 	rows := map[string][]byte{}
 	flush := func() {
@@ -374,39 +325,27 @@ func TestShardCountChange(t *testing.T) {
 		g.ResetDirty()
 	}
 	res := mustApply(t, g, t0, hb("w", 4))
-	if len(res.Assigned) != 4 {
-		t.Fatalf("4 shards: got %d assigned, want 4", len(res.Assigned))
-	}
+	require.Len(t, res.Assigned, 4, "4 shards: assigned")
 	flush()
 	res = mustApply(t, g, t0, hb("w", 8))
-	if got := shardsOf(res.Assigned); !slices.Equal(got, []int{0, 1, 2, 3, 4, 5, 6, 7}) {
-		t.Fatalf("8 shards: got assigned %v, want 0..7", got)
-	}
+	require.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7}, shardsOf(res.Assigned), "8 shards: assigned")
 	mustApply(t, g, t0, Command{Op: OpCommit, Worker: "w", Commits: []Offset{{6, 1, 60}}})
 	flush()
 	res = mustApply(t, g, t0, hb("w", 3))
-	if got := shardsOf(res.Assigned); !slices.Equal(got, []int{0, 1, 2}) || len(res.Revoke) != 0 {
-		t.Errorf("3 shards: got assigned %v revoke %v, want [0 1 2] and none", got, res.Revoke)
-	}
+	assert.Equal(t, []int{0, 1, 2}, shardsOf(res.Assigned), "3 shards: assigned")
+	assert.Empty(t, res.Revoke, "3 shards: revoke")
 	_, del := g.Dirty()
-	if want := []string{"shard/3", "shard/4", "shard/5", "shard/6", "shard/7"}; !slices.Equal(del, want) {
-		t.Errorf("deleted rows: got %v, want %v", del, want)
-	}
-	if _, err := g.Apply(t0, Command{Op: OpCommit, Worker: "w", Commits: []Offset{{6, 1, 61}}}); !errors.Is(err, ErrBadCommand) {
-		t.Errorf("commit on a removed shard: got %v, want ErrBadCommand", err)
-	}
+	assert.Equal(t, []string{"shard/3", "shard/4", "shard/5", "shard/6", "shard/7"}, del, "deleted rows")
+	_, err := g.Apply(t0, Command{Op: OpCommit, Worker: "w", Commits: []Offset{{6, 1, 61}}})
+	assert.ErrorIs(t, err, ErrBadCommand, "commit on a removed shard")
 	flush()
 	loaded, err := Load("g", rows)
-	if err != nil {
-		t.Fatalf("Load: got %v, want nil", err)
-	}
-	if got, want := loaded.Status(t0), g.Status(t0); !reflect.DeepEqual(got, want) {
-		t.Errorf("loaded status: got %+v, want %+v", got, want)
-	}
+	require.NoError(t, err, "Load")
+	assert.Equal(t, g.Status(t0), loaded.Status(t0), "loaded status")
 	res = mustApply(t, g, t0, hb("w", 8))
-	if l := res.Assigned[6]; l.Epoch != 1 || l.Offset != -1 {
-		t.Errorf("regrown shard 6: got epoch %d offset %d, want 1 and -1 (a new shard)", l.Epoch, l.Offset)
-	}
+	l := res.Assigned[6]
+	assert.Equal(t, uint64(1), l.Epoch, "regrown shard 6: epoch (a new shard)")
+	assert.Equal(t, int64(-1), l.Offset, "regrown shard 6: offset (a new shard)")
 }
 
 // parkCmd returns a park of a cell of shard s by w at epoch.
@@ -418,6 +357,7 @@ func parkCmd(w string, s int, epoch uint64, id uint64, errText string) Command {
 }
 
 func TestParkHaltRetryDrop(t *testing.T) {
+	t.Parallel()
 	g := New("g")
 	settle(t, g, t0, 2, "w1", "w2")
 	lease := map[string]Lease{}
@@ -458,22 +398,18 @@ func TestParkHaltRetryDrop(t *testing.T) {
 		before := g.Clone()
 		res := mustApply(t, g, t0, st.cmd)
 		got := want{fenced: res.Fenced, affected: res.Affected, halted: res.Halted, parked: res.Parked}
-		if got != st.want {
-			t.Fatalf("%s: got %+v, want %+v", st.name, got, st.want)
-		}
-		if st.want.fenced && st.cmd.Op == OpPark && !reflect.DeepEqual(before.parked, g.parked) {
-			t.Errorf("%s: fenced park changed the parked cells: got %+v, want %+v", st.name, g.parked, before.parked)
+		require.Equal(t, st.want, got, st.name)
+		if st.want.fenced && st.cmd.Op == OpPark {
+			assert.Equal(t, before.parked, g.parked, "%s: fenced park changed the parked cells", st.name)
 		}
 	}
-	parked := g.Status(t0).Parked
 	want1 := ParkedCell{ID: 4, Shard: l1.Shard, AddedID: 42, RowKey: uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
 		ColumnKey: "c", RefKey: 1, Error: "e4", Attempts: 3, Worker: "w1", ParkedAt: t0}
-	if !reflect.DeepEqual(parked, []ParkedCell{want1}) {
-		t.Errorf("parked: got %+v, want %+v", parked, []ParkedCell{want1})
-	}
+	assert.Equal(t, []ParkedCell{want1}, g.Status(t0).Parked, "parked")
 }
 
 func TestRetryDeliveredToOwner(t *testing.T) {
+	t.Parallel()
 	g := New("g")
 	settle(t, g, t0, 2, "w1", "w2")
 	lease := map[string]Lease{}
@@ -483,32 +419,26 @@ func TestRetryDeliveredToOwner(t *testing.T) {
 	l1 := lease["w1"]
 	res := mustApply(t, g, t0, parkCmd("w1", l1.Shard, l1.Epoch, 0, "boom"))
 	id := res.Affected
-	if got := mustApply(t, g, t0, hb("w1", 2)).Retry; len(got) != 0 {
-		t.Errorf("retry list before OpRetry: got %+v, want none", got)
-	}
+	assert.Empty(t, mustApply(t, g, t0, hb("w1", 2)).Retry, "retry list before OpRetry")
 	mustApply(t, g, at(time.Second), Command{Op: OpRetry, IDs: []uint64{id}})
-	if got := mustApply(t, g, at(time.Second), hb("w2", 2)).Retry; len(got) != 0 {
-		t.Errorf("retry list of the other worker: got %+v, want none", got)
-	}
+	assert.Empty(t, mustApply(t, g, at(time.Second), hb("w2", 2)).Retry, "retry list of the other worker")
 	got := mustApply(t, g, at(time.Second), hb("w1", 2)).Retry
-	if len(got) != 1 || got[0].ID != id || !got[0].Retry || got[0].Error != "boom" {
-		t.Fatalf("retry list of the owner: got %+v, want cell %d marked for retry", got, id)
-	}
+	require.True(t, len(got) == 1 && got[0].ID == id && got[0].Retry && got[0].Error == "boom",
+		"retry list of the owner: got %+v, want cell %d marked for retry", got, id)
 	// The retried cell fails again: parked in place with its new error.
 	res = mustApply(t, g, at(2*time.Second), parkCmd("w1", l1.Shard, l1.Epoch, id, "boom again"))
-	if res.Affected != id || res.Parked != 1 {
-		t.Errorf("park again: got affected %d parked %d, want %d and 1", res.Affected, res.Parked, id)
-	}
-	if got := mustApply(t, g, at(2*time.Second), hb("w1", 2)).Retry; len(got) != 0 {
-		t.Errorf("retry list after parking again: got %+v, want none", got)
-	}
+	assert.Equal(t, id, res.Affected, "park again: affected")
+	assert.Equal(t, 1, res.Parked, "park again: parked")
+	assert.Empty(t, mustApply(t, g, at(2*time.Second), hb("w1", 2)).Retry, "retry list after parking again")
 	st := g.Status(at(2 * time.Second))
-	if c := st.Parked[0]; c.Error != "boom again" || !c.ParkedAt.Equal(at(2*time.Second)) || c.Retry {
-		t.Errorf("parked again: got %+v, want error %q parked at %v not retrying", c, "boom again", at(2*time.Second))
-	}
+	c := st.Parked[0]
+	assert.Equal(t, "boom again", c.Error, "parked again: error")
+	assert.True(t, c.ParkedAt.Equal(at(2*time.Second)), "parked again: parked at %v, want %v", c.ParkedAt, at(2*time.Second))
+	assert.False(t, c.Retry, "parked again: still marked for retry")
 }
 
 func TestMissingGroup(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		cmd  Command
@@ -524,30 +454,24 @@ func TestMissingGroup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			g := New("g")
 			res := mustApply(t, g, t0, tt.cmd)
-			if !reflect.DeepEqual(res, tt.want) {
-				t.Errorf("result: got %+v, want %+v", res, tt.want)
-			}
-			if g.Exists() {
-				t.Errorf("exists: got true, want false")
-			}
-			if put, del := g.Dirty(); len(put) != 0 || len(del) != 0 {
-				t.Errorf("dirty: got %v %v, want nothing", put, del)
-			}
-			if !reflect.DeepEqual(g, New("g")) {
-				t.Errorf("group changed: got %+v, want a new group", g)
-			}
+			assert.Equal(t, tt.want, res, "result")
+			assert.False(t, g.Exists(), "exists")
+			put, del := g.Dirty()
+			assert.Empty(t, put, "dirty rows put")
+			assert.Empty(t, del, "dirty rows deleted")
+			assert.Equal(t, New("g"), g, "group changed: want a new group")
 		})
 	}
 	g := New("g")
 	mustApply(t, g, t0, hb("w", 1))
-	if !g.Exists() {
-		t.Errorf("exists after a heartbeat: got false, want true")
-	}
+	assert.True(t, g.Exists(), "exists after a heartbeat")
 }
 
 func TestBadCommands(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		cmd   Command
@@ -581,58 +505,47 @@ func TestBadCommands(t *testing.T) {
 	base.ResetDirty()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			g := base.Clone()
 			_, err := g.Apply(at(time.Second), tt.cmd)
-			if !errors.Is(err, ErrBadCommand) {
-				t.Fatalf("error: got %v, want ErrBadCommand", err)
-			}
-			if !strings.Contains(err.Error(), tt.field) {
-				t.Errorf("error: got %q, want it to name %q", err, tt.field)
-			}
-			if !reflect.DeepEqual(g, base) {
-				t.Errorf("group changed: got %+v, want %+v", g, base)
-			}
-			if put, del := g.Dirty(); len(put) != 0 || len(del) != 0 {
-				t.Errorf("dirty: got %v %v, want nothing", put, del)
-			}
+			require.ErrorIs(t, err, ErrBadCommand)
+			assert.ErrorContains(t, err, tt.field, "error: want it to name the field")
+			assert.Equal(t, base, g, "group changed")
+			put, del := g.Dirty()
+			assert.Empty(t, put, "dirty rows put")
+			assert.Empty(t, del, "dirty rows deleted")
 		})
 	}
 }
 
 func TestTimeMonotonic(t *testing.T) {
+	t.Parallel()
 	g := New("g")
 	cmd := hb("w", 2)
 	cmd.SessionTimeout = 3 * time.Second
 	res := mustApply(t, g, at(100*time.Second), cmd)
-	if want := at(103 * time.Second); !res.SessionExpires.Equal(want) {
-		t.Fatalf("session expires: got %v, want %v", res.SessionExpires, want)
-	}
+	require.True(t, res.SessionExpires.Equal(at(103*time.Second)), "session expires: got %v, want %v", res.SessionExpires, at(103*time.Second))
 	// A new leader whose clock is 60s behind: the group's time stays at 100s.
 	res = mustApply(t, g, at(40*time.Second), cmd)
-	if want := at(103 * time.Second); !res.SessionExpires.Equal(want) {
-		t.Errorf("session expires with an earlier now: got %v, want %v", res.SessionExpires, want)
-	}
-	res = mustApply(t, g, at(41*time.Second), parkCmd("w", 0, 1, 0, "e"))
-	if got := g.Status(t0).Parked[0].ParkedAt; !got.Equal(at(100 * time.Second)) {
-		t.Errorf("parked at with an earlier now: got %v, want %v", got, at(100*time.Second))
-	}
-	if st := g.Status(t0); len(st.Members) != 1 {
-		t.Errorf("status at an earlier now: got members %+v, want w live at the group's clock", st.Members)
-	}
+	assert.True(t, res.SessionExpires.Equal(at(103*time.Second)),
+		"session expires with an earlier now: got %v, want %v", res.SessionExpires, at(103*time.Second))
+	mustApply(t, g, at(41*time.Second), parkCmd("w", 0, 1, 0, "e"))
+	got := g.Status(t0).Parked[0].ParkedAt
+	assert.True(t, got.Equal(at(100*time.Second)), "parked at with an earlier now: got %v, want %v", got, at(100*time.Second))
+	assert.Len(t, g.Status(t0).Members, 1, "status at an earlier now: members (want w live at the group's clock)")
 	// Time moves on from the group's clock: at 103s the session has ended.
 	res = mustApply(t, g, at(103*time.Second), Command{Op: OpRetry})
-	if len(res.Members) != 0 || res.Generation != 2 {
-		t.Errorf("at 103s: got members %+v generation %d, want none and 2", res.Members, res.Generation)
-	}
+	assert.Empty(t, res.Members, "at 103s: members")
+	assert.Equal(t, uint64(2), res.Generation, "at 103s: generation")
 	// Times are stored in UTC without a monotonic reading.
 	g2 := New("g")
 	res = mustApply(t, g2, time.Now().In(time.FixedZone("Y", -7200)), hb("w", 1))
-	if res.SessionExpires.Location() != time.UTC || res.SessionExpires != res.SessionExpires.Round(0) {
-		t.Errorf("session expires %#v: got a local or monotonic time, want UTC", res.SessionExpires)
-	}
+	assert.Equal(t, time.UTC, res.SessionExpires.Location(), "session expires %#v: location", res.SessionExpires)
+	assert.True(t, res.SessionExpires == res.SessionExpires.Round(0), "session expires %#v: got a monotonic reading", res.SessionExpires)
 }
 
 func TestLeave(t *testing.T) {
+	t.Parallel()
 	g := New("g")
 	settle(t, g, t0, 4, "w1", "w2")
 	l := g.Status(t0).Leases
@@ -644,23 +557,21 @@ func TestLeave(t *testing.T) {
 		}
 	}
 	res := mustApply(t, g, t0, Command{Op: OpLeave, Worker: "w1", Commits: []Offset{{w1.Shard, w1.Epoch, 7}}})
-	if !slices.Equal(res.Accepted, []bool{true}) || res.Generation != 3 || len(res.Members) != 1 {
-		t.Fatalf("leave: got accepted %v generation %d members %+v, want [true], 3, [w2]", res.Accepted, res.Generation, res.Members)
-	}
+	require.Equal(t, []bool{true}, res.Accepted, "leave: accepted commits")
+	require.Equal(t, uint64(3), res.Generation, "leave: generation")
+	require.Len(t, res.Members, 1, "leave: members (want [w2])")
 	res = mustApply(t, g, t0, hb("w2", 4))
-	if len(res.Assigned) != 4 {
-		t.Errorf("w2 after w1 left: got %d shards, want 4", len(res.Assigned))
-	}
-	if got := res.Assigned[w1.Shard]; got.Offset != 7 || got.Epoch != w1.Epoch+1 {
-		t.Errorf("shard %d after leave: got %+v, want offset 7 epoch %d", w1.Shard, got, w1.Epoch+1)
+	if assert.Len(t, res.Assigned, 4, "w2 after w1 left: shards") {
+		got := res.Assigned[w1.Shard]
+		assert.Equal(t, int64(7), got.Offset, "shard %d after leave: offset", w1.Shard)
+		assert.Equal(t, w1.Epoch+1, got.Epoch, "shard %d after leave: epoch", w1.Shard)
 	}
 	res = mustApply(t, g, t0, Command{Op: OpLeave, Worker: "w1"})
-	if res.Generation != 3 {
-		t.Errorf("second leave: got generation %d, want 3 (no-op)", res.Generation)
-	}
+	assert.Equal(t, uint64(3), res.Generation, "second leave: generation (a no-op)")
 }
 
 func TestCloneIsDeep(t *testing.T) {
+	t.Parallel()
 	g := New("g")
 	mustApply(t, g, t0, hb("w", 2))
 	mustApply(t, g, t0, parkCmd("w", 0, 1, 0, "e"))
@@ -670,28 +581,24 @@ func TestCloneIsDeep(t *testing.T) {
 	wantPut, wantDel := g.Dirty()
 
 	c := g.Clone()
-	if put, del := c.Dirty(); !reflect.DeepEqual(put, wantPut) || !reflect.DeepEqual(del, wantDel) {
-		t.Errorf("clone's dirty rows: got %v %v, want %v %v", put, del, wantPut, wantDel)
-	}
+	put, del := c.Dirty()
+	assert.Equal(t, wantPut, put, "clone's dirty rows put")
+	assert.Equal(t, wantDel, del, "clone's dirty rows deleted")
 	mustApply(t, c, at(time.Second), Command{Op: OpRetry, All: true})
 	mustApply(t, c, at(time.Second), Command{Op: OpCommit, Worker: "w", Commits: []Offset{{1, 1, 9}}})
 	mustApply(t, c, at(time.Second), hb("x", 2))
 	mustApply(t, c, at(time.Second), hb("w", 3))
 	c.ResetDirty()
-	if got := g.Status(t0); !reflect.DeepEqual(got, wantStatus) {
-		t.Errorf("original after changing the clone: got %+v, want %+v", got, wantStatus)
-	}
-	if put, del := g.Dirty(); !reflect.DeepEqual(put, wantPut) || !reflect.DeepEqual(del, wantDel) {
-		t.Errorf("original's dirty rows after changing the clone: got %v %v, want %v %v", put, del, wantPut, wantDel)
-	}
+	assert.Equal(t, wantStatus, g.Status(t0), "original after changing the clone")
+	put, del = g.Dirty()
+	assert.Equal(t, wantPut, put, "original's dirty rows put after changing the clone")
+	assert.Equal(t, wantDel, del, "original's dirty rows deleted after changing the clone")
 }
 
 func TestStatusOfNewGroup(t *testing.T) {
-	st := New("g").Status(t0)
+	t.Parallel()
 	want := Status{Group: "g", Members: []Member{}, Leases: []Lease{}, Parked: []ParkedCell{}}
-	if !reflect.DeepEqual(st, want) {
-		t.Errorf("status: got %+v, want %+v", st, want)
-	}
+	assert.Equal(t, want, New("g").Status(t0), "status")
 }
 
 func ExampleGroup_Apply() {

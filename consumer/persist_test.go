@@ -1,13 +1,15 @@
 package consumer
 
 import (
-	"errors"
 	"flag"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var seedFlag = flag.Uint64("seed", 0, "seed of the randomized consumer tests (0: from the clock)")
@@ -217,6 +219,7 @@ func sameState(a, b *Group) string {
 // TestDeterminism applies one random command sequence to two groups (one of them cloned
 // midway) and wants the same results and states.
 func TestDeterminism(t *testing.T) {
+	t.Parallel()
 	seed := testSeed(t)
 	for run := range 20 {
 		s := newSim(seed + uint64(run))
@@ -228,22 +231,19 @@ func TestDeterminism(t *testing.T) {
 			now, cmd := s.next()
 			ra, ea := a.Apply(now, cmd)
 			rb, eb := b.Apply(now, cmd)
-			if !reflect.DeepEqual(ra, rb) || (ea == nil) != (eb == nil) {
-				t.Fatalf("seed %d run %d step %d %+v: got %+v (%v) and %+v (%v), want equal results",
-					seed, run, step, cmd, ra, ea, rb, eb)
-			}
-			if ea != nil && !errors.Is(ea, ErrBadCommand) {
-				t.Fatalf("seed %d run %d step %d: got error %v, want ErrBadCommand", seed, run, step, ea)
+			require.Equal(t, ra, rb, "seed %d run %d step %d %+v: results of the group and its clone", seed, run, step, cmd)
+			require.Equal(t, ea == nil, eb == nil, "seed %d run %d step %d %+v: errors %v and %v, want both or neither",
+				seed, run, step, cmd, ea, eb)
+			if ea != nil {
+				require.ErrorIs(t, ea, ErrBadCommand, "seed %d run %d step %d", seed, run, step)
 			}
 			s.observe(cmd, ra, ea)
 		}
-		if d := sameState(a, b); d != "" {
-			t.Fatalf("seed %d run %d: got %s, want equal states", seed, run, d)
-		}
-		if st := a.Status(s.now); len(st.Leases) == 0 || a.generation < 5 {
-			t.Errorf("seed %d run %d: got %d leases, generation %d: the sequence exercised too little",
-				seed, run, len(st.Leases), a.generation)
-		}
+		require.Empty(t, sameState(a, b), "seed %d run %d: want equal states", seed, run)
+		st := a.Status(s.now)
+		assert.True(t, len(st.Leases) > 0 && a.generation >= 5,
+			"seed %d run %d: got %d leases, generation %d: the sequence exercised too little",
+			seed, run, len(st.Leases), a.generation)
 	}
 }
 
@@ -251,6 +251,7 @@ func TestDeterminism(t *testing.T) {
 // like the FSM does (sometimes several commands per flush), and wants Load of the rows to give a
 // group with the same state, Status and answers to the following commands.
 func TestPersistenceRandom(t *testing.T) {
+	t.Parallel()
 	seed := testSeed(t)
 	exercised := 0
 	for run := range 20 {
@@ -272,16 +273,10 @@ func TestPersistenceRandom(t *testing.T) {
 				continue
 			}
 			loaded, err := Load("g", rows)
-			if err != nil {
-				t.Fatalf("seed %d run %d step %d: Load got %v, want nil", seed, run, step, err)
-			}
-			if d := sameState(g, loaded); d != "" {
-				t.Fatalf("seed %d run %d step %d: loaded group: got %s, want the same state", seed, run, step, d)
-			}
+			require.NoError(t, err, "seed %d run %d step %d: Load", seed, run, step)
+			require.Empty(t, sameState(g, loaded), "seed %d run %d step %d: loaded group: want the same state", seed, run, step)
 			for _, at := range []time.Time{now, now.Add(2 * time.Second), t0} {
-				if got, want := loaded.Status(at), g.Status(at); !reflect.DeepEqual(got, want) {
-					t.Fatalf("seed %d run %d step %d: Status(%v): got %+v, want %+v", seed, run, step, at, got, want)
-				}
+				require.Equal(t, g.Status(at), loaded.Status(at), "seed %d run %d step %d: Status(%v) of the loaded group", seed, run, step, at)
 			}
 			// The loaded group answers the next commands like the original (on clones).
 			orig, s2 := g.Clone(), *s
@@ -290,22 +285,20 @@ func TestPersistenceRandom(t *testing.T) {
 				now, cmd := s2.next()
 				ro, eo := orig.Apply(now, cmd)
 				rl, el := loaded.Apply(now, cmd)
-				if !reflect.DeepEqual(ro, rl) || (eo == nil) != (el == nil) {
-					t.Fatalf("seed %d run %d step %d+%d %+v: loaded got %+v (%v), want %+v (%v)",
-						seed, run, step, k, cmd, rl, el, ro, eo)
-				}
+				require.Equal(t, ro, rl, "seed %d run %d step %d+%d %+v: result of the loaded group", seed, run, step, k, cmd)
+				require.Equal(t, eo == nil, el == nil, "seed %d run %d step %d+%d %+v: loaded got error %v, want %v",
+					seed, run, step, k, cmd, el, eo)
 			}
 		}
 		if parked && halted {
 			exercised++
 		}
 	}
-	if exercised < 10 {
-		t.Errorf("seed %d: runs that parked and halted: got %d of 20, want >= 10", seed, exercised)
-	}
+	assert.GreaterOrEqual(t, exercised, 10, "seed %d: runs of 20 that parked and halted", seed)
 }
 
 func TestLoadCorrupt(t *testing.T) {
+	t.Parallel()
 	g := New("g")
 	mustApply(t, g, t0, hb("w", 4))
 	good := map[string][]byte{}
@@ -336,22 +329,22 @@ func TestLoadCorrupt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := Load("g", tt.rows); !errors.Is(err, ErrCorruptRow) {
-				t.Errorf("Load: got %v, want ErrCorruptRow", err)
-			}
+			t.Parallel()
+			_, err := Load("g", tt.rows)
+			assert.ErrorIs(t, err, ErrCorruptRow, "Load")
 		})
 	}
 	for _, rows := range []map[string][]byte{nil, {}} {
 		g, err := Load("g", rows)
-		if err != nil || g.Exists() || g.Name() != "g" {
-			t.Errorf("Load(%v): got exists %v name %q error %v, want a new group g", rows, g.Exists(), g.Name(), err)
+		if assert.NoError(t, err, "Load(%v)", rows) {
+			assert.False(t, g.Exists(), "Load(%v): want a new group", rows)
+			assert.Equal(t, "g", g.Name(), "Load(%v): name", rows)
 		}
 	}
 	loaded, err := Load("g", good)
-	if err != nil || !loaded.Exists() {
-		t.Fatalf("Load(good): got %v, want an existing group", err)
-	}
-	if put, del := loaded.Dirty(); len(put) != 0 || len(del) != 0 {
-		t.Errorf("dirty after Load: got %v %v, want nothing", put, del)
-	}
+	require.NoError(t, err, "Load(good)")
+	require.True(t, loaded.Exists(), "Load(good): want an existing group")
+	put, del := loaded.Dirty()
+	assert.Empty(t, put, "dirty rows put after Load")
+	assert.Empty(t, del, "dirty rows deleted after Load")
 }

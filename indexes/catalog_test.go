@@ -1,15 +1,12 @@
 package indexes
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -22,6 +19,7 @@ func catDef(name, second string) Definition {
 }
 
 func TestCatalogLifeCycle(t *testing.T) {
+	t.Parallel()
 	x1, x2 := catDef("x", "created_at"), catDef("x", "updated_at")
 	bad := catDef("x", "9bad")
 	type step struct {
@@ -73,87 +71,70 @@ func TestCatalogLifeCycle(t *testing.T) {
 		beforeCat := c.Clone()
 		res, err := c.Apply(s.cmd)
 		if s.err == nil {
-			if err != nil || res != s.want {
-				t.Fatalf("step %d: Apply(%+v) = %+v, %v; want %+v, nil", i, s.cmd, res, err, s.want)
-			}
+			require.NoError(t, err, "step %d: Apply(%+v)", i, s.cmd)
+			require.Equal(t, s.want, res, "step %d: Apply(%+v)", i, s.cmd)
 			continue
 		}
-		if !errors.Is(err, s.err) || !strings.Contains(err.Error(), s.errText) {
-			t.Fatalf("step %d: Apply(%+v) = %v; want an error wrapping %v containing %q", i, s.cmd, err, s.err, s.errText)
-		}
+		require.ErrorIs(t, err, s.err, "step %d: Apply(%+v)", i, s.cmd)
+		require.ErrorContains(t, err, s.errText, "step %d: Apply(%+v)", i, s.cmd)
 		after, _ := EncodeCatalog(c)
-		if !bytes.Equal(before, after) || !reflect.DeepEqual(beforeCat, c) {
-			t.Fatalf("step %d: the refused command %+v changed the catalog", i, s.cmd)
-		}
+		require.Equal(t, before, after, "step %d: the refused command %+v changed the catalog's encoding", i, s.cmd)
+		require.Equal(t, beforeCat, c, "step %d: the refused command %+v changed the catalog", i, s.cmd)
 	}
 	var fe *FieldError
-	if _, err := c.Apply(Command{Op: OpDefine, Name: "x", Definition: bad}); !errors.As(err, &fe) {
-		t.Errorf("define of an invalid definition = %v, want an error wrapping its FieldError", err)
-	}
+	_, err := c.Apply(Command{Op: OpDefine, Name: "x", Definition: bad})
+	assert.ErrorAs(t, err, &fe, "define of an invalid definition: want an error wrapping its FieldError")
 
 	ix := c.Indexes["x"]
 	states := []State{}
 	for _, v := range ix.Versions {
 		states = append(states, v.State)
 	}
-	if want := []State{StateDropped, StateDropping, StateDropping, StateBuilding}; !reflect.DeepEqual(states, want) || ix.Alias != 0 {
-		t.Errorf("x: states %v alias %d, want %v alias 0", states, ix.Alias, want)
-	}
+	assert.Equal(t, []State{StateDropped, StateDropping, StateDropping, StateBuilding}, states, "x: states of the versions")
+	assert.Zero(t, ix.Alias, "x: alias")
 	v1 := ix.Versions[0]
-	if !v1.CreatedAt.Equal(t0.Add(1*time.Second)) || !v1.ReadyAt.Equal(t0.Add(7*time.Second)) ||
-		!v1.DroppedAt.Equal(t0.Add(20*time.Second)) || v1.CreatedAt.Location() != time.UTC {
-		t.Errorf("version 1 times %v %v %v, want created, ready and dropped at steps 1, 7 and 20, in UTC",
-			v1.CreatedAt, v1.ReadyAt, v1.DroppedAt)
-	}
-	if v := ix.Versions[3]; !v.Definition.Equal(x1) || v.Table() != "x_v4" {
-		t.Errorf("version 4 = %+v, want the definition x1 and table x_v4", v)
-	}
+	assert.True(t, v1.CreatedAt.Equal(t0.Add(1*time.Second)) && v1.ReadyAt.Equal(t0.Add(7*time.Second)) &&
+		v1.DroppedAt.Equal(t0.Add(20*time.Second)) && v1.CreatedAt.Location() == time.UTC,
+		"version 1 times %v %v %v, want created, ready and dropped at steps 1, 7 and 20, in UTC",
+		v1.CreatedAt, v1.ReadyAt, v1.DroppedAt)
+	v4 := ix.Versions[3]
+	assert.True(t, v4.Definition.Equal(x1), "version 4 = %+v, want the definition x1", v4)
+	assert.Equal(t, "x_v4", v4.Table(), "version 4 table")
 
 	// Resolve and the maintainers' lists.
-	if _, err := c.Resolve("x", 0); !errors.Is(err, ErrNotReady) ||
-		!strings.Contains(err.Error(), "index x has no ready version yet (version 4 is building)") {
-		t.Errorf("Resolve(x, 0) = %v, want ErrNotReady naming version 4", err)
-	}
+	_, err = c.Resolve("x", 0)
+	assert.ErrorIs(t, err, ErrNotReady, "Resolve(x, 0)")
+	assert.ErrorContains(t, err, "index x has no ready version yet (version 4 is building)", "Resolve(x, 0): want it to name version 4")
 	for _, v := range []int{1, 2, 5} {
-		if _, err := c.Resolve("x", v); !errors.Is(err, ErrNotFound) {
-			t.Errorf("Resolve(x, %d) = %v, want ErrNotFound", v, err)
-		}
+		_, err := c.Resolve("x", v)
+		assert.ErrorIs(t, err, ErrNotFound, "Resolve(x, %d)", v)
 	}
-	if _, err := c.Resolve("x", 4); !errors.Is(err, ErrNotReady) {
-		t.Errorf("Resolve(x, 4) = %v, want ErrNotReady (building)", err)
-	}
-	if _, err := c.Resolve("nope", 0); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Resolve(nope, 0) = %v, want ErrNotFound", err)
-	}
-	if got := versionNames(c.Active()); !reflect.DeepEqual(got, []string{"x_v4", "y_v1"}) {
-		t.Errorf("Active() = %v, want [x_v4 y_v1]", got)
-	}
-	if got := versionNames(c.Dropping()); !reflect.DeepEqual(got, []string{"x_v2", "x_v3"}) {
-		t.Errorf("Dropping() = %v, want [x_v2 x_v3]", got)
-	}
+	_, err = c.Resolve("x", 4)
+	assert.ErrorIs(t, err, ErrNotReady, "Resolve(x, 4) of a building version")
+	_, err = c.Resolve("nope", 0)
+	assert.ErrorIs(t, err, ErrNotFound, "Resolve(nope, 0)")
+	assert.Equal(t, []string{"x_v4", "y_v1"}, versionNames(c.Active()), "Active()")
+	assert.Equal(t, []string{"x_v2", "x_v3"}, versionNames(c.Dropping()), "Dropping()")
 	mustApply(t, c, Command{Op: OpReady, Name: "x", Version: 4})
 	v, err := c.Resolve("x", 0)
-	if err != nil || v.Version != 4 || v.State != StateReady {
-		t.Errorf("Resolve(x, 0) after ready = %+v, %v; want version 4, ready (the new alias)", v, err)
+	if assert.NoError(t, err, "Resolve(x, 0) after ready") {
+		assert.Equal(t, 4, v.Version, "Resolve(x, 0) after ready: want the new alias")
+		assert.Equal(t, StateReady, v.State, "Resolve(x, 0) after ready: state")
 	}
 	// Resolve returns a copy.
 	v.Definition.ColumnDefs[0].Fields[0].Field = "scribble"
-	if w, _ := c.Resolve("x", 4); w.Definition.ColumnDefs[0].Fields[0].Field != "city" {
-		t.Error("changing Resolve's result changed the catalog")
-	}
+	w, _ := c.Resolve("x", 4)
+	assert.Equal(t, "city", w.Definition.ColumnDefs[0].Fields[0].Field, "changing Resolve's result changed the catalog")
 	// Every version dropped: no version to resolve.
 	mustApply(t, c, Command{Op: OpDrop, Name: "x", Version: 4})
-	if _, err := c.Resolve("x", 0); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Resolve(x, 0) with every version dropped = %v, want ErrNotFound", err)
-	}
+	_, err = c.Resolve("x", 0)
+	assert.ErrorIs(t, err, ErrNotFound, "Resolve(x, 0) with every version dropped")
 }
 
 func mustApply(t *testing.T, c *Catalog, cmd Command) Result {
 	t.Helper()
 	res, err := c.Apply(cmd)
-	if err != nil {
-		t.Fatalf("Apply(%+v) = %v", cmd, err)
-	}
+	require.NoError(t, err, "Apply(%+v)", cmd)
 	return res
 }
 
@@ -198,6 +179,7 @@ func randomCommand(rng interface{ IntN(int) int }, c *Catalog, now time.Time) Co
 // The same commands give the same results and the same bytes, whether applied to one catalog,
 // to clones, or to catalogs rebuilt from their encoding at every step; refusals change nothing.
 func TestCatalogDeterministic(t *testing.T) {
+	t.Parallel()
 	rng := testRand(t)
 	for iter := 0; iter < 10; iter++ {
 		a, b := NewCatalog(), NewCatalog()
@@ -209,32 +191,22 @@ func TestCatalogDeterministic(t *testing.T) {
 			snapshot := a.Clone()
 			ra, ea := a.Apply(cmd)
 			rb, eb := b.Apply(cmd)
-			if ra != rb || fmt.Sprint(ea) != fmt.Sprint(eb) {
-				t.Fatalf("iteration %d step %d: Apply(%+v) = %+v, %v on one catalog and %+v, %v on another",
-					iter, i, cmd, ra, ea, rb, eb)
-			}
+			require.Equal(t, ra, rb, "iteration %d step %d: Apply(%+v) on one catalog and on another", iter, i, cmd)
+			require.Equal(t, fmt.Sprint(ea), fmt.Sprint(eb), "iteration %d step %d: Apply(%+v) errors on one catalog and on another", iter, i, cmd)
 			ba, err := EncodeCatalog(a)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "iteration %d step %d: EncodeCatalog", iter, i)
 			bb, _ := EncodeCatalog(b)
-			if !bytes.Equal(ba, bb) {
-				t.Fatalf("iteration %d step %d: encodings differ after %+v", iter, i, cmd)
-			}
-			if ea != nil && !bytes.Equal(before, ba) {
-				t.Fatalf("iteration %d step %d: refused %+v (%v) changed the catalog", iter, i, cmd, ea)
+			require.Equal(t, ba, bb, "iteration %d step %d: encodings after %+v", iter, i, cmd)
+			if ea != nil {
+				require.Equal(t, before, ba, "iteration %d step %d: refused %+v (%v) changed the catalog", iter, i, cmd, ea)
 			}
 			// The clone taken before did not move.
-			if sb, _ := EncodeCatalog(snapshot); !bytes.Equal(sb, before) {
-				t.Fatalf("iteration %d step %d: applying to a catalog changed its clone", iter, i)
-			}
+			sb, _ := EncodeCatalog(snapshot)
+			require.Equal(t, before, sb, "iteration %d step %d: applying to a catalog changed its clone", iter, i)
 			// b continues from its decoded form: decoding is exact.
-			if b, err = DecodeCatalog(bb); err != nil {
-				t.Fatalf("iteration %d step %d: DecodeCatalog = %v", iter, i, err)
-			}
-			if !reflect.DeepEqual(a, b) {
-				t.Fatalf("iteration %d step %d: DecodeCatalog(EncodeCatalog(c)) = %+v, want %+v", iter, i, b, a)
-			}
+			b, err = DecodeCatalog(bb)
+			require.NoError(t, err, "iteration %d step %d: DecodeCatalog", iter, i)
+			require.Equal(t, a, b, "iteration %d step %d: DecodeCatalog(EncodeCatalog(c))", iter, i)
 			checkInvariants(t, a)
 		}
 	}
@@ -247,36 +219,34 @@ func checkInvariants(t *testing.T, c *Catalog) {
 	for name, ix := range c.Indexes {
 		ready := 0
 		for i, v := range ix.Versions {
-			if i > 0 && v.Version <= ix.Versions[i-1].Version {
-				t.Fatalf("index %s: versions out of order: %+v", name, ix.Versions)
+			if i > 0 {
+				require.Greater(t, v.Version, ix.Versions[i-1].Version, "index %s: versions out of order: %+v", name, ix.Versions)
 			}
 			if v.State == StateReady {
 				ready++
 			}
 		}
 		if ix.Alias != 0 {
-			if i := ix.find(ix.Alias); i < 0 || ix.Versions[i].State != StateReady {
-				t.Fatalf("index %s: alias %d is not a ready version", name, ix.Alias)
-			}
-		} else if ready > 0 {
-			t.Fatalf("index %s: %d ready versions but no alias", name, ready)
+			i := ix.find(ix.Alias)
+			require.True(t, i >= 0 && ix.Versions[i].State == StateReady, "index %s: alias %d is not a ready version", name, ix.Alias)
+		} else {
+			require.Zero(t, ready, "index %s: ready versions but no alias", name)
 		}
 	}
 }
 
 func TestDecodeCatalogRejects(t *testing.T) {
+	t.Parallel()
 	enc := func(w wireCatalog) []byte {
 		b, err := msgpack.Marshal(&w)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return b
 	}
 	v := func(n int, s State) wireVersion { return wireVersion{Version: n, State: string(s)} }
 	good := enc(wireCatalog{Format: 1, Indexes: []wireIndex{{Name: "x", Alias: 1, Versions: []wireVersion{v(1, StateReady)}}}})
-	if c, err := DecodeCatalog(good); err != nil || c.Indexes["x"].Alias != 1 {
-		t.Fatalf("DecodeCatalog(good) = %+v, %v", c, err)
-	}
+	c, err := DecodeCatalog(good)
+	require.NoError(t, err, "DecodeCatalog(good)")
+	require.Equal(t, 1, c.Indexes["x"].Alias, "DecodeCatalog(good): alias of x")
 	bad := map[string][]byte{
 		"garbage":         []byte("garbage"),
 		"trailing":        append(append([]byte(nil), good...), 0xc0),
@@ -290,41 +260,36 @@ func TestDecodeCatalogRejects(t *testing.T) {
 		"alias missing":   enc(wireCatalog{Format: 1, Indexes: []wireIndex{{Name: "x", Alias: 2, Versions: []wireVersion{v(1, StateReady)}}}}),
 	}
 	for name, b := range bad {
-		if c, err := DecodeCatalog(b); !errors.Is(err, ErrCorruptCatalog) {
-			t.Errorf("DecodeCatalog(%s) = %+v, %v; want ErrCorruptCatalog", name, c, err)
-		}
+		c, err := DecodeCatalog(b)
+		assert.ErrorIs(t, err, ErrCorruptCatalog, "DecodeCatalog(%s) = %+v", name, c)
 	}
-	if c, err := DecodeCatalog(nil); err != nil || len(c.Indexes) != 0 {
-		t.Errorf("DecodeCatalog(nil) = %+v, %v; want an empty catalog", c, err)
+	c, err = DecodeCatalog(nil)
+	if assert.NoError(t, err, "DecodeCatalog(nil)") {
+		assert.Empty(t, c.Indexes, "DecodeCatalog(nil): want an empty catalog")
 	}
 	empty, _ := EncodeCatalog(nil)
 	zero, _ := EncodeCatalog(&Catalog{})
 	fresh, _ := EncodeCatalog(NewCatalog())
-	if !bytes.Equal(empty, zero) || !bytes.Equal(zero, fresh) {
-		t.Errorf("EncodeCatalog(nil), of the zero Catalog and of NewCatalog differ: %x %x %x", empty, zero, fresh)
-	}
+	assert.Equal(t, empty, zero, "EncodeCatalog of nil and of the zero Catalog")
+	assert.Equal(t, zero, fresh, "EncodeCatalog of the zero Catalog and of NewCatalog")
 }
 
 // The zero Catalog works, and Apply's times are normalised (no monotonic reading, UTC, µs).
 func TestCatalogZeroValueAndTimes(t *testing.T) {
+	t.Parallel()
 	var c Catalog
 	now := time.Now() // has a monotonic reading
 	res := mustApply(t, &c, Command{Op: OpDefine, Name: "x", Definition: catDef("x", "f"), Now: now})
-	if res != (Result{Version: 1, Created: true}) {
-		t.Fatalf("define on the zero Catalog = %+v", res)
-	}
+	require.Equal(t, Result{Version: 1, Created: true}, res, "define on the zero Catalog")
 	got := c.Indexes["x"].Versions[0].CreatedAt
-	if want := time.UnixMicro(now.UnixMicro()).UTC(); got != want {
-		t.Errorf("CreatedAt = %#v, want %#v", got, want)
-	}
+	want := time.UnixMicro(now.UnixMicro()).UTC()
+	assert.True(t, got == want, "CreatedAt = %#v, want %#v (UTC, whole µs, no monotonic reading)", got, want)
 	b, _ := EncodeCatalog(&c)
 	d, err := DecodeCatalog(b)
-	if err != nil || !reflect.DeepEqual(d.Indexes, c.Indexes) {
-		t.Errorf("round trip = %+v, %v; want %+v", d, err, c)
+	if assert.NoError(t, err, "DecodeCatalog(EncodeCatalog(c))") {
+		assert.Equal(t, c.Indexes, d.Indexes, "round trip of the catalog")
 	}
-	if TableName("trips_by_city", 12) != "trips_by_city_v12" {
-		t.Errorf("TableName = %q", TableName("trips_by_city", 12))
-	}
+	assert.Equal(t, "trips_by_city_v12", TableName("trips_by_city", 12), "TableName")
 }
 
 // An index version's consumer group is named after its table: the name is part of the groups'

@@ -3,9 +3,11 @@ package indexes
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // paperYAML is the example of the Schemaless paper, as the package doc shows it.
@@ -22,45 +24,34 @@ column_defs:
 `
 
 func TestParsePaperExample(t *testing.T) {
+	t.Parallel()
 	d, err := ParseDefinition([]byte(paperYAML))
-	if err != nil {
-		t.Fatalf("ParseDefinition(paper example) = %v", err)
-	}
+	require.NoError(t, err, "ParseDefinition(paper example)")
 	want := Definition{Table: "driver_partner_index", Datastore: "trips", ShardField: "driver_partner_uuid",
 		ColumnDefs: []ColumnDef{{ColumnKey: "BASE", Fields: []FieldDef{
 			{"driver_partner_uuid", TypeUUID}, {"city_uuid", TypeUUID}, {"trip_created_at", TypeDatetime}}}}}
-	if !reflect.DeepEqual(d, want) {
-		t.Errorf("ParseDefinition(paper example) = %+v, want %+v", d, want)
-	}
+	assert.Equal(t, want, d, "ParseDefinition(paper example)")
 	wantFields := []Field{{"driver_partner_uuid", TypeUUID, "BASE"}, {"city_uuid", TypeUUID, "BASE"},
 		{"trip_created_at", TypeDatetime, "BASE"}}
-	if got := d.Fields(); !reflect.DeepEqual(got, wantFields) {
-		t.Errorf("Fields() = %v, want %v", got, wantFields)
-	}
-	if got := d.Columns(); !reflect.DeepEqual(got, []string{"BASE"}) {
-		t.Errorf("Columns() = %v, want [BASE]", got)
-	}
+	assert.Equal(t, wantFields, d.Fields(), "Fields()")
+	assert.Equal(t, []string{"BASE"}, d.Columns(), "Columns()")
 }
 
 // JSON is YAML: the same definition in JSON parses to the same value.
 func TestParseDefinitionJSON(t *testing.T) {
+	t.Parallel()
 	js := `{"table":"driver_partner_index","datastore":"trips","shard_field":"driver_partner_uuid",
 	  "column_defs":[{"column_key":"BASE","fields":[{"field":"driver_partner_uuid","type":"uuid"},
 	  {"field":"city_uuid","type":"Uuid"},{"field":"trip_created_at","type":"DateTime"}]}]}`
 	a, err := ParseDefinition([]byte(js))
-	if err != nil {
-		t.Fatalf("ParseDefinition(JSON) = %v", err)
-	}
+	require.NoError(t, err, "ParseDefinition(JSON)")
 	b, err := ParseDefinition([]byte(paperYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(a, b) {
-		t.Errorf("JSON definition = %+v, want %+v", a, b)
-	}
+	require.NoError(t, err, "ParseDefinition(paper example)")
+	assert.Equal(t, b, a, "JSON definition: want the YAML one's value")
 }
 
 func TestParseDefinitionCanonicalTypes(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]FieldType{"uuid": TypeUUID, "UUID": TypeUUID, "String": TypeString,
 		"INT": TypeInt, "Float": TypeFloat, "bOOl": TypeBool, "DateTime": TypeDatetime, "datetime": TypeDatetime} {
 		shard := fmt.Sprintf("{ field: k, type: %s }", in)
@@ -69,14 +60,11 @@ func TestParseDefinitionCanonicalTypes(t *testing.T) {
 		}
 		y := "table: t\ncolumn_defs:\n  - column_key: C\n    fields:\n      - " + shard + "\n"
 		d, err := ParseDefinition([]byte(y))
-		if err != nil {
-			t.Errorf("ParseDefinition(type %s) = %v", in, err)
+		if !assert.NoError(t, err, "ParseDefinition(type %s)", in) {
 			continue
 		}
 		got := d.ColumnDefs[0].Fields[len(d.ColumnDefs[0].Fields)-1].Type
-		if got != want {
-			t.Errorf("type %q parsed as %q, want %q", in, got, want)
-		}
+		assert.Equal(t, want, got, "type %q parsed", in)
 	}
 }
 
@@ -125,6 +113,7 @@ func col(key string, fields ...string) string {
 }
 
 func TestParseDefinitionErrors(t *testing.T) {
+	t.Parallel()
 	type want struct{ field, text string }
 	cases := []struct {
 		name string
@@ -194,22 +183,17 @@ func TestParseDefinitionErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := ParseDefinition([]byte(c.yaml))
-		if err == nil {
-			t.Errorf("%s: ParseDefinition = nil error, want %v", c.name, c.want)
+		if !assert.Error(t, err, "%s: ParseDefinition: want %v", c.name, c.want) {
 			continue
 		}
 		got := fieldErrors(err)
-		if len(got) != len(c.want) {
-			t.Errorf("%s: ParseDefinition = %d errors (%v), want %d (%v)", c.name, len(got), err, len(c.want), c.want)
+		if !assert.Len(t, got, len(c.want), "%s: ParseDefinition = %v: field errors, want %v", c.name, err, c.want) {
 			continue
 		}
 		for i, w := range c.want {
-			if got[i].Field != w.field || !strings.Contains(got[i].Error(), w.text) {
-				t.Errorf("%s: error %d = %q (field %q), want field %q containing %q", c.name, i, got[i], got[i].Field, w.field, w.text)
-			}
-			if !strings.HasPrefix(got[i].Error(), w.field+": ") {
-				t.Errorf("%s: error %q does not start with its field %q", c.name, got[i], w.field)
-			}
+			assert.Equal(t, w.field, got[i].Field, "%s: error %d = %q: field", c.name, i, got[i])
+			assert.ErrorContains(t, got[i], w.text, "%s: error %d", c.name, i)
+			assert.True(t, strings.HasPrefix(got[i].Error(), w.field+": "), "%s: error %q does not start with its field %q", c.name, got[i], w.field)
 		}
 	}
 }
@@ -223,6 +207,7 @@ func manyFields(n int) []string {
 }
 
 func TestValidateLimits(t *testing.T) {
+	t.Parallel()
 	d := Definition{Table: strings.Repeat("t", 40), ColumnDefs: []ColumnDef{{ColumnKey: strings.Repeat("C", 64)}}}
 	for i := 0; i < MaxFields; i++ {
 		name := fmt.Sprintf("f%d", i)
@@ -231,47 +216,36 @@ func TestValidateLimits(t *testing.T) {
 		}
 		d.ColumnDefs[0].Fields = append(d.ColumnDefs[0].Fields, FieldDef{Field: name, Type: TypeString})
 	}
-	if err := d.Validate(); err != nil {
-		t.Errorf("Validate(longest names, %d fields) = %v, want nil", MaxFields, err)
-	}
+	assert.NoError(t, d.Validate(), "Validate(longest names, %d fields)", MaxFields)
 	// Validate takes only canonical type names: ParseDefinition canonicalises.
 	d.ColumnDefs[0].Fields[2].Type = "uuid"
-	if errs := fieldErrors(d.Validate()); len(errs) != 1 || errs[0].Field != "column_defs[0].fields[2].type" {
-		t.Errorf("Validate(type uuid) = %v, want one error for column_defs[0].fields[2].type", errs)
+	errs := fieldErrors(d.Validate())
+	if assert.Len(t, errs, 1, "Validate(type uuid): want one error") {
+		assert.Equal(t, "column_defs[0].fields[2].type", errs[0].Field, "Validate(type uuid): field of the error")
 	}
 }
 
 func TestFieldsShardFirst(t *testing.T) {
+	t.Parallel()
 	d, err := ParseDefinition([]byte(defYAML("table: t\nshard_field: city\n",
 		col("BASE", "{ field: a, type: int }", "{ field: b, type: string }"),
 		col("STATUS", "{ field: c, type: bool }", "{ field: city, type: UUID }", "{ field: d, type: float }"),
 		col("ADDR", "{ field: e, type: datetime }"))))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "ParseDefinition")
 	want := []Field{{"city", TypeUUID, "STATUS"}, {"a", TypeInt, "BASE"}, {"b", TypeString, "BASE"},
 		{"c", TypeBool, "STATUS"}, {"d", TypeFloat, "STATUS"}, {"e", TypeDatetime, "ADDR"}}
-	if got := d.Fields(); !reflect.DeepEqual(got, want) {
-		t.Errorf("Fields() = %v, want %v", got, want)
-	}
-	if got := d.Columns(); !reflect.DeepEqual(got, []string{"ADDR", "BASE", "STATUS"}) {
-		t.Errorf("Columns() = %v, want [ADDR BASE STATUS]", got)
-	}
+	assert.Equal(t, want, d.Fields(), "Fields(): the shard field first")
+	assert.Equal(t, []string{"ADDR", "BASE", "STATUS"}, d.Columns(), "Columns()")
 }
 
 func TestDefinitionEqual(t *testing.T) {
+	t.Parallel()
 	base, err := ParseDefinition([]byte(paperYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "ParseDefinition(paper example)")
 	implicit := base.clone()
 	implicit.ShardField = ""
-	if !base.Equal(implicit) || !implicit.Equal(base) {
-		t.Error("Equal: an omitted shard_field differs from naming the first field, want equal")
-	}
-	if !base.Equal(base.clone()) {
-		t.Error("Equal(clone) = false, want true")
-	}
+	assert.True(t, base.Equal(implicit) && implicit.Equal(base), "Equal: an omitted shard_field differs from naming the first field, want equal")
+	assert.True(t, base.Equal(base.clone()), "Equal(clone)")
 	changes := map[string]func(*Definition){
 		"table":       func(d *Definition) { d.Table = "other" },
 		"datastore":   func(d *Definition) { d.Datastore = "" },
@@ -293,20 +267,18 @@ func TestDefinitionEqual(t *testing.T) {
 	for name, change := range changes {
 		o := base.clone()
 		change(&o)
-		if base.Equal(o) || o.Equal(base) {
-			t.Errorf("Equal after changing the %s = true, want false", name)
-		}
+		assert.False(t, base.Equal(o), "Equal after changing the %s", name)
+		assert.False(t, o.Equal(base), "Equal (reversed) after changing the %s", name)
 	}
 	// clone is deep: changing the copy left base alone.
-	if base.ColumnDefs[0].Fields[2].Field != "trip_created_at" || base.ColumnDefs[0].ColumnKey != "BASE" {
-		t.Errorf("changing a clone changed the original: %+v", base)
-	}
+	assert.Equal(t, "trip_created_at", base.ColumnDefs[0].Fields[2].Field, "changing a clone changed the original: %+v", base)
+	assert.Equal(t, "BASE", base.ColumnDefs[0].ColumnKey, "changing a clone changed the original: %+v", base)
 }
 
 func TestFieldErrorUnwrap(t *testing.T) {
+	t.Parallel()
 	inner := errors.New("inner")
 	fe := &FieldError{Field: "x", Err: inner}
-	if !errors.Is(fe, inner) || fe.Error() != "x: inner" {
-		t.Errorf("FieldError = %q, Is(inner) = %v; want \"x: inner\", true", fe, errors.Is(fe, inner))
-	}
+	assert.ErrorIs(t, fe, inner, "FieldError")
+	assert.EqualError(t, fe, "x: inner", "FieldError")
 }

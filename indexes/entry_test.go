@@ -1,7 +1,6 @@
 package indexes
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -10,9 +9,12 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestRefsRoundTripDeterministic(t *testing.T) {
+	t.Parallel()
 	rng := testRand(t)
 	for i := 0; i < 500; i++ {
 		n := rng.IntN(6)
@@ -33,23 +35,21 @@ func TestRefsRoundTripDeterministic(t *testing.T) {
 			}
 		}
 		ea, eb := EncodeRefs(a), EncodeRefs(b)
-		if !bytes.Equal(ea, eb) {
-			t.Fatalf("EncodeRefs of equal maps %v gave %x and %x", a, ea, eb)
-		}
+		require.Equal(t, ea, eb, "EncodeRefs of equal maps %v built in two orders", a)
 		got, err := DecodeRefs(ea)
-		if err != nil || !reflect.DeepEqual(got, a) {
-			t.Fatalf("DecodeRefs(EncodeRefs(%v)) = %v, %v", a, got, err)
+		require.NoError(t, err, "DecodeRefs(EncodeRefs(%v))", a)
+		require.Equal(t, a, got, "DecodeRefs(EncodeRefs(%v))", a)
+	}
+	for name, b := range map[string][]byte{"EncodeRefs(nil)": EncodeRefs(nil), "nil": nil} {
+		got, err := DecodeRefs(b)
+		if assert.NoError(t, err, "DecodeRefs(%s)", name) {
+			assert.Equal(t, map[string]int64{}, got, "DecodeRefs(%s): want an empty map", name)
 		}
-	}
-	if got, err := DecodeRefs(EncodeRefs(nil)); err != nil || got == nil || len(got) != 0 {
-		t.Errorf("DecodeRefs(EncodeRefs(nil)) = %v, %v; want an empty map", got, err)
-	}
-	if got, err := DecodeRefs(nil); err != nil || got == nil || len(got) != 0 {
-		t.Errorf("DecodeRefs(nil) = %v, %v; want an empty map", got, err)
 	}
 }
 
 func TestDecodeRefsRejects(t *testing.T) {
+	t.Parallel()
 	good := EncodeRefs(map[string]int64{"A": 1, "B": math.MaxInt64})
 	bad := map[string][]byte{
 		"garbage":       []byte("xyz"),
@@ -64,9 +64,8 @@ func TestDecodeRefsRejects(t *testing.T) {
 		"uint64 beyond": {0x81, 0xa1, 'A', 0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
 	}
 	for name, b := range bad {
-		if got, err := DecodeRefs(b); err == nil {
-			t.Errorf("DecodeRefs(%s %x) = %v, nil; want an error", name, b, got)
-		}
+		got, err := DecodeRefs(b)
+		assert.Error(t, err, "DecodeRefs(%s %x) = %v: want an error", name, b, got)
 	}
 }
 
@@ -159,19 +158,19 @@ func apply(t *testing.T, ins []Entry) Entry {
 			before = stored.clone()
 		}
 		out, changed := Merge(mergeFields, stored, in)
-		if stored == nil && !changed {
-			t.Fatalf("Merge(nil, %+v) changed = false, want true", in)
-		}
-		if stored != nil && changed == reflect.DeepEqual(out, before) {
-			t.Fatalf("Merge(%+v, %+v) = %+v, changed %v; want changed %v", before, in, out, changed, !changed)
+		if stored == nil {
+			require.True(t, changed, "Merge(nil, %+v): changed", in)
+		} else {
+			require.Equal(t, !reflect.DeepEqual(out, before), changed, "Merge(%+v, %+v) = %+v: changed", before, in, out)
 		}
 		// out shares nothing with the inputs.
 		for i := range out.Values {
 			out.Values[i] = "scribble"
 		}
 		out.Refs["ZZ"] = -5
-		if !reflect.DeepEqual(in, inCopy) || (stored != nil && !reflect.DeepEqual(*stored, before)) {
-			t.Fatalf("changing Merge's result changed its inputs")
+		require.Equal(t, inCopy, in, "changing Merge's result changed its input")
+		if stored != nil {
+			require.Equal(t, before, *stored, "changing Merge's result changed the stored entry")
 		}
 		out, _ = Merge(mergeFields, stored, in)
 		stored = &out
@@ -182,8 +181,9 @@ func apply(t *testing.T, ins []Entry) Entry {
 // Applying the updates of a row in any order, with replays, gives the entry that applying them
 // in ref key order gives, which is the entry computed directly.
 func TestMergeOrderDoesNotMatter(t *testing.T) {
+	t.Parallel()
 	rng := testRand(t)
-	row := uuid.New()
+	row := randomTyped(rng, TypeUUID).(uuid.UUID)
 	shard := randomTyped(rng, TypeUUID)
 	for iter := 0; iter < 200; iter++ {
 		ups := randomUpdates(rng)
@@ -195,9 +195,7 @@ func TestMergeOrderDoesNotMatter(t *testing.T) {
 		for _, u := range sorted {
 			ins = append(ins, toEntry(row, shard, u))
 		}
-		if got := apply(t, ins); !reflect.DeepEqual(got, want) {
-			t.Fatalf("iteration %d: in ref key order %+v gives %+v, want %+v", iter, sorted, got, want)
-		}
+		require.Equal(t, want, apply(t, ins), "iteration %d: in ref key order %+v", iter, sorted)
 
 		for k := 0; k < 5; k++ {
 			shuffled := slices.Clone(ups)
@@ -215,17 +213,16 @@ func TestMergeOrderDoesNotMatter(t *testing.T) {
 				}
 				ins = append(ins, toEntry(row, shard, shuffled[i]))
 			}
-			if got := apply(t, ins); !reflect.DeepEqual(got, want) {
-				t.Fatalf("iteration %d: in the order %+v gives %+v, want %+v", iter, shuffled, got, want)
-			}
+			require.Equal(t, want, apply(t, ins), "iteration %d: in the order %+v", iter, shuffled)
 		}
 	}
 }
 
 // The shard field keeps the value of the first input, whatever later inputs carry.
 func TestMergeKeepsShardField(t *testing.T) {
+	t.Parallel()
 	rng := testRand(t)
-	row := uuid.New()
+	row := randomTyped(rng, TypeUUID).(uuid.UUID)
 	for iter := 0; iter < 500; iter++ {
 		ups := randomUpdates(rng)
 		first := randomTyped(rng, TypeUUID)
@@ -236,29 +233,25 @@ func TestMergeKeepsShardField(t *testing.T) {
 				shard = randomTyped(rng, TypeUUID)
 			}
 			out, _ := Merge(mergeFields, stored, toEntry(row, shard, u))
-			if out.Values[0] != first {
-				t.Fatalf("after %d updates the shard field is %v, want the first one's %v", i+1, out.Values[0], first)
-			}
+			require.Equal(t, first, out.Values[0], "after %d updates: the shard field, want the first one's", i+1)
 			stored = &out
 		}
 	}
 }
 
 func TestMergeCases(t *testing.T) {
+	t.Parallel()
 	row := uuid.New()
 	s1, s2 := uuid.New(), uuid.New()
 	// A new entry takes only the values of the columns in Refs (and the shard value).
 	in := Entry{RowKey: row, Values: []any{s1, int64(5), "stale", true, int64(9)}, Refs: map[string]int64{"A": 3}}
 	out, changed := Merge(mergeFields, nil, in)
 	want := Entry{RowKey: row, Values: []any{s1, int64(5), nil, nil, nil}, Refs: map[string]int64{"A": 3}}
-	if !changed || !reflect.DeepEqual(out, want) {
-		t.Errorf("Merge(nil, %+v) = %+v, %v; want %+v, true", in, out, changed, want)
-	}
+	assert.True(t, changed, "Merge(nil, %+v): changed", in)
+	assert.Equal(t, want, out, "Merge(nil, %+v)", in)
 	// A short Values is padded to the fields.
 	out, _ = Merge(mergeFields, nil, Entry{RowKey: row, Values: []any{s1}, Refs: map[string]int64{"B": 1}})
-	if len(out.Values) != len(mergeFields) {
-		t.Errorf("Merge of a short Values = %d values, want %d", len(out.Values), len(mergeFields))
-	}
+	assert.Len(t, out.Values, len(mergeFields), "Merge of a short Values")
 	stored := want
 	cases := []struct {
 		name    string
@@ -282,8 +275,7 @@ func TestMergeCases(t *testing.T) {
 	for _, c := range cases {
 		c.in.RowKey = row
 		got, ch := Merge(mergeFields, &stored, c.in)
-		if ch != c.changed || !reflect.DeepEqual(got, c.want) {
-			t.Errorf("%s: Merge = %+v, %v; want %+v, %v", c.name, got, ch, c.want, c.changed)
-		}
+		assert.Equal(t, c.changed, ch, "%s: Merge changed", c.name)
+		assert.Equal(t, c.want, got, "%s: Merge", c.name)
 	}
 }

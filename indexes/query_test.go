@@ -3,15 +3,15 @@ package indexes
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/schemaless-db/schemaless/cells"
@@ -37,9 +37,7 @@ const cityText = "123e4567-e89b-12d3-a456-426614174000"
 func queryDef(t *testing.T) Definition {
 	t.Helper()
 	d, err := ParseDefinition([]byte(queryYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "ParseDefinition(queryYAML)")
 	return d
 }
 
@@ -49,13 +47,12 @@ func decodeQuery(t *testing.T, text string) Query {
 	dec := json.NewDecoder(strings.NewReader(text))
 	dec.UseNumber()
 	var q Query
-	if err := dec.Decode(&q); err != nil {
-		t.Fatalf("decode %s: %v", text, err)
-	}
+	require.NoError(t, dec.Decode(&q), "decode %s", text)
 	return q
 }
 
 func TestOrderByJSON(t *testing.T) {
+	t.Parallel()
 	good := map[string]OrderBy{
 		`"fare"`:                       {Field: "fare"},
 		`"-fare"`:                      {Field: "fare", Desc: true},
@@ -67,14 +64,17 @@ func TestOrderByJSON(t *testing.T) {
 	}
 	for text, want := range good {
 		var o OrderBy
-		if err := json.Unmarshal([]byte(text), &o); err != nil || o != want {
-			t.Errorf("Unmarshal(%s) = %+v, %v; want %+v", text, o, err, want)
+		if assert.NoError(t, json.Unmarshal([]byte(text), &o), "Unmarshal(%s)", text) {
+			assert.Equal(t, want, o, "Unmarshal(%s)", text)
 		}
 		// And back: the encoded form decodes to the same order.
 		b, err := json.Marshal(o)
+		if !assert.NoError(t, err, "Marshal(%+v)", o) {
+			continue
+		}
 		var back OrderBy
-		if err != nil || json.Unmarshal(b, &back) != nil || back != o {
-			t.Errorf("Marshal(%+v) = %s, which decodes to %+v", o, b, back)
+		if assert.NoError(t, json.Unmarshal(b, &back), "Unmarshal(Marshal(%+v)) of %s", o, b) {
+			assert.Equal(t, o, back, "Marshal(%+v) = %s: decoded", o, b)
 		}
 	}
 	for _, text := range []string{`""`, `"-"`, `"fare up"`, `"-fare desc"`, `"a b c"`, `{"field":"fare","up":1}`,
@@ -82,8 +82,8 @@ func TestOrderByJSON(t *testing.T) {
 		var o OrderBy
 		err := json.Unmarshal([]byte(text), &o)
 		var fe *FieldError
-		if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "order_by") {
-			t.Errorf("Unmarshal(%s) = %v, want an order_by FieldError", text, err)
+		if assert.ErrorAs(t, err, &fe, "Unmarshal(%s): want an order_by FieldError", text) {
+			assert.True(t, strings.HasPrefix(fe.Field, "order_by"), "Unmarshal(%s) = %v, want an order_by FieldError", text, err)
 		}
 	}
 }
@@ -92,13 +92,12 @@ func TestOrderByJSON(t *testing.T) {
 func cursorBytes(t *testing.T, vals ...any) string {
 	t.Helper()
 	b, err := msgpack.Marshal(vals)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "msgpack.Marshal(%v)", vals)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func TestCompileErrors(t *testing.T) {
+	t.Parallel()
 	d := queryDef(t)
 	lim := Limits{MaxConds: 3, MaxInValues: 2, MaxColumns: 2, MaxLimit: 50}
 	sv := `"shard_value":"` + cityText + `"`
@@ -162,23 +161,21 @@ func TestCompileErrors(t *testing.T) {
 	for _, c := range cases {
 		_, err := Compile(d, decodeQuery(t, c.query), 64, lim)
 		var fe *FieldError
-		if !errors.As(err, &fe) || fe.Field != c.field || !strings.Contains(err.Error(), c.text) {
-			t.Errorf("Compile(%s) = %v; want a FieldError for %s containing %q", c.query, err, c.field, c.text)
+		if !assert.ErrorAs(t, err, &fe, "Compile(%s): want a FieldError for %s", c.query, c.field) ||
+			!assert.Equal(t, c.field, fe.Field, "Compile(%s) = %v: field of the FieldError", c.query, err) ||
+			!assert.ErrorContains(t, err, c.text, "Compile(%s)", c.query) {
 			continue
 		}
-		if !strings.HasPrefix(err.Error(), c.field+": ") {
-			t.Errorf("Compile(%s) error %q does not start with %q", c.query, err, c.field)
-		}
+		assert.True(t, strings.HasPrefix(err.Error(), c.field+": "), "Compile(%s) error %q does not start with %q", c.query, err, c.field)
 	}
-	if _, err := Compile(d, decodeQuery(t, `{`+sv+`}`), 0, lim); err == nil {
-		t.Error("Compile with 0 shards = nil error, want an error")
-	}
-	if _, err := Compile(Definition{Table: "empty"}, decodeQuery(t, `{`+sv+`}`), 64, lim); err == nil {
-		t.Error("Compile of a definition without fields = nil error, want an error")
-	}
+	_, err := Compile(d, decodeQuery(t, `{`+sv+`}`), 0, lim)
+	assert.Error(t, err, "Compile with 0 shards")
+	_, err = Compile(Definition{Table: "empty"}, decodeQuery(t, `{`+sv+`}`), 64, lim)
+	assert.Error(t, err, "Compile of a definition without fields")
 }
 
 func TestCompile(t *testing.T) {
+	t.Parallel()
 	d := queryDef(t)
 	city := uuid.MustParse(cityText)
 	q := decodeQuery(t, `{"shard_value":"`+strings.ToUpper(cityText)+`","where":[{"field":"n","op":">=","value":1e1},
@@ -186,9 +183,7 @@ func TestCompile(t *testing.T) {
 		{"field":"fare","op":"!=","value":-0.0}],"fields":["status","city"],"columns":["STATUS","OTHER"],
 		"order_by":"-when","version":2}`)
 	p, err := Compile(d, q, 4096, Limits{})
-	if err != nil {
-		t.Fatalf("Compile = %v", err)
-	}
+	require.NoError(t, err, "Compile")
 	when, _ := Convert(TypeDatetime, "2001-01-03")
 	want := Plan{
 		ShardValue: city,
@@ -198,18 +193,15 @@ func TestCompile(t *testing.T) {
 		OrderBy: 3, Desc: true, Limit: DefaultLimits().DefaultLimit, Fields: []int{4, 0},
 		Columns: []string{"STATUS", "OTHER"},
 	}
-	if !reflect.DeepEqual(p, want) {
-		t.Errorf("Compile = %+v\nwant %+v", p, want)
-	}
+	assert.Equal(t, want, p, "Compile")
 	// Defaults: all fields, order by row key; a Go slice works for "in".
 	p, err = Compile(d, Query{ShardValue: cityText, Where: []Cond{{Field: "n", Op: "in", Value: []int{1, 2}}}, Limit: 7}, 8, DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(p.Fields, []int{0, 1, 2, 3, 4, 5}) || p.OrderBy != -1 || p.Desc || p.Limit != 7 ||
-		!reflect.DeepEqual(p.Where[0].Values, []any{int64(1), int64(2)}) {
-		t.Errorf("Compile(defaults) = %+v", p)
-	}
+	require.NoError(t, err, "Compile(defaults)")
+	assert.Equal(t, []int{0, 1, 2, 3, 4, 5}, p.Fields, "Compile(defaults): fields")
+	assert.Equal(t, -1, p.OrderBy, "Compile(defaults): order by (row key)")
+	assert.False(t, p.Desc, "Compile(defaults): descending")
+	assert.Equal(t, 7, p.Limit, "Compile(defaults): limit")
+	assert.Equal(t, []any{int64(1), int64(2)}, p.Where[0].Values, "Compile(defaults): values of in")
 }
 
 // rk returns a row key whose bytes sort by i.
@@ -229,6 +221,7 @@ func keys(es []Entry) []int {
 }
 
 func TestEvaluateCases(t *testing.T) {
+	t.Parallel()
 	d := queryDef(t)
 	city, other := uuid.MustParse(cityText), uuid.New()
 	// Fields: city, fare, n, when, status, ok.
@@ -270,12 +263,8 @@ func TestEvaluateCases(t *testing.T) {
 		q := decodeQuery(t, c.query)
 		q.ShardValue = cityText
 		p, err := Compile(d, q, 16, DefaultLimits())
-		if err != nil {
-			t.Fatalf("Compile(%s) = %v", c.query, err)
-		}
-		if got := keys(Evaluate(p, entries)); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("Evaluate(%s) = %v, want %v", c.query, got, c.want)
-		}
+		require.NoError(t, err, "Compile(%s)", c.query)
+		assert.Equal(t, c.want, keys(Evaluate(p, entries)), "Evaluate(%s)", c.query)
 	}
 	// Cursors continue strictly after their position, including the NULL position.
 	for _, c := range []struct {
@@ -293,14 +282,10 @@ func TestEvaluateCases(t *testing.T) {
 	} {
 		q := Query{ShardValue: cityText}
 		if c.order != "" {
-			if err := json.Unmarshal([]byte(`"`+c.order+`"`), &q.OrderBy); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, json.Unmarshal([]byte(`"`+c.order+`"`), &q.OrderBy), "order %q", c.order)
 		}
 		p, err := Compile(d, q, 16, DefaultLimits())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "Compile(order %q)", c.order)
 		var last Entry
 		for _, e := range entries {
 			if e.RowKey == rk(c.after) {
@@ -308,12 +293,9 @@ func TestEvaluateCases(t *testing.T) {
 			}
 		}
 		q.Cursor = NextCursor(p, last)
-		if p, err = Compile(d, q, 16, DefaultLimits()); err != nil {
-			t.Fatalf("Compile(cursor after %d) = %v", c.after, err)
-		}
-		if got := keys(Evaluate(p, entries)); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("order %q after %d: Evaluate = %v, want %v", c.order, c.after, got, c.want)
-		}
+		p, err = Compile(d, q, 16, DefaultLimits())
+		require.NoError(t, err, "Compile(cursor after %d)", c.after)
+		assert.Equal(t, c.want, keys(Evaluate(p, entries)), "order %q after %d: Evaluate", c.order, c.after)
 	}
 }
 
@@ -334,7 +316,7 @@ func randomEntries(rng *rand.Rand, fields []Field, city uuid.UUID, n int) []Entr
 		e := Entry{RowKey: row, Values: make([]any, len(fields))}
 		e.Values[0] = city
 		if rng.IntN(10) == 0 {
-			e.Values[0] = uuid.New()
+			e.Values[0] = randomTyped(rng, TypeUUID) // another shard value
 		}
 		for i := 1; i < len(fields); i++ {
 			if rng.IntN(4) == 0 {
@@ -368,6 +350,7 @@ func smallValue(rng *rand.Rand, t FieldType) any {
 // Paging through results with NextCursor and random page sizes returns exactly the unpaged
 // result: nothing lost, nothing repeated, in the same order.
 func TestPagingMatchesUnpaged(t *testing.T) {
+	t.Parallel()
 	rng := testRand(t)
 	d := queryDef(t)
 	fields := d.Fields()
@@ -387,26 +370,18 @@ func TestPagingMatchesUnpaged(t *testing.T) {
 			}
 		}
 		p, err := Compile(d, q, 64, DefaultLimits())
-		if err != nil {
-			t.Fatalf("Compile(%+v) = %v", q, err)
-		}
+		require.NoError(t, err, "Compile(%+v)", q)
 		full := Evaluate(p, entries)
 
 		var paged []Entry
 		q.Limit = 1 + rng.IntN(7)
 		for pages := 0; ; pages++ {
-			if pages > len(entries)+2 {
-				t.Fatalf("iteration %d: paging does not end", iter)
-			}
+			require.LessOrEqual(t, pages, len(entries)+2, "iteration %d: paging does not end", iter)
 			// The query goes through JSON, as from a client.
 			text, err := json.Marshal(q)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "iteration %d: Marshal(%+v)", iter, q)
 			p, err := Compile(d, decodeQuery(t, string(text)), 64, DefaultLimits())
-			if err != nil {
-				t.Fatalf("iteration %d: Compile(%s) = %v", iter, text, err)
-			}
+			require.NoError(t, err, "iteration %d: Compile(%s)", iter, text)
 			page := Evaluate(p, entries)
 			paged = append(paged, page...)
 			if len(page) < q.Limit {
@@ -414,16 +389,15 @@ func TestPagingMatchesUnpaged(t *testing.T) {
 			}
 			q.Cursor = NextCursor(p, page[len(page)-1])
 		}
-		if !reflect.DeepEqual(keys(paged), keys(full)) {
-			t.Fatalf("iteration %d: order %+v where %+v limit %d: paged %v, unpaged %v",
-				iter, q.OrderBy, q.Where, q.Limit, keys(paged), keys(full))
-		}
+		require.Equal(t, keys(full), keys(paged), "iteration %d: order %+v where %+v limit %d: paged, want unpaged",
+			iter, q.OrderBy, q.Where, q.Limit)
 	}
 }
 
 // Evaluate's order is total and desc is its exact reverse; its filter keeps exactly the
 // entries of the shard value satisfying the conditions, whatever the order.
 func TestEvaluateOrderProperties(t *testing.T) {
+	t.Parallel()
 	rng := testRand(t)
 	d := queryDef(t)
 	fields := d.Fields()
@@ -432,39 +406,31 @@ func TestEvaluateOrderProperties(t *testing.T) {
 		entries := randomEntries(rng, fields, city, rng.IntN(40))
 		f := fields[rng.IntN(len(fields))].Name
 		asc, err := Compile(d, Query{ShardValue: cityText, OrderBy: &OrderBy{Field: f}}, 64, DefaultLimits())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "Compile(order by %s)", f)
 		desc := asc
 		desc.Desc = true
 		asc.Limit, desc.Limit = 0, 0
 		a, b := keys(Evaluate(asc, entries)), keys(Evaluate(desc, entries))
 		slices.Reverse(b)
-		if !reflect.DeepEqual(a, b) {
-			t.Fatalf("order by %s: ascending %v, descending reversed %v", f, a, b)
-		}
+		require.Equal(t, a, b, "order by %s: descending reversed, want ascending", f)
 		shuffled := slices.Clone(entries)
 		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		if c := keys(Evaluate(asc, shuffled)); !reflect.DeepEqual(a, c) {
-			t.Fatalf("order by %s depends on the input order: %v and %v", f, a, c)
-		}
+		require.Equal(t, a, keys(Evaluate(asc, shuffled)), "order by %s of shuffled entries: the order depends on the input order", f)
 		want := 0
 		for _, e := range entries {
 			if e.Values[0] == any(city) {
 				want++
 			}
 		}
-		if len(a) != want {
-			t.Fatalf("Evaluate kept %d entries, want the %d of the shard value", len(a), want)
-		}
+		require.Len(t, a, want, "Evaluate: entries kept, want those of the shard value")
 		// Ascending: NULLs of the order field come first.
 		seenValue := false
 		for _, e := range Evaluate(asc, entries) {
 			v := e.Values[asc.OrderBy]
 			if v != nil {
 				seenValue = true
-			} else if seenValue {
-				t.Fatalf("order by %s: a NULL after a value: %v", f, fmt.Sprint(keys(Evaluate(asc, entries))))
+			} else {
+				require.False(t, seenValue, "order by %s: a NULL after a value: %v", f, fmt.Sprint(keys(Evaluate(asc, entries))))
 			}
 		}
 	}

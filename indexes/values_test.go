@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/cells"
 )
@@ -33,13 +35,9 @@ func testRand(t *testing.T) *rand.Rand {
 func bodyValue(t *testing.T, text string) any {
 	t.Helper()
 	b, err := cells.EncodeBody([]byte(`{"v":` + text + `}`))
-	if err != nil {
-		t.Fatalf("EncodeBody(%s) = %v", text, err)
-	}
+	require.NoError(t, err, "EncodeBody(%s)", text)
 	obj, err := b.Object()
-	if err != nil {
-		t.Fatalf("Object() of %s = %v", text, err)
-	}
+	require.NoError(t, err, "Object() of %s", text)
 	return obj["v"]
 }
 
@@ -144,14 +142,14 @@ var convertCases = []struct {
 }
 
 func TestConvertBodyValues(t *testing.T) {
+	t.Parallel()
 	for _, c := range convertCases {
 		in := bodyValue(t, c.json)
 		got, ok := Convert(c.typ, in)
-		if ok != c.ok || got != c.want {
-			t.Errorf("Convert(%s, %s as %T) = %#v, %v; want %#v, %v", c.typ, c.json, in, got, ok, c.want, c.ok)
-		}
-		if f, isF := got.(float64); isF && math.Signbit(f) && f == 0 {
-			t.Errorf("Convert(%s, %s) = -0, want 0", c.typ, c.json)
+		assert.Equal(t, c.ok, ok, "Convert(%s, %s as %T) = %#v: ok", c.typ, c.json, in, got)
+		assert.Equal(t, c.want, got, "Convert(%s, %s as %T)", c.typ, c.json, in)
+		if f, isF := got.(float64); isF {
+			assert.False(t, math.Signbit(f) && f == 0, "Convert(%s, %s) = -0, want 0", c.typ, c.json)
 		}
 	}
 }
@@ -159,33 +157,35 @@ func TestConvertBodyValues(t *testing.T) {
 // The same values decoded by encoding/json with UseNumber (a query) convert the same way, and
 // ParseQueryValue agrees with Convert (except null).
 func TestParseQueryValueAgreesWithConvert(t *testing.T) {
+	t.Parallel()
 	for _, c := range convertCases {
 		dec := json.NewDecoder(strings.NewReader(c.json))
 		dec.UseNumber()
 		var in any
-		if err := dec.Decode(&in); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, dec.Decode(&in), "decode %s", c.json)
 		got, ok := Convert(c.typ, in)
-		if ok != c.ok || got != c.want {
-			t.Errorf("Convert(%s, %s as %T) = %#v, %v; want %#v, %v", c.typ, c.json, in, got, ok, c.want, c.ok)
-		}
+		assert.Equal(t, c.ok, ok, "Convert(%s, %s as %T) = %#v: ok", c.typ, c.json, in, got)
+		assert.Equal(t, c.want, got, "Convert(%s, %s as %T)", c.typ, c.json, in)
 		q, err := ParseQueryValue(c.typ, in)
 		switch {
 		case in == nil:
-			if err == nil || !strings.Contains(err.Error(), "null is not allowed") {
-				t.Errorf("ParseQueryValue(%s, null) = %v, %v; want a null error", c.typ, q, err)
+			assert.ErrorContains(t, err, "null is not allowed", "ParseQueryValue(%s, null) = %v: want a null error", c.typ, q)
+		case c.ok:
+			if assert.NoError(t, err, "ParseQueryValue(%s, %s)", c.typ, c.json) {
+				assert.Equal(t, c.want, q, "ParseQueryValue(%s, %s)", c.typ, c.json)
 			}
-		case c.ok && (err != nil || q != c.want):
-			t.Errorf("ParseQueryValue(%s, %s) = %#v, %v; want %#v", c.typ, c.json, q, err, c.want)
-		case !c.ok && (err == nil || !strings.HasPrefix(err.Error(), "want "+expected(c.typ))):
-			t.Errorf("ParseQueryValue(%s, %s) = %#v, %v; want an error saying %q", c.typ, c.json, q, err, expected(c.typ))
+		default:
+			if assert.Error(t, err, "ParseQueryValue(%s, %s) = %#v: want an error saying %q", c.typ, c.json, q, expected(c.typ)) {
+				assert.True(t, strings.HasPrefix(err.Error(), "want "+expected(c.typ)),
+					"ParseQueryValue(%s, %s) = %v; want an error saying %q", c.typ, c.json, err, expected(c.typ))
+			}
 		}
 	}
 }
 
 // Go values other than the decoders' also convert: every integer and float kind, typed values.
 func TestConvertGoValues(t *testing.T) {
+	t.Parallel()
 	u := uuid.MustParse(uuidText)
 	cases := []struct {
 		typ  FieldType
@@ -212,13 +212,13 @@ func TestConvertGoValues(t *testing.T) {
 	}
 	for _, c := range cases {
 		got, ok := Convert(c.typ, c.in)
-		if ok != c.ok || got != c.want {
-			t.Errorf("Convert(%s, %#v) = %#v, %v; want %#v, %v", c.typ, c.in, got, ok, c.want, c.ok)
-		}
+		assert.Equal(t, c.ok, ok, "Convert(%s, %#v) = %#v: ok", c.typ, c.in, got)
+		assert.Equal(t, c.want, got, "Convert(%s, %#v)", c.typ, c.in)
 	}
 }
 
 func TestFormat(t *testing.T) {
+	t.Parallel()
 	u := uuid.MustParse(strings.ToUpper(uuidText))
 	cases := []struct {
 		typ  FieldType
@@ -235,14 +235,13 @@ func TestFormat(t *testing.T) {
 		{TypeUUID, nil, nil}, {TypeDatetime, nil, nil},
 	}
 	for _, c := range cases {
-		if got := Format(c.typ, c.in); got != c.want {
-			t.Errorf("Format(%s, %#v) = %#v, want %#v", c.typ, c.in, got, c.want)
-		}
+		assert.Equal(t, c.want, Format(c.typ, c.in), "Format(%s, %#v)", c.typ, c.in)
 	}
 }
 
 // Formatting a typed value and converting the result back gives the value again.
 func TestFormatConvertRoundTrip(t *testing.T) {
+	t.Parallel()
 	rng := testRand(t)
 	for i := 0; i < 5000; i++ {
 		var typ FieldType
@@ -265,9 +264,7 @@ func TestFormatConvertRoundTrip(t *testing.T) {
 			typ, v = TypeString, strings.Repeat("é", rng.IntN(128))
 		}
 		text, err := json.Marshal(Format(typ, v))
-		if err != nil {
-			t.Fatalf("Marshal(Format(%s, %v)) = %v", typ, v, err)
-		}
+		require.NoError(t, err, "Marshal(Format(%s, %v))", typ, v)
 		// Through a cell body now and then (the body codec is slow under -race), else as a
 		// query value decoded with UseNumber.
 		var in any
@@ -276,49 +273,32 @@ func TestFormatConvertRoundTrip(t *testing.T) {
 		} else {
 			dec := json.NewDecoder(strings.NewReader(string(text)))
 			dec.UseNumber()
-			if err := dec.Decode(&in); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, dec.Decode(&in), "decode %s", text)
 		}
 		got, ok := Convert(typ, in)
-		if !ok || got != v {
-			t.Fatalf("Convert(%s, %s) = %#v, %v; want %#v (formatted from it)", typ, text, got, ok, v)
-		}
+		require.True(t, ok, "Convert(%s, %s) = %#v: not ok, want %#v (formatted from it)", typ, text, got, v)
+		require.Equal(t, v, got, "Convert(%s, %s): want the value it was formatted from", typ, text)
 	}
 }
 
 func TestExtract(t *testing.T) {
+	t.Parallel()
 	fields := []Field{{"k", TypeUUID, "BASE"}, {"n", TypeInt, "BASE"}, {"s", TypeString, "STATUS"},
 		{"b", TypeBool, "BASE"}, {"when", TypeDatetime, "BASE"}, {"gone", TypeFloat, "BASE"}}
 	b, err := cells.EncodeBody([]byte(`{"k":"` + uuidText + `","n":1.5,"s":"ignored","b":null,"when":"2001-01-03",
 		"N":3,"extra":{"n":4}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	obj, err := b.Object()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	values, mismatched := Extract(fields, "BASE", obj)
 	want := map[int]any{0: uuid.MustParse(uuidText), 1: nil, 3: nil, 4: us(2001, 1, 3, 0, 0, 0, 0, time.UTC), 5: nil}
-	if len(values) != len(want) {
-		t.Errorf("Extract values = %v, want %v", values, want)
-	}
-	for i, w := range want {
-		if got, ok := values[i]; !ok || got != w {
-			t.Errorf("Extract values[%d] = %#v (present %v), want %#v", i, got, ok, w)
-		}
-	}
-	if len(mismatched) != 1 || mismatched[0] != "n" {
-		t.Errorf("Extract mismatched = %v, want [n]", mismatched)
-	}
+	assert.Equal(t, want, values, "Extract(BASE) values")
+	assert.Equal(t, []string{"n"}, mismatched, "Extract(BASE) mismatched")
 	values, mismatched = Extract(fields, "STATUS", obj)
-	if len(values) != 1 || values[2] != "ignored" || len(mismatched) != 0 {
-		t.Errorf("Extract(STATUS) = %v, %v; want map[2:ignored], none", values, mismatched)
-	}
-	if values, _ := Extract(fields, "OTHER", obj); len(values) != 0 {
-		t.Errorf("Extract(OTHER) = %v, want no values", values)
-	}
+	assert.Equal(t, map[int]any{2: "ignored"}, values, "Extract(STATUS) values")
+	assert.Empty(t, mismatched, "Extract(STATUS) mismatched")
+	values, _ = Extract(fields, "OTHER", obj)
+	assert.Empty(t, values, "Extract(OTHER) values")
 }
 
 // The shard hash of index values is part of the stored format: these vectors must never change.
@@ -344,16 +324,12 @@ var valueHashVectors = []struct {
 }
 
 func TestValueHashVectors(t *testing.T) {
+	t.Parallel()
 	for _, v := range valueHashVectors {
-		if got := ValueHash(v.typ, v.v); got != v.hash {
-			t.Errorf("ValueHash(%s, %#v) = %#x, want %#x", v.typ, v.v, got, v.hash)
-		}
-		if got := ShardOf(v.typ, v.v, 64); got != v.shard64 {
-			t.Errorf("ShardOf(%s, %#v, 64) = %d, want %d", v.typ, v.v, got, v.shard64)
-		}
-		if got := ShardOf(v.typ, v.v, 4096); got != v.shard4096 {
-			t.Errorf("ShardOf(%s, %#v, 4096) = %d, want %d", v.typ, v.v, got, v.shard4096)
-		}
+		got := ValueHash(v.typ, v.v)
+		assert.Equal(t, v.hash, got, "ValueHash(%s, %#v) = %#x, want %#x", v.typ, v.v, got, v.hash)
+		assert.Equal(t, v.shard64, ShardOf(v.typ, v.v, 64), "ShardOf(%s, %#v, 64)", v.typ, v.v)
+		assert.Equal(t, v.shard4096, ShardOf(v.typ, v.v, 4096), "ShardOf(%s, %#v, 4096)", v.typ, v.v)
 	}
 }
 
@@ -415,29 +391,24 @@ func randomTyped(rng *rand.Rand, typ FieldType) any {
 }
 
 func TestValueHashIsDocumentedFNV(t *testing.T) {
+	t.Parallel()
 	rng := testRand(t)
 	for i := 0; i < 5000; i++ {
 		typ := fieldTypes[rng.IntN(len(fieldTypes))]
 		v := randomTyped(rng, typ)
-		if got, want := ValueHash(typ, v), referenceHash(typ, v); got != want {
-			t.Fatalf("ValueHash(%s, %#v) = %#x, want %#x", typ, v, got, want)
-		}
+		require.Equal(t, referenceHash(typ, v), ValueHash(typ, v), "ValueHash(%s, %#v): want the documented encoding's FNV-1a", typ, v)
 	}
-	if a, b := ValueHash(TypeFloat, 0.0), ValueHash(TypeFloat, math.Copysign(0, -1)); a != b {
-		t.Errorf("ValueHash(float, 0) = %#x, ValueHash(float, -0) = %#x; want equal", a, b)
-	}
-	if a, b := ValueHash(TypeInt, int64(7)), ValueHash(TypeDatetime, int64(7)); a == b {
-		t.Errorf("ValueHash(int, 7) = ValueHash(datetime, 7) = %#x; the type tags should differ", a)
-	}
+	assert.Equal(t, ValueHash(TypeFloat, 0.0), ValueHash(TypeFloat, math.Copysign(0, -1)), "ValueHash(float, -0): want ValueHash(float, 0)")
+	assert.NotEqual(t, ValueHash(TypeInt, int64(7)), ValueHash(TypeDatetime, int64(7)),
+		"ValueHash(int, 7) = ValueHash(datetime, 7): the type tags should differ")
 	for i := 0; i < 100; i++ {
 		u := randomTyped(rng, TypeUUID).(uuid.UUID)
-		if got, want := ShardOf(TypeUUID, u, 4096), cells.ShardOf(u, 4096); got != want {
-			t.Fatalf("ShardOf(UUID %s) = %d, want cells.ShardOf = %d", u, got, want)
-		}
+		require.Equal(t, cells.ShardOf(u, 4096), ShardOf(TypeUUID, u, 4096), "ShardOf(UUID %s): want cells.ShardOf", u)
 	}
 }
 
 func TestShardOfSpreadsValues(t *testing.T) {
+	t.Parallel()
 	const shards, n = 64, 64000
 	for _, typ := range []FieldType{TypeString, TypeInt, TypeDatetime} {
 		counts := make([]int, shards)
@@ -455,30 +426,20 @@ func TestShardOfSpreadsValues(t *testing.T) {
 		}
 		for s, c := range counts {
 			// Expect 1000 per shard; a uniform hash stays well within +-20%.
-			if c < 800 || c > 1200 {
-				t.Errorf("%s: shard %d holds %d of %d values, want about %d", typ, s, c, n, n/shards)
-			}
+			assert.InDelta(t, n/shards, c, 200, "%s: values of %d in shard %d: want about %d", typ, n, s, n/shards)
 		}
 	}
 }
 
 func TestValueHashPanicsOnUntypedValues(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		typ FieldType
 		v   any
 	}{{TypeUUID, uuidText}, {TypeInt, 5}, {TypeDatetime, "2001-01-03"}, {TypeString, int64(1)}, {TypeFloat, int64(1)}} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("ValueHash(%s, %#v) did not panic, want a panic (not a typed value)", c.typ, c.v)
-				}
-			}()
-			ValueHash(c.typ, c.v)
-		}()
+		assert.Panics(t, func() { ValueHash(c.typ, c.v) }, "ValueHash(%s, %#v): want a panic (not a typed value)", c.typ, c.v)
 	}
-	if got, want := ValueHash(TypeInt, nil), referenceNil(); got != want {
-		t.Errorf("ValueHash(int, nil) = %#x, want %#x", got, want)
-	}
+	assert.Equal(t, referenceNil(), ValueHash(TypeInt, nil), "ValueHash(int, nil)")
 }
 
 func referenceNil() uint64 {

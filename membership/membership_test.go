@@ -2,7 +2,6 @@ package membership
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // --- helpers ---
@@ -47,9 +48,7 @@ func freePort(t *testing.T) int {
 	t.Helper()
 	for range 20 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("listen tcp: %v", err)
-		}
+		require.NoError(t, err, "listen tcp")
 		port := l.Addr().(*net.TCPAddr).Port
 		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
 		l.Close()
@@ -59,7 +58,7 @@ func freePort(t *testing.T) int {
 		u.Close()
 		return port
 	}
-	t.Fatal("no port free for both TCP and UDP")
+	require.FailNow(t, "no port free for both TCP and UDP")
 	return 0
 }
 
@@ -116,56 +115,50 @@ func startNode(t *testing.T, log *slog.Logger, id string, seeds []string, mod fu
 			if strings.Contains(err.Error(), "address already in use") {
 				continue
 			}
-			t.Fatalf("Start(%s): %v", id, err)
+			require.NoError(t, err, "Start(%s)", id)
 		}
 		t.Cleanup(func() { m.Close() })
 		return node{m, cfg, reps}
 	}
-	t.Fatalf("Start(%s): %v", id, lastErr)
+	require.NoError(t, lastErr, "Start(%s): every port tried was in use", id)
 	return node{}
 }
 
-// eventually polls cond every 20ms until it returns nil, failing with its last error after
-// timeout.
-func eventually(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// Gossip waits: how long a condition may take, and how often it is checked.
+const (
+	converge = 2 * time.Second  // a Refresh reaching every node
+	detect   = 10 * time.Second // a join, a failure or a restart noticed
+	tick     = 20 * time.Millisecond
+)
 
-// sees checks that m knows id with the given state and meta.
-func sees(m *Membership, want Meta, state string) error {
+// assertSees checks that m knows want.ID with the given state and meta.
+func assertSees(t assert.TestingT, m *Membership, want Meta, state string) bool {
 	got, ok := m.Member(want.ID)
-	if !ok {
-		return fmt.Errorf("%s: member %s unknown", m.cfg.Meta.ID, want.ID)
+	if !assert.True(t, ok, "%s: member %s unknown", m.cfg.Meta.ID, want.ID) {
+		return false
 	}
-	if got.State != state {
-		return fmt.Errorf("%s: member %s state %q, want %q", m.cfg.Meta.ID, want.ID, got.State, state)
-	}
-	if got.Meta != want {
-		return fmt.Errorf("%s: member %s meta %+v, want %+v", m.cfg.Meta.ID, want.ID, got.Meta, want)
-	}
-	return nil
+	return assert.Equal(t, state, got.State, "%s: member %s state", m.cfg.Meta.ID, want.ID) &&
+		assert.Equal(t, want, got.Meta, "%s: member %s meta", m.cfg.Meta.ID, want.ID)
 }
 
-func hasReplicas(m *Membership, id string, want []Replica) error {
+// assertReplicas checks that m holds want as the replicas of member id. Long lists are shortened
+// in the message.
+func assertReplicas(t assert.TestingT, m *Membership, id string, want []Replica) bool {
 	got, ok := m.Member(id)
-	if !ok {
-		return fmt.Errorf("%s: member %s unknown", m.cfg.Meta.ID, id)
+	if !assert.True(t, ok, "%s: member %s unknown", m.cfg.Meta.ID, id) {
+		return false
 	}
-	if !slices.Equal(got.Replicas, want) {
-		return fmt.Errorf("%s: member %s replicas %v, want %v", m.cfg.Meta.ID, id, got.Replicas, want)
+	return assert.True(t, slices.Equal(got.Replicas, want), "%s: member %s replicas %s, want %s",
+		m.cfg.Meta.ID, id, short(got.Replicas), short(want))
+}
+
+// short renders v in at most 200 bytes.
+func short(v any) string {
+	s := fmt.Sprint(v)
+	if len(s) > 200 {
+		return s[:200] + "..."
 	}
-	return nil
+	return s
 }
 
 func hostingIDs(m *Membership, ds string, p int) []string {
@@ -176,11 +169,9 @@ func hostingIDs(m *Membership, ds string, p int) []string {
 	return ids
 }
 
-func wantHosting(m *Membership, ds string, p int, want ...string) error {
-	if got := hostingIDs(m, ds, p); !slices.Equal(got, want) {
-		return fmt.Errorf("%s: Hosting(%s, %d) = %v, want %v", m.cfg.Meta.ID, ds, p, got, want)
-	}
-	return nil
+// assertHosting checks that m lists want, in order, as the hosts of partition p of ds.
+func assertHosting(t assert.TestingT, m *Membership, ds string, p int, want ...string) bool {
+	return assert.Equal(t, want, hostingIDs(m, ds, p), "%s: Hosting(%s, %d)", m.cfg.Meta.ID, ds, p)
 }
 
 // startCluster starts n1 (no seeds), n2 (seeds n1) and n3 (seeds n1 only), and waits until each
@@ -192,19 +183,14 @@ func startCluster(t *testing.T, mod func(*Config)) []node {
 	n2 := startNode(t, log, "n2", []string{n1.cfg.Meta.GossipAddr}, mod)
 	n3 := startNode(t, log, "n3", []string{n1.cfg.Meta.GossipAddr}, mod)
 	nodes := []node{n1, n2, n3}
-	eventually(t, 10*time.Second, func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, a := range nodes {
-			if got := len(a.Members()); got != 3 {
-				return fmt.Errorf("%s: %d members, want 3", a.cfg.Meta.ID, got)
-			}
+			assert.Len(c, a.Members(), 3, "%s: members", a.cfg.Meta.ID)
 			for _, b := range nodes {
-				if err := sees(a.Membership, b.cfg.Meta, StateAlive); err != nil {
-					return err
-				}
+				assertSees(c, a.Membership, b.cfg.Meta, StateAlive)
 			}
 		}
-		return nil
-	})
+	}, detect, tick, "every node sees the three alive")
 	return nodes
 }
 
@@ -216,18 +202,14 @@ func TestJoinThroughSeeds(t *testing.T) {
 	for _, n := range nodes {
 		ms := n.Members()
 		ids := []string{ms[0].ID, ms[1].ID, ms[2].ID}
-		if !slices.Equal(ids, []string{"n1", "n2", "n3"}) {
-			t.Errorf("%s: Members IDs %v, want [n1 n2 n3] (sorted)", n.cfg.Meta.ID, ids)
-		}
-		if self := n.Self(); self.ID != n.cfg.Meta.ID || self.State != StateAlive {
-			t.Errorf("%s: Self() = %s %s, want itself alive", n.cfg.Meta.ID, self.ID, self.State)
-		}
-		if alive, known := n.Alive("n2"); !alive || !known {
-			t.Errorf("%s: Alive(n2) = %v, %v, want true, true", n.cfg.Meta.ID, alive, known)
-		}
-		if alive, known := n.Alive("nope"); alive || known {
-			t.Errorf("%s: Alive(nope) = %v, %v, want false, false", n.cfg.Meta.ID, alive, known)
-		}
+		assert.Equal(t, []string{"n1", "n2", "n3"}, ids, "%s: Members IDs (sorted)", n.cfg.Meta.ID)
+		self := n.Self()
+		assert.Equal(t, n.cfg.Meta.ID, self.ID, "%s: Self() ID", n.cfg.Meta.ID)
+		assert.Equal(t, StateAlive, self.State, "%s: Self() state", n.cfg.Meta.ID)
+		alive, known := n.Alive("n2")
+		assert.True(t, alive && known, "%s: Alive(n2) = %v, %v, want true, true", n.cfg.Meta.ID, alive, known)
+		alive, known = n.Alive("nope")
+		assert.False(t, alive || known, "%s: Alive(nope) = %v, %v, want false, false", n.cfg.Meta.ID, alive, known)
 	}
 }
 
@@ -247,41 +229,25 @@ func TestReplicasGossipOnRefresh(t *testing.T) {
 	r2 := []Replica{{Datastore: "users", Partition: 3, AppliedIndex: 10}, {Datastore: "users", Partition: 4, Leader: true, AppliedIndex: 20}}
 	n2.reps.set(r2...)
 	n2.Refresh()
-	eventually(t, 2*time.Second, func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, n := range []node{n1, n3} {
-			if err := hasReplicas(n.Membership, "n2", r2); err != nil {
-				return err
-			}
+			assertReplicas(c, n.Membership, "n2", r2)
 		}
-		return nil
-	})
-	if err := hasReplicas(n2.Membership, "n2", r2); err != nil {
-		t.Errorf("Self: %v", err)
-	}
-	if err := wantHosting(n1.Membership, "users", 4, "n2"); err != nil {
-		t.Error(err)
-	}
-	if err := wantHosting(n1.Membership, "users", 99); err != nil {
-		t.Error(err)
-	}
-	eventually(t, 2*time.Second, func() error {
-		if got := changes.Load(); got <= before {
-			return fmt.Errorf("OnChange calls %d, want more than %d", got, before)
-		}
-		return nil
-	})
+	}, converge, tick, "n2's replicas on n1 and n3")
+	assertReplicas(t, n2.Membership, "n2", r2) // Self
+	assertHosting(t, n1.Membership, "users", 4, "n2")
+	assertHosting(t, n1.Membership, "users", 99)
+	require.Eventually(t, func() bool { return changes.Load() > before }, converge, tick,
+		"OnChange calls on n1: want more than the %d before the Refresh", before)
 
 	// Two hosts of users/3: the leader comes first.
 	n3.reps.set(Replica{Datastore: "users", Partition: 3, Leader: true, AppliedIndex: 9})
 	n3.Refresh()
-	eventually(t, 2*time.Second, func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, n := range nodes {
-			if err := wantHosting(n.Membership, "users", 3, "n3", "n2"); err != nil {
-				return err
-			}
+			assertHosting(c, n.Membership, "users", 3, "n3", "n2")
 		}
-		return nil
-	})
+	}, converge, tick, "hosts of users/3, the leader n3 first")
 
 	// Leadership moves to n2.
 	n3.reps.set(Replica{Datastore: "users", Partition: 3, AppliedIndex: 11})
@@ -289,9 +255,9 @@ func TestReplicasGossipOnRefresh(t *testing.T) {
 	r2[0].Leader = true
 	n2.reps.set(r2...)
 	n2.Refresh()
-	eventually(t, 2*time.Second, func() error {
-		return wantHosting(n1.Membership, "users", 3, "n2", "n3")
-	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assertHosting(c, n1.Membership, "users", 3, "n2", "n3")
+	}, converge, tick, "hosts of users/3 after the leadership moved to n2")
 
 	// A state too big for a UDP packet goes by TCP.
 	var big []Replica
@@ -300,14 +266,11 @@ func TestReplicasGossipOnRefresh(t *testing.T) {
 	}
 	n3.reps.set(big...)
 	n3.Refresh()
-	eventually(t, 2*time.Second, func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, n := range []node{n1, n2} {
-			if err := hasReplicas(n.Membership, "n3", big); err != nil {
-				return fmt.Errorf("%.200s", err)
-			}
+			assertReplicas(c, n.Membership, "n3", big)
 		}
-		return nil
-	})
+	}, converge, tick, "n3's 300 replicas (more than a UDP packet) on n1 and n2")
 }
 
 func TestCloseIsDeadLeaveIsLeft(t *testing.T) {
@@ -318,71 +281,47 @@ func TestCloseIsDeadLeaveIsLeft(t *testing.T) {
 	n3.reps.set(Replica{Datastore: "d", Partition: 1})
 	n2.Refresh()
 	n3.Refresh()
-	eventually(t, 3*time.Second, func() error { return wantHosting(n1.Membership, "d", 1, "n2", "n3") })
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assertHosting(c, n1.Membership, "d", 1, "n2", "n3")
+	}, 3*time.Second, tick, "hosts of d/1 on n1")
 
 	start := time.Now()
-	if err := n3.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if err := n3.Close(); err != nil {
-		t.Fatalf("second Close: %v, want nil", err)
-	}
-	eventually(t, 10*time.Second, func() error {
+	require.NoError(t, n3.Close(), "Close")
+	require.NoError(t, n3.Close(), "second Close")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, n := range []node{n1, n2} {
-			if err := sees(n.Membership, n3.cfg.Meta, StateDead); err != nil {
-				return err
-			}
+			assertSees(c, n.Membership, n3.cfg.Meta, StateDead)
 		}
-		return nil
-	})
+	}, detect, tick, "n3 dead on n1 and n2")
 	t.Logf("n3 dead on n1 and n2 %v after Close", time.Since(start).Round(time.Millisecond))
-	if err := wantHosting(n1.Membership, "d", 1, "n2"); err != nil {
-		t.Error(err)
-	}
-	if alive, known := n1.Alive("n3"); alive || !known {
-		t.Errorf("Alive(n3) = %v, %v, want false, true", alive, known)
-	}
-	if err := hasReplicas(n1.Membership, "n3", []Replica{{Datastore: "d", Partition: 1}}); err != nil {
-		t.Errorf("dead member keeps its last replicas: %v", err)
-	}
+	assertHosting(t, n1.Membership, "d", 1, "n2")
+	alive, known := n1.Alive("n3")
+	assert.True(t, !alive && known, "Alive(n3) = %v, %v, want false, true", alive, known)
+	assertReplicas(t, n1.Membership, "n3", []Replica{{Datastore: "d", Partition: 1}}) // a dead member keeps its last replicas
 
-	if err := n2.Leave(3 * time.Second); err != nil {
-		t.Fatalf("Leave: %v", err)
-	}
-	if got := n2.Self().State; got != StateLeft {
-		t.Errorf("n2 Self().State after Leave = %q, want %q", got, StateLeft)
-	}
-	eventually(t, 5*time.Second, func() error { return sees(n1.Membership, n2.cfg.Meta, StateLeft) })
-	if err := wantHosting(n1.Membership, "d", 1); err != nil {
-		t.Error(err)
-	}
-	if got := len(n1.Members()); got != 3 {
-		t.Errorf("n1 has %d members, want 3 (dead and left kept)", got)
-	}
-	if err := n2.Close(); err != nil {
-		t.Fatalf("Close after Leave: %v", err)
-	}
-	if err := n2.Leave(time.Second); !errors.Is(err, ErrClosed) {
-		t.Errorf("Leave after Close = %v, want ErrClosed", err)
-	}
+	require.NoError(t, n2.Leave(3*time.Second), "Leave")
+	assert.Equal(t, StateLeft, n2.Self().State, "n2 Self().State after Leave")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assertSees(c, n1.Membership, n2.cfg.Meta, StateLeft)
+	}, 5*time.Second, tick, "n2 left on n1")
+	assertHosting(t, n1.Membership, "d", 1)
+	assert.Len(t, n1.Members(), 3, "n1's members: dead and left kept")
+	require.NoError(t, n2.Close(), "Close after Leave")
+	assert.ErrorIs(t, n2.Leave(time.Second), ErrClosed, "Leave after Close")
 	// n2 stays left (not dead) on n1 after it stops answering.
-	if m, _ := n1.Member("n2"); m.State != StateLeft {
-		t.Errorf("n2 on n1 after Close = %q, want %q", m.State, StateLeft)
-	}
+	m, _ := n1.Member("n2")
+	assert.Equal(t, StateLeft, m.State, "n2 on n1 after Close")
 
 	// A left node restarting on the same address is alive again, without its old replicas.
 	again := startNode(t, testLogger(t), "n2", []string{n1.cfg.Meta.GossipAddr}, func(c *Config) {
 		c.Meta = n2.cfg.Meta
 	})
-	eventually(t, 10*time.Second, func() error {
-		if err := sees(n1.Membership, n2.cfg.Meta, StateAlive); err != nil {
-			return err
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		if assertSees(c, n1.Membership, n2.cfg.Meta, StateAlive) {
+			assertReplicas(c, n1.Membership, "n2", nil)
 		}
-		return hasReplicas(n1.Membership, "n2", nil)
-	})
-	if got := again.Self().State; got != StateAlive {
-		t.Errorf("restarted n2 Self().State = %q, want %q", got, StateAlive)
-	}
+	}, detect, tick, "restarted n2 alive on n1, without replicas")
+	assert.Equal(t, StateAlive, again.Self().State, "restarted n2 Self().State")
 }
 
 func TestRestartSameIDNewAddress(t *testing.T) {
@@ -391,57 +330,49 @@ func TestRestartSameIDNewAddress(t *testing.T) {
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	n3.reps.set(Replica{Datastore: "d", Partition: 7, Leader: true, AppliedIndex: 100})
 	n3.Refresh()
-	eventually(t, 3*time.Second, func() error { return wantHosting(n1.Membership, "d", 7, "n3") })
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assertHosting(c, n1.Membership, "d", 7, "n3")
+	}, 3*time.Second, tick, "hosts of d/7 on n1")
 
-	if err := n3.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	require.NoError(t, n3.Close(), "Close")
 	// Restart at once (before the others notice), on another port, with an empty state.
 	start := time.Now()
 	again := startNode(t, testLogger(t), "n3", []string{n1.cfg.Meta.GossipAddr}, nil)
-	if again.cfg.Meta.GossipAddr == n3.cfg.Meta.GossipAddr {
-		t.Fatalf("restart got the same address %s", again.cfg.Meta.GossipAddr)
-	}
-	eventually(t, 15*time.Second, func() error {
+	require.NotEqual(t, n3.cfg.Meta.GossipAddr, again.cfg.Meta.GossipAddr, "restart: want another address")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, n := range []node{n1, n2} {
-			if err := sees(n.Membership, again.cfg.Meta, StateAlive); err != nil {
-				return err
-			}
-			if err := hasReplicas(n.Membership, "n3", nil); err != nil {
-				return err
+			if assertSees(c, n.Membership, again.cfg.Meta, StateAlive) {
+				assertReplicas(c, n.Membership, "n3", nil)
 			}
 		}
-		return nil
-	})
+	}, 15*time.Second, tick, "restarted n3 alive at its new address on n1 and n2, without replicas")
 	t.Logf("restarted n3 alive at its new address on n1 and n2 %v after restart", time.Since(start).Round(time.Millisecond))
-	if err := wantHosting(n1.Membership, "d", 7); err != nil {
-		t.Error(err)
-	}
+	assertHosting(t, n1.Membership, "d", 7)
 	again.reps.set(Replica{Datastore: "d", Partition: 7, AppliedIndex: 100})
 	again.Refresh()
-	eventually(t, 3*time.Second, func() error { return wantHosting(n2.Membership, "d", 7, "n3") })
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assertHosting(c, n2.Membership, "d", 7, "n3")
+	}, 3*time.Second, tick, "hosts of d/7 on n2 after the restarted n3's Refresh")
 }
 
 // --- unit tests ---
 
 func TestTableMergeKeepsNewest(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	r := func(p int) []Replica { return []Replica{{Datastore: "d", Partition: p}} }
 	tab := newTable("self")
 
 	// A state arriving before its node is known is kept, invisible until the join.
-	if newer, changed := tab.merge(nodeState{ID: "a", Epoch: 5, Seq: 2, Replicas: r(2)}, t0); !newer || changed {
-		t.Errorf("merge unknown: newer %v changed %v, want true false", newer, changed)
-	}
-	if _, ok := tab.member("a"); ok {
-		t.Error("member a visible before join")
-	}
-	if !tab.join(Meta{ID: "a", GossipAddr: "x:1"}, t0) {
-		t.Error("join a: no change reported")
-	}
-	if m, _ := tab.member("a"); !slices.Equal(m.Replicas, r(2)) || m.State != StateAlive {
-		t.Errorf("a after join: %v %v, want alive %v", m.State, m.Replicas, r(2))
-	}
+	newer, changed := tab.merge(nodeState{ID: "a", Epoch: 5, Seq: 2, Replicas: r(2)}, t0)
+	assert.True(t, newer, "merge unknown: newer")
+	assert.False(t, changed, "merge unknown: changed")
+	_, ok := tab.member("a")
+	assert.False(t, ok, "member a visible before join")
+	assert.True(t, tab.join(Meta{ID: "a", GossipAddr: "x:1"}, t0), "join a: no change reported")
+	m, _ := tab.member("a")
+	assert.Equal(t, r(2), m.Replicas, "a after join: replicas")
+	assert.Equal(t, StateAlive, m.State, "a after join: state")
 
 	cases := []struct {
 		name      string
@@ -458,66 +389,53 @@ func TestTableMergeKeepsNewest(t *testing.T) {
 	}
 	for _, c := range cases {
 		newer, _ := tab.merge(c.s, t0)
-		if newer != c.wantNewer {
-			t.Errorf("%s: newer = %v, want %v", c.name, newer, c.wantNewer)
-		}
-		if m, _ := tab.member("a"); !slices.Equal(m.Replicas, c.wantReps) {
-			t.Errorf("%s: replicas %v, want %v", c.name, m.Replicas, c.wantReps)
-		}
+		assert.Equal(t, c.wantNewer, newer, "%s: newer", c.name)
+		m, _ := tab.member("a")
+		assert.Equal(t, c.wantReps, m.Replicas, "%s: replicas", c.name)
 	}
 
 	// Others' word about this node is ignored.
 	tab.setLocal(nodeState{ID: "self", Epoch: 1, Seq: 1, Replicas: r(1)}, t0)
-	if newer, _ := tab.merge(nodeState{ID: "self", Epoch: 9, Seq: 9}, t0); newer {
-		t.Error("merge of a remote state about self accepted")
-	}
-	if s, _ := tab.local(); s.Seq != 1 {
-		t.Errorf("local seq %d, want 1", s.Seq)
-	}
+	newer, _ = tab.merge(nodeState{ID: "self", Epoch: 9, Seq: 9}, t0)
+	assert.False(t, newer, "merge of a remote state about self accepted")
+	local, _ := tab.local()
+	assert.Equal(t, uint64(1), local.Seq, "local seq")
 
 	// Dead vs left, and a rejoin clears the leave flag of the previous life.
 	t1 := t0.Add(time.Second)
-	if !tab.down("a", t1) {
-		t.Error("down a: no change")
-	}
-	if m, _ := tab.member("a"); m.State != StateDead || !m.UpdatedAt.Equal(t1) || !slices.Equal(m.Replicas, r(6)) {
-		t.Errorf("a after down: %s at %v with %v, want dead at %v with %v", m.State, m.UpdatedAt, m.Replicas, t1, r(6))
-	}
+	assert.True(t, tab.down("a", t1), "down a: no change reported")
+	m, _ = tab.member("a")
+	assert.Equal(t, StateDead, m.State, "a after down: state")
+	assert.True(t, m.UpdatedAt.Equal(t1), "a after down: updated at %v, want %v", m.UpdatedAt, t1)
+	assert.Equal(t, r(6), m.Replicas, "a after down: replicas")
 	tab.merge(nodeState{ID: "a", Epoch: 6, Seq: 2, Leaving: true, Replicas: r(6)}, t1)
-	if m, _ := tab.member("a"); m.State != StateLeft {
-		t.Errorf("a with leave flag: %s, want left", m.State)
-	}
-	if !tab.join(Meta{ID: "a", GossipAddr: "y:2"}, t1) {
-		t.Error("rejoin a: no change")
-	}
+	m, _ = tab.member("a")
+	assert.Equal(t, StateLeft, m.State, "a with leave flag")
+	assert.True(t, tab.join(Meta{ID: "a", GossipAddr: "y:2"}, t1), "rejoin a: no change reported")
 	tab.down("a", t1)
-	if m, _ := tab.member("a"); m.State != StateDead || m.GossipAddr != "y:2" {
-		t.Errorf("a after rejoin and crash: %s at %s, want dead at y:2", m.State, m.GossipAddr)
-	}
+	m, _ = tab.member("a")
+	assert.Equal(t, StateDead, m.State, "a after rejoin and crash: state")
+	assert.Equal(t, "y:2", m.GossipAddr, "a after rejoin and crash: address")
 }
 
 func TestWireRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := []nodeState{
 		{ID: "a", Epoch: 1 << 60, Seq: 7, Leaving: true, Replicas: []Replica{{Datastore: "d", Partition: 3, Leader: true, AppliedIndex: 1 << 40}}},
 		{ID: "b", Epoch: 2, Seq: 1, Replicas: []Replica{}},
 	}
 	buf, err := encodeStates(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "encodeStates")
 	out, err := decodeStates(buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(out) != fmt.Sprint(in) {
-		t.Errorf("round trip: got %v, want %v", out, in)
-	}
-	if _, err := decodeStates([]byte{99, 1}); err == nil {
-		t.Error("unknown message type decoded")
-	}
+	require.NoError(t, err, "decodeStates")
+	// Compared as text: an empty list may come back nil.
+	assert.Equal(t, fmt.Sprint(in), fmt.Sprint(out), "round trip")
+	_, err = decodeStates([]byte{99, 1})
+	assert.Error(t, err, "decodeStates of an unknown message type")
 }
 
 func TestTableHostingOrder(t *testing.T) {
+	t.Parallel()
 	tab := newTable("a")
 	now := time.Unix(0, 0)
 	for i, spec := range []struct {
@@ -538,12 +456,11 @@ func TestTableHostingOrder(t *testing.T) {
 	for _, m := range tab.hosting("d", 1) {
 		got = append(got, m.ID)
 	}
-	if want := []string{"c", "b", "a"}; !slices.Equal(got, want) {
-		t.Errorf("hosting = %v, want %v (leader, then applied index; dead d excluded)", got, want)
-	}
+	assert.Equal(t, []string{"c", "b", "a"}, got, "hosting: the leader, then by applied index; dead d excluded")
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	longMeta := Meta{ID: "x", GossipAddr: "127.0.0.1:7946", Version: strings.Repeat("v", 600)}
 	cases := []struct {
 		name string
@@ -562,36 +479,27 @@ func TestConfigValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			err := c.cfg.Validate()
-			if err == nil {
-				t.Fatalf("Validate() = nil, want errors naming %v", c.want)
-			}
-			if !errors.Is(err, ErrInvalidConfig) {
-				t.Errorf("errors.Is(%v, ErrInvalidConfig) = false", err)
-			}
+			require.Error(t, err, "Validate(): want errors naming %v", c.want)
+			assert.ErrorIs(t, err, ErrInvalidConfig, "Validate()")
 			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to mention %q", err, w)
-				}
+				assert.ErrorContains(t, err, w, "Validate()")
 			}
-			if !strings.HasPrefix(err.Error(), "membership: ") {
-				t.Errorf("Validate() = %q, want the membership: prefix", err)
+			assert.True(t, strings.HasPrefix(err.Error(), "membership: "), "Validate() = %q, want the membership: prefix", err)
+			m, err2 := Start(c.cfg)
+			if m != nil {
+				m.Close()
 			}
-			if m, err2 := Start(c.cfg); err2 == nil || err2.Error() != err.Error() {
-				if m != nil {
-					m.Close()
-				}
-				t.Errorf("Start() error = %v, want the Validate error", err2)
-			}
+			assert.EqualError(t, err2, err.Error(), "Start(): want the Validate error")
 		})
 	}
 	ok := Config{Meta: Meta{ID: "x", GossipAddr: "127.0.0.1:7946"}}
-	if err := ok.Validate(); err != nil {
-		t.Errorf("valid config: Validate() = %v", err)
-	}
+	assert.NoError(t, ok.Validate(), "valid config: Validate()")
 }
 
 func TestLogBridgeLevels(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	l := newLogBridge(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	l.Printf("[DEBUG] memberlist: a debug line")
@@ -605,15 +513,14 @@ func TestLogBridgeLevels(t *testing.T) {
 		`level=WARN msg="a warning" component=memberlist`,
 		`level=WARN msg="an error" component=memberlist`,
 	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("log output %q lacks %q", got, want)
-		}
+		assert.Contains(t, got, want, "log output")
 	}
 }
 
 // TestNotifyMsgRelaysNewerStates checks the epidemic relay: a received state newer than the one
 // held is queued for re-broadcast, an older or equal one is not.
 func TestNotifyMsgRelaysNewerStates(t *testing.T) {
+	t.Parallel()
 	m := &Membership{
 		cfg:      Config{Meta: Meta{ID: "self"}},
 		log:      testLogger(t),
@@ -624,27 +531,17 @@ func TestNotifyMsgRelaysNewerStates(t *testing.T) {
 	d := &delegate{m}
 	send := func(s nodeState) {
 		buf, err := encodeStates([]nodeState{s})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "encodeStates(%+v)", s)
 		d.NotifyMsg(buf)
 	}
 	send(nodeState{ID: "a", Epoch: 1, Seq: 2})
-	if got := m.queue.NumQueued(); got != 1 {
-		t.Fatalf("queued after a new state: %d, want 1", got)
-	}
+	require.Equal(t, 1, m.queue.NumQueued(), "queued after a new state")
 	send(nodeState{ID: "a", Epoch: 1, Seq: 2})
 	send(nodeState{ID: "a", Epoch: 1, Seq: 1})
 	send(nodeState{ID: "self", Epoch: 9, Seq: 9})
-	if got := m.queue.NumQueued(); got != 1 {
-		t.Errorf("queued after old, equal and self states: %d, want 1", got)
-	}
+	assert.Equal(t, 1, m.queue.NumQueued(), "queued after old, equal and self states")
 	send(nodeState{ID: "a", Epoch: 1, Seq: 3})
-	if got := m.queue.NumQueued(); got != 1 {
-		t.Errorf("queued after a newer state of a: %d, want 1 (replaces the queued one)", got)
-	}
+	assert.Equal(t, 1, m.queue.NumQueued(), "queued after a newer state of a: want it to replace the queued one")
 	send(nodeState{ID: "b", Epoch: 1, Seq: 1})
-	if got := m.queue.NumQueued(); got != 2 {
-		t.Errorf("queued after a state of b: %d, want 2", got)
-	}
+	assert.Equal(t, 2, m.queue.NumQueued(), "queued after a state of b")
 }

@@ -1,14 +1,13 @@
 package topology_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/topology"
@@ -34,57 +33,45 @@ func mustParse(t *testing.T, text string) *topology.Topology {
 }
 
 func TestParseTopologyDefaults(t *testing.T) {
+	t.Parallel()
 	top := mustParse(t, threeNodes+`datastores:
   - {name: trips, shards: 64, partition_count: 4}
   - {name: users, shards: 8}
 `)
-	if got, want := len(top.Nodes), 3; got != want {
-		t.Fatalf("nodes: got %d, want %d", got, want)
-	}
+	require.Len(t, top.Nodes, 3, "nodes")
 	all := []string{"n1", "n2", "n3"}
 	trips, ok := top.Datastore("trips")
-	if !ok {
-		t.Fatal(`Datastore("trips"): got not found, want found`)
-	}
-	if trips.Mode != topology.ModeRaft {
-		t.Errorf("trips mode: got %q, want %q (the default)", trips.Mode, topology.ModeRaft)
-	}
-	if trips.PartitionCount != 4 {
-		t.Errorf("trips partition_count: got %d, want 4", trips.PartitionCount)
-	}
+	require.True(t, ok, `Datastore("trips"): got not found, want found`)
+	assert.Equal(t, topology.ModeRaft, trips.Mode, "trips mode: want the default")
+	assert.Equal(t, 4, trips.PartitionCount, "trips partition_count")
 	want := []topology.PartitionSpec{
 		{ID: 0, FirstShard: 0, LastShard: 15, Replicas: all},
 		{ID: 1, FirstShard: 16, LastShard: 31, Replicas: all},
 		{ID: 2, FirstShard: 32, LastShard: 47, Replicas: all},
 		{ID: 3, FirstShard: 48, LastShard: 63, Replicas: all},
 	}
-	if !reflect.DeepEqual(trips.Partitions, want) {
-		t.Errorf("trips partitions:\n got %+v\nwant %+v", trips.Partitions, want)
-	}
+	assert.Equal(t, want, trips.Partitions, "trips partitions")
 	users, _ := top.Datastore("users")
 	wantUsers := []topology.PartitionSpec{{ID: 0, FirstShard: 0, LastShard: 7, Replicas: all}}
-	if users.PartitionCount != 1 || !reflect.DeepEqual(users.Partitions, wantUsers) {
-		t.Errorf("users (partition_count omitted): got count %d partitions %+v, want 1 and %+v",
-			users.PartitionCount, users.Partitions, wantUsers)
-	}
+	assert.Equal(t, 1, users.PartitionCount, "users partition_count (omitted)")
+	assert.Equal(t, wantUsers, users.Partitions, "users partitions (partition_count omitted)")
 	// Each generated partition owns its replica list: changing one must not change another.
 	trips.Partitions[0].Replicas[0] = "changed"
-	if got := trips.Partitions[1].Replicas[0]; got != "n1" {
-		t.Errorf("partitions share a replica slice: partition 1 replica 0 got %q after editing partition 0, want n1", got)
-	}
-	if _, ok := top.Datastore("nope"); ok {
-		t.Error(`Datastore("nope"): got found, want not found`)
-	}
+	assert.Equal(t, "n1", trips.Partitions[1].Replicas[0],
+		"partitions share a replica slice: partition 1 replica 0 after editing partition 0")
+	_, ok = top.Datastore("nope")
+	assert.False(t, ok, `Datastore("nope"): got found, want not found`)
 	n2, ok := top.Node("n2")
-	if !ok || n2.RaftAddr != "127.0.0.1:7172" || n2.HTTPAddr != "127.0.0.1:7072" {
-		t.Errorf(`Node("n2"): got %+v %v, want n2 at 127.0.0.1:7172 / 127.0.0.1:7072`, n2, ok)
+	if assert.True(t, ok, `Node("n2"): got not found`) {
+		assert.Equal(t, "127.0.0.1:7172", n2.RaftAddr, `Node("n2") raft address`)
+		assert.Equal(t, "127.0.0.1:7072", n2.HTTPAddr, `Node("n2") HTTP address`)
 	}
-	if _, ok := top.Node("n9"); ok {
-		t.Error(`Node("n9"): got found, want not found`)
-	}
+	_, ok = top.Node("n9")
+	assert.False(t, ok, `Node("n9"): got found, want not found`)
 }
 
 func TestParseTopologyReplicasAndExplicitPartitions(t *testing.T) {
+	t.Parallel()
 	top := mustParse(t, threeNodes+`datastores:
   - name: trips
     mode: raft
@@ -102,30 +89,23 @@ func TestParseTopologyReplicasAndExplicitPartitions(t *testing.T) {
 		{ID: 0, FirstShard: 0, LastShard: 7, Replicas: []string{"n3", "n1"}},
 		{ID: 1, FirstShard: 8, LastShard: 15, Replicas: []string{"n3", "n1"}},
 	}
-	if !reflect.DeepEqual(trips.Partitions, want) {
-		t.Errorf("trips with replicas [n3, n1]:\n got %+v\nwant %+v", trips.Partitions, want)
-	}
+	assert.Equal(t, want, trips.Partitions, "trips with replicas [n3, n1]")
 	users, _ := top.Datastore("users")
 	wantUsers := []topology.PartitionSpec{ // sorted by first shard, ids kept
 		{ID: 3, FirstShard: 0, LastShard: 9, Replicas: []string{"n1", "n2", "n3"}},
 		{ID: 7, FirstShard: 10, LastShard: 15, Replicas: []string{"n2"}},
 	}
-	if !reflect.DeepEqual(users.Partitions, wantUsers) || users.PartitionCount != 2 {
-		t.Errorf("users explicit partitions:\n got %d %+v\nwant 2 %+v", users.PartitionCount, users.Partitions, wantUsers)
-	}
+	assert.Equal(t, wantUsers, users.Partitions, "users explicit partitions")
+	assert.Equal(t, 2, users.PartitionCount, "users explicit partitions: partition_count")
 	for shard, wantID := range map[int]int{0: 3, 9: 3, 10: 7, 15: 7} {
-		if p := users.PartitionOf(shard); p == nil || p.ID != wantID {
-			t.Errorf("users PartitionOf(%d): got %+v, want partition %d", shard, p, wantID)
+		if p := users.PartitionOf(shard); assert.NotNil(t, p, "users PartitionOf(%d)", shard) {
+			assert.Equal(t, wantID, p.ID, "users PartitionOf(%d): partition", shard)
 		}
 	}
 	// Normalizing a normalized topology changes nothing (nodes are given normalized topologies).
 	before := cloneTopology(top)
-	if err := top.Normalize(); err != nil {
-		t.Fatalf("second Normalize: got %v, want nil", err)
-	}
-	if !reflect.DeepEqual(top, before) {
-		t.Errorf("second Normalize changed the topology:\n got %+v\nwant %+v", top, before)
-	}
+	require.NoError(t, top.Normalize(), "second Normalize")
+	assert.Equal(t, before, top, "second Normalize changed the topology")
 }
 
 func cloneTopology(t *topology.Topology) *topology.Topology {
@@ -144,7 +124,8 @@ func cloneTopology(t *topology.Topology) *topology.Topology {
 }
 
 func TestParseTopologyAsync(t *testing.T) {
-	top, err := parse(t, `nodes:
+	t.Parallel()
+	top := mustParse(t, `nodes:
   - {id: n1, raft_addr: "127.0.0.1:7170", http_addr: "127.0.0.1:7070"}
 datastores:
   - name: rides
@@ -154,24 +135,22 @@ datastores:
       - {name: c1, master: "s@tcp(10.0.0.1:3306)/", minions: ["s@tcp(10.0.0.2:3306)/"]}
       - {name: c2, master: "s@tcp(10.0.1.1:3306)/"}
 `)
-	if err != nil {
-		t.Fatal(err)
-	}
 	d, _ := top.Datastore("rides")
-	if d.BufferClusters != 1 || d.MySQLPrefix != "sl" || d.UnsafeNoBufferedWrites {
-		t.Fatalf("async defaults: %+v", d)
-	}
-	if len(d.Partitions) != 2 || d.Partitions[0].Cluster != "c1" || d.Partitions[1].Cluster != "c2" ||
-		d.Partitions[0].LastShard != 3 || len(d.Partitions[0].Replicas) != 0 {
-		t.Fatalf("async partitions: %+v", d.Partitions)
-	}
+	require.Equal(t, 1, d.BufferClusters, "async default buffer_clusters")
+	require.Equal(t, "sl", d.MySQLPrefix, "async default mysql_prefix")
+	require.False(t, d.UnsafeNoBufferedWrites, "async default unsafe_no_buffered_writes")
+	require.Len(t, d.Partitions, 2, "async partitions: one per storage cluster")
+	require.Equal(t, "c1", d.Partitions[0].Cluster, "async partition 0 cluster")
+	require.Equal(t, "c2", d.Partitions[1].Cluster, "async partition 1 cluster")
+	require.Equal(t, 3, d.Partitions[0].LastShard, "async partition 0 last shard")
+	require.Empty(t, d.Partitions[0].Replicas, "async partition 0 replicas")
 	c, ok := d.StorageCluster("c1")
-	if !ok || len(c.Members()) != 2 || c.Members()[0] != "s@tcp(10.0.0.1:3306)/" {
-		t.Fatalf("storage cluster c1: %+v", c)
-	}
+	require.True(t, ok, `StorageCluster("c1"): got not found`)
+	require.Equal(t, []string{"s@tcp(10.0.0.1:3306)/", "s@tcp(10.0.0.2:3306)/"}, c.Members(), "storage cluster c1 members: master first")
 }
 
 func TestPartitionOf(t *testing.T) {
+	t.Parallel()
 	top := mustParse(t, threeNodes+`datastores: [{name: trips, shards: 64, partition_count: 4}]`)
 	d, _ := top.Datastore("trips")
 	cases := []struct{ shard, want int }{
@@ -179,58 +158,48 @@ func TestPartitionOf(t *testing.T) {
 	}
 	for _, tc := range cases {
 		p := d.PartitionOf(tc.shard)
-		if p == nil || p.ID != tc.want {
-			t.Errorf("PartitionOf(%d): got %+v, want partition %d", tc.shard, p, tc.want)
+		if !assert.NotNil(t, p, "PartitionOf(%d)", tc.shard) || !assert.Equal(t, tc.want, p.ID, "PartitionOf(%d): partition", tc.shard) {
 			continue
 		}
-		if !p.Shards().Contains(tc.shard) {
-			t.Errorf("PartitionOf(%d) = partition %d whose range %+v does not contain it", tc.shard, p.ID, p.Shards())
-		}
+		assert.True(t, p.Shards().Contains(tc.shard), "PartitionOf(%d) = partition %d whose range %+v does not contain it", tc.shard, p.ID, p.Shards())
 	}
-	if p := d.PartitionOf(64); p != nil {
-		t.Errorf("PartitionOf(64) past the last shard: got %+v, want nil", p)
-	}
+	assert.Nil(t, d.PartitionOf(64), "PartitionOf(64) past the last shard")
 }
 
 // Every shard count and partition count splits into contiguous ranges covering every shard
 // once, whose sizes differ by at most one.
 func TestNormalizeSplitsEvenly(t *testing.T) {
+	t.Parallel()
 	for shards := 1; shards <= 40; shards++ {
 		for count := 1; count <= shards; count++ {
 			top := &topology.Topology{
 				Nodes:      []topology.NodeSpec{{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}},
 				Datastores: []topology.DatastoreSpec{{Name: "d", Shards: shards, PartitionCount: count}},
 			}
-			if err := top.Normalize(); err != nil {
-				t.Fatalf("shards %d count %d: got %v, want nil", shards, count, err)
-			}
+			require.NoError(t, top.Normalize(), "shards %d count %d", shards, count)
 			ps := top.Datastores[0].Partitions
-			if len(ps) != count {
-				t.Fatalf("shards %d count %d: got %d partitions, want %d", shards, count, len(ps), count)
-			}
+			require.Len(t, ps, count, "shards %d count %d: partitions", shards, count)
 			next, lo, hi := 0, shards, 0
 			for i, p := range ps {
-				if p.ID != i || p.FirstShard != next || p.LastShard < p.FirstShard {
-					t.Fatalf("shards %d count %d: partition %d is %+v, want id %d starting at %d", shards, count, i, p, i, next)
-				}
+				require.True(t, p.ID == i && p.FirstShard == next && p.LastShard >= p.FirstShard,
+					"shards %d count %d: partition %d is %+v, want id %d starting at %d", shards, count, i, p, i, next)
 				size := p.LastShard - p.FirstShard + 1
 				lo, hi = min(lo, size), max(hi, size)
 				next = p.LastShard + 1
 			}
-			if next != shards || hi-lo > 1 {
-				t.Fatalf("shards %d count %d: got cover 0..%d and sizes %d..%d, want 0..%d and sizes within 1",
-					shards, count, next-1, lo, hi, shards-1)
-			}
+			require.True(t, next == shards && hi-lo <= 1,
+				"shards %d count %d: got cover 0..%d and sizes %d..%d, want 0..%d and sizes within 1",
+				shards, count, next-1, lo, hi, shards-1)
 			for s := 0; s < shards; s++ {
-				if p := top.Datastores[0].PartitionOf(s); p == nil || !p.Shards().Contains(s) {
-					t.Fatalf("shards %d count %d: PartitionOf(%d) got %+v", shards, count, s, p)
-				}
+				p := top.Datastores[0].PartitionOf(s)
+				require.True(t, p != nil && p.Shards().Contains(s), "shards %d count %d: PartitionOf(%d) got %+v", shards, count, s, p)
 			}
 		}
 	}
 }
 
 func TestParseTopologyErrors(t *testing.T) {
+	t.Parallel()
 	ds := func(body string) string { return threeNodes + "datastores:\n" + body }
 	cases := []struct {
 		name string
@@ -371,21 +340,14 @@ datastores:
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			top, err := parse(t, tc.yaml)
-			if err == nil {
-				t.Fatalf("ParseTopology: got %+v and a nil error, want an error mentioning %q", top, tc.want)
-			}
-			if top != nil {
-				t.Errorf("ParseTopology: got topology %+v with error, want nil", top)
-			}
+			require.Error(t, err, "ParseTopology: got %+v, want an error mentioning %q", top, tc.want)
+			assert.Nil(t, top, "ParseTopology: topology returned with the error")
 			msg := err.Error()
-			if !strings.HasPrefix(msg, "topology: ") {
-				t.Errorf("error %q: want the prefix %q", msg, "topology: ")
-			}
+			assert.True(t, strings.HasPrefix(msg, "topology: "), "error %q: want the prefix %q", msg, "topology: ")
 			for _, w := range tc.want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("error:\n%s\nwant it to mention %q", msg, w)
-				}
+				assert.ErrorContains(t, err, w, "error: want it to mention %q", w)
 			}
 		})
 	}
@@ -395,31 +357,27 @@ datastores:
 // "host:" (empty port) and any port text, so these slip through Normalize today; a node
 // configured so listens on a random port and advertises an address nobody can reach.
 func TestParseTopologyRejectsUnusablePorts(t *testing.T) {
+	t.Parallel()
 	for _, addr := range []string{"127.0.0.1:", "127.0.0.1:99999", "127.0.0.1:-1"} {
 		t.Run(addr, func(t *testing.T) {
+			t.Parallel()
 			text := `nodes: [{id: n1, raft_addr: "` + addr + `", http_addr: "127.0.0.1:2"}]`
 			_, err := parse(t, text)
-			if err == nil || !strings.Contains(err.Error(), "nodes[0].raft_addr") {
-				t.Fatalf("raft_addr %q: got error %v, want one naming nodes[0].raft_addr", addr, err)
-			}
+			require.ErrorContains(t, err, "nodes[0].raft_addr", "raft_addr %q: want an error naming nodes[0].raft_addr", addr)
 		})
 	}
 }
 
 func TestLoadTopology(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "topology.yaml")
-	if err := os.WriteFile(path, []byte(threeNodes+"datastores: [{name: trips, shards: 4}]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, []byte(threeNodes+"datastores: [{name: trips, shards: 4}]\n"), 0o644))
 	top, err := topology.Load(path)
-	if err != nil {
-		t.Fatalf("LoadTopology: got %v, want nil", err)
-	}
-	if d, ok := top.Datastore("trips"); !ok || len(d.Partitions) != 1 || d.Partitions[0].LastShard != 3 {
-		t.Fatalf("LoadTopology: got datastore %+v, want trips with one partition 0..3", d)
-	}
+	require.NoError(t, err, "LoadTopology")
+	d, ok := top.Datastore("trips")
+	require.True(t, ok, `LoadTopology: Datastore("trips") not found`)
+	require.Len(t, d.Partitions, 1, "LoadTopology: partitions of trips")
+	require.Equal(t, 3, d.Partitions[0].LastShard, "LoadTopology: trips partition 0 last shard: want 0..3")
 	_, err = topology.Load(filepath.Join(t.TempDir(), "missing.yaml"))
-	if !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("LoadTopology(missing file): got %v, want an error wrapping os.ErrNotExist", err)
-	}
+	require.ErrorIs(t, err, os.ErrNotExist, "LoadTopology(missing file)")
 }

@@ -2,13 +2,16 @@ package transport
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestValidateName(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		ok   bool
@@ -26,39 +29,38 @@ func TestValidateName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		err := ValidateName(tt.name)
-		if got := err == nil; got != tt.ok {
-			t.Errorf("ValidateName(%q) = %v: got ok=%v, want ok=%v", tt.name, err, got, tt.ok)
-		}
-		if err != nil && !errors.Is(err, ErrInvalidName) {
-			t.Errorf("ValidateName(%q) = %v: got an error that is not ErrInvalidName", tt.name, err)
+		if tt.ok {
+			assert.NoError(t, err, "ValidateName(%q)", tt.name)
+		} else {
+			assert.ErrorIs(t, err, ErrInvalidName, "ValidateName(%q)", tt.name)
 		}
 	}
 }
 
 func TestReadHeaderRoundTrip(t *testing.T) {
+	t.Parallel()
 	// What follows the header must stay unread: it is the consumer's first bytes.
 	const payload = "payload"
 	for _, name := range []string{"trips/3", strings.Repeat("p", MaxNameBytes)} {
 		r := bytes.NewReader(append(raftHeader(name), payload...))
 		kind, got, err := readHeader(r)
-		if err != nil || kind != kindRaft || got != name {
-			t.Fatalf("readHeader(raft %q): got (%q, %q, %v), want (%q, %q, nil)", name, kind, got, err, kindRaft, name)
-		}
-		if rest, _ := io.ReadAll(r); string(rest) != payload {
-			t.Errorf("after the raft header: got %q left, want %q", rest, payload)
-		}
+		require.NoError(t, err, "readHeader(raft %q)", name)
+		require.Equal(t, kindRaft, kind, "readHeader(raft %q): kind", name)
+		require.Equal(t, name, got, "readHeader(raft %q): name", name)
+		rest, _ := io.ReadAll(r)
+		assert.Equal(t, payload, string(rest), "after the raft header: bytes left")
 	}
 	r := bytes.NewReader(append(rpcHeader(), payload...))
 	kind, name, err := readHeader(r)
-	if err != nil || kind != kindRPC || name != "" {
-		t.Fatalf("readHeader(rpc): got (%q, %q, %v), want (%q, \"\", nil)", kind, name, err, kindRPC)
-	}
-	if rest, _ := io.ReadAll(r); string(rest) != payload {
-		t.Errorf("after the rpc header: got %q left, want %q", rest, payload)
-	}
+	require.NoError(t, err, "readHeader(rpc)")
+	require.Equal(t, kindRPC, kind, "readHeader(rpc): kind")
+	require.Empty(t, name, "readHeader(rpc): name")
+	rest, _ := io.ReadAll(r)
+	assert.Equal(t, payload, string(rest), "after the rpc header: bytes left")
 }
 
 func TestReadHeaderRejects(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		desc    string
 		in      []byte
@@ -76,8 +78,6 @@ func TestReadHeaderRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, _, err := readHeader(bytes.NewReader(tt.in))
-		if !errors.Is(err, tt.wantErr) {
-			t.Errorf("%s: readHeader(%q): got error %v, want %v", tt.desc, tt.in, err, tt.wantErr)
-		}
+		assert.ErrorIs(t, err, tt.wantErr, "%s: readHeader(%q)", tt.desc, tt.in)
 	}
 }

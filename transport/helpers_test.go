@@ -6,10 +6,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // tWriter sends log lines to t.Log until the test's cleanup, then drops them (goroutines of a
@@ -51,9 +54,7 @@ func newMux(t testing.TB, ip string, mod func(*Config)) *Mux {
 		mod(&cfg)
 	}
 	m, err := New(cfg)
-	if err != nil {
-		t.Fatalf("New(%+v): %v", cfg, err)
-	}
+	require.NoError(t, err, "New(%+v)", cfg)
 	t.Cleanup(func() { m.Close() })
 	return m
 }
@@ -74,16 +75,26 @@ func acceptAsync(l net.Listener) <-chan acceptResult {
 	return ch
 }
 
-// waitAccept waits up to d for an Accept started by acceptAsync.
-func waitAccept(t testing.TB, ch <-chan acceptResult, d time.Duration) acceptResult {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(d):
-		t.Fatalf("Accept did not return within %v", d)
-		return acceptResult{}
+// received returns a condition for require.Eventually that is true once ch has delivered a
+// value, which it stores in *v.
+func received[T any](ch <-chan T, v *T) func() bool {
+	return func() bool {
+		select {
+		case *v = <-ch:
+			return true
+		default:
+			return false
+		}
 	}
+}
+
+// accepted returns the outcome of an Accept started by acceptAsync, failing the test if Accept
+// does not return within d.
+func accepted(t testing.TB, ch <-chan acceptResult, d time.Duration) acceptResult {
+	t.Helper()
+	var r acceptResult
+	require.Eventually(t, received(ch, &r), d, 5*time.Millisecond, "Accept did not return within %v", d)
+	return r
 }
 
 // expectClosedByPeer reads from c until the peer closes it, failing if that takes longer than
@@ -91,18 +102,47 @@ func waitAccept(t testing.TB, ch <-chan acceptResult, d time.Duration) acceptRes
 func expectClosedByPeer(t testing.TB, c net.Conn, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	if err := c.SetReadDeadline(start.Add(within)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.SetReadDeadline(start.Add(within)))
 	buf := make([]byte, 64)
 	n, err := c.Read(buf)
-	switch {
-	case err == nil:
-		t.Fatalf("read %q from a connection that should be closed", buf[:n])
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		t.Fatalf("connection still open after %v: got a read timeout, want EOF or reset", within)
-	case !errors.Is(err, io.EOF):
+	require.Error(t, err, "read %q from a connection that should be closed", buf[:n])
+	require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "connection still open after %v: want EOF or reset", within)
+	if !errors.Is(err, io.EOF) {
 		t.Logf("read error (closed by peer): %v", err)
 	}
 	return time.Since(start)
+}
+
+// blockedIn returns how many goroutines are blocked (in a select, a channel operation, I/O...,
+// not running) with every one of frames in their stack trace. Tests that count goroutines do not
+// run in parallel with others.
+func blockedIn(frames ...string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		// The first line is "goroutine 7 [select]:" or "goroutine 7 [IO wait, 2 minutes]:".
+		header, stack, _ := strings.Cut(g, "\n")
+		_, state, _ := strings.Cut(header, "[")
+		state, _, _ = strings.Cut(state, "]")
+		state, _, _ = strings.Cut(state, ",")
+		if state == "running" || state == "runnable" || state == "syscall" {
+			continue
+		}
+		all := true
+		for _, f := range frames {
+			all = all && strings.Contains(stack, f)
+		}
+		if all {
+			count++
+		}
+	}
+	return count
 }

@@ -16,9 +16,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	valid := func() Config {
 		c := DefaultConfig()
 		c.BindAddr = "127.0.0.2:7170"
@@ -52,66 +55,45 @@ func TestConfigValidate(t *testing.T) {
 		tt.edit(&c)
 		err := c.Validate()
 		if len(tt.want) == 0 {
-			if err != nil {
-				t.Errorf("%s: Validate() = %v, want nil", tt.desc, err)
-			}
+			assert.NoError(t, err, "%s: Validate()", tt.desc)
 			continue
 		}
-		if err == nil {
-			t.Errorf("%s: Validate() = nil, want an error mentioning %q", tt.desc, tt.want)
+		if !assert.Error(t, err, "%s: Validate(): want an error mentioning %q", tt.desc, tt.want) {
 			continue
 		}
 		for _, w := range tt.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: Validate() = %q: got no mention of %q", tt.desc, err, w)
-			}
+			assert.ErrorContains(t, err, w, "%s: Validate()", tt.desc)
 		}
-		if !strings.HasPrefix(err.Error(), "transport: ") {
-			t.Errorf("%s: got error %q, want the prefix \"transport: \"", tt.desc, err)
-		}
+		assert.True(t, strings.HasPrefix(err.Error(), "transport: "), "%s: got error %q, want the prefix \"transport: \"", tt.desc, err)
 	}
 
 	var zero Config
 	zero.BindAddr = "127.0.0.2:0"
 	zero.EnsureDefaults()
-	if err := zero.Validate(); err != nil {
-		t.Errorf("EnsureDefaults then Validate: got %v, want nil", err)
-	}
+	assert.NoError(t, zero.Validate(), "EnsureDefaults then Validate")
 }
 
 func TestAddresses(t *testing.T) {
+	t.Parallel()
 	m := newMux(t, "127.0.0.2", nil)
 	la := m.ListenAddr().(*net.TCPAddr)
-	if !la.IP.Equal(net.ParseIP("127.0.0.2")) || la.Port == 0 {
-		t.Fatalf("ListenAddr: got %v, want 127.0.0.2 with a real port", la)
-	}
-	if got, want := m.Addr().String(), la.String(); got != want {
-		t.Errorf("Addr with no AdvertiseAddr: got %q, want the bound address %q", got, want)
-	}
+	require.True(t, la.IP.Equal(net.ParseIP("127.0.0.2")) && la.Port != 0, "ListenAddr: got %v, want 127.0.0.2 with a real port", la)
+	assert.Equal(t, la.String(), m.Addr().String(), "Addr with no AdvertiseAddr: want the bound address")
 	l, err := m.RaftLayer("trips/1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := l.Addr().String(), la.String(); got != want {
-		t.Errorf("RaftLayer.Addr: got %q, want %q", got, want)
-	}
-	if got, want := m.RPCListener().Addr().String(), la.String(); got != want {
-		t.Errorf("RPCListener.Addr: got %q, want %q", got, want)
-	}
+	require.NoError(t, err, "RaftLayer")
+	assert.Equal(t, la.String(), l.Addr().String(), "RaftLayer.Addr")
+	assert.Equal(t, la.String(), m.RPCListener().Addr().String(), "RPCListener.Addr")
 
 	adv := newMux(t, "127.0.0.3", func(c *Config) { c.AdvertiseAddr = "node1.example:7170" })
 	l2, err := adv.RaftLayer("trips/1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := l2.Addr().String(), "node1.example:7170"; got != want {
-		t.Errorf("RaftLayer.Addr with AdvertiseAddr: got %q, want %q", got, want)
-	}
+	require.NoError(t, err, "RaftLayer")
+	assert.Equal(t, "node1.example:7170", l2.Addr().String(), "RaftLayer.Addr with AdvertiseAddr")
 }
 
 // TestHeaderRouting dials two partitions of one mux, interleaved, and checks that each layer
 // accepts only the connections naming it.
 func TestHeaderRouting(t *testing.T) {
+	t.Parallel()
 	a := newMux(t, "127.0.0.2", nil)
 	b := newMux(t, "127.0.0.3", nil)
 	names := []string{"trips/1", "trips/2"}
@@ -119,12 +101,10 @@ func TestHeaderRouting(t *testing.T) {
 	dialing := map[string]*RaftLayer{}
 	for _, n := range names {
 		var err error
-		if accepting[n], err = a.RaftLayer(n); err != nil {
-			t.Fatal(err)
-		}
-		if dialing[n], err = b.RaftLayer(n); err != nil {
-			t.Fatal(err)
-		}
+		accepting[n], err = a.RaftLayer(n)
+		require.NoError(t, err, "RaftLayer(%s) on the accepting mux", n)
+		dialing[n], err = b.RaftLayer(n)
+		require.NoError(t, err, "RaftLayer(%s) on the dialing mux", n)
 	}
 
 	const perName = 5
@@ -145,63 +125,49 @@ func TestHeaderRouting(t *testing.T) {
 		}
 	}
 	for i := 0; i < 2*perName; i++ {
-		if err := <-errc; err != nil {
-			t.Fatalf("dial and write: %v", err)
-		}
+		require.NoError(t, <-errc, "dial and write")
 	}
 	for _, n := range names {
 		for i := 0; i < perName; i++ {
-			r := waitAccept(t, acceptAsync(accepting[n]), 5*time.Second)
-			if r.err != nil {
-				t.Fatalf("%s: Accept: %v", n, r.err)
-			}
+			r := accepted(t, acceptAsync(accepting[n]), 5*time.Second)
+			require.NoError(t, r.err, "%s: Accept", n)
 			buf := make([]byte, 16)
 			_ = r.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-			if _, err := io.ReadFull(r.conn, buf); err != nil {
-				t.Fatalf("%s: read: %v", n, err)
-			}
-			if got := strings.TrimSpace(string(buf)); got != n {
-				t.Errorf("layer %s accepted a connection for %q, want only %q", n, got, n)
-			}
+			_, err := io.ReadFull(r.conn, buf)
+			require.NoError(t, err, "%s: read", n)
+			assert.Equal(t, n, strings.TrimSpace(string(buf)), "layer %s: partition named by an accepted connection", n)
 			r.conn.Close()
 		}
 	}
-	// Nothing else is waiting on either layer.
+	// Nothing else is waiting on either layer: for 100 ms no Accept returns.
 	for _, n := range names {
 		ch := acceptAsync(accepting[n])
-		select {
-		case r := <-ch:
-			t.Errorf("layer %s: got an extra connection (err %v), want none", n, r.err)
-		case <-time.After(100 * time.Millisecond):
+		var extra acceptResult
+		if !assert.Never(t, received(ch, &extra), 100*time.Millisecond, 10*time.Millisecond, "layer %s: got an extra connection, want none", n) {
+			t.Logf("layer %s: the extra Accept returned error %v", n, extra.err)
+			continue
 		}
 		accepting[n].Close()
-		if r := waitAccept(t, ch, 5*time.Second); !errors.Is(r.err, ErrClosed) {
-			t.Errorf("Accept after Close: got %v, want ErrClosed", r.err)
-		}
+		assert.ErrorIs(t, accepted(t, ch, 5*time.Second).err, ErrClosed, "Accept after Close")
 	}
 }
 
 // TestUnregisteredPartitionClosed checks that a connection for a partition the node does not
 // (yet) host is closed, and that it is accepted once the partition registers.
 func TestUnregisteredPartitionClosed(t *testing.T) {
+	t.Parallel()
 	a := newMux(t, "127.0.0.2", nil)
 	b := newMux(t, "127.0.0.3", nil)
 	d, err := b.RaftLayer("ghost/1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "RaftLayer")
 	c, err := d.Dial(raft.ServerAddress(a.Addr().String()), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Dial")
 	defer c.Close()
 	expectClosedByPeer(t, c, 5*time.Second)
 
 	// The RPC listener is not registered either until RPCListener is called.
 	rc, err := b.DialRPC(context.Background(), "tcp", a.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "DialRPC")
 	defer rc.Close()
 	expectClosedByPeer(t, rc, 5*time.Second)
 
@@ -210,42 +176,34 @@ func TestUnregisteredPartitionClosed(t *testing.T) {
 	rpc := a.RPCListener()
 	rpcAccept := acceptAsync(rpc)
 	c1, err := d.Dial(raft.ServerAddress(a.Addr().String()), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Dial")
 	defer c1.Close()
 	expectClosedByPeer(t, c1, 5*time.Second)
 	rpc.Close()
-	if r := waitAccept(t, rpcAccept, 5*time.Second); r.err == nil {
+	if r := accepted(t, rpcAccept, 5*time.Second); !assert.Error(t, r.err, "RPC listener accepted a raft connection for an unknown partition, want it closed") {
 		r.conn.Close()
-		t.Errorf("RPC listener accepted a raft connection for an unknown partition, want it closed")
 	}
 
 	l, err := a.RaftLayer("ghost/1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "RaftLayer after the dials")
 	ch := acceptAsync(l)
 	c2, err := d.Dial(raft.ServerAddress(a.Addr().String()), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Dial")
 	defer c2.Close()
-	r := waitAccept(t, ch, 5*time.Second)
-	if r.err != nil {
-		t.Fatalf("Accept after registering: got %v, want a connection", r.err)
-	}
+	r := accepted(t, ch, 5*time.Second)
+	require.NoError(t, r.err, "Accept after registering: want a connection")
 	r.conn.Close()
 }
 
 // TestBadHeaderClosed writes headers that are not ours, or nothing, and checks the mux closes
 // the connection: at once for a bad header, after HandshakeTimeout for a silent peer.
+//
+// Not parallel: it measures how long the mux takes to close a connection.
 func TestBadHeaderClosed(t *testing.T) {
 	const handshake = time.Second
 	a := newMux(t, "127.0.0.2", func(c *Config) { c.HandshakeTimeout = handshake })
-	if _, err := a.RaftLayer("trips/1"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := a.RaftLayer("trips/1")
+	require.NoError(t, err, "RaftLayer")
 	a.RPCListener()
 	tests := []struct {
 		desc   string
@@ -264,19 +222,15 @@ func TestBadHeaderClosed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			c, err := net.Dial("tcp", a.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "dial the mux")
 			defer c.Close()
-			if _, err := c.Write(tt.in); err != nil {
-				t.Fatal(err)
-			}
+			_, err = c.Write(tt.in)
+			require.NoError(t, err, "write the header")
 			took := expectClosedByPeer(t, c, handshake+3*time.Second)
-			if tt.silent && took < handshake/2 {
-				t.Errorf("incomplete header closed after %v: got less than half of HandshakeTimeout %v, want about HandshakeTimeout", took, handshake)
-			}
-			if !tt.silent && took > handshake/2 {
-				t.Errorf("bad header closed after %v, want well under HandshakeTimeout %v", took, handshake)
+			if tt.silent {
+				assert.GreaterOrEqual(t, took, handshake/2, "incomplete header closed after %v: want about HandshakeTimeout %v", took, handshake)
+			} else {
+				assert.LessOrEqual(t, took, handshake/2, "bad header closed after %v, want well under HandshakeTimeout %v", took, handshake)
 			}
 		})
 	}
@@ -285,35 +239,26 @@ func TestBadHeaderClosed(t *testing.T) {
 // TestDialSourceAddress checks that raft and RPC connections leave from the dialer's bind IP,
 // not from the address the kernel would pick (127.0.0.1 for any loopback destination).
 func TestDialSourceAddress(t *testing.T) {
+	t.Parallel()
 	a := newMux(t, "127.0.0.2", nil)
 	b := newMux(t, "127.0.0.3", nil)
 	want := net.ParseIP("127.0.0.2")
 
 	la, err := a.RaftLayer("trips/1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "RaftLayer")
 	lb, err := b.RaftLayer("trips/1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "RaftLayer")
 	ch := acceptAsync(lb)
 	c, err := la.Dial(raft.ServerAddress(b.Addr().String()), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Dial")
 	defer c.Close()
-	r := waitAccept(t, ch, 5*time.Second)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+	r := accepted(t, ch, 5*time.Second)
+	require.NoError(t, r.err, "Accept")
 	defer r.conn.Close()
-	if got := r.conn.RemoteAddr().(*net.TCPAddr).IP; !got.Equal(want) {
-		t.Errorf("raft: accepting side saw source %v, want %v", got, want)
-	}
-	if got := c.LocalAddr().(*net.TCPAddr).IP; !got.Equal(want) {
-		t.Errorf("raft: dialing side's local address %v, want %v", got, want)
-	}
+	got := r.conn.RemoteAddr().(*net.TCPAddr).IP
+	assert.True(t, got.Equal(want), "raft: accepting side saw source %v, want %v", got, want)
+	got = c.LocalAddr().(*net.TCPAddr).IP
+	assert.True(t, got.Equal(want), "raft: dialing side's local address %v, want %v", got, want)
 
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.RemoteAddr)
@@ -321,153 +266,117 @@ func TestDialSourceAddress(t *testing.T) {
 	go srv.Serve(b.RPCListener())
 	defer srv.Close()
 	resp, err := a.HTTPClient(5 * time.Second).Get("http://" + b.Addr().String() + "/whoami")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "GET /whoami")
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "read the body of /whoami")
 	host, _, err := net.SplitHostPort(string(body))
-	if err != nil {
-		t.Fatalf("RemoteAddr %q: %v", body, err)
-	}
-	if got := net.ParseIP(host); !got.Equal(want) {
-		t.Errorf("rpc: server saw source %v, want %v", got, want)
-	}
+	require.NoError(t, err, "RemoteAddr %q", body)
+	got = net.ParseIP(host)
+	assert.True(t, got.Equal(want), "rpc: server saw source %v, want %v", got, want)
 }
 
 func TestRaftLayerRegistration(t *testing.T) {
+	t.Parallel()
 	m := newMux(t, "127.0.0.2", nil)
-	if _, err := m.RaftLayer("bad name"); !errors.Is(err, ErrInvalidName) {
-		t.Errorf("RaftLayer(\"bad name\"): got %v, want ErrInvalidName", err)
-	}
+	_, err := m.RaftLayer("bad name")
+	assert.ErrorIs(t, err, ErrInvalidName, `RaftLayer("bad name")`)
 	l, err := m.RaftLayer("trips/1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.RaftLayer("trips/1"); !errors.Is(err, ErrAlreadyRegistered) {
-		t.Errorf("second RaftLayer(\"trips/1\"): got %v, want ErrAlreadyRegistered", err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Errorf("second Close: got %v, want nil", err)
-	}
-	if _, err := l.Dial(raft.ServerAddress(m.Addr().String()), time.Second); !errors.Is(err, ErrClosed) {
-		t.Errorf("Dial on a closed layer: got %v, want ErrClosed", err)
-	}
+	require.NoError(t, err, `RaftLayer("trips/1")`)
+	_, err = m.RaftLayer("trips/1")
+	assert.ErrorIs(t, err, ErrAlreadyRegistered, `second RaftLayer("trips/1")`)
+	require.NoError(t, l.Close(), "Close")
+	assert.NoError(t, l.Close(), "second Close")
+	_, err = l.Dial(raft.ServerAddress(m.Addr().String()), time.Second)
+	assert.ErrorIs(t, err, ErrClosed, "Dial on a closed layer")
 	l2, err := m.RaftLayer("trips/1")
-	if err != nil {
-		t.Fatalf("RaftLayer after the first layer's Close: got %v, want a layer", err)
-	}
+	require.NoError(t, err, "RaftLayer after the first layer's Close: want a layer")
 	// Closing the old layer again must not unregister the new one.
 	l.Close()
 	ch := acceptAsync(l2)
 	c, err := l2.Dial(raft.ServerAddress(m.Addr().String()), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Dial the re-registered layer")
 	defer c.Close()
-	if r := waitAccept(t, ch, 5*time.Second); r.err != nil {
-		t.Fatalf("Accept on the re-registered layer: got %v, want a connection", r.err)
-	} else {
-		r.conn.Close()
-	}
+	r := accepted(t, ch, 5*time.Second)
+	require.NoError(t, r.err, "Accept on the re-registered layer: want a connection")
+	r.conn.Close()
 }
 
 // TestCloseUnblocksAccept checks that Close unblocks every Accept, is idempotent, and that the
 // Mux refuses work afterwards.
+//
+// Not parallel: it counts goroutines blocked in Accept.
 func TestCloseUnblocksAccept(t *testing.T) {
 	m := newMux(t, "127.0.0.2", nil)
 	l, err := m.RaftLayer("trips/1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "RaftLayer")
 	rpc := m.RPCListener()
-	if again := m.RPCListener(); again != rpc {
-		t.Errorf("RPCListener twice: got two listeners, want the same one")
-	}
+	assert.Same(t, rpc, m.RPCListener(), "RPCListener twice: want the same listener")
 	raftAccept := acceptAsync(l)
 	rpcAccept := acceptAsync(rpc)
-	time.Sleep(20 * time.Millisecond) // let both block
-	if err := m.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	require.Eventually(t, func() bool { return blockedIn("transport.acceptAsync", "transport.(*listener).Accept(") == 2 },
+		5*time.Second, time.Millisecond, "both Accepts blocked before Close")
+	require.NoError(t, m.Close(), "Close")
 	for name, ch := range map[string]<-chan acceptResult{"raft": raftAccept, "rpc": rpcAccept} {
-		r := waitAccept(t, ch, 5*time.Second)
-		if !errors.Is(r.err, ErrClosed) || !errors.Is(r.err, net.ErrClosed) {
-			t.Errorf("%s Accept after Close: got %v, want ErrClosed (and net.ErrClosed)", name, r.err)
-		}
+		r := accepted(t, ch, 5*time.Second)
+		assert.ErrorIs(t, r.err, ErrClosed, "%s Accept after Close", name)
+		assert.ErrorIs(t, r.err, net.ErrClosed, "%s Accept after Close", name)
 	}
-	if err := m.Close(); err != nil {
-		t.Errorf("second Close: got %v, want nil", err)
-	}
-	if _, err := l.Accept(); !errors.Is(err, ErrClosed) {
-		t.Errorf("Accept on a layer of a closed Mux: got %v, want ErrClosed", err)
-	}
-	if _, err := m.RaftLayer("trips/2"); !errors.Is(err, ErrClosed) {
-		t.Errorf("RaftLayer after Close: got %v, want ErrClosed", err)
-	}
-	if _, err := m.RPCListener().Accept(); !errors.Is(err, ErrClosed) {
-		t.Errorf("RPCListener().Accept after Close: got %v, want ErrClosed", err)
-	}
-	if _, err := m.DialRPC(context.Background(), "tcp", "127.0.0.3:1"); !errors.Is(err, ErrClosed) {
-		t.Errorf("DialRPC after Close: got %v, want ErrClosed", err)
-	}
-	if c, err := net.DialTimeout("tcp", m.ListenAddr().String(), time.Second); err == nil {
+	assert.NoError(t, m.Close(), "second Close")
+	_, err = l.Accept()
+	assert.ErrorIs(t, err, ErrClosed, "Accept on a layer of a closed Mux")
+	_, err = m.RaftLayer("trips/2")
+	assert.ErrorIs(t, err, ErrClosed, "RaftLayer after Close")
+	_, err = m.RPCListener().Accept()
+	assert.ErrorIs(t, err, ErrClosed, "RPCListener().Accept after Close")
+	_, err = m.DialRPC(context.Background(), "tcp", "127.0.0.3:1")
+	assert.ErrorIs(t, err, ErrClosed, "DialRPC after Close")
+	if c, err := net.DialTimeout("tcp", m.ListenAddr().String(), time.Second); !assert.Error(t, err, "dial a closed Mux's port: want refused") {
 		c.Close()
-		t.Errorf("dial a closed Mux's port: got a connection, want refused")
 	}
 }
 
 // TestCloseLeavesNoGoroutines closes a Mux with connections in every internal state (in the
 // handshake, waiting for an Accept) and checks that no goroutine outlives it.
+//
+// Not parallel: it counts the process's goroutines.
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	func() {
 		m := newMux(t, "127.0.0.2", nil)
 		peer := newMux(t, "127.0.0.3", nil)
-		if _, err := m.RaftLayer("trips/1"); err != nil { // never accepts
-			t.Fatal(err)
-		}
+		_, err := m.RaftLayer("trips/1") // never accepts
+		require.NoError(t, err, "RaftLayer")
 		m.RPCListener() // never accepts
 		d, err := peer.RaftLayer("trips/1")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "RaftLayer on the peer")
 		var conns []net.Conn
 		for i := 0; i < 3; i++ {
 			c, err := d.Dial(raft.ServerAddress(m.Addr().String()), time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "Dial")
 			conns = append(conns, c)
 			rc, err := peer.DialRPC(context.Background(), "tcp", m.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "DialRPC")
 			conns = append(conns, rc)
 			silent, err := net.Dial("tcp", m.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "dial without a header")
 			conns = append(conns, silent)
 		}
-		time.Sleep(50 * time.Millisecond) // let the handshakes reach their states
+		// The handshakes reach their states: the raft and RPC connections wait for an Accept,
+		// the silent ones for their header.
+		require.Eventually(t, func() bool {
+			return blockedIn("transport.(*Mux).handshake", "transport.(*listener).deliver(") == 6 &&
+				blockedIn("transport.(*Mux).handshake", "transport.readHeader(") == 3
+		}, 5*time.Second, time.Millisecond, "6 connections waiting for an Accept and 3 for their header")
 
 		done := make(chan struct{})
 		go func() {
 			m.Close()
 			close(done)
 		}()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Second): // well under HandshakeTimeout (5s)
-			t.Fatalf("Close blocked with connections pending")
-		}
+		var closed struct{}
+		require.Eventually(t, received(done, &closed), 2*time.Second, time.Millisecond, // well under HandshakeTimeout (5s)
+			"Close blocked with connections pending")
 		for _, c := range conns {
 			// The mux dropped each one, whatever its state.
 			expectClosedByPeer(t, c, 5*time.Second)
@@ -476,19 +385,19 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		peer.Close()
 	}()
 
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := runtime.NumGoroutine(); got > before {
+	// Eventually runs the condition in a goroutine of its own: it is not one of the Mux's.
+	if !assert.Eventually(t, func() bool { return runtime.NumGoroutine()-1 <= before }, 5*time.Second, 10*time.Millisecond,
+		"goroutines after Close: want at most the %d before", before) {
 		var buf bytes.Buffer
 		pprof.Lookup("goroutine").WriteTo(&buf, 1)
-		t.Fatalf("got %d goroutines after Close, want at most %d as before:\n%s", got, before, buf.String())
+		t.Logf("%d goroutines, %d before Close:\n%s", runtime.NumGoroutine(), before, buf.String())
 	}
 }
 
 // TestWrapDial checks the fault-injection hook: every outgoing connection goes through it, and
 // DialTimeout bounds a dialer that hangs.
+//
+// Not parallel: it measures how long a dial through a hanging wrapper takes.
 func TestWrapDial(t *testing.T) {
 	errInjected := errors.New("injected: link cut")
 	var mode atomic.Int32 // 0 pass, 1 refuse, 2 hang until ctx is done
@@ -516,44 +425,33 @@ func TestWrapDial(t *testing.T) {
 	go srv.Serve(b.RPCListener())
 	defer srv.Close()
 	l, err := a.RaftLayer("trips/1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.RaftLayer("trips/1"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "RaftLayer")
+	_, err = b.RaftLayer("trips/1")
+	require.NoError(t, err, "RaftLayer on the peer")
 	target := raft.ServerAddress(b.Addr().String())
 	client := a.HTTPClient(5 * time.Second)
 	url := "http://" + b.Addr().String() + "/"
 
 	mode.Store(1)
-	if _, err := l.Dial(target, time.Second); !errors.Is(err, errInjected) {
-		t.Errorf("raft Dial through a refusing wrapper: got %v, want %v", err, errInjected)
-	}
-	if _, err := client.Get(url); !errors.Is(err, errInjected) {
-		t.Errorf("HTTP through a refusing wrapper: got %v, want %v", err, errInjected)
-	}
+	_, err = l.Dial(target, time.Second)
+	assert.ErrorIs(t, err, errInjected, "raft Dial through a refusing wrapper")
+	_, err = client.Get(url)
+	assert.ErrorIs(t, err, errInjected, "HTTP through a refusing wrapper")
 
 	mode.Store(2)
 	start := time.Now()
 	_, err = l.Dial(target, 10*time.Second)
-	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 2*time.Second {
-		t.Errorf("raft Dial(timeout 10s) through a hanging wrapper with DialTimeout 200ms: got %v after %v, want a deadline error after about 200ms", err, took)
-	}
+	took := time.Since(start)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "raft Dial(timeout 10s) through a hanging wrapper with DialTimeout 200ms")
+	assert.LessOrEqual(t, took, 2*time.Second, "raft Dial(timeout 10s) through a hanging wrapper with DialTimeout 200ms: want a deadline error after about 200ms")
 
 	mode.Store(0)
 	n := dials.Load()
 	c, err := l.Dial(target, time.Second)
-	if err != nil {
-		t.Fatalf("raft Dial through a passing wrapper: %v", err)
-	}
+	require.NoError(t, err, "raft Dial through a passing wrapper")
 	c.Close()
 	resp, err := client.Get(url)
-	if err != nil {
-		t.Fatalf("HTTP through a passing wrapper: %v", err)
-	}
+	require.NoError(t, err, "HTTP through a passing wrapper")
 	resp.Body.Close()
-	if got, want := dials.Load()-n, int32(2); got != want {
-		t.Errorf("dials through the wrapper: got %d, want %d", got, want)
-	}
+	assert.Equal(t, int32(2), dials.Load()-n, "dials through the wrapper")
 }

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/internal/hclogslog"
 )
 
@@ -92,9 +94,7 @@ func startGroup(t *testing.T, name string, muxes []*Mux) []replica {
 	reps := make([]replica, len(muxes))
 	for i, m := range muxes {
 		layer, err := m.RaftLayer(name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "%s node %d: RaftLayer", name, i)
 		hl := hclogslog.New(log.With("partition", name, "node", i), "raft")
 		trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream:  layer,
@@ -102,9 +102,7 @@ func startGroup(t *testing.T, name string, muxes []*Mux) []replica {
 			Timeout: 2 * time.Second,
 			Logger:  hl,
 		})
-		if got, want := string(trans.LocalAddr()), m.Addr().String(); got != want {
-			t.Errorf("transport LocalAddr: got %q, want the mux address %q", got, want)
-		}
+		assert.Equal(t, m.Addr().String(), string(trans.LocalAddr()), "%s node %d: transport LocalAddr: want the mux address", name, i)
 		conf := raft.DefaultConfig()
 		conf.LocalID = servers[i].ID
 		conf.HeartbeatTimeout = 300 * time.Millisecond
@@ -115,133 +113,113 @@ func startGroup(t *testing.T, name string, muxes []*Mux) []replica {
 		store := raft.NewInmemStore()
 		f := &logFSM{}
 		r, err := raft.NewRaft(conf, f, store, store, raft.NewInmemSnapshotStore(), trans)
-		if err != nil {
-			t.Fatalf("%s node %d: NewRaft: %v", name, i, err)
-		}
+		require.NoError(t, err, "%s node %d: NewRaft", name, i)
 		t.Cleanup(func() {
-			if err := r.Shutdown().Error(); err != nil {
-				t.Errorf("%s node %d: Shutdown: %v", name, i, err)
-			}
+			assert.NoError(t, r.Shutdown().Error(), "%s node %d: Shutdown", name, i)
 			trans.Close()
 		})
-		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
-			t.Fatalf("%s node %d: bootstrap: %v", name, i, err)
-		}
+		require.NoError(t, r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(), "%s node %d: bootstrap", name, i)
 		reps[i] = replica{raft: r, fsm: f}
 	}
 	return reps
 }
 
-// findLeader waits up to d until one replica leads and every replica knows it, and returns
-// that replica, or nil.
-func findLeader(reps []replica, d time.Duration) *raft.Raft {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		var leader *raft.Raft
-		for _, r := range reps {
-			if r.raft.State() == raft.Leader {
-				leader = r.raft
-			}
+// leaderOf returns the replica that leads, if one does and every replica knows it, or nil.
+func leaderOf(reps []replica) *raft.Raft {
+	var leader *raft.Raft
+	for _, r := range reps {
+		if r.raft.State() == raft.Leader {
+			leader = r.raft
 		}
-		if leader != nil {
-			addr, _ := leader.LeaderWithID()
-			agree := true
-			for _, r := range reps {
-				if a, _ := r.raft.LeaderWithID(); a != addr {
-					agree = false
-				}
-			}
-			if agree {
-				return leader
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	return nil
+	if leader == nil {
+		return nil
+	}
+	addr, _ := leader.LeaderWithID()
+	for _, r := range reps {
+		if a, _ := r.raft.LeaderWithID(); a != addr {
+			return nil
+		}
+	}
+	return leader
 }
 
 // history is what a client knows of the commands it sent to one group: acked committed,
-// maybe have an unknown outcome (leadership lost while in flight).
+// maybe have an unknown outcome (leadership lost while in flight), with the error that said so.
 type history struct {
 	mu    sync.Mutex
 	acked []string
-	maybe map[string]bool
+	maybe map[string]error
 }
 
-// apply sends cmd to the group's current leader, retrying while no replica leads or the one
-// asked is not the leader (nothing was done then). It records the outcome in h.
-func apply(t *testing.T, name string, reps []replica, h *history, cmd string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		leader := findLeader(reps, time.Until(deadline))
-		if leader == nil {
-			break
-		}
-		err := leader.Apply([]byte(cmd), 5*time.Second).Error()
-		switch {
-		case err == nil:
-			h.mu.Lock()
-			h.acked = append(h.acked, cmd)
-			h.mu.Unlock()
-			return
-		case errors.Is(err, raft.ErrNotLeader):
-			continue
-		default:
-			t.Logf("%s: Apply %q: %v (outcome unknown)", name, cmd, err)
-			h.mu.Lock()
-			h.maybe[cmd] = true
-			h.mu.Unlock()
-			return
-		}
-	}
-	t.Errorf("%s: Apply %q: no leader accepted it within 20s", name, cmd)
-}
-
-// waitConverged waits until every replica's FSM holds the same commands: every acked one, in
-// order, and no command other than h's (no other group's, no duplicate of an acked one).
-func waitConverged(t *testing.T, name string, reps []replica, h *history) {
-	t.Helper()
+// ackedLen returns how many commands were acknowledged.
+func (h *history) ackedLen() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	check := func() error {
+	return len(h.acked)
+}
+
+// apply sends cmd to the group's current leader, trying again while no replica leads or the one
+// asked is not the leader (nothing was done then), for up to 20 s. It records the outcome in h.
+// It may run in a goroutine other than the test's.
+func apply(t *testing.T, name string, reps []replica, h *history, cmd string) {
+	t.Helper()
+	assert.Eventually(t, func() bool {
+		leader := leaderOf(reps)
+		if leader == nil {
+			return false
+		}
+		err := leader.Apply([]byte(cmd), 5*time.Second).Error()
+		if errors.Is(err, raft.ErrNotLeader) {
+			return false
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if err != nil {
+			h.maybe[cmd] = err
+		} else {
+			h.acked = append(h.acked, cmd)
+		}
+		return true
+	}, 20*time.Second, 20*time.Millisecond, "%s: Apply %q: no leader accepted it within 20s", name, cmd)
+	h.mu.Lock()
+	err, unknown := h.maybe[cmd]
+	h.mu.Unlock()
+	if unknown {
+		t.Logf("%s: Apply %q: %v (outcome unknown)", name, cmd, err)
+	}
+}
+
+// requireConverged waits up to 10 s until every replica's FSM holds the same commands: every
+// acked one, in order, and no command other than h's (no other group's, no duplicate of an acked
+// one). The group must take no more commands meanwhile.
+func requireConverged(t *testing.T, name string, reps []replica, h *history) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
 		first := reps[0].fsm.commands()
 		for i, r := range reps[1:] {
-			if got := r.fsm.commands(); !slices.Equal(got, first) {
-				return fmt.Errorf("node %d has %q, node 0 has %q: want the same", i+1, got, first)
-			}
+			assert.Equal(c, first, r.fsm.commands(), "node %d's commands: want node 0's", i+1)
 		}
 		var acked []string
-		for _, c := range first {
-			switch {
-			case h.maybe[c]:
-			case slices.Contains(h.acked, c):
-				acked = append(acked, c)
-			default:
-				return fmt.Errorf("got command %q, which was never sent to %s", c, name)
+		for _, cmd := range first {
+			if _, unknown := h.maybe[cmd]; unknown {
+				continue
+			}
+			if assert.True(c, slices.Contains(h.acked, cmd), "command %q was never sent to %s", cmd, name) {
+				acked = append(acked, cmd)
 			}
 		}
-		if !slices.Equal(acked, h.acked) {
-			return fmt.Errorf("got acknowledged commands %q, want %q", acked, h.acked)
-		}
-		return nil
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: replicas did not converge within 10s: %v", name, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		assert.Equal(c, h.acked, acked, "acknowledged commands in the FSMs")
+	}, 10*time.Second, 10*time.Millisecond, "%s: replicas did not converge within 10s", name)
 }
 
 // TestRaftAndRPCOverMux runs two raft groups (partitions) on three muxes, one per node, and
 // node-to-node HTTP on the same ports: both groups elect leaders and replicate their own
 // commands only, and every node answers RPC from every other while raft traffic flows.
+//
+// Not parallel: its raft groups elect with 300 ms timeouts.
 func TestRaftAndRPCOverMux(t *testing.T) {
 	ips := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
 	var muxes []*Mux
@@ -260,9 +238,7 @@ func TestRaftAndRPCOverMux(t *testing.T) {
 		go func() { served <- srv.Serve(m.RPCListener()) }()
 		t.Cleanup(func() {
 			srv.Close()
-			if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-				t.Errorf("node %d: Serve: got %v, want http.ErrServerClosed", i, err)
-			}
+			assert.ErrorIs(t, <-served, http.ErrServerClosed, "node %d: Serve", i)
 		})
 	}
 
@@ -273,15 +249,13 @@ func TestRaftAndRPCOverMux(t *testing.T) {
 	}
 	hist := map[string]*history{}
 	for _, p := range parts {
-		hist[p] = &history{maybe: map[string]bool{}}
+		hist[p] = &history{maybe: map[string]error{}}
 		// Leadership may move under a loaded -race run: try again if the outcome is unknown.
-		for attempt := 0; len(hist[p].acked) == 0 && attempt < 3; attempt++ {
+		for attempt := 0; hist[p].ackedLen() == 0 && attempt < 3; attempt++ {
 			apply(t, p, groups[p], hist[p], fmt.Sprintf("first %s (attempt %d)", p, attempt))
 		}
-		if len(hist[p].acked) != 1 {
-			t.Fatalf("%s: first command: got %d acknowledged, want 1", p, len(hist[p].acked))
-		}
-		waitConverged(t, p, groups[p], hist[p])
+		require.Equal(t, 1, hist[p].ackedLen(), "%s: first command: acknowledged", p)
+		requireConverged(t, p, groups[p], hist[p])
 	}
 
 	// Raft traffic keeps flowing while every node calls every other over the same ports.
@@ -317,49 +291,30 @@ func TestRaftAndRPCOverMux(t *testing.T) {
 				msg := fmt.Sprintf("hello %d", round)
 				req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost,
 					"http://"+to.Addr().String()+"/forward", strings.NewReader(msg))
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err, "NewRequest")
 				resp, err := client.Do(req)
-				if err != nil {
-					t.Fatalf("node %d -> node %d: %v", i, j, err)
-				}
+				require.NoError(t, err, "node %d -> node %d", i, j)
 				body, err := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err, "node %d -> node %d: read the body", i, j)
 				requests++
 				want := fmt.Sprintf("node %d got %s from %s:", j, msg, ips[i])
-				if resp.StatusCode != http.StatusOK || !bytes.HasPrefix(body, []byte(want)) {
-					t.Errorf("node %d -> node %d: got %d %q, want 200 %q...", i, j, resp.StatusCode, body, want)
-				}
+				assert.Equal(t, http.StatusOK, resp.StatusCode, "node %d -> node %d: status", i, j)
+				assert.True(t, strings.HasPrefix(string(body), want), "node %d -> node %d: got %q, want %q...", i, j, body, want)
 			}
 		}
 	}
 	// Let raft traffic flow concurrently for a few more entries before stopping it.
 	for _, p := range parts {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			hist[p].mu.Lock()
-			n := len(hist[p].acked)
-			hist[p].mu.Unlock()
-			if n >= 3 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%s: got %d commands acknowledged in all, want at least 3 within 10s", p, n)
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		assert.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.GreaterOrEqual(c, hist[p].ackedLen(), 3, "%s: commands acknowledged in all", p)
+		}, 10*time.Second, 10*time.Millisecond, "%s: want at least 3 commands acknowledged within 10s", p)
 	}
 	stopApplying()
 	// Each node keeps one connection per peer: only the first round dials.
-	if want := requests - len(muxes)*(len(muxes)-1); reused < want {
-		t.Errorf("HTTP keep-alive: got %d of %d requests on a reused connection, want at least %d", reused, requests, want)
-	}
+	assert.GreaterOrEqual(t, reused, requests-len(muxes)*(len(muxes)-1),
+		"HTTP keep-alive: requests of %d on a reused connection", requests)
 	for _, p := range parts {
-		waitConverged(t, p, groups[p], hist[p])
+		requireConverged(t, p, groups[p], hist[p])
 	}
 }

@@ -1,23 +1,23 @@
 package workload
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestLoadAirportsSample(t *testing.T) {
+	t.Parallel()
 	a := loadSampleAirports(t)
 	raw := rawAirports(t)
-	if len(a) != len(raw) {
-		t.Fatalf("airports: got %d, want %d (rows of airports.csv)", len(a), len(raw))
-	}
+	require.Len(t, a, len(raw), "airports: want the rows of airports.csv")
 	na := 0
 	for code, rec := range raw {
 		ap, ok := a[code]
-		if !ok {
-			t.Errorf("airport %s missing", code)
+		if !assert.True(t, ok, "airport %s missing", code) {
 			continue
 		}
 		wantCity, wantState := rec[2], rec[3]
@@ -31,38 +31,33 @@ func TestLoadAirportsSample(t *testing.T) {
 		lat, _ := strconv.ParseFloat(rec[5], 64)
 		lon, _ := strconv.ParseFloat(rec[6], 64)
 		want := Airport{IATA: rec[0], Name: rec[1], City: wantCity, State: wantState, Country: rec[4], Latitude: lat, Longitude: lon}
-		if ap != want {
-			t.Errorf("airport %s: got %+v, want %+v", code, ap, want)
-		}
+		assert.Equal(t, want, ap, "airport %s", code)
 	}
-	if na == 0 {
-		t.Error("no airport with city NA in the sample: the NA case is untested")
-	}
+	assert.NotZero(t, na, "no airport with city NA in the sample: the NA case is untested")
 	// Known airports, the expectations read from the file.
 	for _, code := range []string{"LAS", "PHL", "N25"} {
-		if got, want := a[code].City+", "+a[code].State, raw[code][2]+", "+raw[code][3]; got != want {
-			t.Errorf("airport %s: got %q, want %q", code, got, want)
-		}
+		assert.Equal(t, raw[code][2]+", "+raw[code][3], a[code].City+", "+a[code].State, "airport %s: city, state", code)
 	}
-	if got := a["LAS"]; got.City != "Las Vegas" || got.State != "NV" {
-		t.Errorf("LAS: got %q, %q; want Las Vegas, NV", got.City, got.State)
-	}
+	assert.Equal(t, "Las Vegas", a["LAS"].City, "LAS city")
+	assert.Equal(t, "NV", a["LAS"].State, "LAS state")
 }
 
 // Every airport of the flights sample is in airports.csv.
 func TestSampleAirportsKnown(t *testing.T) {
+	t.Parallel()
 	raw := rawAirports(t)
 	_, recs := rawSample(t)
 	for _, rec := range recs {
 		for _, code := range rec[3:5] {
 			if _, ok := raw[code]; !ok {
-				t.Fatalf("airport %s of the sample is not in airports.csv", code)
+				require.Failf(t, "unknown airport", "airport %s of the sample is not in airports.csv", code)
 			}
 		}
 	}
 }
 
 func TestLoadAirportsMalformed(t *testing.T) {
+	t.Parallel()
 	const h = "iata,name,city,state,country,latitude,longitude\n"
 	const good = "LAS,McCarran International,Las Vegas,NV,USA,36.08036111,-115.1523333\n"
 	cases := []struct {
@@ -83,12 +78,11 @@ func TestLoadAirportsMalformed(t *testing.T) {
 	for _, c := range cases {
 		_, err := LoadAirports(strings.NewReader(c.in))
 		var le *LineError
-		if !errors.As(err, &le) || !errors.Is(err, c.target) {
-			t.Errorf("LoadAirports(%q) = %v, want a *LineError wrapping %v", c.in, err, c.target)
+		if !assert.ErrorAs(t, err, &le, "LoadAirports(%q): want a *LineError", c.in) ||
+			!assert.ErrorIs(t, err, c.target, "LoadAirports(%q)", c.in) {
 			continue
 		}
-		if le.Line != c.line || le.Column != c.column {
-			t.Errorf("LoadAirports(%q): got line %d column %q, want line %d column %q", c.in, le.Line, le.Column, c.line, c.column)
-		}
+		assert.Equal(t, c.line, le.Line, "LoadAirports(%q): line", c.in)
+		assert.Equal(t, c.column, le.Column, "LoadAirports(%q): column", c.in)
 	}
 }

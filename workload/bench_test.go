@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // benchSample runs each over every flight of the sample per iteration and reports flights/s.
@@ -16,20 +18,14 @@ func benchSample(b *testing.B, each func(Flight) error) {
 	n := 0
 	for i := 0; i < b.N; i++ {
 		r, err := NewReader(bytes.NewReader(data))
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err, "NewReader(sample)")
 		for {
 			f, err := r.Next()
 			if err == io.EOF {
 				break
 			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := each(f); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err, "Next")
+			require.NoError(b, each(f), "flight of line %d", f.Line)
 			n++
 		}
 	}
@@ -57,13 +53,9 @@ func BenchmarkImportSample(b *testing.B) {
 	n := 0
 	for i := 0; i < b.N; i++ {
 		r, err := NewReader(bytes.NewReader(data))
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err, "NewReader(sample)")
 		got, err := Import(context.Background(), r, a, 1000, 0, func(context.Context, []Trip) error { return nil }, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err, "Import")
 		n += got
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "flights/s")

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // synthetic returns a flights file of n rows; row i (0-based, on line i+2) has delay i.
@@ -47,6 +48,7 @@ func (r *recorder) send(ctx context.Context, batch []Trip) error {
 }
 
 func TestImportBatchSizes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		rows, batch, limit int
 		want               []int
@@ -70,34 +72,28 @@ func TestImportBatchSizes(t *testing.T) {
 		var progress []int
 		n, err := Import(context.Background(), mustReader(t, strings.NewReader(synthetic(c.rows))), nil,
 			c.batch, c.limit, rec.send, func(done int) { progress = append(progress, done) })
-		if err != nil {
-			t.Errorf("%s: Import = %v", name, err)
+		if !assert.NoError(t, err, "%s: Import", name) {
 			continue
 		}
-		if !reflect.DeepEqual(rec.sizes, c.want) {
-			t.Errorf("%s: batch sizes: got %v, want %v", name, rec.sizes, c.want)
-		}
+		assert.Equal(t, c.want, rec.sizes, "%s: batch sizes", name)
 		total := 0
 		var wantProgress []int
 		for _, s := range c.want {
 			total += s
 			wantProgress = append(wantProgress, total)
 		}
-		if n != total || len(rec.trips) != total {
-			t.Errorf("%s: got n=%d and %d trips sent, want %d", name, n, len(rec.trips), total)
-		}
-		if !reflect.DeepEqual(progress, wantProgress) {
-			t.Errorf("%s: progress: got %v, want %v", name, progress, wantProgress)
-		}
+		assert.Equal(t, total, n, "%s: flights imported", name)
+		assert.Len(t, rec.trips, total, "%s: trips sent", name)
+		assert.Equal(t, wantProgress, progress, "%s: progress", name)
 		// Every flight once, in file order: trip i is the flight of line i+2 (delay i).
 		for i, tr := range rec.trips {
 			m := decodeJSON(t, tr.Body)
-			if m["delay"] != jsonNumber(i) || tr.ColumnKey != ColumnBase || tr.RefKey != BaseRefKey {
-				t.Errorf("%s: trip %d: got %s/%s/%d %s, want the flight of line %d", name, i, tr.RowKey, tr.ColumnKey, tr.RefKey, tr.Body, i+2)
+			if !assert.True(t, m["delay"] == jsonNumber(i) && tr.ColumnKey == ColumnBase && tr.RefKey == BaseRefKey,
+				"%s: trip %d: got %s/%s/%d %s, want the flight of line %d", name, i, tr.RowKey, tr.ColumnKey, tr.RefKey, tr.Body, i+2) {
 				break
 			}
-			if want := uuidV5(Namespace, fmt.Sprintf("%d|2001-01-01T00:01:00|%d|100|%s|%s", i+2, i, m["origin"], m["destination"])); tr.RowKey != want {
-				t.Errorf("%s: trip %d: row key got %s, want %s", name, i, tr.RowKey, want)
+			want := uuidV5(Namespace, fmt.Sprintf("%d|2001-01-01T00:01:00|%d|100|%s|%s", i+2, i, m["origin"], m["destination"]))
+			if !assert.Equal(t, want, tr.RowKey, "%s: trip %d: row key", name, i) {
 				break
 			}
 		}
@@ -108,54 +104,45 @@ func jsonNumber(i int) any { return json.Number(strconv.Itoa(i)) }
 
 // The whole sample, in batches of 1,000: every flight sent exactly once, no unknown airport.
 func TestImportSample(t *testing.T) {
+	t.Parallel()
 	a := loadSampleAirports(t)
 	var rec recorder
 	calls, last := 0, 0
 	st, err := ImportWithStats(context.Background(), openSample(t), a, 1000, 0, rec.send, func(done int) {
 		calls++
-		if done <= last {
-			t.Errorf("progress went from %d to %d", last, done)
-		}
+		assert.Greater(t, done, last, "progress went from %d to %d", last, done)
 		last = done
 	})
-	if err != nil {
-		t.Fatalf("ImportWithStats = %v", err)
-	}
-	if st.Flights != sampleRows || st.Batches != sampleRows/1000 || calls != st.Batches || last != sampleRows {
-		t.Errorf("got %+v, %d progress calls ending at %d; want %d flights in %d batches", st, calls, last, sampleRows, sampleRows/1000)
-	}
-	if st.UnknownAirports != nil {
-		t.Errorf("unknown airports: got %v, want none", st.UnknownAirports)
-	}
+	require.NoError(t, err, "ImportWithStats")
+	assert.Equal(t, sampleRows, st.Flights, "flights imported")
+	assert.Equal(t, sampleRows/1000, st.Batches, "batches")
+	assert.Equal(t, st.Batches, calls, "progress calls: want one per batch")
+	assert.Equal(t, sampleRows, last, "the last progress call")
+	assert.Nil(t, st.UnknownAirports, "unknown airports")
 	for i, s := range rec.sizes {
-		if s != 1000 {
-			t.Fatalf("batch %d: got %d trips, want 1000", i, s)
-		}
+		require.Equal(t, 1000, s, "batch %d: trips", i)
 	}
 	flights := readAll(t, openSample(t))
 	seen := make(map[uuid.UUID]bool, len(rec.trips))
-	for i, tr := range rec.trips {
+	for i, tr := range rec.trips { // plain checks first: see readAll
 		if seen[tr.RowKey] {
-			t.Fatalf("trip %d: row key %s sent twice", i, tr.RowKey)
+			require.Failf(t, "row key sent twice", "trip %d: row key %s sent twice", i, tr.RowKey)
 		}
 		seen[tr.RowKey] = true
-		if want := flights[i].RowKey(); tr.RowKey != want {
-			t.Fatalf("trip %d: got row key %s, want %s (line %d)", i, tr.RowKey, want, flights[i].Line)
+		if tr.RowKey != flights[i].RowKey() {
+			require.Equal(t, flights[i].RowKey(), tr.RowKey, "trip %d: row key of line %d", i, flights[i].Line)
 		}
 	}
-	if len(seen) != sampleRows {
-		t.Errorf("distinct row keys sent: got %d, want %d", len(seen), sampleRows)
-	}
+	assert.Len(t, seen, sampleRows, "distinct row keys sent")
 }
 
 func TestImportUnknownAirports(t *testing.T) {
+	t.Parallel()
 	a := Airports{"LAS": {IATA: "LAS", City: "Las Vegas", State: "NV"}}
 	// Rows alternate LAS->XXX, XXX->YYY, YYY->LAS over 7 rows.
 	var rec recorder
 	st, err := ImportWithStats(context.Background(), mustReader(t, strings.NewReader(synthetic(7, "LAS", "XXX", "YYY"))), a, 3, 0, rec.send, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "ImportWithStats")
 	// Independently: count the ends of each row of the file that are not LAS.
 	want := map[string]int{}
 	codes := []string{"LAS", "XXX", "YYY"}
@@ -166,15 +153,13 @@ func TestImportUnknownAirports(t *testing.T) {
 			}
 		}
 	}
-	if !reflect.DeepEqual(st.UnknownAirports, want) {
-		t.Errorf("unknown airports: got %v, want %v", st.UnknownAirports, want)
-	}
-	if st.Flights != 7 || st.Batches != 3 {
-		t.Errorf("got %+v, want 7 flights in 3 batches", st)
-	}
+	assert.Equal(t, want, st.UnknownAirports, "unknown airports")
+	assert.Equal(t, 7, st.Flights, "flights")
+	assert.Equal(t, 3, st.Batches, "batches")
 }
 
 func TestImportCancel(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var rec recorder
@@ -185,19 +170,16 @@ func TestImportCancel(t *testing.T) {
 		return nil
 	}
 	n, err := Import(ctx, mustReader(t, strings.NewReader(synthetic(100))), nil, 10, 0, rec.send, nil)
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("Import after cancel: got %v, want context.Canceled", err)
-	}
-	if n != 30 || !reflect.DeepEqual(rec.sizes, []int{10, 10, 10}) {
-		t.Errorf("after cancel: got n=%d, batches %v; want 30 in [10 10 10]", n, rec.sizes)
-	}
+	assert.ErrorIs(t, err, context.Canceled, "Import after cancel")
+	assert.Equal(t, 30, n, "after cancel: flights imported")
+	assert.Equal(t, []int{10, 10, 10}, rec.sizes, "after cancel: batches")
 
 	// A context done before the start sends nothing.
 	rec = recorder{}
 	n, err = Import(ctx, mustReader(t, strings.NewReader(synthetic(5))), nil, 10, 0, rec.send, nil)
-	if !errors.Is(err, context.Canceled) || n != 0 || rec.sizes != nil {
-		t.Errorf("canceled before start: got n=%d, %v, batches %v; want 0, context.Canceled, none", n, err, rec.sizes)
-	}
+	assert.ErrorIs(t, err, context.Canceled, "canceled before start")
+	assert.Zero(t, n, "canceled before start: flights imported")
+	assert.Nil(t, rec.sizes, "canceled before start: batches")
 
 	// A context that ends while the last partial batch is being filled: that batch is dropped.
 	ctx2, cancel2 := context.WithCancel(context.Background())
@@ -208,9 +190,10 @@ func TestImportCancel(t *testing.T) {
 		calls++
 		cancel2()
 	})
-	if !errors.Is(err, context.Canceled) || n != 10 || !reflect.DeepEqual(rec.sizes, []int{10}) || calls != 1 {
-		t.Errorf("canceled after the first batch: got n=%d, %v, batches %v; want 10, context.Canceled, [10]", n, err, rec.sizes)
-	}
+	assert.ErrorIs(t, err, context.Canceled, "canceled after the first batch")
+	assert.Equal(t, 10, n, "canceled after the first batch: flights imported")
+	assert.Equal(t, []int{10}, rec.sizes, "canceled after the first batch: batches")
+	assert.Equal(t, 1, calls, "canceled after the first batch: progress calls")
 }
 
 // cancelAtEOF is an io.Reader that ends a context when its reader reaches the end.
@@ -229,17 +212,19 @@ func (c cancelAtEOF) Read(p []byte) (int, error) {
 
 // A context that ends while the last flight is being read: the last partial batch is not sent.
 func TestImportCancelBeforeLastBatch(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var rec recorder
 	in := cancelAtEOF{r: strings.NewReader(synthetic(15)), cancel: cancel}
 	n, err := Import(ctx, mustReader(t, in), nil, 10, 0, rec.send, nil)
-	if !errors.Is(err, context.Canceled) || n != 10 || !reflect.DeepEqual(rec.sizes, []int{10}) {
-		t.Errorf("got n=%d, %v, batches %v; want 10, context.Canceled, [10]", n, err, rec.sizes)
-	}
+	assert.ErrorIs(t, err, context.Canceled, "Import")
+	assert.Equal(t, 10, n, "flights imported")
+	assert.Equal(t, []int{10}, rec.sizes, "batches")
 }
 
 func TestImportSendError(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	var rec recorder
 	rec.fail = func(call int) error {
@@ -249,48 +234,42 @@ func TestImportSendError(t *testing.T) {
 		return nil
 	}
 	n, err := Import(context.Background(), mustReader(t, strings.NewReader(synthetic(30))), nil, 10, 0, rec.send, nil)
-	if !errors.Is(err, boom) || n != 10 {
-		t.Errorf("got n=%d, %v; want 10 and an error wrapping boom", n, err)
-	}
-	if !reflect.DeepEqual(rec.sizes, []int{10, -10}) {
-		t.Errorf("send calls: got %v, want [10 -10] (one accepted, one failed, then stop)", rec.sizes)
-	}
-	if err != nil && (!strings.HasPrefix(err.Error(), "workload: ") || !strings.Contains(err.Error(), "lines 12-21")) {
-		t.Errorf("error %q: want the package prefix and the lines of the batch (12-21)", err)
+	assert.ErrorIs(t, err, boom, "Import")
+	assert.Equal(t, 10, n, "flights imported")
+	assert.Equal(t, []int{10, -10}, rec.sizes, "send calls: want one accepted, one failed, then stop")
+	if err != nil {
+		assert.True(t, strings.HasPrefix(err.Error(), "workload: "), "error %q: want the package prefix", err)
+		assert.ErrorContains(t, err, "lines 12-21", "error: want the lines of the batch")
 	}
 }
 
 // A malformed row stops the import with its *LineError; the batches before it were sent.
 func TestImportMalformedRow(t *testing.T) {
+	t.Parallel()
 	in := synthetic(25)
 	lines := strings.Split(in, "\n")
 	lines[17] = "2001-01-01T00:01:00,oops,100,LAS,PHL" // line 18
 	var rec recorder
 	n, err := Import(context.Background(), mustReader(t, strings.NewReader(strings.Join(lines, "\n"))), nil, 5, 0, rec.send, nil)
 	var le *LineError
-	if !errors.As(err, &le) || le.Line != 18 || le.Column != "delay" {
-		t.Fatalf("got %v, want a *LineError at line 18 column delay", err)
-	}
+	require.ErrorAs(t, err, &le, "Import: want a *LineError at line 18 column delay")
+	require.Equal(t, 18, le.Line, "line of the error")
+	require.Equal(t, "delay", le.Column, "column of the error")
 	// Lines 2..17 are 16 good flights: three full batches of 5 were sent, the 16th was not.
-	if n != 15 || !reflect.DeepEqual(rec.sizes, []int{5, 5, 5}) {
-		t.Errorf("got n=%d, batches %v; want 15 in [5 5 5]", n, rec.sizes)
-	}
+	assert.Equal(t, 15, n, "flights imported")
+	assert.Equal(t, []int{5, 5, 5}, rec.sizes, "batches")
 }
 
 func TestImportBadArguments(t *testing.T) {
+	t.Parallel()
 	var rec recorder
 	for _, bs := range []int{0, -1} {
-		if _, err := Import(context.Background(), mustReader(t, strings.NewReader(synthetic(3))), nil, bs, 0, rec.send, nil); err == nil {
-			t.Errorf("batch size %d: got nil error, want an error", bs)
-		}
+		_, err := Import(context.Background(), mustReader(t, strings.NewReader(synthetic(3))), nil, bs, 0, rec.send, nil)
+		assert.Error(t, err, "batch size %d", bs)
 	}
-	if _, err := Import(context.Background(), mustReader(t, strings.NewReader(synthetic(3))), nil, 1, 0, nil, nil); err == nil {
-		t.Error("nil send: got nil error, want an error")
-	}
-	if _, err := Import(context.Background(), nil, nil, 1, 0, rec.send, nil); err == nil {
-		t.Error("nil reader: got nil error, want an error")
-	}
-	if rec.sizes != nil {
-		t.Errorf("send called %d times on bad arguments, want 0", len(rec.sizes))
-	}
+	_, err := Import(context.Background(), mustReader(t, strings.NewReader(synthetic(3))), nil, 1, 0, nil, nil)
+	assert.Error(t, err, "nil send")
+	_, err = Import(context.Background(), nil, nil, 1, 0, rec.send, nil)
+	assert.Error(t, err, "nil reader")
+	assert.Nil(t, rec.sizes, "send calls on bad arguments: want none")
 }

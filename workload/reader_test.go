@@ -3,15 +3,20 @@ package workload
 import (
 	"bytes"
 	"compress/gzip"
-	"errors"
 	"io"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // readAll reads every flight of r, failing the test on any error but io.EOF.
+//
+// Loops over the 100,000 flights of the sample assert only when a plain check fails: a testify
+// call per flight makes these tests ten times slower under -race.
 func readAll(t testing.TB, r *Reader) []Flight {
 	t.Helper()
 	var out []Flight
@@ -21,7 +26,7 @@ func readAll(t testing.TB, r *Reader) []Flight {
 			return out
 		}
 		if err != nil {
-			t.Fatalf("Next() after %d flights = %v", len(out), err)
+			require.NoError(t, err, "Next() after %d flights", len(out))
 		}
 		out = append(out, f)
 	}
@@ -33,63 +38,44 @@ func flightFields(f Flight) []string {
 }
 
 func TestReadSample(t *testing.T) {
+	t.Parallel()
 	header, raw := rawSample(t)
-	if strings.Join(header, ",") != "date,delay,distance,origin,destination" {
-		t.Fatalf("sample header: got %v", header)
-	}
-	if len(raw) != sampleRows {
-		t.Fatalf("raw csv rows of the sample: got %d, want %d", len(raw), sampleRows)
-	}
+	require.Equal(t, "date,delay,distance,origin,destination", strings.Join(header, ","), "sample header")
+	require.Len(t, raw, sampleRows, "raw csv rows of the sample")
 	flights := readAll(t, openSample(t))
-	if len(flights) != sampleRows {
-		t.Fatalf("flights read: got %d, want %d", len(flights), sampleRows)
-	}
+	require.Len(t, flights, sampleRows, "flights read")
 	// The sample has no blank or multi-line rows, so the last flight is on the last line.
-	if got, want := flights[len(flights)-1].Line, countLines(t); got != want {
-		t.Errorf("line of the last flight: got %d, want %d (newlines in the file)", got, want)
-	}
+	assert.Equal(t, countLines(t), flights[len(flights)-1].Line, "line of the last flight: want the newlines in the file")
 	for _, c := range []struct {
 		name string
 		i    int
 	}{{"first", 0}, {"last", len(raw) - 1}} {
 		f := flights[c.i]
-		if got, want := strings.Join(flightFields(f), ","), strings.Join(raw[c.i], ","); got != want {
-			t.Errorf("%s flight: got %s, want %s", c.name, got, want)
-		}
-		if got, want := f.Line, c.i+2; got != want {
-			t.Errorf("%s flight line: got %d, want %d", c.name, got, want)
-		}
+		assert.Equal(t, strings.Join(raw[c.i], ","), strings.Join(flightFields(f), ","), "%s flight", c.name)
+		assert.Equal(t, c.i+2, f.Line, "%s flight line", c.name)
 	}
-	for i, f := range flights {
-		if got, want := flightFields(f), raw[i]; strings.Join(got, ",") != strings.Join(want, ",") {
-			t.Fatalf("flight %d (line %d): got %v, want %v", i, f.Line, got, want)
-		}
-		if f.Line != i+2 {
-			t.Fatalf("flight %d: got line %d, want %d", i, f.Line, i+2)
+	for i, f := range flights { // a plain check first: see readAll
+		if strings.Join(flightFields(f), ",") != strings.Join(raw[i], ",") || f.Line != i+2 {
+			require.Equal(t, raw[i], flightFields(f), "flight %d (line %d)", i, f.Line)
+			require.Equal(t, i+2, f.Line, "flight %d: line", i)
 		}
 	}
 	// Known values of the first row, as published (a guard against reading the wrong file).
-	if got := flights[0]; got != (Flight{Line: 2, Date: "2001-01-01T00:01:00", Delay: 33, Distance: 2176, Origin: "LAS", Destination: "PHL"}) {
-		t.Errorf("first flight: got %+v", got)
-	}
+	assert.Equal(t, Flight{Line: 2, Date: "2001-01-01T00:01:00", Delay: 33, Distance: 2176, Origin: "LAS", Destination: "PHL"},
+		flights[0], "first flight")
 }
 
 // Plain CSV and gzipped CSV read the same; so do CRLF line ends, a byte order mark and a reader
 // that returns one byte at a time.
 func TestReaderFormats(t *testing.T) {
+	t.Parallel()
 	zr, err := gzip.NewReader(bytes.NewReader(readSample(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "gzip of the sample")
 	plain, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "gunzip the sample")
 	plain = plain[:bytes.Index(plain, []byte("\n2001-01-01T00:11:00"))+1] // a few hundred rows
 	want := readAll(t, mustReader(t, bytes.NewReader(plain)))
-	if len(want) < 10 {
-		t.Fatalf("plain prefix has %d flights, want at least 10", len(want))
-	}
+	require.GreaterOrEqual(t, len(want), 10, "flights of the plain prefix")
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	zw.Write(plain)
@@ -104,13 +90,11 @@ func TestReaderFormats(t *testing.T) {
 		"onebyte-gz": iotest.OneByteReader(bytes.NewReader(gz.Bytes())),
 	} {
 		got := readAll(t, mustReader(t, in))
-		if len(got) != len(want) {
-			t.Errorf("%s: got %d flights, want %d", name, len(got), len(want))
+		if !assert.Len(t, got, len(want), "%s: flights", name) {
 			continue
 		}
 		for i := range got {
-			if got[i] != want[i] {
-				t.Errorf("%s: flight %d: got %+v, want %+v", name, i, got[i], want[i])
+			if !assert.Equal(t, want[i], got[i], "%s: flight %d", name, i) {
 				break
 			}
 		}
@@ -120,9 +104,7 @@ func TestReaderFormats(t *testing.T) {
 func mustReader(t testing.TB, r io.Reader) *Reader {
 	t.Helper()
 	fr, err := NewReader(r)
-	if err != nil {
-		t.Fatalf("NewReader = %v", err)
-	}
+	require.NoError(t, err, "NewReader")
 	return fr
 }
 
@@ -130,17 +112,16 @@ const header = "date,delay,distance,origin,destination\n"
 
 // A blank line is skipped, and line numbers still count it.
 func TestReaderLineNumbers(t *testing.T) {
+	t.Parallel()
 	in := header + "2001-01-01T00:01:00,1,2,LAS,PHL\n\n2001-01-01T00:02:00,-3,4,ATL,SAV\n"
 	got := readAll(t, mustReader(t, strings.NewReader(in)))
-	if len(got) != 2 || got[0].Line != 2 || got[1].Line != 4 {
-		t.Fatalf("got %+v, want flights on lines 2 and 4", got)
-	}
-	if got[1].Delay != -3 {
-		t.Errorf("delay: got %d, want -3", got[1].Delay)
-	}
+	require.Len(t, got, 2, "flights")
+	require.Equal(t, []int{2, 4}, []int{got[0].Line, got[1].Line}, "lines of the flights")
+	assert.Equal(t, -3, got[1].Delay, "delay")
 }
 
 func TestReaderBadHeader(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{
 		"",
 		"date,delay,distance,origin\n2001-01-01T00:01:00,1,2,LAS\n",
@@ -150,18 +131,18 @@ func TestReaderBadHeader(t *testing.T) {
 	} {
 		_, err := NewReader(strings.NewReader(in))
 		var le *LineError
-		if !errors.As(err, &le) || le.Line != 1 || !errors.Is(err, ErrHeader) {
-			t.Errorf("NewReader(%q) = %v, want a line 1 ErrHeader *LineError", in, err)
+		if !assert.ErrorAs(t, err, &le, "NewReader(%q): want a *LineError", in) ||
+			!assert.ErrorIs(t, err, ErrHeader, "NewReader(%q)", in) ||
+			!assert.Equal(t, 1, le.Line, "NewReader(%q): line of the error", in) {
 			continue
 		}
-		if !strings.HasPrefix(err.Error(), "workload: line 1: ") {
-			t.Errorf("NewReader(%q) error: got %q, want it to start with %q", in, err, "workload: line 1: ")
-		}
+		assert.True(t, strings.HasPrefix(err.Error(), "workload: line 1: "), "NewReader(%q) error: got %q, want it to start with %q", in, err, "workload: line 1: ")
 	}
 }
 
 // Each malformed row gives a *LineError naming its line and column, and the Reader goes on.
 func TestReaderMalformedRows(t *testing.T) {
+	t.Parallel()
 	good := "2001-01-01T00:01:00,33,2176,LAS,PHL\n"
 	cases := []struct {
 		row    string
@@ -184,46 +165,41 @@ func TestReaderMalformedRows(t *testing.T) {
 		in := header + good + good + c.row + "\n" + good
 		r := mustReader(t, strings.NewReader(in))
 		for i := 0; i < 2; i++ {
-			if _, err := r.Next(); err != nil {
-				t.Fatalf("%q: good row %d: %v", c.row, i, err)
-			}
+			_, err := r.Next()
+			require.NoError(t, err, "%q: good row %d", c.row, i)
 		}
 		_, err := r.Next()
 		var le *LineError
-		if !errors.As(err, &le) || !errors.Is(err, ErrMalformed) {
-			t.Errorf("%q: got %v, want an ErrMalformed *LineError", c.row, err)
+		if !assert.ErrorAs(t, err, &le, "%q: want an ErrMalformed *LineError", c.row) ||
+			!assert.ErrorIs(t, err, ErrMalformed, "%q", c.row) {
 			continue
 		}
-		if le.Line != 4 || le.Column != c.column {
-			t.Errorf("%q: got line %d column %q, want line 4 column %q", c.row, le.Line, le.Column, c.column)
-		}
-		if want := "workload: line 4"; !strings.HasPrefix(err.Error(), want) {
-			t.Errorf("%q: error %q does not start with %q", c.row, err, want)
-		}
-		if c.column != "" && !strings.Contains(err.Error(), "column "+c.column) {
-			t.Errorf("%q: error %q does not name column %s", c.row, err, c.column)
+		assert.Equal(t, 4, le.Line, "%q: line of the error", c.row)
+		assert.Equal(t, c.column, le.Column, "%q: column of the error", c.row)
+		assert.True(t, strings.HasPrefix(err.Error(), "workload: line 4"), "%q: error %q does not start with %q", c.row, err, "workload: line 4")
+		if c.column != "" {
+			assert.ErrorContains(t, err, "column "+c.column, "%q: error does not name its column", c.row)
 		}
 		f, err := r.Next()
-		if err != nil || f.Line != 5 {
-			t.Errorf("%q: next row after the bad one: got %+v, %v; want the flight of line 5", c.row, f, err)
+		if assert.NoError(t, err, "%q: next row after the bad one", c.row) {
+			assert.Equal(t, 5, f.Line, "%q: next row after the bad one: want the flight of line 5", c.row)
 		}
-		if _, err := r.Next(); err != io.EOF {
-			t.Errorf("%q: at the end: got %v, want io.EOF", c.row, err)
-		}
+		_, err = r.Next()
+		assert.Equal(t, io.EOF, err, "%q: at the end", c.row)
 	}
 }
 
 // Invalid CSV quoting and corrupt gzip data are final errors.
 func TestReaderFinalErrors(t *testing.T) {
+	t.Parallel()
 	r := mustReader(t, strings.NewReader(header+"2001-01-01T00:01:00,33,2176,\"LAS,PHL\n"))
 	_, err := r.Next()
 	var le *LineError
-	if !errors.As(err, &le) || le.Line != 2 || !errors.Is(err, ErrMalformed) {
-		t.Errorf("unterminated quote: got %v, want a line 2 ErrMalformed *LineError", err)
-	}
-	if _, err2 := r.Next(); err2 == nil || err2.Error() != err.Error() {
-		t.Errorf("after a CSV syntax error: got %v, want the same error again", err2)
-	}
+	require.ErrorAs(t, err, &le, "unterminated quote: want a line 2 ErrMalformed *LineError")
+	assert.ErrorIs(t, err, ErrMalformed, "unterminated quote")
+	assert.Equal(t, 2, le.Line, "unterminated quote: line of the error")
+	_, err2 := r.Next()
+	assert.EqualError(t, err2, err.Error(), "after a CSV syntax error: want the same error again")
 
 	sample := readSample(t)
 	truncated := sample[:len(sample)/2]
@@ -236,31 +212,22 @@ func TestReaderFinalErrors(t *testing.T) {
 		}
 		n++
 	}
-	if err == io.EOF || !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Errorf("truncated gzip after %d flights: got %v, want an error wrapping io.ErrUnexpectedEOF", n, err)
-	}
-	if !strings.HasPrefix(err.Error(), "workload: ") {
-		t.Errorf("truncated gzip: error %q lacks the package prefix", err)
-	}
-	if n == 0 || n >= sampleRows {
-		t.Errorf("truncated gzip: got %d flights before the error, want some but not all", n)
-	}
+	assert.NotEqual(t, io.EOF, err, "truncated gzip after %d flights", n)
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "truncated gzip after %d flights", n)
+	assert.True(t, strings.HasPrefix(err.Error(), "workload: "), "truncated gzip: error %q lacks the package prefix", err)
+	assert.True(t, n > 0 && n < sampleRows, "truncated gzip: got %d flights before the error, want some but not all", n)
 
-	if _, err := NewReader(bytes.NewReader([]byte{0x1f, 0x8b, 0, 0})); err == nil {
-		t.Error("NewReader(corrupt gzip header) = nil error, want an error")
-	}
+	_, err = NewReader(bytes.NewReader([]byte{0x1f, 0x8b, 0, 0}))
+	assert.Error(t, err, "NewReader(corrupt gzip header)")
 }
 
 // Flights returned by the Reader are valid: Validate agrees with the parser.
 func TestSampleFlightsValidate(t *testing.T) {
+	t.Parallel()
 	r := openSample(t)
 	for i := 0; i < 1000; i++ {
 		f, err := r.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Validate(); err != nil {
-			t.Fatalf("Validate(%+v) = %v, want nil", f, err)
-		}
+		require.NoError(t, err, "Next() after %d flights", i)
+		require.NoError(t, f.Validate(), "Validate(%+v)", f)
 	}
 }

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The sample data of the repository (see testdata/README.md).
@@ -36,9 +39,7 @@ var (
 func readSample(t testing.TB) []byte {
 	t.Helper()
 	sampleOnce.Do(func() { sampleBytes, sampleErr = os.ReadFile(samplePath) })
-	if sampleErr != nil {
-		t.Fatalf("read sample: %v", sampleErr)
-	}
+	require.NoError(t, sampleErr, "read sample")
 	return sampleBytes
 }
 
@@ -46,9 +47,7 @@ func readSample(t testing.TB) []byte {
 func openSample(t testing.TB) *Reader {
 	t.Helper()
 	r, err := NewReader(bytes.NewReader(readSample(t)))
-	if err != nil {
-		t.Fatalf("NewReader(sample) = %v", err)
-	}
+	require.NoError(t, err, "NewReader(sample)")
 	return r
 }
 
@@ -56,14 +55,10 @@ func openSample(t testing.TB) *Reader {
 func loadSampleAirports(t testing.TB) Airports {
 	t.Helper()
 	f, err := os.Open(airportsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	a, err := LoadAirports(f)
-	if err != nil {
-		t.Fatalf("LoadAirports(%s) = %v", airportsPath, err)
-	}
+	require.NoError(t, err, "LoadAirports(%s)", airportsPath)
 	return a
 }
 
@@ -72,13 +67,9 @@ func loadSampleAirports(t testing.TB) Airports {
 func rawSample(t testing.TB) (header []string, records [][]string) {
 	t.Helper()
 	zr, err := gzip.NewReader(bytes.NewReader(readSample(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "gzip of the sample")
 	all, err := csv.NewReader(zr).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "csv of the sample")
 	return all[0], all[1:]
 }
 
@@ -86,14 +77,10 @@ func rawSample(t testing.TB) (header []string, records [][]string) {
 func rawAirports(t testing.TB) map[string][]string {
 	t.Helper()
 	f, err := os.Open(airportsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	all, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "csv of %s", airportsPath)
 	m := make(map[string][]string, len(all))
 	for _, rec := range all[1:] {
 		m[rec[0]] = rec
@@ -103,10 +90,9 @@ func rawAirports(t testing.TB) map[string][]string {
 
 // The sample files are the ones the README describes, byte for byte.
 func TestTestdataChecksums(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open(readmePath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	line := regexp.MustCompile(`^([0-9a-f]{64})  (\S+)$`)
 	found := 0
@@ -118,33 +104,22 @@ func TestTestdataChecksums(t *testing.T) {
 		}
 		found++
 		data, err := os.ReadFile(filepath.Join("..", "testdata", m[2]))
-		if err != nil {
-			t.Errorf("%s: %v", m[2], err)
+		if !assert.NoError(t, err, m[2]) {
 			continue
 		}
 		sum := sha256.Sum256(data)
-		if got := hex.EncodeToString(sum[:]); got != m[1] {
-			t.Errorf("sha256 of %s: got %s, want %s (as in testdata/README.md)", m[2], got, m[1])
-		}
+		assert.Equal(t, m[1], hex.EncodeToString(sum[:]), "sha256 of %s: want the one in testdata/README.md", m[2])
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if found != 2 {
-		t.Errorf("checksum lines in testdata/README.md: got %d, want 2", found)
-	}
+	require.NoError(t, sc.Err(), "reading %s", readmePath)
+	assert.Equal(t, 2, found, "checksum lines in testdata/README.md")
 }
 
 // countLines counts the '\n' of the decompressed sample, without csv.
 func countLines(t testing.TB) int {
 	t.Helper()
 	zr, err := gzip.NewReader(bytes.NewReader(readSample(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "gzip of the sample")
 	data, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "gunzip the sample")
 	return bytes.Count(data, []byte{'\n'})
 }

@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"crypto/sha1"
 	"encoding/json"
-	"errors"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/cells"
 )
@@ -29,17 +29,15 @@ func uuidV5(ns uuid.UUID, name string) uuid.UUID {
 }
 
 func TestNamespacePinned(t *testing.T) {
+	t.Parallel()
 	const want = "2aaee986-df22-5654-b0c2-32974ca4cd41"
-	if got := Namespace.String(); got != want {
-		t.Errorf("Namespace: got %s, want %s", got, want)
-	}
-	if got := uuidV5(uuid.NameSpaceURL, "https://github.com/schemaless-db/schemaless/flights").String(); got != want {
-		t.Errorf("hand-computed namespace: got %s, want %s", got, want)
-	}
+	assert.Equal(t, want, Namespace.String(), "Namespace")
+	assert.Equal(t, want, uuidV5(uuid.NameSpaceURL, "https://github.com/schemaless-db/schemaless/flights").String(), "hand-computed namespace")
 }
 
 // Row keys never change. The vectors were computed with Python's uuid.uuid5, not with this code.
 func TestRowKeyVectors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		f    Flight
 		want string
@@ -49,36 +47,31 @@ func TestRowKeyVectors(t *testing.T) {
 		{Flight{Line: 100001, Date: "2001-01-07T08:40:00", Delay: -5, Distance: 303, Origin: "HOU", Destination: "MSY"}, "1a2e6f11-b3b6-527d-b601-1a8badc3781a"},
 	}
 	for _, c := range cases {
-		if got := c.f.RowKey().String(); got != c.want {
-			t.Errorf("RowKey(%+v): got %s, want %s", c.f, got, c.want)
-		}
+		assert.Equal(t, c.want, c.f.RowKey().String(), "RowKey(%+v)", c.f)
 	}
 	// The same vectors come out of the sample file: its first two and its last flight.
 	flights := readAll(t, openSample(t))
 	for i, f := range []Flight{flights[0], flights[1], flights[len(flights)-1]} {
-		if f != cases[i].f {
-			t.Errorf("sample flight for vector %d: got %+v, want %+v", i, f, cases[i].f)
-		}
+		assert.Equal(t, cases[i].f, f, "sample flight for vector %d", i)
 	}
 }
 
 // Every row key of the sample is unique and is the UUIDv5 of the documented name, computed here
 // from the raw CSV text.
 func TestRowKeysSample(t *testing.T) {
+	t.Parallel()
 	_, raw := rawSample(t)
 	flights := readAll(t, openSample(t))
 	seen := make(map[uuid.UUID]int, len(flights))
-	for i, f := range flights {
+	for i, f := range flights { // a plain check first: see readAll
 		k := f.RowKey()
 		if j, dup := seen[k]; dup {
-			t.Fatalf("row key %s of line %d repeats line %d", k, f.Line, j)
+			require.Failf(t, "row key repeated", "row key %s of line %d repeats line %d", k, f.Line, j)
 		}
 		seen[k] = f.Line
 		if i%97 == 0 || i == len(flights)-1 {
 			name := strconv.Itoa(i+2) + "|" + strings.Join(raw[i], "|")
-			if want := uuidV5(Namespace, name); k != want {
-				t.Errorf("RowKey of line %d: got %s, want %s (UUIDv5 of %q)", f.Line, k, want, name)
-			}
+			assert.Equal(t, uuidV5(Namespace, name), k, "RowKey of line %d: want the UUIDv5 of %q", f.Line, name)
 		}
 	}
 	// The sample holds identical flights on different lines: they must be different trips.
@@ -88,16 +81,12 @@ func TestRowKeysSample(t *testing.T) {
 		s := strings.Join(rec, ",")
 		if j, ok := firstLine[s]; ok {
 			dups++
-			if flights[i].RowKey() == flights[j].RowKey() {
-				t.Errorf("identical flights on lines %d and %d share row key %s", j+2, i+2, flights[i].RowKey())
-			}
+			assert.NotEqual(t, flights[j].RowKey(), flights[i].RowKey(), "identical flights on lines %d and %d share a row key", j+2, i+2)
 			continue
 		}
 		firstLine[s] = i
 	}
-	if dups == 0 {
-		t.Error("no identical flights in the sample: the different-lines case is untested")
-	}
+	assert.NotZero(t, dups, "no identical flights in the sample: the different-lines case is untested")
 }
 
 // decodeJSON decodes a JSON object keeping numbers as their text.
@@ -106,9 +95,7 @@ func decodeJSON(t testing.TB, p []byte) map[string]any {
 	d := json.NewDecoder(bytes.NewReader(p))
 	d.UseNumber()
 	var m map[string]any
-	if err := d.Decode(&m); err != nil {
-		t.Fatalf("decode %s: %v", p, err)
-	}
+	require.NoError(t, d.Decode(&m), "decode %s", p)
 	return m
 }
 
@@ -141,6 +128,7 @@ func expectedBase(rec []string, airports map[string][]string) map[string]any {
 // BASE cells of the sample decode back to the fields of the file joined with airports.csv; the
 // JSON text and the stored body hold the same value, byte for byte what the server stores.
 func TestBaseSample(t *testing.T) {
+	t.Parallel()
 	_, raw := rawSample(t)
 	rawAp := rawAirports(t)
 	a := loadSampleAirports(t)
@@ -159,84 +147,59 @@ func TestBaseSample(t *testing.T) {
 		f := flights[i]
 		want := expectedBase(raw[i], rawAp)
 		c, err := f.BaseCell(a)
-		if err != nil {
-			t.Fatalf("BaseCell(line %d) = %v", f.Line, err)
-		}
-		if c.RowKey != f.RowKey() || c.ColumnKey != "BASE" || c.RefKey != 1 || c.AddedID != 0 || !c.CreatedAt.IsZero() {
-			t.Fatalf("BaseCell(line %d) key: got %v added %d created %v, want %s/BASE/1, zero", f.Line, c.Key, c.AddedID, c.CreatedAt, f.RowKey())
-		}
+		require.NoError(t, err, "BaseCell(line %d)", f.Line)
+		require.Equal(t, cells.Key{RowKey: f.RowKey(), ColumnKey: "BASE", RefKey: 1}, c.Key, "BaseCell(line %d) key", f.Line)
+		require.Zero(t, c.AddedID, "BaseCell(line %d) added_id", f.Line)
+		require.True(t, c.CreatedAt.IsZero(), "BaseCell(line %d) created_at %v, want zero", f.Line, c.CreatedAt)
 		stored, err := c.Body.JSON()
-		if err != nil {
-			t.Fatalf("line %d: Body.JSON() = %v", f.Line, err)
-		}
-		if got := decodeJSON(t, stored); !reflect.DeepEqual(got, want) {
-			t.Fatalf("line %d: stored body: got %v, want %v", f.Line, got, want)
-		}
+		require.NoError(t, err, "line %d: Body.JSON()", f.Line)
+		require.Equal(t, want, decodeJSON(t, stored), "line %d: stored body", f.Line)
 		text, err := f.BaseJSON(a)
-		if err != nil {
-			t.Fatalf("BaseJSON(line %d) = %v", f.Line, err)
-		}
-		if got := decodeJSON(t, text); !reflect.DeepEqual(got, want) {
-			t.Fatalf("line %d: BaseJSON: got %s, want %v", f.Line, text, want)
-		}
+		require.NoError(t, err, "BaseJSON(line %d)", f.Line)
+		require.Equal(t, want, decodeJSON(t, text), "line %d: BaseJSON %s", f.Line, text)
 		server, err := cells.EncodeBody(text)
-		if err != nil {
-			t.Fatalf("line %d: EncodeBody(%s) = %v", f.Line, text, err)
-		}
-		if !bytes.Equal(server, c.Body) {
-			t.Fatalf("line %d: BaseCell body differs from EncodeBody(BaseJSON)", f.Line)
-		}
+		require.NoError(t, err, "line %d: EncodeBody(%s)", f.Line, text)
+		require.Equal(t, server, c.Body, "line %d: BaseCell body: want EncodeBody(BaseJSON)", f.Line)
 	}
 }
 
 // The city join on a known airport, the expectation read from airports.csv.
 func TestBaseJoinLAS(t *testing.T) {
+	t.Parallel()
 	las := rawAirports(t)["LAS"]
 	a := loadSampleAirports(t)
 	f := Flight{Line: 2, Date: "2001-01-01T00:01:00", Delay: 33, Distance: 2176, Origin: "LAS", Destination: "PHL"}
 	text, err := f.BaseJSON(a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "BaseJSON")
 	m := decodeJSON(t, text)
-	if m["origin_city"] != las[2] || m["origin_state"] != las[3] {
-		t.Errorf("origin city, state: got %v, %v; want %s, %s", m["origin_city"], m["origin_state"], las[2], las[3])
-	}
-	if las[2] != "Las Vegas" || las[3] != "NV" {
-		t.Errorf("airports.csv says LAS is in %s, %s; want Las Vegas, NV", las[2], las[3])
-	}
-	if !bytes.HasPrefix(text, []byte(`{"date":"2001-01-01T00:01:00","origin":"LAS","destination":"PHL","distance":2176,"delay":33,`)) {
-		t.Errorf("BaseJSON: got %s, want the documented field order and integer numbers", text)
-	}
+	assert.Equal(t, las[2], m["origin_city"], "origin city")
+	assert.Equal(t, las[3], m["origin_state"], "origin state")
+	assert.Equal(t, []string{"Las Vegas", "NV"}, las[2:4], "where airports.csv says LAS is")
+	assert.True(t, strings.HasPrefix(string(text), `{"date":"2001-01-01T00:01:00","origin":"LAS","destination":"PHL","distance":2176,"delay":33,`),
+		"BaseJSON: got %s, want the documented field order and integer numbers", text)
 }
 
 // An unknown airport gives empty city and state, not an error; text is not HTML-escaped.
 func TestBaseUnknownAirport(t *testing.T) {
+	t.Parallel()
 	a := Airports{"LAS": {IATA: "LAS", City: "A & B <C>", State: "NV"}}
 	f := Flight{Line: 9, Date: "2001-01-01T00:01:00", Delay: -13, Distance: 1, Origin: "LAS", Destination: "ZZZ"}
 	for _, a := range []Airports{a, nil} {
 		text, err := f.BaseJSON(a)
-		if err != nil {
-			t.Fatalf("BaseJSON = %v", err)
-		}
+		require.NoError(t, err, "BaseJSON")
 		m := decodeJSON(t, text)
-		if m["destination_city"] != "" || m["destination_state"] != "" {
-			t.Errorf("unknown destination: got %v, %v; want empty", m["destination_city"], m["destination_state"])
-		}
-		if m["delay"] != json.Number("-13") {
-			t.Errorf("delay: got %v, want -13", m["delay"])
-		}
-		if _, err := f.BaseCell(a); err != nil {
-			t.Errorf("BaseCell = %v", err)
-		}
+		assert.Equal(t, "", m["destination_city"], "unknown destination: city")
+		assert.Equal(t, "", m["destination_state"], "unknown destination: state")
+		assert.Equal(t, json.Number("-13"), m["delay"], "delay")
+		_, err = f.BaseCell(a)
+		assert.NoError(t, err, "BaseCell")
 	}
 	text, _ := f.BaseJSON(a)
-	if !bytes.Contains(text, []byte(`"origin_city":"A & B <C>"`)) {
-		t.Errorf("BaseJSON: got %s, want the city unescaped", text)
-	}
+	assert.Contains(t, string(text), `"origin_city":"A & B <C>"`, "BaseJSON: want the city unescaped")
 }
 
 func TestBaseInvalidFlight(t *testing.T) {
+	t.Parallel()
 	good := Flight{Line: 2, Date: "2001-01-01T00:01:00", Delay: 33, Distance: 2176, Origin: "LAS", Destination: "PHL"}
 	cases := []struct {
 		mutate func(*Flight)
@@ -260,29 +223,25 @@ func TestBaseInvalidFlight(t *testing.T) {
 		} {
 			err := call()
 			var le *LineError
-			if !errors.As(err, &le) || !errors.Is(err, ErrMalformed) || le.Column != c.column || le.Line != f.Line {
-				t.Errorf("case %d %s(%+v) = %v, want an ErrMalformed *LineError at line %d column %q", i, name, f, err, f.Line, c.column)
+			if assert.ErrorAs(t, err, &le, "case %d %s(%+v): want an ErrMalformed *LineError", i, name, f) {
+				assert.ErrorIs(t, err, ErrMalformed, "case %d %s(%+v)", i, name, f)
+				assert.Equal(t, f.Line, le.Line, "case %d %s(%+v): line of the error", i, name, f)
+				assert.Equal(t, c.column, le.Column, "case %d %s(%+v): column of the error", i, name, f)
 			}
 		}
 	}
-	if err := good.Validate(); err != nil {
-		t.Errorf("Validate(%+v) = %v, want nil", good, err)
-	}
+	assert.NoError(t, good.Validate(), "Validate(%+v)", good)
 }
 
 func TestBaseTrip(t *testing.T) {
+	t.Parallel()
 	a := loadSampleAirports(t)
 	f := Flight{Line: 2, Date: "2001-01-01T00:01:00", Delay: 33, Distance: 2176, Origin: "LAS", Destination: "PHL"}
 	tr, err := f.BaseTrip(a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "BaseTrip")
 	text, _ := f.BaseJSON(a)
 	want := cells.Key{RowKey: uuid.MustParse("70d716ad-01f8-5efa-98c7-c85bf139ddb0"), ColumnKey: "BASE", RefKey: 1}
-	if tr.Key() != want || !bytes.Equal(tr.Body, text) {
-		t.Errorf("BaseTrip: got %v %s, want %v %s", tr.Key(), tr.Body, want, text)
-	}
-	if err := tr.Key().Validate(); err != nil {
-		t.Errorf("trip key Validate() = %v", err)
-	}
+	assert.Equal(t, want, tr.Key(), "BaseTrip key")
+	assert.Equal(t, string(text), string(tr.Body), "BaseTrip body: want BaseJSON")
+	assert.NoError(t, tr.Key().Validate(), "trip key Validate()")
 }
