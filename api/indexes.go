@@ -16,12 +16,11 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/indexes"
-	"github.com/schemaless-db/schemaless/indexes/maintainer"
 )
 
 // The secondary-index routes: define, list, show, alias, drop and query. The catalog (package
 // indexes) lives in the datastore, replicated by raft; the maintainers (package
-// indexes/maintainer) that every node runs build and maintain the index tables.
+// maintainer) that every node runs build and maintain the index tables.
 
 // cachedCatalog is a read of a datastore's index catalog and when it was read. The catalog is
 // shared by concurrent queries and never modified.
@@ -284,7 +283,7 @@ func (s *Server) indexStatus(ctx context.Context, ds string, ix *indexes.Index, 
 // Before any maintainer joined the group, nothing is handled: the shards' high-water marks are
 // read instead.
 func (s *Server) versionProgress(ctx context.Context, ds string, v indexes.Version, c cluster.Consistency, perShard bool, vs *wire.IndexVersionStatus) error {
-	p, err := s.backend.GroupProgress(ctx, ds, maintainer.GroupName(v.Definition.Table, v.Version), c)
+	p, err := s.backend.GroupProgress(ctx, ds, indexes.GroupName(v.Definition.Table, v.Version), c)
 	if errors.Is(err, cluster.ErrUnknownGroup) {
 		p, err = s.unstartedProgress(ctx, ds)
 	}

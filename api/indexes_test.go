@@ -22,8 +22,8 @@ import (
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/indexes"
-	"github.com/schemaless-db/schemaless/indexes/maintainer"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
+	"github.com/schemaless-db/schemaless/maintainer"
 )
 
 // The index tests run a 3-node cluster whose nodes run the index maintainer, write trips,

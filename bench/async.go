@@ -15,7 +15,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
-	"github.com/schemaless-db/schemaless/internal/mariadbtest"
+	"github.com/schemaless-db/schemaless/internal/mariadb"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/replication"
 	"github.com/schemaless-db/schemaless/storage"
@@ -39,22 +39,22 @@ const (
 // replicatedServers are the MariaDB servers of the async targets, started on first use and
 // shared by every async target of one bench run. Not safe for concurrent use.
 type replicatedServers struct {
-	set *mariadbtest.ReplicatedSet
+	set *mariadb.ReplicatedSet
 }
 
 // get returns the servers, starting them on the first call (several seconds; a line on
 // stderr says so).
-func (r *replicatedServers) get(ctx context.Context, stderr io.Writer) (*mariadbtest.ReplicatedSet, error) {
+func (r *replicatedServers) get(ctx context.Context, stderr io.Writer) (*mariadb.ReplicatedSet, error) {
 	if r.set != nil {
 		return r.set, nil
 	}
-	if _, _, err := mariadbtest.FindBinaries(); err != nil {
+	if _, _, err := mariadb.FindBinaries(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, asyncStartTimeout)
 	defer cancel()
 	start := time.Now()
-	set, err := mariadbtest.StartReplicated(ctx, mariadbtest.ReplicatedOptions{Clusters: asyncClusters, Minions: asyncMinions})
+	set, err := mariadb.StartReplicated(ctx, mariadb.ReplicatedOptions{Clusters: asyncClusters, Minions: asyncMinions})
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func (r *replicatedServers) close(stderr io.Writer) {
 // asyncOptions returns the async options of a target on set: one storage cluster per cluster
 // of set (named c0, c1, ...), with the default settings except ReplayAfter (the same value,
 // made explicit), and buffered writes unless unsafe.
-func asyncOptions(set *mariadbtest.ReplicatedSet, prefix string, unsafe bool) *localcluster.AsyncOptions {
+func asyncOptions(set *mariadb.ReplicatedSet, prefix string, unsafe bool) *localcluster.AsyncOptions {
 	a := &localcluster.AsyncOptions{Prefix: prefix, Unsafe: unsafe,
 		Partition: partition.AsyncConfig{ReplayAfter: asyncReplayAfter}}
 	for c := range set.Clusters {
@@ -109,7 +109,7 @@ func asyncOptions(set *mariadbtest.ReplicatedSet, prefix string, unsafe bool) *l
 // asyncEnv is a running async target as its workloads see it. The servers are never
 // promoted during a bench run, so member 0 of each cluster stays its master.
 type asyncEnv struct {
-	set    *mariadbtest.ReplicatedSet
+	set    *mariadb.ReplicatedSet
 	lc     *localcluster.Cluster
 	spec   *topology.DatastoreSpec // "trips", normalized
 	prefix string
@@ -121,7 +121,7 @@ type asyncEnv struct {
 	buffers []*storage.Store
 }
 
-func newAsyncEnv(set *mariadbtest.ReplicatedSet, lc *localcluster.Cluster, a *localcluster.AsyncOptions) *asyncEnv {
+func newAsyncEnv(set *mariadb.ReplicatedSet, lc *localcluster.Cluster, a *localcluster.AsyncOptions) *asyncEnv {
 	return &asyncEnv{set: set, lc: lc, spec: &lc.Topology.Datastores[0], prefix: a.Prefix, unsafe: a.Unsafe}
 }
 

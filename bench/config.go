@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/indexes/maintainer"
+	"github.com/schemaless-db/schemaless/maintainer"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/triggers"
 )

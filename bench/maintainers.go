@@ -2,64 +2,47 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 
-	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/indexes/maintainer"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
+	"github.com/schemaless-db/schemaless/maintainer"
 )
 
-// startMaintainers runs the index maintainer (package indexes/maintainer) beside every node of
-// c over every datastore, as `schemaless serve` does: each with a client that reaches its own
-// node first, then the others, polling the catalog every x.PollInterval, its warnings on stderr
-// when x.LogWarnings. The returned function stops them all and waits for them.
+// startMaintainers runs the index maintainer (package maintainer) beside every node of c over
+// every datastore, in-process over the node as `schemaless serve` runs it
+// (node.Config.Maintainer): polling the catalog every x.PollInterval, its warnings on stderr
+// when x.LogWarnings. The returned function stops them all and waits for them (their workers
+// leave their groups).
 func startMaintainers(ctx context.Context, c *localcluster.Cluster, x IndexConfig, stderr io.Writer) (func(), error) {
 	level := slog.LevelError + 4 // silent
 	if x.LogWarnings {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	var stops []func()
-	stopAll := func() {
-		for _, s := range stops {
-			s()
-		}
+	var datastores []string
+	for _, d := range c.Topology.Datastores {
+		datastores = append(datastores, d.Name)
 	}
+	if len(datastores) == 0 {
+		return func() {}, nil
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
 	for i, spec := range c.Topology.Nodes {
-		endpoints := []string{c.URL(i)}
-		for j := range c.Topology.Nodes {
-			if j != i {
-				endpoints = append(endpoints, c.URL(j))
-			}
-		}
-		ccfg := client.DefaultConfig()
-		ccfg.Endpoints = endpoints
-		cl, err := client.New(ccfg)
-		if err != nil {
-			stopAll()
-			return nil, fmt.Errorf("index maintainer: %w", err)
-		}
-		cfg := maintainer.Config{Backend: c.Node(i), Client: cl, Worker: spec.ID, PollInterval: x.PollInterval, Logger: logger.With("node", spec.ID)}
-		for _, d := range c.Topology.Datastores {
-			cfg.Datastores = append(cfg.Datastores, d.Name)
-		}
-		if len(cfg.Datastores) == 0 {
-			continue
-		}
-		mctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
+		cfg := maintainer.Config{Backend: c.Node(i), Datastores: datastores, Worker: spec.ID, PollInterval: x.PollInterval,
+			Logger: logger.With("node", spec.ID)}
+		wg.Add(1)
 		go func() {
-			defer close(done)
+			defer wg.Done()
 			if err := maintainer.Run(mctx, cfg); err != nil {
 				cfg.Logger.Error("index maintainer stopped", "error", err)
 			}
 		}()
-		stops = append(stops, func() {
-			cancel()
-			<-done
-		})
 	}
-	return stopAll, nil
+	return func() {
+		cancel()
+		wg.Wait()
+	}, nil
 }

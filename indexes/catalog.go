@@ -117,6 +117,14 @@ var (
 // TableName returns the name of the SQL table of version of the index name: "<name>_v<version>".
 func TableName(name string, version int) string { return fmt.Sprintf("%s_v%d", name, version) }
 
+// GroupPrefix starts the name of the consumer group that maintains an index version:
+// GroupPrefix + TableName ("_index.<name>_v<version>").
+const GroupPrefix = "_index."
+
+// GroupName returns the consumer group that maintains version of index name:
+// "_index.<name>_v<version>". The maintainer's workers join it; progress reports read it.
+func GroupName(name string, version int) string { return GroupPrefix + TableName(name, version) }
+
 // NewCatalog returns an empty catalog.
 func NewCatalog() *Catalog { return &Catalog{Indexes: map[string]*Index{}} }
 

@@ -291,3 +291,11 @@ func TestCatalogZeroValueAndTimes(t *testing.T) {
 	}
 	assert.Equal(t, "trips_by_city_v12", TableName("trips_by_city", 12), "TableName")
 }
+
+// An index version's consumer group is named after its table: the name is part of the groups'
+// state in every datastore, so it must not change.
+func TestGroupName(t *testing.T) {
+	assert.Equal(t, "_index.by_city_v1", GroupName("by_city", 1))
+	assert.Equal(t, "_index.trips_by_driver_v12", GroupName("trips_by_driver", 12))
+	assert.Equal(t, GroupPrefix+TableName("x", 3), GroupName("x", 3))
+}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/schemaless-db/schemaless/internal/mariadbtest"
+	"github.com/schemaless-db/schemaless/internal/mariadb"
 	"github.com/schemaless-db/schemaless/replication"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
@@ -67,7 +67,7 @@ type StorageConfig struct {
 //
 // Methods are safe for concurrent use.
 type Storage struct {
-	set   *mariadbtest.ReplicatedSet
+	set   *mariadb.ReplicatedSet
 	cfg   StorageConfig
 	binds []string // by member index k
 	links []string // by k; nil without Links
@@ -139,7 +139,7 @@ func StartStorage(ctx context.Context, cfg StorageConfig) (*Storage, error) {
 			return nil, err
 		}
 	}
-	set, err := mariadbtest.StartReplicated(ctx, mariadbtest.ReplicatedOptions{Clusters: StorageClusters, Minions: StorageMinions,
+	set, err := mariadb.StartReplicated(ctx, mariadb.ReplicatedOptions{Clusters: StorageClusters, Minions: StorageMinions,
 		Dir: cfg.Dir, Hosts: s.binds})
 	if err != nil {
 		if cfg.Links {
@@ -208,16 +208,8 @@ func (s *Storage) promoteDSN(c, m int) string {
 // Datastore returns spec as an async datastore on the storage clusters: partition i on cluster
 // i, databases prefixed "j<name>", buffered writes unless unsafe.
 func (s *Storage) Datastore(spec topology.DatastoreSpec, unsafe bool) topology.DatastoreSpec {
-	d := topology.DatastoreSpec{Name: spec.Name, Mode: topology.ModeAsync, Shards: spec.Shards, PartitionCount: StorageClusters,
-		UnsafeNoBufferedWrites: unsafe, MySQLPrefix: "j" + spec.Name}
-	for c := 0; c < StorageClusters; c++ {
-		cs := topology.StorageClusterSpec{Name: fmt.Sprintf("c%d", c), Master: s.set.DSN(c, 0)}
-		for m := 1; m <= StorageMinions; m++ {
-			cs.Minions = append(cs.Minions, s.set.DSN(c, m))
-		}
-		d.StorageClusters = append(d.StorageClusters, cs)
-	}
-	return d
+	return topology.DatastoreSpec{Name: spec.Name, Mode: topology.ModeAsync, Shards: spec.Shards, PartitionCount: StorageClusters,
+		UnsafeNoBufferedWrites: unsafe, MySQLPrefix: "j" + spec.Name, StorageClusters: topology.StorageClustersOf(s.set.DSNs())}
 }
 
 // admin opens an administrative connection to (c, m) at its bind address.

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -11,84 +10,65 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/cells"
 )
 
 // Shard tables exist only once EnsureShards creates them; until then reads see an empty shard
 // and Insert fails.
 func TestLazyShardTables(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 3)
 		for s := 0; s <= 3; s++ {
-			if tableExists(t, p, s) {
-				t.Errorf("table of shard %d exists before any write, want none", s)
-			}
+			assert.False(t, tableExists(t, p, s), "table of shard %d exists before any write, want none", s)
 		}
 		k := mkCell(t, 1, "base", 1, 1).Key
-		if _, err := p.GetCell(ctx, 1, k); !errors.Is(err, ErrNotFound) {
-			t.Errorf("GetCell on an untouched shard: got %v, want ErrNotFound", err)
+		assert.ErrorIs(t, errOf(p.GetCell(ctx, 1, k)), ErrNotFound, "GetCell on an untouched shard")
+		assert.ErrorIs(t, errOf(p.GetLatest(ctx, 1, k.RowKey, k.ColumnKey)), ErrNotFound, "GetLatest on an untouched shard")
+		if row, err := p.GetRow(ctx, 1, k.RowKey); assert.NoError(t, err, "GetRow on an untouched shard: got %d cells, %v; want 0, nil", len(row), err) {
+			assert.Empty(t, row, "GetRow on an untouched shard: got %d cells, %v; want 0, nil", len(row), err)
 		}
-		if _, err := p.GetLatest(ctx, 1, k.RowKey, k.ColumnKey); !errors.Is(err, ErrNotFound) {
-			t.Errorf("GetLatest on an untouched shard: got %v, want ErrNotFound", err)
+		if cs, err := p.ScanShard(ctx, 1, 0, 10); assert.NoError(t, err, "ScanShard on an untouched shard: got %d cells, %v; want 0, nil", len(cs), err) {
+			assert.Empty(t, cs, "ScanShard on an untouched shard: got %d cells, %v; want 0, nil", len(cs), err)
 		}
-		if row, err := p.GetRow(ctx, 1, k.RowKey); err != nil || len(row) != 0 {
-			t.Errorf("GetRow on an untouched shard: got %d cells, %v; want 0, nil", len(row), err)
+		if id, err := p.MaxAddedID(ctx, 1); assert.NoError(t, err, "MaxAddedID on an untouched shard: got %d, %v; want 0, nil", id, err) {
+			assert.EqualValues(t, 0, id, "MaxAddedID on an untouched shard: got %d, %v; want 0, nil", id, err)
 		}
-		if cs, err := p.ScanShard(ctx, 1, 0, 10); err != nil || len(cs) != 0 {
-			t.Errorf("ScanShard on an untouched shard: got %d cells, %v; want 0, nil", len(cs), err)
-		}
-		if id, err := p.MaxAddedID(ctx, 1); err != nil || id != 0 {
-			t.Errorf("MaxAddedID on an untouched shard: got %d, %v; want 0, nil", id, err)
-		}
-		if a, err := p.Applied(ctx); err != nil || a != (AppliedState{}) {
-			t.Errorf("Applied of a new partition: got %+v, %v; want zero, nil", a, err)
+		if a, err := p.Applied(ctx); assert.NoError(t, err, "Applied of a new partition: got %+v, %v; want zero, nil", a, err) {
+			assert.Equal(t, AppliedState{}, a, "Applied of a new partition: got %+v, %v; want zero, nil", a, err)
 		}
 		snap, err := p.BeginSnapshot(ctx)
-		if err != nil {
-			t.Fatalf("BeginSnapshot: %v", err)
-		}
-		if cs := snapshotShard(t, snap, 1); len(cs) != 0 {
-			t.Errorf("snapshot of an untouched shard: got %d cells, want 0", len(cs))
-		}
-		if err := snap.Close(); err != nil {
-			t.Errorf("snapshot Close: %v", err)
-		}
+		require.NoError(t, err, "BeginSnapshot")
+		cs := snapshotShard(t, snap, 1)
+		assert.Empty(t, cs, "snapshot of an untouched shard: got %d cells, want 0", len(cs))
+		assert.NoError(t, snap.Close(), "snapshot Close")
 
 		tx, err := p.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
+		require.NoError(t, err)
+		if got, err := tx.Lookup(ctx, 1, []cells.Key{k}); assert.NoError(t, err, "Lookup on an untouched shard: got %v, %v; want empty, nil", got, err) {
+			assert.Empty(t, got, "Lookup on an untouched shard: got %v, %v; want empty, nil", got, err)
 		}
-		if got, err := tx.Lookup(ctx, 1, []cells.Key{k}); err != nil || len(got) != 0 {
-			t.Errorf("Lookup on an untouched shard: got %v, %v; want empty, nil", got, err)
-		}
-		if err := tx.Insert(ctx, 1, []cells.Cell{mkCell(t, 1, "base", 1, 1)}); !errors.Is(err, ErrNoShardTable) {
-			t.Errorf("Insert before EnsureShards: got %v, want ErrNoShardTable", err)
-		}
+		assert.ErrorIs(t, tx.Insert(ctx, 1, []cells.Cell{mkCell(t, 1, "base", 1, 1)}), ErrNoShardTable, "Insert before EnsureShards")
 		tx.Rollback()
 
-		if err := p.EnsureShards(ctx, []int{1, 2, 1}); err != nil {
-			t.Fatalf("EnsureShards: %v", err)
-		}
-		if err := p.EnsureShards(ctx, []int{2}); err != nil {
-			t.Fatalf("EnsureShards again: %v", err)
-		}
+		require.NoError(t, p.EnsureShards(ctx, []int{1, 2, 1}), "EnsureShards")
+		require.NoError(t, p.EnsureShards(ctx, []int{2}), "EnsureShards again")
 		for s, want := range []bool{false, true, true, false} {
-			if got := tableExists(t, p, s); got != want {
-				t.Errorf("table of shard %d exists = %v after EnsureShards([1 2]), want %v", s, got, want)
-			}
+			got := tableExists(t, p, s)
+			assert.Equal(t, want, got, "table of shard %d exists = %v after EnsureShards([1 2]), want %v", s, got, want)
 		}
-		if err := p.EnsureShards(ctx, []int{3, 4}); !errors.Is(err, ErrShardRange) {
-			t.Errorf("EnsureShards with shard 4 of [0, 3]: got %v, want ErrShardRange", err)
-		}
-		if tableExists(t, p, 3) {
-			t.Error("EnsureShards([3 4]) failed but created shard 3, want nothing created")
-		}
+		assert.ErrorIs(t, p.EnsureShards(ctx, []int{3, 4}), ErrShardRange, "EnsureShards with shard 4 of [0, 3]")
+		assert.False(t, tableExists(t, p, 3), "EnsureShards([3 4]) failed but created shard 3, want nothing created")
 	})
 }
 
 // Every read returns exactly what was written.
 func TestWriteThenRead(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 3)
@@ -103,87 +83,62 @@ func TestWriteThenRead(t *testing.T) {
 
 		for _, c := range s0 {
 			got, err := p.GetCell(ctx, 0, c.Key)
-			if err != nil {
-				t.Fatalf("GetCell(%s): %v", c.Key, err)
-			}
+			require.NoError(t, err, "GetCell(%s)", c.Key)
 			checkCell(t, "GetCell", got, c)
 		}
 		got, err := p.GetCell(ctx, 2, s2[0].Key)
-		if err != nil {
-			t.Fatalf("GetCell(shard 2): %v", err)
-		}
+		require.NoError(t, err, "GetCell(shard 2)")
 		checkCell(t, "GetCell(shard 2)", got, s2[0])
 		missing := s0[0].Key
 		missing.RefKey = 3
-		if _, err := p.GetCell(ctx, 0, missing); !errors.Is(err, ErrNotFound) {
-			t.Errorf("GetCell(%s): got %v, want ErrNotFound", missing, err)
-		}
+		assert.ErrorIs(t, errOf(p.GetCell(ctx, 0, missing)), ErrNotFound, "GetCell(%s)", missing)
 
 		latest, err := p.GetLatest(ctx, 0, rowKey(1), "base")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		checkCell(t, "GetLatest(row 1, base)", latest, s0[2])
-		if _, err := p.GetLatest(ctx, 0, rowKey(1), "nothing"); !errors.Is(err, ErrNotFound) {
-			t.Errorf("GetLatest of a missing column: got %v, want ErrNotFound", err)
-		}
+		assert.ErrorIs(t, errOf(p.GetLatest(ctx, 0, rowKey(1), "nothing")), ErrNotFound, "GetLatest of a missing column")
 
 		row, err := p.GetRow(ctx, 0, rowKey(1))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		checkCells(t, "GetRow(row 1)", row, []cells.Cell{s0[2], s0[1]})
-		if row, err := p.GetRow(ctx, 0, rowKey(3)); err != nil || len(row) != 0 {
-			t.Errorf("GetRow of a missing row: got %d cells, %v; want 0, nil", len(row), err)
+		if row, err := p.GetRow(ctx, 0, rowKey(3)); assert.NoError(t, err, "GetRow of a missing row: got %d cells, %v; want 0, nil", len(row), err) {
+			assert.Empty(t, row, "GetRow of a missing row: got %d cells, %v; want 0, nil", len(row), err)
 		}
 
 		for _, limit := range []int{1, 2, 5, 100} {
 			checkCells(t, fmt.Sprintf("ScanShard pages of %d", limit), scanAll(t, p, 0, limit), s0)
 		}
 		page, err := p.ScanShard(ctx, 0, 2, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		checkCells(t, "ScanShard(after 2, limit 2)", page, s0[2:4])
-		if _, err := p.ScanShard(ctx, 0, 0, 0); err == nil {
-			t.Error("ScanShard with limit 0: got nil error, want an error")
-		}
+		assert.Error(t, errOf(p.ScanShard(ctx, 0, 0, 0)), "ScanShard with limit 0: got nil error, want an error")
 
-		if id, err := p.MaxAddedID(ctx, 0); err != nil || id != 5 {
-			t.Errorf("MaxAddedID(0): got %d, %v; want 5, nil", id, err)
+		if id, err := p.MaxAddedID(ctx, 0); assert.NoError(t, err, "MaxAddedID(0): got %d, %v; want 5, nil", id, err) {
+			assert.EqualValues(t, 5, id, "MaxAddedID(0): got %d, %v; want 5, nil", id, err)
 		}
-		if a, err := p.Applied(ctx); err != nil || a != (AppliedState{Index: 42, Term: 3}) {
-			t.Errorf("Applied: got %+v, %v; want {42 3}, nil", a, err)
+		if a, err := p.Applied(ctx); assert.NoError(t, err, "Applied: got %+v, %v; want {42 3}, nil", a, err) {
+			assert.Equal(t, AppliedState{Index: 42, Term: 3}, a, "Applied: got %+v, %v; want {42 3}, nil", a, err)
 		}
 
 		tx, err := p.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer tx.Rollback()
 		keys := []cells.Key{s0[0].Key, missing, s0[3].Key, s0[0].Key}
 		found, err := tx.Lookup(ctx, 0, keys)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(found) != 2 {
-			t.Errorf("Lookup of 2 stored and 1 missing key: got %d entries, want 2", len(found))
-		}
+		require.NoError(t, err)
+		assert.Len(t, found, 2, "Lookup of 2 stored and 1 missing key: got %d entries, want 2", len(found))
 		for _, c := range []cells.Cell{s0[0], s0[3]} {
 			ex, ok := found[c.Key]
-			if !ok {
-				t.Errorf("Lookup: %s missing", c.Key)
+			if !assert.True(t, ok, "Lookup: %s missing", c.Key) {
 				continue
 			}
 			checkCell(t, "Lookup", cells.Cell{Key: c.Key, Body: ex.Body, AddedID: ex.AddedID, CreatedAt: ex.CreatedAt}, c)
 		}
 		// The transaction sees its own inserts.
 		c := mkCell(t, 2, "base", 4, 6)
-		if err := tx.Insert(ctx, 0, []cells.Cell{c}); err != nil {
-			t.Fatal(err)
-		}
-		if found, err := tx.Lookup(ctx, 0, []cells.Key{c.Key}); err != nil || len(found) != 1 {
-			t.Errorf("Lookup of a key inserted in the same transaction: got %v, %v; want it found", found, err)
+		require.NoError(t, tx.Insert(ctx, 0, []cells.Cell{c}))
+		if found, err := tx.Lookup(ctx, 0, []cells.Key{c.Key}); assert.NoError(t, err, "Lookup of a key inserted in the same transaction: got %v, %v; want it found", found, err) {
+			assert.Len(t, found, 1, "Lookup of a key inserted in the same transaction: got %v, %v; want it found", found, err)
 		}
 	})
 }
@@ -240,16 +195,16 @@ func caseProblem(ctx context.Context, p *PartitionStore, shard int, a, b cells.C
 // Column keys are case-sensitive: "base" and "BASE" are two cells. (A case-insensitive
 // collation fails this; TestMySQLCaseInsensitiveCollationFails shows it.)
 func TestColumnKeysCaseSensitive(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
-		if err := caseProblem(context.Background(), p, 0, mkCell(t, 1, "base", 1, 1), mkCell(t, 1, "BASE", 1, 2)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, caseProblem(context.Background(), p, 0, mkCell(t, 1, "base", 1, 1), mkCell(t, 1, "BASE", 1, 2)))
 	})
 }
 
 // The applied state and the cells survive closing and reopening the store.
 func TestAppliedPersistsAcrossReopen(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		s := e.open(t)
@@ -257,27 +212,19 @@ func TestAppliedPersistsAcrossReopen(t *testing.T) {
 		c := mkCell(t, 1, "base", 1, 1)
 		write(t, p, map[int][]cells.Cell{9: {c}}, AppliedState{Index: 7, Term: 2})
 		write(t, p, map[int][]cells.Cell{9: {mkCell(t, 1, "base", 2, 2)}}, AppliedState{Index: 1 << 40, Term: 1 << 33})
-		if err := s.Close(); err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-		if _, err := p.Applied(ctx); !errors.Is(err, ErrClosed) {
-			t.Errorf("Applied after Store.Close: got %v, want ErrClosed", err)
-		}
-		if _, err := s.Partition(ctx, p.ID(), p.Shards()); !errors.Is(err, ErrClosed) {
-			t.Errorf("Partition after Store.Close: got %v, want ErrClosed", err)
-		}
+		require.NoError(t, s.Close(), "Close")
+		assert.ErrorIs(t, errOf(p.Applied(ctx)), ErrClosed, "Applied after Store.Close")
+		assert.ErrorIs(t, errOf(s.Partition(ctx, p.ID(), p.Shards())), ErrClosed, "Partition after Store.Close")
 
 		p = openPartition(t, e.open(t), "trips", 3, 8, 11)
-		if a, err := p.Applied(ctx); err != nil || a != (AppliedState{Index: 1 << 40, Term: 1 << 33}) {
-			t.Errorf("Applied after reopen: got %+v, %v; want {%d %d}", a, err, uint64(1<<40), uint64(1<<33))
+		if a, err := p.Applied(ctx); assert.NoError(t, err, "Applied after reopen: got %+v, %v; want {%d %d}", a, err, uint64(1<<40), uint64(1<<33)) {
+			assert.Equal(t, AppliedState{Index: 1 << 40, Term: 1 << 33}, a, "Applied after reopen: got %+v, %v; want {%d %d}", a, err, uint64(1<<40), uint64(1<<33))
 		}
 		got, err := p.GetCell(ctx, 9, c.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		checkCell(t, "GetCell after reopen", got, c)
-		if id, err := p.MaxAddedID(ctx, 9); err != nil || id != 2 {
-			t.Errorf("MaxAddedID after reopen: got %d, %v; want 2, nil", id, err)
+		if id, err := p.MaxAddedID(ctx, 9); assert.NoError(t, err, "MaxAddedID after reopen: got %d, %v; want 2, nil", id, err) {
+			assert.EqualValues(t, 2, id, "MaxAddedID after reopen: got %d, %v; want 2, nil", id, err)
 		}
 		// Tables exist already; EnsureShards and writes go on.
 		write(t, p, map[int][]cells.Cell{9: {mkCell(t, 1, "base", 3, 3)}, 10: {mkCell(t, 2, "base", 1, 1)}}, AppliedState{Index: 8, Term: 2})
@@ -286,67 +233,46 @@ func TestAppliedPersistsAcrossReopen(t *testing.T) {
 
 // A rolled-back transaction leaves nothing, including after its context ends.
 func TestRollbackLeavesNothing(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 1)
 		first := mkCell(t, 1, "base", 1, 1)
 		write(t, p, map[int][]cells.Cell{0: {first}}, AppliedState{Index: 1, Term: 1})
-		if err := p.EnsureShards(ctx, []int{1}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.EnsureShards(ctx, []int{1}))
 		check := func(what string) {
 			t.Helper()
-			if cs := scanAll(t, p, 0, 10); len(cs) != 1 {
-				t.Errorf("%s: shard 0 holds %d cells, want 1", what, len(cs))
-			}
-			if cs := scanAll(t, p, 1, 10); len(cs) != 0 {
-				t.Errorf("%s: shard 1 holds %d cells, want 0", what, len(cs))
-			}
-			if a, err := p.Applied(ctx); err != nil || a != (AppliedState{Index: 1, Term: 1}) {
-				t.Errorf("%s: Applied = %+v, %v; want {1 1}", what, a, err)
+			cs := scanAll(t, p, 0, 10)
+			assert.Len(t, cs, 1, "%s: shard 0 holds %d cells, want 1", what, len(cs))
+			cs = scanAll(t, p, 1, 10)
+			assert.Empty(t, cs, "%s: shard 1 holds %d cells, want 0", what, len(cs))
+			if a, err := p.Applied(ctx); assert.NoError(t, err, "%s: Applied = %+v, %v; want {1 1}", what, a, err) {
+				assert.Equal(t, AppliedState{Index: 1, Term: 1}, a, "%s: Applied = %+v, %v; want {1 1}", what, a, err)
 			}
 		}
 		fill := func(ctx context.Context, tx *WriteTx) {
 			t.Helper()
 			for s, c := range []cells.Cell{mkCell(t, 2, "base", 1, 2), mkCell(t, 3, "base", 1, 1)} {
-				if err := tx.Insert(ctx, s, []cells.Cell{c}); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, tx.Insert(ctx, s, []cells.Cell{c}))
 			}
-			if err := tx.SetApplied(ctx, AppliedState{Index: 2, Term: 1}); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, tx.SetApplied(ctx, AppliedState{Index: 2, Term: 1}))
 		}
 
 		tx, err := p.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		fill(ctx, tx)
-		if err := tx.Rollback(); err != nil {
-			t.Fatalf("Rollback: %v", err)
-		}
+		require.NoError(t, tx.Rollback(), "Rollback")
 		check("after Rollback")
-		if err := tx.Rollback(); err != nil {
-			t.Errorf("second Rollback: got %v, want nil", err)
-		}
-		if err := tx.Commit(); !errors.Is(err, ErrClosed) {
-			t.Errorf("Commit after Rollback: got %v, want ErrClosed", err)
-		}
+		assert.NoError(t, tx.Rollback(), "second Rollback")
+		assert.ErrorIs(t, tx.Commit(), ErrClosed, "Commit after Rollback")
 
 		cctx, cancel := context.WithCancel(ctx)
 		tx, err = p.Begin(cctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		fill(cctx, tx)
 		cancel()
-		if err := tx.Commit(); err == nil {
-			t.Error("Commit after its context was canceled: got nil, want an error")
-		}
-		if err := tx.Rollback(); err != nil {
-			t.Errorf("Rollback after a failed Commit: got %v, want nil", err)
-		}
+		assert.Error(t, tx.Commit(), "Commit after its context was canceled: got nil, want an error")
+		assert.NoError(t, tx.Rollback(), "Rollback after a failed Commit")
 		check("after the context of the transaction was canceled")
 
 		// The writer is free again.
@@ -357,58 +283,32 @@ func TestRollbackLeavesNothing(t *testing.T) {
 // The partition has one writer: a second Begin, EnsureShards or Restore during a transaction
 // fails rather than deadlocks, and a finished transaction refuses more work.
 func TestOneWriter(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 1)
-		if err := p.EnsureShards(ctx, []int{0}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.EnsureShards(ctx, []int{0}))
 		tx, err := p.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Begin(ctx); !errors.Is(err, ErrTxOpen) {
-			t.Errorf("second Begin: got %v, want ErrTxOpen", err)
-		}
-		if err := p.EnsureShards(ctx, []int{1}); !errors.Is(err, ErrTxOpen) {
-			t.Errorf("EnsureShards during a transaction: got %v, want ErrTxOpen", err)
-		}
+		require.NoError(t, err)
+		assert.ErrorIs(t, errOf(p.Begin(ctx)), ErrTxOpen, "second Begin")
+		assert.ErrorIs(t, p.EnsureShards(ctx, []int{1}), ErrTxOpen, "EnsureShards during a transaction")
 		eof := func() (RestoreRecord, error) { return RestoreRecord{}, io.EOF }
-		if err := p.Restore(ctx, AppliedState{}, eof, nil, nil); !errors.Is(err, ErrTxOpen) {
-			t.Errorf("Restore during a transaction: got %v, want ErrTxOpen", err)
-		}
-		if err := tx.Insert(ctx, 2, nil); !errors.Is(err, ErrShardRange) {
-			t.Errorf("Insert into shard 2 of [0, 1]: got %v, want ErrShardRange", err)
-		}
-		if _, err := tx.Lookup(ctx, -1, nil); !errors.Is(err, ErrShardRange) {
-			t.Errorf("Lookup in shard -1: got %v, want ErrShardRange", err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Rollback(); err != nil {
-			t.Errorf("Rollback after Commit: got %v, want nil", err)
-		}
-		if err := tx.Commit(); !errors.Is(err, ErrClosed) {
-			t.Errorf("second Commit: got %v, want ErrClosed", err)
-		}
-		if err := tx.Insert(ctx, 0, []cells.Cell{mkCell(t, 1, "a", 1, 1)}); !errors.Is(err, ErrClosed) {
-			t.Errorf("Insert after Commit: got %v, want ErrClosed", err)
-		}
-		if _, err := tx.Lookup(ctx, 0, nil); !errors.Is(err, ErrClosed) {
-			t.Errorf("Lookup after Commit: got %v, want ErrClosed", err)
-		}
-		if err := tx.SetApplied(ctx, AppliedState{}); !errors.Is(err, ErrClosed) {
-			t.Errorf("SetApplied after Commit: got %v, want ErrClosed", err)
-		}
-		if _, err := p.GetCell(ctx, 4, cells.Key{}); !errors.Is(err, ErrShardRange) {
-			t.Errorf("GetCell in shard 4 of [0, 1]: got %v, want ErrShardRange", err)
-		}
+		assert.ErrorIs(t, p.Restore(ctx, AppliedState{}, eof, nil, nil), ErrTxOpen, "Restore during a transaction")
+		assert.ErrorIs(t, tx.Insert(ctx, 2, nil), ErrShardRange, "Insert into shard 2 of [0, 1]")
+		assert.ErrorIs(t, errOf(tx.Lookup(ctx, -1, nil)), ErrShardRange, "Lookup in shard -1")
+		require.NoError(t, tx.Commit())
+		assert.NoError(t, tx.Rollback(), "Rollback after Commit")
+		assert.ErrorIs(t, tx.Commit(), ErrClosed, "second Commit")
+		assert.ErrorIs(t, tx.Insert(ctx, 0, []cells.Cell{mkCell(t, 1, "a", 1, 1)}), ErrClosed, "Insert after Commit")
+		assert.ErrorIs(t, errOf(tx.Lookup(ctx, 0, nil)), ErrClosed, "Lookup after Commit")
+		assert.ErrorIs(t, tx.SetApplied(ctx, AppliedState{}), ErrClosed, "SetApplied after Commit")
+		assert.ErrorIs(t, errOf(p.GetCell(ctx, 4, cells.Key{})), ErrShardRange, "GetCell in shard 4 of [0, 1]")
 	})
 }
 
 // Inserting a key or an added_id that exists fails with ErrDuplicate.
 func TestInsertDuplicateFails(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
@@ -422,24 +322,18 @@ func TestInsertDuplicateFails(t *testing.T) {
 			{"key twice in one call", []cells.Cell{mkCell(t, 2, "base", 1, 2), mkCell(t, 2, "base", 1, 3)}},
 		} {
 			tx, err := p.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.Insert(ctx, 0, tc.cs); !errors.Is(err, ErrDuplicate) {
-				t.Errorf("Insert of a %s: got %v, want ErrDuplicate", tc.name, err)
-			}
-			if err := tx.Rollback(); err != nil {
-				t.Errorf("Rollback: %v", err)
-			}
+			require.NoError(t, err)
+			assert.ErrorIs(t, tx.Insert(ctx, 0, tc.cs), ErrDuplicate, "Insert of a %s", tc.name)
+			assert.NoError(t, tx.Rollback(), "Rollback")
 		}
-		if cs := scanAll(t, p, 0, 10); len(cs) != 1 {
-			t.Errorf("shard holds %d cells after failed inserts, want 1", len(cs))
-		}
+		cs := scanAll(t, p, 0, 10)
+		assert.Len(t, cs, 1, "shard holds %d cells after failed inserts, want 1", len(cs))
 	})
 }
 
 // A body of 1 MiB and more round trips, also many of them in one Insert (split by bytes).
 func TestLargeBodies(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
@@ -447,9 +341,7 @@ func TestLargeBodies(t *testing.T) {
 		write(t, p, map[int][]cells.Cell{0: big}, AppliedState{Index: 1, Term: 1})
 		for _, c := range big[:2] {
 			got, err := p.GetCell(ctx, 0, c.Key)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			checkCell(t, fmt.Sprintf("GetCell of a %d-byte body", len(c.Body)), got, c)
 		}
 		checkCells(t, "ScanShard of large bodies", scanAll(t, p, 0, 5), big)
@@ -488,9 +380,7 @@ func largeBodies(t testing.TB, n int) []cells.Cell {
 			}
 		}
 	})
-	if bigErr != nil {
-		t.Fatal(bigErr)
-	}
+	require.NoError(t, bigErr)
 	return slices.Clone(bigCells[:n])
 }
 
@@ -502,6 +392,7 @@ var (
 
 // Partitions of one datastore, and of two datastores, do not see each other's cells.
 func TestPartitionsIsolated(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		s := e.open(t)
@@ -520,61 +411,42 @@ func TestPartitionsIsolated(t *testing.T) {
 			applied uint64
 		}{{a0, ca, 10}, {b0, cb, 20}} {
 			got, err := tc.p.GetCell(ctx, 0, ca.Key)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			checkCell(t, fmt.Sprintf("%s GetCell", tc.p.ID().Datastore), got, tc.want)
 			checkCells(t, fmt.Sprintf("%s ScanShard", tc.p.ID().Datastore), scanAll(t, tc.p, 0, 10), []cells.Cell{tc.want})
-			if a, err := tc.p.Applied(ctx); err != nil || a.Index != tc.applied {
-				t.Errorf("%s Applied: got %+v, %v; want index %d", tc.p.ID().Datastore, a, err, tc.applied)
+			if a, err := tc.p.Applied(ctx); assert.NoError(t, err, "%s Applied: got %+v, %v; want index %d", tc.p.ID().Datastore, a, err, tc.applied) {
+				assert.Equal(t, tc.applied, a.Index, "%s Applied: got %+v, %v; want index %d", tc.p.ID().Datastore, a, err, tc.applied)
 			}
 		}
-		if cs := scanAll(t, a1, 4, 10); len(cs) != 1 || cs[0].RowKey != rowKey(2) {
-			t.Errorf("alpha/1 shard 4: got %d cells, want only its own", len(cs))
+		if cs := scanAll(t, a1, 4, 10); assert.Len(t, cs, 1, "alpha/1 shard 4: want only its own cell") {
+			assert.Equal(t, rowKey(2), cs[0].RowKey, "alpha/1 shard 4: want only its own cell")
 		}
-		if a, err := a1.Applied(ctx); err != nil || a.Index != 30 {
-			t.Errorf("alpha/1 Applied: got %+v, %v; want index 30", a, err)
+		if a, err := a1.Applied(ctx); assert.NoError(t, err, "alpha/1 Applied: got %+v, %v; want index 30", a, err) {
+			assert.EqualValues(t, 30, a.Index, "alpha/1 Applied: got %+v, %v; want index 30", a, err)
 		}
-		if _, err := a1.GetCell(ctx, 0, ca.Key); !errors.Is(err, ErrShardRange) {
-			t.Errorf("alpha/1 GetCell in shard 0: got %v, want ErrShardRange", err)
-		}
+		assert.ErrorIs(t, errOf(a1.GetCell(ctx, 0, ca.Key)), ErrShardRange, "alpha/1 GetCell in shard 0")
 	})
 }
 
 // Store.Partition validates its arguments, opens a partition once, and reopens it after Close.
 func TestPartitionOpen(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		s := e.open(t)
-		if got := s.Engine(); got != e.name {
-			t.Errorf("Engine() = %q, want %q", got, e.name)
-		}
+		got := s.Engine()
+		assert.Equal(t, e.name, got, "Engine() = %q, want %q", got, e.name)
 		id := PartitionID{Datastore: "trips", Partition: 2}
 		p, err := s.Partition(ctx, id, ShardRange{First: 0, Last: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.ID() != id || p.Shards() != (ShardRange{First: 0, Last: 3}) {
-			t.Errorf("ID(), Shards() = %v, %v; want %v, [0, 3]", p.ID(), p.Shards(), id)
-		}
-		if _, err := s.Partition(ctx, id, ShardRange{First: 0, Last: 3}); !errors.Is(err, ErrPartitionOpen) {
-			t.Errorf("Partition twice: got %v, want ErrPartitionOpen", err)
-		}
-		if err := p.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Close(); err != nil {
-			t.Errorf("second Close: got %v, want nil", err)
-		}
-		if _, err := p.GetCell(ctx, 0, cells.Key{}); !errors.Is(err, ErrClosed) {
-			t.Errorf("GetCell after Close: got %v, want ErrClosed", err)
-		}
-		if _, err := p.Begin(ctx); !errors.Is(err, ErrClosed) {
-			t.Errorf("Begin after Close: got %v, want ErrClosed", err)
-		}
-		if _, err := p.BeginSnapshot(ctx); !errors.Is(err, ErrClosed) {
-			t.Errorf("BeginSnapshot after Close: got %v, want ErrClosed", err)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, id, p.ID(), "ID()")
+		assert.Equal(t, ShardRange{First: 0, Last: 3}, p.Shards(), "Shards()")
+		assert.ErrorIs(t, errOf(s.Partition(ctx, id, ShardRange{First: 0, Last: 3})), ErrPartitionOpen, "Partition twice")
+		require.NoError(t, p.Close())
+		assert.NoError(t, p.Close(), "second Close")
+		assert.ErrorIs(t, errOf(p.GetCell(ctx, 0, cells.Key{})), ErrClosed, "GetCell after Close")
+		assert.ErrorIs(t, errOf(p.Begin(ctx)), ErrClosed, "Begin after Close")
+		assert.ErrorIs(t, errOf(p.BeginSnapshot(ctx)), ErrClosed, "BeginSnapshot after Close")
 		p = openPartition(t, s, "trips", 2, 0, 1)
 		for _, tc := range []struct {
 			id     PartitionID
@@ -590,12 +462,9 @@ func TestPartitionOpen(t *testing.T) {
 			{PartitionID{"trips", 5}, ShardRange{-1, 1}},
 			{PartitionID{"trips", 5}, ShardRange{0, 10000}},
 		} {
-			if _, err := s.Partition(ctx, tc.id, tc.shards); !errors.Is(err, ErrInvalidConfig) {
-				t.Errorf("Partition(%+v, %+v): got %v, want ErrInvalidConfig", tc.id, tc.shards, err)
-			}
+			assert.ErrorIs(t, errOf(s.Partition(ctx, tc.id, tc.shards)), ErrInvalidConfig, "Partition(%+v, %+v)", tc.id, tc.shards)
 		}
-		if _, err := s.Partition(ctx, PartitionID{strings.Repeat("a", 32), 0}, ShardRange{0, 9999}); err != nil {
-			t.Errorf("Partition with a 32-character name and shards [0, 9999]: %v", err)
-		}
+		assert.NoError(t, errOf(s.Partition(ctx, PartitionID{strings.Repeat("a", 32), 0}, ShardRange{0, 9999})),
+			"Partition with a 32-character name and shards [0, 9999]")
 	})
 }

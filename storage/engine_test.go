@@ -3,12 +3,13 @@ package storage
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
@@ -16,6 +17,7 @@ import (
 
 // Two stores with different prefixes on one server do not see each other's data.
 func TestMySQLPrefixesIsolated(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e1, e2 := mysqlEnv(t), mysqlEnv(t)
 	p1 := openPartition(t, e1.open(t), "trips", 0, 0, 1)
@@ -31,35 +33,30 @@ func TestMySQLPrefixesIsolated(t *testing.T) {
 		shard1  int
 	}{{p1, c1, 1, 0}, {p2, c2, 2, 1}} {
 		got, err := tc.p.GetCell(ctx, 0, c1.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		checkCell(t, "prefix "+tc.p.d.prefix, got, tc.want)
-		if a, err := tc.p.Applied(ctx); err != nil || a.Index != tc.applied {
-			t.Errorf("prefix %s: Applied = %+v, %v; want index %d", tc.p.d.prefix, a, err, tc.applied)
+		if a, err := tc.p.Applied(ctx); assert.NoError(t, err, "prefix %s: Applied = %+v, %v; want index %d", tc.p.d.prefix, a, err, tc.applied) {
+			assert.Equal(t, tc.applied, a.Index, "prefix %s: Applied = %+v, %v; want index %d", tc.p.d.prefix, a, err, tc.applied)
 		}
-		if cs := scanAll(t, tc.p, 1, 10); len(cs) != tc.shard1 {
-			t.Errorf("prefix %s: shard 1 holds %d cells, want %d", tc.p.d.prefix, len(cs), tc.shard1)
-		}
+		cs := scanAll(t, tc.p, 1, 10)
+		assert.Len(t, cs, tc.shard1, "prefix %s: shard 1 holds %d cells, want %d", tc.p.d.prefix, len(cs), tc.shard1)
 	}
 }
 
 // The case test of the conformance suite fails on a table whose column_name has MySQL's
 // usual case-insensitive collation: it would catch a schema without ascii_bin.
 func TestMySQLCaseInsensitiveCollationFails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := mysqlEnv(t).open(t)
 	p := openPartition(t, s, "ci", 0, 0, 0)
 	for _, stmt := range p.d.shardDDL(0) {
 		ci := strings.Replace(stmt, "COLLATE ascii_bin", "COLLATE ascii_general_ci", 1)
-		if _, err := p.write.ExecContext(ctx, ci); err != nil {
-			t.Fatal(err)
-		}
+		_, err := p.write.ExecContext(ctx, ci)
+		require.NoError(t, err, ci)
 	}
 	err := caseProblem(ctx, p, 0, mkCell(t, 1, "base", 1, 1), mkCell(t, 1, "BASE", 1, 2))
-	if err == nil {
-		t.Fatal("the case check passed on a case-insensitive column_name, want it to fail")
-	}
+	require.Error(t, err, "the case check passed on a case-insensitive column_name, want it to fail")
 	t.Logf("as expected, on ascii_general_ci: %v", err)
 }
 
@@ -72,14 +69,10 @@ func explainRows(t *testing.T, db *sql.DB, engine, q string, args ...any) []map[
 		prefix = "EXPLAIN QUERY PLAN "
 	}
 	rows, err := db.Query(prefix+q, args...)
-	if err != nil {
-		t.Fatalf("%s%s: %v", prefix, q, err)
-	}
+	require.NoError(t, err, "%s%s", prefix, q)
 	defer rows.Close()
 	cols, err := rows.Columns()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var out []map[string]string
 	for rows.Next() {
 		vals := make([]sql.NullString, len(cols))
@@ -87,23 +80,20 @@ func explainRows(t *testing.T, db *sql.DB, engine, q string, args ...any) []map[
 		for i := range vals {
 			ptrs[i] = &vals[i]
 		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, rows.Scan(ptrs...))
 		m := make(map[string]string, len(cols))
 		for i, c := range cols {
 			m[strings.ToLower(c)] = vals[i].String
 		}
 		out = append(out, m)
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rows.Err())
 	return out
 }
 
 // Lookup, GetLatest and GetRow read through the unique key, never a scan of the shard.
 func TestQueriesUseUniqueKey(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
 		var cs []cells.Cell
@@ -112,9 +102,8 @@ func TestQueriesUseUniqueKey(t *testing.T) {
 		}
 		write(t, p, map[int][]cells.Cell{0: cs}, AppliedState{Index: 1, Term: 1})
 		if e.name == EngineMySQL {
-			if _, err := p.write.Exec("ANALYZE TABLE " + p.d.entity(0)); err != nil {
-				t.Fatal(err)
-			}
+			_, err := p.write.Exec("ANALYZE TABLE " + p.d.entity(0))
+			require.NoError(t, err)
 		}
 		var lookupArgs []any
 		for _, c := range cs[:100] {
@@ -132,19 +121,15 @@ func TestQueriesUseUniqueKey(t *testing.T) {
 				" WHERE row_key = ? GROUP BY column_name) m ON e.column_name = m.column_name AND e.ref_key = m.ref_key WHERE e.row_key = ? ORDER BY e.column_name", []any{rk, rk}},
 		} {
 			plan := explainRows(t, p.read, e.name, q.sql, q.args...)
-			if len(plan) == 0 {
-				t.Fatalf("%s: empty plan", q.name)
-			}
+			require.NotEmpty(t, plan, "%s: empty plan", q.name)
 			for _, r := range plan {
 				if e.name == EngineSQLite {
 					d := r["detail"]
-					if strings.HasPrefix(d, "SCAN entity") || strings.HasPrefix(d, "SCAN e") && !strings.Contains(d, "INDEX") {
-						t.Errorf("%s: plan step %q scans the table, want index searches", q.name, d)
-					}
+					scans := strings.HasPrefix(d, "SCAN entity") || strings.HasPrefix(d, "SCAN e") && !strings.Contains(d, "INDEX")
+					assert.False(t, scans, "%s: plan step %q scans the table, want index searches", q.name, d)
 				} else if r["table"] == "entity" || r["table"] == "e" {
-					if r["key"] != "cell_key" || r["type"] == "ALL" || r["type"] == "index" {
-						t.Errorf("%s: plan for table %s uses key %q, type %q; want the cell_key index, no scan (%v)", q.name, r["table"], r["key"], r["type"], r)
-					}
+					assert.True(t, r["key"] == "cell_key" && r["type"] != "ALL" && r["type"] != "index",
+						"%s: plan for table %s uses key %q, type %q; want the cell_key index, no scan (%v)", q.name, r["table"], r["key"], r["type"], r)
 				}
 			}
 			if t.Failed() || testing.Verbose() {
@@ -155,58 +140,46 @@ func TestQueriesUseUniqueKey(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	if err := (SQLiteConfig{Dir: "x"}).Validate(); err != nil {
-		t.Errorf("valid SQLiteConfig: %v", err)
-	}
+	assert.NoError(t, (SQLiteConfig{Dir: "x"}).Validate(), "valid SQLiteConfig")
 	err := SQLiteConfig{Synchronous: "OFF", ReadConns: -1, CacheKiB: 10, ReadCacheKiB: 63}.Validate()
 	for _, want := range []string{"Dir", "Synchronous", "ReadConns", "CacheKiB", "ReadCacheKiB"} {
-		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(fmt.Sprint(err), want) {
-			t.Errorf("SQLiteConfig{Synchronous: OFF, ReadConns: -1, CacheKiB: 10, ReadCacheKiB: 63}.Validate() = %v, want ErrInvalidConfig naming %s", err, want)
-		}
+		assert.ErrorIs(t, err, ErrInvalidConfig, "SQLiteConfig{Synchronous: OFF, ReadConns: -1, CacheKiB: 10, ReadCacheKiB: 63}.Validate()")
+		assert.ErrorContains(t, err, want, "SQLiteConfig{Synchronous: OFF, ReadConns: -1, CacheKiB: 10, ReadCacheKiB: 63}.Validate(): want it naming %s", want)
 	}
-	if _, err := OpenSQLite(ctx, SQLiteConfig{Dir: t.TempDir(), Synchronous: "off"}); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("OpenSQLite with synchronous off: got %v, want ErrInvalidConfig", err)
-	}
+	assert.ErrorIs(t, errOf(OpenSQLite(ctx, SQLiteConfig{Dir: t.TempDir(), Synchronous: "off"})), ErrInvalidConfig, "OpenSQLite with synchronous off")
 	s, err := OpenSQLite(ctx, SQLiteConfig{Dir: filepath.Join(t.TempDir(), "new", "dir"), Synchronous: "full", ReadConns: 1, CacheKiB: 500, ReadCacheKiB: 100})
-	if err != nil {
-		t.Fatalf("OpenSQLite(FULL, 1 reader) in a new directory: %v", err)
-	}
+	require.NoError(t, err, "OpenSQLite(FULL, 1 reader) in a new directory")
 	defer s.Close()
 	p := openPartition(t, s, "trips", 0, 0, 0)
 	var sync int
-	if err := p.read.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 2 {
-		t.Errorf("PRAGMA synchronous = %d, %v; want 2 (FULL)", sync, err)
+	if assert.NoError(t, p.read.QueryRow("PRAGMA synchronous").Scan(&sync), "PRAGMA synchronous") {
+		assert.Equal(t, 2, sync, "PRAGMA synchronous: want 2 (FULL)")
 	}
 	for name, c := range map[string]struct {
 		db   *sql.DB
 		want int
 	}{"read": {p.read, -100}, "write": {p.write, -500}} {
 		var kib int
-		if err := c.db.QueryRow("PRAGMA cache_size").Scan(&kib); err != nil || kib != c.want {
-			t.Errorf("%s connection: PRAGMA cache_size = %d, %v; want %d (KiB)", name, kib, err, c.want)
+		if assert.NoError(t, c.db.QueryRow("PRAGMA cache_size").Scan(&kib), "%s connection: PRAGMA cache_size", name) {
+			assert.Equal(t, c.want, kib, "%s connection: PRAGMA cache_size (KiB)", name)
 		}
 	}
 	var mode string
-	if err := p.read.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
-		t.Errorf("PRAGMA journal_mode = %q, %v; want wal", mode, err)
+	if assert.NoError(t, p.read.QueryRow("PRAGMA journal_mode").Scan(&mode), "PRAGMA journal_mode") {
+		assert.Equal(t, "wal", mode, "PRAGMA journal_mode")
 	}
-	if _, err := p.read.Exec("CREATE TABLE nope (x INTEGER)"); err == nil {
-		t.Error("CREATE TABLE on a read connection succeeded, want it refused (query_only)")
-	}
+	assert.Error(t, errOf(p.read.Exec("CREATE TABLE nope (x INTEGER)")), "CREATE TABLE on a read connection succeeded, want it refused (query_only)")
 
 	// Characters that mean something in a URI stay part of the file name.
 	odd := filepath.Join(t.TempDir(), "a dir?x=1&y#z%41")
 	so, err := OpenSQLite(ctx, SQLiteConfig{Dir: odd})
-	if err != nil {
-		t.Fatalf("OpenSQLite(%q): %v", odd, err)
-	}
+	require.NoError(t, err, "OpenSQLite(%q)", odd)
 	defer so.Close()
 	po := openPartition(t, so, "trips", 1, 0, 0)
 	write(t, po, map[int][]cells.Cell{0: {mkCell(t, 1, "base", 1, 1)}}, AppliedState{Index: 1, Term: 1})
-	if _, err := os.Stat(filepath.Join(odd, "trips-p1.db")); err != nil {
-		t.Errorf("database file in %q: %v", odd, err)
-	}
+	assert.FileExists(t, filepath.Join(odd, "trips-p1.db"), "database file in %q", odd)
 
 	for _, c := range []MySQLConfig{
 		{DSN: "root@tcp(127.0.0.1:1)/", Prefix: ""},
@@ -217,89 +190,64 @@ func TestConfigValidation(t *testing.T) {
 		{DSN: "root@tcp(127.0.0.1:1)/", Prefix: "n1", MaxOpenConns: 1},
 		{DSN: "no slash", Prefix: "n1"},
 	} {
-		if _, err := OpenMySQL(ctx, c); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("OpenMySQL(%+v): got %v, want ErrInvalidConfig", c, err)
-		}
+		assert.ErrorIs(t, errOf(OpenMySQL(ctx, c)), ErrInvalidConfig, "OpenMySQL(%+v)", c)
 	}
 }
 
 // OpenMySQL forces UTC, parse time and interpolation whatever the DSN says, and ignores the
 // DSN's database.
 func TestMySQLSessionSettings(t *testing.T) {
+	t.Parallel()
 	dsn := mariadbtest.DSN(t)
 	prefix := mariadbtest.Prefix(t)
 	s, err := OpenMySQL(context.Background(), MySQLConfig{DSN: strings.TrimSuffix(dsn, "/") + "/mysql?loc=Local&parseTime=false", Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
 	p := openPartition(t, s, "trips", 0, 0, 0)
 	var tz string
 	var db sql.NullString
-	if err := p.read.QueryRow("SELECT @@session.time_zone, DATABASE()").Scan(&tz, &db); err != nil {
-		t.Fatal(err)
-	}
-	if tz != "+00:00" || db.Valid {
-		t.Errorf("session time_zone, DATABASE() = %q, %v; want +00:00, NULL", tz, db)
-	}
+	require.NoError(t, p.read.QueryRow("SELECT @@session.time_zone, DATABASE()").Scan(&tz, &db))
+	assert.Equal(t, "+00:00", tz, "session time_zone")
+	assert.False(t, db.Valid, "session DATABASE() = %v, want NULL", db)
 	c := mkCell(t, 1, "base", 1, 1)
 	write(t, p, map[int][]cells.Cell{0: {c}}, AppliedState{Index: 1, Term: 1})
 	got, err := p.GetCell(context.Background(), 0, c.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	checkCell(t, "GetCell", got, c)
 	var text string
-	if err := p.read.QueryRow("SELECT CAST(created_at AS CHAR) FROM " + p.d.entity(0)).Scan(&text); err != nil {
-		t.Fatal(err)
-	}
-	if want := stored(c).CreatedAt.Format("2006-01-02 15:04:05.000000"); text != want {
-		t.Errorf("stored created_at = %s, want %s (UTC, microseconds)", text, want)
-	}
+	require.NoError(t, p.read.QueryRow("SELECT CAST(created_at AS CHAR) FROM "+p.d.entity(0)).Scan(&text))
+	want := stored(c).CreatedAt.Format("2006-01-02 15:04:05.000000")
+	assert.Equal(t, want, text, "stored created_at = %s, want %s (UTC, microseconds)", text, want)
 }
 
 // DropMySQLPrefix drops a store's databases (its shards and meta) and nothing else, and refuses
 // a prefix a store could not have.
 func TestDropMySQLPrefix(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn, prefix := mariadbtest.DSN(t), mariadbtest.Prefix(t)
 	s, err := OpenMySQL(ctx, MySQLConfig{DSN: dsn, Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
 	p := openPartition(t, s, "trips", 0, 0, 1)
 	write(t, p, map[int][]cells.Cell{0: {mkCell(t, 1, "base", 1, 1)}}, AppliedState{Index: 1, Term: 1})
 	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer db.Close()
 	other := prefix + "x_other" // shares the prefix's letters, not "prefix_"
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE `"+other+"`"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = db.ExecContext(ctx, "CREATE DATABASE `"+other+"`")
+	require.NoError(t, err)
 	defer db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+other+"`")
 	count := func(like string) int {
 		var n int
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name LIKE ?", like).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name LIKE ?", like).Scan(&n))
 		return n
 	}
-	if n := count(prefix + `\_%`); n < 2 {
-		t.Fatalf("before: %d databases of prefix %s, want the meta and at least one shard", n, prefix)
-	}
-	if err := DropMySQLPrefix(ctx, dsn, prefix); err != nil {
-		t.Fatalf("DropMySQLPrefix: %v", err)
-	}
-	if n := count(prefix + `\_%`); n != 0 {
-		t.Errorf("after: %d databases of prefix %s, want 0", n, prefix)
-	}
-	if n := count(other); n != 1 {
-		t.Errorf("database %s: got %d, want it kept", other, n)
-	}
-	if err := DropMySQLPrefix(ctx, dsn, "bad`prefix"); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("bad prefix: got %v, want ErrInvalidConfig", err)
-	}
+	require.GreaterOrEqual(t, count(prefix+`\_%`), 2, "before: databases of prefix %s, want the meta and at least one shard", prefix)
+	require.NoError(t, DropMySQLPrefix(ctx, dsn, prefix), "DropMySQLPrefix")
+	n := count(prefix + `\_%`)
+	assert.EqualValues(t, 0, n, "after: %d databases of prefix %s, want 0", n, prefix)
+	n = count(other)
+	assert.EqualValues(t, 1, n, "database %s: got %d, want it kept", other, n)
+	assert.ErrorIs(t, DropMySQLPrefix(ctx, dsn, "bad`prefix"), ErrInvalidConfig, "bad prefix")
 }

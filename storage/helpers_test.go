@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 )
@@ -26,9 +29,7 @@ func sqliteEnv(t testing.TB) *engineEnv {
 	return &engineEnv{name: EngineSQLite, open: func(t testing.TB) *Store {
 		t.Helper()
 		s, err := OpenSQLite(context.Background(), SQLiteConfig{Dir: dir})
-		if err != nil {
-			t.Fatalf("OpenSQLite: %v", err)
-		}
+		require.NoError(t, err, "OpenSQLite")
 		t.Cleanup(func() { s.Close() })
 		return s
 	}}
@@ -41,9 +42,7 @@ func mysqlEnv(t testing.TB) *engineEnv {
 	return &engineEnv{name: EngineMySQL, open: func(t testing.TB) *Store {
 		t.Helper()
 		s, err := OpenMySQL(context.Background(), MySQLConfig{DSN: dsn, Prefix: prefix})
-		if err != nil {
-			t.Fatalf("OpenMySQL: %v", err)
-		}
+		require.NoError(t, err, "OpenMySQL")
 		t.Cleanup(func() { s.Close() })
 		return s
 	}}
@@ -60,9 +59,7 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, e *engineEnv)) {
 func openPartition(t testing.TB, s *Store, ds string, part, first, last int) *PartitionStore {
 	t.Helper()
 	p, err := s.Partition(context.Background(), PartitionID{Datastore: ds, Partition: part}, ShardRange{First: first, Last: last})
-	if err != nil {
-		t.Fatalf("Partition(%s/%d): %v", ds, part, err)
-	}
+	require.NoError(t, err, "Partition(%s/%d)", ds, part)
 	t.Cleanup(func() { p.Close() })
 	return p
 }
@@ -73,11 +70,13 @@ var baseTime = time.Date(2024, 5, 6, 7, 8, 9, 123456789, time.FixedZone("CEST", 
 func body(t testing.TB, json string) cells.Body {
 	t.Helper()
 	b, err := cells.EncodeBody([]byte(json))
-	if err != nil {
-		t.Fatalf("EncodeBody(%s): %v", json, err)
-	}
+	require.NoError(t, err, "EncodeBody(%s)", json)
 	return b
 }
+
+// errOf returns the error of a call that also returns a value, for assertions on the error
+// alone: assert.ErrorIs(t, errOf(p.GetCell(ctx, 0, k)), ErrNotFound).
+func errOf[T any](_ T, err error) error { return err }
 
 // rowKey returns a fixed row key for n.
 func rowKey(n int) uuid.UUID {
@@ -121,20 +120,17 @@ func cellDiff(got, want cells.Cell) string {
 
 func checkCell(t testing.TB, what string, got, want cells.Cell) {
 	t.Helper()
-	if d := cellDiff(got, want); d != "" {
-		t.Errorf("%s: got %s", what, d)
-	}
+	d := cellDiff(got, want)
+	assert.Empty(t, d, "%s: got %s", what, d)
 }
 
 func checkCells(t testing.TB, what string, got, want []cells.Cell) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("%s: got %d cells, want %d", what, len(got), len(want))
+	if !assert.Len(t, got, len(want), "%s: got %d cells, want %d", what, len(got), len(want)) {
 		return
 	}
 	for i := range got {
-		if d := cellDiff(got[i], want[i]); d != "" {
-			t.Errorf("%s[%d]: got %s", what, i, d)
+		if d := cellDiff(got[i], want[i]); !assert.Empty(t, d, "%s[%d]: got %s", what, i, d) {
 			return
 		}
 	}
@@ -144,9 +140,7 @@ func checkCells(t testing.TB, what string, got, want []cells.Cell) {
 // shards' tables first.
 func write(t testing.TB, p *PartitionStore, byShard map[int][]cells.Cell, a AppliedState) {
 	t.Helper()
-	if err := tryWrite(p, byShard, a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tryWrite(p, byShard, a))
 }
 
 // tryWrite is write for goroutines other than the test's.
@@ -186,12 +180,8 @@ func scanAll(t testing.TB, p *PartitionStore, shard, limit int) []cells.Cell {
 	after := int64(0)
 	for {
 		page, err := p.ScanShard(context.Background(), shard, after, limit)
-		if err != nil {
-			t.Fatalf("ScanShard(%d, %d, %d): %v", shard, after, limit, err)
-		}
-		if len(page) > limit {
-			t.Fatalf("ScanShard(%d, %d, %d) returned %d cells, want at most %d", shard, after, limit, len(page), limit)
-		}
+		require.NoError(t, err, "ScanShard(%d, %d, %d)", shard, after, limit)
+		require.LessOrEqual(t, len(page), limit, "ScanShard(%d, %d, %d) returned %d cells, want at most %d", shard, after, limit, len(page), limit)
 		out = append(out, page...)
 		if len(page) < limit {
 			return out
@@ -204,12 +194,10 @@ func scanAll(t testing.TB, p *PartitionStore, shard, limit int) []cells.Cell {
 func snapshotShard(t testing.TB, s *SnapshotTx, shard int) []cells.Cell {
 	t.Helper()
 	var out []cells.Cell
-	if err := s.ScanShard(context.Background(), shard, func(c cells.Cell) error {
+	require.NoError(t, s.ScanShard(context.Background(), shard, func(c cells.Cell) error {
 		out = append(out, c)
 		return nil
-	}); err != nil {
-		t.Fatalf("snapshot ScanShard(%d): %v", shard, err)
-	}
+	}), "snapshot ScanShard(%d)", shard)
 	return out
 }
 
@@ -232,8 +220,6 @@ func tableExists(t testing.TB, p *PartitionStore, shard int) bool {
 		err = p.read.QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = 'entity'",
 			mysqlDatabase(p.d.prefix, p.id.Datastore, shard)).Scan(&n)
 	}
-	if err != nil {
-		t.Fatalf("table of shard %d exists: %v", shard, err)
-	}
+	require.NoError(t, err, "table of shard %d exists", shard)
 	return n == 1
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -14,6 +13,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // refQuery is the reference evaluator of IndexQuery: SQL's NULL rules, NULLs first ascending
@@ -151,6 +153,7 @@ func describeQuery(q IndexQuery) string {
 // QueryIndex equals the reference evaluator on a random data set, for every operator and
 // every order, paged with cursors of random limits until exhausted.
 func TestIndexQueryReference(t *testing.T) {
+	t.Parallel()
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
@@ -158,9 +161,7 @@ func TestIndexQueryReference(t *testing.T) {
 		r := rand.New(rand.NewPCG(uint64(seed), 7))
 		p := openPartition(t, e.open(t), "trips", 0, 0, 1)
 		tbl := kindsTable("ref_v1")
-		if err := p.EnsureIndex(ctx, tbl, []int{1}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.EnsureIndex(ctx, tbl, []int{1}))
 		shardValues := []int64{-1, 2, 3}
 		ref := map[uuid.UUID]IndexEntry{}
 		for batch := range 3 {
@@ -196,9 +197,7 @@ func TestIndexQueryReference(t *testing.T) {
 					for page := 0; ; page++ {
 						q.Limit = 1 + r.IntN(40)
 						got, err := p.QueryIndex(ctx, 1, tbl, q)
-						if err != nil {
-							t.Fatalf("QueryIndex(%s): %v", describeQuery(q), err)
-						}
+						require.NoError(t, err, "QueryIndex(%s)", describeQuery(q))
 						pages++
 						want := refQuery(&tbl, entries, q)
 						checkEntries(t, fmt.Sprintf("seed %d: page %d of %s", seed, page, describeQuery(q)), got, want)
@@ -206,9 +205,7 @@ func TestIndexQueryReference(t *testing.T) {
 							return
 						}
 						for _, en := range got {
-							if seen[en.RowKey] {
-								t.Fatalf("seed %d: %s: row %s returned twice", seed, describeQuery(q), en.RowKey)
-							}
+							require.False(t, seen[en.RowKey], "seed %d: %s: row %s returned twice", seed, describeQuery(q), en.RowKey)
 							seen[en.RowKey] = true
 						}
 						all = append(all, got...)
@@ -233,13 +230,12 @@ func TestIndexQueryReference(t *testing.T) {
 // A cursor whose value is NULL pages through the NULLs (first ascending, last descending), and
 // conditions never match a NULL, not even != and in.
 func TestIndexQueryNulls(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
 		tbl := IndexTable{Name: "nulls_v1", Columns: []IndexColumn{{"s", IndexString}, {"v", IndexInt}}}
-		if err := p.EnsureIndex(ctx, tbl, []int{0}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.EnsureIndex(ctx, tbl, []int{0}))
 		var es []IndexEntry
 		for i := range 6 {
 			var v any
@@ -264,9 +260,7 @@ func TestIndexQueryNulls(t *testing.T) {
 			t.Helper()
 			q.ShardValue, q.Limit = "x", 100
 			got, err := p.QueryIndex(ctx, 0, tbl, q)
-			if err != nil {
-				t.Fatalf("QueryIndex(%s): %v", describeQuery(q), err)
-			}
+			require.NoError(t, err, "QueryIndex(%s)", describeQuery(q))
 			return keys(got)
 		}
 		rev := func(s []uuid.UUID) []uuid.UUID { s = slices.Clone(s); slices.Reverse(s); return s }
@@ -285,23 +279,20 @@ func TestIndexQueryNulls(t *testing.T) {
 			{"in (0, 4)", IndexQuery{OrderBy: 1, Where: []IndexCond{{1, "in", []any{int64(4), int64(0)}}}}, []uuid.UUID{rowKey(0), rowKey(4)}},
 			{">= min", IndexQuery{OrderBy: 1, Where: []IndexCond{{1, ">=", []any{int64(math.MinInt64)}}}}, vals},
 		} {
-			if got := query(tc.q); !slices.Equal(got, tc.want) {
-				t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
-			}
+			assert.Equal(t, tc.want, query(tc.q), tc.name)
 		}
 	})
 }
 
 // Bad queries return ErrInvalidQuery, bad shards ErrShardRange, bad tables ErrInvalidConfig.
 func TestIndexQueryErrors(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
 		tbl := kindsTable("errs_v1")
 		ok := IndexQuery{ShardValue: int64(1), OrderBy: -1, Limit: 10}
-		if _, err := p.QueryIndex(ctx, 0, tbl, ok); err != nil {
-			t.Fatalf("valid query on a missing table: %v", err)
-		}
+		require.NoError(t, errOf(p.QueryIndex(ctx, 0, tbl, ok)), "valid query on a missing table")
 		with := func(f func(q *IndexQuery)) IndexQuery {
 			q := ok
 			f(&q)
@@ -328,43 +319,36 @@ func TestIndexQueryErrors(t *testing.T) {
 			{"long string", with(func(q *IndexQuery) { q.Where = []IndexCond{{2, "=", []any{strings.Repeat("x", 256)}}} })},
 			{"cursor value of the wrong type", with(func(q *IndexQuery) { q.OrderBy = 4; q.After = &IndexCursor{Value: int64(1)} })},
 		} {
-			if _, err := p.QueryIndex(ctx, 0, tbl, tc.q); !errors.Is(err, ErrInvalidQuery) {
-				t.Errorf("QueryIndex with %s: got %v, want ErrInvalidQuery", tc.name, err)
+			if _, err := p.QueryIndex(ctx, 0, tbl, tc.q); !assert.ErrorIs(t, err, ErrInvalidQuery, "QueryIndex with %s", tc.name) {
+				continue
 			} else if testing.Verbose() {
 				t.Logf("%s: %v", tc.name, err)
 			}
 		}
-		if _, err := p.QueryIndex(ctx, 1, tbl, ok); !errors.Is(err, ErrShardRange) {
-			t.Errorf("QueryIndex on shard 1 of [0, 0]: got %v, want ErrShardRange", err)
-		}
-		if _, err := p.QueryIndex(ctx, 0, IndexTable{Name: "x"}, ok); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("QueryIndex of a table with no column: got %v, want ErrInvalidConfig", err)
-		}
+		assert.ErrorIs(t, errOf(p.QueryIndex(ctx, 1, tbl, ok)), ErrShardRange, "QueryIndex on shard 1 of [0, 0]")
+		assert.ErrorIs(t, errOf(p.QueryIndex(ctx, 0, IndexTable{Name: "x"}, ok)), ErrInvalidConfig, "QueryIndex of a table with no column")
 	})
 }
 
 // Every order of QueryIndex is served by an index of the table: no table scan and no sort.
 func TestIndexQueryPlans(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
 		tbl := kindsTable("plan_v1")
-		if err := p.EnsureIndex(ctx, tbl, []int{0}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.EnsureIndex(ctx, tbl, []int{0}))
 		r := rand.New(rand.NewPCG(3, 4))
 		var es []IndexEntry
 		for i := range 3000 {
 			es = append(es, randEntry(r, &tbl, rowKey(i), []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
 		}
 		upsertIndex(t, p, 0, tbl, es)
+		analyze := "ANALYZE"
 		if e.name == EngineMySQL {
-			if _, err := p.write.Exec("ANALYZE TABLE " + p.d.indexTable(tbl.Name, 0)); err != nil {
-				t.Fatal(err)
-			}
-		} else if _, err := p.write.Exec("ANALYZE"); err != nil {
-			t.Fatal(err)
+			analyze = "ANALYZE TABLE " + p.d.indexTable(tbl.Name, 0)
 		}
+		require.NoError(t, errOf(p.write.Exec(analyze)), analyze)
 		for orderBy := -1; orderBy < len(tbl.Columns); orderBy++ {
 			for _, desc := range []bool{false, true} {
 				q := IndexQuery{ShardValue: int64(3), OrderBy: orderBy, Desc: desc, Limit: 50, After: &IndexCursor{RowKey: rowKey(5)}}
@@ -382,19 +366,17 @@ func TestIndexQueryPlans(t *testing.T) {
 						q.After, name = nil, fmt.Sprintf("order by %d desc=%v, first page", orderBy, desc)
 					}
 					stmt, args, err := p.d.indexQuerySQL(&tbl, 0, &q)
-					if err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
 					plan := explainRows(t, p.read, e.name, stmt, args...)
 					key := fmt.Sprintf("by_%d", max(orderBy, 0))
 					for _, row := range plan {
 						if e.name == EngineSQLite {
 							d := row["detail"]
-							if !strings.HasPrefix(d, "SEARCH") || !strings.Contains(d, "_"+key+" ") || strings.Contains(d, "TEMP B-TREE") {
-								t.Errorf("%s: plan step %q; want a search of index %s, no sort", name, d, key)
-							}
-						} else if row["type"] == "ALL" || row["key"] != key || strings.Contains(row["extra"], "filesort") {
-							t.Errorf("%s: plan uses key %q, type %q, extra %q; want index %s, no scan, no filesort (%v)", name, row["key"], row["type"], row["extra"], key, row)
+							assert.True(t, strings.HasPrefix(d, "SEARCH") && strings.Contains(d, "_"+key+" ") && !strings.Contains(d, "TEMP B-TREE"),
+								"%s: plan step %q; want a search of index %s, no sort", name, d, key)
+						} else {
+							assert.True(t, row["type"] != "ALL" && row["key"] == key && !strings.Contains(row["extra"], "filesort"),
+								"%s: plan uses key %q, type %q, extra %q; want index %s, no scan, no filesort (%v)", name, row["key"], row["type"], row["extra"], key, row)
 						}
 					}
 					if t.Failed() || testing.Verbose() {

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/cells"
 )
 
@@ -112,13 +115,11 @@ func entryDiff(got, want IndexEntry) string {
 
 func checkEntries(t testing.TB, what string, got, want []IndexEntry) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("%s: got %d entries, want %d", what, len(got), len(want))
+	if !assert.Len(t, got, len(want), "%s: got %d entries, want %d", what, len(got), len(want)) {
 		return
 	}
 	for i := range got {
-		if d := entryDiff(got[i], want[i]); d != "" {
-			t.Errorf("%s[%d]: got %s", what, i, d)
+		if d := entryDiff(got[i], want[i]); !assert.Empty(t, d, "%s[%d]: got %s", what, i, d) {
 			return
 		}
 	}
@@ -129,28 +130,20 @@ func upsertIndex(t testing.TB, p *PartitionStore, shard int, tbl IndexTable, ent
 	t.Helper()
 	ctx := context.Background()
 	tx, err := p.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tx.Rollback()
-	if err := tx.UpsertIndex(ctx, shard, tbl, entries); err != nil {
-		t.Fatalf("UpsertIndex(%s, shard %d, %d entries): %v", tbl.Name, shard, len(entries), err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tx.UpsertIndex(ctx, shard, tbl, entries), "UpsertIndex(%s, shard %d, %d entries)", tbl.Name, shard, len(entries))
+	require.NoError(t, tx.Commit())
 }
 
 // scanIndex reads a whole index table of a snapshot.
 func scanIndex(t testing.TB, s *SnapshotTx, shard int, tbl IndexTable) []IndexEntry {
 	t.Helper()
 	var out []IndexEntry
-	if err := s.ScanIndex(context.Background(), shard, tbl, func(e IndexEntry) error {
+	require.NoError(t, s.ScanIndex(context.Background(), shard, tbl, func(e IndexEntry) error {
 		out = append(out, e)
 		return nil
-	}); err != nil {
-		t.Fatalf("ScanIndex(%d, %s): %v", shard, tbl.Name, err)
-	}
+	}), "ScanIndex(%d, %s)", shard, tbl.Name)
 	return out
 }
 
@@ -168,24 +161,19 @@ func byRowKey(m map[uuid.UUID]IndexEntry) []IndexEntry {
 func indexNames(t testing.TB, p *PartitionStore) []string {
 	t.Helper()
 	names, err := p.IndexNames(context.Background())
-	if err != nil {
-		t.Fatalf("IndexNames: %v", err)
-	}
+	require.NoError(t, err, "IndexNames")
 	return names
 }
 
 func TestIndexTableValidate(t *testing.T) {
+	t.Parallel()
 	good := kindsTable("trips_v1")
-	if err := good.Validate(); err != nil {
-		t.Fatalf("valid table: %v", err)
-	}
+	require.NoError(t, good.Validate(), "valid table")
 	long := IndexTable{Name: "x", Columns: make([]IndexColumn, MaxIndexColumns+1)}
 	for i := range long.Columns {
 		long.Columns[i] = IndexColumn{fmt.Sprintf("c%d", i), IndexInt}
 	}
-	if err := (IndexTable{Name: strings.Repeat("a", 48), Columns: long.Columns[:MaxIndexColumns]}).Validate(); err != nil {
-		t.Errorf("table of 48-byte name and %d columns: %v", MaxIndexColumns, err)
-	}
+	assert.NoError(t, (IndexTable{Name: strings.Repeat("a", 48), Columns: long.Columns[:MaxIndexColumns]}).Validate(), "table of 48-byte name and %d columns", MaxIndexColumns)
 	for _, tc := range []struct {
 		name string
 		t    IndexTable
@@ -205,9 +193,8 @@ func TestIndexTableValidate(t *testing.T) {
 		{"names differing in case", IndexTable{Name: "x", Columns: []IndexColumn{{"a", IndexInt}, {"A", IndexString}}}, "repeats"},
 	} {
 		err := tc.t.Validate()
-		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: Validate() = %v, want ErrInvalidConfig mentioning %q", tc.name, err, tc.want)
-		}
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%s: Validate()", tc.name)
+		assert.ErrorContains(t, err, tc.want, "%s: Validate(): want ErrInvalidConfig mentioning %q", tc.name, tc.want)
 	}
 }
 
@@ -222,48 +209,32 @@ func indexTableExists(t testing.TB, p *PartitionStore, name string, shard int) b
 		err = p.read.QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
 			mysqlDatabase(p.d.prefix, p.id.Datastore, shard), "index_"+name).Scan(&n)
 	}
-	if err != nil {
-		t.Fatalf("index table %s of shard %d exists: %v", name, shard, err)
-	}
+	require.NoError(t, err, "index table %s of shard %d exists", name, shard)
 	return n == 1
 }
 
 // EnsureIndex creates tables once, refuses another definition of a name, and DropIndex drops
 // one index's tables only; the entity tables are not involved.
 func TestIndexDDL(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		s := e.open(t)
 		p := openPartition(t, s, "trips", 0, 0, 3)
 		a, b := kindsTable("by_city_v1"), IndexTable{Name: "by_driver_v2", Columns: []IndexColumn{{"driver", IndexUUID}, {"fare", IndexFloat}}}
-		if names := indexNames(t, p); len(names) != 0 {
-			t.Errorf("IndexNames of a new partition = %q, want none", names)
-		}
+		names := indexNames(t, p)
+		assert.Empty(t, names, "IndexNames of a new partition = %q, want none", names)
 		for range 2 {
-			if err := p.EnsureIndex(ctx, a, []int{0, 1, 1}); err != nil {
-				t.Fatalf("EnsureIndex(%s, [0 1 1]): %v", a.Name, err)
-			}
+			require.NoError(t, p.EnsureIndex(ctx, a, []int{0, 1, 1}), "EnsureIndex(%s, [0 1 1])", a.Name)
 		}
-		if err := p.EnsureIndex(ctx, b, []int{1, 2}); err != nil {
-			t.Fatalf("EnsureIndex(%s): %v", b.Name, err)
-		}
+		require.NoError(t, p.EnsureIndex(ctx, b, []int{1, 2}), "EnsureIndex(%s)", b.Name)
 		for sh := 0; sh <= 3; sh++ {
-			if got, want := indexTableExists(t, p, a.Name, sh), sh <= 1; got != want {
-				t.Errorf("table of %s on shard %d exists: %v, want %v", a.Name, sh, got, want)
-			}
-			if tableExists(t, p, sh) {
-				t.Errorf("entity table of shard %d exists after EnsureIndex only, want none", sh)
-			}
+			assert.Equal(t, sh <= 1, indexTableExists(t, p, a.Name, sh), "table of %s on shard %d exists", a.Name, sh)
+			assert.False(t, tableExists(t, p, sh), "entity table of shard %d exists after EnsureIndex only, want none", sh)
 		}
-		if got, want := indexNames(t, p), []string{a.Name, b.Name}; !slices.Equal(got, want) {
-			t.Errorf("IndexNames = %q, want %q", got, want)
-		}
-		if err := p.EnsureIndex(ctx, a, []int{4}); !errors.Is(err, ErrShardRange) {
-			t.Errorf("EnsureIndex of shard 4 of [0, 3]: got %v, want ErrShardRange", err)
-		}
-		if err := p.EnsureIndex(ctx, IndexTable{Name: "Bad"}, []int{0}); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("EnsureIndex of an invalid table: got %v, want ErrInvalidConfig", err)
-		}
+		assert.Equal(t, []string{a.Name, b.Name}, indexNames(t, p), "IndexNames")
+		assert.ErrorIs(t, p.EnsureIndex(ctx, a, []int{4}), ErrShardRange, "EnsureIndex of shard 4 of [0, 3]")
+		assert.ErrorIs(t, p.EnsureIndex(ctx, IndexTable{Name: "Bad"}, []int{0}), ErrInvalidConfig, "EnsureIndex of an invalid table")
 		// Entity tables still work as before, beside the index tables.
 		write(t, p, map[int][]cells.Cell{1: {mkCell(t, 1, "base", 1, 1)}}, AppliedState{Index: 1, Term: 1})
 		upsertIndex(t, p, 1, b, []IndexEntry{{RowKey: rowKey(1), Values: []any{rowKey(2), 2.5}, Refs: []byte("r")}})
@@ -285,14 +256,10 @@ func TestIndexDDL(t *testing.T) {
 				shards []int
 			}{{"another kind", kind, []int{0}}, {"a renamed column", renamed, []int{1}}, {"one more column", more, []int{3}}} {
 				err := p.EnsureIndex(ctx, tc.t, tc.shards)
-				if !errors.Is(err, ErrInvalidConfig) {
-					t.Errorf("%s: EnsureIndex with %s on shards %v: got %v, want ErrInvalidConfig", when, tc.name, tc.shards, err)
-				} else if testing.Verbose() {
+				if assert.ErrorIs(t, err, ErrInvalidConfig, "%s: EnsureIndex with %s on shards %v", when, tc.name, tc.shards) && testing.Verbose() {
 					t.Logf("%s: %s: %v", when, tc.name, err)
 				}
-				if indexTableExists(t, p, a.Name, 3) {
-					t.Errorf("%s: EnsureIndex with %s created a table on shard 3", when, tc.name)
-				}
+				assert.False(t, indexTableExists(t, p, a.Name, 3), "%s: EnsureIndex with %s created a table on shard 3", when, tc.name)
 			}
 		}
 		check(p, "cached")
@@ -300,65 +267,40 @@ func TestIndexDDL(t *testing.T) {
 		p = openPartition(t, s, "trips", 0, 0, 3)
 		check(p, "after a reopen")
 		// The right definition is accepted after a reopen, and extends to a new shard.
-		if err := p.EnsureIndex(ctx, a, []int{0, 3}); err != nil {
-			t.Fatalf("EnsureIndex(%s) after a reopen: %v", a.Name, err)
-		}
-		if !indexTableExists(t, p, a.Name, 3) {
-			t.Errorf("table of %s on shard 3 missing after EnsureIndex", a.Name)
-		}
+		require.NoError(t, p.EnsureIndex(ctx, a, []int{0, 3}), "EnsureIndex(%s) after a reopen", a.Name)
+		assert.True(t, indexTableExists(t, p, a.Name, 3), "table of %s on shard 3 missing after EnsureIndex", a.Name)
 
 		// Writer calls refuse to run beside a write transaction.
 		tx, err := p.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.EnsureIndex(ctx, a, []int{2}); !errors.Is(err, ErrTxOpen) {
-			t.Errorf("EnsureIndex during a transaction: got %v, want ErrTxOpen", err)
-		}
-		if err := p.DropIndex(ctx, a.Name); !errors.Is(err, ErrTxOpen) {
-			t.Errorf("DropIndex during a transaction: got %v, want ErrTxOpen", err)
-		}
-		if _, err := p.IndexNames(ctx); !errors.Is(err, ErrTxOpen) {
-			t.Errorf("IndexNames during a transaction: got %v, want ErrTxOpen", err)
-		}
+		require.NoError(t, err)
+		assert.ErrorIs(t, p.EnsureIndex(ctx, a, []int{2}), ErrTxOpen, "EnsureIndex during a transaction")
+		assert.ErrorIs(t, p.DropIndex(ctx, a.Name), ErrTxOpen, "DropIndex during a transaction")
+		assert.ErrorIs(t, errOf(p.IndexNames(ctx)), ErrTxOpen, "IndexNames during a transaction")
 		tx.Rollback()
 
 		// DropIndex removes one index's tables on every shard, and nothing else.
-		if err := p.DropIndex(ctx, a.Name); err != nil {
-			t.Fatalf("DropIndex(%s): %v", a.Name, err)
-		}
+		require.NoError(t, p.DropIndex(ctx, a.Name), "DropIndex(%s)", a.Name)
 		for sh := 0; sh <= 3; sh++ {
-			if indexTableExists(t, p, a.Name, sh) {
-				t.Errorf("table of %s on shard %d exists after DropIndex", a.Name, sh)
-			}
+			assert.False(t, indexTableExists(t, p, a.Name, sh), "table of %s on shard %d exists after DropIndex", a.Name, sh)
 		}
-		if got, want := indexNames(t, p), []string{b.Name}; !slices.Equal(got, want) {
-			t.Errorf("IndexNames after DropIndex(%s) = %q, want %q", a.Name, got, want)
+		assert.Equal(t, []string{b.Name}, indexNames(t, p), "IndexNames after DropIndex(%s)", a.Name)
+		assert.NoError(t, p.DropIndex(ctx, a.Name), "DropIndex of a dropped index")
+		assert.ErrorIs(t, p.DropIndex(ctx, "Bad-name"), ErrInvalidConfig, "DropIndex of an invalid name")
+		if n, v, err := p.IndexStats(ctx, b); assert.NoError(t, err, "IndexStats(%s) after dropping another index", b.Name) {
+			assert.Equal(t, [2]int64{1, 0}, [2]int64{n, v}, "IndexStats(%s) after dropping another index: entries, violations", b.Name)
 		}
-		if err := p.DropIndex(ctx, a.Name); err != nil {
-			t.Errorf("DropIndex of a dropped index: %v", err)
-		}
-		if err := p.DropIndex(ctx, "Bad-name"); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("DropIndex of an invalid name: got %v, want ErrInvalidConfig", err)
-		}
-		if n, v, err := p.IndexStats(ctx, b); err != nil || n != 1 || v != 0 {
-			t.Errorf("IndexStats(%s) after dropping another index = %d, %d, %v; want 1, 0", b.Name, n, v, err)
-		}
-		if c, err := p.GetCell(ctx, 1, rowKeyCell(1)); err != nil || c.RowKey != rowKey(1) {
-			t.Errorf("GetCell after DropIndex: %v", err)
+		if c, err := p.GetCell(ctx, 1, rowKeyCell(1)); assert.NoError(t, err, "GetCell after DropIndex: %v", err) {
+			assert.Equal(t, rowKey(1), c.RowKey, "GetCell after DropIndex: %v", err)
 		}
 		// The dropped index is forgotten: it may come back with another definition, empty.
-		if err := p.EnsureIndex(ctx, more, []int{0, 1}); err != nil {
-			t.Fatalf("EnsureIndex with a new definition after DropIndex: %v", err)
-		}
-		if n, _, err := p.IndexStats(ctx, more); err != nil || n != 0 {
-			t.Errorf("IndexStats of the recreated index = %d, %v; want 0 entries", n, err)
+		require.NoError(t, p.EnsureIndex(ctx, more, []int{0, 1}), "EnsureIndex with a new definition after DropIndex")
+		if n, _, err := p.IndexStats(ctx, more); assert.NoError(t, err, "IndexStats of the recreated index") {
+			assert.Zero(t, n, "IndexStats of the recreated index: want 0 entries")
 		}
 		// Drop and recreate the entity tables' neighbour while the writer keeps writing cells.
 		write(t, p, map[int][]cells.Cell{1: {mkCell(t, 2, "base", 1, 2)}, 2: {mkCell(t, 3, "base", 1, 3)}}, AppliedState{Index: 2, Term: 1})
-		if got := scanAll(t, p, 1, 10); len(got) != 2 {
-			t.Errorf("shard 1 holds %d cells, want 2", len(got))
-		}
+		got := scanAll(t, p, 1, 10)
+		assert.Len(t, got, 2, "shard 1 holds %d cells, want 2", len(got))
 	})
 }
 
@@ -371,13 +313,12 @@ func rowKeyCell(row int) cells.Key {
 // QueryIndex and IndexStats; an upsert replaces every column; values of the wrong type are
 // refused before anything is written.
 func TestIndexUpsertLookup(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 1)
 		tbl := kindsTable("kinds_v1")
-		if err := p.EnsureIndex(ctx, tbl, []int{0}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.EnsureIndex(ctx, tbl, []int{0}))
 		nulls := make([]any, len(tbl.Columns))
 		nulls[0] = int64(7)
 		first := []IndexEntry{
@@ -388,25 +329,17 @@ func TestIndexUpsertLookup(t *testing.T) {
 			{RowKey: rowKey(5), Values: []any{int64(7), nil, "\x00A\t", nil, math.SmallestNonzeroFloat64, nil, int64(-1)}, Violation: -1},
 		}
 		tx, err := p.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.UpsertIndex(ctx, 0, tbl, first); err != nil {
-			t.Fatalf("UpsertIndex: %v", err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, tx.UpsertIndex(ctx, 0, tbl, first), "UpsertIndex")
 		keys := []uuid.UUID{rowKey(1), rowKey(2), rowKey(3), rowKey(4), rowKey(5), rowKey(99), rowKey(1)}
 		got, err := tx.LookupIndex(ctx, 0, tbl, keys)
-		if err != nil {
-			t.Fatalf("LookupIndex in the transaction: %v", err)
-		}
+		require.NoError(t, err, "LookupIndex in the transaction")
 		want := map[uuid.UUID]IndexEntry{}
 		for _, e := range first {
 			want[e.RowKey] = e
 		}
 		checkEntries(t, "LookupIndex in the writing transaction", byRowKey(got), byRowKey(want))
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tx.Commit())
 
 		// Replace rows: values to NULL and back, refs and violation changed, one row given
 		// twice in a call (the last wins), plus a new row.
@@ -421,13 +354,9 @@ func TestIndexUpsertLookup(t *testing.T) {
 			want[e.RowKey] = e
 		}
 		tx, err = p.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		got, err = tx.LookupIndex(ctx, 0, tbl, append(keys, rowKey(6)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		checkEntries(t, "LookupIndex after the replacing upsert", byRowKey(got), byRowKey(want))
 
 		// A bad value anywhere in a call writes nothing of it.
@@ -449,32 +378,20 @@ func TestIndexUpsertLookup(t *testing.T) {
 			{"too many values", []any{int64(7), nil, nil, nil, nil, nil, nil, nil}},
 		} {
 			err := tx.UpsertIndex(ctx, 0, tbl, []IndexEntry{valid, {RowKey: rowKey(51), Values: tc.vals}})
-			if !errors.Is(err, ErrIndexValue) {
-				t.Errorf("UpsertIndex with %s: got %v, want ErrIndexValue", tc.name, err)
-			}
+			assert.ErrorIs(t, err, ErrIndexValue, "UpsertIndex with %s", tc.name)
 		}
-		if got, err := tx.LookupIndex(ctx, 0, tbl, []uuid.UUID{rowKey(50), rowKey(51)}); err != nil || len(got) != 0 {
-			t.Errorf("after refused upserts: LookupIndex found %d entries, %v; want none", len(got), err)
+		if got, err := tx.LookupIndex(ctx, 0, tbl, []uuid.UUID{rowKey(50), rowKey(51)}); assert.NoError(t, err, "after refused upserts: LookupIndex found %d entries, %v; want none", len(got), err) {
+			assert.Empty(t, got, "after refused upserts: LookupIndex found %d entries, %v; want none", len(got), err)
 		}
-		if _, err := tx.LookupIndex(ctx, 1, tbl, keys); !errors.Is(err, ErrNoIndexTable) {
-			t.Errorf("LookupIndex on a shard without the table: got %v, want ErrNoIndexTable", err)
-		}
-		if err := tx.UpsertIndex(ctx, 1, tbl, []IndexEntry{valid}); !errors.Is(err, ErrNoIndexTable) {
-			t.Errorf("UpsertIndex on a shard without the table: got %v, want ErrNoIndexTable", err)
-		}
-		if err := tx.UpsertIndex(ctx, 2, tbl, nil); !errors.Is(err, ErrShardRange) {
-			t.Errorf("UpsertIndex on shard 2 of [0, 1]: got %v, want ErrShardRange", err)
-		}
+		assert.ErrorIs(t, errOf(tx.LookupIndex(ctx, 1, tbl, keys)), ErrNoIndexTable, "LookupIndex on a shard without the table")
+		assert.ErrorIs(t, tx.UpsertIndex(ctx, 1, tbl, []IndexEntry{valid}), ErrNoIndexTable, "UpsertIndex on a shard without the table")
+		assert.ErrorIs(t, tx.UpsertIndex(ctx, 2, tbl, nil), ErrShardRange, "UpsertIndex on shard 2 of [0, 1]")
 		tx.Rollback()
-		if _, err := tx.LookupIndex(ctx, 0, tbl, keys); !errors.Is(err, ErrClosed) {
-			t.Errorf("LookupIndex after Rollback: got %v, want ErrClosed", err)
-		}
+		assert.ErrorIs(t, errOf(tx.LookupIndex(ctx, 0, tbl, keys)), ErrClosed, "LookupIndex after Rollback")
 
 		// Committed data through the read pool.
 		all, err := p.QueryIndex(ctx, 0, tbl, IndexQuery{ShardValue: int64(7), OrderBy: -1, Limit: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var wantAll []IndexEntry
 		var violations int64
 		for _, e := range byRowKey(want) {
@@ -486,11 +403,11 @@ func TestIndexUpsertLookup(t *testing.T) {
 			}
 		}
 		checkEntries(t, "QueryIndex by row key", all, wantAll)
-		if n, v, err := p.IndexStats(ctx, tbl); err != nil || n != int64(len(want)) || v != violations {
-			t.Errorf("IndexStats = %d, %d, %v; want %d, %d", n, v, err, len(want), violations)
+		if n, v, err := p.IndexStats(ctx, tbl); assert.NoError(t, err, "IndexStats") {
+			assert.Equal(t, [2]int64{int64(len(want)), violations}, [2]int64{n, v}, "IndexStats: entries, violations")
 		}
-		if got, err := p.QueryIndex(ctx, 1, tbl, IndexQuery{ShardValue: int64(7), OrderBy: -1, Limit: 100}); err != nil || got != nil {
-			t.Errorf("QueryIndex on a shard without the table = %d entries, %v; want none, nil", len(got), err)
+		if got, err := p.QueryIndex(ctx, 1, tbl, IndexQuery{ShardValue: int64(7), OrderBy: -1, Limit: 100}); assert.NoError(t, err, "QueryIndex on a shard without the table = %d entries, %v; want none, nil", len(got), err) {
+			assert.Nil(t, got, "QueryIndex on a shard without the table = %d entries, %v; want none, nil", len(got), err)
 		}
 
 		// Many entries: several statements per call and per lookup.
@@ -501,9 +418,7 @@ func TestIndexUpsertLookup(t *testing.T) {
 		}
 		upsertIndex(t, p, 0, tbl, many)
 		tx, err = p.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer tx.Rollback()
 		keys = keys[:0]
 		wantMany := map[uuid.UUID]IndexEntry{}
@@ -512,9 +427,7 @@ func TestIndexUpsertLookup(t *testing.T) {
 			wantMany[e.RowKey] = e
 		}
 		got, err = tx.LookupIndex(ctx, 0, tbl, keys)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		checkEntries(t, "LookupIndex of 1300 entries", byRowKey(got), byRowKey(wantMany))
 	})
 }
@@ -537,6 +450,7 @@ func restoreRecords(rs []RestoreRecord, errAt int, err error) func() (RestoreRec
 // A snapshot's index tables (ScanIndex) restore into another partition, whose old index tables
 // are dropped; the snapshot does not see later writes.
 func TestIndexSnapshotRestore(t *testing.T) {
+	t.Parallel()
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
@@ -546,12 +460,8 @@ func TestIndexSnapshotRestore(t *testing.T) {
 		src := openPartition(t, s, "source", 0, 0, 3)
 		a := kindsTable("a_v1")
 		b := IndexTable{Name: "b_v3", Columns: []IndexColumn{{"s", IndexString}, {"x", IndexFloat}}}
-		if err := src.EnsureIndex(ctx, a, []int{0, 1, 2}); err != nil {
-			t.Fatal(err)
-		}
-		if err := src.EnsureIndex(ctx, b, []int{1, 3}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, src.EnsureIndex(ctx, a, []int{0, 1, 2}))
+		require.NoError(t, src.EnsureIndex(ctx, b, []int{1, 3}))
 		// Shard 1 of a spans more than one snapshot page.
 		want := map[string]map[int][]IndexEntry{a.Name: {}, b.Name: {}}
 		fill := func(tbl IndexTable, shard, n int) {
@@ -572,15 +482,11 @@ func TestIndexSnapshotRestore(t *testing.T) {
 		write(t, src, cellsOf, AppliedState{Index: 7, Term: 2})
 
 		snap, err := src.BeginSnapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer snap.Close()
 		// Later writes, to an existing table and to a table created after the view: unseen.
 		upsertIndex(t, src, 0, a, []IndexEntry{randEntry(r, &a, rowKey(424242), []int64{1})})
-		if err := src.EnsureIndex(ctx, b, []int{2}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, src.EnsureIndex(ctx, b, []int{2}))
 		upsertIndex(t, src, 2, b, []IndexEntry{{RowKey: rowKey(1), Values: []any{"late", 1.0}}})
 
 		var recs []RestoreRecord
@@ -602,17 +508,13 @@ func TestIndexSnapshotRestore(t *testing.T) {
 		}
 		stop := errors.New("stop")
 		n := 0
-		if err := snap.ScanIndex(ctx, 1, a, func(IndexEntry) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
-			t.Errorf("ScanIndex with a failing callback: got %v after %d calls, want the callback's error after 1", err, n)
-		}
-		if err := snap.ScanIndex(ctx, 4, a, func(IndexEntry) error { return nil }); !errors.Is(err, ErrShardRange) {
-			t.Errorf("ScanIndex of shard 4: got %v, want ErrShardRange", err)
-		}
+		err = snap.ScanIndex(ctx, 1, a, func(IndexEntry) error { n++; return stop })
+		assert.ErrorIs(t, err, stop, "ScanIndex with a failing callback: want the callback's error")
+		assert.Equal(t, 1, n, "ScanIndex with a failing callback: calls")
+		assert.ErrorIs(t, snap.ScanIndex(ctx, 4, a, func(IndexEntry) error { return nil }), ErrShardRange, "ScanIndex of shard 4")
 		applied := snap.Applied()
 		snap.Close()
-		if err := snap.ScanIndex(ctx, 1, a, func(IndexEntry) error { return nil }); !errors.Is(err, ErrClosed) {
-			t.Errorf("ScanIndex after Close: got %v, want ErrClosed", err)
-		}
+		assert.ErrorIs(t, snap.ScanIndex(ctx, 1, a, func(IndexEntry) error { return nil }), ErrClosed, "ScanIndex after Close")
 
 		// The target has index tables of its own: one not in the snapshot, and one of the same
 		// name as the snapshot's with other columns and entries.
@@ -620,9 +522,7 @@ func TestIndexSnapshotRestore(t *testing.T) {
 		old := IndexTable{Name: "old_v1", Columns: []IndexColumn{{"k", IndexInt}}}
 		oldA := IndexTable{Name: a.Name, Columns: []IndexColumn{{"k", IndexInt}}}
 		for _, tbl := range []IndexTable{old, oldA} {
-			if err := dst.EnsureIndex(ctx, tbl, []int{0, 2}); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, dst.EnsureIndex(ctx, tbl, []int{0, 2}))
 			upsertIndex(t, dst, 2, tbl, []IndexEntry{{RowKey: rowKey(5), Values: []any{int64(5)}}})
 		}
 		write(t, dst, map[int][]cells.Cell{0: shardCells(t, 0, 0, 3)}, AppliedState{Index: 3, Term: 1})
@@ -647,38 +547,24 @@ func TestIndexSnapshotRestore(t *testing.T) {
 			{"row key twice", restoreRecords(append(slices.Clone(recs), recs[firstEntry]), -1, nil), ErrDuplicate},
 			{"next fails", restoreRecords(recs, len(recs)/2, stop), stop},
 		} {
-			if err := dst.Restore(ctx, AppliedState{Index: 99, Term: 9}, tc.next, nil, []IndexTable{a, b}); !errors.Is(err, tc.want) {
-				t.Errorf("Restore with %s: got %v, want %v", tc.name, err, tc.want)
-			}
-			if a, err := dst.Applied(ctx); err != nil || a != (AppliedState{Index: 3, Term: 1}) {
-				t.Errorf("after a Restore with %s: Applied = %+v, %v; want {3 1}", tc.name, a, err)
+			assert.ErrorIs(t, dst.Restore(ctx, AppliedState{Index: 99, Term: 9}, tc.next, nil, []IndexTable{a, b}), tc.want, "Restore with %s", tc.name)
+			if a, err := dst.Applied(ctx); assert.NoError(t, err, "after a Restore with %s: Applied = %+v, %v; want {3 1}", tc.name, a, err) {
+				assert.Equal(t, AppliedState{Index: 3, Term: 1}, a, "after a Restore with %s: Applied = %+v, %v; want {3 1}", tc.name, a, err)
 			}
 		}
-		if err := dst.Restore(ctx, applied, restoreRecords(recs, -1, nil), nil, []IndexTable{a, a}); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("Restore with a table given twice: got %v, want ErrInvalidConfig", err)
-		}
+		assert.ErrorIs(t, dst.Restore(ctx, applied, restoreRecords(recs, -1, nil), nil, []IndexTable{a, a}), ErrInvalidConfig, "Restore with a table given twice")
 
-		if err := dst.Restore(ctx, applied, restoreRecords(recs, -1, nil), nil, []IndexTable{b, a}); err != nil {
-			t.Fatalf("Restore: %v", err)
-		}
-		if got, want := indexNames(t, dst), []string{a.Name, b.Name}; !slices.Equal(got, want) {
-			t.Errorf("IndexNames after Restore = %q, want %q", got, want)
-		}
+		require.NoError(t, dst.Restore(ctx, applied, restoreRecords(recs, -1, nil), nil, []IndexTable{b, a}), "Restore")
+		assert.Equal(t, []string{a.Name, b.Name}, indexNames(t, dst), "IndexNames after Restore")
 		for sh := 0; sh <= 3; sh++ {
-			if indexTableExists(t, dst, old.Name, sh) {
-				t.Errorf("old index table on shard %d kept by Restore", sh)
-			}
+			assert.False(t, indexTableExists(t, dst, old.Name, sh), "old index table on shard %d kept by Restore", sh)
 			for _, tbl := range []IndexTable{a, b} {
-				if !indexTableExists(t, dst, tbl.Name, sh) {
-					t.Errorf("Restore did not create %s on shard %d", tbl.Name, sh)
-				}
+				assert.True(t, indexTableExists(t, dst, tbl.Name, sh), "Restore did not create %s on shard %d", tbl.Name, sh)
 			}
 			checkCells(t, fmt.Sprintf("restored cells of shard %d", sh), scanAll(t, dst, sh, 100), cellsOf[sh])
 		}
 		snap2, err := dst.BeginSnapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer snap2.Close()
 		for _, tbl := range []IndexTable{a, b} {
 			var n, v int64
@@ -691,33 +577,24 @@ func TestIndexSnapshotRestore(t *testing.T) {
 					}
 				}
 			}
-			if gn, gv, err := dst.IndexStats(ctx, tbl); err != nil || gn != n || gv != v {
-				t.Errorf("IndexStats(%s) after Restore = %d, %d, %v; want %d, %d", tbl.Name, gn, gv, err, n, v)
+			if gn, gv, err := dst.IndexStats(ctx, tbl); assert.NoError(t, err, "IndexStats(%s) after Restore", tbl.Name) {
+				assert.Equal(t, [2]int64{n, v}, [2]int64{gn, gv}, "IndexStats(%s) after Restore: entries, violations", tbl.Name)
 			}
 		}
-		if a, err := dst.Applied(ctx); err != nil || a != applied {
-			t.Errorf("Applied after Restore = %+v, %v; want %+v", a, err, applied)
+		if a, err := dst.Applied(ctx); assert.NoError(t, err, "Applied after Restore = %+v, %v; want %+v", a, err, applied) {
+			assert.Equal(t, applied, a, "Applied after Restore = %+v, %v; want %+v", a, err, applied)
 		}
 		snap2.Close()
 		// The restored tables are known: writes go on without EnsureIndex, and a Restore with
 		// no index drops them all.
 		upsertIndex(t, dst, 3, a, []IndexEntry{randEntry(r, &a, rowKey(77), []int64{1})})
-		if err := dst.Restore(ctx, applied, restoreRecords(nil, -1, nil), nil, nil); err != nil {
-			t.Fatal(err)
-		}
-		if names := indexNames(t, dst); len(names) != 0 {
-			t.Errorf("IndexNames after a Restore without indexes = %q, want none", names)
-		}
+		require.NoError(t, dst.Restore(ctx, applied, restoreRecords(nil, -1, nil), nil, nil))
+		names := indexNames(t, dst)
+		assert.Empty(t, names, "IndexNames after a Restore without indexes = %q, want none", names)
 		tx, err := dst.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer tx.Rollback()
-		if err := tx.UpsertIndex(ctx, 0, a, nil); err != nil {
-			t.Errorf("UpsertIndex of nothing: %v", err)
-		}
-		if _, err := tx.LookupIndex(ctx, 0, a, []uuid.UUID{rowKey(1)}); !errors.Is(err, ErrNoIndexTable) {
-			t.Errorf("LookupIndex of a table dropped by Restore: got %v, want ErrNoIndexTable", err)
-		}
+		assert.NoError(t, tx.UpsertIndex(ctx, 0, a, nil), "UpsertIndex of nothing")
+		assert.ErrorIs(t, errOf(tx.LookupIndex(ctx, 0, a, []uuid.UUID{rowKey(1)})), ErrNoIndexTable, "LookupIndex of a table dropped by Restore")
 	})
 }

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/cells"
 )
 
@@ -50,20 +53,15 @@ func kvKeys(kvs []KV) []string {
 func checkScanKV(t testing.TB, what string, p *PartitionStore, prefix string, want []KV) {
 	t.Helper()
 	got, err := p.ScanKV(context.Background(), prefix)
-	if err != nil {
-		t.Fatalf("%s: ScanKV(%q): %v", what, prefix, err)
-	}
-	if d := kvDiff(got, want); d != "" {
-		t.Errorf("%s: ScanKV(%q): got %s", what, prefix, d)
-	}
+	require.NoError(t, err, "%s: ScanKV(%q)", what, prefix)
+	d := kvDiff(got, want)
+	assert.Empty(t, d, "%s: ScanKV(%q): got %s", what, prefix, d)
 }
 
 // putKV commits puts (a nil value deletes the key) in one write transaction.
 func putKV(t testing.TB, p *PartitionStore, puts []KV) {
 	t.Helper()
-	if err := tryPutKV(p, puts); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tryPutKV(p, puts))
 }
 
 // tryPutKV is putKV for goroutines other than the test's.
@@ -102,12 +100,10 @@ func txValue(tx *WriteTx, key string) ([]byte, error) {
 func snapshotKV(t testing.TB, s *SnapshotTx) []KV {
 	t.Helper()
 	var out []KV
-	if err := s.ScanKV(context.Background(), func(kv KV) error {
+	require.NoError(t, s.ScanKV(context.Background(), func(kv KV) error {
 		out = append(out, kv)
 		return nil
-	}); err != nil {
-		t.Fatalf("snapshot ScanKV: %v", err)
-	}
+	}), "snapshot ScanKV")
 	return out
 }
 
@@ -142,6 +138,7 @@ func withPrefix(kvs []KV, prefix string) []KV {
 // PutKV and DeleteKV change the KV rows when their transaction commits; ScanKV reads a
 // prefix in bytewise key order.
 func TestKVPutDeleteScan(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 1)
@@ -159,9 +156,7 @@ func TestKVPutDeleteScan(t *testing.T) {
 		// Uncommitted writes are invisible; rollback discards them; the transaction sees them
 		// (a second put of a key replaces its value).
 		tx, err := p.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, step := range []error{
 			tx.PutKV(ctx, "a/1", []byte("changed")),
 			tx.PutKV(ctx, "a/1", []byte("changed twice")),
@@ -169,17 +164,13 @@ func TestKVPutDeleteScan(t *testing.T) {
 			tx.DeleteKV(ctx, "b"),
 			tx.DeleteKV(ctx, "missing"),
 		} {
-			if step != nil {
-				t.Fatal(step)
-			}
+			require.NoError(t, step)
 		}
-		if v, err := txValue(tx, "a/1"); err != nil || string(v) != "changed twice" {
-			t.Errorf("value of a/1 inside the transaction that put it twice: got %q, %v; want %q", v, err, "changed twice")
+		if v, err := txValue(tx, "a/1"); assert.NoError(t, err, "value of a/1 inside the transaction that put it twice: got %q, %v; want %q", v, err, "changed twice") {
+			assert.Equal(t, "changed twice", string(v), "value of a/1 inside the transaction that put it twice: got %q, %v; want %q", v, err, "changed twice")
 		}
 		checkScanKV(t, "during the transaction", p, "", rows)
-		if err := tx.Rollback(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tx.Rollback())
 		checkScanKV(t, "after Rollback", p, "", rows)
 
 		// Commit shows them.
@@ -192,15 +183,9 @@ func TestKVPutDeleteScan(t *testing.T) {
 
 		// A put with a nil value stores an empty value, not a deletion or a NULL.
 		tx, err = p.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.PutKV(ctx, "nil", nil); err != nil {
-			t.Fatalf("PutKV with a nil value: %v", err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, tx.PutKV(ctx, "nil", nil), "PutKV with a nil value")
+		require.NoError(t, tx.Commit())
 		checkScanKV(t, "after putting a nil value", p, "nil", []KV{{"nil", []byte{}}})
 
 		// The rows survive reopening.
@@ -213,13 +198,12 @@ func TestKVPutDeleteScan(t *testing.T) {
 // Keys and values out of bounds are refused with ErrKVTooLarge, leaving the transaction
 // usable; the bounds themselves are accepted. After Commit the methods return ErrClosed.
 func TestKVLimits(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
 		tx, err := p.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer tx.Rollback()
 		long := strings.Repeat("k", MaxKVKeyBytes+1)
 		for _, tc := range []struct {
@@ -232,52 +216,34 @@ func TestKVLimits(t *testing.T) {
 			{"DeleteKV of an empty key", tx.DeleteKV(ctx, "")},
 			{"DeleteKV of a key over MaxKVKeyBytes", tx.DeleteKV(ctx, long)},
 		} {
-			if !errors.Is(tc.err, ErrKVTooLarge) {
-				t.Errorf("%s: got %v, want ErrKVTooLarge", tc.name, tc.err)
-			}
+			assert.ErrorIs(t, tc.err, ErrKVTooLarge, "%s", tc.name)
 		}
 		maxKey := strings.Repeat("\xfe", MaxKVKeyBytes)
-		if err := tx.PutKV(ctx, maxKey, []byte("max key")); err != nil {
-			t.Fatalf("PutKV of a %d-byte key: %v", MaxKVKeyBytes, err)
-		}
+		require.NoError(t, tx.PutKV(ctx, maxKey, []byte("max key")), "PutKV of a %d-byte key", MaxKVKeyBytes)
 		// A value of MaxKVValueBytes (as large as MariaDB's default max_allowed_packet), with
 		// bytes an interpolated statement must escape, round trips.
 		big := bytes.Repeat([]byte{0, 1, 2, 0xff, '\'', '\\'}, MaxKVValueBytes/6+1)[:MaxKVValueBytes]
-		if err := tx.PutKV(ctx, "big", big); err != nil {
-			t.Fatalf("PutKV of a %d-byte value: %v", len(big), err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tx.PutKV(ctx, "big", big), "PutKV of a %d-byte value", len(big))
+		require.NoError(t, tx.Commit())
 		bounds := []KV{{"big", big}, {maxKey, []byte("max key")}}
 		checkScanKV(t, "after the limits", p, "", bounds)
 		snap, err := p.BeginSnapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := kvDiff(snapshotKV(t, snap), bounds); d != "" {
-			t.Errorf("snapshot ScanKV of the bounds: got %s", d)
-		}
+		require.NoError(t, err)
+		d := kvDiff(snapshotKV(t, snap), bounds)
+		assert.Empty(t, d, "snapshot ScanKV of the bounds: got %s", d)
 		snap.Close()
-		if err := p.Restore(ctx, AppliedState{Index: 1, Term: 1}, stream(nil), bounds, nil); err != nil {
-			t.Fatalf("Restore of the bounds: %v", err)
-		}
+		require.NoError(t, p.Restore(ctx, AppliedState{Index: 1, Term: 1}, stream(nil), bounds, nil), "Restore of the bounds")
 		checkScanKV(t, "after restoring the bounds", p, "", bounds)
-		if err := tx.PutKV(ctx, "k", nil); !errors.Is(err, ErrClosed) {
-			t.Errorf("PutKV after Commit: got %v, want ErrClosed", err)
-		}
-		if err := tx.DeleteKV(ctx, "k"); !errors.Is(err, ErrClosed) {
-			t.Errorf("DeleteKV after Commit: got %v, want ErrClosed", err)
-		}
+		assert.ErrorIs(t, tx.PutKV(ctx, "k", nil), ErrClosed, "PutKV after Commit")
+		assert.ErrorIs(t, tx.DeleteKV(ctx, "k"), ErrClosed, "DeleteKV after Commit")
 		p.Close()
-		if _, err := p.ScanKV(ctx, ""); !errors.Is(err, ErrClosed) {
-			t.Errorf("ScanKV after Close: got %v, want ErrClosed", err)
-		}
+		assert.ErrorIs(t, errOf(p.ScanKV(ctx, "")), ErrClosed, "ScanKV after Close")
 	})
 }
 
 // ScanKV of a prefix reads a range of the primary key, in its order: no scan, no sort.
 func TestScanKVUsesPrimaryKey(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		p := openPartition(t, s, "trips", 0, 0, 0)
@@ -290,22 +256,18 @@ func TestScanKVUsesPrimaryKey(t *testing.T) {
 			putKV(t, p, rows)
 		}
 		if e.name == EngineMySQL {
-			if _, err := p.write.Exec("ANALYZE TABLE " + p.d.kv); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, errOf(p.write.Exec("ANALYZE TABLE "+p.d.kv)))
 		}
 		q, args := p.scanKVSQL("g3/")
 		plan := explainRows(t, p.read, e.name, q, args...)
-		if len(plan) == 0 {
-			t.Fatal("empty plan")
-		}
+		require.NotEmpty(t, plan, "empty plan")
 		for _, r := range plan {
 			if e.name == EngineSQLite {
-				if d := r["detail"]; !strings.HasPrefix(d, "SEARCH kv USING INDEX") {
-					t.Errorf("ScanKV(g3/): got plan step %q, want SEARCH kv USING INDEX (the primary key)", d)
-				}
-			} else if r["key"] != "PRIMARY" || r["type"] != "range" || strings.Contains(r["extra"], "filesort") {
-				t.Errorf("ScanKV(g3/): got plan %v, want a range of PRIMARY without filesort", r)
+				d := r["detail"]
+				assert.True(t, strings.HasPrefix(d, "SEARCH kv USING INDEX"), "ScanKV(g3/): got plan step %q, want SEARCH kv USING INDEX (the primary key)", d)
+			} else {
+				assert.True(t, r["key"] == "PRIMARY" && r["type"] == "range" && !strings.Contains(r["extra"], "filesort"),
+					"ScanKV(g3/): got plan %v, want a range of PRIMARY without filesort", r)
 			}
 		}
 		if t.Failed() || testing.Verbose() {
@@ -316,6 +278,7 @@ func TestScanKVUsesPrimaryKey(t *testing.T) {
 
 // Partitions and datastores have their own KV rows (in MySQL they share one table).
 func TestKVPartitionsIsolated(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		a0 := openPartition(t, s, "alpha", 0, 0, 1)
@@ -334,6 +297,7 @@ func TestKVPartitionsIsolated(t *testing.T) {
 // A snapshot sees the KV rows as of its start, in key order, across pages, while the writer
 // changes them; its ScanKV stops at the callback's error.
 func TestSnapshotKV(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
@@ -343,21 +307,17 @@ func TestSnapshotKV(t *testing.T) {
 		}
 		putKV(t, p, old)
 		snap, err := p.BeginSnapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer snap.Close()
 
 		putKV(t, p, []KV{{"key/00000", nil}, {"key/00001", []byte("changed")}, {"key/99999", []byte("new")}, {"a", []byte("new")}})
-		if d := kvDiff(snapshotKV(t, snap), old); d != "" {
-			t.Errorf("snapshot ScanKV after the writer changed the rows: got %s", d)
-		}
+		d := kvDiff(snapshotKV(t, snap), old)
+		assert.Empty(t, d, "snapshot ScanKV after the writer changed the rows: got %s", d)
 		now, err := p.ScanKV(ctx, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(now) != len(old)+1 || now[0].Key != "a" || string(now[1].Value) != "changed" {
-			t.Errorf("ScanKV after the writer: got %d rows starting %q, want %d starting a, key/00001=changed", len(now), kvKeys(now[:2]), len(old)+1)
+		require.NoError(t, err)
+		if assert.Len(t, now, len(old)+1, "ScanKV after the writer: rows") {
+			assert.True(t, now[0].Key == "a" && string(now[1].Value) == "changed",
+				"ScanKV after the writer: got rows starting %q, want a, key/00001=changed", kvKeys(now[:2]))
 		}
 
 		stop := errors.New("stop here")
@@ -369,20 +329,16 @@ func TestSnapshotKV(t *testing.T) {
 			}
 			return nil
 		})
-		if !errors.Is(err, stop) || n != 3 {
-			t.Errorf("snapshot ScanKV with a callback failing at the 3rd row: got %v after %d calls, want the callback's error after 3", err, n)
-		}
-		if err := snap.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := snap.ScanKV(ctx, func(KV) error { return nil }); !errors.Is(err, ErrClosed) {
-			t.Errorf("snapshot ScanKV after Close: got %v, want ErrClosed", err)
-		}
+		assert.ErrorIs(t, err, stop, "snapshot ScanKV with a callback failing at the 3rd row: want the callback's error")
+		assert.Equal(t, 3, n, "snapshot ScanKV with a callback failing at the 3rd row: calls")
+		require.NoError(t, snap.Close())
+		assert.ErrorIs(t, snap.ScanKV(ctx, func(KV) error { return nil }), ErrClosed, "snapshot ScanKV after Close")
 	})
 }
 
 // Restore replaces the partition's KV rows, and only its own; a failed Restore leaves them.
 func TestRestoreKV(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		s := e.open(t)
@@ -394,9 +350,7 @@ func TestRestoreKV(t *testing.T) {
 
 		restored := []KV{{"same", []byte("new")}, {"new/1", []byte{}}, {"\xff", []byte("ff")}}
 		c := mkCell(t, 2, "base", 1, 7)
-		if err := p.Restore(ctx, AppliedState{Index: 9, Term: 2}, stream([]restoreItem{{shard: 1, c: c}}), restored, nil); err != nil {
-			t.Fatalf("Restore: %v", err)
-		}
+		require.NoError(t, p.Restore(ctx, AppliedState{Index: 9, Term: 2}, stream([]restoreItem{{shard: 1, c: c}}), restored, nil), "Restore")
 		want := []KV{{"new/1", []byte{}}, {"same", []byte("new")}, {"\xff", []byte("ff")}}
 		checkScanKV(t, "after Restore", p, "", want)
 		checkScanKV(t, "the other partition after Restore", other, "", []KV{{"old/1", []byte("other")}})
@@ -414,12 +368,10 @@ func TestRestoreKV(t *testing.T) {
 			{"a KV key is empty", nil, []KV{{"x", nil}, {"", []byte("1")}}, ErrKVTooLarge},
 			{"a KV value is too large", nil, []KV{{"x", make([]byte, MaxKVValueBytes+1)}}, ErrKVTooLarge},
 		} {
-			if err := p.Restore(ctx, AppliedState{Index: 99, Term: 9}, stream(tc.items), tc.kv, nil); !errors.Is(err, tc.want) {
-				t.Errorf("Restore when %s: got %v, want %v", tc.name, err, tc.want)
-			}
+			assert.ErrorIs(t, p.Restore(ctx, AppliedState{Index: 99, Term: 9}, stream(tc.items), tc.kv, nil), tc.want, "Restore when %s", tc.name)
 			checkScanKV(t, "after a Restore where "+tc.name, p, "", want)
-			if a, err := p.Applied(ctx); err != nil || a != (AppliedState{Index: 9, Term: 2}) {
-				t.Errorf("after a Restore where %s: Applied = %+v, %v; want {9 2}", tc.name, a, err)
+			if a, err := p.Applied(ctx); assert.NoError(t, err, "after a Restore where %s: Applied = %+v, %v; want {9 2}", tc.name, a, err) {
+				assert.Equal(t, AppliedState{Index: 9, Term: 2}, a, "after a Restore where %s: Applied = %+v, %v; want {9 2}", tc.name, a, err)
 			}
 		}
 
@@ -428,13 +380,9 @@ func TestRestoreKV(t *testing.T) {
 		for i := range 1200 {
 			many = append(many, KV{fmt.Sprintf("m/%04d", i), bytes.Repeat([]byte{byte(i)}, i)})
 		}
-		if err := p.Restore(ctx, AppliedState{Index: 10, Term: 2}, stream(nil), many, nil); err != nil {
-			t.Fatalf("Restore of %d KV rows: %v", len(many), err)
-		}
+		require.NoError(t, p.Restore(ctx, AppliedState{Index: 10, Term: 2}, stream(nil), many, nil), "Restore of %d KV rows", len(many))
 		checkScanKV(t, "after restoring many rows", p, "", many)
-		if err := p.Restore(ctx, AppliedState{Index: 11, Term: 2}, stream(nil), nil, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Restore(ctx, AppliedState{Index: 11, Term: 2}, stream(nil), nil, nil))
 		checkScanKV(t, "after restoring no rows", p, "", nil)
 		checkScanKV(t, "the other partition at the end", other, "", []KV{{"old/1", []byte("other")}})
 	})
@@ -452,6 +400,7 @@ func logCells(t testing.TB, n int, cols ...string) []cells.Cell {
 // ReadLog reads a shard's log in added_id order, in pages, filtered by column, and says where
 // to read on.
 func TestReadLog(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 2)
@@ -487,13 +436,9 @@ func TestReadLog(t *testing.T) {
 		} {
 			got, next, high, err := p.ReadLog(ctx, 0, tc.after, tc.column, tc.limit)
 			what := fmt.Sprintf("ReadLog(after %d, column %q, limit %d)", tc.after, tc.column, tc.limit)
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
+			require.NoError(t, err, "%s", what)
 			checkCells(t, what, got, tc.want)
-			if next != tc.next || high != 10 {
-				t.Errorf("%s: got next %d, high %d; want %d, 10", what, next, high, tc.next)
-			}
+			assert.Equal(t, [2]int64{tc.next, 10}, [2]int64{next, high}, "%s: next, high", what)
 		}
 
 		// Following next reads every cell of the column exactly once, whatever the page size.
@@ -502,9 +447,7 @@ func TestReadLog(t *testing.T) {
 			after := int64(0)
 			for range 20 {
 				page, next, _, err := p.ReadLog(ctx, 0, after, "status", limit)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				got = append(got, page...)
 				if next == after {
 					break
@@ -515,22 +458,19 @@ func TestReadLog(t *testing.T) {
 		}
 
 		// A shard with no tables, and one with tables but no cell, are empty.
-		if err := p.EnsureShards(ctx, []int{1}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.EnsureShards(ctx, []int{1}))
 		for _, shard := range []int{1, 2} {
 			got, next, high, err := p.ReadLog(ctx, shard, 3, "", 5)
-			if err != nil || len(got) != 0 || next != 3 || high != 0 {
-				t.Errorf("ReadLog(shard %d with no cell, after 3): got %d cells, next %d, high %d, %v; want 0, 3, 0, nil", shard, len(got), next, high, err)
+			if assert.NoError(t, err, "ReadLog(shard %d with no cell, after 3)", shard) {
+				assert.Empty(t, got, "ReadLog(shard %d with no cell, after 3)", shard)
+				assert.Equal(t, [2]int64{3, 0}, [2]int64{next, high}, "ReadLog(shard %d with no cell, after 3): next, high", shard)
 			}
 		}
-		if _, _, _, err := p.ReadLog(ctx, 3, 0, "", 5); !errors.Is(err, ErrShardRange) {
-			t.Errorf("ReadLog of shard 3 of [0, 2]: got %v, want ErrShardRange", err)
-		}
+		_, _, _, err := p.ReadLog(ctx, 3, 0, "", 5)
+		assert.ErrorIs(t, err, ErrShardRange, "ReadLog of shard 3 of [0, 2]")
 		for _, limit := range []int{0, -1} {
-			if _, _, _, err := p.ReadLog(ctx, 0, 0, "", limit); err == nil {
-				t.Errorf("ReadLog with limit %d: got nil error, want an error", limit)
-			}
+			_, _, _, err := p.ReadLog(ctx, 0, 0, "", limit)
+			assert.Error(t, err, "ReadLog with limit %d: want an error", limit)
 		}
 	})
 }
@@ -539,12 +479,11 @@ func TestReadLog(t *testing.T) {
 // sees every cell of its column, in order, while the writer commits one cell at a time,
 // mostly of another column.
 func TestReadLogConcurrentWriter(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
-		if err := p.EnsureShards(ctx, []int{0}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.EnsureShards(ctx, []int{0}))
 		const commits = 400
 		all := logCells(t, commits, "wanted", "other", "other")
 		var wanted []cells.Cell
@@ -582,15 +521,12 @@ func TestReadLogConcurrentWriter(t *testing.T) {
 			}
 			for {
 				page, next, high, err := p.ReadLog(ctx, 0, after, "wanted", 1000)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				reads++
-				if next < after || next > high && next != after {
-					t.Fatalf("ReadLog(after %d): got next %d, high %d; want next in [after, max(after, high)]", after, next, high)
-				}
-				if n := len(page); n > 0 && page[n-1].AddedID > high {
-					t.Fatalf("ReadLog(after %d): got a cell of added_id %d above high %d", after, page[n-1].AddedID, high)
+				require.False(t, next < after || next > high && next != after,
+					"ReadLog(after %d): got next %d, high %d; want next in [after, max(after, high)]", after, next, high)
+				if n := len(page); n > 0 {
+					require.LessOrEqual(t, page[n-1].AddedID, high, "ReadLog(after %d): the last cell's added_id, want at most high", after)
 				}
 				got = append(got, page...)
 				if next == after {
@@ -600,9 +536,7 @@ func TestReadLogConcurrentWriter(t *testing.T) {
 			}
 		}
 		wg.Wait()
-		if writeErr != nil {
-			t.Fatal(writeErr)
-		}
+		require.NoError(t, writeErr)
 		t.Logf("%d reads while %d cells were committed", reads, commits)
 		checkCells(t, "cells of the column read while the writer committed", got, wanted)
 	})
@@ -610,6 +544,7 @@ func TestReadLogConcurrentWriter(t *testing.T) {
 
 // LocationAt finds where the log reaches a time.
 func TestLocationAt(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 2)
@@ -634,34 +569,22 @@ func TestLocationAt(t *testing.T) {
 			{"after the last cell", at(9), 8},
 		} {
 			got, err := p.LocationAt(ctx, 0, tc.t)
-			if err != nil {
-				t.Fatalf("LocationAt(%s): %v", tc.what, err)
-			}
-			if got != tc.want {
-				t.Errorf("LocationAt(%s): got %d, want %d", tc.what, got, tc.want)
-			}
+			require.NoError(t, err, "LocationAt(%s)", tc.what)
+			assert.Equal(t, tc.want, got, "LocationAt(%s): got %d, want %d", tc.what, got, tc.want)
 		}
 		// Reading after the location starts at the first cell at or after the time.
 		loc, err := p.LocationAt(ctx, 0, at(4))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		page, _, _, err := p.ReadLog(ctx, 0, loc, "", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		checkCells(t, "ReadLog after LocationAt(cell 4's time)", page, cs[3:4])
 
-		if err := p.EnsureShards(ctx, []int{1}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.EnsureShards(ctx, []int{1}))
 		for _, shard := range []int{1, 2} {
-			if got, err := p.LocationAt(ctx, shard, at(0)); err != nil || got != 0 {
-				t.Errorf("LocationAt in shard %d with no cell: got %d, %v; want 0, nil", shard, got, err)
+			if got, err := p.LocationAt(ctx, shard, at(0)); assert.NoError(t, err, "LocationAt in shard %d with no cell: got %d, %v; want 0, nil", shard, got, err) {
+				assert.EqualValues(t, 0, got, "LocationAt in shard %d with no cell: got %d, %v; want 0, nil", shard, got, err)
 			}
 		}
-		if _, err := p.LocationAt(ctx, 3, at(0)); !errors.Is(err, ErrShardRange) {
-			t.Errorf("LocationAt in shard 3 of [0, 2]: got %v, want ErrShardRange", err)
-		}
+		assert.ErrorIs(t, errOf(p.LocationAt(ctx, 3, at(0))), ErrShardRange, "LocationAt in shard 3 of [0, 2]")
 	})
 }

@@ -5,68 +5,54 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestDBStats checks the pools DBStats names on each engine, that they follow partitions
 // opening and closing, and that PoolCollector exports them.
 func TestDBStats(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		p := openPartition(t, s, "users", 3, 0, 3)
-		if err := p.EnsureShards(t.Context(), []int{0}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.EnsureShards(t.Context(), []int{0}))
 		want := map[string]bool{"users/3/write": true, "users/3/read": true}
 		if e.name == EngineMySQL {
 			want = map[string]bool{"mysql": true}
 		}
 		got := s.DBStats()
 		for name := range want {
-			if _, ok := got[name]; !ok {
-				t.Errorf("DBStats: no pool %q in %v", name, poolNames(got))
-			}
+			assert.Contains(t, got, name, "DBStats: no pool %q in %v", name, poolNames(got))
 		}
-		if len(got) != len(want) {
-			t.Errorf("DBStats: got pools %v, want %v", poolNames(got), poolNames(want))
-		}
+		assert.Len(t, got, len(want), "DBStats: got pools %v, want %v", poolNames(got), poolNames(want))
 		open := 0
 		for _, st := range got {
 			open += st.OpenConnections
 		}
-		if open < 1 {
-			t.Errorf("DBStats: got %d open connections, want at least 1 after EnsureShards", open)
-		}
+		assert.GreaterOrEqual(t, open, 1, "DBStats: open connections, want at least 1 after EnsureShards")
 
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(s.PoolCollector())
 		fams, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var names []string
 		for _, f := range fams {
-			if len(f.GetMetric()) != len(want) {
-				t.Errorf("%s: got %d series, want %d (one per pool)", f.GetName(), len(f.GetMetric()), len(want))
-			}
+			assert.Equal(t, len(want), len(f.GetMetric()), "%s: got %d series, want %d (one per pool)", f.GetName(), len(f.GetMetric()), len(want))
 			names = append(names, f.GetName())
 		}
-		if got, want := strings.Join(names, ","), "schemaless_sql_pool_idle,schemaless_sql_pool_in_use,schemaless_sql_pool_max_open,schemaless_sql_pool_open,schemaless_sql_pool_wait_count_total,schemaless_sql_pool_wait_seconds_total"; got != want {
-			t.Errorf("families: got %s, want %s", got, want)
-		}
+		assert.Equal(t, "schemaless_sql_pool_idle,schemaless_sql_pool_in_use,schemaless_sql_pool_max_open,schemaless_sql_pool_open,schemaless_sql_pool_wait_count_total,schemaless_sql_pool_wait_seconds_total",
+			strings.Join(names, ","), "families")
 
-		if err := p.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Close())
 		got = s.DBStats()
-		if e.name == EngineSQLite && len(got) != 0 {
-			t.Errorf("DBStats after the partition closed: got pools %v, want none", poolNames(got))
+		if e.name == EngineSQLite {
+			assert.Empty(t, got, "DBStats after the partition closed: got pools %v, want none", poolNames(got))
 		}
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if got := s.DBStats(); len(got) != 0 {
-			t.Errorf("DBStats after Close: got pools %v, want none", poolNames(got))
-		}
+		require.NoError(t, s.Close())
+		got = s.DBStats()
+		assert.Empty(t, got, "DBStats after Close: got pools %v, want none", poolNames(got))
 	})
 }
 

@@ -3,7 +3,6 @@ package storage
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/cells"
 )
 
@@ -25,6 +26,7 @@ func (m model) cell(shard int, k cells.Key) (cells.Cell, bool) {
 // Random transactions (some rolled back, some with keys written before) against a model: every
 // read agrees with it after every transaction.
 func TestRandomAgainstModel(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
@@ -37,9 +39,7 @@ func TestRandomAgainstModel(t *testing.T) {
 		applied := AppliedState{}
 		for round := range 30 {
 			tx, err := p.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			pending := model{}
 			touched := []int{}
 			for range 1 + rng.IntN(30) {
@@ -48,39 +48,27 @@ func TestRandomAgainstModel(t *testing.T) {
 				if !slices.Contains(touched, shard) {
 					// A new shard of the batch: create its tables outside the transaction, as
 					// the FSM does. Here the transaction is open, so this must fail.
-					if err := p.EnsureShards(ctx, []int{shard}); !errors.Is(err, ErrTxOpen) {
-						t.Fatalf("seed %d: EnsureShards inside a transaction: got %v, want ErrTxOpen", seed, err)
-					}
+					require.ErrorIs(t, p.EnsureShards(ctx, []int{shard}), ErrTxOpen, "seed %d: EnsureShards inside a transaction", seed)
 				}
 				found, err := tx.Lookup(ctx, shard, []cells.Key{k})
-				if err != nil {
-					t.Fatalf("seed %d: Lookup: %v", seed, err)
-				}
+				require.NoError(t, err, "seed %d: Lookup", seed)
 				want, inModel := committed.cell(shard, k)
 				if c, ok := pending.cell(shard, k); ok {
 					want, inModel = c, true
 				}
 				ex, ok := found[k]
-				if ok != inModel {
-					t.Fatalf("seed %d round %d: Lookup(%d, %s) found = %v, want %v", seed, round, shard, k, ok, inModel)
-				}
+				require.Equal(t, inModel, ok, "seed %d round %d: Lookup(%d, %s) found = %v, want %v", seed, round, shard, k, ok, inModel)
 				if ok {
-					if d := cellDiff(cells.Cell{Key: k, Body: ex.Body, AddedID: ex.AddedID, CreatedAt: ex.CreatedAt}, want); d != "" {
-						t.Fatalf("seed %d round %d: Lookup: got %s", seed, round, d)
-					}
+					d := cellDiff(cells.Cell{Key: k, Body: ex.Body, AddedID: ex.AddedID, CreatedAt: ex.CreatedAt}, want)
+					require.Empty(t, d, "seed %d round %d: Lookup: got %s", seed, round, d)
 					continue
 				}
 				if !tableExists(t, p, shard) {
 					// The FSM would have called EnsureShards before Begin; start over.
-					if err := tx.Rollback(); err != nil {
-						t.Fatal(err)
-					}
-					if err := p.EnsureShards(ctx, []int{shard}); err != nil {
-						t.Fatal(err)
-					}
-					if tx, err = p.Begin(ctx); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, tx.Rollback())
+					require.NoError(t, p.EnsureShards(ctx, []int{shard}))
+					tx, err = p.Begin(ctx)
+					require.NoError(t, err)
 					pending = model{}
 					touched = touched[:0]
 					continue
@@ -93,30 +81,22 @@ func TestRandomAgainstModel(t *testing.T) {
 					AddedID:   nextAdded[shard],
 					CreatedAt: baseTime.Add(time.Duration(rng.Int64N(1e15))),
 				}
-				if err := tx.Insert(ctx, shard, []cells.Cell{c}); err != nil {
-					t.Fatalf("seed %d: Insert: %v", seed, err)
-				}
+				require.NoError(t, tx.Insert(ctx, shard, []cells.Cell{c}), "seed %d: Insert", seed)
 				if pending[shard] == nil {
 					pending[shard] = map[cells.Key]cells.Cell{}
 				}
 				pending[shard][k] = c
 			}
 			next := AppliedState{Index: applied.Index + 1, Term: 1}
-			if err := tx.SetApplied(ctx, next); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, tx.SetApplied(ctx, next))
 			if rng.IntN(4) == 0 {
-				if err := tx.Rollback(); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, tx.Rollback())
 				// Rolled-back added ids are reused, as the FSM would.
 				for shard := range nextAdded {
 					nextAdded[shard] = maxAdded(committed[shard])
 				}
 			} else {
-				if err := tx.Commit(); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, tx.Commit())
 				applied = next
 				for shard, cs := range pending {
 					if committed[shard] == nil {
@@ -144,23 +124,20 @@ func maxAdded(cs map[cells.Key]cells.Cell) int64 {
 func checkModel(t *testing.T, seed uint64, round int, p *PartitionStore, m model, applied AppliedState, rng *rand.Rand) {
 	t.Helper()
 	ctx := context.Background()
-	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf("seed %d round %d: %s", seed, round, fmt.Sprintf(format, args...))
-	}
-	if a, err := p.Applied(ctx); err != nil || a != applied {
-		fail("Applied = %+v, %v; want %+v", a, err, applied)
-	}
+	at := fmt.Sprintf("seed %d round %d", seed, round)
+	a, err := p.Applied(ctx)
+	require.NoError(t, err, "%s: Applied", at)
+	require.Equal(t, applied, a, "%s: Applied", at)
 	for shard := 0; shard <= 3; shard++ {
 		var all []cells.Cell
 		for _, c := range m[shard] {
 			all = append(all, c)
 		}
 		all = sortByAddedID(all)
-		checkCells(t, fmt.Sprintf("seed %d round %d: ScanShard(%d)", seed, round, shard), scanAll(t, p, shard, 1+rng.IntN(10)), all)
-		if got, err := p.MaxAddedID(ctx, shard); err != nil || got != maxAdded(m[shard]) {
-			fail("MaxAddedID(%d) = %d, %v; want %d", shard, got, err, maxAdded(m[shard]))
-		}
+		checkCells(t, fmt.Sprintf("%s: ScanShard(%d)", at, shard), scanAll(t, p, shard, 1+rng.IntN(10)), all)
+		got, err := p.MaxAddedID(ctx, shard)
+		require.NoError(t, err, "%s: MaxAddedID(%d)", at, shard)
+		require.Equal(t, maxAdded(m[shard]), got, "%s: MaxAddedID(%d)", at, shard)
 		// Latest per (row, column), and rows.
 		latest := map[uuid.UUID]map[string]cells.Cell{}
 		for _, c := range m[shard] {
@@ -179,35 +156,25 @@ func checkModel(t *testing.T, seed uint64, round int, p *PartitionStore, m model
 			}
 			slices.SortFunc(want, func(a, b cells.Cell) int { return cmp.Compare(a.ColumnKey, b.ColumnKey) })
 			row, err := p.GetRow(ctx, shard, rk)
-			if err != nil {
-				fail("GetRow: %v", err)
-			}
-			checkCells(t, fmt.Sprintf("seed %d round %d: GetRow(%d, %s)", seed, round, shard, rk), row, want)
+			require.NoError(t, err, "%s: GetRow", at)
+			checkCells(t, fmt.Sprintf("%s: GetRow(%d, %s)", at, shard, rk), row, want)
 			for _, col := range []string{"base", "BASE", "Base", "status", "s"} {
 				got, err := p.GetLatest(ctx, shard, rk, col)
 				l, ok := latest[rk][col]
 				if !ok {
-					if !errors.Is(err, ErrNotFound) {
-						fail("GetLatest(%d, %s, %s) = %v, want ErrNotFound", shard, rk, col, err)
-					}
+					require.ErrorIs(t, err, ErrNotFound, "%s: GetLatest(%d, %s, %s)", at, shard, rk, col)
 					continue
 				}
-				if err != nil {
-					fail("GetLatest(%d, %s, %s): %v", shard, rk, col, err)
-				}
-				if d := cellDiff(got, l); d != "" {
-					fail("GetLatest: got %s", d)
-				}
+				require.NoError(t, err, "%s: GetLatest(%d, %s, %s)", at, shard, rk, col)
+				d := cellDiff(got, l)
+				require.Empty(t, d, "%s: GetLatest: got %s", at, d)
 			}
 		}
 		for k, c := range m[shard] {
 			got, err := p.GetCell(ctx, shard, k)
-			if err != nil {
-				fail("GetCell(%s): %v", k, err)
-			}
-			if d := cellDiff(got, c); d != "" {
-				fail("GetCell: got %s", d)
-			}
+			require.NoError(t, err, "%s: GetCell(%s)", at, k)
+			d := cellDiff(got, c)
+			require.Empty(t, d, "%s: GetCell: got %s", at, d)
 		}
 	}
 }

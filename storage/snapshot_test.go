@@ -7,6 +7,9 @@ import (
 	"io"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/cells"
 )
 
@@ -23,6 +26,7 @@ func shardCells(t testing.TB, shard, from, n int) []cells.Cell {
 // A snapshot keeps the view of the moment it was opened while the writer commits more cells,
 // to existing shards and to a shard created afterwards; a new snapshot sees everything.
 func TestSnapshotIsolation(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 3)
@@ -31,9 +35,7 @@ func TestSnapshotIsolation(t *testing.T) {
 		write(t, p, old, AppliedState{Index: 5, Term: 1})
 
 		s1, err := p.BeginSnapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer s1.Close()
 
 		// The writer commits while s1 is read.
@@ -63,56 +65,41 @@ func TestSnapshotIsolation(t *testing.T) {
 		}()
 		readS1 := func(when string) {
 			t.Helper()
-			if got := s1.Applied(); got != (AppliedState{Index: 5, Term: 1}) {
-				t.Errorf("%s: old snapshot Applied() = %+v, want {5 1}", when, got)
-			}
+			assert.Equal(t, AppliedState{Index: 5, Term: 1}, s1.Applied(), "%s: old snapshot Applied()", when)
 			for s := 0; s <= 3; s++ {
 				checkCells(t, fmt.Sprintf("%s: old snapshot shard %d", when, s), snapshotShard(t, s1, s), old[s])
 			}
 		}
 		readS1("while the writer commits")
-		if err := <-writerDone; err != nil {
-			t.Fatalf("writer: %v", err)
-		}
+		require.NoError(t, <-writerDone, "writer")
 		readS1("after the writer committed")
 
-		if a, err := p.Applied(ctx); err != nil || a != (AppliedState{Index: 5 + batches, Term: 2}) {
-			t.Fatalf("Applied after the writes: got %+v, %v; want {%d 2}", a, err, 5+batches)
-		}
+		a, err := p.Applied(ctx)
+		require.NoError(t, err, "Applied after the writes: got %+v, %v; want {%d 2}", a, err, 5+batches)
+		require.Equal(t, AppliedState{Index: 5 + batches, Term: 2}, a, "Applied after the writes: got %+v, %v; want {%d 2}", a, err, 5+batches)
 		s2, err := p.BeginSnapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer s2.Close()
-		if got := s2.Applied(); got != (AppliedState{Index: 5 + batches, Term: 2}) {
-			t.Errorf("new snapshot Applied() = %+v, want {%d 2}", got, 5+batches)
-		}
+		assert.Equal(t, AppliedState{Index: 5 + batches, Term: 2}, s2.Applied(), "new snapshot Applied()")
 		for s := 0; s <= 3; s++ {
 			checkCells(t, fmt.Sprintf("new snapshot shard %d", s), snapshotShard(t, s2, s), all[s])
 		}
-		if err := s1.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if err := s1.Close(); err != nil {
-			t.Errorf("second Close: got %v, want nil", err)
-		}
-		if err := s1.ScanShard(ctx, 0, func(cells.Cell) error { return nil }); !errors.Is(err, ErrClosed) {
-			t.Errorf("ScanShard after Close: got %v, want ErrClosed", err)
-		}
+		assert.NoError(t, s1.Close(), "Close")
+		assert.NoError(t, s1.Close(), "second Close")
+		assert.ErrorIs(t, s1.ScanShard(ctx, 0, func(cells.Cell) error { return nil }), ErrClosed, "ScanShard after Close")
 	})
 }
 
 // ScanShard pages by bytes too, keeps order, and stops at the callback's error.
 func TestSnapshotScanLargeBodiesAndStop(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
 		big := largeBodies(t, 20) // more than snapshotPageBytes in all
 		write(t, p, map[int][]cells.Cell{0: big}, AppliedState{Index: 1, Term: 1})
 		s, err := p.BeginSnapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer s.Close()
 		checkCells(t, "snapshot of large bodies", snapshotShard(t, s, 0), big)
 		stop := errors.New("stop here")
@@ -124,14 +111,11 @@ func TestSnapshotScanLargeBodiesAndStop(t *testing.T) {
 			}
 			return nil
 		})
-		if !errors.Is(err, stop) || n != 3 {
-			t.Errorf("ScanShard with a callback failing at the 3rd cell: got %v after %d calls, want the callback's error after 3", err, n)
-		}
+		assert.ErrorIs(t, err, stop, "ScanShard with a callback failing at the 3rd cell: want the callback's error")
+		assert.Equal(t, 3, n, "ScanShard with a callback failing at the 3rd cell: calls")
 		// The view is still usable after the callback's error.
 		checkCells(t, "snapshot after a stopped scan", snapshotShard(t, s, 0), big)
-		if err := s.ScanShard(ctx, 1, func(cells.Cell) error { return nil }); !errors.Is(err, ErrShardRange) {
-			t.Errorf("ScanShard of shard 1 of [0, 0]: got %v, want ErrShardRange", err)
-		}
+		assert.ErrorIs(t, s.ScanShard(ctx, 1, func(cells.Cell) error { return nil }), ErrShardRange, "ScanShard of shard 1 of [0, 0]")
 	})
 }
 
@@ -157,6 +141,7 @@ type restoreItem struct {
 // Restore replaces every shard of the range and the applied state; a failed Restore changes
 // nothing.
 func TestRestore(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		s := e.open(t)
@@ -169,9 +154,7 @@ func TestRestore(t *testing.T) {
 		fresh := map[int][]cells.Cell{0: shardCells(t, 0, 1000, 1200), 2: shardCells(t, 2, 0, 40)}
 		write(t, src, fresh, AppliedState{Index: 20, Term: 3})
 		snap, err := src.BeginSnapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var items []restoreItem
 		for sh := 0; sh <= 3; sh++ {
 			for _, c := range snapshotShard(t, snap, sh) {
@@ -181,9 +164,7 @@ func TestRestore(t *testing.T) {
 		applied := snap.Applied()
 		snap.Close()
 
-		if err := dst.Restore(ctx, applied, stream(items), nil, nil); err != nil {
-			t.Fatalf("Restore: %v", err)
-		}
+		require.NoError(t, dst.Restore(ctx, applied, stream(items), nil, nil), "Restore")
 		checkRestored := func(when string) {
 			t.Helper()
 			for sh := 0; sh <= 3; sh++ {
@@ -192,16 +173,14 @@ func TestRestore(t *testing.T) {
 				if n := len(fresh[sh]); n > 0 {
 					want = fresh[sh][n-1].AddedID
 				}
-				if got, err := dst.MaxAddedID(ctx, sh); err != nil || got != want {
-					t.Errorf("%s: MaxAddedID(%d) = %d, %v; want %d", when, sh, got, err, want)
+				if got, err := dst.MaxAddedID(ctx, sh); assert.NoError(t, err, "%s: MaxAddedID(%d) = %d, %v; want %d", when, sh, got, err, want) {
+					assert.Equal(t, want, got, "%s: MaxAddedID(%d) = %d, %v; want %d", when, sh, got, err, want)
 				}
 			}
-			if a, err := dst.Applied(ctx); err != nil || a != (AppliedState{Index: 20, Term: 3}) {
-				t.Errorf("%s: Applied = %+v, %v; want {20 3}", when, a, err)
+			if a, err := dst.Applied(ctx); assert.NoError(t, err, "%s: Applied = %+v, %v; want {20 3}", when, a, err) {
+				assert.Equal(t, AppliedState{Index: 20, Term: 3}, a, "%s: Applied = %+v, %v; want {20 3}", when, a, err)
 			}
-			if _, err := dst.GetCell(ctx, 1, old[1][0].Key); !errors.Is(err, ErrNotFound) {
-				t.Errorf("%s: GetCell of an old cell: got %v, want ErrNotFound", when, err)
-			}
+			assert.ErrorIs(t, errOf(dst.GetCell(ctx, 1, old[1][0].Key)), ErrNotFound, "%s: GetCell of an old cell", when)
 		}
 		checkRestored("after Restore")
 
@@ -217,9 +196,7 @@ func TestRestore(t *testing.T) {
 			{"shard out of range", append(some, restoreItem{shard: 4, c: mkCell(t, 9, "x", 1, 2)}), ErrShardRange},
 			{"duplicate key", append(some, restoreItem{shard: 1, c: mkCell(t, 9, "x", 1, 2)}), ErrDuplicate},
 		} {
-			if err := dst.Restore(ctx, AppliedState{Index: 99, Term: 9}, stream(tc.items), nil, nil); !errors.Is(err, tc.want) {
-				t.Errorf("Restore when %s: got %v, want %v", tc.name, err, tc.want)
-			}
+			assert.ErrorIs(t, dst.Restore(ctx, AppliedState{Index: 99, Term: 9}, stream(tc.items), nil, nil), tc.want, "Restore when %s", tc.name)
 			checkRestored("after a Restore where " + tc.name)
 		}
 
@@ -230,25 +207,21 @@ func TestRestore(t *testing.T) {
 			mixed = append(mixed, restoreItem{shard: 0, c: fresh[0][i]}, restoreItem{shard: 2, c: fresh[2][i%40]})
 		}
 		mixed = mixed[:80] // shard 2 gets each of its 40 cells once
-		if err := empty.Restore(ctx, AppliedState{Index: 3, Term: 1}, stream(mixed), nil, nil); err != nil {
-			t.Fatalf("Restore into an empty partition: %v", err)
-		}
+		require.NoError(t, empty.Restore(ctx, AppliedState{Index: 3, Term: 1}, stream(mixed), nil, nil), "Restore into an empty partition")
 		checkCells(t, "interleaved restore shard 0", scanAll(t, empty, 0, 100), fresh[0][:40])
 		checkCells(t, "interleaved restore shard 2", scanAll(t, empty, 2, 100), fresh[2])
 		// An empty stream empties everything.
-		if err := empty.Restore(ctx, AppliedState{Index: 4, Term: 1}, stream(nil), nil, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, empty.Restore(ctx, AppliedState{Index: 4, Term: 1}, stream(nil), nil, nil))
 		for sh := 0; sh <= 3; sh++ {
-			if cs := scanAll(t, empty, sh, 10); len(cs) != 0 {
-				t.Errorf("after restoring nothing: shard %d holds %d cells, want 0", sh, len(cs))
-			}
+			cs := scanAll(t, empty, sh, 10)
+			assert.Empty(t, cs, "after restoring nothing: shard %d holds %d cells, want 0", sh, len(cs))
 		}
 	})
 }
 
 // Restore and snapshots of large bodies round trip; readers see the old or the new content.
 func TestRestoreLargeBodies(t *testing.T) {
+	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 1)
@@ -257,9 +230,7 @@ func TestRestoreLargeBodies(t *testing.T) {
 		for i, c := range big {
 			items[i] = restoreItem{shard: 1, c: c}
 		}
-		if err := p.Restore(ctx, AppliedState{Index: 1, Term: 1}, stream(items), nil, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Restore(ctx, AppliedState{Index: 1, Term: 1}, stream(items), nil, nil))
 		checkCells(t, "restored large bodies", scanAll(t, p, 1, 3), big)
 	})
 }

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/cells"
 )
 
@@ -17,15 +20,14 @@ import (
 // maxCachedStmtBytes of longer statements' text; the counts matching the statements held. A
 // compiled multi-row statement's program, outside Go's heap, grows with its rows.
 func TestStmtCacheBounded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := openPartition(t, sqliteEnv(t).open(t), "cache", 0, 0, 15)
 	var shards []int
 	for s := 0; s < 16; s++ {
 		shards = append(shards, s)
 	}
-	if err := p.EnsureShards(ctx, shards); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.EnsureShards(ctx, shards))
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 1))
@@ -33,9 +35,7 @@ func TestStmtCacheBounded(t *testing.T) {
 	added := make([]int64, 16)
 	write := func(index uint64, rows func(shard int) int) {
 		tx, err := p.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, s := range shards {
 			var cs []cells.Cell
 			var keys []cells.Key
@@ -44,19 +44,11 @@ func TestStmtCacheBounded(t *testing.T) {
 				c := cells.Cell{Key: cells.Key{RowKey: uuid.New(), ColumnKey: "BASE", RefKey: 1}, Body: bd, AddedID: added[s], CreatedAt: baseTime}
 				cs, keys = append(cs, c), append(keys, c.Key)
 			}
-			if _, err := tx.Lookup(ctx, s, keys); err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.Insert(ctx, s, cs); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, errOf(tx.Lookup(ctx, s, keys)))
+			require.NoError(t, tx.Insert(ctx, s, cs))
 		}
-		if err := tx.SetApplied(ctx, AppliedState{Index: index, Term: 1}); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tx.SetApplied(ctx, AppliedState{Index: index, Term: 1}))
+		require.NoError(t, tx.Commit())
 	}
 	write(1, func(int) int { return 1 })
 	for n := 1; n <= 60; n++ {
@@ -72,9 +64,7 @@ func TestStmtCacheBounded(t *testing.T) {
 		} else {
 			long += len(q)
 		}
-		if len(q) > maxCachedStmtText {
-			t.Errorf("cached a statement of %d bytes (at most %d): %.80s...", len(q), maxCachedStmtText, q)
-		}
+		assert.LessOrEqual(t, len(q), maxCachedStmtText, "cached a statement of %d bytes (at most %d): %.80s...", len(q), maxCachedStmtText, q)
 	}
 	for q := range c.m {
 		count(q)
@@ -82,13 +72,9 @@ func TestStmtCacheBounded(t *testing.T) {
 	for q := range c.pending {
 		count(q)
 	}
-	if short != c.short || long != c.bytes || long > maxCachedStmtBytes {
-		t.Errorf("cache holds %d short statements and %d bytes of longer ones, counts %d and %d; at most %d bytes",
-			short, long, c.short, c.bytes, maxCachedStmtBytes)
-	}
-	if long < maxCachedStmtBytes/2 {
-		t.Errorf("only %d bytes of longer statements cached: the budget was not reached, the test shows nothing", long)
-	}
+	assert.Equal(t, [2]int{short, long}, [2]int{c.short, c.bytes}, "the cache's counts of short statements and bytes of longer ones: want what it holds")
+	assert.LessOrEqual(t, long, maxCachedStmtBytes, "bytes of longer statements cached: at most the budget")
+	assert.GreaterOrEqual(t, long, maxCachedStmtBytes/2, "bytes of longer statements cached: the budget was not reached, the test shows nothing")
 	c.mu.Unlock()
 	d := p.d
 	write(100, func(int) int { return 1 }) // runs the one-row shapes again, after the budget is used
@@ -97,16 +83,10 @@ func TestStmtCacheBounded(t *testing.T) {
 	defer c.mu.Unlock()
 	for _, s := range shards {
 		for _, q := range []string{insertSQL(d, s, 1), lookupSQL(d, s, 1)} {
-			if c.m[q] == nil {
-				t.Errorf("not prepared after transactions ran it: %.80s", q)
-			}
+			assert.NotNil(t, c.m[q], "not prepared after transactions ran it: %.80s", q)
 		}
 	}
-	if c.m[d.upsertApplied] == nil {
-		t.Errorf("the applied-state update is not prepared")
-	}
-	if c.m[insertSQL(d, 3, 60)] != nil {
-		t.Errorf("a 60-row INSERT is cached")
-	}
+	assert.NotNil(t, c.m[d.upsertApplied], "the applied-state update is not prepared")
+	assert.Nil(t, c.m[insertSQL(d, 3, 60)], "a 60-row INSERT is cached")
 	t.Logf("%d statements cached: %d short, %d bytes of longer ones", len(c.m), c.short, c.bytes)
 }

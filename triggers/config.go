@@ -45,10 +45,14 @@ type Handler func(ctx context.Context, c cells.Cell) error
 // the whole page (so a handler must be idempotent per cell). ctx ends as for Handler.
 type BatchHandler func(ctx context.Context, shard int, cs []cells.Cell) error
 
-// Config configures a worker. Client and Group are required; zero fields take the defaults of
-// DefaultConfig.
+// Config configures a worker. Source (or Client) and Group are required; zero fields take the
+// defaults of DefaultConfig.
 type Config struct {
-	// Client addresses the datastore (its Datastore must be set).
+	// Source is the datastore the worker reads and its group's coordinator: a ClientSource over
+	// the HTTP API, or an in-process Source (package maintainer's, over a cluster node).
+	Source Source
+	// Client, when Source is nil, addresses the datastore over the HTTP API (its Datastore must
+	// be set): the worker's Source is then NewClientSource(Client).
 	Client *client.Client
 	// Group is the consumer group's name: letters, digits, '-', '_', '.'.
 	Group string
@@ -85,8 +89,9 @@ type Config struct {
 	// HaltThreshold: the group halts when this many cells are parked. Default 100; negative
 	// disables halting.
 	HaltThreshold int
-	// Consistency of log reads: client.ConsistencyStale (default; any replica, since added_id
-	// order is the same on every replica) or client.ConsistencyStrong (the leader).
+	// Consistency of log reads: ConsistencyStale (default; any replica, since added_id order is
+	// the same on every replica) or ConsistencyStrong (the leader). client's constants of the
+	// same names are the same values.
 	Consistency string
 	// Registerer receives the worker's metrics; nil registers none.
 	Registerer prometheus.Registerer
@@ -94,7 +99,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the defaults, with no Client or Group.
+// DefaultConfig returns the defaults, with no Source, Client or Group.
 func DefaultConfig() Config {
 	return Config{
 		Start:          StartEarliest,
@@ -106,7 +111,7 @@ func DefaultConfig() Config {
 		Backoff:        100 * time.Millisecond,
 		BackoffMax:     5 * time.Second,
 		HaltThreshold:  100,
-		Consistency:    client.ConsistencyStale,
+		Consistency:    ConsistencyStale,
 		Logger:         slog.Default(),
 	}
 }
@@ -165,8 +170,8 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
 	}
-	if c.Client == nil {
-		bad("Client is required")
+	if c.Source == nil && c.Client == nil {
+		bad("Source or Client is required")
 	}
 	if err := consumer.ValidGroupName(c.Group); err != nil {
 		bad("Group: %v", err)
@@ -197,7 +202,7 @@ func (c Config) Validate() error {
 	if c.PollWait < 0 || c.Concurrency < 1 || c.MaxAttempts < 1 || c.Backoff < 0 || c.BackoffMax < c.Backoff {
 		bad("PollWait, Concurrency, MaxAttempts, Backoff and BackoffMax must be positive, BackoffMax >= Backoff")
 	}
-	if c.Consistency != client.ConsistencyStale && c.Consistency != client.ConsistencyStrong {
+	if c.Consistency != ConsistencyStale && c.Consistency != ConsistencyStrong {
 		bad("Consistency %q: want stale or strong", c.Consistency)
 	}
 	return errors.Join(errs...)

@@ -5,6 +5,15 @@
 //	err := triggers.Run(ctx, triggers.Config{Client: cl, Group: "billing", ColumnKey: "BASE"},
 //		func(ctx context.Context, c cells.Cell) error { return bill(ctx, c) })
 //
+// # Sources
+//
+// A worker reaches the datastore through a Source (Config.Source), an interface of three calls:
+// read a page of several shards' logs, read one cell, run a group command. A worker in any
+// process uses ClientSource, over the HTTP API (Config.Client is its shorthand); a worker inside
+// a node's process, such as the index maintainer's, uses an in-process Source over its cluster
+// node (maintainer.Source) and never calls its own process over HTTP. The guarantees below hold
+// with either: they rest on the coordinator's leases and epochs, not on the transport.
+//
 // # Guarantees
 //
 //   - At least once: an offset is committed only after the handler returned nil for every cell

@@ -10,10 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/consumer"
 )
 
 // shardState is a shard the worker owns under one lease epoch. Its fields are guarded by
@@ -35,15 +33,14 @@ type worker struct {
 	cfg Config
 	h   Handler
 	bh  BatchHandler // set instead of h by RunBatch
-	cl  *client.Client
+	src Source
 	m   *metrics
-	rd  client.ReadOption
 
 	mu       sync.Mutex
 	shards   map[int]*shardState
 	deadline time.Time // local lease deadline of every owned shard
 	halted   bool
-	retries  []wire.GroupParked
+	retries  []consumer.ParkedCell
 	// orphans are shards the coordinator asked back (Revoke) that this worker no longer holds,
 	// having dropped them when its local lease ran out: the coordinator still counts them as
 	// ours until they are released, so the next heartbeat releases them.
@@ -89,7 +86,11 @@ func run(ctx context.Context, cfg Config, h Handler, bh BatchHandler) error {
 		return fmt.Errorf("triggers: metrics: %w", err)
 	}
 	defer m.unregister(cfg.Registerer)
-	w := &worker{cfg: cfg, h: h, bh: bh, cl: cfg.Client, m: m, rd: client.WithConsistency(cfg.Consistency),
+	src := cfg.Source
+	if src == nil {
+		src = NewClientSource(cfg.Client)
+	}
+	w := &worker{cfg: cfg, h: h, bh: bh, src: src, m: m,
 		shards: map[int]*shardState{}, changed: make(chan struct{}), commitNow: make(chan struct{}, 1)}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -132,11 +133,10 @@ func (w *worker) heartbeatLoop(ctx context.Context) {
 
 // heartbeat sends one heartbeat carrying pending commits and releases.
 func (w *worker) heartbeat(ctx context.Context) {
-	cmd := wire.GroupCommand{Worker: w.cfg.Worker, SessionTimeout: w.cfg.SessionTimeout.String(),
-		HaltThreshold: max(w.cfg.HaltThreshold, 0), Start: &wire.GroupStart{Kind: w.cfg.Start}}
+	cmd := consumer.Command{Op: consumer.OpHeartbeat, Worker: w.cfg.Worker, SessionTimeout: w.cfg.SessionTimeout,
+		HaltThreshold: max(w.cfg.HaltThreshold, 0), Start: consumer.Start{Kind: consumer.StartKind(w.cfg.Start)}}
 	if w.cfg.Start == StartTimestamp {
-		t := w.cfg.StartTime.UTC()
-		cmd.Start.Time = &t
+		cmd.Start.Time = w.cfg.StartTime.UTC()
 	}
 	w.mu.Lock()
 	var releasing []*shardState
@@ -160,7 +160,7 @@ func (w *worker) heartbeat(ctx context.Context) {
 	hctx, cancel := context.WithTimeout(ctx, w.cfg.SessionTimeout)
 	defer cancel()
 	sent := time.Now()
-	res, err := w.cl.GroupCommand(hctx, w.cfg.Group, client.GroupHeartbeat, cmd)
+	res, err := w.src.GroupCommand(hctx, w.cfg.Group, cmd)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
@@ -187,7 +187,7 @@ func (w *worker) heartbeat(ctx context.Context) {
 		}
 	}
 	changed := false
-	assigned := map[int]wire.GroupLease{}
+	assigned := map[int]consumer.Lease{}
 	for _, l := range res.Assigned {
 		assigned[l.Shard] = l
 	}
@@ -248,11 +248,11 @@ func (w *worker) drop(st *shardState) {
 }
 
 // pendingCommits lists the offsets handled but not yet committed. Caller holds mu.
-func (w *worker) pendingCommits() []wire.GroupOffset {
-	var out []wire.GroupOffset
+func (w *worker) pendingCommits() []consumer.Offset {
+	var out []consumer.Offset
 	for _, st := range w.shards {
 		if st.offset >= 0 && st.offset > st.committed {
-			out = append(out, wire.GroupOffset{Shard: st.shard, Epoch: st.epoch, Offset: st.offset})
+			out = append(out, consumer.Offset{Shard: st.shard, Epoch: st.epoch, Offset: st.offset})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
@@ -261,7 +261,7 @@ func (w *worker) pendingCommits() []wire.GroupOffset {
 
 // applyCommits records the coordinator's answer to commits. A refused commit means the lease
 // is gone: the shard is dropped. Caller holds mu.
-func (w *worker) applyCommits(commits []wire.GroupOffset, accepted []bool) {
+func (w *worker) applyCommits(commits []consumer.Offset, accepted []bool) {
 	for i, c := range commits {
 		st, ok := w.shards[c.Shard]
 		if !ok || st.epoch != c.Epoch {
@@ -285,7 +285,7 @@ func (w *worker) commit(ctx context.Context) {
 	if len(commits) == 0 {
 		return
 	}
-	res, err := w.cl.GroupCommand(ctx, w.cfg.Group, client.GroupCommit, wire.GroupCommand{Worker: w.cfg.Worker, Commits: commits})
+	res, err := w.src.GroupCommand(ctx, w.cfg.Group, consumer.Command{Op: consumer.OpCommit, Worker: w.cfg.Worker, Commits: commits})
 	if err != nil {
 		if ctx.Err() == nil {
 			w.cfg.Logger.Warn("triggers: commit failed; retried with the next heartbeat", "group", w.cfg.Group, "error", err)
@@ -329,7 +329,7 @@ func (w *worker) leave() {
 		st.cancel()
 	}
 	w.mu.Unlock()
-	if _, err := w.cl.GroupCommand(ctx, w.cfg.Group, client.GroupLeave, wire.GroupCommand{Worker: w.cfg.Worker, Commits: commits}); err != nil {
+	if _, err := w.src.GroupCommand(ctx, w.cfg.Group, consumer.Command{Op: consumer.OpLeave, Worker: w.cfg.Worker, Commits: commits}); err != nil {
 		w.cfg.Logger.Warn("triggers: leave failed; the shards move when the session expires", "group", w.cfg.Group, "worker", w.cfg.Worker, "error", err)
 	}
 	w.m.setOwned(0)
@@ -381,10 +381,10 @@ func (w *worker) deliverLoop(ctx context.Context) error {
 			}
 			continue
 		}
-		req := client.LogsRequest{ColumnKey: w.cfg.ColumnKey, Limit: w.cfg.BatchSize, Wait: w.cfg.PollWait, StoredBodies: true}
+		req := LogRead{ColumnKey: w.cfg.ColumnKey, Limit: w.cfg.BatchSize, Wait: w.cfg.PollWait, Consistency: w.cfg.Consistency}
 		w.mu.Lock()
 		for _, st := range ready {
-			req.Shards = append(req.Shards, wire.ShardLocation{Shard: st.shard, Location: st.offset})
+			req.Shards = append(req.Shards, ShardLocation{Shard: st.shard, Location: st.offset})
 		}
 		w.mu.Unlock()
 		pctx, cancel := context.WithCancel(ctx)
@@ -395,7 +395,7 @@ func (w *worker) deliverLoop(ctx context.Context) error {
 			}
 			cancel()
 		}()
-		resp, err := w.cl.ReadLogs(pctx, req, w.rd)
+		pages, err := w.src.ReadLogs(pctx, req)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
@@ -404,7 +404,13 @@ func (w *worker) deliverLoop(ctx context.Context) error {
 			}
 			continue
 		}
-		if w.deliverPages(ctx, ready, resp.Shards) {
+		if len(pages) != len(ready) {
+			w.cfg.Logger.Warn("triggers: log read failed", "group", w.cfg.Group, "error",
+				fmt.Errorf("%d pages for %d shards", len(pages), len(ready)))
+			sleepCtx(ctx, w.cfg.Backoff)
+			continue
+		}
+		if w.deliverPages(ctx, ready, pages) {
 			w.commit(ctx)
 			return ErrHalted
 		}
@@ -415,7 +421,7 @@ func (w *worker) deliverLoop(ctx context.Context) error {
 
 // deliverPages delivers the cells of each page (shards concurrently, each in order) and moves
 // positions past filtered cells. It reports whether the group halted.
-func (w *worker) deliverPages(ctx context.Context, ready []*shardState, pages []wire.ShardCellsResponse) bool {
+func (w *worker) deliverPages(ctx context.Context, ready []*shardState, pages []Page) bool {
 	sem := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
 	var halted sync.Once
@@ -463,7 +469,7 @@ func (w *worker) owns(st *shardState) bool {
 }
 
 // deliverShard delivers one page of a shard in order. It reports whether the group halted.
-func (w *worker) deliverShard(ctx context.Context, st *shardState, p wire.ShardCellsResponse) (halted bool) {
+func (w *worker) deliverShard(ctx context.Context, st *shardState, p Page) (halted bool) {
 	defer func() {
 		w.mu.Lock()
 		st.busy = false
@@ -473,13 +479,8 @@ func (w *worker) deliverShard(ctx context.Context, st *shardState, p wire.ShardC
 		w.deliverBatch(ctx, st, p)
 		return false
 	}
-	for i, wc := range p.Cells {
+	for i, c := range p.Cells {
 		if ctx.Err() != nil || !w.owns(st) {
-			return false
-		}
-		c, err := toCell(wc)
-		if err != nil {
-			w.cfg.Logger.Error("triggers: undecodable cell", "group", w.cfg.Group, "shard", st.shard, "added_id", wc.AddedID, "error", err)
 			return false
 		}
 		herr := w.attempt(st.ctx, c)
@@ -528,16 +529,8 @@ func (w *worker) deliverShard(ctx context.Context, st *shardState, p wire.ShardC
 
 // deliverBatch hands one page of a shard to the batch handler, retrying until it succeeds or
 // the shard is lost or the worker stops, then moves the shard's offset past the page.
-func (w *worker) deliverBatch(ctx context.Context, st *shardState, p wire.ShardCellsResponse) {
-	cs := make([]cells.Cell, 0, len(p.Cells))
-	for _, wc := range p.Cells {
-		c, err := toCell(wc)
-		if err != nil {
-			w.cfg.Logger.Error("triggers: undecodable cell", "group", w.cfg.Group, "shard", st.shard, "added_id", wc.AddedID, "error", err)
-			return
-		}
-		cs = append(cs, c)
-	}
+func (w *worker) deliverBatch(ctx context.Context, st *shardState, p Page) {
+	cs := p.Cells
 	backoff := w.cfg.Backoff
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil || !w.owns(st) {
@@ -620,7 +613,7 @@ func (w *worker) call(ctx context.Context, c cells.Cell) (err error) {
 }
 
 // park parks c (id 0: a new parked cell) with its error.
-func (w *worker) park(ctx context.Context, st *shardState, c cells.Cell, id uint64, herr error) (wire.GroupResult, error) {
+func (w *worker) park(ctx context.Context, st *shardState, c cells.Cell, id uint64, herr error) (consumer.Result, error) {
 	w.mu.Lock()
 	epoch := st.epoch
 	w.mu.Unlock()
@@ -628,11 +621,32 @@ func (w *worker) park(ctx context.Context, st *shardState, c cells.Cell, id uint
 	w.cfg.Logger.Warn("triggers: parking cell", "group", w.cfg.Group, "shard", st.shard, "cell", c.Key.String(), "added_id", c.AddedID, "error", herr)
 	pctx, cancel := context.WithTimeout(ctx, w.cfg.SessionTimeout)
 	defer cancel()
-	return w.cl.GroupCommand(pctx, w.cfg.Group, client.GroupPark, wire.GroupCommand{
-		Worker: w.cfg.Worker, Epoch: epoch, HaltThreshold: max(w.cfg.HaltThreshold, 0),
-		Park: &wire.GroupParked{ID: id, Shard: st.shard, AddedID: c.AddedID, RowKey: c.RowKey.String(), ColumnKey: c.ColumnKey,
-			RefKey: c.RefKey, Error: herr.Error(), Attempts: w.cfg.MaxAttempts},
+	msg := herr.Error()
+	if len(msg) > maxParkErrorBytes {
+		msg = msg[:maxParkErrorBytes]
+	}
+	return w.src.GroupCommand(pctx, w.cfg.Group, consumer.Command{
+		Op: consumer.OpPark, Worker: w.cfg.Worker, Epoch: epoch, HaltThreshold: max(w.cfg.HaltThreshold, 0),
+		Park: &consumer.ParkedCell{ID: id, Shard: st.shard, AddedID: c.AddedID, RowKey: c.RowKey, ColumnKey: c.ColumnKey,
+			RefKey: c.RefKey, Error: msg, Attempts: w.cfg.MaxAttempts},
 	})
+}
+
+// maxParkErrorBytes bounds the handler error kept with a parked cell, as the HTTP API does.
+const maxParkErrorBytes = 4096
+
+// readOne reads one page of shard st's log (at most one cell) from loc, or from t when t is not
+// zero.
+func (w *worker) readOne(ctx context.Context, st *shardState, loc int64, t time.Time) (Page, error) {
+	pages, err := w.src.ReadLogs(ctx, LogRead{Shards: []ShardLocation{{Shard: st.shard, Location: loc}}, Time: t, Limit: 1,
+		Consistency: w.cfg.Consistency})
+	if err != nil {
+		return Page{}, err
+	}
+	if len(pages) != 1 {
+		return Page{}, fmt.Errorf("triggers: %d pages for one shard", len(pages))
+	}
+	return pages[0], nil
 }
 
 // resolveStart sets the position of a shard with no committed offset from the group's start.
@@ -641,14 +655,14 @@ func (w *worker) resolveStart(ctx context.Context, st *shardState) {
 	switch w.cfg.Start {
 	case StartEarliest:
 	case StartLatest:
-		p, err := w.cl.ReadLog(ctx, client.LogRequest{Shard: st.shard, Limit: 1}, w.rd)
+		p, err := w.readOne(ctx, st, 0, time.Time{})
 		if err != nil {
 			w.cfg.Logger.Warn("triggers: resolve start", "group", w.cfg.Group, "shard", st.shard, "error", err)
 			return
 		}
 		loc = p.HighWater
 	case StartTimestamp:
-		p, err := w.cl.ReadLog(ctx, client.LogRequest{Shard: st.shard, Time: w.cfg.StartTime, Limit: 1}, w.rd)
+		p, err := w.readOne(ctx, st, 0, w.cfg.StartTime)
 		if err != nil {
 			w.cfg.Logger.Warn("triggers: resolve start", "group", w.cfg.Group, "shard", st.shard, "error", err)
 			return
@@ -679,17 +693,9 @@ func (w *worker) redeliverParked(ctx context.Context) {
 		if !ok || !w.owns(st) {
 			continue
 		}
-		rk, err := uuid.Parse(p.RowKey)
-		if err != nil {
-			continue
-		}
-		wc, err := w.cl.GetCell(ctx, cells.Key{RowKey: rk, ColumnKey: p.ColumnKey, RefKey: p.RefKey}, w.rd)
+		c, err := w.src.GetCell(ctx, cells.Key{RowKey: p.RowKey, ColumnKey: p.ColumnKey, RefKey: p.RefKey}, w.cfg.Consistency)
 		if err != nil {
 			w.cfg.Logger.Warn("triggers: read parked cell", "group", w.cfg.Group, "id", p.ID, "error", err)
-			continue
-		}
-		c, err := toCell(wc)
-		if err != nil {
 			continue
 		}
 		if herr := w.attempt(st.ctx, c); herr != nil {
@@ -704,26 +710,10 @@ func (w *worker) redeliverParked(ctx context.Context) {
 		w.mu.Lock()
 		epoch := st.epoch
 		w.mu.Unlock()
-		if _, err := w.cl.GroupCommand(ctx, w.cfg.Group, client.GroupResolve, wire.GroupCommand{Worker: w.cfg.Worker, Epoch: epoch, IDs: []uint64{p.ID}}); err != nil {
+		if _, err := w.src.GroupCommand(ctx, w.cfg.Group, consumer.Command{Op: consumer.OpResolve, Worker: w.cfg.Worker, Epoch: epoch, IDs: []uint64{p.ID}}); err != nil {
 			w.cfg.Logger.Warn("triggers: resolve parked cell", "group", w.cfg.Group, "id", p.ID, "error", err)
 		}
 	}
-}
-
-// toCell turns a cell read over the API into a cells.Cell. Log reads ask for stored bodies;
-// a JSON body (a parked cell read with GetCell) is encoded.
-func toCell(wc wire.Cell) (cells.Cell, error) {
-	rk, err := uuid.Parse(wc.RowKey)
-	if err != nil {
-		return cells.Cell{}, fmt.Errorf("row key %q: %w", wc.RowKey, err)
-	}
-	body := cells.Body(wc.Stored)
-	if body == nil {
-		if body, err = cells.EncodeBody(wc.Body); err != nil {
-			return cells.Cell{}, err
-		}
-	}
-	return cells.Cell{Key: cells.Key{RowKey: rk, ColumnKey: wc.ColumnKey, RefKey: wc.RefKey}, Body: body, AddedID: wc.AddedID, CreatedAt: wc.CreatedAt}, nil
 }
 
 // sleepCtx waits d or until ctx ends; it reports whether d passed.

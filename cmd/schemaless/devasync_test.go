@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +20,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
@@ -38,32 +38,16 @@ func buildSchemaless(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "schemaless")
 	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	require.NoError(t, err, "go build:\n%s", out)
 	return bin
 }
 
-// freePortRange returns the first of n consecutive ports of 127.0.0.1 that nobody listens on.
+// freePortRange returns the first of n consecutive ports of 127.0.0.1 that nobody listens on,
+// outside the kernel's ephemeral range (mariadbtest.FreePorts): a port in that range, free when
+// checked, can be taken by an outgoing connection of any process before dev's servers bind it.
 func freePortRange(t *testing.T, n int) int {
 	t.Helper()
-	for range 50 {
-		base := 20000 + rand.N(30000)
-		ok := true
-		for p := base; p < base+n && ok; p++ {
-			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatalf("no %d consecutive free ports", n)
-	return 0
+	return mariadbtest.FreePorts(t, n)
 }
 
 // devProcess is a running `schemaless dev` and the lines it printed (stdout and stderr).
@@ -80,14 +64,10 @@ type devProcess struct {
 func startDev(t *testing.T, bin string, args ...string) *devProcess {
 	t.Helper()
 	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := &devProcess{t: t, cmd: exec.Command(bin, args...), done: make(chan struct{}), more: make(chan struct{}, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = w, w
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.cmd.Start(), "start dev")
 	w.Close()
 	go func() {
 		sc := bufio.NewScanner(r)
@@ -138,9 +118,9 @@ func (p *devProcess) waitLine(prefix string, timeout time.Duration) string {
 		select {
 		case <-p.more:
 		case <-p.done:
-			p.t.Fatalf("dev exited (%v) before printing %q:\n%s", p.err, prefix, p.output())
+			require.FailNow(p.t, "dev exited before printing the line", "want a line %q; dev exited (%v):\n%s", prefix, p.err, p.output())
 		case <-deadline:
-			p.t.Fatalf("dev did not print %q within %v:\n%s", prefix, timeout, p.output())
+			require.FailNow(p.t, "dev did not print the line in time", "want a line %q within %v:\n%s", prefix, timeout, p.output())
 		}
 	}
 }
@@ -148,17 +128,13 @@ func (p *devProcess) waitLine(prefix string, timeout time.Duration) string {
 // interrupt sends SIGINT and waits for a clean exit.
 func (p *devProcess) interrupt(timeout time.Duration) {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
-		p.t.Fatal(err)
-	}
+	require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGINT))
 	select {
 	case <-p.done:
 	case <-time.After(timeout):
-		p.t.Fatalf("dev still running %v after SIGINT:\n%s", timeout, p.output())
+		require.FailNow(p.t, "dev still running after SIGINT", "want an exit within %v:\n%s", timeout, p.output())
 	}
-	if p.err != nil {
-		p.t.Fatalf("dev after SIGINT: %v, want exit status 0:\n%s", p.err, p.output())
-	}
+	require.NoError(p.t, p.err, "dev after SIGINT: want exit status 0:\n%s", p.output())
 }
 
 // mariadbdsUnder returns the pids of the running mariadbd processes whose data directory is
@@ -166,9 +142,7 @@ func (p *devProcess) interrupt(timeout time.Duration) {
 func mariadbdsUnder(t *testing.T, dir string) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -193,9 +167,7 @@ func mariadbdsUnder(t *testing.T, dir string) []int {
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
+	require.NoError(t, err, "GET %s", url)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
@@ -205,22 +177,14 @@ func httpGet(t *testing.T, url string) (int, string) {
 func firstFlight(t *testing.T, path string) string {
 	t.Helper()
 	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r, err := workload.NewReader(gz)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fl, err := r.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "first flight of %s", path)
 	return fl.RowKey().String()
 }
 
@@ -234,16 +198,18 @@ func TestDevAsync(t *testing.T) {
 	bin := buildSchemaless(t)
 	t.Logf("built in %v", time.Since(start))
 	dir := filepath.Join(t.TempDir(), "dev")
+	t.Cleanup(func() { logNodeLogs(t, dir) })
 	flights, err := filepath.Abs("../../testdata/flights-100k.csv.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	airports, _ := filepath.Abs("../../testdata/airports.csv")
-	base := freePortRange(t, 12)
-	httpPort, raftPort, dbPort := base, base+3, base+6
+	// Every port dev's processes listen on, gossip included (TCP and UDP), in one checked range.
+	base := freePortRange(t, 15)
+	httpPort, raftPort, dbPort, gossipPort := base, base+3, base+6, base+12
+	t.Logf("ports %d-%d", base, base+14)
 	db := func(c, m int) string { return "127.0.0.1:" + strconv.Itoa(dbPort+c*3+m) }
 	args := []string{"dev", "--mode", "async", "--data-dir", dir, "--http-port", strconv.Itoa(httpPort),
-		"--raft-port", strconv.Itoa(raftPort), "--mariadb-port", strconv.Itoa(dbPort), "--log-level", "warn"}
+		"--raft-port", strconv.Itoa(raftPort), "--gossip-port", strconv.Itoa(gossipPort),
+		"--mariadb-port", strconv.Itoa(dbPort), "--log-level", "warn"}
 	api := "http://127.0.0.1:" + strconv.Itoa(httpPort)
 	row := firstFlight(t, flights)
 
@@ -253,9 +219,8 @@ func TestDevAsync(t *testing.T) {
 		"--limit", strconv.Itoa(devAsyncFlights), "--quiet")...)
 	// Generous limits: about 15 s on 2 idle cores, several times that on a loaded machine.
 	ready := p.waitLine("ready: ", 3*time.Minute)
-	if !strings.Contains(ready, "store mariadb, datastore trips (async, 64 shards, 4 partitions on 2 storage clusters)") {
-		t.Errorf("ready line: got %q, want the async datastore on 2 storage clusters", ready)
-	}
+	assert.Contains(t, ready, "store mariadb, datastore trips (async, 64 shards, 4 partitions on 2 storage clusters)",
+		"ready line: want the async datastore on 2 storage clusters")
 	for _, want := range []string{
 		fmt.Sprintf("  c0 (partitions 0,2): master %s, minions %s %s", db(0, 0), db(0, 1), db(0, 2)),
 		fmt.Sprintf("  c1 (partitions 1,3): master %s, minions %s %s", db(1, 0), db(1, 1), db(1, 2)),
@@ -267,46 +232,38 @@ func TestDevAsync(t *testing.T) {
 	t.Logf("fresh start and import of %d flights: %v", devAsyncFlights, time.Since(run))
 	out := p.output()
 	// A write retried after a timeout answers exists: created and exists add up to the flights.
-	if m := regexp.MustCompile(`imported (\d+) flights .*\((\d+) created, (\d+) exists, 0 conflicts\)`).FindStringSubmatch(out); m == nil ||
-		m[1] != strconv.Itoa(devAsyncFlights) || atoi(m[2])+atoi(m[3]) != devAsyncFlights {
-		t.Errorf("dev output: want a line imported %d flights (... created, ... exists, 0 conflicts) adding up:\n%s", devAsyncFlights, out)
-	}
+	m := regexp.MustCompile(`imported (\d+) flights .*\((\d+) created, (\d+) exists, 0 conflicts\)`).FindStringSubmatch(out)
+	assert.True(t, m != nil && m[1] == strconv.Itoa(devAsyncFlights) && atoi(m[2])+atoi(m[3]) == devAsyncFlights,
+		"dev output: want a line imported %d flights (... created, ... exists, 0 conflicts) adding up:\n%s", devAsyncFlights, out)
 	for _, want := range []string{
 		fmt.Sprintf("read back %d cells (strong)", devAsyncFlights), "STATUS missing 0, wrong 0",
 		"index flights_by_origin: every flight indexed",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("dev output: want a line with %q:\n%s", want, out)
-		}
+		assert.Contains(t, out, want, "dev output: want a line with %q", want)
 	}
-	if code, body := httpGet(t, api+"/v1/trips/cells/"+row+"/BASE"); code != http.StatusOK || !strings.Contains(body, `"origin"`) {
-		t.Fatalf("GET the first flight: %d %s, want 200 with its body", code, body)
-	}
+	code, body := httpGet(t, api+"/v1/trips/cells/"+row+"/BASE")
+	require.Equal(t, http.StatusOK, code, "GET the first flight: %s", body)
+	require.Contains(t, body, `"origin"`, "GET the first flight: want its body")
 	var cl wire.ClusterStatus
-	if _, body := httpGet(t, api+"/v1/cluster"); json.Unmarshal([]byte(body), &cl) != nil || len(cl.Datastores) != 1 ||
-		len(cl.Datastores[0].Partitions) != 4 || cl.Datastores[0].Partitions[0].Cluster != "c0" || cl.Datastores[0].Partitions[0].Master != db(0, 0) {
-		t.Errorf("/v1/cluster: got %s, want partition 0 on c0 with master %s", body, db(0, 0))
-	}
+	_, body = httpGet(t, api+"/v1/cluster")
+	assert.True(t, json.Unmarshal([]byte(body), &cl) == nil && len(cl.Datastores) == 1 && len(cl.Datastores[0].Partitions) == 4 &&
+		cl.Datastores[0].Partitions[0].Cluster == "c0" && cl.Datastores[0].Partitions[0].Master == db(0, 0),
+		"/v1/cluster: got %s, want partition 0 on c0 with master %s", body, db(0, 0))
 
 	// 2. Fail c0 over: kill its master (a child of dev), promote.
 	pidText, err := os.ReadFile(filepath.Join(dir, "mariadb", "c0-m0", "mysqld.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
-	if err != nil || !containsInt(mariadbdsUnder(t, dir), pid) {
-		t.Fatalf("c0's master pid %q (%v) is not a mariadbd of %s", pidText, err, dir)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "c0's master pid %q", pidText)
+	require.Contains(t, mariadbdsUnder(t, dir), pid, "c0's master pid: want a mariadbd of %s", dir)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	p.waitLine("mariadb c0-m0 ("+db(0, 0)+") exited", 10*time.Second)
 	promote, err := exec.Command(bin, "admin", "promote", "--topology", filepath.Join(dir, "topology.yaml"),
 		"--datastore", "trips", "--cluster", "c0", "--json").Output()
+	require.NoError(t, err, "admin promote: %s", promote)
 	var pr promoteReport
-	if err != nil || json.Unmarshal(promote, &pr) != nil || (pr.NewMaster != db(0, 1) && pr.NewMaster != db(0, 2)) {
-		t.Fatalf("admin promote: %v, %s; want a minion of c0 promoted", err, promote)
-	}
+	require.NoError(t, json.Unmarshal(promote, &pr), "admin promote --json: %s", promote)
+	require.Contains(t, []string{db(0, 1), db(0, 2)}, pr.NewMaster, "admin promote: want a minion of c0 promoted: %s", promote)
 	// A write on a partition of c0 (0 or 2: shards 0-15 and 32-47) goes to the new master once
 	// the nodes see it (0.5 s).
 	var note string
@@ -316,46 +273,32 @@ func TestDevAsync(t *testing.T) {
 			note = u.String()
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		req, _ := http.NewRequest(http.MethodPut, api+"/v1/trips/cells/"+note+"/NOTE/1", strings.NewReader(`{"after":"failover"}`))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		req, err := http.NewRequest(http.MethodPut, api+"/v1/trips/cells/"+note+"/NOTE/1", strings.NewReader(`{"after":"failover"}`))
+		require.NoError(c, err)
 		resp, err := http.DefaultClient.Do(req)
-		last := fmt.Sprint(err)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusAccepted {
-				t.Logf("PUT after the failover: %d %s", resp.StatusCode, b)
-				break
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("PUT after the failover: %s, still failing after 20s", last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		require.NoError(c, err, "PUT after the failover")
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Contains(c, []int{http.StatusCreated, http.StatusOK, http.StatusAccepted}, resp.StatusCode,
+			"PUT after the failover: %d %s, want 201, 200 or 202", resp.StatusCode, b)
+		t.Logf("PUT after the failover: %d %s", resp.StatusCode, b)
+	}, 20*time.Second, 200*time.Millisecond, "PUT after the failover: still failing after 20s")
 	// A buffered write (the nodes had not seen the new master yet) becomes readable once a
 	// node's reaper replayed it into the new master.
 	written := time.Now()
-	deadline = written.Add(30 * time.Second)
-	for {
-		code, body := httpGet(t, api+"/v1/trips/cells/"+note+"/NOTE")
-		if code == http.StatusOK {
-			t.Logf("the cell written after the failover is readable %v after its PUT answered", time.Since(written))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET the cell written after the failover: %d %s, still not 200 after 30s", code, body)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		resp, err := http.Get(api + "/v1/trips/cells/" + note + "/NOTE")
+		require.NoError(c, err, "GET the cell written after the failover")
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(c, http.StatusOK, resp.StatusCode, "GET the cell written after the failover: %s", b)
+	}, 30*time.Second, 200*time.Millisecond, "GET the cell written after the failover: still not 200 after 30s")
+	t.Logf("the cell written after the failover is readable %v after its PUT answered", time.Since(written))
 	stop := time.Now()
 	p.interrupt(60 * time.Second)
 	t.Logf("stopped in %v", time.Since(stop))
-	if pids := mariadbdsUnder(t, dir); len(pids) > 0 {
-		t.Fatalf("mariadbd still running after dev stopped: pids %v", pids)
-	}
+	require.Empty(t, mariadbdsUnder(t, dir), "mariadbd processes still running after dev stopped")
 
 	// 3. A restart on the data: the promoted member is the master again; the old one stays fenced.
 	run = time.Now()
@@ -369,29 +312,29 @@ func TestDevAsync(t *testing.T) {
 	p.waitLine("serving; Ctrl-C to stop", 2*time.Minute)
 	t.Logf("restart: %v", time.Since(run))
 	for _, path := range []string{"/v1/trips/cells/" + row + "/BASE", "/v1/trips/cells/" + note + "/NOTE"} {
-		if code, body := httpGet(t, api+path); code != http.StatusOK {
-			t.Errorf("GET %s after the restart: %d %s, want 200", path, code, body)
-		}
+		code, body := httpGet(t, api+path)
+		assert.Equal(t, http.StatusOK, code, "GET %s after the restart: %s", path, body)
 	}
 	p.interrupt(60 * time.Second)
-	if pids := mariadbdsUnder(t, dir); len(pids) > 0 {
-		t.Fatalf("mariadbd still running after dev stopped: pids %v", pids)
+	require.Empty(t, mariadbdsUnder(t, dir), "mariadbd processes still running after dev stopped")
+	assert.Contains(t, p.output(), "stopping", "dev output after SIGINT: want a line stopping")
+}
+
+// logNodeLogs logs the nodes' and triggers' logs of a dev in dir when the test failed, before
+// the temporary directory goes.
+func logNodeLogs(t *testing.T, dir string) {
+	if !t.Failed() {
+		return
 	}
-	if !strings.Contains(p.output(), "stopping") {
-		t.Errorf("dev output after SIGINT: want a line stopping:\n%s", p.output())
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			t.Logf("--- %s:\n%s", l, b)
+		}
 	}
 }
 
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
-}
-
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

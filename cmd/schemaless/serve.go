@@ -5,24 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
 
-	"github.com/schemaless-db/schemaless/topology"
-
+	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/schemaless-db/schemaless/api"
-	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/cluster"
-	"github.com/schemaless-db/schemaless/indexes/maintainer"
+	"github.com/schemaless-db/schemaless/maintainer"
+	"github.com/schemaless-db/schemaless/node"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
 	"github.com/spf13/cobra"
 )
 
@@ -179,131 +176,56 @@ func runServe(ctx context.Context, f serveFlags) error {
 	pc.HeartbeatFastPath = f.hbFastPath
 	pc.LogStore = f.logStore
 	pc.SnapshotInterval, pc.TrailingLogs = f.snapInterval, f.trailingLogs
-	fatal := make(chan error, 1)
-	node, err := cluster.Start(ctx, cluster.Config{
-		NodeID: f.nodeID, Topology: top, DataDir: f.dataDir, Store: store, Logger: logger,
-		Partition: pc, BindAddr: f.bind, Self: selfOverride, Join: f.join, GossipBindAddr: f.gossipBind,
-		OnFatal: func(err error) {
-			select {
-			case fatal <- err:
-			default:
-			}
-		},
+	// /metrics, on the API's address and --admin-addr: the process's series here, the node's
+	// (store, replicas, FSM, API, index maintainer) registered by node.Start.
+	registry := prometheus.NewRegistry()
+	if err := node.RegisterProcessMetrics(registry); err != nil {
+		return err
+	}
+	mcfg := maintainer.DefaultConfig()
+	mcfg.PollInterval = f.indexPoll
+	n, err := node.Start(ctx, node.Config{
+		Cluster: cluster.Config{NodeID: f.nodeID, Topology: top, DataDir: f.dataDir, Store: store, Partition: pc,
+			BindAddr: f.bind, Self: selfOverride, Join: f.join, GossipBindAddr: f.gossipBind},
+		API: f.apiCfg, Maintainer: &mcfg, AdminAddr: f.adminAddr, Registry: registry, Logger: logger,
 	})
 	if err != nil {
 		return err
 	}
-	defer node.Close()
-
-	// /metrics, on the API's address and --admin-addr: see newServeRegistry (serveadmin.go); the
-	// API's requests and the index maintainer's series are added to it.
-	registry, err := newServeRegistry(node, store)
-	if err != nil {
-		return err
-	}
-	f.apiCfg.Logger, f.apiCfg.Registerer = logger, registry
-	handler, err := api.NewServer(node, f.apiCfg)
-	if err != nil {
-		return err
-	}
-	stopAdmin, err := startAdmin(f.adminAddr, registry, logger)
-	if err != nil {
-		return err
-	}
-	defer stopAdmin()
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
-	mux.Handle("/", handler)
-	srv := &http.Server{Addr: self.HTTPAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ln, err := net.Listen("tcp", self.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("http server: %w", err)
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("serving", "node", f.nodeID, "http", "http://"+self.HTTPAddr, "raft", self.RaftAddr, "store", store.Engine())
-
-	// The index maintainer, once the API listens: its workers read the logs through this node
-	// first. It stops before the node closes (the deferred stop runs before node.Close).
-	stopMaintainer, err := startMaintainerMetrics(ctx, node, top, f.nodeID, f.indexPoll, logger, registry)
-	if err != nil {
-		_ = srv.Close()
-		return err
-	}
-	defer stopMaintainer()
-
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down", "node", f.nodeID)
-	case err := <-serveErr:
-		return fmt.Errorf("http server: %w", err)
-	case err := <-fatal:
-		// The store failed and a replica stopped applying: stop the node so a restart replays the
-		// log (never serve from a replica that may have diverged).
-		logger.Error("fatal storage failure, stopping", "error", err)
-		_ = srv.Close()
-		return fmt.Errorf("fatal: %w", err)
+		// The maintainer leaves its groups, the leaderships move, the API drains: node.Shutdown.
+		if err := n.Shutdown(context.Background()); err != nil {
+			logger.Warn("shutdown", "error", err)
+		}
+		return nil
+	case err := <-n.Failed():
+		// The store failed and a replica stopped applying (or the API's listener failed): stop
+		// the node so a restart replays the log (never serve from a replica that may have
+		// diverged).
+		if errors.Is(err, node.ErrFatal) {
+			logger.Error("fatal storage failure, stopping", "error", err)
+		}
+		_ = n.Close()
+		return err
 	}
-	// The maintainer's workers commit and leave their groups through the API: before it stops.
-	stopMaintainer()
-	// Hand the partitions this node leads to other replicas, so clients see a leader change of
-	// milliseconds rather than an election timeout.
-	handoffCtx, cancelHandoff := context.WithTimeout(context.Background(), 5*time.Second)
-	node.HandOffLeadership(handoffCtx)
-	cancelHandoff()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		logger.Warn("http shutdown", "error", err)
-	}
-	return nil
 }
 
-// startMaintainer runs the index maintainer of node (package indexes/maintainer) over every
-// datastore of top until ctx ends or the returned stop is called; stop waits for it to end and
-// may be called more than once. Its client reaches this node's HTTP API first, then the other
-// nodes'. Its metrics are not registered (see startMaintainerMetrics).
-func startMaintainer(ctx context.Context, node *cluster.Node, top *topology.Topology, nodeID string, poll time.Duration, logger *slog.Logger) (stop func(), err error) {
-	return startMaintainerMetrics(ctx, node, top, nodeID, poll, logger, nil)
+// routeLibraryLogs sends what libraries log outside the loggers serve passes them to logger,
+// so that --log-format and --log-level apply to every line: the standard library's log package
+// (slog.SetDefault) and go-sql-driver/mysql's connection errors.
+func routeLibraryLogs(logger *slog.Logger) {
+	slog.SetDefault(logger)
+	_ = mysql.SetLogger(mysqlLogger{logger.With("component", "mysql")})
 }
 
-// startMaintainerMetrics is startMaintainer with the maintainer's (and its workers') metrics
-// registered in reg, which serve exposes at /metrics; nil registers none.
-func startMaintainerMetrics(ctx context.Context, node *cluster.Node, top *topology.Topology, nodeID string, poll time.Duration, logger *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
-	var endpoints []string
-	for _, n := range top.Nodes {
-		if n.ID == nodeID {
-			endpoints = append([]string{"http://" + n.HTTPAddr}, endpoints...)
-		} else {
-			endpoints = append(endpoints, "http://"+n.HTTPAddr)
-		}
-	}
-	ccfg := client.DefaultConfig()
-	ccfg.Endpoints = endpoints
-	cl, err := client.New(ccfg)
-	if err != nil {
-		return nil, fmt.Errorf("index maintainer: %w", err)
-	}
-	cfg := maintainer.Config{Backend: node, Client: cl, Worker: nodeID, PollInterval: poll, Logger: logger, Registerer: reg}
-	for _, d := range top.Datastores {
-		cfg.Datastores = append(cfg.Datastores, d.Name)
-	}
-	if len(cfg.Datastores) == 0 {
-		return func() {}, nil
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := maintainer.Run(mctx, cfg); err != nil {
-			logger.Error("index maintainer stopped", "error", err)
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}, nil
-}
+// mysqlLogger is go-sql-driver/mysql's Logger over slog, at Warn (it logs dropped connections
+// and protocol errors, which the driver retries or returns).
+type mysqlLogger struct{ l *slog.Logger }
+
+// Print logs v, formatted as fmt.Sprint does.
+func (m mysqlLogger) Print(v ...any) { m.l.Warn(fmt.Sprint(v...)) }
 
 // sanitizePrefix makes a node id usable in a MySQL database name.
 func sanitizePrefix(id string) string {

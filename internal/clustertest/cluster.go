@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/api"
-	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/indexes/maintainer"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
+	"github.com/schemaless-db/schemaless/maintainer"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/topology"
 )
@@ -49,13 +48,13 @@ type Options struct {
 	// ReplicatedSet, with Engine Async, is the set to use instead of the shared one (tests
 	// that kill, fence or promote members need their own).
 	ReplicatedSet *mariadbtest.ReplicatedSet
-	// Indexes runs the index maintainer (package indexes/maintainer) beside every node, as
-	// `schemaless serve` does: without it, defined indexes stay building forever.
+	// Indexes runs the index maintainer (package maintainer) in every node, as `schemaless
+	// serve` does: without it, defined indexes stay building forever.
 	Indexes bool
 	// Gossip gives the nodes gossip addresses (see localcluster.Options.Gossip).
 	Gossip bool
-	// Maintainer overrides the maintainers' tunables; Backend, Client, Datastores, Worker and
-	// Logger are set per node. A zero PollInterval is 200ms here (the maintainer's default is 1s).
+	// Maintainer overrides the maintainers' tunables; Backend, Datastores, Worker and Logger
+	// are set per node. A zero PollInterval is 200ms here (the maintainer's default is 1s).
 	Maintainer maintainer.Config
 }
 
@@ -65,17 +64,6 @@ type Cluster struct {
 	*localcluster.Cluster
 	// Topology is the cluster's topology.
 	Topology *topology.Topology
-
-	opts   Options
-	logger *slog.Logger
-	mu     sync.Mutex
-	maint  []*runningMaintainer // by node; nil when not running
-}
-
-// runningMaintainer is the maintainer of one node.
-type runningMaintainer struct {
-	cancel context.CancelFunc
-	done   chan struct{}
 }
 
 // Start starts a cluster and waits until every node is ready. It is stopped at t's cleanup.
@@ -100,6 +88,14 @@ func Start(t testing.TB, opts Options) *Cluster {
 		Partition: opts.Partition, API: opts.API, Gossip: opts.Gossip,
 		Logger:  logger,
 		OnFatal: func(node string, err error) { t.Errorf("node %s: fatal storage error: %v", node, err) },
+	}
+	if opts.Indexes {
+		m := opts.Maintainer
+		m.Worker = ""
+		if m.PollInterval == 0 {
+			m.PollInterval = 200 * time.Millisecond
+		}
+		lo.Maintainer = &m
 	}
 	switch opts.Engine {
 	case MySQL:
@@ -128,87 +124,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{t: t, Cluster: lc, Topology: lc.Topology, opts: opts, logger: logger, maint: make([]*runningMaintainer, len(lc.Topology.Nodes))}
+	c := &Cluster{t: t, Cluster: lc, Topology: lc.Topology}
 	t.Cleanup(c.StopAll)
-	if opts.Indexes {
-		for i := range c.maint {
-			c.startMaintainer(i)
-		}
-	}
 	return c
-}
-
-// StartMaintainer starts the index maintainer of node i again after StopMaintainer (with
-// Options.Indexes; otherwise it does nothing). A running one is left alone.
-func (c *Cluster) StartMaintainer(i int) {
-	c.t.Helper()
-	c.mu.Lock()
-	running := c.maint[i] != nil
-	c.mu.Unlock()
-	if !running {
-		c.startMaintainer(i)
-	}
-}
-
-// StopMaintainer stops the index maintainer of node i and waits for it, so that a test can hold
-// index versions in their state (building, dropping). The node keeps running.
-func (c *Cluster) StopMaintainer(i int) { c.stopMaintainer(i) }
-
-// startMaintainer runs the index maintainer of node i (when Options.Indexes), with a client
-// whose endpoints are node i's HTTP address first, then the other nodes'.
-func (c *Cluster) startMaintainer(i int) {
-	c.t.Helper()
-	if !c.opts.Indexes {
-		return
-	}
-	n := c.Cluster.Node(i)
-	if n == nil {
-		return
-	}
-	urls := c.URLs()
-	endpoints := append([]string{urls[i]}, append(append([]string(nil), urls[:i]...), urls[i+1:]...)...)
-	ccfg := client.DefaultConfig()
-	ccfg.Endpoints = endpoints
-	ccfg.BackoffBase = 10 * time.Millisecond
-	ccfg.BackoffMax = 200 * time.Millisecond
-	cl, err := client.New(ccfg)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	cfg := c.opts.Maintainer
-	cfg.Backend, cfg.Client, cfg.Worker = n, cl, c.Topology.Nodes[i].ID
-	cfg.Logger = c.logger.With("node", c.Topology.Nodes[i].ID)
-	cfg.Datastores = nil
-	for _, d := range c.Topology.Datastores {
-		cfg.Datastores = append(cfg.Datastores, d.Name)
-	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 200 * time.Millisecond
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &runningMaintainer{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(m.done)
-		if err := maintainer.Run(ctx, cfg); err != nil {
-			c.t.Errorf("node %d: index maintainer: %v", i, err)
-		}
-	}()
-	c.mu.Lock()
-	c.maint[i] = m
-	c.mu.Unlock()
-}
-
-// stopMaintainer stops the index maintainer of node i, if it runs, and waits for it: its
-// workers commit and leave their groups.
-func (c *Cluster) stopMaintainer(i int) {
-	c.mu.Lock()
-	m := c.maint[i]
-	c.maint[i] = nil
-	c.mu.Unlock()
-	if m != nil {
-		m.cancel()
-		<-m.done
-	}
 }
 
 // TestWriter writes log lines through t.Log, so they show only when a test fails. Once the
@@ -242,30 +160,25 @@ func (w *TestWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// StartNode starts (or restarts) node i over its data, and its index maintainer with
+// StartNode starts (or restarts) node i over its data, with its index maintainer with
 // Options.Indexes.
 func (c *Cluster) StartNode(i int) {
 	c.t.Helper()
 	if err := c.Cluster.StartNode(context.Background(), i); err != nil {
 		c.t.Fatal(err)
 	}
-	c.startMaintainer(i)
 }
 
 // StopNode stops node i like a crash of its process (no leadership transfer). Its index
 // maintainer, if any, is stopped first (cleanly: its workers leave their groups).
 func (c *Cluster) StopNode(i int) {
-	c.stopMaintainer(i)
 	if err := c.Cluster.StopNode(i); err != nil {
 		c.t.Logf("stop node %d: %v", i, err)
 	}
 }
 
-// StopAll stops every index maintainer, then every running node.
+// StopAll stops every running node (each node's index maintainer first).
 func (c *Cluster) StopAll() {
-	for i := range c.maint {
-		c.stopMaintainer(i)
-	}
 	if err := c.Cluster.Close(); err != nil {
 		c.t.Logf("stop: %v", err)
 	}

@@ -7,15 +7,17 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/maintainer"
+	"github.com/schemaless-db/schemaless/node"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
@@ -43,11 +45,16 @@ type Options struct {
 	API api.Config
 	// Logger receives every node's logs. Default: discard.
 	Logger *slog.Logger
-	// OnFatal is called when a node's store keeps failing.
+	// OnFatal is called when a node's store keeps failing (err wraps node.ErrFatal), or its
+	// API server fails (node.ErrServe). The node keeps running until stopped.
 	OnFatal func(node string, err error)
 	// Gossip gives every node a gossip address (hashicorp/memberlist): nodes added with
 	// AddNode join through the first node's.
 	Gossip bool
+	// Maintainer, when set, runs the index maintainer in every node, as `schemaless serve`
+	// does (see node.Config.Maintainer; Backend, Datastores, Logger and Registerer are set per
+	// node). Nil: no maintainer, and defined indexes stay building.
+	Maintainer *maintainer.Config
 }
 
 // AsyncOptions describe the async datastore of a local cluster.
@@ -71,14 +78,14 @@ type Cluster struct {
 	opts     Options
 	Topology *topology.Topology
 	mu       sync.Mutex
-	nodes    []*node             // by index in specs; nil when stopped
+	nodes    []*member           // by index in specs; nil when stopped
 	specs    []topology.NodeSpec // the topology's nodes, then those AddNode added
 }
 
-type node struct {
-	n      *cluster.Node
-	store  *storage.Store
-	server *http.Server
+// member is a running node and its store (the node does not close it).
+type member struct {
+	n     *node.Node
+	store *storage.Store
 }
 
 // FreeAddrs returns n distinct host:port addresses on host that were free a moment ago. Ports
@@ -157,7 +164,7 @@ func start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := top.Normalize(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: opts, Topology: top, nodes: make([]*node, opts.Nodes), specs: append([]topology.NodeSpec(nil), top.Nodes...)}
+	c := &Cluster{opts: opts, Topology: top, nodes: make([]*member, opts.Nodes), specs: append([]topology.NodeSpec(nil), top.Nodes...)}
 	for i := range top.Nodes {
 		if err := c.StartNode(ctx, i); err != nil {
 			c.Close()
@@ -221,20 +228,27 @@ func (c *Cluster) AddNode(ctx context.Context) (int, error) {
 	return i, c.StartNode(ctx, i)
 }
 
-// retry calls f until it succeeds or 2s pass: a restarted node's ports may still be held for a
-// moment by its previous listeners.
+// retry calls f until it succeeds, fails with another error than a port in use, or 2s pass: a
+// restarted node's ports may still be held for a moment by its previous listeners.
 func retry(f func() error) error {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		err := f()
-		if err == nil || time.Now().After(deadline) {
+		if err == nil || !portInUse(err) || time.Now().After(deadline) {
 			return err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// StartNode starts (or restarts) node i over its data.
+// portInUse reports whether err is a listen's "address already in use" (memberlist reports it
+// in text only).
+func portInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}
+
+// StartNode starts (or restarts) node i over its data, with node.Start: its cluster node, its
+// API on its HTTP address, and its index maintainer with Options.Maintainer.
 func (c *Cluster) StartNode(ctx context.Context, i int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -262,56 +276,51 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 		return fmt.Errorf("localcluster: node %s store: %w", spec.ID, err)
 	}
 	log := c.opts.Logger.With("node", spec.ID)
-	var n *cluster.Node
-	err = retry(func() (err error) {
-		n, err = cluster.Start(ctx, cluster.Config{NodeID: spec.ID, Topology: c.Topology, DataDir: dir, Store: st,
-			Logger: log, Partition: c.opts.Partition, Async: c.asyncCluster(), AsyncPartition: c.asyncPartition(), Self: self, Join: join,
-			OnFatal: func(err error) {
-				if c.opts.OnFatal != nil {
-					c.opts.OnFatal(spec.ID, err)
-				}
-			}})
+	var n *node.Node
+	err = retry(func() error {
+		ln, err := net.Listen("tcp", spec.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("http: %w", err)
+		}
+		n, err = node.Start(ctx, node.Config{
+			Cluster: cluster.Config{NodeID: spec.ID, Topology: c.Topology, DataDir: dir, Store: st, Partition: c.opts.Partition,
+				Async: c.asyncCluster(), AsyncPartition: c.asyncPartition(), Self: self, Join: join},
+			API: c.opts.API, Listener: ln, Maintainer: c.opts.Maintainer, Logger: log,
+		})
 		return err
 	})
 	if err != nil {
 		st.Close()
 		return fmt.Errorf("localcluster: node %s: %w", spec.ID, err)
 	}
-	apiCfg := c.opts.API
-	apiCfg.Logger = log
-	h, err := api.NewServer(n, apiCfg)
-	if err != nil {
-		n.Close()
-		st.Close()
-		return err
+	if c.opts.OnFatal != nil {
+		go func() {
+			if err, ok := <-n.Failed(); ok {
+				c.opts.OnFatal(spec.ID, err)
+			}
+		}()
 	}
-	var ln net.Listener
-	if err := retry(func() (err error) { ln, err = net.Listen("tcp", spec.HTTPAddr); return err }); err != nil {
-		n.Close()
-		st.Close()
-		return fmt.Errorf("localcluster: node %s http: %w", spec.ID, err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	c.nodes[i] = &node{n: n, store: st, server: srv}
+	c.nodes[i] = &member{n: n, store: st}
 	return nil
 }
 
-// StopNodeGracefully stops node i as `schemaless serve` does on SIGTERM: it hands the
-// leadership of its partitions to other replicas first (bounded by ctx), then stops.
+// StopNodeGracefully stops node i as `schemaless serve` does on SIGTERM (node.Shutdown): its
+// maintainer leaves its groups, it hands the leadership of its partitions to other replicas
+// and lets the API finish its requests (each bounded by ctx and 5s), then stops.
 func (c *Cluster) StopNodeGracefully(ctx context.Context, i int) error {
 	c.mu.Lock()
 	nd := c.nodes[i]
+	c.nodes[i] = nil
 	c.mu.Unlock()
 	if nd == nil {
 		return nil
 	}
-	nd.n.HandOffLeadership(ctx)
-	return c.StopNode(i)
+	return errors.Join(nd.n.Shutdown(ctx), nd.store.Close())
 }
 
-// StopNode stops node i abruptly (no leadership transfer), like a crash of its process; its
-// data stays for StartNode. Stopping a stopped node does nothing.
+// StopNode stops node i abruptly (node.Close: no leadership transfer), like a crash of its
+// process as its peers see it; its maintainer, if any, leaves its groups first. Its data stays
+// for StartNode. Stopping a stopped node does nothing.
 func (c *Cluster) StopNode(i int) error {
 	c.mu.Lock()
 	nd := c.nodes[i]
@@ -320,7 +329,29 @@ func (c *Cluster) StopNode(i int) error {
 	if nd == nil {
 		return nil
 	}
-	return errors.Join(nd.server.Close(), nd.n.Close(), nd.store.Close())
+	return errors.Join(nd.n.Close(), nd.store.Close())
+}
+
+// StartMaintainer starts the index maintainer of node i again after StopMaintainer (with
+// Options.Maintainer; otherwise, or when the node is stopped, it does nothing).
+func (c *Cluster) StartMaintainer(i int) {
+	c.mu.Lock()
+	nd := c.nodes[i]
+	c.mu.Unlock()
+	if nd != nil {
+		nd.n.StartMaintainer()
+	}
+}
+
+// StopMaintainer stops the index maintainer of node i, if it runs, and waits for it (its
+// workers leave their groups); the node keeps serving.
+func (c *Cluster) StopMaintainer(i int) {
+	c.mu.Lock()
+	nd := c.nodes[i]
+	c.mu.Unlock()
+	if nd != nil {
+		nd.n.StopMaintainer()
+	}
 }
 
 // Close stops every node.
@@ -339,7 +370,7 @@ func (c *Cluster) Node(i int) *cluster.Node {
 	if c.nodes[i] == nil {
 		return nil
 	}
-	return c.nodes[i].n
+	return c.nodes[i].n.Cluster()
 }
 
 // WaitReady waits until every running node is ready, or timeout passes.

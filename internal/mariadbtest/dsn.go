@@ -7,12 +7,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/schemaless-db/schemaless/internal/mariadb"
 )
 
 // Where DSN looks for a server.
@@ -35,7 +35,7 @@ var shared struct {
 	once   sync.Once
 	mu     sync.Mutex
 	dsn    string
-	inst   *Instance
+	inst   *mariadb.Instance
 	reason string // why there is no server
 	broken bool   // the binaries exist but the instance failed to start: fail, never skip
 }
@@ -70,19 +70,19 @@ func resolve() {
 // find picks the server: envDSN if set, local if it answers, else a throwaway instance (which
 // the caller must stop). With no server it returns the reason; broken reports that the
 // binaries exist but the instance did not start.
-func find(envDSN, local string) (dsn string, inst *Instance, reason string, broken bool) {
+func find(envDSN, local string) (dsn string, inst *mariadb.Instance, reason string, broken bool) {
 	if envDSN != "" {
 		return envDSN, nil, "", false
 	}
 	if err := ping(local, localPingTimeout); err == nil {
 		return local, nil, "", false
 	}
-	if _, _, err := FindBinaries(); err != nil {
+	if _, _, err := mariadb.FindBinaries(); err != nil {
 		return "", nil, fmt.Sprintf("no MySQL server: %s is not set, %s does not answer, and %v", EnvDSN, local, err), false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sharedStartTimeout)
 	defer cancel()
-	inst, err := Start(ctx, Options{})
+	inst, err := mariadb.Start(ctx, mariadb.Options{})
 	if err != nil {
 		return "", nil, fmt.Sprintf("start a throwaway server: %v", err), true
 	}
@@ -127,7 +127,7 @@ func unavailable(t testing.TB, reason string) {
 // install programs, for tests that call Start.
 func RequireServerBinary(t testing.TB) {
 	t.Helper()
-	if _, _, err := FindBinaries(); err != nil {
+	if _, _, err := mariadb.FindBinaries(); err != nil {
 		unavailable(t, err.Error())
 	}
 }
@@ -169,63 +169,11 @@ func Prefix(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 		defer cancel()
-		if err := DropPrefix(ctx, dsn, prefix); err != nil {
+		if err := mariadb.DropPrefix(ctx, dsn, prefix); err != nil {
 			t.Errorf("mariadbtest: drop databases of prefix %s: %v", prefix, err)
 		}
 	})
 	return prefix
-}
-
-// DropPrefix drops every database of the server at dsn whose name starts with prefix+"_".
-// A database still locked by an open transaction fails the drop after 10 s rather than
-// blocking.
-func DropPrefix(ctx context.Context, dsn, prefix string) error {
-	if prefix == "" || strings.ContainsAny(prefix, "`%\\'") {
-		return fmt.Errorf("mariadbtest: bad prefix %q", prefix)
-	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return err
-	}
-	cfg.DBName = ""
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return err
-	}
-	db := sql.OpenDB(conn)
-	defer db.Close()
-	c, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if _, err := c.ExecContext(ctx, "SET SESSION lock_wait_timeout = 10"); err != nil {
-		return err
-	}
-	rows, err := c.QueryContext(ctx, "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE ?",
-		strings.ReplaceAll(prefix, "_", `\_`)+`\_%`)
-	if err != nil {
-		return err
-	}
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return err
-		}
-		names = append(names, n)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, n := range names {
-		if _, err := c.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+n+"`"); err != nil {
-			return fmt.Errorf("drop %s: %w", n, err)
-		}
-	}
-	return nil
 }
 
 // randomPrefix returns "t" and 10 random lowercase letters: a valid storage prefix

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/schemaless-db/schemaless/replication"
+	"github.com/schemaless-db/schemaless/internal/mariadb"
 )
 
 // sharedRepl is the replicated set every async-mode test of this process uses, started on
@@ -29,7 +29,7 @@ func SharedReplicated(t testing.TB) *ReplicatedSet {
 	defer sharedRepl.mu.Unlock()
 	if sharedRepl.set == nil && sharedRepl.err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), sharedStartTimeout)
-		sharedRepl.set, sharedRepl.err = StartReplicated(ctx, ReplicatedOptions{})
+		sharedRepl.set, sharedRepl.err = mariadb.StartReplicated(ctx, mariadb.ReplicatedOptions{})
 		cancel()
 	}
 	if sharedRepl.err != nil {
@@ -40,7 +40,7 @@ func SharedReplicated(t testing.TB) *ReplicatedSet {
 
 // ReplicatedPrefix returns a database prefix unique to t (as Prefix) for a datastore on set.
 // When t ends, its databases are dropped on every cluster's current master (the drops
-// replicate to the minions).
+// replicate to the minions), failing t if that fails.
 func ReplicatedPrefix(t testing.TB, set *ReplicatedSet) string {
 	t.Helper()
 	prefix := randomPrefix()
@@ -48,30 +48,12 @@ func ReplicatedPrefix(t testing.TB, set *ReplicatedSet) string {
 		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 		defer cancel()
 		for c := range set.Clusters {
-			if err := dropOnMaster(ctx, set, c, prefix); err != nil {
+			if err := set.DropPrefix(ctx, c, prefix); err != nil {
 				t.Errorf("mariadbtest: drop databases of prefix %s on cluster %d: %v", prefix, c, err)
 			}
 		}
 	})
 	return prefix
-}
-
-// dropOnMaster drops prefix's databases on the cluster's current master, if it has one.
-func dropOnMaster(ctx context.Context, set *ReplicatedSet, c int, prefix string) error {
-	for m := range set.Clusters[c].Instances {
-		dsn := set.AdminDSN(c, m)
-		db, err := replication.Open(dsn)
-		if err != nil {
-			return err
-		}
-		st, err := replication.Probe(ctx, db, dsn)
-		db.Close()
-		if err != nil || !st.IsMaster() {
-			continue
-		}
-		return DropPrefix(ctx, dsn, prefix)
-	}
-	return nil
 }
 
 // stopSharedReplicated stops the shared replicated set, if one was started.

@@ -1,9 +1,8 @@
-package main
+package node
 
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -12,7 +11,6 @@ import (
 
 	gometrics "github.com/armon/go-metrics"
 	gometricsprom "github.com/armon/go-metrics/prometheus"
-	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -22,38 +20,37 @@ import (
 	"github.com/schemaless-db/schemaless/storage"
 )
 
-// newServeRegistry returns the registry serve exposes at /metrics, holding the Go runtime and
-// process collectors, the node's (async datastores, raft replicas, consumer group lag), the
-// store's connection pools, the FSM's and the raft replicas' series, and hashicorp/raft's own
-// go-metrics (installRaftMetrics). The API and the index maintainer register theirs later.
-func newServeRegistry(node *cluster.Node, store *storage.Store) (*prometheus.Registry, error) {
-	reg := prometheus.NewRegistry()
-	cs := []prometheus.Collector{
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		store.PoolCollector(),
-	}
-	cs = append(cs, node.Collectors()...)
+// registerNodeMetrics registers in reg the store's connection pools, the cluster node's
+// collectors (async datastores, raft replicas, consumer group lag) and the FSM's and the raft
+// replicas' series. The API and the maintainer register theirs themselves.
+func registerNodeMetrics(reg prometheus.Registerer, cn *cluster.Node, store *storage.Store) error {
+	cs := []prometheus.Collector{store.PoolCollector()}
+	cs = append(cs, cn.Collectors()...)
 	cs = append(cs, fsm.MetricCollectors()...)
 	cs = append(cs, partition.MetricCollectors()...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("metrics: %w", err)
+			return fmt.Errorf("node: metrics: %w", err)
 		}
 	}
-	if err := installRaftMetrics(reg); err != nil {
-		return nil, err
-	}
-	return reg, nil
+	return nil
 }
 
-// installRaftMetrics sends hashicorp/raft's and raft-boltdb's metrics to reg. They use
+// RegisterProcessMetrics registers the series of the whole process in reg: the Go runtime and
+// process collectors, and hashicorp/raft's and raft-boltdb's own metrics. Those use
 // github.com/hashicorp/go-metrics/compat, which without the hashicorpmetrics build tag forwards
 // to the process-global github.com/armon/go-metrics: this replaces that global with one whose
-// sink is a Prometheus collector registered in reg. Names are "schemaless_" plus raft's key
-// joined by "_" (schemaless_raft_commitTime, schemaless_raft_fsm_apply); timers are summaries
-// in milliseconds. They aggregate every partition of the node (raft labels none).
-func installRaftMetrics(reg prometheus.Registerer) error {
+// sink is a Prometheus collector registered in reg. Their names are "schemaless_" plus raft's
+// key joined by "_" (schemaless_raft_commitTime, schemaless_raft_fsm_apply); timers are
+// summaries in milliseconds. They aggregate every partition of the process (raft labels none).
+// Call it once per process, from the program's main: a second call moves raft's metrics to the
+// second registry. Errors: a registration's.
+func RegisterProcessMetrics(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("node: metrics: %w", err)
+		}
+	}
 	opts := gometricsprom.PrometheusOpts{
 		Registerer: reg,
 		Name:       "schemaless_raft_go_metrics_sink",
@@ -76,7 +73,7 @@ func installRaftMetrics(reg prometheus.Registerer) error {
 	}
 	sink, err := gometricsprom.NewPrometheusSinkFrom(opts)
 	if err != nil {
-		return fmt.Errorf("metrics: raft go-metrics sink: %w", err)
+		return fmt.Errorf("node: metrics: raft go-metrics sink: %w", err)
 	}
 	cfg := gometrics.DefaultConfig("schemaless")
 	cfg.EnableHostname = false
@@ -85,31 +82,19 @@ func installRaftMetrics(reg prometheus.Registerer) error {
 	cfg.EnableServiceLabel = false   // "schemaless" prefixes the names instead
 	cfg.EnableTypePrefix = false
 	if _, err := gometrics.NewGlobal(cfg, sink); err != nil {
-		return fmt.Errorf("metrics: raft go-metrics: %w", err)
+		return fmt.Errorf("node: metrics: raft go-metrics: %w", err)
 	}
 	return nil
 }
 
-// routeLibraryLogs sends what libraries log outside the loggers serve passes them to logger,
-// so that --log-format and --log-level apply to every line: the standard library's log package
-// (slog.SetDefault) and go-sql-driver/mysql's connection errors.
-func routeLibraryLogs(logger *slog.Logger) {
-	slog.SetDefault(logger)
-	_ = mysql.SetLogger(mysqlLogger{logger.With("component", "mysql")})
-}
-
-// mysqlLogger is go-sql-driver/mysql's Logger over slog, at Warn (it logs dropped connections
-// and protocol errors, which the driver retries or returns).
-type mysqlLogger struct{ l *slog.Logger }
-
-// Print logs v, formatted as fmt.Sprint does.
-func (m mysqlLogger) Print(v ...any) { m.l.Warn(fmt.Sprint(v...)) }
-
-// adminMux serves the admin listener: /metrics from reg and net/http/pprof's /debug/pprof/
-// (index, cmdline, profile, symbol, trace and the named profiles such as heap and goroutine).
+// adminMux serves the admin listener: /metrics from reg (when not nil) and net/http/pprof's
+// /debug/pprof/ (index, cmdline, profile, symbol, trace and the named profiles such as heap and
+// goroutine).
 func adminMux(reg prometheus.Gatherer) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if reg != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	}
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -118,23 +103,28 @@ func adminMux(reg prometheus.Gatherer) *http.ServeMux {
 	return mux
 }
 
-// startAdmin listens on addr and serves adminMux(reg) until the returned stop is called; an
-// empty addr starts nothing (stop does nothing). Errors: the listen error. The server has no
-// write timeout, so that CPU profiles and traces of any length complete.
-func startAdmin(addr string, reg prometheus.Gatherer, logger *slog.Logger) (stop func(), err error) {
-	if addr == "" {
-		return func() {}, nil
+// startAdmin listens on Config.AdminAddr (when set) and serves adminMux there until the node
+// stops. The server has no write timeout, so that CPU profiles and traces of any length
+// complete. Errors: the listen error.
+func (n *Node) startAdmin() error {
+	if n.cfg.AdminAddr == "" {
+		return nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", n.cfg.AdminAddr)
 	if err != nil {
-		return nil, fmt.Errorf("admin server: %w", err)
+		return fmt.Errorf("node: admin server: %w", err)
 	}
-	srv := &http.Server{Handler: adminMux(reg), ReadHeaderTimeout: 10 * time.Second}
+	var reg prometheus.Gatherer
+	if n.cfg.Registry != nil {
+		reg = n.cfg.Registry
+	}
+	n.adminLn = ln
+	n.admin = &http.Server{Handler: adminMux(reg), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("admin server stopped", "error", err)
+		if err := n.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("admin server stopped", "error", err)
 		}
 	}()
-	logger.Info("serving admin", "metrics", "http://"+ln.Addr().String()+"/metrics", "pprof", "http://"+ln.Addr().String()+"/debug/pprof/")
-	return func() { _ = srv.Close() }, nil
+	n.log.Info("serving admin", "metrics", "http://"+ln.Addr().String()+"/metrics", "pprof", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return nil
 }

@@ -1,4 +1,4 @@
-package mariadbtest
+package mariadb
 
 import (
 	"bytes"
@@ -35,12 +35,19 @@ const (
 	portAttempts = 3
 )
 
-// Errors of Start.
+// Errors of this package.
 var (
-	// ErrNoBinaries: the server or the install program is not installed.
-	ErrNoBinaries = errors.New("mariadbtest: mariadbd/mysqld or mariadb-install-db not found")
-	// ErrPortInUse: the server could not bind its port.
-	ErrPortInUse = errors.New("mariadbtest: port in use")
+	// ErrNoBinaries: the server or the install program is not installed (FindBinaries, Start).
+	ErrNoBinaries = errors.New("mariadb: mariadbd/mysqld or mariadb-install-db not found")
+	// ErrPortInUse: a server could not bind its port (Start), or a port is taken
+	// (ReplicatedOptions.CheckPorts).
+	ErrPortInUse = errors.New("mariadb: port in use")
+	// ErrExited: Instance.Stop found the server already exited by itself (a crash or a kill
+	// from outside).
+	ErrExited = errors.New("mariadb: server had exited")
+	// ErrNotResumable: OpenReplicated found a directory whose set it cannot start again (of
+	// another shape, a member's data missing or another member's, no master to recover).
+	ErrNotResumable = errors.New("mariadb: cannot resume the replicated set")
 )
 
 // Options configures Start. The zero value starts a server in a new temporary directory on a
@@ -132,13 +139,13 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 	}
 	dataDir, removeDir := opts.DataDir, ""
 	if dataDir == "" {
-		dir, err := os.MkdirTemp("", "mariadbtest-")
+		dir, err := os.MkdirTemp("", "mariadb-")
 		if err != nil {
-			return nil, fmt.Errorf("mariadbtest: %w", err)
+			return nil, fmt.Errorf("mariadb: %w", err)
 		}
 		dataDir, removeDir = filepath.Join(dir, "data"), dir
 	} else if dataDir, err = filepath.Abs(dataDir); err != nil {
-		return nil, fmt.Errorf("mariadbtest: %w", err)
+		return nil, fmt.Errorf("mariadb: %w", err)
 	}
 	fail := func(err error) (*Instance, error) {
 		if removeDir != "" {
@@ -173,11 +180,11 @@ func initDataDir(ctx context.Context, install, dataDir string) error {
 		return nil
 	}
 	if err := os.MkdirAll(dataDir, 0o750); err != nil {
-		return fmt.Errorf("mariadbtest: %w", err)
+		return fmt.Errorf("mariadb: %w", err)
 	}
-	tmpDir, err := os.MkdirTemp("", "mariadbtest-tmp-") // see launch
+	tmpDir, err := os.MkdirTemp("", "mariadb-tmp-") // see launch
 	if err != nil {
-		return fmt.Errorf("mariadbtest: %w", err)
+		return fmt.Errorf("mariadb: %w", err)
 	}
 	defer os.RemoveAll(tmpDir)
 	args := []string{"--no-defaults", "--datadir=" + dataDir, "--tmpdir=" + tmpDir,
@@ -191,7 +198,7 @@ func initDataDir(ctx context.Context, install, dataDir string) error {
 	err = cmd.Run()
 	_ = os.WriteFile(filepath.Join(dataDir, "install.log"), out.Bytes(), 0o640)
 	if err != nil {
-		return fmt.Errorf("mariadbtest: %s %s: %w\n%s", install, strings.Join(args, " "), err, tailLines(out.Bytes(), 30))
+		return fmt.Errorf("mariadb: %s %s: %w\n%s", install, strings.Join(args, " "), err, tailLines(out.Bytes(), 30))
 	}
 	return nil
 }
@@ -200,7 +207,7 @@ func initDataDir(ctx context.Context, install, dataDir string) error {
 func freePort(bind string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(bind, "0"))
 	if err != nil {
-		return 0, fmt.Errorf("mariadbtest: find a free port: %w", err)
+		return 0, fmt.Errorf("mariadb: find a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
@@ -210,14 +217,14 @@ func freePort(bind string) (int, error) {
 func launch(ctx context.Context, server, dataDir string, port int, opts Options) (*Instance, error) {
 	socket := filepath.Join(dataDir, "mysqld.sock")
 	if len(socket) > 100 { // sun_path holds 108 bytes
-		socket = filepath.Join(os.TempDir(), fmt.Sprintf("mariadbtest-%d-%d.sock", os.Getpid(), port))
+		socket = filepath.Join(os.TempDir(), fmt.Sprintf("mariadb-%d-%d.sock", os.Getpid(), port))
 	}
 	// A private tmpdir, outside the data directory (where a directory is a database): at
 	// startup the server deletes every "#sql*" file in its tmpdir, which in a shared /tmp are
 	// the live temporary tables of other servers.
-	tmpDir, err := os.MkdirTemp("", "mariadbtest-tmp-")
+	tmpDir, err := os.MkdirTemp("", "mariadb-tmp-")
 	if err != nil {
-		return nil, fmt.Errorf("mariadbtest: %w", err)
+		return nil, fmt.Errorf("mariadb: %w", err)
 	}
 	args := []string{
 		"--no-defaults", // must come first
@@ -241,7 +248,7 @@ func launch(ctx context.Context, server, dataDir string, port int, opts Options)
 	console, err := os.OpenFile(filepath.Join(dataDir, "console.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
 		_ = os.RemoveAll(tmpDir)
-		return nil, fmt.Errorf("mariadbtest: %w", err)
+		return nil, fmt.Errorf("mariadb: %w", err)
 	}
 	cmd := exec.Command(server, args...)
 	cmd.Stdout, cmd.Stderr = console, console
@@ -249,11 +256,7 @@ func launch(ctx context.Context, server, dataDir string, port int, opts Options)
 	// follows the OS thread that started the child, so that thread stays locked to the
 	// goroutine that waits for the child and exits only after it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	host := opts.BindAddress
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() || host == "*" {
-		host = "127.0.0.1"
-	}
-	inst := &Instance{dataDir: dataDir, tmpDir: tmpDir, host: host, port: port, cmd: cmd, done: make(chan struct{})}
+	inst := &Instance{dataDir: dataDir, tmpDir: tmpDir, host: dialHost(opts.BindAddress), port: port, cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
@@ -269,7 +272,7 @@ func launch(ctx context.Context, server, dataDir string, port int, opts Options)
 	}()
 	if err := <-started; err != nil {
 		_ = os.RemoveAll(tmpDir)
-		return nil, fmt.Errorf("mariadbtest: start %s: %w", server, err)
+		return nil, fmt.Errorf("mariadb: start %s: %w", server, err)
 	}
 	if err := inst.waitReady(ctx, opts.StartTimeout); err != nil {
 		_ = inst.Kill()
@@ -282,6 +285,15 @@ func launch(ctx context.Context, server, dataDir string, port int, opts Options)
 	return inst, nil
 }
 
+// dialHost is the host that reaches a server bound to bind: bind itself, or 127.0.0.1 for a
+// wildcard address (0.0.0.0, ::, *).
+func dialHost(bind string) string {
+	if ip := net.ParseIP(bind); ip != nil && ip.IsUnspecified() || bind == "*" {
+		return "127.0.0.1"
+	}
+	return bind
+}
+
 // waitReady pings the server until it answers, exits, or the timeout or ctx ends.
 func (i *Instance) waitReady(ctx context.Context, timeout time.Duration) error {
 	cfg := mysql.NewConfig()
@@ -289,7 +301,7 @@ func (i *Instance) waitReady(ctx context.Context, timeout time.Duration) error {
 	cfg.Logger = log.New(io.Discard, "", 0) // connection noise while the server starts
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return fmt.Errorf("mariadbtest: %w", err)
+		return fmt.Errorf("mariadb: %w", err)
 	}
 	db := sql.OpenDB(conn)
 	defer db.Close()
@@ -313,9 +325,9 @@ func (i *Instance) waitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		select {
 		case <-i.done:
-			return fmt.Errorf("mariadbtest: server on port %d exited during startup: %v", i.port, i.waitErr)
+			return fmt.Errorf("mariadb: server on port %d exited during startup: %v", i.port, i.waitErr)
 		case <-ctx.Done():
-			return fmt.Errorf("mariadbtest: server on port %d did not answer within %v: %w (last ping: %v)", i.port, timeout, ctx.Err(), err)
+			return fmt.Errorf("mariadb: server on port %d did not answer within %v: %w (last ping: %v)", i.port, timeout, ctx.Err(), err)
 		case <-tick.C:
 		}
 	}
@@ -345,8 +357,8 @@ func (i *Instance) Done() <-chan struct{} { return i.done }
 
 // Stop shuts the server down cleanly (SIGTERM), waits for it to exit (killing it after 60 s)
 // and removes its data directory if Start created it. It returns an error if the server had
-// already exited by itself, did not exit cleanly, or had to be killed; the error quotes its
-// log. Stop and Kill are idempotent: once the server is gone they return nil.
+// already exited by itself (wrapping ErrExited), did not exit cleanly, or had to be killed; the
+// error quotes its log. Stop and Kill are idempotent: once the server is gone they return nil.
 func (i *Instance) Stop() error { return i.stop(syscall.SIGTERM) }
 
 // Kill kills the server (SIGKILL), as a crash would, waits for it to exit and removes its data
@@ -365,21 +377,21 @@ func (i *Instance) stop(sig syscall.Signal) error {
 	select {
 	case <-i.done:
 		if sig != syscall.SIGKILL {
-			err = fmt.Errorf("mariadbtest: server on port %d had exited: %v\n%s", i.port, i.waitErr, i.logTail())
+			err = fmt.Errorf("%w: port %d, %v\n%s", ErrExited, i.port, i.waitErr, i.logTail())
 		}
 	default:
 		if serr := i.cmd.Process.Signal(sig); serr != nil && !errors.Is(serr, os.ErrProcessDone) {
-			err = fmt.Errorf("mariadbtest: signal server: %w", serr)
+			err = fmt.Errorf("mariadb: signal server: %w", serr)
 		}
 		select {
 		case <-i.done:
 			if sig != syscall.SIGKILL && i.waitErr != nil {
-				err = fmt.Errorf("mariadbtest: server on port %d exited with %v\n%s", i.port, i.waitErr, i.logTail())
+				err = fmt.Errorf("mariadb: server on port %d exited with %v\n%s", i.port, i.waitErr, i.logTail())
 			}
 		case <-time.After(stopTimeout):
 			_ = i.cmd.Process.Kill()
 			<-i.done
-			err = fmt.Errorf("mariadbtest: server on port %d did not stop within %v; killed\n%s", i.port, stopTimeout, i.logTail())
+			err = fmt.Errorf("mariadb: server on port %d did not stop within %v; killed\n%s", i.port, stopTimeout, i.logTail())
 		}
 	}
 	for _, dir := range []string{i.tmpDir, i.removeDir} {
@@ -387,7 +399,7 @@ func (i *Instance) stop(sig syscall.Signal) error {
 			continue
 		}
 		if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
-			err = fmt.Errorf("mariadbtest: %w", rerr)
+			err = fmt.Errorf("mariadb: %w", rerr)
 		}
 	}
 	return err

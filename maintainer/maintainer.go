@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
@@ -20,34 +19,31 @@ import (
 	"github.com/schemaless-db/schemaless/triggers"
 )
 
-// GroupPrefix starts the consumer group of every index version: GroupPrefix + table name.
-const GroupPrefix = "_index."
-
-// GroupName returns the consumer group that maintains version of index name.
-func GroupName(name string, version int) string {
-	return GroupPrefix + indexes.TableName(name, version)
-}
-
-// Backend is what the maintainer needs of the cluster (*cluster.Node).
+// Backend is what the maintainer needs of this process's cluster node (*cluster.Node): the
+// catalog, reads, index writes and group progress, and (SourceBackend) what its workers' Source
+// needs. Every method may be called from several goroutines at once.
 type Backend interface {
+	SourceBackend
 	Datastore(name string) (*topology.DatastoreSpec, error)
 	Catalog(ctx context.Context, ds string, c cluster.Consistency) (*indexes.Catalog, error)
 	CatalogApply(ctx context.Context, ds string, cmd indexes.Command) (indexes.Result, error)
 	FirstCells(ctx context.Context, ds string, shard int, column string, rowKeys []uuid.UUID, c cluster.Consistency) (map[uuid.UUID]cells.Cell, error)
-	GetCells(ctx context.Context, ds string, keys []cluster.GetKey, c cluster.Consistency) ([]cluster.ReadResult, error)
 	PutIndexEntries(ctx context.Context, ds, table string, fields []indexes.Field, entries []fsm.IndexEntry) (int, error)
 	DropIndexTable(ctx context.Context, ds, table string) error
 	GroupProgress(ctx context.Context, ds, group string, c cluster.Consistency) (cluster.GroupProgress, error)
 }
 
-// Config configures Run. Backend, Client and Datastores are required; zero durations and sizes
-// take the defaults of DefaultConfig.
+var _ Backend = (*cluster.Node)(nil)
+
+// Config configures Run. Backend and Datastores are required; zero durations and sizes take the
+// defaults of DefaultConfig.
 type Config struct {
-	// Backend is this node's cluster node.
+	// Backend is this process's cluster node.
 	Backend Backend
-	// Client reaches the cluster's HTTP API (this node first); the log reads and group
-	// commands of the workers go through it. Its datastore is ignored.
-	Client *client.Client
+	// Source, when set, returns the triggers.Source of datastore ds for the workers' log reads
+	// and group commands (a triggers.ClientSource, say, to run them over the HTTP API). Default:
+	// NewSource(Backend, ds), in-process.
+	Source func(ds string) triggers.Source
 	// Datastores are maintained (raft mode datastores of the topology).
 	Datastores []string
 	// Worker names this node's workers in the groups (the node id). Default: triggers'.
@@ -67,7 +63,7 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// DefaultConfig returns the defaults, with no Backend, Client or Datastores.
+// DefaultConfig returns the defaults, with no Backend or Datastores.
 func DefaultConfig() Config {
 	return Config{PollInterval: time.Second, BatchSize: 500, SessionTimeout: 3 * time.Second, ReadyLag: 2 * time.Second, Logger: slog.Default()}
 }
@@ -89,6 +85,32 @@ func (c *Config) ensureDefaults() {
 	if c.Logger == nil {
 		c.Logger = d.Logger
 	}
+	if c.Source == nil {
+		be := c.Backend
+		c.Source = func(ds string) triggers.Source { return NewSource(be, ds) }
+	}
+}
+
+// Validate reports every missing or out-of-range field, wrapping ErrInvalidConfig. Run calls
+// it after setting the defaults.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if c.Backend == nil {
+		bad("Backend is required")
+	}
+	if len(c.Datastores) == 0 {
+		bad("Datastores is required")
+	}
+	if c.PollInterval < 0 || c.SessionTimeout < 0 || c.ReadyLag < 0 {
+		bad("PollInterval (%s), SessionTimeout (%s) and ReadyLag (%s) must not be negative", c.PollInterval, c.SessionTimeout, c.ReadyLag)
+	}
+	if c.BatchSize < 0 || c.BatchSize > 1000 {
+		bad("BatchSize %d: want 1..1000", c.BatchSize)
+	}
+	return errors.Join(errs...)
 }
 
 // metrics are the maintainer's counters, labelled by datastore and index table.
@@ -108,11 +130,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		noShardValue: mk("schemaless_index_no_shard_value_total", "Cells skipped because their row's first shard-field cell has no shard field value."),
 	}
 	if reg != nil {
-		for _, c := range []*prometheus.CounterVec{m.cells, m.entries, m.violations, m.mismatches, m.noShardValue} {
-			if err := reg.Register(c); err != nil {
+		// A maintainer run again in the same registry (a node's StartMaintainer after
+		// StopMaintainer) counts on in the series registered first.
+		for _, c := range []**prometheus.CounterVec{&m.cells, &m.entries, &m.violations, &m.mismatches, &m.noShardValue} {
+			if err := reg.Register(*c); err != nil {
 				var are prometheus.AlreadyRegisteredError
 				if !errors.As(err, &are) {
 					return nil, err
+				}
+				if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+					*c = existing
 				}
 			}
 		}
@@ -131,8 +158,8 @@ type runner struct {
 // retried at the next poll. It returns an error only for a bad cfg or metrics registration.
 func Run(ctx context.Context, cfg Config) error {
 	cfg.ensureDefaults()
-	if cfg.Backend == nil || cfg.Client == nil || len(cfg.Datastores) == 0 {
-		return errors.New("maintainer: Backend, Client and Datastores are required")
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
@@ -208,7 +235,7 @@ func reconcile(ctx context.Context, cfg Config, m *metrics, ds string, runners m
 
 // markReady marks v ready once its group has caught up with every shard's log.
 func markReady(ctx context.Context, cfg Config, ds string, v indexes.Version) {
-	p, err := cfg.Backend.GroupProgress(ctx, ds, GroupName(v.Definition.Table, v.Version), cluster.Stale)
+	p, err := cfg.Backend.GroupProgress(ctx, ds, indexes.GroupName(v.Definition.Table, v.Version), cluster.Stale)
 	if err != nil {
 		return // not created yet, or unavailable: the next poll tries again
 	}
@@ -237,9 +264,9 @@ func start(ctx context.Context, cfg Config, m *metrics, ds string, v indexes.Ver
 		h.columns[c] = true
 	}
 	tcfg := triggers.Config{
-		Client: cfg.Client.WithDatastore(ds), Group: GroupName(v.Definition.Table, v.Version), Worker: cfg.Worker,
+		Source: cfg.Source(ds), Group: indexes.GroupName(v.Definition.Table, v.Version), Worker: cfg.Worker,
 		BatchSize: cfg.BatchSize, SessionTimeout: cfg.SessionTimeout, Registerer: cfg.Registerer, Logger: cfg.Logger,
-		Consistency: client.ConsistencyStale, PollWait: time.Second, HaltThreshold: -1,
+		Consistency: triggers.ConsistencyStale, PollWait: time.Second, HaltThreshold: -1,
 		// Every owned shard at once: a page waits for nothing but its own reads and writes.
 		Concurrency: 64,
 	}

@@ -2,12 +2,20 @@
 // the per-shard logs that every node runs.
 //
 // Run polls the datastore's index catalog (package indexes) and, for every index version that
-// is building or ready, runs a worker of the consumer group "_index.<index>_v<version>" with
-// triggers.RunBatch. The group's offsets make maintenance crash-safe: a worker that dies
-// mid-batch leaves its shards to another node, which handles the uncommitted cells again.
+// is building or ready, runs a worker of the consumer group indexes.GroupName
+// ("_index.<index>_v<version>") with triggers.RunBatch. The group's offsets make maintenance
+// crash-safe: a worker that dies mid-batch leaves its shards to another node, which handles the
+// uncommitted cells again.
 // Starting a new version's group from the first cell of every shard is the backfill, so an
 // index added to a running datastore is built online, and a new version builds beside the old
 // one while queries keep using the alias.
+//
+// The maintainer runs in the node's process (package node starts it) and talks to its cluster
+// node directly, through Backend (*cluster.Node): catalog reads and changes, cell reads, index
+// upserts. Its workers' log reads and group commands go through a triggers.Source; the default
+// is Source, which calls the same node in-process (no HTTP between a worker and its node; the
+// cluster routes and forwards as it does for the API). Config.Source can give another, such as
+// a triggers.ClientSource over the HTTP API.
 //
 // For each page of a shard's log the handler:
 //

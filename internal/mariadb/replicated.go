@@ -1,4 +1,4 @@
-package mariadbtest
+package mariadb
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/schemaless-db/schemaless/replication"
@@ -27,8 +28,9 @@ const (
 // userName is what ReplicatedOptions.User may be, so it needs no quoting.
 var userName = regexp.MustCompile(`^[A-Za-z0-9_]{1,80}$`)
 
-// ReplicatedOptions configures StartReplicated. The zero value starts 2 clusters of a master and
-// 2 minions each, on free ports of 127.0.0.1, in a temporary directory.
+// ReplicatedOptions configures StartReplicated and OpenReplicated. The zero value starts (with
+// StartReplicated) 2 clusters of a master and 2 minions each, on free ports of 127.0.0.1, in a
+// temporary directory.
 type ReplicatedOptions struct {
 	// Clusters is the number of storage clusters (default 2).
 	Clusters int
@@ -36,13 +38,15 @@ type ReplicatedOptions struct {
 	// instances.
 	Minions int
 	// Dir is the parent of every instance's data directory, "<Dir>/c<i>-m<j>" (j=0 is the
-	// initial master), kept after Close. Empty: a temporary directory, removed by Close.
+	// initial master), kept after Close. Empty: a temporary directory, removed by Close
+	// (OpenReplicated requires one).
 	Dir string
 	// Hosts is the bind address of each instance in the order c0m0, c0m1, ..., c1m0, ...
 	// (Clusters*(Minions+1) entries), e.g. 127.0.0.2 and up for tests that cut one instance off
 	// with iptables. Empty: all 127.0.0.1. Minions reach their master at its bind address.
 	Hosts []string
-	// Ports are fixed ports in the same order; empty or 0: a free port.
+	// Ports are fixed ports in the same order; empty or 0: a free port (OpenReplicated
+	// requires every port fixed).
 	Ports []int
 	// User is the datastore's user, created on every master as 'User'@'%' with ALL PRIVILEGES
 	// ON *.* WITH GRANT OPTION except READ_ONLY ADMIN (so read_only fences it; see the
@@ -60,7 +64,7 @@ type ReplicatedCluster struct {
 }
 
 // ReplicatedSet is a set of storage clusters of real servers replicating asynchronously (one
-// master, N minions each, GTID replication as the replication package configures it), for tests.
+// master, N minions each, GTID replication as the replication package configures it).
 // Its methods are safe for concurrent use, except that Restart must not run concurrently for the
 // same member, and that reading Clusters directly races with Restart: use Instance then.
 type ReplicatedSet struct {
@@ -71,7 +75,56 @@ type ReplicatedSet struct {
 	removeDir string      // the temporary parent directory to remove on Close, or ""
 	opts      [][]Options // each instance's Options, with its port, to restart it
 
-	mu sync.Mutex // guards Clusters' instances
+	mu      sync.Mutex  // guards Clusters' instances
+	closing atomic.Bool // Close has begun: exits are expected
+}
+
+// normalize returns o with its defaults filled in, or an error naming the first bad field.
+func (o ReplicatedOptions) normalize() (ReplicatedOptions, error) {
+	if o.Clusters <= 0 {
+		o.Clusters = DefaultReplicatedClusters
+	}
+	if o.Minions < 0 {
+		return o, fmt.Errorf("mariadb: ReplicatedOptions.Minions %d < 0", o.Minions)
+	}
+	if o.Minions == 0 {
+		o.Minions = DefaultReplicatedMinions
+	}
+	if o.User == "" {
+		o.User = DefaultReplicatedUser
+	}
+	if !userName.MatchString(o.User) {
+		return o, fmt.Errorf("mariadb: ReplicatedOptions.User %q: want %s", o.User, userName)
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	n := o.Clusters * (o.Minions + 1)
+	if len(o.Hosts) != 0 && len(o.Hosts) != n {
+		return o, fmt.Errorf("mariadb: ReplicatedOptions.Hosts has %d entries, want 0 or %d", len(o.Hosts), n)
+	}
+	if len(o.Ports) != 0 && len(o.Ports) != n {
+		return o, fmt.Errorf("mariadb: ReplicatedOptions.Ports has %d entries, want 0 or %d", len(o.Ports), n)
+	}
+	return o, nil
+}
+
+// member returns the Options of the k-th server (in the order of Hosts) of a set in dir.
+func (o ReplicatedOptions) member(dir string, k int) Options {
+	per := o.Minions + 1
+	m := Options{
+		DataDir:      filepath.Join(dir, fmt.Sprintf("c%d-m%d", k/per, k%per)),
+		BindAddress:  DefaultBindAddress,
+		StartTimeout: o.StartTimeout,
+		Args:         ReplicatedServerArgs(k),
+	}
+	if len(o.Hosts) != 0 {
+		m.BindAddress = o.Hosts[k]
+	}
+	if len(o.Ports) != 0 {
+		m.Port = o.Ports[k]
+	}
+	return m
 }
 
 // StartReplicated starts Clusters*(Minions+1) servers concurrently (a few seconds each), each
@@ -82,76 +135,20 @@ type ReplicatedSet struct {
 // returns once every minion has caught up (WaitCaughtUp). On failure every started server is
 // stopped and a temporary directory removed; the error says which server failed.
 func StartReplicated(ctx context.Context, opts ReplicatedOptions) (*ReplicatedSet, error) {
-	if opts.Clusters <= 0 {
-		opts.Clusters = DefaultReplicatedClusters
-	}
-	if opts.Minions < 0 {
-		return nil, fmt.Errorf("mariadbtest: ReplicatedOptions.Minions %d < 0", opts.Minions)
-	}
-	if opts.Minions == 0 {
-		opts.Minions = DefaultReplicatedMinions
-	}
-	if opts.User == "" {
-		opts.User = DefaultReplicatedUser
-	}
-	if !userName.MatchString(opts.User) {
-		return nil, fmt.Errorf("mariadbtest: ReplicatedOptions.User %q: want %s", opts.User, userName)
-	}
-	if opts.StartTimeout <= 0 {
-		opts.StartTimeout = DefaultStartTimeout
-	}
-	per := opts.Minions + 1
-	n := opts.Clusters * per
-	if len(opts.Hosts) != 0 && len(opts.Hosts) != n {
-		return nil, fmt.Errorf("mariadbtest: ReplicatedOptions.Hosts has %d entries, want 0 or %d", len(opts.Hosts), n)
-	}
-	if len(opts.Ports) != 0 && len(opts.Ports) != n {
-		return nil, fmt.Errorf("mariadbtest: ReplicatedOptions.Ports has %d entries, want 0 or %d", len(opts.Ports), n)
+	opts, err := opts.normalize()
+	if err != nil {
+		return nil, err
 	}
 	s := &ReplicatedSet{user: opts.User}
 	dir := opts.Dir
 	if dir == "" {
-		d, err := os.MkdirTemp("", "mariadbtest-repl-")
+		d, err := os.MkdirTemp("", "mariadb-repl-")
 		if err != nil {
-			return nil, fmt.Errorf("mariadbtest: %w", err)
+			return nil, fmt.Errorf("mariadb: %w", err)
 		}
 		dir, s.removeDir = d, d
 	}
-
-	s.Clusters = make([]ReplicatedCluster, opts.Clusters)
-	s.opts = make([][]Options, opts.Clusters)
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for c := range opts.Clusters {
-		s.Clusters[c].Instances = make([]*Instance, per)
-		s.opts[c] = make([]Options, per)
-		for m := range per {
-			k := c*per + m
-			o := Options{
-				DataDir:      filepath.Join(dir, fmt.Sprintf("c%d-m%d", c, m)),
-				BindAddress:  DefaultBindAddress,
-				StartTimeout: opts.StartTimeout,
-				Args:         ReplicatedServerArgs(k),
-			}
-			if len(opts.Hosts) != 0 {
-				o.BindAddress = opts.Hosts[k]
-			}
-			if len(opts.Ports) != 0 {
-				o.Port = opts.Ports[k]
-			}
-			wg.Go(func() {
-				inst, err := Start(ctx, o)
-				if err != nil {
-					errs[k] = fmt.Errorf("mariadbtest: start c%d-m%d: %w", c, m, err)
-					return
-				}
-				o.Port = inst.Port()
-				s.Clusters[c].Instances[m], s.opts[c][m] = inst, o
-			})
-		}
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := s.startMembers(ctx, opts, dir, "start"); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
 
@@ -164,10 +161,40 @@ func StartReplicated(ctx context.Context, opts ReplicatedOptions) (*ReplicatedSe
 	}
 	for c := range s.Clusters {
 		if err := s.WaitCaughtUp(sctx, c); err != nil {
-			return nil, errors.Join(fmt.Errorf("mariadbtest: initial catch-up: %w", err), s.Close())
+			return nil, errors.Join(fmt.Errorf("mariadb: initial catch-up: %w", err), s.Close())
 		}
 	}
 	return s, nil
+}
+
+// startMembers starts every member of the set described by opts in dir concurrently and fills
+// s.Clusters and s.opts; what names the step in errors ("start", "restart").
+func (s *ReplicatedSet) startMembers(ctx context.Context, opts ReplicatedOptions, dir, what string) error {
+	per := opts.Minions + 1
+	s.Clusters = make([]ReplicatedCluster, opts.Clusters)
+	s.opts = make([][]Options, opts.Clusters)
+	for c := range s.Clusters {
+		s.Clusters[c].Instances = make([]*Instance, per)
+		s.opts[c] = make([]Options, per)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, opts.Clusters*per)
+	for k := range errs {
+		c, m, o := k/per, k%per, opts.member(dir, k)
+		wg.Go(func() {
+			inst, err := Start(ctx, o)
+			if err != nil {
+				errs[k] = fmt.Errorf("mariadb: %s c%d-m%d: %w", what, c, m, err)
+				return
+			}
+			o.Port = inst.Port()
+			s.mu.Lock()
+			s.Clusters[c].Instances[m], s.opts[c][m] = inst, o
+			s.mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // setUp creates the user on cluster c's first server, makes it the master and points the others
@@ -186,11 +213,11 @@ func (s *ReplicatedSet) setUp(ctx context.Context, c int) error {
 		"REVOKE READ_ONLY ADMIN ON *.* FROM '" + s.user + "'@'%'",
 	} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("mariadbtest: c%d-m0: %s: %w", c, stmt, err)
+			return fmt.Errorf("mariadb: c%d-m0: %s: %w", c, stmt, err)
 		}
 	}
 	if err := replication.MakeMaster(ctx, db); err != nil {
-		return fmt.Errorf("mariadbtest: c%d-m0: %w", c, err)
+		return fmt.Errorf("mariadb: c%d-m0: %w", c, err)
 	}
 	for m, inst := range insts[1:] {
 		mdb, err := replication.Open(inst.DSN())
@@ -200,7 +227,7 @@ func (s *ReplicatedSet) setUp(ctx context.Context, c int) error {
 		err = replication.ConfigureMinion(ctx, mdb, master.host, master.port, s.user, "")
 		mdb.Close()
 		if err != nil {
-			return fmt.Errorf("mariadbtest: c%d-m%d: %w", c, m+1, err)
+			return fmt.Errorf("mariadb: c%d-m%d: %w", c, m+1, err)
 		}
 	}
 	return nil
@@ -220,7 +247,8 @@ func (s *ReplicatedSet) Instance(cluster, member int) *Instance {
 // DSN returns the DSN of member of cluster for the datastore's user, with no database:
 // "schemaless@tcp(host:port)/". That user cannot write while the member is read-only.
 func (s *ReplicatedSet) DSN(cluster, member int) string {
-	return s.user + "@tcp(" + s.Instance(cluster, member).Addr() + ")/"
+	inst := s.Instance(cluster, member)
+	return userDSN(s.user, inst.host, inst.port)
 }
 
 // AdminDSN returns the DSN of member of cluster for root, who may change read_only and
@@ -238,12 +266,12 @@ func (s *ReplicatedSet) Restart(ctx context.Context, cluster, member int) error 
 	select {
 	case <-old.Done():
 	default:
-		return fmt.Errorf("mariadbtest: restart c%d-m%d: still running (pid %d); Stop or Kill it first", cluster, member, old.Pid())
+		return fmt.Errorf("mariadb: restart c%d-m%d: still running (pid %d); Stop or Kill it first", cluster, member, old.Pid())
 	}
 	_ = old.Kill() // marks it stopped and removes its private tmpdir; its data stays
 	inst, err := Start(ctx, s.opts[cluster][member])
 	if err != nil {
-		return fmt.Errorf("mariadbtest: restart c%d-m%d: %w", cluster, member, err)
+		return fmt.Errorf("mariadb: restart c%d-m%d: %w", cluster, member, err)
 	}
 	s.mu.Lock()
 	s.Clusters[cluster].Instances[member] = inst
@@ -279,18 +307,18 @@ func (s *ReplicatedSet) WaitCaughtUp(ctx context.Context, cluster int) error {
 		st, err := replication.Probe(ctx, db, inst.DSN())
 		db.Close()
 		if err != nil {
-			return fmt.Errorf("mariadbtest: c%d-m%d: %w", cluster, m, err)
+			return fmt.Errorf("mariadb: c%d-m%d: %w", cluster, m, err)
 		}
 		members = append(members, member{inst, st})
 		if st.IsMaster() {
 			if master >= 0 {
-				return fmt.Errorf("mariadbtest: cluster %d has two masters: %s and %s", cluster, members[master].inst.Addr(), inst.Addr())
+				return fmt.Errorf("mariadb: cluster %d has two masters: %s and %s", cluster, members[master].inst.Addr(), inst.Addr())
 			}
 			master = len(members) - 1
 		}
 	}
 	if master < 0 {
-		return fmt.Errorf("mariadbtest: cluster %d has no running master", cluster)
+		return fmt.Errorf("mariadb: cluster %d has no running master", cluster)
 	}
 	mi, pos := members[master].inst, members[master].st.GTIDBinlogPos
 	for _, m := range members {
@@ -298,7 +326,7 @@ func (s *ReplicatedSet) WaitCaughtUp(ctx context.Context, cluster int) error {
 			continue
 		}
 		if !m.st.SQLRunning {
-			return fmt.Errorf("mariadbtest: minion %s: SQL thread stopped (last error: %q)", m.inst.Addr(), m.st.LastError)
+			return fmt.Errorf("mariadb: minion %s: SQL thread stopped (last error: %q)", m.inst.Addr(), m.st.LastError)
 		}
 		db, err := replication.Open(m.inst.DSN())
 		if err != nil {
@@ -307,38 +335,80 @@ func (s *ReplicatedSet) WaitCaughtUp(ctx context.Context, cluster int) error {
 		err = replication.WaitApplied(ctx, db, pos)
 		db.Close()
 		if err != nil {
-			return fmt.Errorf("mariadbtest: minion %s: %w", m.inst.Addr(), err)
+			return fmt.Errorf("mariadb: minion %s: %w", m.inst.Addr(), err)
 		}
 	}
 	return nil
 }
 
-// Close stops every server (SIGTERM, concurrently) and removes the temporary parent directory if
-// StartReplicated made one. It returns the errors of the stops (a server that had already exited
-// by itself is one).
+// Close stops every server (SIGTERM, concurrently; each is killed after 60 s) and removes the
+// temporary parent directory if StartReplicated made one. It returns the errors of the stops
+// joined, one *MemberError per member that did not stop cleanly (one that had already exited
+// by itself wraps ErrExited). Members exiting after Close has begun are not reported to Watch.
 func (s *ReplicatedSet) Close() error {
+	s.closing.Store(true)
 	s.mu.Lock()
-	var insts []*Instance
-	for _, c := range s.Clusters {
-		for _, inst := range c.Instances {
-			if inst != nil {
-				insts = append(insts, inst)
+	var errs []error
+	var wg sync.WaitGroup
+	var emu sync.Mutex
+	for c, cl := range s.Clusters {
+		for m, inst := range cl.Instances {
+			if inst == nil {
+				continue
 			}
+			wg.Go(func() {
+				if err := inst.Stop(); err != nil {
+					emu.Lock()
+					errs = append(errs, &MemberError{Cluster: c, Member: m, Instance: inst, Err: err})
+					emu.Unlock()
+				}
+			})
 		}
 	}
 	s.mu.Unlock()
-	errs := make([]error, len(insts))
-	var wg sync.WaitGroup
-	for k, inst := range insts {
-		wg.Go(func() { errs[k] = inst.Stop() })
-	}
 	wg.Wait()
 	if s.removeDir != "" {
 		if err := os.RemoveAll(s.removeDir); err != nil {
-			errs = append(errs, fmt.Errorf("mariadbtest: %w", err))
+			errs = append(errs, fmt.Errorf("mariadb: %w", err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// MemberError is the failure of one member of a ReplicatedSet.
+type MemberError struct {
+	// Cluster and Member locate the member (member 0 is the cluster's initial master).
+	Cluster, Member int
+	// Instance is the member's server.
+	Instance *Instance
+	// Err is what failed.
+	Err error
+}
+
+// Error says which member failed and how: "mariadb: c0-m1: ...".
+func (e *MemberError) Error() string {
+	return fmt.Sprintf("mariadb: c%d-m%d: %v", e.Cluster, e.Member, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *MemberError) Unwrap() error { return e.Err }
+
+// Watch calls exited, each time from a new goroutine, when a member running now exits before
+// Close begins (a crash, or a kill from outside), with the member's place and server. Members
+// started later by Restart are not watched. Call it at most once.
+func (s *ReplicatedSet) Watch(exited func(cluster, member int, inst *Instance)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c, cl := range s.Clusters {
+		for m, inst := range cl.Instances {
+			go func() {
+				<-inst.Done()
+				if !s.closing.Load() {
+					exited(c, m, inst)
+				}
+			}()
+		}
+	}
 }
 
 // ReplicatedServerArgs are the server flags StartReplicated gives its k-th server (in the order

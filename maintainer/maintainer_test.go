@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,9 +17,12 @@ import (
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
-	"github.com/schemaless-db/schemaless/indexes/maintainer"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
+	"github.com/schemaless-db/schemaless/maintainer"
+	"github.com/schemaless-db/schemaless/triggers"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) { mariadbtest.Main(m) }
@@ -41,9 +43,7 @@ column_defs:
     fields:
       - {field: driver, type: UUID}
 `, name)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return d
 }
 
@@ -77,9 +77,7 @@ func expected(t *testing.T, d indexes.Definition, rows []written) map[uuid.UUID]
 		e := indexes.Entry{RowKey: w.row, Values: make([]any, len(fields)), Refs: map[string]int64{}}
 		obj := func(c cells.Cell) map[string]any {
 			o, err := c.Body.Object()
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return o
 		}
 		fv, _ := indexes.Extract(fields, "BASE", obj(*first))
@@ -110,13 +108,9 @@ func readIndex(t *testing.T, n *cluster.Node, name string, values []string) (map
 	t.Helper()
 	ctx := context.Background()
 	cat, err := n.Catalog(ctx, ds, cluster.Strong)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	v, err := cat.Resolve(name, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	spec, _ := n.Datastore(ds)
 	fields := v.Definition.Fields()
 	table := indexes.TableName(name, v.Version)
@@ -131,13 +125,9 @@ func readIndex(t *testing.T, n *cluster.Node, name string, values []string) (map
 		q := indexes.Query{ShardValue: sv, Limit: 7}
 		for {
 			plan, err := indexes.Compile(v.Definition, q, spec.Shards, indexes.DefaultLimits())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			es, err := n.QueryIndex(ctx, ds, table, fields, plan, cluster.Strong)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			for _, e := range es {
 				out[e.RowKey] = e
 				count[e.RowKey]++
@@ -159,22 +149,20 @@ func compare(t *testing.T, what string, got, want map[uuid.UUID]indexes.Entry, c
 		g, ok := got[rk]
 		switch {
 		case !ok:
-			t.Errorf("%s: row %s has no entry", what, rk)
+			assert.Failf(t, "missing entry", "%s: row %s has no entry", what, rk)
 		case !reflect.DeepEqual(g.Values, w.Values) || !reflect.DeepEqual(g.Refs, w.Refs) || (g.Violation != 0) != (w.Violation != 0):
-			t.Errorf("%s: row %s: entry %+v, want %+v", what, rk, g, w)
+			assert.Failf(t, "wrong entry", "%s: row %s: entry %+v, want %+v", what, rk, g, w)
 		case count[rk] != 1:
-			t.Errorf("%s: row %s read %d times", what, rk, count[rk])
+			assert.Failf(t, "entry read more than once", "%s: row %s read %d times, want once", what, rk, count[rk])
 		default:
 			continue
 		}
-		if bad++; bad > 10 {
-			t.Fatalf("%s: too many differences", what)
-		}
+		bad++
+		require.LessOrEqual(t, bad, 10, "%s: too many differences", what)
 	}
 	for rk := range got {
-		if _, ok := want[rk]; !ok {
-			t.Errorf("%s: entry for row %s, which was never written", what, rk)
-		}
+		_, ok := want[rk]
+		assert.True(t, ok, "%s: entry for row %s, which was never written", what, rk)
 	}
 }
 
@@ -213,9 +201,8 @@ func writeRows(t *testing.T, c *clustertest.Cluster, rng *rand.Rand, n int) []wr
 		}
 		for _, cl := range w.cells {
 			res, err := node.PutCells(ctx, ds, []cells.Cell{cl})
-			if err != nil || res[0].Status != fsm.StatusCreated {
-				t.Fatalf("put %s: %v %v", cl.Key, res, err)
-			}
+			require.NoError(t, err, "put %s", cl.Key)
+			require.Equal(t, fsm.StatusCreated, res[0].Status, "put %s: %v", cl.Key, res)
 		}
 		rows = append(rows, w)
 	}
@@ -225,19 +212,15 @@ func writeRows(t *testing.T, c *clustertest.Cluster, rng *rand.Rand, n int) []wr
 func mkCell(t *testing.T, row uuid.UUID, col string, ref int64, body string) cells.Cell {
 	t.Helper()
 	b, err := cells.EncodeBody([]byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return cells.Cell{Key: cells.Key{RowKey: row, ColumnKey: col, RefKey: ref}, Body: b}
 }
 
-// define defines d and waits until its first version is ready and caught up.
+// define defines d (its first version starts building).
 func define(t *testing.T, n *cluster.Node, d indexes.Definition) {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := n.CatalogApply(ctx, ds, indexes.Command{Op: indexes.OpDefine, Name: d.Table, Definition: d}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := n.CatalogApply(context.Background(), ds, indexes.Command{Op: indexes.OpDefine, Name: d.Table, Definition: d})
+	require.NoError(t, err)
 }
 
 // waitCaughtUp waits until version 1 of index name is ready and its group has handled every
@@ -245,22 +228,15 @@ func define(t *testing.T, n *cluster.Node, d indexes.Definition) {
 func waitCaughtUp(t *testing.T, n *cluster.Node, name string, timeout time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(timeout)
-	for {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		cat, err := n.Catalog(ctx, ds, cluster.Strong)
-		if err == nil {
-			if v, err := cat.Resolve(name, 0); err == nil {
-				p, err := n.GroupProgress(ctx, ds, maintainer.GroupName(name, v.Version), cluster.Stale)
-				if err == nil && p.LagCells == 0 {
-					return
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("index %s not caught up after %s (last error %v)", name, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		require.NoError(c, err)
+		v, err := cat.Resolve(name, 0)
+		require.NoError(c, err, "index %s has no ready version", name)
+		p, err := n.GroupProgress(ctx, ds, indexes.GroupName(name, v.Version), cluster.Stale)
+		require.NoError(c, err)
+		assert.Zero(c, p.LagCells, "index %s: cells not handled yet", name)
+	}, timeout, 100*time.Millisecond, "index %s caught up", name)
 }
 
 // An index defined before the writes (built incrementally) and one defined after them (a
@@ -294,9 +270,9 @@ func TestBackfillEqualsIncremental(t *testing.T) {
 				}
 			}
 			st, err := n.IndexTableStats(context.Background(), ds, indexes.TableName("backfill", 1), back.Fields())
-			if err != nil || st.Entries != int64(len(want)) || st.Violations != violations {
-				t.Errorf("stats %+v, %v; want %d entries and %d violations", st, err, len(want), violations)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, int64(len(want)), st.Entries, "entries of the backfilled index")
+			assert.Equal(t, violations, st.Violations, "violations of the backfilled index")
 		})
 	}
 }
@@ -325,16 +301,42 @@ func (b *crashingBackend) PutIndexEntries(ctx context.Context, ds, table string,
 
 // Maintainers that crash in the middle of a page's upserts (half applied, offset not
 // committed) and restart still build exactly the brute-force index: the page is handled again
-// and merges are idempotent.
+// and merges are idempotent. The workers read and commit in-process (the maintainer's default
+// Source) and, in the second run, over the HTTP API (triggers.ClientSource).
 func TestCrashMidBatch(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 2))
+	sources := []struct {
+		name string
+		// source returns the Config.Source of the maintainers of node i; nil: the default.
+		source func(c *clustertest.Cluster, i int) func(ds string) triggers.Source
+	}{
+		{"in-process", func(*clustertest.Cluster, int) func(string) triggers.Source { return nil }},
+		{"http", func(c *clustertest.Cluster, i int) func(string) triggers.Source {
+			urls := c.URLs()
+			endpoints := append([]string{urls[i]}, append(append([]string(nil), urls[:i]...), urls[i+1:]...)...)
+			cl, err := client.New(client.Config{Endpoints: endpoints, BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
+			require.NoError(t, err)
+			return func(ds string) triggers.Source { return triggers.NewClientSource(cl.WithDatastore(ds)) }
+		}},
+	}
+	for _, src := range sources {
+		t.Run(src.name, func(t *testing.T) {
+			seed := time.Now().UnixNano()
+			t.Logf("seed %d", seed)
+			testCrashMidBatch(t, rand.New(rand.NewPCG(uint64(seed), 2)), src.source)
+		})
+	}
+}
+
+func testCrashMidBatch(t *testing.T, rng *rand.Rand, source func(c *clustertest.Cluster, i int) func(ds string) triggers.Source) {
 	c := clustertest.Start(t, clustertest.Options{})
 	n := c.Cluster.Node(0)
 	d := definition(t, "crashy")
 	define(t, n, d)
 	rows := writeRows(t, c, rng, 120)
+	sources := make([]func(ds string) triggers.Source, 3)
+	for i := range sources {
+		sources[i] = source(c, i)
+	}
 
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -347,42 +349,26 @@ func TestCrashMidBatch(t *testing.T) {
 			for ctx.Err() == nil {
 				mctx, cancel := context.WithCancel(ctx)
 				be := &crashingBackend{Backend: c.Cluster.Node(i), calls: &calls, crash: cancel}
-				cl, err := client.New(client.Config{Endpoints: c.URLs(), BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
-				if err != nil {
-					t.Error(err)
-					cancel()
-					return
-				}
-				err = maintainer.Run(mctx, maintainer.Config{Backend: be, Client: cl, Datastores: []string{ds},
+				err := maintainer.Run(mctx, maintainer.Config{Backend: be, Source: sources[i], Datastores: []string{ds},
 					Worker: fmt.Sprintf("crashy-%d", i), PollInterval: 100 * time.Millisecond, BatchSize: 16, SessionTimeout: time.Second})
-				if err != nil {
-					t.Error(err)
-				}
+				assert.NoError(t, err, "maintainer.Run")
 				cancel()
 				crashes.Add(be.crashes.Load())
 			}
 		}()
 	}
-	deadline := time.Now().Add(90 * time.Second)
-	for crashes.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	assert.Eventually(t, func() bool { return crashes.Load() >= 2 }, 90*time.Second, 100*time.Millisecond, "2 crashes mid-batch")
 	stop()
 	wg.Wait()
-	if crashes.Load() < 2 {
-		t.Fatalf("only %d crashes happened", crashes.Load())
-	}
+	require.GreaterOrEqual(t, crashes.Load(), int64(2), "crashes mid-batch")
 	// Finish with well-behaved maintainers.
 	for i := 0; i < 3; i++ {
-		cl, err := client.New(client.Config{Endpoints: c.URLs()})
-		if err != nil {
-			t.Fatal(err)
-		}
 		mctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_ = maintainer.Run(mctx, maintainer.Config{Backend: c.Cluster.Node(i), Client: cl, Datastores: []string{ds}, Worker: fmt.Sprintf("good-%d", i), PollInterval: 100 * time.Millisecond})
+			_ = maintainer.Run(mctx, maintainer.Config{Backend: c.Cluster.Node(i), Source: sources[i], Datastores: []string{ds},
+				Worker: fmt.Sprintf("good-%d", i), PollInterval: 100 * time.Millisecond})
 		}()
 		t.Cleanup(func() { cancel(); <-done })
 	}
@@ -390,12 +376,5 @@ func TestCrashMidBatch(t *testing.T) {
 	t.Logf("%d crashes mid-batch", crashes.Load())
 	got, count := readIndex(t, n, "crashy", cities)
 	compare(t, "after crashes", got, expected(t, d, rows), count)
-	keys := make([]string, 0, len(got))
-	for rk := range got {
-		keys = append(keys, rk.String())
-	}
-	sort.Strings(keys)
-	if len(keys) != len(rows) {
-		t.Errorf("%d entries for %d rows", len(keys), len(rows))
-	}
+	assert.Len(t, got, len(rows), "entries, one per row")
 }

@@ -1,0 +1,4 @@
+package mariadb
+
+// TmpDir returns the server's private tmpdir, for tests.
+func (i *Instance) TmpDir() string { return i.tmpDir }

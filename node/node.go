@@ -1,0 +1,257 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/schemaless-db/schemaless/api"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/maintainer"
+)
+
+// Node is one running node: its cluster node, the HTTP API on its listener, the index
+// maintainer, the metrics and the admin listener. Its methods are safe for concurrent use.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	cluster *cluster.Node
+	srv     *http.Server
+	addr    string
+	admin   *http.Server // nil without an admin listener
+	adminLn net.Listener
+
+	mu     sync.Mutex
+	maint  *runningMaintainer // nil when not running
+	closed bool               // Shutdown or Close began: no maintainer starts, Failed is closed
+	failed chan error         // buffered 1: the first fatal or serve error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// runningMaintainer is the index maintainer while it runs.
+type runningMaintainer struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Start starts a node: the cluster node (cluster.Start, which opens the hosted replicas and
+// does not wait for leaders), the metrics, the admin listener, the HTTP API on its listener,
+// then the index maintainer. ctx bounds the start only; the node runs until Shutdown or Close.
+// On error everything started is stopped again (Config.Listener included; the store stays the
+// caller's). Errors: ErrInvalidConfig, cluster.Start's, the listeners' (wrapping the
+// syscall's error, so that errors.Is(err, syscall.EADDRINUSE) tells a port already taken).
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		if cfg.Listener != nil {
+			_ = cfg.Listener.Close()
+		}
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, failed: make(chan error, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			if cfg.Listener != nil {
+				_ = cfg.Listener.Close()
+			}
+			if n.admin != nil {
+				_ = n.admin.Close()
+			}
+			if n.cluster != nil {
+				_ = n.cluster.Close()
+			}
+		}
+	}()
+	ccfg := cfg.Cluster
+	ccfg.OnFatal = func(err error) { n.fail(fmt.Errorf("%w: %w", ErrFatal, err)) }
+	cn, err := cluster.Start(ctx, ccfg)
+	if err != nil {
+		return nil, err
+	}
+	n.cluster = cn
+	apiCfg := cfg.API
+	apiCfg.Logger, apiCfg.Registerer = cfg.Logger, nil
+	if cfg.Registry != nil {
+		if err := registerNodeMetrics(cfg.Registry, cn, cfg.Cluster.Store); err != nil {
+			return nil, err
+		}
+		apiCfg.Registerer = cfg.Registry
+	}
+	handler, err := api.NewServer(cn, apiCfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.startAdmin(); err != nil {
+		return nil, err
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrServe, err)
+		}
+	}
+	mux := http.NewServeMux()
+	if cfg.Registry != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+	}
+	mux.Handle("/", handler)
+	n.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	n.addr = ln.Addr().String()
+	go func() {
+		if err := n.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			n.fail(fmt.Errorf("%w: %w", ErrServe, err))
+		}
+	}()
+	ok = true
+	n.log.Info("serving", "node", cfg.Cluster.NodeID, "http", "http://"+n.addr, "raft", cfg.self().RaftAddr, "store", cfg.Cluster.Store.Engine())
+	// The maintainer starts once the API serves, as a node's other clients see it.
+	n.StartMaintainer()
+	return n, nil
+}
+
+// Cluster returns the node's cluster node (for reads, writes and admin in-process).
+func (n *Node) Cluster() *cluster.Node { return n.cluster }
+
+// Addr returns the host:port the API listens on.
+func (n *Node) Addr() string { return n.addr }
+
+// AdminAddr returns the host:port of the admin listener, "" without one.
+func (n *Node) AdminAddr() string {
+	if n.adminLn == nil {
+		return ""
+	}
+	return n.adminLn.Addr().String()
+}
+
+// Failed returns a channel that receives the error that ended the node's service, at most
+// one: a store failure that stopped a replica (wrapping ErrFatal; the node must then be
+// stopped, and a restart replays the log) or the failure of the API's server (wrapping
+// ErrServe). It is closed once Shutdown or Close has stopped the node.
+func (n *Node) Failed() <-chan error { return n.failed }
+
+// fail reports err on Failed unless an error was reported already or the node stopped.
+func (n *Node) fail(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	select {
+	case n.failed <- err:
+	default:
+	}
+}
+
+// StartMaintainer starts the index maintainer (Config.Maintainer) over every datastore of the
+// topology, unless it runs, the config has none, the topology has no datastore or the node is
+// stopping. Its workers read the logs and commit offsets through this node in-process
+// (maintainer.Source). It is started by Start; tests call it again after StopMaintainer.
+func (n *Node) StartMaintainer() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || n.maint != nil || n.cfg.Maintainer == nil || len(n.cfg.Cluster.Topology.Datastores) == 0 {
+		return
+	}
+	mcfg := *n.cfg.Maintainer
+	mcfg.Backend = n.cluster
+	mcfg.Datastores = nil
+	for _, d := range n.cfg.Cluster.Topology.Datastores {
+		mcfg.Datastores = append(mcfg.Datastores, d.Name)
+	}
+	if mcfg.Worker == "" {
+		mcfg.Worker = n.cfg.Cluster.NodeID
+	}
+	mcfg.Logger = n.log
+	mcfg.Registerer = nil
+	if n.cfg.Registry != nil {
+		mcfg.Registerer = n.cfg.Registry
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &runningMaintainer{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		if err := maintainer.Run(ctx, mcfg); err != nil {
+			n.log.Error("index maintainer stopped", "error", err)
+		}
+	}()
+	n.maint = m
+}
+
+// StopMaintainer stops the index maintainer, if it runs, and waits for it: its workers commit
+// and leave their groups, so their shards move to the other nodes' workers at once. The node
+// keeps serving; tests use it to hold index versions in their state (building, dropping).
+func (n *Node) StopMaintainer() {
+	n.mu.Lock()
+	m := n.maint
+	n.maint = nil
+	n.mu.Unlock()
+	if m != nil {
+		m.cancel()
+		<-m.done
+	}
+}
+
+// Shutdown stops the node gracefully, as `schemaless serve` does on SIGTERM: the maintainer's
+// workers commit and leave their groups, the partitions this node leads are handed to other
+// replicas (bounded by HandoffTimeout) so that clients see a leader change of milliseconds
+// rather than an election timeout, the API finishes its requests in flight (bounded by
+// ShutdownTimeout; a failure to is logged), then the admin listener and the cluster node
+// stop. ctx bounds the hand-off and the drain too. It returns the cluster node's Close error;
+// Shutdown and Close after the first stop return the same.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.stopOnce.Do(func() {
+		n.stopping()
+		hctx, cancel := context.WithTimeout(ctx, n.cfg.HandoffTimeout)
+		n.cluster.HandOffLeadership(hctx)
+		cancel()
+		sctx, cancel := context.WithTimeout(ctx, n.cfg.ShutdownTimeout)
+		defer cancel()
+		if err := n.srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Warn("http shutdown", "error", err)
+		}
+		n.stopErr = n.closeRest()
+	})
+	return n.stopErr
+}
+
+// Close stops the node at once, like a crash of its process as its peers see it: no
+// leadership hand-off, the API's connections closed. The maintainer still stops first, its
+// workers leaving their groups. The store stays open (the caller's). Errors: the API server's
+// and the cluster node's Close errors.
+func (n *Node) Close() error {
+	n.stopOnce.Do(func() {
+		n.stopping()
+		n.stopErr = errors.Join(n.srv.Close(), n.closeRest())
+	})
+	return n.stopErr
+}
+
+// stopping stops the maintainer for good: none starts after it.
+func (n *Node) stopping() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	n.StopMaintainer()
+}
+
+// closeRest closes the admin listener and the cluster node, then Failed.
+func (n *Node) closeRest() error {
+	var errs []error
+	if n.admin != nil {
+		errs = append(errs, n.admin.Close())
+	}
+	errs = append(errs, n.cluster.Close())
+	n.mu.Lock()
+	close(n.failed)
+	n.mu.Unlock()
+	return errors.Join(errs...)
+}
