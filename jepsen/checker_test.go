@@ -209,4 +209,19 @@ func TestCheckDurability(t *testing.T) {
 			assert.True(t, tc.check(r), "got %+v, want it flagged", r)
 		})
 	}
+	// A key written twice, acknowledged with one body while a write of another body ended
+	// indeterminate: every replica holding the other body is corrupted, although that body was
+	// written.
+	t.Run("stored body of an indeterminate write, another acknowledged", func(t *testing.T) {
+		t.Parallel()
+		twice := append(append([]Op{}, ops...), dput("a", 1, `{"x":9}`, Info, 0))
+		m := clean()
+		for _, n := range []string{"n1", "n2"} {
+			m[n][0].Body = `{"x":9}`
+		}
+		r := CheckDurability(twice, m, shards)
+		assert.False(t, r.Valid, "valid (%+v)", r)
+		require.Len(t, r.Corrupted, 2, "corrupted: got %+v, want a and its 2 replicas", r.Corrupted)
+		assert.Equal(t, `body {"x":9}, acknowledged {"x":1}`, r.Corrupted[0].Detail)
+	})
 }
