@@ -3,19 +3,20 @@ package fsm
 import (
 	"bytes"
 	"context"
-	"errors"
-	"reflect"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestBackupMatchesSnapshot: Backup writes the stream Persist writes for the same state, its
 // BackupInfo describes it, VerifySnapshot reads the same BackupInfo back, and the stream
 // restores into another store.
 func TestBackupMatchesSnapshot(t *testing.T) {
+	t.Parallel()
 	src := openSQLite(t)
 	f := newFSM(t, src)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
@@ -29,56 +30,38 @@ func TestBackupMatchesSnapshot(t *testing.T) {
 
 	var buf bytes.Buffer
 	info, err := f.Backup(context.Background(), &buf)
-	if err != nil {
-		t.Fatalf("Backup: %v", err)
-	}
-	if got := persist(t, f, func() {}); !bytes.Equal(got, buf.Bytes()) {
-		t.Errorf("Backup wrote %d bytes that differ from Persist's %d", buf.Len(), len(got))
-	}
+	require.NoError(t, err, "Backup")
+	got := persist(t, f, func() {})
+	assert.True(t, bytes.Equal(got, buf.Bytes()), "Backup wrote %d bytes that differ from Persist's %d", buf.Len(), len(got))
 	want := BackupInfo{
 		Header: SnapshotHeader{Version: snapshotVersion, FirstShard: 8, LastShard: 11, Applied: storage.AppliedState{Index: 40, Term: 1}},
 		Cells:  80, KVs: 1, Bytes: int64(buf.Len()),
 		Shards: []ShardInfo{{8, 28, 28}, {9, 26, 26}, {10, 26, 26}, {11, 0, 0}},
 	}
-	if !reflect.DeepEqual(info, want) {
-		t.Errorf("Backup info\n got %+v\nwant %+v", info, want)
-	}
-	got, err := VerifySnapshot(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatalf("VerifySnapshot: %v", err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("VerifySnapshot\n got %+v\nwant %+v", got, want)
-	}
+	assert.Equal(t, want, info, "Backup info")
+	verified, err := VerifySnapshot(bytes.NewReader(buf.Bytes()))
+	require.NoError(t, err, "VerifySnapshot")
+	assert.Equal(t, want, verified, "VerifySnapshot")
 
 	// A header rewritten with EncodeSnapshotHeader, followed by the old records, restores.
 	h, err := ReadSnapshotHeader(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "ReadSnapshotHeader")
 	old, err := EncodeSnapshotHeader(h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "EncodeSnapshotHeader of the header as read")
 	h.Applied = storage.AppliedState{Index: 1 << 40, Term: 9}
 	head, err := EncodeSnapshotHeader(h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "EncodeSnapshotHeader of the rewritten header")
 	stream := append(head, buf.Bytes()[len(old):]...)
 	dst := newFSM(t, openSQLite(t))
-	if err := dst.Restore(nopReadCloser{bytes.NewReader(stream)}); err != nil {
-		t.Fatalf("Restore: %v", err)
-	}
-	if a := dst.Applied(); a != h.Applied {
-		t.Errorf("applied after restore %+v, want %+v", a, h.Applied)
-	}
+	require.NoError(t, dst.Restore(nopReadCloser{bytes.NewReader(stream)}), "Restore")
+	assert.Equal(t, h.Applied, dst.Applied(), "applied after restore")
 	sameCells(t, dump(t, dst.cfg.Store.(*storage.PartitionStore)), dump(t, src))
 }
 
 // TestVerifySnapshotRejects: a flipped byte, a cut stream or data after the trailer is
 // ErrBadSnapshot.
 func TestVerifySnapshotRejects(t *testing.T) {
+	t.Parallel()
 	f := newFSM(t, openSQLite(t))
 	var logs []*raft.Log
 	for i := 0; i < 20; i++ {
@@ -86,9 +69,8 @@ func TestVerifySnapshotRejects(t *testing.T) {
 	}
 	responses(t, f.ApplyBatch(logs))
 	var buf bytes.Buffer
-	if _, err := f.Backup(context.Background(), &buf); err != nil {
-		t.Fatal(err)
-	}
+	_, err := f.Backup(context.Background(), &buf)
+	require.NoError(t, err, "Backup")
 	good := buf.Bytes()
 	cases := map[string][]byte{
 		"truncated":     good[:len(good)-3],
@@ -107,9 +89,8 @@ func TestVerifySnapshotRejects(t *testing.T) {
 		cases["flipped"] = bad
 	}
 	for name, b := range cases {
-		if _, err := VerifySnapshot(bytes.NewReader(b)); !errors.Is(err, ErrBadSnapshot) {
-			t.Errorf("%s: VerifySnapshot = %v, want ErrBadSnapshot", name, err)
-		}
+		_, err := VerifySnapshot(bytes.NewReader(b))
+		assert.ErrorIs(t, err, ErrBadSnapshot, "%s: VerifySnapshot", name)
 	}
 }
 

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand"
-	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,7 +17,23 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
+
+var seedFlag = flag.Int64("seed", 0, "seed of the randomized fsm tests (0: from the clock)")
+
+// testSeed returns the seed of a randomized test, -seed or else the clock's, and logs it so
+// that a failing run can be repeated.
+func testSeed(t *testing.T) int64 {
+	t.Helper()
+	seed := *seedFlag
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	t.Logf("seed %d (rerun with -seed=%d)", seed, seed)
+	return seed
+}
 
 var testShards = storage.ShardRange{First: 8, Last: 11}
 
@@ -25,9 +41,7 @@ var testShards = storage.ShardRange{First: 8, Last: 11}
 func openSQLite(t *testing.T) *storage.PartitionStore {
 	t.Helper()
 	st, err := storage.OpenSQLite(context.Background(), storage.SQLiteConfig{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("OpenSQLite: %v", err)
-	}
+	require.NoError(t, err, "OpenSQLite")
 	t.Cleanup(func() { st.Close() })
 	return openPartition(t, st)
 }
@@ -35,27 +49,21 @@ func openSQLite(t *testing.T) *storage.PartitionStore {
 func openPartition(t *testing.T, st *storage.Store) *storage.PartitionStore {
 	t.Helper()
 	p, err := st.Partition(context.Background(), storage.PartitionID{Datastore: "trips", Partition: 2}, testShards)
-	if err != nil {
-		t.Fatalf("Partition: %v", err)
-	}
+	require.NoError(t, err, "Partition")
 	return p
 }
 
 func newFSM(t *testing.T, s Store) *FSM {
 	t.Helper()
 	f, err := New(context.Background(), Config{Store: s, StoreBackoff: time.Millisecond, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	require.NoError(t, err, "New")
 	return f
 }
 
 func body(t testing.TB, s string) cells.Body {
 	t.Helper()
 	b, err := cells.EncodeBody([]byte(s))
-	if err != nil {
-		t.Fatalf("EncodeBody(%s): %v", s, err)
-	}
+	require.NoError(t, err, "EncodeBody(%s)", s)
 	return b
 }
 
@@ -64,9 +72,7 @@ func rowKey(i int) uuid.UUID { return uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt
 func cmdLog(t testing.TB, index uint64, at time.Time, cs ...CommandCell) *raft.Log {
 	t.Helper()
 	data, err := EncodeCommand(Command{CreatedAt: at, Cells: cs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "EncodeCommand")
 	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
 }
 
@@ -79,15 +85,14 @@ func responses(t *testing.T, out []interface{}) []*Response {
 	rs := make([]*Response, len(out))
 	for i, o := range out {
 		r, ok := o.(*Response)
-		if !ok {
-			t.Fatalf("response %d is %T, want *Response", i, o)
-		}
+		require.True(t, ok, "response %d is %T, want *Response", i, o)
 		rs[i] = r
 	}
 	return rs
 }
 
 func TestOutcomes(t *testing.T) {
+	t.Parallel()
 	f := newFSM(t, openSQLite(t))
 	at := time.Date(2026, 11, 22, 10, 0, 0, 123456000, time.UTC)
 	a, b := body(t, `{"fare":10}`), body(t, `{"fare":11}`)
@@ -99,33 +104,24 @@ func TestOutcomes(t *testing.T) {
 		{cells.StatusCreated, cells.StatusExists, cells.StatusConflict, cells.StatusCreated},
 		{cells.StatusConflict, cells.StatusCreated, cells.StatusCreated},
 	}
+	require.Len(t, out, len(want), "one response per entry")
 	for i, r := range out {
-		if r.Err != nil {
-			t.Fatalf("entry %d: %v", i, r.Err)
-		}
+		require.NoError(t, r.Err, "entry %d", i)
+		require.Len(t, r.Cells, len(want[i]), "entry %d: one result per cell", i)
 		for j, c := range r.Cells {
-			if c.Status != want[i][j] {
-				t.Errorf("entry %d cell %d: status %v, want %v", i, j, c.Status, want[i][j])
-			}
+			assert.Equal(t, want[i][j], c.Status, "entry %d cell %d: status", i, j)
 		}
 	}
 	// added_id is per shard, in log order; exists/conflict report the stored cell.
 	ids := []int64{out[0].Cells[0].AddedID, out[0].Cells[1].AddedID, out[0].Cells[2].AddedID, out[0].Cells[3].AddedID, out[1].Cells[1].AddedID, out[1].Cells[2].AddedID}
-	if want := []int64{1, 1, 1, 1, 2, 3}; !reflect.DeepEqual(ids, want) {
-		t.Errorf("added_ids %v, want %v", ids, want)
-	}
-	if got := out[1].Cells[0].CreatedAt; !got.Equal(at) {
-		t.Errorf("conflict reports created_at %v, want the stored cell's %v", got, at)
-	}
-	if got := out[1].Cells[1].CreatedAt; !got.Equal(at.Add(time.Second)) {
-		t.Errorf("created_at %v, want the command's %v", got, at.Add(time.Second))
-	}
-	if got := f.Applied(); got.Index != 2 {
-		t.Errorf("applied %v, want index 2", got)
-	}
+	assert.Equal(t, []int64{1, 1, 1, 1, 2, 3}, ids, "added_ids")
+	assert.WithinDuration(t, at, out[1].Cells[0].CreatedAt, 0, "conflict reports the stored cell's created_at")
+	assert.WithinDuration(t, at.Add(time.Second), out[1].Cells[1].CreatedAt, 0, "created_at: the command's")
+	assert.Equal(t, uint64(2), f.Applied().Index, "applied index")
 }
 
 func TestBadCommandsAreValues(t *testing.T) {
+	t.Parallel()
 	f := newFSM(t, openSQLite(t))
 	out := responses(t, f.ApplyBatch([]*raft.Log{
 		{Index: 1, Term: 1, Type: raft.LogCommand, Data: []byte{99, 1, 2}},
@@ -133,18 +129,14 @@ func TestBadCommandsAreValues(t *testing.T) {
 		cmdLog(t, 3, time.Now(), cell(10, 1, "BASE", 1, body(t, `{}`))),
 		{Index: 4, Term: 1, Type: raft.LogConfiguration},
 	}))
-	if !errors.Is(out[0].Err, ErrBadCommand) {
-		t.Errorf("undecodable entry: %v, want ErrBadCommand", out[0].Err)
+	require.Len(t, out, 4, "one response per entry")
+	assert.ErrorIs(t, out[0].Err, ErrBadCommand, "undecodable entry")
+	assert.ErrorIs(t, out[1].Err, ErrShardOutOfRange, "shard 3 outside 8..11")
+	if assert.NoError(t, out[2].Err, "valid entry after bad ones") && assert.Len(t, out[2].Cells, 1, "valid entry after bad ones") {
+		assert.Equal(t, cells.StatusCreated, out[2].Cells[0].Status, "valid entry after bad ones: %+v", out[2])
 	}
-	if !errors.Is(out[1].Err, ErrShardOutOfRange) {
-		t.Errorf("shard 3 outside 8..11: %v, want ErrShardOutOfRange", out[1].Err)
-	}
-	if out[2].Err != nil || len(out[2].Cells) != 1 || out[2].Cells[0].Status != cells.StatusCreated {
-		t.Errorf("valid entry after bad ones: %+v", out[2])
-	}
-	if out[3].Err != nil || f.Applied().Index != 4 {
-		t.Errorf("configuration entry: %+v, applied %v; want applied 4", out[3], f.Applied())
-	}
+	assert.NoError(t, out[3].Err, "configuration entry: %+v", out[3])
+	assert.Equal(t, uint64(4), f.Applied().Index, "applied after the configuration entry")
 }
 
 // randomLog builds n command entries over a few keys, so keys collide within entries, within
@@ -185,69 +177,57 @@ func dump(t *testing.T, p *storage.PartitionStore) []cells.Cell {
 	var all []cells.Cell
 	for s := testShards.First; s <= testShards.Last; s++ {
 		cs, err := p.ScanShard(context.Background(), s, 0, 1<<30)
-		if err != nil {
-			t.Fatalf("ScanShard(%d): %v", s, err)
-		}
+		require.NoError(t, err, "ScanShard(%d)", s)
 		all = append(all, cs...)
 	}
 	return all
 }
 
+// sameCells requires got and want to hold the same cells in the same order: keys, added_ids,
+// created_at and packed bodies.
 func sameCells(t *testing.T, got, want []cells.Cell) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("got %d cells, want %d", len(got), len(want))
-	}
+	require.Len(t, got, len(want), "cells")
 	for i := range got {
 		g, w := got[i], want[i]
-		if g.Key != w.Key || g.AddedID != w.AddedID || !g.CreatedAt.Equal(w.CreatedAt) || !bytes.Equal(mustPacked(t, g.Body), mustPacked(t, w.Body)) {
-			t.Fatalf("cell %d: got %v added_id %d at %v, want %v added_id %d at %v", i, g.Key, g.AddedID, g.CreatedAt, w.Key, w.AddedID, w.CreatedAt)
-		}
+		require.True(t, g.Key == w.Key && g.AddedID == w.AddedID && g.CreatedAt.Equal(w.CreatedAt) && bytes.Equal(mustPacked(t, g.Body), mustPacked(t, w.Body)),
+			"cell %d: got %v added_id %d at %v, want %v added_id %d at %v", i, g.Key, g.AddedID, g.CreatedAt, w.Key, w.AddedID, w.CreatedAt)
 	}
 }
 
 func mustPacked(t *testing.T, b cells.Body) []byte {
 	t.Helper()
 	p, err := b.Packed()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Packed")
 	return p
 }
 
 // Two replicas fed the same log, in different batch splits, end with identical rows and
 // identical results.
 func TestDeterminism(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	t.Parallel()
+	seed := testSeed(t)
 	rng := rand.New(rand.NewSource(seed))
 	logs := randomLog(t, rng, 300)
 	pa, pb := openSQLite(t), openSQLite(t)
 	ra := applyInBatches(t, newFSM(t, pa), logs, rng)
 	rb := applyInBatches(t, newFSM(t, pb), logs, rng)
-	if !reflect.DeepEqual(ra, rb) {
-		t.Fatalf("seed %d: replicas answered differently", seed)
-	}
+	require.Equal(t, ra, rb, "seed %d: replicas answered differently", seed)
 	a, b := dump(t, pa), dump(t, pb)
-	if len(a) == 0 {
-		t.Fatal("no cells applied")
-	}
+	require.NotEmpty(t, a, "seed %d: no cells applied", seed)
 	sameCells(t, a, b)
 	// added_id is dense per shard: 1, 2, 3, ...
 	stored := map[cells.Key]bool{}
 	for _, c := range a {
-		if stored[c.Key] {
-			t.Fatalf("seed %d: key %v stored twice", seed, c.Key)
-		}
+		require.False(t, stored[c.Key], "seed %d: key %v stored twice", seed, c.Key)
 		stored[c.Key] = true
 	}
 	prev := map[int]int64{}
 	for s := testShards.First; s <= testShards.Last; s++ {
-		cs, _ := pa.ScanShard(context.Background(), s, 0, 1<<30)
+		cs, err := pa.ScanShard(context.Background(), s, 0, 1<<30)
+		require.NoError(t, err, "ScanShard(%d)", s)
 		for _, c := range cs {
-			if c.AddedID != prev[s]+1 {
-				t.Fatalf("seed %d: shard %d added_id %d after %d, want dense", seed, s, c.AddedID, prev[s])
-			}
+			require.Equal(t, prev[s]+1, c.AddedID, "seed %d: shard %d added_id after %d, want dense", seed, s, prev[s])
 			prev[s] = c.AddedID
 		}
 	}
@@ -255,6 +235,7 @@ func TestDeterminism(t *testing.T) {
 
 // A restarted replica skips what its store already applied.
 func TestRestartSkipsApplied(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(7))
 	logs := randomLog(t, rng, 60)
 	p := openSQLite(t)
@@ -263,23 +244,18 @@ func TestRestartSkipsApplied(t *testing.T) {
 	before := dump(t, p)
 
 	f2 := newFSM(t, p) // the replica restarts over the same store
-	if got := f2.Applied().Index; got != 40 {
-		t.Fatalf("restarted FSM applied %d, want 40", got)
-	}
+	require.Equal(t, uint64(40), f2.Applied().Index, "applied index of the restarted FSM")
 	out := applyInBatches(t, f2, logs, rng) // raft replays from the start of its log
 	for i, r := range out[:40] {
-		if !errors.Is(r.Err, ErrAlreadyApplied) {
-			t.Fatalf("replayed entry %d: %v, want ErrAlreadyApplied", i+1, r.Err)
-		}
+		require.ErrorIs(t, r.Err, ErrAlreadyApplied, "replayed entry %d", i+1)
 	}
 	after := map[cells.Key]cells.Cell{}
 	for _, c := range dump(t, p) {
 		after[c.Key] = c
 	}
 	for _, c := range before {
-		if a, ok := after[c.Key]; !ok || a.AddedID != c.AddedID || !a.CreatedAt.Equal(c.CreatedAt) {
-			t.Fatalf("cell %v changed by the replay: got %+v, want %+v", c.Key, a, c)
-		}
+		a, ok := after[c.Key]
+		require.True(t, ok && a.AddedID == c.AddedID && a.CreatedAt.Equal(c.CreatedAt), "cell %v changed by the replay: got %+v, want %+v", c.Key, a, c)
 	}
 
 	// The same log applied in one go on a fresh replica gives the same table.
@@ -310,6 +286,7 @@ func (s *memSink) Cancel() error { s.cancelled = true; return nil }
 func (s *memSink) Close() error  { return nil }
 
 func TestSnapshotRestore(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(11))
 	logs := randomLog(t, rng, 80)
 	src := openSQLite(t)
@@ -318,29 +295,19 @@ func TestSnapshotRestore(t *testing.T) {
 	atSnapshot := dump(t, src)
 
 	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Snapshot")
 	applyInBatches(t, f, logs[50:], rng) // writes go on while the snapshot is persisted
 	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, snap.Persist(&sink), "Persist")
 	snap.Release()
-	if len(dump(t, src)) == len(atSnapshot) {
-		t.Fatal("the later entries added no cell; the test cannot tell the views apart")
-	}
+	require.NotEqual(t, len(atSnapshot), len(dump(t, src)), "the later entries added no cell; the test cannot tell the views apart")
 
 	dst := openSQLite(t)
 	g := newFSM(t, dst)
 	applyInBatches(t, g, randomLog(t, rand.New(rand.NewSource(99)), 10), rng) // data to be replaced
-	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))), "Restore")
 	sameCells(t, dump(t, dst), atSnapshot)
-	if got := g.Applied().Index; got != 50 {
-		t.Errorf("applied after restore %d, want 50", got)
-	}
+	assert.Equal(t, uint64(50), g.Applied().Index, "applied after restore")
 	// The restored replica continues the log exactly like the source.
 	applyInBatches(t, g, logs[50:], rng)
 	sameCells(t, dump(t, dst), dump(t, src))
@@ -348,9 +315,7 @@ func TestSnapshotRestore(t *testing.T) {
 	// A truncated snapshot is rejected and leaves the tables as they were.
 	before := dump(t, dst)
 	cut := sink.Bytes()[:sink.Len()-20]
-	if err := g.Restore(io.NopCloser(bytes.NewReader(cut))); !errors.Is(err, ErrBadSnapshot) {
-		t.Fatalf("Restore(truncated) = %v, want ErrBadSnapshot", err)
-	}
+	require.ErrorIs(t, g.Restore(io.NopCloser(bytes.NewReader(cut))), ErrBadSnapshot, "Restore(truncated)")
 	sameCells(t, dump(t, dst), before)
 }
 
@@ -368,91 +333,65 @@ func (s *failingStore) Begin(ctx context.Context) (*storage.WriteTx, error) {
 }
 
 func TestStoreFailures(t *testing.T) {
+	t.Parallel()
 	p := openSQLite(t)
 	fs := &failingStore{Store: p}
 	var fatal atomic.Value
 	f, err := New(context.Background(), Config{Store: fs, StoreAttempts: 3, StoreBackoff: time.Millisecond, Logger: testLogger(t),
 		OnFatal: func(err error) { fatal.Store(err) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "New")
 	b := body(t, `{"a":1}`)
 
 	fs.failures.Store(2) // transient: the third attempt succeeds
 	out := responses(t, f.ApplyBatch([]*raft.Log{cmdLog(t, 1, time.Now(), cell(8, 1, "BASE", 1, b))}))
-	if out[0].Err != nil || out[0].Cells[0].Status != cells.StatusCreated {
-		t.Fatalf("after 2 transient failures: %+v, want created", out[0])
-	}
+	require.NoError(t, out[0].Err, "after 2 transient failures")
+	require.Equal(t, cells.StatusCreated, out[0].Cells[0].Status, "after 2 transient failures: %+v", out[0])
 
 	fs.failures.Store(100) // the store stays down
 	out = responses(t, f.ApplyBatch([]*raft.Log{cmdLog(t, 2, time.Now(), cell(8, 2, "BASE", 1, b))}))
-	if !errors.Is(out[0].Err, ErrFailed) {
-		t.Fatalf("store down: %v, want ErrFailed", out[0].Err)
-	}
-	if fatal.Load() == nil || f.Failed() == nil {
-		t.Fatal("OnFatal not called / Failed() nil after the store stayed down")
-	}
-	if got := f.Applied().Index; got != 1 {
-		t.Fatalf("applied %d after a failed batch, want 1 (never advance past what is stored)", got)
-	}
+	require.ErrorIs(t, out[0].Err, ErrFailed, "store down")
+	require.NotNil(t, fatal.Load(), "OnFatal not called after the store stayed down")
+	require.Error(t, f.Failed(), "Failed() after the store stayed down")
+	require.Equal(t, uint64(1), f.Applied().Index, "applied after a failed batch (never advance past what is stored)")
 	fs.failures.Store(0)
 	out = responses(t, f.ApplyBatch([]*raft.Log{cmdLog(t, 3, time.Now(), cell(8, 3, "BASE", 1, b))}))
-	if !errors.Is(out[0].Err, ErrFailed) {
-		t.Fatalf("after failure the FSM applied again: %+v, want ErrFailed until restart", out[0])
-	}
+	require.ErrorIs(t, out[0].Err, ErrFailed, "after failure the FSM applied again: %+v, want ErrFailed until restart", out[0])
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := f.WaitApplied(ctx, 3); !errors.Is(err, ErrFailed) {
-		t.Fatalf("WaitApplied on a failed FSM = %v, want ErrFailed", err)
-	}
+	require.ErrorIs(t, f.WaitApplied(ctx, 3), ErrFailed, "WaitApplied on a failed FSM")
 	// A restart over the same store resumes from what was stored.
-	if got := newFSM(t, p).Applied().Index; got != 1 {
-		t.Fatalf("restarted applied %d, want 1", got)
-	}
+	require.Equal(t, uint64(1), newFSM(t, p).Applied().Index, "applied after a restart")
 }
 
 func TestWaitApplied(t *testing.T) {
+	t.Parallel()
 	f := newFSM(t, openSQLite(t))
 	done := make(chan error, 1)
 	go func() { done <- f.WaitApplied(context.Background(), 2) }()
 	f.ApplyBatch([]*raft.Log{cmdLog(t, 1, time.Now(), cell(8, 1, "BASE", 1, body(t, `{}`)))})
-	select {
-	case err := <-done:
-		t.Fatalf("WaitApplied(2) returned %v at applied 1", err)
-	case <-time.After(50 * time.Millisecond):
-	}
+	require.Never(t, func() bool { return len(done) > 0 }, 50*time.Millisecond, 5*time.Millisecond, "WaitApplied(2) returned at applied 1")
 	f.ApplyBatch([]*raft.Log{cmdLog(t, 2, time.Now(), cell(8, 2, "BASE", 1, body(t, `{}`)))})
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "WaitApplied(2) at applied 2")
 	case <-time.After(5 * time.Second):
-		t.Fatal("WaitApplied(2) did not return at applied 2")
+		require.FailNow(t, "WaitApplied(2) did not return at applied 2")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := f.WaitApplied(ctx, 10); !errors.Is(err, context.Canceled) {
-		t.Fatalf("WaitApplied with a cancelled ctx = %v", err)
-	}
+	require.ErrorIs(t, f.WaitApplied(ctx, 10), context.Canceled, "WaitApplied with a cancelled ctx")
 }
 
 func TestCommandRoundTrip(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 678901000, time.UTC)
 	c := Command{CreatedAt: at, Cells: []CommandCell{cell(9, 5, "BASE", 7, body(t, `{"a":[1,2]}`)), cell(10, 6, "S", 0, body(t, `{}`))}}
 	data, err := EncodeCommand(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "EncodeCommand")
 	got, err := DecodeCommand(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !got.CreatedAt.Equal(at) || len(got.Cells) != 2 || got.Cells[0].Key != c.Cells[0].Key || got.Cells[1].Shard != 10 ||
-		!bytes.Equal(got.Cells[0].Body, c.Cells[0].Body) {
-		t.Fatalf("round trip: got %+v, want %+v", got, c)
-	}
-	if _, err := DecodeCommand(data[:len(data)-3]); !errors.Is(err, ErrBadCommand) {
-		t.Fatalf("truncated command: %v, want ErrBadCommand", err)
-	}
+	require.NoError(t, err, "DecodeCommand")
+	require.True(t, got.CreatedAt.Equal(at) && len(got.Cells) == 2 && got.Cells[0].Key == c.Cells[0].Key && got.Cells[1].Shard == 10 &&
+		bytes.Equal(got.Cells[0].Body, c.Cells[0].Body), "round trip: got %+v, want %+v", got, c)
+	_, err = DecodeCommand(data[:len(data)-3])
+	require.ErrorIs(t, err, ErrBadCommand, "truncated command")
 }

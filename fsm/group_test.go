@@ -3,31 +3,29 @@ package fsm
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func groupLog(t *testing.T, index uint64, at time.Time, group string, cmd consumer.Command) *raft.Log {
 	t.Helper()
 	data, err := EncodeGroupCommand(GroupCommand{Group: group, CreatedAt: at, Cmd: cmd})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "EncodeGroupCommand")
 	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
 }
 
 func statusJSON(t *testing.T, st Store, group string, at time.Time) string {
 	t.Helper()
 	g, err := LoadGroup(context.Background(), st, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(g.Status(at))
+	require.NoError(t, err, "LoadGroup(%s)", group)
+	b, err := json.Marshal(g.Status(at))
+	require.NoError(t, err, "marshal the status of %s", group)
 	return string(b)
 }
 
@@ -35,6 +33,7 @@ func statusJSON(t *testing.T, st Store, group string, at time.Time) string {
 // batch retried after its transaction failed to begin gives the same results and state as one
 // that did not fail; the state is in SQL across a restart, and offsets never move backward.
 func TestGroupCommands(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
 	b := body(t, `{"a":1}`)
 	logs := func() []*raft.Log {
@@ -53,74 +52,63 @@ func TestGroupCommands(t *testing.T) {
 	fs := &failingStore{Store: p}
 	fs.failures.Store(1) // the first attempt at the batch fails; the retry starts over
 	f, err := New(context.Background(), Config{Store: fs, StoreAttempts: 3, StoreBackoff: time.Millisecond, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "New")
 	got := responses(t, f.ApplyBatch(logs()))
+	require.Len(t, got, len(want), "one response per entry")
 	for i, r := range got {
-		gj, _ := json.Marshal(r)
-		wj, _ := json.Marshal(want[i])
-		if string(gj) != string(wj) || (r.Err == nil) != (want[i].Err == nil) {
-			t.Errorf("entry %d after a retried batch: got %s (%v), want %s (%v)", i+1, gj, r.Err, wj, want[i].Err)
-		}
+		gj, err := json.Marshal(r)
+		require.NoError(t, err, "marshal response %d", i+1)
+		wj, err := json.Marshal(want[i])
+		require.NoError(t, err, "marshal response %d", i+1)
+		assert.True(t, string(gj) == string(wj) && (r.Err == nil) == (want[i].Err == nil),
+			"entry %d after a retried batch: got %s (%v), want %s (%v)", i+1, gj, r.Err, wj, want[i].Err)
 	}
-	if got[0].Err != nil || got[0].Cells[0].Status != cells.StatusCreated || got[4].Cells[0].Status != cells.StatusCreated {
-		t.Errorf("cell entries: got %+v and %+v, want created", got[0], got[4])
+	assert.NoError(t, got[0].Err, "cell entry 1")
+	if assert.Len(t, got[0].Cells, 1, "cell entry 1") && assert.Len(t, got[4].Cells, 1, "cell entry 5") {
+		assert.Equal(t, cells.StatusCreated, got[0].Cells[0].Status, "cell entry 1: %+v", got[0])
+		assert.Equal(t, cells.StatusCreated, got[4].Cells[0].Status, "cell entry 5: %+v", got[4])
 	}
-	if got[1].Group == nil || len(got[1].Group.Assigned) != 16 {
-		t.Fatalf("heartbeat: got %+v, want all 16 shards assigned", got[1])
+	require.NotNil(t, got[1].Group, "heartbeat: got %+v, want all 16 shards assigned", got[1])
+	require.Len(t, got[1].Group.Assigned, 16, "heartbeat: want all 16 shards assigned")
+	assert.ErrorIs(t, got[2].Err, consumer.ErrBadCommand, "commit of shard 99")
+	assert.Nil(t, got[2].Group, "commit of shard 99: got %+v, want ErrBadCommand", got[2])
+	if g := got[3].Group; assert.NotNil(t, g, "commits at epochs 1 and 7: got %+v", got[3]) {
+		assert.Equal(t, []bool{true, false}, g.Accepted, "commits at epochs 1 and 7: accepted")
 	}
-	if !errors.Is(got[2].Err, consumer.ErrBadCommand) || got[2].Group != nil {
-		t.Errorf("commit of shard 99: got %+v, want ErrBadCommand", got[2])
-	}
-	if g := got[3].Group; g == nil || len(g.Accepted) != 2 || !g.Accepted[0] || g.Accepted[1] {
-		t.Errorf("commits at epochs 1 and 7: got %+v, want [true false]", got[3])
-	}
-	if a, b := statusJSON(t, p, "billing", at), statusJSON(t, clean, "billing", at); a != b {
-		t.Errorf("group state after a retried batch:\n got %s\nwant %s", a, b)
-	}
+	assert.Equal(t, statusJSON(t, clean, "billing", at), statusJSON(t, p, "billing", at), "group state after a retried batch")
 	// Restart: the state is read back from SQL, and later commands see it.
 	f2 := newFSM(t, p)
 	out := responses(t, f2.ApplyBatch([]*raft.Log{groupLog(t, 6, at.Add(2*time.Second), "billing",
 		consumer.Command{Op: consumer.OpCommit, Worker: "w1", Shards: 16, Commits: []consumer.Offset{{Shard: 8, Epoch: 1, Offset: 0}}})}))
-	if out[0].Group == nil || !out[0].Group.Accepted[0] {
-		t.Fatalf("commit after restart: got %+v, want accepted", out[0])
-	}
+	require.NotNil(t, out[0].Group, "commit after restart: got %+v, want accepted", out[0])
+	require.Equal(t, []bool{true}, out[0].Group.Accepted, "commit after restart: accepted")
 	st, err := LoadGroup(context.Background(), p, "billing")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "LoadGroup after restart")
 	for _, l := range st.Status(at.Add(2 * time.Second)).Leases {
-		if l.Shard == 8 && l.Offset != 1 {
-			t.Errorf("shard 8 offset after a lower commit: got %d, want 1 (never backward)", l.Offset)
+		if l.Shard == 8 {
+			assert.Equal(t, int64(1), l.Offset, "shard 8 offset after a lower commit (never backward)")
 		}
 	}
 	names, err := GroupNames(context.Background(), p)
-	if err != nil || len(names) != 1 || names[0] != "billing" {
-		t.Errorf("GroupNames: got %v, %v, want [billing]", names, err)
-	}
+	require.NoError(t, err, "GroupNames")
+	assert.Equal(t, []string{"billing"}, names, "GroupNames")
 }
 
 func TestGroupCommandRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := GroupCommand{Group: "g", CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC),
 		Cmd: consumer.Command{Op: consumer.OpCommit, Worker: "w", Shards: 4, Commits: []consumer.Offset{{Shard: 1, Epoch: 2, Offset: 3}}}}
 	data, err := EncodeGroupCommand(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "EncodeGroupCommand")
 	out, err := DecodeGroupCommand(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ij, _ := json.Marshal(in)
-	oj, _ := json.Marshal(out)
-	if string(ij) != string(oj) || !out.CreatedAt.Equal(in.CreatedAt) {
-		t.Errorf("round trip: got %s, want %s", oj, ij)
-	}
-	if _, err := DecodeGroupCommand([]byte{groupCommandVersion, 0xc1}); !errors.Is(err, ErrBadCommand) {
-		t.Errorf("garbage: got %v, want ErrBadCommand", err)
-	}
-	if err := consumer.ValidGroupName("a b"); err == nil {
-		t.Error("ValidGroupName(\"a b\"): got nil, want an error")
-	}
+	require.NoError(t, err, "DecodeGroupCommand")
+	ij, err := json.Marshal(in)
+	require.NoError(t, err)
+	oj, err := json.Marshal(out)
+	require.NoError(t, err)
+	assert.Equal(t, string(ij), string(oj), "round trip")
+	assert.True(t, out.CreatedAt.Equal(in.CreatedAt), "round trip: created_at %v, want %v", out.CreatedAt, in.CreatedAt)
+	_, err = DecodeGroupCommand([]byte{groupCommandVersion, 0xc1})
+	assert.ErrorIs(t, err, ErrBadCommand, "garbage")
+	assert.Error(t, consumer.ValidGroupName("a b"), `ValidGroupName("a b")`)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"reflect"
 	"testing"
 	"time"
 
@@ -15,6 +14,8 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // testFields: shard field "city" from BASE, "fare" from BASE, "status" from STATUS.
@@ -29,9 +30,7 @@ const testTable = "by_city_v1"
 func indexLog(t testing.TB, index uint64, c IndexCommand) *raft.Log {
 	t.Helper()
 	data, err := EncodeIndexCommand(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "EncodeIndexCommand")
 	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
 }
 
@@ -50,19 +49,16 @@ func update(shard int, row int, col string, ref int64, city string, fare int64, 
 func dumpIndex(t *testing.T, p *storage.PartitionStore) []storage.IndexEntry {
 	t.Helper()
 	snap, err := p.BeginSnapshot(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "BeginSnapshot")
 	defer snap.Close()
 	var out []storage.IndexEntry
 	tbl := IndexTableOf(testTable, testFields)
 	for s := p.Shards().First; s <= p.Shards().Last; s++ {
-		if err := snap.ScanIndex(context.Background(), s, tbl, func(e storage.IndexEntry) error {
+		err := snap.ScanIndex(context.Background(), s, tbl, func(e storage.IndexEntry) error {
 			out = append(out, e)
 			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		})
+		require.NoError(t, err, "ScanIndex(%d)", s)
 	}
 	return out
 }
@@ -70,8 +66,8 @@ func dumpIndex(t *testing.T, p *storage.PartitionStore) []storage.IndexEntry {
 // Updates applied in any order and any number of times leave the same entries as applied once
 // in ref-key order: the FSM merges per source column by ref key. The shard field never moves.
 func TestIndexUpsertsCommute(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	t.Parallel()
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	var ups []IndexEntry
 	for row := 0; row < 20; row++ {
@@ -94,25 +90,20 @@ func TestIndexUpsertsCommute(t *testing.T) {
 		}
 		for i := 0; i < len(logs); i += 3 {
 			for _, r := range responses(t, f.ApplyBatch(logs[i:min(i+3, len(logs))])) {
-				if r.Err != nil || r.Index == nil {
-					t.Fatalf("upsert: %+v", r)
-				}
+				require.NoError(t, r.Err, "seed %d: upsert", seed)
+				require.NotNil(t, r.Index, "seed %d: upsert: %+v, want an index result", seed, r)
 			}
 		}
 		return dumpIndex(t, p)
 	}
 	want := apply(ups, 1) // per row and column, ref keys ascending
-	if len(want) != 20 {
-		t.Fatalf("got %d entries, want 20", len(want))
-	}
+	require.Len(t, want, 20, "seed %d: entries, one per row", seed)
 	for round := 0; round < 3; round++ {
 		shuffled := append([]IndexEntry(nil), ups...)
 		shuffled = append(shuffled, ups[:len(ups)/2]...) // replays
 		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 		got := apply(shuffled, 1+rng.IntN(7))
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("round %d: entries after a shuffled replay differ:\n got %v\nwant %v", round, got, want)
-		}
+		require.Equal(t, want, got, "seed %d round %d: entries after a shuffled replay", seed, round)
 	}
 	// The entries hold the newest values: check one row against the updates.
 	for _, e := range want {
@@ -128,11 +119,9 @@ func TestIndexUpsertsCommute(t *testing.T) {
 				bestStatus = u
 			}
 		}
-		if e.Values[1] != bestBase.Values[1] {
-			t.Errorf("row %s: fare %v, want %v from the newest BASE", e.RowKey, e.Values[1], bestBase.Values[1])
-		}
-		if bestStatus.Refs != nil && e.Values[2] != bestStatus.Values[2] {
-			t.Errorf("row %s: driver %v, want %v from the newest STATUS", e.RowKey, e.Values[2], bestStatus.Values[2])
+		assert.Equal(t, bestBase.Values[1], e.Values[1], "seed %d row %s: fare, from the newest BASE", seed, e.RowKey)
+		if bestStatus.Refs != nil {
+			assert.Equal(t, bestStatus.Values[2], e.Values[2], "seed %d row %s: driver, from the newest STATUS", seed, e.RowKey)
 		}
 	}
 }
@@ -140,54 +129,48 @@ func TestIndexUpsertsCommute(t *testing.T) {
 // A drop removes the tables, survives a restart (later upserts are ignored), and a snapshot
 // carries the index entries to a fresh replica.
 func TestIndexDropAndSnapshot(t *testing.T) {
+	t.Parallel()
 	p := openSQLite(t)
 	f := newFSM(t, p)
 	ups := []IndexEntry{update(8, 1, "BASE", 1, "ORD", 10, uuid.Nil), update(10, 2, "BASE", 1, "SFO", 20, uuid.Nil)}
 	responses(t, f.ApplyBatch([]*raft.Log{indexLog(t, 1, IndexCommand{Op: IndexUpsert, Table: testTable, Fields: testFields, Entries: ups})}))
 	before := dumpIndex(t, p)
-	if len(before) != 2 {
-		t.Fatalf("got %d entries, want 2", len(before))
-	}
+	require.Len(t, before, 2, "entries after two upserts")
 
 	// Snapshot into a fresh partition: same entries.
 	data := persist(t, f, func() {})
 	q := openSQLite(t)
 	g := newFSM(t, q)
-	if err := g.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
-		t.Fatal(err)
-	}
-	if got := dumpIndex(t, q); !reflect.DeepEqual(got, before) {
-		t.Fatalf("restored entries %v, want %v", got, before)
-	}
+	require.NoError(t, g.Restore(io.NopCloser(bytes.NewReader(data))), "Restore")
+	require.Equal(t, before, dumpIndex(t, q), "restored entries")
 
 	// Drop, then upsert again: ignored, no table comes back.
 	out := responses(t, f.ApplyBatch([]*raft.Log{
 		indexLog(t, 2, IndexCommand{Op: IndexDrop, Table: testTable}),
 		indexLog(t, 3, IndexCommand{Op: IndexUpsert, Table: testTable, Fields: testFields, Entries: ups}),
 	}))
-	if out[1].Err != nil || out[1].Index.Changed != 0 {
-		t.Fatalf("upsert after drop: %+v", out[1])
-	}
+	require.NoError(t, out[0].Err, "drop")
+	require.NoError(t, out[1].Err, "upsert after drop")
+	require.NotNil(t, out[1].Index, "upsert after drop: %+v", out[1])
+	require.Zero(t, out[1].Index.Changed, "upsert after drop: entries changed")
 	names, err := p.IndexNames(context.Background())
-	if err != nil || len(names) != 0 {
-		t.Fatalf("index tables after drop: %v, %v", names, err)
-	}
+	require.NoError(t, err, "IndexNames after drop")
+	require.Empty(t, names, "index tables after drop")
 	f2 := newFSM(t, p) // restart: the tombstone is in SQL
 	responses(t, f2.ApplyBatch([]*raft.Log{indexLog(t, 4, IndexCommand{Op: IndexUpsert, Table: testTable, Fields: testFields, Entries: ups})}))
-	if names, _ := p.IndexNames(context.Background()); len(names) != 0 {
-		t.Fatalf("a restarted FSM recreated dropped tables %v", names)
-	}
+	names, err = p.IndexNames(context.Background())
+	require.NoError(t, err, "IndexNames after a restart")
+	require.Empty(t, names, "a restarted FSM recreated dropped tables")
 }
 
 // Catalog commands go through the FSM: results are values, refusals are errors and change
 // nothing, and the catalog is read back from SQL.
 func TestIndexCatalogCommands(t *testing.T) {
+	t.Parallel()
 	p := openSQLite(t)
 	f := newFSM(t, p)
 	def, err := indexes.ParseDefinition([]byte("table: by_city\ncolumn_defs:\n  - column_key: BASE\n    fields:\n      - {field: city, type: string}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "ParseDefinition")
 	at := time.Date(2026, 11, 23, 7, 0, 0, 0, time.UTC)
 	cat := func(i uint64, c indexes.Command) *raft.Log {
 		c.Now = at
@@ -198,21 +181,15 @@ func TestIndexCatalogCommands(t *testing.T) {
 		cat(2, indexes.Command{Op: indexes.OpAlias, Name: "by_city", Version: 1}),
 		cat(3, indexes.Command{Op: indexes.OpReady, Name: "by_city", Version: 1}),
 	}))
-	if out[0].Err != nil || out[0].Index.Catalog.Version != 1 || !out[0].Index.Catalog.Created {
-		t.Fatalf("define: %+v", out[0])
-	}
-	if !errors.Is(out[1].Err, indexes.ErrNotReady) && !errors.Is(out[1].Err, indexes.ErrBadCommand) {
-		t.Fatalf("alias to a building version: %+v, want a refusal", out[1])
-	}
-	if out[2].Err != nil {
-		t.Fatalf("ready: %+v", out[2])
-	}
+	require.NoError(t, out[0].Err, "define")
+	require.NotNil(t, out[0].Index, "define: %+v", out[0])
+	require.True(t, out[0].Index.Catalog.Version == 1 && out[0].Index.Catalog.Created, "define: got %+v, want version 1 created", out[0].Index.Catalog)
+	require.True(t, errors.Is(out[1].Err, indexes.ErrNotReady) || errors.Is(out[1].Err, indexes.ErrBadCommand),
+		"alias to a building version: got %+v, want a refusal (ErrNotReady or ErrBadCommand)", out[1])
+	require.NoError(t, out[2].Err, "ready: %+v", out[2])
 	c, err := LoadCatalog(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "LoadCatalog")
 	v, err := c.Resolve("by_city", 0)
-	if err != nil || v.Version != 1 || v.State != indexes.StateReady {
-		t.Fatalf("resolve after ready: %+v, %v", v, err)
-	}
+	require.NoError(t, err, "resolve after ready")
+	require.True(t, v.Version == 1 && v.State == indexes.StateReady, "resolve after ready: got %+v, want version 1 ready", v)
 }

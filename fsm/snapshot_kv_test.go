@@ -3,13 +3,14 @@ package fsm
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand"
 	"testing"
 
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -19,9 +20,7 @@ func commitKV(t *testing.T, p *storage.PartitionStore, puts ...storage.KV) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := p.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Begin")
 	defer tx.Rollback()
 	for _, kv := range puts {
 		if kv.Value == nil {
@@ -29,29 +28,21 @@ func commitKV(t *testing.T, p *storage.PartitionStore, puts ...storage.KV) {
 		} else {
 			err = tx.PutKV(ctx, kv.Key, kv.Value)
 		}
-		if err != nil {
-			t.Fatalf("put/delete KV %q: %v", kv.Key, err)
-		}
+		require.NoError(t, err, "put/delete KV %q", kv.Key)
 	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tx.Commit(), "Commit")
 }
 
 // checkKVRows checks every KV row of p against want (empty and nil values are the same).
 func checkKVRows(t *testing.T, what string, p *storage.PartitionStore, want []storage.KV) {
 	t.Helper()
 	got, err := p.ScanKV(context.Background(), "")
-	if err != nil {
-		t.Fatalf("%s: ScanKV: %v", what, err)
-	}
+	require.NoError(t, err, "%s: ScanKV", what)
 	same := len(got) == len(want)
 	for i := 0; same && i < len(got); i++ {
 		same = got[i].Key == want[i].Key && bytes.Equal(got[i].Value, want[i].Value)
 	}
-	if !same {
-		t.Errorf("%s: got KV rows %q, want %q", what, got, want)
-	}
+	assert.True(t, same, "%s: got KV rows %q, want %q", what, got, want)
 }
 
 // snapshotKVRows are rows whose keys and values exercise the encoding: binary bytes, an
@@ -73,21 +64,18 @@ func snapshotKVRows() []storage.KV {
 func persist(t *testing.T, f *FSM, between func()) []byte {
 	t.Helper()
 	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Snapshot")
 	defer snap.Release()
 	between()
 	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, snap.Persist(&sink), "Persist")
 	return sink.Bytes()
 }
 
 // A snapshot carries the KV rows as of Snapshot(), and Restore replaces the KV rows of the
 // replica it restores; a truncated snapshot leaves them.
 func TestSnapshotRestoreKV(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(13))
 	logs := randomLog(t, rng, 40)
 	src := openSQLite(t)
@@ -108,22 +96,17 @@ func TestSnapshotRestoreKV(t *testing.T) {
 	g := newFSM(t, dst)
 	applyInBatches(t, g, randomLog(t, rand.New(rand.NewSource(99)), 10), rng)
 	commitKV(t, dst, storage.KV{Key: "a", Value: []byte("to be replaced")}, storage.KV{Key: "only/dst", Value: []byte("gone")})
-	if err := g.Restore(io.NopCloser(bytes.NewReader(stream))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.Restore(io.NopCloser(bytes.NewReader(stream))), "Restore")
 	checkKVRows(t, "after Restore", dst, rows)
 	sameCells(t, dump(t, dst), atSnapshot)
-	if got := g.Applied().Index; got != 30 {
-		t.Errorf("applied after Restore: got %d, want 30", got)
-	}
+	assert.Equal(t, uint64(30), g.Applied().Index, "applied after Restore")
 
 	// A truncated stream, cut in the trailer or among the KV records, changes nothing.
 	commitKV(t, dst, storage.KV{Key: "a", Value: []byte("kept")})
 	want := append([]storage.KV{rows[0], {Key: "a", Value: []byte("kept")}}, rows[2:]...)
 	for _, cut := range []int{len(stream) - 5, len(stream) / 2, 200} {
-		if err := g.Restore(io.NopCloser(bytes.NewReader(stream[:cut]))); !errors.Is(err, ErrBadSnapshot) {
-			t.Errorf("Restore of the stream cut at %d of %d bytes: got %v, want ErrBadSnapshot", cut, len(stream), err)
-		}
+		assert.ErrorIs(t, g.Restore(io.NopCloser(bytes.NewReader(stream[:cut]))), ErrBadSnapshot,
+			"Restore of the stream cut at %d of %d bytes", cut, len(stream))
 		checkKVRows(t, fmt.Sprintf("after Restore of the stream cut at %d", cut), dst, want)
 	}
 }
@@ -134,14 +117,11 @@ func rawStream(t *testing.T, version int, records ...snapshotRecord) []byte {
 	var b bytes.Buffer
 	b.WriteString(snapshotMagic)
 	enc := msgpack.NewEncoder(&b)
-	if err := enc.Encode(&SnapshotHeader{Version: version, FirstShard: testShards.First, LastShard: testShards.Last,
-		Applied: storage.AppliedState{Index: 7, Term: 2}}); err != nil {
-		t.Fatal(err)
-	}
+	err := enc.Encode(&SnapshotHeader{Version: version, FirstShard: testShards.First, LastShard: testShards.Last,
+		Applied: storage.AppliedState{Index: 7, Term: 2}})
+	require.NoError(t, err, "encode the header")
 	for i := range records {
-		if err := enc.Encode(&records[i]); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, enc.Encode(&records[i]), "encode record %d", i)
 	}
 	return b.Bytes()
 }
@@ -149,6 +129,7 @@ func rawStream(t *testing.T, version int, records ...snapshotRecord) []byte {
 // Version 1 streams (no KV records) still restore, emptying the KV rows; malformed KV
 // records are rejected and change nothing.
 func TestRestoreKVRecords(t *testing.T) {
+	t.Parallel()
 	rk := rowKey(1)
 	cellRec := snapshotRecord{Shard: 9, AddedID: 1, RowKey: rk[:], Column: "BASE", RefKey: 1,
 		Body: body(t, `{"a":1}`), CreatedAtMicros: 1_700_000_000_000_000}
@@ -171,42 +152,33 @@ func TestRestoreKVRecords(t *testing.T) {
 		{"a trailer counting more KV rows", rawStream(t, 2, kvRec("k", "v"), trailer(0, 2))},
 		{"version 4", rawStream(t, 4, trailer(0, 0))},
 	} {
-		if err := f.Restore(io.NopCloser(bytes.NewReader(tc.raw))); !errors.Is(err, ErrBadSnapshot) {
-			t.Errorf("Restore of a stream with %s: got %v, want ErrBadSnapshot", tc.name, err)
-		}
+		assert.ErrorIs(t, f.Restore(io.NopCloser(bytes.NewReader(tc.raw))), ErrBadSnapshot, "Restore of a stream with %s", tc.name)
 		checkKVRows(t, "after Restore of a stream with "+tc.name, p, before)
 	}
 
 	// An empty KV key is refused by the store; nothing changes either.
-	if err := f.Restore(io.NopCloser(bytes.NewReader(rawStream(t, 2, kvRec("", "v"), trailer(0, 1))))); !errors.Is(err, storage.ErrKVTooLarge) {
-		t.Errorf("Restore of a stream with an empty KV key: got %v, want storage.ErrKVTooLarge", err)
-	}
+	assert.ErrorIs(t, f.Restore(io.NopCloser(bytes.NewReader(rawStream(t, 2, kvRec("", "v"), trailer(0, 1))))), storage.ErrKVTooLarge,
+		"Restore of a stream with an empty KV key")
 	checkKVRows(t, "after Restore of a stream with an empty KV key", p, before)
 
 	// Only KV records, no cell.
-	if err := f.Restore(io.NopCloser(bytes.NewReader(rawStream(t, 2, kvRec("k1", "1"), kvRec("k2", ""), trailer(0, 2))))); err != nil {
-		t.Fatalf("Restore of a stream of KV records only: %v", err)
-	}
+	require.NoError(t, f.Restore(io.NopCloser(bytes.NewReader(rawStream(t, 2, kvRec("k1", "1"), kvRec("k2", ""), trailer(0, 2))))),
+		"Restore of a stream of KV records only")
 	checkKVRows(t, "after Restore of KV records only", p, []storage.KV{{Key: "k1", Value: []byte("1")}, {Key: "k2"}})
-	if cs := dump(t, p); len(cs) != 0 {
-		t.Errorf("cells after Restore of KV records only: got %d, want 0", len(cs))
-	}
+	assert.Empty(t, dump(t, p), "cells after Restore of KV records only")
 
 	// A version 1 stream restores its cells and leaves no KV row.
-	if err := f.Restore(io.NopCloser(bytes.NewReader(rawStream(t, 1, cellRec, trailer(1, 0))))); err != nil {
-		t.Fatalf("Restore of a version 1 stream: %v", err)
-	}
+	require.NoError(t, f.Restore(io.NopCloser(bytes.NewReader(rawStream(t, 1, cellRec, trailer(1, 0))))), "Restore of a version 1 stream")
 	checkKVRows(t, "after Restore of a version 1 stream", p, nil)
-	if cs := dump(t, p); len(cs) != 1 || cs[0].Key.RowKey != rk || cs[0].AddedID != 1 {
-		t.Errorf("cells after Restore of a version 1 stream: got %+v, want the one cell of row %s", cs, rk)
-	}
-	if got := f.Applied(); got != (storage.AppliedState{Index: 7, Term: 2}) {
-		t.Errorf("applied after Restore of a version 1 stream: got %+v, want {7 2}", got)
-	}
+	cs := dump(t, p)
+	assert.True(t, len(cs) == 1 && cs[0].Key.RowKey == rk && cs[0].AddedID == 1,
+		"cells after Restore of a version 1 stream: got %+v, want the one cell of row %s", cs, rk)
+	assert.Equal(t, storage.AppliedState{Index: 7, Term: 2}, f.Applied(), "applied after Restore of a version 1 stream")
 }
 
 // KV rows cross engines through a snapshot, both ways.
 func TestSnapshotKVAcrossEngines(t *testing.T) {
+	t.Parallel()
 	rows := snapshotKVRows()
 	for _, tc := range []struct {
 		name     string
@@ -216,13 +188,12 @@ func TestSnapshotKVAcrossEngines(t *testing.T) {
 		{"sqlite to mysql", openSQLite, openMySQL},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			src, dst := tc.src(t), tc.dst(t)
 			commitKV(t, src, rows...)
 			commitKV(t, dst, storage.KV{Key: "only/dst", Value: []byte("gone")})
 			stream := persist(t, newFSM(t, src), func() {})
-			if err := newFSM(t, dst).Restore(io.NopCloser(bytes.NewReader(stream))); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, newFSM(t, dst).Restore(io.NopCloser(bytes.NewReader(stream))), "Restore")
 			checkKVRows(t, "after Restore", dst, rows)
 		})
 	}
