@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var testShards = storage.ShardRange{First: 0, Last: 3}
@@ -85,13 +88,9 @@ func (g *group) start(i int) {
 	t := g.t
 	r := g.replicas[i]
 	st, err := storage.OpenSQLite(context.Background(), storage.SQLiteConfig{Dir: filepath.Join(r.dir, "sqlite")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "open the SQLite store of %s", r.id)
 	ps, err := st.Partition(context.Background(), storage.PartitionID{Datastore: "trips", Partition: 0}, testShards)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "open the partition store of %s", r.id)
 	_, r.trans = raft.NewInmemTransport(raft.ServerAddress(r.id))
 	for _, o := range g.replicas {
 		if o != r && o.p != nil {
@@ -105,7 +104,7 @@ func (g *group) start(i int) {
 		Logger:           slog.New(slog.NewTextHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelWarn})).With("replica", r.id),
 		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
 		LeaderLeaseTimeout: 250 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
-		OnFatal: func(err error) { t.Errorf("replica %s: fatal: %v", r.id, err) },
+		OnFatal: func(err error) { assert.NoError(t, err, "replica %s: fatal", r.id) },
 	}
 	if g.tweak != nil {
 		g.tweak(&cfg)
@@ -113,8 +112,8 @@ func (g *group) start(i int) {
 	p, err := Open(context.Background(), cfg)
 	if err != nil {
 		st.Close()
-		t.Fatalf("open %s: %v", r.id, err)
 	}
+	require.NoError(t, err, "open %s", r.id)
 	g.mu.Lock()
 	r.store, r.p = st, p
 	g.mu.Unlock()
@@ -142,58 +141,85 @@ func (g *group) stop(i int) {
 	st.Close()
 }
 
-// leader waits up to 10s for a replica that leads.
-func (g *group) leader() *replica {
-	g.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		g.mu.Lock()
-		for _, r := range g.replicas {
-			if r.p != nil && r.p.IsLeader() {
-				g.mu.Unlock()
-				return r
-			}
-		}
-		g.mu.Unlock()
-		time.Sleep(10 * time.Millisecond)
-	}
-	g.t.Fatal("no leader after 10s")
-	return nil
+// liveReplica is a running replica as seen at one moment: its id and its open partition.
+type liveReplica struct {
+	id string
+	p  *Raft
 }
 
+// running returns the replicas that are running now, in order. Safe on any goroutine.
+func (g *group) running() []liveReplica {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []liveReplica
+	for _, r := range g.replicas {
+		if r.p != nil {
+			out = append(out, liveReplica{id: r.id, p: r.p})
+		}
+	}
+	return out
+}
+
+// leading returns a running replica that leads now, or false. Safe on any goroutine.
+func (g *group) leading() (liveReplica, bool) {
+	for _, m := range g.running() {
+		if m.p.IsLeader() {
+			return m, true
+		}
+	}
+	return liveReplica{}, false
+}
+
+// leader waits up to 10s for a replica that leads and returns it; it fails the test if none
+// does. Call it from the test's goroutine.
+func (g *group) leader() *replica {
+	g.t.Helper()
+	var found atomic.Pointer[replica]
+	require.Eventually(g.t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, r := range g.replicas {
+			if r.p != nil && r.p.IsLeader() {
+				found.Store(r)
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "no replica leads after 10s")
+	return found.Load()
+}
+
+// testCell returns the cell of row i. Safe on any goroutine: it reports through assert.
 func testCell(t testing.TB, i int) fsm.CommandCell {
 	rk := uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprint("row", i)))
 	b, err := cells.EncodeBody([]byte(fmt.Sprintf(`{"i":%d}`, i)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	assert.NoError(t, err, "EncodeBody of row %d", i)
 	return fsm.CommandCell{Shard: cells.ShardOf(rk, 4), Key: cells.Key{RowKey: rk, ColumnKey: "BASE", RefKey: 1}, Body: b}
 }
 
-// put writes cells through whichever replica leads, retrying while leadership moves, and
-// returns the results (nil, err when ctx ended first).
+// putTimeout bounds a put whose ctx has no earlier deadline, so that a group without a usable
+// leader fails the test rather than hanging it.
+const putTimeout = 30 * time.Second
+
+// put writes cells through whichever replica leads, retrying every 10ms while there is no
+// leader or leadership moves (as a client would), and returns the results. When ctx ends first,
+// or after putTimeout, it returns the context's error and the last attempt's. Safe on any
+// goroutine.
 func (g *group) put(ctx context.Context, cs ...fsm.CommandCell) ([]cells.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, putTimeout)
+	defer cancel()
+	lastErr := errors.New("no replica leads")
 	for {
-		var leader *Raft
-		g.mu.Lock()
-		for _, r := range g.replicas {
-			if p := r.p; p != nil && p.IsLeader() {
-				leader = p
-			}
-		}
-		g.mu.Unlock()
-		if leader != nil {
-			res, err := leader.Put(ctx, cs)
+		if l, ok := g.leading(); ok {
+			res, err := l.p.Put(ctx, cs)
 			if err == nil {
 				return res, nil
 			}
-			if ctx.Err() != nil {
-				return nil, err
-			}
+			lastErr = err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("put: %w: %w", ctx.Err(), lastErr)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -205,43 +231,48 @@ func contents(t *testing.T, r *replica) []cells.Cell {
 	var all []cells.Cell
 	for s := testShards.First; s <= testShards.Last; s++ {
 		cs, err := r.p.Store().ScanShard(context.Background(), s, 0, 1<<30)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "replica %s: ScanShard(%d)", r.id, s)
 		all = append(all, cs...)
 	}
 	return all
 }
 
-// converge waits until the leader has proposed every queued write and every running replica
-// has applied the leader's whole log. A Put whose ctx ended leaves its proposal queued (its
-// outcome is indeterminate, and it may still commit), so one read index is not enough: the
-// wait repeats until the leader's log stops growing.
+// converge waits up to 20s until the leader has proposed every queued write and every running
+// replica has applied the leader's whole log. A Put whose ctx ended leaves its proposal queued
+// (its outcome is indeterminate, and it may still commit), so one read index is not enough: the
+// wait repeats until the leader's log stops growing. A barrier that fails on the leader, or a
+// replica that does not apply the leader's index, ends the wait and fails the test at once.
 func (g *group) converge() {
 	g.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for {
-		l := g.leader()
-		for len(l.p.queue) > 0 && ctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
+	var fatal atomic.Value // error: ends the wait
+	require.EventuallyWithT(g.t, func(c *assert.CollectT) {
+		l, ok := g.leading()
+		if !assert.True(c, ok, "a replica leads") {
+			return
+		}
+		if !assert.Zero(c, len(l.p.queue), "writes queued on leader %s, not yet proposed", l.id) {
+			return
 		}
 		if err := l.p.Raft().Barrier(10 * time.Second).Error(); err != nil {
-			g.t.Fatalf("barrier on leader %s: %v", l.id, err)
+			fatal.Store(fmt.Errorf("barrier on leader %s: %w", l.id, err))
+			return
 		}
 		last := l.p.Raft().LastIndex()
 		target := l.p.FSM().Applied().Index
-		for _, r := range g.replicas {
-			if r.p == nil {
-				continue
-			}
+		for _, r := range g.running() {
 			if err := r.p.FSM().WaitApplied(ctx, target); err != nil {
-				g.t.Fatalf("replica %s did not reach applied %d: %v (at %v)", r.id, target, err, r.p.FSM().Applied())
+				fatal.Store(fmt.Errorf("replica %s did not reach applied %d (at %v): %w", r.id, target, r.p.FSM().Applied(), err))
+				return
 			}
 		}
-		if len(l.p.queue) == 0 && l.p.Raft().LastIndex() == last && l.p.IsLeader() {
-			return
-		}
+		assert.Zero(c, len(l.p.queue), "writes queued on leader %s while the replicas applied", l.id)
+		assert.Equal(c, last, l.p.Raft().LastIndex(), "last index of leader %s: its log grew while the replicas applied", l.id)
+		assert.True(c, l.p.IsLeader(), "replica %s still leads", l.id)
+	}, 20*time.Second, 5*time.Millisecond, "the leader's log did not stop growing, or the replicas did not apply it, within 20s")
+	if err, ok := fatal.Load().(error); ok {
+		require.NoError(g.t, err, "converge")
 	}
 }
 
@@ -260,55 +291,46 @@ func (g *group) sameReplicas() []cells.Cell {
 			ref, refID = cs, r.id
 			continue
 		}
-		if len(cs) != len(ref) {
-			g.t.Fatalf("replica %s holds %d cells, %s holds %d", r.id, len(cs), refID, len(ref))
-		}
+		require.Len(g.t, cs, len(ref), "replica %s holds %d cells, %s holds %d", r.id, len(cs), refID, len(ref))
 		for i := range cs {
-			if cs[i].Key != ref[i].Key || cs[i].AddedID != ref[i].AddedID || !cs[i].CreatedAt.Equal(ref[i].CreatedAt) || !bytes.Equal(cs[i].Body, ref[i].Body) {
-				g.t.Fatalf("replica %s cell %d = %v/%d, %s has %v/%d", r.id, i, cs[i].Key, cs[i].AddedID, refID, ref[i].Key, ref[i].AddedID)
-			}
+			require.True(g.t, cs[i].Key == ref[i].Key && cs[i].AddedID == ref[i].AddedID && cs[i].CreatedAt.Equal(ref[i].CreatedAt) && bytes.Equal(cs[i].Body, ref[i].Body),
+				"replica %s cell %d = %v/%d, %s has %v/%d", r.id, i, cs[i].Key, cs[i].AddedID, refID, ref[i].Key, ref[i].AddedID)
 		}
 	}
 	return ref
 }
 
 func TestPutAndReadIndex(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t, 3, nil)
 	l := g.leader()
 	ctx := context.Background()
 	c := testCell(t, 1)
 	res, err := l.p.Put(ctx, []fsm.CommandCell{c, c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res[0].Status != cells.StatusCreated || res[1].Status != cells.StatusExists || res[0].AddedID != res[1].AddedID {
-		t.Fatalf("results %+v, want created then exists with the same added_id", res)
-	}
-	if err := l.p.ReadIndex(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Put on the leader")
+	require.Len(t, res, 2, "one result per cell")
+	require.True(t, res[0].Status == cells.StatusCreated && res[1].Status == cells.StatusExists && res[0].AddedID == res[1].AddedID,
+		"results %+v, want created then exists with the same added_id", res)
+	require.NoError(t, l.p.ReadIndex(ctx), "ReadIndex on the leader")
 	got, err := l.p.Store().GetCell(ctx, c.Shard, c.Key)
-	if err != nil || got.AddedID != res[0].AddedID {
-		t.Fatalf("read after ReadIndex: %+v, %v", got, err)
-	}
+	require.NoError(t, err, "read after ReadIndex")
+	require.Equal(t, res[0].AddedID, got.AddedID, "read after ReadIndex: added_id of %+v", got)
 	for _, r := range g.replicas {
 		if r == l {
 			continue
 		}
 		_, err := r.p.Put(ctx, []fsm.CommandCell{testCell(t, 2)})
 		var nl *NotLeaderError
-		if !errors.As(err, &nl) || nl.LeaderID != l.id {
-			t.Fatalf("Put on follower %s = %v, want NotLeaderError naming %s", r.id, err, l.id)
-		}
-		if err := r.p.ReadIndex(ctx); !errors.Is(err, ErrNotLeader) {
-			t.Fatalf("ReadIndex on follower = %v, want ErrNotLeader", err)
-		}
+		require.ErrorAs(t, err, &nl, "Put on follower %s, want NotLeaderError naming %s", r.id, l.id)
+		require.Equal(t, l.id, nl.LeaderID, "Put on follower %s: the leader its NotLeaderError names", r.id)
+		require.ErrorIs(t, r.p.ReadIndex(ctx), ErrNotLeader, "ReadIndex on follower %s", r.id)
 	}
 	g.sameReplicas()
 }
 
 // Many concurrent Puts are grouped into fewer raft entries than requests.
 func TestGroupCommit(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t, 3, nil)
 	l := g.leader()
 	before := l.p.Raft().LastIndex()
@@ -318,31 +340,33 @@ func TestGroupCommit(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := g.put(context.Background(), testCell(t, i)); err != nil {
-				t.Error(err)
-			}
+			_, err := g.put(context.Background(), testCell(t, i))
+			assert.NoError(t, err, "put of row %d", i)
 		}()
 	}
 	wg.Wait()
 	entries := l.p.Raft().LastIndex() - before
 	t.Logf("%d concurrent puts in %d raft entries", n, entries)
-	if entries >= n {
-		t.Fatalf("%d puts took %d raft entries, want fewer (grouped)", n, entries)
-	}
-	if got := len(g.sameReplicas()); got != n {
-		t.Fatalf("replicas hold %d cells, want %d", got, n)
-	}
+	require.Less(t, entries, uint64(n), "%d puts took %d raft entries, want fewer (grouped)", n, entries)
+	require.Len(t, g.sameReplicas(), n, "cells on the replicas")
 }
 
 // The leader is killed while writers run: a new leader takes over, writes go on, and every
 // acknowledged write is on every surviving replica.
 func TestLeaderKilled(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t, 3, nil)
 	old := g.leader()
 	var mu sync.Mutex
 	acked := map[cells.Key]cells.Result{}
+	nacked := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() }) // writers stop before the group does, even when the test fails early
 	for w := 0; w < 4; w++ {
 		wg.Add(1)
 		go func() {
@@ -360,34 +384,26 @@ func TestLeaderKilled(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
-	mu.Lock()
-	beforeKill := len(acked)
-	mu.Unlock()
+	require.Eventually(t, func() bool { return nacked() >= 20 }, 10*time.Second, 5*time.Millisecond,
+		"20 writes acknowledged before the leader is killed")
+	beforeKill := nacked()
 	g.stop(indexOf(g, old))
 	newLeader := g.leader()
-	if newLeader == old {
-		t.Fatal("the stopped replica still leads")
-	}
-	time.Sleep(500 * time.Millisecond)
+	require.NotSame(t, old, newLeader, "the stopped replica still leads")
+	atNewLeader := nacked()
+	require.Eventually(t, func() bool { return nacked() >= atNewLeader+20 }, 10*time.Second, 5*time.Millisecond,
+		"20 writes acknowledged after %s took over from the killed leader (%d before the kill)", newLeader.id, beforeKill)
 	cancel()
 	wg.Wait()
-	if len(acked) <= beforeKill {
-		t.Fatalf("no write acknowledged after the leader was killed (%d before, %d after)", beforeKill, len(acked))
-	}
-	t.Logf("%d writes acknowledged, %d before the kill", len(acked), beforeKill)
+	t.Logf("%d writes acknowledged, %d before the kill, %d when the new leader was found", len(acked), beforeKill, atNewLeader)
 	stored := map[cells.Key]cells.Cell{}
 	for _, c := range g.sameReplicas() {
 		stored[c.Key] = c
 	}
 	for k, r := range acked {
 		c, ok := stored[k]
-		if !ok {
-			t.Fatalf("acknowledged cell %v lost", k)
-		}
-		if c.AddedID != r.AddedID {
-			t.Fatalf("cell %v stored with added_id %d, acknowledged %d", k, c.AddedID, r.AddedID)
-		}
+		require.True(t, ok, "acknowledged cell %v lost", k)
+		require.Equal(t, r.AddedID, c.AddedID, "added_id of cell %v: stored, acknowledged", k)
 	}
 	// The old leader comes back and converges.
 	g.start(indexOf(g, old))
@@ -404,12 +420,12 @@ func indexOf(g *group, r *replica) int {
 }
 
 func TestWholeGroupRestart(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t, 3, nil)
 	ctx := context.Background()
 	for i := 0; i < 50; i++ {
-		if _, err := g.put(ctx, testCell(t, i)); err != nil {
-			t.Fatal(err)
-		}
+		_, err := g.put(ctx, testCell(t, i))
+		require.NoError(t, err, "put of row %d", i)
 	}
 	before := g.sameReplicas()
 	for i := range g.replicas {
@@ -420,20 +436,16 @@ func TestWholeGroupRestart(t *testing.T) {
 	}
 	g.leader()
 	after := g.sameReplicas()
-	if len(after) != len(before) {
-		t.Fatalf("after restart %d cells, before %d", len(after), len(before))
-	}
+	require.Len(t, after, len(before), "cells after the restart, as before it")
 	res, err := g.put(ctx, testCell(t, 1), testCell(t, 1000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res[0].Status != cells.StatusExists || res[1].Status != cells.StatusCreated {
-		t.Fatalf("after restart: %+v, want exists then created", res)
-	}
+	require.NoError(t, err, "put after the restart")
+	require.Len(t, res, 2, "one result per cell")
+	require.True(t, res[0].Status == cells.StatusExists && res[1].Status == cells.StatusCreated, "after restart: %+v, want exists then created", res)
 }
 
 // A follower that missed more than the leader's log holds catches up by snapshot.
 func TestFollowerCatchesUpBySnapshot(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t, 3, func(c *Config) { c.TrailingLogs = 10; c.SnapshotThreshold = 1 << 40 })
 	ctx := context.Background()
 	l := g.leader()
@@ -444,36 +456,29 @@ func TestFollowerCatchesUpBySnapshot(t *testing.T) {
 			break
 		}
 	}
-	if _, err := g.put(ctx, testCell(t, -1)); err != nil {
-		t.Fatal(err)
-	}
+	_, err := g.put(ctx, testCell(t, -1))
+	require.NoError(t, err, "put of row -1")
 	g.converge()
 	g.stop(follower)
 	followerApplied := uint64(0)
 	for i := 0; i < 200; i++ {
-		if _, err := g.put(ctx, testCell(t, i)); err != nil {
-			t.Fatal(err)
-		}
+		_, err := g.put(ctx, testCell(t, i))
+		require.NoError(t, err, "put of row %d", i)
 	}
 	l = g.leader()
-	if err := l.p.Raft().Snapshot().Error(); err != nil {
-		t.Fatal(err)
-	}
-	first, _ := l.p.logs.FirstIndex()
-	if first <= followerApplied+2 {
-		t.Fatalf("leader's log starts at %d; it must be compacted past the follower for this test", first)
-	}
+	require.NoError(t, l.p.Raft().Snapshot().Error(), "snapshot on the leader")
+	first, err := l.p.logs.FirstIndex()
+	require.NoError(t, err, "FirstIndex of the leader's log")
+	require.Greater(t, first, followerApplied+2, "first index of the leader's log: it must be compacted past the follower for this test")
 	g.start(follower)
-	cs := g.sameReplicas()
-	if len(cs) != 201 {
-		t.Fatalf("replicas hold %d cells, want 201", len(cs))
-	}
+	require.Len(t, g.sameReplicas(), 201, "cells on the replicas")
 }
 
 // storeBehind runs the scenario where a replica's store loses commits (restored from an older
 // copy) while its raft log and snapshot are ahead, and checks it recovers; compacted picks
 // whether the raft log still holds the missing entries.
 func storeBehind(t *testing.T, compacted bool) {
+	t.Parallel()
 	trailing := uint64(100000)
 	if compacted {
 		trailing = 5
@@ -481,54 +486,42 @@ func storeBehind(t *testing.T, compacted bool) {
 	g := newGroup(t, 3, func(c *Config) { c.TrailingLogs = trailing; c.SnapshotThreshold = 1 << 40 })
 	ctx := context.Background()
 	for i := 0; i < 30; i++ {
-		if _, err := g.put(ctx, testCell(t, i)); err != nil {
-			t.Fatal(err)
-		}
+		_, err := g.put(ctx, testCell(t, i))
+		require.NoError(t, err, "put of row %d", i)
 	}
 	g.converge()
 	victim := 0
 	r := g.replicas[victim]
 	g.stop(victim)
 	old := filepath.Join(t.TempDir(), "old-sqlite")
-	if err := copyDir(filepath.Join(r.dir, "sqlite"), old); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, copyDir(filepath.Join(r.dir, "sqlite"), old), "copy the store of %s", r.id)
 	g.start(victim)
 	for i := 30; i < 80; i++ {
-		if _, err := g.put(ctx, testCell(t, i)); err != nil {
-			t.Fatal(err)
-		}
+		_, err := g.put(ctx, testCell(t, i))
+		require.NoError(t, err, "put of row %d", i)
 	}
 	g.converge()
-	if err := r.p.Raft().Snapshot().Error(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.p.Raft().Snapshot().Error(), "snapshot on %s", r.id)
 	g.stop(victim)
-	if err := replaceDir(old, filepath.Join(r.dir, "sqlite")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, replaceDir(old, filepath.Join(r.dir, "sqlite")), "put the old store of %s back", r.id)
 	g.start(victim)
 	want := "replaying from the raft log"
 	if compacted {
 		want = "restoring the snapshot"
 	}
-	if !g.logs.Contains(want) {
-		t.Fatalf("the replica did not log %q on restart", want)
-	}
-	if cs := g.sameReplicas(); len(cs) != 80 {
-		t.Fatalf("replicas hold %d cells, want 80", len(cs))
-	}
+	require.True(t, g.logs.Contains(want), "the replica did not log %q on restart", want)
+	require.Len(t, g.sameReplicas(), 80, "cells on the replicas")
 }
 
 func TestStoreBehindSnapshotReplaysLog(t *testing.T)       { storeBehind(t, false) }
 func TestStoreBehindSnapshotRestoresSnapshot(t *testing.T) { storeBehind(t, true) }
 
 func TestPutAfterClose(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t, 1, nil)
 	l := g.leader()
 	p := l.p
 	g.stop(0)
-	if _, err := p.Put(context.Background(), []fsm.CommandCell{testCell(t, 1)}); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Put after Close = %v, want ErrClosed", err)
-	}
+	_, err := p.Put(context.Background(), []fsm.CommandCell{testCell(t, 1)})
+	require.ErrorIs(t, err, ErrClosed, "Put after Close")
 }

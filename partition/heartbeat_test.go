@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/storage"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // recordingTransport notes whether raft installed a heartbeat fast-path handler.
@@ -27,16 +29,13 @@ func (t *recordingTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 // By default raft never gets to install its heartbeat fast path (hashicorp/raft issue 695), and
 // the wrapper keeps pre-vote and Close visible; HeartbeatFastPath restores raft's behaviour.
 func TestHeartbeatFastPathOffByDefault(t *testing.T) {
+	t.Parallel()
 	for _, fast := range []bool{false, true} {
 		dir := t.TempDir()
 		st, err := storage.OpenSQLite(context.Background(), storage.SQLiteConfig{Dir: filepath.Join(dir, "sqlite")})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "OpenSQLite")
 		ps, err := st.Partition(context.Background(), storage.PartitionID{Datastore: "trips"}, testShards)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "Partition")
 		_, inmem := raft.NewInmemTransport("r1")
 		trans := &recordingTransport{InmemTransport: inmem}
 		p, err := Open(context.Background(), Config{
@@ -46,20 +45,12 @@ func TestHeartbeatFastPathOffByDefault(t *testing.T) {
 			Logger:            slog.New(slog.DiscardHandler),
 			HeartbeatFastPath: fast,
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := trans.handlerSet.Load(); got != fast {
-			t.Errorf("HeartbeatFastPath=%v: raft installed a heartbeat handler = %v, want %v", fast, got, fast)
-		}
+		require.NoError(t, err, "Open with HeartbeatFastPath=%v", fast)
+		assert.Equal(t, fast, trans.handlerSet.Load(), "HeartbeatFastPath=%v: raft installed a heartbeat handler", fast)
 		p.Close()
 		st.Close()
 	}
 	w := withSerialHeartbeats(&recordingTransport{})
-	if _, ok := w.(raft.WithPreVote); !ok {
-		t.Error("the wrapper of a pre-vote transport hides raft.WithPreVote")
-	}
-	if _, ok := w.(raft.WithClose); !ok {
-		t.Error("the wrapper hides raft.WithClose")
-	}
+	assert.Implements(t, (*raft.WithPreVote)(nil), w, "the wrapper of a pre-vote transport hides raft.WithPreVote")
+	assert.Implements(t, (*raft.WithClose)(nil), w, "the wrapper hides raft.WithClose")
 }

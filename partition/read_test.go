@@ -17,6 +17,7 @@ import (
 // TestReadKinds runs each kind of typed read on the leader (strong) and on a follower (stale,
 // once it applied the writes), and the refusals of a malformed request.
 func TestReadKinds(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t, 3, nil)
 	l := g.leader()
 	ctx := context.Background()
@@ -102,6 +103,7 @@ func TestReadKinds(t *testing.T) {
 
 // A long-polling log read answers as soon as a write lands in one of its shards.
 func TestReadLogWaits(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t, 1, nil)
 	l := g.leader()
 	ctx := context.Background()
@@ -128,6 +130,7 @@ func TestReadLogWaits(t *testing.T) {
 // A write whose context ends before it commits is indeterminate, and says why: the context's
 // error is in the chain.
 func TestPutTimeoutIsIndeterminateWithCause(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t, 3, nil)
 	l := g.leader()
 	for i, r := range g.replicas {

@@ -19,9 +19,12 @@ func TestMain(m *testing.M) { mariadbtest.Main(m) }
 // through and refuses the others, so a master that is back would refuse most requests (the
 // writes of TestAsyncMasterDown after its master's restart, racing the reapers).
 func TestProbeClosesBreaker(t *testing.T) {
+	t.Parallel()
 	dsn := mariadbtest.DSN(t)
-	c, err := OpenCluster(ClusterConfig{Name: "c0", Members: []string{dsn}, Prefix: "tp", ProbeInterval: time.Hour,
-		BreakerFailures: 1, BreakerTimeout: 50 * time.Millisecond})
+	c, err := OpenCluster(ClusterConfig{Name: "c0", Members: []string{dsn}, Prefix: mariadbtest.Prefix(t), ProbeInterval: time.Hour,
+		// A breaker timeout long enough that an open breaker stays open through the checks and
+		// the probe of the open case, even when the machine is loaded; the half-open case waits it out.
+		BreakerFailures: 1, BreakerTimeout: time.Second})
 	require.NoError(t, err)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
