@@ -13,13 +13,12 @@ import (
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/maintainer"
-	"github.com/schemaless-db/schemaless/triggers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // A worker whose Source is in-process (maintainer.Source over a node) and one over the HTTP
-// API (triggers.ClientSource) share a group: every BASE cell is delivered in per-shard order,
+// API (client.Client.TriggerSource) share a group: every BASE cell is delivered in per-shard order,
 // the shards are split between them, and their commits reach every shard's last cell.
 func TestInProcessAndHTTPSources(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Shards: shards})
@@ -34,7 +33,7 @@ func TestInProcessAndHTTPSources(t *testing.T) {
 		"the in-process worker delivers the first 200 cells")
 
 	cfgB := baseConfig(t, nil, "mixed", "http")
-	cfgB.Source = triggers.NewClientSource(cl)
+	cfgB.Source = cl.TriggerSource()
 	stopB := runWorker(cfgB, rec.handler("http"))
 	after := write(t, cl, "BASE", 200, nil)
 	all := append(before, after...)

@@ -171,8 +171,13 @@ func (w tWriter) Write(p []byte) (int, error) {
 // detector, short enough for the tests that wait for a session to expire.
 const sessionTimeout = 3 * time.Second
 
+// baseConfig is a worker's configuration over cl's HTTP API (no Source when cl is nil).
 func baseConfig(t *testing.T, cl *client.Client, group, worker string) triggers.Config {
-	return triggers.Config{Client: cl, Group: group, Worker: worker, ColumnKey: "BASE", SessionTimeout: sessionTimeout,
+	var src triggers.Source
+	if cl != nil {
+		src = cl.TriggerSource()
+	}
+	return triggers.Config{Source: src, Group: group, Worker: worker, ColumnKey: "BASE", SessionTimeout: sessionTimeout,
 		PollWait: 200 * time.Millisecond, BatchSize: 20, Backoff: time.Millisecond, BackoffMax: 5 * time.Millisecond, Logger: testLogger(t)}
 }
 
