@@ -319,6 +319,7 @@ func (s *session) testStatus(t *testing.T) {
 	for node := 0; node < 3; node++ {
 		s.do(t, node, "GET", "/healthz", "").expect(t, 200)
 		s.do(t, node, "GET", "/readyz", "").expect(t, 200)
+		s.do(t, node, "GET", "/readyz?datastore=trips", "").expect(t, 200)
 		var st wire.ClusterStatus
 		s.do(t, node, "GET", "/v1/cluster", "").expect(t, 200).decode(t, &st)
 		if st.Node != fmt.Sprintf("n%d", node+1) || len(st.Nodes) != 3 || len(st.Datastores) != 1 {

@@ -14,8 +14,6 @@ import (
 
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cluster"
-	"github.com/schemaless-db/schemaless/fsm"
-	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/topology"
 )
 
@@ -30,8 +28,8 @@ import (
 // BackupBackend is what the backup endpoints need of the backend (*cluster.Node). A Backend
 // without these methods answers them 501. See cluster.Node.Backup and cluster.Node.Restore.
 type BackupBackend interface {
-	Backup(ctx context.Context, ds string, pid int, w io.Writer) (fsm.BackupInfo, error)
-	Restore(ctx context.Context, ds string, pid int, r io.Reader, opts partition.RestoreOptions) (fsm.BackupInfo, error)
+	Backup(ctx context.Context, ds string, pid int, w io.Writer) (cluster.BackupInfo, error)
+	Restore(ctx context.Context, ds string, pid int, r io.Reader, opts cluster.RestoreOptions) (cluster.BackupInfo, error)
 }
 
 var _ BackupBackend = (*cluster.Node)(nil)
@@ -91,13 +89,13 @@ func backupError(err error) *httpError {
 	switch {
 	case errors.As(err, &mbe):
 		return tooLarge("body", "the backup is larger than the server's limit of %d bytes (MaxRestoreBytes)", mbe.Limit)
-	case errors.Is(err, cluster.ErrAsyncDatastore), errors.Is(err, partition.ErrNoBackup):
+	case errors.Is(err, cluster.ErrAsyncDatastore), errors.Is(err, cluster.ErrNoBackup):
 		return &httpError{status: http.StatusNotImplemented, code: wire.CodeUnimplemented, msg: err.Error()}
-	case errors.Is(err, partition.ErrNotEmpty):
+	case errors.Is(err, cluster.ErrNotEmpty):
 		return &httpError{status: http.StatusConflict, code: wire.CodeConflict, msg: err.Error() + " (add force=true to replace them)"}
-	case errors.Is(err, fsm.ErrBadSnapshot):
+	case errors.Is(err, cluster.ErrBadSnapshot):
 		return &httpError{status: http.StatusBadRequest, code: wire.CodeInvalidArgument, field: "body", msg: err.Error()}
-	case errors.Is(err, partition.ErrIndeterminate):
+	case errors.Is(err, cluster.ErrIndeterminate):
 		return &httpError{status: http.StatusGatewayTimeout, code: wire.CodeIndeterminate, msg: err.Error() + " (the restore may or may not have taken effect; check the partition, and rerun it with force=true if needed)"}
 	}
 	return backendError(err)
@@ -162,7 +160,7 @@ func (b *backupWriter) Write(p []byte) (int, error) {
 		return n, err
 	}
 	b.head = append(b.head, p...)
-	h, err := fsm.ReadSnapshotHeader(bytes.NewReader(b.head))
+	h, err := cluster.ReadSnapshotHeader(bytes.NewReader(b.head))
 	if err != nil && len(b.head) < maxHeldBack {
 		return len(p), nil // not all of it yet
 	}
@@ -209,7 +207,7 @@ func (s *Server) restorePost(w http.ResponseWriter, r *http.Request) {
 		writeError(w, he)
 		return
 	}
-	var opts partition.RestoreOptions
+	var opts cluster.RestoreOptions
 	switch f := r.URL.Query().Get(wire.RestoreForceParam); f {
 	case "", "false":
 	case "true":
@@ -227,7 +225,7 @@ func (s *Server) restorePost(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, restoreResult(ds, pid, info))
 }
 
-func restoreResult(ds string, pid int, info fsm.BackupInfo) wire.RestoreResult {
+func restoreResult(ds string, pid int, info cluster.BackupInfo) wire.RestoreResult {
 	out := wire.RestoreResult{
 		Datastore: ds, Partition: pid, SnapshotVersion: info.Header.Version,
 		FirstShard: info.Header.FirstShard, LastShard: info.Header.LastShard,

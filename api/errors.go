@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"net/http"
 
+	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
-	"github.com/schemaless-db/schemaless/partition"
 )
 
 // httpError is an error with its answer.
@@ -59,9 +58,9 @@ func backendError(err error) *httpError {
 		return &httpError{status: http.StatusNotFound, code: wire.CodeNotFound, msg: err.Error()}
 	case errors.Is(err, cluster.ErrBadShard):
 		return &httpError{status: http.StatusBadRequest, code: wire.CodeInvalidArgument, field: "shard", msg: err.Error()}
-	case errors.Is(err, partition.ErrIndeterminate):
+	case errors.Is(err, cluster.ErrIndeterminate):
 		return &httpError{status: http.StatusGatewayTimeout, code: wire.CodeIndeterminate, msg: err.Error() + " (the write may still be applied; retrying is safe)"}
-	case errors.Is(err, partition.ErrUnavailable), errors.Is(err, partition.ErrClosed), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, cluster.ErrUnavailable), errors.Is(err, cluster.ErrClosed), errors.Is(err, context.DeadlineExceeded):
 		return &httpError{status: http.StatusServiceUnavailable, code: wire.CodeUnavailable, msg: err.Error()}
 	}
 	return &httpError{status: http.StatusInternalServerError, code: wire.CodeInternal, msg: err.Error()}

@@ -14,7 +14,6 @@ import (
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
-	"github.com/schemaless-db/schemaless/fsm"
 )
 
 // fail logs internal errors and writes the answer.
@@ -133,7 +132,7 @@ func toAPICells(cs []cells.Cell) ([]wire.Cell, error) {
 	return out, nil
 }
 
-func putResult(k cells.Key, r fsm.CellResult) wire.PutResult {
+func putResult(k cells.Key, r cells.Result) wire.PutResult {
 	return wire.PutResult{RowKey: k.RowKey.String(), ColumnKey: k.ColumnKey, RefKey: k.RefKey, Status: r.Status.String(), AddedID: r.AddedID}
 }
 
@@ -167,11 +166,11 @@ func (s *Server) putCell(w http.ResponseWriter, r *http.Request) {
 	}
 	out := putResult(k, res[0])
 	switch res[0].Status {
-	case fsm.StatusCreated:
+	case cells.StatusCreated:
 		writeJSON(w, http.StatusCreated, out)
-	case fsm.StatusExists:
+	case cells.StatusExists:
 		writeJSON(w, http.StatusOK, out)
-	case fsm.StatusBuffered:
+	case cells.StatusBuffered:
 		writeJSON(w, http.StatusAccepted, out)
 	default:
 		writeError(w, &httpError{status: http.StatusConflict, code: wire.CodeConflict,
@@ -442,12 +441,40 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "node": s.backend.ID()})
 }
 
+// readyz answers the node's readiness, with each datastore's, or, with ?datastore=NAME, that
+// datastore's alone (see docs/api.md).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if err := s.backend.Ready(); err != nil {
-		writeError(w, &httpError{status: http.StatusServiceUnavailable, code: wire.CodeUnavailable, msg: "not ready: " + err.Error()})
+	if q := r.URL.Query(); q.Has("datastore") {
+		s.datastoreReadyz(w, q.Get("datastore"))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": s.backend.ID()})
+	all := map[string]wire.DatastoreReadiness{}
+	for _, d := range s.backend.Topology().Datastores {
+		dr := wire.DatastoreReadiness{Ready: true}
+		if err := s.backend.DatastoreReady(d.Name); err != nil {
+			dr = wire.DatastoreReadiness{Error: err.Error()}
+		}
+		all[d.Name] = dr
+	}
+	if err := s.backend.Ready(); err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, wire.NotReady{Error: wire.ErrorDetail{Code: wire.CodeUnavailable, Message: "not ready: " + err.Error()},
+			Datastores: all})
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.Readiness{Status: "ready", Node: s.backend.ID(), Datastores: all})
+}
+
+func (s *Server) datastoreReadyz(w http.ResponseWriter, name string) {
+	err := s.backend.DatastoreReady(name)
+	switch {
+	case errors.Is(err, cluster.ErrUnknownDatastore):
+		writeError(w, &httpError{status: http.StatusNotFound, code: wire.CodeNotFound, field: "datastore", msg: fmt.Sprintf("datastore: unknown datastore %q", name)})
+	case err != nil:
+		writeError(w, &httpError{status: http.StatusServiceUnavailable, code: wire.CodeUnavailable, msg: "not ready: " + err.Error()})
+	default:
+		writeJSON(w, http.StatusOK, wire.Readiness{Status: "ready", Node: s.backend.ID(), Datastore: name})
+	}
 }
 
 func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {

@@ -17,7 +17,6 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/consumer"
-	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
 )
 
@@ -26,14 +25,17 @@ type Backend interface {
 	ID() string
 	Topology() *topology.Topology
 	Datastore(name string) (*topology.DatastoreSpec, error)
-	PutCells(ctx context.Context, ds string, cs []cells.Cell) ([]fsm.CellResult, error)
+	PutCells(ctx context.Context, ds string, cs []cells.Cell) ([]cells.Result, error)
 	GetCells(ctx context.Context, ds string, keys []cluster.GetKey, c cluster.Consistency) ([]cluster.ReadResult, error)
 	GetRow(ctx context.Context, ds string, rowKey uuid.UUID, c cluster.Consistency) ([]cells.Cell, error)
 	ReadLogs(ctx context.Context, ds string, req cluster.LogRead) ([]cluster.LogPage, error)
 	GroupApply(ctx context.Context, ds, group string, cmd consumer.Command) (consumer.Result, error)
 	GroupStatus(ctx context.Context, ds, group string, c cluster.Consistency) (consumer.Status, error)
 	Groups(ctx context.Context, ds string, c cluster.Consistency) ([]string, error)
+	// Ready is the node's readiness (GET /readyz), DatastoreReady one datastore's
+	// (GET /readyz?datastore=NAME; cluster.ErrUnknownDatastore for an unknown one).
 	Ready() error
+	DatastoreReady(name string) error
 	Replicas() []cluster.ReplicaStatus
 
 	// Secondary indexes (see indexes.go).

@@ -62,7 +62,7 @@ func EncodeBody(text []byte) (Body, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, &FieldError{Field: "body", Err: fmt.Errorf("%w: %v", ErrInvalidBody, err)}
+		return nil, &FieldError{Field: "body", Err: fmt.Errorf("%w: %w", ErrInvalidBody, err)}
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, &FieldError{Field: "body", Err: fmt.Errorf("%w: data after the object", ErrInvalidBody)}
@@ -78,7 +78,7 @@ func EncodeBody(text []byte) (Body, error) {
 // json.Number, float64 or Go integers (the shapes encoding/json produces).
 func EncodeObject(obj map[string]any) (Body, error) {
 	if err := convertNumbers(obj); err != nil {
-		return nil, &FieldError{Field: "body", Err: fmt.Errorf("%w: %v", ErrInvalidBody, err)}
+		return nil, &FieldError{Field: "body", Err: fmt.Errorf("%w: %w", ErrInvalidBody, err)}
 	}
 	var packed bytes.Buffer
 	enc := msgpack.NewEncoder(&packed)

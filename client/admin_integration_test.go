@@ -21,9 +21,12 @@ import (
 	"github.com/schemaless-db/schemaless/partition"
 )
 
-// partitionOf returns partition pid of trips as the cluster reports it.
-func partitionOf(t *testing.T, ctx context.Context, cl *client.Client, pid int) wire.PartitionReport {
-	t.Helper()
+// partitionOf returns partition pid of trips as the cluster reports it. t is the test, or the
+// *assert.CollectT of an EventuallyWithT condition (which runs in a goroutine of its own).
+func partitionOf(t require.TestingT, ctx context.Context, cl *client.Client, pid int) wire.PartitionReport {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	reps, err := cl.Partitions(ctx, "trips")
 	require.NoError(t, err)
 	i := slices.IndexFunc(reps, func(r wire.PartitionReport) bool { return r.Partition == pid })
@@ -31,7 +34,8 @@ func partitionOf(t *testing.T, ctx context.Context, cl *client.Client, pid int) 
 	return reps[i]
 }
 
-// TestAdminIntegration drives every admin call against a 3-node cluster with 2 partitions.
+// TestAdminIntegration drives every admin call against a 3-node cluster with 2 partitions. Not
+// parallel: leadership transfers and voter changes are timed by raft's elections.
 func TestAdminIntegration(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Nodes: 3, Partitions: 2})
 	cl := itClient(t, append([]string{deadURL(t)}, c.URLs()...), nil)
@@ -94,7 +98,7 @@ func TestAdminIntegration(t *testing.T) {
 	assert.ElementsMatch(t, []string{"n1", "n2", "n3"}, cfg.Voters())
 	assert.Contains(t, c.URLs(), via)
 	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
-		p := partitionOf(t, ctx, cl, 0)
+		p := partitionOf(ct, ctx, cl, 0)
 		i := slices.IndexFunc(p.Replicas, func(r wire.ReplicaLag) bool { return r.Node == "n1" })
 		if assert.GreaterOrEqual(ct, i, 0) {
 			r := p.Replicas[i]
@@ -131,7 +135,8 @@ func TestAdminIntegration(t *testing.T) {
 }
 
 // TestBackupRestoreIntegration backs a partition up through the client, checks the stream, and
-// restores it into the same cluster: refused without Force, accepted with it.
+// restores it into the same cluster: refused without Force, accepted with it. Not parallel: the
+// followers' snapshot installs race raft's timeouts, which parallel load would stretch.
 func TestBackupRestoreIntegration(t *testing.T) {
 	// The production raft timeouts: followers install the restored snapshot without answering
 	// heartbeats (see cmd/schemaless/adminbackup_test.go).

@@ -62,7 +62,7 @@ func (c *Client) Backup(ctx context.Context, ds string, pid int, w io.Writer) (w
 				return werr
 			}
 			if err != nil {
-				return fmt.Errorf("%w: the stream from %s broke after %d bytes: %v", ErrUnavailable, resp.Request.URL.Host, n, err)
+				return fmt.Errorf("%w: the stream from %s broke after %d bytes: %w", ErrUnavailable, resp.Request.URL.Host, n, err)
 			}
 			if err := backupTrailers(resp.Trailer, &info); err != nil {
 				return err

@@ -159,7 +159,7 @@ func (c *Client) dsPath(elems ...string) string {
 func decode(op string, ans answer, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(ans.body))
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("client: %s: %w from %s: %v", op, ErrBadResponse, ans.endpoint, err)
+		return fmt.Errorf("client: %s: %w from %s: %w", op, ErrBadResponse, ans.endpoint, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("client: %s: %w from %s: data after the JSON value", op, ErrBadResponse, ans.endpoint)
@@ -507,21 +507,29 @@ func (c *Client) Cluster(ctx context.Context) (wire.ClusterStatus, error) {
 // another status (a 503 wraps ErrUnavailable); an error wrapping ErrUnavailable when the node
 // cannot be reached; ErrInvalidConfig for a malformed endpoint; or ctx's error.
 func (c *Client) Ready(ctx context.Context, endpoint string) error {
-	return c.probe(ctx, endpoint, "readyz")
+	return c.probe(ctx, endpoint, "readyz", "/readyz")
+}
+
+// DatastoreReady asks the node at endpoint whether datastore ds is ready there (GET
+// /readyz?datastore=ds): its partitions on that node know their leaders and, in async mode,
+// every storage cluster of it has a master. A node can be Ready while one of its datastores
+// is not. It behaves like Ready; an unknown datastore is an *APIError with status 404.
+func (c *Client) DatastoreReady(ctx context.Context, endpoint, ds string) error {
+	return c.probe(ctx, endpoint, "readyz", "/readyz?datastore="+url.QueryEscape(ds))
 }
 
 // Healthy asks the node at endpoint whether its process is alive (GET /healthz). It behaves
 // like Ready.
 func (c *Client) Healthy(ctx context.Context, endpoint string) error {
-	return c.probe(ctx, endpoint, "healthz")
+	return c.probe(ctx, endpoint, "healthz", "/healthz")
 }
 
-func (c *Client) probe(ctx context.Context, endpoint, name string) error {
+func (c *Client) probe(ctx context.Context, endpoint, name, path string) error {
 	base, err := normalizeEndpoint(endpoint)
 	if err != nil {
-		return fmt.Errorf("client: %s: %w: %v", name, ErrInvalidConfig, err)
+		return fmt.Errorf("client: %s: %w: %w", name, ErrInvalidConfig, err)
 	}
-	res := c.attempt(ctx, base, &request{op: name, method: http.MethodGet, path: "/" + name, ok: []int{http.StatusOK}})
+	res := c.attempt(ctx, base, &request{op: name, method: http.MethodGet, path: path, ok: []int{http.StatusOK}})
 	if res.err == nil {
 		return nil
 	}

@@ -3,20 +3,24 @@ package client_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
 )
+
+// The tests of this file and retry_test.go run against fake nodes (fake_test.go): each test has
+// its own httptest servers on random ports and its own store, so most run in parallel.
 
 // newClient returns a client of testDatastore over the nodes, with fast retries; mod adjusts
 // the config first.
@@ -34,9 +38,7 @@ func newClient(t *testing.T, mod func(*client.Config), nodes ...*fakeNode) *clie
 		mod(&cfg)
 	}
 	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatalf("New: got %v, want nil", err)
-	}
+	require.NoError(t, err, "client.New")
 	return c
 }
 
@@ -46,15 +48,12 @@ var (
 )
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	ok := client.DefaultConfig()
 	ok.Endpoints = []string{"http://127.0.0.1:7070/", "https://node2.example:7070/prefix"}
-	if err := ok.Validate(); err != nil {
-		t.Fatalf("Validate(valid config): got %v, want nil", err)
-	}
+	require.NoError(t, ok.Validate(), "Validate(valid config)")
 	zero := client.Config{Endpoints: []string{"http://a:1"}}
-	if err := zero.Validate(); err != nil {
-		t.Fatalf("Validate(zero fields take defaults): got %v, want nil", err)
-	}
+	require.NoError(t, zero.Validate(), "Validate(zero fields take defaults)")
 	cases := []struct {
 		name string
 		mod  func(*client.Config)
@@ -77,72 +76,54 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			cfg := ok
 			tc.mod(&cfg)
 			err := cfg.Validate()
-			if !errors.Is(err, client.ErrInvalidConfig) {
-				t.Fatalf("Validate: got %v, want ErrInvalidConfig", err)
-			}
+			require.ErrorIs(t, err, client.ErrInvalidConfig, "Validate")
 			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate: got %q, want it to mention %q", err, w)
-				}
+				assert.ErrorContains(t, err, w, "Validate: want the error to mention %q", w)
 			}
-			if got := strings.Count(err.Error(), "invalid config"); got != len(tc.want) {
-				t.Errorf("Validate: got %d violations in %q, want %d", got, err, len(tc.want))
-			}
-			if _, err := client.New(cfg); !errors.Is(err, client.ErrInvalidConfig) {
-				t.Errorf("New: got %v, want ErrInvalidConfig", err)
-			}
+			assert.Equal(t, len(tc.want), strings.Count(err.Error(), "invalid config"), "Validate: violations in %q", err)
+			_, err = client.New(cfg)
+			assert.ErrorIs(t, err, client.ErrInvalidConfig, "New")
 		})
 	}
 }
 
 // TestRequestShapes checks method, path, query and body of every call against the API table.
 func TestRequestShapes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	n := newFakeNode(t, newFakeStore())
 	c := newClient(t, nil, n)
 
 	body := json.RawMessage(`{"origin":"LAX","n":1}`)
-	if _, err := c.PutCell(ctx, row1, "BASE", 7, body); err != nil {
-		t.Fatalf("PutCell: %v", err)
-	}
-	if _, err := c.PutCells(ctx, []client.CellWrite{
+	_, err := c.PutCell(ctx, row1, "BASE", 7, body)
+	require.NoError(t, err, "PutCell")
+	_, err = c.PutCells(ctx, []client.CellWrite{
 		{Key: cells.Key{RowKey: row2, ColumnKey: "STATUS", RefKey: 1}, Body: json.RawMessage(`{"s":"ok"}`)},
-	}); err != nil {
-		t.Fatalf("PutCells: %v", err)
-	}
-	if _, err := c.GetCell(ctx, cells.Key{RowKey: row1, ColumnKey: "BASE", RefKey: 7}); err != nil {
-		t.Fatalf("GetCell: %v", err)
-	}
-	if _, err := c.GetCellLatest(ctx, row1, "BASE", client.WithConsistency(client.ConsistencyStale)); err != nil {
-		t.Fatalf("GetCellLatest: %v", err)
-	}
-	if _, err := c.GetRow(ctx, row1); err != nil {
-		t.Fatalf("GetRow: %v", err)
-	}
-	if _, err := c.GetCells(ctx, []client.GetKey{
+	})
+	require.NoError(t, err, "PutCells")
+	_, err = c.GetCell(ctx, cells.Key{RowKey: row1, ColumnKey: "BASE", RefKey: 7})
+	require.NoError(t, err, "GetCell")
+	_, err = c.GetCellLatest(ctx, row1, "BASE", client.WithConsistency(client.ConsistencyStale))
+	require.NoError(t, err, "GetCellLatest")
+	_, err = c.GetRow(ctx, row1)
+	require.NoError(t, err, "GetRow")
+	_, err = c.GetCells(ctx, []client.GetKey{
 		{RowKey: row1, ColumnKey: "BASE", RefKey: 7},
 		{RowKey: row2, ColumnKey: "STATUS", Latest: true},
-	}, client.WithConsistency(client.ConsistencyStale)); err != nil {
-		t.Fatalf("GetCells: %v", err)
-	}
-	if _, err := c.ShardCells(ctx, 3, 5, 10); err != nil {
-		t.Fatalf("ShardCells: %v", err)
-	}
-	if _, err := c.ShardCells(ctx, 2, 0, 0); err != nil {
-		t.Fatalf("ShardCells without limit: %v", err)
-	}
-	if _, err := c.Cluster(ctx); err != nil {
-		t.Fatalf("Cluster: %v", err)
-	}
-	if err := c.Ready(ctx, n.URL()); err != nil {
-		t.Fatalf("Ready: %v", err)
-	}
-	if err := c.Healthy(ctx, n.URL()+"/"); err != nil {
-		t.Fatalf("Healthy: %v", err)
-	}
+	}, client.WithConsistency(client.ConsistencyStale))
+	require.NoError(t, err, "GetCells")
+	_, err = c.ShardCells(ctx, 3, 5, 10)
+	require.NoError(t, err, "ShardCells")
+	_, err = c.ShardCells(ctx, 2, 0, 0)
+	require.NoError(t, err, "ShardCells without limit")
+	_, err = c.Cluster(ctx)
+	require.NoError(t, err, "Cluster")
+	require.NoError(t, c.Ready(ctx, n.URL()), "Ready")
+	require.NoError(t, c.Healthy(ctx, n.URL()+"/"), "Healthy")
 
 	r1, r2 := row1.String(), row2.String()
 	want := []struct {
@@ -165,136 +146,103 @@ func TestRequestShapes(t *testing.T) {
 		{"GET", "/healthz", nil, ""},
 	}
 	got := n.requests()
-	if len(got) != len(want) {
-		t.Fatalf("got %d requests, want %d: %+v", len(got), len(want), got)
-	}
+	require.Len(t, got, len(want), "requests: %+v", got)
 	for i, w := range want {
 		g := got[i]
 		write := w.method == "PUT" || w.path == "/v1/trips/cells"
-		if key := g.Header.Get("Idempotency-Key"); (key != "") != write {
-			t.Errorf("request %d (%s %s): got Idempotency-Key %q, want one on writes only", i, w.method, w.path, key)
-		}
-		if g.Method != w.method || g.Path != w.path {
-			t.Errorf("request %d: got %s %s, want %s %s", i, g.Method, g.Path, w.method, w.path)
-		}
+		key := g.Header.Get("Idempotency-Key")
+		assert.Equal(t, write, key != "", "request %d (%s %s): got Idempotency-Key %q, want one on writes only", i, w.method, w.path, key)
+		assert.Equal(t, w.method+" "+w.path, g.Method+" "+g.Path, "request %d: method and path", i)
 		q, _ := url.ParseQuery(g.RawQuery)
 		if len(q) == 0 {
 			q = nil
 		}
-		if !reflect.DeepEqual(q, w.query) {
-			t.Errorf("request %d (%s): got query %v, want %v", i, w.path, q, w.query)
-		}
+		assert.Equal(t, w.query, q, "request %d (%s): query", i, w.path)
 		if w.body == "" {
-			if len(g.Body) != 0 {
-				t.Errorf("request %d (%s): got body %s, want none", i, w.path, g.Body)
-			}
+			assert.Empty(t, g.Body, "request %d (%s): want no body", i, w.path)
 			continue
 		}
-		if !jsonEqual(t, g.Body, []byte(w.body)) {
-			t.Errorf("request %d (%s): got body %s, want %s", i, w.path, g.Body, w.body)
-		}
-		if ct := g.Header.Get("Content-Type"); ct != "application/json" {
-			t.Errorf("request %d (%s): got Content-Type %q, want application/json", i, w.path, ct)
-		}
+		assert.JSONEq(t, w.body, string(g.Body), "request %d (%s): body", i, w.path)
+		assert.Equal(t, "application/json", g.Header.Get("Content-Type"), "request %d (%s): Content-Type", i, w.path)
 	}
-}
-
-func jsonEqual(t *testing.T, a, b []byte) bool {
-	t.Helper()
-	var va, vb any
-	if err := json.Unmarshal(a, &va); err != nil {
-		t.Errorf("bad JSON %s: %v", a, err)
-		return false
-	}
-	if err := json.Unmarshal(b, &vb); err != nil {
-		t.Fatalf("bad JSON %s: %v", b, err)
-	}
-	return reflect.DeepEqual(va, vb)
 }
 
 func TestPutAndGet(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	n := newFakeNode(t, newFakeStore())
 	c := newClient(t, nil, n)
 
 	res, err := c.PutCell(ctx, row1, "BASE", 1, json.RawMessage(`{"a":1}`))
-	if err != nil || res.Status != wire.StatusCreated || res.AddedID == 0 {
-		t.Fatalf("PutCell new: got %+v, %v, want status created with an added_id", res, err)
-	}
+	require.NoError(t, err, "PutCell new")
+	require.Equal(t, wire.StatusCreated, res.Status, "PutCell new: status")
+	require.NotZero(t, res.AddedID, "PutCell new: want an added_id")
 	again, err := c.PutCell(ctx, row1, "BASE", 1, json.RawMessage(` { "a" : 1 } `))
-	if err != nil || again.Status != wire.StatusExists || again.AddedID != res.AddedID {
-		t.Fatalf("PutCell same body: got %+v, %v, want status exists with added_id %d", again, err, res.AddedID)
-	}
+	require.NoError(t, err, "PutCell same body")
+	require.Equal(t, wire.StatusExists, again.Status, "PutCell same body: status")
+	require.Equal(t, res.AddedID, again.AddedID, "PutCell same body: added_id of the stored cell")
 	conf, err := c.PutCell(ctx, row1, "BASE", 1, json.RawMessage(`{"a":2}`))
-	if !errors.Is(err, client.ErrConflict) {
-		t.Fatalf("PutCell other body: got %v, want ErrConflict", err)
-	}
+	require.ErrorIs(t, err, client.ErrConflict, "PutCell other body")
 	wantConf := wire.PutResult{RowKey: row1.String(), ColumnKey: "BASE", RefKey: 1, Status: wire.StatusConflict}
-	if conf != wantConf {
-		t.Errorf("PutCell other body: got result %+v, want %+v", conf, wantConf)
-	}
+	assert.Equal(t, wantConf, conf, "PutCell other body: result")
 	var ae *client.APIError
-	if !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict || ae.Code != wire.CodeConflict || ae.Endpoint != n.URL() {
-		t.Errorf("PutCell other body: got %#v, want *APIError 409 conflict from %s", ae, n.URL())
+	if assert.ErrorAs(t, err, &ae, "PutCell other body: want an *APIError") {
+		assert.Equal(t, http.StatusConflict, ae.StatusCode, "PutCell other body: status")
+		assert.Equal(t, wire.CodeConflict, ae.Code, "PutCell other body: code")
+		assert.Equal(t, n.URL(), ae.Endpoint, "PutCell other body: endpoint")
 	}
-	if _, err := c.PutCell(ctx, row1, "BASE", 5, json.RawMessage(`{"a":5}`)); err != nil {
-		t.Fatal(err)
-	}
+	_, err = c.PutCell(ctx, row1, "BASE", 5, json.RawMessage(`{"a":5}`))
+	require.NoError(t, err, "PutCell BASE/5")
 
 	got, err := c.GetCell(ctx, cells.Key{RowKey: row1, ColumnKey: "BASE", RefKey: 1})
-	if err != nil || !jsonEqual(t, got.Body, []byte(`{"a":1}`)) || got.AddedID != res.AddedID {
-		t.Fatalf("GetCell: got %+v, %v, want body {\"a\":1} added_id %d", got, err, res.AddedID)
-	}
+	require.NoError(t, err, "GetCell")
+	require.JSONEq(t, `{"a":1}`, string(got.Body), "GetCell: body")
+	require.Equal(t, res.AddedID, got.AddedID, "GetCell: added_id")
 	_, err = c.GetCell(ctx, cells.Key{RowKey: row1, ColumnKey: "BASE", RefKey: 2})
-	if !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("GetCell missing: got %v, want ErrNotFound", err)
-	}
+	assert.ErrorIs(t, err, client.ErrNotFound, "GetCell missing")
 	latest, err := c.GetCellLatest(ctx, row1, "BASE")
-	if err != nil || latest.RefKey != 5 {
-		t.Errorf("GetCellLatest: got %+v, %v, want ref_key 5", latest, err)
-	}
-	if _, err := c.GetCellLatest(ctx, row2, "BASE"); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("GetCellLatest missing: got %v, want ErrNotFound", err)
-	}
+	assert.NoError(t, err, "GetCellLatest")
+	assert.Equal(t, int64(5), latest.RefKey, "GetCellLatest: ref_key")
+	_, err = c.GetCellLatest(ctx, row2, "BASE")
+	assert.ErrorIs(t, err, client.ErrNotFound, "GetCellLatest missing")
 
 	results, err := c.PutCells(ctx, []client.CellWrite{
 		{Key: cells.Key{RowKey: row1, ColumnKey: "BASE", RefKey: 5}, Body: json.RawMessage(`{"a":5}`)},
 		{Key: cells.Key{RowKey: row1, ColumnKey: "BASE", RefKey: 1}, Body: json.RawMessage(`{"a":9}`)},
 		{Key: cells.Key{RowKey: row1, ColumnKey: "NOTES", RefKey: 3}, Body: json.RawMessage(`{"n":"x"}`)},
 	})
-	if err != nil {
-		t.Fatalf("PutCells: %v", err)
-	}
+	require.NoError(t, err, "PutCells")
 	var statuses []string
 	for _, r := range results {
 		statuses = append(statuses, r.Status)
 	}
-	if want := []string{wire.StatusExists, wire.StatusConflict, wire.StatusCreated}; !reflect.DeepEqual(statuses, want) {
-		t.Errorf("PutCells: got statuses %v, want %v", statuses, want)
-	}
-	if rs, err := c.PutCells(ctx, nil); rs != nil || err != nil {
-		t.Errorf("PutCells(nil): got %v, %v, want nil, nil", rs, err)
-	}
+	assert.Equal(t, []string{wire.StatusExists, wire.StatusConflict, wire.StatusCreated}, statuses, "PutCells: statuses")
+	rs, err := c.PutCells(ctx, nil)
+	assert.NoError(t, err, "PutCells(nil)")
+	assert.Nil(t, rs, "PutCells(nil): results")
 
 	rowCells, err := c.GetRow(ctx, row1)
-	if err != nil || len(rowCells) != 2 || rowCells[0].RefKey != 5 || rowCells[1].ColumnKey != "NOTES" {
-		t.Errorf("GetRow: got %+v, %v, want BASE@5 and NOTES@3", rowCells, err)
+	assert.NoError(t, err, "GetRow")
+	if assert.Len(t, rowCells, 2, "GetRow: want BASE@5 and NOTES@3") {
+		assert.Equal(t, int64(5), rowCells[0].RefKey, "GetRow: ref key of BASE")
+		assert.Equal(t, "NOTES", rowCells[1].ColumnKey, "GetRow: second column")
 	}
 	empty, err := c.GetRow(ctx, row2)
-	if err != nil || empty == nil || len(empty) != 0 {
-		t.Errorf("GetRow of an empty row: got %#v, %v, want an empty slice", empty, err)
-	}
+	assert.NoError(t, err, "GetRow of an empty row")
+	assert.NotNil(t, empty, "GetRow of an empty row: want an empty slice, not nil")
+	assert.Empty(t, empty, "GetRow of an empty row")
 
 	batch, err := c.GetCells(ctx, []client.GetKey{
 		{RowKey: row1, ColumnKey: "BASE", RefKey: 1},
 		{RowKey: row1, ColumnKey: "BASE", RefKey: 2},
 		{RowKey: row1, ColumnKey: "NOTES", Latest: true},
 	})
-	if err != nil || len(batch.Cells) != 2 || len(batch.Missing) != 1 || batch.Cells[1].ColumnKey != "NOTES" {
-		t.Fatalf("GetCells: got %+v, %v, want 2 cells and 1 missing", batch, err)
-	}
-	if m := batch.Missing[0]; m.RefKey == nil || m.RefKey.String() != "2" {
-		t.Errorf("GetCells missing: got %+v, want BASE@2", m)
+	require.NoError(t, err, "GetCells")
+	require.Len(t, batch.Cells, 2, "GetCells: cells found")
+	require.Len(t, batch.Missing, 1, "GetCells: keys missing")
+	require.Equal(t, "NOTES", batch.Cells[1].ColumnKey, "GetCells: second cell")
+	if m := batch.Missing[0]; assert.NotNil(t, m.RefKey, "GetCells missing: want BASE@2") {
+		assert.Equal(t, "2", m.RefKey.String(), "GetCells missing: ref key")
 	}
 
 	// The shard log holds every cell written, in added_id order, paged by NextLocation.
@@ -303,56 +251,50 @@ func TestPutAndGet(t *testing.T) {
 		var after int64
 		for {
 			page, err := c.ShardCells(ctx, shard, after, 1)
-			if err != nil {
-				t.Fatalf("ShardCells(%d, %d): %v", shard, after, err)
-			}
+			require.NoError(t, err, "ShardCells(%d, %d)", shard, after)
 			total += len(page.Cells)
 			if len(page.Cells) == 0 {
-				if page.NextLocation != after {
-					t.Errorf("ShardCells empty page: got next %d, want %d", page.NextLocation, after)
-				}
+				assert.Equal(t, after, page.NextLocation, "ShardCells(%d) empty page: next location", shard)
 				break
 			}
 			after = page.NextLocation
 		}
 	}
-	if total != 3 {
-		t.Errorf("ShardCells over all shards: got %d cells, want 3", total)
-	}
+	assert.Equal(t, 3, total, "ShardCells over all shards: cells")
 
 	st, err := c.Cluster(ctx)
-	if err != nil || len(st.Datastores) != 1 || st.Datastores[0].Shards != testShards {
-		t.Errorf("Cluster: got %+v, %v, want one datastore of %d shards", st, err, testShards)
+	assert.NoError(t, err, "Cluster")
+	if assert.Len(t, st.Datastores, 1, "Cluster: datastores") {
+		assert.Equal(t, testShards, st.Datastores[0].Shards, "Cluster: shards")
 	}
 }
 
 func TestWithDatastore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	n := newFakeNode(t, newFakeStore())
 	c := newClient(t, nil, n)
 	other := c.WithDatastore("nope")
-	if c.Datastore() != testDatastore || other.Datastore() != "nope" {
-		t.Fatalf("WithDatastore: got %q and %q, want %q and %q", c.Datastore(), other.Datastore(), testDatastore, "nope")
-	}
+	require.Equal(t, testDatastore, c.Datastore(), "Datastore of the original")
+	require.Equal(t, "nope", other.Datastore(), "Datastore of the copy")
 	_, err := other.GetCellLatest(ctx, row1, "BASE")
+	assert.ErrorIs(t, err, client.ErrNotFound, "unknown datastore")
 	var ae *client.APIError
-	if !errors.Is(err, client.ErrNotFound) || !errors.As(err, &ae) || !strings.Contains(ae.Message, "nope") {
-		t.Errorf("unknown datastore: got %v, want ErrNotFound naming it", err)
+	if assert.ErrorAs(t, err, &ae, "unknown datastore: want an *APIError") {
+		assert.Contains(t, ae.Message, "nope", "unknown datastore: the message names it")
 	}
-	if got := n.requests()[0].Path; got != "/v1/nope/cells/"+row1.String()+"/BASE" {
-		t.Errorf("WithDatastore path: got %s, want /v1/nope/...", got)
-	}
-	if _, err := c.PutCell(ctx, row1, "BASE", 1, json.RawMessage(`{}`)); err != nil {
-		t.Errorf("original client after WithDatastore: got %v, want nil", err)
-	}
-	noDS := c.WithDatastore("")
-	if _, err := noDS.GetRow(ctx, row1); !errors.Is(err, client.ErrInvalidArgument) {
-		t.Errorf("no datastore: got %v, want ErrInvalidArgument", err)
-	}
+	reqs := n.requests()
+	require.NotEmpty(t, reqs, "requests")
+	assert.Equal(t, "/v1/nope/cells/"+row1.String()+"/BASE", reqs[0].Path, "WithDatastore path")
+	_, err = c.PutCell(ctx, row1, "BASE", 1, json.RawMessage(`{}`))
+	assert.NoError(t, err, "original client after WithDatastore")
+	_, err = c.WithDatastore("").GetRow(ctx, row1)
+	assert.ErrorIs(t, err, client.ErrInvalidArgument, "no datastore")
 }
 
 // TestClientSideValidation checks that requests the server would reject are not sent.
 func TestClientSideValidation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	n := newFakeNode(t, newFakeStore())
 	c := newClient(t, nil, n)
@@ -390,22 +332,20 @@ func TestClientSideValidation(t *testing.T) {
 	}
 	for _, tc := range calls {
 		err := tc.call()
-		if !errors.Is(err, client.ErrInvalidArgument) {
-			t.Errorf("%s: got %v, want ErrInvalidArgument", tc.name, err)
+		if !assert.ErrorIs(t, err, client.ErrInvalidArgument, tc.name) || tc.field == "" {
 			continue
 		}
 		var fe *cells.FieldError
-		if tc.field != "" && (!errors.As(err, &fe) || fe.Field != tc.field) {
-			t.Errorf("%s: got field error %v, want field %q", tc.name, fe, tc.field)
+		if assert.ErrorAs(t, err, &fe, "%s: want a *cells.FieldError", tc.name) {
+			assert.Equal(t, tc.field, fe.Field, "%s: field of the error", tc.name)
 		}
 	}
-	if h := n.hits.Load(); h != 0 {
-		t.Errorf("got %d requests sent, want 0", h)
-	}
+	assert.Zero(t, n.hits.Load(), "requests sent")
 }
 
 // TestErrorMapping checks that each error answer maps to its sentinel and *APIError fields.
 func TestErrorMapping(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cases := []struct {
 		status      int
@@ -442,29 +382,27 @@ func TestErrorMapping(t *testing.T) {
 			kind      string
 			err, want error
 		}{{"read", rerr, tc.read}, {"write", werr, tc.write}} {
-			if !errors.Is(k.err, k.want) {
-				t.Errorf("%d %q %s: got %v, want %v", tc.status, tc.code, k.kind, k.err, k.want)
-			}
+			what := fmt.Sprintf("%d %q %s", tc.status, tc.code, k.kind)
+			assert.ErrorIs(t, k.err, k.want, what)
 			for _, other := range []error{client.ErrNotFound, client.ErrConflict, client.ErrInvalidArgument,
 				client.ErrTooLarge, client.ErrUnavailable, client.ErrIndeterminate, client.ErrInternal} {
-				if other != k.want && errors.Is(k.err, other) {
-					t.Errorf("%d %q %s: got %v, which also is %v; want only %v", tc.status, tc.code, k.kind, k.err, other, k.want)
+				if other != k.want {
+					assert.NotErrorIs(t, k.err, other, "%s: want only %v", what, k.want)
 				}
 			}
 			var ae *client.APIError
-			if !errors.As(k.err, &ae) {
-				t.Errorf("%d %q %s: got %v, want an *APIError", tc.status, tc.code, k.kind, k.err)
+			if !assert.ErrorAs(t, k.err, &ae, "%s: want an *APIError", what) {
 				continue
 			}
-			if ae.StatusCode != tc.status || ae.Code != tc.wantCode || ae.Field != tc.field || ae.Endpoint != n.URL() {
-				t.Errorf("%d %q %s: got %+v, want status %d code %q field %q endpoint %s",
-					tc.status, tc.code, k.kind, ae, tc.status, tc.wantCode, tc.field, n.URL())
+			assert.Equal(t, tc.status, ae.StatusCode, "%s: status", what)
+			assert.Equal(t, tc.wantCode, ae.Code, "%s: code", what)
+			assert.Equal(t, tc.field, ae.Field, "%s: field", what)
+			assert.Equal(t, n.URL(), ae.Endpoint, "%s: endpoint", what)
+			if tc.raw != "" {
+				assert.Contains(t, ae.Message, tc.raw, "%s: want the body in the message", what)
 			}
-			if tc.raw != "" && !strings.Contains(ae.Message, tc.raw) {
-				t.Errorf("%d %s: got message %q, want the body %q", tc.status, k.kind, ae.Message, tc.raw)
-			}
-			if tc.code != "" && ae.Message != "because "+tc.code {
-				t.Errorf("%d %s: got message %q, want %q", tc.status, k.kind, ae.Message, "because "+tc.code)
+			if tc.code != "" {
+				assert.Equal(t, "because "+tc.code, ae.Message, "%s: message", what)
 			}
 		}
 	}
@@ -472,6 +410,7 @@ func TestErrorMapping(t *testing.T) {
 
 // TestBadResponses checks that answers breaking the API contract are errors, not retried.
 func TestBadResponses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	put := func(c *client.Client) error {
 		_, err := c.PutCells(ctx, []client.CellWrite{
@@ -533,6 +472,7 @@ func TestBadResponses(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			nodes := []*fakeNode{newFakeNode(t, newFakeStore()), newFakeNode(t, newFakeStore())}
 			for _, n := range nodes {
 				n.setFault(func(w http.ResponseWriter, r *http.Request) {
@@ -545,13 +485,8 @@ func TestBadResponses(t *testing.T) {
 				})
 			}
 			c := newClient(t, nil, nodes...)
-			err := tc.call(c)
-			if !errors.Is(err, client.ErrBadResponse) {
-				t.Errorf("got %v, want ErrBadResponse", err)
-			}
-			if h := nodes[0].hits.Load() + nodes[1].hits.Load(); h != 1 {
-				t.Errorf("got %d requests, want 1 (not retried)", h)
-			}
+			assert.ErrorIs(t, tc.call(c), client.ErrBadResponse)
+			assert.Equal(t, int64(1), nodes[0].hits.Load()+nodes[1].hits.Load(), "requests (want 1: not retried)")
 		})
 	}
 }

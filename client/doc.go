@@ -41,6 +41,7 @@
 //	QueryIndex     POST /v1/{ds}/indexes/{index}/query                    read
 //	Cluster        GET  /v1/cluster                                       read
 //	Ready, Healthy GET  /readyz, /healthz of one given node               one attempt, no retry
+//	DatastoreReady GET  /readyz?datastore={ds} of one given node          one attempt, no retry
 //	Metric         GET  /metrics of one given node                        one attempt, no retry
 //
 // Admin calls (admin.go, backup.go) name their datastore in the arguments; the client's

@@ -228,7 +228,7 @@ func (c *Client) QueryIndex(ctx context.Context, name string, q wire.IndexQuery,
 	dec := json.NewDecoder(bytes.NewReader(ans.body))
 	dec.UseNumber()
 	if err := dec.Decode(&res); err != nil {
-		return wire.IndexQueryResult{}, fmt.Errorf("client: %s: %w from %s: %v", op, ErrBadResponse, ans.endpoint, err)
+		return wire.IndexQueryResult{}, fmt.Errorf("client: %s: %w from %s: %w", op, ErrBadResponse, ans.endpoint, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return wire.IndexQueryResult{}, badResponse(op, ans, "data after the JSON value")

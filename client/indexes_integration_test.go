@@ -4,15 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
@@ -40,31 +40,34 @@ type itFlight struct {
 	date   string
 }
 
-// itWaitIndex polls Index until version of name is ready with entries entries and no lag.
+// itWaitIndex polls Index until version of name is ready with entries entries and no lag; an
+// error of Index fails the test at once.
 func itWaitIndex(t *testing.T, ctx context.Context, cl *client.Client, name string, version int, entries int64) wire.IndexVersionStatus {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	// The condition runs in one goroutine at a time; last and err are read only after
+	// EventuallyWithT returns, once that goroutine has ended.
 	var last wire.IndexVersionStatus
-	for time.Now().Before(deadline) {
-		st, err := cl.Index(ctx, name)
-		if err != nil {
-			t.Fatalf("Index(%s): got %v, want nil", name, err)
+	var err error
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		var st wire.IndexStatus
+		if st, err = cl.Index(ctx, name); err != nil {
+			return // ends the wait: fails below
 		}
 		for _, v := range st.Versions {
 			if v.Version == version {
 				last = v
 			}
 		}
-		if last.State == wire.IndexReady && last.LagCells == 0 && last.Entries == entries {
-			return last
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	t.Fatalf("index %s version %d: got %+v after 90s, want ready with %d entries and no lag", name, version, last, entries)
+		assert.Equal(ct, wire.IndexReady, last.State, "state (%+v)", last)
+		assert.Zero(ct, last.LagCells, "lag (%+v)", last)
+		assert.Equal(ct, entries, last.Entries, "entries (%+v)", last)
+	}, 90*time.Second, 300*time.Millisecond, "index %s version %d: want ready with %d entries and no lag", name, version, entries)
+	require.NoError(t, err, "Index(%s)", name)
 	return last
 }
 
 func TestIntegrationIndexes(t *testing.T) {
+	t.Parallel()
 	// Sessions of 10s: a maintainer whose heartbeat is slow on a loaded machine keeps its shards.
 	c := clustertest.Start(t, clustertest.Options{Indexes: true, Maintainer: maintainer.Config{SessionTimeout: 10 * time.Second}})
 	cl := itClient(t, c.URLs(), nil)
@@ -80,27 +83,27 @@ func TestIntegrationIndexes(t *testing.T) {
 		writes = append(writes, client.CellWrite{Key: cells.Key{RowKey: f.row, ColumnKey: "BASE", RefKey: 1},
 			Body: json.RawMessage(fmt.Sprintf(`{"origin":%q,"delay":%d,"date":%q,"distance":%d}`, f.origin, f.delay, f.date, 100+i))})
 	}
-	if _, err := cl.PutCells(ctx, writes); err != nil {
-		t.Fatalf("PutCells: got %v, want nil", err)
-	}
+	_, err := cl.PutCells(ctx, writes)
+	require.NoError(t, err, "PutCells")
 
 	// Define, then define again: the same version.
 	res, err := cl.DefineIndex(ctx, []byte(itIndexDef))
-	if err != nil || res != (wire.IndexDefineResult{Index: "flights_by_origin", Version: 1, State: wire.IndexBuilding, Created: true}) {
-		t.Fatalf("DefineIndex: got %+v, %v, want version 1 created and building", res, err)
-	}
+	require.NoError(t, err, "DefineIndex")
+	require.Equal(t, wire.IndexDefineResult{Index: "flights_by_origin", Version: 1, State: wire.IndexBuilding, Created: true}, res,
+		"DefineIndex: want version 1 created and building")
 	res, err = cl.DefineIndex(ctx, []byte(itIndexDef))
-	if err != nil || res.Version != 1 || res.Created {
-		t.Fatalf("DefineIndex again: got %+v, %v, want version 1, not created", res, err)
-	}
+	require.NoError(t, err, "DefineIndex again")
+	require.Equal(t, 1, res.Version, "DefineIndex again: version")
+	require.False(t, res.Created, "DefineIndex again: created")
 	v1 := itWaitIndex(t, ctx, cl, "flights_by_origin", 1, int64(len(flights)))
-	if len(v1.Shards) != 16 || v1.Progress != 1 || v1.Definition.ShardField != "origin" {
-		t.Errorf("Index version 1: got %+v, want 16 shards, progress 1, shard field origin", v1)
-	}
+	assert.Len(t, v1.Shards, 16, "Index version 1: shards")
+	assert.Equal(t, 1.0, v1.Progress, "Index version 1: progress")
+	assert.Equal(t, "origin", v1.Definition.ShardField, "Index version 1: shard field")
 	list, err := cl.Indexes(ctx, client.WithConsistency(client.ConsistencyStale))
-	if err != nil || len(list.Indexes) != 1 || list.Indexes[0].Alias != 1 || list.Indexes[0].Versions[0].Shards != nil {
-		t.Fatalf("Indexes: got %+v, %v, want flights_by_origin with alias 1 and no per-shard offsets", list, err)
-	}
+	require.NoError(t, err, "Indexes")
+	require.Len(t, list.Indexes, 1, "Indexes: want flights_by_origin")
+	require.Equal(t, 1, list.Indexes[0].Alias, "Indexes: alias")
+	require.Nil(t, list.Indexes[0].Versions[0].Shards, "Indexes: want no per-shard offsets")
 
 	// Every page of LAX flights with delay >= 20, latest delays first, checked against the
 	// flights written.
@@ -120,33 +123,26 @@ func TestIntegrationIndexes(t *testing.T) {
 		OrderBy: "-delay", Limit: 4, Columns: []string{"BASE"}, Fields: []string{"delay", "date"}}
 	var got []wire.IndexEntry
 	for pages := 0; ; pages++ {
-		if pages > len(want) {
-			t.Fatalf("QueryIndex: more pages than entries")
-		}
+		require.LessOrEqual(t, pages, len(want), "QueryIndex: more pages than entries")
 		page, err := cl.QueryIndex(ctx, "flights_by_origin", q)
-		if err != nil {
-			t.Fatalf("QueryIndex page %d: got %v, want nil", pages, err)
-		}
-		if page.Version != 1 {
-			t.Fatalf("QueryIndex page %d: got version %d, want 1", pages, page.Version)
-		}
+		require.NoError(t, err, "QueryIndex page %d", pages)
+		require.Equal(t, 1, page.Version, "QueryIndex page %d: version", pages)
 		got = append(got, page.Entries...)
 		if page.NextCursor == "" {
 			break
 		}
 		q.Cursor = page.NextCursor
 	}
-	if len(got) != len(want) {
-		t.Fatalf("QueryIndex: got %d entries, want %d", len(got), len(want))
-	}
+	require.Len(t, got, len(want), "QueryIndex: entries")
 	for i, e := range got {
 		w := want[i]
 		wantFields := map[string]any{"delay": json.Number(fmt.Sprint(w.delay)), "date": w.date}
-		if e.RowKey != w.row.String() || !reflect.DeepEqual(e.Fields, wantFields) {
-			t.Errorf("entry %d: got %s %v, want %s %v", i, e.RowKey, e.Fields, w.row, wantFields)
-		}
-		if base, ok := e.Cells["BASE"]; !ok || base.RefKey != 1 || !bytes.Contains(base.Body, []byte(fmt.Sprintf(`"delay":%d`, w.delay))) {
-			t.Errorf("entry %d: got BASE cell %+v, want the flight's", i, e.Cells)
+		assert.Equal(t, w.row.String(), e.RowKey, "entry %d: row key", i)
+		assert.Equal(t, wantFields, e.Fields, "entry %d: fields", i)
+		base, ok := e.Cells["BASE"]
+		if assert.True(t, ok, "entry %d: got cells %+v, want the flight's BASE cell", i, e.Cells) {
+			assert.Equal(t, int64(1), base.RefKey, "entry %d: BASE cell's ref key", i)
+			assert.Contains(t, string(base.Body), fmt.Sprintf(`"delay":%d`, w.delay), "entry %d: BASE cell's body", i)
 		}
 	}
 	stale, err := cl.QueryIndex(ctx, "flights_by_origin", wire.IndexQuery{ShardValue: "SFO", Where: []wire.IndexCond{{Field: "date", Op: "in",
@@ -157,84 +153,77 @@ func TestIntegrationIndexes(t *testing.T) {
 			wantSFO++
 		}
 	}
-	if err != nil || len(stale.Entries) != wantSFO || stale.NextCursor != "" {
-		t.Errorf("stale QueryIndex: got %d entries, cursor %q, %v; want %d and no cursor", len(stale.Entries), stale.NextCursor, err, wantSFO)
-	}
+	assert.NoError(t, err, "stale QueryIndex")
+	assert.Len(t, stale.Entries, wantSFO, "stale QueryIndex: entries")
+	assert.Empty(t, stale.NextCursor, "stale QueryIndex: want no cursor")
 
 	// Errors name their field, and come with their sentinel.
 	var ae *client.APIError
 	_, err = cl.DefineIndex(ctx, []byte("table: x\ncolumn_defs:\n  - column_key: BASE\n    fields:\n      - {field: a, type: money}\n"))
-	if !errors.Is(err, client.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Field != "column_defs[0].fields[0].type" {
-		t.Errorf("DefineIndex with an unknown type: got %v, want ErrInvalidArgument naming column_defs[0].fields[0].type", err)
+	assert.ErrorIs(t, err, client.ErrInvalidArgument, "DefineIndex with an unknown type")
+	if assert.ErrorAs(t, err, &ae, "DefineIndex with an unknown type: want an *APIError") {
+		assert.Equal(t, "column_defs[0].fields[0].type", ae.Field, "DefineIndex with an unknown type: field")
 	}
 	_, err = cl.QueryIndex(ctx, "flights_by_origin", wire.IndexQuery{ShardValue: "LAX", Where: []wire.IndexCond{{Field: "delay", Op: "~", Value: 1}}})
-	if !errors.Is(err, client.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Field != "where[0].op" || ae.StatusCode != http.StatusBadRequest {
-		t.Errorf("QueryIndex with a bad op: got %v, want a 400 naming where[0].op", err)
+	assert.ErrorIs(t, err, client.ErrInvalidArgument, "QueryIndex with a bad op")
+	if assert.ErrorAs(t, err, &ae, "QueryIndex with a bad op: want an *APIError") {
+		assert.Equal(t, "where[0].op", ae.Field, "QueryIndex with a bad op: field")
+		assert.Equal(t, http.StatusBadRequest, ae.StatusCode, "QueryIndex with a bad op: status")
 	}
-	if _, err = cl.QueryIndex(ctx, "nope", wire.IndexQuery{ShardValue: "LAX"}); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("QueryIndex of an unknown index: got %v, want ErrNotFound", err)
-	}
-	if _, err = cl.AliasIndex(ctx, "flights_by_origin", 7); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("AliasIndex to an unknown version: got %v, want ErrNotFound", err)
-	}
-	if _, err = cl.AliasIndex(ctx, "flights_by_origin", 0); !errors.Is(err, client.ErrInvalidArgument) || errors.As(err, &ae) {
-		t.Errorf("AliasIndex to version 0: got %v, want ErrInvalidArgument, unsent", err)
-	}
-	if _, err = cl.Index(ctx, ""); !errors.Is(err, client.ErrInvalidArgument) {
-		t.Errorf("Index with no name: got %v, want ErrInvalidArgument", err)
-	}
+	_, err = cl.QueryIndex(ctx, "nope", wire.IndexQuery{ShardValue: "LAX"})
+	assert.ErrorIs(t, err, client.ErrNotFound, "QueryIndex of an unknown index")
+	_, err = cl.AliasIndex(ctx, "flights_by_origin", 7)
+	assert.ErrorIs(t, err, client.ErrNotFound, "AliasIndex to an unknown version")
+	_, err = cl.AliasIndex(ctx, "flights_by_origin", 0)
+	assert.ErrorIs(t, err, client.ErrInvalidArgument, "AliasIndex to version 0")
+	assert.NotErrorAs(t, err, &ae, "AliasIndex to version 0: want it unsent (no *APIError)")
+	_, err = cl.Index(ctx, "")
+	assert.ErrorIs(t, err, client.ErrInvalidArgument, "Index with no name")
 
 	// A new version, built beside the first, then the switch and the drop of version 1.
 	res, err = cl.DefineIndex(ctx, []byte(itIndexDef+"      - { field: distance, type: int }\n"))
-	if err != nil || res.Version != 2 || !res.Created {
-		t.Fatalf("DefineIndex version 2: got %+v, %v, want version 2 created", res, err)
-	}
-	if _, err := cl.AliasIndex(ctx, "flights_by_origin", 2); err != nil && !errors.Is(err, client.ErrConflict) {
-		t.Errorf("AliasIndex to version 2 while it builds: got %v, want nil (already ready) or ErrConflict", err)
+	require.NoError(t, err, "DefineIndex version 2")
+	require.Equal(t, 2, res.Version, "DefineIndex version 2: version")
+	require.True(t, res.Created, "DefineIndex version 2: created")
+	if _, err := cl.AliasIndex(ctx, "flights_by_origin", 2); err != nil {
+		assert.ErrorIs(t, err, client.ErrConflict, "AliasIndex to version 2 while it builds: want nil (already ready) or ErrConflict")
 	}
 	itWaitIndex(t, ctx, cl, "flights_by_origin", 2, int64(len(flights)))
-	if _, err := cl.DropIndexVersion(ctx, "flights_by_origin", 1); !errors.Is(err, client.ErrConflict) {
-		t.Errorf("DropIndexVersion of the alias target: got %v, want ErrConflict", err)
-	}
-	if al, err := cl.AliasIndex(ctx, "flights_by_origin", 2); err != nil || al.Alias != 2 {
-		t.Fatalf("AliasIndex 2: got %+v, %v, want alias 2", al, err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		page, err := cl.QueryIndex(ctx, "flights_by_origin", wire.IndexQuery{ShardValue: "JFK", Where: []wire.IndexCond{{Field: "distance", Op: ">", Value: 0}}, Limit: 1})
+	_, err = cl.DropIndexVersion(ctx, "flights_by_origin", 1)
+	assert.ErrorIs(t, err, client.ErrConflict, "DropIndexVersion of the alias target")
+	al, err := cl.AliasIndex(ctx, "flights_by_origin", 2)
+	require.NoError(t, err, "AliasIndex 2")
+	require.Equal(t, 2, al.Alias, "AliasIndex 2: alias")
+	// Every node's API serves version 2 soon after the switch; an error of QueryIndex ends the
+	// wait and fails the test (err is read once the condition's goroutine has ended).
+	err = nil
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		var page wire.IndexQueryResult
+		page, err = cl.QueryIndex(ctx, "flights_by_origin", wire.IndexQuery{ShardValue: "JFK", Where: []wire.IndexCond{{Field: "distance", Op: ">", Value: 0}}, Limit: 1})
 		if err != nil {
-			t.Fatalf("QueryIndex after the switch: got %v, want nil", err)
+			return
 		}
-		if page.Version == 2 && len(page.Entries) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("QueryIndex 10s after the switch: got %+v, want version 2 with its distance field", page)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		assert.Equal(ct, 2, page.Version, "version (%+v)", page)
+		assert.Len(ct, page.Entries, 1, "entries with a distance field (%+v)", page)
+	}, 10*time.Second, 100*time.Millisecond, "QueryIndex after the switch: want version 2 with its distance field")
+	require.NoError(t, err, "QueryIndex after the switch")
 	dr, err := cl.DropIndexVersion(ctx, "flights_by_origin", 1)
-	if err != nil || (dr.State != wire.IndexDropped && dr.State != wire.IndexDropping) {
-		t.Fatalf("DropIndexVersion 1: got %+v, %v, want dropping or dropped", dr, err)
-	}
+	require.NoError(t, err, "DropIndexVersion 1")
+	require.Contains(t, []string{wire.IndexDropped, wire.IndexDropping}, dr.State, "DropIndexVersion 1: state")
 	// Dropping again is idempotent.
-	if _, err := cl.DropIndexVersion(ctx, "flights_by_origin", 1); err != nil {
-		t.Errorf("DropIndexVersion 1 again: got %v, want nil", err)
-	}
-	if _, err := cl.QueryIndex(ctx, "flights_by_origin", wire.IndexQuery{ShardValue: "JFK", Version: 1}); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("QueryIndex of the dropped version: got %v, want ErrNotFound", err)
-	}
+	_, err = cl.DropIndexVersion(ctx, "flights_by_origin", 1)
+	assert.NoError(t, err, "DropIndexVersion 1 again")
+	_, err = cl.QueryIndex(ctx, "flights_by_origin", wire.IndexQuery{ShardValue: "JFK", Version: 1})
+	assert.ErrorIs(t, err, client.ErrNotFound, "QueryIndex of the dropped version")
 
 	// With one node down, the calls fail over to the others.
 	c.StopNode(0)
 	st, err := cl.Index(ctx, "flights_by_origin")
-	if err != nil || st.Alias != 2 {
-		t.Fatalf("Index with node 0 down: got %+v, %v, want alias 2", st, err)
-	}
+	require.NoError(t, err, "Index with node 0 down")
+	require.Equal(t, 2, st.Alias, "Index with node 0 down: alias")
 	for i := 0; i < 3; i++ {
 		page, err := cl.QueryIndex(ctx, "flights_by_origin", wire.IndexQuery{ShardValue: "LAX", Limit: 100})
-		if err != nil || len(page.Entries) != 15 {
-			t.Fatalf("QueryIndex with node 0 down: got %d entries, %v, want 15", len(page.Entries), err)
-		}
+		require.NoError(t, err, "QueryIndex with node 0 down")
+		require.Len(t, page.Entries, 15, "QueryIndex with node 0 down: entries")
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/api/wire"
@@ -21,7 +23,9 @@ import (
 )
 
 // The tests in this file run the client against a real 3-node cluster (clustertest: loopback
-// TCP, raft, SQLite stores, the HTTP API on every node).
+// TCP on random ports, raft, SQLite stores in the test's own directories, the HTTP API on every
+// node). Those that only read and write run in parallel; those that stop nodes or measure
+// where requests go run alone.
 
 // itRow returns a row key derived from the test's name and i.
 func itRow(t *testing.T, i int) uuid.UUID {
@@ -41,9 +45,7 @@ func itClient(t *testing.T, endpoints []string, mod func(*client.Config)) *clien
 		mod(&cfg)
 	}
 	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatalf("client.New: got %v, want nil", err)
-	}
+	require.NoError(t, err, "client.New")
 	return c
 }
 
@@ -54,17 +56,26 @@ type itWrite struct {
 	addedID int64
 }
 
-// checkRead compares a cell read back with what was written: exact body bytes, same added_id.
+// readCell is what checkRead compares of a cell read back.
+type readCell struct {
+	RowKey, ColumnKey string
+	RefKey            int64
+	Body              string
+	AddedID           int64
+}
+
+// checkRead compares a cell read back with what was written: exact body bytes, same added_id,
+// and a created_at in UTC.
 func checkRead(t *testing.T, what string, got wire.Cell, want itWrite) {
 	t.Helper()
-	if got.RowKey != want.key.RowKey.String() || got.ColumnKey != want.key.ColumnKey || got.RefKey != want.key.RefKey ||
-		string(got.Body) != want.body || got.AddedID != want.addedID || got.CreatedAt.IsZero() || got.CreatedAt.Location() != time.UTC {
-		t.Errorf("%s: got %s/%s/%d body %s added_id %d created_at %v, want %s body %s added_id %d and a UTC created_at",
-			what, got.RowKey, got.ColumnKey, got.RefKey, got.Body, got.AddedID, got.CreatedAt, want.key, want.body, want.addedID)
-	}
+	assert.Equal(t, readCell{want.key.RowKey.String(), want.key.ColumnKey, want.key.RefKey, want.body, want.addedID},
+		readCell{got.RowKey, got.ColumnKey, got.RefKey, string(got.Body), got.AddedID}, what)
+	assert.False(t, got.CreatedAt.IsZero(), "%s: want a created_at", what)
+	assert.Equal(t, time.UTC, got.CreatedAt.Location(), "%s: created_at's location", what)
 }
 
 func TestIntegrationRoundTrips(t *testing.T) {
+	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{API: api.Config{MaxCellBodyBytes: 4096, MaxRequestBytes: 64 << 10, MaxBatchCells: 10}})
 	cl := itClient(t, c.URLs(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -74,27 +85,27 @@ func TestIntegrationRoundTrips(t *testing.T) {
 	// put_cell: created, exists (same JSON value, another spelling), conflict.
 	row := itRow(t, 0)
 	res, err := cl.PutCell(ctx, row, "BASE", 1, json.RawMessage(`{"fare": 10, "city": "SF"}`))
-	if err != nil || res.Status != wire.StatusCreated || res.AddedID < 1 || res.RowKey != row.String() || res.ColumnKey != "BASE" || res.RefKey != 1 {
-		t.Fatalf("PutCell new: got %+v, %v, want created for %s/BASE/1 with an added_id", res, err, row)
-	}
+	require.NoError(t, err, "PutCell new")
+	require.Equal(t, wire.PutResult{RowKey: row.String(), ColumnKey: "BASE", RefKey: 1, Status: wire.StatusCreated, AddedID: res.AddedID}, res,
+		"PutCell new: want created for %s/BASE/1", row)
+	require.GreaterOrEqual(t, res.AddedID, int64(1), "PutCell new: added_id")
 	base := itWrite{key: cells.Key{RowKey: row, ColumnKey: "BASE", RefKey: 1}, body: `{"city":"SF","fare":10}`, addedID: res.AddedID}
 	written = append(written, base)
 	again, err := cl.PutCell(ctx, row, "BASE", 1, json.RawMessage(`{"city":"SF","fare":10.0}`))
-	if err != nil || again.Status != wire.StatusExists || again.AddedID != res.AddedID {
-		t.Errorf("PutCell same body: got %+v, %v, want exists with added_id %d", again, err, res.AddedID)
-	}
+	assert.NoError(t, err, "PutCell same body")
+	assert.Equal(t, wire.StatusExists, again.Status, "PutCell same body: status")
+	assert.Equal(t, res.AddedID, again.AddedID, "PutCell same body: added_id of the stored cell")
 	conf, err := cl.PutCell(ctx, row, "BASE", 1, json.RawMessage(`{"fare":11}`))
 	var ae *client.APIError
-	if !errors.Is(err, client.ErrConflict) || !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict || ae.Code != wire.CodeConflict {
-		t.Errorf("PutCell other body: got %v, want ErrConflict from a 409 conflict answer", err)
+	assert.ErrorIs(t, err, client.ErrConflict, "PutCell other body")
+	if assert.ErrorAs(t, err, &ae, "PutCell other body: want an *APIError") {
+		assert.Equal(t, http.StatusConflict, ae.StatusCode, "PutCell other body: status")
+		assert.Equal(t, wire.CodeConflict, ae.Code, "PutCell other body: code")
 	}
-	if conf.Status != wire.StatusConflict || conf.RowKey != row.String() {
-		t.Errorf("PutCell other body: got result %+v, want status conflict for %s", conf, row)
-	}
+	assert.Equal(t, wire.StatusConflict, conf.Status, "PutCell other body: result status")
+	assert.Equal(t, row.String(), conf.RowKey, "PutCell other body: result row key")
 	got, err := cl.GetCell(ctx, base.key)
-	if err != nil {
-		t.Fatalf("GetCell: got %v, want nil", err)
-	}
+	require.NoError(t, err, "GetCell")
 	checkRead(t, "GetCell after the conflict", got, base)
 
 	// put_cells: one request over both partitions, with an existing cell and a conflict.
@@ -110,9 +121,8 @@ func TestIntegrationRoundTrips(t *testing.T) {
 		client.CellWrite{Key: base.key, Body: json.RawMessage(`{"city":"LA"}`)},
 	)
 	results, err := cl.PutCells(ctx, batch)
-	if err != nil || len(results) != len(batch) {
-		t.Fatalf("PutCells: got %d results, %v, want %d and nil", len(results), err, len(batch))
-	}
+	require.NoError(t, err, "PutCells")
+	require.Len(t, results, len(batch), "PutCells: results")
 	for i, r := range results {
 		want := wire.StatusCreated
 		switch i {
@@ -121,63 +131,65 @@ func TestIntegrationRoundTrips(t *testing.T) {
 		case 7:
 			want = wire.StatusConflict
 		}
-		if r.Status != want || r.RowKey != batch[i].Key.RowKey.String() || r.RefKey != batch[i].Key.RefKey {
-			t.Errorf("PutCells result %d: got %+v, want %s for %s", i, r, want, batch[i].Key)
-		}
+		assert.Equal(t, want, r.Status, "PutCells result %d (%s): status", i, batch[i].Key)
+		assert.Equal(t, batch[i].Key.RowKey.String(), r.RowKey, "PutCells result %d: row key", i)
+		assert.Equal(t, batch[i].Key.RefKey, r.RefKey, "PutCells result %d: ref key", i)
 		if i < 6 {
 			written = append(written, itWrite{key: batch[i].Key, body: string(batch[i].Body), addedID: r.AddedID})
-		} else if r.AddedID != base.addedID {
-			t.Errorf("PutCells result %d (stored cell): got added_id %d, want %d", i, r.AddedID, base.addedID)
+		} else {
+			assert.Equal(t, base.addedID, r.AddedID, "PutCells result %d (stored cell): added_id", i)
 		}
 	}
-	if rs, err := cl.PutCells(ctx, nil); rs != nil || err != nil {
-		t.Errorf("PutCells(nil): got %v, %v, want nil, nil", rs, err)
-	}
+	rs, err := cl.PutCells(ctx, nil)
+	assert.NoError(t, err, "PutCells(nil)")
+	assert.Nil(t, rs, "PutCells(nil): results")
 
 	// get_cell and get_cell_latest, strong and (eventually) stale.
 	status := map[int64]itWrite{}
 	for _, ref := range []int64{1, 7, 3} {
 		r, err := cl.PutCell(ctx, row, "STATUS", ref, json.RawMessage(fmt.Sprintf(`{"s":"v%d"}`, ref)))
-		if err != nil || r.Status != wire.StatusCreated {
-			t.Fatalf("PutCell STATUS/%d: got %+v, %v, want created", ref, r, err)
-		}
+		require.NoError(t, err, "PutCell STATUS/%d", ref)
+		require.Equal(t, wire.StatusCreated, r.Status, "PutCell STATUS/%d: status", ref)
 		status[ref] = itWrite{key: cells.Key{RowKey: row, ColumnKey: "STATUS", RefKey: ref}, body: fmt.Sprintf(`{"s":"v%d"}`, ref), addedID: r.AddedID}
 		written = append(written, status[ref])
 	}
 	for _, w := range written {
 		got, err := cl.GetCell(ctx, w.key)
-		if err != nil {
-			t.Fatalf("GetCell(%s): got %v, want nil", w.key, err)
-		}
+		require.NoError(t, err, "GetCell(%s)", w.key)
 		checkRead(t, "GetCell", got, w)
 	}
 	latest, err := cl.GetCellLatest(ctx, row, "STATUS")
-	if err != nil {
-		t.Fatalf("GetCellLatest: got %v, want nil", err)
-	}
+	require.NoError(t, err, "GetCellLatest")
 	checkRead(t, "GetCellLatest", latest, status[7])
 	stale := itClient(t, c.URLs(), func(cfg *client.Config) { cfg.Consistency = client.ConsistencyStale })
-	waitFor(t, 10*time.Second, "stale reads see every cell", func() error {
+	// Every cell a stale read returns is checked, in the attempts that found some cells missing
+	// too; a missing cell is retried. The condition runs in one goroutine at a time, and
+	// EventuallyWithT returns after its last run ends.
+	var staleReads []wire.Cell
+	var staleWant []itWrite
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		for _, w := range written {
 			got, err := stale.GetCell(ctx, w.key)
-			if err != nil {
-				return fmt.Errorf("stale GetCell(%s): %w", w.key, err)
+			if !assert.NoError(ct, err, "stale GetCell(%s)", w.key) {
+				return
 			}
-			checkRead(t, "stale GetCell", got, w)
+			staleReads, staleWant = append(staleReads, got), append(staleWant, w)
 		}
-		return nil
-	})
+	}, 10*time.Second, 20*time.Millisecond, "stale reads see every cell")
+	for i := range staleReads {
+		checkRead(t, "stale GetCell", staleReads[i], staleWant[i])
+	}
 
 	// get_row: the latest cell of each column, by column key.
 	rowCells, err := cl.GetRow(ctx, row)
-	if err != nil || len(rowCells) != 2 {
-		t.Fatalf("GetRow: got %d cells, %v, want 2 (BASE, STATUS) and nil", len(rowCells), err)
-	}
+	require.NoError(t, err, "GetRow")
+	require.Len(t, rowCells, 2, "GetRow: want BASE and STATUS")
 	checkRead(t, "GetRow cell 0", rowCells[0], base)
 	checkRead(t, "GetRow cell 1", rowCells[1], status[7])
-	if empty, err := cl.GetRow(ctx, itRow(t, 999)); err != nil || empty == nil || len(empty) != 0 {
-		t.Errorf("GetRow(unwritten row): got %#v, %v, want an empty slice and nil", empty, err)
-	}
+	empty, err := cl.GetRow(ctx, itRow(t, 999))
+	assert.NoError(t, err, "GetRow(unwritten row)")
+	assert.NotNil(t, empty, "GetRow(unwritten row): want an empty slice, not nil")
+	assert.Empty(t, empty, "GetRow(unwritten row)")
 
 	// get_cells: found in order, missing echoed as given.
 	gc, err := cl.GetCells(ctx, []client.GetKey{
@@ -187,18 +199,20 @@ func TestIntegrationRoundTrips(t *testing.T) {
 		{RowKey: itRow(t, 3), ColumnKey: "TRIP", RefKey: 3},
 		{RowKey: itRow(t, 3), ColumnKey: "NOPE", Latest: true},
 	})
-	if err != nil || len(gc.Cells) != 3 || len(gc.Missing) != 2 {
-		t.Fatalf("GetCells: got %d cells %d missing, %v, want 3, 2 and nil", len(gc.Cells), len(gc.Missing), err)
-	}
+	require.NoError(t, err, "GetCells")
+	require.Len(t, gc.Cells, 3, "GetCells: cells found")
+	require.Len(t, gc.Missing, 2, "GetCells: keys missing")
 	checkRead(t, "GetCells cell 0", gc.Cells[0], status[3])
 	checkRead(t, "GetCells cell 1", gc.Cells[1], status[7])
 	checkRead(t, "GetCells cell 2", gc.Cells[2], written[3])
-	if m := gc.Missing[0]; m.RowKey != row.String() || m.ColumnKey != "STATUS" || m.RefKey == nil || m.RefKey.String() != "4" {
-		t.Errorf("GetCells missing 0: got %+v, want %s/STATUS/4", m, row)
+	m := gc.Missing[0]
+	assert.Equal(t, row.String()+"/STATUS", m.RowKey+"/"+m.ColumnKey, "GetCells missing 0")
+	if assert.NotNil(t, m.RefKey, "GetCells missing 0: want ref key 4") {
+		assert.Equal(t, "4", m.RefKey.String(), "GetCells missing 0: ref key")
 	}
-	if m := gc.Missing[1]; m.RowKey != itRow(t, 3).String() || m.ColumnKey != "NOPE" || m.RefKey != nil {
-		t.Errorf("GetCells missing 1: got %+v, want %s/NOPE without a ref key", m, itRow(t, 3))
-	}
+	m = gc.Missing[1]
+	assert.Equal(t, itRow(t, 3).String()+"/NOPE", m.RowKey+"/"+m.ColumnKey, "GetCells missing 1")
+	assert.Nil(t, m.RefKey, "GetCells missing 1: want no ref key")
 
 	// get_cells_for_shard: paged with limit 2, every shard holds exactly the cells written to
 	// it, in added_id order.
@@ -215,43 +229,31 @@ func TestIntegrationRoundTrips(t *testing.T) {
 		var after int64
 		for pages := 0; ; pages++ {
 			page, err := cl.ShardCells(ctx, shard, after, 2)
-			if err != nil {
-				t.Fatalf("ShardCells(%d, %d, 2): got %v, want nil", shard, after, err)
-			}
+			require.NoError(t, err, "ShardCells(%d, %d, 2)", shard, after)
 			if len(page.Cells) == 0 {
-				if page.NextLocation != after {
-					t.Errorf("ShardCells(%d) empty page: got next_location %d, want %d", shard, page.NextLocation, after)
-				}
+				assert.Equal(t, after, page.NextLocation, "ShardCells(%d) empty page: next_location", shard)
 				break
 			}
 			gotCells = append(gotCells, page.Cells...)
 			after = page.NextLocation
-			if pages > len(want) {
-				t.Fatalf("ShardCells(%d): more pages than cells", shard)
-			}
+			require.LessOrEqual(t, pages, len(want), "ShardCells(%d): more pages than cells", shard)
 		}
-		if len(gotCells) != len(want) {
-			t.Fatalf("ShardCells(%d): got %d cells, want %d", shard, len(gotCells), len(want))
-		}
+		require.Len(t, gotCells, len(want), "ShardCells(%d): cells", shard)
 		for i := range want {
 			checkRead(t, fmt.Sprintf("ShardCells(%d) cell %d", shard, i), gotCells[i], want[i])
 		}
 	}
 
 	// not_found.
-	if _, err := cl.GetCell(ctx, cells.Key{RowKey: row, ColumnKey: "STATUS", RefKey: 2}); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("GetCell(missing): got %v, want ErrNotFound", err)
-	}
-	if _, err := cl.GetCellLatest(ctx, row, "NOPE"); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("GetCellLatest(missing column): got %v, want ErrNotFound", err)
-	}
+	_, err = cl.GetCell(ctx, cells.Key{RowKey: row, ColumnKey: "STATUS", RefKey: 2})
+	assert.ErrorIs(t, err, client.ErrNotFound, "GetCell(missing)")
+	_, err = cl.GetCellLatest(ctx, row, "NOPE")
+	assert.ErrorIs(t, err, client.ErrNotFound, "GetCellLatest(missing column)")
 	nope := cl.WithDatastore("nope")
-	if _, err := nope.PutCell(ctx, row, "BASE", 1, json.RawMessage(`{}`)); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("PutCell(unknown datastore): got %v, want ErrNotFound", err)
-	}
-	if _, err := nope.GetRow(ctx, row); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("GetRow(unknown datastore): got %v, want ErrNotFound", err)
-	}
+	_, err = nope.PutCell(ctx, row, "BASE", 1, json.RawMessage(`{}`))
+	assert.ErrorIs(t, err, client.ErrNotFound, "PutCell(unknown datastore)")
+	_, err = nope.GetRow(ctx, row)
+	assert.ErrorIs(t, err, client.ErrNotFound, "GetRow(unknown datastore)")
 
 	// invalid_argument: refused by the client with a *cells.FieldError and no request ...
 	for _, tc := range []struct {
@@ -281,13 +283,15 @@ func TestIntegrationRoundTrips(t *testing.T) {
 	} {
 		err := tc.call()
 		var fe *cells.FieldError
-		if !errors.Is(err, client.ErrInvalidArgument) || !errors.As(err, &fe) || fe.Field != tc.field || errors.As(err, &ae) {
-			t.Errorf("%s: got %v, want ErrInvalidArgument with a *cells.FieldError for %q and no *APIError", tc.name, err, tc.field)
+		assert.ErrorIs(t, err, client.ErrInvalidArgument, tc.name)
+		if assert.ErrorAs(t, err, &fe, "%s: want a *cells.FieldError", tc.name) {
+			assert.Equal(t, tc.field, fe.Field, "%s: field of the error", tc.name)
 		}
+		assert.False(t, errors.As(err, &ae), "%s: got %v, want no *APIError (not sent)", tc.name, err)
 	}
-	if rc, err := cl.GetRow(ctx, itRow(t, 50)); err != nil || len(rc) != 0 {
-		t.Errorf("row of the refused writes: got %d cells, %v, want none", len(rc), err)
-	}
+	rc, err := cl.GetRow(ctx, itRow(t, 50))
+	assert.NoError(t, err, "row of the refused writes")
+	assert.Empty(t, rc, "row of the refused writes")
 	// ... and refused by the server, with the field it names, when the client lets it through.
 	for _, tc := range []struct {
 		name   string
@@ -315,72 +319,53 @@ func TestIntegrationRoundTrips(t *testing.T) {
 		}, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, "cells", client.ErrTooLarge},
 	} {
 		err := tc.call()
-		if !errors.Is(err, tc.is) || !errors.As(err, &ae) || ae.StatusCode != tc.status || ae.Code != tc.code || ae.Field != tc.field {
-			t.Errorf("%s: got %v, want %v from a %d %s answer naming field %q", tc.name, err, tc.is, tc.status, tc.code, tc.field)
+		assert.ErrorIs(t, err, tc.is, tc.name)
+		if assert.ErrorAs(t, err, &ae, "%s: want an *APIError", tc.name) {
+			assert.Equal(t, tc.status, ae.StatusCode, "%s: status", tc.name)
+			assert.Equal(t, tc.code, ae.Code, "%s: code", tc.name)
+			assert.Equal(t, tc.field, ae.Field, "%s: field", tc.name)
 		}
 	}
-	if rc, err := cl.GetRow(ctx, itRow(t, 51)); err != nil || len(rc) != 0 {
-		t.Errorf("row of the rejected writes: got %d cells, %v, want none", len(rc), err)
-	}
+	rc, err = cl.GetRow(ctx, itRow(t, 51))
+	assert.NoError(t, err, "row of the rejected writes")
+	assert.Empty(t, rc, "row of the rejected writes")
 
 	// cluster status, readyz and healthz of every node.
 	seen := map[string]bool{}
 	for i := 0; i < 6; i++ { // successive calls rotate over the nodes
 		st, err := cl.Cluster(ctx)
-		if err != nil {
-			t.Fatalf("Cluster: got %v, want nil", err)
-		}
+		require.NoError(t, err, "Cluster")
 		seen[st.Node] = true
-		if len(st.Nodes) != 3 || len(st.Datastores) != 1 {
-			t.Fatalf("Cluster from %s: got %d nodes %d datastores, want 3 and 1", st.Node, len(st.Nodes), len(st.Datastores))
-		}
+		require.Len(t, st.Nodes, 3, "Cluster from %s: nodes", st.Node)
+		require.Len(t, st.Datastores, 1, "Cluster from %s: datastores", st.Node)
 		for j, n := range st.Nodes {
-			if want := c.Topology.Nodes[j]; n.ID != want.ID || n.HTTPAddr != want.HTTPAddr || n.RaftAddr != want.RaftAddr {
-				t.Errorf("Cluster from %s: node %d got %+v, want %+v", st.Node, j, n, want)
-			}
+			want := c.Topology.Nodes[j]
+			assert.Equal(t, [3]string{want.ID, want.HTTPAddr, want.RaftAddr}, [3]string{n.ID, n.HTTPAddr, n.RaftAddr},
+				"Cluster from %s: node %d's id, HTTP and raft addresses", st.Node, j)
 		}
 		d := st.Datastores[0]
-		if d.Name != "trips" || d.Mode != "raft" || d.Shards != shards || len(d.Partitions) != 2 {
-			t.Fatalf("Cluster from %s: got datastore %+v, want trips, raft, %d shards, 2 partitions", st.Node, d, shards)
-		}
+		require.Equal(t, "trips", d.Name, "Cluster from %s: datastore", st.Node)
+		require.Equal(t, "raft", d.Mode, "Cluster from %s: mode", st.Node)
+		require.Equal(t, shards, d.Shards, "Cluster from %s: shards", st.Node)
+		require.Len(t, d.Partitions, 2, "Cluster from %s: partitions", st.Node)
 		for _, p := range d.Partitions {
-			if want := c.Topology.Nodes[c.LeaderOf(p.ID)].ID; p.Leader != want || !p.Local || len(p.Replicas) != 3 || p.AppliedIndex == 0 {
-				t.Errorf("Cluster from %s: partition %+v, want leader %s, local, 3 replicas, an applied index", st.Node, p, want)
-			}
+			assert.Equal(t, c.Topology.Nodes[c.LeaderOf(p.ID)].ID, p.Leader, "Cluster from %s: partition %d's leader", st.Node, p.ID)
+			assert.True(t, p.Local, "Cluster from %s: partition %d local", st.Node, p.ID)
+			assert.Len(t, p.Replicas, 3, "Cluster from %s: partition %d's replicas", st.Node, p.ID)
+			assert.NotZero(t, p.AppliedIndex, "Cluster from %s: partition %d's applied index", st.Node, p.ID)
 		}
 	}
-	if len(seen) != 3 {
-		t.Errorf("Cluster over 6 calls: got answers from %v, want every node (calls rotate over endpoints)", seen)
-	}
+	assert.Len(t, seen, 3, "Cluster over 6 calls: got answers from %v, want every node (calls rotate over endpoints)", seen)
 	for _, u := range c.URLs() {
-		if err := cl.Ready(ctx, u); err != nil {
-			t.Errorf("Ready(%s): got %v, want nil", u, err)
-		}
-		if err := cl.Healthy(ctx, u); err != nil {
-			t.Errorf("Healthy(%s): got %v, want nil", u, err)
-		}
-	}
-}
-
-// waitFor polls f until it returns nil, failing the test with its last error after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %v: %v", what, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		assert.NoError(t, cl.Ready(ctx, u), "Ready(%s)", u)
+		assert.NoError(t, cl.Healthy(ctx, u), "Healthy(%s)", u)
 	}
 }
 
 // TestIntegrationFailover: with node 0 (the first endpoint) down, every call succeeds through
 // nodes 1 and 2; with node 1 down too, stale reads still succeed through node 2 while writes
-// and strong reads fail with ErrUnavailable, within their context.
+// and strong reads fail with ErrUnavailable, within their context. Not parallel: it stops
+// nodes and bounds how long a call takes.
 func TestIntegrationFailover(t *testing.T) {
 	// Each node answers within 2s (503 when no leader answers in time), the client waits 3s.
 	c := clustertest.Start(t, clustertest.Options{API: api.Config{RequestTimeout: 2 * time.Second}})
@@ -395,10 +380,10 @@ func TestIntegrationFailover(t *testing.T) {
 		t.Helper()
 		w := itWrite{key: cells.Key{RowKey: itRow(t, i), ColumnKey: "BASE", RefKey: int64(i)}, body: fmt.Sprintf(`{"i":%d}`, i)}
 		res, err := cl.PutCell(ctx, w.key.RowKey, w.key.ColumnKey, w.key.RefKey, json.RawMessage(w.body))
+		require.NoError(t, err, "PutCell %s", w.key)
 		// exists: a retried attempt (504, timeout) had been applied; the cell is ours either way.
-		if err != nil || (res.Status != wire.StatusCreated && res.Status != wire.StatusExists) {
-			t.Fatalf("PutCell %s: got %+v, %v, want created (or exists after a retry) and no error", w.key, res, err)
-		}
+		require.Contains(t, []string{wire.StatusCreated, wire.StatusExists}, res.Status,
+			"PutCell %s: want created (or exists after a retry)", w.key)
 		w.addedID = res.AddedID
 		written = append(written, w)
 		return w
@@ -417,47 +402,43 @@ func TestIntegrationFailover(t *testing.T) {
 			{Key: cells.Key{RowKey: itRow(t, 300+round), ColumnKey: "B", RefKey: 1}, Body: json.RawMessage(`{"b":1}`)},
 		}
 		res, err := cl.PutCells(ctx, batch)
-		if err != nil || len(res) != 2 || res[0].Status == wire.StatusConflict || res[1].Status == wire.StatusConflict {
-			t.Fatalf("round %d: PutCells with node 0 down: got %+v, %v, want two created (or exists) and no error", round, res, err)
-		}
+		require.NoError(t, err, "round %d: PutCells with node 0 down", round)
+		require.Len(t, res, 2, "round %d: PutCells with node 0 down: results", round)
 		for i, r := range res {
+			require.NotEqual(t, wire.StatusConflict, r.Status, "round %d: PutCells with node 0 down: cell %d, want created (or exists)", round, i)
 			written = append(written, itWrite{key: batch[i].Key, body: `{"b":1}`, addedID: r.AddedID})
 		}
 		got, err := cl.GetCell(ctx, w.key)
-		if err != nil {
-			t.Fatalf("round %d: GetCell with node 0 down: got %v, want nil", round, err)
-		}
+		require.NoError(t, err, "round %d: GetCell with node 0 down", round)
 		checkRead(t, "GetCell with node 0 down", got, w)
 		latest, err := cl.GetCellLatest(ctx, w.key.RowKey, "BASE")
-		if err != nil {
-			t.Fatalf("round %d: GetCellLatest with node 0 down: got %v, want nil", round, err)
-		}
+		require.NoError(t, err, "round %d: GetCellLatest with node 0 down", round)
 		checkRead(t, "GetCellLatest with node 0 down", latest, w)
-		if rc, err := cl.GetRow(ctx, w.key.RowKey); err != nil || len(rc) != 1 {
-			t.Fatalf("round %d: GetRow with node 0 down: got %d cells, %v, want 1 and nil", round, len(rc), err)
-		}
-		if gc, err := cl.GetCells(ctx, []client.GetKey{{RowKey: w.key.RowKey, ColumnKey: "BASE", Latest: true}}); err != nil || len(gc.Cells) != 1 {
-			t.Fatalf("round %d: GetCells with node 0 down: got %+v, %v, want 1 cell and nil", round, gc, err)
-		}
-		if sc, err := cl.ShardCells(ctx, cells.ShardOf(w.key.RowKey, c.Topology.Datastores[0].Shards), 0, 0); err != nil || len(sc.Cells) == 0 {
-			t.Fatalf("round %d: ShardCells with node 0 down: got %d cells, %v, want some and nil", round, len(sc.Cells), err)
-		}
-		if st, err := cl.Cluster(ctx); err != nil || st.Node == c.Topology.Nodes[0].ID {
-			t.Fatalf("round %d: Cluster with node 0 down: got node %q, %v, want n2 or n3 and nil", round, st.Node, err)
-		}
+		rc, err := cl.GetRow(ctx, w.key.RowKey)
+		require.NoError(t, err, "round %d: GetRow with node 0 down", round)
+		require.Len(t, rc, 1, "round %d: GetRow with node 0 down", round)
+		gc, err := cl.GetCells(ctx, []client.GetKey{{RowKey: w.key.RowKey, ColumnKey: "BASE", Latest: true}})
+		require.NoError(t, err, "round %d: GetCells with node 0 down", round)
+		require.Len(t, gc.Cells, 1, "round %d: GetCells with node 0 down", round)
+		sc, err := cl.ShardCells(ctx, cells.ShardOf(w.key.RowKey, c.Topology.Datastores[0].Shards), 0, 0)
+		require.NoError(t, err, "round %d: ShardCells with node 0 down", round)
+		require.NotEmpty(t, sc.Cells, "round %d: ShardCells with node 0 down", round)
+		st, err := cl.Cluster(ctx)
+		require.NoError(t, err, "round %d: Cluster with node 0 down", round)
+		require.NotEqual(t, c.Topology.Nodes[0].ID, st.Node, "round %d: Cluster with node 0 down: want n2 or n3 to answer", round)
 	}
 
 	// Before stopping node 1, node 2 must have applied everything (a stale read reads what the
 	// replica applied; node 2 alone cannot commit anything later).
 	only2 := itClient(t, []string{c.URL(2)}, func(cfg *client.Config) { cfg.Consistency = client.ConsistencyStale })
-	waitFor(t, 10*time.Second, "node 2 applies every write", func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		for _, w := range written {
-			if _, err := only2.GetCell(ctx, w.key); err != nil {
-				return err
+			_, err := only2.GetCell(ctx, w.key)
+			if !assert.NoError(ct, err, "stale GetCell(%s) from node 2", w.key) {
+				return
 			}
 		}
-		return nil
-	})
+	}, 10*time.Second, 20*time.Millisecond, "node 2 applies every write")
 	c.StopNode(1)
 
 	// Stale reads: served by node 2, through the client configured with all three endpoints.
@@ -465,38 +446,30 @@ func TestIntegrationFailover(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		for _, w := range written {
 			got, err := cl.GetCell(ctx, w.key, staleOpt)
-			if err != nil {
-				t.Fatalf("stale GetCell with only node 2 up: got %v, want nil", err)
-			}
+			require.NoError(t, err, "stale GetCell with only node 2 up")
 			checkRead(t, "stale GetCell with only node 2 up", got, w)
 		}
 		w := written[round]
 		latest, err := cl.GetCellLatest(ctx, w.key.RowKey, w.key.ColumnKey, staleOpt)
-		if err != nil {
-			t.Fatalf("stale GetCellLatest with only node 2 up: got %v, want nil", err)
-		}
+		require.NoError(t, err, "stale GetCellLatest with only node 2 up")
 		checkRead(t, "stale GetCellLatest with only node 2 up", latest, w)
-		if rc, err := cl.GetRow(ctx, w.key.RowKey, staleOpt); err != nil || len(rc) != 1 {
-			t.Fatalf("stale GetRow with only node 2 up: got %d cells, %v, want 1 and nil", len(rc), err)
-		}
-		if gc, err := cl.GetCells(ctx, []client.GetKey{{RowKey: w.key.RowKey, ColumnKey: w.key.ColumnKey, RefKey: w.key.RefKey}}, staleOpt); err != nil || len(gc.Cells) != 1 {
-			t.Fatalf("stale GetCells with only node 2 up: got %+v, %v, want 1 cell and nil", gc, err)
-		}
-		if _, err := cl.ShardCells(ctx, 0, 0, 0, staleOpt); err != nil {
-			t.Fatalf("stale ShardCells with only node 2 up: got %v, want nil", err)
-		}
+		rc, err := cl.GetRow(ctx, w.key.RowKey, staleOpt)
+		require.NoError(t, err, "stale GetRow with only node 2 up")
+		require.Len(t, rc, 1, "stale GetRow with only node 2 up")
+		gc, err := cl.GetCells(ctx, []client.GetKey{{RowKey: w.key.RowKey, ColumnKey: w.key.ColumnKey, RefKey: w.key.RefKey}}, staleOpt)
+		require.NoError(t, err, "stale GetCells with only node 2 up")
+		require.Len(t, gc.Cells, 1, "stale GetCells with only node 2 up")
+		_, err = cl.ShardCells(ctx, 0, 0, 0, staleOpt)
+		require.NoError(t, err, "stale ShardCells with only node 2 up")
 	}
 
 	// Once node 2 leads nothing, no attempt can apply a write: each fails with ErrUnavailable
 	// (never indeterminate) after MaxAttempts, well before ctx ends.
-	waitFor(t, 10*time.Second, "node 2 steps down", func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		for _, r := range c.Node(2).Replicas() {
-			if r.State == "Leader" {
-				return fmt.Errorf("node 2 still leads partition %d", r.Partition)
-			}
+			assert.NotEqual(ct, "Leader", r.State, "node 2 still leads partition %d", r.Partition)
 		}
-		return nil
-	})
+	}, 10*time.Second, 20*time.Millisecond, "node 2 steps down")
 	failed := []itWrite{
 		{key: cells.Key{RowKey: itRow(t, 500), ColumnKey: "BASE", RefKey: 1}, body: `{"f":1}`},
 		{key: cells.Key{RowKey: itRow(t, 501), ColumnKey: "BASE", RefKey: 1}, body: `{"f":2}`},
@@ -504,17 +477,14 @@ func TestIntegrationFailover(t *testing.T) {
 	start := time.Now()
 	_, err := cl.PutCell(ctx, failed[0].key.RowKey, "BASE", 1, json.RawMessage(failed[0].body))
 	t.Logf("PutCell with only node 2 up: %v after %v", err, time.Since(start))
-	if !errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrIndeterminate) {
-		t.Errorf("PutCell with only node 2 up: got %v, want ErrUnavailable and not ErrIndeterminate", err)
-	}
+	assert.ErrorIs(t, err, client.ErrUnavailable, "PutCell with only node 2 up")
+	assert.NotErrorIs(t, err, client.ErrIndeterminate, "PutCell with only node 2 up")
 	_, err = cl.PutCells(ctx, []client.CellWrite{{Key: failed[1].key, Body: json.RawMessage(failed[1].body)}})
-	if !errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrIndeterminate) {
-		t.Errorf("PutCells with only node 2 up: got %v, want ErrUnavailable and not ErrIndeterminate", err)
-	}
+	assert.ErrorIs(t, err, client.ErrUnavailable, "PutCells with only node 2 up")
+	assert.NotErrorIs(t, err, client.ErrIndeterminate, "PutCells with only node 2 up")
 	_, err = cl.GetCell(ctx, written[0].key)
-	if !errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrIndeterminate) {
-		t.Errorf("strong GetCell with only node 2 up: got %v, want ErrUnavailable and not ErrIndeterminate", err)
-	}
+	assert.ErrorIs(t, err, client.ErrUnavailable, "strong GetCell with only node 2 up")
+	assert.NotErrorIs(t, err, client.ErrIndeterminate, "strong GetCell with only node 2 up")
 	// A short ctx ends the call on time, whatever attempt it is in.
 	const short = time.Second
 	shortCtx, cancelShort := context.WithTimeout(ctx, short)
@@ -523,12 +493,10 @@ func TestIntegrationFailover(t *testing.T) {
 	took := time.Since(start)
 	cancelShort()
 	t.Logf("PutCell with a %v ctx: %v after %v", short, err, took)
-	if !errors.Is(err, context.DeadlineExceeded) || took > short+time.Second {
-		t.Errorf("PutCell with a %v ctx: got %v after %v, want context.DeadlineExceeded within %v", short, err, took, short+time.Second)
-	}
-	if errors.Is(err, client.ErrIndeterminate) && errors.Is(err, client.ErrUnavailable) {
-		t.Errorf("PutCell with a %v ctx: got %v, want not both ErrIndeterminate and ErrUnavailable", short, err)
-	}
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "PutCell with a %v ctx", short)
+	assert.LessOrEqual(t, took, short+time.Second, "PutCell with a %v ctx: time to return", short)
+	assert.False(t, errors.Is(err, client.ErrIndeterminate) && errors.Is(err, client.ErrUnavailable),
+		"PutCell with a %v ctx: got %v, want not both ErrIndeterminate and ErrUnavailable", short, err)
 
 	// Back to three nodes: the failed writes were not applied, so writing them now creates them.
 	c.StartNode(0)
@@ -536,15 +504,12 @@ func TestIntegrationFailover(t *testing.T) {
 	c.WaitReady()
 	for _, f := range failed {
 		res, err := cl.PutCell(ctx, f.key.RowKey, f.key.ColumnKey, f.key.RefKey, json.RawMessage(f.body))
-		if err != nil || res.Status != wire.StatusCreated {
-			t.Errorf("PutCell %s after ErrUnavailable, cluster back: got %+v, %v, want created (ErrUnavailable means not applied)", f.key, res, err)
-		}
+		assert.NoError(t, err, "PutCell %s after ErrUnavailable, cluster back", f.key)
+		assert.Equal(t, wire.StatusCreated, res.Status, "PutCell %s after ErrUnavailable, cluster back: ErrUnavailable means not applied", f.key)
 	}
 	for _, w := range written {
 		got, err := cl.GetCell(ctx, w.key)
-		if err != nil {
-			t.Fatalf("GetCell after recovery: got %v, want nil", err)
-		}
+		require.NoError(t, err, "GetCell after recovery")
 		checkRead(t, "GetCell after recovery", got, w)
 	}
 }
@@ -554,13 +519,13 @@ func TestIntegrationFailover(t *testing.T) {
 // conflict, and the cell reads back. A write that failed with ErrUnavailable was never applied,
 // so its retry must create it.
 func TestIntegrationIndeterminateRetry(t *testing.T) {
+	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{})
 	healthy := itClient(t, c.URLs(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := healthy.Cluster(ctx); err != nil {
-		t.Fatalf("Cluster: got %v, want nil", err)
-	}
+	_, err := healthy.Cluster(ctx)
+	require.NoError(t, err, "Cluster")
 	timeouts := []time.Duration{500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond,
 		5 * time.Millisecond, 8 * time.Millisecond, 13 * time.Millisecond, 21 * time.Millisecond}
 	var indeterminate, unavailable, succeeded []itWrite
@@ -578,25 +543,21 @@ func TestIntegrationIndeterminateRetry(t *testing.T) {
 			w.addedID = res.AddedID
 			succeeded = append(succeeded, w)
 		case errors.Is(err, client.ErrIndeterminate):
-			if errors.Is(err, client.ErrUnavailable) {
-				t.Errorf("write %d with a %v timeout: got %v, want ErrIndeterminate without ErrUnavailable", i, d, err)
-			}
+			assert.NotErrorIs(t, err, client.ErrUnavailable, "write %d with a %v timeout: want ErrIndeterminate without ErrUnavailable", i, d)
 			indeterminate = append(indeterminate, w)
 		case errors.Is(err, client.ErrUnavailable):
 			unavailable = append(unavailable, w)
 		default:
-			t.Fatalf("write %d with a %v timeout: got %v, want nil, ErrIndeterminate or ErrUnavailable", i, d, err)
+			require.Failf(t, "unexpected error", "write %d with a %v timeout: got %v, want nil, ErrIndeterminate or ErrUnavailable", i, d, err)
 		}
 	}
 	t.Logf("with tiny timeouts: %d indeterminate, %d unavailable, %d succeeded", len(indeterminate), len(unavailable), len(succeeded))
-	if len(indeterminate) == 0 {
-		t.Fatal("no write ended indeterminate: the test could not provoke the case it checks")
-	}
+	require.NotEmpty(t, indeterminate, "no write ended indeterminate: the test could not provoke the case it checks")
 	var created, exists int
 	for _, w := range indeterminate {
 		res, err := healthy.PutCell(ctx, w.key.RowKey, w.key.ColumnKey, w.key.RefKey, json.RawMessage(w.body))
-		if err != nil || (res.Status != wire.StatusCreated && res.Status != wire.StatusExists) {
-			t.Errorf("retry of indeterminate %s: got %+v, %v, want created or exists and no error", w.key, res, err)
+		if !assert.NoError(t, err, "retry of indeterminate %s", w.key) ||
+			!assert.Contains(t, []string{wire.StatusCreated, wire.StatusExists}, res.Status, "retry of indeterminate %s: want created or exists", w.key) {
 			continue
 		}
 		if res.Status == wire.StatusCreated {
@@ -606,22 +567,19 @@ func TestIntegrationIndeterminateRetry(t *testing.T) {
 		}
 		w.addedID = res.AddedID
 		got, err := healthy.GetCell(ctx, w.key)
-		if err != nil {
-			t.Fatalf("GetCell after retry: got %v, want nil", err)
-		}
+		require.NoError(t, err, "GetCell after retry")
 		checkRead(t, "GetCell after the retry of an indeterminate write", got, w)
 	}
 	t.Logf("retries of indeterminate writes: %d created (the first attempt was not applied), %d exists (it was)", created, exists)
 	for _, w := range unavailable {
 		res, err := healthy.PutCell(ctx, w.key.RowKey, w.key.ColumnKey, w.key.RefKey, json.RawMessage(w.body))
-		if err != nil || res.Status != wire.StatusCreated {
-			t.Errorf("retry of %s, which failed with ErrUnavailable: got %+v, %v, want created (ErrUnavailable means not applied)", w.key, res, err)
-		}
+		assert.NoError(t, err, "retry of %s, which failed with ErrUnavailable", w.key)
+		assert.Equal(t, wire.StatusCreated, res.Status, "retry of %s, which failed with ErrUnavailable: ErrUnavailable means not applied", w.key)
 	}
 	for _, w := range succeeded {
 		res, err := healthy.PutCell(ctx, w.key.RowKey, w.key.ColumnKey, w.key.RefKey, json.RawMessage(w.body))
-		if err != nil || res.Status != wire.StatusExists || res.AddedID != w.addedID {
-			t.Errorf("retry of acknowledged %s: got %+v, %v, want exists with added_id %d", w.key, res, err, w.addedID)
-		}
+		assert.NoError(t, err, "retry of acknowledged %s", w.key)
+		assert.Equal(t, wire.StatusExists, res.Status, "retry of acknowledged %s: status", w.key)
+		assert.Equal(t, w.addedID, res.AddedID, "retry of acknowledged %s: added_id", w.key)
 	}
 }

@@ -2,15 +2,18 @@ package client
 
 import (
 	"net/http"
-	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/api/wire"
 )
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 	cases := []struct {
 		in   string
@@ -27,13 +30,12 @@ func TestParseRetryAfter(t *testing.T) {
 		{"99999999999999999", (1 << 20) * time.Second},
 	}
 	for _, tc := range cases {
-		if got := parseRetryAfter(tc.in, now); got != tc.want {
-			t.Errorf("parseRetryAfter(%q): got %s, want %s", tc.in, got, tc.want)
-		}
+		assert.Equal(t, tc.want, parseRetryAfter(tc.in, now), "parseRetryAfter(%q)", tc.in)
 	}
 }
 
 func TestBackoff(t *testing.T) {
+	t.Parallel()
 	c := &Client{cfg: Config{BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond}}
 	ceilings := map[int]time.Duration{1: 10, 2: 20, 3: 40, 4: 80, 5: 100, 6: 100, 60: 100}
 	for n, ceil := range ceilings {
@@ -41,51 +43,38 @@ func TestBackoff(t *testing.T) {
 		var top time.Duration
 		for range 2000 {
 			d := c.backoff(n, 0)
-			if d < 0 || d >= ceil {
-				t.Fatalf("backoff(%d): got %s, want in [0, %s)", n, d, ceil)
+			if d < 0 || d >= ceil { // a plain check first: 14,000 draws
+				require.Failf(t, "backoff out of range", "backoff(%d): got %s, want in [0, %s)", n, d, ceil)
 			}
 			top = max(top, d)
 		}
-		if top < ceil/2 {
-			t.Errorf("backoff(%d): got at most %s over 2000 draws, want values spread up to %s", n, top, ceil)
-		}
+		assert.GreaterOrEqual(t, top, ceil/2, "backoff(%d): most over 2000 draws, want values spread up to %s", n, ceil)
 	}
-	if d := c.backoff(1, 50*time.Millisecond); d != 50*time.Millisecond {
-		t.Errorf("backoff with Retry-After 50ms: got %s, want 50ms", d)
-	}
-	if d := c.backoff(1, time.Hour); d != 100*time.Millisecond {
-		t.Errorf("backoff with Retry-After 1h: got %s, want BackoffMax 100ms", d)
-	}
+	assert.Equal(t, 50*time.Millisecond, c.backoff(1, 50*time.Millisecond), "backoff with Retry-After 50ms")
+	assert.Equal(t, 100*time.Millisecond, c.backoff(1, time.Hour), "backoff with Retry-After 1h: want BackoffMax")
 	huge := &Client{cfg: Config{BackoffBase: time.Hour, BackoffMax: 1 << 62}}
-	if d := huge.backoff(80, 0); d < 0 || d >= 1<<62 {
-		t.Errorf("backoff(80) with huge durations: got %s, want in [0, BackoffMax)", d)
-	}
+	d := huge.backoff(80, 0)
+	assert.True(t, d >= 0 && d < 1<<62, "backoff(80) with huge durations: got %s, want in [0, BackoffMax)", d)
 }
 
 func TestEndpointOrder(t *testing.T) {
+	t.Parallel()
 	e := &endpoints{urls: []string{"a", "b", "c"}}
 	e.downUntil = make([]atomic.Int64, 3)
 	now := time.Now()
 	for call, want := range [][]int{{0, 1, 2}, {1, 2, 0}, {2, 0, 1}, {0, 1, 2}} {
-		if got := e.order(now); !reflect.DeepEqual(got, want) {
-			t.Errorf("call %d: got order %v, want %v", call, got, want)
-		}
+		assert.Equal(t, want, e.order(now), "call %d: order", call)
 	}
 	e.markDown(1, now)
-	if got, want := e.order(now), []int{2, 0, 1}; !reflect.DeepEqual(got, want) { // start 1
-		t.Errorf("with b cooling down: got %v, want %v", got, want)
-	}
-	if got, want := e.order(now.Add(EndpointCooldown+time.Millisecond)), []int{2, 0, 1}; !reflect.DeepEqual(got, want) {
-		t.Errorf("after the cool-down: got %v, want %v (plain rotation from c)", got, want)
-	}
+	assert.Equal(t, []int{2, 0, 1}, e.order(now), "with b cooling down") // start 1
+	assert.Equal(t, []int{2, 0, 1}, e.order(now.Add(EndpointCooldown+time.Millisecond)), "after the cool-down: plain rotation from c")
 	e.markDown(0, now)
 	e.markUp(1)
-	if got, want := e.order(now), []int{1, 2, 0}; !reflect.DeepEqual(got, want) { // start 0
-		t.Errorf("with a cooling down and b up again: got %v, want %v", got, want)
-	}
+	assert.Equal(t, []int{1, 2, 0}, e.order(now), "with a cooling down and b up again") // start 0
 }
 
 func TestSentinelFor(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		code   string
 		status int
@@ -108,8 +97,7 @@ func TestSentinelFor(t *testing.T) {
 		{wire.CodeNotFound, 500, ErrNotFound}, // the code wins over the status
 	}
 	for _, tc := range cases {
-		if got := sentinelFor(tc.code, tc.status); got != tc.want {
-			t.Errorf("sentinelFor(%q, %d): got %v, want %v", tc.code, tc.status, got, tc.want)
-		}
+		got := sentinelFor(tc.code, tc.status) // the sentinel itself (identity), or nil
+		assert.True(t, got == tc.want, "sentinelFor(%q, %d): got %v, want %v", tc.code, tc.status, got, tc.want)
 	}
 }

@@ -23,7 +23,7 @@ func (c *Client) Metric(ctx context.Context, endpoint, name string) (float64, er
 	const op = "metrics"
 	base, err := normalizeEndpoint(endpoint)
 	if err != nil {
-		return 0, fmt.Errorf("client: %s: %w: %v", op, ErrInvalidConfig, err)
+		return 0, fmt.Errorf("client: %s: %w: %w", op, ErrInvalidConfig, err)
 	}
 	res := c.attempt(ctx, base, &request{op: op, method: http.MethodGet, path: "/metrics", ok: []int{http.StatusOK},
 		accept: "text/plain; version=0.0.4"})

@@ -191,6 +191,8 @@ func (c *Client) do(ctx context.Context, r *request) (answer, error) {
 		retryAfter = res.retryAfter
 	}
 	if r.write && maybe != nil && !errors.Is(last, ErrIndeterminate) && !definitive(last) {
+		// last (unavailable, say) is kept as text only: the call is indeterminate, and wraps
+		// no other class (see Errors).
 		return answer{}, fmt.Errorf("client: %s: gave up after %d attempts: %w; last attempt: %v",
 			r.op, attempts, maybe, last)
 	}
@@ -215,6 +217,8 @@ func (c *Client) ctxError(r *request, ctxErr error, maybeApplied bool, last erro
 		return fmt.Errorf("client: %s: %w: %w", r.op, ErrIndeterminate, ctxErr)
 	}
 	if last != nil {
+		// The call ended with ctx: last attempt's answer is kept as text only, so that the
+		// error wraps ctx's error and no class of an attempt it outlived.
 		return fmt.Errorf("client: %s: %w (last attempt: %v)", r.op, ctxErr, last)
 	}
 	return fmt.Errorf("client: %s: %w", r.op, ctxErr)

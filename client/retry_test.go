@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
@@ -58,7 +60,8 @@ func getOne(ctx context.Context, c *client.Client, ref int64) error {
 }
 
 // TestFailoverClosedEndpoint: with the first endpoint's listener closed, every call succeeds
-// on the second, and the dead endpoint is tried last while it cools down.
+// on the second, and the dead endpoint is tried last while it cools down. Not parallel: the
+// calls must end within the dead endpoint's 1s cool-down.
 func TestFailoverClosedEndpoint(t *testing.T) {
 	ctx := context.Background()
 	store := newFakeStore()
@@ -69,34 +72,28 @@ func TestFailoverClosedEndpoint(t *testing.T) {
 	const calls = 20
 	for i := range calls {
 		if i%2 == 0 {
-			if _, err := putOne(ctx, c, int64(i)); err != nil {
-				t.Fatalf("PutCell %d: got %v, want nil", i, err)
-			}
-		} else if err := getOne(ctx, c, int64(i-1)); err != nil {
-			t.Fatalf("GetCell %d: got %v, want nil", i, err)
+			_, err := putOne(ctx, c, int64(i))
+			require.NoError(t, err, "PutCell %d", i)
+		} else {
+			require.NoError(t, getOne(ctx, c, int64(i-1)), "GetCell %d", i)
 		}
 	}
-	if got := live.hits.Load(); got != calls {
-		t.Errorf("live endpoint: got %d requests, want %d", got, calls)
-	}
+	assert.Equal(t, int64(calls), live.hits.Load(), "requests to the live endpoint")
 	// The first call starts at the dead endpoint; then it is in cool-down and tried last. (Two
 	// allows for a test machine so slow that the 1s cool-down ends during the loop.)
-	if got := ct.count(dead.URL()); got < 1 || got > 2 {
-		t.Errorf("dead endpoint: got %d attempts, want 1 (tried last while cooling down)", got)
-	}
-	if err := c.Ready(ctx, dead.URL()); !errors.Is(err, client.ErrUnavailable) {
-		t.Errorf("Ready(dead): got %v, want ErrUnavailable", err)
-	}
-	if err := c.Ready(ctx, live.URL()); err != nil {
-		t.Errorf("Ready(live): got %v, want nil", err)
-	}
+	got := ct.count(dead.URL())
+	assert.True(t, got >= 1 && got <= 2, "dead endpoint: got %d attempts, want 1 (tried last while cooling down)", got)
+	assert.ErrorIs(t, c.Ready(ctx, dead.URL()), client.ErrUnavailable, "Ready(dead)")
+	assert.NoError(t, c.Ready(ctx, live.URL()), "Ready(live)")
 }
 
 // TestRetryAfter503: a 503 is retried on the next endpoint after the Retry-After wait, capped
 // at BackoffMax.
 func TestRetryAfter503(t *testing.T) {
+	t.Parallel()
 	for _, write := range []bool{false, true} {
 		t.Run(fmt.Sprintf("write=%v", write), func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			store := newFakeStore()
 			busy, ok := newFakeNode(t, store), newFakeNode(t, store)
@@ -107,9 +104,8 @@ func TestRetryAfter503(t *testing.T) {
 			const backoffMax = 300 * time.Millisecond
 			c := newClient(t, func(c *client.Config) { c.BackoffMax = backoffMax }, busy, ok)
 			if !write {
-				if _, err := putOne(ctx, newClient(t, nil, ok), 1); err != nil {
-					t.Fatal(err) // the cell to read
-				}
+				_, err := putOne(ctx, newClient(t, nil, ok), 1)
+				require.NoError(t, err, "PutCell of the cell to read")
 				ok.hits.Store(0)
 			}
 			start := time.Now()
@@ -120,19 +116,12 @@ func TestRetryAfter503(t *testing.T) {
 				err = getOne(ctx, c, 1)
 			}
 			elapsed := time.Since(start)
-			if err != nil {
-				t.Fatalf("got %v, want nil", err)
-			}
+			require.NoError(t, err)
 			// The first call of a client starts at the first endpoint, busy.
-			if b, o := busy.hits.Load(), ok.hits.Load(); b != 1 || o != 1 {
-				t.Errorf("got %d requests to the busy node and %d to the other, want 1 and 1", b, o)
-			}
-			if elapsed < backoffMax {
-				t.Errorf("got a retry after %s, want at least Retry-After capped at BackoffMax (%s)", elapsed, backoffMax)
-			}
-			if elapsed >= 3*time.Second {
-				t.Errorf("got a retry after %s, want the Retry-After of 3s capped at %s", elapsed, backoffMax)
-			}
+			assert.Equal(t, int64(1), busy.hits.Load(), "requests to the busy node")
+			assert.Equal(t, int64(1), ok.hits.Load(), "requests to the other node")
+			assert.GreaterOrEqual(t, elapsed, backoffMax, "retry after: want at least Retry-After capped at BackoffMax")
+			assert.Less(t, elapsed, 3*time.Second, "retry after: want the Retry-After of 3s capped at %s", backoffMax)
 		})
 	}
 }
@@ -140,6 +129,7 @@ func TestRetryAfter503(t *testing.T) {
 // TestUnavailableEverywhere: 503 on every endpoint is retried MaxAttempts times over all
 // endpoints and ends ErrUnavailable (not indeterminate: nothing was done), for reads and writes.
 func TestUnavailableEverywhere(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := newFakeStore()
 	nodes := []*fakeNode{newFakeNode(t, store), newFakeNode(t, store), newFakeNode(t, store)}
@@ -151,20 +141,18 @@ func TestUnavailableEverywhere(t *testing.T) {
 	c := newClient(t, func(c *client.Config) { c.MaxAttempts = 6 }, nodes...)
 	_, werr := putOne(ctx, c, 1)
 	rerr := getOne(ctx, c, 1)
-	for _, err := range []error{werr, rerr} {
-		if !errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrIndeterminate) {
-			t.Errorf("got %v, want ErrUnavailable and not ErrIndeterminate", err)
-		}
+	for kind, err := range map[string]error{"write": werr, "read": rerr} {
+		assert.ErrorIs(t, err, client.ErrUnavailable, kind)
+		assert.NotErrorIs(t, err, client.ErrIndeterminate, kind)
 	}
 	for i, n := range nodes {
-		if got := n.hits.Load(); got != 4 {
-			t.Errorf("node %d: got %d requests, want 4 (2 calls x 6 attempts spread over 3 nodes)", i, got)
-		}
+		assert.Equal(t, int64(4), n.hits.Load(), "node %d: requests (2 calls x 6 attempts spread over 3 nodes)", i)
 	}
 }
 
 // TestFinalErrorsNotRetried: 400, 404, 409 and 413 are answered once, whatever MaxAttempts.
 func TestFinalErrorsNotRetried(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, st := range []struct {
 		status int
@@ -178,44 +166,37 @@ func TestFinalErrorsNotRetried(t *testing.T) {
 		c := newClient(t, nil, nodes...)
 		_, werr := putOne(ctx, c, 1)
 		rerr := getOne(ctx, c, 1)
-		if werr == nil || rerr == nil {
-			t.Errorf("%d: got %v and %v, want errors", st.status, werr, rerr)
-		}
-		if h := nodes[0].hits.Load() + nodes[1].hits.Load(); h != 2 {
-			t.Errorf("%d: got %d requests for 2 calls, want 2 (not retried)", st.status, h)
-		}
+		assert.Error(t, werr, "%d: write", st.status)
+		assert.Error(t, rerr, "%d: read", st.status)
+		assert.Equal(t, int64(2), nodes[0].hits.Load()+nodes[1].hits.Load(), "%d: requests for 2 calls (want 2: not retried)", st.status)
 	}
 }
 
 // TestServerErrorRetriedForReadsOnly: a 500 is retried on another node for a read, final for
 // a write.
 func TestServerErrorRetriedForReadsOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := newFakeStore()
 	broken, ok := newFakeNode(t, store), newFakeNode(t, store)
-	if _, err := putOne(ctx, newClient(t, nil, ok), 1); err != nil {
-		t.Fatal(err)
-	}
+	_, err := putOne(ctx, newClient(t, nil, ok), 1)
+	require.NoError(t, err, "PutCell of the cell to read")
 	broken.setFault(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, wire.CodeInternal, "disk on fire", "")
 	})
-	c := newClient(t, nil, broken, ok)
-	if err := getOne(ctx, c, 1); err != nil { // starts at broken
-		t.Errorf("read: got %v, want nil after failover", err)
-	}
+	c := newClient(t, nil, broken, ok) // starts at broken
+	assert.NoError(t, getOne(ctx, c, 1), "read: want success after failover")
 	c = newClient(t, nil, broken, ok) // a fresh rotation and cool-down: starts at broken again
-	_, err := putOne(ctx, c, 2)
-	if !errors.Is(err, client.ErrInternal) || errors.Is(err, client.ErrIndeterminate) {
-		t.Errorf("write: got %v, want ErrInternal", err)
-	}
-	if got := broken.hits.Load(); got != 2 {
-		t.Errorf("broken node: got %d requests, want 2 (one per call)", got)
-	}
+	_, err = putOne(ctx, c, 2)
+	assert.ErrorIs(t, err, client.ErrInternal, "write")
+	assert.NotErrorIs(t, err, client.ErrIndeterminate, "write")
+	assert.Equal(t, int64(2), broken.hits.Load(), "requests to the broken node (one per call)")
 }
 
 // TestIndeterminate: nodes that never answer within RequestTimeout make a write indeterminate
 // and a read unavailable.
 func TestIndeterminate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := newFakeStore()
 	nodes := []*fakeNode{newFakeNode(t, store), newFakeNode(t, store)}
@@ -228,28 +209,21 @@ func TestIndeterminate(t *testing.T) {
 	}, nodes...)
 
 	_, err := putOne(ctx, c, 1)
-	if !errors.Is(err, client.ErrIndeterminate) || errors.Is(err, client.ErrUnavailable) {
-		t.Errorf("put_cell: got %v, want ErrIndeterminate and not ErrUnavailable", err)
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("put_cell: got %v, want no context.DeadlineExceeded (ctx did not end)", err)
-	}
+	assert.ErrorIs(t, err, client.ErrIndeterminate, "put_cell")
+	assert.NotErrorIs(t, err, client.ErrUnavailable, "put_cell")
+	assert.NotErrorIs(t, err, context.DeadlineExceeded, "put_cell: ctx did not end")
 	_, err = c.PutCells(ctx, []client.CellWrite{{Key: cells.Key{RowKey: row1, ColumnKey: "A"}, Body: json.RawMessage(`{}`)}})
-	if !errors.Is(err, client.ErrIndeterminate) {
-		t.Errorf("put_cells: got %v, want ErrIndeterminate", err)
-	}
+	assert.ErrorIs(t, err, client.ErrIndeterminate, "put_cells")
 	err = getOne(ctx, c, 1)
-	if errors.Is(err, client.ErrIndeterminate) || !errors.Is(err, client.ErrUnavailable) {
-		t.Errorf("get_cell: got %v, want ErrUnavailable and not ErrIndeterminate", err)
-	}
-	if h := nodes[0].hits.Load() + nodes[1].hits.Load(); h != 9 {
-		t.Errorf("got %d requests, want 9 (3 calls x 3 attempts)", h)
-	}
+	assert.ErrorIs(t, err, client.ErrUnavailable, "get_cell")
+	assert.NotErrorIs(t, err, client.ErrIndeterminate, "get_cell")
+	assert.Equal(t, int64(9), nodes[0].hits.Load()+nodes[1].hits.Load(), "requests (3 calls x 3 attempts)")
 }
 
 // TestIndeterminateThenUnavailable: a write whose first attempt timed out stays indeterminate
 // even when the later attempts say 503 (nothing done by them).
 func TestIndeterminateThenUnavailable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := newFakeStore()
 	slow, busy := newFakeNode(t, store), newFakeNode(t, store)
@@ -262,16 +236,15 @@ func TestIndeterminateThenUnavailable(t *testing.T) {
 		c.MaxAttempts = 2
 	}, slow, busy)
 	_, err := putOne(ctx, c, 1)
-	if !errors.Is(err, client.ErrIndeterminate) || errors.Is(err, client.ErrUnavailable) {
-		t.Errorf("got %v, want ErrIndeterminate and not ErrUnavailable", err)
-	}
-	if slow.hits.Load() != 1 || busy.hits.Load() != 1 {
-		t.Errorf("got %d and %d requests, want 1 and 1", slow.hits.Load(), busy.hits.Load())
-	}
+	assert.ErrorIs(t, err, client.ErrIndeterminate)
+	assert.NotErrorIs(t, err, client.ErrUnavailable)
+	assert.Equal(t, int64(1), slow.hits.Load(), "requests to the slow node")
+	assert.Equal(t, int64(1), busy.hits.Load(), "requests to the busy node")
 }
 
 // TestTimedOutWriteRetried: a node applies a write but answers too late; the retry on the next
-// node reports the cell as existing.
+// node reports the cell as existing. Not parallel: the second node must answer within the 50ms
+// request timeout.
 func TestTimedOutWriteRetried(t *testing.T) {
 	ctx := context.Background()
 	store := newFakeStore()
@@ -280,9 +253,7 @@ func TestTimedOutWriteRetried(t *testing.T) {
 	slow.setFault(func(w http.ResponseWriter, r *http.Request) {
 		parts := strings.Split(r.URL.Path, "/") // /v1/trips/cells/{row}/{col}/{ref}
 		k, err := parseKey(parts[4], parts[5], parts[6])
-		if err != nil {
-			t.Errorf("slow node: %v", err)
-		}
+		assert.NoError(t, err, "slow node: key of %s", r.URL.Path)
 		var body json.RawMessage
 		json.NewDecoder(r.Body).Decode(&body)
 		enc, _ := cells.EncodeBody(body)
@@ -291,17 +262,16 @@ func TestTimedOutWriteRetried(t *testing.T) {
 	})
 	c := newClient(t, func(c *client.Config) { c.RequestTimeout = 50 * time.Millisecond }, slow, ok)
 	res, err := putOne(ctx, c, 1)
-	if err != nil || res.Status != wire.StatusExists {
-		t.Errorf("got %+v, %v, want status exists (applied by the timed-out attempt)", res, err)
-	}
-	if slow.hits.Load() != 1 || ok.hits.Load() != 1 {
-		t.Errorf("got %d and %d requests, want 1 and 1", slow.hits.Load(), ok.hits.Load())
-	}
+	assert.NoError(t, err)
+	assert.Equal(t, wire.StatusExists, res.Status, "status (applied by the timed-out attempt)")
+	assert.Equal(t, int64(1), slow.hits.Load(), "requests to the slow node")
+	assert.Equal(t, int64(1), ok.hits.Load(), "requests to the other node")
 }
 
 // Test504 checks that a 504 indeterminate answer is retried, and ends a write indeterminate and
 // a read unavailable.
 func Test504(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := newFakeStore()
 	nodes := []*fakeNode{newFakeNode(t, store), newFakeNode(t, store)}
@@ -312,27 +282,25 @@ func Test504(t *testing.T) {
 	}
 	c := newClient(t, func(c *client.Config) { c.MaxAttempts = 3 }, nodes...)
 	_, werr := putOne(ctx, c, 1)
+	assert.ErrorIs(t, werr, client.ErrIndeterminate, "write")
 	var ae *client.APIError
-	if !errors.Is(werr, client.ErrIndeterminate) || !errors.As(werr, &ae) || ae.StatusCode != 504 {
-		t.Errorf("write: got %v, want ErrIndeterminate from a 504 *APIError", werr)
+	if assert.ErrorAs(t, werr, &ae, "write: want a 504 *APIError") {
+		assert.Equal(t, 504, ae.StatusCode, "write: status")
 	}
 	rerr := getOne(ctx, c, 1)
-	if errors.Is(rerr, client.ErrIndeterminate) || !errors.Is(rerr, client.ErrUnavailable) {
-		t.Errorf("read: got %v, want ErrUnavailable and not ErrIndeterminate", rerr)
-	}
-	if h := nodes[0].hits.Load() + nodes[1].hits.Load(); h != 6 {
-		t.Errorf("got %d requests, want 6 (2 calls x 3 attempts)", h)
-	}
+	assert.ErrorIs(t, rerr, client.ErrUnavailable, "read")
+	assert.NotErrorIs(t, rerr, client.ErrIndeterminate, "read")
+	assert.Equal(t, int64(6), nodes[0].hits.Load()+nodes[1].hits.Load(), "requests (2 calls x 3 attempts)")
 	// Then a node answers: the write's retry succeeds.
 	nodes[1].setFault(nil)
-	if _, err := putOne(ctx, c, 1); err != nil {
-		t.Errorf("write after 504 then success: got %v, want nil", err)
-	}
+	_, err := putOne(ctx, c, 1)
+	assert.NoError(t, err, "write after 504 then success")
 }
 
 // TestContextCancel: cancelling ctx ends a call promptly with ctx's error; a write in flight is
 // also indeterminate, a read is not.
 func TestContextCancel(t *testing.T) {
+	t.Parallel()
 	store := newFakeStore()
 	n := newFakeNode(t, store)
 	n.setFault(hang)
@@ -347,21 +315,16 @@ func TestContextCancel(t *testing.T) {
 		} else {
 			err = getOne(ctx, c, 1)
 		}
-		if elapsed := time.Since(start); elapsed > 5*time.Second {
-			t.Errorf("write=%v: returned after %s, want promptly after cancel", write, elapsed)
-		}
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("write=%v: got %v, want context.Canceled", write, err)
-		}
-		if got := errors.Is(err, client.ErrIndeterminate); got != write {
-			t.Errorf("write=%v: got ErrIndeterminate %v, want %v (%v)", write, got, write, err)
-		}
+		assert.LessOrEqual(t, time.Since(start), 5*time.Second, "write=%v: want a return promptly after cancel", write)
+		assert.ErrorIs(t, err, context.Canceled, "write=%v", write)
+		assert.Equal(t, write, errors.Is(err, client.ErrIndeterminate), "write=%v: ErrIndeterminate in %v", write, err)
 		cancel()
 	}
 }
 
 // TestContextDeadlineDuringBackoff: a ctx deadline during a long Retry-After wait ends the call
-// at the deadline; a write whose attempts all said 503 is not indeterminate.
+// at the deadline; a write whose attempts all said 503 is not indeterminate. Not parallel: the
+// first attempt must be answered within the 100ms deadline.
 func TestContextDeadlineDuringBackoff(t *testing.T) {
 	n := newFakeNode(t, newFakeStore())
 	n.setFault(func(w http.ResponseWriter, r *http.Request) {
@@ -373,20 +336,16 @@ func TestContextDeadlineDuringBackoff(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := putOne(ctx, c, 1)
-	if elapsed := time.Since(start); elapsed > 5*time.Second {
-		t.Errorf("returned after %s, want at the 100ms deadline", elapsed)
-	}
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, client.ErrIndeterminate) {
-		t.Errorf("got %v, want context.DeadlineExceeded and not ErrIndeterminate", err)
-	}
-	if got := n.hits.Load(); got != 1 {
-		t.Errorf("got %d requests, want 1", got)
-	}
+	assert.LessOrEqual(t, time.Since(start), 5*time.Second, "want a return at the 100ms deadline")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.NotErrorIs(t, err, client.ErrIndeterminate)
+	assert.Equal(t, int64(1), n.hits.Load(), "requests")
 }
 
 // TestConcurrent runs 50 goroutines over one client (and WithDatastore copies) while one
 // endpoint is down; run it with -race.
 func TestConcurrent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := newFakeStore()
 	dead := newFakeNode(t, store)
@@ -397,54 +356,44 @@ func TestConcurrent(t *testing.T) {
 	const workers = 50
 	var created atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, workers*4)
 	for i := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			cl := c
 			if i%2 == 1 {
 				cl = c.WithDatastore(testDatastore)
 			}
 			row := uuid.New()
 			body := json.RawMessage(fmt.Sprintf(`{"worker":%d}`, i))
-			if res, err := cl.PutCell(ctx, row, "BASE", int64(i), body); err != nil || res.Status != wire.StatusCreated {
-				errs <- fmt.Errorf("worker %d: PutCell: got %+v, %v, want created", i, res, err)
+			res, err := cl.PutCell(ctx, row, "BASE", int64(i), body)
+			if !assert.NoError(t, err, "worker %d: PutCell", i) || !assert.Equal(t, wire.StatusCreated, res.Status, "worker %d: PutCell", i) {
 				return
 			}
 			got, err := cl.GetCellLatest(ctx, row, "BASE", client.WithConsistency(client.ConsistencyStale))
-			if err != nil || got.RefKey != int64(i) || !strings.Contains(string(got.Body), fmt.Sprint(i)) {
-				errs <- fmt.Errorf("worker %d: GetCellLatest: got %+v, %v, want ref %d", i, got, err, i)
+			if assert.NoError(t, err, "worker %d: GetCellLatest", i) {
+				assert.Equal(t, int64(i), got.RefKey, "worker %d: GetCellLatest: ref key", i)
+				assert.Contains(t, string(got.Body), fmt.Sprint(i), "worker %d: GetCellLatest: body", i)
 			}
-			res, err := cl.PutCells(ctx, []client.CellWrite{{Key: cells.Key{RowKey: shared, ColumnKey: "S", RefKey: 1},
+			rs, err := cl.PutCells(ctx, []client.CellWrite{{Key: cells.Key{RowKey: shared, ColumnKey: "S", RefKey: 1},
 				Body: json.RawMessage(`{"same":true}`)}})
-			if err != nil {
-				errs <- fmt.Errorf("worker %d: PutCells: %v", i, err)
+			if !assert.NoError(t, err, "worker %d: PutCells", i) {
 				return
 			}
-			if res[0].Status == wire.StatusCreated {
+			if rs[0].Status == wire.StatusCreated {
 				created.Add(1)
-			} else if res[0].Status != wire.StatusExists {
-				errs <- fmt.Errorf("worker %d: PutCells: got %q, want created or exists", i, res[0].Status)
+			} else {
+				assert.Equal(t, wire.StatusExists, rs[0].Status, "worker %d: PutCells: want created or exists", i)
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if got := created.Load(); got != 1 {
-		t.Errorf("shared cell: got %d writers told created, want exactly 1", got)
-	}
-	if got := nodes[1].hits.Load() + nodes[2].hits.Load(); got != 3*workers {
-		t.Errorf("got %d requests on the live nodes, want %d (3 per worker)", got, 3*workers)
-	}
+	assert.Equal(t, int64(1), created.Load(), "shared cell: writers told created")
+	assert.Equal(t, int64(3*workers), nodes[1].hits.Load()+nodes[2].hits.Load(), "requests on the live nodes (3 per worker)")
 }
 
 // TestAllEndpointsDown: when no node accepts a connection, nothing was sent: a write is
 // unavailable, not indeterminate.
 func TestAllEndpointsDown(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := newFakeStore()
 	a, b := newFakeNode(t, store), newFakeNode(t, store)
@@ -456,13 +405,9 @@ func TestAllEndpointsDown(t *testing.T) {
 		c.MaxAttempts = 4
 	}, a, b)
 	_, err := putOne(ctx, c, 1)
-	if !errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrIndeterminate) {
-		t.Errorf("write: got %v, want ErrUnavailable and not ErrIndeterminate", err)
-	}
-	if err := getOne(ctx, c, 1); !errors.Is(err, client.ErrUnavailable) {
-		t.Errorf("read: got %v, want ErrUnavailable", err)
-	}
-	if ca, cb := ct.count(a.URL()), ct.count(b.URL()); ca != 4 || cb != 4 {
-		t.Errorf("got %d and %d attempts, want 4 and 4 (alternating)", ca, cb)
-	}
+	assert.ErrorIs(t, err, client.ErrUnavailable, "write")
+	assert.NotErrorIs(t, err, client.ErrIndeterminate, "write")
+	assert.ErrorIs(t, getOne(ctx, c, 1), client.ErrUnavailable, "read")
+	assert.Equal(t, 4, ct.count(a.URL()), "attempts on the first endpoint (alternating)")
+	assert.Equal(t, 4, ct.count(b.URL()), "attempts on the second endpoint (alternating)")
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
@@ -49,7 +51,7 @@ func (h *hostRecorder) counts() (int, int) {
 // TestIntegrationLeaderRouting checks leader routing: once a client has seen the routing
 // headers, writes and strong reads of a row go straight to its partition's leader; with
 // NoLeaderRouting they rotate over the nodes, so about two in three land on a follower that
-// forwards them.
+// forwards them. Not parallel: a leader change under load misroutes requests.
 func TestIntegrationLeaderRouting(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Partitions: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -62,34 +64,28 @@ func TestIntegrationLeaderRouting(t *testing.T) {
 		})
 		// Warm up: one write per partition's worth of rows teaches the client the leaders.
 		for range 20 {
-			if _, err := cl.PutCell(ctx, uuid.New(), "BASE", 1, json.RawMessage(`{"warm":true}`)); err != nil {
-				t.Fatalf("warm-up put: %v", err)
-			}
+			_, err := cl.PutCell(ctx, uuid.New(), "BASE", 1, json.RawMessage(`{"warm":true}`))
+			require.NoError(t, err, "warm-up put")
 		}
 		l0, o0 := rec.counts()
 		for i := range 60 {
 			row := uuid.New()
-			if _, err := cl.PutCell(ctx, row, "BASE", 1, json.RawMessage(`{"n":1}`)); err != nil {
-				t.Fatalf("put %d: %v", i, err)
-			}
-			if _, err := cl.GetCellLatest(ctx, row, "BASE", client.WithConsistency(client.ConsistencyStrong)); err != nil {
-				t.Fatalf("strong read %d: %v", i, err)
-			}
+			_, err := cl.PutCell(ctx, row, "BASE", 1, json.RawMessage(`{"n":1}`))
+			require.NoError(t, err, "put %d", i)
+			_, err = cl.GetCellLatest(ctx, row, "BASE", client.WithConsistency(client.ConsistencyStrong))
+			require.NoError(t, err, "strong read %d", i)
 		}
 		l1, o1 := rec.counts()
 		return l1 - l0, o1 - o0
 	}
 	toLeader, other := run(false)
 	t.Logf("leader routing: %d requests answered by the row's leader, %d by another node", toLeader, other)
-	if toLeader+other != 120 {
-		t.Fatalf("got %d answers with a leader header, want 120 (every put and strong read)", toLeader+other)
-	}
-	if other > 6 { // a leader change during the test may misroute a few
-		t.Errorf("leader routing: %d of 120 requests went to a node that does not lead the row, want at most 6", other)
-	}
+	require.Equal(t, 120, toLeader+other, "answers with a leader header (every put and strong read)")
+	// A leader change during the test may misroute a few.
+	assert.LessOrEqual(t, other, 6, "leader routing: requests of 120 that went to a node that does not lead the row")
 	toLeader, other = run(true)
 	t.Logf("without leader routing: %d answered by the leader, %d by another node", toLeader, other)
-	if other < 40 { // 2 in 3 of 120 expected
-		t.Errorf("without leader routing: only %d of 120 requests went to a follower, want about 80: the check above would not catch misrouting", other)
-	}
+	// 2 in 3 of 120 expected.
+	assert.GreaterOrEqual(t, other, 40, "without leader routing: requests of 120 that went to a follower, want about 80: "+
+		"else the check above would not catch misrouting")
 }

@@ -12,12 +12,13 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
-	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/replication"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // startAsync starts a private replicated set (2 clusters of a master and 2 minions) and a
@@ -43,7 +44,7 @@ func startAsync(t *testing.T) (*clustertest.Cluster, *mariadbtest.ReplicatedSet)
 
 // putAsync writes cs through n and records each acknowledged cell (created, exists or
 // buffered) in l; it returns the results.
-func putAsync(t *testing.T, n *cluster.Node, l *ledger, cs []cells.Cell) []fsm.CellResult {
+func putAsync(t *testing.T, n *cluster.Node, l *ledger, cs []cells.Cell) []cells.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -53,7 +54,7 @@ func putAsync(t *testing.T, n *cluster.Node, l *ledger, cs []cells.Cell) []fsm.C
 	}
 	for i, r := range res {
 		switch r.Status {
-		case fsm.StatusCreated, fsm.StatusExists, fsm.StatusBuffered:
+		case cells.StatusCreated, cells.StatusExists, cells.StatusBuffered:
 			l.add(acked{key: cs[i].Key, body: bodyJSON(t, cs[i].Body), addedID: r.AddedID, created: r.CreatedAt})
 		default:
 			t.Fatalf("PutCells through %s: cell %s got %v, want created, exists or buffered", n.ID(), cs[i].Key, r.Status)
@@ -100,6 +101,22 @@ func requireAllEventually(t *testing.T, n *cluster.Node, l *ledger, timeout time
 	}
 }
 
+// masterBreaker returns the state of node n's circuit breaker towards the master of partition
+// p's storage cluster ("closed", "half-open", "open"), or "" when n knows no master.
+func masterBreaker(n *cluster.Node, p int) string {
+	for _, r := range n.Replicas() {
+		if r.Partition != p || r.Async == nil {
+			continue
+		}
+		for _, m := range r.Async.Members {
+			if m.Role == "master" {
+				return m.Breaker
+			}
+		}
+	}
+	return ""
+}
+
 // bufferDepth returns the buffer depth of partition p as node n's reaper last saw it.
 func bufferDepth(n *cluster.Node, p int) int64 {
 	for _, r := range n.Replicas() {
@@ -125,7 +142,7 @@ func TestAsyncMasterDown(t *testing.T) {
 		before = append(before, newCell(t, row, "BASE", 1, fmt.Sprintf(`{"before":%d}`, i)))
 	}
 	for _, r := range putAsync(t, nodes[0], l, before) {
-		if r.Status != fsm.StatusCreated || r.AddedID < 1 {
+		if r.Status != cells.StatusCreated || r.AddedID < 1 {
 			t.Fatalf("write with the master up: got %v added_id %d, want created", r.Status, r.AddedID)
 		}
 	}
@@ -143,7 +160,7 @@ func TestAsyncMasterDown(t *testing.T) {
 	var buffered int
 	for i, row := range rows[0][5:] {
 		res := putAsync(t, nodes[i%3], l, []cells.Cell{newCell(t, row, "BASE", 1, fmt.Sprintf(`{"during":%d}`, i))})
-		if res[0].Status == fsm.StatusBuffered {
+		if res[0].Status == cells.StatusBuffered {
 			buffered++
 		}
 	}
@@ -156,7 +173,7 @@ func TestAsyncMasterDown(t *testing.T) {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		res, err := nodes[i].PutCells(wctx, ds, []cells.Cell{c})
 		cancel()
-		if err != nil || res[0].Status != fsm.StatusConflict {
+		if err != nil || res[0].Status != cells.StatusConflict {
 			t.Fatalf("conflicting write %d with the master down: got %v, %v; want conflict", i, res, err)
 		}
 	}
@@ -184,7 +201,8 @@ func TestAsyncMasterDown(t *testing.T) {
 	if err != nil || !res[0].Found {
 		t.Fatalf("stale read with the master down: got found %v, %v; want the cell from a minion", len(res) > 0 && res[0].Found, err)
 	}
-	waitUntil(t, 10*time.Second, "the reaper sees the buffered cells", func() bool { return bufferDepth(nodes[0], 0) >= int64(buffered) })
+	require.Eventually(t, func() bool { return bufferDepth(nodes[0], 0) >= int64(buffered) }, 10*time.Second, 10*time.Millisecond,
+		"the reaper sees the %d buffered cells", buffered)
 	// The same figures in the node's metrics, with the dead master's breaker or role.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(nodes[0].AsyncCollector())
@@ -221,29 +239,31 @@ func TestAsyncMasterDown(t *testing.T) {
 	if err := replication.MakeMaster(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "every node sees the master again", func() bool {
+	// The next writes need that master as their buffer, through each node's circuit breaker
+	// towards it: wait until every node has the datastore ready (a master in every storage
+	// cluster) and that breaker closed. (A half-open breaker would let one request through
+	// and refuse the others.)
+	require.Eventually(t, func() bool {
 		for _, n := range nodes {
-			if n.Ready() != nil {
+			if n.DatastoreReady(ds) != nil || masterBreaker(n, 0) != "closed" {
 				return false
 			}
 		}
 		return true
-	})
+	}, 10*time.Second, 20*time.Millisecond, "every node sees the master of c0 again, with its breaker towards it closed")
 	for i, row := range rows[1] {
 		res := putAsync(t, nodes[i%3], l, []cells.Cell{newCell(t, row, "BASE", 1, `{"other":true}`)})
-		if res[0].Status != fsm.StatusCreated {
-			t.Fatalf("write to the other partition with every master up: got %v, want created", res[0].Status)
-		}
+		assert.Equal(t, cells.StatusCreated, res[0].Status, "write %d to the other partition with every master up", i)
 	}
 	requireAllEventually(t, nodes[1], l, 30*time.Second)
-	waitUntil(t, 30*time.Second, "the buffers empty", func() bool {
+	require.Eventually(t, func() bool {
 		for _, n := range nodes {
 			if bufferDepth(n, 0) != 0 || bufferDepth(n, 1) != 0 {
 				return false
 			}
 		}
 		return true
-	})
+	}, 30*time.Second, 10*time.Millisecond, "the buffers empty")
 	var replayed int64
 	for _, n := range nodes {
 		for _, r := range n.Replicas() {
@@ -286,29 +306,29 @@ func TestAsyncFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("promoted %s (old master reachable: %v)", pr.NewMaster, pr.OldMasterReachable)
-	waitUntil(t, 10*time.Second, "every node sees the new master", func() bool {
+	require.Eventually(t, func() bool {
 		for _, n := range nodes {
-			if err := n.Ready(); err != nil {
+			if err := n.DatastoreReady(ds); err != nil {
 				return false
 			}
 		}
 		return true
-	})
+	}, 10*time.Second, 20*time.Millisecond, "every node sees the new master")
 	// Within a few seconds of the promotion every node writes to the new master (a write may
 	// still be buffered while a node's probe or breaker catches up).
-	statuses := map[fsm.Status]int{}
+	statuses := map[cells.Status]int{}
 	deadline := time.Now().Add(10 * time.Second)
 	for i, row := range rows[0][7:] {
 		for {
 			res := putAsync(t, nodes[i%3], l, []cells.Cell{newCell(t, row, "BASE", 1, fmt.Sprintf(`{"after":%d}`, i))})
 			statuses[res[0].Status]++
-			if res[0].Status != fsm.StatusBuffered || time.Now().After(deadline) {
+			if res[0].Status != cells.StatusBuffered || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	if statuses[fsm.StatusCreated]+statuses[fsm.StatusExists] < len(rows[0][7:]) {
+	if statuses[cells.StatusCreated]+statuses[cells.StatusExists] < len(rows[0][7:]) {
 		t.Fatalf("writes after the promotion: %v, want every one created on the new master within 10s", statuses)
 	}
 	requireAllEventually(t, nodes[2], l, 30*time.Second)
@@ -338,14 +358,18 @@ func TestAsyncMasterStalled(t *testing.T) {
 	// The probes give up on the master within a few seconds; from then on every strong read
 	// fails at once.
 	stopped := time.Now()
-	waitUntil(t, 10*time.Second, "every node gives up on the stalled master", func() bool {
+	require.Eventually(t, func() bool {
 		for _, n := range nodes {
-			if n.Ready() == nil {
+			if n.DatastoreReady(ds) == nil {
 				return false
 			}
 		}
 		return true
-	})
+	}, 10*time.Second, 20*time.Millisecond, "every node gives up on the stalled master")
+	for _, n := range nodes {
+		// Another node would do no better: the node stays ready, only the datastore is not.
+		assert.NoError(t, n.Ready(), "node %s readiness with its async datastore's master stalled", n.ID())
+	}
 	t.Logf("every node gave up on the stalled master after %s", time.Since(stopped).Round(time.Millisecond))
 	for i := 0; i < 5; i++ {
 		start := time.Now()
@@ -363,10 +387,10 @@ func TestAsyncMasterStalled(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 15*time.Second, "strong reads serve again", func() bool {
+	require.Eventually(t, func() bool {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		res, err := nodes[1].GetCells(rctx, ds, key, cluster.Strong)
 		return err == nil && res[0].Found
-	})
+	}, 15*time.Second, 10*time.Millisecond, "strong reads serve again")
 }

@@ -97,8 +97,8 @@ func (ld *moveLoad) put(n *cluster.Node, c cells.Cell) {
 		cancel()
 		if err == nil {
 			switch res[0].Status {
-			case fsm.StatusCreated, fsm.StatusExists, fsm.StatusBuffered:
-				if res[0].Status == fsm.StatusBuffered {
+			case cells.StatusCreated, cells.StatusExists, cells.StatusBuffered:
+				if res[0].Status == cells.StatusBuffered {
 					ld.buffered.Add(1)
 				}
 				body, _ := c.Body.JSON()
@@ -440,7 +440,7 @@ func TestAsyncMovePartition(t *testing.T) {
 	cell := newCell(t, rows[0][0], "AFTER", 1, `{"after":true}`)
 	r := putAsync(t, nodes[1], l, []cells.Cell{cell})[0]
 	shard := cells.ShardOf(cell.RowKey, spec.Shards)
-	if r.Status != fsm.StatusCreated || cellOn(t, c2, shard, cell.Key) != r.AddedID || cellOn(t, c0, shard, cell.Key) != 0 {
+	if r.Status != cells.StatusCreated || cellOn(t, c2, shard, cell.Key) != r.AddedID || cellOn(t, c0, shard, cell.Key) != 0 {
 		t.Fatalf("write after the move: got %v added_id %d, on c2 %d, on c0 %d; want created, on c2 only",
 			r.Status, r.AddedID, cellOn(t, c2, shard, cell.Key), cellOn(t, c0, shard, cell.Key))
 	}
@@ -503,10 +503,10 @@ func TestAsyncMovePartition(t *testing.T) {
 	sc := newCell(t, rows[0][1], "STALE", 1, `{"stale":true}`)
 	sshard := cells.ShardOf(sc.RowKey, spec.Shards)
 	sres, err := stale.Put(ctx, []fsm.CommandCell{{Shard: sshard, Key: sc.Key, Body: sc.Body}})
-	if err != nil || sres[0].Status != fsm.StatusBuffered {
+	if err != nil || sres[0].Status != cells.StatusBuffered {
 		t.Fatalf("write through the stale node: got %v, %v; want buffered (the old copy refuses it)", sres, err)
 	}
-	if err := stale.Read(ctx, true, func(*storage.PartitionStore) error { return nil }); !errors.Is(err, partition.ErrUnavailable) || !errors.Is(err, storage.ErrMoved) {
+	if _, err := stale.Read(ctx, partition.Strong, partition.ReadRequest{Groups: &partition.GroupsRead{}}); !errors.Is(err, partition.ErrUnavailable) || !errors.Is(err, storage.ErrMoved) {
 		t.Fatalf("strong read through the stale node: got %v, want ErrUnavailable wrapping ErrMoved", err)
 	}
 	if id := cellOn(t, c0, sshard, sc.Key); id != 0 {
@@ -559,7 +559,7 @@ func testInterruptedSwitch(t *testing.T, spec *topology.DatastoreSpec, nodes []*
 		during = append(during, newCell(t, rows[1][i], "INTERRUPTED", 1, fmt.Sprintf(`{"i":%d}`, i)))
 	}
 	for _, r := range putAsync(t, nodes[1], l, during) {
-		if r.Status != fsm.StatusBuffered {
+		if r.Status != cells.StatusBuffered {
 			t.Fatalf("write to partition 1 while both copies are fenced: got %v, want buffered", r.Status)
 		}
 	}

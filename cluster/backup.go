@@ -40,6 +40,22 @@ const (
 // backup.
 var ErrStreamBroken = errors.New("cluster: backup stream broken after it started")
 
+// BackupInfo describes one backup stream: its header, its record counts, its cells per shard
+// and its length (fsm.BackupInfo).
+type BackupInfo = fsm.BackupInfo
+
+// SnapshotHeader opens a backup stream: format version, shard range, and the applied raft
+// index and term of the state it holds (fsm.SnapshotHeader).
+type SnapshotHeader = fsm.SnapshotHeader
+
+// RestoreOptions tune Restore (partition.RestoreOptions): Force restores into a partition that
+// holds cells, replacing them.
+type RestoreOptions = partition.RestoreOptions
+
+// ReadSnapshotHeader reads the header of a backup stream from r (fsm.ReadSnapshotHeader),
+// leaving r after it when r is an io.ByteScanner. Errors: ErrBadSnapshot, r's.
+func ReadSnapshotHeader(r io.Reader) (SnapshotHeader, error) { return fsm.ReadSnapshotHeader(r) }
+
 // Backup writes a consistent backup of partition pid of datastore ds to w (the snapshot stream
 // of partition.Raft.Backup: it holds every write acknowledged before Backup was called) and
 // returns what it wrote. It runs on the partition's leader: here, or on the leader's node with
@@ -49,10 +65,10 @@ var ErrStreamBroken = errors.New("cluster: backup stream broken after it started
 // leader answers, as long as nothing was written to w and for at most 3 × ForwardTimeout.
 // Errors: ErrUnknownDatastore, ErrBadShard (no partition pid), ErrAsyncDatastore (async
 // datastores are backed up with MySQL's tools on their storage clusters),
-// partition.ErrUnavailable (nothing written), ErrStreamBroken (wrapped, with the cause: w holds
+// ErrUnavailable (nothing written), ErrStreamBroken (wrapped, with the cause: w holds
 // a truncated stream; with fsm.ErrBadSnapshot when the relayed stream did not check out).
 func (n *Node) Backup(ctx context.Context, ds string, pid int, w io.Writer) (fsm.BackupInfo, error) {
-	r, err := n.backupRoute(ds, pid)
+	r, err := n.localRoute(ds, pid)
 	if err != nil {
 		return fsm.BackupInfo{}, err
 	}
@@ -78,7 +94,7 @@ func (n *Node) Backup(ctx context.Context, ds string, pid int, w io.Writer) (fsm
 		if errors.Is(se.err, fsm.ErrBadSnapshot) {
 			return info, fmt.Errorf("%w after %d bytes: %w", ErrStreamBroken, cw.n.Load(), se.err)
 		}
-		return info, fmt.Errorf("%w after %d bytes: %v", ErrStreamBroken, cw.n.Load(), se.err)
+		return info, fmt.Errorf("%w after %d bytes: %w", ErrStreamBroken, cw.n.Load(), se.err)
 	}
 	return info, err
 }
@@ -93,11 +109,11 @@ func (n *Node) Backup(ctx context.Context, ds string, pid int, w io.Writer) (fsm
 // no leader answers only as long as nothing was read from r, and for at most 3 × ForwardTimeout.
 // Errors: ErrUnknownDatastore, ErrBadShard, ErrAsyncDatastore, partition.ErrNotEmpty (the
 // partition holds cells and opts.Force is false), fsm.ErrBadSnapshot (the stream is malformed,
-// truncated or of another shard range: nothing changed), partition.ErrUnavailable (nothing
-// changed; retry with a new stream), partition.ErrIndeterminate (the restore may or may not
+// truncated or of another shard range: nothing changed), ErrUnavailable (nothing
+// changed; retry with a new stream), ErrIndeterminate (the restore may or may not
 // have taken effect), r's read error (wrapped).
 func (n *Node) Restore(ctx context.Context, ds string, pid int, r io.Reader, opts partition.RestoreOptions) (fsm.BackupInfo, error) {
-	rt, err := n.backupRoute(ds, pid)
+	rt, err := n.localRoute(ds, pid)
 	if err != nil {
 		return fsm.BackupInfo{}, err
 	}
@@ -123,7 +139,7 @@ func (n *Node) Restore(ctx context.Context, ds string, pid int, r io.Reader, opt
 		err = se.err
 		var nl *partition.NotLeaderError
 		if errors.As(err, &nl) {
-			err = fmt.Errorf("%w: leadership moved while the backup was sent: %v", partition.ErrUnavailable, err)
+			err = asClass(ErrUnavailable, "leadership moved while the backup was sent", err)
 		}
 	}
 	if rerr := cr.readErr(); err != nil && rerr != nil && !errors.Is(rerr, io.EOF) {
@@ -133,18 +149,6 @@ func (n *Node) Restore(ctx context.Context, ds string, pid int, r io.Reader, opt
 	return info, err
 }
 
-// backupRoute returns the route of partition pid of raft datastore ds.
-func (n *Node) backupRoute(ds string, pid int) (*route, error) {
-	d, err := n.datastore(ds)
-	if err != nil {
-		return nil, err
-	}
-	if d.spec.Mode == topology.ModeAsync {
-		return nil, fmt.Errorf("%w: backup of async datastores: use MySQL tools on the storage clusters (datastore %s)", ErrAsyncDatastore, ds)
-	}
-	return n.localRoute(ds, pid)
-}
-
 // boundStart returns a context that ends with ctx, or after 3 × ForwardTimeout if moved still
 // reports false then: while no leader answers, a stream's request fails (unavailable) rather
 // than waiting as long as the stream itself may last.
@@ -152,7 +156,7 @@ func (n *Node) boundStart(ctx context.Context, moved func() bool) (context.Conte
 	ctx, cancel := context.WithCancelCause(ctx)
 	t := time.AfterFunc(3*n.cfg.ForwardTimeout, func() {
 		if !moved() {
-			cancel(fmt.Errorf("%w: no leader started the stream within %v", partition.ErrUnavailable, 3*n.cfg.ForwardTimeout))
+			cancel(fmt.Errorf("%w: no leader started the stream within %v", ErrUnavailable, 3*n.cfg.ForwardTimeout))
 		}
 	})
 	return ctx, func() {
@@ -271,10 +275,10 @@ func (n *Node) forwardBackup(ctx context.Context, target topology.NodeSpec, ds s
 		if err == nil {
 			res.Body.Close()
 		}
-		return fsm.BackupInfo{}, fmt.Errorf("%w: backup from %s: no answer within %v", partition.ErrUnavailable, target.ID, n.cfg.ForwardTimeout)
+		return fsm.BackupInfo{}, fmt.Errorf("%w: backup from %s: no answer within %v", ErrUnavailable, target.ID, n.cfg.ForwardTimeout)
 	}
 	if err != nil {
-		return fsm.BackupInfo{}, fmt.Errorf("%w: backup from %s: %v", partition.ErrUnavailable, target.ID, err)
+		return fsm.BackupInfo{}, fmt.Errorf("%w: backup from %s: %w", ErrUnavailable, target.ID, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
@@ -303,7 +307,7 @@ func (n *Node) forwardRestore(ctx context.Context, target topology.NodeSpec, ds 
 	if err != nil {
 		// Sent in full or not, the restore's outcome is unknown once the leader may have read
 		// the whole stream; Restore reports a failure before that as unavailable.
-		return fsm.BackupInfo{}, fmt.Errorf("%w: restore on %s: %v", partition.ErrIndeterminate, target.ID, err)
+		return fsm.BackupInfo{}, fmt.Errorf("%w: restore on %s: %w", ErrIndeterminate, target.ID, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
@@ -315,7 +319,7 @@ func (n *Node) forwardRestore(ctx context.Context, target topology.NodeSpec, ds 
 		err = msgpack.Unmarshal(data, &info)
 	}
 	if err != nil {
-		return info, fmt.Errorf("%w: restore on %s: reading the answer: %v", partition.ErrIndeterminate, target.ID, err)
+		return info, fmt.Errorf("%w: restore on %s: reading the answer: %w", ErrIndeterminate, target.ID, err)
 	}
 	return info, nil
 }
@@ -331,9 +335,9 @@ func streamAnswerError(target topology.NodeSpec, res *http.Response) error {
 		_ = msgpack.Unmarshal(data, &nl)
 		return &partition.NotLeaderError{LeaderID: nl.LeaderID}
 	case http.StatusServiceUnavailable:
-		return fmt.Errorf("%w: %s: %s", partition.ErrUnavailable, target.ID, msg)
+		return fmt.Errorf("%w: %s: %s", ErrUnavailable, target.ID, msg)
 	case http.StatusGatewayTimeout:
-		return fmt.Errorf("%w: %s: %s", partition.ErrIndeterminate, target.ID, msg)
+		return fmt.Errorf("%w: %s: %s", ErrIndeterminate, target.ID, msg)
 	case http.StatusBadRequest:
 		return fmt.Errorf("%w: %s", ErrBadShard, msg)
 	case statusBadBackup:

@@ -252,7 +252,7 @@ func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string)
 	l := newLedger()
 	for i, r := range putAll(t, bNodes[1], l, fresh) {
 		s := cells.ShardOf(fresh[i].RowKey, spec.Shards)
-		if r.Status != fsm.StatusCreated || r.AddedID <= backupMax(infos, s) {
+		if r.Status != cells.StatusCreated || r.AddedID <= backupMax(infos, s) {
 			t.Errorf("new cell in shard %d: got %v added_id %d, want created after the restored %d", s, r.Status, r.AddedID, backupMax(infos, s))
 		}
 	}

@@ -91,11 +91,12 @@ func (n *Node) gossipReplicas() []membership.Replica {
 	var out []membership.Replica
 	for _, d := range n.datastores {
 		for _, r := range d.partitions {
-			p := r.local()
+			p := r.replica()
 			if p == nil {
 				continue
 			}
-			out = append(out, membership.Replica{Datastore: d.spec.Name, Partition: r.spec.ID, Leader: p.IsLeader(), AppliedIndex: p.FSM().Applied().Index})
+			st := p.Status().Raft
+			out = append(out, membership.Replica{Datastore: d.spec.Name, Partition: r.spec.ID, Leader: p.IsLeader(), AppliedIndex: st.AppliedIndex})
 		}
 	}
 	return out

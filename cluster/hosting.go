@@ -100,12 +100,27 @@ func (h *hostedFile) set(ds string, pid int, s hostedState) error {
 	return nil
 }
 
-// local returns this node's replica of the partition, or nil when it hosts none.
-func (r *route) local() *partition.Raft { return r.rep.Load() }
+// local returns the partition this node serves, or nil when it hosts no replica of it.
+func (r *route) local() Partition {
+	if p := r.part.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
-// mustLocal returns this node's replica, or a not-leader error naming the leader and replicas
-// this node last heard of, which a forwarding node follows.
-func (r *route) mustLocal() (*partition.Raft, error) {
+// serve makes p the partition this node serves.
+func (r *route) serve(p Partition) { r.part.Store(&p) }
+
+// replica returns this node's raft replica of the partition, or nil when it serves none (it
+// hosts no replica, or the partition is async).
+func (r *route) replica() raftReplica {
+	rp, _ := r.local().(raftReplica)
+	return rp
+}
+
+// mustLocal returns the partition this node serves, or a not-leader error naming the leader
+// and replicas this node last heard of, which a forwarding node follows.
+func (r *route) mustLocal() (Partition, error) {
 	if p := r.local(); p != nil {
 		return p, nil
 	}
@@ -239,7 +254,7 @@ func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *r
 	r.mu.Lock()
 	r.trans = trans
 	r.mu.Unlock()
-	r.rep.Store(p)
+	r.serve(p)
 	n.refreshGossip()
 	return nil
 }
@@ -249,16 +264,16 @@ func resetStore(ctx context.Context, ps *storage.PartitionStore) error {
 	return ps.Restore(ctx, storage.AppliedState{}, func() (storage.RestoreRecord, error) { return storage.RestoreRecord{}, io.EOF }, nil, nil)
 }
 
-// closeReplica stops this node's replica of r, if any (its data stays). Idempotent.
+// closeReplica stops the partition this node serves of r, if any (its data stays). Idempotent.
 func (r *route) closeReplica() error {
-	p := r.rep.Swap(nil)
+	p := r.part.Swap(nil)
 	r.mu.Lock()
 	trans := r.trans
 	r.trans = nil
 	r.mu.Unlock()
 	var errs []error
 	if p != nil {
-		errs = append(errs, p.Close())
+		errs = append(errs, (*p).Close())
 	}
 	if trans != nil {
 		errs = append(errs, trans.Close())
@@ -313,7 +328,7 @@ func (n *Node) Unhost(ctx context.Context, ds string, pid int) error {
 	if err := n.hosted.set(ds, pid, hostedRemoved); err != nil {
 		return err
 	}
-	p := r.local()
+	p := r.replica()
 	var ps *storage.PartitionStore
 	if p != nil {
 		ps = p.Store()
@@ -343,18 +358,16 @@ func (n *Node) Unhost(ctx context.Context, ds string, pid int) error {
 }
 
 // ErrNodeClosed: Host or Unhost on a node that is closing or closed.
-var ErrNodeClosed = fmt.Errorf("%w: node closed", partition.ErrUnavailable)
+var ErrNodeClosed = fmt.Errorf("%w: node closed", ErrUnavailable)
 
-// ErrAsyncDatastore: a raft-only operation on an async datastore.
-var ErrAsyncDatastore = errors.New("cluster: not a raft datastore")
-
-// raftRoute returns the route of partition pid of raft datastore ds.
+// raftRoute returns the route of partition pid of raft datastore ds. An async datastore has no
+// replicas to host or reconfigure (its topology names storage clusters): ErrAsyncDatastore.
 func (n *Node) raftRoute(ds string, pid int) (*route, error) {
 	r, err := n.localRoute(ds, pid)
 	if err != nil {
 		return nil, err
 	}
-	if r.async != nil {
+	if r.ds.Mode == topology.ModeAsync {
 		return nil, fmt.Errorf("%w: %s is async", ErrAsyncDatastore, ds)
 	}
 	return r, nil
@@ -375,7 +388,7 @@ func (n *Node) watchReplicas(stop <-chan struct{}) {
 		changed := false
 		for _, d := range n.datastores {
 			for _, r := range d.partitions {
-				p := r.local()
+				p := r.replica()
 				if p == nil {
 					if leading[r] {
 						delete(leading, r)
@@ -413,7 +426,7 @@ func (n *Node) HandOffLeadership(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, d := range n.datastores {
 		for _, r := range d.partitions {
-			p := r.local()
+			p := r.replica()
 			if p == nil || !p.IsLeader() {
 				continue
 			}

@@ -141,10 +141,11 @@ type datastore struct {
 
 // route is one partition as this node sees it.
 type route struct {
-	spec  *topology.PartitionSpec
-	ds    *topology.DatastoreSpec
-	rep   atomic.Pointer[partition.Raft] // this node's replica; nil when it hosts none
-	async *partition.Async               // async mode: the partition's storage cluster (every node has one)
+	spec *topology.PartitionSpec
+	ds   *topology.DatastoreSpec
+	// part is the partition this node serves (see local): its raft replica, or, for an async
+	// datastore, the partition every node serves. nil when the node hosts no replica.
+	part  atomic.Pointer[Partition]
 	mu    sync.Mutex
 	trans *raft.NetworkTransport // the local replica's transport (under mu)
 	hint  string                 // last leader id learned from a forwarded answer
@@ -273,11 +274,12 @@ func (n *Node) openAsync(d *datastore) error {
 	}
 	for j := range ds.Partitions {
 		ps := &ds.Partitions[j]
-		r := &route{spec: ps}
+		r := &route{spec: ps, ds: ds}
 		d.partitions = append(d.partitions, r)
 		ac := n.cfg.AsyncPartition
 		ac.Datastore = ds.Name
 		ac.Partition = ps.ID
+		ac.NodeID = n.cfg.NodeID
 		ac.Shards = ps.Shards()
 		ac.Logger = n.log.With("datastore", ds.Name, "partition", ps.ID)
 		ac.BufferCopies = ds.BufferClusters
@@ -296,7 +298,7 @@ func (n *Node) openAsync(d *datastore) error {
 		if err != nil {
 			return fmt.Errorf("cluster: datastore %s partition %d: %w", ds.Name, ps.ID, err)
 		}
-		r.async = a
+		r.serve(a)
 	}
 	return nil
 }
@@ -328,9 +330,6 @@ func (n *Node) Close() error {
 		for _, d := range n.datastores {
 			for _, r := range d.partitions {
 				errs = append(errs, r.closeReplica())
-				if r.async != nil {
-					errs = append(errs, r.async.Close())
-				}
 			}
 		}
 		if n.rpcServer != nil {
@@ -362,24 +361,54 @@ func (n *Node) untilClose(ctx context.Context) (context.Context, context.CancelF
 	return ctx, cancel
 }
 
-// Ready returns nil when every replica this node hosts knows its partition's leader, and every
-// storage cluster of an async datastore has a master.
+// Readiness. A node is ready when what routing depends on works here: every partition it
+// serves knows where its leader-only requests go (a raft replica knows its group's leader).
+// A node that is not ready has a partition whose requests wait for an election, and a load
+// balancer does better sending them to another node. A storage cluster of an async datastore
+// without a master is another matter: every node reaches it alike, so another node could not
+// do better, and it makes only its own datastore unready (DatastoreReady), not the node.
+
+// Ready returns nil when every partition this node serves knows its leader: every raft replica
+// it hosts, of every datastore (an async partition always does: it is served here). It does
+// not look at the storage clusters of async datastores; DatastoreReady does. Otherwise it
+// returns one error per partition without a leader, joined. No I/O.
 func (n *Node) Ready() error {
 	var errs []error
-	for name, d := range n.datastores {
-		for _, c := range d.clusters {
-			if !c.HasMaster() {
-				errs = append(errs, fmt.Errorf("%s: storage cluster %s has no master", name, c.Name()))
-			}
+	for _, ds := range n.cfg.Topology.Datastores {
+		errs = append(errs, n.datastores[ds.Name].leadersKnown())
+	}
+	return errors.Join(errs...)
+}
+
+// DatastoreReady returns nil when datastore name can be served from this node: every partition
+// of it that this node serves knows its leader (as Ready), and, in async mode, every one of its
+// storage clusters has a master. Errors: ErrUnknownDatastore; otherwise one error per reason
+// ("trips/0 has no leader", "trips: storage cluster c0 has no master"), joined. No I/O.
+func (n *Node) DatastoreReady(name string) error {
+	d, err := n.datastore(name)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range d.clusters {
+		if !c.HasMaster() {
+			errs = append(errs, fmt.Errorf("%s: storage cluster %s has no master", name, c.Name()))
 		}
-		for _, r := range d.partitions {
-			p := r.local()
-			if p == nil {
-				continue
-			}
-			if id, _ := p.Leader(); id == "" {
-				errs = append(errs, fmt.Errorf("%s/%d has no leader", name, r.spec.ID))
-			}
+	}
+	errs = append(errs, d.leadersKnown())
+	return errors.Join(errs...)
+}
+
+// leadersKnown returns an error per partition of d this node serves that knows no leader.
+func (d *datastore) leadersKnown() error {
+	var errs []error
+	for _, r := range d.partitions {
+		p := r.local()
+		if p == nil {
+			continue
+		}
+		if id, _ := p.Leader(); id == "" {
+			errs = append(errs, fmt.Errorf("%s/%d has no leader", d.spec.Name, r.spec.ID))
 		}
 	}
 	return errors.Join(errs...)
@@ -413,8 +442,8 @@ func (d *datastore) routeOf(shard int) *route {
 }
 
 // leader returns the node id to send a leader-only request to, or "" when none is known: the
-// local replica's leader, the last hint, or else the partition's replicas in turn (alive ones
-// first, as gossip sees them).
+// leader the partition served here names (this node, for an async partition), the last hint,
+// or else the partition's replicas in turn (alive ones first, as gossip sees them).
 func (n *Node) leader(r *route) string {
 	p := r.local()
 	if p != nil {
@@ -449,8 +478,9 @@ func (r *route) setHint(id string) {
 // datastore's shard count (a client computes a row's shard with cells.ShardOf) and the HTTP
 // base URL ("http://host:port") of the leader of the row's partition as this node knows it,
 // without I/O: its replica's view, or the last leader a forwarded answer named. url is "" when
-// no leader is known or ds is in async mode (every node writes the master itself); shards is 0
-// for an unknown datastore. Clients use it to skip the forwarding hop (see package client).
+// no leader is known or the partition's leader is not elected (async mode: every node serves
+// the partition itself); shards is 0 for an unknown datastore. Clients use it to skip the
+// forwarding hop (see package client).
 func (n *Node) LeaderHint(ds string, rowKey uuid.UUID) (shards int, url string) {
 	d, ok := n.datastores[ds]
 	if !ok {
@@ -458,11 +488,14 @@ func (n *Node) LeaderHint(ds string, rowKey uuid.UUID) (shards int, url string) 
 	}
 	shards = d.spec.Shards
 	r := d.routeOf(cells.ShardOf(rowKey, shards))
-	if r == nil || r.async != nil {
+	if r == nil {
 		return shards, ""
 	}
 	var id string
 	if p := r.local(); p != nil {
+		if !p.Elected() {
+			return shards, ""
+		}
 		id, _ = p.Leader()
 	}
 	if id == "" {

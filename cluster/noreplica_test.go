@@ -13,7 +13,6 @@ import (
 
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
-	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
@@ -110,7 +109,7 @@ func TestForwardingFromNodeWithoutReplica(t *testing.T) {
 		row := rowsPerPartition(t, &top.Datastores[0], fmt.Sprint(t.Name(), i), 1)[0][0]
 		cell := newCell(t, row, "BASE", int64(i), fmt.Sprintf(`{"i":%d}`, i))
 		res, err := n3.PutCells(ctx, "pairs", []cells.Cell{cell})
-		if err != nil || res[0].Status != fsm.StatusCreated {
+		if err != nil || res[0].Status != cells.StatusCreated {
 			t.Fatalf("PutCells through n3 (no replica), write %d: got %v %v, want created", i, res, err)
 		}
 		acks = append(acks, acked{key: cell.Key, body: fmt.Sprintf(`{"i":%d}`, i), addedID: res[0].AddedID, created: res[0].CreatedAt})

@@ -10,22 +10,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
-	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
-)
-
-// Consistency of a read.
-type Consistency string
-
-// Read consistencies.
-const (
-	// Strong reads are linearizable: served by the partition leader after a read index.
-	Strong Consistency = "strong"
-	// Stale reads are served by any replica and may miss recent writes.
-	Stale Consistency = "stale"
 )
 
 // GetKey asks for one cell: the exact key, or with Latest the highest ref key of the row key and
@@ -36,10 +23,7 @@ type GetKey struct {
 }
 
 // ReadResult is the answer for one GetKey: the cell, or Found false.
-type ReadResult struct {
-	Cell  cells.Cell
-	Found bool
-}
+type ReadResult = partition.GetResult
 
 // PutCells appends cells to datastore ds and returns one result per cell, in order. Cells are
 // grouped by partition; each partition's group is one atomic raft entry, but the request as a
@@ -49,7 +33,7 @@ type ReadResult struct {
 // Errors: ErrUnknownDatastore; partition.ErrUnavailable when nothing was written;
 // partition.ErrIndeterminate when some or all cells may have been written (including a request
 // where some partitions answered and others did not). Retrying is always safe.
-func (n *Node) PutCells(ctx context.Context, ds string, cs []cells.Cell) ([]fsm.CellResult, error) {
+func (n *Node) PutCells(ctx context.Context, ds string, cs []cells.Cell) ([]cells.Result, error) {
 	d, err := n.datastore(ds)
 	if err != nil {
 		return nil, err
@@ -63,7 +47,7 @@ func (n *Node) PutCells(ctx context.Context, ds string, cs []cells.Cell) ([]fsm.
 		}
 		groups[r] = append(groups[r], i)
 	}
-	out := make([]fsm.CellResult, len(cs))
+	out := make([]cells.Result, len(cs))
 	errs := make([]error, len(order))
 	var wg sync.WaitGroup
 	for gi, r := range order {
@@ -100,10 +84,10 @@ func combineWriteErrors(errs []error) error {
 			continue
 		}
 		failed++
-		if !errors.Is(err, partition.ErrUnavailable) && !errors.Is(err, partition.ErrIndeterminate) {
+		if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrIndeterminate) {
 			return err
 		}
-		if errors.Is(err, partition.ErrUnavailable) {
+		if errors.Is(err, ErrUnavailable) {
 			unavailable++
 		}
 		if first == nil {
@@ -115,20 +99,46 @@ func combineWriteErrors(errs []error) error {
 		return nil
 	case unavailable == len(errs):
 		return first
-	case errors.Is(first, partition.ErrIndeterminate):
+	case errors.Is(first, ErrIndeterminate):
 		return first
 	}
-	return fmt.Errorf("%w: part of the request was applied: %v", partition.ErrIndeterminate, first)
+	return asClass(ErrIndeterminate, "part of the request was applied", first)
 }
 
-func (n *Node) putPartition(ctx context.Context, ds string, r *route, cmd []fsm.CommandCell) ([]fsm.CellResult, error) {
-	var res []fsm.CellResult
+// errorClasses are the partition errors that say what happened to a request: not applied
+// (ErrUnavailable, a not-leader answer) or maybe applied (ErrIndeterminate). An error the node
+// returns is of one class at most.
+var errorClasses = []error{ErrUnavailable, ErrIndeterminate, partition.ErrNotLeader}
+
+// ofOtherClass reports whether err is of one of errorClasses other than class.
+func ofOtherClass(err, class error) bool {
+	for _, c := range errorClasses {
+		if c != class && errors.Is(err, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// asClass returns an error of class (ErrUnavailable or ErrIndeterminate) saying msg, caused by
+// cause. cause is wrapped (errors.Is finds its context or store error) unless it is of another
+// class (an unavailable answer after an indeterminate one, a not-leader answer, a forwarded
+// read lost on its way): then its text alone is kept, so that the error is of one class and
+// the API answers it as such.
+func asClass(class error, msg string, cause error) error {
+	if msg != "" {
+		msg += ": "
+	}
+	if ofOtherClass(cause, class) {
+		return fmt.Errorf("%w: %s%s", class, msg, cause)
+	}
+	return fmt.Errorf("%w: %s%w", class, msg, cause)
+}
+
+func (n *Node) putPartition(ctx context.Context, ds string, r *route, cmd []fsm.CommandCell) ([]cells.Result, error) {
+	var res []cells.Result
 	err := n.callLeader(ctx, r, true,
 		func(ctx context.Context) (err error) {
-			if r.async != nil {
-				res, err = r.async.Put(ctx, cmd)
-				return err
-			}
 			p, err := r.mustLocal()
 			if err != nil {
 				return err
@@ -145,28 +155,31 @@ func (n *Node) putPartition(ctx context.Context, ds string, r *route, cmd []fsm.
 
 // callLeader runs an operation on r's leader (locally or forwarded), following leader hints and
 // retrying with backoff while no leader answers, until it succeeds, fails definitively, or ctx
-// ends. For writes, once an attempt may have applied, a final failure is ErrIndeterminate.
+// ends. For writes, once an attempt may have applied, a final failure is ErrIndeterminate. A
+// partition served here whose leader is not elected (async) answers for itself: its answer is
+// returned as it is, with no retry.
 func (n *Node) callLeader(ctx context.Context, r *route, write bool,
 	local func(context.Context) error, remote func(context.Context, topology.NodeSpec) error) error {
-	if r.async != nil {
-		return local(ctx) // every node writes the master itself; the partition knows the outcome
-	}
 	backoff := n.cfg.RetryBackoff
 	maybeApplied := false
 	var lastErr error
 	for hops := 0; ; {
 		target := n.leader(r)
+		p := r.local()
 		var err error
 		switch {
 		case target == "":
-			err = fmt.Errorf("%w: no leader known", partition.ErrUnavailable)
-		case target == n.cfg.NodeID && r.local() != nil:
+			err = fmt.Errorf("%w: no leader known", ErrUnavailable)
+		case target == n.cfg.NodeID && p != nil:
 			err = local(ctx)
+			if !p.Elected() {
+				return err // nothing to follow or wait for
+			}
 		default:
 			spec, ok := n.nodeSpec(target)
 			if !ok {
 				r.setHint("")
-				err = fmt.Errorf("%w: no address known for leader %q", partition.ErrUnavailable, target)
+				err = fmt.Errorf("%w: no address known for leader %q", ErrUnavailable, target)
 				break
 			}
 			err = remote(ctx, spec)
@@ -188,12 +201,12 @@ func (n *Node) callLeader(ctx context.Context, r *route, write bool,
 				continue // follow the hint at once
 			}
 			r.setHint("")
-		case errors.Is(err, partition.ErrIndeterminate):
+		case errors.Is(err, ErrIndeterminate):
 			if write {
 				maybeApplied = true
 			}
 			r.setHint("")
-		case errors.Is(err, partition.ErrUnavailable):
+		case errors.Is(err, ErrUnavailable):
 			if target != n.cfg.NodeID {
 				r.setHint("")
 			}
@@ -201,7 +214,7 @@ func (n *Node) callLeader(ctx context.Context, r *route, write bool,
 			if maybeApplied {
 				// An earlier attempt may have applied the write: a later failure (the local
 				// replica closing, say) cannot turn that into "not applied".
-				return fmt.Errorf("%w: %v", partition.ErrIndeterminate, err)
+				return asClass(ErrIndeterminate, "", err)
 			}
 			return err
 		}
@@ -221,37 +234,27 @@ func (n *Node) callLeader(ctx context.Context, r *route, write bool,
 		}
 		backoff = min(backoff*2, n.cfg.RetryBackoffMax)
 	}
-	if maybeApplied || errors.Is(lastErr, partition.ErrIndeterminate) && write {
-		return fmt.Errorf("%w: %v", partition.ErrIndeterminate, lastErr)
+	// The loop ends only when ctx does: the error carries ctx's error too.
+	class := ErrUnavailable
+	if maybeApplied || errors.Is(lastErr, ErrIndeterminate) && write {
+		class = ErrIndeterminate
 	}
-	if errors.Is(lastErr, partition.ErrUnavailable) {
-		return lastErr
+	err := lastErr
+	if !errors.Is(err, class) || ofOtherClass(err, class) {
+		err = asClass(class, "", err)
 	}
-	return fmt.Errorf("%w: %v", partition.ErrUnavailable, lastErr)
+	if ctxErr := ctx.Err(); !errors.Is(err, ctxErr) {
+		err = fmt.Errorf("%w (%w)", err, ctxErr)
+	}
+	return err
 }
 
-// readRequest is one read against one partition.
+// readRequest is one read against one partition, as forwarded between nodes.
 type readRequest struct {
 	Datastore   string
 	Partition   int
 	Consistency Consistency
-	Op          string // "get", "row", "log", "group" or "groups"
-	Keys        []GetKey
-	RowKey      uuid.UUID
-	Log         logRequest
-	Group       string
-	Index       *indexRead
-}
-
-type readResponse struct {
-	Results []ReadResult
-	Cells   []cells.Cell
-	Pages   []LogPage
-	Status  *consumer.Status
-	Groups  []string
-	Entries []packedEntry
-	Catalog []byte
-	Stats   IndexStats
+	Read        partition.ReadRequest
 }
 
 // GetCells reads keys from datastore ds with consistency c and returns one result per key, in
@@ -275,23 +278,24 @@ func (n *Node) GetCells(ctx context.Context, ds string, keys []GetKey, c Consist
 	var wg sync.WaitGroup
 	for gi, r := range order {
 		idx := groups[r]
-		req := readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c, Op: "get", Keys: make([]GetKey, len(idx))}
+		get := &partition.GetRead{Keys: make([]partition.GetKey, len(idx))}
 		for j, i := range idx {
-			req.Keys[j] = keys[i]
+			get.Keys[j] = partition.GetKey{Shard: cells.ShardOf(keys[i].Key.RowKey, d.spec.Shards), Key: keys[i].Key, Latest: keys[i].Latest}
 		}
+		req := readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c, Read: partition.ReadRequest{Get: get}}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := n.read(ctx, d, r, req)
-			if err == nil && len(resp.Results) != len(idx) {
-				err = fmt.Errorf("cluster: read answered %d results for %d keys", len(resp.Results), len(idx))
+			resp, err := n.read(ctx, r, req)
+			if err == nil && len(resp.Get) != len(idx) {
+				err = fmt.Errorf("cluster: read answered %d results for %d keys", len(resp.Get), len(idx))
 			}
 			if err != nil {
 				errs[gi] = err
 				return
 			}
 			for j, i := range idx {
-				out[i] = resp.Results[j]
+				out[i] = resp.Get[j]
 			}
 		}()
 	}
@@ -305,8 +309,10 @@ func (n *Node) GetRow(ctx context.Context, ds string, rowKey uuid.UUID, c Consis
 	if err != nil {
 		return nil, err
 	}
-	r := d.routeOf(cells.ShardOf(rowKey, d.spec.Shards))
-	resp, err := n.read(ctx, d, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c, Op: "row", RowKey: rowKey})
+	shard := cells.ShardOf(rowKey, d.spec.Shards)
+	r := d.routeOf(shard)
+	resp, err := n.read(ctx, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c,
+		Read: partition.ReadRequest{Row: &partition.RowRead{Shard: shard, RowKey: rowKey}}})
 	return resp.Cells, err
 }
 
@@ -321,24 +327,23 @@ func (n *Node) ScanShard(ctx context.Context, ds string, shard int, after int64,
 	return pages[0].Cells, nil
 }
 
-func (n *Node) read(ctx context.Context, d *datastore, r *route, req readRequest) (readResponse, error) {
-	var resp readResponse
-	if r.async != nil {
-		err := r.async.Read(ctx, req.Consistency != Stale, func(st *storage.PartitionStore) (err error) {
-			resp, err = n.readFrom(ctx, r, st, req)
-			return err
-		})
-		return resp, err
-	}
+// read runs req on r's partition: a stale read on the partition this node serves, or else on
+// any replica; a strong read on the leader.
+func (n *Node) read(ctx context.Context, r *route, req readRequest) (partition.ReadResult, error) {
 	if req.Consistency == Stale {
-		if r.local() != nil {
-			return n.readLocal(ctx, r, req)
+		if p := r.local(); p != nil {
+			return p.Read(ctx, Stale, req.Read)
 		}
 		return n.readAnyReplica(ctx, r, req)
 	}
+	var resp partition.ReadResult
 	err := n.callLeader(ctx, r, false,
 		func(ctx context.Context) (err error) {
-			resp, err = n.readLocal(ctx, r, req)
+			p, err := r.mustLocal()
+			if err != nil {
+				return err
+			}
+			resp, err = p.Read(ctx, req.Consistency, req.Read)
 			return err
 		},
 		func(ctx context.Context, target topology.NodeSpec) (err error) {
@@ -349,7 +354,7 @@ func (n *Node) read(ctx context.Context, d *datastore, r *route, req readRequest
 }
 
 // readAnyReplica forwards a stale read to the replicas in turn until one answers.
-func (n *Node) readAnyReplica(ctx context.Context, r *route, req readRequest) (readResponse, error) {
+func (n *Node) readAnyReplica(ctx context.Context, r *route, req readRequest) (partition.ReadResult, error) {
 	var lastErr error
 	r.mu.Lock()
 	cands := n.candidatesLocked(r)
@@ -374,77 +379,11 @@ func (n *Node) readAnyReplica(ctx context.Context, r *route, req readRequest) (r
 		}
 		lastErr = err
 	}
-	return readResponse{}, fmt.Errorf("%w: no replica answered: %v", partition.ErrUnavailable, lastErr)
-}
-
-// readLocal serves req from this node's replica, after a read index for strong reads.
-func (n *Node) readLocal(ctx context.Context, r *route, req readRequest) (readResponse, error) {
-	p := r.local()
-	if p == nil {
-		return readResponse{}, &partition.NotLeaderError{}
+	switch {
+	case lastErr == nil && ctx.Err() != nil:
+		lastErr = ctx.Err()
+	case lastErr == nil:
+		lastErr = errors.New("no replica known")
 	}
-	if err := p.FSM().Failed(); err != nil {
-		return readResponse{}, fmt.Errorf("%w: replica stopped: %v", partition.ErrUnavailable, err)
-	}
-	if req.Consistency != Stale {
-		if err := p.ReadIndex(ctx); err != nil {
-			return readResponse{}, err
-		}
-	}
-	return n.readFrom(ctx, r, p.Store(), req)
-}
-
-// readFrom serves req from st, the partition's store on this node (raft) or on a member of its
-// storage cluster (async).
-func (n *Node) readFrom(ctx context.Context, r *route, st *storage.PartitionStore, req readRequest) (readResponse, error) {
-	shards := r.spec.Shards()
-	var resp readResponse
-	switch req.Op {
-	case "get":
-		resp.Results = make([]ReadResult, len(req.Keys))
-		for i, k := range req.Keys {
-			shard := cells.ShardOf(k.Key.RowKey, n.shardCount(req.Datastore))
-			if !shards.Contains(shard) {
-				return readResponse{}, fmt.Errorf("%w: key %s is not in partition %d", ErrBadShard, k.Key, r.spec.ID)
-			}
-			var c cells.Cell
-			var err error
-			if k.Latest {
-				c, err = st.GetLatest(ctx, shard, k.Key.RowKey, k.Key.ColumnKey)
-			} else {
-				c, err = st.GetCell(ctx, shard, k.Key)
-			}
-			switch {
-			case err == nil:
-				resp.Results[i] = ReadResult{Cell: c, Found: true}
-			case errors.Is(err, storage.ErrNotFound):
-			default:
-				return readResponse{}, fmt.Errorf("cluster: read %s: %w", k.Key, err)
-			}
-		}
-	case "row":
-		shard := cells.ShardOf(req.RowKey, n.shardCount(req.Datastore))
-		cs, err := st.GetRow(ctx, shard, req.RowKey)
-		if err != nil {
-			return readResponse{}, fmt.Errorf("cluster: read row %s: %w", req.RowKey, err)
-		}
-		resp.Cells = cs
-	case "log":
-		pages, err := n.readLog(ctx, r, st, req.Log)
-		if err != nil {
-			return readResponse{}, err
-		}
-		resp.Pages = pages
-	case "group", "groups":
-		return readGroup(ctx, st, req)
-	case "catalog", "first", "index", "indexstats":
-		return n.readIndex(ctx, r, st, req)
-	default:
-		return readResponse{}, fmt.Errorf("cluster: unknown read op %q", req.Op)
-	}
-	return resp, nil
-}
-
-func (n *Node) shardCount(ds string) int {
-	return n.datastores[ds].spec.Shards
+	return partition.ReadResult{}, asClass(ErrUnavailable, "no replica answered", lastErr)
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
@@ -38,7 +39,7 @@ type putRPC struct {
 }
 
 type putRPCResponse struct {
-	Results []fsm.CellResult
+	Results []cells.Result
 }
 
 // notLeaderRPC names the leader the answering replica knows (id and raft address) and, when
@@ -95,9 +96,9 @@ func writeRPCError(w http.ResponseWriter, err error) {
 			ans.Replicas = h.replicas
 		}
 		writeRPC(w, statusNotLeader, ans)
-	case errors.Is(err, partition.ErrIndeterminate):
+	case errors.Is(err, ErrIndeterminate):
 		http.Error(w, err.Error(), http.StatusGatewayTimeout)
-	case errors.Is(err, partition.ErrUnavailable), errors.Is(err, partition.ErrClosed):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrClosed):
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 	case errors.Is(err, consumer.ErrBadCommand):
 		http.Error(w, err.Error(), statusBadCommand)
@@ -118,10 +119,10 @@ func rpcContext(r *http.Request, timeoutMicros int64) (context.Context, context.
 	return context.WithTimeout(r.Context(), time.Duration(timeoutMicros)*time.Microsecond)
 }
 
-// hostedReplica returns this node's replica of partition pid of ds when it hosts one;
+// hostedReplica returns the partition pid of ds this node serves when it serves it;
 // otherwise it answers the request with the error (unknown partition, or not the leader, with
 // the leader this node last heard of) and returns nil.
-func (n *Node) hostedReplica(w http.ResponseWriter, ds string, pid int) *partition.Raft {
+func (n *Node) hostedReplica(w http.ResponseWriter, ds string, pid int) Partition {
 	rt, err := n.localRoute(ds, pid)
 	if err != nil {
 		writeRPCError(w, err)
@@ -181,7 +182,12 @@ func (n *Node) serveRead(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := rpcContext(r, req.TimeoutMicros)
 	defer cancel()
-	resp, err := n.readLocal(ctx, rt, req.Request)
+	p := rt.local()
+	if p == nil {
+		writeRPCError(w, &partition.NotLeaderError{})
+		return
+	}
+	resp, err := p.Read(ctx, req.Request.Consistency, req.Request.Read)
 	if err != nil {
 		writeRPCError(w, err)
 		return
@@ -208,9 +214,9 @@ func (n *Node) forward(ctx context.Context, target topology.NodeSpec, path strin
 	req.Header.Set("Content-Type", "application/msgpack")
 	lost := func(err error) error {
 		if write && wrote.Load() {
-			return fmt.Errorf("%w: forwarded to %s: %v", partition.ErrIndeterminate, target.ID, err)
+			return fmt.Errorf("%w: forwarded to %s: %w", ErrIndeterminate, target.ID, err)
 		}
-		return fmt.Errorf("%w: forward to %s: %v", partition.ErrUnavailable, target.ID, err)
+		return fmt.Errorf("%w: forward to %s: %w", ErrUnavailable, target.ID, err)
 	}
 	res, err := n.rpcClient.Do(req)
 	if err != nil {
@@ -237,9 +243,9 @@ func (n *Node) forward(ctx context.Context, target topology.NodeSpec, path strin
 		}
 		return e
 	case http.StatusServiceUnavailable:
-		return fmt.Errorf("%w: %s: %s", partition.ErrUnavailable, target.ID, bytes.TrimSpace(data))
+		return fmt.Errorf("%w: %s: %s", ErrUnavailable, target.ID, bytes.TrimSpace(data))
 	case http.StatusGatewayTimeout:
-		return fmt.Errorf("%w: %s: %s", partition.ErrIndeterminate, target.ID, bytes.TrimSpace(data))
+		return fmt.Errorf("%w: %s: %s", ErrIndeterminate, target.ID, bytes.TrimSpace(data))
 	case http.StatusBadRequest:
 		return fmt.Errorf("%w: %s", ErrBadShard, bytes.TrimSpace(data))
 	case statusBadCommand:
@@ -254,21 +260,25 @@ func (n *Node) forward(ctx context.Context, target topology.NodeSpec, path strin
 	return lost(fmt.Errorf("status %d: %s", res.StatusCode, bytes.TrimSpace(data)))
 }
 
-func (n *Node) forwardPut(ctx context.Context, target topology.NodeSpec, ds string, pid int, cs []fsm.CommandCell) ([]fsm.CellResult, error) {
+func (n *Node) forwardPut(ctx context.Context, target topology.NodeSpec, ds string, pid int, cs []fsm.CommandCell) ([]cells.Result, error) {
 	req := putRPC{Datastore: ds, Partition: pid, TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Cells: cs}
 	var resp putRPCResponse
 	if err := n.forward(ctx, target, rpcPutPath, &req, &resp, true, 0); err != nil {
 		return nil, err
 	}
 	if len(resp.Results) != len(cs) {
-		return nil, fmt.Errorf("%w: %s answered %d results for %d cells", partition.ErrIndeterminate, target.ID, len(resp.Results), len(cs))
+		return nil, fmt.Errorf("%w: %s answered %d results for %d cells", ErrIndeterminate, target.ID, len(resp.Results), len(cs))
 	}
 	return resp.Results, nil
 }
 
-func (n *Node) forwardRead(ctx context.Context, target topology.NodeSpec, req readRequest) (readResponse, error) {
-	var resp readResponse
-	err := n.forward(ctx, target, rpcReadPath, &readRPC{TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout+req.Log.Wait), Request: req}, &resp, false, req.Log.Wait)
+func (n *Node) forwardRead(ctx context.Context, target topology.NodeSpec, req readRequest) (partition.ReadResult, error) {
+	var wait time.Duration
+	if req.Read.Log != nil {
+		wait = req.Read.Log.Wait
+	}
+	var resp partition.ReadResult
+	err := n.forward(ctx, target, rpcReadPath, &readRPC{TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout+wait), Request: req}, &resp, false, wait)
 	return resp, err
 }
 

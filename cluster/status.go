@@ -23,20 +23,16 @@ func (n *Node) Replicas() []ReplicaStatus {
 	var out []ReplicaStatus
 	for _, ds := range n.cfg.Topology.Datastores {
 		for _, r := range n.datastores[ds.Name].partitions {
-			p := r.local()
-			st := ReplicaStatus{Datastore: ds.Name, Partition: r.spec.ID, Local: p != nil}
-			if r.async != nil {
-				as := r.async.Status()
-				st.Async = &as
+			st := ReplicaStatus{Datastore: ds.Name, Partition: r.spec.ID}
+			var ps partition.Status
+			if p := r.local(); p != nil {
+				ps = p.Status()
 			}
-			if p != nil {
-				rf := p.Raft()
-				st.Leader, _ = p.Leader()
-				st.State = rf.State().String()
-				st.Term = rf.CurrentTerm()
-				st.CommitIndex = rf.CommitIndex()
-				st.LastIndex = rf.LastIndex()
-				st.AppliedIndex = p.FSM().Applied().Index
+			st.Async = ps.Async
+			if rs := ps.Raft; rs != nil {
+				st.Local = true
+				st.Leader, st.State, st.Term = rs.Leader, rs.State, rs.Term
+				st.CommitIndex, st.AppliedIndex, st.LastIndex = rs.CommitIndex, rs.AppliedIndex, rs.LastIndex
 			} else {
 				r.mu.Lock()
 				st.Leader = r.hint

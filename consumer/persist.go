@@ -118,7 +118,7 @@ func Load(name string, rows map[string][]byte) (*Group, error) {
 	}
 	var m metaRow
 	if err := msgpack.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorruptRow, MetaRow, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorruptRow, MetaRow, err)
 	}
 	if m.Shards <= 0 {
 		return nil, fmt.Errorf("%w: %s: shards %d", ErrCorruptRow, MetaRow, m.Shards)
@@ -155,7 +155,7 @@ func Load(name string, rows map[string][]byte) (*Group, error) {
 		}
 		var lr leaseRow
 		if err := msgpack.Unmarshal(data, &lr); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrCorruptRow, key, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrCorruptRow, key, err)
 		}
 		g.leases[s] = lease{owner: lr.Owner, epoch: lr.Epoch, offset: lr.Offset}
 	}

@@ -53,7 +53,7 @@ type ShardInfo struct {
 // stopped), the store's errors, w's errors.
 func (f *FSM) Backup(ctx context.Context, w io.Writer) (BackupInfo, error) {
 	if err := f.Failed(); err != nil {
-		return BackupInfo{}, fmt.Errorf("%w: %v", ErrFailed, err)
+		return BackupInfo{}, fmt.Errorf("%w: %w", ErrFailed, err)
 	}
 	tx, err := f.cfg.Store.BeginSnapshot(ctx)
 	if err != nil {
@@ -135,7 +135,7 @@ func verifyRecords(h SnapshotHeader, br *bufio.Reader) (BackupInfo, error) {
 	for n := int64(0); ; n++ {
 		var r snapshotRecord
 		if err := dec.Decode(&r); err != nil {
-			return info, fmt.Errorf("%w: record %d: %v", ErrBadSnapshot, n, err)
+			return info, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
 		}
 		if r.Shard != kvShard && !pastKV {
 			pastKV = true

@@ -74,13 +74,13 @@ func DecodeCommand(data []byte) (Command, error) {
 	}
 	var w wireCommand
 	if err := msgpack.Unmarshal(data[1:], &w); err != nil {
-		return Command{}, fmt.Errorf("%w: %v", ErrBadCommand, err)
+		return Command{}, fmt.Errorf("%w: %w", ErrBadCommand, err)
 	}
 	c := Command{CreatedAt: time.UnixMicro(w.CreatedAtMicros).UTC(), Cells: make([]CommandCell, len(w.Cells))}
 	for i, wc := range w.Cells {
 		rk, err := uuid.FromBytes(wc.RowKey)
 		if err != nil {
-			return Command{}, fmt.Errorf("%w: cell %d: row key: %v", ErrBadCommand, i, err)
+			return Command{}, fmt.Errorf("%w: cell %d: row key: %w", ErrBadCommand, i, err)
 		}
 		c.Cells[i] = CommandCell{Shard: int(wc.Shard), Key: cells.Key{RowKey: rk, ColumnKey: wc.Column, RefKey: wc.RefKey}, Body: wc.Body}
 	}

@@ -10,8 +10,8 @@
 //
 // # Outcomes and failures
 //
-// A cell's outcome (created, exists, conflict) is a value in the Response of its log entry, the
-// same on every replica. A command that cannot be decoded is answered with an error value, also
+// A cell's outcome (a cells.Result: created, exists, conflict) is a value in the Response of its
+// log entry, the same on every replica. A command that cannot be decoded is answered with an error value, also
 // the same on every replica. A storage failure is not an outcome: the FSM retries the batch, and
 // if the store keeps failing it stops applying (Failed reports it), calls Config.OnFatal and
 // never advances its applied index again, so the replica never diverges; a restart replays the

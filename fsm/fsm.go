@@ -100,52 +100,12 @@ func (c *Config) ensureDefaults() {
 	}
 }
 
-// Status is the outcome of appending one cell.
-type Status uint8
-
-// Cell outcomes.
-const (
-	// StatusCreated: the cell was appended by this entry.
-	StatusCreated Status = iota + 1
-	// StatusExists: a cell with the same key and body was stored before; nothing changed.
-	StatusExists
-	// StatusConflict: a cell with the same key and another body was stored before.
-	StatusConflict
-	// StatusBuffered (async mode only, never returned by the FSM): the cell is stored in the
-	// buffer table of another storage cluster's master, but its primary master did not take it;
-	// the reaper replays it there. It is durable but not readable until replayed. AddedID is 0.
-	StatusBuffered
-)
-
-// String returns "created", "exists", "conflict" or "buffered".
-func (s Status) String() string {
-	switch s {
-	case StatusCreated:
-		return "created"
-	case StatusExists:
-		return "exists"
-	case StatusConflict:
-		return "conflict"
-	case StatusBuffered:
-		return "buffered"
-	}
-	return fmt.Sprintf("status(%d)", uint8(s))
-}
-
-// CellResult is the outcome of one cell of a command. AddedID and CreatedAt are those of the
-// stored cell: the new one for StatusCreated, the one found for StatusExists and StatusConflict.
-type CellResult struct {
-	Status    Status
-	AddedID   int64
-	CreatedAt time.Time
-}
-
-// Response is what ApplyBatch returns for each log entry: one CellResult per command cell, the
+// Response is what ApplyBatch returns for each log entry: one cells.Result per command cell, the
 // Group result of a consumer-group command, or Err (ErrBadCommand, ErrShardOutOfRange,
 // ErrAlreadyApplied, ErrFailed, or consumer.ErrBadCommand for a group command the coordinator
 // refused).
 type Response struct {
-	Cells []CellResult
+	Cells []cells.Result
 	// Group is the result of a consumer-group command (nil for a cell command).
 	Group *consumer.Result
 	// Index is the result of an index command.
@@ -156,7 +116,7 @@ type Response struct {
 // ResponseOf waits for f and returns the entry's cell results. Errors are raft's own
 // (raft.ErrNotLeader, raft.ErrLeadershipLost, ...: the outcome may be unknown) or the Response's
 // Err. It is the only place that looks inside the interface{} raft hands back.
-func ResponseOf(f raft.ApplyFuture) ([]CellResult, error) {
+func ResponseOf(f raft.ApplyFuture) ([]cells.Result, error) {
 	if err := f.Error(); err != nil {
 		return nil, err
 	}
@@ -244,7 +204,7 @@ func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
 			return nil
 		}
 		if failed != nil {
-			return fmt.Errorf("%w: %v", ErrFailed, failed)
+			return fmt.Errorf("%w: %w", ErrFailed, failed)
 		}
 		select {
 		case <-ch:
@@ -424,7 +384,7 @@ type shardKey struct {
 
 // applyTx runs one attempt at the batch transaction and returns the results per entry. It
 // changes the FSM's in-memory state only when the transaction commits.
-func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResult, error) {
+func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]cells.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StoreTimeout)
 	defer cancel()
 
@@ -512,9 +472,9 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResul
 	}
 
 	inserts := map[int][]cells.Cell{}
-	results := make([][]CellResult, len(entries))
+	results := make([][]cells.Result, len(entries))
 	for i, e := range entries {
-		rs := make([]CellResult, len(e.cmd.Cells))
+		rs := make([]cells.Result, len(e.cmd.Cells))
 		for j, c := range e.cmd.Cells {
 			sk := shardKey{c.Shard, c.Key}
 			if ex, ok := stored[sk]; ok {
@@ -522,18 +482,18 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]CellResul
 				if err != nil {
 					return nil, fmt.Errorf("compare body of %s: %w", c.Key, err)
 				}
-				st := StatusConflict
+				st := cells.StatusConflict
 				if same {
-					st = StatusExists
+					st = cells.StatusExists
 				}
-				rs[j] = CellResult{Status: st, AddedID: ex.AddedID, CreatedAt: ex.CreatedAt}
+				rs[j] = cells.Result{Status: st, AddedID: ex.AddedID, CreatedAt: ex.CreatedAt}
 				continue
 			}
 			next[c.Shard]++
 			cell := cells.Cell{Key: c.Key, Body: c.Body, AddedID: next[c.Shard], CreatedAt: e.cmd.CreatedAt}
 			inserts[c.Shard] = append(inserts[c.Shard], cell)
 			stored[sk] = storage.Existing{AddedID: cell.AddedID, Body: cell.Body, CreatedAt: cell.CreatedAt}
-			rs[j] = CellResult{Status: StatusCreated, AddedID: cell.AddedID, CreatedAt: cell.CreatedAt}
+			rs[j] = cells.Result{Status: cells.StatusCreated, AddedID: cell.AddedID, CreatedAt: cell.CreatedAt}
 		}
 		results[i] = rs
 	}

@@ -95,9 +95,9 @@ func TestOutcomes(t *testing.T) {
 		cmdLog(t, 1, at, cell(8, 1, "BASE", 1, a), cell(8, 1, "BASE", 1, a), cell(8, 1, "BASE", 1, b), cell(9, 2, "BASE", 1, a)),
 		cmdLog(t, 2, at.Add(time.Second), cell(8, 1, "BASE", 1, b), cell(8, 1, "BASE", 2, b), cell(8, 1, "base", 1, b)),
 	}))
-	want := [][]Status{
-		{StatusCreated, StatusExists, StatusConflict, StatusCreated},
-		{StatusConflict, StatusCreated, StatusCreated},
+	want := [][]cells.Status{
+		{cells.StatusCreated, cells.StatusExists, cells.StatusConflict, cells.StatusCreated},
+		{cells.StatusConflict, cells.StatusCreated, cells.StatusCreated},
 	}
 	for i, r := range out {
 		if r.Err != nil {
@@ -139,7 +139,7 @@ func TestBadCommandsAreValues(t *testing.T) {
 	if !errors.Is(out[1].Err, ErrShardOutOfRange) {
 		t.Errorf("shard 3 outside 8..11: %v, want ErrShardOutOfRange", out[1].Err)
 	}
-	if out[2].Err != nil || len(out[2].Cells) != 1 || out[2].Cells[0].Status != StatusCreated {
+	if out[2].Err != nil || len(out[2].Cells) != 1 || out[2].Cells[0].Status != cells.StatusCreated {
 		t.Errorf("valid entry after bad ones: %+v", out[2])
 	}
 	if out[3].Err != nil || f.Applied().Index != 4 {
@@ -380,7 +380,7 @@ func TestStoreFailures(t *testing.T) {
 
 	fs.failures.Store(2) // transient: the third attempt succeeds
 	out := responses(t, f.ApplyBatch([]*raft.Log{cmdLog(t, 1, time.Now(), cell(8, 1, "BASE", 1, b))}))
-	if out[0].Err != nil || out[0].Cells[0].Status != StatusCreated {
+	if out[0].Err != nil || out[0].Cells[0].Status != cells.StatusCreated {
 		t.Fatalf("after 2 transient failures: %+v, want created", out[0])
 	}
 

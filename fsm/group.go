@@ -45,7 +45,7 @@ func DecodeGroupCommand(data []byte) (GroupCommand, error) {
 	}
 	var c GroupCommand
 	if err := msgpack.Unmarshal(data[1:], &c); err != nil {
-		return GroupCommand{}, fmt.Errorf("%w: %v", ErrBadCommand, err)
+		return GroupCommand{}, fmt.Errorf("%w: %w", ErrBadCommand, err)
 	}
 	c.CreatedAt = c.CreatedAt.UTC()
 	return c, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
 )
 
@@ -63,7 +64,7 @@ func TestGroupCommands(t *testing.T) {
 			t.Errorf("entry %d after a retried batch: got %s (%v), want %s (%v)", i+1, gj, r.Err, wj, want[i].Err)
 		}
 	}
-	if got[0].Err != nil || got[0].Cells[0].Status != StatusCreated || got[4].Cells[0].Status != StatusCreated {
+	if got[0].Err != nil || got[0].Cells[0].Status != cells.StatusCreated || got[4].Cells[0].Status != cells.StatusCreated {
 		t.Errorf("cell entries: got %+v and %+v, want created", got[0], got[4])
 	}
 	if got[1].Group == nil || len(got[1].Group.Assigned) != 16 {

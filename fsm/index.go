@@ -117,7 +117,7 @@ func DecodeIndexCommand(data []byte) (IndexCommand, error) {
 	}
 	var c IndexCommand
 	if err := msgpack.Unmarshal(data[1:], &c); err != nil {
-		return IndexCommand{}, fmt.Errorf("%w: %v", ErrBadCommand, err)
+		return IndexCommand{}, fmt.Errorf("%w: %w", ErrBadCommand, err)
 	}
 	c.CreatedAt = c.CreatedAt.UTC()
 	for i := range c.Entries {
@@ -128,7 +128,7 @@ func DecodeIndexCommand(data []byte) (IndexCommand, error) {
 		for j, v := range e.Values {
 			tv, err := TypedIndexValue(c.Fields[j].Type, v)
 			if err != nil {
-				return IndexCommand{}, fmt.Errorf("%w: entry %d field %s: %v", ErrBadCommand, i, c.Fields[j].Name, err)
+				return IndexCommand{}, fmt.Errorf("%w: entry %d field %s: %w", ErrBadCommand, i, c.Fields[j].Name, err)
 			}
 			e.Values[j] = tv
 		}

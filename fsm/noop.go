@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -41,10 +42,10 @@ func (n *Noop) ApplyBatch(logs []*raft.Log) []interface{} {
 			out[i] = &Response{Err: err}
 			continue
 		}
-		rs := make([]CellResult, len(cmd.Cells))
+		rs := make([]cells.Result, len(cmd.Cells))
 		for j := range rs {
 			n.next++
-			rs[j] = CellResult{Status: StatusCreated, AddedID: n.next, CreatedAt: cmd.CreatedAt}
+			rs[j] = cells.Result{Status: cells.StatusCreated, AddedID: n.next, CreatedAt: cmd.CreatedAt}
 		}
 		out[i] = &Response{Cells: rs}
 	}

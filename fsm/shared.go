@@ -36,7 +36,7 @@ func (f *FSM) ApplyShared(ctx context.Context, commands [][]byte) ([]*Response, 
 	stored, err := f.cfg.Store.Applied(ctx)
 	if err != nil {
 		f.forgetShared()
-		return nil, fmt.Errorf("%w: read applied index: %v", ErrSharedApply, err)
+		return nil, fmt.Errorf("%w: read applied index: %w", ErrSharedApply, err)
 	}
 	if f.Failed() != nil || stored != f.Applied() {
 		f.forgetShared()

@@ -85,7 +85,7 @@ func ReadSnapshotHeader(r io.Reader) (SnapshotHeader, error) {
 	}
 	var h SnapshotHeader
 	if err := msgpack.NewDecoder(r).Decode(&h); err != nil {
-		return SnapshotHeader{}, fmt.Errorf("%w: header: %v", ErrBadSnapshot, err)
+		return SnapshotHeader{}, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
 	}
 	if h.Version < minSnapshotVersion || h.Version > snapshotVersion {
 		return SnapshotHeader{}, fmt.Errorf("%w: version %d", ErrBadSnapshot, h.Version)
@@ -97,7 +97,7 @@ func ReadSnapshotHeader(r io.Reader) (SnapshotHeader, error) {
 // goroutine, so the view is exactly the state after the last applied batch.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.Failed(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrFailed, err)
+		return nil, fmt.Errorf("%w: %w", ErrFailed, err)
 	}
 	tx, err := f.cfg.Store.BeginSnapshot(context.Background())
 	if err != nil {
@@ -228,7 +228,7 @@ func indexTablesOf(kv []storage.KV) (map[string][]indexes.Field, []storage.Index
 		if name, ok := strings.CutPrefix(row.Key, indexTableKeyPrefix); ok {
 			var fields []indexes.Field
 			if err := msgpack.Unmarshal(row.Value, &fields); err != nil {
-				return nil, nil, fmt.Errorf("%w: index table %s: %v", ErrBadSnapshot, name, err)
+				return nil, nil, fmt.Errorf("%w: index table %s: %w", ErrBadSnapshot, name, err)
 			}
 			tables[name] = fields
 			list = append(list, IndexTableOf(name, fields))
@@ -244,7 +244,7 @@ func cellRecord(r *snapshotRecord, shards storage.ShardRange, n int64) (storage.
 	}
 	rk, err := uuid.FromBytes(r.RowKey)
 	if err != nil {
-		return storage.RestoreRecord{}, fmt.Errorf("%w: record %d: %v", ErrBadSnapshot, n, err)
+		return storage.RestoreRecord{}, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
 	}
 	return storage.RestoreRecord{Shard: int(r.Shard), Cell: cells.Cell{
 		Key:  cells.Key{RowKey: rk, ColumnKey: r.Column, RefKey: r.RefKey},
@@ -261,15 +261,15 @@ func indexRecord(r *snapshotRecord, tables map[string][]indexes.Field, shards st
 	}
 	rk, err := uuid.FromBytes(r.RowKey)
 	if err != nil {
-		return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: %v", ErrBadSnapshot, n, err)
+		return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: %w", ErrBadSnapshot, n, err)
 	}
 	var se snapshotEntry
 	if err := msgpack.Unmarshal(r.Body, &se); err != nil || len(se.Values) != len(fields) {
-		return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: bad body (%v)", ErrBadSnapshot, n, err)
+		return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: bad body (%w)", ErrBadSnapshot, n, err)
 	}
 	for i, v := range se.Values {
 		if se.Values[i], err = TypedIndexValue(fields[i].Type, v); err != nil {
-			return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: %v", ErrBadSnapshot, n, err)
+			return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: %w", ErrBadSnapshot, n, err)
 		}
 	}
 	return storage.RestoreRecord{Shard: int(r.AddedID), Index: r.Column,
@@ -302,7 +302,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	for first == nil {
 		var r snapshotRecord
 		if err := dec.Decode(&r); err != nil {
-			return fmt.Errorf("%w: KV record %d: %v", ErrBadSnapshot, len(kv), err)
+			return fmt.Errorf("%w: KV record %d: %w", ErrBadSnapshot, len(kv), err)
 		}
 		if r.Shard != kvShard {
 			first = &r
@@ -328,7 +328,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		if first != nil {
 			r, first = *first, nil
 		} else if err := dec.Decode(&r); err != nil {
-			return storage.RestoreRecord{}, fmt.Errorf("%w: record %d: %v", ErrBadSnapshot, count+nIdx, err)
+			return storage.RestoreRecord{}, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, count+nIdx, err)
 		}
 		switch r.Shard {
 		case trailerShard:

@@ -466,7 +466,7 @@ func DecodeCatalog(b []byte) (*Catalog, error) {
 	var w wireCatalog
 	r := bytes.NewReader(b)
 	if err := msgpack.NewDecoder(r).Decode(&w); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorruptCatalog, err)
+		return nil, fmt.Errorf("%w: %w", ErrCorruptCatalog, err)
 	}
 	if r.Len() != 0 {
 		return nil, fmt.Errorf("%w: %d bytes after the catalog", ErrCorruptCatalog, r.Len())

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 )
 
@@ -39,34 +41,27 @@ func TestAsyncFailoverLosesWritesOnlyWithoutBuffers(t *testing.T) {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 		cfg.Out = testWriter{t}
 		sum, err := Run(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "Run (unsafe %v)", unsafe)
 		promoted := 0
 		for _, f := range sum.Async.Failovers {
 			if f.NewMaster != "" {
 				promoted++
 			}
 		}
-		if promoted == 0 {
-			t.Fatalf("unsafe %v: no failover promoted a minion: faults %v, failovers %+v (seed %d)", unsafe, sum.Faults, sum.Async.Failovers, cfg.Seed)
-		}
+		require.NotZero(t, promoted, "unsafe %v: no failover promoted a minion: faults %v, failovers %+v (seed %d)", unsafe, sum.Faults, sum.Async.Failovers, cfg.Seed)
 		return sum
 	}
 
 	sum := run(true)
-	if sum.Valid || sum.Lost == 0 {
-		t.Fatalf("without buffered writes: got valid %v with %d acknowledged cells lost; want lost writes caught (seed %d, run kept in %s)",
-			sum.Valid, sum.Lost, uint64(asyncFailoverSeed), sum.Dir)
-	}
+	require.False(t, sum.Valid, "without buffered writes: want lost writes caught (seed %d, run kept in %s)", uint64(asyncFailoverSeed), sum.Dir)
+	require.NotZero(t, sum.Lost, "without buffered writes: acknowledged cells lost; want lost writes caught (seed %d, run kept in %s)",
+		uint64(asyncFailoverSeed), sum.Dir)
 	t.Logf("without buffered writes: %d acknowledged durability cells lost, as expected", sum.Lost)
 
 	sum = run(false)
-	if !sum.Valid || sum.Lost != 0 {
-		t.Fatalf("with buffered writes: got valid %v, %d lost, violations %v; want valid, 0 lost (seed %d, run kept in %s)",
-			sum.Valid, sum.Lost, sum.Violations, uint64(asyncFailoverSeed), sum.Dir)
-	}
-	if d := sum.Async.Durability; d == nil || d.Acknowledged == 0 {
-		t.Fatalf("with buffered writes: no acknowledged durability cell: %+v", d)
-	}
+	require.True(t, sum.Valid, "with buffered writes: violations %v (seed %d, run kept in %s)", sum.Violations, uint64(asyncFailoverSeed), sum.Dir)
+	require.Zero(t, sum.Lost, "with buffered writes: acknowledged cells lost (seed %d, run kept in %s)", uint64(asyncFailoverSeed), sum.Dir)
+	d := sum.Async.Durability
+	require.NotNil(t, d, "with buffered writes: no durability result")
+	require.NotZero(t, d.Acknowledged, "with buffered writes: no acknowledged durability cell: %+v", d)
 }

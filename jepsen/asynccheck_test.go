@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/topology"
 )
 
@@ -12,6 +15,7 @@ func strong(o Op) Op { o.Consistency = "strong"; return o }
 func stale(o Op) Op  { o.Consistency = "stale"; return o }
 
 func TestCheckReadYourWrites(t *testing.T) {
+	t.Parallel()
 	put := withStatus(hop(0, "put", 1, `{"v":1}`, 0, 10, OK), "created")
 	window := []Window{{Start: 100, End: 200, Why: "failover of cluster c0"}}
 	cases := []struct {
@@ -60,11 +64,10 @@ func TestCheckReadYourWrites(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			res := CheckReadYourWrites(tc.ops, tc.windows)
-			if res.Checked != tc.checked || len(res.Violations) != tc.bad || len(res.Expected) != tc.inWin {
-				t.Fatalf("got %d checked, %d violations, %d expected; want %d, %d, %d (%+v)", res.Checked, len(res.Violations), len(res.Expected),
-					tc.checked, tc.bad, tc.inWin, res)
-			}
+			assert.Equal(t, [3]int{tc.checked, tc.bad, tc.inWin}, [3]int{res.Checked, len(res.Violations), len(res.Expected)},
+				"reads checked, violations, misses expected in a window (%+v)", res)
 		})
 	}
 }
@@ -74,6 +77,7 @@ func finalCell(ref int64, body string) StoredCell {
 }
 
 func TestCheckAsyncCells(t *testing.T) {
+	t.Parallel()
 	created := func(ref int64, body string, inv, comp int64) Op {
 		return withStatus(hop(0, "put", ref, body, inv, comp, OK), "created")
 	}
@@ -116,19 +120,18 @@ func TestCheckAsyncCells(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := CheckAsyncCells(tc.ops, tc.final, nil)
 			got := want{len(r.Lost), len(r.Corrupted), len(r.Unexpected), len(r.Conflicting), len(r.BufferedConflicts), len(r.Phantom)}
-			if got != tc.want {
-				t.Fatalf("got %+v, want %+v (%+v)", got, tc.want, r)
-			}
-			if r.Valid != (tc.want == want{} || tc.want == want{bufConflicts: tc.want.bufConflicts}) {
-				t.Fatalf("got valid %v with %+v", r.Valid, got)
-			}
+			require.Equal(t, tc.want, got, "problems of each kind (%+v)", r)
+			// Buffered conflicts alone leave the run valid.
+			assert.Equal(t, tc.want == want{} || tc.want == want{bufConflicts: tc.want.bufConflicts}, r.Valid, "valid with %+v", got)
 		})
 	}
 }
 
 func TestStaleness(t *testing.T) {
+	t.Parallel()
 	ms := int64(1e6)
 	ops := []Op{
 		withStatus(hop(0, "put", 1, `{"v":1}`, 0, 10*ms, OK), "created"),
@@ -139,17 +142,15 @@ func TestStaleness(t *testing.T) {
 		stale(withRead(hop(1, "get", 2, "", 600*ms, 601*ms, OK), false, 0, "")), // never written
 	}
 	s := CheckAsyncCells(ops, []StoredCell{finalCell(1, `{"v":1}`)}, nil).Stale
-	if s.Reads != 5 || s.Eligible != 3 || s.Missed != 2 {
-		t.Fatalf("got %d reads, %d eligible, %d missed; want 5, 3, 2", s.Reads, s.Eligible, s.Missed)
-	}
-	if s.AgeMaxMs != 500 || s.AgeP50Ms != 500 && s.AgeP50Ms != 100 {
-		t.Fatalf("got ages p50 %v max %v; want max 500", s.AgeP50Ms, s.AgeMaxMs)
-	}
+	require.Equal(t, [3]int{5, 3, 2}, [3]int{s.Reads, s.Eligible, s.Missed}, "stale reads, eligible, missed")
+	assert.Equal(t, 500.0, s.AgeMaxMs, "age max (ms)")
+	assert.Contains(t, []float64{100, 500}, s.AgeP50Ms, "age p50 (ms): one of the two misses")
 }
 
 // An acknowledged durability cell stored under another added_id is allowed (renumbered) only
 // when its cluster failed over after the write was invoked.
 func TestSplitRenumbered(t *testing.T) {
+	t.Parallel()
 	ds := &topology.DatastoreSpec{Name: "durability", Partitions: []topology.PartitionSpec{
 		{ID: 0, FirstShard: 0, LastShard: 7, Cluster: "c0"}, {ID: 1, FirstShard: 8, LastShard: 15, Cluster: "c1"}}}
 	op := func(row string, invoke, complete int64) Op {
@@ -166,12 +167,11 @@ func TestSplitRenumbered(t *testing.T) {
 	holders := map[int][]string{1: {StrongReplica}, 2: {StrongReplica}, 9: {StrongReplica}}
 	r := AsyncDurabilityResult{DurabilityResult: CheckDurability(ops, replicas, holders)}
 	r.splitRenumbered(ops, ds, []FailoverRecord{{Cluster: 0, Killed: 100, Promoted: 200}})
-	if r.RenumberedKeys != 1 || len(r.Duplicated) != 2 || r.Valid {
-		t.Fatalf("got %d renumbered, %d duplicated, valid %v; want 1, 2, invalid", r.RenumberedKeys, len(r.Duplicated), r.Valid)
-	}
+	require.Equal(t, 1, r.RenumberedKeys, "renumbered keys")
+	require.Len(t, r.Duplicated, 2, "duplicated")
+	require.False(t, r.Valid, "valid")
 	for _, p := range r.Duplicated {
-		if p.RowKey == "a" || !strings.HasPrefix(p.Detail, "stored with added_id") {
-			t.Fatalf("duplicated %+v: want b and c only", p)
-		}
+		assert.NotEqual(t, "a", p.RowKey, "duplicated %+v: want b and c only", p)
+		assert.True(t, strings.HasPrefix(p.Detail, "stored with added_id"), "duplicated %+v: detail", p)
 	}
 }

@@ -18,20 +18,20 @@ import (
 // ErrNoIptables.
 func setupLinks(ctx context.Context, chain string, links, binds []string) error {
 	if _, err := exec.LookPath("iptables"); err != nil {
-		return fmt.Errorf("%w: %v", ErrNoIptables, err)
+		return fmt.Errorf("%w: %w", ErrNoIptables, err)
 	}
 	_ = teardownLinks(ctx, chain)
 	if err := iptables(ctx, "-t", "nat", "-N", chain); err != nil {
-		return fmt.Errorf("%w: %v", ErrNoIptables, err)
+		return fmt.Errorf("%w: %w", ErrNoIptables, err)
 	}
 	if err := iptables(ctx, "-t", "nat", "-I", "OUTPUT", "-j", chain); err != nil {
 		_ = iptables(ctx, "-t", "nat", "-X", chain)
-		return fmt.Errorf("%w: %v", ErrNoIptables, err)
+		return fmt.Errorf("%w: %w", ErrNoIptables, err)
 	}
 	for i := range links {
 		if err := iptables(ctx, "-t", "nat", "-A", chain, "-d", links[i]+"/32", "-p", "tcp", "-j", "DNAT", "--to-destination", binds[i]); err != nil {
 			_ = teardownLinks(ctx, chain)
-			return fmt.Errorf("%w: %v", ErrNoIptables, err)
+			return fmt.Errorf("%w: %w", ErrNoIptables, err)
 		}
 	}
 	return nil

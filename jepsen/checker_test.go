@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // hop builds a cells operation on register row/col for a synthetic history.
@@ -35,6 +37,7 @@ func checkCells(t *testing.T, ops []Op) porcupine.CheckResult {
 }
 
 func TestCellsModel(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		ops  []Op
@@ -99,15 +102,15 @@ func TestCellsModel(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := checkCells(t, tc.ops); got != tc.want {
-				t.Fatalf("check: got %s, want %s", got, tc.want)
-			}
+			t.Parallel()
+			assert.Equal(t, tc.want, checkCells(t, tc.ops), "check")
 		})
 	}
 }
 
 // Registers are checked independently: a violation on one is found among clean others.
 func TestCellsModelPartitions(t *testing.T) {
+	t.Parallel()
 	var ops []Op
 	for i, row := range []string{"a", "b", "c"} {
 		p := withStatus(hop(i, "put", 1, `{"v":1}`, 0, 10, OK), "created")
@@ -116,14 +119,10 @@ func TestCellsModelPartitions(t *testing.T) {
 		r.RowKey = row
 		ops = append(ops, p, r)
 	}
-	if got := checkCells(t, ops); got != porcupine.Ok {
-		t.Fatalf("three clean registers: got %s, want Ok", got)
-	}
+	require.Equal(t, porcupine.Ok, checkCells(t, ops), "three clean registers")
 	stale := withRead(hop(9, "latest", 0, "", 40, 50, OK), false, 0, "")
 	stale.RowKey = "b"
-	if got := checkCells(t, append(ops, stale)); got != porcupine.Illegal {
-		t.Fatalf("a stale read on register b: got %s, want Illegal", got)
-	}
+	assert.Equal(t, porcupine.Illegal, checkCells(t, append(ops, stale)), "a stale read on register b")
 }
 
 func dput(row string, ref int64, body string, outcome Outcome, addedID int64) Op {
@@ -135,6 +134,7 @@ func stored(node string, shard int, row string, ref int64, body string, addedID 
 }
 
 func TestCheckDurability(t *testing.T) {
+	t.Parallel()
 	shards := map[int][]string{0: {"n1", "n2"}, 1: {"n1", "n2"}}
 	ops := []Op{
 		dput("a", 1, `{"x":1}`, OK, 1),
@@ -150,14 +150,14 @@ func TestCheckDurability(t *testing.T) {
 		return m
 	}
 	res := CheckDurability(ops, clean(), shards)
-	if !res.Valid || res.Acknowledged != 2 || res.Indeterminate != 1 || res.Failed != 1 || res.Recovered != 1 {
-		t.Fatalf("clean run: got %+v, want valid, 2 acknowledged, 1 indeterminate (recovered), 1 failed", res)
-	}
+	require.True(t, res.Valid, "clean run: valid (%+v)", res)
+	require.Equal(t, [4]int{2, 1, 1, 1}, [4]int{res.Acknowledged, res.Indeterminate, res.Recovered, res.Failed},
+		"clean run: acknowledged, indeterminate, recovered, failed")
 
 	cases := []struct {
 		name   string
 		mutate func(m map[string][]StoredCell)
-		check  func(r DurabilityResult) bool
+		check  func(r DurabilityResult) bool // the violation is reported as expected
 	}{
 		{"lost acknowledged write", func(m map[string][]StoredCell) {
 			m["n2"] = m["n2"][:2] // n2 lost d
@@ -201,12 +201,27 @@ func TestCheckDurability(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			m := clean()
 			tc.mutate(m)
 			r := CheckDurability(ops, m, shards)
-			if r.Valid || !tc.check(r) {
-				t.Fatalf("got %+v, want it flagged", r)
-			}
+			assert.False(t, r.Valid, "valid (%+v)", r)
+			assert.True(t, tc.check(r), "got %+v, want it flagged", r)
 		})
 	}
+	// A key written twice, acknowledged with one body while a write of another body ended
+	// indeterminate: every replica holding the other body is corrupted, although that body was
+	// written.
+	t.Run("stored body of an indeterminate write, another acknowledged", func(t *testing.T) {
+		t.Parallel()
+		twice := append(append([]Op{}, ops...), dput("a", 1, `{"x":9}`, Info, 0))
+		m := clean()
+		for _, n := range []string{"n1", "n2"} {
+			m[n][0].Body = `{"x":9}`
+		}
+		r := CheckDurability(twice, m, shards)
+		assert.False(t, r.Valid, "valid (%+v)", r)
+		require.Len(t, r.Corrupted, 2, "corrupted: got %+v, want a and its 2 replicas", r.Corrupted)
+		assert.Equal(t, `body {"x":9}, acknowledged {"x":1}`, r.Corrupted[0].Detail)
+	})
 }

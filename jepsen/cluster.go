@@ -308,12 +308,22 @@ func (c *Cluster) Stop() {
 	wg.Wait()
 }
 
-// WaitReady polls n's /readyz until it answers 200 (every hosted partition has a leader) or ctx
-// ends.
+// WaitReady polls n's /readyz?datastore=NAME for every datastore until each answers 200 (the
+// partitions n hosts have a leader, every storage cluster of an async datastore a master) or
+// ctx ends.
 func (c *Cluster) WaitReady(ctx context.Context, n *Node) error {
+	for _, d := range c.Topology.Datastores {
+		if err := c.waitDatastoreReady(ctx, n, d.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) waitDatastoreReady(ctx context.Context, n *Node, ds string) error {
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := n.status.Ready(pctx, n.URL())
+		err := n.status.DatastoreReady(pctx, n.URL(), ds)
 		cancel()
 		if err == nil {
 			return nil
@@ -323,7 +333,7 @@ func (c *Cluster) WaitReady(ctx context.Context, n *Node) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("jepsen: %s not ready: %w (last: %v)", n.ID, ctx.Err(), err)
+			return fmt.Errorf("jepsen: %s not ready: %w (last: %w)", n.ID, ctx.Err(), err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -2,7 +2,6 @@ package jepsen
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,7 +12,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
+
+// The end-to-end tests (TestStaleReadsCaught, TestNetCutDropsTraffic, TestIndexUnderFaults,
+// TestTriggersUnderFaults, TestAsyncFailoverLosesWritesOnlyWithoutBuffers) start real nodes on
+// fixed 127.0.0.x addresses and ports and change iptables: they never run in parallel.
 
 // requireFaults skips the test when network faults cannot be injected here (no iptables, not
 // root), except under CI=true, where it fails: CI must run it.
@@ -24,7 +30,7 @@ func requireFaults(t *testing.T) {
 	case err == nil && os.Geteuid() == 0:
 		return
 	case os.Getenv("CI") == "true":
-		t.Fatalf("CI=true: the jepsen tests need iptables and root (iptables: %v, euid %d)", err, os.Geteuid())
+		require.Failf(t, "CI=true: the jepsen tests need iptables and root", "iptables: %v, euid %d", err, os.Geteuid())
 	default:
 		t.Skipf("needs iptables and root (iptables: %v, euid %d)", err, os.Geteuid())
 	}
@@ -51,9 +57,7 @@ func schemalessBinary(t *testing.T) string {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
+	require.NoError(t, buildErr, "build cmd/schemaless")
 	return binary
 }
 
@@ -78,20 +82,14 @@ func TestStaleReadsCaught(t *testing.T) {
 	cfg.FailOver = false
 	cfg.Duration, cfg.Quiet = 30*time.Second, 5*time.Second
 	cfg.Nemesis = NemesisConfig{Kinds: []string{PartitionOne, PartitionLeader}, Interval: 2 * time.Second, FaultDuration: 5 * time.Second}
-	cfg.Seed = uint64(time.Now().UnixNano())
-	t.Logf("seed %d", cfg.Seed)
+	cfg.Seed = testSeed(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	cfg.Out = testWriter{t}
 	sum, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Faults[PartitionOne]+sum.Faults[PartitionLeader] == 0 {
-		t.Fatalf("no partition was injected: faults %v", sum.Faults)
-	}
-	if sum.Linearizable != "no" || sum.Valid {
-		t.Fatalf("stale reads under partitions: got linearizable %q, valid %v; want %q and invalid", sum.Linearizable, sum.Valid, "no")
-	}
+	require.NoError(t, err, "Run")
+	require.NotZero(t, sum.Faults[PartitionOne]+sum.Faults[PartitionLeader], "no partition was injected: faults %v", sum.Faults)
+	require.Equal(t, "no", sum.Linearizable, "stale reads under partitions: linearizable (run kept in %s)", sum.Dir)
+	require.False(t, sum.Valid, "stale reads under partitions: valid (run kept in %s)", sum.Dir)
 }
 
 // A cut really drops traffic between two loopback addresses, in the direction cut only, and
@@ -100,14 +98,10 @@ func TestNetCutDropsTraffic(t *testing.T) {
 	requireFaults(t)
 	ctx := context.Background()
 	n := NewNet("SLJEPSENNET")
-	if err := n.Setup(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, n.Setup(ctx), "Setup")
 	defer n.Teardown(ctx)
 	ln, err := net.Listen("tcp", "127.0.0.23:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ln.Close()
 	go func() {
 		for {
@@ -126,23 +120,13 @@ func TestNetCutDropsTraffic(t *testing.T) {
 		}
 		return err
 	}
-	if err := dial("127.0.0.22"); err != nil {
-		t.Fatalf("before the cut: %v", err)
-	}
-	if err := n.Cut(ctx, Grudge{"127.0.0.23": {"127.0.0.22"}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, dial("127.0.0.22"), "before the cut")
+	require.NoError(t, n.Cut(ctx, Grudge{"127.0.0.23": {"127.0.0.22"}}), "Cut")
+	err = dial("127.0.0.22")
 	var ne net.Error
-	if err := dial("127.0.0.22"); err == nil || !errors.As(err, &ne) || !ne.Timeout() {
-		t.Fatalf("from the cut-off address: got %v, want a timeout", err)
-	}
-	if err := dial("127.0.0.24"); err != nil {
-		t.Fatalf("from another address: got %v, want a connection", err)
-	}
-	if err := n.Heal(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := dial("127.0.0.22"); err != nil {
-		t.Fatalf("after Heal: %v", err)
-	}
+	require.ErrorAs(t, err, &ne, "from the cut-off address: want a timeout")
+	require.True(t, ne.Timeout(), "from the cut-off address: got %v, want a timeout", err)
+	require.NoError(t, dial("127.0.0.24"), "from another address: want a connection")
+	require.NoError(t, n.Heal(ctx), "Heal")
+	assert.NoError(t, dial("127.0.0.22"), "after Heal")
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The index workload for 50 s under node kills and partitions (a kill with a partition a third
@@ -20,28 +22,22 @@ func TestIndexUnderFaults(t *testing.T) {
 	cfg.Duration, cfg.Quiet = 50*time.Second, 15*time.Second
 	cfg.Nemesis = NemesisConfig{Kinds: []string{KillRandom, KillLeader, PartitionLeader}, Interval: 2 * time.Second,
 		FaultDuration: 4 * time.Second, CombineProbability: 0.3}
-	cfg.Seed = uint64(time.Now().UnixNano())
-	t.Logf("seed %d", cfg.Seed)
+	cfg.Seed = testSeed(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	cfg.Out = testWriter{t}
 	sum, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Faults[KillRandom]+sum.Faults[KillLeader] == 0 {
-		t.Fatalf("no node was killed: faults %v (seed %d)", sum.Faults, cfg.Seed)
-	}
-	if !sum.Valid {
-		t.Fatalf("got %d violations, want none (seed %d, run kept in %s):\n%v", len(sum.Violations), cfg.Seed, sum.Dir, sum.Violations)
-	}
+	require.NoError(t, err, "Run")
+	require.NotZero(t, sum.Faults[KillRandom]+sum.Faults[KillLeader], "no node was killed: faults %v (seed %d)", sum.Faults, cfg.Seed)
+	require.True(t, sum.Valid, "got %d violations, want none (seed %d, run kept in %s):\n%v", len(sum.Violations), cfg.Seed, sum.Dir, sum.Violations)
 	var res IndexResult
 	for _, v := range sum.Verdicts {
 		if d, ok := v.Details.(IndexResult); ok {
 			res = d
 		}
 	}
-	if res.Acknowledged == 0 || res.Entries == 0 || res.KChanges == 0 || res.Marked == 0 || !res.CaughtUp {
-		t.Fatalf("got %d acknowledged cells, %d entries, %d k changes, %d marked, caught up %v; want cells, entries, k changes, marks and a catch-up",
-			res.Acknowledged, res.Entries, res.KChanges, res.Marked, res.CaughtUp)
-	}
+	require.NotZero(t, res.Acknowledged, "acknowledged cells (%+v)", res)
+	require.NotZero(t, res.Entries, "index entries (%+v)", res)
+	require.NotZero(t, res.KChanges, "k changes (%+v)", res)
+	require.NotZero(t, res.Marked, "marked entries (%+v)", res)
+	require.True(t, res.CaughtUp, "caught up (%+v)", res)
 }

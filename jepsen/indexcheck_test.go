@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // A synthetic index run. Row "a": k0 at ref 1 (n 1) and ref 2 (n 5), both acknowledged. Row
@@ -64,34 +67,32 @@ func idxQuery(index int, sv string, es ...IndexedEntry) Op {
 }
 
 func TestCheckIndexClean(t *testing.T) {
+	t.Parallel()
 	in := idxInput()
 	in.Ops = append(in.Ops,
 		idxQuery(100, "k0", ie("a", "k0", 1, 0), ie("c", "k0", 3, 0)), // old values: eventual consistency
 		idxQuery(101, "k1"),
 		Op{Index: 102, Workload: "index", F: "query", Outcome: Fail, Error: "client: unavailable"})
 	res := CheckIndex(in)
-	if !res.Valid {
-		t.Fatalf("a clean run: got invalid %+v", res)
-	}
+	require.True(t, res.Valid, "a clean run: got invalid %+v", res)
 	want := IndexResult{Rows: 5, Acknowledged: 6, Indeterminate: 2, Failed: 1, KChanges: 2, Entries: 4, Marked: 1, StoredRows: 4,
 		Queries: 2, QueryErrors: 1, QueryEntries: 2, CatchUpSeconds: 1.5, BoundSeconds: 60, CaughtUp: true, Valid: true}
-	if fmt.Sprintf("%+v", res) != fmt.Sprintf("%+v", want) {
-		t.Fatalf("got %+v\nwant %+v", res, want)
-	}
+	assert.Equal(t, want, res, "a clean run's result")
 }
 
 // Row e's first cell, indeterminate, may have been appended: then e's entry is under k3, marked
 // at the acknowledged cell's added_id, and holds that cell's values.
 func TestCheckIndexIndeterminateFirstCell(t *testing.T) {
+	t.Parallel()
 	in := idxInput()
 	in.Entries[3] = ie("e", "k3", 9, 22)
 	in.Stored = nil
-	if res := CheckIndex(in); !res.Valid {
-		t.Fatalf("e's indeterminate first cell appended: got invalid %+v", res)
-	}
+	res := CheckIndex(in)
+	assert.True(t, res.Valid, "e's indeterminate first cell appended: got invalid %+v", res)
 }
 
 func TestCheckIndexCatches(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		change func(*IndexCheckInput)
@@ -178,21 +179,19 @@ func TestCheckIndexCatches(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			in := idxInput()
 			tc.change(&in)
 			res := CheckIndex(in)
-			if res.Valid || tc.count(res) == 0 {
-				t.Fatalf("got valid %v, %d problems of the kind; want invalid, at least 1: %+v", res.Valid, tc.count(res), res)
-			}
+			require.False(t, res.Valid, "valid (%+v)", res)
+			require.NotZero(t, tc.count(res), "problems of the kind (%+v)", res)
 			text := res.Late + strings.Join(res.Problems, "; ")
 			for _, ps := range [][]IndexProblem{res.Lost, res.Stale, res.Unexpected, res.Invented, res.Duplicated, res.Misplaced, res.Marks, res.Diverged} {
 				for _, p := range ps {
 					text += "; " + p.String()
 				}
 			}
-			if !strings.Contains(text, tc.want) {
-				t.Fatalf("got %s; want a problem saying %q", text, tc.want)
-			}
+			assert.Contains(t, text, tc.want, "the problems' text")
 		})
 	}
 }

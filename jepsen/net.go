@@ -42,15 +42,15 @@ func iptables(ctx context.Context, args ...string) error {
 // Errors wrap ErrNoIptables when iptables is missing or refuses (not root).
 func (n *Net) Setup(ctx context.Context) error {
 	if _, err := exec.LookPath("iptables"); err != nil {
-		return fmt.Errorf("%w: %v", ErrNoIptables, err)
+		return fmt.Errorf("%w: %w", ErrNoIptables, err)
 	}
 	_ = n.Teardown(ctx)
 	if err := iptables(ctx, "-N", n.chain); err != nil {
-		return fmt.Errorf("%w: %v", ErrNoIptables, err)
+		return fmt.Errorf("%w: %w", ErrNoIptables, err)
 	}
 	if err := iptables(ctx, "-I", "INPUT", "-j", n.chain); err != nil {
 		_ = iptables(ctx, "-X", n.chain)
-		return fmt.Errorf("%w: %v", ErrNoIptables, err)
+		return fmt.Errorf("%w: %w", ErrNoIptables, err)
 	}
 	return nil
 }

@@ -3,6 +3,9 @@ package jepsen
 import (
 	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // sees returns, for each node, the set of nodes it hears from under g (itself included).
@@ -19,43 +22,38 @@ func sees(nodes []string, g Grudge) map[string][]string {
 }
 
 func TestComponents(t *testing.T) {
+	t.Parallel()
 	g := Components([]string{"a"}, []string{"b", "c"})
 	got := sees([]string{"a", "b", "c"}, g)
-	if !slices.Equal(got["a"], []string{"a"}) || !slices.Equal(got["b"], []string{"b", "c"}) || !slices.Equal(got["c"], []string{"b", "c"}) {
-		t.Fatalf("a | b c: got %v", got)
-	}
+	assert.Equal(t, map[string][]string{"a": {"a"}, "b": {"b", "c"}, "c": {"b", "c"}}, got, "a | b c: who sees whom")
 }
 
 func TestMajoritiesRing(t *testing.T) {
+	t.Parallel()
 	for _, nodes := range [][]string{{"a", "b", "c"}, {"a", "b", "c", "d", "e"}} {
 		got := sees(nodes, MajoritiesRing(nodes))
 		majority := len(nodes)/2 + 1
 		views := map[string]bool{}
 		for _, n := range nodes {
 			v := got[n]
-			if len(v) != majority {
-				t.Errorf("%d nodes: %s sees %v, want a majority of %d", len(nodes), n, v, majority)
-			}
+			assert.Len(t, v, majority, "%d nodes: %s sees %v, want a majority", len(nodes), n, v)
 			key := ""
 			for _, x := range v {
 				key += x
 			}
-			if views[key] {
-				t.Errorf("%d nodes: two nodes see the same majority %v", len(nodes), v)
-			}
+			assert.False(t, views[key], "%d nodes: two nodes see the same majority %v", len(nodes), v)
 			views[key] = true
 		}
 	}
 }
 
 func TestBridge(t *testing.T) {
+	t.Parallel()
 	nodes := []string{"a", "b", "c", "d", "e"}
 	g, bridge := Bridge(nodes)
 	got := sees(nodes, g)
-	if bridge != "c" || len(got["c"]) != 5 {
-		t.Fatalf("bridge %s sees %v, want c seeing everyone", bridge, got["c"])
-	}
-	if !slices.Equal(got["a"], []string{"a", "b", "c"}) || !slices.Equal(got["e"], []string{"c", "d", "e"}) {
-		t.Fatalf("sides: a sees %v, e sees %v", got["a"], got["e"])
-	}
+	require.Equal(t, "c", bridge, "bridge")
+	require.Len(t, got["c"], 5, "the bridge sees %v, want everyone", got["c"])
+	assert.Equal(t, []string{"a", "b", "c"}, got["a"], "side of a")
+	assert.Equal(t, []string{"c", "d", "e"}, got["e"], "side of e")
 }

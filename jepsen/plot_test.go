@@ -1,16 +1,17 @@
 package jepsen
 
 import (
-	"errors"
 	"image"
 	"image/color"
 	"image/png"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // plotHistory returns n operations invoked every interval, with outcomes cycling through eight
@@ -36,17 +37,11 @@ func plotHistory(n int, interval time.Duration) []Op {
 func readPNG(t *testing.T, path string) image.Image {
 	t.Helper()
 	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("decode %s: %v", path, err)
-	}
-	if got := img.Bounds().Size(); got != (image.Point{X: 1600, Y: 900}) {
-		t.Fatalf("image size: got %v, want 1600x900", got)
-	}
+	require.NoError(t, err, "decode %s", path)
+	require.Equal(t, image.Point{X: 1600, Y: 900}, img.Bounds().Size(), "image size")
 	return img
 }
 
@@ -95,6 +90,7 @@ const (
 )
 
 func TestWritePlot(t *testing.T) {
+	t.Parallel()
 	ops := plotHistory(600, 100*time.Millisecond)
 	faults := []Fault{
 		{Kind: "partition-one", Nodes: []string{"n1"}, Start: 20e9, End: 45e9},
@@ -102,63 +98,46 @@ func TestWritePlot(t *testing.T) {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "plot.png")
-	if err := WritePlot(path, ops, faults, 60e9); err != nil {
-		t.Fatalf("WritePlot: %v", err)
-	}
+	require.NoError(t, WritePlot(path, ops, faults, 60e9), "WritePlot")
 	img := readPNG(t, path)
 
-	in := whiteFraction(img, insideX, stripTop, stripBottom)
-	out := whiteFraction(img, outsideX, stripTop, stripBottom)
-	if in > 0.1 {
-		t.Errorf("white share of a strip inside the fault window: got %.2f, want <= 0.1 (shaded)", in)
-	}
-	if out < 0.9 {
-		t.Errorf("white share of a strip outside any fault window: got %.2f, want >= 0.9 (unshaded)", out)
-	}
+	assert.LessOrEqual(t, whiteFraction(img, insideX, stripTop, stripBottom), 0.1,
+		"white share of a strip inside the fault window (shaded)")
+	assert.GreaterOrEqual(t, whiteFraction(img, outsideX, stripTop, stripBottom), 0.9,
+		"white share of a strip outside any fault window (unshaded)")
 
 	// The operations are drawn in the latency panel (the top 45% of the image) in their outcome's
 	// colour: far more such pixels than its legend alone (the empty plot) holds.
 	emptyPath := filepath.Join(dir, "empty.png")
-	if err := WritePlot(emptyPath, nil, nil, 60e9); err != nil {
-		t.Fatalf("WritePlot empty: %v", err)
-	}
+	require.NoError(t, WritePlot(emptyPath, nil, nil, 60e9), "WritePlot empty")
 	empty := readPNG(t, emptyPath)
 	for _, o := range plotOutcomes {
 		got, legend := countColor(img, o.color, 0, 0.45), countColor(empty, o.color, 0, 0.45)
-		if got < legend+200 {
-			t.Errorf("%s-coloured pixels: got %d, want >= %d (legend %d + 200)", o.outcome, got, legend+200, legend)
-		}
+		assert.GreaterOrEqual(t, got, legend+200, "%s-coloured pixels: want the legend's %d + 200", o.outcome, legend)
 	}
 }
 
 func TestWritePlotEmpty(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "empty.png")
-	if err := WritePlot(path, nil, nil, 0); err != nil {
-		t.Fatalf("WritePlot: %v", err)
-	}
+	require.NoError(t, WritePlot(path, nil, nil, 0), "WritePlot")
 	img := readPNG(t, path)
 	// No faults: nothing is shaded, in either panel.
 	for _, x := range []float64{outsideX, insideX} {
 		for _, rows := range [][2]float64{{0.15, 0.4}, {stripTop, stripBottom}} {
-			if got := whiteFraction(img, x, rows[0], rows[1]); got < 0.9 {
-				t.Errorf("white share of strip x=%.2f rows %.2f..%.2f: got %.2f, want >= 0.9", x, rows[0], rows[1], got)
-			}
+			assert.GreaterOrEqual(t, whiteFraction(img, x, rows[0], rows[1]), 0.9,
+				"white share of strip x=%.2f rows %.2f..%.2f", x, rows[0], rows[1])
 		}
 	}
 }
 
 func TestWritePlotBadPath(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "no-such-dir", "plot.png")
 	err := WritePlot(path, plotHistory(10, time.Second), nil, 10e9)
-	if err == nil {
-		t.Fatalf("WritePlot into a missing directory: got nil error, want one")
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("error: got %v, want one wrapping fs.ErrNotExist", err)
-	}
-	if !strings.HasPrefix(err.Error(), "jepsen: ") {
-		t.Errorf("error: got %q, want prefix %q", err, "jepsen: ")
-	}
+	require.Error(t, err, "WritePlot into a missing directory")
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	assert.Regexp(t, "^jepsen: ", err.Error(), "the package's prefix")
 }
 
 // BenchmarkWritePlot draws 20,000 operations over 200 s with two faults.

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The triggers workload for 75 s under trigger worker kills and pauses (some pauses outlast the
@@ -23,30 +25,23 @@ func TestTriggersUnderFaults(t *testing.T) {
 	// faults, so each worker kind is drawn at least once but for a chance of about 1 in 2,000.
 	cfg.Nemesis = NemesisConfig{Kinds: []string{KillWorker, PauseWorker, KillRandom}, Interval: time.Second,
 		FaultDuration: 3 * time.Second, CombineProbability: 1}
-	cfg.Seed = uint64(time.Now().UnixNano())
-	t.Logf("seed %d", cfg.Seed)
+	cfg.Seed = testSeed(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	cfg.Out = testWriter{t}
 	sum, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Run")
 	for _, k := range cfg.Nemesis.Kinds {
-		if sum.Faults[k] == 0 {
-			t.Fatalf("no %s fault was injected: faults %v (seed %d)", k, sum.Faults, cfg.Seed)
-		}
+		require.NotZero(t, sum.Faults[k], "no %s fault was injected: faults %v (seed %d)", k, sum.Faults, cfg.Seed)
 	}
-	if !sum.Valid {
-		t.Fatalf("got %d violations, want none (seed %d, run kept in %s):\n%v", len(sum.Violations), cfg.Seed, sum.Dir, sum.Violations)
-	}
+	require.True(t, sum.Valid, "got %d violations, want none (seed %d, run kept in %s):\n%v", len(sum.Violations), cfg.Seed, sum.Dir, sum.Violations)
 	var res TriggersResult
 	for _, v := range sum.Verdicts {
 		if d, ok := v.Details.(TriggersResult); ok {
 			res = d
 		}
 	}
-	if res.Acknowledged == 0 || res.Delivered < res.Acknowledged || !res.CaughtUp || res.Incarnations <= 3 {
-		t.Fatalf("got %d acknowledged, %d delivered, caught up %v, %d worker incarnations; want cells acknowledged and delivered, a catch-up, restarted workers",
-			res.Acknowledged, res.Delivered, res.CaughtUp, res.Incarnations)
-	}
+	require.NotZero(t, res.Acknowledged, "acknowledged cells (%+v)", res)
+	require.GreaterOrEqual(t, res.Delivered, res.Acknowledged, "deliveries: want every acknowledged cell delivered (%+v)", res)
+	require.True(t, res.CaughtUp, "caught up (%+v)", res)
+	require.Greater(t, res.Incarnations, 3, "worker incarnations: want restarted workers (%+v)", res)
 }

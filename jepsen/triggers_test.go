@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/cells"
 )
 
@@ -74,32 +77,31 @@ func cleanLogs() map[string][]Delivery {
 }
 
 func TestCheckTriggersClean(t *testing.T) {
+	t.Parallel()
 	logs := cleanLogs()
 	logs["w3.1"] = nil // delivered nothing
 	logs["w1.1"] = []Delivery{dl(1, 10, "a"), dl(1, 20, "b"), dl(2, 60, "b"), dl(2, 70, "c")}
 	res := CheckTriggers(trigOps(), logs, trigStored(), "EV")
-	if !res.Valid {
-		t.Fatalf("a clean run: got invalid %+v", res)
-	}
+	require.True(t, res.Valid, "a clean run: got invalid %+v", res)
 	want := TriggersResult{Acknowledged: 3, Indeterminate: 1, Failed: 1, Recovered: 1, OtherWritten: 1, Delivered: 7,
 		Distinct: 4, Duplicates: 3, Incarnations: 3, Leases: 3, LeaseChanges: 1, Rewinds: 1, Valid: true}
-	if fmt.Sprintf("%+v", res) != fmt.Sprintf("%+v", want) {
-		t.Fatalf("got %+v\nwant %+v", res, want)
-	}
+	assert.Equal(t, want, res, "a clean run's result")
 }
 
 // A decrease within one incarnation across a lease change is allowed even when no other worker
 // delivered the shard in between (a worker that dropped its shards after failed heartbeats and
 // got them back at the committed offset): the rule "only across a rebalance" would flag it.
 func TestCheckTriggersRewindWithoutRebalance(t *testing.T) {
+	t.Parallel()
 	logs := map[string][]Delivery{"w3.1": {dl(1, 80, "a"), dl(1, 81, "b"), dl(2, 90, "b"), dl(2, 91, "c"), dl(2, 92, "d")}}
 	res := CheckTriggers(trigOps(), logs, trigStored(), "EV")
-	if !res.Valid || res.Rewinds != 1 || res.Duplicates != 1 {
-		t.Fatalf("got valid %v, %d rewinds, %d duplicates; want valid, 1 rewind, 1 duplicate: %+v", res.Valid, res.Rewinds, res.Duplicates, res)
-	}
+	assert.True(t, res.Valid, "valid (%+v)", res)
+	assert.Equal(t, 1, res.Rewinds, "rewinds (%+v)", res)
+	assert.Equal(t, 1, res.Duplicates, "duplicates (%+v)", res)
 }
 
 func TestCheckTriggersCatches(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		logs   map[string][]Delivery
@@ -155,10 +157,11 @@ func TestCheckTriggersCatches(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			res := CheckTriggers(trigOps(), tc.logs, tc.stored, "EV")
-			if n, what := tc.check(res); n == 0 || res.Valid {
-				t.Fatalf("got %d %s, valid %v; want some, invalid: %+v", n, what, res.Valid, res)
-			}
+			n, what := tc.check(res)
+			assert.NotZero(t, n, "%s (%+v)", what, res)
+			assert.False(t, res.Valid, "valid (%+v)", res)
 		})
 	}
 }
@@ -166,6 +169,7 @@ func TestCheckTriggersCatches(t *testing.T) {
 // Every delivery in a new ownership period: the worker cannot tell periods apart, and the check
 // must say it cannot decide rather than pass.
 func TestCheckTriggersLeaseTrackingBroken(t *testing.T) {
+	t.Parallel()
 	var ops []Op
 	var stored []StoredCell
 	var ds []Delivery
@@ -176,57 +180,49 @@ func TestCheckTriggersLeaseTrackingBroken(t *testing.T) {
 		ds = append(ds, Delivery{RowKey: row, Column: "EV", RefKey: 1, AddedID: int64(i), Body: `{}`, Lease: i, Time: int64(i)})
 	}
 	res := CheckTriggers(ops, map[string][]Delivery{"w1.1": ds}, stored, "EV")
-	if res.Valid || res.Undecided == "" {
-		t.Fatalf("a new lease per delivery: got valid %v, undecided %q; want invalid and undecided", res.Valid, res.Undecided)
-	}
+	require.False(t, res.Valid, "a new lease per delivery: valid")
+	require.NotEmpty(t, res.Undecided, "a new lease per delivery: want the check undecided")
 	for i := range ds {
 		ds[i].Lease = 1
 	}
-	if res := CheckTriggers(ops, map[string][]Delivery{"w1.1": ds}, stored, "EV"); !res.Valid {
-		t.Fatalf("one lease: got invalid %+v", res)
-	}
+	res = CheckTriggers(ops, map[string][]Delivery{"w1.1": ds}, stored, "EV")
+	assert.True(t, res.Valid, "one lease: got invalid %+v", res)
 }
 
 func TestReadDeliveries(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, text string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
 	}
 	write("w1.1.jsonl", `{"worker":"w1-1","shard":2,"added_id":7,"row_key":"a","column":"EV","ref_key":1,"lease":1,"time":5}`+"\n"+
 		`{"worker":"w1-1","shard":2,"added_id":9,"row_key":"b","column":"EV","ref_key":1,"lease":1,"time":6}`+"\n"+`{"worker":"w1-1","sh`)
 	write("w2.1.jsonl", "")
 	write("w1.log", "not a delivery file")
 	logs, torn, err := ReadDeliveries(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(logs) != 2 || len(logs["w1.1"]) != 2 || len(logs["w2.1"]) != 0 || torn != 1 {
-		t.Fatalf("got %d files (%v), %d torn; want 2 files, w1.1 with 2 deliveries, 1 torn", len(logs), logs, torn)
-	}
-	if d := logs["w1.1"][1]; d.AddedID != 9 || d.RowKey != "b" || d.Shard != 2 || d.Lease != 1 {
-		t.Fatalf("got %+v, want added_id 9 of row b in shard 2, lease 1", d)
-	}
+	require.NoError(t, err)
+	require.Len(t, logs, 2, "files read (%v)", logs)
+	require.Contains(t, logs, "w2.1", "files read")
+	require.Empty(t, logs["w2.1"], "deliveries of w2.1")
+	require.Len(t, logs["w1.1"], 2, "deliveries of w1.1")
+	require.Equal(t, 1, torn, "torn last lines")
+	d := logs["w1.1"][1]
+	assert.Equal(t, [4]any{int64(9), "b", 2, 1}, [4]any{d.AddedID, d.RowKey, d.Shard, d.Lease}, "added_id, row, shard and lease of w1.1's second delivery")
 	write("w3.1.jsonl", "{\"worker\":\ngarbage\n")
-	if _, _, err := ReadDeliveries(dir); err == nil {
-		t.Fatal("a bad line before the last: got no error")
-	}
+	_, _, err = ReadDeliveries(dir)
+	assert.Error(t, err, "a bad line before the last")
 }
 
 // DeliveryLog writes one line per cell with the cell's shard, and starts a new lease number
 // when the handler's context changes (a new ownership period).
 func TestDeliveryLog(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "w1.1.jsonl")
 	l, err := OpenDeliveryLog(path, "w1-1", 8)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	row := uuid.MustParse("0b3e3c4e-6f6a-4f5e-9d55-0f4bb1a1d2c3")
 	body, err := cells.EncodeBody([]byte(`{"v":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cell := func(id int64) cells.Cell {
 		return cells.Cell{Key: cells.Key{RowKey: row, ColumnKey: "EV", RefKey: 1}, Body: body, AddedID: id}
 	}
@@ -241,29 +237,21 @@ func TestDeliveryLog(t *testing.T) {
 		if step.ctx == lease2 {
 			cancel1()
 		}
-		if err := l.Handle(step.ctx, cell(step.id)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, l.Handle(step.ctx, cell(step.id)), "Handle of added_id %d", step.id)
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Close())
 	ds, cut, err := readDeliveryFile(path)
-	if err != nil || cut {
-		t.Fatalf("read back: %v, cut %v", err, cut)
-	}
+	require.NoError(t, err, "read back")
+	require.False(t, cut, "read back: last line cut")
 	want := []struct {
 		id    int64
 		lease int
 	}{{1, 1}, {2, 1}, {2, 2}, {3, 2}}
-	if len(ds) != len(want) {
-		t.Fatalf("got %d lines, want %d", len(ds), len(want))
-	}
+	require.Len(t, ds, len(want), "lines")
 	for i, d := range ds {
-		if d.AddedID != want[i].id || d.Lease != want[i].lease || d.Shard != cells.ShardOf(row, 8) || d.Worker != "w1-1" ||
-			d.RowKey != row.String() || d.Column != "EV" || d.Body != `{"v":1}` || d.Time == 0 {
-			t.Fatalf("line %d: got %+v, want added_id %d lease %d shard %d body {\"v\":1}", i, d, want[i].id, want[i].lease, cells.ShardOf(row, 8))
-		}
+		assert.Equal(t, Delivery{Worker: "w1-1", Shard: cells.ShardOf(row, 8), AddedID: want[i].id, RowKey: row.String(), Column: "EV",
+			RefKey: 1, Body: `{"v":1}`, Lease: want[i].lease, Time: d.Time}, d, "line %d", i)
+		assert.NotZero(t, d.Time, "line %d: time", i)
 	}
 }
 
@@ -314,43 +302,39 @@ func (f *fakeProcs) Timescale() time.Duration { return 20 * time.Millisecond }
 // hold pauses for [1/2, 5/2) timescales, and heal at the end; without processes they are
 // dropped.
 func TestWorkerNemesis(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	t.Parallel()
+	seed := testSeed(t)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := NemesisConfig{Kinds: []string{KillWorker, PauseWorker}, Interval: 5 * time.Millisecond, FaultDuration: 5 * time.Millisecond}
 	fp := &fakeProcs{}
 	var log strings.Builder
 	n := NewNemesis(cfg, &Cluster{}, nil, NewHistory(nil), seed, &log, quiet)
 	n.SetProcesses(fp)
+	// The nemesis runs on the wall clock: 1.5s of it, time for dozens of faults.
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	n.Run(ctx)
 	cancel()
-	if fp.kills == 0 || fp.pauses == 0 {
-		t.Fatalf("got %d kills and %d pauses, want some of each", fp.kills, fp.pauses)
-	}
-	if fp.restarts != fp.kills || fp.resumes != fp.pauses || fp.paused || fp.heals != 1 {
-		t.Fatalf("got %d kills, %d restarts, %d pauses, %d resumes, %d heals; want every fault ended and one heal", fp.kills, fp.restarts, fp.pauses, fp.resumes, fp.heals)
-	}
+	require.NotZero(t, fp.kills, "kills")
+	require.NotZero(t, fp.pauses, "pauses")
+	require.Equal(t, fp.kills, fp.restarts, "restarts: want every kill ended")
+	require.Equal(t, fp.pauses, fp.resumes, "resumes: want every pause ended")
+	require.False(t, fp.paused, "a worker left paused")
+	require.Equal(t, 1, fp.heals, "heals")
 	faults := n.Faults()
 	for i, f := range faults {
-		if f.Kind != KillWorker && f.Kind != PauseWorker || f.End == 0 {
-			t.Fatalf("got fault %+v, want a worker fault that ended", f)
-		}
+		require.Contains(t, []string{KillWorker, PauseWorker}, f.Kind, "fault %+v: want a worker fault", f)
+		require.NotZero(t, f.End, "fault %+v: want it ended", f)
 		held := time.Duration(f.End - f.Start)
-		if f.Kind == PauseWorker && i < len(faults)-1 && held < 10*time.Millisecond { // the last one is cut short by the end
-			t.Fatalf("a pause held %s, want at least half the timescale (10ms)", held)
+		if f.Kind == PauseWorker && i < len(faults)-1 { // the last one is cut short by the end
+			require.GreaterOrEqual(t, held, 10*time.Millisecond, "a pause held, want at least half the timescale")
 		}
 	}
-	if !strings.Contains(log.String(), `"event":"heal"`) {
-		t.Fatalf("no heal in the nemesis log:\n%s", log.String())
-	}
+	require.Contains(t, log.String(), `"event":"heal"`, "no heal in the nemesis log")
 
 	// Without processes the worker kinds are dropped: no fault at all.
 	n = NewNemesis(cfg, &Cluster{}, nil, NewHistory(nil), seed, nil, quiet)
 	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
 	n.Run(ctx)
 	cancel()
-	if fs := n.Faults(); len(fs) != 0 {
-		t.Fatalf("no processes: got faults %v, want none", fs)
-	}
+	assert.Empty(t, n.Faults(), "no processes: faults")
 }

@@ -202,7 +202,7 @@ func writeRows(t *testing.T, c *clustertest.Cluster, rng *rand.Rand, n int) []wr
 		for _, cl := range w.cells {
 			res, err := node.PutCells(ctx, ds, []cells.Cell{cl})
 			require.NoError(t, err, "put %s", cl.Key)
-			require.Equal(t, fsm.StatusCreated, res[0].Status, "put %s: %v", cl.Key, res)
+			require.Equal(t, cells.StatusCreated, res[0].Status, "put %s: %v", cl.Key, res)
 		}
 		rows = append(rows, w)
 	}

@@ -22,6 +22,8 @@ type AsyncConfig struct {
 	Datastore string
 	Partition int
 	Shards    storage.ShardRange
+	// NodeID is the node serving the partition, which Leader reports.
+	NodeID string
 	// Primary is the storage cluster holding the partition's cells as the topology places it.
 	// A placement record (see Placement) naming another of Primary and Buffers moves it there.
 	Primary *StorageCluster
@@ -171,19 +173,19 @@ func (a *Async) Close() error {
 // writes each cell is first stored in the buffer of BufferCopies other clusters' masters (the
 // same clusters for the same key, so a second body for a buffered key is a conflict), then the
 // cells are applied on the primary master. A cell the primary master did not take gets
-// fsm.StatusBuffered: it is durable and becomes readable when the reaper replays it. Blocks
+// cells.StatusBuffered: it is durable and becomes readable when the reaper replays it. Blocks
 // until done or ctx ends.
 //
 // Errors: ErrUnavailable (nothing written: no buffer cluster took the cells, or, without
 // buffered writes, no master); ErrIndeterminate (some cells may be written: a buffer failed
 // after others took cells, or, without buffered writes, the master failed at commit or ctx
 // ended). Every outcome is safe to retry.
-func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]fsm.CellResult, error) {
+func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]cells.Result, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	results := make([]fsm.CellResult, len(cs))
+	results := make([]cells.Result, len(cs))
 	pending := make([]int, 0, len(cs))
 	if a.cfg.BufferCopies == 0 {
 		for i := range cs {
@@ -225,7 +227,7 @@ func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]fsm.CellResult
 	// The primary master did not answer: the cells are durable in the buffers.
 	a.cfg.Logger.Debug("partition: write buffered", "datastore", a.cfg.Datastore, "partition", a.cfg.Partition, "cells", len(pending), "error", err)
 	for _, i := range pending {
-		results[i] = fsm.CellResult{Status: fsm.StatusBuffered, CreatedAt: now}
+		results[i] = cells.Result{Status: cells.StatusBuffered, CreatedAt: now}
 	}
 	a.checkConflictsOnMinion(ctx, cs, pending, results)
 	return results, nil
@@ -235,7 +237,7 @@ func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]fsm.CellResult
 // written to the primary (those not refused as conflicts by a buffer). Cells go to the buffer
 // clusters in the order their keys prefer (bufferOrder), one batch per cluster per round: one
 // multi-row insert and one lookup, whatever the number of cells.
-func (a *Async) buffer(ctx context.Context, cs []fsm.CommandCell, now time.Time, results []fsm.CellResult) ([]int, error) {
+func (a *Async) buffer(ctx context.Context, cs []fsm.CommandCell, now time.Time, results []cells.Result) ([]int, error) {
 	buffers := a.placement().buffers
 	copies := make([]int, len(cs))
 	conflict := make([]bool, len(cs))
@@ -298,12 +300,17 @@ func (a *Async) buffer(ctx context.Context, cs []fsm.CommandCell, now time.Time,
 	for i := range cs {
 		switch {
 		case conflict[i]:
-			results[i] = fsm.CellResult{Status: fsm.StatusConflict}
+			results[i] = cells.Result{Status: cells.StatusConflict}
 		case copies[i] < a.cfg.BufferCopies:
-			if stored {
-				return nil, fmt.Errorf("%w: cell %d: only %d of %d buffer copies: %v", ErrIndeterminate, i, copies[i], a.cfg.BufferCopies, lastErr)
+			if stored && errors.Is(lastErr, ErrUnavailable) {
+				// The last buffer was unavailable, but the outcome is not: keep its text
+				// only, so that the error is of one class.
+				return nil, fmt.Errorf("%w: cell %d: only %d of %d buffer copies: %s", ErrIndeterminate, i, copies[i], a.cfg.BufferCopies, lastErr)
 			}
-			return nil, fmt.Errorf("%w: no buffer cluster took the write: %v", ErrUnavailable, lastErr)
+			if stored {
+				return nil, fmt.Errorf("%w: cell %d: only %d of %d buffer copies: %w", ErrIndeterminate, i, copies[i], a.cfg.BufferCopies, lastErr)
+			}
+			return nil, fmt.Errorf("%w: no buffer cluster took the write: %w", ErrUnavailable, lastErr)
 		default:
 			pending = append(pending, i)
 		}
@@ -334,15 +341,15 @@ func bufferOrder(buffers []*StorageCluster, k cells.Key) []*StorageCluster {
 
 // checkConflictsOnMinion turns buffered results into conflicts where a minion of the primary
 // already holds the key with another body (best effort: minions may lag).
-func (a *Async) checkConflictsOnMinion(ctx context.Context, cs []fsm.CommandCell, pending []int, results []fsm.CellResult) {
-	_ = a.Read(ctx, false, func(st *storage.PartitionStore) error {
+func (a *Async) checkConflictsOnMinion(ctx context.Context, cs []fsm.CommandCell, pending []int, results []cells.Result) {
+	_ = a.readWith(ctx, false, func(st *storage.PartitionStore) error {
 		for _, i := range pending {
 			c, err := st.GetCell(ctx, cs[i].Shard, cs[i].Key)
 			if err != nil {
 				continue
 			}
 			if same, err := cells.SameBody(c.Body, cs[i].Body); err == nil && !same {
-				results[i] = fsm.CellResult{Status: fsm.StatusConflict, AddedID: c.AddedID, CreatedAt: c.CreatedAt}
+				results[i] = cells.Result{Status: cells.StatusConflict, AddedID: c.AddedID, CreatedAt: c.CreatedAt}
 			}
 		}
 		return nil
@@ -404,13 +411,13 @@ func (a *Async) apply(ctx context.Context, data []byte) (*fsm.Response, error) {
 	case <-a.stop:
 		return nil, ErrClosed
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	}
 	select {
 	case r := <-op.done:
 		return r.res, r.err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %v", ErrIndeterminate, ctx.Err())
+		return nil, fmt.Errorf("%w: %w", ErrIndeterminate, ctx.Err())
 	}
 }
 
@@ -484,7 +491,7 @@ func (a *Async) applyOn(c *StorageCluster, datas [][]byte) ([]*fsm.Response, err
 	defer cancel()
 	_, m, err := c.masterMember(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	var res []*fsm.Response
 	var moved error // kept out of the circuit breaker: the master answered
@@ -523,9 +530,9 @@ func (a *Async) applyOn(c *StorageCluster, datas [][]byte) ([]*fsm.Response, err
 		// inside its transaction.
 		return nil, fmt.Errorf("%w: master of %s: %w", ErrUnavailable, c.Name(), moved)
 	case err != nil && sent:
-		return nil, fmt.Errorf("%w: master of %s: %v", ErrIndeterminate, c.Name(), err)
+		return nil, fmt.Errorf("%w: master of %s: %w", ErrIndeterminate, c.Name(), err)
 	case err != nil:
-		return nil, fmt.Errorf("%w: master of %s: %v", ErrUnavailable, c.Name(), err)
+		return nil, fmt.Errorf("%w: master of %s: %w", ErrUnavailable, c.Name(), err)
 	}
 	return res, nil
 }
@@ -559,316 +566,4 @@ func (a *Async) partitionStore(ctx context.Context, c *StorageCluster, st *stora
 type storeKey struct {
 	m     *member
 	write bool
-}
-
-// readOn runs fn on the partition's read store on member m of cluster c, through m's circuit
-// breaker, then checks that the copy it read is the partition's (CheckFence): if the
-// placement on m names another cluster, the error wraps ErrUnavailable and storage.ErrMoved,
-// and what fn read must be dropped.
-func (a *Async) readOn(ctx context.Context, c *StorageCluster, m *member, fn func(*storage.PartitionStore) error) error {
-	var moved error // kept out of the circuit breaker: the member answered
-	err := m.run(func() error {
-		st, err := m.readStore(ctx, c)
-		if err != nil {
-			return err
-		}
-		ps, err := a.partitionStore(ctx, c, st, m, false)
-		if err != nil {
-			return err
-		}
-		ferr := fn(ps)
-		// After the read: if the placement did not name another cluster yet, the read
-		// happened before the switch, when this copy was the partition's. (A read that
-		// failed on a dropped copy is retried elsewhere too.)
-		if err := ps.CheckFence(ctx); errors.Is(err, storage.ErrMoved) {
-			moved = err
-			return nil
-		} else if err != nil && ferr == nil {
-			return err
-		}
-		return ferr
-	})
-	if moved != nil {
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, m.name, moved)
-	}
-	return err
-}
-
-// Read runs fn on the partition's store on the primary master (strong: read-your-writes on
-// the master's latest) or on a minion (stale; another minion, then the master, if one fails).
-// Each attempt goes through the member's circuit breaker. A read of a copy that moved away is
-// dropped and retried on the primary the placement names, for up to MovedWait. fn may run
-// more than once. Errors: ErrUnavailable (no master, or its breaker is open, or still moved:
-// retryable), or fn's.
-func (a *Async) Read(ctx context.Context, strong bool, fn func(*storage.PartitionStore) error) error {
-	retry := a.movedRetry()
-	for {
-		pl := a.placement()
-		err := a.readFrom(ctx, pl.primary, strong, fn)
-		if !errors.Is(err, storage.ErrMoved) || !retry.again(ctx, pl) {
-			return err
-		}
-	}
-}
-
-// readFrom is one attempt of Read on cluster c.
-func (a *Async) readFrom(ctx context.Context, c *StorageCluster, strong bool, fn func(*storage.PartitionStore) error) error {
-	var candidates []*member
-	if !strong {
-		ms, err := c.minionMembers(ctx)
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-		candidates = ms
-	}
-	if _, m, err := c.masterMember(ctx); err == nil {
-		candidates = append(candidates, m)
-	} else if strong || len(candidates) == 0 {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	var lastErr error
-	for _, m := range candidates {
-		err := a.readOn(ctx, c, m, fn)
-		if err == nil {
-			return nil
-		}
-		lastErr = err
-		// A minion may lag behind its master's placement: the master, last, has the word.
-		if strong || ctx.Err() != nil {
-			break
-		}
-	}
-	if errors.Is(lastErr, ErrUnavailable) {
-		return lastErr
-	}
-	return fmt.Errorf("%w: %v", ErrUnavailable, lastErr)
-}
-
-// AppliedChanged returns a channel closed after a short while (50ms): long polls of an async
-// partition re-read their shards at that pace, since other nodes write the master too.
-func (a *Async) AppliedChanged() <-chan struct{} {
-	ch := make(chan struct{})
-	time.AfterFunc(50*time.Millisecond, func() { close(ch) })
-	return ch
-}
-
-// HighWater always reports false: another node may have written the shard since.
-func (a *Async) HighWater(int) (int64, bool) { return 0, false }
-
-// AsyncStatus is what the partition reports of itself.
-type AsyncStatus struct {
-	// Cluster is the storage cluster holding the partition, as its placement names it;
-	// PlacementEpoch the epoch of that placement (0: the topology's).
-	Cluster        string
-	PlacementEpoch int64
-	Members        []MemberStatus
-	// BufferDepth is how many of the partition's cells the buffer clusters held at the last
-	// reaper pass, BufferOldest when the oldest of them was buffered (zero when none).
-	BufferDepth  int64
-	BufferOldest time.Time
-	// Reaped, Replayed and Conflicts count the reaper's work since the node started: buffer
-	// rows deleted, cells replayed into the primary master, and buffered cells dropped
-	// because the primary holds their key with another body.
-	Reaped, Replayed, Conflicts int64
-	// Moved counts the writes and reads a copy refused as moved since the node started (each
-	// retried on the cluster the placement names): a move's switch, or a stale placement.
-	Moved int64
-}
-
-// Status returns the partition's state.
-func (a *Async) Status() AsyncStatus {
-	pl := a.placement()
-	s := AsyncStatus{Cluster: pl.primary.Name(), PlacementEpoch: pl.epoch, Members: pl.primary.Status(),
-		BufferDepth: a.depth.Load(), Reaped: a.reaped.Load(), Replayed: a.replayed.Load(), Conflicts: a.conflicts.Load(),
-		Moved: a.moved.Load()}
-	if o := a.oldest.Load(); o > 0 {
-		s.BufferOldest = time.UnixMicro(o).UTC()
-	}
-	return s
-}
-
-// asyncPlacement is where the partition lives as far as this node knows: its primary cluster,
-// its buffer clusters (every other cluster) and the epoch of the placement record that said so
-// (0: the topology's placement). Never modified once published.
-type asyncPlacement struct {
-	primary *StorageCluster
-	buffers []*StorageCluster
-	epoch   int64
-}
-
-// placement returns the current placement.
-func (a *Async) placement() *asyncPlacement { return a.place.Load() }
-
-// PlacementSource reads the placement record of one partition of an async datastore
-// (storage.Placement).
-type PlacementSource interface {
-	// ReadPlacement returns the record with the highest epoch it could read, and false when
-	// it read none (the partition lives where the topology places it). An error means it
-	// could read nothing at all. Blocks on I/O until ctx ends.
-	ReadPlacement(ctx context.Context) (storage.Placement, bool, error)
-}
-
-// MastersPlacement returns the PlacementSource that reads the placement record of datastore's
-// partition on the master of each of clusters (concurrently, through each member's circuit
-// breaker) and takes the one with the highest epoch; masters that do not answer are skipped.
-func MastersPlacement(clusters []*StorageCluster, datastore string, partition int) PlacementSource {
-	return mastersPlacement{clusters: clusters, datastore: datastore, partition: partition}
-}
-
-type mastersPlacement struct {
-	clusters  []*StorageCluster
-	datastore string
-	partition int
-}
-
-func (s mastersPlacement) ReadPlacement(ctx context.Context) (storage.Placement, bool, error) {
-	reads := readPlacements(ctx, s.clusters, s.datastore, s.partition)
-	var (
-		best    storage.Placement
-		found   bool
-		answers int
-		lastErr error
-	)
-	for _, r := range reads {
-		if r.err != nil {
-			lastErr = r.err
-			continue
-		}
-		answers++
-		if r.found && (!found || r.rec.Epoch > best.Epoch) {
-			best, found = r.rec, true
-		}
-	}
-	if answers == 0 && lastErr != nil {
-		return storage.Placement{}, false, lastErr
-	}
-	return best, found, nil
-}
-
-// placementRead is the placement record one cluster's master holds.
-type placementRead struct {
-	cluster *StorageCluster
-	rec     storage.Placement
-	found   bool
-	err     error
-}
-
-// readPlacements reads the placement record of datastore's partition on the master of every
-// cluster, concurrently; one result per cluster, in order.
-func readPlacements(ctx context.Context, clusters []*StorageCluster, datastore string, partition int) []placementRead {
-	out := make([]placementRead, len(clusters))
-	var wg sync.WaitGroup
-	for i, c := range clusters {
-		out[i].cluster = c
-		wg.Go(func() {
-			r := &out[i]
-			_, m, err := c.masterMember(ctx)
-			if err != nil {
-				r.err = err
-				return
-			}
-			r.err = m.run(func() error {
-				st, err := m.writeStore(ctx, c)
-				if err != nil {
-					return err
-				}
-				r.rec, r.found, err = st.ReadPlacement(ctx, datastore, partition)
-				return err
-			})
-		})
-	}
-	wg.Wait()
-	return out
-}
-
-// placementLoop re-reads the placement every PlacementInterval, the first time at once.
-func (a *Async) placementLoop() {
-	defer a.wg.Done()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = a.refreshPlacement(ctx)
-		cancel()
-		select {
-		case <-time.After(a.cfg.PlacementInterval):
-		case <-a.stop:
-			return
-		}
-	}
-}
-
-// refreshPlacement reads the placement record and, when its epoch is above the current one,
-// switches to the cluster it names: that cluster becomes the primary and every other one a
-// buffer. A record naming a cluster the partition does not know is refused (and logged).
-func (a *Async) refreshPlacement(ctx context.Context) error {
-	a.placeMu.Lock()
-	defer a.placeMu.Unlock()
-	rec, ok, err := a.cfg.Placement.ReadPlacement(ctx)
-	if err != nil {
-		return err
-	}
-	cur := a.placement()
-	if !ok || rec.Epoch <= cur.epoch {
-		return nil
-	}
-	var to *StorageCluster
-	for _, c := range a.all {
-		if c.Name() == rec.Cluster {
-			to = c
-		}
-	}
-	if to == nil {
-		err := fmt.Errorf("partition: placement epoch %d of %s/%d names storage cluster %q, which is not one of the datastore's", rec.Epoch, a.cfg.Datastore, a.cfg.Partition, rec.Cluster)
-		a.cfg.Logger.Error("partition: placement refused; the partition stays where it is", "error", err)
-		return err
-	}
-	next := &asyncPlacement{primary: to, epoch: rec.Epoch}
-	for _, c := range a.all {
-		if c != to {
-			next.buffers = append(next.buffers, c)
-		}
-	}
-	a.place.Store(next)
-	if to != cur.primary {
-		a.cfg.Logger.Info("partition: placement changed: the partition moved to another storage cluster",
-			"datastore", a.cfg.Datastore, "partition", a.cfg.Partition, "from", cur.primary.Name(), "to", to.Name(), "epoch", rec.Epoch)
-	}
-	return nil
-}
-
-// movedRetry paces the retries of an operation refused as moved.
-type movedRetry struct {
-	a        *Async
-	deadline time.Time
-	backoff  time.Duration
-}
-
-func (a *Async) movedRetry() *movedRetry {
-	return &movedRetry{a: a, deadline: time.Now().Add(a.cfg.MovedWait), backoff: 10 * time.Millisecond}
-}
-
-// again is called after placement pl's primary refused an operation as moved. It re-reads the
-// placement and reports whether to try again: at once when the placement changed, otherwise
-// (the switch is under way: the new primary is fenced until the move's final catch-up is
-// done) after a backoff, until MovedWait has passed since the first attempt, ctx ends or the
-// partition closes.
-func (r *movedRetry) again(ctx context.Context, pl *asyncPlacement) bool {
-	r.a.moved.Add(1)
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	err := r.a.refreshPlacement(rctx)
-	cancel()
-	if err == nil && r.a.placement() != pl {
-		return true
-	}
-	if time.Now().Add(r.backoff).After(r.deadline) {
-		return false
-	}
-	select {
-	case <-time.After(r.backoff):
-	case <-ctx.Done():
-		return false
-	case <-r.a.stop:
-		return false
-	}
-	r.backoff = min(2*r.backoff, 200*time.Millisecond)
-	return true
 }

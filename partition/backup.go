@@ -21,6 +21,9 @@ var (
 	ErrNotEmpty = errors.New("partition: the partition holds cells")
 	// ErrNoBackup: the replica's state machine is not an *fsm.FSM (the raft-noop baseline).
 	ErrNoBackup = errors.New("partition: this state machine has no backup")
+	// ErrNotRaft: a raft-only operation (backup, restore) on a partition of an async
+	// datastore, whose storage clusters are backed up with MySQL's tools; nothing done.
+	ErrNotRaft = errors.New("partition: not a raft datastore")
 )
 
 // restoreIndexGap is how far above the leader's last log index a restored backup is placed. raft
@@ -149,7 +152,7 @@ func (p *Raft) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		return info, fmt.Errorf("%w: restore handed to raft, still running: %v", ErrIndeterminate, ctx.Err())
+		return info, fmt.Errorf("%w: restore handed to raft, still running: %w", ErrIndeterminate, ctx.Err())
 	}
 	if err != nil && errors.Is(err, raft.ErrLeadershipLost) && p.waitPast(ctx, index+1) == nil {
 		// The followers were installing the snapshot, not answering heartbeats, for longer
@@ -195,13 +198,13 @@ func (p *Raft) classifyRestore(err error) error {
 	case errors.Is(err, raft.ErrNotLeader):
 		return p.notLeader()
 	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return fmt.Errorf("%w: restore: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: restore: %w", ErrUnavailable, err)
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrAbortedByRestore):
-		return fmt.Errorf("%w: restore: %v", ErrIndeterminate, err)
+		return fmt.Errorf("%w: restore: %w", ErrIndeterminate, err)
 	}
 	// "cannot restore snapshot now, wait until the configuration entry ... has been applied",
 	// or the snapshot store's errors: nothing was restored.
-	return fmt.Errorf("%w: restore: %v", ErrUnavailable, err)
+	return fmt.Errorf("%w: restore: %w", ErrUnavailable, err)
 }
 
 // checkEmpty returns ErrNotEmpty when a shard of the partition holds a cell, after a read
@@ -271,7 +274,7 @@ func (p *Raft) stageBackup(ctx context.Context, r io.Reader) (*os.File, fsm.Back
 // sourceError returns ctx's error when ctx ended while reading, else err.
 func sourceError(ctx context.Context, err error) error {
 	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		return fmt.Errorf("partition: restore: %w (%v)", ctx.Err(), err)
+		return fmt.Errorf("partition: restore: %w (%w)", ctx.Err(), err)
 	}
 	return err
 }

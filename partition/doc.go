@@ -15,7 +15,10 @@
 // commit index, checks that an entry of its own term is committed (a new leader's commit index
 // may be stale until then), confirms it is still leader with a round of heartbeats to a quorum
 // (raft.VerifyLeader), and waits until its FSM has applied every command up to that index. Stale
-// reads skip all of it and read the local replica.
+// reads skip all of it and read the local replica. Read takes a typed ReadRequest (one kind of
+// read per request: cells, a row, shard logs, consumer groups, the index catalog, an index
+// query), does the consistency part and runs the read against the partition's tables; the same
+// request, forwarded between nodes as it is, serves both modes.
 //
 // # Restart
 //
@@ -34,8 +37,11 @@
 // clusters' masters first (the Schemaless paper's buffered writes), then applies the cells on the
 // primary master with the raft mode's state machine (fsm.FSM.ApplyShared, one transaction per
 // batch, under a MySQL named lock per partition); a cell the master did not take is answered
-// fsm.StatusBuffered. Its reaper deletes buffer rows once their cell is on a minion and replays
+// cells.StatusBuffered. Its reaper deletes buffer rows once their cell is on a minion and replays
 // into the master those missing there. Reads run on the master (strong) or a minion (stale).
+// Every node serves every async partition: its Leader is the node itself, and it is not
+// Elected, so the node answers with the partition's outcome at once rather than waiting for a
+// leader to move.
 // docs/design.md (Async mode) gives the reasoning and the limits.
 //
 // # Backup and restore

@@ -172,7 +172,7 @@ func testCell(t testing.TB, i int) fsm.CommandCell {
 
 // put writes cells through whichever replica leads, retrying while leadership moves, and
 // returns the results (nil, err when ctx ended first).
-func (g *group) put(ctx context.Context, cs ...fsm.CommandCell) ([]fsm.CellResult, error) {
+func (g *group) put(ctx context.Context, cs ...fsm.CommandCell) ([]cells.Result, error) {
 	for {
 		var leader *Raft
 		g.mu.Lock()
@@ -281,7 +281,7 @@ func TestPutAndReadIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Status != fsm.StatusCreated || res[1].Status != fsm.StatusExists || res[0].AddedID != res[1].AddedID {
+	if res[0].Status != cells.StatusCreated || res[1].Status != cells.StatusExists || res[0].AddedID != res[1].AddedID {
 		t.Fatalf("results %+v, want created then exists with the same added_id", res)
 	}
 	if err := l.p.ReadIndex(ctx); err != nil {
@@ -340,7 +340,7 @@ func TestLeaderKilled(t *testing.T) {
 	g := newGroup(t, 3, nil)
 	old := g.leader()
 	var mu sync.Mutex
-	acked := map[cells.Key]fsm.CellResult{}
+	acked := map[cells.Key]cells.Result{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
@@ -427,7 +427,7 @@ func TestWholeGroupRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Status != fsm.StatusExists || res[1].Status != fsm.StatusCreated {
+	if res[0].Status != cells.StatusExists || res[1].Status != cells.StatusCreated {
 		t.Fatalf("after restart: %+v, want exists then created", res)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/cells"
 )
 
 // TestWALLogStore runs a group on hashicorp/raft-wal: writes, a follower that misses more than
@@ -61,7 +61,7 @@ func TestWALLogStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Status != fsm.StatusExists || res[1].Status != fsm.StatusCreated {
+	if res[0].Status != cells.StatusExists || res[1].Status != cells.StatusCreated {
 		t.Fatalf("after restart: %+v, want exists then created", res)
 	}
 	if cs := g.sameReplicas(); len(cs) != 202 {

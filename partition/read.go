@@ -54,9 +54,9 @@ func (p *Raft) verifyLeader(ctx context.Context) error {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return p.notLeader()
 		}
-		return fmt.Errorf("%w: verify leader: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: verify leader: %w", ErrUnavailable, err)
 	case <-ctx.Done():
-		return fmt.Errorf("%w: verify leader: %v", ErrUnavailable, ctx.Err())
+		return fmt.Errorf("%w: verify leader: %w", ErrUnavailable, ctx.Err())
 	}
 }
 
@@ -74,7 +74,7 @@ func (p *Raft) waitOwnTermCommitted(ctx context.Context, term uint64) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: waiting for the first commit of term %d: %v", ErrUnavailable, term, ctx.Err())
+			return fmt.Errorf("%w: waiting for the first commit of term %d: %w", ErrUnavailable, term, ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
 	}
@@ -103,7 +103,27 @@ func (p *Raft) waitApplied(ctx context.Context, index uint64) error {
 		return nil
 	}
 	if err := p.fsm.WaitApplied(ctx, target); err != nil {
-		return fmt.Errorf("%w: waiting for apply of %d: %v", ErrUnavailable, target, err)
+		return fmt.Errorf("%w: waiting for apply of %d: %w", ErrUnavailable, target, err)
 	}
 	return nil
+}
+
+// Read runs req against this replica's tables with consistency c: Strong after a read index
+// (ReadIndex: on the leader only), Stale at once. A long-polling log read then waits on this
+// replica's applied index. Errors: ErrBadRead; ErrUnavailable (the state machine stopped, or
+// ReadIndex's); *NotLeaderError and ErrClosed (strong reads); fsm.ErrShardOutOfRange (a shard
+// not in the partition); the store's errors, wrapped.
+func (p *Raft) Read(ctx context.Context, c Consistency, req ReadRequest) (ReadResult, error) {
+	if err := req.check(); err != nil {
+		return ReadResult{}, err
+	}
+	if err := p.fsm.Failed(); err != nil {
+		return ReadResult{}, fmt.Errorf("%w: replica stopped: %w", ErrUnavailable, err)
+	}
+	if c != Stale {
+		if err := p.ReadIndex(ctx); err != nil {
+			return ReadResult{}, err
+		}
+	}
+	return query(ctx, p.cfg.Store, p.cfg.Shards, p.fsm, req)
 }

@@ -108,7 +108,9 @@ func (a *Async) reapRows(ctx context.Context, bc *StorageCluster, m *member, row
 		}
 	}
 	look(a.onMinion, reapOnMinion)
-	look(func(ctx context.Context, fn func(*storage.PartitionStore) error) error { return a.Read(ctx, true, fn) }, reapOnMaster)
+	look(func(ctx context.Context, fn func(*storage.PartitionStore) error) error {
+		return a.readWith(ctx, true, fn)
+	}, reapOnMaster)
 
 	var del []int64
 	var replay []storage.BufferedCell
@@ -183,7 +185,7 @@ func lookIn(ctx context.Context, st *storage.PartitionStore, rows []storage.Buff
 func (a *Async) onMinion(ctx context.Context, fn func(*storage.PartitionStore) error) error {
 	primary := a.placement().primary
 	if !primary.HasMinions() {
-		return a.Read(ctx, true, fn)
+		return a.readWith(ctx, true, fn)
 	}
 	ms, err := primary.minionMembers(ctx)
 	if err != nil {
@@ -227,7 +229,7 @@ func (a *Async) replay(ctx context.Context, rows []storage.BufferedCell) {
 			return // the master is still away; the next pass tries again
 		}
 		for _, c := range res.Cells {
-			if c.Status == fsm.StatusCreated {
+			if c.Status == cells.StatusCreated {
 				a.replayed.Add(1)
 			}
 		}

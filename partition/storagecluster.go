@@ -82,8 +82,8 @@ type member struct {
 	dsn   string
 	name  string // "<cluster>/<index>"
 	admin *sql.DB
-	// cb is the member's circuit breaker; a successful probe replaces an open one by a closed
-	// one, so that a server that is back serves at once.
+	// cb is the member's circuit breaker; a successful probe replaces one that is not closed
+	// (open or half-open) by a closed one, so that a server that is back serves at once.
 	cb atomic.Pointer[gobreaker.CircuitBreaker[struct{}]]
 
 	probing atomic.Bool // a probe of the member is running
@@ -208,7 +208,10 @@ func (c *StorageCluster) probe() {
 		go func() {
 			defer func() { m.probing.Store(false); done <- struct{}{} }()
 			st, err := replication.Probe(ctx, m.admin, m.dsn)
-			if err == nil && m.cb.Load().State() == gobreaker.StateOpen {
+			if err == nil && m.cb.Load().State() != gobreaker.StateClosed {
+				// Open, or half-open: a half-open breaker lets one trial request through and
+				// refuses the others meanwhile, so a member that is back would still refuse
+				// most requests after the round that publishes it as master.
 				c.cfg.Logger.Info("partition: storage circuit breaker closed after a successful probe", "member", m.name)
 				m.cb.Store(newBreaker(m.name, c.cfg))
 			}

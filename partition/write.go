@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
@@ -20,7 +21,7 @@ type proposal struct {
 }
 
 type proposalResult struct {
-	results []fsm.CellResult
+	results []cells.Result
 	err     error
 }
 
@@ -31,7 +32,7 @@ type proposalResult struct {
 // Errors: *NotLeaderError and ErrUnavailable mean nothing was written; ErrIndeterminate means the
 // cells may or may not be written (ctx ended or leadership was lost after proposing); fsm errors
 // (fsm.ErrShardOutOfRange) are returned as they are. Every outcome is safe to retry.
-func (p *Raft) Put(ctx context.Context, cells []fsm.CommandCell) ([]fsm.CellResult, error) {
+func (p *Raft) Put(ctx context.Context, cells []fsm.CommandCell) ([]cells.Result, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -48,7 +49,7 @@ func (p *Raft) Put(ctx context.Context, cells []fsm.CommandCell) ([]fsm.CellResu
 	select {
 	case p.queue <- pr:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	default:
 		return nil, fmt.Errorf("%w: write queue full", ErrUnavailable)
 	}
@@ -56,7 +57,7 @@ func (p *Raft) Put(ctx context.Context, cells []fsm.CommandCell) ([]fsm.CellResu
 	case r := <-pr.done:
 		return r.results, r.err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %v", ErrIndeterminate, ctx.Err())
+		return nil, fmt.Errorf("%w: %w", ErrIndeterminate, ctx.Err())
 	}
 }
 
@@ -163,9 +164,9 @@ func (p *Raft) classify(err error) error {
 	case errors.Is(err, raft.ErrNotLeader):
 		return p.notLeader() // rejected before it was appended
 	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return fmt.Errorf("%w: %v", ErrUnavailable, err) // rejected before it was appended
+		return fmt.Errorf("%w: %w", ErrUnavailable, err) // rejected before it was appended
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, fsm.ErrFailed):
-		return fmt.Errorf("%w: %v", ErrIndeterminate, err)
+		return fmt.Errorf("%w: %w", ErrIndeterminate, err)
 	}
 	return err
 }
@@ -244,7 +245,7 @@ func (p *Raft) applyOne(ctx context.Context, encode func(now time.Time) ([]byte,
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %v", ErrIndeterminate, ctx.Err())
+		return fmt.Errorf("%w: %w", ErrIndeterminate, ctx.Err())
 	}
 	if err != nil {
 		for _, r := range refused {

@@ -269,7 +269,7 @@ func (d *dialect) entryArgs(args []any, t *IndexTable, e *IndexEntry) ([]any, er
 	for i, c := range t.Columns {
 		a, err := d.indexArg(c.Kind, e.Values[i])
 		if err != nil {
-			return args, fmt.Errorf("%w: index %s: row %s: column %s (%s): %v", ErrIndexValue, t.Name, e.RowKey, c.Name, c.Kind, err)
+			return args, fmt.Errorf("%w: index %s: row %s: column %s (%s): %w", ErrIndexValue, t.Name, e.RowKey, c.Name, c.Kind, err)
 		}
 		args = append(args, a)
 	}

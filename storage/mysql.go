@@ -39,7 +39,7 @@ func OpenMySQL(ctx context.Context, cfg MySQLConfig) (*Store, error) {
 	}
 	mc, err := mysql.ParseDSN(cfg.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("%w: mysql: DSN: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: mysql: DSN: %w", ErrInvalidConfig, err)
 	}
 	mc.DBName = ""
 	mc.ParseTime = true
@@ -56,7 +56,7 @@ func OpenMySQL(ctx context.Context, cfg MySQLConfig) (*Store, error) {
 	}
 	conn, err := mysql.NewConnector(mc)
 	if err != nil {
-		return nil, fmt.Errorf("%w: mysql: DSN: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: mysql: DSN: %w", ErrInvalidConfig, err)
 	}
 	db := sql.OpenDB(conn)
 	db.SetMaxOpenConns(cfg.MaxOpenConns)
@@ -175,7 +175,7 @@ func DropMySQLPrefix(ctx context.Context, dsn, prefix string) error {
 	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return fmt.Errorf("%w: mysql: %v", ErrInvalidConfig, err)
+		return fmt.Errorf("%w: mysql: %w", ErrInvalidConfig, err)
 	}
 	cfg.DBName = ""
 	conn, err := mysql.NewConnector(cfg)

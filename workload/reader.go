@@ -159,7 +159,7 @@ func csvLineError(err error) *LineError {
 	if !errors.As(err, &pe) {
 		return nil
 	}
-	return &LineError{Line: pe.StartLine, Err: fmt.Errorf("%w: invalid CSV at line %d, character %d: %v", ErrMalformed, pe.Line, pe.Column, pe.Err)}
+	return &LineError{Line: pe.StartLine, Err: fmt.Errorf("%w: invalid CSV at line %d, character %d: %w", ErrMalformed, pe.Line, pe.Column, pe.Err)}
 }
 
 func parseFlight(line int, rec []string) (Flight, error) {

@@ -247,7 +247,7 @@ func runDev(ctx context.Context, f devFlags) error {
 		return err
 	}
 	start := time.Now()
-	if err := waitReady(ctx, cl, endpoints, exited); err != nil {
+	if err := waitReady(ctx, cl, endpoints, top, exited); err != nil {
 		return err
 	}
 	store, layout := "sqlite", ""
@@ -352,12 +352,19 @@ func startDevTriggers(ctx context.Context, cl *client.Client, f devFlags) (*exam
 	return g, nil
 }
 
-func waitReady(ctx context.Context, cl *client.Client, endpoints []string, exited <-chan error) error {
+// waitReady waits until every datastore of top is ready on every endpoint (the partitions
+// have leaders; an async datastore's storage clusters have masters).
+func waitReady(ctx context.Context, cl *client.Client, endpoints []string, top *topology.Topology, exited <-chan error) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for _, ep := range endpoints {
 		for {
 			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			err := cl.Ready(rctx, ep)
+			var err error
+			for _, d := range top.Datastores {
+				if err = cl.DatastoreReady(rctx, ep, d.Name); err != nil {
+					break
+				}
+			}
 			cancel()
 			if err == nil {
 				break

@@ -373,7 +373,9 @@ func (c *Cluster) Node(i int) *cluster.Node {
 	return c.nodes[i].n.Cluster()
 }
 
-// WaitReady waits until every running node is ready, or timeout passes.
+// WaitReady waits until every datastore is ready on every running node (cluster.Node's
+// DatastoreReady: the raft partitions the node hosts know their leaders, every storage cluster
+// of an async datastore has a master), or timeout passes.
 func (c *Cluster) WaitReady(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for i := range c.Len() {
@@ -382,7 +384,7 @@ func (c *Cluster) WaitReady(ctx context.Context, timeout time.Duration) error {
 			if n == nil {
 				break
 			}
-			err := n.Ready()
+			err := c.datastoresReady(n)
 			if err == nil {
 				break
 			}
@@ -445,4 +447,13 @@ func (c *Cluster) asyncPartition() partition.AsyncConfig {
 		return partition.AsyncConfig{}
 	}
 	return c.opts.Async.Partition
+}
+
+// datastoresReady returns nil when every datastore of the topology is ready on n.
+func (c *Cluster) datastoresReady(n *cluster.Node) error {
+	var errs []error
+	for _, d := range c.Topology.Datastores {
+		errs = append(errs, n.DatastoreReady(d.Name))
+	}
+	return errors.Join(errs...)
 }

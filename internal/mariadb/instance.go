@@ -327,7 +327,7 @@ func (i *Instance) waitReady(ctx context.Context, timeout time.Duration) error {
 		case <-i.done:
 			return fmt.Errorf("mariadb: server on port %d exited during startup: %v", i.port, i.waitErr)
 		case <-ctx.Done():
-			return fmt.Errorf("mariadb: server on port %d did not answer within %v: %w (last ping: %v)", i.port, timeout, ctx.Err(), err)
+			return fmt.Errorf("mariadb: server on port %d did not answer within %v: %w (last ping: %w)", i.port, timeout, ctx.Err(), err)
 		case <-tick.C:
 		}
 	}

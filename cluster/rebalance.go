@@ -1,0 +1,304 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/schemaless-db/schemaless/topology"
+)
+
+// Rebalancing spreads the voters and leaderships of the raft partitions evenly over the nodes:
+// planRebalance plans it without I/O, Rebalance carries the plan out one move at a time
+// (MoveReplica, TransferLeadership), and Drain empties one node.
+
+// Move is one replica move of a plan.
+type Move struct {
+	Datastore string `json:"datastore"`
+	Partition int    `json:"partition"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+}
+
+// Transfer is one leadership transfer of a plan.
+type Transfer struct {
+	Datastore string `json:"datastore"`
+	Partition int    `json:"partition"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+}
+
+// RebalanceOptions shape Rebalance. Nodes are the nodes to spread replicas over (default:
+// every node gossip sees alive, or the known nodes without gossip); Exclude are nodes to move
+// every replica and leadership off (a drain). DryRun plans without changing anything.
+type RebalanceOptions struct {
+	Datastore string   `json:"datastore,omitempty"`
+	Nodes     []string `json:"nodes,omitempty"`
+	Exclude   []string `json:"exclude,omitempty"`
+	DryRun    bool     `json:"dry_run,omitempty"`
+}
+
+// RebalanceReport is what Rebalance planned and did: replicas and leaders per node before and
+// after, the moves and transfers (done, or planned with DryRun), and how long it took.
+type RebalanceReport struct {
+	Nodes           []string       `json:"nodes"`
+	ReplicasBefore  map[string]int `json:"replicas_before"`
+	ReplicasAfter   map[string]int `json:"replicas_after"`
+	LeadersBefore   map[string]int `json:"leaders_before"`
+	LeadersAfter    map[string]int `json:"leaders_after"`
+	Moves           []Move         `json:"moves"`
+	Transfers       []Transfer     `json:"transfers"`
+	DurationSeconds float64        `json:"duration_seconds"`
+	DryRun          bool           `json:"dry_run,omitempty"`
+}
+
+// placement is a partition's voters and leader, for planning.
+type placement struct {
+	ds     string
+	pid    int
+	voters []string
+	leader string
+}
+
+// planRebalance returns the moves and transfers that spread the partitions' voters evenly over
+// nodes (every voter on an excluded node moves; then a replica moves from the fullest node to
+// the emptiest one not holding that partition while they differ by more than one), then
+// leaderships likewise. It mutates ps to the planned placement. Pure, for tests.
+func planRebalance(ps []placement, nodes, exclude []string) ([]Move, []Transfer) {
+	load := map[string]int{}
+	for _, nd := range nodes {
+		load[nd] = 0
+	}
+	for _, p := range ps {
+		for _, v := range p.voters {
+			if _, ok := load[v]; ok {
+				load[v]++
+			}
+		}
+	}
+	eligible := func(nd string) bool { _, ok := load[nd]; return ok && !slices.Contains(exclude, nd) }
+	least := func(p *placement) string {
+		best := ""
+		for _, nd := range nodes {
+			if !eligible(nd) || slices.Contains(p.voters, nd) {
+				continue
+			}
+			if best == "" || load[nd] < load[best] {
+				best = nd
+			}
+		}
+		return best
+	}
+	var moves []Move
+	move := func(p *placement, from, to string) {
+		moves = append(moves, Move{Datastore: p.ds, Partition: p.pid, From: from, To: to})
+		p.voters[slices.Index(p.voters, from)] = to
+		if p.leader == from {
+			p.leader = ""
+		}
+		if _, ok := load[from]; ok {
+			load[from]--
+		}
+		load[to]++
+	}
+	// Off excluded nodes (and nodes outside the set) first.
+	for i := range ps {
+		p := &ps[i]
+		for _, v := range slices.Clone(p.voters) {
+			if eligible(v) {
+				continue
+			}
+			if _, inSet := load[v]; !inSet && !slices.Contains(exclude, v) {
+				continue // a node outside the set that is not excluded (dead, say): leave it
+			}
+			if to := least(p); to != "" {
+				move(p, v, to)
+			}
+		}
+	}
+	// Then even out.
+	for guard := 0; guard < 10000; guard++ {
+		var order []string
+		for _, nd := range nodes {
+			if eligible(nd) {
+				order = append(order, nd)
+			}
+		}
+		slices.SortStableFunc(order, func(a, b string) int { return load[b] - load[a] })
+		done := true
+		for _, from := range order {
+			for j := len(order) - 1; j >= 0; j-- {
+				to := order[j]
+				if load[from]-load[to] <= 1 {
+					continue
+				}
+				for i := range ps {
+					p := &ps[i]
+					if slices.Contains(p.voters, from) && !slices.Contains(p.voters, to) {
+						move(p, from, to)
+						done = false
+						break
+					}
+				}
+				if !done {
+					break
+				}
+			}
+			if !done {
+				break
+			}
+		}
+		if done {
+			break
+		}
+	}
+	// Leaders: every partition led by an eligible voter, then even out.
+	leads := map[string]int{}
+	for _, p := range ps {
+		if p.leader != "" {
+			leads[p.leader]++
+		}
+	}
+	var transfers []Transfer
+	transfer := func(p *placement, to string) {
+		transfers = append(transfers, Transfer{Datastore: p.ds, Partition: p.pid, From: p.leader, To: to})
+		if p.leader != "" {
+			leads[p.leader]--
+		}
+		p.leader = to
+		leads[to]++
+	}
+	fewest := func(p *placement) string {
+		best := ""
+		for _, v := range p.voters {
+			if !eligible(v) {
+				continue
+			}
+			if best == "" || leads[v] < leads[best] {
+				best = v
+			}
+		}
+		return best
+	}
+	for i := range ps {
+		p := &ps[i]
+		if p.leader == "" || !eligible(p.leader) {
+			if to := fewest(p); to != "" {
+				transfer(p, to)
+			}
+		}
+	}
+	for guard := 0; guard < 10000; guard++ {
+		changed := false
+		for i := range ps {
+			p := &ps[i]
+			to := fewest(p)
+			if to != "" && to != p.leader && leads[p.leader]-leads[to] > 1 {
+				transfer(p, to)
+				changed = true
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	return moves, transfers
+}
+
+// rebalanceNodes returns the default node set of a rebalance: nodes gossip sees alive, or every
+// known node without gossip.
+func (n *Node) rebalanceNodes() []string {
+	var out []string
+	for _, m := range n.Members() {
+		if n.gossip == nil || m.State == "alive" {
+			out = append(out, m.ID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Rebalance spreads the voters of every raft partition (of opts.Datastore, or all) evenly over
+// the nodes, then their leaderships, one move at a time (MoveReplica: add, catch up, promote,
+// remove), and returns what it did. It blocks until done or ctx ends; an interrupted rebalance
+// leaves every partition with at least its voters (a half-done move leaves one more), and
+// running it again continues. Nodes outside opts.Nodes that are not excluded keep their
+// replicas.
+func (n *Node) Rebalance(ctx context.Context, opts RebalanceOptions) (RebalanceReport, error) {
+	start := time.Now()
+	nodes := opts.Nodes
+	if len(nodes) == 0 {
+		nodes = n.rebalanceNodes()
+	}
+	for _, ex := range opts.Exclude {
+		if !slices.Contains(nodes, ex) {
+			nodes = append(nodes, ex)
+		}
+	}
+	var ps []placement
+	for _, d := range n.cfg.Topology.Datastores {
+		if d.Mode != topology.ModeRaft || opts.Datastore != "" && d.Name != opts.Datastore {
+			continue
+		}
+		for _, p := range d.Partitions {
+			cfg, err := n.PartitionConfig(ctx, d.Name, p.ID)
+			if err != nil {
+				return RebalanceReport{}, err
+			}
+			ps = append(ps, placement{ds: d.Name, pid: p.ID, voters: cfg.Voters(), leader: cfg.Leader})
+		}
+	}
+	rep := RebalanceReport{Nodes: nodes, DryRun: opts.DryRun}
+	count := func() (map[string]int, map[string]int) {
+		reps, leads := map[string]int{}, map[string]int{}
+		for _, nd := range nodes {
+			reps[nd], leads[nd] = 0, 0
+		}
+		for _, p := range ps {
+			for _, v := range p.voters {
+				reps[v]++
+			}
+			if p.leader != "" {
+				leads[p.leader]++
+			}
+		}
+		return reps, leads
+	}
+	rep.ReplicasBefore, rep.LeadersBefore = count()
+	rep.Moves, rep.Transfers = planRebalance(ps, nodes, opts.Exclude)
+	rep.ReplicasAfter, rep.LeadersAfter = count()
+	if opts.DryRun {
+		return rep, nil
+	}
+	for _, m := range rep.Moves {
+		n.log.Info("rebalance: moving a replica", "datastore", m.Datastore, "partition", m.Partition, "from", m.From, "to", m.To)
+		if err := n.MoveReplica(ctx, m.Datastore, m.Partition, m.From, m.To); err != nil {
+			rep.DurationSeconds = time.Since(start).Seconds()
+			return rep, fmt.Errorf("cluster: move %s/%d %s -> %s: %w", m.Datastore, m.Partition, m.From, m.To, err)
+		}
+	}
+	for _, t := range rep.Transfers {
+		if _, err := n.TransferLeadership(ctx, t.Datastore, t.Partition, t.To); err != nil {
+			// Leadership is a preference: a failed transfer leaves a working leader.
+			n.log.Warn("rebalance: leadership transfer failed", "datastore", t.Datastore, "partition", t.Partition, "to", t.To, "error", err)
+		}
+	}
+	rep.DurationSeconds = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// Drain moves every replica and leadership off node (Rebalance excluding it), after which the
+// node holds no data and can be stopped (and Leave the gossip). It blocks until done.
+func (n *Node) Drain(ctx context.Context, node string, dryRun bool) (RebalanceReport, error) {
+	if _, ok := n.nodeSpec(node); !ok {
+		return RebalanceReport{}, fmt.Errorf("%w: %q", ErrUnknownNode, node)
+	}
+	var nodes []string
+	for _, nd := range n.rebalanceNodes() {
+		if nd != node {
+			nodes = append(nodes, nd)
+		}
+	}
+	return n.Rebalance(ctx, RebalanceOptions{Nodes: nodes, Exclude: []string{node}, DryRun: dryRun})
+}
