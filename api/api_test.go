@@ -19,10 +19,13 @@ import (
 
 func TestMain(m *testing.M) { mariadbtest.Main(m) }
 
-// TestAPI runs the whole API suite against a 3-node cluster on each engine.
+// TestAPI runs the whole API suite against a 3-node cluster on each engine. Parallel, one
+// engine beside the other: each cluster has its own ports, directories and database prefix.
 func TestAPI(t *testing.T) {
+	t.Parallel()
 	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL, clustertest.Async} {
 		t.Run(string(engine), func(t *testing.T) {
+			t.Parallel()
 			c := clustertest.Start(t, clustertest.Options{Engine: engine,
 				API: api.Config{MaxCellBodyBytes: 4096, MaxRequestBytes: 64 << 10, MaxBatchCells: 10}})
 			s := &session{c: c}

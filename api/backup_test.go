@@ -26,8 +26,9 @@ import (
 
 // TestBackupEndpoints checks the answers of the backup and restore endpoints: the stream with
 // its headers and trailers, and every refusal in the API's error shape. (A restore that
-// succeeds is tested in cluster and cmd/schemaless.)
+// succeeds is tested in cluster and cmd/schemaless.) Parallel: the cluster is the test's own.
 func TestBackupEndpoints(t *testing.T) {
+	t.Parallel()
 	const limit = 4096
 	c := clustertest.Start(t, clustertest.Options{API: api.Config{MaxRestoreBytes: limit}})
 	s := &session{c: c}

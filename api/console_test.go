@@ -59,6 +59,9 @@ column_defs:
       - { field: fare, type: float }
 `
 
+// TestConsole is not parallel: it checks the page's leaders against /v1/cluster read just before
+// and just after the page loads, which holds on a quiet cluster, not beside the elections of
+// other tests' clusters; and Chromium takes both cores for seconds.
 func TestConsole(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Indexes: true, Gossip: true})
 	s := &session{c: c}

@@ -260,9 +260,13 @@ func jsonNumbers(t *testing.T, v any) map[string]any {
 	return out
 }
 
+// TestIndexes runs the index suite against a 3-node cluster on each engine. Parallel, one
+// engine beside the other: each cluster has its own ports, directories and database prefix.
 func TestIndexes(t *testing.T) {
+	t.Parallel()
 	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL, clustertest.Async} {
 		t.Run(string(engine), func(t *testing.T) {
+			t.Parallel()
 			seed := time.Now().UnixNano()
 			t.Logf("seed %d", seed)
 			testIndexes(t, engine, seed)

@@ -26,8 +26,10 @@ func rowIn(shard, i int, seed string) string {
 }
 
 // The log read's options: column filter, timestamp location, long poll and the batch form; and
-// the consumer-group routes with their errors.
+// the consumer-group routes with their errors. Parallel: the cluster is the test's own, and the
+// long polls' bounds (at least the wait; within 10s of a write) hold under load.
 func TestLogAndGroups(t *testing.T) {
+	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{})
 	s := &session{c: c}
 	const shard = 5
