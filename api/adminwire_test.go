@@ -32,6 +32,7 @@ func sameJSON[W any](t *testing.T, what string, node any, w W) {
 }
 
 func TestWireAdminShapes(t *testing.T) {
+	t.Parallel()
 	cfg := cluster.PartitionConfig{Datastore: "trips", Partition: 1, Leader: "n2", Term: 3, CommitIndex: 40, LastIndex: 41,
 		Servers: []cluster.RaftServer{{Node: "n1", Addr: "127.0.0.1:1", Suffrage: "voter"}, {Node: "n4", Addr: "127.0.0.1:4", Suffrage: "nonvoter"}}}
 	members := []cluster.Member{
@@ -90,6 +91,7 @@ func TestWireAdminShapes(t *testing.T) {
 }
 
 func TestWireRestoreResult(t *testing.T) {
+	t.Parallel()
 	info := fsm.BackupInfo{Cells: 10, KVs: 2, IndexEntries: 3, Bytes: 999,
 		Shards: []fsm.ShardInfo{{Shard: 0, MaxAddedID: 7, Cells: 4}, {Shard: 1, MaxAddedID: 9, Cells: 6}}}
 	info.Header.Version, info.Header.FirstShard, info.Header.LastShard = 3, 0, 1

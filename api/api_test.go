@@ -1,16 +1,16 @@
 package api_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
@@ -19,13 +19,16 @@ import (
 
 func TestMain(m *testing.M) { mariadbtest.Main(m) }
 
-// suite runs the whole API suite against a 3-node cluster on each engine.
+// TestAPI runs the whole API suite against a 3-node cluster on each engine. Parallel, one
+// engine beside the other: each cluster has its own ports, directories and database prefix.
 func TestAPI(t *testing.T) {
+	t.Parallel()
 	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL, clustertest.Async} {
 		t.Run(string(engine), func(t *testing.T) {
+			t.Parallel()
 			c := clustertest.Start(t, clustertest.Options{Engine: engine,
 				API: api.Config{MaxCellBodyBytes: 4096, MaxRequestBytes: 64 << 10, MaxBatchCells: 10}})
-			s := &session{t: t, c: c}
+			s := &session{c: c}
 			t.Run("put_cell", s.testPutCell)
 			t.Run("put_cells", s.testPutCells)
 			t.Run("reads", s.testReads)
@@ -37,70 +40,6 @@ func TestAPI(t *testing.T) {
 	}
 }
 
-type session struct {
-	t *testing.T
-	c *clustertest.Cluster
-}
-
-type answer struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-// do sends a request to node i (round robin over the nodes when i < 0).
-func (s *session) do(t *testing.T, node int, method, path, body string) answer {
-	t.Helper()
-	if node < 0 {
-		node = int(time.Now().UnixNano() % 3)
-	}
-	req, err := http.NewRequest(method, s.c.URL(node)+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return answer{status: res.StatusCode, header: res.Header, body: b}
-}
-
-func (a answer) decode(t *testing.T, v any) {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(a.body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		t.Fatalf("decode %s: %v", a.body, err)
-	}
-}
-
-func (a answer) expect(t *testing.T, status int) answer {
-	t.Helper()
-	if a.status != status {
-		t.Fatalf("status %d, want %d; body %s", a.status, status, a.body)
-	}
-	if ct := a.header.Get("Content-Type"); ct != "application/json" {
-		t.Fatalf("Content-Type %q, want application/json", ct)
-	}
-	return a
-}
-
-// expectError checks an error answer's status, code and field.
-func (a answer) expectError(t *testing.T, status int, code, field string) {
-	t.Helper()
-	a.expect(t, status)
-	var e wire.ErrorBody
-	a.decode(t, &e)
-	if e.Error.Code != code || e.Error.Field != field || e.Error.Message == "" {
-		t.Fatalf("error %+v, want code %q field %q and a message", e.Error, code, field)
-	}
-}
-
 func row(i int) string { return uuid.NewSHA1(uuid.NameSpaceDNS, []byte(fmt.Sprint("api", i))).String() }
 
 func (s *session) testPutCell(t *testing.T) {
@@ -108,21 +47,17 @@ func (s *session) testPutCell(t *testing.T) {
 	path := "/v1/trips/cells/" + r + "/BASE/1"
 	var res wire.PutResult
 	s.do(t, 0, "PUT", path, `{"fare": 10, "city": "SF"}`).expect(t, 201).decode(t, &res)
-	if res.Status != "created" || res.RowKey != r || res.ColumnKey != "BASE" || res.RefKey != 1 || res.AddedID < 1 {
-		t.Fatalf("created: %+v", res)
-	}
+	require.Positive(t, res.AddedID, "created: added_id (%+v)", res)
+	assert.Equal(t, wire.PutResult{RowKey: r, ColumnKey: "BASE", RefKey: 1, Status: "created", AddedID: res.AddedID}, res, "created")
 	var again wire.PutResult
 	s.do(t, 1, "PUT", path, `{"city":"SF","fare":10.0}`).expect(t, 200).decode(t, &again)
-	if again.Status != "exists" || again.AddedID != res.AddedID {
-		t.Fatalf("same body again: %+v, want exists with added_id %d", again, res.AddedID)
-	}
+	assert.Equal(t, "exists", again.Status, "same body again: status (%+v)", again)
+	assert.Equal(t, res.AddedID, again.AddedID, "same body again: added_id of the first write (%+v)", again)
 	s.do(t, 2, "PUT", path, `{"fare": 11}`).expectError(t, 409, "conflict", "")
 	// The conflicting write changed nothing.
 	var c wire.Cell
 	s.do(t, 2, "GET", path, "").expect(t, 200).decode(t, &c)
-	if string(c.Body) != `{"city":"SF","fare":10}` {
-		t.Fatalf("body after conflict %s", c.Body)
-	}
+	assert.Equal(t, `{"city":"SF","fare":10}`, string(c.Body), "body after the conflict")
 }
 
 func (s *session) testPutCells(t *testing.T) {
@@ -135,22 +70,18 @@ func (s *session) testPutCells(t *testing.T) {
 	var res wire.PutCellsResponse
 	s.do(t, -1, "POST", "/v1/trips/cells", `{"cells":[`+strings.Join(cells, ",")+`]}`).expect(t, 200).decode(t, &res)
 	want := []string{"created", "created", "created", "created", "created", "created", "exists", "conflict"}
-	if len(res.Results) != len(want) {
-		t.Fatalf("%d results, want %d", len(res.Results), len(want))
+	require.Len(t, res.Results, len(want), "one result per cell")
+	var got []string
+	for _, r := range res.Results {
+		got = append(got, r.Status)
 	}
-	for i, r := range res.Results {
-		if r.Status != want[i] {
-			t.Errorf("cell %d: status %s, want %s", i, r.Status, want[i])
-		}
-	}
-	if res.Results[6].AddedID != res.Results[0].AddedID || res.Results[0].RowKey != row(100) || res.Results[5].RefKey != 5 {
-		t.Errorf("results don't match the request: %+v", res.Results)
-	}
+	assert.Equal(t, want, got, "statuses of the cells, in request order")
+	assert.Equal(t, res.Results[0].AddedID, res.Results[6].AddedID, "the cell that exists: the added_id of cell 0 (%+v)", res.Results)
+	assert.Equal(t, row(100), res.Results[0].RowKey, "row key of cell 0 (%+v)", res.Results)
+	assert.Equal(t, int64(5), res.Results[5].RefKey, "ref key of cell 5 (%+v)", res.Results)
 	var empty wire.PutCellsResponse
 	s.do(t, -1, "POST", "/v1/trips/cells", `{"cells":[]}`).expect(t, 200).decode(t, &empty)
-	if len(empty.Results) != 0 {
-		t.Errorf("empty batch: %+v", empty)
-	}
+	assert.Empty(t, empty.Results, "empty batch")
 }
 
 func (s *session) testReads(t *testing.T) {
@@ -167,29 +98,29 @@ func (s *session) testReads(t *testing.T) {
 				continue // a stale replica may not have applied it yet
 			}
 			a.expect(t, 200).decode(t, &latest)
-			if latest.RefKey != 5 || string(latest.Body) != `{"v":5}` || latest.CreatedAt.Location() != time.UTC || latest.CreatedAt.IsZero() {
-				t.Fatalf("node %d latest%s: %+v, want ref 5", node, q, latest)
-			}
+			require.Equal(t, int64(5), latest.RefKey, "node %d latest%s: ref key (%+v)", node, q, latest)
+			require.Equal(t, `{"v":5}`, string(latest.Body), "node %d latest%s: body", node, q)
+			require.False(t, latest.CreatedAt.IsZero(), "node %d latest%s: a created_at (%+v)", node, q, latest)
+			require.Equal(t, time.UTC, latest.CreatedAt.Location(), "node %d latest%s: created_at in UTC", node, q)
 			var one wire.Cell
 			s.do(t, node, "GET", "/v1/trips/cells/"+r+"/STATUS/3"+q, "").expect(t, 200).decode(t, &one)
-			if one.RefKey != 3 || string(one.Body) != `{"v":3}` {
-				t.Fatalf("node %d get_cell: %+v", node, one)
-			}
+			require.Equal(t, int64(3), one.RefKey, "node %d get_cell%s: ref key (%+v)", node, q, one)
+			require.Equal(t, `{"v":3}`, string(one.Body), "node %d get_cell%s: body", node, q)
 		}
 		var rowCells wire.CellsResponse
 		s.do(t, node, "GET", "/v1/trips/cells/"+r, "").expect(t, 200).decode(t, &rowCells)
-		if len(rowCells.Cells) != 2 || rowCells.Cells[0].ColumnKey != "BASE" || rowCells.Cells[1].ColumnKey != "STATUS" || rowCells.Cells[1].RefKey != 5 {
-			t.Fatalf("row: %+v, want BASE/7 and STATUS/5", rowCells.Cells)
-		}
+		require.Len(t, rowCells.Cells, 2, "node %d row: BASE/7 and STATUS/5 (%+v)", node, rowCells.Cells)
+		require.Equal(t, []string{"BASE/7", "STATUS/5"}, []string{cellName(rowCells.Cells[0]), cellName(rowCells.Cells[1])}, "node %d row: the latest cell of each column", node)
 	}
 	s.do(t, 1, "GET", "/v1/trips/cells/"+r+"/STATUS/4", "").expectError(t, 404, "not_found", "")
 	s.do(t, 1, "GET", "/v1/trips/cells/"+r+"/NOPE", "").expectError(t, 404, "not_found", "")
 	var none wire.CellsResponse
 	s.do(t, 1, "GET", "/v1/trips/cells/"+row(999), "").expect(t, 200).decode(t, &none)
-	if len(none.Cells) != 0 {
-		t.Fatalf("row never written: %+v", none)
-	}
+	assert.Empty(t, none.Cells, "row never written")
 }
+
+// cellName is a cell's column and ref key, as COLUMN/REF.
+func cellName(c wire.Cell) string { return fmt.Sprintf("%s/%d", c.ColumnKey, c.RefKey) }
 
 func (s *session) testBatchGet(t *testing.T) {
 	r := row(3)
@@ -198,12 +129,11 @@ func (s *session) testBatchGet(t *testing.T) {
 	req := fmt.Sprintf(`{"keys":[{"row_key":%q,"column_key":"A","ref_key":1},{"row_key":%q,"column_key":"A"},{"row_key":%q,"column_key":"A","ref_key":9},{"row_key":%q,"column_key":"B"}]}`, r, r, r, row(4))
 	var res wire.GetCellsResponse
 	s.do(t, 2, "POST", "/v1/trips/cells/get", req).expect(t, 200).decode(t, &res)
-	if len(res.Cells) != 2 || res.Cells[0].RefKey != 1 || res.Cells[1].RefKey != 2 {
-		t.Fatalf("cells %+v, want A/1 then A/2 (latest)", res.Cells)
-	}
-	if len(res.Missing) != 2 || res.Missing[0].RefKey == nil || *res.Missing[0].RefKey != "9" || res.Missing[1].RowKey != row(4) || res.Missing[1].RefKey != nil {
-		t.Fatalf("missing %+v", res.Missing)
-	}
+	require.Len(t, res.Cells, 2, "cells found (%+v)", res.Cells)
+	assert.Equal(t, []string{"A/1", "A/2"}, []string{cellName(res.Cells[0]), cellName(res.Cells[1])}, "cells found: A/1 then A/2 (latest)")
+	nine := json.Number("9")
+	assert.Equal(t, []wire.GetKey{{RowKey: r, ColumnKey: "A", RefKey: &nine}, {RowKey: row(4), ColumnKey: "B"}}, res.Missing,
+		"missing keys: A/9, and B (latest) of a row never written")
 }
 
 func (s *session) testShardLog(t *testing.T) {
@@ -214,27 +144,19 @@ func (s *session) testShardLog(t *testing.T) {
 			var res wire.ShardCellsResponse
 			s.do(t, shard%3, "GET", fmt.Sprintf("/v1/trips/shards/%d/cells?location=%d&limit=2", shard, after), "").expect(t, 200).decode(t, &res)
 			for _, c := range res.Cells {
-				if c.AddedID <= prev {
-					t.Fatalf("shard %d: added_id %d after %d", shard, c.AddedID, prev)
-				}
+				require.Greater(t, c.AddedID, prev, "shard %d: added_id after %d", shard, prev)
 				prev = c.AddedID
 			}
 			total += len(res.Cells)
 			if len(res.Cells) == 0 {
-				if res.NextLocation != after {
-					t.Fatalf("empty page: next_location %d, want %d", res.NextLocation, after)
-				}
+				require.Equal(t, after, res.NextLocation, "shard %d: next_location of an empty page", shard)
 				break
 			}
-			if res.NextLocation != prev {
-				t.Fatalf("next_location %d, want the last added_id %d", res.NextLocation, prev)
-			}
+			require.Equal(t, prev, res.NextLocation, "shard %d: next_location, want the last added_id", shard)
 			after = res.NextLocation
 		}
 	}
-	if total == 0 {
-		t.Fatal("the shard logs are empty")
-	}
+	assert.NotZero(t, total, "cells in the shard logs")
 }
 
 // cellCount counts every cell through the shard logs (strong reads).
@@ -308,9 +230,7 @@ func (s *session) testRejected(t *testing.T) {
 			s.do(t, -1, tc.method, tc.path, tc.body).expectError(t, tc.status, tc.code, tc.field)
 		})
 	}
-	if after := s.cellCount(t); after != before {
-		t.Fatalf("rejected requests wrote %d cells", after-before)
-	}
+	assert.Equal(t, before, s.cellCount(t), "cells after the rejected requests: they wrote nothing")
 	// The good cell of the rejected batches was never written either.
 	s.do(t, 0, "GET", "/v1/trips/cells/"+r+"/BASE/1", "").expectError(t, 404, "not_found", "")
 }
@@ -322,27 +242,30 @@ func (s *session) testStatus(t *testing.T) {
 		s.do(t, node, "GET", "/readyz?datastore=trips", "").expect(t, 200)
 		var st wire.ClusterStatus
 		s.do(t, node, "GET", "/v1/cluster", "").expect(t, 200).decode(t, &st)
-		if st.Node != fmt.Sprintf("n%d", node+1) || len(st.Nodes) != 3 || len(st.Datastores) != 1 {
-			t.Fatalf("node %d status: %+v", node, st)
-		}
+		require.Equal(t, fmt.Sprintf("n%d", node+1), st.Node, "node %d status: the node's id (%+v)", node, st)
+		require.Len(t, st.Nodes, 3, "node %d status: nodes (%+v)", node, st)
+		require.Len(t, st.Datastores, 1, "node %d status: datastores (%+v)", node, st)
 		ds := st.Datastores[0]
-		if ds.Name != "trips" || ds.Mode != s.c.Topology.Datastores[0].Mode || ds.Shards != 16 || len(ds.Partitions) != 2 {
-			t.Fatalf("datastore %+v", ds)
-		}
+		require.Equal(t, "trips", ds.Name, "datastore name (%+v)", ds)
+		require.Equal(t, s.c.Topology.Datastores[0].Mode, ds.Mode, "datastore mode (%+v)", ds)
+		require.Equal(t, 16, ds.Shards, "datastore shards (%+v)", ds)
+		require.Len(t, ds.Partitions, 2, "datastore partitions (%+v)", ds)
 		for _, p := range ds.Partitions {
 			if ds.Mode == "async" {
 				roles := map[string]int{}
 				for _, m := range p.Members {
 					roles[m.Role]++
 				}
-				if p.Cluster == "" || p.Master == "" || roles["master"] != 1 || roles["minion"] != 2 {
-					t.Fatalf("async partition %+v", p)
-				}
+				assert.NotEmpty(t, p.Cluster, "async partition %d: its storage cluster (%+v)", p.ID, p)
+				assert.NotEmpty(t, p.Master, "async partition %d: its master (%+v)", p.ID, p)
+				assert.Equal(t, 1, roles["master"], "async partition %d: members that are master (%+v)", p.ID, p)
+				assert.Equal(t, 2, roles["minion"], "async partition %d: members that are minions (%+v)", p.ID, p)
 				continue
 			}
-			if !p.Local || p.Leader == "" || p.AppliedIndex == 0 || p.CommitIndex < p.AppliedIndex {
-				t.Fatalf("partition %+v", p)
-			}
+			assert.True(t, p.Local, "partition %d: local (%+v)", p.ID, p)
+			assert.NotEmpty(t, p.Leader, "partition %d: a leader (%+v)", p.ID, p)
+			assert.NotZero(t, p.AppliedIndex, "partition %d: applied index (%+v)", p.ID, p)
+			assert.GreaterOrEqual(t, p.CommitIndex, p.AppliedIndex, "partition %d: commit index at least the applied index (%+v)", p.ID, p)
 		}
 	}
 }

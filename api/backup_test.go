@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
@@ -23,40 +26,33 @@ import (
 
 // TestBackupEndpoints checks the answers of the backup and restore endpoints: the stream with
 // its headers and trailers, and every refusal in the API's error shape. (A restore that
-// succeeds is tested in cluster and cmd/schemaless.)
+// succeeds is tested in cluster and cmd/schemaless.) Parallel: the cluster is the test's own.
 func TestBackupEndpoints(t *testing.T) {
+	t.Parallel()
 	const limit = 4096
 	c := clustertest.Start(t, clustertest.Options{API: api.Config{MaxRestoreBytes: limit}})
-	s := &session{t: t, c: c}
+	s := &session{c: c}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var cs []cells.Cell
 	for i := 0; i < 200; i++ {
 		b, err := cells.EncodeBody([]byte(fmt.Sprintf(`{"i":%d,"pad":"xxxxxxxxxxxxxxxxxxxxxxxx"}`, i)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		cs = append(cs, cells.Cell{Key: cells.Key{RowKey: uuid.NewSHA1(uuid.NameSpaceDNS, []byte(fmt.Sprint("backup", i))), ColumnKey: "BASE", RefKey: 1}, Body: b})
 	}
-	if _, err := c.Node(0).PutCells(ctx, "trips", cs); err != nil {
-		t.Fatal(err)
-	}
+	_, err := c.Node(0).PutCells(ctx, "trips", cs)
+	require.NoError(t, err, "PutCells")
 
 	// The stream, from a node that may not lead partition 0.
 	for node := 0; node < 3; node++ {
 		res, err := http.Get(c.URL(node) + "/v1/admin/backup/trips/0")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "GET backup through node %d", node)
 		body, err := io.ReadAll(res.Body)
 		res.Body.Close()
-		if err != nil || res.StatusCode != http.StatusOK {
-			t.Fatalf("GET backup through node %d: got %d, %v", node, res.StatusCode, err)
-		}
+		require.NoError(t, err, "GET backup through node %d: read the body", node)
+		require.Equal(t, http.StatusOK, res.StatusCode, "GET backup through node %d: status", node)
 		info, err := fsm.VerifySnapshot(bytes.NewReader(body))
-		if err != nil {
-			t.Fatalf("GET backup through node %d: the body does not verify: %v", node, err)
-		}
+		require.NoError(t, err, "GET backup through node %d: the body verifies", node)
 		sum := sha256.Sum256(body)
 		for k, want := range map[string]string{
 			"Content-Type":                  "application/octet-stream",
@@ -74,13 +70,10 @@ func TestBackupEndpoints(t *testing.T) {
 			} else {
 				got = res.Header.Get(k)
 			}
-			if got != want {
-				t.Errorf("GET backup through node %d: %s got %q, want %q", node, k, got, want)
-			}
+			assert.Equal(t, want, got, "GET backup through node %d: %s", node, k)
 		}
-		if info.Cells == 0 || len(body) <= limit {
-			t.Fatalf("partition 0's backup: %d cells in %d bytes, want some cells and more than %d bytes", info.Cells, len(body), limit)
-		}
+		require.NotZero(t, info.Cells, "partition 0's backup: cells")
+		require.Greater(t, len(body), limit, "partition 0's backup: bytes, more than the restore limit")
 		if node < 2 {
 			continue
 		}
@@ -88,11 +81,10 @@ func TestBackupEndpoints(t *testing.T) {
 		post := func(path string, b []byte) answer {
 			t.Helper()
 			res, err := http.Post(c.URL(node)+path, "application/octet-stream", bytes.NewReader(b))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "POST %s", path)
 			defer res.Body.Close()
-			data, _ := io.ReadAll(res.Body)
+			data, err := io.ReadAll(res.Body)
+			require.NoError(t, err, "POST %s: read the answer", path)
 			return answer{status: res.StatusCode, header: res.Header, body: data}
 		}
 		post("/v1/admin/restore/trips/0", body).expectError(t, http.StatusConflict, wire.CodeConflict, "")
@@ -116,7 +108,5 @@ func TestBackupEndpoints(t *testing.T) {
 			want++
 		}
 	}
-	if len(got.Cells) != want {
-		t.Errorf("shard 0 after refused restores: got %d cells, want %d", len(got.Cells), want)
-	}
+	assert.Len(t, got.Cells, want, "shard 0 after refused restores")
 }

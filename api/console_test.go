@@ -28,6 +28,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 )
@@ -56,102 +59,80 @@ column_defs:
       - { field: fare, type: float }
 `
 
+// TestConsole is not parallel: it checks the page's leaders against /v1/cluster read just before
+// and just after the page loads, which holds on a quiet cluster, not beside the elections of
+// other tests' clusters; and Chromium takes both cores for seconds.
 func TestConsole(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Indexes: true, Gossip: true})
-	consoleFixture(t, c)
+	s := &session{c: c}
+	consoleFixture(t, s)
 
 	t.Run("served", func(t *testing.T) {
 		for i := range 3 {
 			for _, path := range []string{"/console", "/console/"} {
 				res, body := consoleGet(t, c.URL(i)+path)
-				if res.StatusCode != http.StatusOK {
-					t.Fatalf("GET %s on node %d: got status %d, want 200", path, i, res.StatusCode)
-				}
+				require.Equal(t, http.StatusOK, res.StatusCode, "GET %s on node %d: status", path, i)
 				for h, want := range map[string]string{"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"} {
-					if got := res.Header.Get(h); got != want {
-						t.Fatalf("GET %s: got %s %q, want %q", path, h, got, want)
-					}
+					require.Equal(t, want, res.Header.Get(h), "GET %s: header %s", path, h)
 				}
-				if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'sha256-") {
-					t.Fatalf("GET %s: got Content-Security-Policy %q, want default-src 'none' and a script hash", path, csp)
-				}
+				csp := res.Header.Get("Content-Security-Policy")
+				require.Contains(t, csp, "default-src 'none'", "GET %s: Content-Security-Policy", path)
+				require.Contains(t, csp, "script-src 'sha256-", "GET %s: Content-Security-Policy with a script hash", path)
 				for _, want := range []string{"<script>", `data-testid="error-banner"`, "/v1/cluster", "/v1/admin/nodes"} {
-					if !bytes.Contains(body, []byte(want)) {
-						t.Fatalf("GET %s: the page does not contain %q", path, want)
-					}
+					require.Contains(t, string(body), want, "GET %s: the page", path)
 				}
 				// No external resource: the machine running the console may have no internet.
-				if m := regexp.MustCompile(`(?i)(src|href)=["']?(https?:)?//`).Find(body); m != nil {
-					t.Fatalf("GET %s: the page loads an external resource: %s", path, m)
-				}
+				m := regexp.MustCompile(`(?i)(src|href)=["']?(https?:)?//`).Find(body)
+				require.Nil(t, m, "GET %s: the page loads an external resource: %s", path, m)
 			}
 		}
 		res, _ := consoleGet(t, c.URL(0)+"/console/nothing")
-		if res.StatusCode != http.StatusNotFound || res.Header.Get("Content-Type") != "application/json" {
-			t.Fatalf("GET /console/nothing: got %d %s, want the API's 404 JSON", res.StatusCode, res.Header.Get("Content-Type"))
-		}
+		require.Equal(t, http.StatusNotFound, res.StatusCode, "GET /console/nothing: the API's 404")
+		require.Equal(t, "application/json", res.Header.Get("Content-Type"), "GET /console/nothing: the API's JSON")
 	})
 
 	chrome := consoleChromiumPath(t)
 
 	t.Run("rendered", func(t *testing.T) {
 		const node = 1
-		before := consoleCluster(t, c.URL(node))
+		before := consoleCluster(t, s, node)
 		dom := consoleDOM(t, chrome, c.URL(node)+"/console")
-		after := consoleCluster(t, c.URL(node))
+		after := consoleCluster(t, s, node)
 
-		if state := consoleAttr(dom, "error-banner", "data-state"); state != "ok" {
-			t.Errorf("error banner: got data-state %q, want ok; banner says %q", state, consoleTexts(dom, "error"))
-		}
-		if got, want := consoleTexts(dom, "self-node"), []string{before.Node}; !slices.Equal(got, want) {
-			t.Errorf("served by: got %q, want %q", got, want)
-		}
+		assert.Equal(t, "ok", consoleAttr(dom, "error-banner", "data-state"), "error banner: data-state; banner says %q", consoleTexts(dom, "error"))
+		assert.Equal(t, []string{before.Node}, consoleTexts(dom, "self-node"), "served by")
 		var nodes []string
 		for _, n := range before.Nodes {
 			nodes = append(nodes, n.ID)
 		}
 		sort.Strings(nodes)
-		if got := consoleSorted(consoleTexts(dom, "node-id")); !slices.Equal(got, nodes) {
-			t.Errorf("node ids: got %q, want %q", got, nodes)
-		}
+		assert.Equal(t, nodes, consoleSorted(consoleTexts(dom, "node-id")), "node ids")
 		// Leaders: as /v1/cluster reported them just before or just after the page loaded (a
 		// leader may change meanwhile; on this quiet cluster it does not).
 		gotLeaders := consoleSorted(consoleTexts(dom, "partition-leader"))
-		if want1, want2 := consoleLeaders(t, before), consoleLeaders(t, after); !slices.Equal(gotLeaders, want1) && !slices.Equal(gotLeaders, want2) {
-			t.Errorf("partition leaders: got %q, want %q (from /v1/cluster)", gotLeaders, want1)
+		if want1, want2 := consoleLeaders(t, before), consoleLeaders(t, after); !slices.Equal(gotLeaders, want2) {
+			assert.Equal(t, want1, gotLeaders, "partition leaders, as /v1/cluster reported them before the page loaded (or %q, after)", want2)
 		}
 		for testid, want := range map[string]string{"datastore-name": consoleDatastore, "index-name": consoleIndex, "group-name": consoleGroup} {
-			if got := consoleTexts(dom, testid); !slices.Contains(got, want) {
-				t.Errorf("%s: got %q, want %q among them", testid, got, want)
-			}
+			assert.Contains(t, consoleTexts(dom, testid), want, "%s: the fixture's among them", testid)
 		}
 		// The group's member and lag (the member committed nothing: every cell is lag).
-		if row := consoleRow(dom, "data-group", consoleGroup); !strings.Contains(row, "w1") || !strings.Contains(row, fmt.Sprint(consoleCells)) {
-			t.Errorf("group row: got %s, want member w1 and lag %d", row, consoleCells)
-		}
+		row := consoleRow(dom, "data-group", consoleGroup)
+		assert.Contains(t, row, "w1", "group row: member w1")
+		assert.Contains(t, row, fmt.Sprint(consoleCells), "group row: lag %d", consoleCells)
 		for _, sec := range []string{"section-nodes", "section-partitions"} {
-			if src := consoleAttr(dom, sec, "data-source"); src != "admin" {
-				t.Errorf("%s: got data-source %q, want admin (/v1/admin/*)", sec, src)
-			}
+			assert.Equal(t, "admin", consoleAttr(dom, sec, "data-source"), "%s: data-source (/v1/admin/*)", sec)
 		}
 		// Gossip sees every node alive; every partition shows its 3 replicas, all reachable.
 		states := regexp.MustCompile(`data-testid="node-row"[^>]*data-state="([a-z]+)"`).FindAllStringSubmatch(dom, -1)
-		if len(states) != len(nodes) {
-			t.Errorf("node rows with a state: got %d, want %d", len(states), len(nodes))
-		}
+		assert.Len(t, states, len(nodes), "node rows with a state")
 		for _, m := range states {
-			if m[1] != "alive" {
-				t.Errorf("node state %q, want alive", m[1])
-			}
+			assert.Equal(t, "alive", m[1], "node state")
 		}
 		rows := regexp.MustCompile(`<tr [^>]*data-testid="replica-row"[^>]*>`).FindAllString(dom, -1)
-		if want := 3 * len(before.Datastores[0].Partitions); len(rows) != want {
-			t.Errorf("replica rows: got %d, want %d (3 per partition)", len(rows), want)
-		}
+		assert.Len(t, rows, 3*len(before.Datastores[0].Partitions), "replica rows: 3 per partition")
 		for _, r := range rows {
-			if strings.Contains(r, "hl-bad") {
-				t.Errorf("a replica is shown unreachable: %s", r)
-			}
+			assert.NotContains(t, r, "hl-bad", "a replica row: shown reachable")
 		}
 	})
 
@@ -159,23 +140,13 @@ func TestConsole(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "console.png")
 		consoleChromium(t, chrome, fmt.Sprintf("--window-size=%d,%d", consoleWidth, consoleHeight), "--screenshot="+path, c.URL(0)+"/console")
 		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("chromium wrote no screenshot: %v", err)
-		}
+		require.NoError(t, err, "chromium wrote a screenshot")
 		img, err := png.Decode(bytes.NewReader(b))
-		if err != nil {
-			t.Fatalf("screenshot: not a PNG: %v", err)
-		}
-		if got := img.Bounds().Size(); got != image.Pt(consoleWidth, consoleHeight) {
-			t.Fatalf("screenshot: got size %v, want %dx%d", got, consoleWidth, consoleHeight)
-		}
-		if n := consoleColours(img, 64); n < 16 {
-			t.Fatalf("screenshot: got %d distinct colours, want a rendered page (at least 16)", n)
-		}
+		require.NoError(t, err, "screenshot: a PNG")
+		require.Equal(t, image.Pt(consoleWidth, consoleHeight), img.Bounds().Size(), "screenshot: size")
+		require.GreaterOrEqual(t, consoleColours(img, 64), 16, "screenshot: distinct colours of a rendered page")
 		if dst := os.Getenv("CONSOLE_SCREENSHOT"); dst != "" {
-			if err := os.WriteFile(dst, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(dst, b, 0o644))
 			t.Logf("screenshot copied to %s", dst)
 		}
 	})
@@ -188,23 +159,17 @@ func TestConsole(t *testing.T) {
 		// Every API request has its connection closed without an answer.
 		srv := consoleStandIn(t, page, func(w http.ResponseWriter, r *http.Request) {
 			conn, _, err := http.NewResponseController(w).Hijack()
-			if err != nil {
-				t.Errorf("hijack: %v", err)
+			if !assert.NoError(t, err, "hijack") {
 				return
 			}
 			conn.Close()
 		})
 		dom := consoleDOM(t, chrome, srv.URL+"/console")
-		if state := consoleAttr(dom, "error-banner", "data-state"); state != "error" {
-			t.Fatalf("error banner: got data-state %q, want error", state)
-		}
+		require.Equal(t, "error", consoleAttr(dom, "error-banner", "data-state"), "error banner: data-state")
 		errs := strings.Join(consoleTexts(dom, "error"), "\n")
-		if !strings.Contains(errs, "/v1/cluster") || !strings.Contains(errs, "unreachable") {
-			t.Fatalf("error banner: got %q, want /v1/cluster unreachable", errs)
-		}
-		if !strings.Contains(dom, "No data yet.") {
-			t.Fatalf("sections: want the placeholder %q instead of nothing", "No data yet.")
-		}
+		require.Contains(t, errs, "/v1/cluster", "error banner: /v1/cluster unreachable")
+		require.Contains(t, errs, "unreachable", "error banner: /v1/cluster unreachable")
+		require.Contains(t, dom, "No data yet.", "sections: the placeholder instead of nothing")
 	})
 
 	t.Run("admin_shapes", func(t *testing.T) {
@@ -241,46 +206,28 @@ func TestConsole(t *testing.T) {
 			json.NewEncoder(w).Encode(a)
 		})
 		dom := consoleDOM(t, chrome, srv.URL+"/console")
-		if state := consoleAttr(dom, "error-banner", "data-state"); state != "ok" {
-			t.Errorf("error banner: got data-state %q, want ok; banner says %q", state, consoleTexts(dom, "error"))
-		}
+		assert.Equal(t, "ok", consoleAttr(dom, "error-banner", "data-state"), "error banner: data-state; banner says %q", consoleTexts(dom, "error"))
 		for _, sec := range []string{"section-nodes", "section-partitions"} {
-			if src := consoleAttr(dom, sec, "data-source"); src != "admin" {
-				t.Errorf("%s: got data-source %q, want admin", sec, src)
-			}
+			assert.Equal(t, "admin", consoleAttr(dom, sec, "data-source"), "%s: data-source", sec)
 		}
 		// The page has no image of its own: an <img> element can only come from an API value.
-		if strings.Contains(dom, "<img") {
-			t.Fatalf("a node id became an element: the page does not escape API values")
-		}
-		if got, want := consoleTexts(dom, "node-id"), []string{"n1", "n2", evil}; !slices.Equal(got, want) {
-			t.Errorf("node ids: got %q, want %q", got, want)
-		}
-		if got, want := consoleTexts(dom, "node-leaders"), []string{"1", "0", "0"}; !slices.Equal(got, want) {
-			t.Errorf("leaders per node: got %q, want %q", got, want)
-		}
+		require.NotContains(t, dom, "<img", "a node id became an element: the page does not escape API values")
+		assert.Equal(t, []string{"n1", "n2", evil}, consoleTexts(dom, "node-id"), "node ids")
+		assert.Equal(t, []string{"1", "0", "0"}, consoleTexts(dom, "node-leaders"), "leaders per node")
 		// Replica rows in order n1 (caught up), n2 (lag 3000: highlighted), evil (unreachable).
 		rows := regexp.MustCompile(`<tr [^>]*data-testid="replica-row"[^>]*>`).FindAllString(dom, -1)
-		if len(rows) != 3 {
-			t.Fatalf("replica rows: got %d %q, want 3", len(rows), rows)
-		}
+		require.Len(t, rows, 3, "replica rows")
 		for i, want := range []string{`class="first"`, `class="hl-warn"`, `class="hl-bad"`} {
-			if !strings.Contains(rows[i], want) {
-				t.Errorf("replica row %d: got %s, want %s", i, rows[i], want)
-			}
+			assert.Contains(t, rows[i], want, "replica row %d", i)
 		}
-		if got := consoleTexts(dom, "replica-lag"); !slices.Equal(got, []string{"0", "3,000", "0"}) {
-			t.Errorf("replica lags: got %q, want [0 3,000 0]", got)
-		}
+		assert.Equal(t, []string{"0", "3,000", "0"}, consoleTexts(dom, "replica-lag"), "replica lags")
 	})
 
 	t.Run("api_fails_after_load", func(t *testing.T) {
 		// The first refresh goes through to node 0; from the second on, every API request
 		// answers 503. The page must keep the data it has and say what failed.
 		target, err := url.Parse(c.URL(0))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		proxy := httputil.NewSingleHostReverseProxy(target)
 		var clusterReads atomic.Int32
 		srv := consoleStandIn(t, page, func(w http.ResponseWriter, r *http.Request) {
@@ -296,111 +243,63 @@ func TestConsole(t *testing.T) {
 			io.WriteString(w, `{"error":{"code":"unavailable","message":"injected fault"}}`)
 		})
 		dom := consoleDOM(t, chrome, srv.URL+"/console")
-		if n := clusterReads.Load(); n < 2 {
-			t.Fatalf("the page read /v1/cluster %d times, want it to refresh", n)
-		}
-		if state := consoleAttr(dom, "error-banner", "data-state"); state != "error" {
-			t.Fatalf("error banner: got data-state %q, want error", state)
-		}
-		if errs := strings.Join(consoleTexts(dom, "error"), "\n"); !strings.Contains(errs, "injected fault") {
-			t.Fatalf("error banner: got %q, want the injected fault", errs)
-		}
-		if got := consoleTexts(dom, "node-id"); len(got) != 3 {
-			t.Fatalf("node ids after the fault: got %q, want the 3 loaded before it", got)
-		}
-		if got := consoleTexts(dom, "group-name"); !slices.Contains(got, consoleGroup) {
-			t.Fatalf("groups after the fault: got %q, want %q kept", got, consoleGroup)
-		}
+		require.GreaterOrEqual(t, clusterReads.Load(), int32(2), "reads of /v1/cluster by the page: it refreshes")
+		require.Equal(t, "error", consoleAttr(dom, "error-banner", "data-state"), "error banner: data-state")
+		require.Contains(t, strings.Join(consoleTexts(dom, "error"), "\n"), "injected fault", "error banner")
+		require.Len(t, consoleTexts(dom, "node-id"), 3, "node ids after the fault: the 3 loaded before it")
+		require.Contains(t, consoleTexts(dom, "group-name"), consoleGroup, "groups after the fault: kept")
 	})
 }
 
-// consoleFixture writes cells, defines an index (and waits up to 30s for it to be ready) and
+// consoleFixture writes cells, defines an index and waits up to 60s for it to be ready, and
 // joins a member to a consumer group that starts at the earliest cell and commits nothing.
-func consoleFixture(t *testing.T, c *clustertest.Cluster) {
+func consoleFixture(t *testing.T, s *session) {
 	t.Helper()
 	var req wire.PutCellsRequest
 	drivers := []string{"alice", "bob", "carol"}
 	for i := range consoleCells {
-		body, _ := json.Marshal(map[string]any{"driver": drivers[i%len(drivers)], "fare": 5 + i})
+		body, err := json.Marshal(map[string]any{"driver": drivers[i%len(drivers)], "fare": 5 + i})
+		require.NoError(t, err)
 		req.Cells = append(req.Cells, wire.PutCell{RowKey: uuid.NewSHA1(uuid.NameSpaceDNS, []byte(fmt.Sprint("console", i))).String(),
 			ColumnKey: "BASE", RefKey: "1", Body: body})
 	}
-	b, _ := json.Marshal(req)
-	consoleDo(t, c.URL(0), "POST", "/v1/trips/cells", string(b), http.StatusOK)
-	consoleDo(t, c.URL(1), "POST", "/v1/trips/indexes", consoleIndexYAML, http.StatusCreated)
-	consoleDo(t, c.URL(2), "POST", "/v1/trips/groups/"+consoleGroup+"/heartbeat",
-		`{"worker":"w1","session_timeout":"5m","start":{"kind":"earliest"}}`, http.StatusOK)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	b, err := json.Marshal(req)
+	require.NoError(t, err)
+	s.doRetry(t, 0, "POST", "/v1/trips/cells", string(b)).expect(t, http.StatusOK)
+	s.doRetry(t, 1, "POST", "/v1/trips/indexes", consoleIndexYAML).expect(t, http.StatusCreated)
+	s.doRetry(t, 2, "POST", "/v1/trips/groups/"+consoleGroup+"/heartbeat",
+		`{"worker":"w1","session_timeout":"5m","start":{"kind":"earliest"}}`).expect(t, http.StatusOK)
+	// The condition runs in one goroutine at a time; stop is read only after EventuallyWithT
+	// returns, once that goroutine has ended.
+	var stop error
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var list wire.IndexesResponse
-		if err := json.Unmarshal(consoleDo(t, c.URL(0), "GET", "/v1/trips/indexes", "", http.StatusOK), &list); err != nil {
-			t.Fatal(err)
-		}
-		ready := false
-		for _, ix := range list.Indexes {
-			ready = ready || ix.Name == consoleIndex && ix.Alias > 0
-		}
-		if ready {
+		if !s.poll(c, &stop, 0, "GET", "/v1/trips/indexes", "", http.StatusOK, &list) {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Logf("index %s not ready after 30s: the console shows it building", consoleIndex)
-			return
+		i := slices.IndexFunc(list.Indexes, func(ix wire.IndexStatus) bool { return ix.Name == consoleIndex })
+		if assert.GreaterOrEqual(c, i, 0, "index %s listed (%+v)", consoleIndex, list) {
+			assert.Positive(c, list.Indexes[i].Alias, "index %s: an alias, set when its first version is ready", consoleIndex)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// consoleDo sends a request, retrying 503s for up to 20s, and fails t unless the answer has
-// status want. It returns the body.
-func consoleDo(t *testing.T, base, method, path, body string, want int) []byte {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		b, err := io.ReadAll(res.Body)
-		res.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		if res.StatusCode != want {
-			t.Fatalf("%s %s: got status %d, want %d; body %s", method, path, res.StatusCode, want, b)
-		}
-		return b
-	}
+	}, 60*time.Second, 200*time.Millisecond, "index %s ready", consoleIndex)
+	require.NoError(t, stop)
 }
 
 func consoleGet(t *testing.T, u string) (*http.Response, []byte) {
 	t.Helper()
 	res, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "GET %s", u)
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "GET %s: read the body", u)
 	return res, b
 }
 
-func consoleCluster(t *testing.T, base string) wire.ClusterStatus {
+// consoleCluster returns /v1/cluster as node answers it.
+func consoleCluster(t *testing.T, s *session, node int) wire.ClusterStatus {
 	t.Helper()
 	var st wire.ClusterStatus
-	if err := json.Unmarshal(consoleDo(t, base, "GET", "/v1/cluster", "", http.StatusOK), &st); err != nil {
-		t.Fatal(err)
-	}
+	s.doRetry(t, node, "GET", "/v1/cluster", "").expect(t, http.StatusOK).decode(t, &st)
 	return st
 }
 
@@ -411,9 +310,7 @@ func consoleLeaders(t *testing.T, st wire.ClusterStatus) []string {
 	var out []string
 	for _, d := range st.Datastores {
 		for _, p := range d.Partitions {
-			if p.Leader == "" {
-				t.Fatalf("/v1/cluster: partition %s/%d has no leader", d.Name, p.ID)
-			}
+			require.NotEmpty(t, p.Leader, "/v1/cluster: the leader of partition %s/%d", d.Name, p.ID)
 			out = append(out, p.Leader)
 		}
 	}
@@ -446,7 +343,7 @@ func consoleChromiumPath(t *testing.T) string {
 		}
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed (.ci/run installs it)")
+		require.FailNow(t, "chromium is not installed (.ci/run installs it)")
 	}
 	t.Skip("chromium is not installed (apt-get install chromium)")
 	return ""
@@ -473,9 +370,7 @@ func consoleChromium(t *testing.T, chrome string, args ...string) []byte {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, consoleTail(stderr.String(), 4000))
-	}
+	require.NoError(t, cmd.Run(), "chromium %s\n%s", strings.Join(args, " "), consoleTail(stderr.String(), 4000))
 	t.Logf("chromium %s: %s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
 	return stdout.Bytes()
 }
@@ -484,9 +379,7 @@ func consoleChromium(t *testing.T, chrome string, args ...string) []byte {
 func consoleDOM(t *testing.T, chrome, u string) string {
 	t.Helper()
 	dom := string(consoleChromium(t, chrome, "--dump-dom", u))
-	if !strings.Contains(dom, `data-testid="error-banner"`) {
-		t.Fatalf("chromium --dump-dom %s: no console in %q", u, consoleTail(dom, 2000))
-	}
+	require.True(t, strings.Contains(dom, `data-testid="error-banner"`), "chromium --dump-dom %s: the console in %q", u, consoleTail(dom, 2000))
 	return dom
 }
 

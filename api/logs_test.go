@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
@@ -23,10 +26,12 @@ func rowIn(shard, i int, seed string) string {
 }
 
 // The log read's options: column filter, timestamp location, long poll and the batch form; and
-// the consumer-group routes with their errors.
+// the consumer-group routes with their errors. Parallel: the cluster is the test's own, and the
+// long polls' bounds (at least the wait; within 10s of a write) hold under load.
 func TestLogAndGroups(t *testing.T) {
+	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{})
-	s := &session{t: t, c: c}
+	s := &session{c: c}
 	const shard = 5
 	for i := 0; i < 3; i++ {
 		r := rowIn(shard, i, "log")
@@ -34,6 +39,8 @@ func TestLogAndGroups(t *testing.T) {
 		s.do(t, 0, "PUT", "/v1/trips/cells/"+r+"/B/1", `{"b":1}`).expect(t, 201)
 	}
 	mark := time.Now().UTC()
+	// Time passing is what the timestamp read tells apart: the late cell is written well after
+	// the mark, the others before it.
 	time.Sleep(20 * time.Millisecond)
 	late := rowIn(shard, 9, "log")
 	s.do(t, 0, "PUT", "/v1/trips/cells/"+late+"/A/1", `{"a":2}`).expect(t, 201)
@@ -41,66 +48,67 @@ func TestLogAndGroups(t *testing.T) {
 	t.Run("column filter", func(t *testing.T) {
 		var res wire.ShardCellsResponse
 		s.do(t, 1, "GET", fmt.Sprintf("/v1/trips/shards/%d/cells?column_key=B&limit=10", shard), "").expect(t, 200).decode(t, &res)
-		if len(res.Cells) != 3 {
-			t.Fatalf("got %d B cells, want 3", len(res.Cells))
-		}
+		require.Len(t, res.Cells, 3, "B cells")
 		for _, c := range res.Cells {
-			if c.ColumnKey != "B" {
-				t.Errorf("got a %s cell from a B filter", c.ColumnKey)
-			}
+			assert.Equal(t, "B", c.ColumnKey, "column of a cell from a B filter")
 		}
-		if res.HighWater != 7 || res.NextLocation != 7 {
-			t.Errorf("got next_location %d high_water %d, want 7 and 7 (past the filtered A cells)", res.NextLocation, res.HighWater)
-		}
+		assert.Equal(t, int64(7), res.NextLocation, "next_location: past the filtered A cells")
+		assert.Equal(t, int64(7), res.HighWater, "high_water")
 	})
 	t.Run("timestamp", func(t *testing.T) {
 		var res wire.ShardCellsResponse
 		q := url.Values{"location_type": {"timestamp"}, "location": {mark.Format(time.RFC3339Nano)}}
 		s.do(t, 2, "GET", fmt.Sprintf("/v1/trips/shards/%d/cells?%s", shard, q.Encode()), "").expect(t, 200).decode(t, &res)
-		if len(res.Cells) != 1 || res.Cells[0].RowKey != late {
-			t.Fatalf("got %+v, want only the cell written after the mark", res.Cells)
-		}
+		require.Len(t, res.Cells, 1, "cells after the mark: only the one written after it (%+v)", res.Cells)
+		assert.Equal(t, late, res.Cells[0].RowKey, "the cell written after the mark")
 	})
 	t.Run("long poll", func(t *testing.T) {
 		// No cell arrives: the read waits its whole wait, then answers empty.
 		start := time.Now()
 		var res wire.ShardCellsResponse
 		s.do(t, 0, "GET", fmt.Sprintf("/v1/trips/shards/%d/cells?location=7&wait=300ms&consistency=stale", shard), "").expect(t, 200).decode(t, &res)
-		if len(res.Cells) != 0 || time.Since(start) < 300*time.Millisecond {
-			t.Fatalf("got %d cells after %s, want none after at least 300ms", len(res.Cells), time.Since(start))
-		}
+		require.Empty(t, res.Cells, "a long poll with no new cell")
+		require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "a long poll with no new cell answers after its whole wait")
 		// A cell arrives during the wait: the read answers with it at once.
+		written := make(chan error, 1)
 		go func() {
+			// Time passing is what is tested: the cell must arrive while the read waits, not
+			// before it starts.
 			time.Sleep(200 * time.Millisecond)
-			s.do(t, 2, "PUT", "/v1/trips/cells/"+rowIn(shard, 20, "log")+"/A/1", `{"a":3}`)
+			a, err := s.tryDo(2, "PUT", "/v1/trips/cells/"+rowIn(shard, 20, "log")+"/A/1", `{"a":3}`)
+			if err == nil {
+				err = a.check(201)
+			}
+			written <- err
 		}()
 		start = time.Now()
 		s.do(t, 1, "GET", fmt.Sprintf("/v1/trips/shards/%d/cells?location=7&wait=20s", shard), "").expect(t, 200).decode(t, &res)
-		if len(res.Cells) != 1 || res.Cells[0].AddedID != 8 {
-			t.Fatalf("got %+v, want the new cell (added_id 8)", res.Cells)
-		}
-		if d := time.Since(start); d > 10*time.Second {
-			t.Errorf("long poll answered after %s, want soon after the write", d)
-		}
+		d := time.Since(start)
+		require.NoError(t, <-written, "the write during the long poll")
+		require.Len(t, res.Cells, 1, "a long poll during which a cell arrives: the new cell (%+v)", res.Cells)
+		require.Equal(t, int64(8), res.Cells[0].AddedID, "added_id of the new cell")
+		assert.LessOrEqual(t, d, 10*time.Second, "long poll answered soon after the write")
 	})
 	t.Run("batch", func(t *testing.T) {
 		var res wire.ShardsCellsResponse
 		body := fmt.Sprintf(`{"shards":[{"shard":%d,"location":0},{"shard":0,"location":0}],"column_key":"A","limit":2,"wait":"1s"}`, shard)
 		s.do(t, 2, "POST", "/v1/trips/shards/cells", body).expect(t, 200).decode(t, &res)
-		if len(res.Shards) != 2 || res.Shards[0].Shard != shard || res.Shards[1].Shard != 0 {
-			t.Fatalf("got %+v, want pages of shards %d and 0 in order", res.Shards, shard)
-		}
-		if len(res.Shards[0].Cells) != 2 || res.Shards[0].NextLocation != res.Shards[0].Cells[1].AddedID {
-			t.Errorf("shard %d page: got %+v, want 2 A cells and next_location at the last", shard, res.Shards[0])
+		require.Len(t, res.Shards, 2, "pages of shards %d and 0 (%+v)", shard, res.Shards)
+		require.Equal(t, []int{shard, 0}, []int{res.Shards[0].Shard, res.Shards[1].Shard}, "pages of shards %d and 0, in order", shard)
+		if assert.Len(t, res.Shards[0].Cells, 2, "shard %d page: 2 A cells (%+v)", shard, res.Shards[0]) {
+			assert.Equal(t, res.Shards[0].Cells[1].AddedID, res.Shards[0].NextLocation, "shard %d page: next_location at the last cell", shard)
 		}
 		// Stored bodies: the stored form instead of JSON, the same value.
 		var st wire.ShardsCellsResponse
 		body = fmt.Sprintf(`{"shards":[{"shard":%d,"location":0}],"column_key":"A","limit":2,"body_encoding":"stored"}`, shard)
 		s.do(t, 1, "POST", "/v1/trips/shards/cells", body).expect(t, 200).decode(t, &st)
+		require.Len(t, st.Shards, 1, "stored bodies: the page of shard %d", shard)
+		require.Len(t, st.Shards[0].Cells, len(res.Shards[0].Cells), "stored bodies: the cells of the JSON page")
 		for i, c := range st.Shards[0].Cells {
+			assert.Nil(t, c.Body, "stored cell %d: no JSON body", i)
 			js, err := cells.Body(c.Stored).JSON()
-			if c.Body != nil || err != nil || string(js) != string(res.Shards[0].Cells[i].Body) {
-				t.Errorf("stored cell %d: got body %s stored as %s (%v), want no body and %s", i, c.Body, js, err, res.Shards[0].Cells[i].Body)
+			if assert.NoError(t, err, "stored cell %d: the stored body decodes", i) {
+				assert.Equal(t, string(res.Shards[0].Cells[i].Body), string(js), "stored cell %d: the value of the JSON body", i)
 			}
 		}
 	})
@@ -112,40 +120,36 @@ func TestLogAndGroups(t *testing.T) {
 			var res wire.ShardsCellsResponse
 			s.do(t, round%3, "POST", "/v1/trips/shards/cells", fmt.Sprintf(`{"shards":[{"shard":%d},{"shard":12}],"wait":"2s"}`, shard)).expect(t, 200).decode(t, &res)
 			for _, p := range res.Shards {
-				if len(p.Cells) == 0 || p.HighWater < 1 {
-					t.Fatalf("round %d: shard %d page %+v, want its cells and high water", round, p.Shard, p)
-				}
+				require.NotEmpty(t, p.Cells, "round %d: shard %d page, its cells (%+v)", round, p.Shard, p)
+				require.Positive(t, p.HighWater, "round %d: shard %d page, its high water (%+v)", round, p.Shard, p)
 			}
 		}
 	})
 	t.Run("groups", func(t *testing.T) {
 		var hb wire.GroupResult
 		s.do(t, 0, "POST", "/v1/trips/groups/g1/heartbeat", `{"worker":"w1","session_timeout":"10s"}`).expect(t, 200).decode(t, &hb)
-		if len(hb.Assigned) != 16 || len(hb.Members) != 1 || hb.SessionExpires == nil {
-			t.Fatalf("heartbeat of the only worker: got %+v, want all 16 shards", hb)
-		}
+		require.Len(t, hb.Assigned, 16, "heartbeat of the only worker: all 16 shards assigned (%+v)", hb)
+		require.Len(t, hb.Members, 1, "heartbeat of the only worker: members (%+v)", hb)
+		require.NotNil(t, hb.SessionExpires, "heartbeat of the only worker: a session expiry (%+v)", hb)
 		l := hb.Assigned[shard]
 		var cm wire.GroupResult
 		s.do(t, 1, "POST", "/v1/trips/groups/g1/commit", fmt.Sprintf(`{"worker":"w1","commits":[{"shard":%d,"epoch":%d,"offset":3},{"shard":%d,"epoch":%d,"offset":4}]}`, shard, l.Epoch, shard, l.Epoch+1)).expect(t, 200).decode(t, &cm)
-		if len(cm.Accepted) != 2 || !cm.Accepted[0] || cm.Accepted[1] {
-			t.Fatalf("commits at the lease's epoch and a wrong one: got accepted %v, want [true false]", cm.Accepted)
-		}
+		require.Equal(t, []bool{true, false}, cm.Accepted, "commits at the lease's epoch and a wrong one: accepted")
 		var st wire.GroupStatus
 		s.do(t, 2, "GET", "/v1/trips/groups/g1", "").expect(t, 200).decode(t, &st)
+		require.Greater(t, len(st.Shards), shard, "group status: shards (%+v)", st)
 		sh := st.Shards[shard]
-		if sh.Offset != 3 || sh.Owner != "w1" || sh.HighWater < 8 || sh.LagCells != sh.HighWater-3 || sh.LagSeconds <= 0 {
-			t.Errorf("status of shard %d: got %+v, want offset 3, owner w1, lag high_water-3 and an age", shard, sh)
-		}
+		assert.Equal(t, int64(3), sh.Offset, "status of shard %d: offset (%+v)", shard, sh)
+		assert.Equal(t, "w1", sh.Owner, "status of shard %d: owner (%+v)", shard, sh)
+		assert.GreaterOrEqual(t, sh.HighWater, int64(8), "status of shard %d: high water (%+v)", shard, sh)
+		assert.Equal(t, sh.HighWater-3, sh.LagCells, "status of shard %d: lag, high_water-3 (%+v)", shard, sh)
+		assert.Positive(t, sh.LagSeconds, "status of shard %d: an age (%+v)", shard, sh)
 		var list wire.GroupsResponse
 		s.do(t, 0, "GET", "/v1/trips/groups", "").expect(t, 200).decode(t, &list)
-		if len(list.Groups) != 1 || list.Groups[0] != "g1" {
-			t.Errorf("groups: got %v, want [g1]", list.Groups)
-		}
+		assert.Equal(t, []string{"g1"}, list.Groups, "groups")
 		var lv wire.GroupResult
 		s.do(t, 0, "POST", "/v1/trips/groups/g1/leave", `{"worker":"w1"}`).expect(t, 200).decode(t, &lv)
-		if len(lv.Members) != 0 {
-			t.Errorf("after leave: got members %+v, want none", lv.Members)
-		}
+		assert.Empty(t, lv.Members, "members after leave")
 	})
 	t.Run("rejected", func(t *testing.T) {
 		cases := []struct {
@@ -187,9 +191,7 @@ func TestLogAndGroups(t *testing.T) {
 		var list wire.GroupsResponse
 		s.do(t, 0, "GET", "/v1/trips/groups", "").expect(t, 200).decode(t, &list)
 		for _, g := range list.Groups {
-			if g != "g1" {
-				t.Errorf("a refused command created group %q", g)
-			}
+			assert.Equal(t, "g1", g, "a group: a refused command created none")
 		}
 	})
 }

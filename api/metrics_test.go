@@ -7,9 +7,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestOperationName(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ method, pattern, want string }{
 		{http.MethodPut, "/v1/{ds}/cells/{row}/{col}/{ref}", "put_cell"},
 		{http.MethodGet, "/v1/{ds}/cells/{row}/{col}/{ref}", "get_cell"},
@@ -22,9 +25,7 @@ func TestOperationName(t *testing.T) {
 		{http.MethodGet, "/console/data", "console"},
 		{http.MethodPost, "/v1/{ds}/widgets/{w}/Spin", "post_v1_widgets_spin"},
 	} {
-		if got := operationName(c.method, c.pattern); got != c.want {
-			t.Errorf("operationName(%s, %s): got %q, want %q", c.method, c.pattern, got, c.want)
-		}
+		assert.Equal(t, c.want, operationName(c.method, c.pattern), "operationName(%s, %s)", c.method, c.pattern)
 	}
 }
 
@@ -35,17 +36,16 @@ func (nodeIDBackend) ID() string { return "n1" }
 
 // TestRequestMetrics checks the request series a Server records in its Registerer: the
 // operation and code of served requests, HEAD counted as GET's operation, a method the route
-// does not serve as method_not_allowed, and nothing in flight after.
+// does not serve as method_not_allowed, and nothing in flight after. Parallel: the registry is
+// the test's own.
 func TestRequestMetrics(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	s, err := NewServer(nodeIDBackend{}, Config{Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// A second server on the same registry shares the series.
-	if _, err := NewServer(nodeIDBackend{}, Config{Registerer: reg}); err != nil {
-		t.Fatalf("second server on the same registry: %v", err)
-	}
+	_, err = NewServer(nodeIDBackend{}, Config{Registerer: reg})
+	require.NoError(t, err, "second server on the same registry")
 	for _, m := range []string{http.MethodGet, http.MethodGet, http.MethodHead, http.MethodPut} {
 		w := httptest.NewRecorder()
 		s.ServeHTTP(w, httptest.NewRequest(m, "/healthz", nil))
@@ -53,9 +53,7 @@ func TestRequestMetrics(t *testing.T) {
 	count := func(op, code string) int {
 		t.Helper()
 		fams, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, f := range fams {
 			if f.GetName() != "schemaless_http_request_duration_seconds" {
 				continue
@@ -72,17 +70,9 @@ func TestRequestMetrics(t *testing.T) {
 		}
 		return 0
 	}
-	if got := count("healthz", "200"); got != 3 {
-		t.Errorf("healthz 200: got %d requests, want 3 (two GET, one HEAD)", got)
-	}
-	if got := count(opMethodNotAllowed, "405"); got != 1 {
-		t.Errorf("method_not_allowed 405: got %d requests, want 1", got)
-	}
+	assert.Equal(t, 3, count("healthz", "200"), "healthz 200: requests (two GET, one HEAD)")
+	assert.Equal(t, 1, count(opMethodNotAllowed, "405"), "method_not_allowed 405: requests")
 	var m dto.Metric
-	if err := s.metrics.inFlight.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	if got := m.GetGauge().GetValue(); got != 0 {
-		t.Errorf("in flight after the requests: got %v, want 0", got)
-	}
+	require.NoError(t, s.metrics.inFlight.Write(&m))
+	assert.Zero(t, m.GetGauge().GetValue(), "in flight after the requests")
 }

@@ -63,51 +63,57 @@ func getReady(t *testing.T, b readyBackend, path string, v any) *http.Response {
 // TestReadyz: /readyz answers the node's readiness with each datastore's in the body;
 // /readyz?datastore=NAME answers one datastore's.
 func TestReadyz(t *testing.T) {
+	t.Parallel()
 	noMaster := errors.New("flights: storage cluster c0 has no master")
 	asyncDown := readyBackend{datastores: map[string]error{"trips": nil, "flights": noMaster}}
 
 	t.Run("node ready, an async datastore without master", func(t *testing.T) {
+		t.Parallel()
 		var got wire.Readiness
 		res := getReady(t, asyncDown, "/readyz", &got)
-		assert.Equal(t, http.StatusOK, res.StatusCode)
+		assert.Equal(t, http.StatusOK, res.StatusCode, "status")
 		assert.Equal(t, wire.Readiness{Status: "ready", Node: "n1", Datastores: map[string]wire.DatastoreReadiness{
 			"trips":   {Ready: true},
 			"flights": {Error: noMaster.Error()},
-		}}, got)
+		}}, got, "the node's readiness, with each datastore's")
 	})
 	t.Run("a ready datastore", func(t *testing.T) {
+		t.Parallel()
 		var got wire.Readiness
 		res := getReady(t, asyncDown, "/readyz?datastore=trips", &got)
-		assert.Equal(t, http.StatusOK, res.StatusCode)
-		assert.Equal(t, wire.Readiness{Status: "ready", Node: "n1", Datastore: "trips"}, got)
+		assert.Equal(t, http.StatusOK, res.StatusCode, "status")
+		assert.Equal(t, wire.Readiness{Status: "ready", Node: "n1", Datastore: "trips"}, got, "the datastore's readiness")
 	})
 	t.Run("a datastore not ready", func(t *testing.T) {
+		t.Parallel()
 		var got wire.ErrorBody
 		res := getReady(t, asyncDown, "/readyz?datastore=flights", &got)
-		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
-		assert.Equal(t, "1", res.Header.Get("Retry-After"))
-		assert.Equal(t, wire.ErrorDetail{Code: wire.CodeUnavailable, Message: "not ready: " + noMaster.Error()}, got.Error)
+		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "status")
+		assert.Equal(t, "1", res.Header.Get("Retry-After"), "Retry-After")
+		assert.Equal(t, wire.ErrorDetail{Code: wire.CodeUnavailable, Message: "not ready: " + noMaster.Error()}, got.Error, "the error")
 	})
 	t.Run("an unknown datastore", func(t *testing.T) {
+		t.Parallel()
 		var got wire.ErrorBody
 		res := getReady(t, asyncDown, "/readyz?datastore=nope", &got)
-		assert.Equal(t, http.StatusNotFound, res.StatusCode)
-		assert.Equal(t, wire.CodeNotFound, got.Error.Code)
-		assert.Equal(t, "datastore", got.Error.Field)
-		assert.Contains(t, got.Error.Message, `"nope"`)
+		assert.Equal(t, http.StatusNotFound, res.StatusCode, "status")
+		assert.Equal(t, wire.CodeNotFound, got.Error.Code, "error code")
+		assert.Equal(t, "datastore", got.Error.Field, "error field")
+		assert.Contains(t, got.Error.Message, `"nope"`, "error message: the datastore asked")
 	})
 	t.Run("node not ready", func(t *testing.T) {
+		t.Parallel()
 		noLeader := errors.New("trips/0 has no leader")
 		b := readyBackend{ready: noLeader, datastores: map[string]error{"trips": noLeader, "flights": nil}}
 		var got wire.NotReady
 		res := getReady(t, b, "/readyz", &got)
-		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
-		assert.Equal(t, "1", res.Header.Get("Retry-After"))
+		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "status")
+		assert.Equal(t, "1", res.Header.Get("Retry-After"), "Retry-After")
 		assert.Equal(t, wire.NotReady{
 			Error: wire.ErrorDetail{Code: wire.CodeUnavailable, Message: "not ready: " + noLeader.Error()},
 			Datastores: map[string]wire.DatastoreReadiness{
 				"trips":   {Error: noLeader.Error()},
 				"flights": {Ready: true},
-			}}, got)
+			}}, got, "the node's error, with each datastore's readiness")
 	})
 }

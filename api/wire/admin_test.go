@@ -28,6 +28,7 @@ func roundTrip[W any](t *testing.T, text string) W {
 // The texts are the answers of docs/api.md, "Admin endpoints" and "Backup and restore", as the
 // server encodes them (one line, no spaces).
 func TestWireAdminRoundTrip(t *testing.T) {
+	t.Parallel()
 	nodes := roundTrip[wire.NodesResponse](t, `{"self":"n1","nodes":[`+
 		`{"id":"n1","http_addr":"127.0.0.1:30752","raft_addr":"127.0.0.1:27216","version":"dev","state":"alive",`+
 		`"replicas":[{"datastore":"trips","partition":0,"leader":false,"applied_index":26},`+
@@ -73,6 +74,7 @@ func TestWireAdminRoundTrip(t *testing.T) {
 }
 
 func TestWireVoters(t *testing.T) {
+	t.Parallel()
 	assert.Nil(t, wire.PartitionConfig{}.Voters(), "no servers")
 	c := wire.PartitionConfig{Servers: []wire.RaftServer{{Node: "a", Suffrage: wire.SuffrageNonvoter},
 		{Node: "b", Suffrage: wire.SuffrageVoter}, {Node: "c", Suffrage: wire.SuffrageVoter}}}
