@@ -14,6 +14,7 @@ import (
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
+	"github.com/schemaless-db/schemaless/internal/mariadb"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/replication"
@@ -23,18 +24,18 @@ import (
 
 // startAsync starts a private replicated set (2 clusters of a master and 2 minions) and a
 // 3-node cluster whose datastore "trips" is async on it, with fast probes and replays.
-func startAsync(t *testing.T) (*clustertest.Cluster, *mariadbtest.ReplicatedSet) {
+func startAsync(t *testing.T) (*clustertest.Cluster, *mariadb.ReplicatedSet) {
 	t.Helper()
 	mariadbtest.RequireServerBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	set, err := mariadbtest.StartReplicated(ctx, mariadbtest.ReplicatedOptions{})
+	set, err := mariadb.StartReplicated(ctx, mariadb.ReplicatedOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = set.Close() })
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Async, ReplicatedSet: set,
-		AsyncCluster: func(set *mariadbtest.ReplicatedSet) *localcluster.AsyncOptions {
+		AsyncCluster: func(set *mariadb.ReplicatedSet) *localcluster.AsyncOptions {
 			return &localcluster.AsyncOptions{Prefix: "sl",
 				Cluster:   partition.ClusterConfig{ProbeInterval: 200 * time.Millisecond, BreakerTimeout: time.Second},
 				Partition: partition.AsyncConfig{ReapInterval: 100 * time.Millisecond, ReplayAfter: 500 * time.Millisecond}}

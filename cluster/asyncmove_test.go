@@ -20,6 +20,7 @@ import (
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
+	"github.com/schemaless-db/schemaless/internal/mariadb"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/replication"
@@ -30,18 +31,18 @@ import (
 // startAsyncSpare starts a private replicated set of 3 storage clusters (a master and 1 minion
 // each) and a 3-node cluster whose async datastore "trips" has 2 partitions, on c0 and c1: c2
 // is a spare cluster holding no partition.
-func startAsyncSpare(t *testing.T) (*clustertest.Cluster, *mariadbtest.ReplicatedSet) {
+func startAsyncSpare(t *testing.T) (*clustertest.Cluster, *mariadb.ReplicatedSet) {
 	t.Helper()
 	mariadbtest.RequireServerBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	set, err := mariadbtest.StartReplicated(ctx, mariadbtest.ReplicatedOptions{Clusters: 3, Minions: 1})
+	set, err := mariadb.StartReplicated(ctx, mariadb.ReplicatedOptions{Clusters: 3, Minions: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = set.Close() })
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Async, ReplicatedSet: set, Partitions: 2,
-		AsyncCluster: func(set *mariadbtest.ReplicatedSet) *localcluster.AsyncOptions {
+		AsyncCluster: func(set *mariadb.ReplicatedSet) *localcluster.AsyncOptions {
 			return &localcluster.AsyncOptions{Prefix: "sl",
 				Cluster:   partition.ClusterConfig{ProbeInterval: 200 * time.Millisecond, BreakerTimeout: time.Second},
 				Partition: partition.AsyncConfig{ReapInterval: 100 * time.Millisecond, ReplayAfter: 500 * time.Millisecond}}
@@ -316,7 +317,7 @@ func requireDenseLogs(t *testing.T, spec *topology.DatastoreSpec, p int, n *clus
 }
 
 // masterDB opens cluster c's initial master as the admin user.
-func masterDB(t *testing.T, set *mariadbtest.ReplicatedSet, c int) *sql.DB {
+func masterDB(t *testing.T, set *mariadb.ReplicatedSet, c int) *sql.DB {
 	t.Helper()
 	db, err := replication.Open(set.AdminDSN(c, 0))
 	if err != nil {
@@ -590,7 +591,7 @@ func testInterruptedSwitch(t *testing.T, spec *topology.DatastoreSpec, nodes []*
 // passed the check holds the placement row, so a switch (WritePlacement naming another
 // cluster) waits for it to end; once the switch is written, the next transaction is refused.
 // A writer that lost the partition's named lock can therefore never commit after the switch.
-func testFenceOrdersWithSwitch(t *testing.T, set *mariadbtest.ReplicatedSet) {
+func testFenceOrdersWithSwitch(t *testing.T, set *mariadb.ReplicatedSet) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: set.DSN(1, 0), Prefix: "sl"})

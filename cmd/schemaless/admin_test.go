@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schemaless-db/schemaless/internal/mariadb"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/replication"
 )
@@ -103,7 +104,7 @@ func TestAdminStorageAndPromote(t *testing.T) {
 	mariadbtest.RequireServerBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	set, err := mariadbtest.StartReplicated(ctx, mariadbtest.ReplicatedOptions{Clusters: 1, Minions: 2})
+	set, err := mariadb.StartReplicated(ctx, mariadb.ReplicatedOptions{Clusters: 1, Minions: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
