@@ -20,54 +20,56 @@ import (
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
+	"github.com/schemaless-db/schemaless/internal/mariadb"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/replication"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // startAsyncSpare starts a private replicated set of 3 storage clusters (a master and 1 minion
 // each) and a 3-node cluster whose async datastore "trips" has 2 partitions, on c0 and c1: c2
 // is a spare cluster holding no partition.
-func startAsyncSpare(t *testing.T) (*clustertest.Cluster, *mariadbtest.ReplicatedSet) {
+func startAsyncSpare(t *testing.T) (*clustertest.Cluster, *mariadb.ReplicatedSet) {
 	t.Helper()
 	mariadbtest.RequireServerBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	set, err := mariadbtest.StartReplicated(ctx, mariadbtest.ReplicatedOptions{Clusters: 3, Minions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set, err := mariadb.StartReplicated(ctx, mariadb.ReplicatedOptions{Clusters: 3, Minions: 1})
+	require.NoError(t, err, "start a replicated set")
 	t.Cleanup(func() { _ = set.Close() })
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Async, ReplicatedSet: set, Partitions: 2,
-		AsyncCluster: func(set *mariadbtest.ReplicatedSet) *localcluster.AsyncOptions {
+		AsyncCluster: func(set *mariadb.ReplicatedSet) *localcluster.AsyncOptions {
 			return &localcluster.AsyncOptions{Prefix: "sl",
 				Cluster:   partition.ClusterConfig{ProbeInterval: 200 * time.Millisecond, BreakerTimeout: time.Second},
 				Partition: partition.AsyncConfig{ReapInterval: 100 * time.Millisecond, ReplayAfter: 500 * time.Millisecond}}
 		}})
 	spec := &c.Topology.Datastores[0]
-	if len(spec.StorageClusters) != 3 || spec.Partitions[0].Cluster != "c0" || spec.Partitions[1].Cluster != "c1" {
-		t.Fatalf("topology: %d storage clusters, partitions on %s and %s; want 3, on c0 and c1", len(spec.StorageClusters), spec.Partitions[0].Cluster, spec.Partitions[1].Cluster)
-	}
+	require.Len(t, spec.StorageClusters, 3, "topology: storage clusters")
+	require.Equal(t, "c0", spec.Partitions[0].Cluster, "topology: cluster of partition 0")
+	require.Equal(t, "c1", spec.Partitions[1].Cluster, "topology: cluster of partition 1")
 	return c, set
 }
 
 // moveLoad writes cells to both partitions from one goroutine per node until stopped,
 // retrying a write that failed retryably (unavailable, indeterminate) until it is acknowledged
-// or 30 s have passed; failures counts the writes never acknowledged and those answered
-// otherwise than created, exists or buffered.
+// or 30 s have passed, as a client would; failures counts the writes never acknowledged and
+// those answered otherwise than created, exists or buffered.
 type moveLoad struct {
 	l                  *ledger
 	writes, retries    atomic.Int64
 	buffered, failures atomic.Int64
-	firstFailure       atomic.Value // string
+	acks               []atomic.Int64 // acknowledged writes per node
+	firstFailure       atomic.Value   // string
 	stop               chan struct{}
 	wg                 sync.WaitGroup
 }
 
-func startMoveLoad(t *testing.T, nodes []*cluster.Node, rows [][]uuid.UUID, l *ledger) *moveLoad {
-	ld := &moveLoad{l: l, stop: make(chan struct{})}
+func startMoveLoad(nodes []*cluster.Node, rows [][]uuid.UUID, l *ledger) *moveLoad {
+	ld := &moveLoad{l: l, acks: make([]atomic.Int64, len(nodes)), stop: make(chan struct{})}
 	for w, n := range nodes {
 		ld.wg.Add(1)
 		go func() {
@@ -80,15 +82,48 @@ func startMoveLoad(t *testing.T, nodes []*cluster.Node, rows [][]uuid.UUID, l *l
 				}
 				p := i % 4 / 3 // three writes to partition 0 for one to partition 1
 				row := rows[p][i%len(rows[p])]
-				c := newCell(t, row, "LOAD", int64(w*1_000_000+i), fmt.Sprintf(`{"w":%d,"i":%d}`, w, i))
-				ld.put(n, c)
+				c, err := encodeCell(row, "LOAD", int64(w*1_000_000+i), fmt.Sprintf(`{"w":%d,"i":%d}`, w, i))
+				if err != nil {
+					ld.fail(err.Error())
+					return
+				}
+				ld.put(w, n, c)
 			}
 		}()
 	}
 	return ld
 }
 
-func (ld *moveLoad) put(n *cluster.Node, c cells.Cell) {
+func (ld *moveLoad) fail(what string) {
+	ld.failures.Add(1)
+	ld.firstFailure.CompareAndSwap(nil, what)
+}
+
+// acked returns the number of writes acknowledged so far through each node.
+func (ld *moveLoad) acked() []int64 {
+	out := make([]int64, len(ld.acks))
+	for w := range ld.acks {
+		out[w] = ld.acks[w].Load()
+	}
+	return out
+}
+
+// requireAcks waits until the load through every node has had at least n more writes
+// acknowledged than since (from acked), saying when.
+func (ld *moveLoad) requireAcks(t *testing.T, since []int64, n int64, when string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for w := range ld.acks {
+			if ld.acks[w].Load() < since[w]+n {
+				return false
+			}
+		}
+		return true
+	}, opTimeout, 10*time.Millisecond, "%d writes acknowledged through every node %s", n, when)
+}
+
+// put writes c through node w (n) until it is acknowledged, retrying as a client does.
+func (ld *moveLoad) put(w int, n *cluster.Node, c cells.Cell) {
 	ld.writes.Add(1)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -103,17 +138,17 @@ func (ld *moveLoad) put(n *cluster.Node, c cells.Cell) {
 				}
 				body, _ := c.Body.JSON()
 				ld.l.add(acked{key: c.Key, body: string(body), addedID: res[0].AddedID, created: res[0].CreatedAt})
+				ld.acks[w].Add(1)
 				return
 			}
 			err = fmt.Errorf("status %v", res[0].Status)
 		}
 		if (errors.Is(err, partition.ErrUnavailable) || errors.Is(err, partition.ErrIndeterminate)) && time.Now().Before(deadline) {
 			ld.retries.Add(1)
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // the load's backoff between retries, as a client's
 			continue
 		}
-		ld.failures.Add(1)
-		ld.firstFailure.CompareAndSwap(nil, fmt.Sprintf("%s through %s: %v", c.Key, n.ID(), err))
+		ld.fail(fmt.Sprintf("%s through %s: %v", c.Key, n.ID(), err))
 		return
 	}
 }
@@ -146,9 +181,8 @@ func startKVLoad(t *testing.T, nodes []*cluster.Node, spec *topology.DatastoreSp
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	res, err := nodes[0].GroupApply(ctx, ds, group, consumer.Command{Op: consumer.OpHeartbeat, Worker: "a", SessionTimeout: 10 * time.Minute})
-	if err != nil || len(res.Assigned) != spec.Shards {
-		t.Fatalf("join group %s: got %d shards, %v; want all %d", group, len(res.Assigned), err, spec.Shards)
-	}
+	require.NoError(t, err, "join group %s", group)
+	require.Len(t, res.Assigned, spec.Shards, "join group %s: shards assigned, want all", group)
 	leases := res.Assigned
 	go func() {
 		defer close(k.done)
@@ -189,7 +223,7 @@ func startKVLoad(t *testing.T, nodes []*cluster.Node, spec *topology.DatastoreSp
 					k.fails = append(k.fails, fmt.Sprintf("command %d through %s: %v", i, n.ID(), err))
 					break
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // the load's backoff between retries, as a client's
 			}
 		}
 	}()
@@ -205,25 +239,22 @@ func (k *kvLoad) halt() {
 func (k *kvLoad) check(t *testing.T, nodes []*cluster.Node) {
 	t.Helper()
 	if len(k.fails) > 0 {
-		t.Fatalf("%d group or index commands failed during the move; first: %s", len(k.fails), k.fails[0])
+		require.Failf(t, "group or index commands failed during the move", "%d failed; first: %s", len(k.fails), k.fails[0])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	for _, n := range nodes {
 		st, err := n.GroupStatus(ctx, ds, k.group, cluster.Strong)
-		if err != nil {
-			t.Fatalf("GroupStatus through %s: %v", n.ID(), err)
-		}
+		require.NoError(t, err, "GroupStatus through %s", n.ID())
 		for _, l := range st.Leases {
-			if l.Offset != k.offset {
-				t.Fatalf("group %s through %s: shard %d at offset %d, want the last acknowledged commit %d", k.group, n.ID(), l.Shard, l.Offset, k.offset)
-			}
+			require.Equal(t, k.offset, l.Offset, "group %s through %s: offset of shard %d, want the last acknowledged commit", k.group, n.ID(), l.Shard)
 		}
 	}
-	waitUntil(t, 20*time.Second, "the index entries are all there", func() bool {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		st, err := nodes[0].IndexTableStats(ctx, ds, moveIndexTable, k.fields)
-		return err == nil && st.Entries == k.entries
-	})
+		require.NoError(ct, err, "IndexTableStats")
+		assert.Equal(ct, k.entries, st.Entries, "index entries, want every acknowledged one")
+	}, 20*time.Second, 10*time.Millisecond, "the index entries are all there")
 	t.Logf("group %s at offset %d and %d index entries, as acknowledged", k.group, k.offset, k.entries)
 }
 
@@ -232,40 +263,25 @@ func (k *kvLoad) check(t *testing.T, nodes []*cluster.Node) {
 // acknowledged with (a buffered one gets its added_id when replayed).
 func requireAcked(t *testing.T, n *cluster.Node, l *ledger, timeout time.Duration) {
 	t.Helper()
-	var lastErr error
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		lastErr = func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			want := l.all()
-			keys := make([]cluster.GetKey, len(want))
-			for i, a := range want {
-				keys[i] = cluster.GetKey{Key: a.key}
-			}
-			res, err := n.GetCells(ctx, ds, keys, cluster.Strong)
-			if err != nil {
-				return err
-			}
-			for i, a := range want {
-				r := res[i]
-				if !r.Found {
-					return fmt.Errorf("%s not found, want the acknowledged cell (added_id %d)", a.key, a.addedID)
-				}
-				body, _ := r.Cell.Body.JSON()
-				if string(body) != a.body || (a.addedID != 0 && (r.Cell.AddedID != a.addedID || !r.Cell.CreatedAt.Equal(a.created))) {
-					return fmt.Errorf("%s: got added_id %d created_at %v body %s, want added_id %d created_at %v body %s",
-						a.key, r.Cell.AddedID, r.Cell.CreatedAt, body, a.addedID, a.created, a.body)
-				}
-			}
-			return nil
-		}()
-		if lastErr == nil {
-			return
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		want := l.all()
+		keys := make([]cluster.GetKey, len(want))
+		for i, a := range want {
+			keys[i] = cluster.GetKey{Key: a.key}
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("acknowledged cells through %s: %v", n.ID(), lastErr)
+		res, err := n.GetCells(ctx, ds, keys, cluster.Strong)
+		require.NoError(ct, err, "strong read")
+		for i, a := range want {
+			r := res[i]
+			require.True(ct, r.Found, "%s not found, want the acknowledged cell (added_id %d)", a.key, a.addedID)
+			body, _ := r.Cell.Body.JSON()
+			require.True(ct, string(body) == a.body && (a.addedID == 0 || (r.Cell.AddedID == a.addedID && r.Cell.CreatedAt.Equal(a.created))),
+				"%s: got added_id %d created_at %v body %s, want added_id %d created_at %v body %s",
+				a.key, r.Cell.AddedID, r.Cell.CreatedAt, body, a.addedID, a.created, a.body)
+		}
+	}, timeout, 200*time.Millisecond, "acknowledged cells through %s", n.ID())
 }
 
 // requireDenseLogs scans every shard of partition p strongly through n: added_ids are 1..N
@@ -287,9 +303,7 @@ func requireDenseLogs(t *testing.T, spec *topology.DatastoreSpec, p int, n *clus
 		var got []cells.Cell
 		for after := int64(0); ; {
 			page, err := n.ScanShard(ctx, ds, s, after, 1000, cluster.Strong)
-			if err != nil {
-				t.Fatalf("ScanShard(%d) through %s: %v", s, n.ID(), err)
-			}
+			require.NoError(t, err, "ScanShard(%d) through %s", s, n.ID())
 			got = append(got, page...)
 			if len(page) < 1000 {
 				break
@@ -298,30 +312,20 @@ func requireDenseLogs(t *testing.T, spec *topology.DatastoreSpec, p int, n *clus
 		}
 		seen := map[cells.Key]bool{}
 		for i, c := range got {
-			if c.AddedID != int64(i+1) {
-				t.Fatalf("shard %d: cell %d has added_id %d, want %d (dense from 1)", s, i, c.AddedID, i+1)
-			}
-			if seen[c.Key] {
-				t.Fatalf("shard %d: %s stored twice", s, c.Key)
-			}
+			require.Equal(t, int64(i+1), c.AddedID, "shard %d: added_id of cell %d (dense from 1)", s, i)
+			require.False(t, seen[c.Key], "shard %d: %s stored twice", s, c.Key)
 			seen[c.Key] = true
-			if !want[s][c.Key] {
-				t.Fatalf("shard %d: %s stored but never acknowledged", s, c.Key)
-			}
+			require.True(t, want[s][c.Key], "shard %d: %s stored but never acknowledged", s, c.Key)
 		}
-		if len(got) != len(want[s]) {
-			t.Fatalf("shard %d: %d cells stored, want the %d acknowledged", s, len(got), len(want[s]))
-		}
+		require.Len(t, got, len(want[s]), "shard %d: cells stored, want the acknowledged ones", s)
 	}
 }
 
 // masterDB opens cluster c's initial master as the admin user.
-func masterDB(t *testing.T, set *mariadbtest.ReplicatedSet, c int) *sql.DB {
+func masterDB(t *testing.T, set *mariadb.ReplicatedSet, c int) *sql.DB {
 	t.Helper()
 	db, err := replication.Open(set.AdminDSN(c, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	return db
 }
@@ -339,9 +343,8 @@ func cellOn(t *testing.T, db *sql.DB, shard int, k cells.Key) int64 {
 		return 0
 	case errors.As(err, &me) && (me.Number == 1049 || me.Number == 1146): // no database, no table
 		return 0
-	case err != nil:
-		t.Fatalf("look %s up in shard %d: %v", k, shard, err)
 	}
+	require.NoError(t, err, "look %s up in shard %d", k, shard)
 	return id
 }
 
@@ -385,8 +388,8 @@ func TestAsyncMovePartition(t *testing.T) {
 	}
 	ks := startKVLoad(t, nodes, spec, group)
 
-	ld := startMoveLoad(t, nodes, rows, l)
-	time.Sleep(time.Second)
+	ld := startMoveLoad(nodes, rows, l)
+	ld.requireAcks(t, ld.acked(), 20, "before the move")
 	logger := slog.New(slog.NewTextHandler(clustertest.NewTestWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -394,11 +397,9 @@ func TestAsyncMovePartition(t *testing.T) {
 	res, err := cluster.MoveAsyncPartition(ctx, cluster.AsyncMove{Datastore: spec, Partition: 0, To: "c2",
 		Cluster: partition.ClusterConfig{ProbeInterval: 200 * time.Millisecond, Logger: logger},
 		Move:    partition.MoveConfig{DropOld: true, DropGrace: 2 * time.Second, DrainTimeout: time.Minute, Logger: logger}})
-	if err != nil {
-		t.Fatalf("MoveAsyncPartition: %v", err)
-	}
+	require.NoError(t, err, "MoveAsyncPartition")
 	t.Logf("moved in %s: %+v", time.Since(start).Round(time.Millisecond), res)
-	time.Sleep(time.Second) // writes after the move, through every node
+	ld.requireAcks(t, ld.acked(), 20, "after the move")
 	ld.halt()
 	ks.halt()
 	var moved int64
@@ -411,21 +412,17 @@ func TestAsyncMovePartition(t *testing.T) {
 	}
 	t.Logf("load: %d writes, %d retried by the client, %d buffered, %d failed; %d operations refused as moved and retried by the nodes",
 		ld.writes.Load(), ld.retries.Load(), ld.buffered.Load(), ld.failures.Load(), moved)
-	if n := ld.failures.Load(); n != 0 {
-		t.Fatalf("%d writes failed during the move, want 0; first: %v", n, ld.firstFailure.Load())
-	}
-	if res.From != "c0" || res.To != "c2" || res.Epoch != 1 || !res.Drained || !res.Dropped || res.CopiedCells < int64(len(before)) {
-		t.Fatalf("move result: got from %s to %s epoch %d drained %v dropped %v copied %d; want c0 to c2, epoch 1, drained, dropped, at least %d copied",
-			res.From, res.To, res.Epoch, res.Drained, res.Dropped, res.CopiedCells, len(before))
-	}
+	require.Zero(t, ld.failures.Load(), "writes failed during the move; first: %v", ld.firstFailure.Load())
+	require.True(t, res.From == "c0" && res.To == "c2" && res.Epoch == 1 && res.Drained && res.Dropped && res.CopiedCells >= int64(len(before)),
+		"move result: got from %s to %s epoch %d drained %v dropped %v copied %d; want c0 to c2, epoch 1, drained, dropped, at least %d copied",
+		res.From, res.To, res.Epoch, res.Drained, res.Dropped, res.CopiedCells, len(before))
 
 	// Every node serves partition 0 from c2, partition 1 from c1.
 	for _, n := range nodes {
 		for _, r := range n.Replicas() {
 			want := map[int]string{0: "c2", 1: "c1"}[r.Partition]
-			if r.Async == nil || r.Async.Cluster != want {
-				t.Fatalf("node %s partition %d: got cluster %v, want %s", n.ID(), r.Partition, r.Async, want)
-			}
+			require.NotNil(t, r.Async, "node %s partition %d: async status", n.ID(), r.Partition)
+			require.Equal(t, want, r.Async.Cluster, "node %s partition %d: storage cluster", n.ID(), r.Partition)
 		}
 	}
 	for _, n := range nodes {
@@ -440,46 +437,32 @@ func TestAsyncMovePartition(t *testing.T) {
 	cell := newCell(t, rows[0][0], "AFTER", 1, `{"after":true}`)
 	r := putAsync(t, nodes[1], l, []cells.Cell{cell})[0]
 	shard := cells.ShardOf(cell.RowKey, spec.Shards)
-	if r.Status != cells.StatusCreated || cellOn(t, c2, shard, cell.Key) != r.AddedID || cellOn(t, c0, shard, cell.Key) != 0 {
-		t.Fatalf("write after the move: got %v added_id %d, on c2 %d, on c0 %d; want created, on c2 only",
-			r.Status, r.AddedID, cellOn(t, c2, shard, cell.Key), cellOn(t, c0, shard, cell.Key))
-	}
-	if id := cellOn(t, c0, cells.ShardOf(before[0].RowKey, spec.Shards), before[0].Key); id != 0 {
-		t.Fatalf("old copy on c0 after --drop-old: %s still there (added_id %d)", before[0].Key, id)
-	}
+	require.Equal(t, cells.StatusCreated, r.Status, "write after the move")
+	require.Equal(t, r.AddedID, cellOn(t, c2, shard, cell.Key), "write after the move: added_id on c2's master")
+	require.Zero(t, cellOn(t, c0, shard, cell.Key), "write after the move: added_id on c0's master, want none")
+	require.Zero(t, cellOn(t, c0, cells.ShardOf(before[0].RowKey, spec.Shards), before[0].Key),
+		"old copy on c0 after --drop-old: added_id of %s, want none", before[0].Key)
 
 	// The fence: a write to the old copy through a store fails with ErrMoved, before the batch
 	// (ApplyShared's check) and inside the write transaction (Begin's locking read).
 	st, err := storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: set.DSN(0, 0), Prefix: "sl"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer st.Close()
 	old, err := st.Partition(ctx, storage.PartitionID{Datastore: ds, Partition: 0}, spec.Partitions[0].Shards())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	old.SetFence("c0")
-	if _, err := old.Begin(ctx); !errors.Is(err, storage.ErrMoved) {
-		t.Fatalf("Begin on the old copy: got %v, want ErrMoved", err)
-	}
+	_, err = old.Begin(ctx)
+	require.ErrorIs(t, err, storage.ErrMoved, "Begin on the old copy")
 	f, err := fsm.New(ctx, fsm.Config{Store: old, StoreAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	data, err := fsm.EncodeCommand(fsm.Command{CreatedAt: time.Now().UTC(), Cells: []fsm.CommandCell{{Shard: shard, Key: cells.Key{RowKey: cell.RowKey, ColumnKey: "FENCED", RefKey: 1}, Body: cell.Body}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.ApplyShared(ctx, [][]byte{data}); !errors.Is(err, storage.ErrMoved) {
-		t.Fatalf("ApplyShared on the old copy: got %v, want ErrMoved", err)
-	}
+	require.NoError(t, err)
+	_, err = f.ApplyShared(ctx, [][]byte{data})
+	require.ErrorIs(t, err, storage.ErrMoved, "ApplyShared on the old copy")
 	// Without the fence the same write would have gone through: the fence is what stops it.
 	old.SetFence("")
 	tx, err := old.Begin(ctx)
-	if err != nil {
-		t.Fatalf("Begin on the old copy without a fence: %v", err)
-	}
+	require.NoError(t, err, "Begin on the old copy without a fence")
 	tx.Rollback()
 
 	// A stale node: it never reads the placement, so it still writes to c0. Its write is
@@ -487,37 +470,28 @@ func TestAsyncMovePartition(t *testing.T) {
 	var clusters []*partition.StorageCluster
 	for _, sc := range spec.StorageClusters {
 		sc, err := partition.OpenCluster(partition.ClusterConfig{Name: sc.Name, Members: sc.Members(), Prefix: "sl", ProbeInterval: 200 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer sc.Close()
 		clusters = append(clusters, sc)
 	}
 	stale, err := partition.OpenAsync(partition.AsyncConfig{Datastore: ds, Partition: 0, Shards: spec.Partitions[0].Shards(),
 		Primary: clusters[0], Buffers: clusters[1:], BufferCopies: 1, ReapInterval: time.Hour, MovedWait: 500 * time.Millisecond,
 		Placement: stalePlacement{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer stale.Close()
 	sc := newCell(t, rows[0][1], "STALE", 1, `{"stale":true}`)
 	sshard := cells.ShardOf(sc.RowKey, spec.Shards)
 	sres, err := stale.Put(ctx, []fsm.CommandCell{{Shard: sshard, Key: sc.Key, Body: sc.Body}})
-	if err != nil || sres[0].Status != cells.StatusBuffered {
-		t.Fatalf("write through the stale node: got %v, %v; want buffered (the old copy refuses it)", sres, err)
-	}
-	if _, err := stale.Read(ctx, partition.Strong, partition.ReadRequest{Groups: &partition.GroupsRead{}}); !errors.Is(err, partition.ErrUnavailable) || !errors.Is(err, storage.ErrMoved) {
-		t.Fatalf("strong read through the stale node: got %v, want ErrUnavailable wrapping ErrMoved", err)
-	}
-	if id := cellOn(t, c0, sshard, sc.Key); id != 0 {
-		t.Fatalf("the stale node's write reached the old copy (added_id %d)", id)
-	}
+	require.NoError(t, err, "write through the stale node")
+	require.Equal(t, cells.StatusBuffered, sres[0].Status, "write through the stale node: want buffered (the old copy refuses it)")
+	_, err = stale.Read(ctx, partition.Strong, partition.ReadRequest{Groups: &partition.GroupsRead{}})
+	require.ErrorIs(t, err, partition.ErrUnavailable, "strong read through the stale node")
+	require.ErrorIs(t, err, storage.ErrMoved, "strong read through the stale node: want ErrUnavailable wrapping ErrMoved")
+	require.Zero(t, cellOn(t, c0, sshard, sc.Key), "added_id of the stale node's write on the old copy, want none")
 	body, _ := sc.Body.JSON()
 	l.add(acked{key: sc.Key, body: string(body)})
 	requireAcked(t, nodes[2], l, 30*time.Second)
-	if cellOn(t, c2, sshard, sc.Key) == 0 {
-		t.Fatalf("the stale node's buffered write was not replayed into c2")
-	}
+	require.NotZero(t, cellOn(t, c2, sshard, sc.Key), "the stale node's buffered write replayed into c2")
 	requireDenseLogs(t, spec, 0, nodes[0], l)
 
 	t.Run("FenceOrdersWithSwitch", func(t *testing.T) { testFenceOrdersWithSwitch(t, set) })
@@ -525,9 +499,8 @@ func TestAsyncMovePartition(t *testing.T) {
 	// Rerunning the move finds the partition there.
 	again, err := cluster.MoveAsyncPartition(ctx, cluster.AsyncMove{Datastore: spec, Partition: 0, To: "c2",
 		Cluster: partition.ClusterConfig{ProbeInterval: 200 * time.Millisecond}, Move: partition.MoveConfig{Logger: logger}})
-	if err != nil || !again.AlreadyThere || again.Epoch != 1 {
-		t.Fatalf("rerun of the move: got %+v, %v; want already there at epoch 1", again, err)
-	}
+	require.NoError(t, err, "rerun of the move")
+	require.True(t, again.AlreadyThere && again.Epoch == 1, "rerun of the move: got %+v, want already there at epoch 1", again)
 
 	t.Run("InterruptedSwitchResumed", func(t *testing.T) { testInterruptedSwitch(t, spec, nodes, rows, l, logger) })
 }
@@ -542,39 +515,35 @@ func testInterruptedSwitch(t *testing.T, spec *topology.DatastoreSpec, nodes []*
 	defer cancel()
 	for _, sc := range spec.StorageClusters {
 		st, err := storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: sc.Master, Prefix: "sl"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer st.Close()
 		pl := storage.Placement{Datastore: ds, Partition: 1, Cluster: "c1", State: storage.PlacementMoving}
 		if sc.Name == "c1" {
 			pl = storage.Placement{Datastore: ds, Partition: 1, Cluster: "c0", Epoch: 1, State: storage.PlacementActive}
 		}
-		if ok, err := st.WritePlacement(ctx, pl); err != nil || !ok {
-			t.Fatalf("placement on %s: %v, %v", sc.Name, ok, err)
-		}
+		ok, err := st.WritePlacement(ctx, pl)
+		require.NoError(t, err, "placement on %s", sc.Name)
+		require.True(t, ok, "placement on %s written", sc.Name)
 	}
 	var during []cells.Cell
 	for i := 0; i < 3; i++ {
 		during = append(during, newCell(t, rows[1][i], "INTERRUPTED", 1, fmt.Sprintf(`{"i":%d}`, i)))
 	}
 	for _, r := range putAsync(t, nodes[1], l, during) {
-		if r.Status != cells.StatusBuffered {
-			t.Fatalf("write to partition 1 while both copies are fenced: got %v, want buffered", r.Status)
-		}
+		require.Equal(t, cells.StatusBuffered, r.Status, "write to partition 1 while both copies are fenced")
 	}
 	res, err := cluster.MoveAsyncPartition(ctx, cluster.AsyncMove{Datastore: spec, Partition: 1, To: "c0",
 		Cluster: partition.ClusterConfig{ProbeInterval: 200 * time.Millisecond},
 		Move:    partition.MoveConfig{DrainTimeout: time.Minute, Logger: logger}})
-	if err != nil || !res.Resumed || res.From != "c1" || res.Epoch != 1 || res.FinalCells == 0 || !res.Drained {
-		t.Fatalf("rerun of the interrupted move: got %+v, %v; want resumed from c1 at epoch 1, cells copied, drained", res, err)
-	}
+	require.NoError(t, err, "rerun of the interrupted move")
+	require.True(t, res.Resumed && res.From == "c1" && res.Epoch == 1 && res.FinalCells != 0 && res.Drained,
+		"rerun of the interrupted move: got %+v, want resumed from c1 at epoch 1, cells copied, drained", res)
 	t.Logf("resumed: %d cells copied from the fenced copy in %s", res.FinalCells, res.Took.Round(time.Millisecond))
 	for _, n := range nodes {
 		requireAcked(t, n, l, 30*time.Second)
 	}
 	requireDenseLogs(t, spec, 1, nodes[2], l)
-	waitUntil(t, 10*time.Second, "every node serves partition 1 from c0", func() bool {
+	require.Eventually(t, func() bool {
 		for _, n := range nodes {
 			for _, r := range n.Replicas() {
 				if r.Partition == 1 && r.Async.Cluster != "c0" {
@@ -583,58 +552,43 @@ func testInterruptedSwitch(t *testing.T, spec *topology.DatastoreSpec, nodes []*
 			}
 		}
 		return true
-	})
+	}, 10*time.Second, 10*time.Millisecond, "every node serves partition 1 from c0")
 }
 
 // testFenceOrdersWithSwitch shows the fence inside the write transaction: a transaction that
 // passed the check holds the placement row, so a switch (WritePlacement naming another
 // cluster) waits for it to end; once the switch is written, the next transaction is refused.
 // A writer that lost the partition's named lock can therefore never commit after the switch.
-func testFenceOrdersWithSwitch(t *testing.T, set *mariadbtest.ReplicatedSet) {
+func testFenceOrdersWithSwitch(t *testing.T, set *mariadb.ReplicatedSet) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: set.DSN(1, 0), Prefix: "sl"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer st.Close()
 	const scratch = "fencetest"
-	if ok, err := st.WritePlacement(ctx, storage.Placement{Datastore: scratch, Cluster: "c1", State: storage.PlacementActive}); err != nil || !ok {
-		t.Fatalf("WritePlacement epoch 0: got %v, %v; want written", ok, err)
-	}
+	ok, err := st.WritePlacement(ctx, storage.Placement{Datastore: scratch, Cluster: "c1", State: storage.PlacementActive})
+	require.NoError(t, err, "WritePlacement epoch 0")
+	require.True(t, ok, "WritePlacement epoch 0 written")
 	ps, err := st.Partition(ctx, storage.PartitionID{Datastore: scratch}, storage.ShardRange{First: 0, Last: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ps.SetFence("c1")
 	tx, err := ps.Begin(ctx)
-	if err != nil {
-		t.Fatalf("Begin while the placement names c1: %v", err)
-	}
+	require.NoError(t, err, "Begin while the placement names c1")
 	switched := make(chan error, 1)
 	go func() {
 		_, err := st.WritePlacement(ctx, storage.Placement{Datastore: scratch, Cluster: "c2", Epoch: 1, State: storage.PlacementActive})
 		switched <- err
 	}()
-	select {
-	case err := <-switched:
-		t.Fatalf("the switch went through while a fenced write transaction was open (%v); want it to wait", err)
-	case <-time.After(500 * time.Millisecond):
-	}
-	if err := tx.SetApplied(ctx, storage.AppliedState{Index: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatalf("Commit of the transaction that began before the switch: %v", err)
-	}
-	if err := <-switched; err != nil {
-		t.Fatalf("the switch after the transaction: %v", err)
-	}
-	if _, err := ps.Begin(ctx); !errors.Is(err, storage.ErrMoved) {
-		t.Fatalf("Begin after the switch: got %v, want ErrMoved", err)
-	}
+	// Time passing is the point: the switch waits for the open transaction.
+	require.Never(t, func() bool { return len(switched) > 0 }, 500*time.Millisecond, 10*time.Millisecond,
+		"the switch went through while a fenced write transaction was open; want it to wait")
+	require.NoError(t, tx.SetApplied(ctx, storage.AppliedState{Index: 1}))
+	require.NoError(t, tx.Commit(), "Commit of the transaction that began before the switch")
+	require.NoError(t, <-switched, "the switch after the transaction")
+	_, err = ps.Begin(ctx)
+	require.ErrorIs(t, err, storage.ErrMoved, "Begin after the switch")
 	// Backwards writes of the placement are ignored.
-	if ok, err := st.WritePlacement(ctx, storage.Placement{Datastore: scratch, Cluster: "c1", State: storage.PlacementActive}); err != nil || ok {
-		t.Fatalf("WritePlacement of an older epoch: got %v, %v; want not written", ok, err)
-	}
+	ok, err = st.WritePlacement(ctx, storage.Placement{Datastore: scratch, Cluster: "c1", State: storage.PlacementActive})
+	require.NoError(t, err, "WritePlacement of an older epoch")
+	require.False(t, ok, "WritePlacement of an older epoch written")
 }

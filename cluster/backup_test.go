@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +19,8 @@ import (
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestBackupRestore backs up a cluster while it takes writes, restores the backup into a new
@@ -61,25 +61,17 @@ func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string)
 	// A consumer group (its state is KV rows of the coordinator's partition) and an index
 	// definition (the catalog, a KV row of the partition holding shard 0).
 	const group = "billing"
-	if _, err := aNodes[0].GroupApply(ctx, ds, group, consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1", SessionTimeout: time.Hour}); err != nil {
-		t.Fatalf("join group: %v", err)
-	}
+	_, err := aNodes[0].GroupApply(ctx, ds, group, consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1", SessionTimeout: time.Hour})
+	require.NoError(t, err, "join group")
 	def, err := indexes.ParseDefinition([]byte("table: by_city\nshard_field: city\ncolumn_defs:\n  - column_key: BASE\n    fields:\n      - {field: city, type: string}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	def.Datastore = ds
-	if _, err := aNodes[1].CatalogApply(ctx, ds, indexes.Command{Op: indexes.OpDefine, Name: def.Table, Definition: def}); err != nil {
-		t.Fatalf("define index: %v", err)
-	}
+	_, err = aNodes[1].CatalogApply(ctx, ds, indexes.Command{Op: indexes.OpDefine, Name: def.Table, Definition: def})
+	require.NoError(t, err, "define index")
 	wantGroup, err := aNodes[0].GroupStatus(ctx, ds, group, cluster.Strong)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	wantCatalog, err := aNodes[0].Catalog(ctx, ds, cluster.Strong)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	// Writes go on during the backup. Every write acknowledged before a partition's backup
 	// started must be in it.
@@ -97,13 +89,16 @@ func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string)
 			var cs []cells.Cell
 			for j := 0; j < 5; j++ {
 				row := rows[(i*7+j)%len(rows)]
-				cs = append(cs, newCell(t, row, "LIVE", int64(i), fmt.Sprintf(`{"i":%d,"j":%d}`, i, j)))
+				c, err := encodeCell(row, "LIVE", int64(i), fmt.Sprintf(`{"i":%d,"j":%d}`, i, j))
+				if !assert.NoError(t, err) {
+					return
+				}
+				cs = append(cs, c)
 			}
 			wctx, wcancel := context.WithTimeout(ctx, opTimeout)
 			res, err := aNodes[i%len(aNodes)].PutCells(wctx, ds, cs)
 			wcancel()
-			if err != nil {
-				t.Errorf("live write %d: %v", i, err)
+			if !assert.NoError(t, err, "live write %d", i) {
 				return
 			}
 			mu.Lock()
@@ -115,7 +110,7 @@ func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string)
 			written.Add(int64(len(cs)))
 		}
 	}()
-	waitUntil(t, opTimeout, "live writes to start", func() bool { return written.Load() >= 50 })
+	require.Eventually(t, func() bool { return written.Load() >= 50 }, opTimeout, 10*time.Millisecond, "live writes start")
 
 	dir := t.TempDir()
 	infos := make([]fsm.BackupInfo, len(spec.Partitions))
@@ -133,29 +128,21 @@ func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string)
 			via = a.Node((a.LeaderOf(p) + 1) % len(aNodes))
 		}
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("p%d.snap", p)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		start := time.Now()
 		infos[p], err = via.Backup(ctx, ds, spec.Partitions[p].ID, f)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
-		if err != nil {
-			t.Fatalf("Backup of partition %d through %s: %v", p, via.ID(), err)
-		}
+		require.NoError(t, err, "Backup of partition %d through %s", p, via.ID())
 		t.Logf("partition %d: %d cells, %d KV rows, %d bytes at index %d in %v (through %s)", p, infos[p].Cells, infos[p].KVs,
 			infos[p].Bytes, infos[p].Header.Applied.Index, time.Since(start).Round(time.Millisecond), via.ID())
 		for _, si := range infos[p].Shards {
-			if si.MaxAddedID < before[si.Shard] {
-				t.Errorf("partition %d shard %d: the backup ends at added_id %d, but %d was acknowledged before it started", p, si.Shard, si.MaxAddedID, before[si.Shard])
-			}
-			if si.Cells != si.MaxAddedID {
-				t.Errorf("partition %d shard %d: %d cells up to added_id %d, want dense ids", p, si.Shard, si.Cells, si.MaxAddedID)
-			}
+			assert.GreaterOrEqual(t, si.MaxAddedID, before[si.Shard], "partition %d shard %d: last added_id of the backup, want every one acknowledged before it started", p, si.Shard)
+			assert.Equal(t, si.MaxAddedID, si.Cells, "partition %d shard %d: cells up to added_id %d, want dense ids", p, si.Shard, si.MaxAddedID)
 		}
-		if infos[p].KVs == 0 && spec.Partitions[p].Shards().Contains(cluster.CatalogShard) {
-			t.Errorf("partition %d holds the index catalog, its backup has no KV row", p)
+		if spec.Partitions[p].Shards().Contains(cluster.CatalogShard) {
+			assert.NotZero(t, infos[p].KVs, "partition %d holds the index catalog: KV rows in its backup", p)
 		}
 	}
 	stop.Store(true)
@@ -163,13 +150,10 @@ func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string)
 	t.Logf("%d live cells written during the backups", written.Load())
 	for p := range spec.Partitions {
 		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("p%d.snap", p)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		got, err := fsm.VerifySnapshot(bytes.NewReader(b))
-		if err != nil || !reflect.DeepEqual(got, infos[p]) {
-			t.Fatalf("VerifySnapshot of partition %d's file: got %+v, %v, want %+v", p, got, err, infos[p])
-		}
+		require.NoError(t, err, "VerifySnapshot of partition %d's file", p)
+		require.Equal(t, infos[p], got, "VerifySnapshot of partition %d's file", p)
 	}
 
 	// Cluster B, same layout, empty. Faulty restores first: each must change nothing.
@@ -177,9 +161,7 @@ func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string)
 	bNodes := running(b)
 	file := func(p int) []byte {
 		data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("p%d.snap", p)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return data
 	}
 	restore := func(via *cluster.Node, p int, data []byte, force bool) (fsm.BackupInfo, error) {
@@ -189,16 +171,12 @@ func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string)
 	}
 	cut := file(0)
 	cut = cut[:len(cut)/2]
-	if _, err := restore(bNodes[0], 0, cut, false); !errors.Is(err, fsm.ErrBadSnapshot) {
-		t.Fatalf("restore of a truncated stream: got %v, want ErrBadSnapshot", err)
-	}
-	if _, err := restore(bNodes[1], 1, file(0), false); !errors.Is(err, fsm.ErrBadSnapshot) {
-		t.Fatalf("restore of partition 0's backup into partition 1: got %v, want ErrBadSnapshot", err)
-	}
+	_, err = restore(bNodes[0], 0, cut, false)
+	require.ErrorIs(t, err, fsm.ErrBadSnapshot, "restore of a truncated stream")
+	_, err = restore(bNodes[1], 1, file(0), false)
+	require.ErrorIs(t, err, fsm.ErrBadSnapshot, "restore of partition 0's backup into partition 1")
 	for shard := 0; shard < spec.Shards; shard++ {
-		if got := scanShard(t, ctx, bNodes[0], shard, cluster.Strong); len(got) != 0 {
-			t.Fatalf("after refused restores, B's shard %d holds %d cells, want none", shard, len(got))
-		}
+		require.Empty(t, scanShard(t, ctx, bNodes[0], shard, cluster.Strong), "after refused restores, B's shard %d: cells", shard)
 	}
 
 	// The restores: partition 0 on its leader, partition 1 through a node that does not lead
@@ -210,32 +188,26 @@ func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string)
 		}
 		start := time.Now()
 		info, err := restore(via, p, file(p), false)
-		if err != nil {
-			t.Fatalf("Restore of partition %d through %s: %v", p, via.ID(), err)
-		}
-		if !reflect.DeepEqual(info, infos[p]) {
-			t.Errorf("Restore of partition %d: got info %+v, want %+v", p, info, infos[p])
-		}
+		require.NoError(t, err, "Restore of partition %d through %s", p, via.ID())
+		assert.Equal(t, infos[p], info, "Restore of partition %d: info", p)
 		t.Logf("restored partition %d in %v", p, time.Since(start).Round(time.Millisecond))
 	}
 	compareWithBackup(t, ctx, a, infos, cluster.Strong, bNodes[0])
 	gotGroup, err := bNodes[2].GroupStatus(ctx, ds, group, cluster.Strong)
-	if err != nil || !sameLeases(gotGroup, wantGroup) {
-		t.Errorf("B's consumer group: got %+v, %v, want %+v", gotGroup, err, wantGroup)
+	if assert.NoError(t, err, "B's consumer group") {
+		assertSameLeases(t, wantGroup, gotGroup, "B's consumer group")
 	}
 	gotCatalog, err := bNodes[1].Catalog(ctx, ds, cluster.Strong)
-	if err != nil || !reflect.DeepEqual(gotCatalog, wantCatalog) {
-		t.Errorf("B's index catalog: got %+v, %v, want %+v", gotCatalog, err, wantCatalog)
+	if assert.NoError(t, err, "B's index catalog") {
+		assert.Equal(t, wantCatalog, gotCatalog, "B's index catalog")
 	}
 
 	// A second restore is refused without force (B holds cells now), and with force it
 	// replaces the partition again, with the same result.
-	if _, err := restore(bNodes[2], 0, file(0), false); !errors.Is(err, partition.ErrNotEmpty) {
-		t.Fatalf("restore into a partition holding cells: got %v, want ErrNotEmpty", err)
-	}
-	if _, err := restore(bNodes[2], 0, file(0), true); err != nil {
-		t.Fatalf("forced restore: %v", err)
-	}
+	_, err = restore(bNodes[2], 0, file(0), false)
+	require.ErrorIs(t, err, partition.ErrNotEmpty, "restore into a partition holding cells")
+	_, err = restore(bNodes[2], 0, file(0), true)
+	require.NoError(t, err, "forced restore")
 	compareWithBackup(t, ctx, a, infos, cluster.Strong, bNodes[2])
 
 	// Every replica of B holds the restored state: followers installed the snapshot (stale
@@ -252,9 +224,8 @@ func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string)
 	l := newLedger()
 	for i, r := range putAll(t, bNodes[1], l, fresh) {
 		s := cells.ShardOf(fresh[i].RowKey, spec.Shards)
-		if r.Status != cells.StatusCreated || r.AddedID <= backupMax(infos, s) {
-			t.Errorf("new cell in shard %d: got %v added_id %d, want created after the restored %d", s, r.Status, r.AddedID, backupMax(infos, s))
-		}
+		assert.Equal(t, cells.StatusCreated, r.Status, "new cell in shard %d", s)
+		assert.Greater(t, r.AddedID, backupMax(infos, s), "new cell in shard %d: added_id, want after the restored ones", s)
 	}
 
 	// B restarts: the restored state and the new cells stay, on every replica.
@@ -269,24 +240,17 @@ func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string)
 	requireStrong(t, l, bNodes...)
 	for _, n := range bNodes {
 		waitSame(t, ctx, a, n, infos, l, "after the restart")
-		eventuallyStale(t, l, n)
+		requireStale(t, l, n)
 	}
 }
 
-// waitSame waits until node n's own replicas hold what the backups hold (stale reads).
+// waitSame requires node n's own replicas to hold what the backups hold (stale reads, which
+// may lag: polled for up to opTimeout).
 func waitSame(t *testing.T, ctx context.Context, a *clustertest.Cluster, n *cluster.Node, infos []fsm.BackupInfo, later *ledger, when string) {
 	t.Helper()
-	deadline := time.Now().Add(opTimeout)
-	for {
-		err := sameAsBackup(ctx, a, n, infos, cluster.Stale, later)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s, replica %s never held the backup: %v", when, n.ID(), err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, sameAsBackup(ctx, a, n, infos, cluster.Stale, later))
+	}, opTimeout, 50*time.Millisecond, "%s, replica %s holds the backup", when, n.ID())
 }
 
 // backupMax returns shard's highest added_id in the backups.
@@ -305,9 +269,7 @@ func backupMax(infos []fsm.BackupInfo, shard int) int64 {
 func scanShard(t *testing.T, ctx context.Context, n *cluster.Node, shard int, c cluster.Consistency) []cells.Cell {
 	t.Helper()
 	got, err := scanShardErr(ctx, n, shard, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return got
 }
 
@@ -331,9 +293,7 @@ func scanShardErr(ctx context.Context, n *cluster.Node, shard int, c cluster.Con
 // of A hold.
 func compareWithBackup(t *testing.T, ctx context.Context, a *clustertest.Cluster, infos []fsm.BackupInfo, c cluster.Consistency, bn *cluster.Node) {
 	t.Helper()
-	if err := sameAsBackup(ctx, a, bn, infos, c, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sameAsBackup(ctx, a, bn, infos, c, nil))
 }
 
 // sameAsBackup compares, for every shard, A's cells up to the backup's highest added_id with

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,15 +14,25 @@ import (
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
+// TestMain stops the MariaDB servers the tests started. Tests whose in-process cluster is
+// cheap and entirely their own (random ports, temp dirs, database prefixes) run in parallel;
+// those that start MariaDB servers, judge timings, run long loads or several clusters stay
+// serial: on a small machine, concurrent elections would make them flap.
 func TestMain(m *testing.M) { mariadbtest.Main(m) }
 
 // TestForwarding writes through every node (followers forward to the partition leaders) and
 // reads through every node, on each engine.
 func TestForwarding(t *testing.T) {
+	t.Parallel()
 	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL} {
-		t.Run(string(engine), func(t *testing.T) { testForwarding(t, engine) })
+		t.Run(string(engine), func(t *testing.T) {
+			t.Parallel()
+			testForwarding(t, engine)
+		})
 	}
 }
 
@@ -60,18 +69,17 @@ func testForwarding(t *testing.T, engine clustertest.Engine) {
 				{Key: cells.Key{RowKey: row, ColumnKey: "STATUS", RefKey: 3}},
 				{Key: cells.Key{RowKey: rows[len(rows)-1], ColumnKey: "NOPE"}, Latest: true},
 			}, cons)
-			if err != nil {
-				t.Fatalf("GetCells %s through %s: got %v, want nil", cons, n.ID(), err)
-			}
+			require.NoError(t, err, "GetCells %s through %s", cons, n.ID())
+			require.Len(t, res, 3, "GetCells %s through %s: results", cons, n.ID())
 			if cons == cluster.Stale && !res[0].Found {
 				continue // this replica may not have applied it yet; checked below
 			}
-			if !res[0].Found || res[0].Cell.RefKey != 9 || bodyJSON(t, res[0].Cell.Body) != `{"v":9}` {
-				t.Errorf("latest STATUS %s through %s: got found %v ref %d, want ref 9", cons, n.ID(), res[0].Found, res[0].Cell.RefKey)
+			if assert.True(t, res[0].Found, "latest STATUS %s through %s: found", cons, n.ID()) {
+				assert.Equal(t, int64(9), res[0].Cell.RefKey, "latest STATUS %s through %s: ref key", cons, n.ID())
+				assert.Equal(t, `{"v":9}`, bodyJSON(t, res[0].Cell.Body), "latest STATUS %s through %s: body", cons, n.ID())
 			}
-			if res[1].Found || res[2].Found {
-				t.Errorf("missing keys %s through %s: got found %v and %v, want not found", cons, n.ID(), res[1].Found, res[2].Found)
-			}
+			assert.False(t, res[1].Found, "STATUS ref 3 (never written) %s through %s: found", cons, n.ID())
+			assert.False(t, res[2].Found, "latest NOPE (never written) %s through %s: found", cons, n.ID())
 		}
 	}
 
@@ -83,19 +91,16 @@ func testForwarding(t *testing.T, engine clustertest.Engine) {
 			newCell(t, first.key.RowKey, first.key.ColumnKey, first.key.RefKey, first.body),
 			newCell(t, first.key.RowKey, first.key.ColumnKey, first.key.RefKey, fmt.Sprintf(`{"other":%d}`, i)),
 		})
-		if err != nil {
-			t.Fatalf("rewrite through %s: got %v, want nil", n.ID(), err)
-		}
-		if res[0].Status != cells.StatusExists || res[0].AddedID != first.addedID {
-			t.Errorf("same body again through %s: got %v added_id %d, want exists added_id %d", n.ID(), res[0].Status, res[0].AddedID, first.addedID)
-		}
-		if res[1].Status != cells.StatusConflict || res[1].AddedID != first.addedID {
-			t.Errorf("other body through %s: got %v added_id %d, want conflict added_id %d", n.ID(), res[1].Status, res[1].AddedID, first.addedID)
-		}
+		require.NoError(t, err, "rewrite through %s", n.ID())
+		require.Len(t, res, 2, "rewrite through %s: results", n.ID())
+		assert.Equal(t, cells.StatusExists, res[0].Status, "same body again through %s", n.ID())
+		assert.Equal(t, first.addedID, res[0].AddedID, "same body again through %s: added_id of the stored cell", n.ID())
+		assert.Equal(t, cells.StatusConflict, res[1].Status, "other body through %s", n.ID())
+		assert.Equal(t, first.addedID, res[1].AddedID, "other body through %s: added_id of the stored cell", n.ID())
 	}
-	if res, err := nodes[0].PutCells(ctx, ds, nil); err != nil || len(res) != 0 {
-		t.Errorf("PutCells(no cells): got %v, %v, want no results and nil", res, err)
-	}
+	res, err := nodes[0].PutCells(ctx, ds, nil)
+	assert.NoError(t, err, "PutCells(no cells)")
+	assert.Empty(t, res, "PutCells(no cells): results")
 
 	// Concurrent writers, one per node, each reading its write back through the next node
 	// with a strong read as soon as it is acknowledged.
@@ -103,12 +108,15 @@ func testForwarding(t *testing.T, engine clustertest.Engine) {
 	errs := make(chan error, len(nodes)*10)
 	for i, n := range nodes {
 		next := nodes[(i+1)%len(nodes)]
+		var cs []cells.Cell
+		for j := 0; j < 10; j++ {
+			row := rows[(i*10+j)%len(rows)]
+			cs = append(cs, newCell(t, row, "CONC", int64(i*100+j), fmt.Sprintf(`{"i":%d,"j":%d}`, i, j)))
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := 0; j < 10; j++ {
-				row := rows[(i*10+j)%len(rows)]
-				cell := newCell(t, row, "CONC", int64(i*100+j), fmt.Sprintf(`{"i":%d,"j":%d}`, i, j))
+			for j, cell := range cs {
 				res, err := n.PutCells(ctx, ds, []cells.Cell{cell})
 				if err != nil || res[0].Status != cells.StatusCreated {
 					errs <- fmt.Errorf("concurrent put through %s: got %v %v, want created", n.ID(), res, err)
@@ -126,7 +134,7 @@ func testForwarding(t *testing.T, engine clustertest.Engine) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Error(err)
+		assert.NoError(t, err, "concurrent writer")
 	}
 	if t.Failed() {
 		t.FailNow()
@@ -135,55 +143,46 @@ func testForwarding(t *testing.T, engine clustertest.Engine) {
 	// Every node answers every cell, strong at once and stale eventually, with one added_id.
 	requireStrong(t, l, nodes...)
 	for _, n := range nodes {
-		eventuallyStale(t, l, n)
+		requireStale(t, l, n)
 	}
 
 	// GetRow: the latest cell of every column, by column key, the same through every node.
 	wantCols := []string{"COL0", "COL1", "COL2", "STATUS"}
 	for _, n := range nodes {
 		got, err := n.GetRow(ctx, ds, row, cluster.Strong)
-		if err != nil {
-			t.Fatalf("GetRow through %s: got %v, want nil", n.ID(), err)
-		}
+		require.NoError(t, err, "GetRow through %s", n.ID())
 		var cols []string
 		for _, c := range got {
 			if c.ColumnKey == "CONC" {
 				continue // written concurrently above; whichever ref key is highest
 			}
 			cols = append(cols, c.ColumnKey)
-			if a := ackedCell(l, c.Key); c.AddedID != a.addedID || bodyJSON(t, c.Body) != a.body {
-				t.Errorf("GetRow through %s: %s got added_id %d body %s, want %d %s", n.ID(), c.Key, c.AddedID, bodyJSON(t, c.Body), a.addedID, a.body)
-			}
-			if c.ColumnKey == "STATUS" && c.RefKey != 9 {
-				t.Errorf("GetRow through %s: STATUS got ref %d, want the latest, 9", n.ID(), c.RefKey)
+			a := ackedCell(l, c.Key)
+			assert.Equal(t, a.addedID, c.AddedID, "GetRow through %s: added_id of %s", n.ID(), c.Key)
+			assert.Equal(t, a.body, bodyJSON(t, c.Body), "GetRow through %s: body of %s", n.ID(), c.Key)
+			if c.ColumnKey == "STATUS" {
+				assert.Equal(t, int64(9), c.RefKey, "GetRow through %s: STATUS ref key, want the latest", n.ID())
 			}
 		}
-		if !slices.Equal(cols, wantCols) {
-			t.Errorf("GetRow through %s: got columns %v, want %v", n.ID(), cols, wantCols)
-		}
+		assert.Equal(t, wantCols, cols, "GetRow through %s: columns", n.ID())
 		empty, err := n.GetRow(ctx, ds, uuid.New(), cluster.Strong)
-		if err != nil || len(empty) != 0 {
-			t.Errorf("GetRow(unknown row) through %s: got %d cells, %v, want none and nil", n.ID(), len(empty), err)
-		}
+		assert.NoError(t, err, "GetRow(unknown row) through %s", n.ID())
+		assert.Empty(t, empty, "GetRow(unknown row) through %s: cells", n.ID())
 	}
 
 	checkShardLogs(t, spec, l, nodes...)
 
 	// Errors the node reports without asking raft.
 	n := nodes[1]
-	if _, err := n.PutCells(ctx, "nope", []cells.Cell{newCell(t, row, "A", 1, `{}`)}); !errors.Is(err, cluster.ErrUnknownDatastore) {
-		t.Errorf("PutCells(unknown datastore): got %v, want ErrUnknownDatastore", err)
-	}
-	if _, err := n.GetCells(ctx, "nope", []cluster.GetKey{{Key: cells.Key{RowKey: row, ColumnKey: "A"}}}, cluster.Strong); !errors.Is(err, cluster.ErrUnknownDatastore) {
-		t.Errorf("GetCells(unknown datastore): got %v, want ErrUnknownDatastore", err)
-	}
-	if _, err := n.GetRow(ctx, "nope", row, cluster.Stale); !errors.Is(err, cluster.ErrUnknownDatastore) {
-		t.Errorf("GetRow(unknown datastore): got %v, want ErrUnknownDatastore", err)
-	}
+	_, err = n.PutCells(ctx, "nope", []cells.Cell{newCell(t, row, "A", 1, `{}`)})
+	assert.ErrorIs(t, err, cluster.ErrUnknownDatastore, "PutCells(unknown datastore)")
+	_, err = n.GetCells(ctx, "nope", []cluster.GetKey{{Key: cells.Key{RowKey: row, ColumnKey: "A"}}}, cluster.Strong)
+	assert.ErrorIs(t, err, cluster.ErrUnknownDatastore, "GetCells(unknown datastore)")
+	_, err = n.GetRow(ctx, "nope", row, cluster.Stale)
+	assert.ErrorIs(t, err, cluster.ErrUnknownDatastore, "GetRow(unknown datastore)")
 	for _, shard := range []int{-1, spec.Shards} {
-		if _, err := n.ScanShard(ctx, ds, shard, 0, 10, cluster.Strong); !errors.Is(err, cluster.ErrBadShard) {
-			t.Errorf("ScanShard(%d): got %v, want ErrBadShard", shard, err)
-		}
+		_, err := n.ScanShard(ctx, ds, shard, 0, 10, cluster.Strong)
+		assert.ErrorIs(t, err, cluster.ErrBadShard, "ScanShard(%d)", shard)
 	}
 }
 
@@ -191,6 +190,7 @@ func testForwarding(t *testing.T, engine clustertest.Engine) {
 // writes and strong reads of every partition; nothing acknowledged is lost; the stopped node
 // catches up when it comes back.
 func TestNodeDown(t *testing.T) {
+	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{})
 	spec := &c.Topology.Datastores[0]
 	rows := flatten(rowsPerPartition(t, spec, t.Name(), 2))
@@ -211,9 +211,7 @@ func TestNodeDown(t *testing.T) {
 	t.Logf("stopping node %d (%s), leader of partition 0", down, downID)
 	c.StopNode(down)
 	survivors := running(c)
-	if len(survivors) != 2 {
-		t.Fatalf("running nodes after StopNode: got %d, want 2", len(survivors))
-	}
+	require.Len(t, survivors, 2, "running nodes after StopNode")
 
 	// Writes through each survivor, to every partition, succeed once a leader is elected: the
 	// node retries until its context ends.
@@ -222,19 +220,17 @@ func TestNodeDown(t *testing.T) {
 	}
 	requireStrong(t, l, survivors...)
 	for p := range spec.Partitions {
-		if lead := c.LeaderOf(p); lead == down {
-			t.Fatalf("partition %d: got leader node %d, want one of the running nodes", p, lead)
-		}
+		require.NotEqual(t, down, c.LeaderOf(p), "partition %d: leader node, want one of the running nodes", p)
 	}
 
 	c.StartNode(down)
 	back := c.Node(down)
-	eventuallyStale(t, l, back) // the restarted replica converges
+	requireStale(t, l, back) // the restarted replica converges
 	c.WaitReady()
 	putAll(t, back, l, batch("AFTER", back))
 	requireStrong(t, l, running(c)...)
 	for _, n := range running(c) {
-		eventuallyStale(t, l, n)
+		requireStale(t, l, n)
 	}
 	checkShardLogs(t, spec, l, running(c)...)
 }
@@ -242,6 +238,7 @@ func TestNodeDown(t *testing.T) {
 // TestRestartAll stops every node and starts them again over their data: every acknowledged
 // cell is still there, identical, and the shard logs continue after the old added_ids.
 func TestRestartAll(t *testing.T) {
+	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{})
 	spec := &c.Topology.Datastores[0]
 	rows := flatten(rowsPerPartition(t, spec, t.Name(), 5))
@@ -255,7 +252,7 @@ func TestRestartAll(t *testing.T) {
 		putAll(t, nodes[i%len(nodes)], l, cs)
 	}
 	for _, n := range nodes {
-		eventuallyStale(t, l, n) // every replica has applied everything before the stop
+		requireStale(t, l, n) // every replica has applied everything before the stop
 	}
 	lastAdded := map[int]int64{}
 	for _, a := range l.all() {
@@ -273,9 +270,7 @@ func TestRestartAll(t *testing.T) {
 	nodes = running(c)
 	requireStrong(t, l, nodes...)
 	for _, n := range nodes {
-		if err := checkCells(n, cluster.Stale, l.all(), opTimeout); err != nil {
-			t.Fatalf("stale read after restart: %v", err)
-		}
+		require.NoError(t, checkCells(n, cluster.Stale, l.all(), opTimeout), "stale read after restart")
 	}
 	checkShardLogs(t, spec, l, nodes...)
 
@@ -288,13 +283,11 @@ func TestRestartAll(t *testing.T) {
 		again = append(again, newCell(t, a.key.RowKey, a.key.ColumnKey, a.key.RefKey, a.body))
 	}
 	res, err := nodes[2].PutCells(ctx, ds, again)
-	if err != nil {
-		t.Fatalf("rewrite after restart: got %v, want nil", err)
-	}
+	require.NoError(t, err, "rewrite after restart")
+	require.Len(t, res, len(again), "rewrite after restart: results")
 	for i, r := range res {
-		if r.Status != cells.StatusExists || r.AddedID != old[i].addedID {
-			t.Errorf("rewrite %s after restart: got %v added_id %d, want exists added_id %d", old[i].key, r.Status, r.AddedID, old[i].addedID)
-		}
+		assert.Equal(t, cells.StatusExists, r.Status, "rewrite %s after restart", old[i].key)
+		assert.Equal(t, old[i].addedID, r.AddedID, "rewrite %s after restart: added_id of the stored cell", old[i].key)
 	}
 	// New cells: created, each after the last added_id its shard had before the restart.
 	var fresh []cells.Cell
@@ -303,10 +296,7 @@ func TestRestartAll(t *testing.T) {
 	}
 	for i, r := range putAll(t, nodes[1], l, fresh) {
 		s := cells.ShardOf(fresh[i].RowKey, spec.Shards)
-		if r.AddedID <= lastAdded[s] {
-			t.Errorf("new cell %s in shard %d: got added_id %d, want more than %d (the shard's last before the restart)",
-				fresh[i].Key, s, r.AddedID, lastAdded[s])
-		}
+		assert.Greater(t, r.AddedID, lastAdded[s], "new cell %s in shard %d: added_id, want more than the shard's last before the restart", fresh[i].Key, s)
 	}
 	requireStrong(t, l, nodes...)
 }
@@ -319,7 +309,7 @@ func lastIndex(t *testing.T, n *cluster.Node, p int) (uint64, string) {
 			return r.LastIndex, r.State
 		}
 	}
-	t.Fatalf("node %s has no replica of partition %d", n.ID(), p)
+	require.FailNow(t, "no replica", "node %s has no replica of partition %d", n.ID(), p)
 	return 0, ""
 }
 
@@ -346,7 +336,7 @@ func TestNoQuorum(t *testing.T) {
 
 	survivorIdx := c.LeaderOf(0)
 	survivor := c.Node(survivorIdx)
-	eventuallyStale(t, l, survivor)
+	requireStale(t, l, survivor)
 	var wg sync.WaitGroup
 	stopStart := time.Now()
 	for i := range c.Topology.Nodes {
@@ -384,27 +374,20 @@ func TestNoQuorum(t *testing.T) {
 			appended = appended || last > lastBefore[p]
 		}
 		t.Logf("%s: states before %v, appended %v, took %v, error %v", what, states, appended, took, err)
-		if err == nil {
-			t.Fatalf("%s: got results %v and a nil error, want a failure without a quorum", what, res)
-		}
-		if took > deadline+slack {
-			t.Errorf("%s: returned after %v, want within its %v deadline (+%v)", what, took, deadline, slack)
-		}
-		isUnavailable, isIndeterminate := errors.Is(err, partition.ErrUnavailable), errors.Is(err, partition.ErrIndeterminate)
-		if appended && (!isIndeterminate || isUnavailable) {
-			t.Errorf("%s was appended to the survivor's raft log: got %v (unavailable %v, indeterminate %v), want ErrIndeterminate only",
-				what, err, isUnavailable, isIndeterminate)
-		}
-		if !appended && (!isUnavailable || isIndeterminate) {
-			t.Errorf("%s was not appended anywhere: got %v (unavailable %v, indeterminate %v), want ErrUnavailable only",
-				what, err, isUnavailable, isIndeterminate)
+		require.Error(t, err, "%s: got results %v, want a failure without a quorum", what, res)
+		assert.LessOrEqual(t, took, deadline+slack, "%s: time to return, want within its %v deadline (+%v)", what, deadline, slack)
+		if appended {
+			assert.ErrorIs(t, err, partition.ErrIndeterminate, "%s was appended to the survivor's raft log: want ErrIndeterminate", what)
+			assert.NotErrorIs(t, err, partition.ErrUnavailable, "%s was appended to the survivor's raft log: want ErrIndeterminate only", what)
+		} else {
+			assert.ErrorIs(t, err, partition.ErrUnavailable, "%s was not appended anywhere: want ErrUnavailable", what)
+			assert.NotErrorIs(t, err, partition.ErrIndeterminate, "%s was not appended anywhere: want ErrUnavailable only", what)
 		}
 	}
 
 	// 1. Both partitions at once, while the survivor still believes it leads partition 0.
-	if _, state := lastIndex(t, survivor, 0); state != "Leader" {
-		t.Fatalf("survivor state for partition 0: got %s, want Leader (stopping the others took longer than the leader lease)", state)
-	}
+	_, state := lastIndex(t, survivor, 0)
+	require.Equal(t, "Leader", state, "survivor state for partition 0 (stopping the others took longer than the leader lease)")
 	mixed := []cells.Cell{
 		newCell(t, rows[0][0], "DURING", 1, `{"w":1}`),
 		newCell(t, rows[1][0], "DURING", 1, `{"w":1}`),
@@ -414,14 +397,14 @@ func TestNoQuorum(t *testing.T) {
 		t.Logf("survivor still leads partition 0 after %v", deadline)
 	}
 	// 2. Later, once the survivor has stepped down everywhere, nothing can take a write.
-	waitUntil(t, 10*time.Second, "the survivor steps down", func() bool {
+	require.Eventually(t, func() bool {
 		for _, r := range survivor.Replicas() {
 			if r.State == "Leader" {
 				return false
 			}
 		}
 		return true
-	})
+	}, 10*time.Second, 10*time.Millisecond, "the survivor steps down")
 	later := []cells.Cell{
 		newCell(t, rows[0][1], "DURING", 2, `{"w":2}`),
 		newCell(t, rows[1][1], "DURING", 2, `{"w":2}`),
@@ -435,21 +418,14 @@ func TestNoQuorum(t *testing.T) {
 	_, err := survivor.GetCells(ctx, ds, []cluster.GetKey{{Key: before[0].Key}, {Key: before[len(before)-1].Key}}, cluster.Strong)
 	took := time.Since(start)
 	cancel()
-	if !errors.Is(err, partition.ErrUnavailable) || errors.Is(err, partition.ErrIndeterminate) {
-		t.Errorf("strong read without a quorum: got %v, want ErrUnavailable only", err)
-	}
-	if took > deadline+slack {
-		t.Errorf("strong read without a quorum: returned after %v, want within its %v deadline (+%v)", took, deadline, slack)
-	}
+	assert.ErrorIs(t, err, partition.ErrUnavailable, "strong read without a quorum")
+	assert.NotErrorIs(t, err, partition.ErrIndeterminate, "strong read without a quorum: want ErrUnavailable only")
+	assert.LessOrEqual(t, took, deadline+slack, "strong read without a quorum: time to return, want within its %v deadline (+%v)", deadline, slack)
 	ctx, cancel = context.WithTimeout(context.Background(), deadline)
 	_, err = survivor.ScanShard(ctx, ds, cells.ShardOf(before[0].RowKey, spec.Shards), 0, 10, cluster.Strong)
 	cancel()
-	if !errors.Is(err, partition.ErrUnavailable) {
-		t.Errorf("strong scan without a quorum: got %v, want ErrUnavailable", err)
-	}
-	if err := checkCells(survivor, cluster.Stale, l.all(), deadline); err != nil {
-		t.Errorf("stale read on the survivor: %v", err)
-	}
+	assert.ErrorIs(t, err, partition.ErrUnavailable, "strong scan without a quorum")
+	assert.NoError(t, checkCells(survivor, cluster.Stale, l.all(), deadline), "stale read on the survivor")
 
 	// Back to three nodes: retrying the failed writes is safe.
 	for i := range c.Topology.Nodes {
@@ -462,17 +438,15 @@ func TestNoQuorum(t *testing.T) {
 	defer cancel()
 	retry := append(append([]cells.Cell(nil), mixed...), later...)
 	res, err := survivor.PutCells(retryCtx, ds, retry)
-	if err != nil {
-		t.Fatalf("retry with the cluster back: got %v, want nil", err)
-	}
+	require.NoError(t, err, "retry with the cluster back")
+	require.Len(t, res, len(retry), "retry with the cluster back: results")
 	for i, r := range res {
 		t.Logf("retry of %s: %v", retry[i].Key, r.Status)
-		if r.Status != cells.StatusCreated && r.Status != cells.StatusExists {
-			t.Errorf("retry of %s: got %v, want created or exists", retry[i].Key, r.Status)
+		if !assert.Contains(t, []cells.Status{cells.StatusCreated, cells.StatusExists}, r.Status, "retry of %s", retry[i].Key) {
 			continue
 		}
-		if i >= len(mixed) && r.Status != cells.StatusCreated {
-			t.Errorf("retry of %s, which no leader took: got %v, want created", retry[i].Key, r.Status)
+		if i >= len(mixed) {
+			assert.Equal(t, cells.StatusCreated, r.Status, "retry of %s, which no leader took", retry[i].Key)
 		}
 		l.add(acked{key: retry[i].Key, body: bodyJSON(t, retry[i].Body), addedID: r.AddedID, created: r.CreatedAt})
 	}
@@ -515,7 +489,9 @@ func TestForwardedWriteDeadlines(t *testing.T) {
 			outcomes = append(outcomes, o)
 		}
 	}
-	// Let writes still in flight settle before judging what was applied.
+	// Time passing is the point: a write that failed unavailable must stay unapplied, and an
+	// attempt still in flight when its deadline ended has this long to land (or not) before
+	// the reads below judge what was applied.
 	time.Sleep(500 * time.Millisecond)
 	var ok, unavailable, indeterminate, indeterminateStored int
 	healthy := via[0]
@@ -523,17 +499,14 @@ func TestForwardedWriteDeadlines(t *testing.T) {
 	defer cancel()
 	for _, o := range outcomes {
 		read, err := healthy.GetCells(ctx, ds, []cluster.GetKey{{Key: o.cell.Key}}, cluster.Strong)
-		if err != nil {
-			t.Fatalf("strong read of %s: got %v, want nil", o.cell.Key, err)
-		}
+		require.NoError(t, err, "strong read of %s", o.cell.Key)
 		found := read[0].Found
 		isU, isI := errors.Is(o.err, partition.ErrUnavailable), errors.Is(o.err, partition.ErrIndeterminate)
 		switch {
 		case o.err == nil:
 			ok++
-			if o.res.Status != cells.StatusCreated || !found || read[0].Cell.AddedID != o.res.AddedID {
-				t.Errorf("acknowledged %s (%v, added_id %d): got found %v added_id %d, want it stored", o.cell.Key, o.res.Status, o.res.AddedID, found, read[0].Cell.AddedID)
-			}
+			assert.True(t, o.res.Status == cells.StatusCreated && found && read[0].Cell.AddedID == o.res.AddedID,
+				"acknowledged %s (%v, added_id %d): got found %v added_id %d, want it stored", o.cell.Key, o.res.Status, o.res.AddedID, found, read[0].Cell.AddedID)
 		case isI && !isU:
 			indeterminate++
 			if found {
@@ -541,21 +514,16 @@ func TestForwardedWriteDeadlines(t *testing.T) {
 			}
 		case isU && !isI:
 			unavailable++
-			if found {
-				t.Errorf("%s failed with %v (unavailable: not applied), but it is stored with added_id %d", o.cell.Key, o.err, read[0].Cell.AddedID)
-			}
+			assert.False(t, found, "%s failed with %v (unavailable: not applied), but it is stored with added_id %d", o.cell.Key, o.err, read[0].Cell.AddedID)
 		default:
-			t.Errorf("%s: got %v, want nil, ErrUnavailable or ErrIndeterminate (not both)", o.cell.Key, o.err)
+			assert.Failf(t, "write error of neither class", "%s: got %v, want nil, ErrUnavailable or ErrIndeterminate (not both)", o.cell.Key, o.err)
 		}
 		res, err := healthy.PutCells(ctx, ds, []cells.Cell{newCell(t, o.cell.RowKey, o.cell.ColumnKey, o.cell.RefKey, o.body)})
-		if err != nil {
-			t.Fatalf("retry of %s: got %v, want nil", o.cell.Key, err)
-		}
-		if want := cells.StatusExists; found && res[0].Status != want {
-			t.Errorf("retry of stored %s: got %v, want %v", o.cell.Key, res[0].Status, want)
-		}
-		if want := cells.StatusCreated; !found && res[0].Status != want {
-			t.Errorf("retry of unstored %s: got %v, want %v", o.cell.Key, res[0].Status, want)
+		require.NoError(t, err, "retry of %s", o.cell.Key)
+		if found {
+			assert.Equal(t, cells.StatusExists, res[0].Status, "retry of stored %s", o.cell.Key)
+		} else {
+			assert.Equal(t, cells.StatusCreated, res[0].Status, "retry of unstored %s", o.cell.Key)
 		}
 	}
 	t.Logf("%d writes with deadlines of %v..%v: %d acknowledged, %d unavailable, %d indeterminate (%d of them applied)",

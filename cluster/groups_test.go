@@ -3,14 +3,14 @@ package cluster_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"reflect"
 	"testing"
 	"time"
 
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // A group's coordinator state is replicated like cells: every replica holds the same state, it
@@ -32,51 +32,38 @@ func testGroupStateReplicated(t *testing.T, engine clustertest.Engine) {
 	apply := func(node int, cmd consumer.Command) consumer.Result {
 		t.Helper()
 		res, err := c.Node(node).GroupApply(ctx, ds, group, cmd)
-		if err != nil {
-			t.Fatalf("%s through node %d: %v", cmd.Op, node, err)
-		}
+		require.NoError(t, err, "%s through node %d", cmd.Op, node)
 		return res
 	}
 	// Two workers join through different nodes; the second takes half the shards once the
 	// first releases them.
 	a := apply(0, consumer.Command{Op: consumer.OpHeartbeat, Worker: "a", SessionTimeout: time.Minute})
-	if len(a.Assigned) != 16 {
-		t.Fatalf("first member: got %d shards, want 16", len(a.Assigned))
-	}
+	require.Len(t, a.Assigned, 16, "first member: shards")
 	apply(1, consumer.Command{Op: consumer.OpHeartbeat, Worker: "b", SessionTimeout: time.Minute})
 	a = apply(2, consumer.Command{Op: consumer.OpHeartbeat, Worker: "a", SessionTimeout: time.Minute})
-	if len(a.Revoke) != 8 {
-		t.Fatalf("after b joined: a got %d shards to revoke, want 8", len(a.Revoke))
-	}
+	require.Len(t, a.Revoke, 8, "after b joined: a's shards to revoke")
 	var commits []consumer.Offset
 	for _, l := range a.Assigned {
 		commits = append(commits, consumer.Offset{Shard: l.Shard, Epoch: l.Epoch, Offset: int64(100 + l.Shard)})
 	}
 	apply(0, consumer.Command{Op: consumer.OpHeartbeat, Worker: "a", SessionTimeout: time.Minute, Released: a.Revoke, Commits: commits})
 	b := apply(1, consumer.Command{Op: consumer.OpHeartbeat, Worker: "b", SessionTimeout: time.Minute})
-	if len(b.Assigned) != 8 {
-		t.Fatalf("b after a released: got %d shards, want 8", len(b.Assigned))
-	}
+	require.Len(t, b.Assigned, 8, "b after a released: shards")
 	// A refused command is an error value, the same everywhere, and changes nothing.
-	if _, err := c.Node(1).GroupApply(ctx, ds, group, consumer.Command{Op: consumer.OpCommit, Worker: "a", Commits: []consumer.Offset{{Shard: 99}}}); !errors.Is(err, consumer.ErrBadCommand) {
-		t.Fatalf("commit of shard 99: got %v, want ErrBadCommand", err)
-	}
+	_, err := c.Node(1).GroupApply(ctx, ds, group, consumer.Command{Op: consumer.OpCommit, Worker: "a", Commits: []consumer.Offset{{Shard: 99}}})
+	require.ErrorIs(t, err, consumer.ErrBadCommand, "commit of shard 99")
 	want, err := c.Node(0).GroupStatus(ctx, ds, group, cluster.Strong)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Every replica holds the same state (stale reads of each node's own replica).
 	sameEverywhere := func(when string) {
 		t.Helper()
-		waitUntil(t, 30*time.Second, "replicas to agree "+when, func() bool {
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
 			for i := range c.Topology.Nodes {
 				got, err := c.Node(i).GroupStatus(ctx, ds, group, cluster.Stale)
-				if err != nil || !sameLeases(got, want) {
-					return false
-				}
+				require.NoError(ct, err, "stale GroupStatus through node %d", i)
+				assertSameLeases(ct, want, got, "group state of node %d's replica", i)
 			}
-			return true
-		})
+		}, 30*time.Second, 10*time.Millisecond, "replicas agree %s", when)
 	}
 	sameEverywhere("after the commands")
 	// The coordinator's leader crashes; the state is on the others.
@@ -84,9 +71,8 @@ func testGroupStateReplicated(t *testing.T, engine clustertest.Engine) {
 	c.StopNode(leader)
 	other := (leader + 1) % 3
 	got, err := c.Node(other).GroupStatus(ctx, ds, group, cluster.Strong)
-	if err != nil || !sameLeases(got, want) {
-		t.Fatalf("after the leader's crash: got %+v, %v, want %+v", got.Leases, err, want.Leases)
-	}
+	require.NoError(t, err, "after the leader's crash")
+	requireSameLeases(t, want, got, "after the leader's crash")
 	c.StartNode(leader)
 	// Every node restarts: the state is durable in SQL.
 	c.StopAll()
@@ -95,28 +81,38 @@ func testGroupStateReplicated(t *testing.T, engine clustertest.Engine) {
 	}
 	c.WaitReady()
 	got, err = c.Node(2).GroupStatus(ctx, ds, group, cluster.Strong)
-	if err != nil || !sameLeases(got, want) {
-		t.Fatalf("after restarting every node: got %+v, %v, want %+v", got, err, want)
-	}
+	require.NoError(t, err, "after restarting every node")
+	requireSameLeases(t, want, got, "after restarting every node")
 	sameEverywhere("after the restart")
 	// Commits keep working, and fencing still holds: a's old epoch of a shard b now owns.
 	res := apply(0, consumer.Command{Op: consumer.OpCommit, Worker: "a", Commits: []consumer.Offset{{Shard: b.Assigned[0].Shard, Epoch: b.Assigned[0].Epoch - 1, Offset: 5}}})
-	if len(res.Accepted) != 1 || res.Accepted[0] {
-		t.Fatalf("a commit of b's shard at an old epoch: got %v, want refused", res.Accepted)
-	}
+	require.Equal(t, []bool{false}, res.Accepted, "a commit of b's shard at an old epoch: want refused")
 	names, err := c.Node(1).Groups(ctx, ds, cluster.Stale)
-	if err != nil || !reflect.DeepEqual(names, []string{group}) {
-		t.Fatalf("Groups: got %v, %v, want [%s]", names, err, group)
-	}
-	if _, err := c.Node(1).GroupStatus(ctx, ds, "nobody", cluster.Strong); !errors.Is(err, cluster.ErrUnknownGroup) {
-		t.Fatalf("status of a group never joined: got %v, want ErrUnknownGroup", err)
-	}
+	require.NoError(t, err, "Groups")
+	require.Equal(t, []string{group}, names, "Groups")
+	_, err = c.Node(1).GroupStatus(ctx, ds, "nobody", cluster.Strong)
+	require.ErrorIs(t, err, cluster.ErrUnknownGroup, "status of a group never joined")
 }
 
-// sameLeases compares the replicated parts of two statuses (members' expiry and shard counts,
-// leases and offsets).
-func sameLeases(a, b consumer.Status) bool {
-	ja, _ := json.Marshal([]any{a.Leases, a.Members, a.Generation})
-	jb, _ := json.Marshal([]any{b.Leases, b.Members, b.Generation})
-	return string(ja) == string(jb)
+// leasesJSON returns the replicated parts of a group's status (members' expiry and shard
+// counts, leases and offsets) as JSON.
+func leasesJSON(s consumer.Status) string {
+	j, _ := json.Marshal([]any{s.Leases, s.Members, s.Generation})
+	return string(j)
+}
+
+// assertSameLeases asserts that got holds the replicated parts of want (leasesJSON).
+func assertSameLeases(t assert.TestingT, want, got consumer.Status, msgAndArgs ...any) bool {
+	if h, ok := t.(tHelper); ok {
+		h.Helper()
+	}
+	return assert.Equal(t, leasesJSON(want), leasesJSON(got), msgAndArgs...)
+}
+
+// requireSameLeases is assertSameLeases that stops the test on a difference.
+func requireSameLeases(t *testing.T, want, got consumer.Status, msgAndArgs ...any) {
+	t.Helper()
+	if !assertSameLeases(t, want, got, msgAndArgs...) {
+		t.FailNow()
+	}
 }

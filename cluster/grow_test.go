@@ -3,7 +3,6 @@ package cluster_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -17,6 +16,8 @@ import (
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // growPhase is how long each measured phase of the growth and rolling restart runs lasts
@@ -24,9 +25,7 @@ import (
 func growPhase(t *testing.T) time.Duration {
 	if v := os.Getenv("GROW_PHASE"); v != "" {
 		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("GROW_PHASE=%q: %v", v, err)
-		}
+		require.NoError(t, err, "GROW_PHASE=%q", v)
 		return d
 	}
 	return 4 * time.Second
@@ -53,6 +52,7 @@ type cellKey struct {
 }
 
 func newLoader(t *testing.T, endpoints []string, workers int) *loader {
+	t.Helper()
 	l := &loader{t: t, acked: map[cellKey]string{}, stop: make(chan struct{}), started: time.Now()}
 	l.setEndpoints(endpoints)
 	for w := range workers {
@@ -62,16 +62,16 @@ func newLoader(t *testing.T, endpoints []string, workers int) *loader {
 	return l
 }
 
-// setEndpoints points the load at these nodes (new ones after a growth).
+// setEndpoints points the load at these nodes (new ones after a growth). It is called from
+// the test goroutine.
 func (l *loader) setEndpoints(endpoints []string) {
+	l.t.Helper()
 	cfg := client.DefaultConfig()
 	cfg.Endpoints = endpoints
 	cfg.Datastore = ds
 	cfg.MaxAttempts = 10
 	cl, err := client.New(cfg)
-	if err != nil {
-		l.t.Fatal(err)
-	}
+	require.NoError(l.t, err, "client for %v", endpoints)
 	l.cl.Store(cl)
 }
 
@@ -102,54 +102,52 @@ func (l *loader) run(w int) {
 // rate measures acknowledged writes per second over d.
 func (l *loader) rate(d time.Duration) float64 {
 	before := l.writes.Load()
-	time.Sleep(d)
+	time.Sleep(d) // the measured phase: the load runs for d
 	return float64(l.writes.Load()-before) / d.Seconds()
+}
+
+// requireWrites waits until the load has made n more writes than it had made at since
+// (writes.Load()), saying when.
+func (l *loader) requireWrites(t *testing.T, since, n int64, when string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return l.writes.Load() >= since+n }, opTimeout, 10*time.Millisecond,
+		"%d writes of the load %s", n, when)
 }
 
 // finish stops the load and fails the test on any failed write; then every acknowledged cell
 // must read back (strong) with its body.
 func (l *loader) finish(t *testing.T, endpoints []string) int {
+	t.Helper()
 	close(l.stop)
 	l.done.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, err := range l.fails {
 		if i < 5 {
-			t.Errorf("failed write: %v", err)
+			assert.NoError(t, err, "write %d of the load", i)
 		}
 	}
-	if len(l.fails) > 0 {
-		t.Fatalf("%d of %d writes failed", len(l.fails), l.writes.Load())
-	}
+	require.Zero(t, len(l.fails), "failed writes, of %d", l.writes.Load())
 	cfg := client.DefaultConfig()
 	cfg.Endpoints, cfg.Datastore = endpoints, ds
 	cl, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var keys []client.GetKey
 	var want []string
 	check := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
 		res, err := cl.GetCells(ctx, keys)
-		if err != nil {
-			t.Fatalf("read back: %v", err)
-		}
+		require.NoError(t, err, "read back")
 		if len(res.Missing) > 0 {
-			t.Fatalf("%d acknowledged cells missing, e.g. %+v", len(res.Missing), res.Missing[0])
+			require.Failf(t, "acknowledged cells missing", "%d missing, e.g. %+v", len(res.Missing), res.Missing[0])
 		}
 		got := map[string]string{}
 		for _, c := range res.Cells {
 			got[c.RowKey] = string(c.Body)
 		}
 		for i, k := range keys {
-			var w, g any
-			_ = json.Unmarshal([]byte(want[i]), &w)
-			_ = json.Unmarshal([]byte(got[k.RowKey.String()]), &g)
-			if fmt.Sprint(w) != fmt.Sprint(g) {
-				t.Fatalf("acknowledged cell %v: body %s, want %s", k, got[k.RowKey.String()], want[i])
-			}
+			require.JSONEq(t, want[i], got[k.RowKey.String()], "body of acknowledged cell %v", k)
 		}
 		keys, want = keys[:0], want[:0]
 	}
@@ -168,12 +166,13 @@ func (l *loader) finish(t *testing.T, endpoints []string) int {
 
 // adminNode returns a running node to run admin operations on.
 func adminNode(t *testing.T, c *clustertest.Cluster) *cluster.Node {
+	t.Helper()
 	for i := range c.Len() {
 		if n := c.Node(i); n != nil {
 			return n
 		}
 	}
-	t.Fatal("no node is running")
+	require.FailNow(t, "no node is running")
 	return nil
 }
 
@@ -185,15 +184,11 @@ func placementOf(t *testing.T, n *cluster.Node, partitions int) (map[string]int,
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		cfg, err := n.PartitionConfig(ctx, ds, p)
 		cancel()
-		if err != nil {
-			t.Fatalf("partition %d: %v", p, err)
-		}
+		require.NoError(t, err, "configuration of partition %d", p)
 		for _, v := range cfg.Voters() {
 			voters[v]++
 		}
-		if len(cfg.Servers) != len(cfg.Voters()) {
-			t.Errorf("partition %d has nonvoters left: %+v", p, cfg.Servers)
-		}
+		assert.Len(t, cfg.Servers, len(cfg.Voters()), "partition %d: servers, want only voters (no nonvoter left)", p)
 		leaders[cfg.Leader]++
 	}
 	return voters, leaders
@@ -217,27 +212,20 @@ func TestGrowOnline(t *testing.T) {
 	t.Logf("figures: 3 nodes: %.0f writes/s", before)
 
 	for range 3 {
-		if _, err := c.AddNode(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		_, err := c.AddNode(context.Background())
+		require.NoError(t, err, "add a node")
 	}
 	n := adminNode(t, c)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		alive := 0
-		for _, m := range n.Members() {
+		members := n.Members()
+		for _, m := range members {
 			if m.State == "alive" {
 				alive++
 			}
 		}
-		if alive == 6 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gossip sees %d alive nodes, want 6: %+v", alive, n.Members())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		assert.Equal(ct, 6, alive, "alive nodes in %+v", members)
+	}, 20*time.Second, 50*time.Millisecond, "gossip sees the 6 nodes alive")
 	l.setEndpoints(c.URLs())
 
 	start := time.Now()
@@ -245,9 +233,7 @@ func TestGrowOnline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	rep, err := n.Rebalance(ctx, cluster.RebalanceOptions{})
 	cancel()
-	if err != nil {
-		t.Fatalf("rebalance: %v (report %+v)", err, rep)
-	}
+	require.NoError(t, err, "rebalance (report %+v)", rep)
 	took := time.Since(start)
 	during := float64(l.writes.Load()-writesBefore) / took.Seconds()
 	t.Logf("figures: rebalance 3 -> 6 nodes: %d moves, %d leader transfers in %.1fs, %.0f writes/s during",
@@ -256,16 +242,12 @@ func TestGrowOnline(t *testing.T) {
 	voters, leaders := placementOf(t, n, partitions)
 	for i := range 6 {
 		id := fmt.Sprintf("n%d", i+1)
-		if voters[id] != 3 {
-			t.Errorf("after the rebalance %s holds %d replicas, want 3 (%v)", id, voters[id], voters)
-		}
+		assert.Equal(t, 3, voters[id], "after the rebalance: replicas on %s (%v)", id, voters)
 		if leaders[id] != 1 {
 			t.Logf("after the rebalance %s leads %d partitions (%v)", id, leaders[id], leaders)
 		}
 	}
-	if len(rep.Moves) != 9 {
-		t.Errorf("rebalance moved %d replicas, want 9 (18 replicas from 6 per node to 3)", len(rep.Moves))
-	}
+	assert.Len(t, rep.Moves, 9, "rebalance: replicas moved (18 replicas from 6 per node to 3)")
 	after := l.rate(phase)
 	t.Logf("figures: 6 nodes: %.0f writes/s", after)
 
@@ -273,24 +255,18 @@ func TestGrowOnline(t *testing.T) {
 	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
 	drain, err := n.Drain(ctx, "n6", false)
 	cancel()
-	if err != nil {
-		t.Fatalf("drain n6: %v", err)
-	}
+	require.NoError(t, err, "drain n6")
 	voters, leaders = placementOf(t, n, partitions)
-	if voters["n6"] != 0 || leaders["n6"] != 0 {
-		t.Fatalf("after draining n6 it holds %d replicas and leads %d", voters["n6"], leaders["n6"])
-	}
+	require.Zero(t, voters["n6"], "after draining n6: replicas it holds")
+	require.Zero(t, leaders["n6"], "after draining n6: partitions it leads")
 	for p := range partitions {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		cfg, err := n.PartitionConfig(ctx, ds, p)
 		cancel()
-		if err != nil || len(cfg.Voters()) != 3 {
-			t.Fatalf("partition %d after the drain: %+v, %v", p, cfg, err)
-		}
+		require.NoError(t, err, "partition %d after the drain", p)
+		require.Len(t, cfg.Voters(), 3, "partition %d after the drain: voters (%+v)", p, cfg)
 	}
-	if err := c.Node(5).Leave(5 * time.Second); err != nil {
-		t.Fatalf("leave: %v", err)
-	}
+	require.NoError(t, c.Node(5).Leave(5*time.Second), "n6 leaves")
 	var rest []string
 	for i := range 5 {
 		rest = append(rest, c.URL(i))
@@ -298,18 +274,12 @@ func TestGrowOnline(t *testing.T) {
 	l.setEndpoints(rest)
 	c.Cluster.StopNode(5)
 	t.Logf("figures: drained n6 with %d moves in %.1fs", len(drain.Moves), drain.DurationSeconds)
-	deadline = time.Now().Add(20 * time.Second)
-	for {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		m, ok := memberState(n, "n6")
-		if ok && m == "left" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gossip state of n6 after leaving: %q", m)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(phase / 2)
+		assert.True(ct, ok, "n6 among the members")
+		assert.Equal(ct, "left", m, "gossip state of n6")
+	}, 20*time.Second, 50*time.Millisecond, "gossip sees n6 leave")
+	time.Sleep(phase / 2) // the load runs on the 5 nodes left
 	acked := l.finish(t, rest)
 	t.Logf("figures: %d writes acknowledged, 0 failed, every one read back", acked)
 }
@@ -343,31 +313,31 @@ func TestRollingRestart(t *testing.T) {
 			t.Logf("stop node %d: %v", i, err)
 		}
 		cancel()
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // the node stays down a while under the load
 		c.StartNode(i)
 		// Caught up: every replica of the restarted node applied what its leader committed.
 		n := c.Node(i)
-		deadline := time.Now().Add(30 * time.Second)
-		for p := range partitions {
-			for {
+		caughtUp := make([]bool, partitions) // once caught up, a partition is not checked again
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			for p := range partitions {
+				if caughtUp[p] {
+					continue
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				cfg, err := n.PartitionConfig(ctx, ds, p)
 				cancel()
+				require.NoError(ct, err, "configuration of partition %d", p)
 				var applied uint64
 				for _, r := range n.Replicas() {
 					if r.Partition == p {
 						applied = r.AppliedIndex
 					}
 				}
-				if err == nil && applied >= cfg.CommitIndex-min(cfg.CommitIndex, 50) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("node %d did not catch up on partition %d: applied %d, %+v, %v", i, p, applied, cfg, err)
-				}
-				time.Sleep(50 * time.Millisecond)
+				require.GreaterOrEqual(ct, applied, cfg.CommitIndex-min(cfg.CommitIndex, 50),
+					"partition %d: applied index of node %d, want within 50 of the commit index (%+v)", p, i, cfg)
+				caughtUp[p] = true
 			}
-		}
+		}, 30*time.Second, 50*time.Millisecond, "node %d catches up on every partition", i)
 	}
 	took := time.Since(start)
 	t.Logf("figures: rolling restart of 3 nodes in %.1fs, %.0f writes/s during", took.Seconds(), float64(l.writes.Load()-writesBefore)/took.Seconds())
@@ -386,63 +356,47 @@ func TestAdminVoterChanges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cfg, err := n.PartitionConfig(ctx, ds, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var follower string
 	for _, v := range cfg.Voters() {
 		if v != cfg.Leader {
 			follower = v
 		}
 	}
-	if err := n.RemoveVoter(ctx, ds, 0, follower); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, n.RemoveVoter(ctx, ds, 0, follower), "remove voter %s", follower)
 	cfg, err = n.PartitionConfig(ctx, ds, 0)
-	if err != nil || slices.Contains(cfg.Voters(), follower) || len(cfg.Servers) != 2 {
-		t.Fatalf("after removing %s: %+v, %v", follower, cfg, err)
-	}
+	require.NoError(t, err, "after removing %s", follower)
+	require.NotContains(t, cfg.Voters(), follower, "after removing %s: voters", follower)
+	require.Len(t, cfg.Servers, 2, "after removing %s: servers", follower)
 	fi := slices.IndexFunc(c.Topology.Nodes, func(s topology.NodeSpec) bool { return s.ID == follower })
 	for _, r := range c.Node(fi).Replicas() {
-		if r.Local {
-			t.Fatalf("%s still hosts a replica after its removal: %+v", follower, r)
-		}
+		require.False(t, r.Local, "%s still hosts a replica after its removal: %+v", follower, r)
 	}
 	// Restarted, a removed node remembers it hosts nothing (replicas.json), whatever the
 	// topology's replica lists say.
 	c.StopNode(fi)
 	c.StartNode(fi)
 	for _, r := range c.Node(fi).Replicas() {
-		if r.Local {
-			t.Fatalf("%s hosts a replica again after a restart: %+v", follower, r)
-		}
+		require.False(t, r.Local, "%s hosts a replica again after a restart: %+v", follower, r)
 	}
-	time.Sleep(500 * time.Millisecond) // writes the removed node misses
-	if err := n.AddVoter(ctx, ds, 0, follower); err != nil {
-		t.Fatal(err)
-	}
+	l.requireWrites(t, l.writes.Load(), 20, "the removed node misses")
+	require.NoError(t, n.AddVoter(ctx, ds, 0, follower), "add voter %s back", follower)
 	cfg, err = n.PartitionConfig(ctx, ds, 0)
-	if err != nil || !slices.Contains(cfg.Voters(), follower) {
-		t.Fatalf("after adding %s back: %+v, %v", follower, cfg, err)
-	}
+	require.NoError(t, err, "after adding %s back", follower)
+	require.Contains(t, cfg.Voters(), follower, "after adding %s back: voters", follower)
 	var st cluster.ReplicaStatus
 	for _, r := range c.Node(fi).Replicas() {
 		if r.Local {
 			st = r
 		}
 	}
-	if st.AppliedIndex == 0 {
-		t.Fatalf("%s's new replica applied nothing: %+v", follower, st)
-	}
+	require.NotZero(t, st.AppliedIndex, "%s's new replica: applied index (%+v)", follower, st)
 	to, err := n.TransferLeadership(ctx, ds, 0, follower)
-	if err != nil || to != follower {
-		t.Fatalf("transfer to %s: got %q, %v", follower, to, err)
-	}
+	require.NoError(t, err, "transfer to %s", follower)
+	require.Equal(t, follower, to, "transfer to %s: new leader", follower)
 	// The re-added replica, now leader, serves every acknowledged cell (finish reads strongly).
 	acked := l.finish(t, c.URLs())
-	if acked == 0 {
-		t.Fatal("no write was acknowledged")
-	}
+	require.NotZero(t, acked, "writes acknowledged")
 	// Restarted, the re-added node opens its replica again.
 	c.StopNode(fi)
 	c.StartNode(fi)
@@ -450,24 +404,14 @@ func TestAdminVoterChanges(t *testing.T) {
 	for _, r := range c.Node(fi).Replicas() {
 		hosts = hosts || r.Local
 	}
-	if !hosts {
-		t.Fatalf("%s does not host its replica after a restart", follower)
-	}
-	if err := n.RemoveVoter(ctx, ds, 0, "nope"); err != nil {
-		t.Fatalf("removing a node that holds nothing: %v", err)
-	}
-	if err := n.AddVoter(ctx, ds, 0, "nope"); !errors.Is(err, cluster.ErrUnknownNode) {
-		t.Fatalf("adding an unknown node: got %v, want ErrUnknownNode", err)
-	}
+	require.True(t, hosts, "%s hosts its replica after a restart", follower)
+	require.NoError(t, n.RemoveVoter(ctx, ds, 0, "nope"), "removing a node that holds nothing")
+	require.ErrorIs(t, n.AddVoter(ctx, ds, 0, "nope"), cluster.ErrUnknownNode, "adding an unknown node")
 	// Down to one voter, which may not go.
 	for _, v := range cfg.Voters() {
 		if v != follower {
-			if err := n.RemoveVoter(ctx, ds, 0, v); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, n.RemoveVoter(ctx, ds, 0, v), "remove voter %s", v)
 		}
 	}
-	if err := n.RemoveVoter(ctx, ds, 0, follower); !errors.Is(err, cluster.ErrRefused) {
-		t.Fatalf("removing the last voter: got %v, want ErrRefused", err)
-	}
+	require.ErrorIs(t, n.RemoveVoter(ctx, ds, 0, follower), cluster.ErrRefused, "removing the last voter")
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // ds is the datastore clustertest creates: 16 shards in 2 partitions, replicated on every node.
@@ -20,6 +22,10 @@ const ds = "trips"
 
 // opTimeout bounds one operation that must succeed, elections included.
 const opTimeout = 20 * time.Second
+
+// tHelper is implemented by *testing.T, not by the *assert.CollectT of an EventuallyWithT
+// condition: helpers taking a require.TestingT mark themselves through it.
+type tHelper interface{ Helper() }
 
 // acked is what the cluster acknowledged for one cell: the write's result and the body sent, as
 // canonical JSON (sorted keys, no spaces), which is what the store gives back.
@@ -42,6 +48,13 @@ func (l *ledger) add(a acked) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.cells[a.key] = a
+}
+
+// len returns the number of acknowledged cells.
+func (l *ledger) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.cells)
 }
 
 func ackedCell(l *ledger, k cells.Key) acked {
@@ -70,7 +83,7 @@ func rowsPerPartition(t *testing.T, spec *topology.DatastoreSpec, salt string, p
 	need := len(spec.Partitions) * perPartition
 	for i := 0; need > 0; i++ {
 		if i > 100000 {
-			t.Fatalf("no row keys for every partition after %d tries", i)
+			require.FailNow(t, "no row keys for every partition", "after %d tries", i)
 		}
 		row := uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprintf("%s-%d", salt, i)))
 		p := partitionIndex(spec, cells.ShardOf(row, spec.Shards))
@@ -100,21 +113,31 @@ func flatten(rows [][]uuid.UUID) []uuid.UUID {
 	return out
 }
 
-func newCell(t *testing.T, row uuid.UUID, col string, ref int64, body string) cells.Cell {
-	t.Helper()
+// encodeCell returns the cell (row, col, ref) with the JSON body, encoded.
+func encodeCell(row uuid.UUID, col string, ref int64, body string) (cells.Cell, error) {
 	b, err := cells.EncodeBody([]byte(body))
 	if err != nil {
-		t.Fatalf("EncodeBody(%s): %v", body, err)
+		return cells.Cell{}, fmt.Errorf("EncodeBody(%s): %w", body, err)
 	}
-	return cells.Cell{Key: cells.Key{RowKey: row, ColumnKey: col, RefKey: ref}, Body: b}
+	return cells.Cell{Key: cells.Key{RowKey: row, ColumnKey: col, RefKey: ref}, Body: b}, nil
 }
 
-func bodyJSON(t *testing.T, b cells.Body) string {
-	t.Helper()
-	j, err := b.JSON()
-	if err != nil {
-		t.Fatalf("body to JSON: %v", err)
+// newCell is encodeCell for the test goroutine (or an EventuallyWithT condition's collector).
+func newCell(t require.TestingT, row uuid.UUID, col string, ref int64, body string) cells.Cell {
+	if h, ok := t.(tHelper); ok {
+		h.Helper()
 	}
+	c, err := encodeCell(row, col, ref, body)
+	require.NoError(t, err)
+	return c
+}
+
+func bodyJSON(t require.TestingT, b cells.Body) string {
+	if h, ok := t.(tHelper); ok {
+		h.Helper()
+	}
+	j, err := b.JSON()
+	require.NoError(t, err, "body to JSON")
 	return string(j)
 }
 
@@ -126,17 +149,12 @@ func putAll(t *testing.T, n *cluster.Node, l *ledger, cs []cells.Cell) []cells.R
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	res, err := n.PutCells(ctx, ds, cs)
-	if err != nil {
-		t.Fatalf("PutCells through %s (%d cells): got %v, want nil", n.ID(), len(cs), err)
-	}
-	if len(res) != len(cs) {
-		t.Fatalf("PutCells through %s: got %d results, want %d", n.ID(), len(res), len(cs))
-	}
+	require.NoError(t, err, "PutCells through %s (%d cells)", n.ID(), len(cs))
+	require.Len(t, res, len(cs), "PutCells through %s: results", n.ID())
 	for i, r := range res {
-		if (r.Status != cells.StatusCreated && r.Status != cells.StatusExists) || r.AddedID < 1 || r.CreatedAt.IsZero() {
-			t.Fatalf("PutCells through %s: cell %s got %v added_id %d created_at %v, want created with an added_id and a time",
-				n.ID(), cs[i].Key, r.Status, r.AddedID, r.CreatedAt)
-		}
+		require.True(t, (r.Status == cells.StatusCreated || r.Status == cells.StatusExists) && r.AddedID >= 1 && !r.CreatedAt.IsZero(),
+			"PutCells through %s: cell %s got %v added_id %d created_at %v, want created with an added_id and a time",
+			n.ID(), cs[i].Key, r.Status, r.AddedID, r.CreatedAt)
 		if r.Status == cells.StatusExists {
 			t.Logf("PutCells through %s: new cell %s reported exists (a retried attempt had applied it)", n.ID(), cs[i].Key)
 		}
@@ -149,7 +167,8 @@ func putAll(t *testing.T, n *cluster.Node, l *ledger, cs []cells.Cell) []cells.R
 
 // checkCells reads every cell of want through n with consistency c and compares it with what
 // was acknowledged: found, same added_id, created_at and body. It returns the first mismatch
-// as an error (nil when all match), so callers can poll stale reads.
+// as an error (nil when all match), for require.NoError or, polling stale reads, for the
+// collector of an EventuallyWithT condition.
 func checkCells(n *cluster.Node, c cluster.Consistency, want []acked, timeout time.Duration) error {
 	return checkCellsIn(n, ds, c, want, timeout)
 }
@@ -167,7 +186,7 @@ func checkCellsIn(n *cluster.Node, dsName string, c cluster.Consistency, want []
 	}
 	res, err := n.GetCells(ctx, dsName, keys, c)
 	if err != nil {
-		return fmt.Errorf("GetCells %s through %s: got %v, want nil", c, n.ID(), err)
+		return fmt.Errorf("GetCells %s through %s: got %w, want nil", c, n.ID(), err)
 	}
 	if len(res) != len(want) {
 		return fmt.Errorf("GetCells %s through %s: got %d results, want %d", c, n.ID(), len(res), len(want))
@@ -179,7 +198,7 @@ func checkCellsIn(n *cluster.Node, dsName string, c cluster.Consistency, want []
 		}
 		body, err := r.Cell.Body.JSON()
 		if err != nil {
-			return fmt.Errorf("GetCells %s through %s: %s body: %v", c, n.ID(), a.key, err)
+			return fmt.Errorf("GetCells %s through %s: %s body: %w", c, n.ID(), a.key, err)
 		}
 		if r.Cell.Key != a.key || r.Cell.AddedID != a.addedID || !r.Cell.CreatedAt.Equal(a.created) || string(body) != a.body {
 			return fmt.Errorf("GetCells %s through %s: got %s added_id %d created_at %v body %s, want %s added_id %d created_at %v body %s",
@@ -194,26 +213,17 @@ func checkCellsIn(n *cluster.Node, dsName string, c cluster.Consistency, want []
 func requireStrong(t *testing.T, l *ledger, nodes ...*cluster.Node) {
 	t.Helper()
 	for _, n := range nodes {
-		if err := checkCells(n, cluster.Strong, l.all(), opTimeout); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, checkCells(n, cluster.Strong, l.all(), opTimeout))
 	}
 }
 
-// eventuallyStale polls stale reads through n until every acknowledged cell is there.
-func eventuallyStale(t *testing.T, l *ledger, n *cluster.Node) {
+// requireStale checks every acknowledged cell with stale reads through n, which may lag: it
+// polls until they all match, for up to opTimeout.
+func requireStale(t *testing.T, l *ledger, n *cluster.Node) {
 	t.Helper()
-	deadline := time.Now().Add(opTimeout)
-	for {
-		err := checkCells(n, cluster.Stale, l.all(), 5*time.Second)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stale reads through %s never caught up: %v", n.ID(), err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, checkCells(n, cluster.Stale, l.all(), 5*time.Second))
+	}, opTimeout, 20*time.Millisecond, "stale reads through %s catch up with every acknowledged cell", n.ID())
 }
 
 func running(c *clustertest.Cluster) []*cluster.Node {
@@ -242,42 +252,21 @@ func checkShardLogs(t *testing.T, spec *topology.DatastoreSpec, l *ledger, nodes
 		sort.Slice(w, func(i, j int) bool { return w[i].addedID < w[j].addedID })
 		for _, n := range nodes {
 			got, err := n.ScanShard(ctx, ds, shard, 0, 1000, cluster.Strong)
-			if err != nil {
-				t.Fatalf("ScanShard(%d) through %s: got %v, want nil", shard, n.ID(), err)
-			}
-			if len(got) != len(w) {
-				t.Fatalf("ScanShard(%d) through %s: got %d cells, want %d", shard, n.ID(), len(got), len(w))
-			}
+			require.NoError(t, err, "ScanShard(%d) through %s", shard, n.ID())
+			require.Len(t, got, len(w), "ScanShard(%d) through %s: cells", shard, n.ID())
 			for i, c := range got {
-				if c.Key != w[i].key || c.AddedID != w[i].addedID {
-					t.Fatalf("ScanShard(%d) through %s: cell %d got %s added_id %d, want %s added_id %d",
-						shard, n.ID(), i, c.Key, c.AddedID, w[i].key, w[i].addedID)
-				}
-				if s := cells.ShardOf(c.RowKey, spec.Shards); s != shard {
-					t.Fatalf("ScanShard(%d) through %s: got a cell of shard %d", shard, n.ID(), s)
-				}
+				require.True(t, c.Key == w[i].key && c.AddedID == w[i].addedID,
+					"ScanShard(%d) through %s: cell %d got %s added_id %d, want %s added_id %d",
+					shard, n.ID(), i, c.Key, c.AddedID, w[i].key, w[i].addedID)
+				require.Equal(t, shard, cells.ShardOf(c.RowKey, spec.Shards), "ScanShard(%d) through %s: shard of cell %s", shard, n.ID(), c.Key)
 			}
 			if len(got) >= 2 {
 				// Paging: after the first cell, with limit 1, comes the second.
 				page, err := n.ScanShard(ctx, ds, shard, got[0].AddedID, 1, cluster.Strong)
-				if err != nil || len(page) != 1 || page[0].AddedID != got[1].AddedID {
-					t.Fatalf("ScanShard(%d, after %d, limit 1) through %s: got %d cells %v, want the cell with added_id %d",
-						shard, got[0].AddedID, n.ID(), len(page), err, got[1].AddedID)
-				}
+				require.NoError(t, err, "ScanShard(%d, after %d, limit 1) through %s", shard, got[0].AddedID, n.ID())
+				require.Len(t, page, 1, "ScanShard(%d, after %d, limit 1) through %s", shard, got[0].AddedID, n.ID())
+				require.Equal(t, got[1].AddedID, page[0].AddedID, "ScanShard(%d, after %d, limit 1) through %s: added_id of the one cell", shard, got[0].AddedID, n.ID())
 			}
 		}
-	}
-}
-
-// waitUntil polls cond every 10ms until it holds; the test fails after timeout, saying what it
-// waited for.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -38,7 +38,7 @@ func counted(calls *atomic.Int32, wait bool, err func(ctx context.Context) error
 
 func noRemote(t *testing.T) func(context.Context, topology.NodeSpec) error {
 	return func(context.Context, topology.NodeSpec) error {
-		t.Error("callLeader forwarded a request for a partition served here")
+		assert.Fail(t, "callLeader forwarded a request for a partition served here")
 		return nil
 	}
 }
@@ -46,6 +46,7 @@ func noRemote(t *testing.T) func(context.Context, topology.NodeSpec) error {
 // An async partition (its leader not elected) is served here and answers for itself: once,
 // at once, whatever it says; callLeader neither retries nor forwards.
 func TestCallLeaderNotElectedAnswersOnce(t *testing.T) {
+	t.Parallel()
 	for _, answer := range []error{nil, fmt.Errorf("%w: no master of storage cluster c0", partition.ErrUnavailable),
 		fmt.Errorf("%w: master of c0: broken pipe", partition.ErrIndeterminate)} {
 		t.Run(fmt.Sprint(answer), func(t *testing.T) {

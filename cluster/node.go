@@ -190,7 +190,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// Idle connections live longer on the server than in the client's pool (60s), so a
 	// forwarded request never lands on a connection the server is closing.
 	n.rpcServer = &http.Server{Handler: n.rpcHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
-	go func() { _ = n.rpcServer.Serve(mux.RPCListener()) }()
 
 	ok := false
 	defer func() {
@@ -233,6 +232,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			}
 		}
 	}
+	// Served once the datastores are open: the handlers read them. A request that arrives
+	// before waits in the listener's queue.
+	go func() { _ = n.rpcServer.Serve(mux.RPCListener()) }()
 	if err := n.startGossip(); err != nil {
 		return nil, fmt.Errorf("cluster: gossip: %w", err)
 	}

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -10,9 +9,12 @@ import (
 
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestCombineWriteErrors(t *testing.T) {
+	t.Parallel()
 	unavailable := fmt.Errorf("%w: no leader known", partition.ErrUnavailable)
 	indeterminate := fmt.Errorf("%w: context deadline exceeded", partition.ErrIndeterminate)
 	bad := fmt.Errorf("%w: shard 99", ErrBadShard)
@@ -44,20 +46,17 @@ func TestCombineWriteErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := combineWriteErrors(tc.errs)
-			u, i := errors.Is(err, partition.ErrUnavailable), errors.Is(err, partition.ErrIndeterminate)
-			var ok bool
 			switch tc.want {
 			case isNil:
-				ok = err == nil
+				assert.NoError(t, err, "combineWriteErrors(%v)", tc.errs)
 			case isUnavailable:
-				ok = u && !i
+				assert.ErrorIs(t, err, partition.ErrUnavailable, "combineWriteErrors(%v)", tc.errs)
+				assert.NotErrorIs(t, err, partition.ErrIndeterminate, "combineWriteErrors(%v): want unavailable only", tc.errs)
 			case isIndeterminate:
-				ok = i && !u
+				assert.ErrorIs(t, err, partition.ErrIndeterminate, "combineWriteErrors(%v)", tc.errs)
+				assert.NotErrorIs(t, err, partition.ErrUnavailable, "combineWriteErrors(%v): want indeterminate only", tc.errs)
 			case isBad:
-				ok = errors.Is(err, ErrBadShard)
-			}
-			if !ok {
-				t.Errorf("combineWriteErrors(%v): got %v (unavailable %v, indeterminate %v), want case %d", tc.errs, err, u, i, tc.want)
+				assert.ErrorIs(t, err, ErrBadShard, "combineWriteErrors(%v)", tc.errs)
 			}
 		})
 	}
@@ -111,13 +110,12 @@ func callWithin(t *testing.T, n *Node, r *route, write bool, s *scripted, d time
 	start := time.Now()
 	err := n.callLeader(ctx, r, write, noLocal, s.remote)
 	took := time.Since(start)
-	if took > d+time.Second {
-		t.Errorf("callLeader returned after %v, want within its %v deadline (+1s)", took, d)
-	}
+	assert.LessOrEqual(t, took, d+time.Second, "callLeader's time to return, want within its %v deadline (+1s)", d)
 	return err, took
 }
 
 func TestCallLeaderFollowsTheLeaderNamed(t *testing.T) {
+	t.Parallel()
 	n, r := testNode()
 	s := &scripted{answers: []func(string) error{func(target string) error {
 		if target != "n3" {
@@ -126,24 +124,19 @@ func TestCallLeaderFollowsTheLeaderNamed(t *testing.T) {
 		return nil
 	}}}
 	err, _ := callWithin(t, n, r, true, s, 5*time.Second)
-	if err != nil {
-		t.Fatalf("callLeader: got %v, want nil", err)
-	}
+	require.NoError(t, err, "callLeader")
 	// No leader known: the first replica (n1), which names n3, followed at once.
-	if calls := s.calls(); len(calls) != 2 || calls[0] != "n1" || calls[1] != "n3" {
-		t.Errorf("targets: got %v, want [n1 n3]", calls)
-	}
-	if r.hint != "n3" {
-		t.Errorf("hint after a NotLeader answer naming n3: got %q, want n3", r.hint)
-	}
+	assert.Equal(t, []string{"n1", "n3"}, s.calls(), "targets")
+	assert.Equal(t, "n3", r.hint, "hint after a NotLeader answer naming n3")
 	// The next call goes straight to the known leader.
 	s2 := &scripted{answers: s.answers}
-	if err, _ := callWithin(t, n, r, true, s2, 5*time.Second); err != nil || len(s2.calls()) != 1 {
-		t.Errorf("second call: got %v after targets %v, want nil after one call to n3", err, s2.calls())
-	}
+	err, _ = callWithin(t, n, r, true, s2, 5*time.Second)
+	assert.NoError(t, err, "second call")
+	assert.Equal(t, []string{"n3"}, s2.calls(), "second call: targets, want one call to n3")
 }
 
 func TestCallLeaderRetriesUnknownLeader(t *testing.T) {
+	t.Parallel()
 	n, r := testNode()
 	var mu sync.Mutex
 	tries := 0
@@ -156,16 +149,12 @@ func TestCallLeaderRetriesUnknownLeader(t *testing.T) {
 		}
 		return nil
 	}}}
-	if err, _ := callWithin(t, n, r, false, s, 5*time.Second); err != nil {
-		t.Fatalf("callLeader: got %v, want nil once a replica answers", err)
-	}
+	err, _ := callWithin(t, n, r, false, s, 5*time.Second)
+	require.NoError(t, err, "callLeader, want nil once a replica answers")
 	calls := s.calls()
-	if len(calls) != 4 {
-		t.Fatalf("targets: got %v, want 4 calls", calls)
-	}
+	require.Len(t, calls, 4, "targets")
 	for i := 1; i < len(calls); i++ {
-		if calls[i] == calls[i-1] {
-			t.Errorf("targets: got %v, want the replicas in turn while no leader is known", calls)
+		if !assert.NotEqual(t, calls[i-1], calls[i], "targets %v: want the replicas in turn while no leader is known", calls) {
 			break
 		}
 	}
@@ -180,12 +169,8 @@ func TestCallLeaderHintCycle(t *testing.T) {
 		return &partition.NotLeaderError{LeaderID: next[target]}
 	}}}
 	err, _ := callWithin(t, n, r, false, s, 300*time.Millisecond)
-	if !errors.Is(err, partition.ErrUnavailable) {
-		t.Errorf("callLeader with a hint cycle: got %v, want ErrUnavailable", err)
-	}
-	if calls := len(s.calls()); calls > 1000 {
-		t.Errorf("callLeader with a hint cycle: got %d calls in 300ms, want backoff between rounds of hops", calls)
-	}
+	assert.ErrorIs(t, err, partition.ErrUnavailable, "callLeader with a hint cycle")
+	assert.LessOrEqual(t, len(s.calls()), 1000, "callLeader with a hint cycle: calls in 300ms, want backoff between rounds of hops")
 }
 
 func TestCallLeaderUnavailableUntilDeadline(t *testing.T) {
@@ -194,12 +179,10 @@ func TestCallLeaderUnavailableUntilDeadline(t *testing.T) {
 			n, r := testNode()
 			s := &scripted{answers: []func(string) error{answer(fmt.Errorf("%w: connection refused", partition.ErrUnavailable))}}
 			err, took := callWithin(t, n, r, write, s, 200*time.Millisecond)
-			if !errors.Is(err, partition.ErrUnavailable) || errors.Is(err, partition.ErrIndeterminate) {
-				t.Errorf("got %v, want ErrUnavailable only", err)
-			}
-			if took < 200*time.Millisecond || len(s.calls()) < 2 {
-				t.Errorf("gave up after %v and %d calls, want retries until the 200ms deadline", took, len(s.calls()))
-			}
+			assert.ErrorIs(t, err, partition.ErrUnavailable)
+			assert.NotErrorIs(t, err, partition.ErrIndeterminate, "want ErrUnavailable only")
+			assert.GreaterOrEqual(t, took, 200*time.Millisecond, "time before giving up, want retries until the deadline")
+			assert.GreaterOrEqual(t, len(s.calls()), 2, "calls before giving up, want retries until the deadline")
 		})
 	}
 }
@@ -221,38 +204,35 @@ func TestCallLeaderIndeterminateSticks(t *testing.T) {
 			n, r := testNode()
 			s := &scripted{answers: []func(string) error{answer(indeterminate), answer(then)}}
 			err, _ := callWithin(t, n, r, true, s, 200*time.Millisecond)
-			if !errors.Is(err, partition.ErrIndeterminate) || errors.Is(err, partition.ErrUnavailable) {
-				t.Errorf("write: indeterminate then %s: got %v, want ErrIndeterminate only", name, err)
-			}
+			assert.ErrorIs(t, err, partition.ErrIndeterminate, "write: indeterminate then %s", name)
+			assert.NotErrorIs(t, err, partition.ErrUnavailable, "write: indeterminate then %s: want ErrIndeterminate only", name)
 		})
 	}
 	t.Run("read", func(t *testing.T) {
 		n, r := testNode()
 		s := &scripted{answers: []func(string) error{answer(indeterminate)}}
 		err, _ := callWithin(t, n, r, false, s, 200*time.Millisecond)
-		if !errors.Is(err, partition.ErrUnavailable) || errors.Is(err, partition.ErrIndeterminate) {
-			t.Errorf("read answered indeterminate: got %v, want ErrUnavailable only", err)
-		}
+		assert.ErrorIs(t, err, partition.ErrUnavailable, "read answered indeterminate")
+		assert.NotErrorIs(t, err, partition.ErrIndeterminate, "read answered indeterminate: want ErrUnavailable only")
 	})
 }
 
 func TestCallLeaderDefinitiveError(t *testing.T) {
+	t.Parallel()
 	n, r := testNode()
 	bad := fmt.Errorf("%w: shard 99", ErrBadShard)
 	s := &scripted{answers: []func(string) error{answer(bad)}}
 	err, _ := callWithin(t, n, r, true, s, 5*time.Second)
-	if !errors.Is(err, ErrBadShard) || len(s.calls()) != 1 {
-		t.Errorf("got %v after %d calls, want ErrBadShard after one call", err, len(s.calls()))
-	}
+	assert.ErrorIs(t, err, ErrBadShard)
+	assert.Len(t, s.calls(), 1, "calls, want no retry of a definitive error")
 }
 
 func TestRemainingMicros(t *testing.T) {
-	if got := remainingMicros(context.Background(), time.Second); got != 1e6 {
-		t.Errorf("no deadline: got %d, want %d", got, int64(1e6))
-	}
+	t.Parallel()
+	assert.Equal(t, int64(1e6), remainingMicros(context.Background(), time.Second), "no deadline")
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if got := remainingMicros(ctx, time.Second); got <= 0 || got > 100_000 {
-		t.Errorf("100ms deadline, 1s cap: got %dµs, want in (0, 100000]", got)
-	}
+	got := remainingMicros(ctx, time.Second)
+	assert.Positive(t, got, "100ms deadline, 1s cap: µs")
+	assert.LessOrEqual(t, got, int64(100_000), "100ms deadline, 1s cap: µs")
 }

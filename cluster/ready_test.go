@@ -26,6 +26,7 @@ func deadStorageCluster(t *testing.T, name string) topology.DatastoreSpec {
 // node would reach that storage cluster no better. A raft datastore without a leader makes
 // the node unready.
 func TestDatastoreReadiness(t *testing.T) {
+	t.Parallel()
 	n1 := topology.NodeSpec{ID: "n1", RaftAddr: loopbackAddr(t), HTTPAddr: loopbackAddr(t)}
 	n2 := topology.NodeSpec{ID: "n2", RaftAddr: loopbackAddr(t), HTTPAddr: loopbackAddr(t)} // never started
 	top := &topology.Topology{Nodes: []topology.NodeSpec{n1, n2}, Datastores: []topology.DatastoreSpec{

@@ -2,15 +2,17 @@ package cluster
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestPlanRebalance checks the planner on the growth and drain shapes: the plan evens replicas
 // and leaders out, never puts two replicas of a partition on one node, and empties excluded
 // nodes.
 func TestPlanRebalance(t *testing.T) {
+	t.Parallel()
 	grown := func() []placement {
 		var ps []placement
 		for p := range 6 {
@@ -36,32 +38,24 @@ func TestPlanRebalance(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			moves, _ := planRebalance(tc.ps, tc.nodes, tc.exclude)
-			if len(moves) != tc.moves {
-				t.Errorf("got %d moves %v, want %d", len(moves), moves, tc.moves)
-			}
+			assert.Len(t, moves, tc.moves, "moves")
 			got, leads := map[string]int{}, map[string]int{}
 			for _, p := range tc.ps {
-				if len(slices.Compact(slices.Sorted(slices.Values(p.voters)))) != len(p.voters) {
-					t.Errorf("partition %d has two replicas on one node: %v", p.pid, p.voters)
-				}
+				assert.Len(t, slices.Compact(slices.Sorted(slices.Values(p.voters))), len(p.voters), "partition %d: distinct nodes of its voters %v, want no two replicas on one node", p.pid, p.voters)
 				for _, v := range p.voters {
 					got[v]++
 				}
-				if p.leader == "" || !slices.Contains(p.voters, p.leader) {
-					t.Errorf("partition %d: leader %q not among its voters %v", p.pid, p.leader, p.voters)
-				}
+				assert.NotEmpty(t, p.leader, "partition %d: leader", p.pid)
+				assert.Contains(t, p.voters, p.leader, "partition %d: leader among its voters", p.pid)
 				leads[p.leader]++
 			}
-			if !maps.Equal(got, tc.perNode) {
-				t.Errorf("replicas per node: got %v, want %v", got, tc.perNode)
-			}
+			assert.Equal(t, tc.perNode, got, "replicas per node")
 			for nd, l := range leads {
-				if l > tc.maxLeads {
-					t.Errorf("%s leads %d partitions, want at most %d (%v)", nd, l, tc.maxLeads, leads)
-				}
+				assert.LessOrEqual(t, l, tc.maxLeads, "%s: partitions led (%v)", nd, leads)
 			}
-			if tc.emptyNode != "" && (got[tc.emptyNode] != 0 || leads[tc.emptyNode] != 0) {
-				t.Errorf("%s still holds %d replicas and %d leaders", tc.emptyNode, got[tc.emptyNode], leads[tc.emptyNode])
+			if tc.emptyNode != "" {
+				assert.Zero(t, got[tc.emptyNode], "%s: replicas it still holds", tc.emptyNode)
+				assert.Zero(t, leads[tc.emptyNode], "%s: partitions it still leads", tc.emptyNode)
 			}
 		})
 	}

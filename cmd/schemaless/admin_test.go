@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schemaless-db/schemaless/internal/mariadb"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/replication"
 )
@@ -109,7 +110,7 @@ func TestAdminStorageAndPromote(t *testing.T) {
 	mariadbtest.RequireServerBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	set, err := mariadbtest.StartReplicated(ctx, mariadbtest.ReplicatedOptions{Clusters: 1, Minions: 2})
+	set, err := mariadb.StartReplicated(ctx, mariadb.ReplicatedOptions{Clusters: 1, Minions: 2})
 	require.NoError(t, err, "start a master and two minions")
 	t.Cleanup(func() { assert.NoError(t, set.Close(), "close the replicated set") })
 	addr := func(m int) string { return set.Instance(0, m).Addr() }

@@ -3,7 +3,6 @@ package clustertest
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
+	"github.com/schemaless-db/schemaless/internal/mariadb"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/maintainer"
 	"github.com/schemaless-db/schemaless/partition"
@@ -44,10 +44,10 @@ type Options struct {
 	API api.Config
 	// AsyncCluster, with Engine Async, returns the async options to use on set instead of the
 	// defaults (a prefix of the test's own, probes every 200ms); Clusters is filled in.
-	AsyncCluster func(set *mariadbtest.ReplicatedSet) *localcluster.AsyncOptions
+	AsyncCluster func(set *mariadb.ReplicatedSet) *localcluster.AsyncOptions
 	// ReplicatedSet, with Engine Async, is the set to use instead of the shared one (tests
 	// that kill, fence or promote members need their own).
-	ReplicatedSet *mariadbtest.ReplicatedSet
+	ReplicatedSet *mariadb.ReplicatedSet
 	// Indexes runs the index maintainer (package maintainer) in every node, as `schemaless
 	// serve` does: without it, defined indexes stay building forever.
 	Indexes bool
@@ -111,13 +111,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		if opts.AsyncCluster != nil {
 			a = opts.AsyncCluster(set)
 		}
-		for c := range set.Clusters {
-			sc := topology.StorageClusterSpec{Name: fmt.Sprintf("c%d", c), Master: set.DSN(c, 0)}
-			for m := 1; m < len(set.Clusters[c].Instances); m++ {
-				sc.Minions = append(sc.Minions, set.DSN(c, m))
-			}
-			a.Clusters = append(a.Clusters, sc)
-		}
+		a.Clusters = append(a.Clusters, topology.StorageClustersOf(set.DSNs())...)
 		lo.Async = a
 	}
 	lc, err := localcluster.Start(context.Background(), lo)

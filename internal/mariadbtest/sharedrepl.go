@@ -14,15 +14,16 @@ import (
 // database prefix.
 var sharedRepl struct {
 	mu  sync.Mutex
-	set *ReplicatedSet
+	set *mariadb.ReplicatedSet
 	err error
 }
 
 // SharedReplicated returns this process's replicated set (2 clusters of a master and 2 minions,
 // on 127.0.0.1), starting it on the first call (several seconds). It skips t when the server
 // binaries are missing (fails it when CI=true) and fails t when the servers do not start.
-// Main stops it. Tests that kill or promote members must start their own set instead.
-func SharedReplicated(t testing.TB) *ReplicatedSet {
+// Main stops it. Tests that kill or promote members must start their own set instead
+// (mariadb.StartReplicated).
+func SharedReplicated(t testing.TB) *mariadb.ReplicatedSet {
 	t.Helper()
 	RequireServerBinary(t)
 	sharedRepl.mu.Lock()
@@ -41,7 +42,7 @@ func SharedReplicated(t testing.TB) *ReplicatedSet {
 // ReplicatedPrefix returns a database prefix unique to t (as Prefix) for a datastore on set.
 // When t ends, its databases are dropped on every cluster's current master (the drops
 // replicate to the minions), failing t if that fails.
-func ReplicatedPrefix(t testing.TB, set *ReplicatedSet) string {
+func ReplicatedPrefix(t testing.TB, set *mariadb.ReplicatedSet) string {
 	t.Helper()
 	prefix := randomPrefix()
 	t.Cleanup(func() {
