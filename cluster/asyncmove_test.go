@@ -394,10 +394,10 @@ func TestAsyncMovePartition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	res, err := cluster.MoveAsyncPartition(ctx, cluster.AsyncMove{Datastore: spec, Partition: 0, To: "c2",
+	res, err := partition.MoveAsync(ctx, partition.AsyncMove{Datastore: spec, Partition: 0, To: "c2",
 		Cluster: partition.ClusterConfig{ProbeInterval: 200 * time.Millisecond, Logger: logger},
 		Move:    partition.MoveConfig{DropOld: true, DropGrace: 2 * time.Second, DrainTimeout: time.Minute, Logger: logger}})
-	require.NoError(t, err, "MoveAsyncPartition")
+	require.NoError(t, err, "MoveAsync")
 	t.Logf("moved in %s: %+v", time.Since(start).Round(time.Millisecond), res)
 	ld.requireAcks(t, ld.acked(), 20, "after the move")
 	ld.halt()
@@ -497,7 +497,7 @@ func TestAsyncMovePartition(t *testing.T) {
 	t.Run("FenceOrdersWithSwitch", func(t *testing.T) { testFenceOrdersWithSwitch(t, set) })
 
 	// Rerunning the move finds the partition there.
-	again, err := cluster.MoveAsyncPartition(ctx, cluster.AsyncMove{Datastore: spec, Partition: 0, To: "c2",
+	again, err := partition.MoveAsync(ctx, partition.AsyncMove{Datastore: spec, Partition: 0, To: "c2",
 		Cluster: partition.ClusterConfig{ProbeInterval: 200 * time.Millisecond}, Move: partition.MoveConfig{Logger: logger}})
 	require.NoError(t, err, "rerun of the move")
 	require.True(t, again.AlreadyThere && again.Epoch == 1, "rerun of the move: got %+v, want already there at epoch 1", again)
@@ -532,7 +532,7 @@ func testInterruptedSwitch(t *testing.T, spec *topology.DatastoreSpec, nodes []*
 	for _, r := range putAsync(t, nodes[1], l, during) {
 		require.Equal(t, cells.StatusBuffered, r.Status, "write to partition 1 while both copies are fenced")
 	}
-	res, err := cluster.MoveAsyncPartition(ctx, cluster.AsyncMove{Datastore: spec, Partition: 1, To: "c0",
+	res, err := partition.MoveAsync(ctx, partition.AsyncMove{Datastore: spec, Partition: 1, To: "c0",
 		Cluster: partition.ClusterConfig{ProbeInterval: 200 * time.Millisecond},
 		Move:    partition.MoveConfig{DrainTimeout: time.Minute, Logger: logger}})
 	require.NoError(t, err, "rerun of the interrupted move")

@@ -259,7 +259,7 @@ func hosts(p *topology.PartitionSpec, node string) bool {
 // openAsync opens the storage clusters of async datastore d and a partition.Async per
 // partition: every node serves every partition of an async datastore. Each partition starts
 // on the cluster the topology names and follows its placement record when it was moved
-// (MoveAsyncPartition).
+// (partition.MoveAsync).
 func (n *Node) openAsync(d *datastore) error {
 	ds := d.spec
 	for _, cs := range ds.StorageClusters {

@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/spf13/cobra"
 )
@@ -120,7 +119,7 @@ func runAdminMove(ctx context.Context, f adminFlags, mf moveFlags, out, errOut i
 		return fmt.Errorf("--partition %d: datastore %s has no such partition (it has ids 0..%d)", mf.partition, ds.Name, len(ds.Partitions)-1)
 	}
 	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	res, merr := cluster.MoveAsyncPartition(ctx, cluster.AsyncMove{
+	res, merr := partition.MoveAsync(ctx, partition.AsyncMove{
 		Datastore: ds, Partition: mf.partition, To: mf.to,
 		DSN:     func(dsn string) (string, error) { return withUser(dsn, f.adminUser, f.adminPassword, f.passwordSet) },
 		Cluster: partition.ClusterConfig{Logger: logger},

@@ -1,16 +1,15 @@
-package cluster
+package partition
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/topology"
 )
 
 // AsyncMove describes a move of one partition of an async datastore to another of its storage
-// clusters (MoveAsyncPartition).
+// clusters (MoveAsync).
 type AsyncMove struct {
 	// Datastore is the async datastore, from the topology the nodes run.
 	Datastore *topology.DatastoreSpec
@@ -24,22 +23,22 @@ type AsyncMove struct {
 	DSN func(dsn string) (string, error)
 	// Cluster carries the storage clusters' tunables (probe interval, breakers); identity
 	// fields are filled in.
-	Cluster partition.ClusterConfig
+	Cluster ClusterConfig
 	// Move carries the move's tunables (lock wait, catch-up, drain, drop, logger); identity
 	// fields are filled in.
-	Move partition.MoveConfig
+	Move MoveConfig
 }
 
-// MoveAsyncPartition moves a partition of an async datastore to storage cluster m.To while the
-// nodes keep serving it (partition.MovePartition: copy, catch up from the shard logs, switch
+// MoveAsync moves a partition of an async datastore to storage cluster m.To while the
+// nodes keep serving it (MovePartition: copy, catch up from the shard logs, switch
 // under the partition's lock, drain). It connects to the storage clusters' members directly,
 // needs no node, and blocks until done or ctx ends. The nodes pick the new placement up by
 // themselves; the topology file may be updated afterwards (partitions[].cluster), and must
-// list To among storage_clusters. Errors: a bad AsyncMove, partition.MovePartition's.
-func MoveAsyncPartition(ctx context.Context, m AsyncMove) (partition.MoveResult, error) {
+// list To among storage_clusters. Errors: a bad AsyncMove, MovePartition's.
+func MoveAsync(ctx context.Context, m AsyncMove) (MoveResult, error) {
 	ds := m.Datastore
 	if ds == nil || ds.Mode != topology.ModeAsync {
-		return partition.MoveResult{}, errors.New("cluster: move: the datastore must be in mode async")
+		return MoveResult{}, errors.New("partition: move: the datastore must be in mode async")
 	}
 	var ps *topology.PartitionSpec
 	for i := range ds.Partitions {
@@ -48,12 +47,12 @@ func MoveAsyncPartition(ctx context.Context, m AsyncMove) (partition.MoveResult,
 		}
 	}
 	if ps == nil {
-		return partition.MoveResult{}, fmt.Errorf("cluster: move: datastore %s has no partition %d", ds.Name, m.Partition)
+		return MoveResult{}, fmt.Errorf("partition: move: datastore %s has no partition %d", ds.Name, m.Partition)
 	}
 	if _, ok := ds.StorageCluster(m.To); !ok {
-		return partition.MoveResult{}, fmt.Errorf("cluster: move: datastore %s has no storage cluster %q", ds.Name, m.To)
+		return MoveResult{}, fmt.Errorf("partition: move: datastore %s has no storage cluster %q", ds.Name, m.To)
 	}
-	var clusters []*partition.StorageCluster
+	var clusters []*StorageCluster
 	defer func() {
 		for _, c := range clusters {
 			_ = c.Close()
@@ -66,19 +65,19 @@ func MoveAsyncPartition(ctx context.Context, m AsyncMove) (partition.MoveResult,
 			if m.DSN != nil {
 				var err error
 				if dsn, err = m.DSN(dsn); err != nil {
-					return partition.MoveResult{}, fmt.Errorf("cluster: move: storage cluster %s: %w", cs.Name, err)
+					return MoveResult{}, fmt.Errorf("partition: move: storage cluster %s: %w", cs.Name, err)
 				}
 			}
 			cc.Members = append(cc.Members, dsn)
 		}
-		c, err := partition.OpenCluster(cc)
+		c, err := OpenCluster(cc)
 		if err != nil {
-			return partition.MoveResult{}, fmt.Errorf("cluster: move: %w", err)
+			return MoveResult{}, fmt.Errorf("partition: move: %w", err)
 		}
 		clusters = append(clusters, c)
 	}
 	mc := m.Move
 	mc.Datastore, mc.Partition, mc.Shards = ds.Name, ps.ID, ps.Shards()
 	mc.Clusters, mc.Static, mc.To = clusters, ps.Cluster, m.To
-	return partition.MovePartition(ctx, mc)
+	return MovePartition(ctx, mc)
 }
