@@ -47,9 +47,10 @@ const failFast = 2 * time.Second
 // (put_cell, put_cells through every node) are acknowledged and read back, strong and stale,
 // from every node; rides alone is unready (/readyz?datastore=rides 503, naming c0), its strong
 // reads of c0's partition fail fast with the retryable 503, its stale reads are served by c0's
-// minion, its c1 partition serves as before, and a write to c0's partition is buffered. A
-// promotion of the minion (as `schemaless admin promote` does) makes rides ready again and the
-// buffered write readable.
+// minion, its c1 partition serves strong reads, a write to c0's partition is buffered (on c1's
+// master), and a write to c1's partition, whose only buffer cluster is c0, is unavailable. A
+// promotion of the minion (as `schemaless admin promote` does) makes rides ready again, the
+// buffered write readable and the refused one possible.
 func TestMixedAsyncMasterDown(t *testing.T) {
 	mariadbtest.RequireServerBinary(t)
 	ctx := context.Background()
@@ -89,7 +90,7 @@ func TestMixedAsyncMasterDown(t *testing.T) {
 
 	// rides cells on both storage clusters, on their minions before the kill.
 	onC0 := rowsOf(t, ridesSpec, 0, "c0", 2)
-	onC1 := rowsOf(t, ridesSpec, 1, "c1", 1)
+	onC1 := rowsOf(t, ridesSpec, 1, "c1", 2)
 	ridesCells := []testCell{{onC0[0], `{"rider":"before","on":"c0"}`}, {onC1[0], `{"rider":"before","on":"c1"}`}}
 	r := send(t, http.MethodPost, urls[0]+"/v1/rides/cells", putCellsBody(ridesCells))
 	require.Equal(t, http.StatusOK, r.code, "put_cells to rides: %s", r.body)
@@ -193,6 +194,9 @@ func TestMixedAsyncMasterDown(t *testing.T) {
 	r = send(t, http.MethodPut, urls[1]+"/v1/rides/cells/"+buffered.row.String()+"/BASE/1", buffered.body)
 	assert.Equal(t, http.StatusAccepted, r.code, "put_cell to rides on c0 with its master down: %s", r.body)
 	assert.Contains(t, r.body, `"status":"buffered"`, "put_cell to rides on c0 with its master down")
+	r = send(t, http.MethodPut, urls[2]+"/v1/rides/cells/"+onC1[1].String()+"/BASE/1", `{"rider":"during","on":"c1"}`)
+	assert.Equal(t, http.StatusServiceUnavailable, r.code, "put_cell to rides on c1, its buffer cluster c0 without master: %s", r.body)
+	assert.Contains(t, r.body, "no buffer cluster took the write", "put_cell to rides on c1, its buffer cluster c0 without master")
 	checkReadiness("after the writes and reads")
 
 	// Promote c0's minion: rides is ready again on every node, and the buffered cell is replayed.
@@ -208,7 +212,15 @@ func TestMixedAsyncMasterDown(t *testing.T) {
 			assert.Equal(c, http.StatusOK, r.code, "%s/readyz?datastore=rides after the promotion: %s", u, r.body)
 		}
 	}, 10*time.Second, 50*time.Millisecond, "every node sees c0's new master")
-	want := slices.Concat(ridesCells, []testCell{buffered})
+	// The write refused during the outage is taken again, once a node sees c0's new master as
+	// the buffer cluster.
+	retried := testCell{onC1[1], `{"rider":"during","on":"c1"}`}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		r, err := call(http.MethodPut, urls[2]+"/v1/rides/cells/"+retried.row.String()+"/BASE/1", retried.body)
+		require.NoError(c, err)
+		assert.Equal(c, http.StatusCreated, r.code, "put_cell to rides on c1 after the promotion: %s", r.body)
+	}, 10*time.Second, 100*time.Millisecond, "a write to c1's partition, buffered on c0's new master, is created")
+	want := slices.Concat(ridesCells, []testCell{buffered, retried})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, u := range urls {
 			r, err := call(http.MethodPost, u+"/v1/rides/cells/get", getCellsBody(want))
