@@ -347,7 +347,7 @@ func runDev(ctx context.Context, f devFlags) error {
 	}
 	printCurls(endpoints[0])
 	if f.mode == devModeMixed {
-		printMixedCurls(endpoints[0], f)
+		printMixedCurls(endpoints[0], storage)
 	}
 	if storage != nil {
 		fmt.Printf("  bin/schemaless admin storage --topology %s\n  %s\n", topoPath, storage.promoteCommand(0))

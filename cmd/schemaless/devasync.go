@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -80,6 +81,7 @@ type devStorage struct {
 	set     *mariadb.ReplicatedSet
 	resumed bool // started on existing data, not set up now
 	took    time.Duration
+	masters []int // by cluster, the member print found to be the master; -1: none
 }
 
 // startDevStorage starts the servers under <data-dir>/mariadb on ports --mariadb-port and up
@@ -148,7 +150,9 @@ func (s *devStorage) print(ctx context.Context, top *topology.Topology) {
 		devAsyncClusters, devAsyncMinions, how, s.took.Seconds(), s.f.mariadbDir(), mariadb.DefaultReplicatedUser)
 	ds, _ := top.Datastore(s.f.asyncName())
 	f := adminFlags{adminUser: "root"}
+	s.masters = make([]int, len(ds.StorageClusters))
 	for i := range ds.StorageClusters {
+		s.masters[i] = -1
 		sc := &ds.StorageClusters[i]
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		r, err := probeCluster(pctx, ds, sc, f)
@@ -158,11 +162,12 @@ func (s *devStorage) print(ctx context.Context, top *topology.Topology) {
 			continue
 		}
 		var minions, others []string
-		for _, m := range r.Members {
+		for k, m := range r.Members {
 			switch m.Role {
 			case "minion":
 				minions = append(minions, m.Addr)
 			case "master":
+				s.masters[i] = k
 			default:
 				others = append(others, m.Addr)
 			}
@@ -178,4 +183,19 @@ func (s *devStorage) print(ctx context.Context, top *topology.Topology) {
 		fmt.Println(line)
 	}
 	fmt.Printf("fail over: %s\n", s.promoteCommand(0))
+}
+
+// masterPidFile returns the pid file of cluster c's master as print found it (relative to the
+// working directory when under it), or "" when it found none (or print has not run).
+func (s *devStorage) masterPidFile(c int) string {
+	if c >= len(s.masters) || s.masters[c] < 0 {
+		return ""
+	}
+	path := filepath.Join(s.set.Instance(c, s.masters[c]).DataDir(), "mysqld.pid")
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, path); err == nil && !strings.HasPrefix(rel, "..") {
+			return rel
+		}
+	}
+	return path
 }

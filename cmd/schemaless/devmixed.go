@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
@@ -47,14 +46,16 @@ func devRidesDemo(ctx context.Context, endpoints []string, f devFlags) error {
 	return devImport(ctx, cl, f, opts, devMixedAsync+": ", nil)
 }
 
-// printMixedCurls prints, after printCurls, how to look at rides and how to try an async
-// outage beside trips.
-func printMixedCurls(ep string, f devFlags) {
+// printMixedCurls prints, after printCurls, how to look at rides and, when c0 has a master,
+// how to try an async outage beside trips.
+func printMixedCurls(ep string, storage *devStorage) {
 	row := "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
 	fmt.Printf(`  curl -s -X PUT %[1]s/v1/%[3]s/cells/%[2]s/BASE/1 -d '{"origin":"SFO","destination":"JFK","distance":2586}'   # async: 201, or 202 buffered
   curl -s '%[1]s/v1/%[3]s/cells/%[2]s/BASE?consistency=stale'   # from a minion
   curl -s '%[1]s/readyz?datastore=%[3]s'         # 503 while a storage cluster of %[3]s has no master
   curl -s %[1]s/readyz                           # the node and each datastore
-  kill -9 $(cat %[4]s)   # c0's master: %[3]s unready, trips and /readyz still ready
-`, ep, row, devMixedAsync, filepath.Join(f.mariadbDir(), "c0-m0", "mysqld.pid"))
+`, ep, row, devMixedAsync)
+	if pid := storage.masterPidFile(0); pid != "" {
+		fmt.Printf("  kill -9 $(cat %s)   # c0's master: %s unready, trips and /readyz still ready\n", pid, devMixedAsync)
+	}
 }
