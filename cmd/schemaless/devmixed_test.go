@@ -2,11 +2,21 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/topology"
 )
 
@@ -65,4 +75,82 @@ func TestDevModeErrors(t *testing.T) {
 	f.mode = devModeMixed
 	assert.ErrorContains(t, runDev(context.Background(), f), "--mariadb-port 0: want 1..",
 		"--mode mixed with --mysql: want it past the --mysql check, refused on its port")
+}
+
+// devMixedTestFlights is how many flights TestDevMixed imports into trips, and so into rides.
+const devMixedTestFlights = 200
+
+// TestDevMixed runs `schemaless dev --mode mixed` as a process, as an operator would: the
+// banner names both datastores and the storage clusters of rides, the import goes into trips
+// and a slice of it into rides, both read back; then, with c0's master killed, rides alone is
+// unready while every node and trips stay ready and trips takes writes through every node.
+// TestMixedAsyncMasterDown (package node) checks the outage in depth; this test checks the
+// command.
+func TestDevMixed(t *testing.T) {
+	mariadbtest.RequireServerBinary(t)
+	bin := buildSchemaless(t)
+	dir := filepath.Join(t.TempDir(), "dev")
+	t.Cleanup(func() { logNodeLogs(t, dir) })
+	flights, err := filepath.Abs("../../testdata/flights-100k.csv.gz")
+	require.NoError(t, err)
+	airports, _ := filepath.Abs("../../testdata/airports.csv")
+	base := freePortRange(t, 15)
+	httpPort, raftPort, dbPort, gossipPort := base, base+3, base+6, base+12
+	t.Logf("ports %d-%d", base, base+14)
+	p := startDev(t, bin, "dev", "--mode", "mixed", "--fresh", "--data-dir", dir, "--http-port", strconv.Itoa(httpPort),
+		"--raft-port", strconv.Itoa(raftPort), "--gossip-port", strconv.Itoa(gossipPort), "--mariadb-port", strconv.Itoa(dbPort),
+		"--log-level", "warn", "--triggers=false", "--indexes=false",
+		"--import", flights, "--airports", airports, "--limit", strconv.Itoa(devMixedTestFlights), "--quiet")
+	ready := p.waitLine("ready: ", 3*time.Minute)
+	assert.Contains(t, ready, "store sqlite and mariadb, datastore trips (raft, 64 shards, 4 partitions), "+
+		"datastore rides (async, 64 shards, 4 partitions on 2 storage clusters)", "ready line: want both datastores")
+	db := func(c, m int) string { return "127.0.0.1:" + strconv.Itoa(dbPort+c*3+m) }
+	p.waitLine(fmt.Sprintf("  c0 (partitions 0,2): master %s, minions %s %s", db(0, 0), db(0, 1), db(0, 2)), 5*time.Second)
+	p.waitLine("fail over: bin/schemaless admin promote --topology "+filepath.Join(dir, "topology.yaml")+" --datastore rides --cluster c0", 5*time.Second)
+	p.waitLine("serving; Ctrl-C to stop", 3*time.Minute)
+	out := p.output()
+	n := strconv.Itoa(devMixedTestFlights)
+	for _, want := range []string{
+		"imported " + n + " flights", "read back " + n + " cells (strong)",
+		"rides: imported " + n + " flights", "(" + n + " created, 0 exists, 0 conflicts)",
+		"rides: read back " + n + " cells (strong)", "rides: read back " + n + " cells (stale)",
+		"  kill -9 $(cat " + filepath.Join(dir, "mariadb", "c0-m0", "mysqld.pid") + ")",
+	} {
+		assert.Contains(t, out, want, "dev output: want %q", want)
+	}
+
+	pidText, err := os.ReadFile(filepath.Join(dir, "mariadb", "c0-m0", "mysqld.pid"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	require.NoError(t, err, "c0's master pid %q", pidText)
+	require.Contains(t, mariadbdsUnder(t, dir), pid, "c0's master pid: want a mariadbd of %s", dir)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	p.waitLine("mariadb c0-m0 ("+db(0, 0)+") exited", 10*time.Second)
+	api := func(i int) string { return "http://127.0.0.1:" + strconv.Itoa(httpPort+i) }
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for i := range 3 {
+			resp, err := http.Get(api(i) + "/readyz?datastore=rides")
+			require.NoError(c, err)
+			resp.Body.Close()
+			assert.Equal(c, http.StatusServiceUnavailable, resp.StatusCode, "node %d: /readyz?datastore=rides", i)
+		}
+	}, 10*time.Second, 50*time.Millisecond, "every node sees c0 without master")
+	for i := range 3 {
+		code, body := httpGet(t, api(i)+"/readyz")
+		assert.Equal(t, http.StatusOK, code, "node %d: /readyz with rides' c0 down: %s", i, body)
+		assert.Contains(t, body, `"rides":{"ready":false,"error":"rides: storage cluster c0 has no master"}`, "node %d: /readyz", i)
+		code, body = httpGet(t, api(i)+"/readyz?datastore=trips")
+		assert.Equal(t, http.StatusOK, code, "node %d: /readyz?datastore=trips: %s", i, body)
+		row := uuid.NewSHA1(uuid.NameSpaceURL, []byte(fmt.Sprint("devmixed", i))).String()
+		req, err := http.NewRequest(http.MethodPut, api(i)+"/v1/trips/cells/"+row+"/NOTE/1", strings.NewReader(`{"rides":"down"}`))
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err, "PUT to trips through node %d", i)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusCreated, resp.StatusCode, "PUT to trips through node %d with rides' c0 down", i)
+		code, body = httpGet(t, api((i+1)%3)+"/v1/trips/cells/"+row+"/NOTE/1")
+		assert.Equal(t, http.StatusOK, code, "GET from trips through node %d: %s", (i+1)%3, body)
+	}
+	p.interrupt(60 * time.Second)
+	require.Empty(t, mariadbdsUnder(t, dir), "mariadbd processes still running after dev stopped")
 }
