@@ -313,7 +313,7 @@ func runDev(ctx context.Context, f devFlags) error {
 				trig.Imported(ctx)
 			}
 		}
-		if err := devImport(ctx, cl, f, f.importOpts, "", onImported); err != nil {
+		if err := devImport(ctx, cl, f, f.importOpts, "", 0, onImported); err != nil {
 			return err
 		}
 		if trig != nil {

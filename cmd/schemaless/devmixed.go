@@ -19,6 +19,9 @@ const (
 	// devMixedFlights is how many flights of --import also go into rides (fewer with a lower
 	// --limit): enough to show its writes and reads, few enough to take a second or two.
 	devMixedFlights = 1000
+	// devMixedStaleWait bounds the retries of rides' stale read-back: its minions trail the
+	// masters by the replication lag, longer than the strong read-back of a few flights takes.
+	devMixedStaleWait = 10 * time.Second
 )
 
 // printMixedReady prints the ready line of a mixed cluster, naming both datastores. store is
@@ -30,8 +33,9 @@ func printMixedReady(f devFlags, took time.Duration, store string, endpoints []s
 }
 
 // devRidesDemo imports the first devMixedFlights flights of --import (fewer with a lower
-// --limit) into rides and reads them back, strong and stale, printing a blank line and then
-// each line after "rides: ": the async datastore's writes and reads beside trips'.
+// --limit) into rides and reads them back, strong and stale (the stale read-back tried again
+// for up to devMixedStaleWait while the minions trail), printing a blank line and then each
+// line after "rides: ": the async datastore's writes and reads beside trips'.
 func devRidesDemo(ctx context.Context, endpoints []string, f devFlags) error {
 	cl, err := client.New(client.Config{Endpoints: endpoints, Datastore: devMixedAsync})
 	if err != nil {
@@ -43,7 +47,7 @@ func devRidesDemo(ctx context.Context, endpoints []string, f devFlags) error {
 		opts.limit = devMixedFlights
 	}
 	fmt.Println()
-	return devImport(ctx, cl, f, opts, devMixedAsync+": ", nil)
+	return devImport(ctx, cl, f, opts, devMixedAsync+": ", devMixedStaleWait, nil)
 }
 
 // printMixedCurls prints, after printCurls, how to look at rides and, when c0 has a master,

@@ -109,6 +109,11 @@ func TestDevMixed(t *testing.T) {
 	p.waitLine("fail over: bin/schemaless admin promote --topology "+filepath.Join(dir, "topology.yaml")+" --datastore rides --cluster c0", 5*time.Second)
 	p.waitLine("serving; Ctrl-C to stop", 3*time.Minute)
 	out := p.output()
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "rides: ") {
+			t.Log(l)
+		}
+	}
 	n := strconv.Itoa(devMixedTestFlights)
 	for _, want := range []string{
 		"imported " + n + " flights", "read back " + n + " cells (strong)",

@@ -146,9 +146,11 @@ func verifyFlights(ctx context.Context, cl *client.Client, path, airportsPath st
 }
 
 // devImport imports f.importPath (at most opts.limit flights) through cl, into its datastore,
-// and reads it all back, printing each line after prefix ("" for trips). onImported, when not
-// nil, is called between the import and the read-back.
-func devImport(ctx context.Context, cl *client.Client, f devFlags, opts importFlags, prefix string, onImported func()) error {
+// and reads it all back, strong then stale, printing each line after prefix ("" for trips). A
+// stale read-back that misses cells is tried again every 200 ms for up to staleWait (0: once),
+// since replicas may trail. onImported, when not nil, is called between the import and the
+// read-back.
+func devImport(ctx context.Context, cl *client.Client, f devFlags, opts importFlags, prefix string, staleWait time.Duration, onImported func()) error {
 	st, err := importFlights(ctx, cl, f.importPath, f.airports, opts)
 	if err != nil {
 		return fmt.Errorf("%simport: %w", prefix, err)
@@ -158,8 +160,17 @@ func devImport(ctx context.Context, cl *client.Client, f devFlags, opts importFl
 	}
 	printImportStats(prefix, st)
 	for _, c := range []string{client.ConsistencyStrong, client.ConsistencyStale} {
-		start := time.Now()
+		first, start := time.Now(), time.Now()
 		n, err := verifyFlights(ctx, cl, f.importPath, f.airports, opts.limit, 200, c)
+		attempts := 1
+		for ; err != nil && c == client.ConsistencyStale && time.Since(first) < staleWait && ctx.Err() == nil; attempts++ {
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+			start = time.Now()
+			n, err = verifyFlights(ctx, cl, f.importPath, f.airports, opts.limit, 200, c)
+		}
 		if err != nil && c == client.ConsistencyStrong {
 			return fmt.Errorf("%sverify: %w", prefix, err)
 		}
@@ -168,8 +179,15 @@ func devImport(ctx context.Context, cl *client.Client, f devFlags, opts importFl
 			fmt.Printf("%sread back (%s): %v\n", prefix, c, err)
 			continue
 		}
-		el := time.Since(start)
-		fmt.Printf("%sread back %d cells (%s) in %.1fs: %.0f cells/s, every body as written\n", prefix, n, c, el.Seconds(), float64(n)/el.Seconds())
+		el, lag := time.Since(start), ""
+		if attempts > 1 {
+			plural := "s"
+			if attempts == 2 {
+				plural = ""
+			}
+			lag = fmt.Sprintf(" (%d earlier attempt%s in %.1fs found replicas behind)", attempts-1, plural, start.Sub(first).Seconds())
+		}
+		fmt.Printf("%sread back %d cells (%s) in %.1fs: %.0f cells/s, every body as written%s\n", prefix, n, c, el.Seconds(), float64(n)/el.Seconds(), lag)
 	}
 	return nil
 }
