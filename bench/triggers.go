@@ -116,7 +116,7 @@ func (r triggerRun) startWorkers(ctx context.Context, cfg triggers.Config, h tri
 			return nil, err
 		}
 		wc := cfg
-		wc.Client, wc.Worker = cl, fmt.Sprintf("bench-%d", i+1)
+		wc.Source, wc.Worker = cl.TriggerSource(), fmt.Sprintf("bench-%d", i+1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

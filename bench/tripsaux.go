@@ -149,7 +149,7 @@ func startTripsBilling(ctx context.Context, endpoints []string, logWarnings bool
 			return nil, err
 		}
 		cfg := triggers.DefaultConfig()
-		cfg.Client, cfg.Group, cfg.Worker = cl, tripsGroup, fmt.Sprintf("bench-trips-%d", i)
+		cfg.Source, cfg.Group, cfg.Worker = cl.TriggerSource(), tripsGroup, fmt.Sprintf("bench-trips-%d", i)
 		cfg.ColumnKey, cfg.Start, cfg.Concurrency = workload.ColumnBase, triggers.StartEarliest, examples.Concurrency
 		cfg.Logger = logger
 		b.wg.Add(1)

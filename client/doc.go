@@ -69,6 +69,16 @@
 // Answers are checked against the request (keys, result counts, statuses, shard log order); an
 // answer that breaks the API contract is ErrBadResponse.
 //
+// # Trigger workers
+//
+// Client.TriggerSource is the client as a triggers.Source, the datastore as a consumer-group
+// worker of package triggers uses it (log reads with stored bodies, cell reads, group
+// commands), for a worker in any process:
+//
+//	err := triggers.Run(ctx, triggers.Config{Source: c.TriggerSource(), Group: "billing", ColumnKey: "BASE"}, handle)
+//
+// Its calls are retried and failed over as every other call (see Retries and failover).
+//
 // # Leader routing
 //
 // A single-row write (PutCell) or strong read (GetCell, GetCellLatest) is served by the leader

@@ -54,6 +54,7 @@ type itWrite struct {
 	key     cells.Key
 	body    string // canonical JSON: the server answers bodies with sorted keys, no spaces
 	addedID int64
+	err     error // the error of the write's first attempt, for failure messages
 }
 
 // readCell is what checkRead compares of a cell read back.
@@ -546,6 +547,7 @@ func TestIntegrationIndeterminateRetry(t *testing.T) {
 			assert.NotErrorIs(t, err, client.ErrUnavailable, "write %d with a %v timeout: want ErrIndeterminate without ErrUnavailable", i, d)
 			indeterminate = append(indeterminate, w)
 		case errors.Is(err, client.ErrUnavailable):
+			w.err = err
 			unavailable = append(unavailable, w)
 		default:
 			require.Failf(t, "unexpected error", "write %d with a %v timeout: got %v, want nil, ErrIndeterminate or ErrUnavailable", i, d, err)
@@ -574,7 +576,7 @@ func TestIntegrationIndeterminateRetry(t *testing.T) {
 	for _, w := range unavailable {
 		res, err := healthy.PutCell(ctx, w.key.RowKey, w.key.ColumnKey, w.key.RefKey, json.RawMessage(w.body))
 		assert.NoError(t, err, "retry of %s, which failed with ErrUnavailable", w.key)
-		assert.Equal(t, wire.StatusCreated, res.Status, "retry of %s, which failed with ErrUnavailable: ErrUnavailable means not applied", w.key)
+		assert.Equal(t, wire.StatusCreated, res.Status, "retry of %s, which failed with ErrUnavailable (%v): ErrUnavailable means not applied", w.key, w.err)
 	}
 	for _, w := range succeeded {
 		res, err := healthy.PutCell(ctx, w.key.RowKey, w.key.ColumnKey, w.key.RefKey, json.RawMessage(w.body))

@@ -78,14 +78,16 @@ func TestIntegrationLeaderRouting(t *testing.T) {
 		l1, o1 := rec.counts()
 		return l1 - l0, o1 - o0
 	}
-	toLeader, other := run(false)
-	t.Logf("leader routing: %d requests answered by the row's leader, %d by another node", toLeader, other)
-	require.Equal(t, 120, toLeader+other, "answers with a leader header (every put and strong read)")
-	// A leader change during the test may misroute a few.
-	assert.LessOrEqual(t, other, 6, "leader routing: requests of 120 that went to a node that does not lead the row")
-	toLeader, other = run(true)
-	t.Logf("without leader routing: %d answered by the leader, %d by another node", toLeader, other)
+	toLeader, routed := run(false)
+	t.Logf("leader routing: %d requests answered by the row's leader, %d by another node", toLeader, routed)
+	require.Equal(t, 120, toLeader+routed, "answers with a leader header (every put and strong read)")
+	toLeader, unrouted := run(true)
+	t.Logf("without leader routing: %d answered by the leader, %d by another node", toLeader, unrouted)
 	// 2 in 3 of 120 expected.
-	assert.GreaterOrEqual(t, other, 40, "without leader routing: requests of 120 that went to a follower, want about 80: "+
-		"else the check above would not catch misrouting")
+	require.GreaterOrEqual(t, unrouted, 40, "without leader routing: requests of 120 that went to a follower, want about 80: "+
+		"else the check below would not catch misrouting")
+	// Routing sends nearly every request to the leader; a leader change during the run (an
+	// election on a loaded machine) misroutes a few until the client learns the new leader.
+	assert.LessOrEqual(t, routed*5, unrouted, "leader routing: requests of 120 that went to a node that does not lead the row, "+
+		"want at most a fifth of the %d without routing", unrouted)
 }

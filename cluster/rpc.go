@@ -205,8 +205,11 @@ func (n *Node) forward(ctx context.Context, target topology.NodeSpec, path strin
 	if err != nil {
 		return fmt.Errorf("cluster: encode rpc: %w", err)
 	}
+	// wrote is set once the request headers are in the connection's buffer, before any byte of
+	// the request can reach the target: net/http calls WroteRequest only after the flush, so a
+	// call cancelled in between would see a request the target received as never sent.
 	var wrote atomic.Bool
-	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }}
+	trace := &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, "http://"+target.RaftAddr+path, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("cluster: rpc request: %w", err)

@@ -62,7 +62,7 @@ func StartGroups(ctx context.Context, cfg GroupsConfig) *Groups {
 	for _, t := range d.groups {
 		for i := 1; i <= Workers; i++ {
 			wc := triggers.DefaultConfig()
-			wc.Client, wc.Group, wc.Worker = cfg.Client, t.Group, "dev-"+strconv.Itoa(i)
+			wc.Source, wc.Group, wc.Worker = cfg.Client.TriggerSource(), t.Group, "dev-"+strconv.Itoa(i)
 			wc.ColumnKey, wc.Start = workload.ColumnBase, triggers.StartEarliest
 			wc.Concurrency = Concurrency
 			wc.Logger = cfg.Logger
@@ -111,7 +111,7 @@ func (d *Groups) runWorker(ctx context.Context, t *Trigger, cfg triggers.Config)
 				return
 			case <-time.After(2 * time.Second):
 			}
-			st, err := cfg.Client.GroupStatus(ctx, t.Group)
+			st, err := d.cfg.Client.GroupStatus(ctx, t.Group)
 			if err == nil && !st.Halted {
 				break
 			}

@@ -151,7 +151,7 @@ func RunTriggerWorker(ctx context.Context, cfg TriggerWorkerConfig) error {
 		}
 		return err
 	}
-	tc := triggers.Config{Client: cl, Group: cfg.Group, Worker: cfg.Worker, ColumnKey: cfg.Column,
+	tc := triggers.Config{Source: cl.TriggerSource(), Group: cfg.Group, Worker: cfg.Worker, ColumnKey: cfg.Column,
 		SessionTimeout: cfg.SessionTimeout, PollWait: cfg.PollWait, BatchSize: cfg.BatchSize, Logger: cfg.Logger}
 	cfg.Logger.Info("jepsen: trigger worker starting", "group", cfg.Group, "worker", cfg.Worker, "out", cfg.Out, "pid", os.Getpid())
 	runErr := triggers.Run(ctx, tc, handler)

@@ -15,7 +15,7 @@
 // upserts. Its workers' log reads and group commands go through a triggers.Source; the default
 // is Source, which calls the same node in-process (no HTTP between a worker and its node; the
 // cluster routes and forwards as it does for the API). Config.Source can give another, such as
-// a triggers.ClientSource over the HTTP API.
+// a client.TriggerSource over the HTTP API.
 //
 // For each page of a shard's log the handler:
 //

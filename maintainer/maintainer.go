@@ -41,7 +41,7 @@ type Config struct {
 	// Backend is this process's cluster node.
 	Backend Backend
 	// Source, when set, returns the triggers.Source of datastore ds for the workers' log reads
-	// and group commands (a triggers.ClientSource, say, to run them over the HTTP API). Default:
+	// and group commands (a client.TriggerSource, say, to run them over the HTTP API). Default:
 	// NewSource(Backend, ds), in-process.
 	Source func(ds string) triggers.Source
 	// Datastores are maintained (raft mode datastores of the topology).

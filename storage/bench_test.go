@@ -2,12 +2,12 @@ package storage
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/stretchr/testify/require"
 )
 
 // benchEngines runs fn as a sub-benchmark per engine.
@@ -30,15 +30,11 @@ func benchEngines(b *testing.B, fn func(b *testing.B, p *PartitionStore)) {
 func benchWrite(b *testing.B, n int) {
 	benchEngines(b, func(b *testing.B, p *PartitionStore) {
 		ctx := context.Background()
-		if err := p.EnsureShards(ctx, []int{0, 1, 2, 3}); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, p.EnsureShards(ctx, []int{0, 1, 2, 3}), "EnsureShards")
 		// A realistic body: a trip record of about 200 bytes of JSON.
 		bd, err := cells.EncodeBody([]byte(`{"driver":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","rider":"123e4567-e89b-12d3-a456-426614174000",` +
 			`"origin":"LAX","destination":"SFO","fare":{"amount":4250,"currency":"USD"},"status":"completed","distance_m":543210}`))
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err, "encode the body")
 		added := [4]int64{}
 		byShard := make([][]cells.Cell, 4)
 		keys := make([][]cells.Key, 4)
@@ -62,27 +58,18 @@ func benchWrite(b *testing.B, n int) {
 				keys[s] = append(keys[s], c.Key)
 			}
 			tx, err := p.Begin(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err, "Begin")
 			for s := range byShard {
 				if len(keys[s]) == 0 {
 					continue
 				}
 				found, err := tx.Lookup(ctx, s, keys[s])
-				if err != nil || len(found) != 0 {
-					b.Fatalf("Lookup: %d found, %v", len(found), err)
-				}
-				if err := tx.Insert(ctx, s, byShard[s]); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err, "Lookup")
+				require.Empty(b, found, "Lookup: cells found for new keys")
+				require.NoError(b, tx.Insert(ctx, s, byShard[s]), "Insert")
 			}
-			if err := tx.SetApplied(ctx, AppliedState{Index: uint64(i + 1), Term: 1}); err != nil {
-				b.Fatal(err)
-			}
-			if err := tx.Commit(); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, tx.SetApplied(ctx, AppliedState{Index: uint64(i + 1), Term: 1}), "SetApplied")
+			require.NoError(b, tx.Commit(), "Commit")
 		}
 		b.StopTimer()
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "cells/s")
@@ -105,9 +92,8 @@ func BenchmarkGetCell(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if _, err := p.GetCell(ctx, 0, cs[i%len(cs)].Key); err != nil {
-				b.Fatal(err)
-			}
+			_, err := p.GetCell(ctx, 0, cs[i%len(cs)].Key)
+			require.NoError(b, err, "GetCell")
 		}
 	})
 }
@@ -124,13 +110,10 @@ func BenchmarkSnapshotScan(b *testing.B) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			s, err := p.BeginSnapshot(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err, "BeginSnapshot")
 			n := 0
-			if err := s.ScanShard(ctx, 0, func(cells.Cell) error { n++; return nil }); err != nil || n != len(cs) {
-				b.Fatal(fmt.Sprint(n, err))
-			}
+			require.NoError(b, s.ScanShard(ctx, 0, func(cells.Cell) error { n++; return nil }), "ScanShard")
+			require.Equal(b, len(cs), n, "ScanShard: cells scanned")
 			s.Close()
 		}
 		b.ReportMetric(float64(len(cs))*float64(b.N)/b.Elapsed().Seconds(), "cells/s")

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/consumer"
 )
 
@@ -45,15 +44,13 @@ type Handler func(ctx context.Context, c cells.Cell) error
 // the whole page (so a handler must be idempotent per cell). ctx ends as for Handler.
 type BatchHandler func(ctx context.Context, shard int, cs []cells.Cell) error
 
-// Config configures a worker. Source (or Client) and Group are required; zero fields take the
-// defaults of DefaultConfig.
+// Config configures a worker. Source and Group are required; zero fields take the defaults of
+// DefaultConfig.
 type Config struct {
-	// Source is the datastore the worker reads and its group's coordinator: a ClientSource over
-	// the HTTP API, or an in-process Source (package maintainer's, over a cluster node).
+	// Source is the datastore the worker reads and its group's coordinator: the HTTP client's
+	// (client.Client.TriggerSource, over the HTTP API), or an in-process Source (package
+	// maintainer's, over a cluster node).
 	Source Source
-	// Client, when Source is nil, addresses the datastore over the HTTP API (its Datastore must
-	// be set): the worker's Source is then NewClientSource(Client).
-	Client *client.Client
 	// Group is the consumer group's name: letters, digits, '-', '_', '.'.
 	Group string
 	// Worker is this worker's id in the group, unique among its members. Default:
@@ -99,7 +96,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the defaults, with no Source, Client or Group.
+// DefaultConfig returns the defaults, with no Source or Group.
 func DefaultConfig() Config {
 	return Config{
 		Start:          StartEarliest,
@@ -170,8 +167,8 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
 	}
-	if c.Source == nil && c.Client == nil {
-		bad("Source or Client is required")
+	if c.Source == nil {
+		bad("Source is required")
 	}
 	if err := consumer.ValidGroupName(c.Group); err != nil {
 		bad("Group: %v", err)

@@ -2,17 +2,20 @@
 // group reads the per-shard logs (get_cells_for_shard, in added_id order) of the shards the
 // group gives it, calls a handler for each cell, and commits its offsets to the datastore.
 //
-//	err := triggers.Run(ctx, triggers.Config{Client: cl, Group: "billing", ColumnKey: "BASE"},
+//	err := triggers.Run(ctx, triggers.Config{Source: cl.TriggerSource(), Group: "billing", ColumnKey: "BASE"},
 //		func(ctx context.Context, c cells.Cell) error { return bill(ctx, c) })
+//
+// (cl is a *client.Client bound to the datastore.)
 //
 // # Sources
 //
 // A worker reaches the datastore through a Source (Config.Source), an interface of three calls:
-// read a page of several shards' logs, read one cell, run a group command. A worker in any
-// process uses ClientSource, over the HTTP API (Config.Client is its shorthand); a worker inside
-// a node's process, such as the index maintainer's, uses an in-process Source over its cluster
-// node (maintainer.Source) and never calls its own process over HTTP. The guarantees below hold
-// with either: they rest on the coordinator's leases and epochs, not on the transport.
+// read a page of several shards' logs, read one cell, run a group command. The package declares
+// the interface and implements none: a worker in any process uses the HTTP client's
+// (client.Client.TriggerSource, over the HTTP API); a worker inside a node's process, such as the
+// index maintainer's, uses an in-process Source over its cluster node (maintainer.Source) and
+// never calls its own process over HTTP. The guarantees below hold with either: they rest on the
+// coordinator's leases and epochs, not on the transport.
 //
 // # Guarantees
 //

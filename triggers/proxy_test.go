@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // proxy forwards TCP connections to target; Cut drops every connection and refuses new ones
@@ -20,9 +22,7 @@ type proxy struct {
 func newProxy(t *testing.T, target string) *proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "proxy listener")
 	p := &proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
 	go p.serve()
 	t.Cleanup(func() { ln.Close(); p.Cut() })

@@ -86,11 +86,7 @@ func run(ctx context.Context, cfg Config, h Handler, bh BatchHandler) error {
 		return fmt.Errorf("triggers: metrics: %w", err)
 	}
 	defer m.unregister(cfg.Registerer)
-	src := cfg.Source
-	if src == nil {
-		src = NewClientSource(cfg.Client)
-	}
-	w := &worker{cfg: cfg, h: h, bh: bh, src: src, m: m,
+	w := &worker{cfg: cfg, h: h, bh: bh, src: cfg.Source, m: m,
 		shards: map[int]*shardState{}, changed: make(chan struct{}), commitNow: make(chan struct{}, 1)}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

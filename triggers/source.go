@@ -9,8 +9,8 @@ import (
 )
 
 // Source is the datastore as a worker uses it: the logs of its shards and the coordinator of
-// its group. It is bound to one datastore. ClientSource implements it over the HTTP API (a
-// worker in any process); package maintainer's Source implements it in-process over a cluster
+// its group. It is bound to one datastore. client.TriggerSource implements it over the HTTP API
+// (a worker in any process); package maintainer's Source implements it in-process over a cluster
 // node. A worker calls it from several goroutines at once (delivery, heartbeats, commits), so
 // implementations must be safe for concurrent use. Every error is retried by the worker (reads
 // after Config.Backoff, group commands with the next heartbeat or commit); a call should give

@@ -21,6 +21,8 @@ import (
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/triggers"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const shards = 16
@@ -98,8 +100,8 @@ func (r *recorder) checkOrder(t *testing.T) {
 	owner := map[int]string{}
 	for _, c := range r.calls {
 		k := ws{c.worker, c.shard}
-		if owner[c.shard] == c.worker && c.addedID <= last[k] {
-			t.Errorf("worker %s shard %d: delivered added_id %d after %d, want increasing", c.worker, c.shard, c.addedID, last[k])
+		if owner[c.shard] == c.worker {
+			assert.Greater(t, c.addedID, last[k], "worker %s shard %d: added_id delivered after %d, want increasing", c.worker, c.shard, last[k])
 		}
 		owner[c.shard] = c.worker
 		last[k] = c.addedID
@@ -109,9 +111,7 @@ func (r *recorder) checkOrder(t *testing.T) {
 func newClient(t *testing.T, endpoints ...string) *client.Client {
 	t.Helper()
 	cl, err := client.New(client.Config{Endpoints: endpoints, Datastore: "trips", RequestTimeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "client.New")
 	return cl
 }
 
@@ -127,9 +127,7 @@ func write(t *testing.T, cl *client.Client, col string, n int, fail func(int) bo
 			batch = append(batch, client.CellWrite{Key: cells.Key{RowKey: uuid.New(), ColumnKey: col, RefKey: 1}, Body: body})
 		}
 		res, err := cl.PutCells(ctx, batch)
-		if err != nil {
-			t.Fatalf("PutCells: %v", err)
-		}
+		require.NoError(t, err, "PutCells")
 		for j, r := range res {
 			out = append(out, written{key: batch[j].Key, shard: cells.ShardOf(batch[j].Key.RowKey, shards), addedID: r.AddedID})
 		}
@@ -137,52 +135,57 @@ func write(t *testing.T, cl *client.Client, col string, n int, fail func(int) bo
 	return out
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+// tick is how often the tests' waits check their condition.
+const tick = 20 * time.Millisecond
+
+// failureCounts holds, per test (*testing.T), the count of its workers' log lines reporting a
+// lost heartbeat or lease: the failures around which duplicates are allowed. Per test, so that
+// tests running in parallel do not excuse each other's duplicates.
+var failureCounts sync.Map
+
+// failures returns t's count of heartbeat and lease failures.
+func failures(t *testing.T) *atomic.Int64 {
+	n, _ := failureCounts.LoadOrStore(t, new(atomic.Int64))
+	return n.(*atomic.Int64)
 }
 
-// failures counts the workers' log lines reporting a lost heartbeat or lease: the failures
-// around which duplicates are allowed.
-var failures atomic.Int64
-
+// testLogger logs through t (dropping lines once t's cleanups ran), counting failures(t).
 func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	w := tWriter{w: clustertest.NewTestWriter(t), failures: failures(t)}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct {
+	w        *clustertest.TestWriter
+	failures *atomic.Int64
+}
 
 func (w tWriter) Write(p []byte) (int, error) {
-	line := strings.TrimRight(string(p), "\n")
+	line := string(p)
 	if strings.Contains(line, "heartbeat failed") || strings.Contains(line, "lease expired") || strings.Contains(line, "commit fenced") {
-		failures.Add(1)
+		w.failures.Add(1)
 	}
-	w.t.Log(line)
-	return len(p), nil
+	return w.w.Write(p)
 }
 
 // sessionTimeout is long enough for heartbeats on a loaded 2-core machine running the race
 // detector, short enough for the tests that wait for a session to expire.
 const sessionTimeout = 3 * time.Second
 
+// baseConfig is a worker's configuration over cl's HTTP API (no Source when cl is nil).
 func baseConfig(t *testing.T, cl *client.Client, group, worker string) triggers.Config {
-	return triggers.Config{Client: cl, Group: group, Worker: worker, ColumnKey: "BASE", SessionTimeout: sessionTimeout,
+	var src triggers.Source
+	if cl != nil {
+		src = cl.TriggerSource()
+	}
+	return triggers.Config{Source: src, Group: group, Worker: worker, ColumnKey: "BASE", SessionTimeout: sessionTimeout,
 		PollWait: 200 * time.Millisecond, BatchSize: 20, Backoff: time.Millisecond, BackoffMax: 5 * time.Millisecond, Logger: testLogger(t)}
 }
 
 // gather sums each metric family of reg over its series.
-func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
+func gather(t require.TestingT, reg *prometheus.Registry) map[string]float64 {
 	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "gather the metrics")
 	out := map[string]float64{}
 	for _, f := range fams {
 		for _, m := range f.GetMetric() {
@@ -197,9 +200,10 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	return out
 }
 
-// runWorker runs a worker until the returned stop is called; stop returns Run's error.
-func runWorker(cfg triggers.Config, h triggers.Handler) (stop func() error) {
-	stop, _ = runWorkerDone(cfg, h)
+// runWorker runs a worker until the returned stop is called (or t ends); stop returns Run's
+// error.
+func runWorker(t *testing.T, cfg triggers.Config, h triggers.Handler) (stop func() error) {
+	stop, _ = runWorkerDone(t, cfg, h)
 	return stop
 }
 
@@ -207,8 +211,9 @@ func TestMain(m *testing.M) { mariadbtest.Main(m) }
 
 // runWorkerDone is runWorker that also returns a channel receiving Run's error when Run
 // returns on its own.
-func runWorkerDone(cfg triggers.Config, h triggers.Handler) (stop func() error, done <-chan error) {
+func runWorkerDone(t *testing.T, cfg triggers.Config, h triggers.Handler) (stop func() error, done <-chan error) {
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // a test that failed before stop leaves no worker behind
 	ch := make(chan error, 1)
 	var once sync.Once
 	var err error
@@ -223,6 +228,7 @@ func runWorkerDone(cfg triggers.Config, h triggers.Handler) (stop func() error, 
 // Every acknowledged BASE cell is delivered, other columns are not, per-shard order holds, and
 // a worker joining later takes over shards without losing any.
 func TestDeliversInOrderAcrossRebalance(t *testing.T) {
+	t.Parallel()
 	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.Async} {
 		t.Run(string(engine), func(t *testing.T) { testDeliversInOrderAcrossRebalance(t, engine) })
 	}
@@ -239,25 +245,30 @@ func testDeliversInOrderAcrossRebalance(t *testing.T, engine clustertest.Engine)
 	reg := prometheus.NewRegistry()
 	cfgA := baseConfig(t, cl, "g1", "a")
 	cfgA.Registerer = reg
-	stopA := runWorker(cfgA, rec.handler("a"))
-	waitFor(t, "the first 200 cells", 60*time.Second, func() bool { return len(rec.missing(before)) == 0 })
-	stopB := runWorker(baseConfig(t, cl, "g1", "b"), rec.handler("b"))
+	stopA := runWorker(t, cfgA, rec.handler("a"))
+	require.Eventually(t, func() bool { return len(rec.missing(before)) == 0 }, 60*time.Second, tick, "the first 200 cells delivered")
+	stopB := runWorker(t, baseConfig(t, cl, "g1", "b"), rec.handler("b"))
 	after := write(t, cl, "BASE", 300, nil)
 	all := append(before, after...)
-	waitFor(t, "every BASE cell", 60*time.Second, func() bool { return len(rec.missing(all)) == 0 })
+	require.Eventually(t, func() bool { return len(rec.missing(all)) == 0 }, 60*time.Second, tick, "every BASE cell delivered")
 	// Both workers own shards once the group rebalanced.
-	waitFor(t, "a balanced group", 40*time.Second, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		st, err := cl.GroupStatus(context.Background(), "g1")
-		return err == nil && len(st.Members) == 2 && st.Members[0].Shards == shards/2 && st.Members[1].Shards == shards/2
-	})
+		require.NoError(c, err, "GroupStatus")
+		require.Len(c, st.Members, 2, "members")
+		assert.Equal(c, shards/2, st.Members[0].Shards, "member %s: shards", st.Members[0].ID)
+		assert.Equal(c, shards/2, st.Members[1].Shards, "member %s: shards", st.Members[1].ID)
+	}, 40*time.Second, tick, "a balanced group: two members, half the shards each")
 	more := write(t, cl, "BASE", 100, nil)
 	all = append(all, more...)
-	waitFor(t, "the last cells", 60*time.Second, func() bool { return len(rec.missing(all)) == 0 })
+	require.Eventually(t, func() bool { return len(rec.missing(all)) == 0 }, 60*time.Second, tick, "the last cells delivered")
 	// a's metrics: its deliveries counted, and once caught up no lag on the shards it owns.
-	waitFor(t, "a's lag gauges at 0", 20*time.Second, func() bool {
-		m := gather(t, reg)
-		return m["schemaless_triggers_owned_shards"] == shards/2 && m["schemaless_triggers_lag_seconds"] == 0 && m["schemaless_triggers_lag_cells"] <= 0
-	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		m := gather(c, reg)
+		assert.Equal(c, float64(shards/2), m["schemaless_triggers_owned_shards"], "owned shards")
+		assert.Zero(c, m["schemaless_triggers_lag_seconds"], "lag seconds")
+		assert.LessOrEqual(c, m["schemaless_triggers_lag_cells"], 0.0, "lag cells")
+	}, 20*time.Second, tick, "a's gauges: half the shards owned, no lag")
 	rec.mu.Lock()
 	aCalls := 0
 	for _, d := range rec.calls {
@@ -266,54 +277,39 @@ func testDeliversInOrderAcrossRebalance(t *testing.T, engine clustertest.Engine)
 		}
 	}
 	rec.mu.Unlock()
-	if got := gather(t, reg)["schemaless_triggers_delivered_total"]; got != float64(aCalls) {
-		t.Errorf("schemaless_triggers_delivered_total: got %v, want %d (a's handler calls)", got, aCalls)
-	}
-	if err := stopA(); err != nil {
-		t.Errorf("worker a: Run returned %v, want nil", err)
-	}
-	if err := stopB(); err != nil {
-		t.Errorf("worker b: Run returned %v, want nil", err)
-	}
+	assert.Equal(t, float64(aCalls), gather(t, reg)["schemaless_triggers_delivered_total"],
+		"schemaless_triggers_delivered_total: want a's handler calls")
+	assert.NoError(t, stopA(), "worker a: Run")
+	assert.NoError(t, stopB(), "worker b: Run")
 	rec.mu.Lock()
 	for _, o := range other {
-		if rec.seen[o.key] > 0 {
-			t.Errorf("STATUS cell %s delivered to a BASE group", o.key)
-		}
+		assert.Zero(t, rec.seen[o.key], "STATUS cell %s delivered to a BASE group", o.key)
 	}
 	byWorker := map[string]int{}
 	for _, d := range rec.calls {
 		byWorker[d.worker]++
 	}
 	rec.mu.Unlock()
-	if byWorker["b"] == 0 {
-		t.Errorf("worker b delivered nothing; want it to take over shards")
-	}
+	assert.Positive(t, byWorker["b"], "cells delivered by worker b: want it to take over shards")
 	rec.checkOrder(t)
 	// With clean hand-overs (revoke, commit, release) nothing is delivered twice, unless a
 	// heartbeat failed (the machine too loaded to answer within the session).
-	if d, f := rec.duplicates(), failures.Load(); d != 0 && f == 0 {
-		t.Errorf("got %d duplicate deliveries with no failure, want 0", d)
-	} else {
-		t.Logf("%d duplicate deliveries, %d heartbeat or lease failures", d, f)
+	d, f := rec.duplicates(), failures(t).Load()
+	t.Logf("%d duplicate deliveries, %d heartbeat or lease failures", d, f)
+	if f == 0 {
+		assert.Zero(t, d, "duplicate deliveries with no heartbeat or lease failure")
 	}
 	// Offsets reached every shard's last BASE cell.
 	st, err := cl.GroupStatus(context.Background(), "g1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "GroupStatus")
 	lastBase := map[int]int64{}
 	for _, w := range all {
 		lastBase[w.shard] = max(lastBase[w.shard], w.addedID)
 	}
 	for _, s := range st.Shards {
-		if s.Offset < lastBase[s.Shard] {
-			t.Errorf("shard %d: committed offset %d, want at least %d", s.Shard, s.Offset, lastBase[s.Shard])
-		}
+		assert.GreaterOrEqual(t, s.Offset, lastBase[s.Shard], "shard %d: committed offset, want at least its last BASE cell", s.Shard)
 	}
-	if len(st.Members) != 0 {
-		t.Errorf("after both workers left: got %d members, want 0", len(st.Members))
-	}
+	assert.Empty(t, st.Members, "members after both workers left")
 }
 
 // A worker whose process dies mid-batch (its connections cut, no leave) loses its shards after
@@ -321,6 +317,7 @@ func testDeliversInOrderAcrossRebalance(t *testing.T, engine clustertest.Engine)
 // no cell is skipped, and duplicates are only cells the dead worker handled but had not
 // committed.
 func TestWorkerKilledMidBatch(t *testing.T) {
+	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Shards: shards})
 	cl := newClient(t, c.URLs()...)
 	px := newProxy(t, strings.TrimPrefix(c.URL(0), "http://"))
@@ -350,26 +347,22 @@ func TestWorkerKilledMidBatch(t *testing.T) {
 	}
 	cfgA := baseConfig(t, newClient(t, px.URL()), "g2", "a")
 	cfgA.MaxAttempts = 1
-	stopA := runWorker(cfgA, killed)
+	stopA := runWorker(t, cfgA, killed)
 	cells1 := write(t, cl, "BASE", 400, nil)
 	handled.Wait()
 	px.Cut() // the process is gone: no heartbeat, no commit, no leave
-	stopB := runWorker(baseConfig(t, cl, "g2", "b"), rec.handler("b"))
+	stopB := runWorker(t, baseConfig(t, cl, "g2", "b"), rec.handler("b"))
 	start := time.Now()
-	waitFor(t, "b to deliver every cell", 60*time.Second, func() bool { return len(rec.missing(cells1)) == 0 })
+	require.Eventually(t, func() bool { return len(rec.missing(cells1)) == 0 }, 60*time.Second, tick, "b delivers every cell")
 	t.Logf("every cell delivered %s after the kill; %d duplicates", time.Since(start), rec.duplicates())
 	close(block)
 	_ = stopA()
-	if err := stopB(); err != nil {
-		t.Errorf("worker b: %v", err)
-	}
+	assert.NoError(t, stopB(), "worker b: Run")
 	rec.checkOrder(t)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for k, n := range rec.seen {
-		if n > 2 {
-			t.Errorf("cell %s delivered %d times, want at most 2 (once by each worker)", k, n)
-		}
+		assert.LessOrEqual(t, n, 2, "cell %s: deliveries, want at most 2 (once by each worker)", k)
 	}
 }
 
@@ -378,6 +371,7 @@ func TestWorkerKilledMidBatch(t *testing.T) {
 // not deliver past its lease: every cell it delivers after waking is beyond the offset the new
 // owner had committed, i.e. it comes from a fresh grant, not from its old batch.
 func TestPausedOwnerFenced(t *testing.T) {
+	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Shards: shards})
 	cl := newClient(t, c.URLs()...)
 	px := newProxy(t, strings.TrimPrefix(c.URL(0), "http://"))
@@ -391,7 +385,7 @@ func TestPausedOwnerFenced(t *testing.T) {
 	var count int
 	cfgA := baseConfig(t, newClient(t, px.URL()), "g3", "a")
 	cfgA.Concurrency = 1
-	stopA := runWorker(cfgA, func(ctx context.Context, cell cells.Cell) error {
+	stopA := runWorker(t, cfgA, func(ctx context.Context, cell cells.Cell) error {
 		wmu.Lock()
 		count++
 		k := count
@@ -403,18 +397,24 @@ func TestPausedOwnerFenced(t *testing.T) {
 		return aHandler(ctx, cell)
 	})
 	ws := write(t, cl, "BASE", 300, nil)
-	<-paused
-	px.Cut()
-	stopB := runWorker(baseConfig(t, cl, "g3", "b"), rec.handler("b"))
-	waitFor(t, "b to take every shard", 40*time.Second, func() bool {
-		st, err := cl.GroupStatus(context.Background(), "g3")
-		return err == nil && len(st.Members) == 1 && st.Members[0].ID == "b" && st.Members[0].Shards == shards
-	})
-	waitFor(t, "b to deliver every cell", 60*time.Second, func() bool { return len(rec.missing(ws)) == 0 })
-	st, err := cl.GroupStatus(context.Background(), "g3")
-	if err != nil {
-		t.Fatal(err)
+	select {
+	case <-paused:
+	case <-time.After(60 * time.Second):
+		close(wake)
+		require.FailNow(t, "worker a did not reach its 30th cell within 60s")
 	}
+	px.Cut()
+	stopB := runWorker(t, baseConfig(t, cl, "g3", "b"), rec.handler("b"))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		st, err := cl.GroupStatus(context.Background(), "g3")
+		require.NoError(c, err, "GroupStatus")
+		require.Len(c, st.Members, 1, "members")
+		assert.Equal(c, "b", st.Members[0].ID, "the member")
+		assert.Equal(c, shards, st.Members[0].Shards, "its shards")
+	}, 40*time.Second, tick, "b the only member, owning every shard")
+	require.Eventually(t, func() bool { return len(rec.missing(ws)) == 0 }, 60*time.Second, tick, "b delivers every cell")
+	st, err := cl.GroupStatus(context.Background(), "g3")
+	require.NoError(t, err, "GroupStatus")
 	committed := map[int]int64{}
 	for _, s := range st.Shards {
 		committed[s.Shard] = s.Offset
@@ -425,22 +425,20 @@ func TestPausedOwnerFenced(t *testing.T) {
 	px.Restore()
 	close(wake)
 	// a rejoins and, once b releases them, owns half the shards again under new epochs.
-	waitFor(t, "a to rejoin", 40*time.Second, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		st, err := cl.GroupStatus(context.Background(), "g3")
-		return err == nil && len(st.Members) == 2 && st.Members[0].Shards == shards/2
-	})
+		require.NoError(c, err, "GroupStatus")
+		require.Len(c, st.Members, 2, "members")
+		assert.Equal(c, shards/2, st.Members[0].Shards, "member %s: shards", st.Members[0].ID)
+	}, 40*time.Second, tick, "a rejoins: two members, half the shards each")
 	more := write(t, cl, "BASE", 100, nil)
-	waitFor(t, "the new cells", 60*time.Second, func() bool { return len(rec.missing(append(ws, more...))) == 0 })
+	require.Eventually(t, func() bool { return len(rec.missing(append(ws, more...))) == 0 }, 60*time.Second, tick, "the new cells delivered")
 	_ = stopA()
 	_ = stopB()
 	st2, err := cl.GroupStatus(context.Background(), "g3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "GroupStatus")
 	for _, s := range st2.Shards {
-		if s.Offset < committed[s.Shard] {
-			t.Errorf("shard %d: offset went back from %d to %d (a stale commit was accepted)", s.Shard, committed[s.Shard], s.Offset)
-		}
+		assert.GreaterOrEqual(t, s.Offset, committed[s.Shard], "shard %d: offset went back (a stale commit was accepted)", s.Shard)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -451,14 +449,13 @@ func TestPausedOwnerFenced(t *testing.T) {
 		}
 	}
 	// The cell a was handling when paused completes when it wakes: that one call is allowed.
-	if len(late) > 1 {
-		t.Errorf("worker a delivered %d cells after waking at or below b's committed offsets, want at most the one in hand: %+v", len(late), late)
-	}
+	assert.LessOrEqual(t, len(late), 1, "cells worker a delivered after waking at or below b's committed offsets, want at most the one in hand: %+v", late)
 }
 
 // Cells whose handler keeps failing are parked and the shard moves on; retry redelivers them;
 // the group halts at the threshold and drop un-halts it.
 func TestParkRetryHalt(t *testing.T) {
+	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Shards: shards})
 	cl := newClient(t, c.URLs()...)
 	ctx := context.Background()
@@ -488,7 +485,7 @@ func TestParkRetryHalt(t *testing.T) {
 	cfg := baseConfig(t, cl, "g4", "a")
 	cfg.MaxAttempts = 3
 	cfg.HaltThreshold = 4
-	_, done := runWorkerDone(cfg, h)
+	_, done := runWorkerDone(t, cfg, h)
 	ws := write(t, cl, "BASE", 60, func(i int) bool { return failing[i] })
 	var good []written
 	for i, w := range ws {
@@ -496,34 +493,30 @@ func TestParkRetryHalt(t *testing.T) {
 			good = append(good, w)
 		}
 	}
-	waitFor(t, "the good cells", 60*time.Second, func() bool { return len(rec.missing(good)) == 0 })
+	require.Eventually(t, func() bool { return len(rec.missing(good)) == 0 }, 60*time.Second, tick, "the good cells delivered")
 	var st wire.GroupStatus
-	waitFor(t, "2 parked cells", 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		var err error
 		st, err = cl.GroupStatus(ctx, "g4")
 		return err == nil && len(st.Parked) == 2
-	})
-	if st.Halted {
-		t.Errorf("halted with 2 parked cells and threshold 4")
-	}
+	}, 10*time.Second, tick, "2 parked cells")
+	assert.False(t, st.Halted, "halted with 2 parked cells and threshold 4")
 	for _, p := range st.Parked {
-		if p.Attempts != 3 || !strings.Contains(p.Error, "cannot bill") {
-			t.Errorf("parked cell %+v: want 3 attempts and the handler's error", p)
-		}
+		assert.Equal(t, 3, p.Attempts, "parked cell %+v: attempts", p)
+		assert.Contains(t, p.Error, "cannot bill", "parked cell %+v: want the handler's error", p)
 	}
 	// Fix the handler and retry: both are delivered and resolved.
 	healed.Lock()
 	fixed = true
 	healed.Unlock()
 	res, err := cl.GroupCommand(ctx, "g4", client.GroupRetry, wire.GroupCommand{All: true})
-	if err != nil || res.Affected != 2 {
-		t.Fatalf("retry all: got %+v, %v, want 2 affected", res, err)
-	}
-	waitFor(t, "the retried cells", 40*time.Second, func() bool { return len(rec.missing(ws)) == 0 })
-	waitFor(t, "no parked cell", 10*time.Second, func() bool {
+	require.NoError(t, err, "retry all")
+	require.EqualValues(t, 2, res.Affected, "retry all: parked cells affected")
+	require.Eventually(t, func() bool { return len(rec.missing(ws)) == 0 }, 40*time.Second, tick, "the retried cells delivered")
+	require.Eventually(t, func() bool {
 		st, err := cl.GroupStatus(ctx, "g4")
 		return err == nil && len(st.Parked) == 0
-	})
+	}, 10*time.Second, tick, "no parked cell left")
 	// Break it again: 4 failing cells halt the group.
 	healed.Lock()
 	fixed = false
@@ -531,32 +524,31 @@ func TestParkRetryHalt(t *testing.T) {
 	write(t, cl, "BASE", 4, func(int) bool { return true })
 	select {
 	case err := <-done:
-		if !errors.Is(err, triggers.ErrHalted) {
-			t.Errorf("Run after 4 parked cells: got %v, want ErrHalted", err)
-		}
+		assert.ErrorIs(t, err, triggers.ErrHalted, "Run after 4 parked cells")
 	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after the group halted")
+		require.FailNow(t, "Run did not return within 30s after the group halted")
 	}
 	st, err = cl.GroupStatus(ctx, "g4")
-	if err != nil || !st.Halted || len(st.Parked) != 4 {
-		t.Fatalf("after 4 failures: got halted %v with %d parked (%v), want halted with 4", st.Halted, len(st.Parked), err)
-	}
+	require.NoError(t, err, "GroupStatus after 4 failures")
+	require.True(t, st.Halted, "after 4 failures: want the group halted")
+	require.Len(t, st.Parked, 4, "after 4 failures: parked cells")
 	// A new worker of a halted group stops at once.
-	if err := triggers.Run(ctx, cfg, h); !errors.Is(err, triggers.ErrHalted) {
-		t.Errorf("Run on a halted group: got %v, want ErrHalted", err)
-	}
+	assert.ErrorIs(t, triggers.Run(ctx, cfg, h), triggers.ErrHalted, "Run on a halted group")
 	res, err = cl.GroupCommand(ctx, "g4", client.GroupDrop, wire.GroupCommand{All: true})
-	if err != nil || res.Affected != 4 || res.Halted {
-		t.Fatalf("drop all: got %+v, %v, want 4 affected and not halted", res, err)
-	}
+	require.NoError(t, err, "drop all")
+	require.EqualValues(t, 4, res.Affected, "drop all: parked cells affected")
+	require.False(t, res.Halted, "drop all: want the group no longer halted")
 }
 
 // Start positions: latest skips the cells stored before the group existed; timestamp starts
 // at the first cell created at or after it.
 func TestStartPositions(t *testing.T) {
+	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Shards: shards})
 	cl := newClient(t, c.URLs()...)
 	old := write(t, cl, "BASE", 50, nil)
+	// Time passing is what is tested: the old cells are created before mark, the mid ones
+	// after it, with a margin for the nodes' clocks read at different moments.
 	time.Sleep(50 * time.Millisecond)
 	mark := time.Now()
 	time.Sleep(50 * time.Millisecond)
@@ -574,34 +566,26 @@ func TestStartPositions(t *testing.T) {
 		rec := newRecorder()
 		cfg := baseConfig(t, cl, "start-"+tc.name, "a")
 		cfg.Start, cfg.StartTime = tc.start, mark
-		stop := runWorker(cfg, rec.handler("a"))
-		waitFor(t, tc.name+" cells", 60*time.Second, func() bool { return len(rec.missing(tc.want)) == 0 })
+		stop := runWorker(t, cfg, rec.handler("a"))
+		require.Eventually(t, func() bool { return len(rec.missing(tc.want)) == 0 }, 60*time.Second, tick, "%s: the cells from the start delivered", tc.name)
 		_ = stop()
-		if n := len(tc.not) - len(rec.missing(tc.not)); n != 0 {
-			t.Errorf("%s: %d cells from before the start delivered, want 0", tc.name, n)
-		}
+		assert.Zero(t, len(tc.not)-len(rec.missing(tc.not)), "%s: cells from before the start delivered", tc.name)
 	}
 	// latest: a group created now sees only cells written after its shards were handed out.
 	rec := newRecorder()
 	cfg := baseConfig(t, cl, "start-latest", "a")
 	cfg.Start = triggers.StartLatest
-	stop := runWorker(cfg, rec.handler("a"))
-	waitFor(t, "the group to own every shard", 40*time.Second, func() bool {
+	stop := runWorker(t, cfg, rec.handler("a"))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		st, err := cl.GroupStatus(context.Background(), "start-latest")
-		if err != nil || len(st.Shards) != shards {
-			return false
-		}
+		require.NoError(c, err, "GroupStatus")
+		require.Len(c, st.Shards, shards, "shards")
 		for _, s := range st.Shards {
-			if s.Offset < 0 {
-				return false
-			}
+			assert.GreaterOrEqual(c, s.Offset, int64(0), "shard %d: offset", s.Shard)
 		}
-		return true
-	})
+	}, 40*time.Second, tick, "the group owns every shard, each with its start offset set")
 	fresh := write(t, cl, "BASE", 40, nil)
-	waitFor(t, "cells after latest", 60*time.Second, func() bool { return len(rec.missing(fresh)) == 0 })
+	require.Eventually(t, func() bool { return len(rec.missing(fresh)) == 0 }, 60*time.Second, tick, "cells after latest delivered")
 	_ = stop()
-	if n := len(old) + len(mid) - len(rec.missing(append(append([]written{}, old...), mid...))); n != 0 {
-		t.Errorf("latest: %d old cells delivered, want 0", n)
-	}
+	assert.Zero(t, len(old)+len(mid)-len(rec.missing(append(append([]written{}, old...), mid...))), "latest: old cells delivered")
 }

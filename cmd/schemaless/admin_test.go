@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/replication"
 )
@@ -49,27 +52,33 @@ datastores:
     shards: 4
 `, members[0], strings.Join(minions, ", "))
 	path := filepath.Join(t.TempDir(), "topology.yaml")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o644), "write the topology")
 	return path
 }
 
 // storageReport runs `admin storage --json` on topo and returns its one cluster.
 func storageReport(t *testing.T, ctx context.Context, topo string) clusterReport {
 	t.Helper()
+	r, err := storageReportErr(ctx, topo)
+	require.NoError(t, err)
+	return r
+}
+
+// storageReportErr is storageReport returning its failure: the command's error, an answer
+// that is not JSON, or not one cluster.
+func storageReportErr(ctx context.Context, topo string) (clusterReport, error) {
 	out, errOut, err := runCmd(ctx, "admin", "storage", "--topology", topo, "--json")
 	if err != nil {
-		t.Fatalf("admin storage --json: %v\n%s", err, errOut)
+		return clusterReport{}, fmt.Errorf("admin storage --json: %w\n%s", err, errOut)
 	}
 	var reps []clusterReport
 	if err := json.Unmarshal([]byte(out), &reps); err != nil {
-		t.Fatalf("admin storage --json: %v in %q", err, out)
+		return clusterReport{}, fmt.Errorf("admin storage --json: %w in %q", err, out)
 	}
 	if len(reps) != 1 {
-		t.Fatalf("admin storage --json: got %d clusters, want 1: %s", len(reps), out)
+		return clusterReport{}, fmt.Errorf("admin storage --json: got %d clusters, want 1: %s", len(reps), out)
 	}
-	return reps[0]
+	return reps[0], nil
 }
 
 // roles returns the members' roles in order, e.g. "master,minion,minion".
@@ -85,14 +94,11 @@ func roles(r clusterReport) string {
 func execOn(t *testing.T, ctx context.Context, dsn string, stmts ...string) {
 	t.Helper()
 	db, err := replication.Open(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "open %s", dsn)
 	defer db.Close()
 	for _, s := range stmts {
-		if _, err := db.ExecContext(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
+		_, err := db.ExecContext(ctx, s)
+		require.NoError(t, err, "%s", s)
 	}
 }
 
@@ -104,35 +110,27 @@ func TestAdminStorageAndPromote(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	set, err := mariadbtest.StartReplicated(ctx, mariadbtest.ReplicatedOptions{Clusters: 1, Minions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := set.Close(); err != nil {
-			t.Errorf("close the replicated set: %v", err)
-		}
-	})
+	require.NoError(t, err, "start a master and two minions")
+	t.Cleanup(func() { assert.NoError(t, set.Close(), "close the replicated set") })
 	addr := func(m int) string { return set.Instance(0, m).Addr() }
 	topo := writeAdminTopology(t, []string{set.DSN(0, 0), set.DSN(0, 1), set.DSN(0, 2)})
 
 	// One master, two minions replicating from it.
 	r := storageReport(t, ctx, topo)
-	if roles(r) != "master,minion,minion" || r.Master != addr(0) || r.Datastore != "trips" || r.Cluster != "c0" || len(r.Warnings) != 0 {
-		t.Fatalf("admin storage: got %+v, want master %s then two minions, no warning", r, addr(0))
-	}
-	if fmt.Sprint(r.Partitions) != "[0 1]" {
-		t.Errorf("admin storage: partitions %v, want [0 1]", r.Partitions)
-	}
+	require.Equal(t, "master,minion,minion", roles(r), "admin storage: roles in %+v", r)
+	require.Equal(t, addr(0), r.Master, "admin storage: master in %+v", r)
+	require.Equal(t, "trips", r.Datastore, "admin storage: datastore in %+v", r)
+	require.Equal(t, "c0", r.Cluster, "admin storage: cluster in %+v", r)
+	require.Empty(t, r.Warnings, "admin storage: warnings in %+v", r)
+	assert.Equal(t, "[0 1]", fmt.Sprint(r.Partitions), "admin storage: partitions")
 	for _, m := range r.Members[1:] {
-		if m.MasterAddr != addr(0) || !m.IORunning || !m.SQLRunning || !m.ReadOnly || m.SecondsBehind < 0 {
-			t.Errorf("admin storage: minion %+v, want read-only, replicating from %s with both threads running", m, addr(0))
-		}
+		assert.True(t, m.MasterAddr == addr(0) && m.IORunning && m.SQLRunning && m.ReadOnly && m.SecondsBehind >= 0,
+			"admin storage: minion %+v, want read-only, replicating from %s with both threads running", m, addr(0))
 	}
 	out, _, err := runCmd(ctx, "admin", "storage", "--topology", topo, "--datastore", "trips")
+	assert.NoError(t, err, "admin storage")
 	for _, want := range []string{"trips/c0  partitions 0,1  master " + addr(0), "MEMBER", "ROLE", "REPLICATING", addr(1) + "  minion"} {
-		if err != nil || !strings.Contains(out, want) {
-			t.Errorf("admin storage: got %q, %v; want it to contain %q", out, err, want)
-		}
+		assert.Contains(t, out, want, "admin storage output")
 	}
 
 	// Minion 1 stops receiving; the master writes more, which only minion 2 receives.
@@ -141,100 +139,70 @@ func TestAdminStorageAndPromote(t *testing.T) {
 		"INSERT INTO admintest.t VALUES (1), (2), (3)")
 	before := storageReport(t, ctx, topo)
 	db, err := replication.Open(set.AdminDSN(0, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "open minion 2")
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	err = replication.WaitApplied(wctx, db, before.Members[0].GTIDPosition)
 	wcancel()
 	db.Close()
-	if err != nil {
-		t.Fatalf("minion 2: %v", err)
-	}
+	require.NoError(t, err, "minion 2: wait until it applied the master's position")
 	before = storageReport(t, ctx, topo)
 	masterPos := replication.SeqNo(before.Members[0].GTIDPosition, 0)
-	if got := replication.SeqNo(before.Members[2].GTIDReceived, 0); got != masterPos {
-		t.Fatalf("minion 2 received %d, want the master's %d", got, masterPos)
-	}
-	if got := replication.SeqNo(before.Members[1].GTIDReceived, 0); got >= masterPos {
-		t.Fatalf("minion 1 received %d, want less than the master's %d (its IO thread is stopped)", got, masterPos)
-	}
+	require.Equal(t, masterPos, replication.SeqNo(before.Members[2].GTIDReceived, 0), "minion 2 received: want the master's position")
+	require.Less(t, replication.SeqNo(before.Members[1].GTIDReceived, 0), masterPos,
+		"minion 1 received: want less than the master's position (its IO thread is stopped)")
 
 	// Failover: the master dies; promote picks minion 2, repoints minion 1.
-	if err := set.Instance(0, 0).Kill(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, set.Instance(0, 0).Kill(), "kill the master")
 	start := time.Now()
 	out, errOut, err := runCmd(ctx, "admin", "promote", "--topology", topo, "--datastore", "trips", "--cluster", "c0", "--json")
-	if err != nil {
-		t.Fatalf("admin promote: %v\n%s\n%s", err, out, errOut)
-	}
+	require.NoError(t, err, "admin promote:\n%s\n%s", out, errOut)
 	t.Logf("admin promote (failover) took %v", time.Since(start))
 	var pr promoteReport
-	if err := json.Unmarshal([]byte(out), &pr); err != nil {
-		t.Fatalf("admin promote --json: %v in %q", err, out)
-	}
-	if pr.NewMaster != addr(2) || pr.OldMasterReachable || !pr.CaughtUp || fmt.Sprint(pr.Repointed) != fmt.Sprint([]string{addr(1)}) {
-		t.Errorf("admin promote: got %+v, want new master %s (it received the most), old master unreachable, caught up, %s repointed", pr, addr(2), addr(1))
-	}
-	if why := pr.Skipped[addr(0)]; !strings.HasPrefix(why, "unreachable") || len(pr.Skipped) != 1 {
-		t.Errorf("admin promote: skipped %v, want only %s, unreachable", pr.Skipped, addr(0))
-	}
-	if got := replication.SeqNo(pr.Position, 0); got < masterPos {
-		t.Errorf("admin promote: new master at %d, want at least the dead master's %d", got, masterPos)
-	}
+	require.NoError(t, json.Unmarshal([]byte(out), &pr), "admin promote --json: %q", out)
+	assert.True(t, pr.NewMaster == addr(2) && !pr.OldMasterReachable && pr.CaughtUp && fmt.Sprint(pr.Repointed) == fmt.Sprint([]string{addr(1)}),
+		"admin promote: got %+v, want new master %s (it received the most), old master unreachable, caught up, %s repointed", pr, addr(2), addr(1))
+	assert.True(t, strings.HasPrefix(pr.Skipped[addr(0)], "unreachable") && len(pr.Skipped) == 1,
+		"admin promote: skipped %v, want only %s, unreachable", pr.Skipped, addr(0))
+	assert.GreaterOrEqual(t, replication.SeqNo(pr.Position, 0), masterPos, "admin promote: new master's position, want at least the dead master's")
 
 	// The new master; minion 1 replicates from it and catches up (its IO thread reconnects).
 	var after clusterReport
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		after = storageReport(t, ctx, topo)
+	var reportErr error // a failing command fails the test at once, as outside the wait
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		if after, reportErr = storageReportErr(ctx, topo); reportErr != nil {
+			return
+		}
 		m1 := after.Members[1]
-		if roles(after) == "unknown,minion,master" && after.Master == addr(2) && m1.MasterAddr == addr(2) && m1.IORunning && m1.SQLRunning &&
-			replication.SeqNo(m1.GTIDPosition, 0) >= masterPos {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("admin storage after the failover: got %+v, want %s unknown (unreachable), %s a minion of %s caught up to %d, %s the master",
-				after, addr(0), addr(1), addr(2), masterPos, addr(2))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if after.Members[0].Error == "" || !strings.Contains(strings.Join(after.Warnings, "\n"), addr(0)+" is unreachable") {
-		t.Errorf("admin storage after the failover: the dead master %+v, warnings %q; want an error and a warning naming it", after.Members[0], after.Warnings)
-	}
+		assert.True(c, roles(after) == "unknown,minion,master" && after.Master == addr(2) && m1.MasterAddr == addr(2) && m1.IORunning && m1.SQLRunning &&
+			replication.SeqNo(m1.GTIDPosition, 0) >= masterPos,
+			"admin storage after the failover: got %+v, want %s unknown (unreachable), %s a minion of %s caught up to %d, %s the master",
+			after, addr(0), addr(1), addr(2), masterPos, addr(2))
+	}, 20*time.Second, 200*time.Millisecond, "minion 1 replicating from the new master %s, caught up", addr(2))
+	require.NoError(t, reportErr)
+	assert.NotEmpty(t, after.Members[0].Error, "admin storage after the failover: the dead master %+v, want an error", after.Members[0])
+	assert.Contains(t, strings.Join(after.Warnings, "\n"), addr(0)+" is unreachable", "admin storage after the failover: want a warning naming the dead master")
 
 	// Switchover: the master is reachable, so it is fenced and becomes a minion of minion 1.
 	out, errOut, err = runCmd(ctx, "admin", "promote", "--topology", topo, "--datastore", "trips", "--cluster", "c0")
-	if err != nil {
-		t.Fatalf("admin promote (switchover): %v\n%s\n%s", err, out, errOut)
-	}
+	require.NoError(t, err, "admin promote (switchover):\n%s\n%s", out, errOut)
 	for _, want := range []string{"promoted " + addr(1) + " to master of storage cluster c0 of trips (switchover",
 		"repointed   " + addr(2), "skipped     " + addr(0) + ": unreachable", "within their probe interval (500ms)"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("admin promote (switchover): got %q, want it to contain %q", out, want)
-		}
+		assert.Contains(t, out, want, "admin promote (switchover) output")
 	}
-	if !strings.Contains(errOut, "fencing the master") {
-		t.Errorf("admin promote (switchover) log: got %q, want the step fencing the master", errOut)
-	}
+	assert.Contains(t, errOut, "fencing the master", "admin promote (switchover) log: want the step fencing the master")
 
 	// The old master returns fenced: read-only, replicating from nobody, no master.
-	if err := set.Restart(ctx, 0, 0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, set.Restart(ctx, 0, 0), "restart the old master")
 	r = storageReport(t, ctx, topo)
 	m0 := r.Members[0]
-	if roles(r) != "unknown,master,minion" || r.Master != addr(1) || !m0.ReadOnly || m0.Replicating || m0.Error != "" {
-		t.Errorf("admin storage after the old master's return: got %+v, want %s fenced (read-only, not replicating), %s master", r, addr(0), addr(1))
-	}
-	if !strings.Contains(strings.Join(r.Warnings, "\n"), addr(0)+" is read-only and replicates from nobody") {
-		t.Errorf("admin storage: warnings %q, want one about the fenced %s", r.Warnings, addr(0))
-	}
+	assert.True(t, roles(r) == "unknown,master,minion" && r.Master == addr(1) && m0.ReadOnly && !m0.Replicating && m0.Error == "",
+		"admin storage after the old master's return: got %+v, want %s fenced (read-only, not replicating), %s master", r, addr(0), addr(1))
+	assert.Contains(t, strings.Join(r.Warnings, "\n"), addr(0)+" is read-only and replicates from nobody", "admin storage: want a warning about the fenced %s", addr(0))
 }
 
 // TestAdminFlagErrors checks that bad flags fail before any connection, naming the flag.
 func TestAdminFlagErrors(t *testing.T) {
+	t.Parallel()
 	topo := writeAdminTopology(t, []string{"schemaless@tcp(127.0.0.1:1)/", "schemaless@tcp(127.0.0.1:3)/"})
 	ctx := context.Background()
 	missing := filepath.Join(t.TempDir(), "none.yaml")
@@ -256,24 +224,20 @@ func TestAdminFlagErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, _, err := runCmd(ctx, append([]string{"admin"}, tt.args...)...)
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("admin %v: got error %v, want one containing %q", tt.args, err, tt.want)
-		}
+		assert.ErrorContains(t, err, tt.want, "admin %v", tt.args)
 	}
 	// A topology whose members do not answer: the command succeeds and says so per member.
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	r := storageReport(t, ctx, topo)
-	if roles(r) != "unknown,unknown" || r.Members[0].Error == "" || !strings.Contains(strings.Join(r.Warnings, "\n"), "no master") {
-		t.Errorf("admin storage with members down: got %+v, want both unknown with errors and a no-master warning", r)
-	}
-	if _, _, err := runCmd(ctx, "admin", "promote", "--topology", topo, "--datastore", "trips", "--cluster", "c0"); err == nil ||
-		!strings.Contains(err.Error(), "no reachable minion") {
-		t.Errorf("admin promote with members down: got %v, want the error no reachable minion", err)
-	}
+	assert.True(t, roles(r) == "unknown,unknown" && r.Members[0].Error != "" && strings.Contains(strings.Join(r.Warnings, "\n"), "no master"),
+		"admin storage with members down: got %+v, want both unknown with errors and a no-master warning", r)
+	_, _, err := runCmd(ctx, "admin", "promote", "--topology", topo, "--datastore", "trips", "--cluster", "c0")
+	assert.ErrorContains(t, err, "no reachable minion", "admin promote with members down")
 }
 
 func TestWithUser(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		dsn, user, password string
 		set                 bool
@@ -286,11 +250,10 @@ func TestWithUser(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, err := withUser(tt.dsn, tt.user, tt.password, tt.set)
-		if err != nil || got != tt.want {
-			t.Errorf("withUser(%q, %q, %q, %t): got %q, %v; want %q", tt.dsn, tt.user, tt.password, tt.set, got, err, tt.want)
+		if assert.NoError(t, err, "withUser(%q, %q, %q, %t)", tt.dsn, tt.user, tt.password, tt.set) {
+			assert.Equal(t, tt.want, got, "withUser(%q, %q, %q, %t)", tt.dsn, tt.user, tt.password, tt.set)
 		}
 	}
-	if _, err := withUser("not a dsn", "root", "", false); err == nil {
-		t.Errorf("withUser of a bad DSN: got nil, want an error")
-	}
+	_, err := withUser("not a dsn", "root", "", false)
+	assert.Error(t, err, "withUser of a bad DSN")
 }

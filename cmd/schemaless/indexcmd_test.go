@@ -2,14 +2,17 @@ package main
 
 import (
 	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/api/wire"
 )
 
 func TestParseWhereExpr(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		expr    string
 		want    wire.IndexCond
@@ -56,15 +59,15 @@ func TestParseWhereExpr(t *testing.T) {
 		got, err := parseWhereExpr(tt.expr)
 		switch {
 		case tt.wantErr != "":
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("parseWhereExpr(%q): got %+v, %v; want an error containing %q", tt.expr, got, err, tt.wantErr)
-			}
+			assert.ErrorContains(t, err, tt.wantErr, "parseWhereExpr(%q): got %+v", tt.expr, got)
 		case tt.expr == "delay=>5":
-			if err != nil || got.Op != "=" || got.Value != ">5" {
-				t.Errorf("parseWhereExpr(%q): got %+v, %v; want = with the string >5", tt.expr, got, err)
+			if assert.NoError(t, err, "parseWhereExpr(%q)", tt.expr) {
+				assert.Equal(t, wire.IndexCond{Field: "delay", Op: "=", Value: ">5"}, got, "parseWhereExpr(%q): want = with the string >5", tt.expr)
 			}
-		case err != nil || !reflect.DeepEqual(got, tt.want):
-			t.Errorf("parseWhereExpr(%q): got %#v, %v; want %#v", tt.expr, got, err, tt.want)
+		default:
+			if assert.NoError(t, err, "parseWhereExpr(%q)", tt.expr) {
+				assert.Equal(t, tt.want, got, "parseWhereExpr(%q)", tt.expr)
+			}
 		}
 	}
 }
@@ -72,50 +75,44 @@ func TestParseWhereExpr(t *testing.T) {
 // TestParseWhereExprJSON checks what the conditions look like on the wire: numbers as JSON
 // numbers, written as given.
 func TestParseWhereExprJSON(t *testing.T) {
+	t.Parallel()
 	var conds []wire.IndexCond
 	for _, e := range []string{"delay>60", "date=2001-01-03", "destination in LAX,SFO", "fare<=12.50", "paid=true"} {
 		c, err := parseWhereExpr(e)
-		if err != nil {
-			t.Fatalf("parseWhereExpr(%q): %v", e, err)
-		}
+		require.NoError(t, err, "parseWhereExpr(%q)", e)
 		conds = append(conds, c)
 	}
 	var buf strings.Builder
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(conds); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, enc.Encode(conds), "encode the conditions")
 	b := strings.TrimSpace(buf.String())
 	want := `[{"field":"delay","op":">","value":60},{"field":"date","op":"=","value":"2001-01-03"},` +
 		`{"field":"destination","op":"in","value":["LAX","SFO"]},{"field":"fare","op":"<=","value":12.50},` +
 		`{"field":"paid","op":"=","value":true}]`
-	if b != want {
-		t.Errorf("JSON of the conditions: got %s, want %s", b, want)
-	}
+	assert.Equal(t, want, b, "JSON of the conditions")
 }
 
 func TestBuildIndexQuery(t *testing.T) {
+	t.Parallel()
 	q, err := buildIndexQuery(indexQueryFlags{shardValue: "42", where: []string{"delay>1"}, fields: []string{"a"}, orderBy: "-delay", limit: 5})
-	if err != nil {
-		t.Fatal(err)
+	require.NoError(t, err, "buildIndexQuery")
+	assert.Equal(t, json.Number("42"), q.ShardValue, "buildIndexQuery: shard value in %+v", q)
+	assert.Len(t, q.Where, 1, "buildIndexQuery: conditions in %+v", q)
+	assert.Equal(t, "-delay", q.OrderBy, "buildIndexQuery: order in %+v", q)
+	assert.Equal(t, 5, q.Limit, "buildIndexQuery: limit in %+v", q)
+	if assert.NotEmpty(t, q.Fields, "buildIndexQuery: fields in %+v", q) {
+		assert.Equal(t, "a", q.Fields[0], "buildIndexQuery: first field in %+v", q)
 	}
-	if q.ShardValue != json.Number("42") || len(q.Where) != 1 || q.OrderBy != "-delay" || q.Limit != 5 || q.Fields[0] != "a" {
-		t.Errorf("buildIndexQuery: got %+v", q)
-	}
-	if _, err := buildIndexQuery(indexQueryFlags{shardValue: "x", limit: -1}); err == nil {
-		t.Errorf("buildIndexQuery with limit -1: got nil, want an error")
-	}
-	if _, err := buildIndexQuery(indexQueryFlags{shardValue: "x", where: []string{"bad"}}); err == nil {
-		t.Errorf("buildIndexQuery with a bad where: got nil, want an error")
-	}
+	_, err = buildIndexQuery(indexQueryFlags{shardValue: "x", limit: -1})
+	assert.Error(t, err, "buildIndexQuery with limit -1")
+	_, err = buildIndexQuery(indexQueryFlags{shardValue: "x", where: []string{"bad"}})
+	assert.Error(t, err, "buildIndexQuery with a bad where")
 }
 
 func TestProgressLine(t *testing.T) {
+	t.Parallel()
 	v := wire.IndexVersionStatus{State: "building", Progress: 0.5, HandledCells: 50, TotalCells: 100, LagCells: 50, LagSeconds: 2.25, Entries: 40}
-	got := progressLine(v, 123.4)
 	want := "building [############............]  50.0%  50/100 cells  lag 50 cells 2.2s  123 cells/s  40 entries"
-	if got != want {
-		t.Errorf("progressLine: got %q, want %q", got, want)
-	}
+	assert.Equal(t, want, progressLine(v, 123.4), "progressLine")
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/schemaless-db/schemaless/api"
-	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/maintainer"
 	"github.com/schemaless-db/schemaless/node"
 	"github.com/schemaless-db/schemaless/partition"
@@ -182,13 +181,13 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if err := node.RegisterProcessMetrics(registry); err != nil {
 		return err
 	}
-	mcfg := maintainer.DefaultConfig()
-	mcfg.PollInterval = f.indexPoll
-	n, err := node.Start(ctx, node.Config{
-		Cluster: cluster.Config{NodeID: f.nodeID, Topology: top, DataDir: f.dataDir, Store: store, Partition: pc,
-			BindAddr: f.bind, Self: selfOverride, Join: f.join, GossipBindAddr: f.gossipBind},
-		API: f.apiCfg, Maintainer: &mcfg, AdminAddr: f.adminAddr, Registry: registry, Logger: logger,
-	})
+	cfg := node.DefaultConfig()
+	c := &cfg.Cluster
+	c.NodeID, c.Topology, c.DataDir, c.Store, c.Partition = f.nodeID, top, f.dataDir, store, pc
+	c.BindAddr, c.Self, c.Join, c.GossipBindAddr = f.bind, selfOverride, f.join, f.gossipBind
+	cfg.Maintainer.PollInterval = f.indexPoll
+	cfg.API, cfg.AdminAddr, cfg.Registry, cfg.Logger = f.apiCfg, f.adminAddr, registry, logger
+	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}

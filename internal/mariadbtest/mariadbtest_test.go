@@ -99,6 +99,25 @@ func TestFreePorts(t *testing.T) {
 		assert.True(t, base+15 <= lo || base > hi, "FreePorts(15) = %d: want %d-%d outside the ephemeral range %d-%d", base, base, base+14, lo, hi)
 		assert.GreaterOrEqual(t, base, minTestPort, "FreePorts(15)")
 		assert.LessOrEqual(t, base+14, 65535, "FreePorts(15): last port")
-		assert.True(t, portsFree(base, 15), "ports %d-%d: want them free", base, base+14)
 	}
+}
+
+// TestPortsFree checks the test FreePorts relies on: a port with a TCP or a UDP listener is
+// not free. (Whether FreePorts' ports are still free after it returns depends on the other
+// processes of the machine, so it is not asserted.)
+func TestPortsFree(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	tcp := l.Addr().(*net.TCPAddr).Port
+	assert.False(t, portsFree(tcp, 1), "port %d with a TCP listener", tcp)
+	assert.False(t, portsFree(tcp-1, 2), "ports %d-%d, the second with a TCP listener", tcp-1, tcp)
+	u, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer u.Close()
+	udp := u.LocalAddr().(*net.UDPAddr).Port
+	assert.False(t, portsFree(udp, 1), "port %d with a UDP listener", udp)
+	require.NoError(t, l.Close())
+	assert.Eventually(t, func() bool { return portsFree(tcp, 1) }, 5*time.Second, 10*time.Millisecond,
+		"port %d after its listener closed", tcp)
 }

@@ -1,4 +1,4 @@
-package triggers
+package client
 
 import (
 	"context"
@@ -7,42 +7,47 @@ import (
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/consumer"
+	"github.com/schemaless-db/schemaless/triggers"
 )
 
-// ClientSource is the Source of a worker that reaches the cluster over the HTTP API: log reads
-// are get_cells_for_shards with stored bodies, group commands POST
-// /v1/{ds}/groups/{group}/{op}. Calls are retried and failed over as the client does (see
-// package client). It is safe for concurrent use.
-type ClientSource struct {
-	cl *client.Client
+// TriggerSource is the triggers.Source of a worker that reaches the cluster over the HTTP API:
+// log reads are get_cells_for_shards (ReadLogs) with stored bodies, single cells GetCell, group
+// commands GroupCommand (POST /v1/{ds}/groups/{group}/{op}). Calls are retried and failed over
+// as every call of the Client is. It is bound to the datastore of the Client it came from and is
+// safe for concurrent use. Get one with Client.TriggerSource.
+type TriggerSource struct {
+	c *Client
 }
 
-var _ Source = (*ClientSource)(nil)
+var _ triggers.Source = (*TriggerSource)(nil)
 
-// NewClientSource returns the Source of cl's datastore (cl.Datastore must be set). It does no
-// I/O.
-func NewClientSource(cl *client.Client) *ClientSource { return &ClientSource{cl: cl} }
+// TriggerSource returns the triggers.Source of c's datastore (c's Config.Datastore must be set;
+// use WithDatastore for another one), for triggers.Config.Source:
+//
+//	err := triggers.Run(ctx, triggers.Config{Source: cl.TriggerSource(), Group: "billing"}, handle)
+//
+// It does no I/O.
+func (c *Client) TriggerSource() *TriggerSource { return &TriggerSource{c: c} }
 
-// ReadLogs reads req with client.ReadLogs. Errors: the client's, and a cell that does not
-// decode.
-func (s *ClientSource) ReadLogs(ctx context.Context, req LogRead) ([]Page, error) {
-	in := client.LogsRequest{Time: req.Time, ColumnKey: req.ColumnKey, Limit: req.Limit, Wait: req.Wait, StoredBodies: true}
+// ReadLogs reads req with Client.ReadLogs, asking for stored bodies, at req.Consistency.
+// Errors: the client's, and a cell of the answer that does not decode.
+func (s *TriggerSource) ReadLogs(ctx context.Context, req triggers.LogRead) ([]triggers.Page, error) {
+	in := LogsRequest{Time: req.Time, ColumnKey: req.ColumnKey, Limit: req.Limit, Wait: req.Wait, StoredBodies: true}
 	for _, sl := range req.Shards {
 		in.Shards = append(in.Shards, wire.ShardLocation{Shard: sl.Shard, Location: sl.Location})
 	}
-	resp, err := s.cl.ReadLogs(ctx, in, client.WithConsistency(req.Consistency))
+	resp, err := s.c.ReadLogs(ctx, in, WithConsistency(req.Consistency))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Page, len(resp.Shards))
+	out := make([]triggers.Page, len(resp.Shards))
 	for i, p := range resp.Shards {
-		out[i] = Page{Shard: p.Shard, Cells: make([]cells.Cell, 0, len(p.Cells)), NextLocation: p.NextLocation, HighWater: p.HighWater}
+		out[i] = triggers.Page{Shard: p.Shard, Cells: make([]cells.Cell, 0, len(p.Cells)), NextLocation: p.NextLocation, HighWater: p.HighWater}
 		for _, wc := range p.Cells {
-			c, err := toCell(wc)
+			c, err := triggerCell(wc)
 			if err != nil {
-				return nil, fmt.Errorf("triggers: shard %d: added_id %d: %w", p.Shard, wc.AddedID, err)
+				return nil, fmt.Errorf("client: shard %d: added_id %d: %w", p.Shard, wc.AddedID, err)
 			}
 			out[i].Cells = append(out[i].Cells, c)
 		}
@@ -50,19 +55,20 @@ func (s *ClientSource) ReadLogs(ctx context.Context, req LogRead) ([]Page, error
 	return out, nil
 }
 
-// GetCell reads the cell at key with client.GetCell (client.ErrNotFound when it is missing).
-func (s *ClientSource) GetCell(ctx context.Context, key cells.Key, consistency string) (cells.Cell, error) {
-	wc, err := s.cl.GetCell(ctx, key, client.WithConsistency(consistency))
+// GetCell reads the cell at key with Client.GetCell at consistency (ErrNotFound when it is
+// missing).
+func (s *TriggerSource) GetCell(ctx context.Context, key cells.Key, consistency string) (cells.Cell, error) {
+	wc, err := s.c.GetCell(ctx, key, WithConsistency(consistency))
 	if err != nil {
 		return cells.Cell{}, err
 	}
-	return toCell(wc)
+	return triggerCell(wc)
 }
 
-// GroupCommand runs cmd with client.GroupCommand (op cmd.Op, fields in their wire form). A
+// GroupCommand runs cmd with Client.GroupCommand (op cmd.Op, fields in their wire form). A
 // parked cell of the result whose row key is not a UUID is left out.
-func (s *ClientSource) GroupCommand(ctx context.Context, group string, cmd consumer.Command) (consumer.Result, error) {
-	res, err := s.cl.GroupCommand(ctx, group, string(cmd.Op), toWireCommand(cmd))
+func (s *TriggerSource) GroupCommand(ctx context.Context, group string, cmd consumer.Command) (consumer.Result, error) {
+	res, err := s.c.GroupCommand(ctx, group, string(cmd.Op), toWireCommand(cmd))
 	if err != nil {
 		return consumer.Result{}, err
 	}
@@ -118,9 +124,9 @@ func fromWireResult(r wire.GroupResult) consumer.Result {
 	return out
 }
 
-// toCell turns a cell read over the API into a cells.Cell. Log reads ask for stored bodies;
-// a JSON body (a parked cell read with GetCell) is encoded.
-func toCell(wc wire.Cell) (cells.Cell, error) {
+// triggerCell turns a cell read over the API into a cells.Cell. Log reads ask for stored
+// bodies; a JSON body (a parked cell read with GetCell) is encoded.
+func triggerCell(wc wire.Cell) (cells.Cell, error) {
 	rk, err := uuid.Parse(wc.RowKey)
 	if err != nil {
 		return cells.Cell{}, fmt.Errorf("row key %q: %w", wc.RowKey, err)

@@ -1,18 +1,22 @@
-package triggers
+package client
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-// ClientSource sends a consumer.Command in the API's wire form and reads the answer back into
+// TriggerSource sends a consumer.Command in the API's wire form and reads the answer back into
 // a consumer.Result, field by field.
-func TestClientSourceWireForms(t *testing.T) {
+func TestTriggerSourceWireForms(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.FixedZone("x", 3600))
 	rk := uuid.MustParse("0d6e7a3c-4a5b-4c1e-9b7f-6f8e2d1c0b3a")
 	cmd := consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1", Shards: 16, SessionTimeout: 3 * time.Second, HaltThreshold: 7,
@@ -39,4 +43,30 @@ func TestClientSourceWireForms(t *testing.T) {
 		Retry: []consumer.ParkedCell{{ID: 2, Shard: 1, AddedID: 40, RowKey: rk, ColumnKey: "BASE", RefKey: 6, Error: "boom",
 			Attempts: 5, Worker: "w1", ParkedAt: at, Retry: true}}}, fromWireResult(res),
 		"every field; the parked cell whose row key is no UUID left out")
+}
+
+// A cell read over the API becomes a cells.Cell with its body in stored form, whether it came
+// stored (log reads) or as JSON (GetCell); a row key that is no UUID is an error.
+func TestTriggerSourceCells(t *testing.T) {
+	t.Parallel()
+	rk := uuid.MustParse("0d6e7a3c-4a5b-4c1e-9b7f-6f8e2d1c0b3a")
+	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	body, err := cells.EncodeBody([]byte(`{"fare":12}`))
+	require.NoError(t, err, "encode body")
+	want := cells.Cell{Key: cells.Key{RowKey: rk, ColumnKey: "BASE", RefKey: 3}, Body: body, AddedID: 41, CreatedAt: at}
+
+	got, err := triggerCell(wire.Cell{RowKey: rk.String(), ColumnKey: "BASE", RefKey: 3, Stored: body, AddedID: 41, CreatedAt: at})
+	require.NoError(t, err, "stored body")
+	assert.Equal(t, want, got, "a cell with a stored body")
+
+	got, err = triggerCell(wire.Cell{RowKey: rk.String(), ColumnKey: "BASE", RefKey: 3, Body: json.RawMessage(`{"fare":12}`), AddedID: 41, CreatedAt: at})
+	require.NoError(t, err, "JSON body")
+	obj, err := got.Body.Object()
+	require.NoError(t, err, "decode the encoded body")
+	assert.Equal(t, map[string]any{"fare": int64(12)}, obj, "a JSON body, encoded")
+	got.Body = body
+	assert.Equal(t, want, got, "a cell with a JSON body, apart from the body")
+
+	_, err = triggerCell(wire.Cell{RowKey: "not a uuid", ColumnKey: "BASE", Body: json.RawMessage(`{}`)})
+	assert.ErrorContains(t, err, `row key "not a uuid"`, "a row key that is no UUID")
 }
