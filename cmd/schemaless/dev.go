@@ -44,7 +44,8 @@ type devFlags struct {
 	triggers   bool
 	indexes    bool
 	// mode is the trips datastore's mode: raft, or async on a replicated MariaDB set that dev
-	// starts on ports mariadbPort and up (devasync.go).
+	// starts on ports mariadbPort and up (devasync.go); or mixed: trips in raft mode and rides
+	// in async mode on that set (devmixed.go).
 	mode        string
 	mariadbPort int
 }
@@ -53,7 +54,7 @@ func newDevCmd() *cobra.Command {
 	var f devFlags
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run a local cluster: 3 node processes, datastore trips in raft (or async) mode",
+		Short: "Run a local cluster: 3 node processes, datastore trips in raft (or async) mode, or both modes (mixed)",
 		Long: `Run a local cluster in one command: --nodes processes of 'schemaless serve' on --host, HTTP on
 ports --http-port, --http-port+1, ..., raft on --raft-port, ..., one datastore 'trips' in raft mode
 with --shards shards in --partitions partitions replicated on every node. Cells are stored in
@@ -91,7 +92,23 @@ master and minions and the command that fails a cluster over:
 shows the replication state). Data persists: on a restart over existing data the servers come
 back on their data directories, and in each cluster the member that was the master when dev
 stopped (the one the minions replicate from, the promoted one after a failover) is made master
-again; a fenced old master stays fenced. --fresh deletes everything, servers' data included.`,
+again; a fenced old master stays fenced. --fresh deletes everything, servers' data included.
+
+With --mode mixed both modes run in the same nodes, as operators run them side by side: trips
+in raft mode, as without --mode, and a second datastore, rides, in async mode on the MariaDB
+servers of --mode async (the same ports, clusters, restart and failover; --shards and
+--partitions apply to both; --mysql, if given, holds trips' cells). The import, the triggers
+and the index run on trips. After an import, the first 1000 flights (fewer with a lower
+--limit) also go into rides and are read back, strong and stale, to show its writes and reads.
+The ready banner lists both datastores, the storage clusters and the command that fails rides'
+cluster c0 over:
+
+  bin/schemaless admin promote --topology <data-dir>/topology.yaml --datastore rides --cluster c0
+
+Killing c0's master shows what an async outage does to a mixed cluster: rides is unready
+(/readyz?datastore=rides answers 503 naming c0), its strong reads of c0's partitions fail fast
+with a retryable 503 and its stale reads are still served; trips, and every node's /readyz,
+stay ready.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), f) },
 	}
 	fl := cmd.Flags()
@@ -112,8 +129,8 @@ again; a fenced old master stays fenced. --fresh deletes everything, servers' da
 	fl.StringVar(&f.logLevel, "log-level", "info", "nodes' (and triggers') log level")
 	fl.BoolVar(&f.triggers, "triggers", true, "run the example trigger groups billing and delay-compensation")
 	fl.BoolVar(&f.indexes, "indexes", true, "define the example index flights_by_origin and run example queries after an import")
-	fl.StringVar(&f.mode, "mode", topology.ModeRaft, "mode of the trips datastore: raft, or async (on MariaDB servers dev starts)")
-	fl.IntVar(&f.mariadbPort, "mariadb-port", 7400, "with --mode async: port of the first MariaDB server; the other 5 follow")
+	fl.StringVar(&f.mode, "mode", topology.ModeRaft, "mode of the trips datastore: raft, or async (on MariaDB servers dev starts); or mixed: trips in raft mode and rides in async mode")
+	fl.IntVar(&f.mariadbPort, "mariadb-port", 7400, "with --mode async or mixed: port of the first MariaDB server; the other 5 follow")
 	f.importOpts.registerTuning(cmd)
 	return cmd
 }
@@ -134,8 +151,11 @@ func (f devFlags) topology() *topology.Topology {
 		}
 	}
 	t.Datastores = []topology.DatastoreSpec{{Name: "trips", Mode: topology.ModeRaft, Shards: f.shards, PartitionCount: f.partitions}}
-	if f.mode == topology.ModeAsync {
+	switch f.mode {
+	case topology.ModeAsync:
 		t.Datastores = []topology.DatastoreSpec{f.asyncDatastore()}
+	case devModeMixed:
+		t.Datastores = append(t.Datastores, f.asyncDatastore())
 	}
 	return t
 }
@@ -146,8 +166,8 @@ func runDev(ctx context.Context, f devFlags) error {
 	}
 	switch f.mode {
 	case topology.ModeRaft:
-	case topology.ModeAsync:
-		if f.mysqlDSN != "" {
+	case topology.ModeAsync, devModeMixed:
+		if f.mysqlDSN != "" && f.mode == topology.ModeAsync {
 			return errors.New("--mysql is for --mode raft: in --mode async the cells live on the MariaDB servers dev starts")
 		}
 		if f.mariadbPort < 1 || f.mariadbPort+devAsyncClusters*(devAsyncMinions+1)-1 > 65535 {
@@ -157,7 +177,7 @@ func runDev(ctx context.Context, f devFlags) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("--mode %q: want %s or %s", f.mode, topology.ModeRaft, topology.ModeAsync)
+		return fmt.Errorf("--mode %q: want %s, %s or %s", f.mode, topology.ModeRaft, topology.ModeAsync, devModeMixed)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -194,7 +214,7 @@ func runDev(ctx context.Context, f devFlags) error {
 		return err
 	}
 	var storage *devStorage
-	if f.mode == topology.ModeAsync {
+	if f.usesMariaDB() {
 		if storage, err = startDevStorage(ctx, f); err != nil {
 			return err
 		}
@@ -254,11 +274,15 @@ func runDev(ctx context.Context, f devFlags) error {
 	if f.mysqlDSN != "" {
 		store = "mysql"
 	}
-	if storage != nil {
-		store, layout = "mariadb", fmt.Sprintf(" on %d storage clusters", devAsyncClusters)
+	if f.mode == devModeMixed {
+		printMixedReady(f, time.Since(start), store, endpoints)
+	} else {
+		if storage != nil {
+			store, layout = "mariadb", fmt.Sprintf(" on %d storage clusters", devAsyncClusters)
+		}
+		fmt.Printf("ready: %d nodes in %.1fs, store %s, datastore trips (%s, %d shards, %d partitions%s), http %v, data %s\n",
+			f.nodes, time.Since(start).Seconds(), store, f.mode, f.shards, f.partitions, layout, endpoints, f.dataDir)
 	}
-	fmt.Printf("ready: %d nodes in %.1fs, store %s, datastore trips (%s, %d shards, %d partitions%s), http %v, data %s\n",
-		f.nodes, time.Since(start).Seconds(), store, f.mode, f.shards, f.partitions, layout, endpoints, f.dataDir)
 	if storage != nil {
 		storage.print(ctx, top)
 	}
@@ -289,7 +313,7 @@ func runDev(ctx context.Context, f devFlags) error {
 				trig.Imported(ctx)
 			}
 		}
-		if err := devImport(ctx, cl, f, onImported); err != nil {
+		if err := devImport(ctx, cl, f, f.importOpts, "", 0, onImported); err != nil {
 			return err
 		}
 		if trig != nil {
@@ -315,8 +339,16 @@ func runDev(ctx context.Context, f devFlags) error {
 				fmt.Println("index:", err)
 			}
 		}
+		if f.mode == devModeMixed {
+			if err := devRidesDemo(ctx, endpoints, f); err != nil {
+				return err
+			}
+		}
 	}
 	printCurls(endpoints[0])
+	if f.mode == devModeMixed {
+		printMixedCurls(endpoints[0], storage)
+	}
 	if storage != nil {
 		fmt.Printf("  bin/schemaless admin storage --topology %s\n  %s\n", topoPath, storage.promoteCommand(0))
 	}

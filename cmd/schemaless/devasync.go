@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,7 +14,7 @@ import (
 	"github.com/schemaless-db/schemaless/topology"
 )
 
-// The replicated MariaDB set of `dev --mode async`.
+// The replicated MariaDB set of `dev --mode async` and `dev --mode mixed`.
 const (
 	// devAsyncClusters storage clusters of devAsyncMinions minions and a master each.
 	devAsyncClusters = 2
@@ -25,9 +26,9 @@ const (
 // mariadbDir is the parent of the servers' data directories.
 func (f devFlags) mariadbDir() string { return filepath.Join(f.dataDir, "mariadb") }
 
-// mariadbOptions is the replicated set of `dev --mode async`: under <data-dir>/mariadb, on
-// --host, member m (0: the initial master) of storage cluster c on port --mariadb-port +
-// c*(minions+1) + m.
+// mariadbOptions is the replicated set of `dev --mode async` and `--mode mixed`: under
+// <data-dir>/mariadb, on --host, member m (0: the initial master) of storage cluster c on port
+// --mariadb-port + c*(minions+1) + m.
 func (f devFlags) mariadbOptions() mariadb.ReplicatedOptions {
 	opts := mariadb.ReplicatedOptions{
 		Clusters: devAsyncClusters, Minions: devAsyncMinions, Dir: f.mariadbDir(), StartTimeout: devAsyncStartTimeout,
@@ -39,15 +40,27 @@ func (f devFlags) mariadbOptions() mariadb.ReplicatedOptions {
 	return opts
 }
 
-// asyncDatastore is the trips datastore of `dev --mode async`: partition i on storage cluster
-// c(i mod 2), whose members the nodes reach as the datastore's user. runDev checks
-// --mariadb-port first.
+// asyncName is the name of the datastore on the MariaDB servers: trips in --mode async, rides
+// in --mode mixed (trips is in raft mode there).
+func (f devFlags) asyncName() string {
+	if f.mode == devModeMixed {
+		return devMixedAsync
+	}
+	return "trips"
+}
+
+// usesMariaDB reports whether the mode keeps a datastore on MariaDB servers that dev starts.
+func (f devFlags) usesMariaDB() bool { return f.mode == topology.ModeAsync || f.mode == devModeMixed }
+
+// asyncDatastore is the async datastore of `dev --mode async` (trips) or `--mode mixed`
+// (rides): partition i on storage cluster c(i mod 2), whose members the nodes reach as the
+// datastore's user. runDev checks --mariadb-port first.
 func (f devFlags) asyncDatastore() topology.DatastoreSpec {
 	dsns, err := f.mariadbOptions().DSNs()
 	if err != nil {
 		panic(fmt.Sprintf("dev: --mariadb-port %d unchecked: %v", f.mariadbPort, err))
 	}
-	return topology.DatastoreSpec{Name: "trips", Mode: topology.ModeAsync, Shards: f.shards, PartitionCount: f.partitions,
+	return topology.DatastoreSpec{Name: f.asyncName(), Mode: topology.ModeAsync, Shards: f.shards, PartitionCount: f.partitions,
 		StorageClusters: topology.StorageClustersOf(dsns)}
 }
 
@@ -56,7 +69,7 @@ func (f devFlags) asyncDatastore() topology.DatastoreSpec {
 // directory of a running one would wait long for its InnoDB lock.
 func (f devFlags) checkMariadbPorts() error {
 	if err := f.mariadbOptions().CheckPorts(); err != nil {
-		return fmt.Errorf("--mariadb-port %d: %w (another dev --mode async running? stop it, or pass another --mariadb-port)", f.mariadbPort, err)
+		return fmt.Errorf("--mariadb-port %d: %w (another dev --mode %s running? stop it, or pass another --mariadb-port)", f.mariadbPort, err, f.mode)
 	}
 	return nil
 }
@@ -68,6 +81,7 @@ type devStorage struct {
 	set     *mariadb.ReplicatedSet
 	resumed bool // started on existing data, not set up now
 	took    time.Duration
+	masters []int // by cluster, the member print found to be the master; -1: none
 }
 
 // startDevStorage starts the servers under <data-dir>/mariadb on ports --mariadb-port and up
@@ -77,7 +91,7 @@ type devStorage struct {
 // stopped. It prints a line for each server that exits while dev runs.
 func startDevStorage(ctx context.Context, f devFlags) (*devStorage, error) {
 	if _, _, err := mariadb.FindBinaries(); err != nil {
-		return nil, fmt.Errorf("--mode async needs MariaDB installed (mariadbd and mariadb-install-db): %w", err)
+		return nil, fmt.Errorf("--mode %s needs MariaDB installed (mariadbd and mariadb-install-db): %w", f.mode, err)
 	}
 	start := time.Now()
 	opts := f.mariadbOptions()
@@ -86,7 +100,7 @@ func startDevStorage(ctx context.Context, f devFlags) (*devStorage, error) {
 	case errors.Is(err, mariadb.ErrNotResumable):
 		return nil, fmt.Errorf("%w; pass --fresh to start over", err)
 	case err != nil:
-		return nil, fmt.Errorf("start the MariaDB servers of --mode async (ports %d-%d): %w", f.mariadbPort, f.mariadbPort+len(opts.Ports)-1, err)
+		return nil, fmt.Errorf("start the MariaDB servers of --mode %s (ports %d-%d): %w", f.mode, f.mariadbPort, f.mariadbPort+len(opts.Ports)-1, err)
 	}
 	s := &devStorage{f: f, set: set, resumed: resumed, took: time.Since(start)}
 	set.Watch(s.exited)
@@ -100,8 +114,8 @@ func (s *devStorage) exited(c, m int, inst *mariadb.Instance) {
 }
 
 func (s *devStorage) promoteCommand(c int) string {
-	return fmt.Sprintf("bin/schemaless admin promote --topology %s --datastore trips --cluster c%d",
-		filepath.Join(s.f.dataDir, "topology.yaml"), c)
+	return fmt.Sprintf("bin/schemaless admin promote --topology %s --datastore %s --cluster c%d",
+		filepath.Join(s.f.dataDir, "topology.yaml"), s.f.asyncName(), c)
 }
 
 // stop stops every server (SIGTERM, concurrently; each is killed after 60 s) and prints the
@@ -134,9 +148,11 @@ func (s *devStorage) print(ctx context.Context, top *topology.Topology) {
 	}
 	fmt.Printf("storage: %d MariaDB clusters of a master and %d minions, %s in %.1fs, data %s (user %s; admin user root, no password)\n",
 		devAsyncClusters, devAsyncMinions, how, s.took.Seconds(), s.f.mariadbDir(), mariadb.DefaultReplicatedUser)
-	ds, _ := top.Datastore("trips")
+	ds, _ := top.Datastore(s.f.asyncName())
 	f := adminFlags{adminUser: "root"}
+	s.masters = make([]int, len(ds.StorageClusters))
 	for i := range ds.StorageClusters {
+		s.masters[i] = -1
 		sc := &ds.StorageClusters[i]
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		r, err := probeCluster(pctx, ds, sc, f)
@@ -146,11 +162,12 @@ func (s *devStorage) print(ctx context.Context, top *topology.Topology) {
 			continue
 		}
 		var minions, others []string
-		for _, m := range r.Members {
+		for k, m := range r.Members {
 			switch m.Role {
 			case "minion":
 				minions = append(minions, m.Addr)
 			case "master":
+				s.masters[i] = k
 			default:
 				others = append(others, m.Addr)
 			}
@@ -166,4 +183,19 @@ func (s *devStorage) print(ctx context.Context, top *topology.Topology) {
 		fmt.Println(line)
 	}
 	fmt.Printf("fail over: %s\n", s.promoteCommand(0))
+}
+
+// masterPidFile returns the pid file of cluster c's master as print found it (relative to the
+// working directory when under it), or "" when it found none (or print has not run).
+func (s *devStorage) masterPidFile(c int) string {
+	if c >= len(s.masters) || s.masters[c] < 0 {
+		return ""
+	}
+	path := filepath.Join(s.set.Instance(c, s.masters[c]).DataDir(), "mysqld.pid")
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, path); err == nil && !strings.HasPrefix(rel, "..") {
+			return rel
+		}
+	}
+	return path
 }

@@ -54,7 +54,7 @@ so importing the same file again changes nothing (every cell answers "exists").`
 			if err != nil {
 				return err
 			}
-			printImportStats(st)
+			printImportStats("", st)
 			return nil
 		},
 	}
@@ -65,15 +65,15 @@ so importing the same file again changes nothing (every cell answers "exists").`
 	return cmd
 }
 
-// printImportStats prints the figures of an import.
-func printImportStats(s examples.ImportStats) {
-	fmt.Printf("imported %d flights in %.1fs: %.0f cells/s (%d created, %d exists, %d conflicts)\n",
-		s.Flights, s.Elapsed.Seconds(), float64(s.Flights)/s.Elapsed.Seconds(), s.Created, s.Exists, s.Conflicts)
+// printImportStats prints the figures of an import, each line after prefix.
+func printImportStats(prefix string, s examples.ImportStats) {
+	fmt.Printf("%simported %d flights in %.1fs: %.0f cells/s (%d created, %d exists, %d conflicts)\n",
+		prefix, s.Flights, s.Elapsed.Seconds(), float64(s.Flights)/s.Elapsed.Seconds(), s.Created, s.Exists, s.Conflicts)
 	if s.Buffered > 0 {
-		fmt.Printf("%d flights were buffered (async mode, a primary master was down): durable, readable once replayed\n", s.Buffered)
+		fmt.Printf("%s%d flights were buffered (async mode, a primary master was down): durable, readable once replayed\n", prefix, s.Buffered)
 	}
 	if s.UnknownAirports > 0 {
-		fmt.Printf("  %d airport codes were not in the airports file (empty city and state)\n", s.UnknownAirports)
+		fmt.Printf("%s  %d airport codes were not in the airports file (empty city and state)\n", prefix, s.UnknownAirports)
 	}
 }
 
@@ -145,30 +145,49 @@ func verifyFlights(ctx context.Context, cl *client.Client, path, airportsPath st
 	return n, err
 }
 
-// devImport imports f.importPath into the dev cluster and reads it all back. onImported, when
-// not nil, is called between the import and the read-back.
-func devImport(ctx context.Context, cl *client.Client, f devFlags, onImported func()) error {
-	st, err := importFlights(ctx, cl, f.importPath, f.airports, f.importOpts)
+// devImport imports f.importPath (at most opts.limit flights) through cl, into its datastore,
+// and reads it all back, strong then stale, printing each line after prefix ("" for trips). A
+// stale read-back that misses cells is tried again every 200 ms for up to staleWait (0: once),
+// since replicas may trail. onImported, when not nil, is called between the import and the
+// read-back.
+func devImport(ctx context.Context, cl *client.Client, f devFlags, opts importFlags, prefix string, staleWait time.Duration, onImported func()) error {
+	st, err := importFlights(ctx, cl, f.importPath, f.airports, opts)
 	if err != nil {
-		return fmt.Errorf("import: %w", err)
+		return fmt.Errorf("%simport: %w", prefix, err)
 	}
 	if onImported != nil {
 		onImported()
 	}
-	printImportStats(st)
+	printImportStats(prefix, st)
 	for _, c := range []string{client.ConsistencyStrong, client.ConsistencyStale} {
-		start := time.Now()
-		n, err := verifyFlights(ctx, cl, f.importPath, f.airports, f.importOpts.limit, 200, c)
+		first, start := time.Now(), time.Now()
+		n, err := verifyFlights(ctx, cl, f.importPath, f.airports, opts.limit, 200, c)
+		attempts := 1
+		for ; err != nil && c == client.ConsistencyStale && time.Since(first) < staleWait && ctx.Err() == nil; attempts++ {
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+			start = time.Now()
+			n, err = verifyFlights(ctx, cl, f.importPath, f.airports, opts.limit, 200, c)
+		}
 		if err != nil && c == client.ConsistencyStrong {
-			return fmt.Errorf("verify: %w", err)
+			return fmt.Errorf("%sverify: %w", prefix, err)
 		}
 		if err != nil {
-			// A stale read may trail the leader by a few entries.
-			fmt.Printf("read back (%s): %v\n", c, err)
+			// A stale read may trail the leader (or the master) by a few entries.
+			fmt.Printf("%sread back (%s): %v\n", prefix, c, err)
 			continue
 		}
-		el := time.Since(start)
-		fmt.Printf("read back %d cells (%s) in %.1fs: %.0f cells/s, every body as written\n", n, c, el.Seconds(), float64(n)/el.Seconds())
+		el, lag := time.Since(start), ""
+		if attempts > 1 {
+			plural := "s"
+			if attempts == 2 {
+				plural = ""
+			}
+			lag = fmt.Sprintf(" (%d earlier attempt%s in %.1fs found replicas behind)", attempts-1, plural, start.Sub(first).Seconds())
+		}
+		fmt.Printf("%sread back %d cells (%s) in %.1fs: %.0f cells/s, every body as written%s\n", prefix, n, c, el.Seconds(), float64(n)/el.Seconds(), lag)
 	}
 	return nil
 }

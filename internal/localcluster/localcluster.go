@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +25,7 @@ import (
 )
 
 // Options shape a local cluster. Zero fields take defaults: 3 nodes on 127.0.0.1, datastore
-// "trips" with 16 shards in 2 partitions, SQLite.
+// "trips" with 16 shards in 2 partitions, SQLite, and no other datastore.
 type Options struct {
 	Nodes      int
 	Host       string
@@ -41,6 +42,11 @@ type Options struct {
 	// Async, when set, makes "trips" an async datastore on those storage clusters (the nodes'
 	// own stores then hold nothing of it).
 	Async *AsyncOptions
+	// Datastores are more datastores beside "trips", each in raft mode (replicated on every
+	// node, in the nodes' stores) or, with its Async set, in async mode on its storage
+	// clusters: a raft "trips" beside an async datastore is a mixed cluster, as `schemaless
+	// dev --mode mixed` runs one.
+	Datastores []DatastoreOptions
 	// API sets the HTTP API's limits.
 	API api.Config
 	// Logger receives every node's logs. Default: discard.
@@ -57,7 +63,17 @@ type Options struct {
 	Maintainer *maintainer.Config
 }
 
-// AsyncOptions describe the async datastore of a local cluster.
+// DatastoreOptions describe a datastore of a local cluster beside "trips".
+type DatastoreOptions struct {
+	// Name is the datastore's name (topology rules apply; not "trips"). Required.
+	Name string
+	// Shards and Partitions default to Options.Shards and Options.Partitions.
+	Shards, Partitions int
+	// Async, when set, makes it an async datastore on Async.Clusters; nil: raft mode.
+	Async *AsyncOptions
+}
+
+// AsyncOptions describe an async datastore of a local cluster.
 type AsyncOptions struct {
 	// Clusters are the storage clusters (at least 2 with buffered writes).
 	Clusters []topology.StorageClusterSpec
@@ -68,7 +84,9 @@ type AsyncOptions struct {
 	BufferClusters int
 	Unsafe         bool
 	// Cluster and Partition tune the storage clusters and async partitions (identity fields
-	// are set per datastore).
+	// are set per datastore). A node has one set for all its async datastores
+	// (cluster.Config's Async and AsyncPartition): the first async datastore's, Options.Async
+	// before Options.Datastores.
 	Cluster   partition.ClusterConfig
 	Partition partition.AsyncConfig
 }
@@ -156,10 +174,13 @@ func start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 		top.Nodes = append(top.Nodes, spec)
 	}
-	top.Datastores = []topology.DatastoreSpec{{Name: "trips", Mode: topology.ModeRaft, Shards: opts.Shards, PartitionCount: opts.Partitions}}
-	if a := opts.Async; a != nil {
-		top.Datastores = []topology.DatastoreSpec{{Name: "trips", Mode: topology.ModeAsync, Shards: opts.Shards, PartitionCount: opts.Partitions,
-			StorageClusters: a.Clusters, MySQLPrefix: a.Prefix, BufferClusters: a.BufferClusters, UnsafeNoBufferedWrites: a.Unsafe}}
+	top.Datastores = []topology.DatastoreSpec{datastoreSpec("trips", opts.Shards, opts.Partitions, opts.Async)}
+	for _, d := range opts.Datastores {
+		if d.Name == "" {
+			return nil, errors.New("localcluster: Options.Datastores: a datastore without a name")
+		}
+		shards, parts := cmp.Or(d.Shards, opts.Shards), cmp.Or(d.Partitions, opts.Partitions)
+		top.Datastores = append(top.Datastores, datastoreSpec(d.Name, shards, parts, d.Async))
 	}
 	if err := top.Normalize(); err != nil {
 		return nil, err
@@ -435,18 +456,42 @@ func (c *Cluster) LeaderOf(ctx context.Context, p int, timeout time.Duration) (i
 	return -1, fmt.Errorf("localcluster: partition %d has no leader", p)
 }
 
-func (c *Cluster) asyncCluster() partition.ClusterConfig {
-	if c.opts.Async == nil {
-		return partition.ClusterConfig{}
+// datastoreSpec is the spec of datastore name: in raft mode with a nil a, else in async mode on
+// a's storage clusters.
+func datastoreSpec(name string, shards, partitions int, a *AsyncOptions) topology.DatastoreSpec {
+	if a == nil {
+		return topology.DatastoreSpec{Name: name, Mode: topology.ModeRaft, Shards: shards, PartitionCount: partitions}
 	}
-	return c.opts.Async.Cluster
+	return topology.DatastoreSpec{Name: name, Mode: topology.ModeAsync, Shards: shards, PartitionCount: partitions,
+		StorageClusters: a.Clusters, MySQLPrefix: a.Prefix, BufferClusters: a.BufferClusters, UnsafeNoBufferedWrites: a.Unsafe}
+}
+
+// asyncTuning returns the async options whose tunables every node applies to all its async
+// datastores: Options.Async's, else the first of Options.Datastores'; nil when none is async.
+func (c *Cluster) asyncTuning() *AsyncOptions {
+	if c.opts.Async != nil {
+		return c.opts.Async
+	}
+	for _, d := range c.opts.Datastores {
+		if d.Async != nil {
+			return d.Async
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) asyncCluster() partition.ClusterConfig {
+	if a := c.asyncTuning(); a != nil {
+		return a.Cluster
+	}
+	return partition.ClusterConfig{}
 }
 
 func (c *Cluster) asyncPartition() partition.AsyncConfig {
-	if c.opts.Async == nil {
-		return partition.AsyncConfig{}
+	if a := c.asyncTuning(); a != nil {
+		return a.Partition
 	}
-	return c.opts.Async.Partition
+	return partition.AsyncConfig{}
 }
 
 // datastoresReady returns nil when every datastore of the topology is ready on n.
