@@ -21,6 +21,7 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
+	"github.com/schemaless-db/schemaless/internal/mariadb"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/replication"
@@ -56,7 +57,7 @@ func TestMixedAsyncMasterDown(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	set, err := mariadbtest.StartReplicated(sctx, mariadbtest.ReplicatedOptions{Minions: 1})
+	set, err := mariadb.StartReplicated(sctx, mariadb.ReplicatedOptions{Minions: 1})
 	cancel()
 	require.NoError(t, err, "start 2 storage clusters of a master and a minion")
 	t.Cleanup(func() { _ = set.Close() })
