@@ -94,16 +94,8 @@ func (r *replicatedServers) close(stderr io.Writer) {
 // of set (named c0, c1, ...), with the default settings except ReplayAfter (the same value,
 // made explicit), and buffered writes unless unsafe.
 func asyncOptions(set *mariadb.ReplicatedSet, prefix string, unsafe bool) *localcluster.AsyncOptions {
-	a := &localcluster.AsyncOptions{Prefix: prefix, Unsafe: unsafe,
+	return &localcluster.AsyncOptions{Prefix: prefix, Unsafe: unsafe, Clusters: topology.StorageClustersOf(set.DSNs()),
 		Partition: partition.AsyncConfig{ReplayAfter: asyncReplayAfter}}
-	for c := range set.Clusters {
-		sc := topology.StorageClusterSpec{Name: fmt.Sprintf("c%d", c), Master: set.DSN(c, 0)}
-		for m := 1; m < len(set.Clusters[c].Instances); m++ {
-			sc.Minions = append(sc.Minions, set.DSN(c, m))
-		}
-		a.Clusters = append(a.Clusters, sc)
-	}
-	return a
 }
 
 // asyncEnv is a running async target as its workloads see it. The servers are never

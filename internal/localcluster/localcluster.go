@@ -77,9 +77,9 @@ type DatastoreOptions struct {
 type AsyncOptions struct {
 	// Clusters are the storage clusters (at least 2 with buffered writes).
 	Clusters []topology.StorageClusterSpec
-	// Prefix names the datastore's databases on them (cluster.DatastoreSpec.MySQLPrefix).
+	// Prefix names the datastore's databases on them (topology.DatastoreSpec.MySQLPrefix).
 	Prefix string
-	// BufferClusters and Unsafe are cluster.DatastoreSpec's BufferClusters and
+	// BufferClusters and Unsafe are topology.DatastoreSpec's BufferClusters and
 	// UnsafeNoBufferedWrites.
 	BufferClusters int
 	Unsafe         bool
