@@ -46,6 +46,8 @@ type ReadViolation struct {
 	Window string `json:"window,omitempty"`
 }
 
+// String describes the violation on one line for the report: the operation, its process, key
+// and time since the run's start, what was wrong, and the failover window it overlaps if any.
 func (v ReadViolation) String() string {
 	s := fmt.Sprintf("op %d (process %d, %s %s/%s/%d at %.3fs): %s", v.Index, v.Process, v.F, v.RowKey, v.ColumnKey, v.RefKey,
 		float64(v.Invoke)/1e9, v.Detail)

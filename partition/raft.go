@@ -41,6 +41,7 @@ type NotLeaderError struct {
 	LeaderAddr string
 }
 
+// Error says the replica does not lead, naming the leader it knows (id and address) if any.
 func (e *NotLeaderError) Error() string {
 	if e.LeaderID == "" {
 		return "partition: not the leader (leader unknown)"
