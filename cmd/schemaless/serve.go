@@ -14,7 +14,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/schemaless-db/schemaless/api"
-	"github.com/schemaless-db/schemaless/maintainer"
 	"github.com/schemaless-db/schemaless/node"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
@@ -86,7 +85,7 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.IntVar(&f.apiCfg.MaxIndexInValues, "max-index-in-values", d.MaxIndexInValues, "most values of one 'in' condition of an index query")
 	fl.IntVar(&f.apiCfg.MaxIndexColumns, "max-index-columns", d.MaxIndexColumns, "most columns whose latest cells an index query fetches")
 	fl.DurationVar(&f.apiCfg.IndexCatalogTTL, "index-catalog-ttl", d.IndexCatalogTTL, "how long a node reuses its read of the index catalog to resolve queries (negative: read it for every query)")
-	fl.DurationVar(&f.indexPoll, "index-poll-interval", maintainer.DefaultConfig().PollInterval, "how often the index maintainer reads the index catalog (starts builds, marks versions ready, finishes drops)")
+	fl.DurationVar(&f.indexPoll, "index-poll-interval", node.DefaultConfig().Maintainer.PollInterval, "how often the index maintainer reads the index catalog (starts builds, marks versions ready, finishes drops)")
 	fl.DurationVar(&f.heartbeat, "heartbeat-timeout", pd.HeartbeatTimeout, "raft heartbeat timeout")
 	fl.DurationVar(&f.election, "election-timeout", pd.ElectionTimeout, "raft election timeout")
 	fl.DurationVar(&f.leaderLease, "leader-lease-timeout", pd.LeaderLeaseTimeout, "raft leader lease timeout")
