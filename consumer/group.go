@@ -113,8 +113,9 @@ func (g *Group) Clone() *Group {
 //
 // OpPark is fenced by Park.Shard's lease at cmd.Epoch (Fenced, nothing stored). A Park.ID that
 // names a parked cell updates it in place (Error, Attempts, Worker, ParkedAt = now, Retry
-// false); otherwise the cell gets the next ID of the group (1, 2, ...; never reused). Affected is
-// the ID; a HaltThreshold > 0 replaces the group's. OpResolve deletes the named cells whose
+// false); a Park.ID that names no parked cell (resolved or dropped since) stores nothing and
+// Affected is 0; a Park.ID of 0 gives the cell the next ID of the group (1, 2, ...; never
+// reused). Affected is the ID; a HaltThreshold > 0 replaces the group's. OpResolve deletes the named cells whose
 // shard the worker owns at cmd.Epoch (Affected: how many) and sets Fenced if it refused one.
 // OpRetry marks the named cells (or All) for retry; Affected counts those not marked before.
 // OpDrop deletes them; Affected counts them. After every command Halted is recomputed: the
@@ -473,7 +474,11 @@ func (g *Group) park(now time.Time, cmd Command) Result {
 	if cmd.HaltThreshold > 0 {
 		g.haltThreshold = cmd.HaltThreshold
 	}
-	if i, ok := g.findParked(p.ID); ok && p.ID != 0 {
+	if p.ID != 0 {
+		i, ok := g.findParked(p.ID)
+		if !ok {
+			return Result{} // resolved or dropped meanwhile: a redelivery must not bring it back
+		}
 		c := &g.parked[i]
 		c.Error = p.Error
 		c.Attempts = p.Attempts

@@ -76,9 +76,9 @@ type Member struct {
 }
 
 // ParkedCell is a cell whose delivery failed Attempts times, kept with its last Error. ID is
-// assigned by the coordinator (the Park command's ID is ignored). Retry is set by OpRetry: the
-// shard's owner redelivers it, then resolves it (OpResolve) or parks it again (OpPark with the
-// same ID).
+// assigned by the coordinator (a Park command with ID 0 parks a new cell). Retry is set by
+// OpRetry: the shard's owner redelivers it, then resolves it (OpResolve) or parks it again
+// (OpPark with the same ID, which stores nothing if the cell was resolved or dropped since).
 type ParkedCell struct {
 	ID        uint64    `json:"id" msgpack:"i"`
 	Shard     int       `json:"shard" msgpack:"s"`

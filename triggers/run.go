@@ -41,6 +41,11 @@ type worker struct {
 	deadline time.Time // local lease deadline of every owned shard
 	halted   bool
 	retries  []consumer.ParkedCell
+	// resolved holds the parked cells this worker redelivered and resolved while the
+	// coordinator may still list them for retry (a heartbeat answered before the resolve):
+	// they are not delivered again. An id leaves it once a heartbeat no longer lists it; ids are
+	// never reused.
+	resolved map[uint64]bool
 	// orphans are shards the coordinator asked back (Revoke) that this worker no longer holds,
 	// having dropped them when its local lease ran out: the coordinator still counts them as
 	// ours until they are released, so the next heartbeat releases them.
@@ -222,7 +227,19 @@ func (w *worker) heartbeat(ctx context.Context) {
 	if len(assigned) > 0 || changed {
 		w.cfg.Logger.Debug("triggers: assignment", "group", w.cfg.Group, "worker", w.cfg.Worker, "shards", len(w.shards), "generation", res.Generation)
 	}
-	w.retries = res.Retry
+	w.retries = nil
+	listed := make(map[uint64]bool, len(res.Retry))
+	for _, p := range res.Retry {
+		listed[p.ID] = true
+		if !w.resolved[p.ID] {
+			w.retries = append(w.retries, p)
+		}
+	}
+	for id := range w.resolved {
+		if !listed[id] {
+			delete(w.resolved, id)
+		}
+	}
 	if res.Halted && !w.halted {
 		w.halted = true
 		changed = true
@@ -708,7 +725,14 @@ func (w *worker) redeliverParked(ctx context.Context) {
 		w.mu.Unlock()
 		if _, err := w.src.GroupCommand(ctx, w.cfg.Group, consumer.Command{Op: consumer.OpResolve, Worker: w.cfg.Worker, Epoch: epoch, IDs: []uint64{p.ID}}); err != nil {
 			w.cfg.Logger.Warn("triggers: resolve parked cell", "group", w.cfg.Group, "id", p.ID, "error", err)
+			continue
 		}
+		w.mu.Lock()
+		if w.resolved == nil {
+			w.resolved = map[uint64]bool{}
+		}
+		w.resolved[p.ID] = true
+		w.mu.Unlock()
 	}
 }
 
