@@ -1,8 +1,8 @@
 package bench
 
 // The baselines of `schemaless bench` (--baseline): put and put-batch on the raft-noop target
-// (raft without the SQL apply), and the same inserts straight into MySQL with no datastore in
-// between (baseline-mysql). They run in the same invocation as the targets, after them, so that
+// (raft without the SQL apply), on hashicorp/raft alone (raft-raw, rawraft.go), and the same
+// inserts straight into MySQL with no datastore in between (baseline-mysql). They run in the same invocation as the targets, after them, so that
 // the ratios in the table (setBaselineRatios) compare runs made on the same, possibly noisy,
 // machine.
 
@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -38,8 +39,8 @@ func validateBaselines(bs []string) error {
 	var errs []error
 	for i, b := range bs {
 		switch {
-		case b != baselineMySQL && b != baselineRaftNoop:
-			errs = append(errs, fmt.Errorf("--baseline %q: want mysql or raft-noop", b))
+		case b != baselineMySQL && b != baselineRaftNoop && b != baselineRaftRaw:
+			errs = append(errs, fmt.Errorf("--baseline %q: want mysql, raft-noop or raft-raw", b))
 		case slices.Contains(bs[:i], b):
 			errs = append(errs, fmt.Errorf("--baseline %q: given twice", b))
 		}
@@ -92,6 +93,14 @@ func runBaselines(ctx context.Context, env *Env) ([]Result, error) {
 			_ = t.Close()
 		case baselineMySQL:
 			rs, err = runMySQLBaseline(ctx, envb)
+		case baselineRaftRaw:
+			var g *rawRaft
+			logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+			if g, err = startRawRaft(ctx, fb.RaftLogStore, logger); err != nil {
+				return out, fmt.Errorf("--baseline raft-raw: %w", err)
+			}
+			rs, err = runTarget(ctx, envb, g)
+			err = errors.Join(err, g.Close())
 		}
 		out = append(out, rs...)
 		if err != nil {
@@ -101,23 +110,28 @@ func runBaselines(ctx context.Context, env *Env) ([]Result, error) {
 	return out, nil
 }
 
-// setBaselineRatios sets VsRaftNoop and VsMySQL of every put and put-batch row of rs to its
-// cells/s over that of the row with the same workload, clients and rate of the raft-noop target
-// and of the mysql baseline, when that row exists and has a positive cells/s (the first one if
-// several do). The baseline rows get no ratio to themselves (raft-noop rows do get VsMySQL).
+// setBaselineRatios sets VsRaftRaw, VsRaftNoop and VsMySQL of every put and put-batch row of rs
+// to its cells/s over that of the row with the same workload, clients and rate of the raft-raw
+// baseline, the raft-noop target and the mysql baseline, when that row exists and has a
+// positive cells/s (the first one if several do). The baseline rows get no ratio to themselves
+// (raft-noop rows do get VsRaftRaw and VsMySQL).
 // Other rows, and rows with no matching baseline, are left alone.
 func setBaselineRatios(rs []Result) {
 	type key struct {
 		workload      string
 		clients, rate int
 	}
-	noop, my := map[key]float64{}, map[key]float64{}
+	raw, noop, my := map[key]float64{}, map[key]float64{}, map[key]float64{}
 	for _, r := range rs {
 		if !isBaselineWorkload(r.Workload) || r.CellsPerSec <= 0 {
 			continue
 		}
 		k := key{r.Workload, r.Clients, r.Rate}
 		switch r.Target {
+		case baselineRaftRaw:
+			if _, ok := raw[k]; !ok {
+				raw[k] = r.CellsPerSec
+			}
 		case baselineRaftNoop:
 			if _, ok := noop[k]; !ok {
 				noop[k] = r.CellsPerSec
@@ -134,7 +148,10 @@ func setBaselineRatios(rs []Result) {
 			continue
 		}
 		k := key{r.Workload, r.Clients, r.Rate}
-		if base, ok := noop[k]; ok && r.Target != baselineRaftNoop {
+		if base, ok := raw[k]; ok && r.Target != baselineRaftRaw {
+			r.VsRaftRaw = r.CellsPerSec / base
+		}
+		if base, ok := noop[k]; ok && r.Target != baselineRaftNoop && r.Target != baselineRaftRaw {
 			r.VsRaftNoop = r.CellsPerSec / base
 		}
 		if base, ok := my[k]; ok {

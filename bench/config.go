@@ -29,8 +29,11 @@ type Config struct {
 	MySQLDSN string
 	// Workloads are run in this order on each target (names of Workloads()).
 	Workloads []string
-	// Baselines of put and put-batch, run after the targets: mysql, raft-noop.
+	// Baselines of put and put-batch, run after the targets: mysql, raft-noop, raft-raw.
 	Baselines []string
+	// CPUPIDs are processes whose CPU time counts in each run's CPUSeconds beside this
+	// process's: the node processes of an external target, a database server.
+	CPUPIDs []int
 	// Clients are the concurrent clients (requests in flight) of the workloads that have them,
 	// one run per value.
 	Clients []int

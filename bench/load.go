@@ -33,6 +33,7 @@ type benchOpFunc func(ctx context.Context, rng *rand.Rand) (cells int, err error
 func runLoad(ctx context.Context, n, rate int, f Config, op benchOpFunc) Result {
 	var l loadFigures
 	l.init(n)
+	l.cpu.m = cpuMeter{pids: f.CPUPIDs}
 	var elapsed time.Duration
 	if rate > 0 {
 		elapsed = l.openLoop(ctx, n, rate, f, op)
@@ -48,6 +49,9 @@ type loadFigures struct {
 	ops, cells, errs, late atomic.Int64
 	firstErr               atomic.Value // string
 	hists                  []*hdrhistogram.Histogram
+	// cpu measures the measured phase's CPU; cpuSeconds is its result.
+	cpu        cpuSpan
+	cpuSeconds float64
 }
 
 // init makes one latency histogram per client of n.
@@ -85,6 +89,7 @@ func (l *loadFigures) result(n, rate int, elapsed time.Duration) Result {
 		r.OpsPerSec = float64(r.Ops) / r.Seconds
 		r.CellsPerSec = float64(r.Cells) / r.Seconds
 	}
+	r.CPUSeconds = l.cpuSeconds
 	if e, ok := l.firstErr.Load().(string); ok {
 		r.FirstError = e
 	}
@@ -134,6 +139,7 @@ func (l *loadFigures) closedLoop(ctx context.Context, n int, f Config, op benchO
 		measuring.Store(true)
 	}
 	start := time.Now()
+	l.cpu.begin()
 	if limit > 0 {
 		select {
 		case <-allEnded:
@@ -144,6 +150,7 @@ func (l *loadFigures) closedLoop(ctx context.Context, n int, f Config, op benchO
 		measuring.Store(false)
 	}
 	elapsed := time.Since(start)
+	l.cpuSeconds = l.cpu.end()
 	cancel()
 	wg.Wait()
 	return elapsed
@@ -198,6 +205,9 @@ loop:
 		if d := time.Until(base.Add(due(i))); d > 0 && sleepCtx(ctx, d) != nil {
 			break
 		}
+		if i == warm {
+			l.cpu.begin()
+		}
 		if handOver(jobs, i) {
 			continue
 		}
@@ -212,6 +222,9 @@ loop:
 	}
 	close(jobs)
 	wg.Wait()
+	if i > warm {
+		l.cpuSeconds = l.cpu.end() // the phase's requests all answered; the tail is idle
+	}
 	if limit > 0 {
 		return max(time.Duration(lastEnd.Load())-due(warm), 0)
 	}

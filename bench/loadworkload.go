@@ -13,8 +13,8 @@ import (
 
 // loadWorkload is put (put_cell of one new cell per request), put-batch (put_cells of --batch
 // new cells) or get-latest (get_cell_latest of a random preloaded row, per --consistency): one
-// run per --rate (when given: open loop) and --clients value, with runLoad. On the mysql
-// baseline, put and put-batch are the baseline's inserts.
+// run per --rate (when given: open loop) and --clients value, with runLoad. On the mysql and
+// raft-raw baselines (directTarget), put and put-batch are the baseline's own requests.
 type loadWorkload struct{ name string }
 
 func (w loadWorkload) Name() string { return w.name }
@@ -22,7 +22,7 @@ func (w loadWorkload) Name() string { return w.name }
 // Run runs the workload on t. get-latest preloads --rows rows on its first run on a target.
 func (w loadWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, error) {
 	f := env.Config
-	if b, ok := t.(*mysqlBaseline); ok {
+	if b, ok := t.(directTarget); ok {
 		return b.runWorkload(ctx, env, w.name)
 	}
 	var out []Result
@@ -54,6 +54,13 @@ func (w loadWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, er
 		}
 	}
 	return out, nil
+}
+
+// directTarget is a baseline without the HTTP API (baseline-mysql, raft-raw) that runs put and
+// put-batch itself.
+type directTarget interface {
+	Target
+	runWorkload(ctx context.Context, env *Env, workload string) ([]Result, error)
 }
 
 // preload writes f.Rows rows (one BASE cell each, put_cells of 500) for the read workloads.

@@ -38,6 +38,13 @@ type Result struct {
 	// (see setBaselineRatios); 0 when there is none.
 	VsRaftNoop float64 `json:"vs_raft_noop,omitempty"`
 	VsMySQL    float64 `json:"vs_mysql,omitempty"`
+	// VsRaftRaw is a put or put-batch row's cells/s as a fraction of the matching row of the
+	// raft-raw baseline (hashicorp/raft alone); 0 when there is none.
+	VsRaftRaw float64 `json:"vs_raft_raw,omitempty"`
+	// CPUSeconds is the CPU time (user + system) spent during a put, put-batch or get-latest
+	// run's measured phase by this process (clients and in-process nodes) and the --cpu-pid
+	// processes; 0 when not measured.
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 
 	Triggers *TriggerFigures `json:"triggers,omitempty"`
 	Index    *IndexFigures   `json:"index,omitempty"`
@@ -46,17 +53,26 @@ type Result struct {
 }
 
 // printTable prints rs to w as a table, then the notes of the rows that have one and their
-// first errors. The columns vs noop, vs mysql (see setBaselineRatios) and stored (StoredCells)
-// appear only when some row has a value for them.
+// first errors. The columns cpu-s/10k (CPUSeconds per 10,000 cells), vs raw, vs noop, vs mysql
+// (see setBaselineRatios) and stored (StoredCells) appear only when some row has a value for
+// them.
 func printTable(w io.Writer, rs []Result) {
-	var vsNoop, vsMySQL, stored bool
+	var cpu, vsRaw, vsNoop, vsMySQL, stored bool
 	for _, r := range rs {
+		cpu = cpu || r.CPUSeconds > 0
+		vsRaw = vsRaw || r.VsRaftRaw > 0
 		vsNoop = vsNoop || r.VsRaftNoop > 0
 		vsMySQL = vsMySQL || r.VsMySQL > 0
 		stored = stored || r.StoredCells > 0
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	head := "target\tworkload\tclients\tops/s\tcells/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t"
+	if cpu {
+		head += "cpu-s/10k\t"
+	}
+	if vsRaw {
+		head += "vs raw\t"
+	}
 	if vsNoop {
 		head += "vs noop\t"
 	}
@@ -73,6 +89,12 @@ func printTable(w io.Writer, rs []Result) {
 			lat = "-\t-\t-\t-"
 		}
 		line := fmt.Sprintf("%s\t%s\t%d\t%.0f\t%.0f\t%s\t%d\t", r.Target, label(r), r.Clients, r.OpsPerSec, r.CellsPerSec, lat, r.Errors)
+		if cpu {
+			line += cpuPer10k(r) + "\t"
+		}
+		if vsRaw {
+			line += percent(r.VsRaftRaw) + "\t"
+		}
 		if vsNoop {
 			line += percent(r.VsRaftNoop) + "\t"
 		}
@@ -128,6 +150,14 @@ func label(r Result) string {
 	return w
 }
 
+// cpuPer10k formats r's CPU seconds per 10,000 cells, "-" when not measured.
+func cpuPer10k(r Result) string {
+	if r.CPUSeconds <= 0 || r.Cells <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", r.CPUSeconds*10000/float64(r.Cells))
+}
+
 // percent formats a fraction as a percentage, "-" for 0.
 func percent(x float64) string {
 	switch {
@@ -143,6 +173,9 @@ func percent(x float64) string {
 func runLine(r Result) string {
 	s := fmt.Sprintf("%s %s clients=%d: %.0f ops/s, %.0f cells/s, p50 %dus, p99 %dus, %d errors", r.Target, label(r), r.Clients,
 		r.OpsPerSec, r.CellsPerSec, r.P50, r.P99, r.Errors)
+	if r.CPUSeconds > 0 {
+		s += fmt.Sprintf(", %s CPU-s per 10k cells", cpuPer10k(r))
+	}
 	if r.Rate > 0 {
 		s += fmt.Sprintf(", %d late", r.Late)
 	}

@@ -460,50 +460,37 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]cells.Res
 		}
 	}
 
-	stored := map[shardKey]storage.Existing{}
-	for _, s := range shards {
-		found, err := tx.Lookup(ctx, s, keysByShard[s])
-		if err != nil {
-			return nil, fmt.Errorf("lookup in shard %d: %w", s, err)
-		}
-		for k, e := range found {
-			stored[shardKey{s, k}] = e
-		}
-	}
-
-	inserts := map[int][]cells.Cell{}
+	// Each shard's cells are inserted first and looked up only when the INSERT meets a stored
+	// key (ErrDuplicate, nothing of the shard's INSERT kept): a retried write is rare, and the
+	// unique key answers the common case without a SELECT per cell.
 	results := make([][]cells.Result, len(entries))
 	for i, e := range entries {
-		rs := make([]cells.Result, len(e.cmd.Cells))
-		for j, c := range e.cmd.Cells {
-			sk := shardKey{c.Shard, c.Key}
-			if ex, ok := stored[sk]; ok {
-				same, err := cells.SameBody(ex.Body, c.Body)
-				if err != nil {
-					return nil, fmt.Errorf("compare body of %s: %w", c.Key, err)
-				}
-				st := cells.StatusConflict
-				if same {
-					st = cells.StatusExists
-				}
-				rs[j] = cells.Result{Status: st, AddedID: ex.AddedID, CreatedAt: ex.CreatedAt}
-				continue
-			}
-			next[c.Shard]++
-			cell := cells.Cell{Key: c.Key, Body: c.Body, AddedID: next[c.Shard], CreatedAt: e.cmd.CreatedAt}
-			inserts[c.Shard] = append(inserts[c.Shard], cell)
-			stored[sk] = storage.Existing{AddedID: cell.AddedID, Body: cell.Body, CreatedAt: cell.CreatedAt}
-			rs[j] = cells.Result{Status: cells.StatusCreated, AddedID: cell.AddedID, CreatedAt: cell.CreatedAt}
-		}
-		results[i] = rs
+		results[i] = make([]cells.Result, len(e.cmd.Cells))
 	}
 	for _, s := range shards {
-		if len(inserts[s]) == 0 {
-			continue
+		base := next[s]
+		id, inserts, err := resolveShard(entries, s, base, nil, results)
+		if err != nil {
+			return nil, err
 		}
-		if err := tx.Insert(ctx, s, inserts[s]); err != nil {
+		err = tx.Insert(ctx, s, inserts)
+		if errors.Is(err, storage.ErrDuplicate) {
+			found, lerr := tx.Lookup(ctx, s, keysByShard[s])
+			if lerr != nil {
+				return nil, fmt.Errorf("lookup in shard %d: %w", s, lerr)
+			}
+			if id, inserts, err = resolveShard(entries, s, base, found, results); err != nil {
+				return nil, err
+			}
+			err = nil
+			if len(inserts) > 0 {
+				err = tx.Insert(ctx, s, inserts)
+			}
+		}
+		if err != nil {
 			return nil, fmt.Errorf("insert into shard %d: %w", s, err)
 		}
+		next[s] = id
 	}
 	if err := tx.SetApplied(ctx, last); err != nil {
 		return nil, fmt.Errorf("set applied index %d: %w", last.Index, err)
@@ -522,6 +509,49 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]cells.Res
 	}
 	f.mu.Unlock()
 	return results, nil
+}
+
+// resolveShard decides the outcome of every cell of shard in entries, in log order, given the
+// cells stored before the batch (found; nil: none): a key stored before or earlier in the
+// batch is exists (same body) or conflict, any other is created with the next added_id after
+// base. It writes the shard's cells' results and returns the last added_id given and the cells
+// to insert, in added_id order.
+func resolveShard(entries []entry, shard int, base int64, found map[cells.Key]storage.Existing, results [][]cells.Result) (int64, []cells.Cell, error) {
+	var inserts []cells.Cell
+	var batch map[cells.Key]storage.Existing // cells created earlier in this batch
+	id := base
+	for i, e := range entries {
+		for j, c := range e.cmd.Cells {
+			if c.Shard != shard {
+				continue
+			}
+			ex, ok := found[c.Key]
+			if !ok {
+				ex, ok = batch[c.Key]
+			}
+			if ok {
+				same, err := cells.SameBody(ex.Body, c.Body)
+				if err != nil {
+					return 0, nil, fmt.Errorf("compare body of %s: %w", c.Key, err)
+				}
+				st := cells.StatusConflict
+				if same {
+					st = cells.StatusExists
+				}
+				results[i][j] = cells.Result{Status: st, AddedID: ex.AddedID, CreatedAt: ex.CreatedAt}
+				continue
+			}
+			id++
+			cell := cells.Cell{Key: c.Key, Body: c.Body, AddedID: id, CreatedAt: e.cmd.CreatedAt}
+			inserts = append(inserts, cell)
+			if batch == nil {
+				batch = map[cells.Key]storage.Existing{}
+			}
+			batch[c.Key] = storage.Existing{AddedID: cell.AddedID, Body: cell.Body, CreatedAt: cell.CreatedAt}
+			results[i][j] = cells.Result{Status: cells.StatusCreated, AddedID: cell.AddedID, CreatedAt: cell.CreatedAt}
+		}
+	}
+	return id, inserts, nil
 }
 
 // resetCaches forgets what the FSM remembers of the store, after a Restore replaced it.

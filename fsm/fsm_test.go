@@ -118,6 +118,19 @@ func TestOutcomes(t *testing.T) {
 	assert.WithinDuration(t, at, out[1].Cells[0].CreatedAt, 0, "conflict reports the stored cell's created_at")
 	assert.WithinDuration(t, at.Add(time.Second), out[1].Cells[1].CreatedAt, 0, "created_at: the command's")
 	assert.Equal(t, uint64(2), f.Applied().Index, "applied index")
+	// A later batch meets the stored cells (the INSERT finds them; the shard's new cells then
+	// take the next added_ids, with no gap left by the ones that were stored before).
+	out = responses(t, f.ApplyBatch([]*raft.Log{
+		cmdLog(t, 3, at.Add(2*time.Second), cell(8, 3, "BASE", 1, a), cell(8, 1, "BASE", 2, b), cell(8, 1, "BASE", 1, b), cell(9, 4, "BASE", 1, a)),
+	}))
+	require.Len(t, out, 1, "one response")
+	require.NoError(t, out[0].Err, "third batch")
+	got := make([]cells.Result, len(out[0].Cells))
+	for i, c := range out[0].Cells {
+		got[i] = cells.Result{Status: c.Status, AddedID: c.AddedID}
+	}
+	assert.Equal(t, []cells.Result{{Status: cells.StatusCreated, AddedID: 4}, {Status: cells.StatusExists, AddedID: 2},
+		{Status: cells.StatusConflict, AddedID: 1}, {Status: cells.StatusCreated, AddedID: 2}}, got, "third batch: status and added_id")
 }
 
 func TestBadCommandsAreValues(t *testing.T) {

@@ -331,6 +331,54 @@ func TestInsertDuplicateFails(t *testing.T) {
 	})
 }
 
+// An Insert that fails with ErrDuplicate stores none of its cells, whether they fit in one
+// statement or need several (the last one holding the duplicate), and the transaction stays
+// usable: what it wrote before and after commits.
+func TestInsertDuplicateKeepsNothing(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+		ctx := context.Background()
+		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
+		write(t, p, map[int][]cells.Cell{0: {mkCell(t, 1, "base", 1, 1)}}, AppliedState{Index: 1, Term: 1})
+		added := int64(1)
+		for _, n := range []int{3, p.d.insertRows + 5} {
+			tx, err := p.Begin(ctx)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = tx.Rollback() })
+			added++
+			before := mkCell(t, 100+n, "before", 1, added)
+			require.NoError(t, tx.Insert(ctx, 0, []cells.Cell{before}), "%d cells: Insert before", n)
+			batch := make([]cells.Cell, 0, n)
+			for i := range n - 1 {
+				added++
+				batch = append(batch, mkCell(t, 1000*n+i, "new", 1, added))
+			}
+			batch = append(batch, mkCell(t, 1, "base", 1, added+1)) // the stored key, last
+			assert.Equal(t, n > p.d.insertRows, insertStatements(p.d, batch) > 1, "%d cells: more than one statement", n)
+			assert.ErrorIs(t, tx.Insert(ctx, 0, batch), ErrDuplicate, "%d cells: Insert with a stored key last", n)
+			found, err := tx.Lookup(ctx, 0, []cells.Key{batch[0].Key, batch[n-2].Key})
+			require.NoError(t, err, "%d cells: Lookup after the failed Insert", n)
+			assert.Empty(t, found, "%d cells: cells of the failed Insert visible in its transaction", n)
+			require.NoError(t, tx.Insert(ctx, 0, batch[:n-1]), "%d cells: Insert without the duplicate", n)
+			require.NoError(t, tx.SetApplied(ctx, AppliedState{Index: uint64(1 + n), Term: 1}))
+			require.NoError(t, tx.Commit(), "%d cells: Commit", n)
+			keys := keysOf(scanAll(t, p, 0, 10000))
+			assert.Contains(t, keys, before.Key, "%d cells: the cell inserted before the failure", n)
+			assert.Contains(t, keys, batch[n-2].Key, "%d cells: the batch inserted again", n)
+		}
+		assert.Len(t, scanAll(t, p, 0, 10000), int(added), "cells stored in all")
+	})
+}
+
+// keysOf returns the keys of cs.
+func keysOf(cs []cells.Cell) []cells.Key {
+	keys := make([]cells.Key, len(cs))
+	for i, c := range cs {
+		keys[i] = c.Key
+	}
+	return keys
+}
+
 // A body of 1 MiB and more round trips, also many of them in one Insert (split by bytes).
 func TestLargeBodies(t *testing.T) {
 	t.Parallel()

@@ -246,11 +246,7 @@ func cellBytes(c *cells.Cell) int { return len(c.Body) + len(c.ColumnKey) + 128 
 func insertCells(ctx context.Context, stmt func(q string) stmtQueryer, d *dialect, shard int, cs []cells.Cell) error {
 	args := make([]any, 0, 6*min(len(cs), d.insertRows))
 	for start := 0; start < len(cs); {
-		end, size := start, 0
-		for end < len(cs) && end-start < d.insertRows && (end == start || size+cellBytes(&cs[end]) <= d.insertBytes) {
-			size += cellBytes(&cs[end])
-			end++
-		}
+		end := insertChunkEnd(d, cs, start)
 		args = args[:0]
 		for i := start; i < end; i++ {
 			c := &cs[i]
@@ -268,6 +264,26 @@ func insertCells(ctx context.Context, stmt func(q string) stmtQueryer, d *dialec
 		start = end
 	}
 	return nil
+}
+
+// insertChunkEnd returns the end of the multi-row INSERT that starts at cs[start]: at most
+// d.insertRows cells and d.insertBytes of them, but always at least one.
+func insertChunkEnd(d *dialect, cs []cells.Cell, start int) int {
+	end, size := start, 0
+	for end < len(cs) && end-start < d.insertRows && (end == start || size+cellBytes(&cs[end]) <= d.insertBytes) {
+		size += cellBytes(&cs[end])
+		end++
+	}
+	return end
+}
+
+// insertStatements returns how many INSERT statements insertCells runs for cs.
+func insertStatements(d *dialect, cs []cells.Cell) int {
+	n := 0
+	for start := 0; start < len(cs); start = insertChunkEnd(d, cs, start) {
+		n++
+	}
+	return n
 }
 
 // MySQL and SQLite error codes the store interprets.

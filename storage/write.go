@@ -91,14 +91,34 @@ func (tx *WriteTx) Lookup(ctx context.Context, shard int, keys []cells.Key) (map
 // the bodies are large). Each cell is stored as given: AddedID (assigned by the caller, unique
 // in the shard), Key, Body and CreatedAt (stored in UTC, truncated to the microsecond). The
 // caller guarantees that every cell belongs to shard. A key or added_id that is already stored
-// returns ErrDuplicate (the caller should have checked with Lookup); a shard whose tables do
-// not exist returns ErrNoShardTable. Insert does not retain cs.
+// returns ErrDuplicate, and then none of cs is stored and the transaction stays usable: the
+// failing statement is rolled back by the engine (SQLite's ABORT conflict resolution, InnoDB's
+// statement rollback), and when cs needs more than one statement they run inside a SAVEPOINT
+// that is rolled back. So a writer that expects no duplicates can Insert first and Lookup only
+// after ErrDuplicate. A shard whose tables do not exist returns ErrNoShardTable. Insert does
+// not retain cs.
 func (tx *WriteTx) Insert(ctx context.Context, shard int, cs []cells.Cell) error {
 	if err := tx.check(shard); err != nil {
 		return err
 	}
 	stmt := func(q string) stmtQueryer { return tx.stmtOrTx(ctx, q) }
-	if err := insertCells(ctx, stmt, tx.p.d, shard, cs); err != nil {
+	multi := insertStatements(tx.p.d, cs) > 1
+	if multi {
+		if _, err := tx.tx.ExecContext(ctx, "SAVEPOINT cell_insert"); err != nil {
+			return tx.p.fail("savepoint", err)
+		}
+	}
+	err := insertCells(ctx, stmt, tx.p.d, shard, cs)
+	if multi {
+		end := "RELEASE SAVEPOINT cell_insert"
+		if err != nil {
+			end = "ROLLBACK TO SAVEPOINT cell_insert"
+		}
+		if _, serr := tx.tx.ExecContext(ctx, end); serr != nil && err == nil {
+			err = tx.p.fail("release savepoint", serr)
+		}
+	}
+	if err != nil {
 		if tx.p.closed.Load() {
 			return fmt.Errorf("%w: %w", ErrClosed, err)
 		}

@@ -52,6 +52,11 @@ with a note on stderr), run after the --target runs in the same invocation so th
 hold on a noisy machine, with the same --clients, --rate, --batch, --value-size, --warmup and
 --duration or --ops:
   raft-noop  the raft-noop target below (not run again when it is among --target: its rows serve)
+  raft-raw   hashicorp/raft alone, the consensus library's speed on this machine: 3 raft servers in
+             this process, one group, the partitions' raft log (--raft-log-store), log cache,
+             timeouts and node transport, a state machine that does nothing; a put is one
+             Apply of one body on the leader, a put-batch one Apply of --batch bodies in one
+             entry. No HTTP, JSON, cell encoding or SQL. Rows of target raft-raw.
   mysql      the same inserts straight into the server at --mysql, no datastore in between: a new
              database benchbase_<random> (dropped afterwards, even on error) with one table of the
              datastore's cell table's columns, keys and engine (InnoDB); each request is one
@@ -59,8 +64,13 @@ hold on a noisy machine, with the same --clients, --rate, --batch, --value-size,
              (put-batch), row keys and bodies made as for the datastore; each client has a
              connection of its own (at most --connections in all). Rows of target baseline-mysql.
 The table then gets, for each put and put-batch row, its cells/s as a percentage of the baseline
-row of the same workload, clients and rate: columns "vs noop" and "vs mysql" (in JSON
-vs_raft_noop and vs_mysql, fractions; absent without a matching row).
+row of the same workload, clients and rate: columns "vs raw", "vs noop" and "vs mysql" (in JSON
+vs_raft_raw, vs_raft_noop and vs_mysql, fractions; absent without a matching row).
+
+CPU: each put, put-batch and get-latest run reports the CPU time (user + system) spent in its
+measured phase by this process (the clients and the in-process targets' nodes) and the
+--cpu-pid processes, per 10,000 cells: column "cpu-s/10k" (in JSON cpu_seconds, the total).
+For the mysql target and baseline, add the MariaDB server's pid with --cpu-pid.
 
 Workloads:
   put         put_cell of one new cell per request (random row key, column BASE, ref key 1, a
@@ -165,7 +175,8 @@ share this machine's cores.`,
 	fl.StringSliceVar(&c.Endpoints, "endpoints", c.Endpoints, "nodes (HTTP base URLs) of the external target, comma-separated")
 	fl.StringVar(&c.MySQLDSN, "mysql", c.MySQLDSN, "DSN of the MySQL/MariaDB server of the mysql target and the mysql baseline (its database part is ignored)")
 	fl.StringSliceVar(&c.Workloads, "workload", c.Workloads, "workloads, comma-separated, run in this order on each target: put, put-batch, get-latest, trigger-latency, log-read, index-lag, index-query, index-backfill, reaper, replication-lag, trips, scale-cells (see Workloads)")
-	fl.StringSliceVar(&c.Baselines, "baseline", c.Baselines, "baselines of put and put-batch, comma-separated, run after the targets: mysql, raft-noop (none by default; see Baselines)")
+	fl.StringSliceVar(&c.Baselines, "baseline", c.Baselines, "baselines of put and put-batch, comma-separated, run after the targets: mysql, raft-noop, raft-raw (none by default; see Baselines)")
+	fl.IntSliceVar(&c.CPUPIDs, "cpu-pid", c.CPUPIDs, "processes whose CPU time (user+sys, from /proc) counts in each put, put-batch and get-latest run's cpu-s/10k beside this process's: an external target's nodes, a database server; comma-separated")
 	fl.IntSliceVar(&c.Clients, "clients", c.Clients, "concurrent clients of put, put-batch, get-latest (open loop: requests in flight at most), the baselines, index-query and replication-lag, requests in flight of reaper; comma-separated (one run per value; scale-cells uses the first value only)")
 	fl.IntVar(&c.Connections, "connections", c.Connections, "put, put-batch, get-latest: HTTP connections per node at most, shared by all clients (http.Transport.MaxConnsPerHost); mysql baseline: connections to the server at most; 0: one per client")
 	fl.IntVar(&c.Ops, "ops", c.Ops, "put, put-batch, get-latest and the baselines: end each run after this many measured requests (answered, or failed: ops + errors) instead of after --duration; the warm-up is unchanged; 0: use --duration")
@@ -178,7 +189,7 @@ share this machine's cores.`,
 	fl.IntVar(&c.Shards, "shards", c.Shards, "shards of the in-process targets' datastore")
 	fl.IntVar(&c.Partitions, "partitions", c.Partitions, "partitions of the in-process targets' datastore (3 replicas each)")
 	fl.IntVar(&c.MaxInflight, "max-inflight", c.MaxInflight, "raft entries in flight per partition of the in-process targets (see serve --max-inflight)")
-	fl.StringVar(&c.RaftLogStore, "raft-log-store", c.RaftLogStore, "raft log format of the in-process targets' replicas: bolt (raft-boltdb) or wal (hashicorp/raft-wal); see serve --raft-log-store")
+	fl.StringVar(&c.RaftLogStore, "raft-log-store", c.RaftLogStore, "raft log format of the in-process targets' replicas: auto (wal for their new replicas), wal (hashicorp/raft-wal) or bolt (raft-boltdb); see serve --raft-log-store")
 	fl.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile of the whole run (clients and in-process nodes) to this file")
 	fl.BoolVar(&c.JSON, "json", c.JSON, "print results as JSON lines (one object per run, latencies in µs) instead of a table")
 	fl.IntSliceVar(&c.Rates, "rate", c.Rates, "requests per second, one run per value: trigger-latency and index-lag put_cell writes, open loop (index-lag: 2000 when not given); replication-lag: writes at most, only when given; put, put-batch, get-latest and the baselines: open loop only when given (else closed loop), --clients in flight at most")

@@ -94,7 +94,7 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.Uint64Var(&f.trailingLogs, "trailing-logs", pd.TrailingLogs, "raft log entries kept after a snapshot; a follower further behind catches up by snapshot")
 	fl.IntVar(&f.batchCells, "max-entry-cells", pd.MaxBatchCells, "most cells grouped into one raft entry")
 	fl.IntVar(&f.inflight, "max-inflight", pd.MaxInflight, "raft entries in flight per partition before requests are grouped")
-	fl.StringVar(&f.logStore, "raft-log-store", pd.LogStore, "raft log format of new replicas: bolt (raft-boltdb, two fdatasync per append) or wal (hashicorp/raft-wal, one fdatasync per append; experimental per its authors); a replica keeps the format it was created with, and a mismatch refuses to start")
+	fl.StringVar(&f.logStore, "raft-log-store", pd.LogStore, "raft log format: auto (a replica keeps the format its directory holds, a new one gets wal), wal (hashicorp/raft-wal, one fdatasync per append; experimental per its authors) or bolt (raft-boltdb, two fdatasync per append, the log mapped in memory); with wal or bolt, a replica directory in the other format refuses to start")
 	fl.BoolVar(&f.hbFastPath, "raft-heartbeat-fast-path", false, "let raft handle heartbeats beside its main loop, as hashicorp/raft does by default; UNSAFE: exposes hashicorp/raft issue 695 (logs can diverge after a partition heals)")
 	fl.StringVar(&f.sqliteSync, "sqlite-synchronous", "NORMAL", "SQLite PRAGMA synchronous: NORMAL (the raft log covers power loss) or FULL")
 	fl.IntVar(&f.sqliteCache, "sqlite-cache-kib", storage.DefaultSQLiteCacheKiB, "SQLite page cache of each partition's write connection, in KiB (at least 64); outside Go's heap, and a 4 KiB page takes an 8 KiB slot")
