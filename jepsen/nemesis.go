@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 const (
 	KillRandom      = "kill-random"      // kill -9 a random node, then restart it
 	KillLeader      = "kill-leader"      // kill -9 the leader of a random partition, then restart it
+	KillAll         = "kill-all"         // kill -9 every running node at once, then restart them all
 	PauseRandom     = "pause-random"     // SIGSTOP a random node, then SIGCONT
 	PauseLeader     = "pause-leader"     // SIGSTOP the leader of a random partition, then SIGCONT
 	PartitionOne    = "partition-one"    // isolate a random node
@@ -31,7 +33,7 @@ const (
 
 // AllNemeses lists every nemesis kind, in a fixed order. The worker nemeses act on the
 // processes of a workload that runs some (the triggers workload); without one, Run drops them.
-var AllNemeses = []string{KillRandom, KillLeader, PauseRandom, PauseLeader, PartitionOne, PartitionLeader,
+var AllNemeses = []string{KillRandom, KillLeader, KillAll, PauseRandom, PauseLeader, PartitionOne, PartitionLeader,
 	PartitionHalves, PartitionRing, PartitionBridge, KillWorker, PauseWorker}
 
 // NeedsNet reports whether kind cuts links (and so needs iptables).
@@ -375,10 +377,46 @@ func (n *Nemesis) startWorkerFault(kind string) (func(), time.Duration, error) {
 	}, max(hold, time.Millisecond), nil
 }
 
+// killAll sends SIGKILL to every running node at once (a power cut of the whole cluster: what
+// no node fsynced is gone everywhere) and returns the function that starts them all again.
+func (n *Nemesis) killAll() (func(), error) {
+	var nodes []*Node
+	var ids []string
+	for _, node := range n.c.Nodes {
+		if node.Running() {
+			nodes = append(nodes, node)
+			ids = append(ids, node.ID)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("no running node")
+	}
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, node := range nodes {
+		wg.Go(func() { errs[i] = n.c.Kill(node) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		n.log.Warn("nemesis: kill-all", "error", err)
+	}
+	end := n.begin(Fault{Kind: KillAll, Nodes: ids, Detail: fmt.Sprintf("%d nodes killed at once", len(nodes))})
+	return func() {
+		for _, node := range nodes {
+			if err := n.c.Start(node); err != nil {
+				n.log.Warn("nemesis: restart", "node", node.ID, "error", err)
+			}
+		}
+		end()
+	}, nil
+}
+
 // startClusterFault starts one fault of kind on the cluster's nodes or links and returns the
 // function that ends it.
 func (n *Nemesis) startClusterFault(ctx context.Context, kind string) (func(), error) {
 	switch kind {
+	case KillAll:
+		return n.killAll()
 	case KillRandom, KillLeader, PauseRandom, PauseLeader:
 		node, why := n.target(ctx, kind == KillLeader || kind == PauseLeader)
 		if node == nil {

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -71,33 +70,4 @@ func TestWALLogStore(t *testing.T) {
 	assert.True(t, HasLog(dir), "HasLog of a wal replica directory")
 	assert.True(t, HasLog(other), "HasLog of a bolt replica directory")
 	assert.False(t, HasLog(t.TempDir()), "HasLog of an empty directory")
-}
-
-// The default log store, auto, opens the format a replica directory holds (a bolt replica of
-// an older version keeps its log) and creates a wal log in a new one.
-func TestAutoLogStore(t *testing.T) {
-	t.Parallel()
-	require.Equal(t, LogStoreAuto, DefaultConfig().LogStore, "default log store")
-	for _, kind := range []string{LogStoreBolt, LogStoreWAL, ""} {
-		dir := t.TempDir()
-		if kind != "" {
-			logs, _, closeLog, err := openLogStore(dir, kind)
-			require.NoError(t, err, "create a %s log", kind)
-			require.NoError(t, logs.StoreLog(&raft.Log{Index: 1, Term: 3, Data: []byte(kind)}), "store an entry in the %s log", kind)
-			require.NoError(t, closeLog(), "close the %s log", kind)
-		}
-		logs, _, closeLog, err := openLogStore(dir, LogStoreAuto)
-		require.NoError(t, err, "open a directory holding %q with auto", kind)
-		var got raft.Log
-		if kind != "" {
-			require.NoError(t, logs.GetLog(1, &got), "auto on a %s log: read its entry", kind)
-			assert.Equal(t, []byte(kind), got.Data, "auto on a %s log: entry", kind)
-		}
-		require.NoError(t, closeLog(), "close")
-		_, boltErr := os.Stat(filepath.Join(dir, "raft.db"))
-		_, walErr := os.Stat(filepath.Join(dir, "wal"))
-		want := map[string]string{LogStoreBolt: "bolt", LogStoreWAL: "wal", "": "wal"}[kind]
-		assert.Equal(t, want == "bolt", boltErr == nil, "directory holding %q: raft.db present after auto", kind)
-		assert.Equal(t, want == "wal", walErr == nil, "directory holding %q: wal/ present after auto", kind)
-	}
 }
