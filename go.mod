@@ -77,3 +77,5 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+replace github.com/hashicorp/raft-wal => ./third_party/raft-wal

@@ -66,7 +66,7 @@ func RegisterProcessMetrics(reg prometheus.Registerer) error {
 		{"raft.fsm.enqueue", "hashicorp/raft: time to hand committed entries to the FSM goroutine, in milliseconds (all partitions)."},
 		{"raft.leader.dispatchLog", "hashicorp/raft: time for a leader to write entries to its log, in milliseconds (all partitions)."},
 		{"raft.rpc.appendEntries", "hashicorp/raft: time for a follower to handle an AppendEntries RPC, in milliseconds (all partitions)."},
-		{"raft.boltdb.storeLogs", "raft-boltdb: time to store a batch of entries in the raft log, in milliseconds (all partitions)."},
+		{"raft.boltdb.storeLogs", "raft-boltdb: time to store a batch of entries in the raft log, in milliseconds (all partitions; replicas with a bolt log only, see serve --raft-log-store)."},
 		{"raft.snapshot.persist", "hashicorp/raft: time to write a snapshot to disk, in milliseconds (all partitions)."},
 	} {
 		opts.SummaryDefinitions = append(opts.SummaryDefinitions, gometricsprom.SummaryDefinition{Name: append([]string{"schemaless"}, strings.Split(d.key, ".")...), Help: d.help})

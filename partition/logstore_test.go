@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,4 +71,65 @@ func TestWALLogStore(t *testing.T) {
 	assert.True(t, HasLog(dir), "HasLog of a wal replica directory")
 	assert.True(t, HasLog(other), "HasLog of a bolt replica directory")
 	assert.False(t, HasLog(t.TempDir()), "HasLog of an empty directory")
+}
+
+// The default log store, auto, opens the format a replica directory holds (a bolt replica of
+// an older version keeps its log) and creates a wal log in a new one.
+func TestAutoLogStore(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, LogStoreAuto, DefaultConfig().LogStore, "default log store")
+	for _, kind := range []string{LogStoreBolt, LogStoreWAL, ""} {
+		dir := t.TempDir()
+		if kind != "" {
+			logs, _, closeLog, err := openLogStore(dir, kind)
+			require.NoError(t, err, "create a %s log", kind)
+			require.NoError(t, logs.StoreLog(&raft.Log{Index: 1, Term: 3, Data: []byte(kind)}), "store an entry in the %s log", kind)
+			require.NoError(t, closeLog(), "close the %s log", kind)
+		}
+		logs, _, closeLog, err := openLogStore(dir, LogStoreAuto)
+		require.NoError(t, err, "open a directory holding %q with auto", kind)
+		var got raft.Log
+		if kind != "" {
+			require.NoError(t, logs.GetLog(1, &got), "auto on a %s log: read its entry", kind)
+			assert.Equal(t, []byte(kind), got.Data, "auto on a %s log: entry", kind)
+		}
+		require.NoError(t, closeLog(), "close")
+		_, boltErr := os.Stat(filepath.Join(dir, "raft.db"))
+		_, walErr := os.Stat(filepath.Join(dir, "wal"))
+		want := map[string]string{LogStoreBolt: "bolt", LogStoreWAL: "wal", "": "wal"}[kind]
+		assert.Equal(t, want == "bolt", boltErr == nil, "directory holding %q: raft.db present after auto", kind)
+		assert.Equal(t, want == "wal", walErr == nil, "directory holding %q: wal/ present after auto", kind)
+	}
+}
+
+// A wal log whose suffix raft truncated (a follower's log conflicting with a new leader's)
+// opens again after a restart with every entry readable: raft-wal v0.4.0 sealed the tail
+// segment without its index and then failed every read of it ("sealed segment has no index
+// block", hashicorp/raft-wal issue 31), so the replica could not start (third_party/raft-wal).
+func TestWALTailTruncationReopen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	logs, _, closeLog, err := OpenLogStore(dir, LogStoreWAL)
+	require.NoError(t, err, "open a wal log")
+	for i := uint64(1); i <= 10; i++ {
+		require.NoError(t, logs.StoreLog(&raft.Log{Index: i, Term: 1, Data: []byte{byte(i)}}), "store entry %d", i)
+	}
+	require.NoError(t, logs.DeleteRange(8, 10), "truncate the suffix 8..10")
+	require.NoError(t, logs.StoreLog(&raft.Log{Index: 8, Term: 2, Data: []byte{80}}), "store the new entry 8")
+	require.NoError(t, closeLog(), "close")
+	logs, _, closeLog, err = OpenLogStore(dir, LogStoreWAL)
+	require.NoError(t, err, "reopen")
+	defer func() { assert.NoError(t, closeLog(), "close after reopen") }()
+	last, err := logs.LastIndex()
+	require.NoError(t, err, "LastIndex after reopen")
+	assert.Equal(t, uint64(8), last, "last index after reopen")
+	for i := uint64(1); i <= 8; i++ {
+		var l raft.Log
+		require.NoError(t, logs.GetLog(i, &l), "entry %d after reopen", i)
+		want := []byte{byte(i)}
+		if i == 8 {
+			want = []byte{80}
+		}
+		assert.Equal(t, want, l.Data, "entry %d after reopen", i)
+	}
 }

@@ -111,11 +111,15 @@ type Config struct {
 	// holds a batch of up to MaxBatchCells cells (MaxBatchBytes), so the cache can hold that
 	// much per entry. Default 64.
 	LogCacheEntries int
-	// LogStore is the raft log's format: LogStoreBolt (raft-boltdb/v2, raft.db: a B+tree file,
-	// two fdatasync calls per append, the default) or LogStoreWAL (hashicorp/raft-wal, wal/:
-	// segment files, one fdatasync per append; labelled experimental by its authors). A
-	// replica directory keeps the format it was created with: opening it with the other one
-	// fails (ErrLogStoreMismatch).
+	// LogStore is the raft log's format: LogStoreAuto (the default: a replica directory that
+	// holds a log keeps its format, a new replica gets LogStoreWAL), LogStoreWAL
+	// (hashicorp/raft-wal v0.4.0 with the fix of third_party/raft-wal/PATCHES.md, wal/: segment
+	// files read with pread, one fdatasync per append) or
+	// LogStoreBolt (raft-boltdb/v2, raft.db: a B+tree file mapped whole, two fdatasync calls per
+	// append). A named format is the one new replicas get; an existing replica directory in the
+	// other format fails to open (ErrLogStoreMismatch) rather than start an empty log. A
+	// replica moves to another format only by being removed and added back (its data then
+	// comes from a snapshot).
 	LogStore string
 	// HeartbeatFastPath lets raft's transport handle heartbeats on their connection's goroutine,
 	// concurrently with raft's main goroutine, as hashicorp/raft does by default. Off (false) by
@@ -127,6 +131,7 @@ type Config struct {
 
 // The raft log formats of Config.LogStore.
 const (
+	LogStoreAuto = "auto"
 	LogStoreBolt = "bolt"
 	LogStoreWAL  = "wal"
 )
@@ -152,7 +157,7 @@ func DefaultConfig() Config {
 		MaxInflight:        1,
 		QueueSize:          4096,
 		EnqueueTimeout:     5 * time.Second,
-		LogStore:           LogStoreBolt,
+		LogStore:           LogStoreAuto,
 		LogCacheEntries:    64,
 	}
 }
@@ -222,8 +227,8 @@ func (c Config) Validate() error {
 	if c.Store == nil {
 		errs = append(errs, errors.New("partition: Config.Store is required"))
 	}
-	if c.LogStore != LogStoreBolt && c.LogStore != LogStoreWAL {
-		errs = append(errs, fmt.Errorf("partition: Config.LogStore %q: want %q or %q", c.LogStore, LogStoreBolt, LogStoreWAL))
+	if c.LogStore != LogStoreAuto && c.LogStore != LogStoreBolt && c.LogStore != LogStoreWAL {
+		errs = append(errs, fmt.Errorf("partition: Config.LogStore %q: want %q, %q or %q", c.LogStore, LogStoreAuto, LogStoreWAL, LogStoreBolt))
 	}
 	if c.MaxInflight < 1 || c.MaxBatchCells < 1 || c.QueueSize < 1 {
 		errs = append(errs, errors.New("partition: MaxInflight, MaxBatchCells and QueueSize must be positive"))
@@ -475,12 +480,15 @@ func HasLog(dir string) bool {
 }
 
 // OpenLogStore opens the raft log and stable store of a replica directory dir in format kind
-// (LogStoreBolt or LogStoreWAL; see Config.LogStore), as a partition does, for a program that
-// runs hashicorp/raft itself (the benchmark's raft-raw baseline). The caller calls the returned
-// close function after raft has shut down. Errors: ErrLogStoreMismatch, or the log library's.
+// (LogStoreAuto, LogStoreWAL or LogStoreBolt; see Config.LogStore), as a partition does, for
+// a program that runs hashicorp/raft itself (the benchmark's raft-raw baseline). The caller
+// calls the returned close function after raft has shut down. Errors: ErrLogStoreMismatch, or
+// the log library's.
 func OpenLogStore(dir, kind string) (raft.LogStore, raft.StableStore, func() error, error) {
-	if kind != LogStoreBolt && kind != LogStoreWAL {
-		return nil, nil, nil, fmt.Errorf("partition: log store %q: want %q or %q", kind, LogStoreBolt, LogStoreWAL)
+	switch kind {
+	case LogStoreAuto, LogStoreWAL, LogStoreBolt:
+	default:
+		return nil, nil, nil, fmt.Errorf("partition: log store %q: want %q, %q or %q", kind, LogStoreAuto, LogStoreWAL, LogStoreBolt)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, nil, err
@@ -489,14 +497,21 @@ func OpenLogStore(dir, kind string) (raft.LogStore, raft.StableStore, func() err
 }
 
 // openLogStore opens the raft log of a replica directory in format kind (see Config.LogStore):
-// raft.db for bolt, the wal/ directory for wal. A directory holding the other format is refused
+// raft.db for bolt, the wal/ directory for wal; auto opens the format the directory holds, or
+// wal when it holds none. A directory holding the other format than a named kind is refused
 // with ErrLogStoreMismatch rather than opened empty (which would lose the replica's log).
 func openLogStore(dir, kind string) (raft.LogStore, raft.StableStore, func() error, error) {
 	boltPath, walDir := filepath.Join(dir, "raft.db"), filepath.Join(dir, "wal")
 	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	if kind == LogStoreAuto {
+		kind = LogStoreWAL
+		if exists(boltPath) {
+			kind = LogStoreBolt
+		}
+	}
 	if kind == LogStoreWAL {
 		if exists(boltPath) {
-			return nil, nil, nil, fmt.Errorf("%w: %s holds a bolt log (raft.db), not %s", ErrLogStoreMismatch, dir, kind)
+			return nil, nil, nil, fmt.Errorf("%w: %s holds a bolt log (raft.db), not %s (the log store %q opens either)", ErrLogStoreMismatch, dir, kind, LogStoreAuto)
 		}
 		if err := os.MkdirAll(walDir, 0o755); err != nil {
 			return nil, nil, nil, err
@@ -514,7 +529,7 @@ func openLogStore(dir, kind string) (raft.LogStore, raft.StableStore, func() err
 		return w, w, func() error { return errors.Join(w.Close(), meta.Close()) }, nil
 	}
 	if exists(walDir) {
-		return nil, nil, nil, fmt.Errorf("%w: %s holds a wal log (wal/), not %s", ErrLogStoreMismatch, dir, kind)
+		return nil, nil, nil, fmt.Errorf("%w: %s holds a wal log (wal/), not %s (the log store %q opens either)", ErrLogStoreMismatch, dir, kind, LogStoreAuto)
 	}
 	b, err := raftboltdb.New(raftboltdb.Options{Path: boltPath})
 	if err != nil {
