@@ -69,6 +69,16 @@ func (b *CellBatcher) Put(ctx context.Context, w client.CellWrite) (wire.PutResu
 // Sent returns the put_cells requests sent so far and the cells they held.
 func (b *CellBatcher) Sent() (requests, cells int64) { return b.batches.Load(), b.cells.Load() }
 
+// PutPage writes ws in one put_cells request of its own, beside the batched writes (a page
+// handler's cells, of one shard, so of one partition: one raft entry), and returns its results
+// or its error as client.PutCells does. The request counts in Sent. It blocks until answered or
+// ctx ends.
+func (b *CellBatcher) PutPage(ctx context.Context, ws []client.CellWrite) ([]wire.PutResult, error) {
+	b.batches.Add(1)
+	b.cells.Add(int64(len(ws)))
+	return b.cl.PutCells(ctx, ws)
+}
+
 func (b *CellBatcher) send(ctx context.Context) {
 	for {
 		var batch []*batchedWrite

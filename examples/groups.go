@@ -40,7 +40,9 @@ type GroupsConfig struct {
 }
 
 // Groups runs Workers workers of each example group (NewTriggers) in this process, reading from
-// the earliest position, until Stop.
+// the earliest position, until Stop. The workers run triggers.RunPages with the group's
+// HandlePage and Handle: a page of a shard in one put_cells, cell by cell (parking) when the page
+// fails.
 type Groups struct {
 	cfg    GroupsConfig
 	w      *CellBatcher
@@ -94,7 +96,7 @@ func (d *Groups) Done() <-chan struct{} { return d.done }
 func (d *Groups) runWorker(ctx context.Context, t *Trigger, cfg triggers.Config) {
 	out := d.cfg.Out
 	for {
-		err := triggers.Run(ctx, cfg, t.Handle)
+		err := triggers.RunPages(ctx, cfg, t.HandlePage, t.Handle)
 		if ctx.Err() != nil {
 			return
 		}

@@ -230,6 +230,58 @@ func (t *Trigger) Write(ctx context.Context, c cells.Cell) error {
 
 // delivery counts one handler call: a duplicate when the cell was handled before, a retry when
 // an earlier call for it failed.
+// HandlePage is the page handler of t's group (triggers.RunPages): it derives the cell of
+// every cell of the page and writes them in one put_cells request. It fails without writing
+// when a cell's body cannot be derived, and after writing when a cell conflicts; RunPages then
+// hands the page's cells to Handle one by one, which writes the good ones again (answered
+// exists) and parks the bad one.
+func (t *Trigger) HandlePage(ctx context.Context, shard int, cs []cells.Cell) error {
+	ws := make([]client.CellWrite, 0, len(cs))
+	for _, c := range cs {
+		t.delivery(c.Key)
+		base, err := c.Body.Object()
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", t.Group, c.Key, err)
+		}
+		body, ok, err := t.derive(base)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", t.Group, c.Key, err)
+		}
+		if !ok {
+			continue
+		}
+		ws = append(ws, client.CellWrite{Key: cells.Key{RowKey: c.RowKey, ColumnKey: t.Column, RefKey: c.RefKey}, Body: body})
+	}
+	if len(ws) > 0 {
+		res, err := t.w.PutPage(ctx, ws)
+		if err != nil {
+			return fmt.Errorf("%s: shard %d: %w", t.Group, shard, err)
+		}
+		var conflict error
+		for i, r := range res {
+			switch r.Status {
+			case wire.StatusConflict:
+				t.conflicts.Add(1)
+				conflict = fmt.Errorf("%s: %s holds another body than %s: %w", t.Group, ws[i].Key, ws[i].Body, client.ErrConflict)
+			case wire.StatusCreated:
+				t.created.Add(1)
+			default:
+				t.exists.Add(1)
+			}
+		}
+		if conflict != nil {
+			return conflict
+		}
+	}
+	t.skipped.Add(int64(len(cs) - len(ws)))
+	t.mu.Lock()
+	for _, c := range cs {
+		t.handled[c.Key] = true
+	}
+	t.mu.Unlock()
+	return nil
+}
+
 func (t *Trigger) delivery(k cells.Key) {
 	t.delivered.Add(1)
 	now := time.Now()

@@ -5,7 +5,10 @@
 //	err := triggers.Run(ctx, triggers.Config{Source: cl.TriggerSource(), Group: "billing", ColumnKey: "BASE"},
 //		func(ctx context.Context, c cells.Cell) error { return bill(ctx, c) })
 //
-// (cl is a *client.Client bound to the datastore.)
+// (cl is a *client.Client bound to the datastore.) RunBatch calls a handler once per page of
+// a shard (at most BatchSize cells) and never parks; RunPages gives each page to a page
+// handler first and, when that fails, its cells one by one to a cell handler, which parks as
+// Run does: one request per page while the cells are good, and a bad cell still parked alone.
 //
 // # Sources
 //
@@ -24,7 +27,8 @@
 //     the cells after its last commit to the next owner, which delivers them again: duplicates
 //     happen only around failures and rebalances, so handlers must be idempotent (write cells
 //     with a deterministic key: a second write is "exists").
-//   - Ordered per shard: one shard's cells reach the handler one at a time in added_id order.
+//   - Ordered per shard: one shard's cells reach the handler one at a time in added_id order
+//     (with RunBatch and RunPages, a page at a time).
 //     Different shards are delivered concurrently (Config.Concurrency).
 //   - One owner per shard: the group's coordinator (a raft-replicated state machine on one
 //     partition of the datastore, package consumer) grants each shard to one live member at a

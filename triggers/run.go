@@ -32,7 +32,7 @@ type shardState struct {
 type worker struct {
 	cfg Config
 	h   Handler
-	bh  BatchHandler // set instead of h by RunBatch
+	bh  BatchHandler // set instead of h by RunBatch, beside h by RunPages
 	src Source
 	m   *metrics
 
@@ -79,6 +79,21 @@ func RunBatch(ctx context.Context, cfg Config, h BatchHandler) error {
 		return fmt.Errorf("%w: nil handler", ErrInvalidConfig)
 	}
 	return run(ctx, cfg, nil, h)
+}
+
+// RunPages is Run with a fast path: each page of a shard (at most cfg.BatchSize cells, in
+// added_id order) goes first to bh, once. When bh returns nil the shard's offset moves past the
+// page. When it fails (or panics), the page's cells go to h one by one, as Run delivers them:
+// retried up to cfg.MaxAttempts times and then parked, the group halting at its threshold. So a
+// handler that can write a page in one request (one put_cells of the page's derived cells)
+// keeps up with the log, while a bad cell is still parked on its own. bh may have done part of
+// its work before failing: h then meets it again, and must be idempotent (at-least-once
+// delivery asks that of every handler). Errors as for Run.
+func RunPages(ctx context.Context, cfg Config, bh BatchHandler, h Handler) error {
+	if h == nil || bh == nil {
+		return fmt.Errorf("%w: nil handler", ErrInvalidConfig)
+	}
+	return run(ctx, cfg, h, bh)
 }
 
 func run(ctx context.Context, cfg Config, h Handler, bh BatchHandler) error {
@@ -488,9 +503,25 @@ func (w *worker) deliverShard(ctx context.Context, st *shardState, p Page) (halt
 		st.busy = false
 		w.mu.Unlock()
 	}()
-	if w.bh != nil {
+	switch {
+	case w.bh != nil && w.h == nil:
 		w.deliverBatch(ctx, st, p)
 		return false
+	case w.bh != nil: // RunPages: the page at once, else cell by cell below
+		if ctx.Err() != nil || !w.owns(st) {
+			return false
+		}
+		err := w.callBatch(st.ctx, st.shard, p.Cells)
+		if err == nil {
+			w.passPage(st, p)
+			return false
+		}
+		w.m.incError()
+		if st.ctx.Err() != nil {
+			return false
+		}
+		w.cfg.Logger.Debug("triggers: page handler failed; delivering its cells one by one", "group", w.cfg.Group,
+			"shard", st.shard, "cells", len(p.Cells), "error", err)
 	}
 	for i, c := range p.Cells {
 		if ctx.Err() != nil || !w.owns(st) {
@@ -568,12 +599,17 @@ func (w *worker) deliverBatch(ctx context.Context, st *shardState, p Page) {
 		}
 		backoff = min(backoff*2, w.cfg.BackoffMax)
 	}
-	for range cs {
+	w.passPage(st, p)
+}
+
+// passPage counts the cells of page p delivered and moves st's offset past them.
+func (w *worker) passPage(st *shardState, p Page) {
+	for range p.Cells {
 		w.m.incDelivered()
 	}
 	w.mu.Lock()
 	if !st.lost {
-		st.offset = cs[len(cs)-1].AddedID
+		st.offset = p.Cells[len(p.Cells)-1].AddedID
 	}
 	if p.HighWater >= 0 {
 		w.m.lag(st.shard, max(p.HighWater-st.offset, 0), 0)
