@@ -217,7 +217,10 @@ func TestIndeterminate(t *testing.T) {
 	err = getOne(ctx, c, 1)
 	assert.ErrorIs(t, err, client.ErrUnavailable, "get_cell")
 	assert.NotErrorIs(t, err, client.ErrIndeterminate, "get_cell")
-	assert.Equal(t, int64(9), nodes[0].hits.Load()+nodes[1].hits.Load(), "requests (3 calls x 3 attempts)")
+	// An attempt the client gave up on may reach its node's handler a moment later on a loaded
+	// machine: the count settles at 3 calls x 3 attempts.
+	assert.Eventually(t, func() bool { return nodes[0].hits.Load()+nodes[1].hits.Load() == 9 }, 5*time.Second, 10*time.Millisecond,
+		"requests (3 calls x 3 attempts): %d", nodes[0].hits.Load()+nodes[1].hits.Load())
 }
 
 // TestIndeterminateThenUnavailable: a write whose first attempt timed out stays indeterminate
