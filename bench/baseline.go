@@ -305,23 +305,3 @@ func (b *mysqlBaseline) Close() error {
 	}
 	return errors.Join(err, b.db.Close())
 }
-
-// runWorkload runs workload (put or put-batch) once per --rate (when given) and --clients value
-// with run, printing each run's line on env.Stderr (not with --json), and stops when ctx ends.
-func (b *mysqlBaseline) runWorkload(ctx context.Context, env *Env, workload string) ([]Result, error) {
-	f := env.Config
-	var out []Result
-	for _, rate := range loadRates(f) {
-		for _, n := range f.Clients {
-			r := b.run(ctx, workload, n, rate, f)
-			if !f.JSON {
-				fmt.Fprintln(env.Stderr, runLine(r))
-			}
-			out = append(out, r)
-			if ctx.Err() != nil {
-				return out, ctx.Err()
-			}
-		}
-	}
-	return out, nil
-}

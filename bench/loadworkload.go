@@ -23,7 +23,7 @@ func (w loadWorkload) Name() string { return w.name }
 func (w loadWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, error) {
 	f := env.Config
 	if b, ok := t.(directTarget); ok {
-		return b.runWorkload(ctx, env, w.name)
+		return runDirect(ctx, env, b, w.name)
 	}
 	var out []Result
 	consistencies := []string{""}
@@ -60,7 +60,28 @@ func (w loadWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, er
 // put-batch itself.
 type directTarget interface {
 	Target
-	runWorkload(ctx context.Context, env *Env, workload string) ([]Result, error)
+	// run runs workload with n clients at rate (0: closed loop) with runLoad and returns its row.
+	run(ctx context.Context, workload string, n, rate int, f Config) Result
+}
+
+// runDirect runs workload (put or put-batch) on t once per --rate (when given) and --clients
+// value, printing each run's line on env.Stderr (not with --json), and stops when ctx ends.
+func runDirect(ctx context.Context, env *Env, t directTarget, workload string) ([]Result, error) {
+	f := env.Config
+	var out []Result
+	for _, rate := range loadRates(f) {
+		for _, n := range f.Clients {
+			r := t.run(ctx, workload, n, rate, f)
+			if !f.JSON {
+				fmt.Fprintln(env.Stderr, runLine(r))
+			}
+			out = append(out, r)
+			if ctx.Err() != nil {
+				return out, ctx.Err()
+			}
+		}
+	}
+	return out, nil
 }
 
 // preload writes f.Rows rows (one BASE cell each, put_cells of 500) for the read workloads.

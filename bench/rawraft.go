@@ -117,19 +117,9 @@ func startRawRaft(ctx context.Context, logStore string, logger *slog.Logger) (_ 
 		if err != nil {
 			return nil, err
 		}
-		rc := raft.DefaultConfig()
-		rc.LocalID = peers[i].ID
-		rc.Logger = hclogslog.New(logger, "raft")
-		rc.HeartbeatTimeout = pd.HeartbeatTimeout
-		rc.ElectionTimeout = pd.ElectionTimeout
-		rc.LeaderLeaseTimeout = pd.LeaderLeaseTimeout
-		rc.CommitTimeout = pd.CommitTimeout
-		rc.MaxAppendEntries = pd.MaxAppendEntries
-		rc.BatchApplyCh = true
-		rc.SnapshotThreshold = pd.SnapshotThreshold
-		rc.SnapshotInterval = pd.SnapshotInterval
-		rc.TrailingLogs = pd.TrailingLogs
-		rc.NoLegacyTelemetry = true
+		pc := pd
+		pc.NodeID = string(peers[i].ID)
+		rc := partition.RaftConfig(pc, hclogslog.New(logger, "raft"))
 		if err := raft.BootstrapCluster(rc, logs, stable, snaps, s.trans, raft.Configuration{Servers: peers}); err != nil {
 			return nil, fmt.Errorf("raft-raw: bootstrap: %w", err)
 		}
@@ -180,26 +170,6 @@ func (g *rawRaft) Close() error {
 	}
 	errs = append(errs, os.RemoveAll(g.dir))
 	return errors.Join(errs...)
-}
-
-// runWorkload runs workload (put or put-batch) once per --rate (when given) and --clients value,
-// printing each run's line on env.Stderr (not with --json), and stops when ctx ends.
-func (g *rawRaft) runWorkload(ctx context.Context, env *Env, workload string) ([]Result, error) {
-	f := env.Config
-	var out []Result
-	for _, rate := range loadRates(f) {
-		for _, n := range f.Clients {
-			r := g.run(ctx, workload, n, rate, f)
-			if !f.JSON {
-				fmt.Fprintln(env.Stderr, runLine(r))
-			}
-			out = append(out, r)
-			if ctx.Err() != nil {
-				return out, ctx.Err()
-			}
-		}
-	}
-	return out, nil
 }
 
 // run runs workload with n clients at rate (0: closed loop) like the targets' runs (runLoad):

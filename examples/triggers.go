@@ -201,35 +201,21 @@ func (t *Trigger) Handle(ctx context.Context, c cells.Cell) error {
 // derivation is not deterministic, a bug: the error (wrapping client.ErrConflict) is retried by
 // the group and the cell finally parked. A body it cannot derive from is an error too.
 func (t *Trigger) Write(ctx context.Context, c cells.Cell) error {
-	base, err := c.Body.Object()
+	w, ok, err := t.derived(c)
 	if err != nil {
-		return fmt.Errorf("%s: %s: %w", t.Group, c.Key, err)
-	}
-	body, ok, err := t.derive(base)
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", t.Group, c.Key, err)
+		return err
 	}
 	if !ok {
 		t.skipped.Add(1)
 		return nil
 	}
-	res, err := t.w.Put(ctx, client.CellWrite{Key: cells.Key{RowKey: c.RowKey, ColumnKey: t.Column, RefKey: c.RefKey}, Body: body})
-	switch {
-	case err != nil:
+	res, err := t.w.Put(ctx, w)
+	if err != nil {
 		return fmt.Errorf("%s: %w", t.Group, err)
-	case res.Status == wire.StatusConflict:
-		t.conflicts.Add(1)
-		return fmt.Errorf("%s: %s/%s/%d holds another body than %s: %w", t.Group, c.RowKey, t.Column, c.RefKey, body, client.ErrConflict)
-	case res.Status == wire.StatusCreated:
-		t.created.Add(1)
-	default:
-		t.exists.Add(1)
 	}
-	return nil
+	return t.count(w, res)
 }
 
-// delivery counts one handler call: a duplicate when the cell was handled before, a retry when
-// an earlier call for it failed.
 // HandlePage is the page handler of t's group (triggers.RunPages): it derives the cell of
 // every cell of the page and writes them in one put_cells request. It fails without writing
 // when a cell's body cannot be derived, and after writing when a cell conflicts; RunPages then
@@ -239,18 +225,13 @@ func (t *Trigger) HandlePage(ctx context.Context, shard int, cs []cells.Cell) er
 	ws := make([]client.CellWrite, 0, len(cs))
 	for _, c := range cs {
 		t.delivery(c.Key)
-		base, err := c.Body.Object()
+		w, ok, err := t.derived(c)
 		if err != nil {
-			return fmt.Errorf("%s: %s: %w", t.Group, c.Key, err)
+			return err
 		}
-		body, ok, err := t.derive(base)
-		if err != nil {
-			return fmt.Errorf("%s: %s: %w", t.Group, c.Key, err)
+		if ok {
+			ws = append(ws, w)
 		}
-		if !ok {
-			continue
-		}
-		ws = append(ws, client.CellWrite{Key: cells.Key{RowKey: c.RowKey, ColumnKey: t.Column, RefKey: c.RefKey}, Body: body})
 	}
 	if len(ws) > 0 {
 		res, err := t.w.PutPage(ctx, ws)
@@ -259,14 +240,8 @@ func (t *Trigger) HandlePage(ctx context.Context, shard int, cs []cells.Cell) er
 		}
 		var conflict error
 		for i, r := range res {
-			switch r.Status {
-			case wire.StatusConflict:
-				t.conflicts.Add(1)
-				conflict = fmt.Errorf("%s: %s holds another body than %s: %w", t.Group, ws[i].Key, ws[i].Body, client.ErrConflict)
-			case wire.StatusCreated:
-				t.created.Add(1)
-			default:
-				t.exists.Add(1)
+			if err := t.count(ws[i], r); err != nil {
+				conflict = err
 			}
 		}
 		if conflict != nil {
@@ -282,6 +257,37 @@ func (t *Trigger) HandlePage(ctx context.Context, shard int, cs []cells.Cell) er
 	return nil
 }
 
+// derived returns the write t derives from the BASE cell c (its column, under c's row and ref
+// key), and whether c calls for one; an error names the cell whose body it cannot derive from.
+func (t *Trigger) derived(c cells.Cell) (client.CellWrite, bool, error) {
+	base, err := c.Body.Object()
+	if err != nil {
+		return client.CellWrite{}, false, fmt.Errorf("%s: %s: %w", t.Group, c.Key, err)
+	}
+	body, ok, err := t.derive(base)
+	if err != nil {
+		return client.CellWrite{}, false, fmt.Errorf("%s: %s: %w", t.Group, c.Key, err)
+	}
+	return client.CellWrite{Key: cells.Key{RowKey: c.RowKey, ColumnKey: t.Column, RefKey: c.RefKey}, Body: body}, ok, nil
+}
+
+// count counts the answer r to write w: created, exists, or conflict, which is an error wrapping
+// client.ErrConflict.
+func (t *Trigger) count(w client.CellWrite, r wire.PutResult) error {
+	switch r.Status {
+	case wire.StatusConflict:
+		t.conflicts.Add(1)
+		return fmt.Errorf("%s: %s holds another body than %s: %w", t.Group, w.Key, w.Body, client.ErrConflict)
+	case wire.StatusCreated:
+		t.created.Add(1)
+	default:
+		t.exists.Add(1)
+	}
+	return nil
+}
+
+// delivery counts one handler call: a duplicate when the cell was handled before, a retry when
+// an earlier call for it failed.
 func (t *Trigger) delivery(k cells.Key) {
 	t.delivered.Add(1)
 	now := time.Now()

@@ -377,32 +377,22 @@ type ambiguousCommitError struct{ err error }
 func (e *ambiguousCommitError) Error() string { return "commit outcome unknown: " + e.err.Error() }
 func (e *ambiguousCommitError) Unwrap() error { return e.err }
 
-type shardKey struct {
-	shard int
-	key   cells.Key
-}
-
 // applyTx runs one attempt at the batch transaction and returns the results per entry. It
 // changes the FSM's in-memory state only when the transaction commits.
 func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]cells.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StoreTimeout)
 	defer cancel()
 
-	// Shards touched, with their keys, in a fixed order.
-	keysByShard := map[int][]cells.Key{}
-	seen := map[shardKey]bool{}
+	// Shards touched, in a fixed order.
+	touched := map[int]bool{}
 	for _, e := range entries {
 		for _, c := range e.cmd.Cells {
-			sk := shardKey{c.Shard, c.Key}
-			if !seen[sk] {
-				seen[sk] = true
-				keysByShard[c.Shard] = append(keysByShard[c.Shard], c.Key)
-			}
+			touched[c.Shard] = true
 		}
 	}
-	shards := make([]int, 0, len(keysByShard))
+	shards := make([]int, 0, len(touched))
 	var newShards []int
-	for s := range keysByShard {
+	for s := range touched {
 		shards = append(shards, s)
 		if !f.knownShards[s] {
 			newShards = append(newShards, s)
@@ -475,7 +465,7 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]cells.Res
 		}
 		err = tx.Insert(ctx, s, inserts)
 		if errors.Is(err, storage.ErrDuplicate) {
-			found, lerr := tx.Lookup(ctx, s, keysByShard[s])
+			found, lerr := tx.Lookup(ctx, s, shardKeys(entries, s))
 			if lerr != nil {
 				return nil, fmt.Errorf("lookup in shard %d: %w", s, lerr)
 			}
@@ -509,6 +499,19 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]cells.Res
 	}
 	f.mu.Unlock()
 	return results, nil
+}
+
+// shardKeys returns the keys of the cells of shard in entries (a key may come twice).
+func shardKeys(entries []entry, shard int) []cells.Key {
+	var keys []cells.Key
+	for _, e := range entries {
+		for _, c := range e.cmd.Cells {
+			if c.Shard == shard {
+				keys = append(keys, c.Key)
+			}
+		}
+	}
+	return keys
 }
 
 // resolveShard decides the outcome of every cell of shard in entries, in log order, given the

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
@@ -325,20 +326,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 		}
 	}
 
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.NodeID)
-	rc.Logger = hlog
-	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	rc.CommitTimeout = cfg.CommitTimeout
-	rc.MaxAppendEntries = cfg.MaxAppendEntries
-	rc.BatchApplyCh = true
-	rc.SnapshotThreshold = cfg.SnapshotThreshold
-	rc.SnapshotInterval = cfg.SnapshotInterval
-	rc.TrailingLogs = cfg.TrailingLogs
-	rc.NoSnapshotRestoreOnStart = true
-	rc.NoLegacyTelemetry = true // no go-metrics names holding peer ids
+	rc := RaftConfig(cfg, hlog)
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
 	}
@@ -477,6 +465,29 @@ func HasLog(dir string) bool {
 		}
 	}
 	return false
+}
+
+// RaftConfig returns the hashicorp/raft configuration of a replica of c: its NodeID as the
+// server id, c's timeouts, batch and snapshot settings, batched applies, no snapshot restore at
+// start (the store is the state machine's state) and no legacy telemetry (no go-metrics names
+// holding peer ids). logger receives raft's logs. Open uses it; so does the benchmark's
+// raft-raw baseline, to run hashicorp/raft alone with the partitions' settings.
+func RaftConfig(c Config, logger hclog.Logger) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.NodeID)
+	rc.Logger = logger
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	rc.CommitTimeout = c.CommitTimeout
+	rc.MaxAppendEntries = c.MaxAppendEntries
+	rc.BatchApplyCh = true
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.SnapshotInterval = c.SnapshotInterval
+	rc.TrailingLogs = c.TrailingLogs
+	rc.NoSnapshotRestoreOnStart = true
+	rc.NoLegacyTelemetry = true
+	return rc
 }
 
 // OpenLogStore opens the raft log and stable store of a replica directory dir in format kind

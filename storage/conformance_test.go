@@ -354,7 +354,7 @@ func TestInsertDuplicateKeepsNothing(t *testing.T) {
 				batch = append(batch, mkCell(t, 1000*n+i, "new", 1, added))
 			}
 			batch = append(batch, mkCell(t, 1, "base", 1, added+1)) // the stored key, last
-			assert.Equal(t, n > p.d.insertRows, insertStatements(p.d, batch) > 1, "%d cells: more than one statement", n)
+			assert.Equal(t, n > p.d.insertRows, manyStatements(p.d, batch), "%d cells: more than one statement", n)
 			assert.ErrorIs(t, tx.Insert(ctx, 0, batch), ErrDuplicate, "%d cells: Insert with a stored key last", n)
 			found, err := tx.Lookup(ctx, 0, []cells.Key{batch[0].Key, batch[n-2].Key})
 			require.NoError(t, err, "%d cells: Lookup after the failed Insert", n)

@@ -277,14 +277,8 @@ func insertChunkEnd(d *dialect, cs []cells.Cell, start int) int {
 	return end
 }
 
-// insertStatements returns how many INSERT statements insertCells runs for cs.
-func insertStatements(d *dialect, cs []cells.Cell) int {
-	n := 0
-	for start := 0; start < len(cs); start = insertChunkEnd(d, cs, start) {
-		n++
-	}
-	return n
-}
+// manyStatements reports whether insertCells runs more than one INSERT for cs.
+func manyStatements(d *dialect, cs []cells.Cell) bool { return insertChunkEnd(d, cs, 0) < len(cs) }
 
 // MySQL and SQLite error codes the store interprets.
 const (

@@ -102,7 +102,7 @@ func (tx *WriteTx) Insert(ctx context.Context, shard int, cs []cells.Cell) error
 		return err
 	}
 	stmt := func(q string) stmtQueryer { return tx.stmtOrTx(ctx, q) }
-	multi := insertStatements(tx.p.d, cs) > 1
+	multi := manyStatements(tx.p.d, cs)
 	if multi {
 		if _, err := tx.tx.ExecContext(ctx, "SAVEPOINT cell_insert"); err != nil {
 			return tx.p.fail("savepoint", err)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/triggers"
@@ -74,23 +73,12 @@ func TestRunPagesFallsBackToCells(t *testing.T) {
 	go func() { done <- triggers.RunPages(wctx, cfg, page, cell) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	ws := write(t, cl, "BASE", 80, func(i int) bool { return i == bad })
-	var good []written
-	for i, w := range ws {
-		if i != bad {
-			good = append(good, w)
-		}
-	}
+	isBadIndex := func(i int) bool { return i == bad }
+	ws := write(t, cl, "BASE", 80, isBadIndex)
+	good := without(ws, isBadIndex)
 	require.Eventually(t, func() bool { return len(rec.missing(good)) == 0 }, 60*time.Second, tick, "the good cells delivered")
-	var st wire.GroupStatus
-	require.Eventually(t, func() bool {
-		var err error
-		st, err = cl.GroupStatus(ctx, "pages")
-		return err == nil && len(st.Parked) == 1
-	}, 10*time.Second, tick, "one parked cell")
-	p := st.Parked[0]
+	p := waitParked(t, cl, "pages", 1).Parked[0]
 	assert.Equal(t, ws[bad].key.String(), fmt.Sprintf("%s/%s/%d", p.RowKey, p.ColumnKey, p.RefKey), "the parked cell")
-	assert.Empty(t, rec.missing(good), "good cells missing")
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Positive(t, pages, "pages handled whole")

@@ -135,6 +135,29 @@ func write(t *testing.T, cl *client.Client, col string, n int, fail func(int) bo
 	return out
 }
 
+// without returns the cells of ws whose index drop does not name.
+func without(ws []written, drop func(i int) bool) []written {
+	var out []written
+	for i, w := range ws {
+		if !drop(i) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// waitParked waits up to 10s for group to hold n parked cells and returns its status.
+func waitParked(t *testing.T, cl *client.Client, group string, n int) wire.GroupStatus {
+	t.Helper()
+	var st wire.GroupStatus
+	require.Eventually(t, func() bool {
+		var err error
+		st, err = cl.GroupStatus(context.Background(), group)
+		return err == nil && len(st.Parked) == n
+	}, 10*time.Second, tick, "%d parked cells in group %s", n, group)
+	return st
+}
+
 // tick is how often the tests' waits check their condition.
 const tick = 20 * time.Millisecond
 
@@ -487,19 +510,9 @@ func TestParkRetryHalt(t *testing.T) {
 	cfg.HaltThreshold = 4
 	_, done := runWorkerDone(t, cfg, h)
 	ws := write(t, cl, "BASE", 60, func(i int) bool { return failing[i] })
-	var good []written
-	for i, w := range ws {
-		if !failing[i] {
-			good = append(good, w)
-		}
-	}
+	good := without(ws, func(i int) bool { return failing[i] })
 	require.Eventually(t, func() bool { return len(rec.missing(good)) == 0 }, 60*time.Second, tick, "the good cells delivered")
-	var st wire.GroupStatus
-	require.Eventually(t, func() bool {
-		var err error
-		st, err = cl.GroupStatus(ctx, "g4")
-		return err == nil && len(st.Parked) == 2
-	}, 10*time.Second, tick, "2 parked cells")
+	st := waitParked(t, cl, "g4", 2)
 	assert.False(t, st.Halted, "halted with 2 parked cells and threshold 4")
 	for _, p := range st.Parked {
 		assert.Equal(t, 3, p.Attempts, "parked cell %+v: attempts", p)
