@@ -2,7 +2,8 @@ package bench
 
 // The raft-raw baseline: hashicorp/raft alone, the consensus library's own speed on this
 // machine. Three raft servers in this process, one group, each with a raft log of the
-// datastore's format (--raft-log-store, opened by partition.OpenLogStore) behind raft's log
+// datastore's format (--raft-log-store, opened by partition.OpenLogStore; with the node log each
+// server has its own raftlog.Store, as each is a node) behind raft's log
 // cache of the partitions' size, the node transport of package transport with the
 // partitions' network transport settings, and the partitions' raft timeouts; the state
 // machine does nothing. A put is one Apply of a body of --value-size bytes on the leader,
@@ -23,6 +24,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/internal/hclogslog"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/raftlog"
 	"github.com/schemaless-db/schemaless/transport"
 )
 
@@ -104,11 +106,26 @@ func startRawRaft(ctx context.Context, logStore string, logger *slog.Logger) (_ 
 	}
 	for i, s := range g.servers {
 		sdir := filepath.Join(dir, string(peers[i].ID))
-		store, stable, closeLog, err := partition.OpenLogStore(sdir, logStore)
+		// Each server is a node of its own: with the node log, its own store.
+		var nodeLog *raftlog.Store
+		if logStore == partition.LogStoreNode {
+			o := raftlog.DefaultOptions()
+			o.Logger = logger
+			if nodeLog, err = raftlog.Open(filepath.Join(sdir, "raftlog"), o); err != nil {
+				return nil, err
+			}
+		}
+		store, stable, closeLog, err := partition.OpenLogStore(sdir, logStore, nodeLog, "raw/0")
 		if err != nil {
+			if nodeLog != nil {
+				err = errors.Join(err, nodeLog.Close())
+			}
 			return nil, err
 		}
 		s.closeLog = closeLog
+		if nodeLog != nil {
+			s.closeLog = func() error { return errors.Join(closeLog(), nodeLog.Close()) }
+		}
 		logs, err := raft.NewLogCache(pd.LogCacheEntries, store)
 		if err != nil {
 			return nil, err

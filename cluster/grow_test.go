@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,9 @@ import (
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
+	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/raftlog"
+	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -350,7 +354,16 @@ func TestRollingRestart(t *testing.T) {
 // add it back (its replica is rebuilt from the leader, holding every cell), transfer
 // leadership, and refuse to remove the last voter or an unknown node.
 func TestAdminVoterChanges(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{Nodes: 3, Partitions: 1})
+	for _, store := range []string{partition.LogStoreAuto, partition.LogStoreNode} {
+		t.Run(store, func(t *testing.T) { adminVoterChanges(t, store) })
+	}
+}
+
+// adminVoterChanges is TestAdminVoterChanges with the replicas' raft logs in a log store; with
+// the node's shared store, the removed replica's log must leave the store (the re-added
+// replica starts empty and catches up) and the restarts reopen it there.
+func adminVoterChanges(t *testing.T, store string) {
+	c := clustertest.Start(t, clustertest.Options{Nodes: 3, Partitions: 1, Partition: partition.Config{LogStore: store}})
 	l := newLoader(t, c.URLs(), 4)
 	n := c.Node(0)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -375,6 +388,14 @@ func TestAdminVoterChanges(t *testing.T) {
 	// Restarted, a removed node remembers it hosts nothing (replicas.json), whatever the
 	// topology's replica lists say.
 	c.StopNode(fi)
+	if store == partition.LogStoreNode {
+		nodeLog, err := raftlog.Open(filepath.Join(c.DataDir(fi), "raftlog"), raftlog.Options{})
+		require.NoError(t, err, "open the stopped node's raft log store")
+		has, err := nodeLog.HasState(partition.LogName(storage.PartitionID{Datastore: ds, Partition: 0}))
+		require.NoError(t, err)
+		require.NoError(t, nodeLog.Close())
+		require.False(t, has, "the removed replica's raft log is still in %s's store", follower)
+	}
 	c.StartNode(fi)
 	for _, r := range c.Node(fi).Replicas() {
 		require.False(t, r.Local, "%s hosts a replica again after a restart: %+v", follower, r)

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/internal/hclogslog"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/raftlog"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
 )
@@ -246,6 +247,12 @@ func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *r
 	pc.Store = ps
 	pc.Logger = n.log
 	pc.OnFatal = n.cfg.OnFatal
+	if pc.NodeLog == nil && (pc.LogStore == partition.LogStoreNode || partition.InNodeLog(dir)) {
+		if pc.NodeLog, err = n.sharedLog(); err != nil {
+			_ = trans.Close()
+			return fmt.Errorf("cluster: partition %s: %w", name, err)
+		}
+	}
 	p, err := partition.Open(ctx, pc)
 	if err != nil {
 		_ = trans.Close()
@@ -257,6 +264,23 @@ func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *r
 	r.serve(p)
 	n.refreshGossip()
 	return nil
+}
+
+// sharedLog returns the node's shared raft log store ("<DataDir>/raftlog"), opening it on first
+// use; Close closes it after the replicas.
+func (n *Node) sharedLog() (*raftlog.Store, error) {
+	n.nodeLogMu.Lock()
+	defer n.nodeLogMu.Unlock()
+	if n.nodeLog == nil {
+		o := raftlog.DefaultOptions()
+		o.Logger = n.log
+		s, err := raftlog.Open(filepath.Join(n.cfg.DataDir, "raftlog"), o)
+		if err != nil {
+			return nil, err
+		}
+		n.nodeLog = s
+	}
+	return n.nodeLog, nil
 }
 
 // resetStore empties a partition's tables (cells, KV rows, index tables) and its applied state.
@@ -338,6 +362,12 @@ func (n *Node) Unhost(ctx context.Context, ds string, pid int) error {
 	}
 	if err := os.RemoveAll(n.replicaDir(ds, pid)); err != nil {
 		return fmt.Errorf("cluster: remove replica data: %w", err)
+	}
+	n.nodeLogMu.Lock()
+	nodeLog := n.nodeLog
+	n.nodeLogMu.Unlock()
+	if err := partition.DropLog(nodeLog, storage.PartitionID{Datastore: ds, Partition: pid}); err != nil {
+		return fmt.Errorf("cluster: drop the replica's raft log: %w", err)
 	}
 	if ps == nil {
 		var err error

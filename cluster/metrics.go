@@ -9,10 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Collectors returns every collector of the node: AsyncCollector, ReplicaCollector and
-// GroupLagCollector. Register them once per registry.
+// Collectors returns every collector of the node: AsyncCollector, ReplicaCollector,
+// GroupLagCollector and NodeLogCollector. Register them once per registry.
 func (n *Node) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{n.AsyncCollector(), n.ReplicaCollector(), n.GroupLagCollector()}
+	return []prometheus.Collector{n.AsyncCollector(), n.ReplicaCollector(), n.GroupLagCollector(), n.NodeLogCollector()}
 }
 
 // asyncCollector exports the state of a node's async datastores (see AsyncCollector).
@@ -252,4 +252,47 @@ func (c *groupLagCollector) measure() {
 		}
 	}
 	c.lags, c.failures, c.measured = lags, failures, time.Now()
+}
+
+// nodeLogCollector exports the counts of the node's shared raft log store (see NodeLogCollector).
+type nodeLogCollector struct {
+	n                        *Node
+	appends, entries, syncs *prometheus.Desc
+}
+
+// NodeLogCollector returns a Prometheus collector of the node's shared raft log store (package
+// raftlog; nothing while no replica uses it), read at each scrape from raftlog.Store.Stats:
+//
+//   - schemaless_raftlog_appends_total: raft log appends (StoreLogs calls) of all the node's
+//     replicas
+//   - schemaless_raftlog_entries_total: raft entries they stored
+//   - schemaless_raftlog_syncs_total: fsyncs of the store's write-ahead log; below appends when
+//     appends of several partitions shared one (group commit)
+func (n *Node) NodeLogCollector() prometheus.Collector {
+	return &nodeLogCollector{n: n,
+		appends: prometheus.NewDesc("schemaless_raftlog_appends_total", "Raft log appends of all this node's replicas in the shared raft log store.", nil, nil),
+		entries: prometheus.NewDesc("schemaless_raftlog_entries_total", "Raft entries stored by those appends.", nil, nil),
+		syncs:   prometheus.NewDesc("schemaless_raftlog_syncs_total", "Fsyncs of the shared raft log store's write-ahead log (appends of several partitions share one).", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *nodeLogCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.appends
+	ch <- c.entries
+	ch <- c.syncs
+}
+
+// Collect implements prometheus.Collector.
+func (c *nodeLogCollector) Collect(ch chan<- prometheus.Metric) {
+	c.n.nodeLogMu.Lock()
+	s := c.n.nodeLog
+	c.n.nodeLogMu.Unlock()
+	if s == nil {
+		return
+	}
+	st := s.Stats()
+	ch <- prometheus.MustNewConstMetric(c.appends, prometheus.CounterValue, float64(st.Appends))
+	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.CounterValue, float64(st.Entries))
+	ch <- prometheus.MustNewConstMetric(c.syncs, prometheus.CounterValue, float64(st.Syncs))
 }

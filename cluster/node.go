@@ -16,6 +16,7 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/membership"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/raftlog"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
 	"github.com/schemaless-db/schemaless/transport"
@@ -39,7 +40,9 @@ type Config struct {
 	NodeID string
 	// Topology is the cluster's static description (already normalized).
 	Topology *topology.Topology
-	// DataDir holds the raft logs and snapshots ("<DataDir>/raft/<datastore>-p<partition>").
+	// DataDir holds the replicas' snapshots and own raft logs
+	// ("<DataDir>/raft/<datastore>-p<partition>") and the node's shared raft log store
+	// ("<DataDir>/raftlog", package raftlog, opened when a replica first needs it).
 	DataDir string
 	// Store holds the node's partition tables; the caller opens and closes it.
 	Store *storage.Store
@@ -129,6 +132,8 @@ type Node struct {
 	gossip     *membership.Membership // nil without a gossip address
 	stopWatch  chan struct{}
 	watchDone  chan struct{}
+	nodeLogMu  sync.Mutex
+	nodeLog    *raftlog.Store // the shared raft log store, once a replica opened it (see sharedLog)
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -334,6 +339,11 @@ func (n *Node) Close() error {
 				errs = append(errs, r.closeReplica())
 			}
 		}
+		n.nodeLogMu.Lock()
+		if n.nodeLog != nil {
+			errs = append(errs, n.nodeLog.Close())
+		}
+		n.nodeLogMu.Unlock()
 		if n.rpcServer != nil {
 			errs = append(errs, n.rpcServer.Close())
 		}

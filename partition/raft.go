@@ -6,18 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	raftwal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/internal/hclogslog"
+	"github.com/schemaless-db/schemaless/raftlog"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -115,13 +112,19 @@ type Config struct {
 	// LogStore is the raft log's format: LogStoreAuto (the default: a replica directory that
 	// holds a log keeps its format, a new replica gets LogStoreWAL), LogStoreWAL
 	// (hashicorp/raft-wal v0.4.0 with the fix of third_party/raft-wal/PATCHES.md, wal/: segment
-	// files read with pread, one fdatasync per append) or
-	// LogStoreBolt (raft-boltdb/v2, raft.db: a B+tree file mapped whole, two fdatasync calls per
-	// append). A named format is the one new replicas get; an existing replica directory in the
-	// other format fails to open (ErrLogStoreMismatch) rather than start an empty log. A
-	// replica moves to another format only by being removed and added back (its data then
-	// comes from a snapshot).
+	// files read with pread, one fdatasync per append), LogStoreNode (the node's shared log,
+	// NodeLog: one pebble store per node whose fsyncs cover the appends of all its partitions
+	// at once; see package raftlog and BENCHMARKS.md for when it pays) or LogStoreBolt
+	// (raft-boltdb/v2, raft.db: a B+tree file mapped whole, two fdatasync calls per append). A
+	// named format is the one new replicas get; an existing replica directory in another
+	// format fails to open (ErrLogStoreMismatch) rather than start an empty log. A replica
+	// moves to another format only by being removed and added back (its data then comes from
+	// a snapshot).
 	LogStore string
+	// NodeLog is the node's shared raft log store, used by LogStoreNode and by LogStoreAuto
+	// for a replica directory whose log is there (InNodeLog); nil for none. The caller opens it once per node, shares it between
+	// the node's replicas and closes it after them.
+	NodeLog *raftlog.Store
 	// HeartbeatFastPath lets raft's transport handle heartbeats on their connection's goroutine,
 	// concurrently with raft's main goroutine, as hashicorp/raft does by default. Off (false) by
 	// default, because that race can diverge the logs of a deposed leader after a network
@@ -129,16 +132,6 @@ type Config struct {
 	// safety for heartbeats that never wait behind a disk write.
 	HeartbeatFastPath bool
 }
-
-// The raft log formats of Config.LogStore.
-const (
-	LogStoreAuto = "auto"
-	LogStoreBolt = "bolt"
-	LogStoreWAL  = "wal"
-)
-
-// ErrLogStoreMismatch: Config.LogStore names another format than the replica directory holds.
-var ErrLogStoreMismatch = errors.New("partition: the replica's raft log is in another format")
 
 // DefaultConfig returns the tunables' defaults; the identity fields are left empty.
 func DefaultConfig() Config {
@@ -228,8 +221,8 @@ func (c Config) Validate() error {
 	if c.Store == nil {
 		errs = append(errs, errors.New("partition: Config.Store is required"))
 	}
-	if c.LogStore != LogStoreAuto && c.LogStore != LogStoreBolt && c.LogStore != LogStoreWAL {
-		errs = append(errs, fmt.Errorf("partition: Config.LogStore %q: want %q, %q or %q", c.LogStore, LogStoreAuto, LogStoreWAL, LogStoreBolt))
+	if err := checkLogStore(c.LogStore, c.NodeLog); err != nil {
+		errs = append(errs, fmt.Errorf("partition: Config.LogStore: %w", err))
 	}
 	if c.MaxInflight < 1 || c.MaxBatchCells < 1 || c.QueueSize < 1 {
 		errs = append(errs, errors.New("partition: MaxInflight, MaxBatchCells and QueueSize must be positive"))
@@ -262,7 +255,7 @@ type Raft struct {
 	log      *slog.Logger
 	raft     *raft.Raft
 	fsm      StateMachine
-	stable   raft.StableStore // the raft log store (bolt or wal), which also holds raft's stable state
+	stable   raft.StableStore // the raft log store (node, wal or bolt), which also holds raft's stable state
 	closeLog func() error
 	logs     raft.LogStore
 	queue    chan *proposal
@@ -290,7 +283,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
 	}
-	store, stable, closeLog, err := openLogStore(cfg.Dir, cfg.LogStore)
+	store, stable, closeLog, err := openLogStore(cfg.Dir, cfg.LogStore, cfg.NodeLog, LogName(cfg.ID))
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: open raft log: %w", name, err)
 	}
@@ -457,16 +450,6 @@ func (p *Raft) notLeader() error {
 	return &NotLeaderError{LeaderID: id, LeaderAddr: addr}
 }
 
-// HasLog reports whether replica directory dir holds a raft log, in either format.
-func HasLog(dir string) bool {
-	for _, name := range []string{"raft.db", "wal"} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			return true
-		}
-	}
-	return false
-}
-
 // RaftConfig returns the hashicorp/raft configuration of a replica of c: its NodeID as the
 // server id, c's timeouts, batch and snapshot settings, batched applies, no snapshot restore at
 // start (the store is the state machine's state) and no legacy telemetry (no go-metrics names
@@ -488,65 +471,6 @@ func RaftConfig(c Config, logger hclog.Logger) *raft.Config {
 	rc.NoSnapshotRestoreOnStart = true
 	rc.NoLegacyTelemetry = true
 	return rc
-}
-
-// OpenLogStore opens the raft log and stable store of a replica directory dir in format kind
-// (LogStoreAuto, LogStoreWAL or LogStoreBolt; see Config.LogStore), as a partition does, for
-// a program that runs hashicorp/raft itself (the benchmark's raft-raw baseline). The caller
-// calls the returned close function after raft has shut down. Errors: ErrLogStoreMismatch, or
-// the log library's.
-func OpenLogStore(dir, kind string) (raft.LogStore, raft.StableStore, func() error, error) {
-	switch kind {
-	case LogStoreAuto, LogStoreWAL, LogStoreBolt:
-	default:
-		return nil, nil, nil, fmt.Errorf("partition: log store %q: want %q, %q or %q", kind, LogStoreAuto, LogStoreWAL, LogStoreBolt)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, nil, err
-	}
-	return openLogStore(dir, kind)
-}
-
-// openLogStore opens the raft log of a replica directory in format kind (see Config.LogStore):
-// raft.db for bolt, the wal/ directory for wal; auto opens the format the directory holds, or
-// wal when it holds none. A directory holding the other format than a named kind is refused
-// with ErrLogStoreMismatch rather than opened empty (which would lose the replica's log).
-func openLogStore(dir, kind string) (raft.LogStore, raft.StableStore, func() error, error) {
-	boltPath, walDir := filepath.Join(dir, "raft.db"), filepath.Join(dir, "wal")
-	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
-	if kind == LogStoreAuto {
-		kind = LogStoreWAL
-		if exists(boltPath) {
-			kind = LogStoreBolt
-		}
-	}
-	if kind == LogStoreWAL {
-		if exists(boltPath) {
-			return nil, nil, nil, fmt.Errorf("%w: %s holds a bolt log (raft.db), not %s (the log store %q opens either)", ErrLogStoreMismatch, dir, kind, LogStoreAuto)
-		}
-		if err := os.MkdirAll(walDir, 0o755); err != nil {
-			return nil, nil, nil, err
-		}
-		// raft-wal v0.4.0's Close leaves its meta database (bbolt) open, and bbolt's file lock
-		// then blocks the next Open of the directory in this process forever (a replica
-		// removed and added back, a node restarted in place): the meta database is ours to
-		// close.
-		meta := &metadb.BoltMetaDB{}
-		w, err := raftwal.Open(walDir, raftwal.WithMetaStore(meta))
-		if err != nil {
-			_ = meta.Close()
-			return nil, nil, nil, err
-		}
-		return w, w, func() error { return errors.Join(w.Close(), meta.Close()) }, nil
-	}
-	if exists(walDir) {
-		return nil, nil, nil, fmt.Errorf("%w: %s holds a wal log (wal/), not %s (the log store %q opens either)", ErrLogStoreMismatch, dir, kind, LogStoreAuto)
-	}
-	b, err := raftboltdb.New(raftboltdb.Options{Path: boltPath})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return b, b, b.Close, nil
 }
 
 // NotLeader returns the *NotLeaderError this replica answers a leader-only request with: the

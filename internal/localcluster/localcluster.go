@@ -268,6 +268,9 @@ func portInUse(err error) bool {
 	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
+// DataDir is node i's data directory (its SQLite files, raft logs and snapshots).
+func (c *Cluster) DataDir(i int) string { return filepath.Join(c.opts.Dir, c.Spec(i).ID) }
+
 // StartNode starts (or restarts) node i over its data, with node.Start: its cluster node, its
 // API on its HTTP address, and its index maintainer with Options.Maintainer.
 func (c *Cluster) StartNode(ctx context.Context, i int) error {
