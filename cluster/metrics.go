@@ -256,7 +256,7 @@ func (c *groupLagCollector) measure() {
 
 // nodeLogCollector exports the counts of the node's shared raft log store (see NodeLogCollector).
 type nodeLogCollector struct {
-	n                        *Node
+	n                       *Node
 	appends, entries, syncs *prometheus.Desc
 }
 
