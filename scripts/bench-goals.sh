@@ -4,7 +4,8 @@
 # JSON lines under $DATA_DIR:
 #
 #   put        put_cell, 1 and 64 clients, sqlite and mysql targets, baselines raft-noop and
-#              mysql; then the same on sqlite with the wal raft log (--raft-log-store wal)
+#              mysql; then sqlite beside raft-raw, with the default raft log and with the node's
+#              shared one (--raft-log-store node)
 #   batch      put_cells of 100, 1, 4 and 16 clients, the same targets and baselines
 #   read       get_cell_latest stale and strong, 16 and 64 clients, sqlite
 #   index      index lag at 2,000 put_cell/s (index-lag), sqlite
@@ -21,7 +22,7 @@
 #   DATA_DIR   results [.data/bench-goals]
 #   TRIPS_FLIGHTS  flights loaded by the trips run [3000000]
 #   TRIPS_FILE     [../shared/datasets/flights-3m.csv.gz]
-#   TRIPS_LOG_STORE  raft log format of the trips run's nodes: bolt or wal [bolt]
+#   TRIPS_LOG_STORE  raft log format of the trips run's nodes: auto, node, wal or bolt [auto]
 #   DEV_PORT   first HTTP port of the dev cluster of the trips run [27070] (raft: +100,
 #              gossip: +200, admin: +300)
 set -euo pipefail
@@ -34,7 +35,7 @@ DURATION=${DURATION:-10s}
 DATA_DIR=${DATA_DIR:-.data/bench-goals}
 TRIPS_FLIGHTS=${TRIPS_FLIGHTS:-3000000}
 TRIPS_FILE=${TRIPS_FILE:-../shared/datasets/flights-3m.csv.gz}
-TRIPS_LOG_STORE=${TRIPS_LOG_STORE:-bolt}
+TRIPS_LOG_STORE=${TRIPS_LOG_STORE:-auto}
 DEV_PORT=${DEV_PORT:-27070}
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
@@ -57,11 +58,13 @@ for r in $RUNS; do
   case $r in
   put)
     run put --target sqlite,mysql --baseline raft-noop,mysql --workload put --clients 1,64 --duration "$DURATION"
-    run put-wal --target sqlite --baseline raft-noop --raft-log-store wal --workload put --clients 1,64 --duration "$DURATION"
+    run put-raw --target sqlite --baseline raft-raw --workload put --clients 1,64 --duration "$DURATION"
+    run put-node --target sqlite --baseline raft-raw --raft-log-store node --workload put --clients 1,64 --duration "$DURATION"
     ;;
   batch)
     run batch --target sqlite,mysql --baseline raft-noop,mysql --workload put-batch --batch 100 --clients 1,4,16 --duration "$DURATION"
-    run batch-wal --target sqlite --baseline raft-noop --raft-log-store wal --workload put-batch --batch 100 --clients 1,4,16 --duration "$DURATION"
+    run batch-raw --target sqlite --baseline raft-raw --workload put-batch --batch 100 --clients 1,4,16 --duration "$DURATION"
+    run batch-node --target sqlite --baseline raft-raw --raft-log-store node --workload put-batch --batch 100 --clients 1,4,16 --duration "$DURATION"
     ;;
   read)
     run read --target sqlite --workload get-latest --consistency stale,strong --clients 16,64 --duration "$DURATION"

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -342,12 +341,13 @@ func (d *dialect) insertIndexSQL(t *IndexTable, tbl string, n int, upsert bool) 
 // 32766 variables and MySQL's 65535 prepared-statement placeholders.
 const indexMaxVars = 30000
 
-// insertIndex writes entries into t's table on shard, inside tx, with multi-row INSERTs within
+// insertIndex writes entries into t's table on shard with multi-row INSERTs run by stmt (a
+// transaction's cached prepared statement of the text, or the text on the transaction), within
 // d's limits (rows, bytes, placeholders): plain INSERTs (a row key already stored returns
 // ErrDuplicate), or with upsert, inserts that replace existing rows. Every entry is checked
 // before the first statement: a value that does not fit returns ErrIndexValue and writes
 // nothing. A missing table returns ErrNoIndexTable.
-func insertIndex(ctx context.Context, tx *sql.Tx, d *dialect, t *IndexTable, shard int, entries []IndexEntry, upsert bool) error {
+func insertIndex(ctx context.Context, stmt func(q string) stmtQueryer, d *dialect, t *IndexTable, shard int, entries []IndexEntry, upsert bool) error {
 	width := len(t.Columns) + 3
 	args := make([]any, 0, width*len(entries))
 	for i := range entries {
@@ -364,7 +364,7 @@ func insertIndex(ctx context.Context, tx *sql.Tx, d *dialect, t *IndexTable, sha
 			size += entryBytes(&entries[end])
 			end++
 		}
-		if _, err := tx.ExecContext(ctx, d.insertIndexSQL(t, tbl, end-start, upsert), args[start*width:end*width]...); err != nil {
+		if _, err := stmt(d.insertIndexSQL(t, tbl, end-start, upsert)).Exec(ctx, args[start*width:end*width]...); err != nil {
 			switch {
 			case isNoTable(err):
 				return fmt.Errorf("storage: write index %s of shard %d: %w: %w", t.Name, shard, ErrNoIndexTable, err)

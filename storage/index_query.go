@@ -38,7 +38,7 @@ func (tx *WriteTx) LookupIndex(ctx context.Context, shard int, t IndexTable, row
 			args = append(args, chunk[i][:])
 		}
 		q := "SELECT " + indexColumns(&t) + " FROM " + tbl + " WHERE row_key IN (?" + strings.Repeat(", ?", len(chunk)-1) + ")"
-		found, _, err := queryIndexEntries(ctx, tx.tx, &t, q, 0, args...)
+		found, _, err := queryIndexEntries(ctx, tx.stmtOrTx(ctx, q), &t, q, 0, args...)
 		if err != nil {
 			if isNoTable(err) {
 				return nil, fmt.Errorf("storage: lookup in index %s of shard %d: %w: %w", t.Name, shard, ErrNoIndexTable, err)
@@ -68,7 +68,7 @@ func (tx *WriteTx) UpsertIndex(ctx context.Context, shard int, t IndexTable, ent
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	if err := insertIndex(ctx, tx.tx, tx.p.d, &t, shard, entries, true); err != nil {
+	if err := insertIndex(ctx, func(q string) stmtQueryer { return tx.stmtOrTx(ctx, q) }, tx.p.d, &t, shard, entries, true); err != nil {
 		if tx.p.closed.Load() {
 			return fmt.Errorf("%w: %w", ErrClosed, err)
 		}
@@ -340,7 +340,7 @@ func (s *SnapshotTx) ScanIndex(ctx context.Context, shard int, t IndexTable, fn 
 // queryIndexEntries runs q, which selects indexColumns(t), and returns its entries; with
 // maxBytes > 0 it stops after the entry that brings the bytes read to maxBytes (full). A
 // missing table is returned as the driver's error (isNoTable).
-func queryIndexEntries(ctx context.Context, db queryer, t *IndexTable, q string, maxBytes int, args ...any) (out []IndexEntry, full bool, err error) {
+func queryIndexEntries(ctx context.Context, db rowsQueryer, t *IndexTable, q string, maxBytes int, args ...any) (out []IndexEntry, full bool, err error) {
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, false, err

@@ -270,7 +270,7 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 			clear(cellBuf)
 			cellBuf = cellBuf[:0]
 		case len(entryBuf) > 0:
-			err = insertIndex(ctx, tx, p.d, tables[index], shard, entryBuf, false)
+			err = insertIndex(ctx, func(q string) stmtQueryer { return stmtQueryer{tx: tx, q: q} }, p.d, tables[index], shard, entryBuf, false)
 			clear(entryBuf)
 			entryBuf = entryBuf[:0]
 		}

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,4 +90,37 @@ func TestStmtCacheBounded(t *testing.T) {
 	assert.NotNil(t, c.m[d.upsertApplied], "the applied-state update is not prepared")
 	assert.Nil(t, c.m[insertSQL(d, 3, 60)], "a 60-row INSERT is cached")
 	t.Logf("%d statements cached: %d short, %d bytes of longer ones", len(c.m), c.short, c.bytes)
+}
+
+// TestIndexStmtsPrepared checks that the FSM's one-row index lookup and upsert (the shapes of a
+// maintainer's page at low rates) run prepared from the second transaction on, and that the
+// prepared statements write what the unprepared ones did.
+func TestIndexStmtsPrepared(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := openPartition(t, sqliteEnv(t).open(t), "idxcache", 0, 0, 0)
+	tbl := IndexTable{Name: "by_city_v1", Columns: []IndexColumn{{"city", IndexString}, {"n", IndexInt}}}
+	require.NoError(t, p.EnsureIndex(ctx, tbl, []int{0}))
+	for i := 1; i <= 3; i++ {
+		tx, err := p.Begin(ctx)
+		require.NoError(t, err)
+		got, err := tx.LookupIndex(ctx, 0, tbl, []uuid.UUID{rowKey(1)})
+		require.NoError(t, err)
+		if i > 1 {
+			assert.Equal(t, int64(i-1), got[rowKey(1)].Values[1], "transaction %d reads the previous one's entry", i)
+		}
+		require.NoError(t, tx.UpsertIndex(ctx, 0, tbl, []IndexEntry{{RowKey: rowKey(1), Values: []any{"LAX", int64(i)}, Refs: []byte{1}}}))
+		require.NoError(t, tx.Commit())
+	}
+	d := p.d
+	c := &p.stmts
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	upsert := d.insertIndexSQL(&tbl, d.indexTable(tbl.Name, 0), 1, true)
+	assert.NotNil(t, c.m[upsert], "the one-row index upsert is not prepared: %.80s", upsert)
+	lookup := false
+	for q := range c.m {
+		lookup = lookup || strings.HasPrefix(q, "SELECT "+indexColumns(&tbl)+" FROM "+d.indexTable(tbl.Name, 0))
+	}
+	assert.True(t, lookup, "the one-row index lookup is not prepared")
 }

@@ -118,7 +118,7 @@ stay ready.`,
 	fl.IntVar(&f.httpPort, "http-port", 7070, "HTTP port of the first node; the others follow")
 	fl.IntVar(&f.raftPort, "raft-port", 7170, "raft port of the first node; the others follow")
 	fl.IntVar(&f.adminPort, "admin-port", 0, "admin port (/metrics and /debug/pprof/, see serve --admin-addr) of the first node; the others follow (default 0: none)")
-	fl.StringVar(&f.logStore, "raft-log-store", "", "raft log format of the nodes' replicas, as serve --raft-log-store: auto, wal or bolt (default serve's, auto)")
+	fl.StringVar(&f.logStore, "raft-log-store", "", "raft log format of the nodes' replicas, as serve --raft-log-store: auto, node, wal or bolt (default serve's, auto)")
 	fl.IntVar(&f.gossipPort, "gossip-port", 0, "gossip (membership) port of the first node, TCP and UDP; the others follow (default --raft-port+100; -1: no gossip)")
 	fl.IntVar(&f.shards, "shards", 64, "shards of the trips datastore")
 	fl.IntVar(&f.partitions, "partitions", 4, "partitions of the trips datastore")
