@@ -33,6 +33,7 @@ func TestAPI(t *testing.T) {
 			t.Run("put_cells", s.testPutCells)
 			t.Run("reads", s.testReads)
 			t.Run("batch_get", s.testBatchGet)
+			t.Run("versions", s.testVersions)
 			t.Run("shard_log", s.testShardLog)
 			t.Run("rejected", s.testRejected)
 			t.Run("status", s.testStatus)
@@ -218,6 +219,14 @@ func (s *session) testRejected(t *testing.T) {
 		{"get: bad row key", "GET", "/v1/trips/cells/123", ``, 400, "invalid_argument", "row_key"},
 		{"batch get: bad key at 0", "POST", "/v1/trips/cells/get", `{"keys":[{"row_key":"x","column_key":"A"}]}`, 400, "invalid_argument", "keys[0].row_key"},
 		{"batch get: too many", "POST", "/v1/trips/cells/get", `{"keys":[` + strings.Repeat(fmt.Sprintf(`{"row_key":%q,"column_key":"A"},`, r), 10) + fmt.Sprintf(`{"row_key":%q,"column_key":"A"}`, r) + `]}`, 413, "too_large", "keys"},
+		{"versions: bad limit", "GET", "/v1/trips/cells/" + r + "/BASE/versions?limit=0", ``, 400, "invalid_argument", "limit"},
+		{"versions: limit too large", "GET", "/v1/trips/cells/" + r + "/BASE/versions?limit=1001", ``, 400, "invalid_argument", "limit"},
+		{"versions: bad order", "GET", "/v1/trips/cells/" + r + "/BASE/versions?order=sideways", ``, 400, "invalid_argument", "order"},
+		{"versions: negative from", "GET", "/v1/trips/cells/" + r + "/BASE/versions?from_ref_key=-1", ``, 400, "invalid_argument", "from_ref_key"},
+		{"versions: bad from", "GET", "/v1/trips/cells/" + r + "/BASE/versions?from_ref_key=x", ``, 400, "invalid_argument", "from_ref_key"},
+		{"versions: bad column", "GET", "/v1/trips/cells/" + r + "/BA-SE/versions", ``, 400, "invalid_argument", "column_key"},
+		{"versions: bad row key", "GET", "/v1/trips/cells/nope/BASE/versions", ``, 400, "invalid_argument", "row_key"},
+		{"versions: method", "PUT", "/v1/trips/cells/" + r + "/BASE/versions", `{}`, 405, "method_not_allowed", ""},
 		{"shard: out of range", "GET", "/v1/trips/shards/16/cells", ``, 400, "invalid_argument", "shard"},
 		{"shard: negative", "GET", "/v1/trips/shards/-1/cells", ``, 400, "invalid_argument", "shard"},
 		{"shard: bad location", "GET", "/v1/trips/shards/0/cells?location=-3", ``, 400, "invalid_argument", "location"},
@@ -233,6 +242,58 @@ func (s *session) testRejected(t *testing.T) {
 	assert.Equal(t, before, s.cellCount(t), "cells after the rejected requests: they wrote nothing")
 	// The good cell of the rejected batches was never written either.
 	s.do(t, 0, "GET", "/v1/trips/cells/"+r+"/BASE/1", "").expectError(t, 404, "not_found", "")
+}
+
+// testVersions writes five versions of a column and reads them back in pages, ascending and
+// descending, from every node (two of three forward to the leader).
+func (s *session) testVersions(t *testing.T) {
+	r := row(40)
+	refs := []int64{1, 2, 3, 5, 8}
+	for _, ref := range refs {
+		s.do(t, int(ref)%3, "PUT", fmt.Sprintf("/v1/trips/cells/%s/STATUS/%d", r, ref), fmt.Sprintf(`{"v":%d}`, ref)).expect(t, 201)
+	}
+	s.do(t, 0, "PUT", "/v1/trips/cells/"+r+"/OTHER/4", `{"v":4}`).expect(t, 201)
+	page := func(node int, query string) ([]int64, *int64) {
+		t.Helper()
+		var resp wire.VersionsResponse
+		s.do(t, node, "GET", "/v1/trips/cells/"+r+"/STATUS/versions"+query, "").expect(t, 200).decode(t, &resp)
+		var got []int64
+		for _, c := range resp.Cells {
+			require.Equal(t, "STATUS", c.ColumnKey, "%s: a cell of another column", query)
+			assert.JSONEq(t, fmt.Sprintf(`{"v":%d}`, c.RefKey), string(c.Body), "%s: body of ref key %d", query, c.RefKey)
+			got = append(got, c.RefKey)
+		}
+		return got, resp.NextRefKey
+	}
+	ptr := func(v int64) *int64 { return &v }
+	cases := []struct {
+		query string
+		want  []int64
+		next  *int64
+	}{
+		{"", refs, nil},
+		{"?limit=5", refs, nil},
+		{"?limit=2", []int64{1, 2}, ptr(3)},
+		{"?limit=2&from_ref_key=3", []int64{3, 5}, ptr(8)},
+		{"?limit=2&from_ref_key=4", []int64{5, 8}, nil},
+		{"?from_ref_key=9", nil, nil},
+		{"?order=desc&limit=2", []int64{8, 5}, ptr(3)},
+		{"?order=desc&from_ref_key=4", []int64{3, 2, 1}, nil},
+		{"?order=asc&consistency=strong&limit=4", []int64{1, 2, 3, 5}, ptr(8)},
+	}
+	for _, tc := range cases {
+		for node := 0; node < 3; node++ {
+			got, next := page(node, tc.query)
+			assert.Equal(t, tc.want, got, "node %d %q: ref keys", node, tc.query)
+			assert.Equal(t, tc.next, next, "node %d %q: next_ref_key", node, tc.query)
+		}
+	}
+	var empty wire.VersionsResponse
+	body := s.do(t, 1, "GET", "/v1/trips/cells/"+r+"/NONE/versions", "").expect(t, 200)
+	body.decode(t, &empty)
+	assert.Empty(t, empty.Cells, "a column without cells")
+	assert.Nil(t, empty.NextRefKey)
+	assert.Contains(t, string(body.body), `"cells":[]`, "an empty page is an empty array, not null")
 }
 
 func (s *session) testStatus(t *testing.T) {

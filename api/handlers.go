@@ -359,6 +359,73 @@ func (s *Server) getRow(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.CellsResponse{Cells: out})
 }
 
+// getVersions answers GET /v1/{ds}/cells/{row}/{col}/versions?from_ref_key=&limit=&order=: a
+// page of the column's cells in ref key order (asc, the default, or desc) from from_ref_key
+// (inclusive; absent: the first in that order), at most limit (default DefaultScanLimit, at
+// most MaxScanLimit), with next_ref_key for the next page. An unknown column answers an empty
+// page, not 404: a column has no existence apart from its cells.
+func (s *Server) getVersions(w http.ResponseWriter, r *http.Request) {
+	ds, he := s.datastore(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	k, he := parseKey("", r.PathValue("row"), r.PathValue("col"), nil)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	q := r.URL.Query()
+	var from *int64
+	if v := q.Get("from_ref_key"); v != "" {
+		f, he := parseRefKey("from_ref_key", v)
+		if he != nil {
+			writeError(w, he)
+			return
+		}
+		from = &f
+	}
+	limit, he := s.parseLimit("limit", q.Get("limit"))
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	desc := false
+	switch o := q.Get("order"); o {
+	case "", "asc":
+	case "desc":
+		desc = true
+	default:
+		writeError(w, invalid("order", "%q must be asc or desc", o))
+		return
+	}
+	c, he := consistency(r)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	if c == cluster.Strong {
+		s.hintLeader(w, ds, k.RowKey)
+	}
+	// One more than the page: the extra cell's ref key is where the next page starts.
+	cs, err := s.backend.GetVersions(r.Context(), ds, k.RowKey, k.ColumnKey, from, limit+1, desc, c)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var next *int64
+	if len(cs) > limit {
+		n := cs[limit].RefKey
+		next, cs = &n, cs[:limit]
+	}
+	out, err := toAPICells(cs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.VersionsResponse{Cells: out, NextRefKey: next})
+}
+
 // getCellsRequest is wire.GetCellsRequest with raw ref keys (see putCellsRequest).
 type getCellsRequest struct {
 	Keys []struct {

@@ -17,6 +17,7 @@ var operations = map[string]string{
 	"PUT /v1/{ds}/cells/{row}/{col}/{ref}":               "put_cell",
 	"GET /v1/{ds}/cells/{row}/{col}/{ref}":               "get_cell",
 	"GET /v1/{ds}/cells/{row}/{col}":                     "get_cell_latest",
+	"GET /v1/{ds}/cells/{row}/{col}/versions":            "get_versions",
 	"GET /v1/{ds}/cells/{row}":                           "get_row",
 	"POST /v1/{ds}/cells/get":                            "get_cells",
 	"POST /v1/{ds}/cells":                                "put_cells",

@@ -392,6 +392,62 @@ func (c *Client) GetCellLatest(ctx context.Context, rowKey uuid.UUID, columnKey 
 	return cell, nil
 }
 
+// VersionsPage is one page of a column's versions (GetVersions): its cells in the order asked,
+// and Next, the from ref key of the next page (nil when this page is the last).
+type VersionsPage struct {
+	Cells []wire.Cell
+	Next  *int64
+}
+
+// GetVersions reads a page of the versions of column columnKey of rowKey (GET
+// /v1/{ds}/cells/{row_key}/{column_key}/versions): at most limit cells (0: the server's
+// default) in ref key order, ascending from ref key from (inclusive; nil: the lowest) or, with
+// desc, descending from from (nil: the highest). Read the next page with from = page.Next. It
+// blocks, retries and fails like GetCell; ErrBadResponse includes a cell of another row or
+// column, or out of the order asked.
+func (c *Client) GetVersions(ctx context.Context, rowKey uuid.UUID, columnKey string, from *int64, limit int, desc bool, opts ...ReadOption) (VersionsPage, error) {
+	const op = "get_versions"
+	if err := c.checkDatastore(op); err != nil {
+		return VersionsPage{}, err
+	}
+	q, err := c.readQuery(op, opts)
+	if err != nil {
+		return VersionsPage{}, err
+	}
+	if from != nil {
+		q.Set("from_ref_key", strconv.FormatInt(*from, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if desc {
+		q.Set("order", "desc")
+	}
+	ans, err := c.do(ctx, &request{
+		op: op, method: http.MethodGet, query: q, ok: []int{http.StatusOK},
+		path: c.dsPath("cells", rowKey.String(), columnKey, "versions"),
+	})
+	if err != nil {
+		return VersionsPage{}, err
+	}
+	var resp wire.VersionsResponse
+	if err := decode(op, ans, &resp); err != nil {
+		return VersionsPage{}, err
+	}
+	for i, cell := range resp.Cells {
+		if !sameRow(cell.RowKey, rowKey) || cell.ColumnKey != columnKey {
+			return VersionsPage{}, badResponse(op, ans, "cells[%d] is %s/%s, want %s/%s", i, cell.RowKey, cell.ColumnKey, rowKey, columnKey)
+		}
+		if i > 0 && (cell.RefKey > resp.Cells[i-1].RefKey) == desc {
+			return VersionsPage{}, badResponse(op, ans, "cells[%d] ref key %d out of order after %d", i, cell.RefKey, resp.Cells[i-1].RefKey)
+		}
+	}
+	if resp.Cells == nil {
+		resp.Cells = []wire.Cell{}
+	}
+	return VersionsPage{Cells: resp.Cells, Next: resp.NextRefKey}, nil
+}
+
 // GetRow reads the latest cell of every column of rowKey (GET /v1/{ds}/cells/{row_key}), in
 // the server's order (by column key). A row with no cell gives an empty slice and a nil error.
 // It blocks, retries and fails like GetCell; ErrBadResponse includes a cell of another row.

@@ -316,6 +316,22 @@ func (n *Node) GetRow(ctx context.Context, ds string, rowKey uuid.UUID, c Consis
 	return resp.Cells, err
 }
 
+// GetVersions returns the versions of column col of rowKey (partition.VersionsRead): at most
+// limit (positive) cells in ref key order, ascending from ref key from (inclusive; nil: the
+// lowest) or, with desc, descending from from (inclusive; nil: the highest). Consistency and
+// errors as GetRow.
+func (n *Node) GetVersions(ctx context.Context, ds string, rowKey uuid.UUID, col string, from *int64, limit int, desc bool, c Consistency) ([]cells.Cell, error) {
+	d, err := n.datastore(ds)
+	if err != nil {
+		return nil, err
+	}
+	shard := cells.ShardOf(rowKey, d.spec.Shards)
+	r := d.routeOf(shard)
+	resp, err := n.read(ctx, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c,
+		Read: partition.ReadRequest{Versions: &partition.VersionsRead{Shard: shard, RowKey: rowKey, ColumnKey: col, From: from, Limit: limit, Desc: desc}}})
+	return resp.Cells, err
+}
+
 // ScanShard returns up to limit cells of shard with added_id > after, in added_id order: a
 // ReadLogs of one shard without filter or wait. Errors: ErrUnknownDatastore, ErrBadShard,
 // partition.ErrUnavailable.

@@ -45,6 +45,20 @@ type ReadRequest struct {
 	FirstCells *FirstCellsRead
 	Index      *IndexRead
 	IndexStats *IndexStatsRead
+	Versions   *VersionsRead
+}
+
+// VersionsRead reads the versions of one column of a row: its cells in ref key order,
+// ascending from From (inclusive; nil: from the lowest) or, with Desc, descending from From
+// (inclusive; nil: from the highest), at most Limit (positive) of them. Shard is the row key's
+// shard. The answer is ReadResult.Cells.
+type VersionsRead struct {
+	Shard     int
+	RowKey    uuid.UUID
+	ColumnKey string
+	From      *int64
+	Limit     int
+	Desc      bool
 }
 
 // GetRead reads cells by key. The answer is ReadResult.Get, one GetResult per key, in order.
@@ -190,7 +204,7 @@ type ReadResult struct {
 func (r ReadRequest) check() error {
 	n := 0
 	for _, set := range []bool{r.Get != nil, r.Row != nil, r.Log != nil, r.Group != nil, r.Groups != nil,
-		r.Catalog != nil, r.FirstCells != nil, r.Index != nil, r.IndexStats != nil} {
+		r.Catalog != nil, r.FirstCells != nil, r.Index != nil, r.IndexStats != nil, r.Versions != nil} {
 		if set {
 			n++
 		}
@@ -237,6 +251,18 @@ func query(ctx context.Context, st *storage.PartitionStore, shards storage.Shard
 		res.Cells, err = firstCells(ctx, st, shards, *req.FirstCells)
 	case req.Index != nil:
 		res.Entries, err = queryIndex(ctx, st, shards, *req.Index)
+	case req.Versions != nil:
+		v := req.Versions
+		switch {
+		case v.Limit < 1:
+			err = fmt.Errorf("%w: versions limit %d is not positive", ErrBadRead, v.Limit)
+		case cells.ValidateColumnKey(v.ColumnKey) != nil:
+			err = fmt.Errorf("%w: versions of column %q: %w", ErrBadRead, v.ColumnKey, cells.ValidateColumnKey(v.ColumnKey))
+		default:
+			if err = inRange(shards, v.Shard); err == nil {
+				res.Cells, err = st.GetVersions(ctx, v.Shard, v.RowKey, v.ColumnKey, v.From, v.Limit, v.Desc)
+			}
+		}
 	case req.IndexStats != nil:
 		t := fsm.IndexTableOf(req.IndexStats.Table, req.IndexStats.Fields)
 		res.Stats.Entries, res.Stats.Violations, err = st.IndexStats(ctx, t)

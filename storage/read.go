@@ -74,6 +74,36 @@ func (p *PartitionStore) GetRow(ctx context.Context, shard int, rowKey uuid.UUID
 	return cs, nil
 }
 
+// GetVersions returns the cells of column col of rowKey in shard (its versions) in ref key
+// order: ascending from ref key from (inclusive; nil: from the lowest), or with desc descending
+// from from (inclusive; nil: from the highest); at most limit (which must be positive) of them;
+// nil when there are none. One statement over the cell table's (row_key, column_name, ref_key)
+// key. It is the read behind the versions route.
+func (p *PartitionStore) GetVersions(ctx context.Context, shard int, rowKey uuid.UUID, col string, from *int64, limit int, desc bool) ([]cells.Cell, error) {
+	if err := p.checkShard(shard); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, fmt.Errorf("storage: versions of %s/%s: limit %d is not positive", rowKey, col, limit)
+	}
+	q := "SELECT " + cellColumns + " FROM " + p.d.entity(shard) + " WHERE row_key = ? AND column_name = ?"
+	args := []any{rowKey[:], col}
+	cmp, order := " AND ref_key >= ?", " ORDER BY ref_key LIMIT ?"
+	if desc {
+		cmp, order = " AND ref_key <= ?", " ORDER BY ref_key DESC LIMIT ?"
+	}
+	if from != nil {
+		q += cmp
+		args = append(args, *from)
+	}
+	args = append(args, limit)
+	cs, err := queryCells(ctx, p.read, q+order, args...)
+	if err != nil {
+		return nil, p.fail(fmt.Sprintf("versions of %s/%s in shard %d", rowKey, col, shard), err)
+	}
+	return cs, nil
+}
+
 // ScanShard returns the cells of shard with added_id > afterAddedID in ascending added_id
 // order, at most limit (which must be positive) of them; nil when there are none. It is the
 // read behind get_cells_for_shard: pass the last AddedID returned to read on.

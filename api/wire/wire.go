@@ -88,6 +88,14 @@ type CellsResponse struct {
 	Cells []Cell `json:"cells"`
 }
 
+// VersionsResponse answers GET /v1/{ds}/cells/{row}/{col}/versions: a page of the column's
+// cells in the order asked, and NextRefKey, the from_ref_key of the next page (null when this
+// page is the last).
+type VersionsResponse struct {
+	Cells      []Cell `json:"cells"`
+	NextRefKey *int64 `json:"next_ref_key"`
+}
+
 // ShardCellsResponse answers get_cells_for_shard: cells in added_id order, the location to
 // ask from next, and the shard's high-water mark. NextLocation is the last added_id returned
 // when the page is full; otherwise the position the read reached (with a column filter, past

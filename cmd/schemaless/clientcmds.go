@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/spf13/cobra"
@@ -161,6 +162,58 @@ func newLatestCmd() *cobra.Command {
 			return printJSON(c)
 		},
 	}
+	f.register(cmd)
+	return cmd
+}
+
+func newVersionsCmd() *cobra.Command {
+	var f clientFlags
+	var from int64
+	var limit int
+	var order string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "versions ROW_KEY COLUMN_KEY",
+		Short: "Read the versions of a column, a page at a time, in ref key order (get_versions)",
+		Long: "Read the cells of a column of a row in ref key order: --order asc (the default) from --from up, or desc\n" +
+			"from --from down (without --from: from the lowest, or the highest). Prints {\"cells\": [...], \"next_ref_key\": N}:\n" +
+			"pass N as --from to read the next page, or give --all to read every page.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, err := parseKeyArgs(args)
+			if err != nil {
+				return err
+			}
+			if order != "asc" && order != "desc" {
+				return fmt.Errorf("--order %q: want asc or desc", order)
+			}
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			var at *int64
+			if cmd.Flags().Changed("from") {
+				at = &from
+			}
+			var out []wire.Cell
+			for {
+				page, err := cl.GetVersions(cmd.Context(), k.RowKey, k.ColumnKey, at, limit, order == "desc")
+				if err != nil {
+					return err
+				}
+				out = append(out, page.Cells...)
+				at = page.Next
+				if !all || at == nil {
+					break
+				}
+			}
+			return printJSON(map[string]any{"cells": out, "next_ref_key": at})
+		},
+	}
+	cmd.Flags().Int64Var(&from, "from", 0, "first ref key of the page (inclusive); default: the lowest (asc) or highest (desc)")
+	cmd.Flags().IntVar(&limit, "limit", 0, "cells per page (default: the server's, 100)")
+	cmd.Flags().StringVar(&order, "order", "asc", "asc or desc")
+	cmd.Flags().BoolVar(&all, "all", false, "read every page")
 	f.register(cmd)
 	return cmd
 }
