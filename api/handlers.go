@@ -266,13 +266,9 @@ func (s *Server) getOne(w http.ResponseWriter, r *http.Request, latest bool) {
 		writeError(w, he)
 		return
 	}
-	c, he := consistency(r)
-	if he != nil {
-		writeError(w, he)
+	c, ok := s.rowConsistency(w, r, ds, k.RowKey)
+	if !ok {
 		return
-	}
-	if c == cluster.Strong {
-		s.hintLeader(w, ds, k.RowKey)
 	}
 	res, err := s.backend.GetCells(r.Context(), ds, []cluster.GetKey{{Key: k, Latest: latest}}, c)
 	if err != nil {
@@ -359,6 +355,20 @@ func (s *Server) getRow(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.CellsResponse{Cells: out})
 }
 
+// rowConsistency reads the consistency parameter of a read of one row, answering 400 when it is
+// bad (ok false), and sets the leader hint of a strong read (see hintLeader).
+func (s *Server) rowConsistency(w http.ResponseWriter, r *http.Request, ds string, rowKey uuid.UUID) (c cluster.Consistency, ok bool) {
+	c, he := consistency(r)
+	if he != nil {
+		writeError(w, he)
+		return "", false
+	}
+	if c == cluster.Strong {
+		s.hintLeader(w, ds, rowKey)
+	}
+	return c, true
+}
+
 // getVersions answers GET /v1/{ds}/cells/{row}/{col}/versions?from_ref_key=&limit=&order=: a
 // page of the column's cells in ref key order (asc, the default, or desc) from from_ref_key
 // (inclusive; absent: the first in that order), at most limit (default DefaultScanLimit, at
@@ -399,13 +409,9 @@ func (s *Server) getVersions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalid("order", "%q must be asc or desc", o))
 		return
 	}
-	c, he := consistency(r)
-	if he != nil {
-		writeError(w, he)
+	c, ok := s.rowConsistency(w, r, ds, k.RowKey)
+	if !ok {
 		return
-	}
-	if c == cluster.Strong {
-		s.hintLeader(w, ds, k.RowKey)
 	}
 	// One more than the page: the extra cell's ref key is where the next page starts.
 	cs, err := s.backend.GetVersions(r.Context(), ds, k.RowKey, k.ColumnKey, from, limit+1, desc, c)

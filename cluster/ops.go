@@ -305,14 +305,21 @@ func (n *Node) GetCells(ctx context.Context, ds string, keys []GetKey, c Consist
 
 // GetRow returns the latest cell of every column of rowKey, by column key.
 func (n *Node) GetRow(ctx context.Context, ds string, rowKey uuid.UUID, c Consistency) ([]cells.Cell, error) {
+	return n.readRow(ctx, ds, rowKey, c, func(shard int) partition.ReadRequest {
+		return partition.ReadRequest{Row: &partition.RowRead{Shard: shard, RowKey: rowKey}}
+	})
+}
+
+// readRow runs the read req(shard of rowKey) on the partition holding rowKey and returns its
+// cells.
+func (n *Node) readRow(ctx context.Context, ds string, rowKey uuid.UUID, c Consistency, req func(shard int) partition.ReadRequest) ([]cells.Cell, error) {
 	d, err := n.datastore(ds)
 	if err != nil {
 		return nil, err
 	}
 	shard := cells.ShardOf(rowKey, d.spec.Shards)
 	r := d.routeOf(shard)
-	resp, err := n.read(ctx, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c,
-		Read: partition.ReadRequest{Row: &partition.RowRead{Shard: shard, RowKey: rowKey}}})
+	resp, err := n.read(ctx, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c, Read: req(shard)})
 	return resp.Cells, err
 }
 
@@ -321,15 +328,9 @@ func (n *Node) GetRow(ctx context.Context, ds string, rowKey uuid.UUID, c Consis
 // lowest) or, with desc, descending from from (inclusive; nil: the highest). Consistency and
 // errors as GetRow.
 func (n *Node) GetVersions(ctx context.Context, ds string, rowKey uuid.UUID, col string, from *int64, limit int, desc bool, c Consistency) ([]cells.Cell, error) {
-	d, err := n.datastore(ds)
-	if err != nil {
-		return nil, err
-	}
-	shard := cells.ShardOf(rowKey, d.spec.Shards)
-	r := d.routeOf(shard)
-	resp, err := n.read(ctx, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c,
-		Read: partition.ReadRequest{Versions: &partition.VersionsRead{Shard: shard, RowKey: rowKey, ColumnKey: col, From: from, Limit: limit, Desc: desc}}})
-	return resp.Cells, err
+	return n.readRow(ctx, ds, rowKey, c, func(shard int) partition.ReadRequest {
+		return partition.ReadRequest{Versions: &partition.VersionsRead{Shard: shard, RowKey: rowKey, ColumnKey: col, From: from, Limit: limit, Desc: desc}}
+	})
 }
 
 // ScanShard returns up to limit cells of shard with added_id > after, in added_id order: a
