@@ -13,6 +13,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 )
@@ -135,6 +136,29 @@ func (s *session) testBatchGet(t *testing.T) {
 	nine := json.Number("9")
 	assert.Equal(t, []wire.GetKey{{RowKey: r, ColumnKey: "A", RefKey: &nine}, {RowKey: row(4), ColumnKey: "B"}}, res.Missing,
 		"missing keys: A/9, and B (latest) of a row never written")
+	// One snapshot per partition read, by partition: the partitions of row(3) and row(4).
+	ds := s.c.Topology.Datastores[0]
+	want := map[int]bool{}
+	for _, rk := range []string{r, row(4)} {
+		shard := cells.ShardOf(uuid.MustParse(rk), ds.Shards)
+		for _, p := range ds.Partitions {
+			if p.Shards().Contains(shard) {
+				want[p.ID] = true
+			}
+		}
+	}
+	require.Len(t, res.Snapshots, len(want), "snapshots (%+v)", res.Snapshots)
+	for i, sn := range res.Snapshots {
+		assert.True(t, want[sn.Partition], "snapshot of partition %d, which holds none of the keys", sn.Partition)
+		if i > 0 {
+			assert.Less(t, res.Snapshots[i-1].Partition, sn.Partition, "snapshots by partition")
+		}
+		if ds.Mode == "async" {
+			assert.Zero(t, sn.AppliedIndex, "async mode has no raft index")
+		} else {
+			assert.Positive(t, sn.AppliedIndex, "partition %d: the raft index of the snapshot", sn.Partition)
+		}
+	}
 }
 
 func (s *session) testShardLog(t *testing.T) {

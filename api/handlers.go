@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -494,8 +495,13 @@ func (s *Server) getCells(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := wire.GetCellsResponse{Cells: []wire.Cell{}, Missing: []wire.GetKey{}}
+	out := wire.GetCellsResponse{Cells: []wire.Cell{}, Missing: []wire.GetKey{}, Snapshots: []wire.Snapshot{}}
+	seen := map[int]bool{}
 	for i, rr := range res {
+		if !seen[rr.Partition] {
+			seen[rr.Partition] = true
+			out.Snapshots = append(out.Snapshots, wire.Snapshot{Partition: rr.Partition, AppliedIndex: rr.AppliedIndex})
+		}
 		if !rr.Found {
 			out.Missing = append(out.Missing, given[i])
 			continue
@@ -507,6 +513,7 @@ func (s *Server) getCells(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Cells = append(out.Cells, ac)
 	}
+	slices.SortFunc(out.Snapshots, func(a, b wire.Snapshot) int { return a.Partition - b.Partition })
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -483,9 +483,10 @@ func (c *Client) GetRow(ctx context.Context, rowKey uuid.UUID, opts ...ReadOptio
 }
 
 // GetCells reads many cells in one request (POST /v1/{ds}/cells/get): the cells found, in the
-// order of keys, and the keys not found, as the server echoes them. Every key is in exactly one
-// of the two. It blocks, retries (as a read) and fails like GetCell; a missing cell is not an
-// error. An empty keys returns an empty response with no request.
+// order of keys, the keys not found, as the server echoes them, and how each partition was read
+// (Snapshots: the keys of one partition in one snapshot at a raft index; see docs/api.md). Every
+// key is in exactly one of the first two. It blocks, retries (as a read) and fails like GetCell;
+// a missing cell is not an error. An empty keys returns an empty response with no request.
 func (c *Client) GetCells(ctx context.Context, keys []GetKey, opts ...ReadOption) (wire.GetCellsResponse, error) {
 	const op = "get_cells"
 	if err := c.checkDatastore(op); err != nil {
@@ -496,7 +497,7 @@ func (c *Client) GetCells(ctx context.Context, keys []GetKey, opts ...ReadOption
 		return wire.GetCellsResponse{}, err
 	}
 	if len(keys) == 0 {
-		return wire.GetCellsResponse{Cells: []wire.Cell{}, Missing: []wire.GetKey{}}, nil
+		return wire.GetCellsResponse{Cells: []wire.Cell{}, Missing: []wire.GetKey{}, Snapshots: []wire.Snapshot{}}, nil
 	}
 	req := wire.GetCellsRequest{Keys: make([]wire.GetKey, len(keys))}
 	for i, k := range keys {

@@ -258,7 +258,10 @@ type readRequest struct {
 }
 
 // GetCells reads keys from datastore ds with consistency c and returns one result per key, in
-// order. Errors: ErrUnknownDatastore, partition.ErrUnavailable.
+// order. The keys of one partition are read in one snapshot of it (partition.GetResult: its
+// Partition and AppliedIndex are set); the partitions are read concurrently, each at its own
+// index, so keys of two partitions are not read at one point in time. Errors:
+// ErrUnknownDatastore, partition.ErrUnavailable.
 func (n *Node) GetCells(ctx context.Context, ds string, keys []GetKey, c Consistency) ([]ReadResult, error) {
 	d, err := n.datastore(ds)
 	if err != nil {
@@ -296,6 +299,7 @@ func (n *Node) GetCells(ctx context.Context, ds string, keys []GetKey, c Consist
 			}
 			for j, i := range idx {
 				out[i] = resp.Get[j]
+				out[i].Partition = r.spec.ID
 			}
 		}()
 	}

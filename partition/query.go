@@ -76,9 +76,16 @@ type GetKey struct {
 }
 
 // GetResult is the answer for one GetKey: the cell, or Found false.
+//
+// Every key of one GetRead is read in one read transaction of the partition's tables (a
+// snapshot: storage.PartitionStore.GetSnapshot); AppliedIndex is the raft index that snapshot
+// reflects (0 in async mode, which has none), the same for every key of the read. Partition is
+// set by cluster.GetCells, which reads several partitions.
 type GetResult struct {
-	Cell  cells.Cell
-	Found bool
+	Cell         cells.Cell
+	Found        bool
+	Partition    int
+	AppliedIndex uint64
 }
 
 // RowRead reads the latest cell of every column of a row. The answer is ReadResult.Cells.
@@ -284,25 +291,20 @@ func inRange(shards storage.ShardRange, shard int) error {
 }
 
 func getCells(ctx context.Context, st *storage.PartitionStore, shards storage.ShardRange, keys []GetKey) ([]GetResult, error) {
-	out := make([]GetResult, len(keys))
+	sk := make([]storage.SnapshotKey, len(keys))
 	for i, k := range keys {
 		if err := inRange(shards, k.Shard); err != nil {
 			return nil, fmt.Errorf("partition: read %s: %w", k.Key, err)
 		}
-		var c cells.Cell
-		var err error
-		if k.Latest {
-			c, err = st.GetLatest(ctx, k.Shard, k.Key.RowKey, k.Key.ColumnKey)
-		} else {
-			c, err = st.GetCell(ctx, k.Shard, k.Key)
-		}
-		switch {
-		case err == nil:
-			out[i] = GetResult{Cell: c, Found: true}
-		case errors.Is(err, storage.ErrNotFound):
-		default:
-			return nil, fmt.Errorf("partition: read %s: %w", k.Key, err)
-		}
+		sk[i] = storage.SnapshotKey{Shard: k.Shard, Key: k.Key, Latest: k.Latest}
+	}
+	cs, found, applied, err := st.GetSnapshot(ctx, sk)
+	if err != nil {
+		return nil, fmt.Errorf("partition: read %d keys: %w", len(keys), err)
+	}
+	out := make([]GetResult, len(keys))
+	for i := range keys {
+		out[i] = GetResult{Cell: cs[i], Found: found[i], AppliedIndex: applied.Index}
 	}
 	return out, nil
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 )
 
-// Reads run on the read pool, each statement in its own (autocommit) transaction, so they see
-// the latest committed data and never block on the writer. A shard whose tables do not exist
+// Reads run on the read pool, each statement in its own (autocommit) transaction (GetSnapshot:
+// its statements in one), so they see the latest committed data and never block on the writer. A shard whose tables do not exist
 // yet reads as empty. Returned cells belong to the caller; CreatedAt is in UTC.
 
 // GetCell returns the cell of key in shard, or ErrNotFound (unwrapped).
@@ -39,6 +39,54 @@ func (p *PartitionStore) GetLatest(ctx context.Context, shard int, rowKey uuid.U
 		return cells.Cell{}, p.fail(fmt.Sprintf("get latest %s/%s in shard %d", rowKey, column, shard), err)
 	}
 	return c, err
+}
+
+// SnapshotKey is one key of GetSnapshot: the exact key, or with Latest the cell of the row key
+// and column key with the highest ref key (Key.RefKey ignored), in shard Shard.
+type SnapshotKey struct {
+	Shard  int
+	Key    cells.Key
+	Latest bool
+}
+
+// GetSnapshot reads keys in one read transaction, so that every answer is as of the same
+// commit, and returns with them the applied state of that commit (zero on a store no raft
+// replica writes: async mode). A key not found is a zero Cell with found false. SQLite's WAL
+// mode and InnoDB's REPEATABLE READ both hold one snapshot from a transaction's first read to
+// its end; the first read here is the applied state's. Errors: a key's shard outside the
+// partition (ErrShardRange), or the engine's.
+func (p *PartitionStore) GetSnapshot(ctx context.Context, keys []SnapshotKey) (out []cells.Cell, found []bool, applied AppliedState, err error) {
+	for _, k := range keys {
+		if err := p.checkShard(k.Shard); err != nil {
+			return nil, nil, AppliedState{}, err
+		}
+	}
+	tx, err := p.read.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, AppliedState{}, p.fail("begin a snapshot read", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a read-only transaction: nothing to keep
+	if applied, _, err = readApplied(ctx, tx, p.d, p.id); err != nil {
+		return nil, nil, AppliedState{}, p.fail("snapshot read: applied state", err)
+	}
+	out, found = make([]cells.Cell, len(keys)), make([]bool, len(keys))
+	for i, k := range keys {
+		q := "SELECT " + cellColumns + " FROM " + p.d.entity(k.Shard) + " WHERE row_key = ? AND column_name = ? AND ref_key = ?"
+		args := []any{k.Key.RowKey[:], k.Key.ColumnKey, k.Key.RefKey}
+		if k.Latest {
+			q = "SELECT " + cellColumns + " FROM " + p.d.entity(k.Shard) + " WHERE row_key = ? AND column_name = ? ORDER BY ref_key DESC LIMIT 1"
+			args = args[:2]
+		}
+		c, err := scanCell(tx.QueryRowContext(ctx, q, args...))
+		switch {
+		case err == nil:
+			out[i], found[i] = c, true
+		case errors.Is(err, sql.ErrNoRows) || isNoTable(err):
+		default:
+			return nil, nil, AppliedState{}, p.fail(fmt.Sprintf("snapshot read of %s in shard %d", k.Key, k.Shard), err)
+		}
+	}
+	return out, found, applied, nil
 }
 
 // getOne runs a query selecting at most one cell.

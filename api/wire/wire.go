@@ -76,11 +76,20 @@ type GetCellsRequest struct {
 	Keys []GetKey `json:"keys"`
 }
 
-// GetCellsResponse answers a batch get: the cells found (in request order) and the keys not
-// found, as given.
+// GetCellsResponse answers a batch get: the cells found (in request order), the keys not
+// found, as given, and one Snapshot per partition read, by partition.
 type GetCellsResponse struct {
-	Cells   []Cell   `json:"cells"`
-	Missing []GetKey `json:"missing"`
+	Cells     []Cell     `json:"cells"`
+	Missing   []GetKey   `json:"missing"`
+	Snapshots []Snapshot `json:"snapshots"`
+}
+
+// Snapshot says how a batch get read one partition: every key of the partition in one read
+// transaction, as of raft index AppliedIndex of the replica that served it (0 in async mode,
+// which has no raft index).
+type Snapshot struct {
+	Partition    int    `json:"partition"`
+	AppliedIndex uint64 `json:"applied_index"`
 }
 
 // CellsResponse answers a row read (the latest cell of every column, by column key).
