@@ -11,8 +11,8 @@
 //
 // Durability: Group.StoreLogs, DeleteRange, Set and SetUint64 return only after pebble has
 // synced its write-ahead log (pebble.Sync). Pebble's commit pipeline lets appends of several
-// groups that arrive while a sync is in progress share the next one (group commit), so the
-// number of fsync calls per node grows with the disk's latency, not with the number of groups.
+// groups that arrive while a sync is in progress share the next one (group commit;
+// TestGroupCommit: 800 appends of 16 groups at once, about 100 fsyncs).
 //
 // Keys: a group's entries are "L" + name + 0x00 + the big-endian uint64 index, its stable values
 // "S" + name + 0x00 + the key. A group name may not hold a 0x00 byte, so no two groups' key

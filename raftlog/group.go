@@ -82,10 +82,7 @@ func (g *Group) LastIndex() (uint64, error) {
 // GetLog reads the entry at index into out. Errors: raft.ErrLogNotFound, ErrClosed, a corrupt
 // value, or pebble's.
 func (g *Group) GetLog(index uint64, out *raft.Log) error {
-	g.mu.RLock()
-	closed := g.closed
-	g.mu.RUnlock()
-	if closed {
+	if g.isClosed() {
 		return ErrClosed
 	}
 	v, c, err := g.s.db.Get(g.logKey(index))
@@ -155,10 +152,7 @@ func (g *Group) DeleteRange(min, max uint64) error {
 	if min > max {
 		return nil
 	}
-	g.mu.RLock()
-	closed := g.closed
-	g.mu.RUnlock()
-	if closed {
+	if g.isClosed() {
 		return ErrClosed
 	}
 	b := g.s.db.NewBatch()
@@ -191,10 +185,7 @@ func (g *Group) DeleteRange(min, max uint64) error {
 
 // Set stores a stable value durably. Errors: ErrClosed or pebble's.
 func (g *Group) Set(key, val []byte) error {
-	g.mu.RLock()
-	closed := g.closed
-	g.mu.RUnlock()
-	if closed {
+	if g.isClosed() {
 		return ErrClosed
 	}
 	return g.s.db.Set(append(append([]byte(nil), g.stablePrefix...), key...), val, pebble.Sync)
@@ -203,10 +194,7 @@ func (g *Group) Set(key, val []byte) error {
 // Get returns a stable value; a missing key is an error whose text is "not found", as raft
 // expects. Errors: ErrClosed or pebble's.
 func (g *Group) Get(key []byte) ([]byte, error) {
-	g.mu.RLock()
-	closed := g.closed
-	g.mu.RUnlock()
-	if closed {
+	if g.isClosed() {
 		return nil, ErrClosed
 	}
 	v, c, err := g.s.db.Get(append(append([]byte(nil), g.stablePrefix...), key...))
@@ -235,6 +223,13 @@ func (g *Group) GetUint64(key []byte) (uint64, error) {
 		return 0, fmt.Errorf("raftlog: group %q stable key %q holds %d bytes, want 8", g.name, key, len(v))
 	}
 	return binary.BigEndian.Uint64(v), nil
+}
+
+// isClosed reports whether the group or its store was closed.
+func (g *Group) isClosed() bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.closed
 }
 
 func (g *Group) logKey(index uint64) []byte {

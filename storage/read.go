@@ -19,8 +19,8 @@ func (p *PartitionStore) GetCell(ctx context.Context, shard int, key cells.Key) 
 	if err := p.checkShard(shard); err != nil {
 		return cells.Cell{}, err
 	}
-	c, err := p.getOne(ctx, "SELECT "+cellColumns+" FROM "+p.d.entity(shard)+
-		" WHERE row_key = ? AND column_name = ? AND ref_key = ?", key.RowKey[:], key.ColumnKey, key.RefKey)
+	q, args := p.cellSQL(shard, key, false)
+	c, err := p.getOne(ctx, q, args...)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return cells.Cell{}, p.fail(fmt.Sprintf("get cell %s in shard %d", key, shard), err)
 	}
@@ -33,8 +33,8 @@ func (p *PartitionStore) GetLatest(ctx context.Context, shard int, rowKey uuid.U
 	if err := p.checkShard(shard); err != nil {
 		return cells.Cell{}, err
 	}
-	c, err := p.getOne(ctx, "SELECT "+cellColumns+" FROM "+p.d.entity(shard)+
-		" WHERE row_key = ? AND column_name = ? ORDER BY ref_key DESC LIMIT 1", rowKey[:], column)
+	q, args := p.cellSQL(shard, cells.Key{RowKey: rowKey, ColumnKey: column}, true)
+	c, err := p.getOne(ctx, q, args...)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return cells.Cell{}, p.fail(fmt.Sprintf("get latest %s/%s in shard %d", rowKey, column, shard), err)
 	}
@@ -71,13 +71,14 @@ func (p *PartitionStore) GetSnapshot(ctx context.Context, keys []SnapshotKey) (o
 	}
 	out, found = make([]cells.Cell, len(keys)), make([]bool, len(keys))
 	for i, k := range keys {
-		q := "SELECT " + cellColumns + " FROM " + p.d.entity(k.Shard) + " WHERE row_key = ? AND column_name = ? AND ref_key = ?"
-		args := []any{k.Key.RowKey[:], k.Key.ColumnKey, k.Key.RefKey}
-		if k.Latest {
-			q = "SELECT " + cellColumns + " FROM " + p.d.entity(k.Shard) + " WHERE row_key = ? AND column_name = ? ORDER BY ref_key DESC LIMIT 1"
-			args = args[:2]
+		q, args := p.cellSQL(k.Shard, k.Key, k.Latest)
+		var row *sql.Row
+		if st := p.readStmt(ctx, q); st != nil {
+			row = tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+		} else {
+			row = tx.QueryRowContext(ctx, q, args...)
 		}
-		c, err := scanCell(tx.QueryRowContext(ctx, q, args...))
+		c, err := scanCell(row)
 		switch {
 		case err == nil:
 			out[i], found[i] = c, true
@@ -87,6 +88,17 @@ func (p *PartitionStore) GetSnapshot(ctx context.Context, keys []SnapshotKey) (o
 		}
 	}
 	return out, found, applied, nil
+}
+
+// cellSQL is the query of one cell of shard and its arguments: key, or with latest the cell of
+// key's row and column with the highest ref key (one entry of the unique key, backwards).
+func (p *PartitionStore) cellSQL(shard int, key cells.Key, latest bool) (string, []any) {
+	if latest {
+		return "SELECT " + cellColumns + " FROM " + p.d.entity(shard) +
+			" WHERE row_key = ? AND column_name = ? ORDER BY ref_key DESC LIMIT 1", []any{key.RowKey[:], key.ColumnKey}
+	}
+	return "SELECT " + cellColumns + " FROM " + p.d.entity(shard) +
+		" WHERE row_key = ? AND column_name = ? AND ref_key = ?", []any{key.RowKey[:], key.ColumnKey, key.RefKey}
 }
 
 // getOne runs a query selecting at most one cell.
