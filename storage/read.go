@@ -73,7 +73,7 @@ func (p *PartitionStore) GetSnapshot(ctx context.Context, keys []SnapshotKey) (o
 	for i, k := range keys {
 		q, args := p.cellSQL(k.Shard, k.Key, k.Latest)
 		var row *sql.Row
-		if st := p.readStmt(ctx, q); st != nil {
+		if st := p.preparedReadStmt(q); st != nil {
 			row = tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 		} else {
 			row = tx.QueryRowContext(ctx, q, args...)
@@ -104,7 +104,7 @@ func (p *PartitionStore) cellSQL(shard int, key cells.Key, latest bool) (string,
 // getOne runs a query selecting at most one cell.
 func (p *PartitionStore) getOne(ctx context.Context, q string, args ...any) (cells.Cell, error) {
 	var row *sql.Row
-	if st := p.readStmt(ctx, q); st != nil {
+	if st := p.preparedReadStmt(q); st != nil {
 		row = st.QueryRowContext(ctx, args...)
 	} else {
 		row = p.read.QueryRowContext(ctx, q, args...)

@@ -89,3 +89,40 @@ func TestGetSnapshotIsOneCommit(t *testing.T) {
 		assert.Greater(t, moved, 10, "the writer committed between the reads: the test would catch a torn read")
 	})
 }
+
+// TestGetSnapshotConcurrent runs more concurrent GetSnapshot calls than the read pool has
+// connections, over statements not prepared yet: a snapshot read that prepared a statement on
+// the pool while holding one of its connections would wait for another, and with every
+// connection so held the reads would wait on each other until their contexts end.
+func TestGetSnapshotConcurrent(t *testing.T) {
+	t.Parallel()
+	s, err := OpenSQLite(context.Background(), SQLiteConfig{Dir: t.TempDir(), ReadConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	p := openPartition(t, s, "snapc", 0, 0, 15)
+	var shards []int
+	for i := 0; i < 16; i++ {
+		shards = append(shards, i)
+	}
+	require.NoError(t, p.EnsureShards(context.Background(), shards))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 16; i++ {
+				k := SnapshotKey{Shard: (g + i) % 16, Key: cells.Key{RowKey: uuid.New(), ColumnKey: "C", RefKey: int64(i)}, Latest: i%2 == 0}
+				if _, _, _, err := p.GetSnapshot(ctx, []SnapshotKey{k, k}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	assert.NoError(t, <-errs, "concurrent snapshot reads")
+}
