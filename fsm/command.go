@@ -69,7 +69,7 @@ type wireWriteCommand struct {
 
 type wireWrite struct {
 	_msgpack   struct{} `msgpack:",as_array"`
-	ID         []byte // empty: no ID
+	ID         []byte   // empty: no ID
 	Atomic     bool
 	Conditions []wireCondition
 	Cells      []wireCell
