@@ -34,5 +34,12 @@
 // a stream without a store (the backup command and the restore path use it), and
 // EncodeSnapshotHeader lets the partition rewrite a backup's header before raft restores it.
 //
+// # Schemas
+//
+// A schema command (SchemaCommand) registers a version of a column's JSON Schema in the
+// partition's KV table; from the next entry on, every write is checked against its columns'
+// latest schemas at apply time (validateWrite) and refused whole with a SchemaViolation when a
+// cell does not conform. See DESIGN.md ("Schema commands").
+//
 // See DESIGN.md for the snapshot format and the added_id rules.
 package fsm

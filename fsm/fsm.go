@@ -109,7 +109,9 @@ type Response struct {
 	Group *consumer.Result
 	// Index is the result of an index command.
 	Index *IndexResult
-	Err   error
+	// Schema is the result of a schema command (see schema.go).
+	Schema *SchemaResult
+	Err    error
 }
 
 // ResponseOf waits for f and returns the entry's write results. Errors are raft's own
@@ -150,6 +152,7 @@ type FSM struct {
 	groups      map[string]*consumer.Group // consumer groups' coordinator state, loaded on first use
 	idx         indexState                 // index tables, tombstones and catalog, loaded on first use
 	pruneAt     time.Time                  // entry time of the next prune of request records
+	sch         schemaState                // column schemas, loaded on first use (schema.go)
 }
 
 var (
@@ -254,6 +257,7 @@ type entry struct {
 	index    *IndexCommand
 	indexRes *IndexResult
 	indexErr error
+	schema   *schemaEntry
 }
 
 // ApplyBatch applies committed entries in one SQL transaction and returns a *Response per entry
@@ -301,6 +305,15 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			entries = append(entries, entry{pos: i, index: &ic})
 			continue
 		}
+		if len(l.Data) > 0 && l.Data[0] == schemaCommandVersion {
+			sc, err := DecodeSchemaCommand(l.Data)
+			if err != nil {
+				out[i] = &Response{Err: err}
+				continue
+			}
+			entries = append(entries, entry{pos: i, schema: &schemaEntry{cmd: sc}})
+			continue
+		}
 		cmd, err := DecodeCommand(l.Data)
 		if err == nil {
 			err = f.checkShards(cmd)
@@ -324,6 +337,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 					out[e.pos] = &Response{Err: e.indexErr}
 				case e.index != nil:
 					out[e.pos] = &Response{Index: e.indexRes}
+				case e.schema != nil:
+					out[e.pos] = &Response{Schema: &e.schema.res}
 				case e.group == nil:
 					out[e.pos] = &Response{Writes: e.res}
 				case e.groupErr != nil:
@@ -464,6 +479,9 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) error {
 		}
 	}
 
+	if err := f.applySchemas(ctx, tx, entries); err != nil {
+		return err
+	}
 	pruneAt := f.pruneAt
 	if err := f.applyWrites(ctx, tx, entries, next); err != nil {
 		f.pruneAt = pruneAt
@@ -480,6 +498,7 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) error {
 		f.groups[name] = g
 	}
 	f.installIndexes(ctx, idx)
+	f.installSchemas()
 	f.mu.Lock()
 	for s, id := range next {
 		f.high[s] = id
@@ -493,6 +512,7 @@ func (f *FSM) resetCaches() {
 	f.knownShards = map[int]bool{}
 	f.groups = map[string]*consumer.Group{}
 	f.idx = indexState{}
+	f.sch = schemaState{}
 	f.mu.Lock()
 	f.high = map[int]int64{}
 	f.mu.Unlock()
