@@ -18,6 +18,8 @@ type httpError struct {
 	code   string
 	msg    string
 	field  string
+	// violation details a schema_violation (schemas.go).
+	violation *wire.SchemaViolation
 }
 
 func (e *httpError) Error() string { return e.msg }
@@ -50,10 +52,15 @@ func fieldError(where string, err error) *httpError {
 
 // backendError maps the node's errors to answers.
 func backendError(err error) *httpError {
-	var he *httpError
+	var (
+		he *httpError
+		sv *cluster.SchemaViolationError
+	)
 	switch {
 	case errors.As(err, &he):
 		return he
+	case errors.As(err, &sv):
+		return schemaViolation(sv.Violation, sv.Partial)
 	case errors.Is(err, cluster.ErrUnknownDatastore):
 		return &httpError{status: http.StatusNotFound, code: wire.CodeNotFound, msg: err.Error()}
 	case errors.Is(err, cluster.ErrBadShard):
@@ -78,5 +85,5 @@ func writeError(w http.ResponseWriter, e *httpError) {
 	if e.status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, e.status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, Field: e.field}})
+	writeJSON(w, e.status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, Field: e.field, Violation: e.violation}})
 }

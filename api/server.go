@@ -295,6 +295,7 @@ func (s *Server) routes() {
 	s.route("/v1/{ds}/indexes/{index}/alias", map[string]http.HandlerFunc{http.MethodPost: s.indexAlias})
 	s.route("/v1/{ds}/indexes/{index}/versions/{version}", map[string]http.HandlerFunc{http.MethodDelete: s.indexDrop})
 	s.route("/v1/{ds}/indexes/{index}/query", map[string]http.HandlerFunc{http.MethodPost: s.indexQuery})
+	s.schemaRoutes()
 	s.route("/healthz", map[string]http.HandlerFunc{http.MethodGet: s.healthz})
 	s.route("/readyz", map[string]http.HandlerFunc{http.MethodGet: s.readyz})
 	s.route("/v1/cluster", map[string]http.HandlerFunc{http.MethodGet: s.clusterStatus})

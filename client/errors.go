@@ -65,6 +65,8 @@ type APIError struct {
 	Endpoint string
 	// RetryAfter is the wait the node asked for in a Retry-After header (503, 429), or 0.
 	RetryAfter time.Duration
+	// Violation details a schema_violation (ErrSchemaViolation); nil otherwise.
+	Violation *wire.SchemaViolation
 
 	// sentinel overrides the mapping from Code (a 504 on a read is ErrUnavailable).
 	sentinel error
@@ -104,6 +106,8 @@ func sentinelFor(code string, status int) error {
 		return ErrIndeterminate
 	case wire.CodeInternal:
 		return ErrInternal
+	case wire.CodeSchemaViolation:
+		return ErrSchemaViolation
 	case wire.CodeMethod:
 		return nil
 	}

@@ -342,7 +342,7 @@ func newAPIError(status int, data []byte, endpoint, retryAfter string) *APIError
 	ae := &APIError{StatusCode: status, Endpoint: endpoint, RetryAfter: parseRetryAfter(retryAfter, time.Now())}
 	var eb wire.ErrorBody
 	if err := json.Unmarshal(data, &eb); err == nil && eb.Error.Code != "" {
-		ae.Code, ae.Message, ae.Field = eb.Error.Code, eb.Error.Message, eb.Error.Field
+		ae.Code, ae.Message, ae.Field, ae.Violation = eb.Error.Code, eb.Error.Message, eb.Error.Field, eb.Error.Violation
 		return ae
 	}
 	ae.Code = codeForStatus(status)

@@ -142,6 +142,7 @@ type datastore struct {
 	spec       *topology.DatastoreSpec
 	partitions []*route                    // by partition index in spec.Partitions
 	clusters   []*partition.StorageCluster // async mode: by index in spec.StorageClusters
+	schemas    schemaCache                 // latest column schemas, for the check before proposing (schema.go)
 }
 
 // route is one partition as this node sees it.

@@ -32,11 +32,15 @@ type ReadResult = partition.GetResult
 //
 // Errors: ErrUnknownDatastore; partition.ErrUnavailable when nothing was written;
 // partition.ErrIndeterminate when some or all cells may have been written (including a request
-// where some partitions answered and others did not). Retrying is always safe.
+// where some partitions answered and others did not); *SchemaViolationError when a cell
+// violates its column's schema. Retrying is always safe.
 func (n *Node) PutCells(ctx context.Context, ds string, cs []cells.Cell) ([]cells.Result, error) {
 	res, err := n.Write(ctx, ds, WriteRequest{Cells: cs})
 	if err != nil {
 		return nil, err
+	}
+	if res.Violation != nil {
+		return nil, &SchemaViolationError{Violation: *res.Violation, Partial: res.Partition == -1 && partlyApplied(res)}
 	}
 	return res.Cells, nil
 }

@@ -39,6 +39,10 @@ type Partition interface {
 	// command). Leader-only. A refused catalog command wraps indexes.ErrBadCommand,
 	// ErrNotFound or ErrNotReady.
 	ApplyIndex(ctx context.Context, cmd fsm.IndexCommand) (fsm.IndexResult, error)
+	// ApplySchema runs one schema command (register a version of a column's schema on this
+	// partition). Leader-only. Its outcome is a value (fsm.SchemaResult), never a refusal
+	// error.
+	ApplySchema(ctx context.Context, cmd fsm.SchemaCommand) (fsm.SchemaResult, error)
 	// Backup writes a consistent snapshot stream of the partition to w; RestoreBackup
 	// replaces the partition's state with one. Leader-only. An async partition refuses both
 	// with partition.ErrNotRaft (ErrAsyncDatastore).

@@ -108,6 +108,9 @@ func (n *Node) Write(ctx context.Context, ds string, req WriteRequest) (WriteRes
 	if len(req.Conditions) > MaxConditions {
 		return WriteResponse{}, fmt.Errorf("%w: %d conditions, at most %d", ErrBadWrite, len(req.Conditions), MaxConditions)
 	}
+	if v := n.checkSchemas(ctx, d, req.Cells); v != nil {
+		return WriteResponse{Partition: -1, Violation: v}, nil // nothing sent: nothing written
+	}
 	if len(req.Conditions) > 0 || req.Atomic {
 		return n.writeAtomic(ctx, d, req)
 	}
@@ -149,6 +152,7 @@ func (n *Node) Write(ctx context.Context, ds string, req WriteRequest) (WriteRes
 			// partitions' shares may be applied.
 			out.KeyReused = out.KeyReused || res.KeyReused
 			if out.Violation == nil && res.Violation != nil {
+				d.schemas.invalidate(res.Violation)
 				v := *res.Violation
 				v.Cell = groups[r][v.Cell]
 				out.Violation = &v
@@ -220,6 +224,9 @@ func (n *Node) writeAtomic(ctx context.Context, d *datastore, req WriteRequest) 
 	res, err := n.putPartition(ctx, d.spec.Name, r, w)
 	if err != nil {
 		return WriteResponse{}, err
+	}
+	if res.Violation != nil {
+		d.schemas.invalidate(res.Violation)
 	}
 	return WriteResponse{Cells: res.Cells, Partition: r.spec.ID, Failed: res.Failed, Conflict: res.Conflict,
 		Violation: res.Violation, KeyReused: res.KeyReused, Replayed: res.Replayed}, nil

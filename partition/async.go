@@ -232,6 +232,11 @@ func (a *Async) Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
 		if len(res.Writes) == 1 && res.Writes[0].KeyReused {
 			return res.Writes[0], nil
 		}
+		if len(res.Writes) == 1 && res.Writes[0].Violation != nil {
+			// Refused by a schema the node did not know yet: nothing is on the master, and the
+			// reaper drops the buffered copies when its replay is refused alike.
+			return violationOf(res.Writes[0], pending), nil
+		}
 		err = fmt.Errorf("partition: unexpected results for %d cells", len(pending))
 	}
 	if a.cfg.BufferCopies == 0 {

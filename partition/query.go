@@ -46,6 +46,9 @@ type ReadRequest struct {
 	Index      *IndexRead
 	IndexStats *IndexStatsRead
 	Versions   *VersionsRead
+	// Schemas and SchemaCheck: see schema.go.
+	Schemas     *SchemasRead
+	SchemaCheck *SchemaCheckRead
 }
 
 // VersionsRead reads the versions of one column of a row: its cells in ref key order,
@@ -205,13 +208,17 @@ type ReadResult struct {
 	Catalog []byte
 	Entries []IndexEntry
 	Stats   IndexStats
+	// Schemas and SchemaCheck answer the reads of schema.go.
+	Schemas     []fsm.SchemaVersion
+	SchemaCheck *SchemaCheck
 }
 
 // check returns ErrBadRead unless exactly one kind is set.
 func (r ReadRequest) check() error {
 	n := 0
 	for _, set := range []bool{r.Get != nil, r.Row != nil, r.Log != nil, r.Group != nil, r.Groups != nil,
-		r.Catalog != nil, r.FirstCells != nil, r.Index != nil, r.IndexStats != nil, r.Versions != nil} {
+		r.Catalog != nil, r.FirstCells != nil, r.Index != nil, r.IndexStats != nil, r.Versions != nil,
+		r.Schemas != nil, r.SchemaCheck != nil} {
 		if set {
 			n++
 		}
@@ -273,6 +280,10 @@ func query(ctx context.Context, st *storage.PartitionStore, shards storage.Shard
 	case req.IndexStats != nil:
 		t := fsm.IndexTableOf(req.IndexStats.Table, req.IndexStats.Fields)
 		res.Stats.Entries, res.Stats.Violations, err = st.IndexStats(ctx, t)
+	case req.Schemas != nil:
+		res.Schemas, err = readSchemas(ctx, st, *req.Schemas)
+	case req.SchemaCheck != nil:
+		res.SchemaCheck, err = checkSchema(ctx, st, shards, *req.SchemaCheck)
 	default:
 		err = req.check()
 	}

@@ -129,6 +129,11 @@ func (a *Async) reapRows(ctx context.Context, bc *StorageCluster, m *member, row
 			}
 		}
 	}
+	if len(replay) > 0 {
+		// Replayed cells stay in the buffer until a later pass finds them on a minion; cells a
+		// schema refuses will never get there, and go now.
+		del = append(del, a.replay(ctx, replay)...)
+	}
 	if len(del) > 0 {
 		var n int64
 		err := m.run(func() error {
@@ -142,9 +147,6 @@ func (a *Async) reapRows(ctx context.Context, bc *StorageCluster, m *member, row
 		if err == nil {
 			a.reaped.Add(n) // rows this node deleted; another node's reaper may have taken some
 		}
-	}
-	if len(replay) > 0 {
-		a.replay(ctx, replay)
 	}
 }
 
@@ -203,8 +205,12 @@ func (a *Async) onMinion(ctx context.Context, fn func(*storage.PartitionStore) e
 }
 
 // replay applies buffered cells to the primary master, one command per write time (so each
-// cell keeps the created_at of its original write).
-func (a *Async) replay(ctx context.Context, rows []storage.BufferedCell) {
+// cell keeps the created_at of its original write). It returns the IDs of the rows whose cell
+// the master refused as violating its column's schema (logged): a write refused when it was
+// made (the node knew the schema too late to refuse it before buffering), or, rarely, buffered
+// while the master was down and refused by a schema registered before the replay. The other
+// cells of a refused command are applied without it.
+func (a *Async) replay(ctx context.Context, rows []storage.BufferedCell) (refused []int64) {
 	byTime := map[time.Time][]storage.BufferedCell{}
 	var times []time.Time
 	for _, r := range rows {
@@ -216,25 +222,38 @@ func (a *Async) replay(ctx context.Context, rows []storage.BufferedCell) {
 	}
 	for _, t := range times {
 		rs := byTime[t]
-		w := fsm.Write{Cells: make([]fsm.CommandCell, len(rs))}
-		for i, r := range rs {
-			w.Cells[i] = fsm.CommandCell{Shard: r.Shard, Key: r.Cell.Key, Body: r.Cell.Body}
-		}
-		cmd := fsm.Command{CreatedAt: t, Writes: []fsm.Write{w}}
-		data, err := fsm.EncodeCommand(cmd)
-		if err != nil {
-			continue
-		}
-		res, err := a.apply(ctx, data)
-		if err != nil || res.Err != nil {
-			return // the master is still away; the next pass tries again
-		}
-		for _, wr := range res.Writes {
-			for _, c := range wr.Cells {
-				if c.Status == cells.StatusCreated {
-					a.replayed.Add(1)
+		for len(rs) > 0 {
+			w := fsm.Write{Cells: make([]fsm.CommandCell, len(rs))}
+			for i, r := range rs {
+				w.Cells[i] = fsm.CommandCell{Shard: r.Shard, Key: r.Cell.Key, Body: r.Cell.Body}
+			}
+			data, err := fsm.EncodeCommand(fsm.Command{CreatedAt: t, Writes: []fsm.Write{w}})
+			if err != nil {
+				break
+			}
+			res, err := a.apply(ctx, data)
+			if err != nil || res.Err != nil {
+				return refused // the master is still away; the next pass tries again
+			}
+			if len(res.Writes) == 1 && res.Writes[0].Violation != nil && res.Writes[0].Violation.Cell < len(rs) {
+				v := res.Writes[0].Violation
+				bad := rs[v.Cell]
+				a.cfg.Logger.Error("partition: reaper: a buffered cell violates its column's schema; the buffered cell is dropped",
+					"datastore", a.cfg.Datastore, "partition", a.cfg.Partition, "key", bad.Cell.Key.String(),
+					"schema_version", v.Version, "pointer", v.Pointer, "violation", v.Message)
+				refused = append(refused, bad.ID)
+				rs = append(rs[:v.Cell:v.Cell], rs[v.Cell+1:]...) // the others again, without it
+				continue
+			}
+			for _, wr := range res.Writes {
+				for _, c := range wr.Cells {
+					if c.Status == cells.StatusCreated {
+						a.replayed.Add(1)
+					}
 				}
 			}
+			break
 		}
 	}
+	return refused
 }

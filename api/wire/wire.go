@@ -451,6 +451,8 @@ type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Violation details a schema_violation (CodeSchemaViolation).
+	Violation *SchemaViolation `json:"violation,omitempty"`
 }
 
 // ClusterStatus answers GET /v1/cluster: this node's view of the cluster.

@@ -1,0 +1,152 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/cells"
+)
+
+// ErrSchemaViolation: a write was refused because a cell's body violates its column's latest
+// schema (400 schema_violation). The *APIError's Violation names the cell, the JSON pointer of
+// the failing field and the schema version. It wraps ErrInvalidArgument: nothing was written
+// (unless the message says cells of other partitions may be applied, when the node learned of
+// a new schema while the request was on its way). Final: retrying cannot succeed.
+var ErrSchemaViolation = fmt.Errorf("client: schema violation: %w", ErrInvalidArgument)
+
+// checkSchemaArgs refuses an invalid column key or an empty schema before sending.
+func checkSchemaArgs(op, column string, schema json.RawMessage, needSchema bool) error {
+	if err := cells.ValidateColumnKey(column); err != nil {
+		return invalid(op, "", err)
+	}
+	if needSchema && len(bytes.TrimSpace(schema)) == 0 {
+		return invalid(op, "", &cells.FieldError{Field: "schema", Err: errorString("empty")})
+	}
+	return nil
+}
+
+// PutSchema registers schema, a JSON Schema (draft 2020-12) given as a JSON object, as the next
+// version of column's schema (PUT /v1/{ds}/schemas/{column_key}); from then on, writes whose
+// cells of the column violate it are refused (ErrSchemaViolation). The same schema as the
+// column's latest version (white space aside) answers that version with Status
+// wire.SchemaExists and registers nothing; a registration that failed part-way is completed
+// by calling again. It is retried as a write: registering is idempotent.
+//
+// With dryRun nothing is registered: the answer (Status wire.SchemaDryRun) counts the rows
+// whose latest cell of the column the schema would reject, over every partition (a scan of
+// the datastore with Config.Consistency, bounded by ctx alone: see DryRunSchemaPartition to go
+// one partition at a time), and it is retried as a read.
+//
+// Errors: ErrInvalidArgument (a bad column key, or the schema is not a JSON object, names
+// another draft, refers outside itself or does not compile: the *APIError says why, field
+// "body"); ErrConflict (a concurrent registration took the version); ErrTooLarge;
+// ErrNotFound (no such datastore); ErrUnavailable (a partition has no leader, or in async
+// mode no master); ErrIndeterminate; ErrInternal; ErrBadResponse; ctx's error.
+func (c *Client) PutSchema(ctx context.Context, column string, schema json.RawMessage, dryRun bool) (wire.SchemaResult, error) {
+	return c.putSchema(ctx, column, schema, dryRun, -1)
+}
+
+// DryRunSchemaPartition is PutSchema's dry run over partition pid alone (an id of
+// wire.DatastoreStatus.Partitions, see Cluster), so that a caller can show progress over a
+// large datastore. ErrInvalidArgument also for a partition the datastore does not have.
+func (c *Client) DryRunSchemaPartition(ctx context.Context, column string, schema json.RawMessage, pid int) (wire.SchemaResult, error) {
+	if pid < 0 {
+		return wire.SchemaResult{}, invalid("dry_run_schema", "", &cells.FieldError{Field: "partition", Err: errorString("must be 0 or more")})
+	}
+	return c.putSchema(ctx, column, schema, true, pid)
+}
+
+func (c *Client) putSchema(ctx context.Context, column string, schema json.RawMessage, dryRun bool, pid int) (wire.SchemaResult, error) {
+	op := "put_schema"
+	if dryRun {
+		op = "dry_run_schema"
+	}
+	if err := c.checkDatastore(op); err != nil {
+		return wire.SchemaResult{}, err
+	}
+	if err := checkSchemaArgs(op, column, schema, true); err != nil {
+		return wire.SchemaResult{}, err
+	}
+	r := &request{op: op, method: http.MethodPut, path: c.dsPath("schemas", column), body: schema,
+		write: !dryRun, ok: []int{http.StatusCreated, http.StatusOK}}
+	if dryRun {
+		q, err := c.readQuery(op, nil)
+		if err != nil {
+			return wire.SchemaResult{}, err
+		}
+		r.query = q
+		r.query.Set("dry_run", "true")
+		if pid >= 0 {
+			r.query.Set("partition", strconv.Itoa(pid))
+		}
+		r.timeout = -1 // a scan: ctx alone bounds it
+	}
+	ans, err := c.do(ctx, r)
+	if err != nil {
+		return wire.SchemaResult{}, err
+	}
+	var res wire.SchemaResult
+	if err := decode(op, ans, &res); err != nil {
+		return wire.SchemaResult{}, err
+	}
+	if res.Column != column || res.Version < 1 {
+		return wire.SchemaResult{}, badResponse(op, ans, "column %q version %d for column %q", res.Column, res.Version, column)
+	}
+	want := wire.SchemaExists
+	switch {
+	case dryRun:
+		want = wire.SchemaDryRun
+		if res.DryRun == nil {
+			return wire.SchemaResult{}, badResponse(op, ans, "a dry run without its findings")
+		}
+	case ans.status == http.StatusCreated:
+		want = wire.SchemaCreated
+	}
+	if res.Status != want {
+		return wire.SchemaResult{}, badResponse(op, ans, "status %q with HTTP %d, want %q", res.Status, ans.status, want)
+	}
+	return res, nil
+}
+
+// Schemas reads the datastore's schemas (GET /v1/{ds}/schemas/{column_key}): every version of
+// column, oldest first, none when it has no schema; with column "" (GET /v1/{ds}/schemas) the
+// latest version of every column that has one, by column. It is retried as a read. Errors:
+// ErrInvalidArgument (a bad column key), ErrNotFound (no such datastore), ErrUnavailable,
+// ErrInternal, ErrBadResponse, ctx's error.
+func (c *Client) Schemas(ctx context.Context, column string, opts ...ReadOption) (wire.SchemaVersions, error) {
+	const op = "schemas"
+	if err := c.checkDatastore(op); err != nil {
+		return wire.SchemaVersions{}, err
+	}
+	path := c.dsPath("schemas")
+	if column != "" {
+		if err := checkSchemaArgs(op, column, nil, false); err != nil {
+			return wire.SchemaVersions{}, err
+		}
+		path = c.dsPath("schemas", column)
+	}
+	q, err := c.readQuery(op, opts)
+	if err != nil {
+		return wire.SchemaVersions{}, err
+	}
+	ans, err := c.do(ctx, &request{op: op, method: http.MethodGet, path: path, query: q, ok: []int{http.StatusOK}})
+	if err != nil {
+		return wire.SchemaVersions{}, err
+	}
+	var res wire.SchemaVersions
+	if err := decode(op, ans, &res); err != nil {
+		return wire.SchemaVersions{}, err
+	}
+	if res.Column != column {
+		return wire.SchemaVersions{}, badResponse(op, ans, "versions of column %q for column %q", res.Column, column)
+	}
+	if res.Versions == nil {
+		res.Versions = []wire.SchemaVersion{}
+	}
+	return res, nil
+}
