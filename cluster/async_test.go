@@ -182,6 +182,12 @@ func TestAsyncMasterDown(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, err, partition.ErrUnavailable, "strong read with the master down")
 	require.LessOrEqual(t, took, 2*time.Second, "strong read with the master down: time to fail, want at once")
+	// A schema registration needs every partition's master (a schema command has no buffered
+	// path): refused, retryably, and nothing registered.
+	sctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+	_, err = nodes[2].PutSchema(sctx, ds, "ASYNC_SCHEMA", []byte(`{"type":"object"}`))
+	cancel()
+	require.ErrorIs(t, err, partition.ErrUnavailable, "schema registration with a master down")
 	res, err := nodes[2].GetCells(ctx, ds, []cluster.GetKey{key}, cluster.Stale)
 	require.NoError(t, err, "stale read with the master down")
 	require.True(t, res[0].Found, "stale read with the master down: want the cell from a minion")

@@ -43,6 +43,7 @@ type devFlags struct {
 	logLevel   string
 	triggers   bool
 	indexes    bool
+	schema     bool
 	// mode is the trips datastore's mode: raft, or async on a replicated MariaDB set that dev
 	// starts on ports mariadbPort and up (devasync.go); or mixed: trips in raft mode and rides
 	// in async mode on that set (devmixed.go).
@@ -74,6 +75,11 @@ their origin airport, with date, destination, delay and distance) before the imp
 built-in maintainers fill it as cells land. After the import it waits until the index has caught
 up, runs example queries (such as the flights out of ORD on 2001-01-03 with a delay over 60
 minutes) and checks each against a brute-force scan of the imported flights.
+
+With --schema (the default) it registers examples/schemas/trips_base.json as the JSON Schema of
+the BASE column before the import: every BASE cell is then validated when written (a missing
+airport or a negative distance is refused with 400 schema_violation); 'schemaless schema list'
+shows it.
 
 With --mode async the datastore trips is in async mode instead: dev first starts 6 MariaDB
 servers (it needs mariadbd and mariadb-install-db installed), 2 storage clusters c0 and c1 of a
@@ -129,6 +135,7 @@ stay ready.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "nodes' (and triggers') log level")
 	fl.BoolVar(&f.triggers, "triggers", true, "run the example trigger groups billing and delay-compensation")
 	fl.BoolVar(&f.indexes, "indexes", true, "define the example index flights_by_origin and run example queries after an import")
+	fl.BoolVar(&f.schema, "schema", true, "register the JSON Schema of the trips' BASE cells (examples/schemas/trips_base.json) before the import")
 	fl.StringVar(&f.mode, "mode", topology.ModeRaft, "mode of the trips datastore: raft, or async (on MariaDB servers dev starts); or mixed: trips in raft mode and rides in async mode")
 	fl.IntVar(&f.mariadbPort, "mariadb-port", 7400, "with --mode async or mixed: port of the first MariaDB server; the other 5 follow")
 	f.importOpts.registerTuning(cmd)
@@ -298,6 +305,11 @@ func runDev(ctx context.Context, f devFlags) error {
 			return err
 		}
 	}
+	if f.schema {
+		if err := examples.RegisterSchema(ctx, cl, os.Stdout); err != nil {
+			return err
+		}
+	}
 	if f.importPath != "" {
 		var (
 			watch   *examples.IndexWatch
@@ -442,7 +454,8 @@ func printCurls(ep string) {
 	row := "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
 	fmt.Printf(`
 try:
-  curl -s -X PUT %[1]s/v1/trips/cells/%[2]s/BASE/1 -d '{"origin":"SFO","destination":"JFK","distance":2586}'
+  curl -s -X PUT %[1]s/v1/trips/cells/%[2]s/BASE/1 -d '{"date":"2001-01-01T08:00:00","origin":"SFO","destination":"JFK","distance":2586,"delay":0}'
+  curl -s -X PUT %[1]s/v1/trips/cells/%[2]s/BASE/2 -d '{"origin":"SFO","distance":-1}'   # 400 schema_violation (--schema)
   curl -s %[1]s/v1/trips/cells/%[2]s/BASE          # latest BASE cell (strong)
   curl -s '%[1]s/v1/trips/cells/%[2]s?consistency=stale'
   curl -s '%[1]s/v1/trips/shards/0/cells?location=0&limit=3'
@@ -456,5 +469,6 @@ try:
   bin/schemaless admin partitions
   bin/schemaless triggers status billing
   bin/schemaless triggers tail --column STATUS --limit 5
+  bin/schemaless schema list BASE                 # the BASE column's JSON Schema versions
 `, ep, row)
 }
