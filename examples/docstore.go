@@ -42,13 +42,13 @@ func conditional(ctx context.Context, cl *client.Client, row uuid.UUID, col stri
 	return err
 }
 
-// RaceStatus has two writers advance the STATUS column of trip through StatusSteps at the
+// RaceStatus has two writers advance the FLIGHT_STATUS column of trip through StatusSteps at the
 // same time, each step a compare-and-append: read the latest ref key, write the next one only
 // if it is still the latest. Each step must be won by exactly one writer and the column must
 // end with one version per step, in order, with no gap. It prints the outcome to out and
 // returns an error when a check fails.
 func RaceStatus(ctx context.Context, cl *client.Client, trip uuid.UUID, out io.Writer) error {
-	start, err := latestRef(ctx, cl, trip, "STATUS")
+	start, err := latestRef(ctx, cl, trip, "FLIGHT_STATUS")
 	if err != nil {
 		return err
 	}
@@ -66,13 +66,13 @@ func RaceStatus(ctx context.Context, cl *client.Client, trip uuid.UUID, out io.W
 		go func() {
 			defer wg.Done()
 			for {
-				latest, err := latestRef(ctx, cl, trip, "STATUS")
+				latest, err := latestRef(ctx, cl, trip, "FLIGHT_STATUS")
 				if err == nil && latest >= end {
 					return
 				}
 				if err == nil {
 					body := fmt.Sprintf(`{"status":%q,"by":%q}`, StatusSteps[latest-start], name)
-					err = conditional(ctx, cl, trip, "STATUS", latest, body)
+					err = conditional(ctx, cl, trip, "FLIGHT_STATUS", latest, body)
 				}
 				mu.Lock()
 				switch {
@@ -95,7 +95,7 @@ func RaceStatus(ctx context.Context, cl *client.Client, trip uuid.UUID, out io.W
 		return err
 	}
 	from := start + 1
-	page, err := cl.GetVersions(ctx, trip, "STATUS", &from, len(StatusSteps)+1, false)
+	page, err := cl.GetVersions(ctx, trip, "FLIGHT_STATUS", &from, len(StatusSteps)+1, false)
 	if err != nil {
 		return err
 	}
@@ -106,14 +106,14 @@ func RaceStatus(ctx context.Context, cl *client.Client, trip uuid.UUID, out io.W
 			return err
 		}
 		if c.RefKey != from+int64(i) || b.Status != StatusSteps[i] {
-			return fmt.Errorf("docstore: STATUS version %d is %q at ref key %d, want %q at %d", i, b.Status, c.RefKey, StatusSteps[i], from+int64(i))
+			return fmt.Errorf("docstore: FLIGHT_STATUS version %d is %q at ref key %d, want %q at %d", i, b.Status, c.RefKey, StatusSteps[i], from+int64(i))
 		}
 		got = append(got, b.Status+"("+b.By+")")
 	}
 	if len(got) != len(StatusSteps) || wins["A"]+wins["B"] != len(StatusSteps) {
-		return fmt.Errorf("docstore: %d STATUS versions and %d wins for %d steps", len(got), wins["A"]+wins["B"], len(StatusSteps))
+		return fmt.Errorf("docstore: %d FLIGHT_STATUS versions and %d wins for %d steps", len(got), wins["A"]+wins["B"], len(StatusSteps))
 	}
-	fmt.Fprintf(out, "docstore: trip %s STATUS advanced by two competing writers with conditional writes: %s\n", trip, strings.Join(got, " -> "))
+	fmt.Fprintf(out, "docstore: trip %s FLIGHT_STATUS advanced by two competing writers with conditional writes: %s\n", trip, strings.Join(got, " -> "))
 	fmt.Fprintf(out, "docstore:   writer A won %d steps and lost %d races (412), writer B won %d and lost %d; ref keys %d..%d, one per step, no gap: ok\n",
 		wins["A"], lost["A"], wins["B"], lost["B"], from, end)
 	return nil
