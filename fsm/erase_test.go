@@ -45,8 +45,8 @@ func TestEraseInLogOrder(t *testing.T) {
 		cmdLog(t, 1, at, cell(8, 1, "BASE", 1, a), cell(8, 1, "STATUS", 1, a), cell(8, 2, "BASE", 1, a)),
 		eraseLog(t, 2, at.Add(time.Second), 8, 1),
 		cmdLog(t, 3, at.Add(2*time.Second), cell(8, 1, "BASE", 1, b)),
-		eraseLog(t, 4, at.Add(3*time.Second), 9, 3),                                        // a row never written
-		eraseLog(t, 5, at.Add(4*time.Second), 3, 1),                                        // a shard of another partition
+		eraseLog(t, 4, at.Add(3*time.Second), 9, 3),                                         // a row never written
+		eraseLog(t, 5, at.Add(4*time.Second), 3, 1),                                         // a shard of another partition
 		{Index: 6, Term: 1, Type: raft.LogCommand, Data: []byte{eraseCommandVersion, 0xc1}}, // undecodable
 		cmdLog(t, 7, at.Add(5*time.Second), cell(8, 2, "BASE", 2, b)),
 	}
