@@ -104,8 +104,8 @@ func TestEraseRowAnswers(t *testing.T) {
 
 	for _, bad := range []string{
 		`{"row_key":"123e4567-e89b-12d3-a456-426614174000","erased":0,"added_id":0}`, // another row
-		`{"row_key":"` + row.String() + `","erased":2,"added_id":0}`,                  // erased, no tombstone
-		`{"row_key":"` + row.String() + `","erased":0,"added_id":5}`,                  // a tombstone, nothing erased
+		`{"row_key":"` + row.String() + `","erased":2,"added_id":0}`,                 // erased, no tombstone
+		`{"row_key":"` + row.String() + `","erased":0,"added_id":5}`,                 // a tombstone, nothing erased
 		`{"row_key":"` + row.String() + `","erased":-1,"added_id":-1}`,
 	} {
 		answer.Store(func(w http.ResponseWriter, r *http.Request) { reply(w, 200, bad) })
