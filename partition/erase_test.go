@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -57,4 +58,42 @@ func TestEraseRowReplicated(t *testing.T) {
 	again, err := l.p.EraseRow(ctx, c.Shard, c.Key.RowKey)
 	require.NoError(t, err, "EraseRow again")
 	assert.Equal(t, fsm.EraseResult{}, again, "EraseRow again: nothing erased, no tombstone")
+}
+
+// A partition move's catch-up replays an erasure it meets in the source's log: the erased
+// row's cells copied before are deleted from the target, and the tombstone and the later cells
+// are inserted, so the target ends as the source is.
+func TestMoveCatchUpErases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := storage.OpenSQLite(ctx, storage.SQLiteConfig{Dir: t.TempDir()})
+	require.NoError(t, err, "OpenSQLite")
+	defer st.Close()
+	dst, err := st.Partition(ctx, storage.PartitionID{Datastore: "trips", Partition: 0}, testShards)
+	require.NoError(t, err, "Partition")
+	require.NoError(t, dst.EnsureShards(ctx, []int{0}), "EnsureShards")
+	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	mk := func(row int, col string, added int64) cells.Cell {
+		c := testCell(t, row)
+		return cells.Cell{Key: cells.Key{RowKey: c.Key.RowKey, ColumnKey: col, RefKey: 1}, Body: c.Body, AddedID: added, CreatedAt: at}
+	}
+	r1, r2 := testCell(t, 1).Key.RowKey, testCell(t, 2).Key.RowKey
+	copied := []cells.Cell{mk(1, "BASE", 1), mk(2, "BASE", 2), mk(1, "STATUS", 3)}
+	page := []cells.Cell{mk(2, "STATUS", 4), cells.NewTombstone(r1, 5, at), mk(1, "BASE", 6), cells.NewTombstone(r2, 7, at)}
+	mv := &mover{}
+	for i, cs := range [][]cells.Cell{copied, page} {
+		tx, err := dst.Begin(ctx)
+		require.NoError(t, err, "Begin")
+		require.NoError(t, mv.insert(ctx, tx, 0, cs), "insert page %d", i)
+		require.NoError(t, tx.Commit(), "Commit")
+	}
+	got, err := dst.ScanShard(ctx, 0, 0, 100)
+	require.NoError(t, err, "ScanShard")
+	var ids []int64
+	for _, c := range got {
+		ids = append(ids, c.AddedID)
+	}
+	assert.Equal(t, []int64{5, 6, 7}, ids, "the target after the catch-up: the tombstones and the cell written after the first")
+	_, err = dst.GetCell(ctx, 0, cells.Key{RowKey: r1, ColumnKey: "STATUS", RefKey: 1})
+	assert.ErrorIs(t, err, storage.ErrNotFound, "an erased cell copied before the erasure")
 }
