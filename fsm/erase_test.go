@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"math/rand"
 	"testing"
 	"time"
@@ -95,6 +97,15 @@ func TestEraseInLogOrder(t *testing.T) {
 	fm := newFSM(t, pm)
 	check("MariaDB, in two batches", pm, fm, append(responses(t, fm.ApplyBatch(logs[:2])), responses(t, fm.ApplyBatch(logs[2:]))...))
 	sameCells(t, dump(t, pm), dump(t, pa))
+
+	// A snapshot carries the tombstones to a fresh replica, which continues the shard's log
+	// after them.
+	pr := openSQLite(t)
+	frs := newFSM(t, pr)
+	require.NoError(t, frs.Restore(io.NopCloser(bytes.NewReader(persist(t, fa, func() {})))), "Restore")
+	sameCells(t, dump(t, pr), dump(t, pa))
+	out9 := responses(t, frs.ApplyBatch([]*raft.Log{cmdLog(t, 8, at.Add(6*time.Second), cell(8, 5, "BASE", 1, a))}))
+	require.EqualValues(t, 7, out9[0].Cells[0].AddedID, "a put after a restore: added_id after the tombstones")
 
 	// A restarted replica reads the shard's high water from the table (the tombstone keeps it
 	// from going back) and skips what it applied.
