@@ -42,6 +42,7 @@ func TestAPI(t *testing.T) {
 			t.Run("shard_log", s.testShardLog)
 			t.Run("rejected", s.testRejected)
 			t.Run("status", s.testStatus)
+			t.Run("erase", s.testErase)
 		})
 	}
 }

@@ -118,7 +118,7 @@ func toAPICell(c cells.Cell) (wire.Cell, error) {
 	}
 	return wire.Cell{
 		RowKey: c.RowKey.String(), ColumnKey: c.ColumnKey, RefKey: c.RefKey,
-		Body: body, AddedID: c.AddedID, CreatedAt: c.CreatedAt.UTC(),
+		Body: body, AddedID: c.AddedID, CreatedAt: c.CreatedAt.UTC(), Erased: c.Key.IsTombstone(),
 	}, nil
 }
 

@@ -31,6 +31,8 @@ type Backend interface {
 	GetCells(ctx context.Context, ds string, keys []cluster.GetKey, c cluster.Consistency) ([]cluster.ReadResult, error)
 	GetRow(ctx context.Context, ds string, rowKey uuid.UUID, c cluster.Consistency) ([]cells.Cell, error)
 	GetVersions(ctx context.Context, ds string, rowKey uuid.UUID, col string, from *int64, limit int, desc bool, c cluster.Consistency) ([]cells.Cell, error)
+	// EraseRow erases every cell of a row (DELETE /v1/{ds}/cells/{row}; see erase.go).
+	EraseRow(ctx context.Context, ds string, rowKey uuid.UUID) (cluster.EraseResult, error)
 	ReadLogs(ctx context.Context, ds string, req cluster.LogRead) ([]cluster.LogPage, error)
 	GroupApply(ctx context.Context, ds, group string, cmd consumer.Command) (consumer.Result, error)
 	GroupStatus(ctx context.Context, ds, group string, c cluster.Consistency) (consumer.Status, error)
@@ -293,7 +295,7 @@ func (s *Server) routes() {
 	})
 	s.route("/v1/{ds}/cells/{row}/{col}/versions", map[string]http.HandlerFunc{http.MethodGet: s.getVersions})
 	s.route("/v1/{ds}/cells/{row}/{col}", map[string]http.HandlerFunc{http.MethodGet: s.getCellLatest})
-	s.route("/v1/{ds}/cells/{row}", map[string]http.HandlerFunc{http.MethodGet: s.getRow})
+	s.route("/v1/{ds}/cells/{row}", map[string]http.HandlerFunc{http.MethodGet: s.getRow, http.MethodDelete: s.eraseRow})
 	s.route("/v1/{ds}/cells/get", map[string]http.HandlerFunc{http.MethodPost: s.getCells})
 	s.route("/v1/{ds}/cells", map[string]http.HandlerFunc{http.MethodPost: s.putCells})
 	s.route("/v1/{ds}/transactions", map[string]http.HandlerFunc{http.MethodPost: s.transaction})

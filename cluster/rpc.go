@@ -60,6 +60,7 @@ func (n *Node) rpcHandler() http.Handler {
 	mux.HandleFunc("POST "+rpcReadPath, n.serveRead)
 	mux.HandleFunc("POST "+rpcGroupPath, n.serveGroup)
 	mux.HandleFunc("POST "+rpcIndexPath, n.serveIndex)
+	mux.HandleFunc("POST "+rpcErasePath, n.serveErase)
 	n.adminRPCRoutes(mux)
 	n.backupRPCRoutes(mux)
 	return mux

@@ -109,6 +109,8 @@ type Response struct {
 	Group *consumer.Result
 	// Index is the result of an index command.
 	Index *IndexResult
+	// Erase is the result of an erase command (erase.go).
+	Erase *EraseResult
 	Err   error
 }
 
@@ -257,8 +259,12 @@ type entry struct {
 }
 
 // ApplyBatch applies committed entries in one SQL transaction and returns a *Response per entry
-// (raft.BatchingFSM). It blocks while the store is retried after a failure.
+// (raft.BatchingFSM). It blocks while the store is retried after a failure. A batch holding
+// erase entries is split at them, so that every entry takes effect in log order (erase.go).
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	if out, ok := f.applyWithErases(logs); ok {
+		return out
+	}
 	began := time.Now()
 	out := make([]interface{}, len(logs))
 	if err := f.Failed(); err != nil {

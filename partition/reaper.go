@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -144,7 +143,7 @@ func (a *Async) reapRows(ctx context.Context, bc *StorageCluster, m *member, row
 		}
 	}
 	if len(replay) > 0 {
-		a.replay(ctx, replay)
+		a.replay(ctx, bc, m, replay)
 	}
 }
 
@@ -202,9 +201,11 @@ func (a *Async) onMinion(ctx context.Context, fn func(*storage.PartitionStore) e
 	return lastErr
 }
 
-// replay applies buffered cells to the primary master, one command per write time (so each
-// cell keeps the created_at of its original write).
-func (a *Async) replay(ctx context.Context, rows []storage.BufferedCell) {
+// replay applies buffered cells of buffer cluster bc (master m) to the primary master, one
+// command per write time (so each cell keeps the created_at of its original write). Under the
+// partition's lock, before applying, it checks that the rows are still in bc's buffer: a row an
+// erasure of its row key deleted meanwhile is not replayed (see Async.EraseRow).
+func (a *Async) replay(ctx context.Context, bc *StorageCluster, m *member, rows []storage.BufferedCell) {
 	byTime := map[time.Time][]storage.BufferedCell{}
 	var times []time.Time
 	for _, r := range rows {
@@ -216,16 +217,9 @@ func (a *Async) replay(ctx context.Context, rows []storage.BufferedCell) {
 	}
 	for _, t := range times {
 		rs := byTime[t]
-		w := fsm.Write{Cells: make([]fsm.CommandCell, len(rs))}
-		for i, r := range rs {
-			w.Cells[i] = fsm.CommandCell{Shard: r.Shard, Key: r.Cell.Key, Body: r.Cell.Body}
-		}
-		cmd := fsm.Command{CreatedAt: t, Writes: []fsm.Write{w}}
-		data, err := fsm.EncodeCommand(cmd)
-		if err != nil {
-			continue
-		}
-		res, err := a.apply(ctx, data)
+		res, err := a.applyOp(ctx, &asyncOp{prepare: func(ctx context.Context) ([]byte, error) {
+			return a.stillBuffered(ctx, bc, m, t, rs)
+		}, done: make(chan asyncResult, 1)})
 		if err != nil || res.Err != nil {
 			return // the master is still away; the next pass tries again
 		}

@@ -11,6 +11,11 @@ import (
 // Body is the JSON object; a log read with body_encoding "stored" sends Stored instead: the
 // body's stored form (MessagePack with sorted keys, zlib; see cells.Body), base64 in JSON,
 // which costs neither side a re-encoding.
+//
+// In a shard log (get_cells_for_shard), Erased marks a tombstone: the entry that took the
+// place of an erased row's cells. Its ColumnKey is TombstoneColumn, its RefKey its AddedID,
+// its Body the empty object and its CreatedAt the erasure's time. Erased is absent (false)
+// for every cell.
 type Cell struct {
 	RowKey    string          `json:"row_key"`
 	ColumnKey string          `json:"column_key"`
@@ -19,6 +24,7 @@ type Cell struct {
 	Stored    []byte          `json:"stored,omitempty"`
 	AddedID   int64           `json:"added_id"`
 	CreatedAt time.Time       `json:"created_at"`
+	Erased    bool            `json:"erased,omitempty"`
 }
 
 // PutCell is one cell of a put_cells request. RefKey is a json.Number so that a fractional,
