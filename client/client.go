@@ -194,7 +194,7 @@ func sameRow(s string, row uuid.UUID) bool {
 // ErrInvalidArgument (unsent when the client sees it: bad column key, negative ref key, body not
 // a JSON object), ErrTooLarge, ErrNotFound (unknown datastore), ErrUnavailable (not applied),
 // ErrIndeterminate (may have been applied), ErrInternal, ErrBadResponse, or ctx's error.
-func (c *Client) PutCell(ctx context.Context, rowKey uuid.UUID, columnKey string, refKey int64,
+func (c *Client) putCell(ctx context.Context, rowKey uuid.UUID, columnKey string, refKey int64,
 	body json.RawMessage) (wire.PutResult, error) {
 	const op = "put_cell"
 	if err := c.checkDatastore(op); err != nil {
