@@ -300,11 +300,7 @@ func (w *CellsWorkload) Check(ctx context.Context, env *CheckEnv, ops []Op) Verd
 	if lin.Result == "no" {
 		v.Violations = append(v.Violations, "the cells history is not linearizable: see "+lin.Visualization)
 	}
-	replicas, err := env.Cluster.ReadBack(ctx, "cells")
-	diverged := CompareReplicas(replicas, env.Cluster.ShardReplicas("cells"))
-	if err != nil {
-		diverged = append(diverged, "reading back datastore cells: "+err.Error())
-	}
+	diverged := compareDatastore(ctx, env, "cells")
 	if len(diverged) > 0 {
 		v.Violations = append(v.Violations, diverged...)
 		v.Valid = "no"
