@@ -320,6 +320,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 
 	// Workloads with processes of their own start them now; the first one's are the worker
 	// nemeses' targets.
+	startEnv := &StartEnv{Cluster: c, Binary: cfg.Binary, Dir: dir, History: h, RequestTimeout: cfg.RequestTimeout, Seed: cfg.Seed, Logger: log}
 	var procs Processes
 	for _, wl := range workloads {
 		pw, ok := wl.(ProcessWorkload)
@@ -328,7 +329,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 		defer pw.Stop()
 		startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-		err := pw.Start(startCtx, &StartEnv{Cluster: c, Binary: cfg.Binary, Dir: dir, History: h, RequestTimeout: cfg.RequestTimeout, Logger: log})
+		err := pw.Start(startCtx, startEnv)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("jepsen: start the processes of workload %s: %w", wl.Name(), err)
@@ -345,7 +346,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 		defer sw.Stop()
 		setupCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		err := sw.Setup(setupCtx, &StartEnv{Cluster: c, Binary: cfg.Binary, Dir: dir, History: h, RequestTimeout: cfg.RequestTimeout, Logger: log})
+		err := sw.Setup(setupCtx, startEnv)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("jepsen: set up workload %s: %w", wl.Name(), err)

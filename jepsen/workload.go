@@ -88,7 +88,9 @@ type StartEnv struct {
 	History *History
 	// RequestTimeout bounds one HTTP attempt of the processes' clients.
 	RequestTimeout time.Duration
-	Logger         *slog.Logger
+	// Seed is the run's seed, for workloads that derive keys from it.
+	Seed   uint64
+	Logger *slog.Logger
 }
 
 // Worker is one client process of the harness: it runs one operation at a time against its
