@@ -30,10 +30,10 @@ test-short:
 	$(GO) test -short -count=1 ./...
 
 # The fault-injection harness (needs root and iptables): 10 minutes with every workload (cells,
-# durability, triggers, index) and every nemesis (trigger worker kills and pauses, membership
-# changes included) on SQLite, then 10 on the MariaDB at $(MYSQL_DSN). Each run leaves a report
-# under .data/jepsen/.
-JEPSEN_WORKLOADS := --workload cells,durability,triggers,index
+# durability, triggers, index, cas, bank) and every nemesis (trigger worker kills and pauses,
+# membership changes included) on SQLite, then 10 on the MariaDB at $(MYSQL_DSN). Each run leaves
+# a report under .data/jepsen/.
+JEPSEN_WORKLOADS := --workload cells,durability,triggers,index,cas,bank
 jepsen: build
 	./$(BIN) jepsen --duration 10m --store sqlite $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 	./$(BIN) jepsen --duration 10m --store mysql --mysql '$(MYSQL_DSN)' $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
@@ -56,7 +56,7 @@ JEPSEN_MEMBERSHIP_SHORT := --duration 30s --quiet 6s --interval 2s --fault-durat
 jepsen-short: build
 	./$(BIN) jepsen --duration 2m $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 	./$(BIN) jepsen $(JEPSEN_MEMBERSHIP_SHORT)
-	./$(BIN) jepsen --mode async --duration 30s --quiet 8s --interval 2s
+	./$(BIN) jepsen --mode async --duration 30s --quiet 8s --interval 2s --workload cells,durability,cas,bank
 
 # Async mode (needs root, iptables and mariadbd): the harness starts 2 MariaDB storage clusters
 # of a master and 2 minions and runs cells and durability on async datastores for 3 minutes under
@@ -66,7 +66,7 @@ jepsen-short: build
 # valid).
 ASYNCDEMO := --mode async --duration 1m --quiet 10s --seed 5 --interval 2s --fault-duration 6s --nemesis partition-failover
 jepsen-async: build
-	./$(BIN) jepsen --mode async --duration 3m --workload cells,durability $(JEPSEN_ARGS)
+	./$(BIN) jepsen --mode async --duration 3m --workload cells,durability,cas,bank $(JEPSEN_ARGS)
 	-./$(BIN) jepsen $(ASYNCDEMO) --unsafe-no-buffered-writes
 	./$(BIN) jepsen $(ASYNCDEMO)
 

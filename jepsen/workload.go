@@ -165,7 +165,12 @@ var Workloads = map[string]func() Workload{
 	"durability": func() Workload { return &DurabilityWorkload{MaxBatch: 5} },
 	"triggers":   func() Workload { return NewTriggersWorkload() },
 	"index":      func() Workload { return NewIndexWorkload() },
+	"cas":        func() Workload { return NewCasWorkload() },
+	"bank":       func() Workload { return NewBankWorkload() },
 }
+
+// AsyncWorkloads are the workloads that run in async mode.
+var AsyncWorkloads = []string{"cells", "durability", "cas", "bank"}
 
 // putAndRecord writes cells with one put_cells on datastore ds and records ops (one per cell,
 // in the order of writes) as invoked before the call and completed with its outcome after: the
