@@ -264,12 +264,13 @@ func (w *BankWorkload) read(ctx context.Context, wk *Worker, cl *client.Client) 
 
 // Check implements Workload: CheckBank on the history and on every account's versions, read
 // (strong) once the cluster has converged, and the replicas of the datastore compared. In async
-// mode the failovers' windows excuse what a failover may hide or lose (see CheckBank).
+// mode the failovers of the accounts' storage cluster excuse what a failover may hide or lose
+// (see CheckBank).
 func (w *BankWorkload) Check(ctx context.Context, env *CheckEnv, ops []Op) Verdict {
 	v := Verdict{Workload: "bank", Valid: "yes"}
 	var windows []Window
-	if env.Storage != nil {
-		windows = failoverWindows(env.Storage.Failovers())
+	if env.Storage != nil && len(w.rows) > 0 {
+		windows = w.failoverWindows(env)
 	}
 	final, err := w.versions(ctx)
 	if err != nil {
@@ -287,6 +288,23 @@ func (w *BankWorkload) Check(ctx context.Context, env *CheckEnv, ops []Op) Verdi
 		v.Violations = append(v.Violations, diverged...)
 	}
 	return v
+}
+
+// failoverWindows returns the windows of the failovers of the storage cluster that holds the
+// accounts' partition (async mode).
+func (w *BankWorkload) failoverWindows(env *CheckEnv) []Window {
+	ds, ok := env.Cluster.Topology.Datastore(w.Datastore)
+	if !ok {
+		return nil
+	}
+	p := ds.PartitionOf(cells.ShardOf(w.rows[0], ds.Shards))
+	var out []Window
+	for _, f := range env.Storage.Failovers() {
+		if p != nil && fmt.Sprintf("c%d", f.Cluster) == p.Cluster && f.Error == "" {
+			out = append(out, f.Window())
+		}
+	}
+	return out
 }
 
 // versions reads every version of every account (strong reads), by account, in ref key order;
