@@ -110,6 +110,10 @@ func (x *bankXfer) writes() [2]bankCell {
 	return [2]bankCell{{x.t.From, x.t.FromRef + 1, x.t.FromBalance - x.t.Amount}, {x.t.To, x.t.ToRef + 1, x.t.ToBalance + x.t.Amount}}
 }
 
+// bankOrigin tells where version c comes from: found, some transfer that may have committed
+// wrote it; whole, one of them whose other write visible says is there too.
+type bankOrigin func(c bankCell, visible func(bankCell) bool) (found, whole bool)
+
 // bankCell is one account's version.
 type bankCell struct {
 	account int
@@ -206,6 +210,23 @@ func CheckBank(ops []Op, final [][]BankVersion, windows []Window) BankResult {
 	for _, b := range initial {
 		res.Total += b
 	}
+	var origin bankOrigin = func(c bankCell, visible func(bankCell) bool) (found, whole bool) {
+		for _, x := range writers[bankKey{c.account, c.ref}] {
+			ws := x.writes()
+			if ws[0] != c && ws[1] != c {
+				continue
+			}
+			found = true
+			other := ws[1]
+			if ws[1] == c {
+				other = ws[0]
+			}
+			if visible(other) {
+				return true, true
+			}
+		}
+		return found, false
+	}
 	if res.Transfers > 0 {
 		res.CommitRate = float64(res.Committed) / float64(res.Transfers)
 		res.RefusedRate = float64(res.Refused) / float64(res.Transfers)
@@ -219,7 +240,15 @@ func CheckBank(ops []Op, final [][]BankVersion, windows []Window) BankResult {
 		return res
 	}
 
-	for k, xs := range writers {
+	keys := make([]bankKey, 0, len(writers))
+	for k := range writers {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].account < keys[j].account || keys[i].account == keys[j].account && keys[i].ref < keys[j].ref
+	})
+	for _, k := range keys {
+		xs := writers[k]
 		var n []int
 		first, last := int64(1<<63-1), int64(-1)
 		for _, x := range xs {
@@ -240,25 +269,6 @@ func CheckBank(ops []Op, final [][]BankVersion, windows []Window) BankResult {
 		}
 	}
 
-	// origin finds a transfer that may have committed and wrote c, and whose other write
-	// visible says is visible (nil: none); wrote reports whether any transfer wrote c at all.
-	origin := func(c bankCell, visible func(bankCell) bool) (found, whole bool) {
-		for _, x := range writers[bankKey{c.account, c.ref}] {
-			ws := x.writes()
-			if ws[0] != c && ws[1] != c {
-				continue
-			}
-			found = true
-			other := ws[1]
-			if ws[1] == c {
-				other = ws[0]
-			}
-			if visible(other) {
-				return true, true
-			}
-		}
-		return found, false
-	}
 	for i, o := range reads {
 		r := parsed[i]
 		checkBankRead(&res, o, r, initial, origin)
@@ -274,7 +284,7 @@ func CheckBank(ops []Op, final [][]BankVersion, windows []Window) BankResult {
 
 // checkBankRead checks one answered read: snapshot, accounts, total, balances, and that each
 // version it shows comes whole from the initial state or a transfer.
-func checkBankRead(res *BankResult, o Op, r bankRead, initial map[int]int64, origin func(bankCell, func(bankCell) bool) (bool, bool)) {
+func checkBankRead(res *BankResult, o Op, r bankRead, initial map[int]int64, origin bankOrigin) {
 	var problems []string
 	if len(r.Partitions) != 1 {
 		problems = append(problems, fmt.Sprintf("%d snapshots (partitions %v), want 1", len(r.Partitions), r.Partitions))
@@ -294,8 +304,8 @@ func checkBankRead(res *BankResult, o Op, r bankRead, initial map[int]int64, ori
 			problems = append(problems, fmt.Sprintf("account %d negative: %d", a, r.Balances[a]))
 		}
 	}
-	if total != sumBalances(initial) {
-		problems = append(problems, fmt.Sprintf("total %d, want %d (balances %v)", total, sumBalances(initial), r.Balances))
+	if total != res.Total {
+		problems = append(problems, fmt.Sprintf("total %d, want %d (balances %v)", total, res.Total, r.Balances))
 	}
 	if len(problems) > 0 {
 		res.BadReads.add("read op %d at %.3fs: %s", o.Index, float64(o.Invoke)/1e9, strings.Join(problems, "; "))
@@ -329,14 +339,6 @@ func failoverBetween(windows []Window, from, to int64) string {
 		}
 	}
 	return ""
-}
-
-func sumBalances(m map[int]int64) int64 {
-	var t int64
-	for _, b := range m {
-		t += b
-	}
-	return t
 }
 
 // checkBankStale checks that each read shows, for each account, at least the ref key of every
@@ -394,7 +396,7 @@ func checkBankStale(res *BankResult, reads []Op, parsed []bankRead, committed []
 }
 
 // checkBankFinal checks the versions read after the heal.
-func checkBankFinal(res *BankResult, final [][]BankVersion, initial map[int]int64, committed []*bankXfer, origin func(bankCell, func(bankCell) bool) (bool, bool), windows []Window) {
+func checkBankFinal(res *BankResult, final [][]BankVersion, initial map[int]int64, committed []*bankXfer, origin bankOrigin, windows []Window) {
 	if len(final) != len(initial) {
 		res.Final.add("%d accounts read at the end, want %d", len(final), len(initial))
 		return
@@ -420,8 +422,8 @@ func checkBankFinal(res *BankResult, final [][]BankVersion, initial map[int]int6
 			res.Final.add("account %d ends negative: %d", a, last)
 		}
 	}
-	if total != sumBalances(initial) {
-		res.Final.add("the accounts end with total %d, want %d", total, sumBalances(initial))
+	if total != res.Total {
+		res.Final.add("the accounts end with total %d, want %d", total, res.Total)
 	}
 	visible := func(c bankCell) bool {
 		b, ok := stored[bankKey{c.account, c.ref}]
