@@ -18,6 +18,10 @@ type httpError struct {
 	code   string
 	msg    string
 	field  string
+	// Details of precondition_failed and conflict answers (see wire.ErrorDetail).
+	latest    []byte
+	failed    []wire.ConditionFailure
+	conflicts []int
 }
 
 func (e *httpError) Error() string { return e.msg }
@@ -78,5 +82,6 @@ func writeError(w http.ResponseWriter, e *httpError) {
 	if e.status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, e.status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, Field: e.field}})
+	writeJSON(w, e.status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, Field: e.field,
+		LatestRefKey: e.latest, Failed: e.failed, Conflicts: e.conflicts}})
 }

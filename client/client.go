@@ -194,8 +194,8 @@ func sameRow(s string, row uuid.UUID) bool {
 // ErrInvalidArgument (unsent when the client sees it: bad column key, negative ref key, body not
 // a JSON object), ErrTooLarge, ErrNotFound (unknown datastore), ErrUnavailable (not applied),
 // ErrIndeterminate (may have been applied), ErrInternal, ErrBadResponse, or ctx's error.
-func (c *Client) putCell(ctx context.Context, rowKey uuid.UUID, columnKey string, refKey int64,
-	body json.RawMessage) (wire.PutResult, error) {
+func (c *Client) PutCell(ctx context.Context, rowKey uuid.UUID, columnKey string, refKey int64,
+	body json.RawMessage, opts ...WriteOption) (wire.PutResult, error) {
 	const op = "put_cell"
 	if err := c.checkDatastore(op); err != nil {
 		return wire.PutResult{}, err
@@ -207,13 +207,16 @@ func (c *Client) putCell(ctx context.Context, rowKey uuid.UUID, columnKey string
 	if err := checkBody(body); err != nil {
 		return wire.PutResult{}, invalid(op, "", err)
 	}
+	wo := writeOptionsOf(opts)
 	ans, err := c.do(ctx, &request{
 		op: op, method: http.MethodPut, write: true,
-		path: c.dsPath("cells", rowKey.String(), columnKey, strconv.FormatInt(refKey, 10)),
+		path:  c.dsPath("cells", rowKey.String(), columnKey, strconv.FormatInt(refKey, 10)),
+		query: wo.query(), idempotencyKey: wo.key,
 		body: body, ok: []int{http.StatusCreated, http.StatusOK, http.StatusAccepted},
 		routeDS: c.datastore, routeRow: rowKey,
 	})
 	if err != nil {
+		err = asPrecondition(err)
 		if isConflict(err) {
 			return wire.PutResult{RowKey: rowKey.String(), ColumnKey: columnKey, RefKey: refKey,
 				Status: wire.StatusConflict}, err
@@ -262,7 +265,7 @@ func isConflict(err error) bool {
 // ErrInternal, ErrBadResponse (a result count, key or status that does not match the request:
 // the batch was most likely applied), or ctx's error. An empty cs returns (nil, nil) with no
 // request. PutCells does not modify cs.
-func (c *Client) PutCells(ctx context.Context, cs []CellWrite) ([]wire.PutResult, error) {
+func (c *Client) PutCells(ctx context.Context, cs []CellWrite, opts ...WriteOption) ([]wire.PutResult, error) {
 	const op = "put_cells"
 	if err := c.checkDatastore(op); err != nil {
 		return nil, err
@@ -292,7 +295,7 @@ func (c *Client) PutCells(ctx context.Context, cs []CellWrite) ([]wire.PutResult
 	}
 	ans, err := c.do(ctx, &request{
 		op: op, method: http.MethodPost, write: true, path: c.dsPath("cells"),
-		body: body, ok: []int{http.StatusOK},
+		body: body, ok: []int{http.StatusOK}, idempotencyKey: writeOptionsOf(opts).key,
 	})
 	if err != nil {
 		return nil, err

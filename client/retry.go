@@ -133,7 +133,7 @@ type attemptResult struct {
 // do runs r with retries and failover (see the package documentation) and returns the first
 // success answer. Errors are described in the package documentation.
 func (c *Client) do(ctx context.Context, r *request) (answer, error) {
-	if r.write && r.policy != retryUnstarted {
+	if r.write && r.policy != retryUnstarted && r.idempotencyKey == "" {
 		r.idempotencyKey = uuid.NewString()
 	}
 	if err := ctx.Err(); err != nil {
@@ -343,6 +343,7 @@ func newAPIError(status int, data []byte, endpoint, retryAfter string) *APIError
 	var eb wire.ErrorBody
 	if err := json.Unmarshal(data, &eb); err == nil && eb.Error.Code != "" {
 		ae.Code, ae.Message, ae.Field = eb.Error.Code, eb.Error.Message, eb.Error.Field
+		ae.Failed, ae.Conflicts = eb.Error.Failed, eb.Error.Conflicts
 		return ae
 	}
 	ae.Code = codeForStatus(status)

@@ -34,43 +34,11 @@ type ReadResult = partition.GetResult
 // partition.ErrIndeterminate when some or all cells may have been written (including a request
 // where some partitions answered and others did not). Retrying is always safe.
 func (n *Node) PutCells(ctx context.Context, ds string, cs []cells.Cell) ([]cells.Result, error) {
-	d, err := n.datastore(ds)
+	res, err := n.Write(ctx, ds, WriteRequest{Cells: cs})
 	if err != nil {
 		return nil, err
 	}
-	groups := map[*route][]int{}
-	var order []*route
-	for i, c := range cs {
-		r := d.routeOf(cells.ShardOf(c.RowKey, d.spec.Shards))
-		if _, ok := groups[r]; !ok {
-			order = append(order, r)
-		}
-		groups[r] = append(groups[r], i)
-	}
-	out := make([]cells.Result, len(cs))
-	errs := make([]error, len(order))
-	var wg sync.WaitGroup
-	for gi, r := range order {
-		idx := groups[r]
-		cmd := make([]fsm.CommandCell, len(idx))
-		for j, i := range idx {
-			cmd[j] = fsm.CommandCell{Shard: cells.ShardOf(cs[i].RowKey, d.spec.Shards), Key: cs[i].Key, Body: cs[i].Body}
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := n.putPartition(ctx, ds, r, cmd)
-			if err != nil {
-				errs[gi] = err
-				return
-			}
-			for j, i := range idx {
-				out[i] = res[j]
-			}
-		}()
-	}
-	wg.Wait()
-	return out, combineWriteErrors(errs)
+	return res.Cells, nil
 }
 
 // combineWriteErrors: nil if every group succeeded; ErrUnavailable only if every group failed
@@ -135,19 +103,21 @@ func asClass(class error, msg string, cause error) error {
 	return fmt.Errorf("%w: %s%w", class, msg, cause)
 }
 
-func (n *Node) putPartition(ctx context.Context, ds string, r *route, cmd []fsm.CommandCell) ([]cells.Result, error) {
-	var res []cells.Result
+// putPartition applies w on r's leader (locally or forwarded), retried as callLeader does: a
+// retry carries w's ID, so the partition answers a write it already applied with its outcome.
+func (n *Node) putPartition(ctx context.Context, ds string, r *route, w fsm.Write) (fsm.WriteResult, error) {
+	var res fsm.WriteResult
 	err := n.callLeader(ctx, r, true,
 		func(ctx context.Context) (err error) {
 			p, err := r.mustLocal()
 			if err != nil {
 				return err
 			}
-			res, err = p.Put(ctx, cmd)
+			res, err = p.Put(ctx, w)
 			return err
 		},
 		func(ctx context.Context, target topology.NodeSpec) (err error) {
-			res, err = n.forwardPut(ctx, target, ds, r.spec.ID, cmd)
+			res, err = n.forwardPut(ctx, target, ds, r.spec.ID, w)
 			return err
 		})
 	return res, err

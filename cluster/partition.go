@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"github.com/hashicorp/raft"
-	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
@@ -23,10 +22,11 @@ import (
 // are idempotent), *partition.NotLeaderError (a leader-only call on a raft follower: nothing
 // done), ErrClosed, and the refusals each method names.
 type Partition interface {
-	// Put appends cells (each naming one of the partition's shards) and returns one result
-	// per cell, in order. Leader-only. It blocks until the cells are applied (raft: committed
-	// and applied on the leader; async: on the primary master, or buffered) or ctx ends.
-	Put(ctx context.Context, cs []fsm.CommandCell) ([]cells.Result, error)
+	// Put applies one write (cells naming the partition's shards, with its ID, conditions
+	// and atomicity: fsm.Write) and returns its outcome. Leader-only. It blocks until the
+	// write is applied (raft: committed and applied on the leader; async: on the primary
+	// master, or buffered) or ctx ends.
+	Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error)
 	// Read runs one typed read against the partition's tables with consistency c: Strong is
 	// leader-only (raft: after a read index; async: on the master), Stale is served here
 	// (raft: this replica; async: a minion). Errors also partition.ErrBadRead and

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
@@ -35,11 +34,11 @@ type putRPC struct {
 	Datastore     string
 	Partition     int
 	TimeoutMicros int64
-	Cells         []fsm.CommandCell
+	Write         fsm.Write
 }
 
 type putRPCResponse struct {
-	Results []cells.Result
+	Result fsm.WriteResult
 }
 
 // notLeaderRPC names the leader the answering replica knows (id and raft address) and, when
@@ -161,12 +160,12 @@ func (n *Node) servePut(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := rpcContext(r, req.TimeoutMicros)
 	defer cancel()
-	res, err := p.Put(ctx, req.Cells)
+	res, err := p.Put(ctx, req.Write)
 	if err != nil {
 		writeRPCError(w, err)
 		return
 	}
-	writeRPC(w, http.StatusOK, putRPCResponse{Results: res})
+	writeRPC(w, http.StatusOK, putRPCResponse{Result: res})
 }
 
 func (n *Node) serveRead(w http.ResponseWriter, r *http.Request) {
@@ -263,16 +262,16 @@ func (n *Node) forward(ctx context.Context, target topology.NodeSpec, path strin
 	return lost(fmt.Errorf("status %d: %s", res.StatusCode, bytes.TrimSpace(data)))
 }
 
-func (n *Node) forwardPut(ctx context.Context, target topology.NodeSpec, ds string, pid int, cs []fsm.CommandCell) ([]cells.Result, error) {
-	req := putRPC{Datastore: ds, Partition: pid, TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Cells: cs}
+func (n *Node) forwardPut(ctx context.Context, target topology.NodeSpec, ds string, pid int, w fsm.Write) (fsm.WriteResult, error) {
+	req := putRPC{Datastore: ds, Partition: pid, TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Write: w}
 	var resp putRPCResponse
 	if err := n.forward(ctx, target, rpcPutPath, &req, &resp, true, 0); err != nil {
-		return nil, err
+		return fsm.WriteResult{}, err
 	}
-	if len(resp.Results) != len(cs) {
-		return nil, fmt.Errorf("%w: %s answered %d results for %d cells", ErrIndeterminate, target.ID, len(resp.Results), len(cs))
+	if resp.Result.Applied() && len(resp.Result.Cells) != len(w.Cells) {
+		return fsm.WriteResult{}, fmt.Errorf("%w: %s answered %d results for %d cells", ErrIndeterminate, target.ID, len(resp.Result.Cells), len(w.Cells))
 	}
-	return resp.Results, nil
+	return resp.Result, nil
 }
 
 func (n *Node) forwardRead(ctx context.Context, target topology.NodeSpec, req readRequest) (partition.ReadResult, error) {

@@ -20,10 +20,11 @@ type BackupInfo struct {
 	// Header is the stream's header: format version, shard range, and the applied raft index
 	// and term of the state it holds.
 	Header SnapshotHeader
-	// Cells, KVs and IndexEntries count the stream's records (the trailer's counts).
+	// Cells, KVs, IndexEntries and Requests count the stream's records (the trailer's counts).
 	Cells        int64
 	KVs          int64
 	IndexEntries int64
+	Requests     int64
 	// Shards has one entry per shard of the header's range, in shard order.
 	Shards []ShardInfo
 	// Bytes is the stream's length, magic to trailer.
@@ -162,10 +163,19 @@ func verifyRecords(h SnapshotHeader, br *bufio.Reader) (BackupInfo, error) {
 				return info, err
 			}
 			info.IndexEntries++
+		case requestShard:
+			if h.Version < 4 {
+				return info, fmt.Errorf("%w: request record in a version %d stream", ErrBadSnapshot, h.Version)
+			}
+			if _, err := requestRecord(&r, info.Requests); err != nil {
+				return info, err
+			}
+			info.Requests++
 		case trailerShard:
-			if r.AddedID != info.Cells || r.RefKey != info.KVs || r.CreatedAtMicros != info.IndexEntries {
-				return info, fmt.Errorf("%w: trailer counts %d cells, %d KV rows and %d index entries, read %d, %d and %d",
-					ErrBadSnapshot, r.AddedID, r.RefKey, r.CreatedAtMicros, info.Cells, info.KVs, info.IndexEntries)
+			reqs, ok := trailerRequests(&r, h.Version)
+			if !ok || r.AddedID != info.Cells || r.RefKey != info.KVs || r.CreatedAtMicros != info.IndexEntries || reqs != info.Requests {
+				return info, fmt.Errorf("%w: trailer counts %d cells, %d KV rows, %d index entries and %d request records, read %d, %d, %d and %d",
+					ErrBadSnapshot, r.AddedID, r.RefKey, r.CreatedAtMicros, reqs, info.Cells, info.KVs, info.IndexEntries, info.Requests)
 			}
 			if _, err := br.ReadByte(); err == nil {
 				return info, fmt.Errorf("%w: data after the trailer", ErrBadSnapshot)

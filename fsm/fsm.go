@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/storage"
 )
@@ -100,12 +99,12 @@ func (c *Config) ensureDefaults() {
 	}
 }
 
-// Response is what ApplyBatch returns for each log entry: one cells.Result per command cell, the
-// Group result of a consumer-group command, or Err (ErrBadCommand, ErrShardOutOfRange,
-// ErrAlreadyApplied, ErrFailed, or consumer.ErrBadCommand for a group command the coordinator
-// refused).
+// Response is what ApplyBatch returns for each log entry: one WriteResult per write of a cell
+// command, the Group result of a consumer-group command, or Err (ErrBadCommand,
+// ErrShardOutOfRange, ErrAlreadyApplied, ErrFailed, or consumer.ErrBadCommand for a group
+// command the coordinator refused).
 type Response struct {
-	Cells []cells.Result
+	Writes []WriteResult
 	// Group is the result of a consumer-group command (nil for a cell command).
 	Group *consumer.Result
 	// Index is the result of an index command.
@@ -113,10 +112,10 @@ type Response struct {
 	Err   error
 }
 
-// ResponseOf waits for f and returns the entry's cell results. Errors are raft's own
+// ResponseOf waits for f and returns the entry's write results. Errors are raft's own
 // (raft.ErrNotLeader, raft.ErrLeadershipLost, ...: the outcome may be unknown) or the Response's
 // Err. It is the only place that looks inside the interface{} raft hands back.
-func ResponseOf(f raft.ApplyFuture) ([]cells.Result, error) {
+func ResponseOf(f raft.ApplyFuture) ([]WriteResult, error) {
 	if err := f.Error(); err != nil {
 		return nil, err
 	}
@@ -127,7 +126,7 @@ func ResponseOf(f raft.ApplyFuture) ([]cells.Result, error) {
 	if r.Err != nil {
 		return nil, r.Err
 	}
-	return r.Cells, nil
+	return r.Writes, nil
 }
 
 // FSM applies cell appends to one partition's store. See the package documentation for which
@@ -150,6 +149,7 @@ type FSM struct {
 	knownShards map[int]bool               // shards whose tables exist
 	groups      map[string]*consumer.Group // consumer groups' coordinator state, loaded on first use
 	idx         indexState                 // index tables, tombstones and catalog, loaded on first use
+	pruneAt     time.Time                  // entry time of the next prune of request records
 }
 
 var (
@@ -247,6 +247,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 type entry struct {
 	pos      int // index in the batch
 	cmd      Command
+	res      []WriteResult // the outcome of each write of cmd, set by applyWrites
 	group    *GroupCommand
 	groupRes *consumer.Result
 	groupErr error
@@ -315,16 +316,16 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	backoff := f.cfg.StoreBackoff
 	for attempt := 1; ; attempt++ {
-		results, err := f.applyTx(entries, last)
+		err := f.applyTx(entries, last)
 		if err == nil {
-			for i, e := range entries {
+			for _, e := range entries {
 				switch {
 				case e.index != nil && e.indexErr != nil:
 					out[e.pos] = &Response{Err: e.indexErr}
 				case e.index != nil:
 					out[e.pos] = &Response{Index: e.indexRes}
 				case e.group == nil:
-					out[e.pos] = &Response{Cells: results[i]}
+					out[e.pos] = &Response{Writes: e.res}
 				case e.groupErr != nil:
 					out[e.pos] = &Response{Err: e.groupErr}
 				default:
@@ -353,9 +354,17 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 }
 
 func (f *FSM) checkShards(cmd Command) error {
-	for i, c := range cmd.Cells {
-		if !f.shards.Contains(c.Shard) {
-			return fmt.Errorf("%w: cell %d names shard %d, partition holds %d..%d", ErrShardOutOfRange, i, c.Shard, f.shards.First, f.shards.Last)
+	for j := range cmd.Writes {
+		w := &cmd.Writes[j]
+		for i, c := range w.Cells {
+			if !f.shards.Contains(c.Shard) {
+				return fmt.Errorf("%w: write %d cell %d names shard %d, partition holds %d..%d", ErrShardOutOfRange, j, i, c.Shard, f.shards.First, f.shards.Last)
+			}
+		}
+		for i, c := range w.Conditions {
+			if !f.shards.Contains(c.Shard) {
+				return fmt.Errorf("%w: write %d condition %d names shard %d, partition holds %d..%d", ErrShardOutOfRange, j, i, c.Shard, f.shards.First, f.shards.Last)
+			}
 		}
 	}
 	return nil
@@ -377,17 +386,22 @@ type ambiguousCommitError struct{ err error }
 func (e *ambiguousCommitError) Error() string { return "commit outcome unknown: " + e.err.Error() }
 func (e *ambiguousCommitError) Unwrap() error { return e.err }
 
-// applyTx runs one attempt at the batch transaction and returns the results per entry. It
+// applyTx runs one attempt at the batch transaction and sets the results of each entry. It
 // changes the FSM's in-memory state only when the transaction commits.
-func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]cells.Result, error) {
+func (f *FSM) applyTx(entries []entry, last storage.AppliedState) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StoreTimeout)
 	defer cancel()
 
 	// Shards touched, in a fixed order.
 	touched := map[int]bool{}
 	for _, e := range entries {
-		for _, c := range e.cmd.Cells {
-			touched[c.Shard] = true
+		for _, w := range e.cmd.Writes {
+			for _, c := range w.Cells {
+				touched[c.Shard] = true
+			}
+			for _, c := range w.Conditions {
+				touched[c.Shard] = true
+			}
 		}
 	}
 	shards := make([]int, 0, len(touched))
@@ -402,7 +416,7 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]cells.Res
 	if len(newShards) > 0 {
 		sort.Ints(newShards)
 		if err := f.cfg.Store.EnsureShards(ctx, newShards); err != nil {
-			return nil, fmt.Errorf("ensure shards: %w", err)
+			return fmt.Errorf("ensure shards: %w", err)
 		}
 		for _, s := range newShards {
 			f.knownShards[s] = true
@@ -414,7 +428,7 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]cells.Res
 		if !ok {
 			var err error
 			if id, err = f.cfg.Store.MaxAddedID(ctx, s); err != nil {
-				return nil, fmt.Errorf("max added_id of shard %d: %w", s, err)
+				return fmt.Errorf("max added_id of shard %d: %w", s, err)
 			}
 			f.mu.Lock()
 			f.high[s] = id
@@ -429,64 +443,37 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]cells.Res
 	}
 	if hasIndex {
 		if err := f.ensureIndexTables(ctx, entries); err != nil {
-			return nil, err
+			return err
 		}
 	}
 
 	tx, err := f.cfg.Store.Begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
 
 	groups, err := f.applyGroups(ctx, tx, entries)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var idx *indexApply
 	if hasIndex {
 		if idx, err = f.applyIndexes(ctx, tx, entries); err != nil {
-			return nil, err
+			return err
 		}
 	}
 
-	// Each shard's cells are inserted first and looked up only when the INSERT meets a stored
-	// key (ErrDuplicate, nothing of the shard's INSERT kept): a retried write is rare, and the
-	// unique key answers the common case without a SELECT per cell.
-	results := make([][]cells.Result, len(entries))
-	for i, e := range entries {
-		results[i] = make([]cells.Result, len(e.cmd.Cells))
-	}
-	for _, s := range shards {
-		base := next[s]
-		id, inserts, err := resolveShard(entries, s, base, nil, results)
-		if err != nil {
-			return nil, err
-		}
-		err = tx.Insert(ctx, s, inserts)
-		if errors.Is(err, storage.ErrDuplicate) {
-			found, lerr := tx.Lookup(ctx, s, shardKeys(entries, s))
-			if lerr != nil {
-				return nil, fmt.Errorf("lookup in shard %d: %w", s, lerr)
-			}
-			if id, inserts, err = resolveShard(entries, s, base, found, results); err != nil {
-				return nil, err
-			}
-			err = nil
-			if len(inserts) > 0 {
-				err = tx.Insert(ctx, s, inserts)
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("insert into shard %d: %w", s, err)
-		}
-		next[s] = id
+	pruneAt := f.pruneAt
+	if err := f.applyWrites(ctx, tx, entries, next); err != nil {
+		f.pruneAt = pruneAt
+		return err
 	}
 	if err := tx.SetApplied(ctx, last); err != nil {
-		return nil, fmt.Errorf("set applied index %d: %w", last.Index, err)
+		return fmt.Errorf("set applied index %d: %w", last.Index, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, &ambiguousCommitError{err}
+		return &ambiguousCommitError{err}
 	}
 	for name, g := range groups {
 		g.ResetDirty()
@@ -498,63 +485,7 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) ([][]cells.Res
 		f.high[s] = id
 	}
 	f.mu.Unlock()
-	return results, nil
-}
-
-// shardKeys returns the keys of the cells of shard in entries (a key may come twice).
-func shardKeys(entries []entry, shard int) []cells.Key {
-	var keys []cells.Key
-	for _, e := range entries {
-		for _, c := range e.cmd.Cells {
-			if c.Shard == shard {
-				keys = append(keys, c.Key)
-			}
-		}
-	}
-	return keys
-}
-
-// resolveShard decides the outcome of every cell of shard in entries, in log order, given the
-// cells stored before the batch (found; nil: none): a key stored before or earlier in the
-// batch is exists (same body) or conflict, any other is created with the next added_id after
-// base. It writes the shard's cells' results and returns the last added_id given and the cells
-// to insert, in added_id order.
-func resolveShard(entries []entry, shard int, base int64, found map[cells.Key]storage.Existing, results [][]cells.Result) (int64, []cells.Cell, error) {
-	var inserts []cells.Cell
-	var batch map[cells.Key]storage.Existing // cells created earlier in this batch
-	id := base
-	for i, e := range entries {
-		for j, c := range e.cmd.Cells {
-			if c.Shard != shard {
-				continue
-			}
-			ex, ok := found[c.Key]
-			if !ok {
-				ex, ok = batch[c.Key]
-			}
-			if ok {
-				same, err := cells.SameBody(ex.Body, c.Body)
-				if err != nil {
-					return 0, nil, fmt.Errorf("compare body of %s: %w", c.Key, err)
-				}
-				st := cells.StatusConflict
-				if same {
-					st = cells.StatusExists
-				}
-				results[i][j] = cells.Result{Status: st, AddedID: ex.AddedID, CreatedAt: ex.CreatedAt}
-				continue
-			}
-			id++
-			cell := cells.Cell{Key: c.Key, Body: c.Body, AddedID: id, CreatedAt: e.cmd.CreatedAt}
-			inserts = append(inserts, cell)
-			if batch == nil {
-				batch = map[cells.Key]storage.Existing{}
-			}
-			batch[c.Key] = storage.Existing{AddedID: cell.AddedID, Body: cell.Body, CreatedAt: cell.CreatedAt}
-			results[i][j] = cells.Result{Status: cells.StatusCreated, AddedID: cell.AddedID, CreatedAt: cell.CreatedAt}
-		}
-	}
-	return id, inserts, nil
+	return nil
 }
 
 // resetCaches forgets what the FSM remembers of the store, after a Restore replaced it.

@@ -64,9 +64,9 @@ func TestGroupCommands(t *testing.T) {
 			"entry %d after a retried batch: got %s (%v), want %s (%v)", i+1, gj, r.Err, wj, want[i].Err)
 	}
 	assert.NoError(t, got[0].Err, "cell entry 1")
-	if assert.Len(t, got[0].Cells, 1, "cell entry 1") && assert.Len(t, got[4].Cells, 1, "cell entry 5") {
-		assert.Equal(t, cells.StatusCreated, got[0].Cells[0].Status, "cell entry 1: %+v", got[0])
-		assert.Equal(t, cells.StatusCreated, got[4].Cells[0].Status, "cell entry 5: %+v", got[4])
+	if assert.Len(t, got[0].Writes[0].Cells, 1, "cell entry 1") && assert.Len(t, got[4].Writes[0].Cells, 1, "cell entry 5") {
+		assert.Equal(t, cells.StatusCreated, got[0].Writes[0].Cells[0].Status, "cell entry 1: %+v", got[0])
+		assert.Equal(t, cells.StatusCreated, got[4].Writes[0].Cells[0].Status, "cell entry 5: %+v", got[4])
 	}
 	require.NotNil(t, got[1].Group, "heartbeat: got %+v, want all 16 shards assigned", got[1])
 	require.Len(t, got[1].Group.Assigned, 16, "heartbeat: want all 16 shards assigned")

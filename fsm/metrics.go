@@ -53,7 +53,7 @@ func observeApply(store Store, began time.Time, n int, entries []entry) {
 	}
 	cells := 0
 	for _, e := range entries {
-		cells += len(e.cmd.Cells)
+		cells += e.cmd.CellCount()
 	}
 	applySeconds.WithLabelValues(ds, part).Observe(time.Since(began).Seconds())
 	applyEntries.WithLabelValues(ds, part).Observe(float64(n))

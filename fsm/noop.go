@@ -42,12 +42,16 @@ func (n *Noop) ApplyBatch(logs []*raft.Log) []interface{} {
 			out[i] = &Response{Err: err}
 			continue
 		}
-		rs := make([]cells.Result, len(cmd.Cells))
-		for j := range rs {
-			n.next++
-			rs[j] = cells.Result{Status: cells.StatusCreated, AddedID: n.next, CreatedAt: cmd.CreatedAt}
+		ws := make([]WriteResult, len(cmd.Writes))
+		for k, w := range cmd.Writes {
+			rs := make([]cells.Result, len(w.Cells))
+			for j := range rs {
+				n.next++
+				rs[j] = cells.Result{Status: cells.StatusCreated, AddedID: n.next, CreatedAt: cmd.CreatedAt}
+			}
+			ws[k] = WriteResult{Cells: rs}
 		}
-		out[i] = &Response{Cells: rs}
+		out[i] = &Response{Writes: ws}
 	}
 	if len(logs) > 0 {
 		last := logs[len(logs)-1]

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -24,9 +25,10 @@ const snapshotMagic = "schemaless-snapshot\x00"
 // snapshotVersion is the format version this build writes after the magic. Version 2 added
 // the KV records; version 1 streams (no KV rows) are still read, so that a node upgraded from a
 // build without KV rows can restore the snapshots it or its peers wrote.
-// Version 3 added the index entry records.
+// Version 3 added the index entry records, version 4 the request records (outcomes of writes
+// with an idempotency key, kept for RequestWindow).
 const (
-	snapshotVersion    = 3
+	snapshotVersion    = 4
 	minSnapshotVersion = 1
 )
 
@@ -39,7 +41,32 @@ const (
 	// indexShard marks an index entry: Column is its table, AddedID its index shard, RowKey
 	// its row key, RefKey its violation, Body an encoded snapshotEntry.
 	indexShard = -3
+	// requestShard marks a request record: RowKey is its ID, AddedID its time in microseconds,
+	// Body the record. The trailer of a version 4 stream counts them in Body (8 bytes, big
+	// endian).
+	requestShard = -4
 )
+
+// requestRecord decodes r, the request record number n, into a restore record.
+func requestRecord(r *snapshotRecord, n int64) (storage.RestoreRecord, error) {
+	id, err := uuid.FromBytes(r.RowKey)
+	if err != nil {
+		return storage.RestoreRecord{}, fmt.Errorf("%w: request record %d: %w", ErrBadSnapshot, n, err)
+	}
+	return storage.RestoreRecord{Request: &storage.RequestRecord{ID: id, CreatedAt: time.UnixMicro(r.AddedID).UTC(), Record: r.Body}}, nil
+}
+
+// trailerRequests returns the request records a trailer counts (0 before version 4), and false
+// when its Body is malformed.
+func trailerRequests(r *snapshotRecord, version int) (int64, bool) {
+	if version < 4 {
+		return 0, len(r.Body) == 0
+	}
+	if len(r.Body) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(r.Body)), true
+}
 
 // snapshotEntry is the Body of an index entry record: values packed as in index commands.
 type snapshotEntry struct {
@@ -198,7 +225,15 @@ func writeStream(ctx context.Context, w io.Writer, tx *storage.SnapshotTx, shard
 			}
 		}
 	}
-	if err := enc.Encode(&snapshotRecord{Shard: trailerShard, AddedID: info.Cells, RefKey: info.KVs, CreatedAtMicros: info.IndexEntries}); err != nil {
+	err = tx.ScanRequests(ctx, func(r storage.RequestRecord) error {
+		info.Requests++
+		return enc.Encode(&snapshotRecord{Shard: requestShard, RowKey: r.ID[:], AddedID: r.CreatedAt.UnixMicro(), Body: r.Record})
+	})
+	if err != nil {
+		return info, fmt.Errorf("request records: %w", err)
+	}
+	nreq := binary.BigEndian.AppendUint64(nil, uint64(info.Requests))
+	if err := enc.Encode(&snapshotRecord{Shard: trailerShard, AddedID: info.Cells, RefKey: info.KVs, CreatedAtMicros: info.IndexEntries, Body: nreq}); err != nil {
 		return info, err
 	}
 	if err := bw.Flush(); err != nil {
@@ -318,7 +353,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	var count, nIdx int64
+	var count, nIdx, nReq int64
 	done := false
 	records := func() (storage.RestoreRecord, error) {
 		if done {
@@ -332,12 +367,23 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		}
 		switch r.Shard {
 		case trailerShard:
-			if r.AddedID != count || r.RefKey != int64(len(kv)) || r.CreatedAtMicros != nIdx {
-				return storage.RestoreRecord{}, fmt.Errorf("%w: trailer counts %d cells, %d KV rows and %d index entries, read %d, %d and %d",
-					ErrBadSnapshot, r.AddedID, r.RefKey, r.CreatedAtMicros, count, len(kv), nIdx)
+			reqs, ok := trailerRequests(&r, h.Version)
+			if !ok || r.AddedID != count || r.RefKey != int64(len(kv)) || r.CreatedAtMicros != nIdx || reqs != nReq {
+				return storage.RestoreRecord{}, fmt.Errorf("%w: trailer counts %d cells, %d KV rows, %d index entries and %d request records, read %d, %d, %d and %d",
+					ErrBadSnapshot, r.AddedID, r.RefKey, r.CreatedAtMicros, reqs, count, len(kv), nIdx, nReq)
 			}
 			done = true
 			return storage.RestoreRecord{}, io.EOF
+		case requestShard:
+			if h.Version < 4 {
+				return storage.RestoreRecord{}, fmt.Errorf("%w: request record in a version %d stream", ErrBadSnapshot, h.Version)
+			}
+			rec, err := requestRecord(&r, nReq)
+			if err != nil {
+				return storage.RestoreRecord{}, err
+			}
+			nReq++
+			return rec, nil
 		case kvShard:
 			return storage.RestoreRecord{}, fmt.Errorf("%w: KV record after cell %d", ErrBadSnapshot, count)
 		case indexShard:

@@ -169,7 +169,8 @@ func (a *Async) Close() error {
 	return nil
 }
 
-// Put appends cells to the partition and returns one result per cell, in order. With buffered
+// Put applies one write to the partition and returns its outcome. An atomic or conditional
+// write runs on the primary master alone (putAtomic). Otherwise, with buffered
 // writes each cell is first stored in the buffer of BufferCopies other clusters' masters (the
 // same clusters for the same key, so a second body for a buffered key is a conflict), then the
 // cells are applied on the primary master. A cell the primary master did not take gets
@@ -180,10 +181,14 @@ func (a *Async) Close() error {
 // buffered writes, no master); ErrIndeterminate (some cells may be written: a buffer failed
 // after others took cells, or, without buffered writes, the master failed at commit or ctx
 // ended). Every outcome is safe to retry.
-func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]cells.Result, error) {
-	if len(cs) == 0 {
-		return nil, nil
+func (a *Async) Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
+	if len(w.Cells) == 0 {
+		return fsm.WriteResult{}, nil
 	}
+	if w.IsAtomic() {
+		return a.putAtomic(ctx, w)
+	}
+	cs := w.Cells
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	results := make([]cells.Result, len(cs))
 	pending := make([]int, 0, len(cs))
@@ -194,35 +199,43 @@ func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]cells.Result, 
 	} else {
 		var err error
 		if pending, err = a.buffer(ctx, cs, now, results); err != nil {
-			return nil, err
+			return fsm.WriteResult{}, err
 		}
 	}
 	if len(pending) == 0 {
-		return results, nil
+		return fsm.WriteResult{Cells: results}, nil
 	}
-	cmd := fsm.Command{CreatedAt: now, Cells: make([]fsm.CommandCell, len(pending))}
+	sub := fsm.Write{Cells: make([]fsm.CommandCell, len(pending))}
 	for j, i := range pending {
-		cmd.Cells[j] = cs[i]
+		sub.Cells[j] = cs[i]
 	}
-	data, err := fsm.EncodeCommand(cmd)
+	if len(pending) == len(cs) {
+		// The master records the outcome under the write's ID only when it gets the whole
+		// write: a retry whose buffers refused other cells would be another write.
+		sub.ID = w.ID
+	}
+	data, err := fsm.EncodeCommand(fsm.Command{CreatedAt: now, Writes: []fsm.Write{sub}})
 	if err != nil {
-		return nil, err
+		return fsm.WriteResult{}, err
 	}
 	res, err := a.apply(ctx, data)
-	if err == nil && res.Err == nil && len(res.Cells) == len(pending) {
+	if err == nil && res.Err == nil && len(res.Writes) == 1 && len(res.Writes[0].Cells) == len(pending) {
 		for j, i := range pending {
-			results[i] = res.Cells[j]
+			results[i] = res.Writes[0].Cells[j]
 		}
-		return results, nil
+		return fsm.WriteResult{Cells: results, Replayed: res.Writes[0].Replayed}, nil
 	}
 	if err == nil {
 		if res.Err != nil {
-			return nil, res.Err // a refused command (shard out of range): nothing written
+			return fsm.WriteResult{}, res.Err // a refused command (shard out of range): nothing written
 		}
-		err = fmt.Errorf("partition: %d results for %d cells", len(res.Cells), len(pending))
+		if len(res.Writes) == 1 && res.Writes[0].KeyReused {
+			return res.Writes[0], nil
+		}
+		err = fmt.Errorf("partition: unexpected results for %d cells", len(pending))
 	}
 	if a.cfg.BufferCopies == 0 {
-		return nil, err
+		return fsm.WriteResult{}, err
 	}
 	// The primary master did not answer: the cells are durable in the buffers.
 	a.cfg.Logger.Debug("partition: write buffered", "datastore", a.cfg.Datastore, "partition", a.cfg.Partition, "cells", len(pending), "error", err)
@@ -230,7 +243,58 @@ func (a *Async) Put(ctx context.Context, cs []fsm.CommandCell) ([]cells.Result, 
 		results[i] = cells.Result{Status: cells.StatusBuffered, CreatedAt: now}
 	}
 	a.checkConflictsOnMinion(ctx, cs, pending, results)
-	return results, nil
+	return fsm.WriteResult{Cells: results}, nil
+}
+
+// putAtomic applies an atomic or conditional write on the primary master alone, in one
+// transaction of the state machine, which checks its conditions under the partition's lock: a
+// buffer cannot check a condition, so with no master the write is refused (ErrUnavailable,
+// nothing written). Once the master committed it, its cells are copied into BufferCopies
+// buffer clusters, as every acknowledged write is; if that fails the answer is
+// ErrIndeterminate (the write is on the master, and a retry with the same ID answers its
+// outcome and copies the cells again).
+func (a *Async) putAtomic(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	data, err := fsm.EncodeCommand(fsm.Command{CreatedAt: now, Writes: []fsm.Write{w}})
+	if err != nil {
+		return fsm.WriteResult{}, err
+	}
+	res, err := a.apply(ctx, data)
+	if err != nil {
+		if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrIndeterminate) || errors.Is(err, ErrClosed) {
+			return fsm.WriteResult{}, err
+		}
+		return fsm.WriteResult{}, fmt.Errorf("%w: primary master: %w", ErrUnavailable, err)
+	}
+	if res.Err != nil {
+		return fsm.WriteResult{}, res.Err
+	}
+	if len(res.Writes) != 1 {
+		return fsm.WriteResult{}, fmt.Errorf("%w: %d results for one write", fsm.ErrUnexpectedResponse, len(res.Writes))
+	}
+	out := res.Writes[0]
+	if !out.Applied() || a.cfg.BufferCopies == 0 {
+		return out, nil
+	}
+	var copies []fsm.CommandCell
+	var at []time.Time
+	for i, r := range out.Cells {
+		if r.Status == cells.StatusCreated || r.Status == cells.StatusExists {
+			copies = append(copies, w.Cells[i])
+			at = append(at, r.CreatedAt)
+		}
+	}
+	if len(copies) == 0 {
+		return out, nil
+	}
+	created := at[0]
+	if created.IsZero() {
+		created = now
+	}
+	if _, err := a.buffer(ctx, copies, created, make([]cells.Result, len(copies))); err != nil {
+		return fsm.WriteResult{}, fmt.Errorf("%w: committed on the primary master, but the buffer copies failed: %s", ErrIndeterminate, err)
+	}
+	return out, nil
 }
 
 // buffer stores every cell in BufferCopies buffer clusters and returns the cells still to be

@@ -211,9 +211,9 @@ func (g *group) put(ctx context.Context, cs ...fsm.CommandCell) ([]cells.Result,
 	lastErr := errors.New("no replica leads")
 	for {
 		if l, ok := g.leading(); ok {
-			res, err := l.p.Put(ctx, cs)
+			res, err := l.p.Put(ctx, fsm.Write{Cells: cs})
 			if err == nil {
-				return res, nil
+				return res.Cells, nil
 			}
 			lastErr = err
 		}
@@ -315,8 +315,9 @@ func TestPutAndReadIndex(t *testing.T) {
 	l := g.leader()
 	ctx := context.Background()
 	c := testCell(t, 1)
-	res, err := l.p.Put(ctx, []fsm.CommandCell{c, c})
+	wres, err := l.p.Put(ctx, fsm.Write{Cells: []fsm.CommandCell{c, c}})
 	require.NoError(t, err, "Put on the leader")
+	res := wres.Cells
 	require.Len(t, res, 2, "one result per cell")
 	require.True(t, res[0].Status == cells.StatusCreated && res[1].Status == cells.StatusExists && res[0].AddedID == res[1].AddedID,
 		"results %+v, want created then exists with the same added_id", res)
@@ -328,7 +329,7 @@ func TestPutAndReadIndex(t *testing.T) {
 		if r == l {
 			continue
 		}
-		_, err := r.p.Put(ctx, []fsm.CommandCell{testCell(t, 2)})
+		_, err := r.p.Put(ctx, fsm.Write{Cells: []fsm.CommandCell{testCell(t, 2)}})
 		var nl *NotLeaderError
 		require.ErrorAs(t, err, &nl, "Put on follower %s, want NotLeaderError naming %s", r.id, l.id)
 		require.Equal(t, l.id, nl.LeaderID, "Put on follower %s: the leader its NotLeaderError names", r.id)
@@ -531,6 +532,6 @@ func TestPutAfterClose(t *testing.T) {
 	l := g.leader()
 	p := l.p
 	g.stop(0)
-	_, err := p.Put(context.Background(), []fsm.CommandCell{testCell(t, 1)})
+	_, err := p.Put(context.Background(), fsm.Write{Cells: []fsm.CommandCell{testCell(t, 1)}})
 	require.ErrorIs(t, err, ErrClosed, "Put after Close")
 }

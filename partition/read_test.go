@@ -24,7 +24,8 @@ func TestReadKinds(t *testing.T) {
 	c1, c2 := testCell(t, 1), testCell(t, 2)
 	c1v2 := c1
 	c1v2.Key.RefKey = 2
-	res, err := l.p.Put(ctx, []fsm.CommandCell{c1, c2, c1v2})
+	wres, err := l.p.Put(ctx, fsm.Write{Cells: []fsm.CommandCell{c1, c2, c1v2}})
+	res := wres.Cells
 	require.NoError(t, err)
 	_, err = l.p.ApplyGroup(ctx, "billing", consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1", SessionTimeout: time.Hour, Shards: 4})
 	require.NoError(t, err)
@@ -116,7 +117,7 @@ func TestReadLogWaits(t *testing.T) {
 	}()
 	require.Never(t, func() bool { return len(done) > 0 }, 200*time.Millisecond, 10*time.Millisecond,
 		"the long poll answered before any write to its shard")
-	_, err := l.p.Put(ctx, []fsm.CommandCell{c})
+	_, err := l.p.Put(ctx, fsm.Write{Cells: []fsm.CommandCell{c}})
 	require.NoError(t, err)
 	select {
 	case res := <-done:
@@ -140,7 +141,7 @@ func TestPutTimeoutIsIndeterminateWithCause(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err := l.p.Put(ctx, []fsm.CommandCell{testCell(t, 3)})
+	_, err := l.p.Put(ctx, fsm.Write{Cells: []fsm.CommandCell{testCell(t, 3)}})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrIndeterminate, "a write proposed and not committed before its deadline")
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "the cause of %q", err)

@@ -216,10 +216,11 @@ func (a *Async) replay(ctx context.Context, rows []storage.BufferedCell) {
 	}
 	for _, t := range times {
 		rs := byTime[t]
-		cmd := fsm.Command{CreatedAt: t, Cells: make([]fsm.CommandCell, len(rs))}
+		w := fsm.Write{Cells: make([]fsm.CommandCell, len(rs))}
 		for i, r := range rs {
-			cmd.Cells[i] = fsm.CommandCell{Shard: r.Shard, Key: r.Cell.Key, Body: r.Cell.Body}
+			w.Cells[i] = fsm.CommandCell{Shard: r.Shard, Key: r.Cell.Key, Body: r.Cell.Body}
 		}
+		cmd := fsm.Command{CreatedAt: t, Writes: []fsm.Write{w}}
 		data, err := fsm.EncodeCommand(cmd)
 		if err != nil {
 			continue
@@ -228,9 +229,11 @@ func (a *Async) replay(ctx context.Context, rows []storage.BufferedCell) {
 		if err != nil || res.Err != nil {
 			return // the master is still away; the next pass tries again
 		}
-		for _, c := range res.Cells {
-			if c.Status == cells.StatusCreated {
-				a.replayed.Add(1)
+		for _, wr := range res.Writes {
+			for _, c := range wr.Cells {
+				if c.Status == cells.StatusCreated {
+					a.replayed.Add(1)
+				}
 			}
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
@@ -15,49 +14,53 @@ import (
 
 // proposal is one Put call waiting to be grouped into a raft entry.
 type proposal struct {
-	cells []fsm.CommandCell
+	write fsm.Write
+	cells int
 	bytes int
 	done  chan proposalResult // buffered, receives exactly one result
 }
 
 type proposalResult struct {
-	results []cells.Result
-	err     error
+	result fsm.WriteResult
+	err    error
 }
 
-// Put appends cells to the partition and returns one result per cell, in order. It must be
-// called on the leader (else *NotLeaderError, nothing done). It blocks until the entry holding
-// the cells is committed and applied on this replica, or ctx ends.
+// Put applies one write (cells to append, with its idempotency key, conditions and atomicity:
+// fsm.Write) to the partition and returns its outcome. It must be called on the leader (else
+// *NotLeaderError, nothing done). It blocks until the entry holding the write is committed and
+// applied on this replica, or ctx ends. A write with no cells answers a zero result at once.
 //
 // Errors: *NotLeaderError and ErrUnavailable mean nothing was written; ErrIndeterminate means the
-// cells may or may not be written (ctx ended or leadership was lost after proposing); fsm errors
-// (fsm.ErrShardOutOfRange) are returned as they are. Every outcome is safe to retry.
-func (p *Raft) Put(ctx context.Context, cells []fsm.CommandCell) ([]cells.Result, error) {
+// write may or may not be applied (ctx ended or leadership was lost after proposing); fsm errors
+// (fsm.ErrShardOutOfRange) are returned as they are. Every outcome is safe to retry, and a
+// write with an ID retried within fsm.RequestWindow answers its first outcome.
+func (p *Raft) Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
 	if p.closed.Load() {
-		return nil, ErrClosed
+		return fsm.WriteResult{}, ErrClosed
 	}
 	if !p.IsLeader() {
-		return nil, p.notLeader()
+		return fsm.WriteResult{}, p.notLeader()
 	}
-	if len(cells) == 0 {
-		return nil, nil
+	if len(w.Cells) == 0 {
+		return fsm.WriteResult{}, nil
 	}
-	pr := &proposal{cells: cells, done: make(chan proposalResult, 1)}
-	for _, c := range cells {
+	pr := &proposal{write: w, cells: len(w.Cells), done: make(chan proposalResult, 1)}
+	for _, c := range w.Cells {
 		pr.bytes += len(c.Body) + len(c.Key.ColumnKey) + 32
 	}
+	pr.bytes += 64 * len(w.Conditions)
 	select {
 	case p.queue <- pr:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		return fsm.WriteResult{}, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	default:
-		return nil, fmt.Errorf("%w: write queue full", ErrUnavailable)
+		return fsm.WriteResult{}, fmt.Errorf("%w: write queue full", ErrUnavailable)
 	}
 	select {
 	case r := <-pr.done:
-		return r.results, r.err
+		return r.result, r.err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrIndeterminate, ctx.Err())
+		return fsm.WriteResult{}, fmt.Errorf("%w: %w", ErrIndeterminate, ctx.Err())
 	}
 }
 
@@ -77,11 +80,11 @@ func (p *Raft) batchLoop() {
 		batch := make([]*proposal, 0, 8)
 		n, size := 0, 0
 		if held != nil {
-			batch, n, size, held = append(batch, held), len(held.cells), held.bytes, nil
+			batch, n, size, held = append(batch, held), held.cells, held.bytes, nil
 		} else {
 			select {
 			case pr := <-p.queue:
-				batch, n, size = append(batch, pr), len(pr.cells), pr.bytes
+				batch, n, size = append(batch, pr), pr.cells, pr.bytes
 			case <-p.stop:
 				<-p.slots
 				p.failQueued(nil)
@@ -92,12 +95,12 @@ func (p *Raft) batchLoop() {
 		for n < p.cfg.MaxBatchCells && size < p.cfg.MaxBatchBytes {
 			select {
 			case pr := <-p.queue:
-				if n+len(pr.cells) > p.cfg.MaxBatchCells || size+pr.bytes > p.cfg.MaxBatchBytes {
+				if n+pr.cells > p.cfg.MaxBatchCells || size+pr.bytes > p.cfg.MaxBatchBytes {
 					held = pr
 					break drain
 				}
 				batch = append(batch, pr)
-				n += len(pr.cells)
+				n += pr.cells
 				size += pr.bytes
 			default:
 				break drain
@@ -123,9 +126,9 @@ func (p *Raft) failQueued(held *proposal) {
 }
 
 func (p *Raft) propose(batch []*proposal, n int) {
-	cmd := fsm.Command{CreatedAt: time.Now().UTC().Truncate(time.Microsecond), Cells: make([]fsm.CommandCell, 0, n)}
-	for _, pr := range batch {
-		cmd.Cells = append(cmd.Cells, pr.cells...)
+	cmd := fsm.Command{CreatedAt: time.Now().UTC().Truncate(time.Microsecond), Writes: make([]fsm.Write, len(batch))}
+	for i, pr := range batch {
+		cmd.Writes[i] = pr.write
 	}
 	release := func(err error) {
 		for _, pr := range batch {
@@ -144,15 +147,16 @@ func (p *Raft) propose(batch []*proposal, n int) {
 	go func() {
 		defer p.wg.Done()
 		results, err := fsm.ResponseOf(future)
+		if err == nil && len(results) != len(batch) {
+			err = fmt.Errorf("%w: %d results for %d writes", fsm.ErrUnexpectedResponse, len(results), len(batch))
+		}
 		if err != nil {
 			release(p.classify(err))
 			return
 		}
 		committed()
-		off := 0
-		for _, pr := range batch {
-			pr.done <- proposalResult{results: results[off : off+len(pr.cells)]}
-			off += len(pr.cells)
+		for i, pr := range batch {
+			pr.done <- proposalResult{result: results[i]}
 		}
 		<-p.slots
 	}()

@@ -75,7 +75,7 @@ func (p *PartitionStore) DropCopy(ctx context.Context) error {
 	if _, err := p.write.ExecContext(ctx, "DELETE FROM "+p.d.kv+where, args...); err != nil {
 		return p.fail("delete the KV rows", err)
 	}
-	return nil
+	return p.deleteRequests(ctx, p.write)
 }
 
 // BufferHighID returns the highest id of the buffer rows of datastore's partition (0 when there

@@ -60,6 +60,8 @@ type dialect struct {
 	// partition columns, and every statement on it is scoped by them; in SQLite the table is
 	// the partition file's own.
 	kvScoped bool
+	// requests is the qualified, quoted requests table (RequestRecord), scoped like kv.
+	requests string
 	// upsertKV inserts or replaces a KV row; args: datastore and partition if kvScoped, then
 	// key and value (both []byte).
 	upsertKV string

@@ -95,6 +95,15 @@ func OpenMySQL(ctx context.Context, cfg MySQLConfig) (*Store, error) {
 			"\tv LONGBLOB NOT NULL,\n" +
 			"\tPRIMARY KEY (datastore, `partition`, k)\n" +
 			") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+		"CREATE TABLE IF NOT EXISTS " + meta + ".`requests` (\n" +
+			"\tdatastore VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n" +
+			"\t`partition` INT NOT NULL,\n" +
+			"\tid BINARY(16) NOT NULL,\n" +
+			"\tcreated_at BIGINT NOT NULL,\n" +
+			"\trecord BLOB NOT NULL,\n" +
+			"\tPRIMARY KEY (datastore, `partition`, id),\n" +
+			"\tKEY by_time (datastore, `partition`, created_at)\n" +
+			") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
 		bufferDDL(meta),
 		placementDDL(meta),
 	}
@@ -151,6 +160,7 @@ func mysqlDialect(prefix, datastore string, insertBytes int) *dialect {
 			"schema_version = VALUES(schema_version)", prefix),
 		kv:       fmt.Sprintf("`%s_meta`.`kv`", prefix),
 		kvScoped: true,
+		requests: fmt.Sprintf("`%s_meta`.`requests`", prefix),
 		upsertKV: fmt.Sprintf("INSERT INTO `%s_meta`.`kv` (datastore, `partition`, k, v) VALUES (?, ?, ?, ?) "+
 			"ON DUPLICATE KEY UPDATE v = VALUES(v)", prefix),
 		// The read view is taken by START TRANSACTION itself, covering every table of the

@@ -160,13 +160,15 @@ func (s *SnapshotTx) Close() error {
 	return nil
 }
 
-// RestoreRecord is one record of the stream Restore reads: a cell of Shard when Index is "",
-// else the entry of index table Index (one of the tables given to Restore) on Shard.
+// RestoreRecord is one record of the stream Restore reads: a request record when Request is
+// set (Shard is ignored), else a cell of Shard when Index is "", else the entry of index table
+// Index (one of the tables given to Restore) on Shard.
 type RestoreRecord struct {
-	Shard int
-	Cell  cells.Cell
-	Index string
-	Entry IndexEntry
+	Shard   int
+	Cell    cells.Cell
+	Index   string
+	Entry   IndexEntry
+	Request *RequestRecord
 }
 
 // Restore replaces the partition's tables with the records next yields, its KV rows with kv
@@ -254,6 +256,10 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 	if err := p.replaceKV(ctx, tx, kv); err != nil {
 		return err
 	}
+	if err := p.deleteRequests(ctx, tx); err != nil {
+		return err
+	}
+	var reqBuf []RequestRecord
 	// One buffer, of cells or of entries, for the (shard, index) of the last record.
 	var (
 		cellBuf  []cells.Cell
@@ -288,6 +294,15 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 		if err != nil {
 			return fmt.Errorf("storage: restore: record %d: %w", n, err)
 		}
+		if r.Request != nil {
+			if reqBuf = append(reqBuf, *r.Request); len(reqBuf) >= p.d.insertRows {
+				if err := p.insertRequests(ctx, tx, reqBuf); err != nil {
+					return fmt.Errorf("storage: restore: %w", err)
+				}
+				reqBuf = reqBuf[:0]
+			}
+			continue
+		}
 		if !p.shards.Contains(r.Shard) {
 			return fmt.Errorf("storage: restore: record %d: %w: shard %d, range [%d, %d]", n, ErrShardRange, r.Shard, p.shards.First, p.shards.Last)
 		}
@@ -315,6 +330,9 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 	}
 	if err := flush(); err != nil {
 		return err
+	}
+	if err := p.insertRequests(ctx, tx, reqBuf); err != nil {
+		return fmt.Errorf("storage: restore: %w", err)
 	}
 	if err := setApplied(ctx, stmtQueryer{tx: tx, q: p.d.upsertApplied}, p, applied); err != nil {
 		return fmt.Errorf("storage: restore: %w", err)

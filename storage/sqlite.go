@@ -90,6 +90,7 @@ func sqliteDialect() *dialect {
 			"VALUES (?, ?, ?, ?, ?) ON CONFLICT (datastore, `partition`) DO UPDATE SET " +
 			"applied_index = excluded.applied_index, applied_term = excluded.applied_term, schema_version = excluded.schema_version",
 		kv:       "kv",
+		requests: "requests",
 		upsertKV: "INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
 		// BEGIN is deferred: the first read (of the meta row) takes the WAL snapshot, and the
 		// transaction keeps it until it ends.
@@ -115,6 +116,16 @@ const sqliteKVDDL = "CREATE TABLE IF NOT EXISTS kv (\n" +
 	"\tv BLOB NOT NULL\n" +
 	") STRICT"
 
+// sqliteRequestsDDL creates the partition's requests table and its index by time.
+var sqliteRequestsDDL = []string{
+	"CREATE TABLE IF NOT EXISTS requests (\n" +
+		"\tid BLOB NOT NULL PRIMARY KEY,\n" +
+		"\tcreated_at INTEGER NOT NULL,\n" +
+		"\trecord BLOB NOT NULL\n" +
+		") STRICT",
+	"CREATE INDEX IF NOT EXISTS requests_by_time ON requests (created_at)",
+}
+
 // openSQLitePartition opens the file of partition id, creating its meta and KV tables if
 // missing: a writer pool of one connection (BEGIN IMMEDIATE) and a reader pool of
 // cfg.ReadConns query-only connections, both in WAL mode.
@@ -133,7 +144,7 @@ func openSQLitePartition(ctx context.Context, cfg SQLiteConfig, id PartitionID) 
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
-	for _, stmt := range []string{sqliteMetaDDL, sqliteKVDDL} {
+	for _, stmt := range append([]string{sqliteMetaDDL, sqliteKVDDL}, sqliteRequestsDDL...) {
 		if _, err := write.ExecContext(ctx, stmt); err != nil {
 			return nil, nil, nil, false, errors.Join(fmt.Errorf("storage: open %s: %w", path, err), write.Close())
 		}

@@ -369,3 +369,22 @@ func (s stmtQueryer) Exec(ctx context.Context, args ...any) (sql.Result, error) 
 	}
 	return s.tx.ExecContext(ctx, s.q, args...)
 }
+
+// LatestRefKey returns the highest ref key stored in shard under rowKey and column (including
+// cells this transaction inserted), and false when the column has no cell (or the shard has no
+// table yet). One probe of the unique key.
+func (tx *WriteTx) LatestRefKey(ctx context.Context, shard int, rowKey [16]byte, column string) (int64, bool, error) {
+	if err := tx.check(shard); err != nil {
+		return 0, false, err
+	}
+	q := "SELECT ref_key FROM " + tx.p.d.entity(shard) + " WHERE row_key = ? AND column_name = ? ORDER BY ref_key DESC LIMIT 1"
+	var ref int64
+	err := tx.tx.QueryRowContext(ctx, q, rowKey[:], column).Scan(&ref)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || isNoTable(err):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, tx.p.fail(fmt.Sprintf("latest ref key in shard %d", shard), err)
+	}
+	return ref, true, nil
+}

@@ -438,7 +438,28 @@ const (
 	CodeIndeterminate   = "indeterminate" // 504; a write that may still commit; safe to retry
 	CodeInternal        = "internal"      // 500
 	CodeUnimplemented   = "unimplemented" // 501: a server without backups, or an async datastore's backup
+	// CodePreconditionFailed (412): a conditional write or a transaction whose conditions did
+	// not hold when it was applied; nothing was written. The error names the column's latest
+	// ref key (put_cell: LatestRefKey) or each failed condition (transactions: Failed).
+	CodePreconditionFailed = "precondition_failed"
+	// CodeCrossPartition (400): a transaction names rows of more than one partition.
+	CodeCrossPartition = "cross_partition"
+	// CodeIdempotencyKeyReused (422): the request's idempotency key was used within the
+	// window for a different request; nothing was written.
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	// CodeSchemaViolation (400): a cell's body violates the latest schema of its column; Field
+	// names the cell and the JSON pointer of the failing field; nothing was written.
+	CodeSchemaViolation = "schema_violation"
 )
+
+// HeaderIdempotencyKey names a write request (put_cell, put_cells, transactions): 1 to 128
+// printable ASCII bytes. A retry with the same key within the window (10 minutes) is answered
+// with the first attempt's outcome instead of being applied again.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// HeaderReplayed is set to "true" on the answer to a write that repeated an idempotency key:
+// the answer is the recorded outcome of the first attempt.
+const HeaderReplayed = "Schemaless-Replayed"
 
 // ErrorBody is the JSON of every error answer: {"error":{"code","message","field"}}. Field
 // names the request field at fault for invalid_argument and too_large ("cells[3].ref_key").
@@ -451,6 +472,13 @@ type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// LatestRefKey (precondition_failed of a conditional put_cell) is the column's latest ref
+	// key when the write was applied: a number, or null when the column has no cell.
+	LatestRefKey json.RawMessage `json:"latest_ref_key,omitempty"`
+	// Failed (precondition_failed of a transaction) lists the conditions that did not hold.
+	Failed []ConditionFailure `json:"failed,omitempty"`
+	// Conflicts (conflict of a transaction) lists the writes whose key holds another body.
+	Conflicts []int `json:"conflicts,omitempty"`
 }
 
 // ClusterStatus answers GET /v1/cluster: this node's view of the cluster.

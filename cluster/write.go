@@ -1,0 +1,235 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/fsm"
+)
+
+// ErrCrossPartition: an atomic write (a transaction or a conditional write) names rows of more
+// than one partition; nothing was written. The message names the rows and their partitions.
+var ErrCrossPartition = errors.New("cluster: rows of more than one partition")
+
+// ErrBadWrite: a write request the node refuses before sending it (too many conditions, an
+// idempotency key too long); nothing was written.
+var ErrBadWrite = errors.New("cluster: bad write request")
+
+// Limits of a write request that the node enforces itself (the API enforces the body and batch
+// limits before).
+const (
+	// MaxConditions bounds the conditions of one transaction.
+	MaxConditions = 100
+	// MaxIdempotencyKeyBytes bounds a client's idempotency key.
+	MaxIdempotencyKeyBytes = 128
+)
+
+// idempotencyNamespace is the UUID namespace of the request IDs made from clients' keys.
+var idempotencyNamespace = uuid.MustParse("9d6c1f3a-5f0e-4c1e-9a57-2f0c3b6b8e41")
+
+// Condition is one compare part of a transaction: the column's latest ref key must be
+// LatestRefKey, or, with None, the column must have no cell.
+type Condition struct {
+	RowKey       uuid.UUID
+	ColumnKey    string
+	LatestRefKey int64
+	None         bool
+}
+
+// WriteRequest is one client write: cells to append and what the client asks of them.
+//
+// With no Conditions and Atomic false the cells may span partitions; each partition applies
+// its share as one write (all of a partition's cells in one raft entry), and the request as a
+// whole is not atomic. With Conditions or Atomic every row (of cells and conditions) must be
+// in one partition (else ErrCrossPartition), and the partition applies the request all or
+// nothing, linearizably, when every condition holds at apply time.
+//
+// IdempotencyKey names the request (1 to MaxIdempotencyKeyBytes bytes; "" lets the node make
+// one for its own retries): a request with a key that a partition applied within
+// fsm.RequestWindow is answered with its first outcome.
+type WriteRequest struct {
+	Cells          []cells.Cell
+	Conditions     []Condition
+	Atomic         bool
+	IdempotencyKey string
+}
+
+// WriteResponse is the outcome of a WriteRequest: one result per cell when it was applied, or
+// why it was refused (Failed, Conflict, Violation, KeyReused; nothing written). Partition is the
+// partition of an atomic request (-1 otherwise). Replayed says a partition answered a recorded
+// outcome.
+type WriteResponse struct {
+	Cells     []cells.Result
+	Partition int
+	Failed    []fsm.ConditionFailure
+	Conflict  bool
+	Violation *fsm.SchemaViolation
+	KeyReused bool
+	Replayed  bool
+}
+
+// Applied reports whether the request was applied (not refused).
+func (r *WriteResponse) Applied() bool {
+	return len(r.Failed) == 0 && !r.Conflict && r.Violation == nil && !r.KeyReused
+}
+
+// requestID returns the ID of the share of a request that partition pid applies: made from the
+// client's key, or random (the same for every retry of this call).
+func requestID(ds string, pid int, key string) uuid.UUID {
+	if key == "" {
+		return uuid.New()
+	}
+	return uuid.NewSHA1(idempotencyNamespace, []byte(ds+"\x00"+strconv.Itoa(pid)+"\x00"+key))
+}
+
+// Write applies req to datastore ds (see WriteRequest). It blocks until every partition's share
+// is applied on its leader, or ctx ends.
+//
+// Errors: ErrUnknownDatastore; ErrCrossPartition; ErrBadWrite for a request the node
+// refuses before sending (too many conditions, a key too long); partition.ErrUnavailable when
+// nothing was written; partition.ErrIndeterminate when some or all of it may have been
+// applied. A refusal by the partition (a condition, a conflict of an atomic request, a schema,
+// a reused key) is not an error: see WriteResponse.
+func (n *Node) Write(ctx context.Context, ds string, req WriteRequest) (WriteResponse, error) {
+	d, err := n.datastore(ds)
+	if err != nil {
+		return WriteResponse{}, err
+	}
+	if len(req.IdempotencyKey) > MaxIdempotencyKeyBytes {
+		return WriteResponse{}, fmt.Errorf("%w: idempotency key of %d bytes, at most %d", ErrBadWrite, len(req.IdempotencyKey), MaxIdempotencyKeyBytes)
+	}
+	if len(req.Conditions) > MaxConditions {
+		return WriteResponse{}, fmt.Errorf("%w: %d conditions, at most %d", ErrBadWrite, len(req.Conditions), MaxConditions)
+	}
+	if len(req.Conditions) > 0 || req.Atomic {
+		return n.writeAtomic(ctx, d, req)
+	}
+	groups := map[*route][]int{}
+	var order []*route
+	for i, c := range req.Cells {
+		r := d.routeOf(cells.ShardOf(c.RowKey, d.spec.Shards))
+		if _, ok := groups[r]; !ok {
+			order = append(order, r)
+		}
+		groups[r] = append(groups[r], i)
+	}
+	out := WriteResponse{Cells: make([]cells.Result, len(req.Cells)), Partition: -1}
+	results := make([]fsm.WriteResult, len(order))
+	errs := make([]error, len(order))
+	var wg sync.WaitGroup
+	for gi, r := range order {
+		idx := groups[r]
+		w := fsm.Write{ID: requestID(ds, r.spec.ID, req.IdempotencyKey), Cells: make([]fsm.CommandCell, len(idx))}
+		for j, i := range idx {
+			c := req.Cells[i]
+			w.Cells[j] = fsm.CommandCell{Shard: cells.ShardOf(c.RowKey, d.spec.Shards), Key: c.Key, Body: c.Body}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[gi], errs[gi] = n.putPartition(ctx, ds, r, w)
+		}()
+	}
+	wg.Wait()
+	if err := combineWriteErrors(errs); err != nil {
+		return WriteResponse{}, err
+	}
+	for gi, r := range order {
+		res := results[gi]
+		out.Replayed = out.Replayed || res.Replayed
+		if !res.Applied() {
+			// A share refused by its partition (a reused key, a schema): report it; other
+			// partitions' shares may be applied.
+			out.KeyReused = out.KeyReused || res.KeyReused
+			if out.Violation == nil && res.Violation != nil {
+				v := *res.Violation
+				v.Cell = groups[r][v.Cell]
+				out.Violation = &v
+			}
+			continue
+		}
+		for j, i := range groups[r] {
+			out.Cells[i] = res.Cells[j]
+		}
+	}
+	return out, nil
+}
+
+// writeAtomic applies an atomic request on its one partition.
+func (n *Node) writeAtomic(ctx context.Context, d *datastore, req WriteRequest) (WriteResponse, error) {
+	type where struct {
+		row string
+		pid int
+	}
+	var (
+		r     *route
+		seen  []where
+		cross bool
+	)
+	note := func(row uuid.UUID) int {
+		shard := cells.ShardOf(row, d.spec.Shards)
+		rr := d.routeOf(shard)
+		if r == nil {
+			r = rr
+		} else if rr != r {
+			cross = true
+		}
+		seen = append(seen, where{row.String(), rr.spec.ID})
+		return shard
+	}
+	w := fsm.Write{Atomic: true, Cells: make([]fsm.CommandCell, len(req.Cells))}
+	for i, c := range req.Cells {
+		w.Cells[i] = fsm.CommandCell{Shard: note(c.RowKey), Key: c.Key, Body: c.Body}
+	}
+	for _, c := range req.Conditions {
+		w.Conditions = append(w.Conditions, fsm.Condition{Shard: note(c.RowKey), RowKey: c.RowKey, ColumnKey: c.ColumnKey,
+			LatestRefKey: c.LatestRefKey, None: c.None})
+	}
+	if r == nil {
+		return WriteResponse{Partition: -1}, nil
+	}
+	if cross {
+		byPart := map[int][]string{}
+		for _, s := range seen {
+			if !containsString(byPart[s.pid], s.row) {
+				byPart[s.pid] = append(byPart[s.pid], s.row)
+			}
+		}
+		pids := make([]int, 0, len(byPart))
+		for p := range byPart {
+			pids = append(pids, p)
+		}
+		sort.Ints(pids)
+		parts := make([]string, len(pids))
+		for i, p := range pids {
+			parts[i] = fmt.Sprintf("partition %d: %s", p, strings.Join(byPart[p], ", "))
+		}
+		return WriteResponse{}, fmt.Errorf("%w: %s", ErrCrossPartition, strings.Join(parts, "; "))
+	}
+	w.ID = requestID(d.spec.Name, r.spec.ID, req.IdempotencyKey)
+	if len(w.Cells) == 0 {
+		return WriteResponse{Partition: r.spec.ID}, nil
+	}
+	res, err := n.putPartition(ctx, d.spec.Name, r, w)
+	if err != nil {
+		return WriteResponse{}, err
+	}
+	return WriteResponse{Cells: res.Cells, Partition: r.spec.ID, Failed: res.Failed, Conflict: res.Conflict,
+		Violation: res.Violation, KeyReused: res.KeyReused, Replayed: res.Replayed}, nil
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

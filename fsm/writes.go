@@ -1,0 +1,515 @@
+package fsm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/storage"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// pruneEvery is how often (in entry time) the FSM deletes request records older than
+// RequestWindow, and pruneLimit how many at most per batch. Pruning is physical clean-up only:
+// a record older than the window is ignored whether or not it is still stored, so replicas that
+// prune at other moments still decide alike.
+const (
+	pruneEvery = time.Second
+	pruneLimit = 1000
+)
+
+// item is one cell of a write being applied: the entry, write and cell indexes, and the cell.
+type item struct {
+	e, w, c int
+	cell    *CommandCell
+	at      time.Time
+}
+
+// colKey names a column of a row in a shard, for conditions.
+type colKey struct {
+	shard int
+	row   uuid.UUID
+	col   string
+}
+
+type latestRef struct {
+	ref int64
+	ok  bool
+}
+
+// applyWrites decides and stores the writes of the cell commands of entries inside tx, given
+// the next added_id base of every shard they touch (next, updated). It fills each entry's res.
+func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []entry, next map[int]int64) error {
+	var ids []uuid.UUID
+	for i := range entries {
+		e := &entries[i]
+		e.res = make([]WriteResult, len(e.cmd.Writes))
+		for j := range e.cmd.Writes {
+			if id := e.cmd.Writes[j].ID; id != uuid.Nil {
+				ids = append(ids, id)
+			}
+		}
+	}
+	var recs map[uuid.UUID]storage.RequestRecord
+	if len(ids) > 0 {
+		var err error
+		if recs, err = tx.LookupRequests(ctx, ids); err != nil {
+			return fmt.Errorf("look up request records: %w", err)
+		}
+	}
+	// known holds, by ID, the write whose outcome answers a later write with that ID: a
+	// stored record (rec set) or the first write of the ID in this batch (ref).
+	type known struct {
+		fp  uint64
+		rec *WriteResult
+		ref writeRef
+	}
+	seen := map[uuid.UUID]known{}
+	type dup struct {
+		e, w int
+		fp   uint64
+	}
+	var (
+		dups    []dup
+		active  []writeRef // writes to decide, in log order
+		atomic  bool
+		lastAt  time.Time
+		toStore []writeRef
+	)
+	for i := range entries {
+		e := &entries[i]
+		lastAt = e.cmd.CreatedAt
+		for j := range e.cmd.Writes {
+			w := &e.cmd.Writes[j]
+			r := writeRef{e: i, w: j}
+			if w.ID != uuid.Nil {
+				r.fp = fingerprint(w)
+				k, ok := seen[w.ID]
+				if !ok {
+					if rec, stored := recs[w.ID]; stored && !rec.CreatedAt.Before(e.cmd.CreatedAt.Add(-RequestWindow)) {
+						out, fp, err := decodeRecord(rec.Record)
+						if err != nil {
+							return fmt.Errorf("request record %s: %w", w.ID, err)
+						}
+						k, ok = known{fp: fp, rec: &out}, true
+						seen[w.ID] = k
+					}
+				}
+				if ok {
+					if k.rec != nil {
+						out := WriteResult{KeyReused: true}
+						if k.fp == r.fp {
+							out = *k.rec
+							out.Cells = append([]cells.Result(nil), k.rec.Cells...)
+						}
+						out.Replayed = true
+						e.res[j] = out
+					} else {
+						dups = append(dups, dup{e: i, w: j, fp: r.fp})
+					}
+					continue
+				}
+				seen[w.ID] = known{fp: r.fp, ref: r}
+				toStore = append(toStore, r)
+			}
+			v, err := f.validateWrite(ctx, tx, w)
+			if err != nil {
+				return err
+			}
+			if v != nil {
+				e.res[j] = WriteResult{Violation: v}
+				continue
+			}
+			atomic = atomic || w.IsAtomic()
+			active = append(active, r)
+		}
+	}
+	var items []item
+	for _, r := range active {
+		e := &entries[r.e]
+		w := &e.cmd.Writes[r.w]
+		e.res[r.w].Cells = make([]cells.Result, len(w.Cells))
+		for c := range w.Cells {
+			items = append(items, item{e: r.e, w: r.w, c: c, cell: &w.Cells[c], at: e.cmd.CreatedAt})
+		}
+	}
+	var err error
+	if atomic {
+		err = f.decideInOrder(ctx, tx, entries, active, items, next)
+	} else {
+		err = f.decideByShard(ctx, tx, entries, items, next)
+	}
+	if err != nil {
+		return err
+	}
+	for _, d := range dups {
+		k := seen[entries[d.e].cmd.Writes[d.w].ID]
+		out := WriteResult{KeyReused: true}
+		if k.fp == d.fp {
+			out = entries[k.ref.e].res[k.ref.w]
+			out.Cells = append([]cells.Result(nil), out.Cells...)
+		}
+		out.Replayed = true
+		entries[d.e].res[d.w] = out
+	}
+	if len(toStore) > 0 {
+		rs := make([]storage.RequestRecord, len(toStore))
+		for i, r := range toStore {
+			e := &entries[r.e]
+			b, err := encodeRecord(&e.res[r.w], r.fp)
+			if err != nil {
+				return err
+			}
+			rs[i] = storage.RequestRecord{ID: e.cmd.Writes[r.w].ID, CreatedAt: e.cmd.CreatedAt, Record: b}
+		}
+		if err := tx.PutRequests(ctx, rs); err != nil {
+			return fmt.Errorf("store %d request records: %w", len(rs), err)
+		}
+	}
+	if !lastAt.IsZero() && !lastAt.Before(f.pruneAt) {
+		if _, err := tx.PruneRequests(ctx, lastAt.Add(-RequestWindow), pruneLimit); err != nil {
+			return fmt.Errorf("prune request records: %w", err)
+		}
+		f.pruneAt = lastAt.Add(pruneEvery)
+	}
+	return nil
+}
+
+// decideByShard decides the cells of writes that are none of them atomic: each shard's cells
+// are inserted first and looked up only when the INSERT meets a stored key (ErrDuplicate,
+// nothing of the shard's INSERT kept): a retried write is rare, and the unique key answers the
+// common case without a SELECT per cell.
+func (f *FSM) decideByShard(ctx context.Context, tx *storage.WriteTx, entries []entry, items []item, next map[int]int64) error {
+	for _, s := range sortedShards(items) {
+		base := next[s]
+		id, inserts, err := resolveShard(entries, items, s, base, nil)
+		if err != nil {
+			return err
+		}
+		err = tx.Insert(ctx, s, inserts)
+		if errors.Is(err, storage.ErrDuplicate) {
+			found, lerr := tx.Lookup(ctx, s, shardKeys(items, s))
+			if lerr != nil {
+				return fmt.Errorf("lookup in shard %d: %w", s, lerr)
+			}
+			if id, inserts, err = resolveShard(entries, items, s, base, found); err != nil {
+				return err
+			}
+			err = nil
+			if len(inserts) > 0 {
+				err = tx.Insert(ctx, s, inserts)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("insert into shard %d: %w", s, err)
+		}
+		next[s] = id
+	}
+	return nil
+}
+
+// decideInOrder decides every write in log order, for batches holding an atomic write: it
+// looks up every key and every condition's column first, then checks each write's conditions
+// and (atomic writes) conflicts against the store and the writes before it, and stores the
+// cells of the writes that hold.
+func (f *FSM) decideInOrder(ctx context.Context, tx *storage.WriteTx, entries []entry, active []writeRef, items []item, next map[int]int64) error {
+	shards := sortedShards(items)
+	found := make(map[int]map[cells.Key]storage.Existing, len(shards))
+	for _, s := range shards {
+		m, err := tx.Lookup(ctx, s, shardKeys(items, s))
+		if err != nil {
+			return fmt.Errorf("lookup in shard %d: %w", s, err)
+		}
+		found[s] = m
+	}
+	latest := map[colKey]latestRef{}
+	for _, r := range active {
+		for _, c := range entries[r.e].cmd.Writes[r.w].Conditions {
+			k := colKey{c.Shard, c.RowKey, c.ColumnKey}
+			if _, ok := latest[k]; ok {
+				continue
+			}
+			ref, ok, err := tx.LatestRefKey(ctx, c.Shard, c.RowKey, c.ColumnKey)
+			if err != nil {
+				return fmt.Errorf("latest ref key of condition: %w", err)
+			}
+			latest[k] = latestRef{ref, ok}
+		}
+	}
+	batch := map[cells.Key]storage.Existing{}
+	existing := func(c *CommandCell) (storage.Existing, bool) {
+		if ex, ok := found[c.Shard][c.Key]; ok {
+			return ex, true
+		}
+		ex, ok := batch[c.Key]
+		return ex, ok
+	}
+	inserts := map[int][]cells.Cell{}
+	for _, r := range active {
+		e := &entries[r.e]
+		w := &e.cmd.Writes[r.w]
+		res := &e.res[r.w]
+		for i, c := range w.Conditions {
+			cur := latest[colKey{c.Shard, c.RowKey, c.ColumnKey}]
+			holds := cur.ok && cur.ref == c.LatestRefKey
+			if c.None {
+				holds = !cur.ok
+			}
+			if !holds {
+				res.Failed = append(res.Failed, ConditionFailure{Index: i, LatestRefKey: cur.ref, Found: cur.ok})
+			}
+		}
+		if len(res.Failed) > 0 {
+			res.Cells = nil
+			continue
+		}
+		if w.IsAtomic() {
+			for i := range w.Cells {
+				c := &w.Cells[i]
+				if ex, ok := existing(c); ok {
+					same, err := cells.SameBody(ex.Body, c.Body)
+					if err != nil {
+						return fmt.Errorf("compare body of %s: %w", c.Key, err)
+					}
+					if !same {
+						res.Conflict = true
+						res.Cells[i] = cells.Result{Status: cells.StatusConflict, AddedID: ex.AddedID, CreatedAt: ex.CreatedAt}
+					}
+				}
+			}
+			if res.Conflict {
+				continue
+			}
+		}
+		for i := range w.Cells {
+			c := &w.Cells[i]
+			if ex, ok := existing(c); ok {
+				same, err := cells.SameBody(ex.Body, c.Body)
+				if err != nil {
+					return fmt.Errorf("compare body of %s: %w", c.Key, err)
+				}
+				st := cells.StatusConflict
+				if same {
+					st = cells.StatusExists
+				}
+				res.Cells[i] = cells.Result{Status: st, AddedID: ex.AddedID, CreatedAt: ex.CreatedAt}
+				continue
+			}
+			next[c.Shard]++
+			cell := cells.Cell{Key: c.Key, Body: c.Body, AddedID: next[c.Shard], CreatedAt: e.cmd.CreatedAt}
+			inserts[c.Shard] = append(inserts[c.Shard], cell)
+			batch[c.Key] = storage.Existing{AddedID: cell.AddedID, Body: cell.Body, CreatedAt: cell.CreatedAt}
+			res.Cells[i] = cells.Result{Status: cells.StatusCreated, AddedID: cell.AddedID, CreatedAt: cell.CreatedAt}
+			k := colKey{c.Shard, c.Key.RowKey, c.Key.ColumnKey}
+			if cur, tracked := latest[k]; tracked && (!cur.ok || c.Key.RefKey > cur.ref) {
+				latest[k] = latestRef{c.Key.RefKey, true}
+			}
+		}
+	}
+	for _, s := range shards {
+		if len(inserts[s]) == 0 {
+			continue
+		}
+		if err := tx.Insert(ctx, s, inserts[s]); err != nil {
+			return fmt.Errorf("insert into shard %d: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// writeRef names a write of a batch: entry e (-1: a write answered from its record), write w,
+// and its fingerprint.
+type writeRef struct {
+	e, w int
+	fp   uint64
+}
+
+// sortedShards returns the shards of items, ascending.
+func sortedShards(items []item) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, it := range items {
+		if !seen[it.cell.Shard] {
+			seen[it.cell.Shard] = true
+			out = append(out, it.cell.Shard)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// shardKeys returns the keys of the cells of shard in items (a key may come twice).
+func shardKeys(items []item, shard int) []cells.Key {
+	var keys []cells.Key
+	for _, it := range items {
+		if it.cell.Shard == shard {
+			keys = append(keys, it.cell.Key)
+		}
+	}
+	return keys
+}
+
+// resolveShard decides the outcome of every cell of shard in items, in log order, given the
+// cells stored before the batch (found; nil: none): a key stored before or earlier in the
+// batch is exists (same body) or conflict, any other is created with the next added_id after
+// base. It writes the cells' results into their entries' res and returns the last added_id
+// given and the cells to insert, in added_id order.
+func resolveShard(entries []entry, items []item, shard int, base int64, found map[cells.Key]storage.Existing) (int64, []cells.Cell, error) {
+	var inserts []cells.Cell
+	var batch map[cells.Key]storage.Existing // cells created earlier in this batch
+	id := base
+	for _, it := range items {
+		c := it.cell
+		if c.Shard != shard {
+			continue
+		}
+		out := &entries[it.e].res[it.w].Cells[it.c]
+		ex, ok := found[c.Key]
+		if !ok {
+			ex, ok = batch[c.Key]
+		}
+		if ok {
+			same, err := cells.SameBody(ex.Body, c.Body)
+			if err != nil {
+				return 0, nil, fmt.Errorf("compare body of %s: %w", c.Key, err)
+			}
+			st := cells.StatusConflict
+			if same {
+				st = cells.StatusExists
+			}
+			*out = cells.Result{Status: st, AddedID: ex.AddedID, CreatedAt: ex.CreatedAt}
+			continue
+		}
+		id++
+		cell := cells.Cell{Key: c.Key, Body: c.Body, AddedID: id, CreatedAt: it.at}
+		inserts = append(inserts, cell)
+		if batch == nil {
+			batch = map[cells.Key]storage.Existing{}
+		}
+		batch[c.Key] = storage.Existing{AddedID: cell.AddedID, Body: cell.Body, CreatedAt: cell.CreatedAt}
+		*out = cells.Result{Status: cells.StatusCreated, AddedID: cell.AddedID, CreatedAt: cell.CreatedAt}
+	}
+	return id, inserts, nil
+}
+
+// fingerprint is a 64-bit FNV-1a hash of what a write asks: its atomicity, conditions and
+// cells (keys and encoded bodies). A writeRef ID whose fingerprint differs from a new write's
+// was used for another request.
+func fingerprint(w *Write) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	num := func(v int64) {
+		binary.BigEndian.PutUint64(b[:], uint64(v))
+		_, _ = h.Write(b[:])
+	}
+	str := func(s string) {
+		num(int64(len(s)))
+		_, _ = h.Write([]byte(s))
+	}
+	if w.IsAtomic() {
+		num(1)
+	} else {
+		num(0)
+	}
+	num(int64(len(w.Conditions)))
+	for _, c := range w.Conditions {
+		num(int64(c.Shard))
+		_, _ = h.Write(c.RowKey[:])
+		str(c.ColumnKey)
+		num(c.LatestRefKey)
+		if c.None {
+			num(1)
+		} else {
+			num(0)
+		}
+	}
+	num(int64(len(w.Cells)))
+	for i := range w.Cells {
+		c := &w.Cells[i]
+		num(int64(c.Shard))
+		_, _ = h.Write(c.Key.RowKey[:])
+		str(c.Key.ColumnKey)
+		num(c.Key.RefKey)
+		num(int64(len(c.Body)))
+		_, _ = h.Write(c.Body)
+	}
+	return h.Sum64()
+}
+
+// wireRecord is the stored form of a request record: the write's fingerprint and outcome.
+type wireRecord struct {
+	_msgpack    struct{} `msgpack:",as_array"`
+	Fingerprint uint64
+	Cells       []wireResult
+	Failed      []wireFailure
+	Conflict    bool
+	Violation   []string // cell, column, version, pointer, message (empty: none)
+}
+
+type wireResult struct {
+	_msgpack      struct{} `msgpack:",as_array"`
+	Status        uint8
+	AddedID       int64
+	CreatedMicros int64
+}
+
+type wireFailure struct {
+	_msgpack     struct{} `msgpack:",as_array"`
+	Index        int32
+	LatestRefKey int64
+	Found        bool
+}
+
+func encodeRecord(r *WriteResult, fp uint64) ([]byte, error) {
+	w := wireRecord{Fingerprint: fp, Conflict: r.Conflict, Cells: make([]wireResult, len(r.Cells))}
+	for i, c := range r.Cells {
+		w.Cells[i] = wireResult{Status: uint8(c.Status), AddedID: c.AddedID}
+		if !c.CreatedAt.IsZero() {
+			w.Cells[i].CreatedMicros = c.CreatedAt.UnixMicro()
+		}
+	}
+	for _, f := range r.Failed {
+		w.Failed = append(w.Failed, wireFailure{Index: int32(f.Index), LatestRefKey: f.LatestRefKey, Found: f.Found})
+	}
+	if v := r.Violation; v != nil {
+		w.Violation = []string{fmt.Sprint(v.Cell), v.Column, fmt.Sprint(v.Version), v.Pointer, v.Message}
+	}
+	b, err := msgpack.Marshal(&w)
+	if err != nil {
+		return nil, fmt.Errorf("fsm: encode request record: %w", err)
+	}
+	return b, nil
+}
+
+func decodeRecord(b []byte) (WriteResult, uint64, error) {
+	var w wireRecord
+	if err := msgpack.Unmarshal(b, &w); err != nil {
+		return WriteResult{}, 0, fmt.Errorf("fsm: decode request record: %w", err)
+	}
+	r := WriteResult{Conflict: w.Conflict}
+	if len(w.Cells) > 0 {
+		r.Cells = make([]cells.Result, len(w.Cells))
+		for i, c := range w.Cells {
+			r.Cells[i] = cells.Result{Status: cells.Status(c.Status), AddedID: c.AddedID}
+			if c.CreatedMicros != 0 {
+				r.Cells[i].CreatedAt = time.UnixMicro(c.CreatedMicros).UTC()
+			}
+		}
+	}
+	for _, f := range w.Failed {
+		r.Failed = append(r.Failed, ConditionFailure{Index: int(f.Index), LatestRefKey: f.LatestRefKey, Found: f.Found})
+	}
+	if len(w.Violation) == 5 {
+		v := &SchemaViolation{Column: w.Violation[1], Pointer: w.Violation[3], Message: w.Violation[4]}
+		_, _ = fmt.Sscan(w.Violation[0], &v.Cell)
+		_, _ = fmt.Sscan(w.Violation[2], &v.Version)
+		r.Violation = v
+	}
+	return r, w.Fingerprint, nil
+}
