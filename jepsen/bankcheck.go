@@ -73,10 +73,14 @@ type BankResult struct {
 	// account, miss a committed transfer's write, or end with another total or a negative
 	// balance.
 	Final BankProblems `json:"final"`
-	// Excused (async mode): what a failover may hide or lose, reported and allowed: a stale
-	// read that overlaps a failover window or misses what was shown before a failover began,
-	// a committed transfer invoked before a failover began that is missing at the end, two
-	// committed transfers of one version with a failover begun between their invocations.
+	// Excused (async mode): what a failover of the accounts' cluster may hide or lose,
+	// reported and allowed: a stale read that overlaps a failover window or misses what was
+	// shown before a failover began, a committed transfer invoked before a failover began that
+	// is missing at the end, two committed transfers of one version with a failover begun
+	// between their invocations; and every problem of a read invoked after a failover began,
+	// and of the final versions when one did (the old master's transactions that the new one
+	// lacks are replayed from the buffers cell by cell, unchecked: the guarantees hold while
+	// the first master lives).
 	Excused BankProblems `json:"excused"`
 	// Valid is true when no violation was found.
 	Valid bool `json:"valid"`
@@ -95,6 +99,15 @@ func (r BankResult) violationLines() []string {
 		}
 	}
 	return out
+}
+
+// report adds a problem to p, or to Excused, with the excuse, when excuse is not "".
+func (r *BankResult) report(p *BankProblems, excuse, format string, args ...any) {
+	if excuse != "" {
+		r.Excused.add(format+" ("+excuse+")", args...)
+		return
+	}
+	p.add(format, args...)
 }
 
 // bankXfer is a transfer of the history that may have committed (answered committed, or of
@@ -144,7 +157,8 @@ type bankKey struct {
 //
 // windows are the failover windows of the accounts' storage cluster (async mode; nil in raft
 // mode), from the old master's kill: a promoted minion may lack transactions the old master
-// committed, so what such a loss explains is Excused rather than a violation.
+// committed, and the reaper replays them cell by cell without their conditions, so what a
+// failover explains is Excused rather than a violation (see BankResult.Excused).
 func CheckBank(ops []Op, final [][]BankVersion, windows []Window) BankResult {
 	var res BankResult
 	initial := map[int]int64{}
@@ -270,8 +284,7 @@ func CheckBank(ops []Op, final [][]BankVersion, windows []Window) BankResult {
 	}
 
 	for i, o := range reads {
-		r := parsed[i]
-		checkBankRead(&res, o, r, initial, origin)
+		checkBankRead(&res, o, parsed[i], initial, origin, windows)
 	}
 	checkBankStale(&res, reads, parsed, committed, windows)
 	if final != nil {
@@ -284,14 +297,22 @@ func CheckBank(ops []Op, final [][]BankVersion, windows []Window) BankResult {
 
 // checkBankRead checks one answered read: snapshot, accounts, total, balances, and that each
 // version it shows comes whole from the initial state or a transfer.
-func checkBankRead(res *BankResult, o Op, r bankRead, initial map[int]int64, origin bankOrigin) {
+//
+// After a failover of the accounts' cluster began (windows) its problems are Excused: the
+// old master's committed transactions the new one lacks are replayed from the buffers cell by
+// cell, unchecked, so the guarantees hold only while the first master lives.
+func checkBankRead(res *BankResult, o Op, r bankRead, initial map[int]int64, origin bankOrigin, windows []Window) {
+	excuse := ""
+	if w := failoverBetween(windows, -1<<63, o.Invoke); w != "" {
+		excuse = "after the " + w
+	}
 	var problems []string
 	if len(r.Partitions) != 1 {
 		problems = append(problems, fmt.Sprintf("%d snapshots (partitions %v), want 1", len(r.Partitions), r.Partitions))
 	}
 	problems = append(problems, r.Bad...)
 	if len(r.Refs) != len(initial) || len(r.Balances) != len(initial) {
-		res.BadReads.add("read op %d: %d accounts, want %d", o.Index, len(r.Refs), len(initial))
+		res.report(&res.BadReads, excuse, "read op %d: %d accounts, want %d", o.Index, len(r.Refs), len(initial))
 		return
 	}
 	var total int64
@@ -308,7 +329,7 @@ func checkBankRead(res *BankResult, o Op, r bankRead, initial map[int]int64, ori
 		problems = append(problems, fmt.Sprintf("total %d, want %d (balances %v)", total, res.Total, r.Balances))
 	}
 	if len(problems) > 0 {
-		res.BadReads.add("read op %d at %.3fs: %s", o.Index, float64(o.Invoke)/1e9, strings.Join(problems, "; "))
+		res.report(&res.BadReads, excuse, "read op %d at %.3fs: %s", o.Index, float64(o.Invoke)/1e9, strings.Join(problems, "; "))
 	}
 	// A transfer's write is visible when the read shows it, or a later version of its
 	// account (every later version is conditional on it).
@@ -321,12 +342,12 @@ func checkBankRead(res *BankResult, o Op, r bankRead, initial map[int]int64, ori
 		case ref == 0:
 		case ref == 1:
 			if c.balance != initial[a] {
-				res.Invented.add("read op %d: account %d ref key 1 balance %d, initial %d", o.Index, a, c.balance, initial[a])
+				res.report(&res.Invented, excuse, "read op %d: account %d ref key 1 balance %d, initial %d", o.Index, a, c.balance, initial[a])
 			}
 		case !found:
-			res.Invented.add("read op %d: account %d ref key %d balance %d, written by no transfer that may have committed", o.Index, a, ref, c.balance)
+			res.report(&res.Invented, excuse, "read op %d: account %d ref key %d balance %d, written by no transfer that may have committed", o.Index, a, ref, c.balance)
 		case !whole:
-			res.Torn.add("read op %d: account %d ref key %d balance %d without the transfer's other write (refs %v)", o.Index, a, ref, c.balance, r.Refs)
+			res.report(&res.Torn, excuse, "read op %d: account %d ref key %d balance %d without the transfer's other write (refs %v)", o.Index, a, ref, c.balance, r.Refs)
 		}
 	}
 }
@@ -396,9 +417,16 @@ func checkBankStale(res *BankResult, reads []Op, parsed []bankRead, committed []
 }
 
 // checkBankFinal checks the versions read after the heal.
+//
+// After a failover of the accounts' cluster (windows) its problems are Excused, as those of
+// the reads after it (see checkBankRead).
 func checkBankFinal(res *BankResult, final [][]BankVersion, initial map[int]int64, committed []*bankXfer, origin bankOrigin, windows []Window) {
+	excuse := ""
+	if len(windows) > 0 {
+		excuse = "after the " + windows[0].Why
+	}
 	if len(final) != len(initial) {
-		res.Final.add("%d accounts read at the end, want %d", len(final), len(initial))
+		res.report(&res.Final, excuse, "%d accounts read at the end, want %d", len(final), len(initial))
 		return
 	}
 	stored := map[bankKey]int64{}
@@ -407,23 +435,23 @@ func checkBankFinal(res *BankResult, final [][]BankVersion, initial map[int]int6
 		for i, v := range vs {
 			res.FinalVersions++
 			if v.Ref != int64(i+1) {
-				res.Final.add("account %d: version %d has ref key %d, want %d (ref keys advance by one)", a, i, v.Ref, i+1)
+				res.report(&res.Final, excuse, "account %d: version %d has ref key %d, want %d (ref keys advance by one)", a, i, v.Ref, i+1)
 				break
 			}
 			stored[bankKey{a, v.Ref}] = v.Balance
 		}
 		if len(vs) == 0 {
-			res.Final.add("account %d has no version", a)
+			res.report(&res.Final, excuse, "account %d has no version", a)
 			continue
 		}
 		last := vs[len(vs)-1].Balance
 		total += last
 		if last < 0 {
-			res.Final.add("account %d ends negative: %d", a, last)
+			res.report(&res.Final, excuse, "account %d ends negative: %d", a, last)
 		}
 	}
 	if total != res.Total {
-		res.Final.add("the accounts end with total %d, want %d", total, res.Total)
+		res.report(&res.Final, excuse, "the accounts end with total %d, want %d", total, res.Total)
 	}
 	visible := func(c bankCell) bool {
 		b, ok := stored[bankKey{c.account, c.ref}]
@@ -436,12 +464,12 @@ func checkBankFinal(res *BankResult, final [][]BankVersion, initial map[int]int6
 			switch {
 			case v.Ref == 1:
 				if v.Balance != initial[a] {
-					res.Invented.add("stored: account %d ref key 1 balance %d, initial %d", a, v.Balance, initial[a])
+					res.report(&res.Invented, excuse, "stored: account %d ref key 1 balance %d, initial %d", a, v.Balance, initial[a])
 				}
 			case !found:
-				res.Invented.add("stored: account %d ref key %d balance %d, written by no transfer that may have committed", a, v.Ref, v.Balance)
+				res.report(&res.Invented, excuse, "stored: account %d ref key %d balance %d, written by no transfer that may have committed", a, v.Ref, v.Balance)
 			case !whole:
-				res.Torn.add("stored: account %d ref key %d balance %d without the transfer's other write", a, v.Ref, v.Balance)
+				res.report(&res.Torn, excuse, "stored: account %d ref key %d balance %d without the transfer's other write", a, v.Ref, v.Balance)
 			}
 		}
 	}
@@ -457,7 +485,7 @@ func checkBankFinal(res *BankResult, final [][]BankVersion, initial map[int]int6
 				if w := failoverBetween(windows, x.op.Invoke, 1<<63-1); w != "" {
 					res.Excused.add("%s (%s began after it)", msg, w)
 				} else {
-					res.Final.add("%s", msg)
+					res.report(&res.Final, excuse, "%s", msg)
 				}
 			}
 		}
