@@ -553,9 +553,12 @@ func (s *Summary) Print(w io.Writer) {
 				fmt.Fprintf(w, "  cas in failover windows (excused): linearizable %s (%d registers)\n", d.Excused.Result, d.Excused.Registers)
 			}
 		case BankResult:
-			fmt.Fprintf(w, "  bank: %d accounts, total %d; %d reads; %d transfers: %d committed (%.0f%%), %d refused (412, %.0f%%), %d conflicts, %d unavailable, %d indeterminate, %d invalid; %d final versions; bad reads %d, invented %d, torn %d, stale %d (excused %d), lost updates %d, bad answers %d, final %d\n",
+			fmt.Fprintf(w, "  bank: %d accounts, total %d; %d reads; %d transfers: %d committed (%.0f%%), %d refused (412, %.0f%%), %d conflicts, %d unavailable, %d indeterminate, %d invalid; %d final versions; bad reads %d, invented %d, torn %d, stale %d, lost updates %d, bad answers %d, final %d\n",
 				d.Accounts, d.Total, d.Reads, d.Transfers, d.Committed, 100*d.CommitRate, d.Refused, 100*d.RefusedRate, d.Conflicts, d.Unavailable, d.Unknown, d.Invalid,
-				d.FinalVersions, d.BadReads.Count, d.Invented.Count, d.Torn.Count, d.Stale.Count, d.Excused.Count, d.LostUpdates.Count, d.BadAnswers.Count, d.Final.Count)
+				d.FinalVersions, d.BadReads.Count, d.Invented.Count, d.Torn.Count, d.Stale.Count, d.LostUpdates.Count, d.BadAnswers.Count, d.Final.Count)
+			if d.Excused.Count > 0 {
+				fmt.Fprintf(w, "  bank, excused by failovers: %d problems, first: %s\n", d.Excused.Count, d.Excused.Examples[0])
+			}
 		case IndexResult:
 			fmt.Fprintf(w, "  index: %d rows, %d acknowledged cells, %d indeterminate, %d failed, %d changing k; %d entries (%d marked), %d stored rows; %d queries (%d entries), %d query errors; lost %d, stale %d, unexpected %d, invented %d, duplicated %d, misplaced %d, wrong marks %d, diverged %d; highest lag %d cells, caught up in %.1fs (bound %.0fs)\n",
 				d.Rows, d.Acknowledged, d.Indeterminate, d.Failed, d.KChanges, d.Entries, d.Marked, d.StoredRows, d.Queries, d.QueryEntries, d.QueryErrors,
