@@ -49,8 +49,8 @@ jepsen-raft-695: build
 
 # The short run CI does: 2 minutes, 3 nodes, every workload, every nemesis (membership changes
 # included), SQLite; then 30 s of membership changes on 5 nodes, where a replica has somewhere to
-# move (about 35 s); then 30 s of async mode (cells and durability on 2 MariaDB storage clusters,
-# every async nemesis). About 4m05s in all (3m30s before the membership run).
+# move (about 35 s); then 30 s of async mode (cells, durability, cas and bank on 2 MariaDB storage
+# clusters, every async nemesis; about 55 s). About 4m15s in all (3m30s before the membership run).
 JEPSEN_MEMBERSHIP_SHORT := --duration 30s --quiet 6s --interval 2s --fault-duration 3s --nodes 5 --workers-per-node 1 \
 	--workload cells,durability --nemesis membership
 jepsen-short: build
@@ -59,7 +59,7 @@ jepsen-short: build
 	./$(BIN) jepsen --mode async --duration 30s --quiet 8s --interval 2s --workload cells,durability,cas,bank
 
 # Async mode (needs root, iptables and mariadbd): the harness starts 2 MariaDB storage clusters
-# of a master and 2 minions and runs cells and durability on async datastores for 3 minutes under
+# of a master and 2 minions and runs cells, durability, cas and bank on async datastores for 3 minutes under
 # every async nemesis. Then the unsafe demonstration: the lossy failover (a master cut from its
 # minions, killed while cut off, a minion promoted) without buffered writes, expected to lose
 # acknowledged writes (its failure is ignored), and the same seed with buffered writes (must be
