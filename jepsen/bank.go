@@ -109,14 +109,8 @@ func parseBalance(body []byte) (int64, error) {
 // seed, the others by RowKeysNear, so all in its shard) and writes their initial balances with
 // IfNoCell, retrying until each is stored; each is recorded as an "init" operation.
 func (w *BankWorkload) Setup(ctx context.Context, env *StartEnv) error {
-	var eps []string
-	for _, n := range env.Cluster.Nodes {
-		eps = append(eps, n.URL())
-	}
-	cc := client.DefaultConfig()
-	cc.Endpoints, cc.Datastore, cc.RequestTimeout, cc.MaxAttempts = eps, w.Datastore, 5*time.Second, 3
 	var err error
-	if w.cl, err = client.New(cc); err != nil {
+	if w.cl, err = env.client(w.Datastore); err != nil {
 		return err
 	}
 	first := uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "jepsen-bank-%d", env.Seed))

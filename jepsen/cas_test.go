@@ -34,12 +34,7 @@ func ptr(n int64) *int64 { return &n }
 
 func checkCas(t *testing.T, ops []Op) porcupine.CheckResult {
 	t.Helper()
-	var end int64
-	for _, o := range ops {
-		end = max(end, o.Complete)
-	}
-	res, _ := porcupine.CheckOperationsVerbose(CasModel, CasOperations(ops, end+1), 10*time.Second)
-	return res
+	return checkPorcupine(CasModel, CasOperations, ops)
 }
 
 func TestCasModel(t *testing.T) {

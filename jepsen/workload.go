@@ -93,6 +93,17 @@ type StartEnv struct {
 	Logger *slog.Logger
 }
 
+// client returns a client of datastore ds that tries every node of the cluster, for a setup
+// and the checks that follow it: 5 s per attempt, 3 attempts.
+func (env *StartEnv) client(ds string) (*client.Client, error) {
+	cc := client.DefaultConfig()
+	for _, n := range env.Cluster.Nodes {
+		cc.Endpoints = append(cc.Endpoints, n.URL())
+	}
+	cc.Datastore, cc.RequestTimeout, cc.MaxAttempts = ds, 5*time.Second, 3
+	return client.New(cc)
+}
+
 // Worker is one client process of the harness: it runs one operation at a time against its
 // node (and the others when its client may fail over).
 type Worker struct {
