@@ -58,8 +58,12 @@ func refusal(res *cluster.WriteResponse, where string, keys []cells.Key) *httpEr
 	}
 	switch {
 	case res.KeyReused:
-		return &httpError{status: http.StatusUnprocessableEntity, code: wire.CodeIdempotencyKeyReused, field: "header " + wire.HeaderIdempotencyKey,
-			msg: "the idempotency key was used for a different request within the last " + fsm.RequestWindow.String() + "; nothing was written"}
+		msg := "the idempotency key was used for a different request within the last " + fsm.RequestWindow.String() + "; nothing was written"
+		if where == "cells" {
+			msg = "the idempotency key was used for a different request within the last " + fsm.RequestWindow.String() +
+				"; nothing was written in the partitions that had recorded it (cells of other partitions may have been written)"
+		}
+		return &httpError{status: http.StatusUnprocessableEntity, code: wire.CodeIdempotencyKeyReused, field: "header " + wire.HeaderIdempotencyKey, msg: msg}
 	case res.Violation != nil:
 		v := res.Violation
 		field := "body" + v.Pointer

@@ -134,7 +134,7 @@ type attemptResult struct {
 // success answer. Errors are described in the package documentation.
 func (c *Client) do(ctx context.Context, r *request) (answer, error) {
 	if r.write && r.policy != retryUnstarted && r.idempotencyKey == "" {
-		r.idempotencyKey = uuid.NewString()
+		r.idempotencyKey = newKey()
 	}
 	if err := ctx.Err(); err != nil {
 		return answer{}, c.ctxError(r, err, false, nil)
@@ -412,4 +412,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// newKey returns a new idempotency key: a time-ordered UUIDv7, which the server records at the
+// end of its table's index (a random v4 if the clock cannot be read).
+func newKey() string {
+	if id, err := uuid.NewV7(); err == nil {
+		return id.String()
+	}
+	return uuid.NewString()
 }
