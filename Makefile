@@ -30,10 +30,10 @@ test-short:
 	$(GO) test -short -count=1 ./...
 
 # The fault-injection harness (needs root and iptables): 10 minutes with every workload (cells,
-# durability, triggers, index) and every nemesis (trigger worker kills and pauses, membership
-# changes included) on SQLite, then 10 on the MariaDB at $(MYSQL_DSN). Each run leaves a report
-# under .data/jepsen/.
-JEPSEN_WORKLOADS := --workload cells,durability,triggers,index
+# durability, triggers, index, cas, bank) and every nemesis (trigger worker kills and pauses,
+# membership changes included) on SQLite, then 10 on the MariaDB at $(MYSQL_DSN). Each run leaves
+# a report under .data/jepsen/.
+JEPSEN_WORKLOADS := --workload cells,durability,triggers,index,cas,bank
 jepsen: build
 	./$(BIN) jepsen --duration 10m --store sqlite $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 	./$(BIN) jepsen --duration 10m --store mysql --mysql '$(MYSQL_DSN)' $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
@@ -49,24 +49,24 @@ jepsen-raft-695: build
 
 # The short run CI does: 2 minutes, 3 nodes, every workload, every nemesis (membership changes
 # included), SQLite; then 30 s of membership changes on 5 nodes, where a replica has somewhere to
-# move (about 35 s); then 30 s of async mode (cells and durability on 2 MariaDB storage clusters,
-# every async nemesis). About 4m05s in all (3m30s before the membership run).
+# move (about 35 s); then 30 s of async mode (cells, durability, cas and bank on 2 MariaDB storage
+# clusters, every async nemesis; about 55 s). About 4m15s in all (3m30s before the membership run).
 JEPSEN_MEMBERSHIP_SHORT := --duration 30s --quiet 6s --interval 2s --fault-duration 3s --nodes 5 --workers-per-node 1 \
 	--workload cells,durability --nemesis membership
 jepsen-short: build
 	./$(BIN) jepsen --duration 2m $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 	./$(BIN) jepsen $(JEPSEN_MEMBERSHIP_SHORT)
-	./$(BIN) jepsen --mode async --duration 30s --quiet 8s --interval 2s
+	./$(BIN) jepsen --mode async --duration 30s --quiet 8s --interval 2s --workload cells,durability,cas,bank
 
 # Async mode (needs root, iptables and mariadbd): the harness starts 2 MariaDB storage clusters
-# of a master and 2 minions and runs cells and durability on async datastores for 3 minutes under
+# of a master and 2 minions and runs cells, durability, cas and bank on async datastores for 3 minutes under
 # every async nemesis. Then the unsafe demonstration: the lossy failover (a master cut from its
 # minions, killed while cut off, a minion promoted) without buffered writes, expected to lose
 # acknowledged writes (its failure is ignored), and the same seed with buffered writes (must be
 # valid).
 ASYNCDEMO := --mode async --duration 1m --quiet 10s --seed 5 --interval 2s --fault-duration 6s --nemesis partition-failover
 jepsen-async: build
-	./$(BIN) jepsen --mode async --duration 3m --workload cells,durability $(JEPSEN_ARGS)
+	./$(BIN) jepsen --mode async --duration 3m --workload cells,durability,cas,bank $(JEPSEN_ARGS)
 	-./$(BIN) jepsen $(ASYNCDEMO) --unsafe-no-buffered-writes
 	./$(BIN) jepsen $(ASYNCDEMO)
 

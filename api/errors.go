@@ -18,6 +18,10 @@ type httpError struct {
 	code   string
 	msg    string
 	field  string
+	// Details of precondition_failed and conflict answers (see wire.ErrorDetail).
+	latest    []byte
+	failed    []wire.ConditionFailure
+	conflicts []int
 	// violation details a schema_violation (schemas.go).
 	violation *wire.SchemaViolation
 }
@@ -60,7 +64,7 @@ func backendError(err error) *httpError {
 	case errors.As(err, &he):
 		return he
 	case errors.As(err, &sv):
-		return schemaViolation(sv.Violation, sv.Partial)
+		return schemaViolation(sv.Violation, "cells", sv.Partial)
 	case errors.Is(err, cluster.ErrUnknownDatastore):
 		return &httpError{status: http.StatusNotFound, code: wire.CodeNotFound, msg: err.Error()}
 	case errors.Is(err, cluster.ErrBadShard):
@@ -85,5 +89,6 @@ func writeError(w http.ResponseWriter, e *httpError) {
 	if e.status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, e.status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, Field: e.field, Violation: e.violation}})
+	writeJSON(w, e.status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, Field: e.field,
+		LatestRefKey: e.latest, Failed: e.failed, Conflicts: e.conflicts, Violation: e.violation}})
 }

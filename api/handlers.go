@@ -118,7 +118,7 @@ func toAPICell(c cells.Cell) (wire.Cell, error) {
 	}
 	return wire.Cell{
 		RowKey: c.RowKey.String(), ColumnKey: c.ColumnKey, RefKey: c.RefKey,
-		Body: body, AddedID: c.AddedID, CreatedAt: c.CreatedAt.UTC(),
+		Body: body, AddedID: c.AddedID, CreatedAt: c.CreatedAt.UTC(), Erased: c.Key.IsTombstone(),
 	}, nil
 }
 
@@ -159,12 +159,26 @@ func (s *Server) putCell(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fieldError("", err))
 		return
 	}
-	s.hintLeader(w, ds, k.RowKey)
-	res, err := s.backend.PutCells(r.Context(), ds, []cells.Cell{{Key: k, Body: body}})
-	if err != nil {
-		s.fail(w, r, err)
+	key, he := idempotencyKey(r)
+	if he != nil {
+		writeError(w, he)
 		return
 	}
+	cond, he := ifLatest(r, k)
+	if he != nil {
+		writeError(w, he)
+		return
+	}
+	req := cluster.WriteRequest{Cells: []cells.Cell{{Key: k, Body: body}}, IdempotencyKey: key}
+	if cond != nil {
+		req.Conditions = []cluster.Condition{*cond}
+	}
+	s.hintLeader(w, ds, k.RowKey)
+	wr, ok := s.writeBackend(w, r, ds, req, "")
+	if !ok {
+		return
+	}
+	res := wr.Cells
 	out := putResult(k, res[0])
 	switch res[0].Status {
 	case cells.StatusCreated:
@@ -238,11 +252,16 @@ func (s *Server) putCells(w http.ResponseWriter, r *http.Request) {
 		}
 		cs[i] = cells.Cell{Key: k, Body: body}
 	}
-	res, err := s.backend.PutCells(r.Context(), ds, cs)
-	if err != nil {
-		s.fail(w, r, err)
+	key, he := idempotencyKey(r)
+	if he != nil {
+		writeError(w, he)
 		return
 	}
+	wr, ok := s.writeBackend(w, r, ds, cluster.WriteRequest{Cells: cs, IdempotencyKey: key}, "cells")
+	if !ok {
+		return
+	}
+	res := wr.Cells
 	out := wire.PutCellsResponse{Results: make([]wire.PutResult, len(cs))}
 	for i, c := range cs {
 		out.Results[i] = putResult(c.Key, res[i])

@@ -162,7 +162,7 @@ func (s *session) testIndexNewVersion(t *testing.T, def1 indexes.Definition) {
 				if err == nil {
 					assert.NotContains(c, []int{503, 504}, a.status, "write %d: %s", i, a.body)
 				}
-			}, 5*time.Second, 100*time.Millisecond, "write %d: an answer other than 503 or 504 within 5s", i) {
+			}, 15*time.Second, 100*time.Millisecond, "write %d: an answer other than 503 or 504 within 15s", i) {
 				return
 			}
 			if err != nil || a.status != 200 {

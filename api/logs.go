@@ -92,7 +92,7 @@ func toShardPage(p cluster.LogPage, stored bool) (wire.ShardCellsResponse, error
 			continue
 		}
 		cs[i] = wire.Cell{RowKey: c.RowKey.String(), ColumnKey: c.ColumnKey, RefKey: c.RefKey,
-			Stored: c.Body, AddedID: c.AddedID, CreatedAt: c.CreatedAt.UTC()}
+			Stored: c.Body, AddedID: c.AddedID, CreatedAt: c.CreatedAt.UTC(), Erased: c.Key.IsTombstone()}
 	}
 	return wire.ShardCellsResponse{Shard: p.Shard, Cells: cs, NextLocation: p.NextLocation, HighWater: p.HighWater}, nil
 }

@@ -19,6 +19,7 @@ var operations = map[string]string{
 	"GET /v1/{ds}/cells/{row}/{col}":                     "get_cell_latest",
 	"GET /v1/{ds}/cells/{row}/{col}/versions":            "get_versions",
 	"GET /v1/{ds}/cells/{row}":                           "get_row",
+	"DELETE /v1/{ds}/cells/{row}":                        "erase_row",
 	"POST /v1/{ds}/cells/get":                            "get_cells",
 	"POST /v1/{ds}/cells":                                "put_cells",
 	"GET /v1/{ds}/shards/{shard}/cells":                  "shard_cells",

@@ -39,17 +39,34 @@ func (s *Server) schemaRoutes() {
 	})
 }
 
-// schemaViolation is the answer to a write refused by a schema: 400 schema_violation, field
-// "cells[i].body", the message naming the JSON pointer, the column and the version. partial
-// says cells of other partitions may have been applied.
-func schemaViolation(v fsm.SchemaViolation, partial bool) *httpError {
-	field := fmt.Sprintf("cells[%d].body", v.Cell)
-	msg := fmt.Sprintf("%s%s: %s (schema version %d of column %s)", field, v.Pointer, v.Message, v.Version, v.Column)
-	if partial {
-		msg += "; cells of other partitions of the request may be applied"
+// schemaViolation is the answer to a write refused by a schema: 400 schema_violation, its
+// field naming the cell and the JSON pointer of the failing field ("cells[2].body/distance";
+// put_cell's "body/distance"; where is "cells", "writes" or "" for put_cell), its message the
+// version and column, and violation the details. partial says cells of other partitions of a
+// put_cells were applied (the node learned of the schema after sending them).
+func schemaViolation(v fsm.SchemaViolation, where string, partial bool) *httpError {
+	field := "body" + v.Pointer
+	if where != "" {
+		field = fmt.Sprintf("%s[%d].%s", where, v.Cell, field)
 	}
-	return &httpError{status: http.StatusBadRequest, code: wire.CodeSchemaViolation, field: field, msg: msg,
+	written := "nothing was written"
+	if partial {
+		written = "nothing of its partition's cells was written; cells of other partitions of the request may have been written"
+	}
+	return &httpError{status: http.StatusBadRequest, code: wire.CodeSchemaViolation, field: field,
+		msg:       fmt.Sprintf("%s: violates version %d of the schema of column %s: %s; %s", field, v.Version, v.Column, v.Message, written),
 		violation: &wire.SchemaViolation{Cell: v.Cell, Column: v.Column, Version: v.Version, Pointer: v.Pointer, Message: v.Message}}
+}
+
+// anyResult reports whether some cell has a result: the cells of partitions that applied
+// their share of a request another partition refused.
+func anyResult(rs []cells.Result) bool {
+	for _, r := range rs {
+		if r.Status != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // schemaBackend returns the backend's schema operations, or answers 501.

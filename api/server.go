@@ -26,9 +26,13 @@ type Backend interface {
 	Topology() *topology.Topology
 	Datastore(name string) (*topology.DatastoreSpec, error)
 	PutCells(ctx context.Context, ds string, cs []cells.Cell) ([]cells.Result, error)
+	// Write applies a write request with an idempotency key, conditions or atomicity.
+	Write(ctx context.Context, ds string, req cluster.WriteRequest) (cluster.WriteResponse, error)
 	GetCells(ctx context.Context, ds string, keys []cluster.GetKey, c cluster.Consistency) ([]cluster.ReadResult, error)
 	GetRow(ctx context.Context, ds string, rowKey uuid.UUID, c cluster.Consistency) ([]cells.Cell, error)
 	GetVersions(ctx context.Context, ds string, rowKey uuid.UUID, col string, from *int64, limit int, desc bool, c cluster.Consistency) ([]cells.Cell, error)
+	// EraseRow erases every cell of a row (DELETE /v1/{ds}/cells/{row}; see erase.go).
+	EraseRow(ctx context.Context, ds string, rowKey uuid.UUID) (cluster.EraseResult, error)
 	ReadLogs(ctx context.Context, ds string, req cluster.LogRead) ([]cluster.LogPage, error)
 	GroupApply(ctx context.Context, ds, group string, cmd consumer.Command) (consumer.Result, error)
 	GroupStatus(ctx context.Context, ds, group string, c cluster.Consistency) (consumer.Status, error)
@@ -75,6 +79,9 @@ type Config struct {
 	// largest limit a query may ask for. Defaults 100 and 1000.
 	DefaultIndexLimit int
 	MaxIndexLimit     int
+	// MaxTransactionConditions bounds the conditions of one transaction. Default 100
+	// (cluster.MaxConditions, which the node enforces too, is the most it may be).
+	MaxTransactionConditions int
 	// MaxIndexConds bounds the conditions (where) of an index query. Default 32.
 	MaxIndexConds int
 	// MaxIndexInValues bounds the values of one "in" condition. Default 100.
@@ -115,15 +122,16 @@ func DefaultConfig() Config {
 		RequestTimeout:   10 * time.Second,
 		MaxWait:          30 * time.Second,
 
-		MaxIndexRequestBytes: 1 << 20,
-		DefaultIndexLimit:    100,
-		MaxIndexLimit:        1000,
-		MaxIndexConds:        32,
-		MaxIndexInValues:     100,
-		MaxIndexColumns:      16,
-		IndexCatalogTTL:      500 * time.Millisecond,
-		AdminTimeout:         30 * time.Minute,
-		MaxRestoreBytes:      64 << 30,
+		MaxIndexRequestBytes:     1 << 20,
+		DefaultIndexLimit:        100,
+		MaxIndexLimit:            1000,
+		MaxIndexConds:            32,
+		MaxTransactionConditions: cluster.MaxConditions,
+		MaxIndexInValues:         100,
+		MaxIndexColumns:          16,
+		IndexCatalogTTL:          500 * time.Millisecond,
+		AdminTimeout:             30 * time.Minute,
+		MaxRestoreBytes:          64 << 30,
 
 		Logger: slog.Default(),
 	}
@@ -161,6 +169,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxIndexLimit == 0 {
 		c.MaxIndexLimit = d.MaxIndexLimit
+	}
+	if c.MaxTransactionConditions == 0 {
+		c.MaxTransactionConditions = d.MaxTransactionConditions
 	}
 	if c.MaxIndexConds == 0 {
 		c.MaxIndexConds = d.MaxIndexConds
@@ -208,6 +219,9 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultIndexLimit < 1 || c.MaxIndexLimit < c.DefaultIndexLimit {
 		errs = append(errs, errors.New("api: DefaultIndexLimit must be positive and at most MaxIndexLimit"))
+	}
+	if c.MaxTransactionConditions < 1 || c.MaxTransactionConditions > cluster.MaxConditions {
+		errs = append(errs, fmt.Errorf("api: MaxTransactionConditions must be from 1 to %d", cluster.MaxConditions))
 	}
 	if c.MaxIndexConds < 1 || c.MaxIndexInValues < 1 || c.MaxIndexColumns < 1 {
 		errs = append(errs, errors.New("api: MaxIndexConds, MaxIndexInValues and MaxIndexColumns must be positive"))
@@ -281,9 +295,11 @@ func (s *Server) routes() {
 	})
 	s.route("/v1/{ds}/cells/{row}/{col}/versions", map[string]http.HandlerFunc{http.MethodGet: s.getVersions})
 	s.route("/v1/{ds}/cells/{row}/{col}", map[string]http.HandlerFunc{http.MethodGet: s.getCellLatest})
-	s.route("/v1/{ds}/cells/{row}", map[string]http.HandlerFunc{http.MethodGet: s.getRow})
+	s.route("/v1/{ds}/cells/{row}", map[string]http.HandlerFunc{http.MethodGet: s.getRow, http.MethodDelete: s.eraseRow})
 	s.route("/v1/{ds}/cells/get", map[string]http.HandlerFunc{http.MethodPost: s.getCells})
 	s.route("/v1/{ds}/cells", map[string]http.HandlerFunc{http.MethodPost: s.putCells})
+	s.route("/v1/{ds}/transactions", map[string]http.HandlerFunc{http.MethodPost: s.transaction})
+	s.route("/v1/{ds}/row_keys", map[string]http.HandlerFunc{http.MethodGet: s.rowKeys})
 	long := s.cfg.RequestTimeout + s.cfg.MaxWait
 	s.routeTimeout("/v1/{ds}/shards/{shard}/cells", long, map[string]http.HandlerFunc{http.MethodGet: s.shardCells})
 	s.routeTimeout("/v1/{ds}/shards/cells", long, map[string]http.HandlerFunc{http.MethodPost: s.shardsCells})

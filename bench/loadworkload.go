@@ -12,9 +12,15 @@ import (
 )
 
 // loadWorkload is put (put_cell of one new cell per request), put-batch (put_cells of --batch
-// new cells) or get-latest (get_cell_latest of a random preloaded row, per --consistency): one
-// run per --rate (when given: open loop) and --clients value, with runLoad. On the mysql and
-// raft-raw baselines (directTarget), put and put-batch are the baseline's own requests.
+// new cells), get-latest (get_cell_latest of a random preloaded row, per --consistency),
+// put-if (a conditional put_cell of a new row: if_latest_ref_key=none), transaction (a
+// transaction of two new cells of one new row, conditional on the row's BASE column having no
+// cell) or bank (transfers between benchBankAccounts accounts of one partition: a strong batch
+// get of both accounts, then a transaction conditional on the two versions read; a transfer
+// that lost a race answers 412 and counts as an error, so ops/s is the commit rate): one run
+// per --rate (when given: open loop) and --clients value, with runLoad. On the mysql and
+// raft-raw baselines (directTarget), put and put-batch are the baseline's own requests; the
+// other workloads do not apply to them.
 type loadWorkload struct{ name string }
 
 func (w loadWorkload) Name() string { return w.name }
@@ -23,9 +29,24 @@ func (w loadWorkload) Name() string { return w.name }
 func (w loadWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, error) {
 	f := env.Config
 	if b, ok := t.(directTarget); ok {
+		if !isBaselineWorkload(w.name) {
+			if !f.JSON {
+				fmt.Fprintf(env.Stderr, "%s: %s does not apply to a baseline\n", t.Name(), w.name)
+			}
+			return nil, nil
+		}
 		return runDirect(ctx, env, b, w.name)
 	}
 	var out []Result
+	if w.name == workloadBank {
+		cl, err := newClient(t.Endpoints(), 4)
+		if err != nil {
+			return nil, err
+		}
+		if env.rows, err = openAccounts(ctx, cl); err != nil {
+			return nil, fmt.Errorf("%s: bank accounts: %w", t.Name(), err)
+		}
+	}
 	consistencies := []string{""}
 	if w.name == workloadGetLatest {
 		consistencies = f.Consistency
@@ -132,10 +153,77 @@ func loadOp(ctx context.Context, cl *client.Client, workload, consistency string
 		}
 		_, err := cl.PutCells(ctx, ws)
 		return f.Batch, err
+	case workloadPutIf:
+		k := cellKey(uuid.New())
+		_, err := cl.PutCell(ctx, k.RowKey, k.ColumnKey, k.RefKey, benchBody(rng, f.ValueSize), client.IfNoCell())
+		return 1, err
+	case workloadTransaction:
+		row := uuid.New()
+		_, err := cl.Transact(ctx, []client.TxCondition{{RowKey: row, ColumnKey: "BASE"}}, []client.CellWrite{
+			{Key: cellKey(row), Body: benchBody(rng, f.ValueSize)},
+			{Key: cells.Key{RowKey: row, ColumnKey: "STATUS", RefKey: 1}, Body: json.RawMessage(`{"status":"booked"}`)},
+		})
+		return 2, err
+	case workloadBank:
+		return 2, transfer(ctx, cl, rows, rng)
 	default:
 		_, err := cl.GetCellLatest(ctx, rows[rng.IntN(len(rows))], "BASE", client.WithConsistency(consistency))
 		return 1, err
 	}
+}
+
+// benchBankAccounts is the number of accounts of the bank workload, all in one partition: the
+// fewer, the more transfers race for the same versions.
+const benchBankAccounts = 10
+
+// openAccounts makes benchBankAccounts new accounts in one partition (RowKeysNear), each with a
+// BALANCE of 1000 written if it has no cell, and returns their row keys.
+func openAccounts(ctx context.Context, cl *client.Client) ([]uuid.UUID, error) {
+	first := uuid.New()
+	near, err := cl.RowKeysNear(ctx, first, benchBankAccounts-1)
+	if err != nil {
+		return nil, err
+	}
+	accounts := append([]uuid.UUID{first}, near...)
+	for _, a := range accounts {
+		if _, err := cl.PutCell(ctx, a, "BALANCE", 1, json.RawMessage(`{"balance":1000}`), client.IfNoCell()); err != nil {
+			return nil, err
+		}
+	}
+	return accounts, nil
+}
+
+// transfer moves a random amount between two random accounts: a strong batch get of both
+// latest balances, then a transaction conditional on the two versions read.
+func transfer(ctx context.Context, cl *client.Client, accounts []uuid.UUID, rng *rand.Rand) error {
+	i := rng.IntN(len(accounts))
+	j := (i + 1 + rng.IntN(len(accounts)-1)) % len(accounts)
+	got, err := cl.GetCells(ctx, []client.GetKey{
+		{RowKey: accounts[i], ColumnKey: "BALANCE", Latest: true},
+		{RowKey: accounts[j], ColumnKey: "BALANCE", Latest: true},
+	})
+	if err != nil {
+		return err
+	}
+	if len(got.Cells) != 2 {
+		return fmt.Errorf("bank: read %d of 2 accounts", len(got.Cells))
+	}
+	var from, to struct{ Balance int }
+	if err := json.Unmarshal(got.Cells[0].Body, &from); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(got.Cells[1].Body, &to); err != nil {
+		return err
+	}
+	fromRef, toRef := got.Cells[0].RefKey, got.Cells[1].RefKey
+	amount := min(1+rng.IntN(10), from.Balance)
+	_, err = cl.Transact(ctx,
+		[]client.TxCondition{{RowKey: accounts[i], ColumnKey: "BALANCE", LatestRefKey: &fromRef}, {RowKey: accounts[j], ColumnKey: "BALANCE", LatestRefKey: &toRef}},
+		[]client.CellWrite{
+			{Key: cells.Key{RowKey: accounts[i], ColumnKey: "BALANCE", RefKey: fromRef + 1}, Body: json.RawMessage(fmt.Sprintf(`{"balance":%d}`, from.Balance-amount))},
+			{Key: cells.Key{RowKey: accounts[j], ColumnKey: "BALANCE", RefKey: toRef + 1}, Body: json.RawMessage(fmt.Sprintf(`{"balance":%d}`, to.Balance+amount))},
+		})
+	return err
 }
 
 // loadRates are the rates of the put, put-batch and get-latest runs: --rate's values when it

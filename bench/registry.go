@@ -22,6 +22,9 @@ const (
 	workloadPut            = "put"
 	workloadPutBatch       = "put-batch"
 	workloadGetLatest      = "get-latest"
+	workloadPutIf          = "put-if"
+	workloadTransaction    = "transaction"
+	workloadBank           = "bank"
 	workloadTriggerLatency = "trigger-latency"
 	workloadLogRead        = "log-read"
 	workloadIndexLag       = "index-lag"
@@ -38,6 +41,9 @@ var registry = []Workload{
 	loadWorkload{workloadPut},
 	loadWorkload{workloadPutBatch},
 	loadWorkload{workloadGetLatest},
+	loadWorkload{workloadPutIf},
+	loadWorkload{workloadTransaction},
+	loadWorkload{workloadBank},
 	triggerWorkload{workloadTriggerLatency},
 	triggerWorkload{workloadLogRead},
 	indexWorkload{workloadIndexLag},
@@ -78,7 +84,7 @@ func Workloads() []string {
 }
 
 // isLoadWorkload reports whether the rows of workload name come from runLoad: put, put-batch,
-// get-latest.
+// get-latest, put-if, transaction, bank.
 func isLoadWorkload(name string) bool {
 	w, ok := Lookup(name)
 	_, load := w.(loadWorkload)
@@ -87,7 +93,7 @@ func isLoadWorkload(name string) bool {
 
 // isBaselineWorkload reports whether workload name has baselines: put and put-batch.
 func isBaselineWorkload(name string) bool {
-	return isLoadWorkload(name) && name != workloadGetLatest
+	return name == workloadPut || name == workloadPutBatch
 }
 
 // needsMaintainers reports whether workload name needs the index maintainers beside the

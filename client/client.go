@@ -183,8 +183,11 @@ func sameRow(s string, row uuid.UUID) bool {
 // documentation).
 //
 // On success the result's Status is wire.StatusCreated (201) or wire.StatusExists (200: the same
-// body was already stored, possibly by an earlier attempt of this very call), and AddedID is the
-// stored cell's position in its shard's log. An async-mode datastore whose primary master is
+// body was already stored before this call), and AddedID is the stored cell's position in its
+// shard's log. Every call sends an idempotency key (opts' IdempotencyKey, or a random one), so
+// a retry of the call answers the outcome of the attempt that stored the cell (created). With
+// IfLatestRefKey or IfNoCell the write is conditional; a refusal returns a *PreconditionError
+// (ErrPreconditionFailed) and a zero result, and nothing is written. An async-mode datastore whose primary master is
 // down answers wire.StatusBuffered (202, AddedID 0): the write is durable in a buffer on
 // another cluster and becomes readable once the reaper replays it.
 //
@@ -193,9 +196,10 @@ func sameRow(s string, row uuid.UUID) bool {
 // an error wrapping ErrConflict (an *APIError). Other errors come with a zero result:
 // ErrInvalidArgument (unsent when the client sees it: bad column key, negative ref key, body not
 // a JSON object), ErrTooLarge, ErrNotFound (unknown datastore), ErrUnavailable (not applied),
-// ErrIndeterminate (may have been applied), ErrInternal, ErrBadResponse, or ctx's error.
+// ErrIndeterminate (may have been applied), ErrPreconditionFailed, ErrKeyReused, ErrInternal,
+// ErrBadResponse, or ctx's error.
 func (c *Client) PutCell(ctx context.Context, rowKey uuid.UUID, columnKey string, refKey int64,
-	body json.RawMessage) (wire.PutResult, error) {
+	body json.RawMessage, opts ...WriteOption) (wire.PutResult, error) {
 	const op = "put_cell"
 	if err := c.checkDatastore(op); err != nil {
 		return wire.PutResult{}, err
@@ -207,13 +211,16 @@ func (c *Client) PutCell(ctx context.Context, rowKey uuid.UUID, columnKey string
 	if err := checkBody(body); err != nil {
 		return wire.PutResult{}, invalid(op, "", err)
 	}
+	wo := writeOptionsOf(opts)
 	ans, err := c.do(ctx, &request{
 		op: op, method: http.MethodPut, write: true,
-		path: c.dsPath("cells", rowKey.String(), columnKey, strconv.FormatInt(refKey, 10)),
+		path:  c.dsPath("cells", rowKey.String(), columnKey, strconv.FormatInt(refKey, 10)),
+		query: wo.query(), idempotencyKey: wo.key,
 		body: body, ok: []int{http.StatusCreated, http.StatusOK, http.StatusAccepted},
 		routeDS: c.datastore, routeRow: rowKey,
 	})
 	if err != nil {
+		err = asPrecondition(err)
 		if isConflict(err) {
 			return wire.PutResult{RowKey: rowKey.String(), ColumnKey: columnKey, RefKey: refKey,
 				Status: wire.StatusConflict}, err
@@ -252,9 +259,10 @@ func isConflict(err error) bool {
 // cs, in order. It blocks like PutCell and is retried as a write.
 //
 // A conflict is per cell: that result's Status is wire.StatusConflict and the call's error is
-// nil; other cells of the batch are written. After a retry, a cell written by an earlier attempt
-// reports wire.StatusExists rather than wire.StatusCreated. In async mode a cell may report
-// wire.StatusBuffered (see PutCell).
+// nil; other cells of the batch are written. A retry of the call answers the outcome of the
+// attempt that applied it (each partition's share is recorded under the call's idempotency key:
+// opts' IdempotencyKey, or a random one). In async mode a cell may report wire.StatusBuffered
+// (see PutCell).
 //
 // Errors concern the whole batch, with a nil slice: ErrInvalidArgument (Field names the cell,
 // as "cells[3].ref_key"; unsent when the client sees it), ErrTooLarge, ErrNotFound,
@@ -262,7 +270,7 @@ func isConflict(err error) bool {
 // ErrInternal, ErrBadResponse (a result count, key or status that does not match the request:
 // the batch was most likely applied), or ctx's error. An empty cs returns (nil, nil) with no
 // request. PutCells does not modify cs.
-func (c *Client) PutCells(ctx context.Context, cs []CellWrite) ([]wire.PutResult, error) {
+func (c *Client) PutCells(ctx context.Context, cs []CellWrite, opts ...WriteOption) ([]wire.PutResult, error) {
 	const op = "put_cells"
 	if err := c.checkDatastore(op); err != nil {
 		return nil, err
@@ -292,7 +300,7 @@ func (c *Client) PutCells(ctx context.Context, cs []CellWrite) ([]wire.PutResult
 	}
 	ans, err := c.do(ctx, &request{
 		op: op, method: http.MethodPost, write: true, path: c.dsPath("cells"),
-		body: body, ok: []int{http.StatusOK},
+		body: body, ok: []int{http.StatusOK}, idempotencyKey: writeOptionsOf(opts).key,
 	})
 	if err != nil {
 		return nil, err

@@ -166,7 +166,8 @@
 //   - Stale reads may go to a different node each time, so two stale reads in a row can see
 //     the data go backwards. Strong reads do not.
 //   - Answers are read whole into memory; a large ShardCells limit makes a large answer.
-//   - Writes carry an Idempotency-Key header (random per call), which lets net/http resend them
-//     on a kept-alive connection that the server had closed before reading the request. The
-//     server does not need it.
+//   - Writes carry an Idempotency-Key header (random per call, or IdempotencyKey's): the server
+//     answers a retry of the call with the recorded outcome of the attempt that applied it (for
+//     10 minutes), and net/http may resend the request on a kept-alive connection that the
+//     server had closed before reading it.
 package client

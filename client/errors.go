@@ -40,6 +40,14 @@ var (
 	// JSON, a result count or key that does not match the request, an unknown status). For a
 	// write the answer was a success status, so the write was most likely applied.
 	ErrBadResponse = errors.New("client: bad response")
+	// ErrPreconditionFailed: a conditional write or a transaction whose conditions did not hold
+	// when it was applied (412 precondition_failed); nothing was written. The error is a
+	// *PreconditionError naming the failed conditions and the columns' latest ref keys. Final:
+	// read the column again before another attempt.
+	ErrPreconditionFailed = errors.New("client: precondition failed")
+	// ErrKeyReused: the write's idempotency key was used for a different request within the
+	// server's window (422 idempotency_key_reused); nothing was written.
+	ErrKeyReused = errors.New("client: idempotency key reused")
 	// ErrInvalidConfig: Config.Validate found a field out of range.
 	ErrInvalidConfig = errors.New("client: invalid config")
 )
@@ -67,6 +75,11 @@ type APIError struct {
 	RetryAfter time.Duration
 	// Violation details a schema_violation (ErrSchemaViolation); nil otherwise.
 	Violation *wire.SchemaViolation
+	// Failed lists the conditions that did not hold (precondition_failed; a conditional
+	// put_cell's one condition has index 0).
+	Failed []wire.ConditionFailure
+	// Conflicts lists the writes of a transaction whose key holds another body (conflict).
+	Conflicts []int
 
 	// sentinel overrides the mapping from Code (a 504 on a read is ErrUnavailable).
 	sentinel error
@@ -110,6 +123,12 @@ func sentinelFor(code string, status int) error {
 		return ErrSchemaViolation
 	case wire.CodeMethod:
 		return nil
+	case wire.CodePreconditionFailed:
+		return ErrPreconditionFailed
+	case wire.CodeIdempotencyKeyReused:
+		return ErrKeyReused
+	case wire.CodeCrossPartition:
+		return ErrInvalidArgument
 	}
 	switch status {
 	case http.StatusBadRequest:
@@ -120,6 +139,8 @@ func sentinelFor(code string, status int) error {
 		return ErrConflict
 	case http.StatusRequestEntityTooLarge:
 		return ErrTooLarge
+	case http.StatusPreconditionFailed:
+		return ErrPreconditionFailed
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusRequestTimeout:
 		return ErrUnavailable
 	case http.StatusGatewayTimeout:
@@ -153,4 +174,26 @@ func codeForStatus(status int) string {
 		return wire.CodeInternal
 	}
 	return ""
+}
+
+// PreconditionError is the error of a conditional write or a transaction whose conditions did
+// not hold (errors.Is(err, ErrPreconditionFailed)). Failures has one entry per failed
+// condition: its index in the request and the column's latest ref key when the write was
+// applied (nil: the column has no cell).
+type PreconditionError struct {
+	*APIError
+	Failures []wire.ConditionFailure
+}
+
+// Unwrap returns the APIError (which unwraps to ErrPreconditionFailed).
+func (e *PreconditionError) Unwrap() error { return e.APIError }
+
+// asPrecondition turns a precondition_failed APIError into a *PreconditionError; other errors
+// are returned as they are.
+func asPrecondition(err error) error {
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Code == wire.CodePreconditionFailed {
+		return &PreconditionError{APIError: ae, Failures: ae.Failed}
+	}
+	return err
 }

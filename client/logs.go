@@ -21,7 +21,8 @@ type LogRequest struct {
 	// Time, when not zero, starts the read at the first cell created at or after it instead
 	// of Location (location_type=timestamp).
 	Time time.Time
-	// ColumnKey, when set, keeps only the cells of that column.
+	// ColumnKey, when set, keeps only the cells of that column, and the tombstones of erased
+	// rows (wire.Cell.Erased), which a reader of any column must see.
 	ColumnKey string
 	// Limit bounds the cells returned; 0 lets the server choose (100).
 	Limit int

@@ -133,8 +133,8 @@ type attemptResult struct {
 // do runs r with retries and failover (see the package documentation) and returns the first
 // success answer. Errors are described in the package documentation.
 func (c *Client) do(ctx context.Context, r *request) (answer, error) {
-	if r.write && r.policy != retryUnstarted {
-		r.idempotencyKey = uuid.NewString()
+	if r.write && r.policy != retryUnstarted && r.idempotencyKey == "" {
+		r.idempotencyKey = newKey()
 	}
 	if err := ctx.Err(); err != nil {
 		return answer{}, c.ctxError(r, err, false, nil)
@@ -342,7 +342,8 @@ func newAPIError(status int, data []byte, endpoint, retryAfter string) *APIError
 	ae := &APIError{StatusCode: status, Endpoint: endpoint, RetryAfter: parseRetryAfter(retryAfter, time.Now())}
 	var eb wire.ErrorBody
 	if err := json.Unmarshal(data, &eb); err == nil && eb.Error.Code != "" {
-		ae.Code, ae.Message, ae.Field, ae.Violation = eb.Error.Code, eb.Error.Message, eb.Error.Field, eb.Error.Violation
+		ae.Code, ae.Message, ae.Field = eb.Error.Code, eb.Error.Message, eb.Error.Field
+		ae.Failed, ae.Conflicts, ae.Violation = eb.Error.Failed, eb.Error.Conflicts, eb.Error.Violation
 		return ae
 	}
 	ae.Code = codeForStatus(status)
@@ -411,4 +412,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// newKey returns a new idempotency key: a time-ordered UUIDv7, which the server records at the
+// end of its table's index (a random v4 if the clock cannot be read).
+func newKey() string {
+	if id, err := uuid.NewV7(); err == nil {
+		return id.String()
+	}
+	return uuid.NewString()
 }

@@ -87,7 +87,7 @@ func TestIntegrationSchemas(t *testing.T) {
 	require.NotNil(t, ae.Violation)
 	assert.Equal(t, 1, ae.Violation.Cell, "the second cell")
 	assert.Equal(t, "/fare", ae.Violation.Pointer, "the missing field")
-	assert.Equal(t, "cells[1].body", ae.Field)
+	assert.Equal(t, "cells[1].body/fare", ae.Field)
 	_, err = cl.GetCellLatest(ctx, itRow(t, 3), col)
 	assert.ErrorIs(t, err, client.ErrNotFound, "nothing of the batch was written")
 

@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
 	"github.com/schemaless-db/schemaless/internal/mariadb"
@@ -164,6 +165,18 @@ func TestAsyncMasterDown(t *testing.T) {
 		require.NoError(t, err, "conflicting write %d with the master down", i)
 		require.Equal(t, cells.StatusConflict, res[0].Status, "conflicting write %d with the master down", i)
 	}
+	// A conditional write and a transaction are never buffered (a buffer cannot check a
+	// condition): with the master down they are refused as unavailable, nothing written.
+	condRow := rows[0][1]
+	for i, req := range []cluster.WriteRequest{
+		{Cells: []cells.Cell{newCell(t, condRow, "STATUS", 1, `{"s":"cond"}`)}, Conditions: []cluster.Condition{{RowKey: condRow, ColumnKey: "STATUS", None: true}}},
+		{Atomic: true, Cells: []cells.Cell{newCell(t, condRow, "STATUS", 1, `{"s":"tx"}`)}},
+	} {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := nodes[i].Write(wctx, ds, req)
+		cancel()
+		require.ErrorIs(t, err, partition.ErrUnavailable, "atomic write %d with the master down", i)
+	}
 	// The other partition's writes need a buffer on the dead master's cluster, the only other
 	// one: with two storage clusters they are unavailable (nothing written) until it is back.
 	for i, row := range rows[1][:3] {
@@ -254,6 +267,18 @@ func TestAsyncMasterDown(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, replayed, int64(buffered), "cells replayed, want at least the buffered ones")
+	got, err := nodes[0].GetCells(ctx, ds, []cluster.GetKey{{Key: cells.Key{RowKey: condRow, ColumnKey: "STATUS"}, Latest: true}}, cluster.Strong)
+	require.NoError(t, err)
+	assert.False(t, got[0].Found, "the refused conditional write and transaction left no cell")
+	// With the master back both run on it.
+	wres, err := nodes[1].Write(ctx, ds, cluster.WriteRequest{Cells: []cells.Cell{newCell(t, condRow, "STATUS", 1, `{"s":"cond"}`)},
+		Conditions: []cluster.Condition{{RowKey: condRow, ColumnKey: "STATUS", None: true}}})
+	require.NoError(t, err, "conditional write with the master back")
+	require.True(t, wres.Applied() && wres.Cells[0].Status == cells.StatusCreated, "conditional write with the master back: %+v", wres)
+	wres, err = nodes[2].Write(ctx, ds, cluster.WriteRequest{Cells: []cells.Cell{newCell(t, condRow, "STATUS", 2, `{"s":"again"}`)},
+		Conditions: []cluster.Condition{{RowKey: condRow, ColumnKey: "STATUS", None: true}}})
+	require.NoError(t, err, "second conditional write")
+	assert.Equal(t, []fsm.ConditionFailure{{Index: 0, LatestRefKey: 1, Found: true}}, wres.Failed, "second if-none write")
 	t.Logf("%d writes buffered while the master was down, %d replayed, all readable", buffered, replayed)
 }
 

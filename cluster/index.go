@@ -196,9 +196,11 @@ func (n *Node) DropIndexTable(ctx context.Context, ds, table string) error {
 }
 
 // FirstCells returns, for row keys of shard, the first cell of column appended for each
-// (lowest added_id; see storage.PartitionStore.FirstCells), read with consistency c. Errors:
-// ErrUnknownDatastore, ErrBadShard, ErrUnavailable.
-func (n *Node) FirstCells(ctx context.Context, ds string, shard int, column string, rowKeys []uuid.UUID, c Consistency) (map[uuid.UUID]cells.Cell, error) {
+// (lowest added_id; see storage.PartitionStore.FirstCells), read with consistency c from a
+// replica whose shard log reaches added_id atLeast (0: any; see partition.FirstCellsRead).
+// Errors: ErrUnknownDatastore, ErrBadShard, ErrUnavailable (also when no replica asked
+// reaches atLeast).
+func (n *Node) FirstCells(ctx context.Context, ds string, shard int, column string, rowKeys []uuid.UUID, atLeast int64, c Consistency) (map[uuid.UUID]cells.Cell, error) {
 	d, err := n.datastore(ds)
 	if err != nil {
 		return nil, err
@@ -208,7 +210,7 @@ func (n *Node) FirstCells(ctx context.Context, ds string, shard int, column stri
 	}
 	r := d.routeOf(shard)
 	resp, err := n.read(ctx, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c,
-		Read: partition.ReadRequest{FirstCells: &partition.FirstCellsRead{Shard: shard, Column: column, RowKeys: rowKeys}}})
+		Read: partition.ReadRequest{FirstCells: &partition.FirstCellsRead{Shard: shard, Column: column, RowKeys: rowKeys, AtLeast: atLeast}}})
 	if err != nil {
 		return nil, err
 	}

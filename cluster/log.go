@@ -34,7 +34,8 @@ type LogRead struct {
 	LocationType string
 	// Time is the start of a LocationTimestamp read.
 	Time time.Time
-	// ColumnKey, when set, keeps only the cells of that column.
+	// ColumnKey, when set, keeps only the cells of that column and the tombstones of erased
+	// rows.
 	ColumnKey string
 	// Limit bounds the cells returned per shard; it must be positive.
 	Limit int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
@@ -43,6 +44,12 @@ type Partition interface {
 	// partition). Leader-only. Its outcome is a value (fsm.SchemaResult), never a refusal
 	// error.
 	ApplySchema(ctx context.Context, cmd fsm.SchemaCommand) (fsm.SchemaResult, error)
+	// EraseRow erases every cell of row rowKey of shard (one of the partition's) and appends
+	// a tombstone to the shard's log (raft: a replicated command; async: on the primary
+	// master, never buffered, its buffered copies deleted). Leader-only. Idempotent: a row
+	// with no cell answers Erased 0. A shard outside the partition wraps
+	// fsm.ErrShardOutOfRange.
+	EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (fsm.EraseResult, error)
 	// Backup writes a consistent snapshot stream of the partition to w; RestoreBackup
 	// replaces the partition's state with one. Leader-only. An async partition refuses both
 	// with partition.ErrNotRaft (ErrAsyncDatastore).

@@ -61,6 +61,7 @@ func (n *Node) rpcHandler() http.Handler {
 	mux.HandleFunc("POST "+rpcGroupPath, n.serveGroup)
 	mux.HandleFunc("POST "+rpcIndexPath, n.serveIndex)
 	mux.HandleFunc("POST "+rpcSchemaPath, n.serveSchema)
+	mux.HandleFunc("POST "+rpcErasePath, n.serveErase)
 	n.adminRPCRoutes(mux)
 	n.backupRPCRoutes(mux)
 	return mux

@@ -259,7 +259,12 @@ func (t *Trigger) HandlePage(ctx context.Context, shard int, cs []cells.Cell) er
 
 // derived returns the write t derives from the BASE cell c (its column, under c's row and ref
 // key), and whether c calls for one; an error names the cell whose body it cannot derive from.
+// A tombstone (an erased row, which a group reading BASE cells sees too) calls for none: the
+// row's derived cells were erased with it.
 func (t *Trigger) derived(c cells.Cell) (client.CellWrite, bool, error) {
+	if c.Key.IsTombstone() {
+		return client.CellWrite{}, false, nil
+	}
 	base, err := c.Body.Object()
 	if err != nil {
 		return client.CellWrite{}, false, fmt.Errorf("%s: %s: %w", t.Group, c.Key, err)

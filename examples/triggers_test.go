@@ -2,7 +2,9 @@ package examples
 
 import (
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -108,5 +110,16 @@ func TestDerivedBodiesStoreStably(t *testing.T) {
 			assert.NoError(t, err)
 			assert.True(t, same, "bodies of %s: %s and %s store differently", base, pair[0], pair[1])
 		}
+	}
+}
+
+// A tombstone (an erased row, delivered to a group of BASE cells too) calls for no write, and
+// is no error: the group neither writes a cell back into the erased row nor parks the tombstone.
+func TestTriggersSkipTombstones(t *testing.T) {
+	ts := cells.NewTombstone(uuid.MustParse("6ba7b810-9dad-11d1-80b4-00c04fd430c8"), 7, time.Now())
+	for _, tr := range NewTriggers(nil) {
+		w, ok, err := tr.derived(ts)
+		assert.NoError(t, err, "%s: derived(tombstone)", tr.Group)
+		assert.False(t, ok, "%s: derived(tombstone) = %+v, want no write", tr.Group, w)
 	}
 }

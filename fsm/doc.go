@@ -8,6 +8,12 @@
 // FSM goroutine, never concurrently with each other; FSMSnapshot.Persist runs on another goroutine
 // concurrently with later ApplyBatch calls, reading the consistent view that Snapshot opened.
 //
+// # Erasure
+//
+// An erase entry (EncodeEraseCommand) deletes a row's cells and appends a tombstone to the
+// row's shard log, in a transaction of its own: a batch is split at its erase entries so that
+// every entry takes effect in log order (see DESIGN.md, "Erase commands").
+//
 // # Outcomes and failures
 //
 // A cell's outcome (a cells.Result: created, exists, conflict) is a value in the Response of its

@@ -111,7 +111,9 @@ type Response struct {
 	Index *IndexResult
 	// Schema is the result of a schema command (see schema.go).
 	Schema *SchemaResult
-	Err    error
+	// Erase is the result of an erase command (erase.go).
+	Erase *EraseResult
+	Err   error
 }
 
 // ResponseOf waits for f and returns the entry's write results. Errors are raft's own
@@ -261,8 +263,12 @@ type entry struct {
 }
 
 // ApplyBatch applies committed entries in one SQL transaction and returns a *Response per entry
-// (raft.BatchingFSM). It blocks while the store is retried after a failure.
+// (raft.BatchingFSM). It blocks while the store is retried after a failure. A batch holding
+// erase entries is split at them, so that every entry takes effect in log order (erase.go).
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	if out, ok := f.applyWithErases(logs); ok {
+		return out
+	}
 	began := time.Now()
 	out := make([]interface{}, len(logs))
 	if err := f.Failed(); err != nil {

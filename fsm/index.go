@@ -43,6 +43,9 @@ const (
 	IndexDrop
 	// IndexCatalog applies a command to the datastore's index catalog.
 	IndexCatalog
+	// IndexErase deletes the entries of RowKeys from an index table on every shard of the
+	// partition holding one (the maintainer, on the tombstone of an erased row; see erase.go).
+	IndexErase
 )
 
 // IndexCommand is the data of an index log entry.
@@ -59,6 +62,8 @@ type IndexCommand struct {
 	Entries []IndexEntry
 	// Catalog is the catalog command (IndexCatalog).
 	Catalog indexes.Command
+	// RowKeys are the rows whose entries IndexErase deletes from Table.
+	RowKeys []uuid.UUID
 }
 
 // IndexEntry is one entry of an IndexUpsert: the values of the source columns named in Refs,
@@ -438,6 +443,10 @@ func (f *FSM) applyIndexes(ctx context.Context, tx *storage.WriteTx, entries []e
 				}
 			}
 			e.indexRes = &IndexResult{Changed: n}
+		case IndexErase:
+			if err := f.eraseIndexEntries(ctx, tx, e, dropped); err != nil {
+				return nil, err
+			}
 		default:
 			e.indexErr = fmt.Errorf("%w: unknown index op %d", ErrBadCommand, c.Op)
 		}

@@ -270,8 +270,24 @@ func (f *FSM) decideInOrder(ctx context.Context, tx *storage.WriteTx, entries []
 			continue
 		}
 		if w.IsAtomic() {
+			var own map[cells.Key]int // the write's own earlier cells, by key
 			for i := range w.Cells {
 				c := &w.Cells[i]
+				if j, ok := own[c.Key]; ok {
+					same, err := cells.SameBody(w.Cells[j].Body, c.Body)
+					if err != nil {
+						return fmt.Errorf("compare body of %s: %w", c.Key, err)
+					}
+					if !same {
+						res.Conflict = true
+						res.Cells[i] = cells.Result{Status: cells.StatusConflict}
+					}
+					continue
+				}
+				if own == nil {
+					own = map[cells.Key]int{}
+				}
+				own[c.Key] = i
 				if ex, ok := existing(c); ok {
 					same, err := cells.SameBody(ex.Body, c.Body)
 					if err != nil {

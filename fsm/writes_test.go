@@ -100,13 +100,19 @@ func TestAtomicWrites(t *testing.T) {
 	_, err := st.GetCell(context.Background(), 9, cells.Key{RowKey: rowKey(2), ColumnKey: "BALANCE", RefKey: 1})
 	assert.Error(t, err, "nothing of the conflicting atomic write is stored")
 
+	// One key twice in an atomic write, with two bodies: a conflict, nothing written.
+	r = applyOne(t, f, writesLog(t, 3, at, Write{Atomic: true, Cells: []CommandCell{cell(10, 3, "BALANCE", 1, a), cell(10, 3, "BALANCE", 1, b)}}))
+	assert.True(t, r[0].Conflict, "atomic write of one key with two bodies: %+v", r[0])
+	_, err = st.GetCell(context.Background(), 10, cells.Key{RowKey: rowKey(3), ColumnKey: "BALANCE", RefKey: 1})
+	assert.Error(t, err, "nothing of it is stored")
+
 	// The same cells, not atomic: one created, one conflict.
-	r = applyOne(t, f, writesLog(t, 3, at, Write{Cells: []CommandCell{cell(9, 2, "BALANCE", 1, a), cell(8, 1, "BALANCE", 1, b)}}))
+	r = applyOne(t, f, writesLog(t, 4, at, Write{Cells: []CommandCell{cell(9, 2, "BALANCE", 1, a), cell(8, 1, "BALANCE", 1, b)}}))
 	assert.Equal(t, cells.StatusCreated, r[0].Cells[0].Status)
 	assert.Equal(t, cells.StatusConflict, r[0].Cells[1].Status)
 
 	// Two conditions, one fails: nothing written, both indexes reported only for the failed one.
-	r = applyOne(t, f, writesLog(t, 4, at, Write{
+	r = applyOne(t, f, writesLog(t, 5, at, Write{
 		Conditions: []Condition{cond(8, 1, "BALANCE", 1), cond(9, 2, "BALANCE", 7)},
 		Cells:      []CommandCell{cell(8, 1, "BALANCE", 2, b), cell(9, 2, "BALANCE", 2, b)}}))
 	assert.Equal(t, []ConditionFailure{{Index: 1, LatestRefKey: 1, Found: true}}, r[0].Failed)

@@ -28,11 +28,12 @@ func withStatus(o Op, status string) Op {
 
 func checkCells(t *testing.T, ops []Op) porcupine.CheckResult {
 	t.Helper()
-	var end int64
-	for _, o := range ops {
-		end = max(end, o.Complete)
-	}
-	res, _ := porcupine.CheckOperationsVerbose(CellsModel, CellOperations(ops, end+1), 10*time.Second)
+	return checkPorcupine(CellsModel, CellOperations, ops)
+}
+
+// checkPorcupine checks ops, turned into porcupine operations by convert, against model.
+func checkPorcupine(model porcupine.Model, convert func([]Op, int64) []porcupine.Operation, ops []Op) porcupine.CheckResult {
+	res, _ := porcupine.CheckOperationsVerbose(model, convert(ops, historyEnd(ops, 0)), 10*time.Second)
 	return res
 }
 

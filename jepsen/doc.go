@@ -28,19 +28,28 @@
 //     the catch-up (the index's lag at 0), the whole index is read and CheckIndex counts lost,
 //     stale, unexpected, invented, duplicated and misplaced entries, wrong violation marks,
 //     entries that differ from the stored cells, and a late catch-up.
+//   - cas: registers read with get_cell_latest and changed only by conditional writes of the
+//     next ref key (CasWorkload), checked linearizable by porcupine against CasModel, a
+//     compare-and-set register; a 412 is a failed cas, an indeterminate write one of unknown
+//     outcome.
+//   - bank: accounts in one partition (BankWorkload), transfers as transactions conditional on
+//     the versions read, reads as one strong batch get; CheckBank finds reads with another total,
+//     a negative balance or more than one snapshot, torn and stale reads, invented versions, lost
+//     updates, and a final state that misses a committed transfer; it reports the commit and 412
+//     rates.
 //
-// Async mode (Config.Mode "async") makes the cells and durability datastores async datastores
-// on MySQL storage clusters the harness starts (Storage: 2 clusters of a master and 2 minions,
-// MariaDB replication), adds the storage nemeses (kill-master, failover, partition-master,
+// Async mode (Config.Mode "async") makes the cells, durability, cas and bank datastores async
+// datastores on MySQL storage clusters the harness starts (Storage: 2 clusters of a master and 2
+// minions, MariaDB replication), adds the storage nemeses (kill-master, failover, partition-master,
 // partition-failover, pause-replication), and checks read-your-writes of strong reads outside
 // failover windows (CheckReadYourWrites), the final state with buffered writes
 // (CheckAsyncCells), the staleness of stale reads, durability against every member, and that
 // the members replicating from each master agree. See DESIGN.md, "Async mode".
 //
 // The checkers are pure functions over a history (CheckLinearizable, CheckDurability,
-// CompareReplicas, CheckTriggers, CheckIndex, CheckReadYourWrites, CheckAsyncCells), tested on
-// synthetic histories in checker_test.go, triggers_test.go, indexcheck_test.go and
-// asynccheck_test.go; e2e_test.go shows a real run with stale reads under partitions being
+// CompareReplicas, CheckTriggers, CheckIndex, CheckReadYourWrites, CheckAsyncCells, CheckCas,
+// CheckBank), tested on synthetic histories in checker_test.go, triggers_test.go,
+// indexcheck_test.go, asynccheck_test.go, cas_test.go and bankcheck_test.go; e2e_test.go shows a real run with stale reads under partitions being
 // caught, triggers_e2e_test.go a real triggers run under worker and node kills,
 // index_e2e_test.go a real index run under node kills and partitions, and async_e2e_test.go a
 // failover losing acknowledged writes without buffered writes and none with them.

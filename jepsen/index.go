@@ -125,14 +125,8 @@ column_defs:
 // Setup implements SetupWorkload: it defines the index and waits, up to ReadyTimeout, until
 // the version defined is ready.
 func (w *IndexWorkload) Setup(ctx context.Context, env *StartEnv) error {
-	var eps []string
-	for _, n := range env.Cluster.Nodes {
-		eps = append(eps, n.URL())
-	}
-	cc := client.DefaultConfig()
-	cc.Endpoints, cc.Datastore, cc.RequestTimeout, cc.MaxAttempts = eps, w.Datastore, 5*time.Second, 3
 	var err error
-	if w.cl, err = client.New(cc); err != nil {
+	if w.cl, err = env.client(w.Datastore); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.ReadyTimeout)

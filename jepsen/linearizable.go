@@ -27,17 +27,29 @@ type LinResult struct {
 // env.CheckTimeout (0: no limit), and writes porcupine's visualization, with the run's fault
 // windows as annotations, to env.Dir/linearizability.html when env.Dir is set.
 func CheckLinearizable(ops []Op, env *CheckEnv) LinResult {
-	end := env.End
+	end := historyEnd(ops, env.End)
+	return checkModel(CellsModel, CellOperations(ops, end), env, end, "linearizability.html")
+}
+
+// historyEnd is a time after every operation of ops and at least end: the return time of the
+// operations whose outcome is unknown.
+func historyEnd(ops []Op, end int64) int64 {
 	for _, o := range ops {
 		end = max(end, o.Complete+1)
 	}
-	pops := CellOperations(ops, end)
+	return end
+}
+
+// checkModel checks pops against model, whose operations carry an opMeta, within
+// env.CheckTimeout (0: no limit), and writes porcupine's visualization with the fault windows
+// to env.Dir/file when env.Dir is set.
+func checkModel(model porcupine.Model, pops []porcupine.Operation, env *CheckEnv, end int64, file string) LinResult {
 	regs := map[string]bool{}
 	for _, o := range pops {
 		regs[o.Metadata.(opMeta).register] = true
 	}
 	start := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(CellsModel, pops, env.CheckTimeout)
+	res, info := porcupine.CheckOperationsVerbose(model, pops, env.CheckTimeout)
 	out := LinResult{Operations: len(pops), Registers: len(regs), Seconds: time.Since(start).Seconds()}
 	switch res {
 	case porcupine.Ok:
@@ -49,20 +61,20 @@ func CheckLinearizable(ops []Op, env *CheckEnv) LinResult {
 	}
 	if env.Dir != "" {
 		info.AddAnnotations(FaultAnnotations(env.Faults, end))
-		path := filepath.Join(env.Dir, "linearizability.html")
-		if err := writeVisualization(path, info); err == nil {
+		path := filepath.Join(env.Dir, file)
+		if err := writeVisualization(model, path, info); err == nil {
 			out.Visualization = path
 		}
 	}
 	return out
 }
 
-func writeVisualization(path string, info porcupine.LinearizationInfo) error {
+func writeVisualization(model porcupine.Model, path string, info porcupine.LinearizationInfo) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := porcupine.Visualize(CellsModel, info, f); err != nil {
+	if err := porcupine.Visualize(model, info, f); err != nil {
 		f.Close()
 		return err
 	}

@@ -105,24 +105,8 @@ func cellStep(s cellState, in cellInput, out cellOutput) (bool, cellState) {
 // CellsModel is the porcupine model of the cells workload. Operations are partitioned by (row
 // key, column key); Input is a cellInput and Output a cellOutput (see CellOperations).
 var CellsModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		by := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range history {
-			k := op.Metadata.(opMeta).register
-			if _, ok := by[k]; !ok {
-				keys = append(keys, k)
-			}
-			by[k] = append(by[k], op)
-		}
-		sort.Strings(keys)
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, by[k])
-		}
-		return out
-	},
-	Init: func() interface{} { return cellState{} },
+	Partition: partitionByRegister,
+	Init:      func() interface{} { return cellState{} },
 	Step: func(state, input, output interface{}) (bool, interface{}) {
 		return cellStep(state.(cellState), input.(cellInput), output.(cellOutput))
 	},
@@ -176,6 +160,26 @@ var CellsModel = porcupine.Model{
 		m := info.(opMeta)
 		return fmt.Sprintf("op %d, process %d via %s, %s", m.index, m.process, m.node, m.detail)
 	},
+}
+
+// partitionByRegister splits a history of operations carrying an opMeta by register, in
+// register order (porcupine's P-compositionality).
+func partitionByRegister(history []porcupine.Operation) [][]porcupine.Operation {
+	by := map[string][]porcupine.Operation{}
+	var keys []string
+	for _, op := range history {
+		k := op.Metadata.(opMeta).register
+		if _, ok := by[k]; !ok {
+			keys = append(keys, k)
+		}
+		by[k] = append(by[k], op)
+	}
+	sort.Strings(keys)
+	out := make([][]porcupine.Operation, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, by[k])
+	}
+	return out
 }
 
 // opMeta rides along with each porcupine operation: its register (row/column) and where it

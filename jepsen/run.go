@@ -74,7 +74,7 @@ type Config struct {
 	// Mode is the datastores' mode: "raft" (the default) or "async": the harness then starts
 	// StorageClusters MariaDB storage clusters (a master and StorageMinions minions each, with
 	// GTID replication) and makes every workload's datastores async datastores on them (see
-	// Storage); only the cells and durability workloads run there.
+	// Storage); only AsyncWorkloads run there.
 	Mode string
 	// UnsafeNoBufferedWrites (async mode) turns the datastores' buffered writes off
 	// (unsafe_no_buffered_writes: true), to show what they protect against: a failover then
@@ -141,8 +141,8 @@ func (c Config) Validate() error {
 	}
 	if async {
 		for _, w := range c.Workloads {
-			if w != "cells" && w != "durability" {
-				bad("workload %q does not run in async mode (cells and durability do)", w)
+			if !slices.Contains(AsyncWorkloads, w) {
+				bad("workload %q does not run in async mode (%s do)", w, strings.Join(AsyncWorkloads, ", "))
 			}
 		}
 		if c.MySQLDSN != "" {
@@ -320,6 +320,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 
 	// Workloads with processes of their own start them now; the first one's are the worker
 	// nemeses' targets.
+	startEnv := &StartEnv{Cluster: c, Binary: cfg.Binary, Dir: dir, History: h, RequestTimeout: cfg.RequestTimeout, Seed: cfg.Seed, Logger: log}
 	var procs Processes
 	for _, wl := range workloads {
 		pw, ok := wl.(ProcessWorkload)
@@ -328,7 +329,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 		defer pw.Stop()
 		startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-		err := pw.Start(startCtx, &StartEnv{Cluster: c, Binary: cfg.Binary, Dir: dir, History: h, RequestTimeout: cfg.RequestTimeout, Logger: log})
+		err := pw.Start(startCtx, startEnv)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("jepsen: start the processes of workload %s: %w", wl.Name(), err)
@@ -345,7 +346,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 		defer sw.Stop()
 		setupCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		err := sw.Setup(setupCtx, &StartEnv{Cluster: c, Binary: cfg.Binary, Dir: dir, History: h, RequestTimeout: cfg.RequestTimeout, Logger: log})
+		err := sw.Setup(setupCtx, startEnv)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("jepsen: set up workload %s: %w", wl.Name(), err)
@@ -544,6 +545,20 @@ func (s *Summary) Print(w io.Writer) {
 			fmt.Fprintf(w, "  triggers: %d acknowledged, %d indeterminate (%d delivered), %d failed, %d of other columns; %d deliveries by %d worker incarnations, %d duplicates; lost %d, unexpected %d, order violations %d, skipped %d; %d lease changes (%d rewinds); caught up in %.1fs\n",
 				d.Acknowledged, d.Indeterminate, d.Recovered, d.Failed, d.OtherWritten, d.Delivered, d.Incarnations, d.Duplicates,
 				len(d.Lost), len(d.Unexpected), len(d.OrderViolations), len(d.Skipped), d.LeaseChanges, d.Rewinds, d.CatchUpSeconds)
+		case CasResult:
+			fmt.Fprintf(w, "  cas: linearizable %s (%d operations, %d registers, %.1fs); %d reads, conditional writes: %d written, %d refused (412), %d conflicts, %d unavailable, %d indeterminate\n",
+				d.Linearizability.Result, d.Linearizability.Operations, d.Linearizability.Registers, d.Linearizability.Seconds,
+				d.Reads, d.Written, d.Refused, d.Conflicts, d.Unavailable, d.Unknown)
+			if d.Excused != nil {
+				fmt.Fprintf(w, "  cas in failover windows (excused): linearizable %s (%d registers)\n", d.Excused.Result, d.Excused.Registers)
+			}
+		case BankResult:
+			fmt.Fprintf(w, "  bank: %d accounts, total %d; %d reads; %d transfers: %d committed (%.0f%%), %d refused (412, %.0f%%), %d conflicts, %d unavailable, %d indeterminate, %d invalid; %d final versions; bad reads %d, invented %d, torn %d, stale %d, lost updates %d, bad answers %d, final %d\n",
+				d.Accounts, d.Total, d.Reads, d.Transfers, d.Committed, 100*d.CommitRate, d.Refused, 100*d.RefusedRate, d.Conflicts, d.Unavailable, d.Unknown, d.Invalid,
+				d.FinalVersions, d.BadReads.Count, d.Invented.Count, d.Torn.Count, d.Stale.Count, d.LostUpdates.Count, d.BadAnswers.Count, d.Final.Count)
+			if d.Excused.Count > 0 {
+				fmt.Fprintf(w, "  bank, excused by failovers: %d problems, first: %s\n", d.Excused.Count, d.Excused.Examples[0])
+			}
 		case IndexResult:
 			fmt.Fprintf(w, "  index: %d rows, %d acknowledged cells, %d indeterminate, %d failed, %d changing k; %d entries (%d marked), %d stored rows; %d queries (%d entries), %d query errors; lost %d, stale %d, unexpected %d, invented %d, duplicated %d, misplaced %d, wrong marks %d, diverged %d; highest lag %d cells, caught up in %.1fs (bound %.0fs)\n",
 				d.Rows, d.Acknowledged, d.Indeterminate, d.Failed, d.KChanges, d.Entries, d.Marked, d.StoredRows, d.Queries, d.QueryEntries, d.QueryErrors,

@@ -88,7 +88,20 @@ type StartEnv struct {
 	History *History
 	// RequestTimeout bounds one HTTP attempt of the processes' clients.
 	RequestTimeout time.Duration
-	Logger         *slog.Logger
+	// Seed is the run's seed, for workloads that derive keys from it.
+	Seed   uint64
+	Logger *slog.Logger
+}
+
+// client returns a client of datastore ds that tries every node of the cluster, for a setup
+// and the checks that follow it: 5 s per attempt, 3 attempts.
+func (env *StartEnv) client(ds string) (*client.Client, error) {
+	cc := client.DefaultConfig()
+	for _, n := range env.Cluster.Nodes {
+		cc.Endpoints = append(cc.Endpoints, n.URL())
+	}
+	cc.Datastore, cc.RequestTimeout, cc.MaxAttempts = ds, 5*time.Second, 3
+	return client.New(cc)
 }
 
 // Worker is one client process of the harness: it runs one operation at a time against its
@@ -163,7 +176,12 @@ var Workloads = map[string]func() Workload{
 	"durability": func() Workload { return &DurabilityWorkload{MaxBatch: 5} },
 	"triggers":   func() Workload { return NewTriggersWorkload() },
 	"index":      func() Workload { return NewIndexWorkload() },
+	"cas":        func() Workload { return NewCasWorkload() },
+	"bank":       func() Workload { return NewBankWorkload() },
 }
+
+// AsyncWorkloads are the workloads that run in async mode.
+var AsyncWorkloads = []string{"cells", "durability", "cas", "bank"}
 
 // putAndRecord writes cells with one put_cells on datastore ds and records ops (one per cell,
 // in the order of writes) as invoked before the call and completed with its outcome after: the
@@ -300,11 +318,7 @@ func (w *CellsWorkload) Check(ctx context.Context, env *CheckEnv, ops []Op) Verd
 	if lin.Result == "no" {
 		v.Violations = append(v.Violations, "the cells history is not linearizable: see "+lin.Visualization)
 	}
-	replicas, err := env.Cluster.ReadBack(ctx, "cells")
-	diverged := CompareReplicas(replicas, env.Cluster.ShardReplicas("cells"))
-	if err != nil {
-		diverged = append(diverged, "reading back datastore cells: "+err.Error())
-	}
+	diverged := compareDatastore(ctx, env, "cells")
 	if len(diverged) > 0 {
 		v.Violations = append(v.Violations, diverged...)
 		v.Valid = "no"

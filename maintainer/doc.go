@@ -31,6 +31,14 @@
 //     the partition's FSM merges them by ref key per source column (indexes.Merge): replays and
 //     reordering change nothing. The page's offset moves once its round is applied.
 //
+// A tombstone in the page (an erased row; see package fsm) ends the page's part before it: those
+// cells' upserts are applied first, then the row's entries are deleted from the version's table
+// on every partition (fsm.IndexErase; counted in schemaless_index_entries_erased_total), then
+// the rest of the page is handled, so entries follow the log's order. A row written again after
+// its erasure gets a new entry from its new cells. Step 2 reads from a replica whose shard log
+// reaches the page's end (else from the leader), so that a first cell an erasure deleted is
+// never used.
+//
 // A cell whose shard field differs from the entry's is a violation of the immutable shard
 // field: the entry stays where it is, records the cell's added_id (the highest such), and the maintainer counts it
 // (schemaless_index_shard_field_violations_total) and logs it. Values that do not convert to

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -27,8 +28,9 @@ type Backend interface {
 	Datastore(name string) (*topology.DatastoreSpec, error)
 	Catalog(ctx context.Context, ds string, c cluster.Consistency) (*indexes.Catalog, error)
 	CatalogApply(ctx context.Context, ds string, cmd indexes.Command) (indexes.Result, error)
-	FirstCells(ctx context.Context, ds string, shard int, column string, rowKeys []uuid.UUID, c cluster.Consistency) (map[uuid.UUID]cells.Cell, error)
+	FirstCells(ctx context.Context, ds string, shard int, column string, rowKeys []uuid.UUID, atLeast int64, c cluster.Consistency) (map[uuid.UUID]cells.Cell, error)
 	PutIndexEntries(ctx context.Context, ds, table string, fields []indexes.Field, entries []fsm.IndexEntry) (int, error)
+	EraseIndexEntries(ctx context.Context, ds, table string, rowKeys []uuid.UUID) (int, error)
 	DropIndexTable(ctx context.Context, ds, table string) error
 	GroupProgress(ctx context.Context, ds, group string, c cluster.Consistency) (cluster.GroupProgress, error)
 }
@@ -115,7 +117,7 @@ func (c Config) Validate() error {
 
 // metrics are the maintainer's counters, labelled by datastore and index table.
 type metrics struct {
-	cells, entries, violations, mismatches, noShardValue *prometheus.CounterVec
+	cells, entries, violations, mismatches, noShardValue, erased *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -128,11 +130,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		violations:   mk("schemaless_index_shard_field_violations_total", "Cells that tried to change an entry's shard field (counted on each handling)."),
 		mismatches:   mk("schemaless_index_type_mismatches_total", "Field values that did not convert to their index type and were stored as NULL."),
 		noShardValue: mk("schemaless_index_no_shard_value_total", "Cells skipped because their row's first shard-field cell has no shard field value."),
+		erased:       mk("schemaless_index_entries_erased_total", "Index entries deleted because their row was erased (tombstones in the shard logs)."),
 	}
 	if reg != nil {
 		// A maintainer run again in the same registry (a node's StartMaintainer after
 		// StopMaintainer) counts on in the series registered first.
-		for _, c := range []**prometheus.CounterVec{&m.cells, &m.entries, &m.violations, &m.mismatches, &m.noShardValue} {
+		for _, c := range []**prometheus.CounterVec{&m.cells, &m.entries, &m.violations, &m.mismatches, &m.noShardValue, &m.erased} {
 			if err := reg.Register(*c); err != nil {
 				var are prometheus.AlreadyRegisteredError
 				if !errors.As(err, &are) {
@@ -310,8 +313,44 @@ type handler struct {
 	batch   *batcher
 }
 
-// handle is the triggers.BatchHandler: see the package documentation for the steps.
+// handle is the triggers.BatchHandler: see the package documentation for the steps. A page
+// holding tombstones (erased rows) is handled in log order: the cells before a tombstone (their
+// upserts applied), then the erasure of the row's entries, then the rest.
 func (h *handler) handle(ctx context.Context, shard int, page []cells.Cell) error {
+	for len(page) > 0 {
+		i := slices.IndexFunc(page, func(c cells.Cell) bool { return c.Key.IsTombstone() })
+		if i < 0 {
+			return h.handleCells(ctx, shard, page)
+		}
+		if err := h.handleCells(ctx, shard, page[:i]); err != nil {
+			return err
+		}
+		var erased []uuid.UUID
+		for ; i < len(page) && page[i].Key.IsTombstone(); i++ {
+			erased = append(erased, page[i].Key.RowKey)
+		}
+		if err := h.erase(ctx, erased); err != nil {
+			return err
+		}
+		page = page[i:]
+	}
+	return nil
+}
+
+// erase deletes the entries of erased rows from the version's table on every partition (an
+// entry lives on the index shard of its shard field's value, which the row's cells no longer
+// tell).
+func (h *handler) erase(ctx context.Context, rowKeys []uuid.UUID) error {
+	n, err := h.be.EraseIndexEntries(ctx, h.ds, h.table, rowKeys)
+	if err != nil {
+		return fmt.Errorf("erase the entries of %d rows: %w", len(rowKeys), err)
+	}
+	h.m.erased.With(prometheus.Labels{"datastore": h.ds, "index": h.table}).Add(float64(n))
+	return nil
+}
+
+// handleCells turns cells of a page (no tombstone among them) into upserts and waits for them.
+func (h *handler) handleCells(ctx context.Context, shard int, page []cells.Cell) error {
 	shardCol := h.fields[0].Column
 	var src []cells.Cell
 	var rowKeys []uuid.UUID
@@ -333,7 +372,7 @@ func (h *handler) handle(ctx context.Context, shard int, page []cells.Cell) erro
 	if len(src) == 0 {
 		return nil
 	}
-	first, err := h.firstCells(ctx, shard, shardCol, rowKeys)
+	first, err := h.firstCells(ctx, shard, shardCol, rowKeys, page[len(page)-1].AddedID)
 	if err != nil {
 		return err
 	}
@@ -405,13 +444,17 @@ func (h *handler) handle(ctx context.Context, shard int, page []cells.Cell) erro
 }
 
 // firstCells reads the first cell of the shard field's column of each row key, from this
-// node's replica first: a cell found there is the row's first for good (a replica applies a
-// shard's cells in added_id order, so it holds every earlier one). Row keys it has no cell for
-// (the replica may trail the one that served the page) are read again from the leader.
-func (h *handler) firstCells(ctx context.Context, shard int, shardCol string, rowKeys []uuid.UUID) (map[uuid.UUID]cells.Cell, error) {
-	first, err := h.be.FirstCells(ctx, h.ds, shard, shardCol, rowKeys, cluster.Stale)
+// node's replica first (any replica when it hosts none), one whose shard log reaches the page's
+// last cell (added_id pageEnd): a cell found there is the row's first for good (a replica
+// applies a shard's log in added_id order, so it holds every earlier cell, and every erasure
+// up to the page: a first cell that an erasure before the page deleted is not found). Row keys
+// it has no cell for, or all of them when no such replica answers, are read again from the
+// leader.
+func (h *handler) firstCells(ctx context.Context, shard int, shardCol string, rowKeys []uuid.UUID, pageEnd int64) (map[uuid.UUID]cells.Cell, error) {
+	first, err := h.be.FirstCells(ctx, h.ds, shard, shardCol, rowKeys, pageEnd, cluster.Stale)
 	if err != nil {
-		return nil, fmt.Errorf("read first %s cells: %w", shardCol, err)
+		h.log.Debug("maintainer: no replica reaches the page; reading first cells from the leader", "shard", shard, "error", err)
+		first = map[uuid.UUID]cells.Cell{}
 	}
 	var missing []uuid.UUID
 	for _, rk := range rowKeys {
@@ -422,7 +465,7 @@ func (h *handler) firstCells(ctx context.Context, shard int, shardCol string, ro
 	if len(missing) == 0 {
 		return first, nil
 	}
-	more, err := h.be.FirstCells(ctx, h.ds, shard, shardCol, missing, cluster.Strong)
+	more, err := h.be.FirstCells(ctx, h.ds, shard, shardCol, missing, 0, cluster.Strong)
 	if err != nil {
 		return nil, fmt.Errorf("read first %s cells from the leader: %w", shardCol, err)
 	}

@@ -127,7 +127,14 @@ type Async struct {
 // asyncOp is one command waiting for the writer.
 type asyncOp struct {
 	data []byte
-	done chan asyncResult // buffered, one result
+	// prepare, when set, runs on the master's connection after the partition's lock is taken
+	// and before the command is applied, and returns the command to apply instead of data (nil:
+	// nothing to apply; the op's response is then empty). Its error fails the op as
+	// ErrUnavailable, with nothing applied. An op with prepare is applied in a batch of its own
+	// (erase.go: an erasure deletes the row's buffered copies, a replay checks that its rows are
+	// still buffered, each under the lock, so neither sees the other half done).
+	prepare func(ctx context.Context) ([]byte, error)
+	done    chan asyncResult // buffered, one result
 }
 
 type asyncResult struct {
@@ -474,7 +481,11 @@ func (a *Async) ApplyIndex(ctx context.Context, cmd fsm.IndexCommand) (fsm.Index
 
 // apply queues one encoded command for the writer and waits for its response.
 func (a *Async) apply(ctx context.Context, data []byte) (*fsm.Response, error) {
-	op := &asyncOp{data: data, done: make(chan asyncResult, 1)}
+	return a.applyOp(ctx, &asyncOp{data: data, done: make(chan asyncResult, 1)})
+}
+
+// applyOp queues op for the writer and waits for its response.
+func (a *Async) applyOp(ctx context.Context, op *asyncOp) (*fsm.Response, error) {
 	select {
 	case a.queue <- op:
 	case <-a.stop:
@@ -494,19 +505,28 @@ func (a *Async) apply(ctx context.Context, data []byte) (*fsm.Response, error) {
 // applies them in one transaction on the master under the partition's lock.
 func (a *Async) writeLoop() {
 	defer a.wg.Done()
+	var held *asyncOp // an op with prepare met while draining: the next batch, alone
 	for {
 		var batch []*asyncOp
-		select {
-		case op := <-a.queue:
-			batch = append(batch, op)
-		case <-a.stop:
-			a.failQueued()
-			return
-		}
-	drain:
-		for len(batch) < a.cfg.MaxBatchCommands {
+		if held != nil {
+			batch, held = append(batch, held), nil
+		} else {
 			select {
 			case op := <-a.queue:
+				batch = append(batch, op)
+			case <-a.stop:
+				a.failQueued()
+				return
+			}
+		}
+	drain:
+		for len(batch) < a.cfg.MaxBatchCommands && batch[0].prepare == nil {
+			select {
+			case op := <-a.queue:
+				if op.prepare != nil {
+					held = op
+					break drain
+				}
 				batch = append(batch, op)
 			default:
 				break drain
@@ -519,6 +539,15 @@ func (a *Async) writeLoop() {
 			} else {
 				op.done <- asyncResult{res: res[i]}
 			}
+		}
+		select {
+		case <-a.stop:
+			if held != nil {
+				held.done <- asyncResult{err: ErrClosed}
+			}
+			a.failQueued()
+			return
+		default:
 		}
 	}
 }
@@ -544,18 +573,20 @@ func (a *Async) applyBatch(batch []*asyncOp) ([]*fsm.Response, error) {
 	for i, op := range batch {
 		datas[i] = op.data
 	}
+	prepare := batch[0].prepare // set only on a batch of one
 	retry := a.movedRetry()
 	for {
 		pl := a.placement()
-		res, err := a.applyOn(pl.primary, datas)
+		res, err := a.applyOn(pl.primary, datas, prepare)
 		if !errors.Is(err, storage.ErrMoved) || !retry.again(context.Background(), pl) {
 			return res, err
 		}
 	}
 }
 
-// applyOn applies the batch on the master of c, under the partition's named lock.
-func (a *Async) applyOn(c *StorageCluster, datas [][]byte) ([]*fsm.Response, error) {
+// applyOn applies the batch on the master of c, under the partition's named lock, with the
+// command prepare returns instead when prepare is set (a batch of one; see asyncOp).
+func (a *Async) applyOn(c *StorageCluster, datas [][]byte, prepare func(context.Context) ([]byte, error)) ([]*fsm.Response, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.LockWait+10*time.Second)
 	defer cancel()
 	_, m, err := c.masterMember(ctx)
@@ -563,7 +594,8 @@ func (a *Async) applyOn(c *StorageCluster, datas [][]byte) ([]*fsm.Response, err
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	var res []*fsm.Response
-	var moved error // kept out of the circuit breaker: the master answered
+	var moved error   // kept out of the circuit breaker: the master answered
+	var prepErr error // kept out too: it concerns other clusters, or a refusal
 	sent := false
 	err = m.run(func() error {
 		st, err := m.writeStore(ctx, c)
@@ -586,6 +618,18 @@ func (a *Async) applyOn(c *StorageCluster, datas [][]byte) ([]*fsm.Response, err
 			return err
 		}
 		defer unlock()
+		if prepare != nil {
+			d, err := prepare(ctx)
+			switch {
+			case err != nil:
+				prepErr = err
+				return nil
+			case d == nil:
+				res = []*fsm.Response{{}}
+				return nil
+			}
+			datas = [][]byte{d}
+		}
 		sent = true
 		res, err = a.fsm.ApplyShared(ctx, datas)
 		if errors.Is(err, storage.ErrMoved) {
@@ -594,6 +638,8 @@ func (a *Async) applyOn(c *StorageCluster, datas [][]byte) ([]*fsm.Response, err
 		return err
 	})
 	switch {
+	case prepErr != nil:
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, prepErr)
 	case moved != nil:
 		// Refused before anything was written, by the check before the batch or the one
 		// inside its transaction.

@@ -475,10 +475,29 @@ func (mv *mover) catchUp(ctx context.Context) (int64, error) {
 }
 
 // insert inserts cells of shard s read from src into dst's transaction (whose tables exist:
-// Restore or EnsureShards created them).
+// Restore or EnsureShards created them), in log order. A tombstone (an erasure of its row on
+// src, since the copy) erases the row's cells copied before it, then is inserted itself, so the
+// target ends as src is.
 func (mv *mover) insert(ctx context.Context, tx *storage.WriteTx, s int, cs []cells.Cell) error {
-	if err := tx.Insert(ctx, s, cs); err != nil {
-		return fmt.Errorf("insert %d cells into shard %d of the target (added_id %d..%d): %w", len(cs), s, cs[0].AddedID, cs[len(cs)-1].AddedID, err)
+	for len(cs) > 0 {
+		n := slices.IndexFunc(cs, func(c cells.Cell) bool { return c.Key.IsTombstone() })
+		if n < 0 {
+			n = len(cs)
+		}
+		if n > 0 {
+			if err := tx.Insert(ctx, s, cs[:n]); err != nil {
+				return fmt.Errorf("insert %d cells into shard %d of the target (added_id %d..%d): %w", n, s, cs[0].AddedID, cs[n-1].AddedID, err)
+			}
+			cs = cs[n:]
+			continue
+		}
+		if _, err := tx.EraseRow(ctx, s, cs[0].RowKey); err != nil {
+			return fmt.Errorf("erase row %s in shard %d of the target (tombstone %d): %w", cs[0].RowKey, s, cs[0].AddedID, err)
+		}
+		if err := tx.Insert(ctx, s, cs[:1]); err != nil {
+			return fmt.Errorf("insert the tombstone %d into shard %d of the target: %w", cs[0].AddedID, s, err)
+		}
+		cs = cs[1:]
 	}
 	return nil
 }

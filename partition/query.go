@@ -129,7 +129,8 @@ type LogRead struct {
 	LocationType string
 	// Time is the start of a LocationTimestamp read.
 	Time time.Time
-	// ColumnKey, when set, keeps only the cells of that column.
+	// ColumnKey, when set, keeps only the cells of that column and the tombstones of erased
+	// rows (cells.TombstoneColumn).
 	ColumnKey string
 	// Limit bounds the cells returned per shard.
 	Limit int
@@ -155,11 +156,14 @@ type CatalogRead struct{}
 
 // FirstCellsRead reads, for row keys of one shard, the first cell of Column appended for each
 // (lowest added_id; see storage.PartitionStore.FirstCells). The answer is ReadResult.Cells:
-// the cells found, in the order of RowKeys.
+// the cells found, in the order of RowKeys. With AtLeast > 0, a replica whose shard log ends
+// before added_id AtLeast refuses the read (ErrUnavailable) rather than answer from an older
+// state: its first cell of a row may be one an erasure it has not applied yet deleted.
 type FirstCellsRead struct {
 	Shard   int
 	Column  string
 	RowKeys []uuid.UUID
+	AtLeast int64
 }
 
 // IndexRead runs an index query (indexes.Compile's plan) against index table Table (of
@@ -332,6 +336,16 @@ func groupStatus(ctx context.Context, st *storage.PartitionStore, group string) 
 func firstCells(ctx context.Context, st *storage.PartitionStore, shards storage.ShardRange, req FirstCellsRead) ([]cells.Cell, error) {
 	if err := inRange(shards, req.Shard); err != nil {
 		return nil, err
+	}
+	if req.AtLeast > 0 {
+		// Read before the cells: what the cells' read sees is at least as new.
+		high, err := st.MaxAddedID(ctx, req.Shard)
+		if err != nil {
+			return nil, err
+		}
+		if high < req.AtLeast {
+			return nil, fmt.Errorf("%w: shard %d of this replica ends at added_id %d, the read needs %d", ErrUnavailable, req.Shard, high, req.AtLeast)
+		}
 	}
 	m, err := st.FirstCells(ctx, req.Shard, req.Column, req.RowKeys)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -132,7 +131,7 @@ func (a *Async) reapRows(ctx context.Context, bc *StorageCluster, m *member, row
 	if len(replay) > 0 {
 		// Replayed cells stay in the buffer until a later pass finds them on a minion; cells a
 		// schema refuses will never get there, and go now.
-		del = append(del, a.replay(ctx, replay)...)
+		del = append(del, a.replay(ctx, bc, m, replay)...)
 	}
 	if len(del) > 0 {
 		var n int64
@@ -204,13 +203,15 @@ func (a *Async) onMinion(ctx context.Context, fn func(*storage.PartitionStore) e
 	return lastErr
 }
 
-// replay applies buffered cells to the primary master, one command per write time (so each
-// cell keeps the created_at of its original write). It returns the IDs of the rows whose cell
-// the master refused as violating its column's schema (logged): a write refused when it was
-// made (the node knew the schema too late to refuse it before buffering), or, rarely, buffered
-// while the master was down and refused by a schema registered before the replay. The other
-// cells of a refused command are applied without it.
-func (a *Async) replay(ctx context.Context, rows []storage.BufferedCell) (refused []int64) {
+// replay applies buffered cells of buffer cluster bc (master m) to the primary master, one
+// command per write time (so each cell keeps the created_at of its original write). Under the
+// partition's lock, before applying, it checks that the rows are still in bc's buffer: a row an
+// erasure of its row key deleted meanwhile is not replayed (see Async.EraseRow). It returns the
+// IDs of the rows whose cell the master refused as violating its column's schema (logged): a
+// write refused when it was made (the node knew the schema too late to refuse it before
+// buffering), or, rarely, one buffered while the master was down and refused by a schema
+// registered before the replay. The other cells of a refused command are applied without it.
+func (a *Async) replay(ctx context.Context, bc *StorageCluster, m *member, rows []storage.BufferedCell) (refused []int64) {
 	byTime := map[time.Time][]storage.BufferedCell{}
 	var times []time.Time
 	for _, r := range rows {
@@ -223,26 +224,21 @@ func (a *Async) replay(ctx context.Context, rows []storage.BufferedCell) (refuse
 	for _, t := range times {
 		rs := byTime[t]
 		for len(rs) > 0 {
-			w := fsm.Write{Cells: make([]fsm.CommandCell, len(rs))}
-			for i, r := range rs {
-				w.Cells[i] = fsm.CommandCell{Shard: r.Shard, Key: r.Cell.Key, Body: r.Cell.Body}
-			}
-			data, err := fsm.EncodeCommand(fsm.Command{CreatedAt: t, Writes: []fsm.Write{w}})
-			if err != nil {
-				break
-			}
-			res, err := a.apply(ctx, data)
+			var sent []byte // the command prepare built, read once applyOp answered
+			res, err := a.applyOp(ctx, &asyncOp{prepare: func(ctx context.Context) ([]byte, error) {
+				data, err := a.stillBuffered(ctx, bc, m, t, rs)
+				sent = data
+				return data, err
+			}, done: make(chan asyncResult, 1)})
 			if err != nil || res.Err != nil {
 				return refused // the master is still away; the next pass tries again
 			}
-			if len(res.Writes) == 1 && res.Writes[0].Violation != nil && res.Writes[0].Violation.Cell < len(rs) {
-				v := res.Writes[0].Violation
-				bad := rs[v.Cell]
+			if i, v, ok := violatingRow(res, sent, rs); ok {
 				a.cfg.Logger.Error("partition: reaper: a buffered cell violates its column's schema; the buffered cell is dropped",
-					"datastore", a.cfg.Datastore, "partition", a.cfg.Partition, "key", bad.Cell.Key.String(),
+					"datastore", a.cfg.Datastore, "partition", a.cfg.Partition, "key", rs[i].Cell.Key.String(), "buffer", bc.Name(),
 					"schema_version", v.Version, "pointer", v.Pointer, "violation", v.Message)
-				refused = append(refused, bad.ID)
-				rs = append(rs[:v.Cell:v.Cell], rs[v.Cell+1:]...) // the others again, without it
+				refused = append(refused, rs[i].ID)
+				rs = append(rs[:i:i], rs[i+1:]...) // the others again, without it
 				continue
 			}
 			for _, wr := range res.Writes {

@@ -154,6 +154,14 @@ func checkSchema(ctx context.Context, st *storage.PartitionStore, shards storage
 				return nil, fmt.Errorf("partition: schema dry run: shard %d: %w", shard, err)
 			}
 			for _, c := range cs {
+				if c.Key.IsTombstone() {
+					// A column-filtered log keeps tombstones: the row's cells before it are erased.
+					delete(rows, c.RowKey)
+					continue
+				}
+				if c.ColumnKey != req.Column {
+					continue
+				}
 				if cur, ok := rows[c.RowKey]; ok && c.RefKey < cur.ref {
 					continue // an older version than one seen: never the latest
 				}
@@ -190,4 +198,24 @@ func firstExamples(es []SchemaRejection, n int) []SchemaRejection {
 		es = es[:n]
 	}
 	return es
+}
+
+// violatingRow finds the buffered row whose cell the master refused by a schema in res, the
+// answer to the replay command sent (its cells are some of rs, in order): its index in rs.
+func violatingRow(res *fsm.Response, sent []byte, rs []storage.BufferedCell) (int, *fsm.SchemaViolation, bool) {
+	if res == nil || len(res.Writes) != 1 || res.Writes[0].Violation == nil || sent == nil {
+		return 0, nil, false
+	}
+	v := res.Writes[0].Violation
+	cmd, err := fsm.DecodeCommand(sent)
+	if err != nil || len(cmd.Writes) != 1 || v.Cell < 0 || v.Cell >= len(cmd.Writes[0].Cells) {
+		return 0, nil, false
+	}
+	k := cmd.Writes[0].Cells[v.Cell].Key
+	for i := range rs {
+		if rs[i].Cell.Key == k {
+			return i, v, true
+		}
+	}
+	return 0, nil, false
 }

@@ -37,15 +37,20 @@ func TestSchemaThroughRaft(t *testing.T) {
 		schemaCell(t, 2, 1, `{"distance":-1}`), schemaCell(t, 2, 2, `{"distance":2}`),
 		schemaCell(t, 3, 5, `{"distance":3}`), schemaCell(t, 3, 7, `{"distance":-3}`),
 		schemaCell(t, 4, 1, `{}`),
+		schemaCell(t, 8, 1, `{"distance":-8}`),
 	}})
 	require.NoError(t, err, "Put")
+	// Row 8 is erased: its cells are gone, its tombstone stays in the shard's log.
+	erased := schemaCell(t, 8, 1, `{}`)
+	_, err = l.p.EraseRow(ctx, erased.Shard, erased.Key.RowKey)
+	require.NoError(t, err, "EraseRow")
 
 	text, err := schemas.Canonical([]byte(`{"type":"object","required":["distance"],"properties":{"distance":{"type":"integer","minimum":0}}}`))
 	require.NoError(t, err)
 	check, err := l.p.Read(ctx, Strong, ReadRequest{SchemaCheck: &SchemaCheckRead{Column: "BASE", Text: text, Examples: 10}})
 	require.NoError(t, err, "dry run")
 	require.NotNil(t, check.SchemaCheck, "dry run answer")
-	assert.Equal(t, int64(4), check.SchemaCheck.Rows, "rows with a BASE cell")
+	assert.Equal(t, int64(4), check.SchemaCheck.Rows, "rows with a BASE cell (not the erased row, nor its tombstone)")
 	assert.Equal(t, int64(2), check.SchemaCheck.Rejected, "latest cells rejected: rows 3 and 4")
 	got := map[string]SchemaRejection{}
 	for _, e := range check.SchemaCheck.Examples {

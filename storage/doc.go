@@ -66,6 +66,12 @@
 // (and PutKV/DeleteKV for KV rows), then SetApplied and Commit: the cells, the KV rows and the
 // applied index commit atomically. A write transaction sees its own writes.
 //
+// An erasure of a row (the FSM's erase command) deletes the row's cells with WriteTx.EraseRow and
+// inserts its tombstone (cells.NewTombstone, column cells.TombstoneColumn) with Insert, in one
+// transaction; the maintainer's erase deletes the row's index entries with
+// WriteTx.DeleteIndexEntries, and async mode its buffered copies with Store.DeleteBufferedRow.
+// GetRow leaves tombstones out; ReadLog and ScanShard return them (a column filter keeps them).
+//
 // # Reads and snapshots
 //
 // GetCell, GetLatest, GetRow, ScanShard, ScanKV, Applied and MaxAddedID may run on any

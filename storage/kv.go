@@ -295,8 +295,9 @@ func (s *SnapshotTx) ScanKV(ctx context.Context, fn func(KV) error) error {
 // ReadLog reads the log of shard after location after: the read behind get_cells_for_shard.
 // It returns the cells with added_id > after, in ascending added_id order, at most limit of
 // them (limit must be positive, else an error); with column != "" only the cells of that
-// column key (compared bytewise), found by scanning the shard's added_id range (there is no
-// index on column_name, so a rare column may scan many rows).
+// column key (compared bytewise) and the tombstones of erased rows (cells.TombstoneColumn:
+// a consumer of one column must see erasures too), found by scanning the shard's added_id
+// range (there is no index on column_name, so a rare column may scan many rows).
 //
 // high is the shard's highest committed added_id (0 if the shard holds no cell). It is read
 // first and the cells are read up to it, so a cell committed meanwhile is left for the next
@@ -323,8 +324,8 @@ func (p *PartitionStore) ReadLog(ctx context.Context, shard int, after int64, co
 	q := "SELECT " + cellColumns + " FROM " + p.d.entity(shard) + " WHERE added_id > ? AND added_id <= ?"
 	args := []any{after, high}
 	if column != "" {
-		q += " AND column_name = ?"
-		args = append(args, column)
+		q += " AND column_name IN (?, ?)"
+		args = append(args, column, cells.TombstoneColumn)
 	}
 	q += " ORDER BY added_id LIMIT ?"
 	args = append(args, limit)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
@@ -117,7 +118,8 @@ func (p *PartitionStore) getOne(ctx context.Context, q string, args ...any) (cel
 }
 
 // GetRow returns the latest cell (highest ref key) of every column of rowKey in shard, ordered
-// by column key (byte order), in one statement; nil if the row has no cell.
+// by column key (byte order), in one statement; nil if the row has no cell. The tombstones of
+// erasures of the row (cells.TombstoneColumn) are not cells and are left out.
 func (p *PartitionStore) GetRow(ctx context.Context, shard int, rowKey uuid.UUID) ([]cells.Cell, error) {
 	if err := p.checkShard(shard); err != nil {
 		return nil, err
@@ -131,7 +133,7 @@ func (p *PartitionStore) GetRow(ctx context.Context, shard int, rowKey uuid.UUID
 	if err != nil {
 		return nil, p.fail(fmt.Sprintf("get row %s in shard %d", rowKey, shard), err)
 	}
-	return cs, nil
+	return slices.DeleteFunc(cs, func(c cells.Cell) bool { return c.Key.IsTombstone() }), nil
 }
 
 // GetVersions returns the cells of column col of rowKey in shard (its versions) in ref key

@@ -60,8 +60,9 @@ func (p *PartitionStore) requestRowArgs(args []any, r *RequestRecord) []any {
 	return append(args, r.ID[:], r.CreatedAt.UnixMicro(), rec)
 }
 
-// insertRequests upserts rs with multi-row statements within the dialect's limits.
-func (p *PartitionStore) insertRequests(ctx context.Context, db queryer, rs []RequestRecord) error {
+// insertRequests upserts rs with multi-row statements within the dialect's limits, through
+// exec (the transaction's prepared statements, or a plain transaction).
+func (p *PartitionStore) insertRequests(ctx context.Context, exec func(q string) stmtQueryer, rs []RequestRecord) error {
 	var args []any
 	for start := 0; start < len(rs); {
 		end, size := start, 0
@@ -73,7 +74,7 @@ func (p *PartitionStore) insertRequests(ctx context.Context, db queryer, rs []Re
 		for i := start; i < end; i++ {
 			args = p.requestRowArgs(args, &rs[i])
 		}
-		if _, err := db.ExecContext(ctx, p.requestsInsertSQL(end-start), args...); err != nil {
+		if _, err := exec(p.requestsInsertSQL(end-start)).Exec(ctx, args...); err != nil {
 			return p.fail(fmt.Sprintf("insert %d request records", end-start), err)
 		}
 		start = end
@@ -132,7 +133,7 @@ func (tx *WriteTx) PutRequests(ctx context.Context, rs []RequestRecord) error {
 	if tx.done || tx.p.closed.Load() {
 		return ErrClosed
 	}
-	return tx.p.insertRequests(ctx, tx.tx, rs)
+	return tx.p.insertRequests(ctx, func(q string) stmtQueryer { return tx.stmtOrTx(ctx, q) }, rs)
 }
 
 // PruneRequests deletes, in the transaction, at most limit request records created before

@@ -122,7 +122,7 @@ var sqliteRequestsDDL = []string{
 		"\tid BLOB NOT NULL PRIMARY KEY,\n" +
 		"\tcreated_at INTEGER NOT NULL,\n" +
 		"\trecord BLOB NOT NULL\n" +
-		") STRICT",
+		") STRICT, WITHOUT ROWID",
 	"CREATE INDEX IF NOT EXISTS requests_by_time ON requests (created_at)",
 }
 

@@ -378,12 +378,22 @@ func (tx *WriteTx) LatestRefKey(ctx context.Context, shard int, rowKey [16]byte,
 		return 0, false, err
 	}
 	q := "SELECT ref_key FROM " + tx.p.d.entity(shard) + " WHERE row_key = ? AND column_name = ? ORDER BY ref_key DESC LIMIT 1"
-	var ref int64
-	err := tx.tx.QueryRowContext(ctx, q, rowKey[:], column).Scan(&ref)
-	switch {
-	case errors.Is(err, sql.ErrNoRows) || isNoTable(err):
+	rows, err := tx.stmtOrTx(ctx, q).QueryContext(ctx, q, rowKey[:], column)
+	if isNoTable(err) {
 		return 0, false, nil
-	case err != nil:
+	}
+	if err != nil {
+		return 0, false, tx.p.fail(fmt.Sprintf("latest ref key in shard %d", shard), err)
+	}
+	defer rows.Close()
+	var ref int64
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return 0, false, tx.p.fail(fmt.Sprintf("latest ref key in shard %d", shard), err)
+		}
+		return 0, false, nil
+	}
+	if err := rows.Scan(&ref); err != nil {
 		return 0, false, tx.p.fail(fmt.Sprintf("latest ref key in shard %d", shard), err)
 	}
 	return ref, true, nil

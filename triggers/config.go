@@ -56,7 +56,8 @@ type Config struct {
 	// Worker is this worker's id in the group, unique among its members. Default:
 	// "<hostname>-<pid>-<random>".
 	Worker string
-	// ColumnKey, when set, delivers only the cells of that column.
+	// ColumnKey, when set, delivers only the cells of that column, and the tombstones of
+	// erased rows (cells.TombstoneColumn), which every consumer must see.
 	ColumnKey string
 	// Start is where shards with no committed offset start: StartEarliest (default),
 	// StartLatest or StartTimestamp (with StartTime). It is stored when the group is created;

@@ -10,6 +10,13 @@
 // handler first and, when that fails, its cells one by one to a cell handler, which parks as
 // Run does: one request per page while the cells are good, and a bad cell still parked alone.
 //
+// # Erased rows
+//
+// A handler also gets the tombstones of erased rows (cells.Key.IsTombstone: column key
+// cells.TombstoneColumn, an empty body), in log order with the cells, even with a ColumnKey:
+// the row's cells before it are gone from the datastore. A handler that derives data from cells
+// should drop what it derived for the row, and must not write a cell back into it.
+//
 // # Sources
 //
 // A worker reaches the datastore through a Source (Config.Source), an interface of three calls:

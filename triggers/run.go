@@ -742,7 +742,16 @@ func (w *worker) redeliverParked(ctx context.Context) {
 		if !ok || !w.owns(st) {
 			continue
 		}
-		c, err := w.src.GetCell(ctx, cells.Key{RowKey: p.RowKey, ColumnKey: p.ColumnKey, RefKey: p.RefKey}, w.cfg.Consistency)
+		key := cells.Key{RowKey: p.RowKey, ColumnKey: p.ColumnKey, RefKey: p.RefKey}
+		var c cells.Cell
+		var err error
+		if key.IsTombstone() {
+			// A tombstone (an erased row) is never read back as a cell: it is rebuilt from its
+			// key, without the created_at the parked cell does not keep.
+			c = cells.NewTombstone(p.RowKey, p.AddedID, time.Time{})
+		} else {
+			c, err = w.src.GetCell(ctx, key, w.cfg.Consistency)
+		}
 		if err != nil {
 			w.cfg.Logger.Warn("triggers: read parked cell", "group", w.cfg.Group, "id", p.ID, "error", err)
 			continue

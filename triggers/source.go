@@ -54,7 +54,8 @@ type LogRead struct {
 	// Time, when not zero, starts every shard at its first cell created at or after Time
 	// instead of at its Location.
 	Time time.Time
-	// ColumnKey, when set, keeps only the cells of that column.
+	// ColumnKey, when set, keeps only the cells of that column and the tombstones of erased
+	// rows.
 	ColumnKey string
 	// Limit bounds the cells of each page; it is positive.
 	Limit int

@@ -5,11 +5,6 @@ import (
 	"time"
 )
 
-// CodeSchemaViolation is the error code of a write refused because a cell's body violates its
-// column's latest schema (400). ErrorDetail.Violation says which cell, field and version;
-// Field is "cells[i].body".
-const CodeSchemaViolation = "schema_violation"
-
 // Statuses of a SchemaResult.
 const (
 	// SchemaCreated: the schema was registered as a new version (HTTP 201).
@@ -21,8 +16,9 @@ const (
 	SchemaDryRun = "dry_run"
 )
 
-// SchemaViolation names the cell of a write that its column's schema rejects: its index in the
-// request (0 for put_cell), the column, the schema version, the JSON pointer (RFC 6901) of the
+// SchemaViolation details a schema_violation (CodeSchemaViolation, ErrorDetail.Violation): the
+// cell of the write that its column's schema rejects, its index in the request (0 for
+// put_cell), the column, the schema version, the JSON pointer (RFC 6901) of the
 // failing field in the body ("" for the body itself; for a missing required field, that field)
 // and the validator's message.
 type SchemaViolation struct {

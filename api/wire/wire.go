@@ -11,6 +11,11 @@ import (
 // Body is the JSON object; a log read with body_encoding "stored" sends Stored instead: the
 // body's stored form (MessagePack with sorted keys, zlib; see cells.Body), base64 in JSON,
 // which costs neither side a re-encoding.
+//
+// In a shard log (get_cells_for_shard), Erased marks a tombstone: the entry that took the
+// place of an erased row's cells. Its ColumnKey is TombstoneColumn, its RefKey its AddedID,
+// its Body the empty object and its CreatedAt the erasure's time. Erased is absent (false)
+// for every cell.
 type Cell struct {
 	RowKey    string          `json:"row_key"`
 	ColumnKey string          `json:"column_key"`
@@ -19,6 +24,7 @@ type Cell struct {
 	Stored    []byte          `json:"stored,omitempty"`
 	AddedID   int64           `json:"added_id"`
 	CreatedAt time.Time       `json:"created_at"`
+	Erased    bool            `json:"erased,omitempty"`
 }
 
 // PutCell is one cell of a put_cells request. RefKey is a json.Number so that a fractional,
@@ -438,7 +444,30 @@ const (
 	CodeIndeterminate   = "indeterminate" // 504; a write that may still commit; safe to retry
 	CodeInternal        = "internal"      // 500
 	CodeUnimplemented   = "unimplemented" // 501: a server without backups, or an async datastore's backup
+	// CodePreconditionFailed (412): a conditional write or a transaction whose conditions did
+	// not hold when it was applied; nothing was written. The error names the column's latest
+	// ref key (put_cell: LatestRefKey) or each failed condition (transactions: Failed).
+	CodePreconditionFailed = "precondition_failed"
+	// CodeCrossPartition (400): a transaction names rows of more than one partition.
+	CodeCrossPartition = "cross_partition"
+	// CodeIdempotencyKeyReused (422): the request's idempotency key was used within the
+	// window for a different request; nothing was written.
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	// CodeSchemaViolation (400): a cell's body violates the latest schema of its column; Field
+	// names the cell and the JSON pointer of the failing field ("cells[2].body/distance"),
+	// ErrorDetail.Violation gives them with the schema version; nothing was written (but see
+	// docs/api.md, "Schemas", for a put_cells right after a registration through another node).
+	CodeSchemaViolation = "schema_violation"
 )
+
+// HeaderIdempotencyKey names a write request (put_cell, put_cells, transactions): 1 to 128
+// printable ASCII bytes. A retry with the same key within the window (10 minutes) is answered
+// with the first attempt's outcome instead of being applied again.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// HeaderReplayed is set to "true" on the answer to a write that repeated an idempotency key:
+// the answer is the recorded outcome of the first attempt.
+const HeaderReplayed = "Schemaless-Replayed"
 
 // ErrorBody is the JSON of every error answer: {"error":{"code","message","field"}}. Field
 // names the request field at fault for invalid_argument and too_large ("cells[3].ref_key").
@@ -451,6 +480,13 @@ type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// LatestRefKey (precondition_failed of a conditional put_cell) is the column's latest ref
+	// key when the write was applied: a number, or null when the column has no cell.
+	LatestRefKey json.RawMessage `json:"latest_ref_key,omitempty"`
+	// Failed (precondition_failed of a transaction) lists the conditions that did not hold.
+	Failed []ConditionFailure `json:"failed,omitempty"`
+	// Conflicts (conflict of a transaction) lists the writes whose key holds another body.
+	Conflicts []int `json:"conflicts,omitempty"`
 	// Violation details a schema_violation (CodeSchemaViolation).
 	Violation *SchemaViolation `json:"violation,omitempty"`
 }

@@ -64,11 +64,22 @@ func printJSON(v any) error {
 }
 
 func newPutCmd() *cobra.Command {
-	var f clientFlags
+	var (
+		f        clientFlags
+		ifLatest string
+		key      string
+	)
 	cmd := &cobra.Command{
 		Use:   "put ROW_KEY COLUMN_KEY REF_KEY [BODY|-]",
 		Short: "Write one cell (put_cell); BODY is a JSON object, '-' or absent reads it from stdin",
-		Args:  cobra.RangeArgs(3, 4),
+		Long: `Write one cell (put_cell); BODY is a JSON object, '-' or absent reads it from stdin.
+
+With --if-latest N the cell is written only if the column's latest ref key is N when the write
+is applied (--if-latest none: only if the column has no cell); otherwise nothing is written and
+the command fails naming the column's latest ref key (exit status 1). --idempotency-key names
+the write, so that running the same command again within 10 minutes answers the first run's
+outcome.`,
+		Args: cobra.RangeArgs(3, 4),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			k, err := parseKeyArgs(args)
 			if err != nil {
@@ -84,7 +95,25 @@ func newPutCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := cl.PutCell(cmd.Context(), k.RowKey, k.ColumnKey, k.RefKey, json.RawMessage(body))
+			var opts []client.WriteOption
+			switch {
+			case ifLatest == "none":
+				opts = append(opts, client.IfNoCell())
+			case ifLatest != "":
+				n, err := strconv.ParseInt(ifLatest, 10, 64)
+				if err != nil || n < 0 {
+					return fmt.Errorf("--if-latest %q: want a ref key (a non-negative integer) or none", ifLatest)
+				}
+				opts = append(opts, client.IfLatestRefKey(n))
+			}
+			if key != "" {
+				opts = append(opts, client.IdempotencyKey(key))
+			}
+			res, err := cl.PutCell(cmd.Context(), k.RowKey, k.ColumnKey, k.RefKey, json.RawMessage(body), opts...)
+			var pe *client.PreconditionError
+			if errors.As(err, &pe) {
+				return fmt.Errorf("precondition failed: %s", describeFailures(pe.Failures))
+			}
 			if err != nil && !errors.Is(err, client.ErrConflict) {
 				return err
 			}
@@ -95,7 +124,22 @@ func newPutCmd() *cobra.Command {
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().StringVar(&ifLatest, "if-latest", "", "write only if the column's latest ref key is this (or none: only if the column has no cell)")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "name the write: a repeat within 10 minutes answers the first outcome")
 	return cmd
+}
+
+// describeFailures says which conditions failed and what the columns' latest ref keys are.
+func describeFailures(fs []wire.ConditionFailure) string {
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		latest := "none (no cell)"
+		if f.LatestRefKey != nil {
+			latest = strconv.FormatInt(*f.LatestRefKey, 10)
+		}
+		parts[i] = fmt.Sprintf("condition %d: the column's latest ref key is %s", f.Index, latest)
+	}
+	return strings.Join(parts, "; ")
 }
 
 func newGetCmd() *cobra.Command {

@@ -351,6 +351,13 @@ func runDev(ctx context.Context, f devFlags) error {
 				fmt.Println("index:", err)
 			}
 		}
+		// The Docstore-style flow on the first imported flight: reported like the checks above.
+		if err := devDocstoreDemo(ctx, cl, f); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			fmt.Println("docstore:", err)
+		}
 		if f.mode == devModeMixed {
 			if err := devRidesDemo(ctx, endpoints, f); err != nil {
 				return err
@@ -471,4 +478,22 @@ try:
   bin/schemaless triggers tail --column STATUS --limit 5
   bin/schemaless schema list BASE                 # the BASE column's JSON Schema versions
 `, ep, row)
+}
+
+// devDocstoreDemo books a seat and a payment with the first imported flight's trip in one
+// transaction, then races two writers advancing its status with conditional writes
+// (examples.Book, examples.RaceStatus).
+func devDocstoreDemo(ctx context.Context, cl *client.Client, f devFlags) error {
+	flights, err := examples.ReadFlights(f.importPath, f.airports, 1)
+	if err != nil {
+		return err
+	}
+	if len(flights) == 0 {
+		return nil
+	}
+	trip := flights[0].RowKey()
+	if err := examples.Book(ctx, cl, trip, os.Stdout); err != nil {
+		return err
+	}
+	return examples.RaceStatus(ctx, cl, trip, os.Stdout)
 }

@@ -38,6 +38,15 @@ and cuts off (iptables) nodes, then heal, wait for the replicas to converge, and
               shard field): after the heal the index catches up within a bound, reflects every
               acknowledged cell, invents nothing and holds exactly one entry per row, on the
               shard value of the row's first cell
+  cas         registers (get_cell_latest, strong) changed only by conditional writes of the
+              next ref key (if_latest_ref_key): the history must be linearizable as
+              compare-and-set registers (porcupine); a 412 is a failed cas, an indeterminate
+              write one whose outcome is unknown
+  bank        5 accounts in one partition, transfers as transactions conditional on the two
+              versions read, reads as one strong batch get (one snapshot): every read sums to
+              the initial total with no negative balance, no transfer seen half, no read older
+              than a committed transfer or an earlier read, ref keys advancing by one, every
+              committed transfer stored; the commit and 412 rates reported
 
 Nemeses: ` + strings.Join(jepsen.AllNemeses, ", ") + `.
 Partitions need iptables and root.
@@ -56,7 +65,8 @@ every partition's current placement from it):
 --mode async makes every datastore an async datastore (MySQL storage clusters with buffered
 writes): the harness starts 2 MariaDB storage clusters of a master and 2 minions each, every
 server on its own loopback address (--storage-first-ip, then the next ones), and runs the cells
-and durability workloads (the default there) against nodes that talk to them. Its nemeses
+and durability workloads (the default there; cas and bank run there too) against nodes that
+talk to them. Its nemeses
 (--nemesis all there: these and kill-random, pause-random):
 
   kill-master         kill -9 a cluster's master; heal: restart it and unfence it (no promotion)
@@ -70,7 +80,12 @@ and durability workloads (the default there) against nodes that talk to them. It
 Async checks: every acknowledged cell (created, exists, buffered) read back by strong reads
 once the buffers drained, the members replicating from each master identical; strong reads
 read-your-writes per worker outside failover windows (linearizability is not claimed there);
-the staleness of stale reads measured. --unsafe-no-buffered-writes turns buffered writes off
+the staleness of stale reads measured. cas and bank: conditional writes and transactions run
+on the primary master and are refused (503, a definite failure) while it is down, and are
+promised linearizable while that master lives: cas registers with an operation in a failover
+window are checked apart, and what a failover of the accounts' cluster explains in the bank
+(a read or the final state after it, a transfer lost across it) is reported as excused, not
+counted as a violation. --unsafe-no-buffered-writes turns buffered writes off
 to show a failover losing acknowledged writes (the run is then expected to be invalid).
 
 Each run writes a directory under --out: history.jsonl, nemesis.jsonl, summary.json, each
@@ -151,7 +166,7 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 	fl.DurationVar(&cfg.Nemesis.Interval, "interval", cfg.Nemesis.Interval, "mean time between faults")
 	fl.DurationVar(&cfg.Nemesis.FaultDuration, "fault-duration", cfg.Nemesis.FaultDuration, "mean time a fault is held (keep it above the election timeout)")
 	fl.Float64Var(&cfg.Nemesis.CombineProbability, "combine", cfg.Nemesis.CombineProbability, "chance that a fault is one nemesis of each class at once: membership change, node kill or pause, partition, worker kill or pause")
-	fl.StringVar(&workloads, "workload", strings.Join(cfg.Workloads, ","), "workloads, comma-separated: cells, durability, triggers, index")
+	fl.StringVar(&workloads, "workload", strings.Join(cfg.Workloads, ","), "workloads, comma-separated: cells, durability, triggers, index, cas, bank (async mode: cells, durability, cas, bank)")
 	fl.IntVar(&cfg.WorkersPerNode, "workers-per-node", cfg.WorkersPerNode, "client workers per node and workload")
 	fl.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "read consistency of the cells workload: strong or stale (stale must be caught)")
 	fl.BoolVar(&noFailOver, "no-failover", false, "workers talk to their own node only")

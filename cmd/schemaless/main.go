@@ -24,7 +24,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newDevCmd(), newPutCmd(), newGetCmd(), newLatestCmd(), newVersionsCmd(), newImportCmd(), newStatusCmd(), newTriggersCmd(), newIndexCmd(), newSchemaCmd(), newBenchCmd(), newJepsenCmd(), newAdminCmd())
+	root.AddCommand(newServeCmd(), newDevCmd(), newPutCmd(), newTransactCmd(), newRowKeysCmd(), newGetCmd(), newLatestCmd(), newVersionsCmd(), newEraseCmd(), newImportCmd(), newStatusCmd(), newTriggersCmd(), newIndexCmd(), newSchemaCmd(), newBenchCmd(), newJepsenCmd(), newAdminCmd())
 	return root
 }
 

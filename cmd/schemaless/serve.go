@@ -82,6 +82,7 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.IntVar(&f.apiCfg.DefaultIndexLimit, "default-index-limit", d.DefaultIndexLimit, "page size of an index query without a limit")
 	fl.IntVar(&f.apiCfg.MaxIndexLimit, "max-index-limit", d.MaxIndexLimit, "largest limit of an index query")
 	fl.IntVar(&f.apiCfg.MaxIndexConds, "max-index-conds", d.MaxIndexConds, "most conditions (where) in an index query")
+	fl.IntVar(&f.apiCfg.MaxTransactionConditions, "max-transaction-conditions", d.MaxTransactionConditions, "most conditions in one transaction (at most 100)")
 	fl.IntVar(&f.apiCfg.MaxIndexInValues, "max-index-in-values", d.MaxIndexInValues, "most values of one 'in' condition of an index query")
 	fl.IntVar(&f.apiCfg.MaxIndexColumns, "max-index-columns", d.MaxIndexColumns, "most columns whose latest cells an index query fetches")
 	fl.DurationVar(&f.apiCfg.IndexCatalogTTL, "index-catalog-ttl", d.IndexCatalogTTL, "how long a node reuses its read of the index catalog to resolve queries (negative: read it for every query)")
