@@ -177,6 +177,14 @@ func (s *session) testSchemas(t *testing.T) {
 		}, 20*time.Second, 300*time.Millisecond, "node %d refuses the batch whole", node)
 	}
 
+	// A transaction with a violating write writes nothing.
+	near := s.rowsNear(t, 2)
+	txn := fmt.Sprintf(`{"conditions":[],"writes":[{"row_key":%q,"column_key":%q,"ref_key":1,"body":{"distance":1}},{"row_key":%q,"column_key":%q,"ref_key":1,"body":{"distance":-2}}]}`,
+		near[0], col, near[1], col)
+	v = schemaViolationOf(t, s.doRetry(t, 0, "POST", "/v1/trips/transactions", txn), "writes[1].body/distance")
+	assert.Equal(t, 1, v.Cell, "the transaction's second write")
+	s.doRetry(t, 1, "GET", "/v1/trips/cells/"+near[0]+"/"+col+"/1", "").expectError(t, 404, "not_found", "")
+
 	// Version 2 replaces version 1 for the next writes; existing cells are not rechecked.
 	s.doRetry(t, 2, "PUT", base, apiSchemaV2).expect(t, 201).decode(t, &reg)
 	assert.Equal(t, 2, reg.Version, "version 2")
