@@ -17,8 +17,11 @@ import (
 // SchemaBackend is what the schema routes need of a node (*cluster.Node). A Backend without
 // it answers them 501 unimplemented.
 type SchemaBackend interface {
+	// PutSchema registers text as column's next schema version on every partition.
 	PutSchema(ctx context.Context, ds, column string, text []byte) (cluster.SchemaRegistration, error)
+	// DryRunSchema counts the latest cells of column text rejects (partitions pids; nil: all).
 	DryRunSchema(ctx context.Context, ds, column string, text []byte, pids []int, c cluster.Consistency) (cluster.SchemaDryRun, error)
+	// Schemas lists column's versions, or with column "" every column's latest.
 	Schemas(ctx context.Context, ds, column string, c cluster.Consistency) ([]fsm.SchemaVersion, error)
 }
 

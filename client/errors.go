@@ -48,6 +48,13 @@ var (
 	// ErrKeyReused: the write's idempotency key was used for a different request within the
 	// server's window (422 idempotency_key_reused); nothing was written.
 	ErrKeyReused = errors.New("client: idempotency key reused")
+	// ErrSchemaViolation: a write was refused because a cell's body violates its column's
+	// latest schema (400 schema_violation). The *APIError's Violation names the cell, the JSON
+	// pointer of the failing field and the schema version. It wraps ErrInvalidArgument: nothing
+	// was written (unless the message says cells of other partitions may have been, when the
+	// node learned of a new schema while the request was on its way). Final: retrying cannot
+	// succeed.
+	ErrSchemaViolation = fmt.Errorf("client: schema violation: %w", ErrInvalidArgument)
 	// ErrInvalidConfig: Config.Validate found a field out of range.
 	ErrInvalidConfig = errors.New("client: invalid config")
 )

@@ -4,20 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 )
-
-// ErrSchemaViolation: a write was refused because a cell's body violates its column's latest
-// schema (400 schema_violation). The *APIError's Violation names the cell, the JSON pointer of
-// the failing field and the schema version. It wraps ErrInvalidArgument: nothing was written
-// (unless the message says cells of other partitions may be applied, when the node learned of
-// a new schema while the request was on its way). Final: retrying cannot succeed.
-var ErrSchemaViolation = fmt.Errorf("client: schema violation: %w", ErrInvalidArgument)
 
 // checkSchemaArgs refuses an invalid column key or an empty schema before sending.
 func checkSchemaArgs(op, column string, schema json.RawMessage, needSchema bool) error {
