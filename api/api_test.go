@@ -39,6 +39,7 @@ func TestAPI(t *testing.T) {
 			t.Run("idempotency", s.testIdempotency)
 			t.Run("transactions", s.testTransactions)
 			t.Run("row_keys", s.testRowKeys)
+			t.Run("strict", s.testStrict)
 			t.Run("shard_log", s.testShardLog)
 			t.Run("rejected", s.testRejected)
 			t.Run("status", s.testStatus)

@@ -82,14 +82,22 @@ func consistency(r *http.Request) (cluster.Consistency, *httpError) {
 	}
 }
 
-// readBody reads at most limit bytes; more is a 413 naming field.
+// readBody reads a JSON request body of at most limit bytes: a declared Content-Length over the
+// limit is a 413 naming field at once (nothing read), more bytes than the limit a 413 after
+// reading limit+1, and a body that is not valid UTF-8 a 400 naming field.
 func readBody(r *http.Request, limit int64, field string) ([]byte, *httpError) {
+	if he := tooLargeDeclared(r, limit, field); he != nil {
+		return nil, he
+	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return nil, invalid(field, "reading the request body: %v", err)
 	}
 	if int64(len(b)) > limit {
 		return nil, tooLarge(field, "larger than %d bytes", limit)
+	}
+	if he := checkUTF8(field, b); he != nil {
+		return nil, he
 	}
 	return b, nil
 }

@@ -256,7 +256,13 @@ func NewServer(b Backend, cfg Config) (*Server, error) {
 }
 
 // ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if he := checkRequest(r); he != nil {
+		writeError(w, he)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // route is a path served for some methods; other methods answer 405 in the API's error shape.
 func (s *Server) route(pattern string, handlers map[string]http.HandlerFunc) {

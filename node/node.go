@@ -99,12 +99,20 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("%w: %w", ErrServe, err)
 		}
 	}
-	mux := http.NewServeMux()
+	// Not an http.ServeMux: it would clean a path with empty or dot segments and answer a
+	// redirect before the API could refuse it (api.Server checks every /v1/ path itself).
+	var metrics http.Handler
 	if cfg.Registry != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+		metrics = promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})
 	}
-	mux.Handle("/", handler)
-	n.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	top := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if metrics != nil && r.URL.Path == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			metrics.ServeHTTP(w, r)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	})
+	n.srv = &http.Server{Handler: top, ReadHeaderTimeout: 10 * time.Second}
 	n.addr = ln.Addr().String()
 	go func() {
 		if err := n.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

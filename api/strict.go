@@ -1,0 +1,71 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+)
+
+// checkRequest refuses, before routing, what the API cannot serve as it was sent: a path under
+// /v1/ with an empty segment ("//"), a "." or ".." segment or invalid UTF-8 (http.ServeMux would
+// answer them with a redirect to a cleaned path, which turns PUT /v1/trips/../trips/cells/...
+// into a write), and a query with invalid UTF-8 in a name or value. It returns the 400 naming
+// the field, or nil.
+func checkRequest(r *http.Request) *httpError {
+	p := r.URL.Path
+	if strings.HasPrefix(p, "/v1/") {
+		if !utf8.ValidString(p) {
+			return invalid("path", "is not valid UTF-8")
+		}
+		segs := strings.Split(p[len("/v1/"):], "/")
+		for i, seg := range segs {
+			switch {
+			case seg == "" && i == len(segs)-1 && i > 0:
+				return invalid("path", "%q ends with a slash", p)
+			case seg == "":
+				return invalid("path", "%q has an empty segment (a missing key?)", p)
+			case seg == "." || seg == "..":
+				return invalid("path", "%q has a %q segment", p, seg)
+			}
+		}
+	}
+	for name, vs := range r.URL.Query() {
+		if !utf8.ValidString(name) {
+			return invalid("query", "a parameter name is not valid UTF-8")
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return invalid(name, "is not valid UTF-8")
+			}
+		}
+	}
+	return nil
+}
+
+// checkUTF8 returns a 400 naming field when b is not valid UTF-8 (JSON text must be: RFC 8259
+// §8.1), with the offset of the first invalid byte; nil otherwise.
+func checkUTF8(field string, b []byte) *httpError {
+	if utf8.Valid(b) {
+		return nil
+	}
+	off := 0
+	for off < len(b) {
+		r, size := utf8.DecodeRune(b[off:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		off += size
+	}
+	return invalid(field, "is not valid UTF-8 (byte %d of %d)", off, len(b))
+}
+
+// tooLargeDeclared answers a request whose Content-Length is over limit at once, before
+// reading the body: with "Expect: 100-continue" the client then never sends it (net/http sends
+// "100 Continue" only when the handler reads the body).
+func tooLargeDeclared(r *http.Request, limit int64, field string) *httpError {
+	if r.ContentLength > limit {
+		return tooLarge(field, "Content-Length %d is larger than %d bytes", r.ContentLength, limit)
+	}
+	return nil
+}
