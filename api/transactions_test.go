@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -97,6 +98,12 @@ func (s *session) testIdempotency(t *testing.T) {
 	// The key used for another request: 422, nothing written.
 	s.doWith(t, 2, "PUT", "/v1/trips/cells/"+r+"/BASE/2", `{"fare":11}`, key).expectError(t, 422, wire.CodeIdempotencyKeyReused, "header Idempotency-Key")
 	s.do(t, 0, "GET", "/v1/trips/cells/"+r+"/BASE/2", "").expectError(t, 404, "not_found", "")
+	// Nor later: in async mode the write's buffered copies are deleted, so the reaper (which
+	// replays what the master lacks after 2 s) has nothing to bring back.
+	assert.Never(t, func() bool {
+		a, err := s.tryDo(0, "GET", "/v1/trips/cells/"+r+"/BASE/2", "")
+		return err == nil && a.status == 200
+	}, 3*time.Second, 250*time.Millisecond, "the refused write appeared later")
 	// put_cells with a key: the retry answers created for both cells.
 	body := fmt.Sprintf(`{"cells":[{"row_key":%q,"column_key":"A","ref_key":1,"body":{}},{"row_key":%q,"column_key":"A","ref_key":1,"body":{}}]}`, uuid.NewString(), uuid.NewString())
 	bk := map[string]string{wire.HeaderIdempotencyKey: "batch-" + r}

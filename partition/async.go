@@ -237,6 +237,10 @@ func (a *Async) Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
 			return fsm.WriteResult{}, res.Err // a refused command (shard out of range): nothing written
 		}
 		if len(res.Writes) == 1 && res.Writes[0].KeyReused {
+			// The master refused the write; its buffered copies must not be replayed.
+			if err := a.dropBuffered(ctx, cs, pending, now); err != nil {
+				return fsm.WriteResult{}, fmt.Errorf("%w: refused for a reused idempotency key, but its buffered copies could not all be deleted (the reaper may replay them): %s", ErrIndeterminate, err)
+			}
 			return res.Writes[0], nil
 		}
 		if len(res.Writes) == 1 && res.Writes[0].Violation != nil {
@@ -681,4 +685,35 @@ func (a *Async) partitionStore(ctx context.Context, c *StorageCluster, st *stora
 type storeKey struct {
 	m     *member
 	write bool
+}
+
+// dropBuffered deletes, from every buffer cluster's master, the copies of the cells of cs at
+// pending that this write buffered at now (DeleteBufferedAt), for a write the primary master
+// refused. It returns the first failure; copies on a cluster it could not reach remain.
+func (a *Async) dropBuffered(ctx context.Context, cs []fsm.CommandCell, pending []int, now time.Time) error {
+	if a.cfg.BufferCopies == 0 || len(pending) == 0 {
+		return nil
+	}
+	keys := make([]cells.Key, len(pending))
+	for j, i := range pending {
+		keys[j] = cs[i].Key
+	}
+	var errs []error
+	for _, bc := range a.placement().buffers {
+		_, m, err := bc.masterMember(ctx)
+		if err == nil {
+			err = m.run(func() error {
+				st, err := m.writeStore(ctx, bc)
+				if err != nil {
+					return err
+				}
+				_, err = st.DeleteBufferedAt(ctx, a.cfg.Datastore, keys, now)
+				return err
+			})
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", bc.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
 }

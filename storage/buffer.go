@@ -307,3 +307,36 @@ var ErrLockTimeout = errors.New("storage: named lock wait timed out")
 
 // driverBad makes database/sql discard a connection whose session state is unknown.
 var driverBad = driver.ErrBadConn
+
+// DeleteBufferedAt deletes the buffer rows of datastore whose key is one of keys and whose
+// created_at is at (to the microsecond): the copies one write buffered, and not a copy of the
+// same key that an earlier write buffered at another time. It returns how many it deleted.
+// One statement per 200 keys. Errors: ErrNoBuffer, or the server's.
+func (s *Store) DeleteBufferedAt(ctx context.Context, datastore string, keys []cells.Key, at time.Time) (int64, error) {
+	tbl, err := s.bufferTable()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for lo := 0; lo < len(keys); lo += lookupChunkKeys {
+		chunk := keys[lo:min(lo+lookupChunkKeys, len(keys))]
+		var q strings.Builder
+		q.WriteString("DELETE FROM " + tbl + " WHERE datastore = ? AND created_at = ? AND (")
+		args := []any{datastore, at.UTC().Truncate(time.Microsecond)}
+		for i, k := range chunk {
+			if i > 0 {
+				q.WriteString(" OR ")
+			}
+			q.WriteString("(row_key = ? AND column_name = ? AND ref_key = ?)")
+			args = append(args, k.RowKey[:], k.ColumnKey, k.RefKey)
+		}
+		q.WriteString(")")
+		res, err := s.db.ExecContext(ctx, q.String(), args...)
+		if err != nil {
+			return total, fmt.Errorf("storage: delete buffered copies: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		total += n
+	}
+	return total, nil
+}
