@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
-
 )
 
 // checkRequest refuses, before routing, what the API cannot serve as it was sent: a path under
