@@ -88,16 +88,22 @@ func (p *PartitionStore) kvWhere(cond string, args ...any) (string, []any) {
 
 // kvInsertSQL is a multi-row INSERT of n KV rows of the partition.
 func (p *PartitionStore) kvInsertSQL(n int) string {
-	row, cols := "(?, ?)", "(k, v)"
+	return p.scopedInsertSQL(p.d.kv, []string{"k", "v"}, n)
+}
+
+// scopedInsertSQL is "INSERT INTO table (cols) VALUES (...), ..." for n rows of a table scoped
+// like the KV table: in MySQL each row starts with the partition's datastore and partition.
+func (p *PartitionStore) scopedInsertSQL(table string, cols []string, n int) string {
 	if p.d.kvScoped {
-		row, cols = "(?, ?, ?, ?)", "(datastore, `partition`, k, v)"
+		cols = append([]string{"datastore", "`partition`"}, cols...)
 	}
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + ")"
 	var b strings.Builder
 	b.WriteString("INSERT INTO ")
-	b.WriteString(p.d.kv)
-	b.WriteString(" ")
-	b.WriteString(cols)
-	b.WriteString(" VALUES ")
+	b.WriteString(table)
+	b.WriteString(" (")
+	b.WriteString(strings.Join(cols, ", "))
+	b.WriteString(") VALUES ")
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			b.WriteString(", ")

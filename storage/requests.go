@@ -25,28 +25,11 @@ func requestRowBytes(r *RequestRecord) int { return len(r.Record) + 64 }
 // requestsInsertSQL is a multi-row upsert of n request rows of the partition: a row whose ID
 // is stored is replaced (an expired record whose ID came back).
 func (p *PartitionStore) requestsInsertSQL(n int) string {
-	row, cols := "(?, ?, ?)", "(id, created_at, record)"
-	if p.d.kvScoped {
-		row, cols = "(?, ?, ?, ?, ?)", "(datastore, `partition`, id, created_at, record)"
-	}
-	var b strings.Builder
-	b.WriteString("INSERT INTO ")
-	b.WriteString(p.d.requests)
-	b.WriteString(" ")
-	b.WriteString(cols)
-	b.WriteString(" VALUES ")
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(row)
-	}
+	q := p.scopedInsertSQL(p.d.requests, []string{"id", "created_at", "record"}, n)
 	if p.d.engine == EngineMySQL {
-		b.WriteString(" ON DUPLICATE KEY UPDATE created_at = VALUES(created_at), record = VALUES(record)")
-	} else {
-		b.WriteString(" ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, record = excluded.record")
+		return q + " ON DUPLICATE KEY UPDATE created_at = VALUES(created_at), record = VALUES(record)"
 	}
-	return b.String()
+	return q + " ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, record = excluded.record"
 }
 
 func (p *PartitionStore) requestRowArgs(args []any, r *RequestRecord) []any {
