@@ -119,10 +119,14 @@ func (n *Node) adminRPCRoutes(mux *http.ServeMux) {
 			return
 		}
 		var err error
-		if req.Op == "host" {
+		switch req.Op {
+		case "host":
 			err = n.Host(r.Context(), req.Datastore, req.Partition)
-		} else {
+		case "unhost":
 			err = n.Unhost(r.Context(), req.Datastore, req.Partition)
+		default:
+			http.Error(w, fmt.Sprintf("bad admin request: op %q, want host or unhost", req.Op), http.StatusBadRequest)
+			return
 		}
 		if err != nil {
 			writeRPCError(w, err)

@@ -160,6 +160,12 @@ func (n *Node) servePut(w http.ResponseWriter, r *http.Request) {
 	if p == nil {
 		return
 	}
+	// hostedReplica found both, so the specs exist.
+	rt, _ := n.localRoute(req.Datastore, req.Partition)
+	if err := validateWrite(rt.ds, rt.spec, &req.Write); err != nil {
+		http.Error(w, "bad put request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	ctx, cancel := rpcContext(r, req.TimeoutMicros)
 	defer cancel()
 	res, err := p.Put(ctx, req.Write)

@@ -1,0 +1,47 @@
+package cluster
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/topology"
+)
+
+// The node RPC refuses what no public request could have produced (issue 19's probe: a put of
+// column "../../BAD COLUMN; DROP TABLE", ref key -5 and a body that is not zlib was stored).
+func TestValidateWrite(t *testing.T) {
+	ds := &topology.DatastoreSpec{Name: "trips", Shards: 8}
+	p := &topology.PartitionSpec{ID: 0, FirstShard: 0, LastShard: 3}
+	var row uuid.UUID
+	for row = uuid.New(); cells.ShardOf(row, 8) > 3; row = uuid.New() {
+	}
+	var other uuid.UUID
+	for other = uuid.New(); cells.ShardOf(other, 8) <= 3; other = uuid.New() {
+	}
+	shard := cells.ShardOf(row, 8)
+	good, err := cells.EncodeBody([]byte(`{"fare":10}`))
+	require.NoError(t, err)
+	cell := func(row uuid.UUID, shard int, col string, ref int64, body cells.Body) fsm.CommandCell {
+		return fsm.CommandCell{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: col, RefKey: ref}, Body: body}
+	}
+	ok := fsm.Write{Cells: []fsm.CommandCell{cell(row, shard, "BASE", 1, good)},
+		Conditions: []fsm.Condition{{Shard: shard, RowKey: row, ColumnKey: "BASE", LatestRefKey: 0}}}
+	require.NoError(t, validateWrite(ds, p, &ok), "a write the API would send")
+	for name, w := range map[string]fsm.Write{
+		"a column key with path and SQL": {Cells: []fsm.CommandCell{cell(row, shard, "../../BAD COLUMN; DROP TABLE", 1, good)}},
+		"a negative ref key":             {Cells: []fsm.CommandCell{cell(row, shard, "BASE", -5, good)}},
+		"a body that is not zlib":        {Cells: []fsm.CommandCell{cell(row, shard, "BASE", 1, cells.Body("not zlib"))}},
+		"a shard not the row key's":      {Cells: []fsm.CommandCell{cell(row, (shard+1)%4, "BASE", 1, good)}},
+		"a row of another partition":     {Cells: []fsm.CommandCell{cell(other, cells.ShardOf(other, 8), "BASE", 1, good)}},
+		"a condition's bad column":       {Cells: ok.Cells, Conditions: []fsm.Condition{{Shard: shard, RowKey: row, ColumnKey: "A B"}}},
+		"a condition's negative ref key": {Cells: ok.Cells, Conditions: []fsm.Condition{{Shard: shard, RowKey: row, ColumnKey: "BASE", LatestRefKey: -1}}},
+		"a condition's wrong shard":      {Cells: ok.Cells, Conditions: []fsm.Condition{{Shard: (shard + 1) % 4, RowKey: row, ColumnKey: "BASE"}}},
+	} {
+		assert.ErrorIs(t, validateWrite(ds, p, &w), ErrBadRPC, name)
+	}
+}
