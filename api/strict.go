@@ -9,7 +9,8 @@ import (
 // checkRequest refuses, before routing, what the API cannot serve as it was sent: a path under
 // /v1/ with an empty segment ("//"), a "." or ".." segment or invalid UTF-8 (http.ServeMux would
 // answer them with a redirect to a cleaned path, which turns PUT /v1/trips/../trips/cells/...
-// into a write), and a query with invalid UTF-8 in a name or value. It returns the 400 naming
+// into a write), a query with invalid UTF-8 in a name or value, and, under /v1/, a query
+// parameter no route reads (queryParams). It returns the 400 naming
 // the field, or nil.
 func checkRequest(r *http.Request) *httpError {
 	p := r.URL.Path
@@ -29,9 +30,13 @@ func checkRequest(r *http.Request) *httpError {
 			}
 		}
 	}
+	v1 := strings.HasPrefix(p, "/v1/")
 	for name, vs := range r.URL.Query() {
 		if !utf8.ValidString(name) {
 			return invalid("query", "a parameter name is not valid UTF-8")
+		}
+		if v1 && !queryParams[name] {
+			return invalid(name, "is not a parameter of the API (a typo? see docs/api.md)")
 		}
 		for _, v := range vs {
 			if !utf8.ValidString(v) {
@@ -40,6 +45,15 @@ func checkRequest(r *http.Request) *httpError {
 		}
 	}
 	return nil
+}
+
+// queryParams are the query parameters some /v1/ route reads. Any other is refused (400 naming
+// it): a client that pages a shard log with ?after=N instead of ?location=N must not silently
+// read from 0. A parameter of another route is not refused; the route ignores it.
+var queryParams = map[string]bool{
+	"consistency": true, "if_latest_ref_key": true, "from_ref_key": true, "limit": true, "order": true,
+	"location": true, "location_type": true, "column_key": true, "wait": true, "body_encoding": true,
+	"near": true, "count": true, "dry_run": true, "partition": true, "datastore": true, "force": true,
 }
 
 // checkUTF8 returns a 400 naming field when b is not valid UTF-8 (JSON text must be: RFC 8259

@@ -57,6 +57,8 @@ func (s *session) testStrict(t *testing.T) {
 	}
 	send("GET", "/v1/trips/cells/"+r+"/BASE/1", "").expectError(t, 404, "not_found", "")
 	send("GET", "/v1/trips/shards/0/cells?location=%ff", "").expectError(t, 400, "invalid_argument", "location")
+	send("GET", "/v1/trips/shards/0/cells?after=5", "").expectError(t, 400, "invalid_argument", "after")
+	send("PUT", "/v1/trips/cells/"+r+"/BASE/1?if_latest=1", `{"a":1}`).expectError(t, 400, "invalid_argument", "if_latest")
 
 	// Expect: 100-continue with a Content-Length over the limit: 413 at once, no 100 Continue.
 	u, err := url.Parse(s.c.URL(0))
