@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -214,7 +215,7 @@ func (n *Node) writeAtomic(ctx context.Context, d *datastore, req WriteRequest) 
 	if cross {
 		byPart := map[int][]string{}
 		for _, s := range seen {
-			if !containsString(byPart[s.pid], s.row) {
+			if !slices.Contains(byPart[s.pid], s.row) {
 				byPart[s.pid] = append(byPart[s.pid], s.row)
 			}
 		}
@@ -242,13 +243,4 @@ func (n *Node) writeAtomic(ctx context.Context, d *datastore, req WriteRequest) 
 	}
 	return WriteResponse{Cells: res.Cells, Partition: r.spec.ID, Failed: res.Failed, Conflict: res.Conflict,
 		Violation: res.Violation, KeyReused: res.KeyReused, Replayed: res.Replayed}, nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

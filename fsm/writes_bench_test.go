@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/storage"
 )
 
 // cpuTime is the process's user+system CPU time so far, in nanoseconds.
@@ -25,7 +26,15 @@ func cpuTime() int64 {
 func BenchmarkApplyWrites(b *testing.B) {
 	for _, mode := range []string{"plain", "id", "conditional"} {
 		b.Run(mode, func(b *testing.B) {
-			st := openSQLite(&testing.T{})
+			store, err := storage.OpenSQLite(b.Context(), storage.SQLiteConfig{Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { store.Close() })
+			st, err := store.Partition(b.Context(), storage.PartitionID{Datastore: "trips", Partition: 2}, testShards)
+			if err != nil {
+				b.Fatal(err)
+			}
 			f, err := New(b.Context(), Config{Store: st, StoreBackoff: time.Millisecond})
 			if err != nil {
 				b.Fatal(err)

@@ -81,31 +81,13 @@ func (tx *WriteTx) LookupRequests(ctx context.Context, ids []uuid.UUID) (map[uui
 			args = append(args, chunk[i][:])
 		}
 		where, all := tx.p.kvWhere("id IN ("+marks+")", args...)
-		rows, err := tx.tx.QueryContext(ctx, "SELECT id, created_at, record FROM "+tx.p.d.requests+where, all...)
+		page, err := queryRequests(ctx, tx.tx, "SELECT id, created_at, record FROM "+tx.p.d.requests+where, all...)
 		if err != nil {
 			return nil, tx.p.fail(fmt.Sprintf("look up %d request records", len(chunk)), err)
 		}
-		for rows.Next() {
-			var (
-				id, rec []byte
-				micros  int64
-			)
-			if err := rows.Scan(&id, &micros, &rec); err != nil {
-				rows.Close()
-				return nil, tx.p.fail("scan a request record", err)
-			}
-			u, err := uuid.FromBytes(id)
-			if err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("storage: request record id: %w", err)
-			}
-			out[u] = RequestRecord{ID: u, CreatedAt: time.UnixMicro(micros).UTC(), Record: rec}
+		for _, r := range page {
+			out[r.ID] = r
 		}
-		if err := rows.Err(); err != nil {
-			rows.Close()
-			return nil, tx.p.fail("read request records", err)
-		}
-		rows.Close()
 	}
 	return out, nil
 }
@@ -168,29 +150,7 @@ func (s *SnapshotTx) ScanRequests(ctx context.Context, fn func(RequestRecord) er
 			where, args = s.p.kvWhere("id > ?", after)
 		}
 		args = append(args, snapshotPageRows)
-		rows, err := s.conn.QueryContext(ctx, "SELECT id, created_at, record FROM "+s.p.d.requests+where+" ORDER BY id LIMIT ?", args...)
-		if err != nil {
-			return s.p.fail("snapshot scan request records", err)
-		}
-		var page []RequestRecord
-		for rows.Next() {
-			var (
-				id, rec []byte
-				micros  int64
-			)
-			if err := rows.Scan(&id, &micros, &rec); err != nil {
-				rows.Close()
-				return s.p.fail("snapshot scan request records", err)
-			}
-			u, err := uuid.FromBytes(id)
-			if err != nil {
-				rows.Close()
-				return fmt.Errorf("storage: request record id: %w", err)
-			}
-			page = append(page, RequestRecord{ID: u, CreatedAt: time.UnixMicro(micros).UTC(), Record: rec})
-		}
-		err = rows.Err()
-		rows.Close()
+		page, err := queryRequests(ctx, s.conn, "SELECT id, created_at, record FROM "+s.p.d.requests+where+" ORDER BY id LIMIT ?", args...)
 		if err != nil {
 			return s.p.fail("snapshot scan request records", err)
 		}
@@ -214,4 +174,32 @@ func (p *PartitionStore) deleteRequests(ctx context.Context, db queryer) error {
 		return p.fail("delete the request records", err)
 	}
 	return nil
+}
+
+// queryRequests runs q, which selects (id, created_at, record) rows, and returns them.
+func queryRequests(ctx context.Context, db rowsQueryer, q string, args ...any) ([]RequestRecord, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []RequestRecord
+	for rows.Next() {
+		var (
+			id, rec []byte
+			micros  int64
+		)
+		if err := rows.Scan(&id, &micros, &rec); err != nil {
+			return nil, err
+		}
+		u, err := uuid.FromBytes(id)
+		if err != nil {
+			return nil, fmt.Errorf("request record id: %w", err)
+		}
+		out = append(out, RequestRecord{ID: u, CreatedAt: time.UnixMicro(micros).UTC(), Record: rec})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, rows.Close()
 }
