@@ -18,6 +18,7 @@ import (
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/indexes"
+	"github.com/schemaless-db/schemaless/security"
 )
 
 // Backend is what the server needs of a node (*cluster.Node).
@@ -102,6 +103,14 @@ type Config struct {
 	// AdminTimeout bounds an admin change (adding a voter waits for it to catch up; a
 	// rebalance or a drain moves many replicas). Default 30m.
 	AdminTimeout time.Duration
+	// Auth, when set, authenticates every request but /healthz and /readyz (a bearer token or
+	// a client certificate; package security) and checks that its principal holds the role the
+	// route needs (see auth.go): 401 and 403 otherwise, in the error envelope. Nil: no
+	// authentication, every request allowed.
+	Auth *security.Authenticator
+	// Audit receives the audit log: every admin operation and every refused request, with the
+	// principal. Nil: Logger's.
+	Audit *security.Auditor
 	// Logger receives internal errors. Default slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the request metrics (see metrics.go):
@@ -194,6 +203,9 @@ func (c *Config) EnsureDefaults() {
 	if c.Logger == nil {
 		c.Logger = d.Logger
 	}
+	if c.Audit == nil {
+		c.Audit = security.NewAuditor(c.Logger)
+	}
 }
 
 // Validate reports every limit out of range.
@@ -259,6 +271,15 @@ func NewServer(b Backend, cfg Config) (*Server, error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if he := checkRequest(r); he != nil {
 		writeError(w, he)
+		return
+	}
+	if s.cfg.Auth != nil {
+		w, r, done, ok := s.authorize(w, r)
+		if !ok {
+			return
+		}
+		defer done()
+		s.mux.ServeHTTP(w, r)
 		return
 	}
 	s.mux.ServeHTTP(w, r)

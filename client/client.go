@@ -52,6 +52,9 @@ func New(cfg Config) (*Client, error) {
 	if eps.http == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 64
+		if cfg.TLS != nil {
+			t.TLSClientConfig = cfg.TLS.Clone()
+		}
 		eps.http = &http.Client{Transport: t}
 	}
 	return &Client{cfg: cfg, datastore: cfg.Datastore, eps: eps}, nil

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -49,6 +50,13 @@ type Config struct {
 	// HTTPClient sends the requests. Nil means a client of its own, built on a clone of
 	// http.DefaultTransport. Its Timeout, if set, applies on top of RequestTimeout.
 	HTTPClient *http.Client
+	// TLS configures https endpoints when HTTPClient is nil: the CAs to trust and, for
+	// authentication by certificate, the client certificate (security.ClientTLS builds one from
+	// PEM files). Nil: the system's roots, no client certificate.
+	TLS *tls.Config
+	// Token, when set, is sent with every request as "Authorization: Bearer <Token>" (the
+	// server's principals file holds its SHA-256). A 401 or 403 answer is not retried.
+	Token string
 	// RequestTimeout bounds one attempt: sending the request and reading the whole answer.
 	// Default 10s. A write attempt that runs out of time is indeterminate.
 	RequestTimeout time.Duration

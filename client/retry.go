@@ -271,6 +271,9 @@ func (c *Client) attempt(ctx context.Context, base string, r *request) attemptRe
 	if r.idempotencyKey != "" {
 		req.Header.Set("Idempotency-Key", r.idempotencyKey)
 	}
+	if c.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	}
 	resp, err := c.eps.http.Do(req)
 	if err == nil {
 		if r.routeDS != "" && c.eps.routes != nil {

@@ -78,6 +78,7 @@ func (n *Node) startGossip() error {
 	mc.Seeds = seeds
 	mc.Replicas = n.gossipReplicas
 	mc.Logger = n.log
+	mc.Keys = n.cfg.GossipKeys
 	g, err := membership.Start(mc)
 	if err != nil {
 		return err

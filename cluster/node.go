@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,6 +72,16 @@ type Config struct {
 	Join []string
 	// GossipBindAddr is the gossip listen address. Default: the node's gossip_addr.
 	GossipBindAddr string
+	// GossipKeys, when set, encrypt and authenticate gossip (memberlist's keyring, AES-GCM):
+	// the first key encrypts, every key is accepted (security.LoadGossipKeys). Nil: plaintext
+	// gossip.
+	GossipKeys [][]byte
+	// PeerServerTLS and PeerClientTLS, when set (both or neither), make the node port mutual
+	// TLS: raft and the node RPC are accepted only from, and sent only to, peers holding a node
+	// certificate of the cluster's CA (transport.Config.ServerTLS and ClientTLS;
+	// security.Certs.PeerServerConfig and PeerClientConfig). Nil: plaintext.
+	PeerServerTLS *tls.Config
+	PeerClientTLS *tls.Config
 	// RetryBackoff is the first wait when no leader is known or a leader moved; doubled up to
 	// RetryBackoffMax. Defaults 10ms and 500ms.
 	RetryBackoff    time.Duration
@@ -185,6 +196,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	tc.AdvertiseAddr = self.RaftAddr
 	tc.Logger = n.log
+	tc.ServerTLS, tc.ClientTLS = cfg.PeerServerTLS, cfg.PeerClientTLS
 	mux, err := transport.New(tc)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)

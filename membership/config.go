@@ -54,6 +54,12 @@ type Config struct {
 	// replicas.
 	Replicas func() []Replica
 
+	// Keys, when not empty, is the gossip keyring (16, 24 or 32 bytes each, AES-GCM): the first
+	// key encrypts every message, UDP and TCP, and messages under any key are accepted; a
+	// message that is not encrypted, or under no key of the ring, is dropped. Every node must
+	// share a key. Nil means plaintext gossip.
+	Keys [][]byte
+
 	// OnChange is called when any member's state, meta or replicas change (this node's
 	// included). Calls come from one goroutine owned by Membership, never under its locks, and
 	// are coalesced: one call may cover several changes, and a change is always followed by a
@@ -276,5 +282,13 @@ func (c Config) memberlistConfig() (*memberlist.Config, error) {
 		mc.DeadNodeReclaimTime = time.Nanosecond // memberlist's zero means never
 	}
 	mc.Logger = newLogBridge(c.Logger)
+	if len(c.Keys) > 0 {
+		kr, err := memberlist.NewKeyring(c.Keys[1:], c.Keys[0])
+		if err != nil {
+			return nil, fmt.Errorf("membership: Config.Keys: %w", err)
+		}
+		mc.Keyring = kr
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	return mc, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/maintainer"
+	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/topology"
 )
 
@@ -58,6 +59,18 @@ type Config struct {
 	// process, hashicorp/raft's go-metrics) are RegisterProcessMetrics's. Nil: no metrics and
 	// no /metrics route.
 	Registry *prometheus.Registry
+	// TLS, when set, serves the API and the admin listener over TLS with the node's
+	// certificate (security.Certs.ServerConfig; client certificates are verified when sent),
+	// and, unless Cluster.PeerServerTLS is set already, makes the node port mutual TLS
+	// (PeerServerConfig, PeerClientConfig). The caller reloads it (Certs.Watch). Nil: plaintext.
+	TLS *security.Certs
+	// Auth, when set, authenticates every request of the API, /metrics and the admin listener
+	// but /healthz and /readyz, and checks the route's role (package security; api.Config.Auth).
+	// Nil: no authentication.
+	Auth *security.Authenticator
+	// Audit receives the audit log: admin operations and refused requests. Nil: the node's
+	// Logger.
+	Audit *security.Auditor
 	// Logger receives the node's logs. Default slog.Default().
 	Logger *slog.Logger
 	// HandoffTimeout bounds the leadership hand-off of Shutdown. Default 5s.
@@ -94,6 +107,12 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if c.Audit == nil {
+		c.Audit = security.NewAuditor(c.Logger)
+	}
+	if c.TLS != nil && c.Cluster.PeerServerTLS == nil && c.Cluster.PeerClientTLS == nil {
+		c.Cluster.PeerServerTLS, c.Cluster.PeerClientTLS = c.TLS.PeerServerConfig(), c.TLS.PeerClientConfig()
 	}
 	if c.HTTPAddr == "" && c.Listener == nil {
 		c.HTTPAddr = c.self().HTTPAddr

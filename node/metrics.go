@@ -1,8 +1,10 @@
 package node
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -17,6 +19,7 @@ import (
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -87,19 +90,21 @@ func RegisterProcessMetrics(reg prometheus.Registerer) error {
 	return nil
 }
 
-// adminMux serves the admin listener: /metrics from reg (when not nil) and net/http/pprof's
-// /debug/pprof/ (index, cmdline, profile, symbol, trace and the named profiles such as heap and
-// goroutine).
-func adminMux(reg prometheus.Gatherer) *http.ServeMux {
+// adminMux serves the admin listener: /metrics from reg (when not nil; the metrics role, or
+// admin) and net/http/pprof's /debug/pprof/ (index, cmdline, profile, symbol, trace and the
+// named profiles such as heap and goroutine; the admin role). With a nil Authenticator nothing
+// is guarded.
+func adminMux(reg prometheus.Gatherer, auth *security.Authenticator, audit *security.Auditor) *http.ServeMux {
 	mux := http.NewServeMux()
 	if reg != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", security.Guard(auth, audit, security.RoleMetrics, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	}
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	admin := func(h http.HandlerFunc) http.Handler { return security.Guard(auth, audit, security.RoleAdmin, h) }
+	mux.Handle("/debug/pprof/", admin(pprof.Index))
+	mux.Handle("/debug/pprof/cmdline", admin(pprof.Cmdline))
+	mux.Handle("/debug/pprof/profile", admin(pprof.Profile))
+	mux.Handle("/debug/pprof/symbol", admin(pprof.Symbol))
+	mux.Handle("/debug/pprof/trace", admin(pprof.Trace))
 	return mux
 }
 
@@ -118,13 +123,19 @@ func (n *Node) startAdmin() error {
 	if n.cfg.Registry != nil {
 		reg = n.cfg.Registry
 	}
+	scheme := "http"
+	if n.cfg.TLS != nil {
+		ln = tls.NewListener(ln, n.cfg.TLS.ServerConfig())
+		scheme = "https"
+	}
 	n.adminLn = ln
-	n.admin = &http.Server{Handler: adminMux(reg), ReadHeaderTimeout: 10 * time.Second}
+	n.admin = &http.Server{Handler: adminMux(reg, n.cfg.Auth, n.cfg.Audit), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 	go func() {
 		if err := n.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("admin server stopped", "error", err)
 		}
 	}()
-	n.log.Info("serving admin", "metrics", "http://"+ln.Addr().String()+"/metrics", "pprof", "http://"+ln.Addr().String()+"/debug/pprof/")
+	n.log.Info("serving admin", "metrics", scheme+"://"+ln.Addr().String()+"/metrics", "pprof", scheme+"://"+ln.Addr().String()+"/debug/pprof/")
 	return nil
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/maintainer"
+	"github.com/schemaless-db/schemaless/security"
 )
 
 // Node is one running node: its cluster node, the HTTP API on its listener, the index
@@ -80,6 +82,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.cluster = cn
 	apiCfg := cfg.API
 	apiCfg.Logger, apiCfg.Registerer = cfg.Logger, nil
+	apiCfg.Auth, apiCfg.Audit = cfg.Auth, cfg.Audit
 	if cfg.Registry != nil {
 		if err := registerNodeMetrics(cfg.Registry, cn, cfg.Cluster.Store); err != nil {
 			return nil, err
@@ -103,7 +106,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// redirect before the API could refuse it (api.Server checks every /v1/ path itself).
 	var metrics http.Handler
 	if cfg.Registry != nil {
-		metrics = promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})
+		metrics = security.Guard(cfg.Auth, cfg.Audit, security.RoleMetrics, promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+	}
+	scheme := "http"
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS.ServerConfig())
+		scheme = "https"
 	}
 	top := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if metrics != nil && r.URL.Path == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
@@ -112,7 +120,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		handler.ServeHTTP(w, r)
 	})
-	n.srv = &http.Server{Handler: top, ReadHeaderTimeout: 10 * time.Second}
+	// TLS handshakes that fail (scanners, clients without the CA) are logged by net/http
+	// through ErrorLog: at debug, so that they cannot flood the log.
+	n.srv = &http.Server{Handler: top, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 	n.addr = ln.Addr().String()
 	go func() {
 		if err := n.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -120,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}()
 	ok = true
-	n.log.Info("serving", "node", cfg.Cluster.NodeID, "http", "http://"+n.addr, "raft", cfg.self().RaftAddr, "store", cfg.Cluster.Store.Engine())
+	n.log.Info("serving", "node", cfg.Cluster.NodeID, "http", scheme+"://"+n.addr, "raft", cfg.self().RaftAddr, "store", cfg.Cluster.Store.Engine())
 	// The maintainer starts once the API serves, as a node's other clients see it.
 	n.StartMaintainer()
 	return n, nil

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/schemaless-db/schemaless/storage"
@@ -53,6 +54,26 @@ var (
 type Topology struct {
 	Nodes      []NodeSpec      `yaml:"nodes"`
 	Datastores []DatastoreSpec `yaml:"datastores"`
+	// Security names the files of every node's TLS, principals and gossip key; `schemaless
+	// serve` flags override it. Optional.
+	Security SecuritySpec `yaml:"security,omitempty"`
+}
+
+// SecuritySpec names a node's security files (see docs/operations.md, Security). In every
+// path, "{node}" is replaced by the node's id, so one topology serves every node
+// (certs/node.{node}.crt). Relative paths are relative to the working directory of serve.
+type SecuritySpec struct {
+	TLSCert        string `yaml:"tls_cert,omitempty"`
+	TLSKey         string `yaml:"tls_key,omitempty"`
+	TLSCA          string `yaml:"tls_ca,omitempty"`
+	PrincipalsFile string `yaml:"principals_file,omitempty"`
+	GossipKeyFile  string `yaml:"gossip_key_file,omitempty"`
+}
+
+// For returns s with "{node}" replaced by id in every path.
+func (s SecuritySpec) For(id string) SecuritySpec {
+	r := func(p string) string { return strings.ReplaceAll(p, "{node}", id) }
+	return SecuritySpec{TLSCert: r(s.TLSCert), TLSKey: r(s.TLSKey), TLSCA: r(s.TLSCA), PrincipalsFile: r(s.PrincipalsFile), GossipKeyFile: r(s.GossipKeyFile)}
 }
 
 // NodeSpec is one node. RaftAddr is the node's transport address (host:port), carrying raft

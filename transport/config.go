@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,18 @@ type Config struct {
 	// bind IP). It is the fault-injection hook: a test can refuse, delay or wrap connections.
 	// The mux writes its header on whatever connection the wrapped dialer returns.
 	WrapDial func(next DialFunc) DialFunc
+	// ServerTLS, when set, is the TLS configuration of every accepted connection: the TLS
+	// handshake (bounded by HandshakeTimeout) comes before the connection header, so a peer
+	// that fails it never reaches raft or the RPC server. It should require and verify a client
+	// certificate (security.Certs.PeerServerConfig). Nil: plaintext.
+	ServerTLS *tls.Config
+	// ClientTLS, when set, is the TLS configuration of every outgoing connection; the mux dials
+	// with a copy whose ServerName is the dialed host, and its VerifyConnection sees that host
+	// as ConnectionState.ServerName even for an IP address, which TLS does not send as SNI
+	// (security.Certs.PeerClientConfig). Set it
+	// exactly when ServerTLS is set: nodes of one cluster all speak TLS or none does. Nil:
+	// plaintext.
+	ClientTLS *tls.Config
 }
 
 // DefaultConfig returns the tunables' defaults; BindAddr and AdvertiseAddr are left empty.
@@ -97,6 +110,9 @@ func (c Config) Validate() error {
 	}
 	if c.DialTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("transport: Config.DialTimeout %v must be positive", c.DialTimeout))
+	}
+	if (c.ServerTLS == nil) != (c.ClientTLS == nil) {
+		errs = append(errs, errors.New("transport: Config.ServerTLS and Config.ClientTLS must be set together"))
 	}
 	if c.HandshakeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("transport: Config.HandshakeTimeout %v must be positive", c.HandshakeTimeout))

@@ -26,6 +26,16 @@
 // (debug) is closed, and the dialer sees EOF or a reset on its first read. raft retries with
 // backoff, so a node that has not yet opened a partition simply refuses it for a while.
 //
+// # TLS
+//
+// With Config.ServerTLS and ClientTLS set, every connection is TLS from its first byte: the
+// acceptor completes the handshake (within HandshakeTimeout, counted with the header) before
+// it reads the header, so a peer without a certificate the configuration accepts (for the
+// node, security.Certs: a node certificate signed by the cluster's CA) never reaches raft or
+// the RPC server, and the dialer verifies the peer it dialed before writing its header. A
+// refused handshake is logged at warn with the remote address. The header and everything
+// after it travel inside the TLS stream.
+//
 // # Source address
 //
 // Every outgoing connection, raft and RPC, is dialed from the node's bind IP (net.Dialer

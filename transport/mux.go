@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,9 @@ var (
 	// ErrInvalidName: the partition name cannot be carried in a header (see ValidateName).
 	ErrInvalidName = errors.New("transport: invalid partition name")
 )
+
+// errTLS marks a failed TLS handshake of an accepted connection.
+var errTLS = errors.New("transport: TLS handshake")
 
 // Mux is one node's TCP listener, shared by the raft traffic of every partition the node hosts
 // and by node-to-node RPC. It routes each accepted connection by its header to the RaftLayer
@@ -178,14 +182,27 @@ func (m *Mux) acceptLoop() {
 func (m *Mux) handshake(conn net.Conn) {
 	defer m.wg.Done()
 	remote := conn.RemoteAddr().String()
-	_ = conn.SetReadDeadline(time.Now().Add(m.cfg.HandshakeTimeout))
-	kind, name, err := readHeader(conn)
+	raw := conn
+	_ = conn.SetDeadline(time.Now().Add(m.cfg.HandshakeTimeout))
+	var err error
+	if m.cfg.ServerTLS != nil {
+		tc := tls.Server(conn, m.cfg.ServerTLS)
+		if err = tc.Handshake(); err != nil {
+			err = fmt.Errorf("%w: %w", errTLS, err)
+		}
+		conn = tc
+	}
+	var kind byte
+	var name string
 	if err == nil {
-		err = conn.SetReadDeadline(time.Time{})
+		kind, name, err = readHeader(conn)
+	}
+	if err == nil {
+		err = conn.SetDeadline(time.Time{})
 	}
 
 	m.mu.Lock()
-	delete(m.pending, conn)
+	delete(m.pending, raw)
 	closed := m.closed
 	var l *listener
 	if err == nil && !closed {
@@ -199,6 +216,10 @@ func (m *Mux) handshake(conn net.Conn) {
 
 	switch {
 	case closed:
+		conn.Close()
+	case errors.Is(err, errTLS):
+		// A peer without a certificate the CA signed, a client certificate, plaintext.
+		m.log.Warn("transport: refused connection: TLS handshake failed", "remote", remote, "err", err)
 		conn.Close()
 	case errors.Is(err, errBadHeader):
 		m.log.Warn("transport: rejected connection with a bad header", "remote", remote, "err", err)
@@ -233,6 +254,25 @@ func (m *Mux) dial(ctx context.Context, addr string, hdr []byte) (net.Conn, erro
 		return nil, fmt.Errorf("transport: dial %s: %w", addr, err)
 	}
 	deadline, _ := ctx.Deadline()
+	if m.cfg.ClientTLS != nil {
+		cfg := m.cfg.ClientTLS.Clone()
+		host, _, _ := net.SplitHostPort(addr)
+		cfg.ServerName = host
+		if verify := cfg.VerifyConnection; verify != nil {
+			// TLS sends no SNI for an IP address, and the client's ConnectionState then has
+			// no ServerName: hand the dialed host to the check either way.
+			cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+				cs.ServerName = host
+				return verify(cs)
+			}
+		}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("transport: TLS handshake with %s: %w", addr, err)
+		}
+		conn = tc
+	}
 	if err := conn.SetWriteDeadline(deadline); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("transport: dial %s: %w", addr, err)

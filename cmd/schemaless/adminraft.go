@@ -78,6 +78,9 @@ func newAdminClient(endpoints []string, timeout time.Duration) (*client.Client, 
 	cfg.MaxAttempts = 3 * len(endpoints)
 	cfg.RequestTimeout, cfg.AdminTimeout = timeout, timeout
 	cfg.BackoffBase, cfg.BackoffMax = 100*time.Millisecond, time.Second
+	if err := applyClientAuth(&cfg); err != nil {
+		return nil, err
+	}
 	cl, err := client.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("--endpoints: %w", err)

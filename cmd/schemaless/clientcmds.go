@@ -39,6 +39,9 @@ func (f *clientFlags) client() (*client.Client, error) {
 	cfg.Datastore = f.datastore
 	cfg.Consistency = f.consistency
 	cfg.RequestTimeout = f.timeout
+	if err := applyClientAuth(&cfg); err != nil {
+		return nil, err
+	}
 	return client.New(cfg)
 }
 
@@ -298,6 +301,9 @@ func runStatus(ctx context.Context, f clientFlags, asJSON bool) error {
 		cfg.Endpoints = []string{ep}
 		cfg.MaxAttempts = 1
 		cfg.RequestTimeout = 2 * time.Second
+		if err := applyClientAuth(&cfg); err != nil {
+			return err
+		}
 		cl, err := client.New(cfg)
 		if err != nil {
 			return err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/examples"
+	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/topology"
 	"github.com/schemaless-db/schemaless/workload"
 	"github.com/spf13/cobra"
@@ -49,6 +50,10 @@ type devFlags struct {
 	// in async mode on that set (devmixed.go).
 	mode        string
 	mariadbPort int
+	// secure runs the nodes with TLS (mutual between nodes), tokens and gossip encryption
+	// from a development bundle under <data-dir>/certs (devsecure.go); sec is that bundle.
+	secure bool
+	sec    *security.DevBundle
 }
 
 func newDevCmd() *cobra.Command {
@@ -138,6 +143,7 @@ stay ready.`,
 	fl.BoolVar(&f.schema, "schema", true, "register the JSON Schema of the trips' BASE cells (examples/schemas/trips_base.json) before the import")
 	fl.StringVar(&f.mode, "mode", topology.ModeRaft, "mode of the trips datastore: raft, or async (on MariaDB servers dev starts); or mixed: trips in raft mode and rides in async mode")
 	fl.IntVar(&f.mariadbPort, "mariadb-port", 7400, "with --mode async or mixed: port of the first MariaDB server; the other 5 follow")
+	fl.BoolVar(&f.secure, "secure", false, "run the nodes with TLS (mutual TLS between nodes), bearer tokens with roles and encrypted gossip, from a development CA, certificates, tokens and gossip key created under <data-dir>/certs (kept across runs); the ready banner prints the curl flags")
 	f.importOpts.registerTuning(cmd)
 	return cmd
 }
@@ -220,6 +226,11 @@ func runDev(ctx context.Context, f devFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.secure {
+		if f.sec, err = ensureDevSecurity(f.dataDir, top); err != nil {
+			return err
+		}
+	}
 	var storage *devStorage
 	if f.usesMariaDB() {
 		if storage, err = startDevStorage(ctx, f); err != nil {
@@ -248,6 +259,7 @@ func runDev(ctx context.Context, f devFlags) error {
 		if f.adminPort > 0 {
 			args = append(args, "--admin-addr", net.JoinHostPort(f.host, strconv.Itoa(f.adminPort+len(procs))))
 		}
+		args = append(args, f.secureServeArgs(n.ID)...)
 		c := exec.Command(exe, args...)
 		c.Stdout, c.Stderr = logFile, logFile
 		// The nodes die with this process, even on kill -9. In their own process group, Ctrl-C
@@ -267,9 +279,9 @@ func runDev(ctx context.Context, f devFlags) error {
 			close(p.done)
 			exited <- fmt.Errorf("node %s exited (%v); see %s", id, err, logPath)
 		}()
-		endpoints = append(endpoints, "http://"+n.HTTPAddr)
+		endpoints = append(endpoints, f.scheme()+"://"+n.HTTPAddr)
 	}
-	cl, err := client.New(client.Config{Endpoints: endpoints, Datastore: "trips"})
+	cl, err := client.New(f.clientConfig(endpoints, "trips"))
 	if err != nil {
 		return err
 	}
@@ -364,7 +376,11 @@ func runDev(ctx context.Context, f devFlags) error {
 			}
 		}
 	}
-	printCurls(endpoints[0])
+	if f.secure {
+		printSecureCurls(endpoints, f.sec)
+	} else {
+		printCurls(endpoints[0])
+	}
 	if f.mode == devModeMixed {
 		printMixedCurls(endpoints[0], storage)
 	}

@@ -37,7 +37,7 @@ func printMixedReady(f devFlags, took time.Duration, store string, endpoints []s
 // for up to devMixedStaleWait while the minions trail), printing a blank line and then each
 // line after "rides: ": the async datastore's writes and reads beside trips'.
 func devRidesDemo(ctx context.Context, endpoints []string, f devFlags) error {
-	cl, err := client.New(client.Config{Endpoints: endpoints, Datastore: devMixedAsync})
+	cl, err := client.New(f.clientConfig(endpoints, devMixedAsync))
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,8 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newDevCmd(), newPutCmd(), newTransactCmd(), newRowKeysCmd(), newGetCmd(), newLatestCmd(), newVersionsCmd(), newEraseCmd(), newImportCmd(), newStatusCmd(), newTriggersCmd(), newIndexCmd(), newSchemaCmd(), newBenchCmd(), newJepsenCmd(), newAdminCmd())
+	root.AddCommand(newServeCmd(), newDevCmd(), newPutCmd(), newTransactCmd(), newRowKeysCmd(), newGetCmd(), newLatestCmd(), newVersionsCmd(), newEraseCmd(), newImportCmd(), newStatusCmd(), newTriggersCmd(), newIndexCmd(), newSchemaCmd(), newBenchCmd(), newJepsenCmd(), newAdminCmd(), newCertsCmd())
+	registerClientAuthFlags(root)
 	return root
 }
 

@@ -51,6 +51,7 @@ type serveFlags struct {
 	gossipAddr    string
 	gossipBind    string
 	join          []string
+	sec           securityFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -65,6 +66,7 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	}
 	fl := cmd.Flags()
 	f.logs.register(cmd)
+	f.sec.register(cmd)
 	d := api.DefaultConfig()
 	pd := partition.DefaultConfig()
 	fl.StringVar(&f.config, "config", "", "topology file (YAML; see docs/operations.md) (required)")
@@ -152,6 +154,22 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	sec, err := f.sec.load(ctx, top.Security.For(f.nodeID), logger)
+	if err != nil {
+		return err
+	}
+	defer sec.closeAudit()
+	raftListen, gossipListen := f.bind, f.gossipBind
+	if raftListen == "" {
+		raftListen = self.RaftAddr
+	}
+	if gossipListen == "" {
+		gossipListen = self.GossipAddr
+	}
+	if err := sec.checkExposure(f.sec.insecure, [][2]string{{"http_addr", self.HTTPAddr}, {"raft_addr", raftListen},
+		{"admin", f.adminAddr}, {"gossip", gossipListen}}); err != nil {
+		return err
+	}
 
 	var store *storage.Store
 	if f.mysqlDSN != "" {
@@ -187,6 +205,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	c.BindAddr, c.Self, c.Join, c.GossipBindAddr = f.bind, selfOverride, f.join, f.gossipBind
 	cfg.Maintainer.PollInterval = f.indexPoll
 	cfg.API, cfg.AdminAddr, cfg.Registry, cfg.Logger = f.apiCfg, f.adminAddr, registry, logger
+	cfg.TLS, cfg.Auth, cfg.Audit, c.GossipKeys = sec.certs, sec.auth, sec.audit, sec.gossipKeys
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		return err

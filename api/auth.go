@@ -1,0 +1,93 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/schemaless-db/schemaless/security"
+)
+
+// Roles of the routes (Config.Auth):
+//
+//	none   GET /healthz, GET /readyz
+//	read   every other GET or HEAD under /v1/{ds}/ and GET /v1/cluster; the reads sent as POST
+//	       (cells/get, shards/cells, indexes/{index}/query); consumer group commands
+//	       (groups/{group}/{op}: a consumer commits its offsets with read); unknown routes
+//	write  PUT and POST of cells, transactions, DELETE of a row (erasure)
+//	admin  /v1/admin/... (membership, backup, restore), /console, index definitions, aliases
+//	       and drops, schema registration
+//
+// A principal's datastores scope read and write by the {ds} of the path; admin is cluster-wide.
+
+// adminPatterns are the routes under /v1/{ds}/ that need admin, by "METHOD pattern".
+var adminPatterns = map[string]bool{
+	"POST /v1/{ds}/indexes":                              true,
+	"POST /v1/{ds}/indexes/{index}/alias":                true,
+	"DELETE /v1/{ds}/indexes/{index}/versions/{version}": true,
+	"PUT /v1/{ds}/schemas/{col}":                         true,
+}
+
+// readPosts are the POST routes that only read (or, for consumer groups, move a consumer's
+// own offsets).
+var readPosts = map[string]bool{
+	"/v1/{ds}/cells/get":             true,
+	"/v1/{ds}/shards/cells":          true,
+	"/v1/{ds}/indexes/{index}/query": true,
+	"/v1/{ds}/groups/{group}/{op}":   true,
+}
+
+// routeRole returns the role a request needs, given the pattern the mux matched for it ("" or
+// "/" when no route matched), and the datastore the role applies to ("" for none).
+func routeRole(pattern string, r *http.Request) (security.Role, string) {
+	if _, p, ok := strings.Cut(pattern, " "); ok { // "GET /console": method patterns
+		pattern = p
+	}
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	switch {
+	case pattern == "/healthz" || pattern == "/readyz":
+		return security.RoleNone, ""
+	case strings.HasPrefix(pattern, "/v1/admin/") || strings.HasPrefix(pattern, "/console"):
+		return security.RoleAdmin, ""
+	case !strings.HasPrefix(pattern, "/v1/{ds}/"):
+		return security.RoleRead, ""
+	}
+	ds := ""
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/"); ok {
+		ds, _, _ = strings.Cut(rest, "/")
+	}
+	switch {
+	case adminPatterns[method+" "+pattern]:
+		return security.RoleAdmin, ""
+	case method == http.MethodGet || readPosts[pattern]:
+		return security.RoleRead, ds
+	}
+	return security.RoleWrite, ds
+}
+
+// authorize authenticates r and checks its route's role (Config.Auth). It answers and audits
+// a refusal and returns ok false; otherwise it returns the request carrying its principal
+// (security.PrincipalFrom) and, for an admin route, a writer whose status the audit line
+// reports once the handler returns (call done).
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request, func(), bool) {
+	_, pattern := s.mux.Handler(r)
+	role, ds := routeRole(pattern, r)
+	p, ref := security.Check(s.cfg.Auth, r, role, ds)
+	if ref != nil {
+		s.cfg.Audit.Refused(r, p, ref.Status, ref.Message)
+		ref.Write(w)
+		return w, r, nil, false
+	}
+	if p != nil {
+		r = r.WithContext(security.WithPrincipal(r.Context(), p))
+	}
+	if role != security.RoleAdmin {
+		return w, r, func() {}, true
+	}
+	start := time.Now()
+	sw := &security.StatusWriter{ResponseWriter: w}
+	return sw, r, func() { s.cfg.Audit.Admin(r, p, sw.Status(), time.Since(start)) }, true
+}

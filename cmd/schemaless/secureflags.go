@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/security"
+	"github.com/schemaless-db/schemaless/topology"
+	"github.com/spf13/cobra"
+)
+
+// securityFlags are serve's TLS, authentication and gossip encryption flags; each overrides
+// the topology's security block (topology.SecuritySpec).
+type securityFlags struct {
+	tlsCert, tlsKey, tlsCA string
+	principals             string
+	gossipKey              string
+	auditLog               string
+	insecure               bool
+	reload                 time.Duration
+}
+
+func (f *securityFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "this node's certificate (PEM; `schemaless certs create-node`): TLS on the API, the admin listener and the node port (mutual TLS between nodes); with --tls-key and --tls-ca")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	fl.StringVar(&f.tlsCA, "tls-ca", "", "the CA bundle (PEM) trusted for peers' node certificates and clients' certificates")
+	fl.StringVar(&f.principals, "principals-file", "", "the principals file (YAML: hashed bearer tokens and certificate names with their roles; `schemaless certs create-token`): every API request but /healthz and /readyz must authenticate")
+	fl.StringVar(&f.gossipKey, "gossip-key-file", "", "the gossip keyring file (base64 keys, one per line, the first encrypting; `schemaless certs create-gossip-key`): gossip is encrypted and authenticated")
+	fl.StringVar(&f.auditLog, "audit-log", "", "append the audit log (admin operations and refused requests, JSON lines) to this file (default: the node's log)")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow listening on a non-loopback address without TLS, authentication and gossip encryption (anyone who reaches the ports can read, write and administer the cluster)")
+	fl.DurationVar(&f.reload, "security-reload-interval", 10*time.Second, "how often the certificate, key, CA and principals files are checked for changes and reloaded")
+}
+
+// nodeSecurity is what serve loads from securityFlags: nil fields are off.
+type nodeSecurity struct {
+	certs      *security.Certs
+	auth       *security.Authenticator
+	gossipKeys [][]byte
+	audit      *security.Auditor
+	closeAudit func() error
+}
+
+// load reads the files the flags (over spec, the topology's block for this node) name and
+// starts their reload. ctx ends the reload.
+func (f *securityFlags) load(ctx context.Context, spec topology.SecuritySpec, logger *slog.Logger) (*nodeSecurity, error) {
+	pick := func(flag, top string) string {
+		if flag != "" {
+			return flag
+		}
+		return top
+	}
+	files := security.TLSFiles{CertFile: pick(f.tlsCert, spec.TLSCert), KeyFile: pick(f.tlsKey, spec.TLSKey), CAFile: pick(f.tlsCA, spec.TLSCA)}
+	principals := pick(f.principals, spec.PrincipalsFile)
+	gossipKey := pick(f.gossipKey, spec.GossipKeyFile)
+	if f.reload <= 0 {
+		return nil, fmt.Errorf("--security-reload-interval %s: must be positive", f.reload)
+	}
+	s := &nodeSecurity{closeAudit: func() error { return nil }}
+	var err error
+	if files != (security.TLSFiles{}) {
+		if s.certs, err = security.LoadCerts(files, logger); err != nil {
+			return nil, err
+		}
+		s.certs.Watch(ctx, f.reload)
+	}
+	if principals != "" {
+		if s.auth, err = security.LoadAuthenticator(principals, logger); err != nil {
+			return nil, err
+		}
+		s.auth.Watch(ctx, f.reload)
+	}
+	if gossipKey != "" {
+		if s.gossipKeys, err = security.LoadGossipKeys(gossipKey); err != nil {
+			return nil, err
+		}
+	}
+	s.audit = security.NewAuditor(logger)
+	if f.auditLog != "" {
+		af, err := os.OpenFile(f.auditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("--audit-log: %w", err)
+		}
+		s.audit = security.NewAuditor(slog.New(slog.NewJSONHandler(af, nil)))
+		s.closeAudit = af.Close
+	}
+	return s, nil
+}
+
+// checkExposure refuses a listener on a non-loopback address unless TLS and authentication
+// (and, for gossip, the gossip key) are on, or insecure is set. listeners maps a flag or
+// topology name ("http_addr") to the address listened on; empty addresses are skipped.
+func (s *nodeSecurity) checkExposure(insecure bool, listeners [][2]string) error {
+	if insecure {
+		return nil
+	}
+	var errs []error
+	for _, l := range listeners {
+		what, addr := l[0], l[1]
+		if addr == "" || isLoopback(addr) {
+			continue
+		}
+		var missing []string
+		switch {
+		case what == "gossip" && s.gossipKeys == nil:
+			missing = append(missing, "--gossip-key-file")
+		case what == "raft_addr" && s.certs == nil:
+			missing = append(missing, "--tls-cert, --tls-key, --tls-ca")
+		case what != "gossip" && what != "raft_addr":
+			if s.certs == nil {
+				missing = append(missing, "--tls-cert, --tls-key, --tls-ca")
+			}
+			if s.auth == nil {
+				missing = append(missing, "--principals-file")
+			}
+		}
+		if len(missing) > 0 {
+			errs = append(errs, fmt.Errorf("refusing to listen on %s (%s), which is not a loopback address, without %s (see docs/operations.md, Security), unless --insecure is given", addr, what, strings.Join(missing, " and ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isLoopback reports whether a listen address's host is a loopback IP or "localhost". An empty
+// host, an unspecified address and any other name count as exposed.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// clientAuth are the credentials flags of the client commands (persistent on the root
+// command): a bearer token and the TLS files of https endpoints.
+var clientAuth struct {
+	token, tokenFile              string
+	caCert, clientCert, clientKey string
+}
+
+func registerClientAuthFlags(root *cobra.Command) {
+	fl := root.PersistentFlags()
+	fl.StringVar(&clientAuth.token, "token", os.Getenv("SCHEMALESS_TOKEN"), "client commands: bearer token sent to the nodes (default $SCHEMALESS_TOKEN)")
+	fl.StringVar(&clientAuth.tokenFile, "token-file", os.Getenv("SCHEMALESS_TOKEN_FILE"), "client commands: read the bearer token from this file (default $SCHEMALESS_TOKEN_FILE)")
+	fl.StringVar(&clientAuth.caCert, "ca-cert", os.Getenv("SCHEMALESS_CA_CERT"), "client commands: CA bundle (PEM) trusted for https endpoints (default $SCHEMALESS_CA_CERT, else the system's)")
+	fl.StringVar(&clientAuth.clientCert, "client-cert", "", "client commands: client certificate (PEM) to authenticate with, with --client-key")
+	fl.StringVar(&clientAuth.clientKey, "client-key", "", "client commands: the private key of --client-cert")
+}
+
+// applyClientAuth sets cfg's token and TLS from the client credentials flags.
+func applyClientAuth(cfg *client.Config) error {
+	cfg.Token = clientAuth.token
+	if clientAuth.tokenFile != "" {
+		b, err := os.ReadFile(clientAuth.tokenFile)
+		if err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
+		cfg.Token = strings.TrimSpace(string(b))
+	}
+	if clientAuth.caCert != "" || clientAuth.clientCert != "" || clientAuth.clientKey != "" {
+		tc, err := security.ClientTLS(clientAuth.caCert, clientAuth.clientCert, clientAuth.clientKey)
+		if err != nil {
+			return err
+		}
+		cfg.TLS = tc
+	}
+	return nil
+}

@@ -1,0 +1,173 @@
+package security
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/schemaless-db/schemaless/api/wire"
+)
+
+// Error codes of the API's error envelope for refused credentials.
+const (
+	// CodeUnauthenticated: 401, no credentials or credentials not recognized.
+	CodeUnauthenticated = "unauthenticated"
+	// CodeForbidden: 403, the principal lacks the role the route needs (on that datastore).
+	CodeForbidden = "forbidden"
+)
+
+// Refusal is why Check refused a request: its HTTP status (401 or 403), error code and message.
+type Refusal struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+// Check authenticates r with a and checks that the principal holds role on datastore ds ("" for
+// none). It returns the principal, or the refusal to answer: 401 for ErrNoCredentials and
+// ErrBadCredentials, 403 for a principal without the role. role RoleNone needs no credentials
+// (the principal is then nil when none are sent).
+func Check(a *Authenticator, r *http.Request, role Role, ds string) (*Principal, *Refusal) {
+	p, err := a.Authenticate(r)
+	if err != nil {
+		if role == RoleNone && errors.Is(err, ErrNoCredentials) {
+			return nil, nil
+		}
+		return nil, &Refusal{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: err.Error()}
+	}
+	if !p.Allows(role, ds) {
+		what := "the " + string(role) + " role"
+		if ds != "" && role != RoleAdmin && role != RoleMetrics {
+			what += " on datastore " + ds
+		}
+		return p, &Refusal{Status: http.StatusForbidden, Code: CodeForbidden, Message: fmt.Sprintf("security: principal %q lacks %s", p.Name, what)}
+	}
+	return p, nil
+}
+
+// Write answers the refusal in the API's error envelope; a 401 carries WWW-Authenticate.
+func (f *Refusal) Write(w http.ResponseWriter) {
+	if f.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="schemaless"`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(f.Status)
+	_ = json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorDetail{Code: f.Code, Message: f.Message}})
+}
+
+// Auditor writes the audit log: one line per admin operation and one per refused request,
+// each with the principal ("-" when unknown), method, path, remote address and status, at Info
+// with msg "audit". Safe for concurrent use.
+type Auditor struct{ log *slog.Logger }
+
+// NewAuditor returns an Auditor writing to l (nil: slog.Default()), tagged component=audit.
+func NewAuditor(l *slog.Logger) *Auditor {
+	if l == nil {
+		l = slog.Default()
+	}
+	return &Auditor{log: l.With("component", "audit")}
+}
+
+// Refused logs a refused request (401, 403, 429, or another refusal before the handler ran).
+// A nil Auditor logs nothing.
+func (a *Auditor) Refused(r *http.Request, p *Principal, status int, reason string) {
+	if a == nil {
+		return
+	}
+	a.log.Info("audit", "event", "refused", "principal", principalName(p), "method", r.Method, "path", r.URL.Path,
+		"remote", remoteIP(r), "status", status, "reason", reason)
+}
+
+// Admin logs an admin operation that ran, with its answer's status and duration. A nil Auditor
+// logs nothing.
+func (a *Auditor) Admin(r *http.Request, p *Principal, status int, took time.Duration) {
+	if a == nil {
+		return
+	}
+	a.log.Info("audit", "event", "admin", "principal", principalName(p), "method", r.Method, "path", r.URL.Path,
+		"query", r.URL.RawQuery, "remote", remoteIP(r), "status", status, "duration_ms", took.Milliseconds())
+}
+
+// Guard returns next behind Check for role (on no datastore): refusals are answered and
+// audited, and the principal reaches next in the request's context (PrincipalFrom). With
+// RoleAdmin every request that passes is audited too. A nil Authenticator returns next as it
+// is (authentication off).
+func Guard(a *Authenticator, audit *Auditor, role Role, next http.Handler) http.Handler {
+	if a == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ref := Check(a, r, role, "")
+		if ref != nil {
+			audit.Refused(r, p, ref.Status, ref.Message)
+			ref.Write(w)
+			return
+		}
+		r = r.WithContext(WithPrincipal(r.Context(), p))
+		if role != RoleAdmin {
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		sw := &StatusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		audit.Admin(r, p, sw.Status(), time.Since(start))
+	})
+}
+
+// StatusWriter is a ResponseWriter remembering the status it wrote (200 when the handler wrote
+// a body without one). Unwrap lets http.ResponseController reach the connection.
+type StatusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader records status and passes it on.
+func (w *StatusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// Write passes b on, recording 200 if no status was written.
+func (w *StatusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Status returns the status written, 200 if none.
+func (w *StatusWriter) Status() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// Unwrap returns the wrapped ResponseWriter.
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush flushes the wrapped writer when it can (streamed backups and long polls).
+func (w *StatusWriter) Flush() {
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func principalName(p *Principal) string {
+	if p == nil {
+		return "-"
+	}
+	return p.Name
+}
+
+func remoteIP(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
