@@ -24,7 +24,7 @@
 // # Reload
 //
 // Certs and Authenticator re-read their files when Reload is called or, with Watch, when a
-// file's modification time or size changes. A file that fails to parse is logged and the
+// file's contents change. A file that fails to parse is logged and the
 // previous contents stay in force, so a half-written file never locks the cluster out.
 //
 // # Caveats

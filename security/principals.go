@@ -185,7 +185,7 @@ func LoadAuthenticator(path string, logger *slog.Logger) (*Authenticator, error)
 // Path returns the principals file's path.
 func (a *Authenticator) Path() string { return a.path }
 
-// Reload re-reads the file if its size or modification time changed, and reports whether it
+// Reload re-reads the file if its contents changed, and reports whether it
 // did. On error the previous principals stay in force.
 func (a *Authenticator) Reload() (bool, error) {
 	stamp, err := fileStamp(a.path)

@@ -2,6 +2,7 @@ package security
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -46,7 +47,7 @@ type Certs struct {
 	mu    sync.RWMutex
 	cert  *tls.Certificate
 	pool  *x509.CertPool
-	stamp string // the files' sizes and modification times at the last load
+	stamp string // the digest of the files at the last load (fileStamp)
 }
 
 // LoadCerts reads files (all three required) and checks that the key matches the certificate
@@ -69,7 +70,7 @@ func LoadCerts(files TLSFiles, logger *slog.Logger) (*Certs, error) {
 // Files returns the files c reads.
 func (c *Certs) Files() TLSFiles { return c.files }
 
-// Reload re-reads the files if their sizes or modification times changed since the last load,
+// Reload re-reads the files if their contents changed since the last load,
 // and reports whether it did. On error the previous certificate and CAs stay in force.
 func (c *Certs) Reload() (bool, error) {
 	stamp, err := fileStamp(c.files.CertFile, c.files.KeyFile, c.files.CAFile)
@@ -254,17 +255,19 @@ func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// fileStamp describes files by size and modification time.
+// fileStamp describes files by the SHA-256 of their contents (small files, read at every
+// check: a rewrite within the file system's timestamp granularity is still seen).
 func fileStamp(paths ...string) (string, error) {
-	s := ""
+	h := sha256.New()
 	for _, p := range paths {
-		fi, err := os.Stat(p)
+		b, err := os.ReadFile(p)
 		if err != nil {
 			return "", fmt.Errorf("security: %w", err)
 		}
-		s += fmt.Sprintf("%s:%d:%d;", p, fi.Size(), fi.ModTime().UnixNano())
+		fmt.Fprintf(h, "%s:%d:", p, len(b))
+		h.Write(b)
 	}
-	return s, nil
+	return string(h.Sum(nil)), nil
 }
 
 // watch calls f every interval until ctx is done.
