@@ -10,13 +10,13 @@ import (
 
 // Roles of the routes (Config.Auth):
 //
-//	none   GET /healthz, GET /readyz
+//	none   GET /healthz, GET /readyz, GET /console (a static page; what it reads needs admin)
 //	read   every other GET or HEAD under /v1/{ds}/ and GET /v1/cluster; the reads sent as POST
 //	       (cells/get, shards/cells, indexes/{index}/query); consumer group commands
 //	       (groups/{group}/{op}: a consumer commits its offsets with read); unknown routes
 //	write  PUT and POST of cells, transactions, DELETE of a row (erasure)
-//	admin  /v1/admin/... (membership, backup, restore), /console, index definitions, aliases
-//	       and drops, schema registration
+//	admin  /v1/admin/... (membership, backup, restore), index definitions, aliases and drops,
+//	       schema registration
 //
 // A principal's datastores scope read and write by the {ds} of the path; admin is cluster-wide.
 
@@ -48,9 +48,11 @@ func routeRole(pattern string, r *http.Request) (security.Role, string) {
 		method = http.MethodGet
 	}
 	switch {
-	case pattern == "/healthz" || pattern == "/readyz":
+	case pattern == "/healthz" || pattern == "/readyz" || strings.HasPrefix(pattern, "/console"):
+		// The console is a static page holding no data: every route it reads needs admin,
+		// with the token it asks for.
 		return security.RoleNone, ""
-	case strings.HasPrefix(pattern, "/v1/admin/") || strings.HasPrefix(pattern, "/console"):
+	case strings.HasPrefix(pattern, "/v1/admin/"):
 		return security.RoleAdmin, ""
 	case !strings.HasPrefix(pattern, "/v1/{ds}/"):
 		return security.RoleRead, ""
