@@ -532,7 +532,7 @@ func (c *Cluster) ReadStrong(ctx context.Context, ds string) ([]StoredCell, erro
 	if !ok {
 		return nil, fmt.Errorf("jepsen: no datastore %q", ds)
 	}
-	cfg := client.DefaultConfig()
+	cfg := c.ClientConfig()
 	for _, n := range c.Nodes {
 		cfg.Endpoints = append(cfg.Endpoints, n.URL())
 	}

@@ -2,6 +2,7 @@ package jepsen
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/topology"
 	"gopkg.in/yaml.v3"
 )
@@ -42,6 +44,12 @@ type ClusterConfig struct {
 	Datastores []topology.DatastoreSpec
 	// ServeArgs are extra flags of every `schemaless serve` (raft timeouts, say).
 	ServeArgs []string
+	// Secure turns security on: StartCluster makes Dir/certs a development bundle
+	// (security.EnsureDevBundle: a CA, a certificate per node for its IP and localhost, a gossip
+	// key and a token per principal), every node serves with TLS (mutual TLS on the raft port),
+	// the principals file and the gossip key, the nodes' URLs are https, and ClientConfig trusts
+	// the CA and sends the admin token.
+	Secure bool
 }
 
 // Node is one process of the cluster under test.
@@ -52,6 +60,8 @@ type Node struct {
 	RaftAddr string
 	DataDir  string
 	LogPath  string
+	// Scheme is the API's scheme: "https" on a secure cluster, else "http".
+	Scheme string
 
 	// status asks the node alone for its view (one attempt, no fail-over, 2 s).
 	status *client.Client
@@ -65,7 +75,7 @@ type Node struct {
 }
 
 // URL is the node's HTTP base URL.
-func (n *Node) URL() string { return "http://" + n.HTTPAddr }
+func (n *Node) URL() string { return n.Scheme + "://" + n.HTTPAddr }
 
 // Running reports whether the node's process is alive (paused counts as alive).
 func (n *Node) Running() bool {
@@ -89,15 +99,52 @@ type Cluster struct {
 	Topology *topology.Topology
 	topoPath string
 
+	// sec is the security bundle of a secure cluster (nil: plain HTTP, no tokens); tls the
+	// client TLS configuration trusting its CA.
+	sec *security.DevBundle
+	tls *tls.Config
+
 	placeMu sync.Mutex
 	// placement is each raft partition's servers by "ds/p", as RefreshPlacement last learned
 	// them (placement.go); nil until then.
 	placement map[string][]string
 }
 
-// StartCluster writes the topology, starts every node and waits (until ctx ends) for each to
-// report ready. On error, the nodes started are killed.
+// StartCluster writes the topology (and, with cfg.Secure, the security bundle), starts every
+// node and waits (until ctx ends) for each to report ready. On error, the nodes started are
+// killed.
 func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
+	c, err := newCluster(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range c.Nodes {
+		for _, addr := range []string{n.HTTPAddr, n.RaftAddr} {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return nil, fmt.Errorf("jepsen: %s cannot use %s: %w", n.ID, addr, err)
+			}
+			ln.Close()
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := c.Start(n); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := c.WaitReady(ctx, n); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// newCluster places the nodes, writes the topology file and, with cfg.Secure, the security
+// bundle under cfg.Dir, and builds the nodes' status clients. It starts nothing.
+func newCluster(cfg ClusterConfig) (*Cluster, error) {
 	if cfg.Nodes != 3 && cfg.Nodes != 5 {
 		return nil, fmt.Errorf("jepsen: %d nodes: want 3 or 5", cfg.Nodes)
 	}
@@ -106,6 +153,10 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		return nil, fmt.Errorf("jepsen: first IP %q is not an IPv4 loopback address", cfg.FirstIP)
 	}
 	c := &Cluster{cfg: cfg, Topology: &topology.Topology{}}
+	scheme := "http"
+	if cfg.Secure {
+		scheme = "https"
+	}
 	for i := 0; i < cfg.Nodes; i++ {
 		ip := net.IPv4(first[0], first[1], first[2], first[3]+byte(i)).String()
 		id := fmt.Sprintf("n%d", i+1)
@@ -115,8 +166,18 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			RaftAddr: net.JoinHostPort(ip, strconv.Itoa(cfg.RaftPort)),
 			DataDir:  filepath.Join(cfg.Dir, id),
 			LogPath:  filepath.Join(cfg.Dir, id+".log"),
+			Scheme:   scheme,
 		}
-		sc := client.DefaultConfig()
+		c.Nodes = append(c.Nodes, n)
+		c.Topology.Nodes = append(c.Topology.Nodes, topology.NodeSpec{ID: id, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr})
+	}
+	if cfg.Secure {
+		if err := c.ensureSecurity(); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range c.Nodes {
+		sc := c.ClientConfig()
 		sc.Endpoints, sc.MaxAttempts, sc.RequestTimeout = []string{n.URL()}, 1, 2*time.Second
 		var err error
 		if n.status, err = client.New(sc); err != nil {
@@ -126,15 +187,6 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		if n.admin, err = client.New(sc); err != nil {
 			return nil, err
 		}
-		for _, addr := range []string{n.HTTPAddr, n.RaftAddr} {
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return nil, fmt.Errorf("jepsen: %s cannot use %s: %w", id, addr, err)
-			}
-			ln.Close()
-		}
-		c.Nodes = append(c.Nodes, n)
-		c.Topology.Nodes = append(c.Topology.Nodes, topology.NodeSpec{ID: id, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr})
 	}
 	placed := 0 // partitions placed so far: the next one starts on the next node
 	for _, d := range cfg.Datastores {
@@ -168,18 +220,6 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if err := os.WriteFile(c.topoPath, text, 0o644); err != nil {
 		return nil, err
 	}
-	for _, n := range c.Nodes {
-		if err := c.Start(n); err != nil {
-			c.Stop()
-			return nil, err
-		}
-	}
-	for _, n := range c.Nodes {
-		if err := c.WaitReady(ctx, n); err != nil {
-			c.Stop()
-			return nil, err
-		}
-	}
 	return c, nil
 }
 
@@ -208,12 +248,7 @@ func (c *Cluster) Start(n *Node) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"serve", "--config", c.topoPath, "--node-id", n.ID, "--data-dir", n.DataDir, "--log-format", "json"}
-	if c.cfg.MySQLDSN != "" {
-		args = append(args, "--mysql", c.cfg.MySQLDSN, "--mysql-prefix", c.cfg.MySQLPrefix+"_"+n.ID)
-	}
-	args = append(args, c.cfg.ServeArgs...)
-	cmd := exec.Command(c.cfg.Binary, args...)
+	cmd := exec.Command(c.cfg.Binary, c.serveArgs(n)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: a Ctrl-C of the harness does not reach the nodes, which the
 	// harness stops itself.
@@ -230,6 +265,16 @@ func (c *Cluster) Start(n *Node) error {
 	}()
 	n.cmd, n.exited, n.paused = cmd, exited, false
 	return nil
+}
+
+// serveArgs are n's `schemaless serve` arguments.
+func (c *Cluster) serveArgs(n *Node) []string {
+	args := []string{"serve", "--config", c.topoPath, "--node-id", n.ID, "--data-dir", n.DataDir, "--log-format", "json"}
+	if c.cfg.MySQLDSN != "" {
+		args = append(args, "--mysql", c.cfg.MySQLDSN, "--mysql-prefix", c.cfg.MySQLPrefix+"_"+n.ID)
+	}
+	args = append(args, c.secureServeArgs(n)...)
+	return append(args, c.cfg.ServeArgs...)
 }
 
 // Kill sends SIGKILL to n (resuming it first if paused, so the kernel reaps it at once) and waits
@@ -576,7 +621,7 @@ func (c *Cluster) ReadBack(ctx context.Context, ds string) (map[string][]StoredC
 	}
 	out := map[string][]StoredCell{}
 	for _, n := range c.Nodes {
-		cfg := client.DefaultConfig()
+		cfg := c.ClientConfig()
 		cfg.Endpoints = []string{n.URL()}
 		cfg.Datastore = ds
 		cfg.RequestTimeout = 10 * time.Second

@@ -540,7 +540,7 @@ func (w *IndexWorkload) compareIndexReplicas(ctx context.Context, c *Cluster, wa
 	}
 	var out []string
 	for _, n := range c.Nodes {
-		cfg := client.DefaultConfig()
+		cfg := c.ClientConfig()
 		cfg.Endpoints, cfg.Datastore, cfg.RequestTimeout, cfg.MaxAttempts = []string{n.URL()}, w.Datastore, 30*time.Second, 2
 		cl, err := client.New(cfg)
 		if err != nil {

@@ -96,8 +96,10 @@ type membership struct {
 	ops  []AdminOp
 }
 
-func newMembership(seed uint64) *membership {
-	return &membership{rng: rand.New(rand.NewPCG(seed^0x6d656d62, seed)), hc: &http.Client{}, want: map[string][]string{}}
+// newMembership returns the membership nemeses' state; hc sends their admin calls (it must
+// trust the cluster's CA on a secure cluster: Cluster.HTTPClient).
+func newMembership(seed uint64, hc *http.Client) *membership {
+	return &membership{rng: rand.New(rand.NewPCG(seed^0x6d656d62, seed)), hc: hc, want: map[string][]string{}}
 }
 
 // AdminOps returns the admin calls the membership nemeses made so far, in order.
@@ -165,7 +167,7 @@ func (n *Nemesis) adminClient(timeout time.Duration, attempts int) (*client.Clie
 	if len(live) == 0 {
 		return nil, nil, errors.New("no live node to ask")
 	}
-	cfg := client.DefaultConfig()
+	cfg := n.c.ClientConfig()
 	ids := map[string]string{}
 	for _, node := range live {
 		cfg.Endpoints = append(cfg.Endpoints, node.URL())

@@ -103,7 +103,7 @@ func NewNemesis(cfg NemesisConfig, c *Cluster, net *Net, h *History, seed uint64
 	if len(cfg.Kinds) == 0 {
 		cfg.Kinds = AllNemeses
 	}
-	return &Nemesis{cfg: cfg, c: c, net: net, h: h, rng: rand.New(rand.NewPCG(seed, seed^0x6e656d)), w: w, log: log, mem: newMembership(seed)}
+	return &Nemesis{cfg: cfg, c: c, net: net, h: h, rng: rand.New(rand.NewPCG(seed, seed^0x6e656d)), w: w, log: log, mem: newMembership(seed, c.HTTPClient())}
 }
 
 // SetProcesses gives the worker nemeses their targets. Call it before Run; without it the

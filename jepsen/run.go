@@ -61,6 +61,11 @@ type Config struct {
 	Nemesis NemesisConfig
 	// ServeArgs are extra `schemaless serve` flags (raft timeouts).
 	ServeArgs []string
+	// Secure runs the nodes with TLS (mutual TLS between nodes), bearer tokens and gossip
+	// encryption, from a development bundle under the run's directory (ClusterConfig.Secure);
+	// every client of the harness trusts its CA and sends the admin token. In async mode the
+	// storage servers stay plaintext.
+	Secure bool
 	// Snapshots makes the nodes snapshot often and keep few log entries after a snapshot
 	// (SnapshotArgs), so that a node that was down or cut off catches up by InstallSnapshot and
 	// the FSM's Snapshot and Restore run under faults.
@@ -190,13 +195,15 @@ func (c Config) Validate() error {
 type Summary struct {
 	Dir  string `json:"dir"`
 	Seed uint64 `json:"seed"`
-	// Mode is the datastores' mode, raft or async; Unsafe is Config.UnsafeNoBufferedWrites.
+	// Mode is the datastores' mode, raft or async; Unsafe is Config.UnsafeNoBufferedWrites;
+	// Secure is Config.Secure (the nodes ran with TLS, tokens and encrypted gossip).
 	Mode        string   `json:"mode"`
 	Unsafe      bool     `json:"unsafe_no_buffered_writes,omitempty"`
 	Store       string   `json:"store"`
 	Nodes       int      `json:"nodes"`
 	Consistency string   `json:"consistency"`
 	Snapshots   bool     `json:"snapshots"`
+	Secure      bool     `json:"secure"`
 	Seconds     float64  `json:"seconds"`
 	Nemeses     []string `json:"nemeses"`
 	// Ops counts operations by workload, function and outcome ("cells put ok": 12).
@@ -250,7 +257,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 			store = "async, UNSAFE: no buffered writes"
 		}
 	}
-	log.Info("jepsen: run", "dir", dir, "seed", cfg.Seed, "mode", cfg.Mode, "store", store, "nodes", cfg.Nodes, "duration", cfg.Duration, "snapshots", cfg.Snapshots,
+	log.Info("jepsen: run", "dir", dir, "seed", cfg.Seed, "mode", cfg.Mode, "store", store, "nodes", cfg.Nodes, "secure", cfg.Secure, "duration", cfg.Duration, "snapshots", cfg.Snapshots,
 		"nemeses", cfg.Nemesis.Kinds, "workloads", cfg.Workloads, "consistency", cfg.Consistency)
 
 	var net *Net
@@ -264,7 +271,8 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 
 	workloads := make([]Workload, len(cfg.Workloads))
 	cc := ClusterConfig{Binary: cfg.Binary, Dir: dir, Nodes: cfg.Nodes, FirstIP: cfg.FirstIP, HTTPPort: cfg.HTTPPort,
-		RaftPort: cfg.RaftPort, MySQLDSN: cfg.MySQLDSN, MySQLPrefix: fmt.Sprintf("jp%06d", cfg.Seed%1000000), ServeArgs: cfg.ServeArgs}
+		RaftPort: cfg.RaftPort, MySQLDSN: cfg.MySQLDSN, MySQLPrefix: fmt.Sprintf("jp%06d", cfg.Seed%1000000), ServeArgs: cfg.ServeArgs,
+		Secure: cfg.Secure}
 	if cfg.Snapshots {
 		cc.ServeArgs = append(slices.Clone(cfg.ServeArgs), SnapshotArgs...)
 	}
@@ -304,7 +312,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	defer c.Stop()
-	log.Info("jepsen: cluster ready", "nodes", len(c.Nodes))
+	log.Info("jepsen: cluster ready", "nodes", len(c.Nodes), "secure", c.Secure())
 
 	histFile, err := os.Create(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
@@ -400,7 +408,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	log.Info("jepsen: traffic stopped", "ops", len(ops), "faults", len(faults))
 
 	sum := &Summary{Dir: dir, Seed: cfg.Seed, Mode: cfg.Mode, Unsafe: cfg.UnsafeNoBufferedWrites, Store: store, Nodes: cfg.Nodes, Consistency: cfg.Consistency, Snapshots: cfg.Snapshots,
-		Seconds: float64(end) / 1e9, Nemeses: cfg.Nemesis.Kinds, Ops: map[string]int{}, Faults: map[string]int{}}
+		Secure: cfg.Secure, Seconds: float64(end) / 1e9, Nemeses: cfg.Nemesis.Kinds, Ops: map[string]int{}, Faults: map[string]int{}}
 	for _, o := range ops {
 		sum.Ops[fmt.Sprintf("%s %s %s", o.Workload, o.F, o.Outcome)]++
 	}
@@ -487,7 +495,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 }
 
 func newWorker(cfg Config, c *Cluster, node *Node, process int, h *History) (*Worker, error) {
-	cc := client.DefaultConfig()
+	cc := c.ClientConfig()
 	cc.Endpoints = []string{node.URL()}
 	if cfg.FailOver {
 		for _, o := range c.Nodes {
@@ -516,6 +524,11 @@ func (s *Summary) Print(w io.Writer) {
 		fmt.Fprintf(w, "  seed %d, %d nodes, mode %s, %.0fs, reads strong and stale\n", s.Seed, s.Nodes, s.Store, s.Seconds)
 	} else {
 		fmt.Fprintf(w, "  seed %d, %d nodes, store %s, %.0fs, reads %s, frequent snapshots %v\n", s.Seed, s.Nodes, s.Store, s.Seconds, s.Consistency, s.Snapshots)
+	}
+	if s.Secure {
+		fmt.Fprintf(w, "  security: on (TLS on the API and between nodes, bearer tokens, encrypted gossip)\n")
+	} else {
+		fmt.Fprintf(w, "  security: off (plain HTTP, no tokens)\n")
 	}
 	fmt.Fprintf(w, "  faults:")
 	for _, k := range slices.Sorted(maps.Keys(s.Faults)) {

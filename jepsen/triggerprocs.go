@@ -31,7 +31,10 @@ type TriggerProcsConfig struct {
 	Shards                   int
 	// SessionTimeout is the workers' group session; RequestTimeout one HTTP attempt.
 	SessionTimeout, RequestTimeout time.Duration
-	Logger                         *slog.Logger
+	// CAFile and TokenFile, when set, are passed to every worker as --ca-cert and --token-file
+	// (a secure cluster's CA for https endpoints, and the file of the token to send).
+	CAFile, TokenFile string
+	Logger            *slog.Logger
 }
 
 // TriggerProcs runs the trigger worker processes and implements Processes for the worker
@@ -110,18 +113,12 @@ func (t *TriggerProcs) start(p *triggerProc) error {
 		return fmt.Errorf("jepsen: trigger worker %s is already running", p.name)
 	}
 	p.starts++
-	n := len(t.cfg.Endpoints)
-	eps := append(append([]string(nil), t.cfg.Endpoints[p.slot%n:]...), t.cfg.Endpoints[:p.slot%n]...)
 	out := filepath.Join(t.cfg.Dir, fmt.Sprintf("%s.%d.jsonl", p.name, p.starts))
-	args := []string{"jepsen", "trigger-worker", "--endpoints", strings.Join(eps, ","), "--datastore", t.cfg.Datastore,
-		"--group", t.cfg.Group, "--worker", p.member, "--column", t.cfg.Column, "--shards", strconv.Itoa(t.cfg.Shards),
-		"--out", out, "--session-timeout", t.cfg.SessionTimeout.String(), "--request-timeout", t.cfg.RequestTimeout.String(),
-		"--log-format", "json"}
 	logf, err := os.OpenFile(filepath.Join(t.cfg.Dir, p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(t.cfg.Binary, args...)
+	cmd := exec.Command(t.cfg.Binary, t.args(p, out)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the harness's Ctrl-C does not reach it
 	if err := cmd.Start(); err != nil {
@@ -147,6 +144,25 @@ func (t *TriggerProcs) start(p *triggerProc) error {
 	}()
 	t.cfg.Logger.Info("jepsen: trigger worker started", "worker", p.name, "member", p.member, "incarnation", p.starts, "pid", cmd.Process.Pid)
 	return nil
+}
+
+// args are the arguments of p's next process, which appends its deliveries to out: the
+// endpoints rotated so that worker i prefers endpoint i mod len, and the CA and token files of
+// a secure cluster.
+func (t *TriggerProcs) args(p *triggerProc, out string) []string {
+	n := len(t.cfg.Endpoints)
+	eps := append(append([]string(nil), t.cfg.Endpoints[p.slot%n:]...), t.cfg.Endpoints[:p.slot%n]...)
+	args := []string{"jepsen", "trigger-worker", "--endpoints", strings.Join(eps, ","), "--datastore", t.cfg.Datastore,
+		"--group", t.cfg.Group, "--worker", p.member, "--column", t.cfg.Column, "--shards", strconv.Itoa(t.cfg.Shards),
+		"--out", out, "--session-timeout", t.cfg.SessionTimeout.String(), "--request-timeout", t.cfg.RequestTimeout.String(),
+		"--log-format", "json"}
+	if t.cfg.CAFile != "" {
+		args = append(args, "--ca-cert", t.cfg.CAFile)
+	}
+	if t.cfg.TokenFile != "" {
+		args = append(args, "--token-file", t.cfg.TokenFile)
+	}
+	return args
 }
 
 // pick draws a running, unpaused worker with rng. Caller holds mu.

@@ -82,12 +82,13 @@ func (w *TriggersWorkload) Start(ctx context.Context, env *StartEnv) error {
 	w.dir, w.h = filepath.Join(env.Dir, "triggers"), env.History
 	procs, err := StartTriggerProcs(TriggerProcsConfig{Binary: env.Binary, Dir: w.dir, Count: w.Workers, Endpoints: eps,
 		Datastore: w.Datastore, Group: w.Group, Column: w.Column, Shards: w.Shards,
-		SessionTimeout: w.SessionTimeout, RequestTimeout: env.RequestTimeout, Logger: env.Logger})
+		SessionTimeout: w.SessionTimeout, RequestTimeout: env.RequestTimeout,
+		CAFile: env.Cluster.CAFile(), TokenFile: env.Cluster.TokenFile(), Logger: env.Logger})
 	if err != nil {
 		return err
 	}
 	w.procs = procs
-	cc := client.DefaultConfig()
+	cc := env.Cluster.ClientConfig()
 	cc.Endpoints, cc.Datastore, cc.RequestTimeout, cc.MaxAttempts = eps, w.Datastore, 2*time.Second, 2
 	if w.cl, err = client.New(cc); err != nil {
 		return err

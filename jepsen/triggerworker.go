@@ -3,6 +3,7 @@ package jepsen
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,7 +109,11 @@ type TriggerWorkerConfig struct {
 	BatchSize                int
 	// RequestTimeout bounds one HTTP attempt of the worker's client.
 	RequestTimeout time.Duration
-	Logger         *slog.Logger
+	// TLS and Token are the client.Config fields of the worker's client: the CAs trusted for
+	// https endpoints (nil: the system's) and the bearer token sent ("" none).
+	TLS    *tls.Config
+	Token  string
+	Logger *slog.Logger
 }
 
 // RunTriggerWorker runs triggers.Run with a DeliveryLog handler until ctx ends, then commits,
@@ -127,7 +132,7 @@ func RunTriggerWorker(ctx context.Context, cfg TriggerWorkerConfig) error {
 		return err
 	}
 	cc := client.DefaultConfig()
-	cc.Endpoints, cc.Datastore = cfg.Endpoints, cfg.Datastore
+	cc.Endpoints, cc.Datastore, cc.TLS, cc.Token = cfg.Endpoints, cfg.Datastore, cfg.TLS, cfg.Token
 	if cfg.RequestTimeout > 0 {
 		cc.RequestTimeout = cfg.RequestTimeout
 	}

@@ -96,7 +96,7 @@ type StartEnv struct {
 // client returns a client of datastore ds that tries every node of the cluster, for a setup
 // and the checks that follow it: 5 s per attempt, 3 attempts.
 func (env *StartEnv) client(ds string) (*client.Client, error) {
-	cc := client.DefaultConfig()
+	cc := env.Cluster.ClientConfig()
 	for _, n := range env.Cluster.Nodes {
 		cc.Endpoints = append(cc.Endpoints, n.URL())
 	}

@@ -88,6 +88,12 @@ window are checked apart, and what a failover of the accounts' cluster explains 
 counted as a violation. --unsafe-no-buffered-writes turns buffered writes off
 to show a failover losing acknowledged writes (the run is then expected to be invalid).
 
+--secure runs the nodes with TLS on the API and mutual TLS between nodes, a principals file of
+bearer tokens and encrypted gossip, from a development bundle the harness writes to the run's
+certs/ directory (a CA, a certificate per node, a token per principal); the workers, checkers,
+nemeses and trigger workers use https, trust the CA and send the admin token. The storage
+servers of --mode async stay plaintext.
+
 Each run writes a directory under --out: history.jsonl, nemesis.jsonl, summary.json, each
 node's log, linearizability.html (porcupine, fault windows annotated) and latency.png. The
 command exits non-zero when a violation is found or a check cannot decide.`,
@@ -182,6 +188,7 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 	fl.IntVar(&cfg.HTTPPort, "http-port", cfg.HTTPPort, "HTTP port of every node")
 	fl.IntVar(&cfg.RaftPort, "raft-port", cfg.RaftPort, "raft port of every node")
 	fl.StringVar(&cfg.Chain, "chain", cfg.Chain, "iptables chain of the network faults (runs at the same time need different chains, addresses and ports)")
+	fl.BoolVar(&cfg.Secure, "secure", false, "run the nodes with TLS (mutual TLS between nodes), bearer tokens and encrypted gossip from a development bundle in the run's certs/ directory; every client of the harness uses https, trusts its CA and sends the admin token")
 	fl.BoolVar(&cfg.Snapshots, "snapshots", cfg.Snapshots, "snapshot every 256 raft entries and keep 64, so lagging nodes catch up by snapshot (--snapshots=false: the production defaults)")
 	fl.StringSliceVar(&cfg.ServeArgs, "serve-arg", cfg.ServeArgs, "extra flags of every 'schemaless serve', comma-separated")
 	return cmd

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/jepsen"
 	"github.com/spf13/cobra"
 )
@@ -14,7 +15,8 @@ import (
 // process of the jepsen harness's triggers workload, which the harness starts, kills (kill -9)
 // and pauses (SIGSTOP). It delivers the cells of --column as member --worker of --group and
 // appends one JSON line per delivery to --out, fsync'ed before the handler returns. SIGTERM or
-// SIGINT makes it commit, leave the group and exit 0.
+// SIGINT makes it commit, leave the group and exit 0. Against a secure cluster the harness passes
+// the root command's --ca-cert and --token-file.
 func newJepsenTriggerWorkerCmd() *cobra.Command {
 	var cfg jepsen.TriggerWorkerConfig
 	var logs logFlags
@@ -29,6 +31,11 @@ func newJepsenTriggerWorkerCmd() *cobra.Command {
 				return err
 			}
 			cfg.Logger = logger
+			var auth client.Config // --ca-cert, --token-file (a secure cluster's)
+			if err := applyClientAuth(&auth); err != nil {
+				return err
+			}
+			cfg.TLS, cfg.Token = auth.TLS, auth.Token
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return jepsen.RunTriggerWorker(ctx, cfg)
