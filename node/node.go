@@ -112,7 +112,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		handler.ServeHTTP(w, r)
 	})
-	n.srv = &http.Server{Handler: top, ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout: it would cut long polls. The API bounds each request's body itself
+	// (api.Config.BodyReadTimeout, a per-request read deadline); ConnContext counts each
+	// connection's requests in flight (api.Config.MaxInflightPerConn); IdleTimeout closes
+	// keep-alive connections left idle.
+	n.srv = &http.Server{Handler: top, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ConnContext: api.ConnContext}
 	n.addr = ln.Addr().String()
 	go func() {
 		if err := n.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
