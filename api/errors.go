@@ -86,7 +86,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, e *httpError) {
-	if e.status == http.StatusServiceUnavailable {
+	if e.status == http.StatusServiceUnavailable || e.status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, e.status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, Field: e.field,

@@ -201,17 +201,6 @@ func (s *Server) putCell(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// putCellsRequest is wire.PutCellsRequest with raw ref keys, so that a quoted or fractional ref key is
-// reported with its position instead of being coerced.
-type putCellsRequest struct {
-	Cells []struct {
-		RowKey    string          `json:"row_key"`
-		ColumnKey string          `json:"column_key"`
-		RefKey    json.RawMessage `json:"ref_key"`
-		Body      json.RawMessage `json:"body"`
-	} `json:"cells"`
-}
-
 func (s *Server) putCells(w http.ResponseWriter, r *http.Request) {
 	ds, he := s.datastore(r)
 	if he != nil {
@@ -223,42 +212,10 @@ func (s *Server) putCells(w http.ResponseWriter, r *http.Request) {
 		writeError(w, he)
 		return
 	}
-	var req putCellsRequest
-	if he := decodeStrict(raw, &req); he != nil {
+	cs, he := decodePutCells(raw, &s.cfg)
+	if he != nil {
 		writeError(w, he)
 		return
-	}
-	if req.Cells == nil {
-		writeError(w, invalid("cells", "is required"))
-		return
-	}
-	if len(req.Cells) > s.cfg.MaxBatchCells {
-		writeError(w, tooLarge("cells", "%d cells, at most %d per request", len(req.Cells), s.cfg.MaxBatchCells))
-		return
-	}
-	cs := make([]cells.Cell, len(req.Cells))
-	for i, pc := range req.Cells {
-		where := fmt.Sprintf("cells[%d]", i)
-		ref := string(pc.RefKey)
-		if len(pc.RefKey) == 0 {
-			writeError(w, invalid(where+".ref_key", "is required"))
-			return
-		}
-		k, he := parseKey(where, pc.RowKey, pc.ColumnKey, &ref)
-		if he != nil {
-			writeError(w, he)
-			return
-		}
-		if int64(len(pc.Body)) > s.cfg.MaxCellBodyBytes {
-			writeError(w, tooLarge(where+".body", "larger than %d bytes", s.cfg.MaxCellBodyBytes))
-			return
-		}
-		body, err := cells.EncodeBody(pc.Body)
-		if err != nil {
-			writeError(w, fieldError(where, err))
-			return
-		}
-		cs[i] = cells.Cell{Key: k, Body: body}
 	}
 	key, he := idempotencyKey(r)
 	if he != nil {
@@ -460,15 +417,6 @@ func (s *Server) getVersions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.VersionsResponse{Cells: out, NextRefKey: next})
 }
 
-// getCellsRequest is wire.GetCellsRequest with raw ref keys (see putCellsRequest).
-type getCellsRequest struct {
-	Keys []struct {
-		RowKey    string          `json:"row_key"`
-		ColumnKey string          `json:"column_key"`
-		RefKey    json.RawMessage `json:"ref_key"`
-	} `json:"keys"`
-}
-
 func (s *Server) getCells(w http.ResponseWriter, r *http.Request) {
 	ds, he := s.datastore(r)
 	if he != nil {
@@ -485,37 +433,10 @@ func (s *Server) getCells(w http.ResponseWriter, r *http.Request) {
 		writeError(w, he)
 		return
 	}
-	var req getCellsRequest
-	if he := decodeStrict(raw, &req); he != nil {
+	keys, given, he := decodeGetCells(raw, &s.cfg)
+	if he != nil {
 		writeError(w, he)
 		return
-	}
-	if req.Keys == nil {
-		writeError(w, invalid("keys", "is required"))
-		return
-	}
-	if len(req.Keys) > s.cfg.MaxBatchCells {
-		writeError(w, tooLarge("keys", "%d keys, at most %d per request", len(req.Keys), s.cfg.MaxBatchCells))
-		return
-	}
-	keys := make([]cluster.GetKey, len(req.Keys))
-	given := make([]wire.GetKey, len(req.Keys))
-	for i, gk := range req.Keys {
-		where := fmt.Sprintf("keys[%d]", i)
-		var ref *string
-		given[i] = wire.GetKey{RowKey: gk.RowKey, ColumnKey: gk.ColumnKey}
-		if len(gk.RefKey) > 0 && string(gk.RefKey) != "null" {
-			v := string(gk.RefKey)
-			ref = &v
-			n := json.Number(v)
-			given[i].RefKey = &n
-		}
-		k, he := parseKey(where, gk.RowKey, gk.ColumnKey, ref)
-		if he != nil {
-			writeError(w, he)
-			return
-		}
-		keys[i] = cluster.GetKey{Key: k, Latest: ref == nil}
 	}
 	res, err := s.backend.GetCells(r.Context(), ds, keys, c)
 	if err != nil {

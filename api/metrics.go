@@ -70,6 +70,7 @@ func operationName(method, pattern string) string {
 type httpMetrics struct {
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
+	refused  *prometheus.CounterVec
 }
 
 // newHTTPMetrics registers the API's series with reg: nil registers none and returns nil (no
@@ -88,6 +89,17 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 			Name: "schemaless_http_requests_in_flight",
 			Help: "API requests being handled (long polls included).",
 		}),
+	}
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schemaless_http_requests_refused_total",
+		Help: "API requests refused by a server limit, by reason: conn_limit and principal_limit (429, requests in flight), body_read_timeout (408).",
+	}, []string{"reason"})
+	if err := reg.Register(m.refused); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			return nil, err
+		}
+		m.refused = are.ExistingCollector.(*prometheus.CounterVec)
 	}
 	if err := reg.Register(m.duration); err != nil {
 		var are prometheus.AlreadyRegisteredError
@@ -123,9 +135,20 @@ func (m *httpMetrics) instrument(ops map[string]string, h http.HandlerFunc) http
 		rec := &statusRecorder{ResponseWriter: w}
 		start := time.Now()
 		defer func() {
-			m.duration.WithLabelValues(op, strconv.Itoa(rec.code())).Observe(time.Since(start).Seconds())
+			code := rec.code()
+			if bodyTimedOut(r) { // answered 408 in place of what the handler wrote (bodytimeout.go)
+				code = http.StatusRequestTimeout
+			}
+			m.duration.WithLabelValues(op, strconv.Itoa(code)).Observe(time.Since(start).Seconds())
 		}()
 		h(rec, r)
+	}
+}
+
+// refuse counts a request refused for reason (refused* in limits.go). A nil m counts nothing.
+func (m *httpMetrics) refuse(reason string) {
+	if m != nil {
+		m.refused.WithLabelValues(reason).Inc()
 	}
 }
 

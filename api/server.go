@@ -100,6 +100,24 @@ type Config struct {
 	// partition's backup stream, staged to disk on the partition's leader, never held in
 	// memory. Default 64 GiB; must be positive.
 	MaxRestoreBytes int64
+	// BodyReadTimeout bounds the time from the start of a request's handling to the last byte
+	// of its body: a body not received by then answers 408 request_timeout with
+	// "Connection: close", and the connection is closed, whatever the route. Requests without a
+	// body (long-polling GETs included) are not bounded by it, nor are responses. A restore's
+	// body (POST /v1/admin/restore/..., up to MaxRestoreBytes) is bounded per read instead: each
+	// read that brings data moves the deadline BodyReadTimeout further. Default 10s; negative:
+	// no bound.
+	BodyReadTimeout time.Duration
+	// MaxInflightPerConn bounds the requests in flight on one connection (an HTTP/2 connection
+	// multiplexes many; HTTP/1.1 has one at a time). Counted only when the http.Server's
+	// ConnContext is ConnContext. One more answers 429 too_many_requests with Retry-After.
+	// Default 100; negative: no bound.
+	MaxInflightPerConn int
+	// MaxInflightPerPrincipal bounds the requests in flight for one client, all its connections
+	// together (see limitKey: the client's IP address). One more answers 429 too_many_requests
+	// with Retry-After. GET /healthz and /readyz are never refused. Default 1024; negative: no
+	// bound.
+	MaxInflightPerPrincipal int
 	// AdminTimeout bounds an admin change (adding a voter waits for it to catch up; a
 	// rebalance or a drain moves many replicas). Default 30m.
 	AdminTimeout time.Duration
@@ -114,8 +132,8 @@ type Config struct {
 	// Logger receives internal errors. Default slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the request metrics (see metrics.go):
-	// schemaless_http_request_duration_seconds{operation,code} and
-	// schemaless_http_requests_in_flight. Servers sharing a Registerer share the series. Default
+	// schemaless_http_request_duration_seconds{operation,code},
+	// schemaless_http_requests_in_flight and schemaless_http_requests_refused_total{reason}. Servers sharing a Registerer share the series. Default
 	// nil: requests are not measured.
 	Registerer prometheus.Registerer
 }
@@ -141,6 +159,9 @@ func DefaultConfig() Config {
 		IndexCatalogTTL:          500 * time.Millisecond,
 		AdminTimeout:             30 * time.Minute,
 		MaxRestoreBytes:          64 << 30,
+		BodyReadTimeout:          10 * time.Second,
+		MaxInflightPerConn:       100,
+		MaxInflightPerPrincipal:  1024,
 
 		Logger: slog.Default(),
 	}
@@ -200,6 +221,15 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxRestoreBytes == 0 {
 		c.MaxRestoreBytes = d.MaxRestoreBytes
 	}
+	if c.BodyReadTimeout == 0 {
+		c.BodyReadTimeout = d.BodyReadTimeout
+	}
+	if c.MaxInflightPerConn == 0 {
+		c.MaxInflightPerConn = d.MaxInflightPerConn
+	}
+	if c.MaxInflightPerPrincipal == 0 {
+		c.MaxInflightPerPrincipal = d.MaxInflightPerPrincipal
+	}
 	if c.Logger == nil {
 		c.Logger = d.Logger
 	}
@@ -250,6 +280,7 @@ type Server struct {
 	catMu    sync.Mutex
 	catalogs map[string]cachedCatalog // by datastore; see IndexCatalogTTL
 	metrics  *httpMetrics             // nil without Config.Registerer
+	limits   *limiter                 // requests in flight per connection and per principal
 }
 
 // NewServer returns the API handler over b.
@@ -258,7 +289,8 @@ func NewServer(b Backend, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, backend: b, mux: http.NewServeMux(), catalogs: map[string]cachedCatalog{}}
+	s := &Server{cfg: cfg, backend: b, mux: http.NewServeMux(), catalogs: map[string]cachedCatalog{},
+		limits: newLimiter(cfg.MaxInflightPerConn, cfg.MaxInflightPerPrincipal)}
 	var err error
 	if s.metrics, err = newHTTPMetrics(cfg.Registerer); err != nil {
 		return nil, fmt.Errorf("api: metrics: %w", err)
@@ -267,21 +299,32 @@ func NewServer(b Backend, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP serves the API.
+// ServeHTTP serves the API. A request with a body must deliver it within
+// Config.BodyReadTimeout (408 otherwise, see bodytimeout.go); a request over the in-flight
+// limits of its connection or principal answers 429 (limits.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w, r, done := s.guardBody(w, r)
+	defer done()
 	if he := checkRequest(r); he != nil {
 		writeError(w, he)
 		return
 	}
+	// Authentication first, so that the limits count the principal's requests (limitKey).
 	if s.cfg.Auth != nil {
-		w, r, done, ok := s.authorize(w, r)
-		if !ok {
+		var audited func()
+		var ok bool
+		if w, r, audited, ok = s.authorize(w, r); !ok {
 			return
 		}
-		defer done()
-		s.mux.ServeHTTP(w, r)
+		defer audited()
+	}
+	release, he := s.admit(r)
+	if he != nil {
+		s.cfg.Audit.Refused(r, security.PrincipalFrom(r.Context()), he.status, he.msg)
+		writeError(w, he)
 		return
 	}
+	defer release()
 	s.mux.ServeHTTP(w, r)
 }
 

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -171,76 +170,12 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, he)
 		return
 	}
-	var in struct {
-		Conditions []wire.TxCondition `json:"conditions"`
-		Writes     []struct {
-			RowKey    string          `json:"row_key"`
-			ColumnKey string          `json:"column_key"`
-			RefKey    json.RawMessage `json:"ref_key"`
-			Body      json.RawMessage `json:"body"`
-		} `json:"writes"`
-	}
-	if he := decodeStrict(raw, &in); he != nil {
+	conds, cs, he := decodeTransaction(raw, &s.cfg)
+	if he != nil {
 		writeError(w, he)
 		return
 	}
-	switch {
-	case len(in.Writes) == 0:
-		writeError(w, invalid("writes", "is required (at least one write)"))
-		return
-	case len(in.Writes) > s.cfg.MaxBatchCells:
-		writeError(w, tooLarge("writes", "%d writes, at most %d per transaction", len(in.Writes), s.cfg.MaxBatchCells))
-		return
-	case len(in.Conditions) > s.cfg.MaxTransactionConditions:
-		writeError(w, tooLarge("conditions", "%d conditions, at most %d per transaction", len(in.Conditions), s.cfg.MaxTransactionConditions))
-		return
-	}
-	req := cluster.WriteRequest{Atomic: true, IdempotencyKey: key, Cells: make([]cells.Cell, len(in.Writes))}
-	for i, c := range in.Conditions {
-		where := fmt.Sprintf("conditions[%d]", i)
-		k, he := parseKey(where, c.RowKey, c.ColumnKey, nil)
-		if he != nil {
-			writeError(w, he)
-			return
-		}
-		cond := cluster.Condition{RowKey: k.RowKey, ColumnKey: k.ColumnKey}
-		switch lr := strings.TrimSpace(string(c.LatestRefKey)); lr {
-		case "":
-			writeError(w, invalid(where+".latest_ref_key", "is required (a ref key, or null for a column with no cell)"))
-			return
-		case "null":
-			cond.None = true
-		default:
-			if cond.LatestRefKey, he = parseRefKey(where+".latest_ref_key", lr); he != nil {
-				writeError(w, he)
-				return
-			}
-		}
-		req.Conditions = append(req.Conditions, cond)
-	}
-	for i, pw := range in.Writes {
-		where := fmt.Sprintf("writes[%d]", i)
-		if len(pw.RefKey) == 0 {
-			writeError(w, invalid(where+".ref_key", "is required"))
-			return
-		}
-		ref := string(pw.RefKey)
-		k, he := parseKey(where, pw.RowKey, pw.ColumnKey, &ref)
-		if he != nil {
-			writeError(w, he)
-			return
-		}
-		if int64(len(pw.Body)) > s.cfg.MaxCellBodyBytes {
-			writeError(w, tooLarge(where+".body", "larger than %d bytes", s.cfg.MaxCellBodyBytes))
-			return
-		}
-		body, err := cells.EncodeBody(pw.Body)
-		if err != nil {
-			writeError(w, fieldError(where, err))
-			return
-		}
-		req.Cells[i] = cells.Cell{Key: k, Body: body}
-	}
+	req := cluster.WriteRequest{Atomic: true, IdempotencyKey: key, Cells: cs, Conditions: conds}
 	s.hintLeader(w, ds, req.Cells[0].RowKey)
 	res, ok := s.writeBackend(w, r, ds, req, "writes")
 	if !ok {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -201,15 +202,23 @@ func (b Body) Packed() ([]byte, error) {
 var zlibReaders sync.Pool
 
 // Object decodes b into a JSON object: map[string]any whose values are nil, bool, string,
-// integers, float64, *Number, []any or map[string]any.
+// integers, float64, *Number, []any or map[string]any. Bytes that are not one MessagePack
+// value, or declare more elements than they hold, or hold no object (nil), are an error,
+// found before the decoder allocates anything for them.
 func (b Body) Object() (map[string]any, error) {
 	p, err := b.Packed()
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPacked(p); err != nil {
+		return nil, err
+	}
 	var obj map[string]any
 	if err := msgpack.Unmarshal(p, &obj); err != nil {
 		return nil, fmt.Errorf("cells: decode body: %w", err)
+	}
+	if obj == nil {
+		return nil, errors.New("cells: decode body: not a JSON object (nil)")
 	}
 	return obj, nil
 }

@@ -120,9 +120,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		handler.ServeHTTP(w, r)
 	})
-	// TLS handshakes that fail (scanners, clients without the CA) are logged by net/http
-	// through ErrorLog: at debug, so that they cannot flood the log.
-	n.srv = &http.Server{Handler: top, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
+	// No ReadTimeout: it would cut long polls. The API bounds each request's body itself
+	// (api.Config.BodyReadTimeout, a per-request read deadline); ConnContext counts each
+	// connection's requests in flight (api.Config.MaxInflightPerConn); IdleTimeout closes
+	// keep-alive connections left idle. TLS handshakes that fail (scanners, clients without
+	// the CA) are logged by net/http through ErrorLog: at debug, so that they cannot flood the
+	// log.
+	n.srv = &http.Server{Handler: top, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ConnContext: api.ConnContext,
+		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 	n.addr = ln.Addr().String()
 	go func() {
 		if err := n.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

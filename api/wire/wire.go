@@ -438,8 +438,14 @@ const (
 	CodeInvalidArgument = "invalid_argument" // 400
 	CodeNotFound        = "not_found"        // 404
 	CodeMethod          = "method_not_allowed"
-	CodeConflict        = "conflict"      // 409
-	CodeTooLarge        = "too_large"     // 413
+	CodeConflict        = "conflict"  // 409
+	CodeTooLarge        = "too_large" // 413
+	// CodeRequestTimeout (408): the request's body did not arrive within the server's body read
+	// timeout; the server closes the connection. Nothing was done.
+	CodeRequestTimeout = "request_timeout"
+	// CodeTooManyRequests (429, with Retry-After): the connection or the client already has the
+	// most requests in flight the server allows; nothing was done, retry after Retry-After.
+	CodeTooManyRequests = "too_many_requests"
 	CodeUnavailable     = "unavailable"   // 503, with Retry-After; safe to retry
 	CodeIndeterminate   = "indeterminate" // 504; a write that may still commit; safe to retry
 	CodeInternal        = "internal"      // 500
