@@ -96,7 +96,7 @@ func backupError(err error) *httpError {
 	case errors.Is(err, cluster.ErrAsyncDatastore), errors.Is(err, cluster.ErrNoBackup):
 		return &httpError{status: http.StatusNotImplemented, code: wire.CodeUnimplemented, msg: err.Error()}
 	case errors.Is(err, cluster.ErrNotEmpty):
-		return &httpError{status: http.StatusConflict, code: wire.CodeConflict, msg: err.Error() + " (add force=true to replace them; dry_run=true compares them with the backup)"}
+		return &httpError{status: http.StatusConflict, code: wire.CodeConflict, msg: err.Error()}
 	case errors.Is(err, cluster.ErrBadSnapshot):
 		return &httpError{status: http.StatusBadRequest, code: wire.CodeInvalidArgument, field: "body", msg: err.Error()}
 	case errors.Is(err, cluster.ErrIndeterminate):

@@ -140,7 +140,8 @@ func (n *Node) Backup(ctx context.Context, ds string, pid int, w io.Writer) (fsm
 // Errors: ErrUnknownDatastore, ErrBadShard, ErrAsyncDatastore, ErrNotEmpty (the partition
 // holds cells, all in the backup, and neither opts.Force nor opts.AcceptLostCells is given),
 // *CellsLostError (ErrCellsLost: cells absent from the backup, not the number
-// opts.AcceptLostCells names; nothing changed), fsm.ErrBadSnapshot (the stream is malformed,
+// opts.AcceptLostCells names; nothing changed), ErrBadRPC (a negative opts.AcceptLostCells,
+// or a leader refusing the forwarded parameters), fsm.ErrBadSnapshot (the stream is malformed,
 // truncated or of another shard range: nothing changed), ErrUnavailable (nothing
 // changed; retry with a new stream), ErrIndeterminate (the restore may or may not
 // have taken effect), r's read error (wrapped).
