@@ -96,9 +96,9 @@ func TestWireRestoreResult(t *testing.T) {
 		Shards: []fsm.ShardInfo{{Shard: 0, MaxAddedID: 7, Cells: 4}, {Shard: 1, MaxAddedID: 9, Cells: 6}}}
 	info.Header.Version, info.Header.FirstShard, info.Header.LastShard = 3, 0, 1
 	info.Header.Applied.Index, info.Header.Applied.Term = 18, 2
-	got, err := json.Marshal(restoreResult("trips", 0, info))
+	got, err := json.Marshal(restoreResult("trips", 0, cluster.RestoreResult{Backup: info, DryRun: true, TargetCells: 12, CellsLost: 5}))
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"datastore":"trips","partition":0,"snapshot_version":3,"first_shard":0,"last_shard":1,
+	assert.JSONEq(t, `{"datastore":"trips","partition":0,"dry_run":true,"target_cells":12,"cells_lost":5,"snapshot_version":3,"first_shard":0,"last_shard":1,
 		"applied_index":18,"applied_term":2,"cells":10,"kv_rows":2,"index_entries":3,"bytes":999,
 		"shards":[{"shard":0,"max_added_id":7,"cells":4},{"shard":1,"max_added_id":9,"cells":6}]}`, string(got))
 }

@@ -21,7 +21,8 @@ import (
 // restore"):
 //
 //	GET  /v1/admin/backup/{ds}/{partition}              the partition's snapshot stream
-//	POST /v1/admin/restore/{ds}/{partition}?force=true  replace the partition with one
+//	POST /v1/admin/restore/{ds}/{partition}             replace the partition with one
+//	     [?dry_run=true | ?force=true | ?accept_lost_cells=N]   (see wire.RestoreDryRunParam)
 //
 // The streams are long: these routes have no RequestTimeout; the client's connection bounds them.
 
@@ -29,7 +30,7 @@ import (
 // without these methods answers them 501. See cluster.Node.Backup and cluster.Node.Restore.
 type BackupBackend interface {
 	Backup(ctx context.Context, ds string, pid int, w io.Writer) (cluster.BackupInfo, error)
-	Restore(ctx context.Context, ds string, pid int, r io.Reader, opts cluster.RestoreOptions) (cluster.BackupInfo, error)
+	Restore(ctx context.Context, ds string, pid int, r io.Reader, opts cluster.RestoreOptions) (cluster.RestoreResult, error)
 }
 
 var _ BackupBackend = (*cluster.Node)(nil)
@@ -86,17 +87,20 @@ func (s *Server) backupTarget(r *http.Request) (BackupBackend, string, int, *htt
 // backupError maps the errors of backups and restores to answers.
 func backupError(err error) *httpError {
 	var mbe *http.MaxBytesError
+	var lost *cluster.CellsLostError
 	switch {
+	case errors.As(err, &lost):
+		return &httpError{status: http.StatusConflict, code: wire.CodeConflict, field: wire.RestoreAcceptLostCellsParam, msg: lost.Error()}
 	case errors.As(err, &mbe):
 		return tooLarge("body", "the backup is larger than the server's limit of %d bytes (MaxRestoreBytes)", mbe.Limit)
 	case errors.Is(err, cluster.ErrAsyncDatastore), errors.Is(err, cluster.ErrNoBackup):
 		return &httpError{status: http.StatusNotImplemented, code: wire.CodeUnimplemented, msg: err.Error()}
 	case errors.Is(err, cluster.ErrNotEmpty):
-		return &httpError{status: http.StatusConflict, code: wire.CodeConflict, msg: err.Error() + " (add force=true to replace them)"}
+		return &httpError{status: http.StatusConflict, code: wire.CodeConflict, msg: err.Error()}
 	case errors.Is(err, cluster.ErrBadSnapshot):
 		return &httpError{status: http.StatusBadRequest, code: wire.CodeInvalidArgument, field: "body", msg: err.Error()}
 	case errors.Is(err, cluster.ErrIndeterminate):
-		return &httpError{status: http.StatusGatewayTimeout, code: wire.CodeIndeterminate, msg: err.Error() + " (the restore may or may not have taken effect; check the partition, and rerun it with force=true if needed)"}
+		return &httpError{status: http.StatusGatewayTimeout, code: wire.CodeIndeterminate, msg: err.Error() + " (the restore may or may not have taken effect; check the partition, and rerun it, after a dry run, if needed)"}
 	}
 	return backendError(err)
 }
@@ -207,28 +211,56 @@ func (s *Server) restorePost(w http.ResponseWriter, r *http.Request) {
 		writeError(w, he)
 		return
 	}
-	var opts cluster.RestoreOptions
-	switch f := r.URL.Query().Get(wire.RestoreForceParam); f {
-	case "", "false":
-	case "true":
-		opts.Force = true
-	default:
-		writeError(w, invalid("force", "%q must be true or false", f))
+	opts, he := restoreOptions(r)
+	if he != nil {
+		writeError(w, he)
 		return
 	}
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxRestoreBytes)
-	info, err := bb.Restore(r.Context(), ds, pid, body, opts)
+	res, err := bb.Restore(r.Context(), ds, pid, body, opts)
 	if err != nil {
 		s.backupFail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, restoreResult(ds, pid, info))
+	writeJSON(w, http.StatusOK, restoreResult(ds, pid, res))
 }
 
-func restoreResult(ds string, pid int, info cluster.BackupInfo) wire.RestoreResult {
+// restoreOptions reads the query parameters of a restore: dry_run and force ("true", "false"
+// or absent) and accept_lost_cells (a decimal count >= 0), each at most once.
+func restoreOptions(r *http.Request) (cluster.RestoreOptions, *httpError) {
+	var opts cluster.RestoreOptions
+	q := r.URL.Query()
+	for _, name := range []string{wire.RestoreDryRunParam, wire.RestoreForceParam, wire.RestoreAcceptLostCellsParam} {
+		if len(q[name]) > 1 {
+			return opts, invalid(name, "given %d times", len(q[name]))
+		}
+	}
+	for name, dst := range map[string]*bool{wire.RestoreDryRunParam: &opts.DryRun, wire.RestoreForceParam: &opts.Force} {
+		switch v := q.Get(name); v {
+		case "", "false":
+		case "true":
+			*dst = true
+		default:
+			return opts, invalid(name, "%q must be true or false", v)
+		}
+	}
+	if q.Has(wire.RestoreAcceptLostCellsParam) {
+		v := q.Get(wire.RestoreAcceptLostCellsParam)
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return opts, invalid(wire.RestoreAcceptLostCellsParam, "%q must be a count of cells >= 0 (the cells_lost of a dry run)", v)
+		}
+		opts.AcceptLostCells = &n
+	}
+	return opts, nil
+}
+
+func restoreResult(ds string, pid int, res cluster.RestoreResult) wire.RestoreResult {
+	info := res.Backup
 	out := wire.RestoreResult{
-		Datastore: ds, Partition: pid, SnapshotVersion: info.Header.Version,
-		FirstShard: info.Header.FirstShard, LastShard: info.Header.LastShard,
+		Datastore: ds, Partition: pid, DryRun: res.DryRun, TargetCells: res.TargetCells, CellsLost: res.CellsLost,
+		SnapshotVersion: info.Header.Version,
+		FirstShard:      info.Header.FirstShard, LastShard: info.Header.LastShard,
 		AppliedIndex: info.Header.Applied.Index, AppliedTerm: info.Header.Applied.Term,
 		Cells: info.Cells, KVRows: info.KVs, IndexEntries: info.IndexEntries, Bytes: info.Bytes,
 		Shards: make([]wire.ShardResult, len(info.Shards)),

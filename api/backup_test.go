@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -109,4 +110,119 @@ func TestBackupEndpoints(t *testing.T) {
 		}
 	}
 	assert.Len(t, got.Cells, want, "shard 0 after refused restores")
+}
+
+// TestRestoreCellsLost is the probe of issue 19 (item 5): a cell written after a backup must
+// not be dropped silently by a forced restore. force=true alone is refused (409 naming the one
+// cell lost), a dry run reports it and changes nothing, accept_lost_cells with any other count
+// is refused, and accept_lost_cells=1 restores, dropping the cell. The restores go through a
+// node that does not lead the partition (the node RPC). Async datastores refuse restores and
+// dry runs alike (501). Parallel: each engine's cluster is the test's own.
+func TestRestoreCellsLost(t *testing.T) {
+	t.Parallel()
+	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL, clustertest.Async} {
+		t.Run(string(engine), func(t *testing.T) {
+			t.Parallel()
+			testRestoreCellsLost(t, engine)
+		})
+	}
+}
+
+func testRestoreCellsLost(t *testing.T, engine clustertest.Engine) {
+	c := clustertest.Start(t, clustertest.Options{Engine: engine})
+	s := &session{c: c}
+	if engine == clustertest.Async {
+		for _, q := range []string{"?dry_run=true", "?force=true", "?accept_lost_cells=1"} {
+			s.do(t, 0, http.MethodPost, "/v1/admin/restore/trips/0"+q, "x").expectError(t, http.StatusNotImplemented, wire.CodeUnimplemented, "")
+		}
+		return
+	}
+	// Rows of partition 0 (shards 0..7 of 16).
+	var rows []string
+	for i := 0; len(rows) < 11; i++ {
+		r := uuid.NewSHA1(uuid.NameSpaceDNS, []byte(fmt.Sprint("lost", i)))
+		if cells.ShardOf(r, 16) < 8 {
+			rows = append(rows, r.String())
+		}
+	}
+	for _, r := range rows[:10] {
+		s.do(t, 0, http.MethodPut, "/v1/trips/cells/"+r+"/BASE/1", `{"before":true}`).expect(t, http.StatusCreated)
+	}
+	backup := s.do(t, 1, http.MethodGet, "/v1/admin/backup/trips/0", "")
+	require.Equal(t, http.StatusOK, backup.status, "backup: %s", backup.body)
+	// The cell written after the backup.
+	late := "/v1/trips/cells/" + rows[10] + "/BASE/1"
+	s.do(t, 0, http.MethodPut, late, `{"after":true}`).expect(t, http.StatusCreated)
+
+	via := (c.LeaderOf(0) + 1) % 3
+	restore := func(query string) answer {
+		t.Helper()
+		res, err := http.Post(c.URL(via)+"/v1/admin/restore/trips/0"+query, "application/octet-stream", bytes.NewReader(backup.body))
+		require.NoError(t, err, "POST restore%s", query)
+		defer res.Body.Close()
+		data, err := io.ReadAll(res.Body)
+		require.NoError(t, err, "POST restore%s: read the answer", query)
+		return answer{status: res.StatusCode, header: res.Header, body: data}
+	}
+	result := func(a answer) map[string]any {
+		t.Helper()
+		a.expect(t, http.StatusOK)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(a.body, &m))
+		return m
+	}
+	lateThere := func(what string) {
+		t.Helper()
+		a := s.do(t, 0, http.MethodGet, late, "")
+		require.Equal(t, http.StatusOK, a.status, "%s: the late cell, got %s", what, a.body)
+	}
+	refusedLost := func(query, want string) {
+		t.Helper()
+		a := restore(query)
+		a.expectError(t, http.StatusConflict, wire.CodeConflict, "accept_lost_cells")
+		var e wire.ErrorBody
+		a.decode(t, &e)
+		assert.Contains(t, e.Error.Message, want, "restore%s: message", query)
+		lateThere("after restore" + query)
+	}
+
+	// Before issue 19 this answered 200 and the late cell was gone.
+	refusedLost("?force=true", "1 cells of the partition are not in the backup")
+	// Without parameters: refused before the stream is read, as any partition holding cells.
+	restore("").expectError(t, http.StatusConflict, wire.CodeConflict, "")
+	lateThere("after a restore without parameters")
+
+	dry := result(restore("?dry_run=true"))
+	assert.Equal(t, true, dry["dry_run"], "dry run: dry_run")
+	assert.EqualValues(t, 1, dry["cells_lost"], "dry run: cells_lost")
+	assert.EqualValues(t, 11, dry["target_cells"], "dry run: target_cells")
+	assert.EqualValues(t, 10, dry["cells"], "dry run: the backup's cells")
+	lateThere("after the dry run")
+
+	refusedLost("?accept_lost_cells=0", "not the 0 accepted")
+	refusedLost("?accept_lost_cells=2", "not the 2 accepted")
+	refusedLost("?force=true&accept_lost_cells=2", "not the 2 accepted")
+	for q, field := range map[string]string{
+		"?accept_lost_cells=-1": "accept_lost_cells", "?accept_lost_cells=x": "accept_lost_cells",
+		"?accept_lost_cells=1&accept_lost_cells=1": "accept_lost_cells", "?dry_run=maybe": "dry_run",
+	} {
+		restore(q).expectError(t, http.StatusBadRequest, wire.CodeInvalidArgument, field)
+	}
+	lateThere("after refused restores")
+
+	done := result(restore("?accept_lost_cells=1"))
+	assert.Equal(t, false, done["dry_run"], "restore: dry_run")
+	assert.EqualValues(t, 1, done["cells_lost"], "restore: cells_lost")
+	assert.EqualValues(t, 11, done["target_cells"], "restore: target_cells")
+	require.Eventually(t, func() bool {
+		a, err := s.tryDo(0, http.MethodGet, late, "")
+		return err == nil && a.status == http.StatusNotFound
+	}, time.Minute, 50*time.Millisecond, "the late cell is gone after the accepted restore")
+	s.do(t, 2, http.MethodGet, "/v1/trips/cells/"+rows[3]+"/BASE/1", "").expect(t, http.StatusOK)
+
+	// Now every cell of the partition is in the backup: force replaces it, losing none.
+	again := result(restore("?force=true"))
+	assert.EqualValues(t, 0, again["cells_lost"], "forced restore of the same backup: cells_lost")
+	assert.EqualValues(t, 10, again["target_cells"], "forced restore of the same backup: target_cells")
+	restore("").expectError(t, http.StatusConflict, wire.CodeConflict, "")
 }

@@ -94,11 +94,11 @@ func TestBackupRestore(t *testing.T) {
 	b := clustertest.Start(t, clustertest.Options{Partition: restorePC})
 	bcl := testClient(t, b.URLs(), "")
 	assert.ErrorContains(t, backup.Verify(bad, read), "SHA-256", "verify of a changed file")
-	_, err = backup.Restore(ctx, bcl, bad, backup.RestoreOptions{})
+	_, _, err = backup.Restore(ctx, bcl, bad, backup.RestoreOptions{})
 	assert.ErrorContains(t, err, "SHA-256", "restore of a changed file")
 	// Another layout: 8 shards.
 	c8 := clustertest.Start(t, clustertest.Options{Shards: 8, Partition: restorePC})
-	_, err = backup.Restore(ctx, testClient(t, c8.URLs(), ""), dir, backup.RestoreOptions{})
+	_, _, err = backup.Restore(ctx, testClient(t, c8.URLs(), ""), dir, backup.RestoreOptions{})
 	assert.ErrorContains(t, err, "8 shards, the backup 16", "restore into 8 shards")
 	c8.StopAll()
 	for shard := 0; shard < 16; shard++ {
@@ -106,16 +106,16 @@ func TestBackupRestore(t *testing.T) {
 	}
 
 	// The restore.
-	got, err := backup.Restore(ctx, bcl, dir, backup.RestoreOptions{})
+	got, _, err := backup.Restore(ctx, bcl, dir, backup.RestoreOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, read, got, "Restore returns the backup's manifest")
 	compareShards(t, ctx, a, b, m)
-	_, err = backup.Restore(ctx, bcl, dir, backup.RestoreOptions{})
+	_, _, err = backup.Restore(ctx, bcl, dir, backup.RestoreOptions{})
 	var ne *backup.NotEmptyError
 	require.ErrorAs(t, err, &ne, "restore into a datastore holding cells")
 	assert.ErrorIs(t, err, backup.ErrTargetNotEmpty)
 	assert.Equal(t, backup.NotEmptyError{Datastore: "trips", Partitions: []int{0, 1}}, *ne)
-	_, err = backup.Restore(ctx, bcl, dir, backup.RestoreOptions{Force: true})
+	_, _, err = backup.Restore(ctx, bcl, dir, backup.RestoreOptions{Force: true})
 	require.NoError(t, err, "restore with Force")
 	compareShards(t, ctx, a, b, m)
 }
@@ -140,7 +140,7 @@ func TestBackupRefusals(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, backup.ManifestName), []byte(tc.manifest), 0o644))
 		_, err := backup.ReadManifest(dir)
 		assert.ErrorContains(t, err, tc.want, "manifest %s", tc.manifest)
-		_, err = backup.Restore(ctx, cl, dir, backup.RestoreOptions{})
+		_, _, err = backup.Restore(ctx, cl, dir, backup.RestoreOptions{})
 		assert.ErrorContains(t, err, tc.want, "restore of manifest %s", tc.manifest)
 	}
 	_, err = backup.ReadManifest(t.TempDir())

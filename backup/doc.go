@@ -42,8 +42,10 @@
 // Backup checks each stream as it arrives (fsm.VerifySnapshot: records, order, trailer counts)
 // and its length and SHA-256 against the node's trailers. Verify re-checks every file against
 // the manifest with no node. Restore verifies first, then checks the target: a raft datastore
-// with the same shard count and partitions (ids and shard ranges) and, without Force, no cell
-// in any shard; it touches nothing when a check fails. It then restores the partitions one
-// after another; one that fails leaves the partitions before it restored and the others as
-// they were (restore again with Force).
+// with the same shard count and partitions (ids and shard ranges) and, without Force or
+// AcceptLostCells, no cell in any shard; with either, it dry-runs every partition and refuses
+// unless the total of cells lost (target cells whose key the backup lacks) is the one accepted
+// (0 for Force alone). It touches nothing when a check fails. It then restores the partitions
+// one after another, each accepting exactly its own count; one that fails leaves the
+// partitions before it restored and the others as they were (dry-run and restore again).
 package backup

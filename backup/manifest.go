@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/schemaless-db/schemaless/fsm"
@@ -27,7 +28,41 @@ var (
 	// ErrTargetNotEmpty: Restore without Force found cells in the target datastore (see
 	// NotEmptyError); nothing was restored.
 	ErrTargetNotEmpty = errors.New("backup: the target datastore holds cells")
+	// ErrCellsLost: Restore found cells in the target that the backup lacks, and the caller
+	// did not accept exactly that many (see CellsLostError); nothing was restored.
+	ErrCellsLost = errors.New("backup: the restore would drop cells absent from the backup")
 )
+
+// CellsLostError is the error of a Restore whose dry runs found a total of cells lost other
+// than the one accepted (RestoreOptions.AcceptLostCells; 0 with Force alone). It unwraps to
+// ErrCellsLost.
+type CellsLostError struct {
+	// Datastore is the target datastore.
+	Datastore string
+	// Report is the dry runs' report: per partition and in total, the cells lost.
+	Report Report
+	// Accepted is RestoreOptions.AcceptLostCells (nil: not given).
+	Accepted *int64
+}
+
+// Error says how many cells would be lost, and where.
+func (e *CellsLostError) Error() string {
+	var where []string
+	for _, p := range e.Report.Partitions {
+		if p.CellsLost > 0 {
+			where = append(where, fmt.Sprintf("%d in partition %d", p.CellsLost, p.ID))
+		}
+	}
+	accepted := "none accepted"
+	if e.Accepted != nil {
+		accepted = fmt.Sprintf("%d accepted", *e.Accepted)
+	}
+	return fmt.Sprintf("backup: the restore would drop %d cells of %s absent from the backup (%s), %s; nothing restored",
+		e.Report.CellsLost, e.Datastore, strings.Join(where, ", "), accepted)
+}
+
+// Unwrap returns ErrCellsLost.
+func (e *CellsLostError) Unwrap() error { return ErrCellsLost }
 
 // NotEmptyError is the error of a Restore without Force into a datastore some partitions of
 // which hold cells. It unwraps to ErrTargetNotEmpty.

@@ -143,28 +143,43 @@ func backupTrailers(t http.Header, info *wire.BackupInfo) error {
 	return errors.Join(errs...)
 }
 
-// RestoreOptions shape a Restore.
+// RestoreOptions shape a Restore. The node compares the partition's cells with the backup's by
+// key (shard, row key, column key, ref key); CellsLost (wire.RestoreResult) counts the
+// partition's cells the backup lacks, which a restore drops.
 type RestoreOptions struct {
-	// Force replaces a partition that holds cells; without it the node refuses (ErrConflict)
-	// and changes nothing.
+	// DryRun checks the backup and compares it with the partition without changing anything
+	// (?dry_run=true): the result has DryRun true, TargetCells and CellsLost.
+	DryRun bool
+	// Force replaces a partition that holds cells when all of them are in the backup
+	// (CellsLost 0). It never drops cells: with CellsLost > 0 the node refuses (ErrConflict)
+	// unless AcceptLostCells names the count.
 	Force bool
+	// AcceptLostCells, when not nil, is the CellsLost the caller accepts (from a dry run):
+	// the node restores only if its count, made just before it replaces the partition,
+	// equals it; otherwise it refuses (ErrConflict, an *APIError with Field
+	// "accept_lost_cells" whose Message names the count) and changes nothing. It allows
+	// replacing a partition that holds cells, as Force does. Negative is refused unsent.
+	AcceptLostCells *int64
 }
 
 // Restore replaces the whole state of partition pid of raft datastore ds (cells, consumer
 // groups, index catalog and tables) with a backup stream of size bytes read from src (POST
-// /v1/admin/restore/{ds}/{pid}[?force=true]), on every replica, and returns the backup as the
-// partition's leader read it. src is read from offset 0 on each attempt, concurrently with
+// /v1/admin/restore/{ds}/{pid}[?dry_run=true][&force=true][&accept_lost_cells=N]), on every
+// replica, and returns the backup as the partition's leader read it with the cells it replaced
+// (TargetCells) and dropped (CellsLost). With opts.DryRun it changes nothing and returns what a
+// restore would do. src is read from offset 0 on each attempt, concurrently with
 // nothing else of the call; an *os.File of the backup does.
 //
 // It blocks until a quorum holds the restored state, or ctx is done: no RequestTimeout applies.
 // It is retried as an admin change that must not run twice by accident: only when it certainly
 // did not start (not sent; 503, 429, 408 answers). Errors: ErrConflict (the partition holds
-// cells and Force is false; nothing changed), ErrInvalidArgument (a malformed stream or one of
+// cells and neither Force nor AcceptLostCells is set, or it holds cells absent from the backup
+// and AcceptLostCells is not their number; nothing changed), ErrInvalidArgument (a malformed stream or one of
 // another shard range, field "body"; unsent when ds is empty or size negative), ErrTooLarge
 // (beyond the node's MaxRestoreBytes), ErrNotFound, ErrInternal (an async datastore: 501),
 // ErrUnavailable (nothing changed), ErrIndeterminate (a 504, a timeout or a connection lost
-// after sending: the restore may have taken effect; check the partition and restore again
-// with Force), ErrBadResponse, or ctx's error.
+// after sending: the restore may have taken effect; check the partition with a dry run and
+// restore again), ErrBadResponse, or ctx's error.
 func (c *Client) Restore(ctx context.Context, ds string, pid int, src io.ReaderAt, size int64, opts RestoreOptions) (wire.RestoreResult, error) {
 	const op = "admin_restore"
 	if ds == "" {
@@ -173,14 +188,24 @@ func (c *Client) Restore(ctx context.Context, ds string, pid int, src io.ReaderA
 	if size < 0 {
 		return wire.RestoreResult{}, fmt.Errorf("client: %s: %w: size %d is negative", op, ErrInvalidArgument, size)
 	}
+	if opts.AcceptLostCells != nil && *opts.AcceptLostCells < 0 {
+		return wire.RestoreResult{}, fmt.Errorf("client: %s: %w: accept_lost_cells %d is negative", op, ErrInvalidArgument, *opts.AcceptLostCells)
+	}
 	r := &request{
 		op: op, method: http.MethodPost, write: true, policy: retryUnstarted, timeout: -1, ok: []int{http.StatusOK},
 		path:    "/v1/admin/restore/" + url.PathEscape(ds) + "/" + strconv.Itoa(pid),
 		newBody: func() io.Reader { return io.NewSectionReader(src, 0, size) }, contentLength: size,
 		contentType: "application/octet-stream",
 	}
+	r.query = url.Values{}
+	if opts.DryRun {
+		r.query.Set(wire.RestoreDryRunParam, "true")
+	}
 	if opts.Force {
-		r.query = url.Values{wire.RestoreForceParam: {"true"}}
+		r.query.Set(wire.RestoreForceParam, "true")
+	}
+	if opts.AcceptLostCells != nil {
+		r.query.Set(wire.RestoreAcceptLostCellsParam, strconv.FormatInt(*opts.AcceptLostCells, 10))
 	}
 	ans, err := c.do(ctx, r)
 	if err != nil {
@@ -190,8 +215,8 @@ func (c *Client) Restore(ctx context.Context, ds string, pid int, src io.ReaderA
 	if err := decode(op, ans, &res); err != nil {
 		return wire.RestoreResult{}, err
 	}
-	if res.Datastore != ds || res.Partition != pid {
-		return wire.RestoreResult{}, badResponse(op, ans, "restore of %s/%d, want %s/%d", res.Datastore, res.Partition, ds, pid)
+	if res.Datastore != ds || res.Partition != pid || res.DryRun != opts.DryRun {
+		return wire.RestoreResult{}, badResponse(op, ans, "restore of %s/%d (dry run %t), want %s/%d (dry run %t)", res.Datastore, res.Partition, res.DryRun, ds, pid, opts.DryRun)
 	}
 	return res, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +34,25 @@ const (
 	statusBadBackup = http.StatusUnprocessableEntity
 	// statusNotEmpty answers a restore without force into a partition holding cells.
 	statusNotEmpty = http.StatusConflict
+	// statusCellsLost answers a restore refused with a *partition.CellsLostError; its body is
+	// the error in MessagePack (cellsLostRPC).
+	statusCellsLost = http.StatusPreconditionFailed
 )
+
+// Query parameters of the restore RPC (besides datastore and partition), as the public API's:
+// "true" or "false" (absent: false) for the flags, a decimal count >= 0 for
+// rpcAcceptLostCells.
+const (
+	rpcForce           = "force"
+	rpcDryRun          = "dry_run"
+	rpcAcceptLostCells = "accept_lost_cells"
+)
+
+// cellsLostRPC carries a *partition.CellsLostError over the restore RPC.
+type cellsLostRPC struct {
+	Lost     int64
+	Accepted *int64
+}
 
 // ErrStreamBroken: a backup stream failed after bytes of it were written; what was written is a
 // truncated stream, which fsm.VerifySnapshot and restores reject. Retrying means starting a new
@@ -48,9 +67,18 @@ type BackupInfo = fsm.BackupInfo
 // index and term of the state it holds (fsm.SnapshotHeader).
 type SnapshotHeader = fsm.SnapshotHeader
 
-// RestoreOptions tune Restore (partition.RestoreOptions): Force restores into a partition that
-// holds cells, replacing them.
+// RestoreOptions tune Restore (partition.RestoreOptions): DryRun compares without changing
+// anything; Force replaces a partition whose cells are all in the backup; AcceptLostCells
+// names how many of the partition's cells absent from the backup may be dropped.
 type RestoreOptions = partition.RestoreOptions
+
+// RestoreResult is the outcome of Restore (partition.RestoreResult): the backup read, the
+// cells the partition held and those of them absent from the backup (lost).
+type RestoreResult = partition.RestoreResult
+
+// CellsLostError is Restore's refusal when the partition's cells absent from the backup are
+// not the number accepted (partition.CellsLostError); it unwraps to ErrCellsLost.
+type CellsLostError = partition.CellsLostError
 
 // ReadSnapshotHeader reads the header of a backup stream from r (fsm.ReadSnapshotHeader),
 // leaving r after it when r is an io.ByteScanner. Errors: ErrBadSnapshot, r's.
@@ -103,22 +131,30 @@ func (n *Node) Backup(ctx context.Context, ds string, pid int, w io.Writer) (fsm
 // backup stream read from r (partition.Raft.RestoreBackup, whose documentation says what
 // happens to writes meanwhile and why the restored applied index differs from the backup's).
 // It runs on the partition's leader: here, or on the leader's node with r streamed to it. It
-// returns the backup's BackupInfo (its header names the source cluster's applied index).
+// returns the backup's BackupInfo (its header names the source cluster's applied index) and
+// the comparison of the partition's cells with the backup's (RestoreResult). With
+// opts.DryRun it changes nothing and returns that comparison.
 //
 // It blocks until the restore is committed by a quorum, or fails, or ctx ends; it retries while
 // no leader answers only as long as nothing was read from r, and for at most 3 × ForwardTimeout.
-// Errors: ErrUnknownDatastore, ErrBadShard, ErrAsyncDatastore, partition.ErrNotEmpty (the
-// partition holds cells and opts.Force is false), fsm.ErrBadSnapshot (the stream is malformed,
+// Errors: ErrUnknownDatastore, ErrBadShard, ErrAsyncDatastore, ErrNotEmpty (the partition
+// holds cells, all in the backup, and neither opts.Force nor opts.AcceptLostCells is given),
+// *CellsLostError (ErrCellsLost: cells absent from the backup, not the number
+// opts.AcceptLostCells names; nothing changed), ErrBadRPC (a negative opts.AcceptLostCells,
+// or a leader refusing the forwarded parameters), fsm.ErrBadSnapshot (the stream is malformed,
 // truncated or of another shard range: nothing changed), ErrUnavailable (nothing
 // changed; retry with a new stream), ErrIndeterminate (the restore may or may not
 // have taken effect), r's read error (wrapped).
-func (n *Node) Restore(ctx context.Context, ds string, pid int, r io.Reader, opts partition.RestoreOptions) (fsm.BackupInfo, error) {
+func (n *Node) Restore(ctx context.Context, ds string, pid int, r io.Reader, opts partition.RestoreOptions) (RestoreResult, error) {
 	rt, err := n.localRoute(ds, pid)
 	if err != nil {
-		return fsm.BackupInfo{}, err
+		return RestoreResult{}, err
+	}
+	if opts.AcceptLostCells != nil && *opts.AcceptLostCells < 0 {
+		return RestoreResult{}, fmt.Errorf("%w: accept_lost_cells %d is negative", ErrBadRPC, *opts.AcceptLostCells)
 	}
 	cr := &streamReader{r: r}
-	var info fsm.BackupInfo
+	var info RestoreResult
 	ctx, cancel := n.boundStart(ctx, func() bool { return cr.n.Load() > 0 })
 	defer cancel()
 	err = n.callLeader(ctx, rt, false,
@@ -251,10 +287,16 @@ func (n *Node) streamClient() *http.Client {
 	return &http.Client{Transport: n.rpcClient.Transport}
 }
 
-func backupQuery(path, target, ds string, pid int, force bool) string {
+func backupQuery(path, target, ds string, pid int, opts partition.RestoreOptions) string {
 	q := url.Values{"datastore": {ds}, "partition": {strconv.Itoa(pid)}}
-	if force {
-		q.Set("force", "true")
+	if opts.Force {
+		q.Set(rpcForce, "true")
+	}
+	if opts.DryRun {
+		q.Set(rpcDryRun, "true")
+	}
+	if opts.AcceptLostCells != nil {
+		q.Set(rpcAcceptLostCells, strconv.FormatInt(*opts.AcceptLostCells, 10))
 	}
 	return "http://" + target + path + "?" + q.Encode()
 }
@@ -265,7 +307,7 @@ func (n *Node) forwardBackup(ctx context.Context, target topology.NodeSpec, ds s
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	timer := time.AfterFunc(n.cfg.ForwardTimeout, cancel)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, backupQuery(rpcBackupPath, target.RaftAddr, ds, pid, false), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, backupQuery(rpcBackupPath, target.RaftAddr, ds, pid, partition.RestoreOptions{}), nil)
 	if err != nil {
 		return fsm.BackupInfo{}, fmt.Errorf("cluster: rpc request: %w", err)
 	}
@@ -293,12 +335,12 @@ func (n *Node) forwardBackup(ctx context.Context, target topology.NodeSpec, ds s
 
 // forwardRestore sends the backup read from r to target. The request asks for 100-continue, so
 // a node that refuses at once (not the leader, not empty) does so before r is read.
-func (n *Node) forwardRestore(ctx context.Context, target topology.NodeSpec, ds string, pid int, r io.Reader, opts partition.RestoreOptions) (fsm.BackupInfo, error) {
+func (n *Node) forwardRestore(ctx context.Context, target topology.NodeSpec, ds string, pid int, r io.Reader, opts partition.RestoreOptions) (RestoreResult, error) {
 	body := &attemptBody{r: r}
 	defer body.end()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, backupQuery(rpcRestorePath, target.RaftAddr, ds, pid, opts.Force), body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, backupQuery(rpcRestorePath, target.RaftAddr, ds, pid, opts), body)
 	if err != nil {
-		return fsm.BackupInfo{}, fmt.Errorf("cluster: rpc request: %w", err)
+		return RestoreResult{}, fmt.Errorf("cluster: rpc request: %w", err)
 	}
 	req.ContentLength = -1
 	req.Header.Set("Content-Type", "application/octet-stream")
@@ -307,13 +349,13 @@ func (n *Node) forwardRestore(ctx context.Context, target topology.NodeSpec, ds 
 	if err != nil {
 		// Sent in full or not, the restore's outcome is unknown once the leader may have read
 		// the whole stream; Restore reports a failure before that as unavailable.
-		return fsm.BackupInfo{}, fmt.Errorf("%w: restore on %s: %w", ErrIndeterminate, target.ID, err)
+		return RestoreResult{}, fmt.Errorf("%w: restore on %s: %w", ErrIndeterminate, target.ID, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return fsm.BackupInfo{}, streamAnswerError(target, res)
+		return RestoreResult{}, streamAnswerError(target, res)
 	}
-	var info fsm.BackupInfo
+	var info RestoreResult
 	data, err := io.ReadAll(io.LimitReader(res.Body, maxRPCBody))
 	if err == nil {
 		err = msgpack.Unmarshal(data, &info)
@@ -339,7 +381,16 @@ func streamAnswerError(target topology.NodeSpec, res *http.Response) error {
 	case http.StatusGatewayTimeout:
 		return fmt.Errorf("%w: %s: %s", ErrIndeterminate, target.ID, msg)
 	case http.StatusBadRequest:
+		if rest, ok := strings.CutPrefix(msg, ErrBadRPC.Error()+": "); ok {
+			return fmt.Errorf("%w: %s: %s", ErrBadRPC, target.ID, rest)
+		}
 		return fmt.Errorf("%w: %s", ErrBadShard, msg)
+	case statusCellsLost:
+		var cl cellsLostRPC
+		if err := msgpack.Unmarshal(data, &cl); err != nil {
+			return fmt.Errorf("cluster: %s answered %d with a malformed body: %w", target.ID, res.StatusCode, err)
+		}
+		return &partition.CellsLostError{Lost: cl.Lost, Accepted: cl.Accepted}
 	case statusBadBackup:
 		return fmt.Errorf("%w: %s", fsm.ErrBadSnapshot, strings.TrimPrefix(msg, fsm.ErrBadSnapshot.Error()+": "))
 	case statusNotEmpty:
@@ -350,7 +401,12 @@ func streamAnswerError(target topology.NodeSpec, res *http.Response) error {
 
 // writeBackupRPCError answers a backup or restore RPC with err.
 func writeBackupRPCError(w http.ResponseWriter, err error) {
+	var cl *partition.CellsLostError
 	switch {
+	case errors.As(err, &cl):
+		writeRPC(w, statusCellsLost, cellsLostRPC{Lost: cl.Lost, Accepted: cl.Accepted})
+	case errors.Is(err, ErrBadRPC):
+		http.Error(w, err.Error(), http.StatusBadRequest)
 	case errors.Is(err, fsm.ErrBadSnapshot):
 		http.Error(w, err.Error(), statusBadBackup)
 	case errors.Is(err, partition.ErrNotEmpty):
@@ -401,19 +457,75 @@ func (n *Node) serveBackup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *Node) serveRestore(w http.ResponseWriter, r *http.Request) {
-	ds, pid, ok := rpcPartition(w, r)
-	if !ok {
+	ds, pid, opts, err := n.validateRestoreRPC(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	p := n.hostedReplica(w, ds, pid)
 	if p == nil {
 		return
 	}
-	force := r.URL.Query().Get("force") == "true"
-	info, err := p.RestoreBackup(r.Context(), r.Body, partition.RestoreOptions{Force: force})
+	info, err := p.RestoreBackup(r.Context(), r.Body, opts)
 	if err != nil {
 		writeBackupRPCError(w, err)
 		return
 	}
 	writeRPC(w, http.StatusOK, info)
+}
+
+// validateRestoreRPC checks the query of a restore RPC as the public API checks a restore's: a
+// datastore this node knows, a partition of it, and well-formed options (force and dry_run
+// "true", "false" or absent; accept_lost_cells a decimal count >= 0 or absent; no other
+// parameter). The first problem is returned, wrapping ErrBadRPC and naming the parameter.
+func (n *Node) validateRestoreRPC(q url.Values) (string, int, partition.RestoreOptions, error) {
+	var opts partition.RestoreOptions
+	for k, v := range q {
+		if len(v) != 1 {
+			return "", 0, opts, fmt.Errorf("%w: restore: parameter %s given %d times", ErrBadRPC, k, len(v))
+		}
+		switch k {
+		case "datastore", "partition", rpcForce, rpcDryRun, rpcAcceptLostCells:
+		default:
+			return "", 0, opts, fmt.Errorf("%w: restore: unknown parameter %s", ErrBadRPC, k)
+		}
+	}
+	ds := q.Get("datastore")
+	spec, err := n.Datastore(ds)
+	if err != nil {
+		return "", 0, opts, fmt.Errorf("%w: restore: datastore: %w", ErrBadRPC, err)
+	}
+	text := q.Get("partition")
+	pid, err := strconv.Atoi(text)
+	if err != nil {
+		return "", 0, opts, fmt.Errorf("%w: restore: partition %q is not a partition id", ErrBadRPC, text)
+	}
+	if !slices.ContainsFunc(spec.Partitions, func(p topology.PartitionSpec) bool { return p.ID == pid }) {
+		return "", 0, opts, fmt.Errorf("%w: restore: datastore %s has no partition %d", ErrBadRPC, ds, pid)
+	}
+	flag := func(name string, dst *bool) error {
+		switch v := q.Get(name); v {
+		case "", "false":
+		case "true":
+			*dst = true
+		default:
+			return fmt.Errorf("%w: restore: %s %q must be true or false", ErrBadRPC, name, v)
+		}
+		return nil
+	}
+	if err := flag(rpcForce, &opts.Force); err != nil {
+		return "", 0, opts, err
+	}
+	if err := flag(rpcDryRun, &opts.DryRun); err != nil {
+		return "", 0, opts, err
+	}
+	if q.Has(rpcAcceptLostCells) {
+		v := q.Get(rpcAcceptLostCells)
+		nlost, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || nlost < 0 {
+			return "", 0, opts, fmt.Errorf("%w: restore: %s %q must be a count of cells >= 0", ErrBadRPC, rpcAcceptLostCells, v)
+		}
+		opts.AcceptLostCells = &nlost
+	}
+	return ds, pid, opts, nil
 }

@@ -167,7 +167,8 @@ func testBackupRestore(t *testing.T, engine clustertest.Engine, logStore string)
 	restore := func(via *cluster.Node, p int, data []byte, force bool) (fsm.BackupInfo, error) {
 		rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 		defer rcancel()
-		return via.Restore(rctx, ds, spec.Partitions[p].ID, bytes.NewReader(data), partition.RestoreOptions{Force: force})
+		res, err := via.Restore(rctx, ds, spec.Partitions[p].ID, bytes.NewReader(data), partition.RestoreOptions{Force: force})
+		return res.Backup, err
 	}
 	cut := file(0)
 	cut = cut[:len(cut)/2]

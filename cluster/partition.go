@@ -54,7 +54,7 @@ type Partition interface {
 	// replaces the partition's state with one. Leader-only. An async partition refuses both
 	// with partition.ErrNotRaft (ErrAsyncDatastore).
 	Backup(ctx context.Context, w io.Writer) (fsm.BackupInfo, error)
-	RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptions) (fsm.BackupInfo, error)
+	RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptions) (partition.RestoreResult, error)
 	// Leader returns the node id (and raft address, when known) to send leader-only
 	// requests to, without I/O: a raft replica's view of its group's leader ("" while an
 	// election is under way), or this node for an async partition.
@@ -103,6 +103,10 @@ var (
 	ErrClosed = partition.ErrClosed
 	// ErrNotEmpty: Restore without force into a partition that holds cells; nothing changed.
 	ErrNotEmpty = partition.ErrNotEmpty
+	// ErrCellsLost: Restore into a partition holding cells absent from the backup, without
+	// accepting exactly that many lost cells (a *CellsLostError carries the count); nothing
+	// changed.
+	ErrCellsLost = partition.ErrCellsLost
 	// ErrNoBackup: Backup or Restore of a replica whose state machine keeps no tables (the
 	// benchmark's raft-noop baseline).
 	ErrNoBackup = partition.ErrNoBackup

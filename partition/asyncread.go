@@ -179,8 +179,9 @@ func (a *Async) Backup(context.Context, io.Writer) (fsm.BackupInfo, error) {
 
 // RestoreBackup refuses with ErrNotRaft, reading nothing from its reader: an async partition
 // is restored with MySQL's tools on its storage clusters.
-func (a *Async) RestoreBackup(context.Context, io.Reader, RestoreOptions) (fsm.BackupInfo, error) {
-	return fsm.BackupInfo{}, a.notRaft("restore")
+// A dry run is refused the same way.
+func (a *Async) RestoreBackup(context.Context, io.Reader, RestoreOptions) (RestoreResult, error) {
+	return RestoreResult{}, a.notRaft("restore")
 }
 
 func (a *Async) notRaft(op string) error {

@@ -17,7 +17,8 @@ import (
 
 // Errors of Backup and RestoreBackup.
 var (
-	// ErrNotEmpty: RestoreBackup without Force on a partition that holds cells; nothing changed.
+	// ErrNotEmpty: RestoreBackup without Force or AcceptLostCells on a partition that holds
+	// cells; nothing changed.
 	ErrNotEmpty = errors.New("partition: the partition holds cells")
 	// ErrNoBackup: the replica's state machine is not an *fsm.FSM (the raft-noop baseline).
 	ErrNoBackup = errors.New("partition: this state machine has no backup")
@@ -56,26 +57,52 @@ func (p *Raft) Backup(ctx context.Context, w io.Writer) (fsm.BackupInfo, error) 
 	return f.Backup(ctx, w)
 }
 
-// RestoreOptions tune RestoreBackup.
+// RestoreOptions tune RestoreBackup. The zero value restores into a partition without cells
+// only. A partition's cells are compared with the backup's by key (RestoreResult.CellsLost):
+//
+//   - CellsLost > 0 (the partition holds cells the backup does not, e.g. written after it): the
+//     restore proceeds only with AcceptLostCells equal to CellsLost (else *CellsLostError);
+//     Force alone does not allow it.
+//   - CellsLost == 0 and the partition holds cells (all of them in the backup): Force or
+//     AcceptLostCells = 0 allows it (else ErrNotEmpty).
+//   - AcceptLostCells, when given, must equal CellsLost in every case (else *CellsLostError).
 type RestoreOptions struct {
-	// Force restores into a partition that holds cells, replacing them. Without it such a
-	// partition is refused with ErrNotEmpty.
+	// DryRun stages and checks the stream and compares it with the partition, then returns
+	// the comparison (RestoreResult) without changing anything. Force and AcceptLostCells
+	// are ignored.
+	DryRun bool
+	// Force allows replacing a partition that holds cells when every one of them is in the
+	// backup. It never allows dropping a cell the backup lacks.
 	Force bool
+	// AcceptLostCells, when not nil, is the number of the partition's cells absent from the
+	// backup that the caller accepts to lose: the restore proceeds only if the count made
+	// under the restore's write gate equals it (the caller took it from a dry run). It
+	// allows replacing a partition that holds cells, as Force does.
+	AcceptLostCells *int64
 }
 
 // RestoreBackup replaces the partition's whole state (cells, KV rows, index tables) on every
 // replica with the snapshot stream read from r, as written by Backup (of this or another
-// cluster, with the same shard range). It must be called on the leader (else *NotLeaderError).
+// cluster, with the same shard range), and returns the backup's BackupInfo with the comparison
+// that allowed it (RestoreResult: the cells replaced and those lost). It must be called on the
+// leader (else *NotLeaderError).
 //
-// Steps: without opts.Force, a read index and a look at every shard's highest added_id refuse a
-// partition that holds cells (ErrNotEmpty). The stream is then copied into a file in the
-// replica's directory while it is checked record by record (fsm.VerifySnapshotRecords): a
-// stream of another shard range, truncated or malformed is refused with fsm.ErrBadSnapshot
-// before raft sees it, which matters because raft panics when its FSM fails to restore a user
-// snapshot. Last, raft's Restore (hashicorp/raft api.go) writes it as a new snapshot, restores
-// the leader's FSM from it, leaves a hole in the log so that each follower installs the
-// snapshot, and commits a no-op behind it: when RestoreBackup returns nil, a quorum holds the
-// restored state.
+// Steps: without opts.Force, opts.AcceptLostCells or opts.DryRun, a read index and a look at
+// every shard's highest added_id refuse at once a partition that holds cells (ErrNotEmpty),
+// before r is read. The stream is then copied into a file in the replica's directory while it
+// is checked record by record (fsm.VerifySnapshotRecords): a stream of another shard range,
+// truncated or malformed is refused with fsm.ErrBadSnapshot before raft sees it, which matters
+// because raft panics when its FSM fails to restore a user snapshot.
+//
+// A dry run then takes a read index, compares the partition's cells with the staged backup's
+// by key (compareBackup), removes the file and returns: nothing changed. A restore closes the
+// partition's write gate (new write batches wait in the queue; see propose), waits until every
+// entry already in the log is applied (raft.Barrier), and compares under the gate, so that the
+// count is exactly what raft's restore replaces; RestoreOptions says which counts proceed. The
+// gate opens when raft's restore ends. Last, raft's Restore (hashicorp/raft api.go) writes the
+// backup as a new snapshot, restores the leader's FSM from it, leaves a hole in the log so that
+// each follower installs the snapshot, and commits a no-op behind it: when RestoreBackup
+// returns nil, a quorum holds the restored state.
 //
 // The snapshot's raft index is placed restoreIndexGap above max(the leader's last log index,
 // the backup's applied index), and the stream's header is rewritten so that the restored
@@ -92,44 +119,72 @@ type RestoreOptions struct {
 // elect a leader that holds it; RestoreBackup waits for that (this replica's commit index past
 // the snapshot, at most restoreSettleTimeout) and then returns nil.
 //
-// Writes proposed while the restore runs fail (raft answers them ErrAbortedByRestore) or land
-// before the snapshot and are replaced by it: stop writers first. ctx bounds the checks and the
-// copy of r; once handed to raft the restore runs to its end even if ctx ends, and
-// RestoreBackup then returns ErrIndeterminate. Errors: *NotLeaderError, ErrUnavailable,
+// Writes proposed while the restore runs wait behind the gate and land after the restored
+// state, or fail (a full queue: ErrUnavailable; ctx). Other commands (index, schema, group,
+// erase) are not gated: one applied between the count and raft's restore is replaced by the
+// backup's state (an erase only lowers what is lost). Stop writers first. ctx bounds the
+// checks and the copy of r; once handed to raft the restore runs to its end even if ctx ends,
+// and RestoreBackup then returns ErrIndeterminate. Errors: *NotLeaderError, ErrUnavailable,
 // ErrIndeterminate (ctx ended during raft's restore, or leadership was lost and no leader
 // holding the snapshot committed after it in time: it may or may not have taken effect; rerun
-// it with Force), ErrNotEmpty, fsm.ErrBadSnapshot, ErrClosed,
-// ErrNoBackup, r's read errors (wrapped), the disk's.
-func (p *Raft) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptions) (fsm.BackupInfo, error) {
+// it), ErrNotEmpty, *CellsLostError (ErrCellsLost), fsm.ErrBadSnapshot, ErrClosed,
+// ErrNoBackup, r's read errors (wrapped), the disk's. On every error but ErrIndeterminate
+// nothing changed.
+func (p *Raft) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptions) (RestoreResult, error) {
 	if _, ok := p.fsm.(*fsm.FSM); !ok {
-		return fsm.BackupInfo{}, ErrNoBackup
+		return RestoreResult{}, ErrNoBackup
 	}
 	if p.closed.Load() {
-		return fsm.BackupInfo{}, ErrClosed
+		return RestoreResult{}, ErrClosed
 	}
 	if !p.IsLeader() {
-		return fsm.BackupInfo{}, p.notLeader()
+		return RestoreResult{}, p.notLeader()
 	}
-	if !opts.Force {
+	if !opts.Force && opts.AcceptLostCells == nil && !opts.DryRun {
 		if err := p.checkEmpty(ctx); err != nil {
-			return fsm.BackupInfo{}, err
+			return RestoreResult{}, err
 		}
 	}
 	staged, info, err := p.stageBackup(ctx, r)
+	res := RestoreResult{Backup: info, DryRun: opts.DryRun}
 	if err != nil {
-		return info, err
+		return res, err
 	}
 	cleanup := func() {
 		staged.Close()
 		os.Remove(staged.Name())
 	}
+	if opts.DryRun {
+		defer cleanup()
+		if err := p.ReadIndex(ctx); err != nil {
+			return res, err
+		}
+		res.TargetCells, res.CellsLost, err = p.compareBackup(ctx, staged)
+		return res, err
+	}
+	p.restoreGate.Lock()
+	gated := true
+	defer func() {
+		if gated {
+			p.restoreGate.Unlock()
+		}
+	}()
 	st, err := staged.Stat()
 	if err == nil && !p.IsLeader() {
 		err = p.notLeader()
 	}
+	if err == nil {
+		err = p.barrier(ctx)
+	}
+	if err == nil {
+		res.TargetCells, res.CellsLost, err = p.compareBackup(ctx, staged)
+	}
+	if err == nil {
+		err = allowRestore(opts, res.TargetCells, res.CellsLost)
+	}
 	if err != nil {
 		cleanup()
-		return info, err
+		return res, err
 	}
 	index := max(p.raft.LastIndex(), info.Header.Applied.Index) + restoreIndexGap
 	h := info.Header
@@ -137,22 +192,25 @@ func (p *Raft) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 	head, err := fsm.EncodeSnapshotHeader(h)
 	if err != nil {
 		cleanup()
-		return info, err
+		return res, err
 	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: index, Term: h.Applied.Term, Size: int64(len(head)) + st.Size()}
 	p.log.Warn("restoring a backup: the partition's state is replaced", "snapshot_index", index+1,
-		"backup_index", info.Header.Applied.Index, "backup_term", info.Header.Applied.Term, "cells", info.Cells, "bytes", meta.Size)
+		"backup_index", info.Header.Applied.Index, "backup_term", info.Header.Applied.Term, "cells", info.Cells, "bytes", meta.Size,
+		"replaced_cells", res.TargetCells, "lost_cells", res.CellsLost)
 
 	done := make(chan error, 1)
+	gated = false // the goroutine opens the gate when raft's restore ends
 	go func() {
 		err := p.raft.Restore(meta, io.MultiReader(bytes.NewReader(head), staged), p.cfg.EnqueueTimeout)
+		p.restoreGate.Unlock()
 		cleanup() // raft has read the file (or failed)
 		done <- err
 	}()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		return info, fmt.Errorf("%w: restore handed to raft, still running: %w", ErrIndeterminate, ctx.Err())
+		return res, fmt.Errorf("%w: restore handed to raft, still running: %w", ErrIndeterminate, ctx.Err())
 	}
 	if err != nil && errors.Is(err, raft.ErrLeadershipLost) && p.waitPast(ctx, index+1) == nil {
 		// The followers were installing the snapshot, not answering heartbeats, for longer
@@ -162,10 +220,10 @@ func (p *Raft) RestoreBackup(ctx context.Context, r io.Reader, opts RestoreOptio
 		err = nil
 	}
 	if err != nil {
-		return info, p.classifyRestore(err)
+		return res, p.classifyRestore(err)
 	}
-	p.log.Info("restored a backup", "snapshot_index", index+1, "cells", info.Cells)
-	return info, nil
+	p.log.Info("restored a backup", "snapshot_index", index+1, "cells", info.Cells, "lost_cells", res.CellsLost)
+	return res, nil
 }
 
 // restoreSettleTimeout bounds waitPast: how long a restore whose leader stepped down waits for
@@ -219,7 +277,7 @@ func (p *Raft) checkEmpty(ctx context.Context) error {
 			return fmt.Errorf("partition: restore: %w", err)
 		}
 		if id > 0 {
-			return fmt.Errorf("%w: shard %d has cells up to added_id %d (restore with force to replace them)", ErrNotEmpty, s, id)
+			return fmt.Errorf("%w: shard %d has cells up to added_id %d (restore with force or accept_lost_cells to replace them; a dry run counts those absent from the backup)", ErrNotEmpty, s, id)
 		}
 	}
 	return nil

@@ -47,9 +47,12 @@
 // # Backup and restore
 //
 // Backup streams a consistent snapshot of the partition from the leader after a read index.
-// RestoreBackup checks and stages a backup, then hands it to raft's Restore, which makes it the
-// partition's state on every replica (followers install it as a snapshot); see its
-// documentation for the raft index it chooses and what happens to the leadership meanwhile.
+// RestoreBackup checks and stages a backup, compares the partition's cells with it by key (the
+// cells a restore would drop: RestoreResult.CellsLost; a dry run stops there), and, with write
+// batches held back so the count is exact, refuses unless the caller accepted that count, then
+// hands it to raft's Restore, which makes it the partition's state on every replica (followers
+// install it as a snapshot); see its documentation for the raft index it chooses and what
+// happens to the leadership meanwhile.
 //
 // See DESIGN.md for the error semantics of Put and the reasoning behind each step.
 package partition

@@ -260,9 +260,12 @@ type Raft struct {
 	logs     raft.LogStore
 	queue    chan *proposal
 	slots    chan struct{}
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	closed   atomic.Bool
+	// restoreGate is read-locked around each proposal of a write batch (propose) and locked
+	// by RestoreBackup from its count of the partition's cells until raft's restore ends.
+	restoreGate sync.RWMutex
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	closed      atomic.Bool
 	// readyTerm is the last term in which this leader saw an entry of its own term committed.
 	readyTerm atomic.Uint64
 	closeOnce sync.Once

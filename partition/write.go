@@ -142,7 +142,11 @@ func (p *Raft) propose(batch []*proposal, n int) {
 		return
 	}
 	committed := p.metrics.proposed(n, len(batch))
+	// A restore counting the partition's cells holds the gate: the batch waits, and lands
+	// after the restored state (RestoreBackup).
+	p.restoreGate.RLock()
 	future := p.raft.Apply(data, p.cfg.EnqueueTimeout)
+	p.restoreGate.RUnlock()
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()

@@ -4,7 +4,8 @@ package wire
 // and restore"):
 //
 //	GET  /v1/admin/backup/{ds}/{partition}              the partition's snapshot stream
-//	POST /v1/admin/restore/{ds}/{partition}?force=true  replace the partition with one
+//	POST /v1/admin/restore/{ds}/{partition}             replace the partition with one
+//	     [?dry_run=true | ?force=true | ?accept_lost_cells=N]
 //
 // A backup answers 200 with Content-Type application/octet-stream, the stream as its body, the
 // stream's header fields as HTTP headers (known when the stream starts) and its counts and
@@ -47,16 +48,40 @@ type BackupInfo struct {
 	SHA256       string
 }
 
-// RestoreForceParam is the query parameter of a restore that replaces a partition holding
-// cells: "true" replaces it; "false" or absent refuses (409 conflict).
-const RestoreForceParam = "force"
+// Query parameters of a restore. A restore compares the partition's cells with the backup's
+// by key (shard, row key, column key, ref key): RestoreResult.CellsLost counts the partition's
+// cells whose key the backup does not hold, which the restore would drop (cells written after
+// the backup, for one).
+const (
+	// RestoreDryRunParam "true" stages and checks the backup and compares it with the
+	// partition, changing nothing: the answer (200) is a RestoreResult with DryRun true.
+	// "false" or absent: a restore.
+	RestoreDryRunParam = "dry_run"
+	// RestoreForceParam "true" replaces a partition that holds cells when every one of them is
+	// in the backup (CellsLost 0). It never allows dropping cells: with CellsLost > 0 the
+	// restore is refused (409) unless RestoreAcceptLostCellsParam names the count. "false" or
+	// absent: a partition holding cells is refused (409).
+	RestoreForceParam = "force"
+	// RestoreAcceptLostCellsParam is a decimal count >= 0: the restore proceeds only if
+	// CellsLost, counted while the partition's writes are held back just before it is
+	// replaced, equals it (else 409, the message naming the count, nothing changed). It
+	// allows replacing a partition that holds cells, as RestoreForceParam does.
+	RestoreAcceptLostCellsParam = "accept_lost_cells"
+)
 
-// RestoreResult answers a restore: the backup restored, as the partition's leader read it.
-// AppliedIndex and AppliedTerm are the backup's (the source cluster's raft log), not the
-// target's; Bytes is the stream's length.
+// RestoreResult answers a restore or a dry run: the backup restored (or checked), as the
+// partition's leader read it, and its comparison with the partition. AppliedIndex and
+// AppliedTerm are the backup's (the source cluster's raft log), not the target's; Bytes is
+// the stream's length; Cells counts the backup's cells. TargetCells is the number of cells
+// the partition held when compared (for a restore: those it replaced); CellsLost the number
+// of them whose key the backup lacks (dropped by the restore, or by a restore after this dry
+// run if nothing is written meanwhile).
 type RestoreResult struct {
 	Datastore       string        `json:"datastore"`
 	Partition       int           `json:"partition"`
+	DryRun          bool          `json:"dry_run"`
+	TargetCells     int64         `json:"target_cells"`
+	CellsLost       int64         `json:"cells_lost"`
 	SnapshotVersion int           `json:"snapshot_version"`
 	FirstShard      int           `json:"first_shard"`
 	LastShard       int           `json:"last_shard"`

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -85,7 +86,7 @@ func TestAdminBackupRestore(t *testing.T) {
 
 	// Restoring into the datastore it came from: refused while it holds cells, then forced.
 	_, _, err = runCmd(ctx, "admin", "restore", "--endpoints", eps, "--from", dir)
-	assert.ErrorContains(t, err, "nothing restored: partitions 0, 1 of trips hold cells; restore with --force to replace them")
+	assert.ErrorContains(t, err, "nothing restored: partitions 0, 1 of trips hold cells; run with --dry-run to see how many a restore would drop, then with --force (none dropped) or --accept-lost-cells N")
 	out, errOut, err = runCmd(ctx, "admin", "restore", "--endpoints", eps, "--from", dir, "--force")
 	require.NoError(t, err, "admin restore --force: %s", errOut)
 	assert.Contains(t, out, "restored the backup of trips taken at "+m.StartedAt.Format(time.RFC3339)+" into trips in ")
@@ -104,6 +105,39 @@ func TestAdminBackupRestore(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"i":7}`, string(got.Body), "a cell after the restores")
 
+	// A cell written after the backup: --force refuses to drop it, --dry-run counts it, and
+	// --accept-lost-cells restores only with the total the dry run printed.
+	late := uuid.NewSHA1(uuid.NameSpaceURL, []byte("adminbackup-late"))
+	_, err = cl.PutCell(ctx, late, "BASE", 1, json.RawMessage(`{"late":true}`))
+	require.NoError(t, err)
+	out, _, err = runCmd(ctx, "admin", "restore", "--endpoints", eps, "--from", dir, "--force")
+	assert.ErrorContains(t, err, "nothing restored: the restore would drop 1 cells of trips that the backup does not hold (table above); to drop them, run with --accept-lost-cells 1")
+	assert.Contains(t, out, "PARTITION  BACKUP_CELLS  TARGET_CELLS  CELLS_LOST")
+	out, errOut, err = runCmd(ctx, "admin", "restore", "--endpoints", eps, "--from", dir, "--dry-run")
+	require.NoError(t, err, "admin restore --dry-run: %s", errOut)
+	assert.Contains(t, out, "into trips: nothing changed; 1 cells would be lost")
+	assert.Regexp(t, fmt.Sprintf(`total\s+%d\s+%d\s+1\n`, len(writes), len(writes)+1), out, "admin restore --dry-run: the totals")
+	out, errOut, err = runCmd(ctx, "admin", "restore", "--endpoints", eps, "--from", dir, "--dry-run", "--json")
+	require.NoError(t, err, "admin restore --dry-run --json: %s", errOut)
+	var dry struct {
+		From   string        `json:"from"`
+		DryRun backup.Report `json:"dry_run"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &dry))
+	assert.Equal(t, int64(1), dry.DryRun.CellsLost, "admin restore --dry-run --json: cells_lost")
+	require.Len(t, dry.DryRun.Partitions, 2)
+	_, err = cl.GetCellLatest(ctx, late, "BASE")
+	require.NoError(t, err, "the late cell after the refused restore and the dry runs")
+	_, _, err = runCmd(ctx, "admin", "restore", "--endpoints", eps, "--from", dir, "--accept-lost-cells", "2")
+	assert.ErrorContains(t, err, "would drop 1 cells", "admin restore --accept-lost-cells 2")
+	out, errOut, err = runCmd(ctx, "admin", "restore", "--endpoints", eps, "--from", dir, "--accept-lost-cells", "1")
+	require.NoError(t, err, "admin restore --accept-lost-cells 1: %s", errOut)
+	assert.Contains(t, out, fmt.Sprintf("%d cells of the target replaced, 1 of them not in the backup (lost)", len(writes)+1))
+	require.Eventually(t, func() bool {
+		_, err := cl.GetCellLatest(ctx, late, "BASE")
+		return errors.Is(err, client.ErrNotFound)
+	}, time.Minute, 50*time.Millisecond, "the late cell is gone after --accept-lost-cells 1")
+
 	// Flags.
 	for _, tc := range []struct {
 		args []string
@@ -113,6 +147,8 @@ func TestAdminBackupRestore(t *testing.T) {
 		{[]string{"admin", "backup", "--endpoints", eps, "--datastore", "trips"}, "--out is required"},
 		{[]string{"admin", "restore", "--endpoints", eps}, "--from is required"},
 		{[]string{"admin", "restore", "--endpoints", "", "--from", dir}, "--endpoints is empty"},
+		{[]string{"admin", "restore", "--endpoints", eps, "--from", dir, "--dry-run", "--force"}, "--dry-run changes nothing"},
+		{[]string{"admin", "restore", "--endpoints", eps, "--from", dir, "--accept-lost-cells", "-1"}, "--accept-lost-cells -1: must be a count of cells >= 0"},
 	} {
 		_, _, err := runCmd(ctx, tc.args...)
 		assert.ErrorContains(t, err, tc.want, strings.Join(tc.args, " "))
