@@ -196,7 +196,7 @@ func TestBenchRaftNoopOpsAndRate(t *testing.T) {
 	tg, err := startTarget(ctx, targetRaftNoop, env)
 	require.NoError(t, err)
 	defer tg.Close()
-	cl, err := newClientConns(tg.Endpoints(), 4, 2)
+	cl, err := newClientConns(tg.Endpoints(), 4, 2, clientAuth{})
 	require.NoError(t, err)
 	t.Run("ops", func(t *testing.T) {
 		f := f

@@ -20,7 +20,8 @@ import (
 // field at fault (--clients for Clients, ...).
 type Config struct {
 	// Targets are run one after the other: external, sqlite, mysql, raft-noop, async,
-	// async-unsafe (see the package doc). An unknown one fails when its turn comes.
+	// async-unsafe, and the secure variants sqlite-secure, mysql-secure, raft-noop-secure (see
+	// the package doc). An unknown one fails when its turn comes.
 	Targets []string
 	// Endpoints are the HTTP base URLs of the external target's nodes.
 	Endpoints []string

@@ -38,8 +38,9 @@ func (w loadWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, er
 		return runDirect(ctx, env, b, w.name)
 	}
 	var out []Result
+	auth := targetAuth(t)
 	if w.name == workloadBank {
-		cl, err := newClient(t.Endpoints(), 4)
+		cl, err := newClientConns(t.Endpoints(), 4, 0, auth)
 		if err != nil {
 			return nil, err
 		}
@@ -51,7 +52,7 @@ func (w loadWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, er
 	if w.name == workloadGetLatest {
 		consistencies = f.Consistency
 		if env.rows == nil {
-			rows, err := preload(ctx, t.Endpoints(), f)
+			rows, err := preload(ctx, t.Endpoints(), auth, f)
 			if err != nil {
 				return out, fmt.Errorf("%s: preload: %w", t.Name(), err)
 			}
@@ -61,7 +62,7 @@ func (w loadWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, er
 	for _, cons := range consistencies {
 		for _, rate := range loadRates(f) {
 			for _, n := range f.Clients {
-				cl, err := newClientConns(t.Endpoints(), n, f.Connections)
+				cl, err := newClientConns(t.Endpoints(), n, f.Connections, auth)
 				if err != nil {
 					return out, err
 				}
@@ -105,9 +106,10 @@ func runDirect(ctx context.Context, env *Env, t directTarget, workload string) (
 	return out, nil
 }
 
-// preload writes f.Rows rows (one BASE cell each, put_cells of 500) for the read workloads.
-func preload(ctx context.Context, endpoints []string, f Config) ([]uuid.UUID, error) {
-	cl, err := newClient(endpoints, 8)
+// preload writes f.Rows rows (one BASE cell each, put_cells of 500) for the read workloads,
+// with a client presenting auth.
+func preload(ctx context.Context, endpoints []string, auth clientAuth, f Config) ([]uuid.UUID, error) {
+	cl, err := newClientConns(endpoints, 8, 0, auth)
 	if err != nil {
 		return nil, err
 	}

@@ -110,6 +110,12 @@ func runTarget(ctx context.Context, env *Env, t Target) ([]Result, error) {
 		if !ok {
 			return out, fmt.Errorf("--workload %q: want %s", name, workloadList())
 		}
+		if isSecure(t) && !isLoadWorkload(name) {
+			if !env.Config.JSON {
+				fmt.Fprintf(env.Stderr, "%s: %s does not run on a secure target (its clients send no token)\n", t.Name(), name)
+			}
+			continue
+		}
 		rows, err := w.Run(ctx, env, t)
 		out = append(out, rows...)
 		if err != nil {

@@ -2,17 +2,20 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -38,6 +41,11 @@ const (
 	targetRaftNoop    = "raft-noop"
 	targetAsync       = "async"
 	targetAsyncUnsafe = "async-unsafe"
+	// secureSuffix makes a secure variant of sqlite, mysql and raft-noop (sqlite-secure, ...):
+	// the same cluster with TLS on every port, the principals file and the gossip key, as
+	// `schemaless dev --secure` runs its nodes (localcluster.Options.Secure), and clients on
+	// https that trust its CA and send the app principal's token (write role).
+	secureSuffix = "-secure"
 )
 
 // clusterTarget is a target serving the HTTP API: the external cluster, or a 3-node cluster
@@ -45,6 +53,8 @@ const (
 type clusterTarget struct {
 	name      string
 	endpoints []string
+	// auth is what the clients present: https and a token on the secure variants.
+	auth clientAuth
 	// async is set for the async targets.
 	async *asyncEnv
 	// stop stops the target (not the servers of the run's replicatedServers, which Run stops
@@ -62,7 +72,26 @@ func (t *clusterTarget) Endpoints() []string { return t.endpoints }
 func (t *clusterTarget) Close() error        { t.stop(); return nil }
 
 // storesCells reports whether t keeps the cells written (raft-noop's state machine does not).
-func storesCells(t Target) bool { return t.Name() != targetRaftNoop }
+func storesCells(t Target) bool { return strings.TrimSuffix(t.Name(), secureSuffix) != targetRaftNoop }
+
+// clientAuth is what a target's clients present: https trusting tls's CAs and a bearer token
+// on a secure target; the zero value is plain http without a token.
+type clientAuth struct {
+	tls   *tls.Config
+	token string
+}
+
+// targetAuth returns what t's clients present (the zero clientAuth for all but the secure
+// targets).
+func targetAuth(t Target) clientAuth {
+	if ct, ok := t.(*clusterTarget); ok {
+		return ct.auth
+	}
+	return clientAuth{}
+}
+
+// isSecure reports whether t is a secure variant (sqlite-secure, ...).
+func isSecure(t Target) bool { return strings.HasSuffix(t.Name(), secureSuffix) }
 
 // startTarget starts target (the async targets on the run's replicated servers, starting them
 // if needed). The in-process targets run the index maintainers beside their nodes when a
@@ -83,7 +112,13 @@ func startTarget(ctx context.Context, target string, env *Env) (*clusterTarget, 
 	opts.OnFatal = func(node string, err error) { fmt.Fprintf(env.Stderr, "bench: node %s: fatal: %v\n", node, err) }
 	repl := &env.run.repl
 	var prefix, asyncPrefix string
-	switch target {
+	base, secure := strings.CutSuffix(target, secureSuffix)
+	if secure && base != targetSQLite && base != targetMySQL && base != targetRaftNoop {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("--target %q: only sqlite, mysql and raft-noop have a %s variant", target, secureSuffix)
+	}
+	opts.Secure = secure
+	switch base {
 	case targetSQLite:
 	case targetMySQL:
 		prefix = fmt.Sprintf("bench%06d", rand.N(1000000))
@@ -100,7 +135,7 @@ func startTarget(ctx context.Context, target string, env *Env) (*clusterTarget, 
 		opts.Async = asyncOptions(set, asyncPrefix, target == targetAsyncUnsafe)
 	default:
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("--target %q: want external, sqlite, mysql, raft-noop, async or async-unsafe", target)
+		return nil, fmt.Errorf("--target %q: want external, sqlite, mysql, raft-noop, async, async-unsafe, sqlite-secure, mysql-secure or raft-noop-secure", target)
 	}
 	c, err := localcluster.Start(ctx, opts)
 	if err != nil {
@@ -114,8 +149,17 @@ func startTarget(ctx context.Context, target string, env *Env) (*clusterTarget, 
 	if opts.Async != nil {
 		aenv = newAsyncEnv(repl.set, c, opts.Async)
 	}
+	var auth clientAuth
+	if b := c.Security(); b != nil {
+		if auth.tls, err = security.ClientTLS(b.CA, "", ""); err != nil {
+			_ = c.Close()
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("start %s cluster: %w", target, err)
+		}
+		auth.token = b.Tokens["app"]
+	}
 	stopMaintainers := func() {}
-	if target != targetRaftNoop && slices.ContainsFunc(f.Workloads, needsMaintainers) {
+	if base != targetRaftNoop && slices.ContainsFunc(f.Workloads, needsMaintainers) {
 		if stopMaintainers, err = startMaintainers(ctx, c, f.Index, env.Stderr); err != nil {
 			_ = c.Close()
 			os.RemoveAll(dir)
@@ -125,7 +169,7 @@ func startTarget(ctx context.Context, target string, env *Env) (*clusterTarget, 
 			return nil, fmt.Errorf("start %s index maintainers: %w", target, err)
 		}
 	}
-	return &clusterTarget{name: target, endpoints: c.URLs(), async: aenv, stop: func() {
+	return &clusterTarget{name: target, endpoints: c.URLs(), auth: auth, async: aenv, stop: func() {
 		stopMaintainers()
 		if aenv != nil {
 			aenv.close()
@@ -152,13 +196,18 @@ const requestTimeout = time.Minute
 // newClient returns a client of the datastore "trips" on endpoints for clients concurrent
 // requests, keeping one idle keep-alive connection per request in flight.
 func newClient(endpoints []string, clients int) (*client.Client, error) {
-	return newClientConns(endpoints, clients, 0)
+	return newClientConns(endpoints, clients, 0, clientAuth{})
 }
 
 // newClientConns is newClient with at most conns HTTP connections per node, shared by the
-// clients (requests wait for a free one); conns 0 is newClient's one per client.
-func newClientConns(endpoints []string, clients, conns int) (*client.Client, error) {
+// clients (requests wait for a free one; conns 0 is newClient's one per client), presenting
+// auth. Over TLS the transport negotiates HTTP/2 with the nodes as any Go client does: the
+// requests in flight then share one connection per node whatever conns is.
+func newClientConns(endpoints []string, clients, conns int, auth clientAuth) (*client.Client, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	if auth.tls != nil {
+		t.TLSClientConfig = auth.tls.Clone()
+	}
 	t.MaxIdleConnsPerHost = clients + 16
 	t.MaxIdleConns = 3*clients + 64
 	if conns > 0 {
@@ -170,6 +219,7 @@ func newClientConns(endpoints []string, clients, conns int) (*client.Client, err
 	cfg.Endpoints = endpoints
 	cfg.Datastore = "trips"
 	cfg.HTTPClient = &http.Client{Transport: t}
+	cfg.Token = auth.token
 	cfg.RequestTimeout = requestTimeout
 	return client.New(cfg)
 }

@@ -46,6 +46,18 @@ Targets:
                 afterwards); they need mariadbd and mariadb-install-db
   async-unsafe  the same with unsafe_no_buffered_writes: true (one round trip to the master,
                 no buffer, no reaper): what buffering costs
+  sqlite-secure, mysql-secure, raft-noop-secure
+                the same as sqlite, mysql and raft-noop with security on, as 'schemaless dev
+                --secure' runs its nodes: a development bundle (CA, node certificates, gossip
+                key, principals file) in the temp dir, TLS on the API, mutual TLS on the node
+                port, every request authenticated by bearer token, gossip on and encrypted.
+                The clients use https trusting the bundle's CA (HTTP/2, which Go negotiates
+                over TLS: the requests in flight share one connection per node) and send the
+                app principal's token (write role). Only put, put-batch, get-latest, put-if,
+                transaction and bank run on them (the others are skipped with a note). Give
+                a plain target and its secure variant alternately in one invocation
+                (--target sqlite,sqlite-secure,sqlite,sqlite-secure) to compare them on a
+                noisy machine
 
 Baselines (--baseline, none by default): put and put-batch only (other workloads are skipped
 with a note on stderr), run after the --target runs in the same invocation so that the ratios
@@ -171,7 +183,7 @@ share this machine's cores.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringSliceVar(&c.Targets, "target", c.Targets, "targets, comma-separated, run one after the other: external, sqlite, mysql, raft-noop, async, async-unsafe (see Targets)")
+	fl.StringSliceVar(&c.Targets, "target", c.Targets, "targets, comma-separated, run one after the other (a target may repeat): external, sqlite, mysql, raft-noop, async, async-unsafe, sqlite-secure, mysql-secure, raft-noop-secure (see Targets)")
 	fl.StringSliceVar(&c.Endpoints, "endpoints", c.Endpoints, "nodes (HTTP base URLs) of the external target, comma-separated")
 	fl.StringVar(&c.MySQLDSN, "mysql", c.MySQLDSN, "DSN of the MySQL/MariaDB server of the mysql target and the mysql baseline (its database part is ignored)")
 	fl.StringSliceVar(&c.Workloads, "workload", c.Workloads, "workloads, comma-separated, run in this order on each target: put, put-batch, get-latest, put-if, transaction, bank, trigger-latency, log-read, index-lag, index-query, index-backfill, reaper, replication-lag, trips, scale-cells (see Workloads)")

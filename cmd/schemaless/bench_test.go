@@ -51,6 +51,19 @@ func TestBenchFlagsConfig(t *testing.T) {
 	assert.Equal(t, want, c)
 }
 
+// TestBenchSecureTargetsFlag checks that --target keeps an alternation of a target and its secure
+// variant in order, repeats included (the A/B/A/B of issue 19), and that --help documents the
+// secure variants.
+func TestBenchSecureTargetsFlag(t *testing.T) {
+	c := benchConfig(t, "--target", "sqlite,sqlite-secure,sqlite,sqlite-secure")
+	assert.Equal(t, []string{"sqlite", "sqlite-secure", "sqlite", "sqlite-secure"}, c.Targets)
+	cmd := newBenchCmd()
+	for _, name := range []string{"sqlite-secure", "mysql-secure", "raft-noop-secure"} {
+		assert.Contains(t, cmd.Long, name, "bench --help: want the %s target described", name)
+		assert.Contains(t, cmd.Flags().Lookup("target").Usage, name, "--target usage: want %s listed", name)
+	}
+}
+
 // TestBenchPlotCommand runs `schemaless bench plot` through the root command: --in repeated and
 // comma-separated, and a bad --x refused naming the flag.
 func TestBenchPlotCommand(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/schemaless-db/schemaless/maintainer"
 	"github.com/schemaless-db/schemaless/node"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
 )
@@ -61,6 +62,12 @@ type Options struct {
 	// does (see node.Config.Maintainer; Backend, Datastores, Logger and Registerer are set per
 	// node). Nil: no maintainer, and defined indexes stay building.
 	Maintainer *maintainer.Config
+	// Secure runs every node as `schemaless serve --tls-cert --tls-key --tls-ca
+	// --principals-file --gossip-key-file` does, with a development bundle made in
+	// "<Dir>/certs" (security.EnsureDevBundle; Cluster.Security): TLS on the API (https URLs),
+	// mutual TLS on the node port, a bearer token needed on every request but /healthz and
+	// /readyz, and gossip on (as Gossip) encrypted with the bundle's key.
+	Secure bool
 }
 
 // DatastoreOptions describe a datastore of a local cluster beside "trips".
@@ -98,6 +105,7 @@ type Cluster struct {
 	mu       sync.Mutex
 	nodes    []*member           // by index in specs; nil when stopped
 	specs    []topology.NodeSpec // the topology's nodes, then those AddNode added
+	sec      *security.DevBundle // with Options.Secure; nil otherwise
 }
 
 // member is a running node and its store (the node does not close it).
@@ -147,6 +155,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Secure {
+		opts.Gossip = true
+	}
 	// A port chosen free can be taken (by another process's outgoing connection, say) before
 	// the node binds it: start over on other ports.
 	for attempt := 1; ; attempt++ {
@@ -186,6 +197,11 @@ func start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{opts: opts, Topology: top, nodes: make([]*member, opts.Nodes), specs: append([]topology.NodeSpec(nil), top.Nodes...)}
+	if opts.Secure {
+		if c.sec, err = c.ensureBundle(c.specs...); err != nil {
+			return nil, err
+		}
+	}
 	for i := range top.Nodes {
 		if err := c.StartNode(ctx, i); err != nil {
 			c.Close()
@@ -199,8 +215,35 @@ func start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// URL returns node i's HTTP base URL.
-func (c *Cluster) URL(i int) string { return "http://" + c.Spec(i).HTTPAddr }
+// URL returns node i's HTTP base URL (https with Options.Secure).
+func (c *Cluster) URL(i int) string {
+	if c.opts.Secure {
+		return "https://" + c.Spec(i).HTTPAddr
+	}
+	return "http://" + c.Spec(i).HTTPAddr
+}
+
+// Security returns the cluster's development bundle with Options.Secure (its CA for clients'
+// TLS, its tokens: admin, app with the write role, reader, prometheus), nil without.
+func (c *Cluster) Security() *security.DevBundle { return c.sec }
+
+// ensureBundle makes (or completes) the development bundle in <Dir>/certs with a certificate
+// for each of nodes, valid for its host and localhost.
+func (c *Cluster) ensureBundle(nodes ...topology.NodeSpec) (*security.DevBundle, error) {
+	hosts := map[string][]string{}
+	for _, n := range nodes {
+		h, _, err := net.SplitHostPort(n.HTTPAddr)
+		if err != nil {
+			return nil, fmt.Errorf("localcluster: node %s: %w", n.ID, err)
+		}
+		hosts[n.ID] = []string{h, "localhost"}
+	}
+	b, err := security.EnsureDevBundle(filepath.Join(c.opts.Dir, "certs"), hosts)
+	if err != nil {
+		return nil, fmt.Errorf("localcluster: %w", err)
+	}
+	return b, nil
+}
 
 // URLs returns every node's HTTP base URL (added nodes included).
 func (c *Cluster) URLs() []string {
@@ -246,6 +289,11 @@ func (c *Cluster) AddNode(ctx context.Context) (int, error) {
 	c.specs = append(c.specs, spec)
 	c.nodes = append(c.nodes, nil)
 	c.mu.Unlock()
+	if c.opts.Secure {
+		if _, err := c.ensureBundle(spec); err != nil {
+			return -1, err
+		}
+	}
 	return i, c.StartNode(ctx, i)
 }
 
@@ -300,6 +348,11 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 		return fmt.Errorf("localcluster: node %s store: %w", spec.ID, err)
 	}
 	log := c.opts.Logger.With("node", spec.ID)
+	sec, err := c.nodeSecurity(spec.ID, log)
+	if err != nil {
+		st.Close()
+		return err
+	}
 	var n *node.Node
 	err = retry(func() error {
 		ln, err := net.Listen("tcp", spec.HTTPAddr)
@@ -308,8 +361,8 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 		}
 		n, err = node.Start(ctx, node.Config{
 			Cluster: cluster.Config{NodeID: spec.ID, Topology: c.Topology, DataDir: dir, Store: st, Partition: c.opts.Partition,
-				Async: c.asyncCluster(), AsyncPartition: c.asyncPartition(), Self: self, Join: join},
-			API: c.opts.API, Listener: ln, Maintainer: c.opts.Maintainer, Logger: log,
+				Async: c.asyncCluster(), AsyncPartition: c.asyncPartition(), Self: self, Join: join, GossipKeys: sec.gossipKeys},
+			API: c.opts.API, Listener: ln, Maintainer: c.opts.Maintainer, Logger: log, TLS: sec.certs, Auth: sec.auth,
 		})
 		return err
 	})
@@ -326,6 +379,33 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 	}
 	c.nodes[i] = &member{n: n, store: st}
 	return nil
+}
+
+// nodeSecurity is what a node of a secure cluster loads from the bundle; nil fields are off.
+type nodeSecurity struct {
+	certs      *security.Certs
+	auth       *security.Authenticator
+	gossipKeys [][]byte
+}
+
+// nodeSecurity loads node id's certificate, the principals and the gossip key from the
+// cluster's bundle (none without Options.Secure). They are not watched for changes.
+func (c *Cluster) nodeSecurity(id string, log *slog.Logger) (nodeSecurity, error) {
+	if c.sec == nil {
+		return nodeSecurity{}, nil
+	}
+	var s nodeSecurity
+	var err error
+	if s.certs, err = security.LoadCerts(c.sec.Node(id), log); err != nil {
+		return s, fmt.Errorf("localcluster: node %s: %w", id, err)
+	}
+	if s.auth, err = security.LoadAuthenticator(c.sec.Principals, log); err != nil {
+		return s, fmt.Errorf("localcluster: node %s: %w", id, err)
+	}
+	if s.gossipKeys, err = security.LoadGossipKeys(c.sec.GossipKey); err != nil {
+		return s, fmt.Errorf("localcluster: node %s: %w", id, err)
+	}
+	return s, nil
 }
 
 // StopNodeGracefully stops node i as `schemaless serve` does on SIGTERM (node.Shutdown): its
