@@ -204,10 +204,7 @@ func newClient(endpoints []string, clients int) (*client.Client, error) {
 // auth. Over TLS the transport negotiates HTTP/2 with the nodes as any Go client does: the
 // requests in flight then share one connection per node whatever conns is.
 func newClientConns(endpoints []string, clients, conns int, auth clientAuth) (*client.Client, error) {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	if auth.tls != nil {
-		t.TLSClientConfig = auth.tls.Clone()
-	}
+	t := client.NewTransport(auth.tls)
 	t.MaxIdleConnsPerHost = clients + 16
 	t.MaxIdleConns = 3*clients + 64
 	if conns > 0 {

@@ -72,11 +72,7 @@ func (c *Cluster) ClientConfig() client.Config {
 // CA on a secure cluster. A client.Config with this HTTPClient still needs the token
 // (ClientConfig sets it).
 func (c *Cluster) HTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	if c.tls != nil {
-		t.TLSClientConfig = c.tls.Clone()
-	}
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: client.NewTransport(c.tls)}
 }
 
 // secureServeArgs are the security flags of node n's `schemaless serve` (none on a cluster
