@@ -277,6 +277,14 @@ func (n *Node) serveGroup(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad group request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	rt, err := n.rpcRoute(req.Datastore, req.Partition)
+	if err == nil {
+		err = validateGroup(rt.ds, rt.spec, req.Group, &req.Cmd)
+	}
+	if err != nil {
+		refuseRPC(w, "group", err)
+		return
+	}
 	p := n.hostedReplica(w, req.Datastore, req.Partition)
 	if p == nil {
 		return
