@@ -104,23 +104,34 @@ var rpcClient = &http.Client{Transport: &http.Transport{
 // and returns the status and the answer's body.
 func postRPC(t *testing.T, addr, path string, body any) (int, string) {
 	t.Helper()
+	status, msg, err := tryRPC(addr, path, body)
+	require.NoError(t, err, "POST %s to %s", path, addr)
+	return status, msg
+}
+
+// tryRPC is postRPC returning its error, for conditions polled by require.Eventually.
+func tryRPC(addr, path string, body any) (int, string, error) {
 	data, ok := body.([]byte)
 	if !ok {
 		var err error
-		data, err = msgpack.Marshal(body)
-		require.NoError(t, err, "encode %s request", path)
+		if data, err = msgpack.Marshal(body); err != nil {
+			return 0, "", err
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(data))
-	require.NoError(t, err)
+	if err != nil {
+		return 0, "", err
+	}
 	req.Header.Set("Content-Type", "application/msgpack")
 	res, err := rpcClient.Do(req)
-	require.NoError(t, err, "POST %s to %s", path, addr)
+	if err != nil {
+		return 0, "", err
+	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	return res.StatusCode, string(b)
+	return res.StatusCode, string(b), err
 }
 
 // clusterState is what a hostile request must not change: every shard's cells, the consumer

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -84,12 +85,22 @@ func TestUnhostRemovedReplica(t *testing.T) {
 	li := c.LeaderOf(0)
 	fi := (li + 1) % 3
 	l := writeSome(t, c, c.Node(li))
-	status, msg := postRPC(t, c.Spec(li).RaftAddr, "/internal/v1/admin/raft",
-		adminRaftRPC{Datastore: ds, Partition: 0, Op: "remove", Node: c.Spec(fi).ID, TimeoutMicros: opTimeout.Microseconds()})
-	require.Equal(t, http.StatusOK, status, "remove %s through the leader: %s", c.Spec(fi).ID, msg)
+	// Removed through the leader's admin raft RPC alone (RemoveVoter would unhost it too); a
+	// leader change on a loaded machine answers "not leader": ask the new one.
+	remove := adminRaftRPC{Datastore: ds, Partition: 0, Op: "remove", Node: c.Spec(fi).ID, TimeoutMicros: opTimeout.Microseconds()}
+	require.Eventually(t, func() bool {
+		i, err := c.Cluster.LeaderOf(context.Background(), 0, opTimeout)
+		if err != nil {
+			return false
+		}
+		status, msg, err := tryRPC(c.Spec(i).RaftAddr, "/internal/v1/admin/raft", remove)
+		t.Logf("remove %s through %s: %d %q %v", c.Spec(fi).ID, c.Spec(i).ID, status, msg, err)
+		return err == nil && status == http.StatusOK
+	}, opTimeout, 100*time.Millisecond, "remove %s through the leader", c.Spec(fi).ID)
+	li = c.LeaderOf(0)
 	require.True(t, hostsReplica(c.Node(fi)), "%s still hosts its removed replica before the unhost", c.Spec(fi).ID)
 
-	status, msg = postRPC(t, c.Spec(fi).RaftAddr, "/internal/v1/admin/host", adminHostRPC{Datastore: ds, Partition: 0, Op: "unhost"})
+	status, msg := postRPC(t, c.Spec(fi).RaftAddr, "/internal/v1/admin/host", adminHostRPC{Datastore: ds, Partition: 0, Op: "unhost"})
 	require.Equal(t, http.StatusOK, status, "unhost of the removed replica: got %d %q, want 200", status, msg)
 	assert.False(t, hostsReplica(c.Node(fi)), "%s hosts no replica after the unhost", c.Spec(fi).ID)
 	_, err := os.Stat(replicaDir(c, fi))
