@@ -10,13 +10,13 @@ import (
 )
 
 // validateRead checks a read sent to partition p of datastore ds over the node RPC as the API
-// checks the request it came from: a known consistency, exactly one kind of read, and for that
+// checks the request it came from: a known consistency ("" is strong), exactly one kind of read, and for that
 // kind keys valid and of the partition, shards the row keys' and the partition's, positive
 // bounded limits, valid column keys, group, index and schema arguments. A log read's wait longer
 // than rpcMaxWait is clamped to it. The first problem is returned, wrapping ErrBadRPC.
 func validateRead(ds *topology.DatastoreSpec, p *topology.PartitionSpec, req *readRequest) error {
 	switch req.Consistency {
-	case Strong, Stale:
+	case "", Strong, Stale: // "" reads as Strong, as a partition takes it
 	default:
 		return badRPC("consistency", "%q, want %s or %s", req.Consistency, Strong, Stale)
 	}
