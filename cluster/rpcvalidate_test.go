@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -253,11 +254,11 @@ func TestNodeRPCRefusesHostileRequests(t *testing.T) {
 
 		{"group: bad name", "/internal/v1/group", func() groupRPC { g := hb(func(*consumer.Command) {}); g.Group = "../../x"; return g }(), "group: group name"},
 		{"group: not its coordinator", "/internal/v1/group", func() groupRPC { g := hb(func(*consumer.Command) {}); g.Partition = 1; return g }(), "partition"},
-		{"group: shard count not the datastore's", "/internal/v1/group", hb(func(c *consumer.Command) { c.Shards = 1 << 30 }), "shards"},
-		{"group: unknown op", "/internal/v1/group", hb(func(c *consumer.Command) { c.Op = "explode" }), "op"},
-		{"group: no worker", "/internal/v1/group", hb(func(c *consumer.Command) { c.Worker = "" }), "worker"},
-		{"group: commit of a shard outside", "/internal/v1/group", hb(func(c *consumer.Command) { c.Commits = []consumer.Offset{{Shard: -5}} }), "commits[0].shard"},
-		{"group: negative offset", "/internal/v1/group", hb(func(c *consumer.Command) { c.Commits = []consumer.Offset{{Shard: 1, Offset: -5}} }), "commits[0].offset"},
+		{"group: shard count not the datastore's", "/internal/v1/group#422", hb(func(c *consumer.Command) { c.Shards = 1 << 30 }), "shards"},
+		{"group: unknown op", "/internal/v1/group#422", hb(func(c *consumer.Command) { c.Op = "explode" }), "op"},
+		{"group: no worker", "/internal/v1/group#422", hb(func(c *consumer.Command) { c.Worker = "" }), "worker"},
+		{"group: commit of a shard outside", "/internal/v1/group#422", hb(func(c *consumer.Command) { c.Commits = []consumer.Offset{{Shard: -5}} }), "commits[0].shard"},
+		{"group: negative offset", "/internal/v1/group#422", hb(func(c *consumer.Command) { c.Commits = []consumer.Offset{{Shard: 1, Offset: -5}} }), "commits[0].offset"},
 
 		{"index: not an index command", "/internal/v1/index", indexRPC{ds, 0, second, []byte("not zlib, not msgpack")}, "command"},
 		{"index: catalog name", "/internal/v1/index", index(fsm.IndexCommand{Op: fsm.IndexCatalog, Catalog: indexes.Command{Op: indexes.OpDrop, Name: "../x", Version: 1}}), "catalog.name"},
@@ -293,8 +294,12 @@ func TestNodeRPCRefusesHostileRequests(t *testing.T) {
 		{"admin status: not MessagePack", "/internal/v1/admin/status", []byte("\xc1"), "admin"},
 	}
 	for _, tc := range cases {
-		status, msg := postRPC(t, addr, tc.path, tc.req)
-		if assert.Equal(t, http.StatusBadRequest, status, "%s: got %d %q, want 400", tc.name, status, msg) {
+		path, want := tc.path, http.StatusBadRequest
+		if p, ok := strings.CutSuffix(path, "#422"); ok {
+			path, want = p, http.StatusUnprocessableEntity // a group command, refused as the coordinator refuses it
+		}
+		status, msg := postRPC(t, addr, path, tc.req)
+		if assert.Equal(t, want, status, "%s: got %d %q, want %d", tc.name, status, msg, want) {
 			assert.Contains(t, msg, tc.field, "%s: the refusal names the field", tc.name)
 		}
 	}
