@@ -34,6 +34,10 @@ var (
 	// ErrRefused: the change would leave a partition without a voter, or names a node that
 	// cannot take it.
 	ErrRefused = errors.New("cluster: admin operation refused")
+	// ErrStillVoter: Unhost of a replica whose node is still a member (voter or nonvoter) of
+	// the configuration its partition's leader committed. Nothing was deleted; remove the
+	// node first (RemoveVoter does both). The node RPC answers it with 409 Conflict.
+	ErrStillVoter = errors.New("cluster: replica is still a member of its partition")
 )
 
 // RaftServer is one server of a partition's raft configuration.
@@ -74,10 +78,22 @@ func (c PartitionConfig) server(node string) (RaftServer, bool) {
 	return RaftServer{}, false
 }
 
+// Admin raft operations (adminRaftRPC.Op).
+const (
+	raftOpConfig = "config"
+	// raftOpCommittedConfig is "config" followed by a barrier on the leader: the answer is a
+	// configuration the partition has committed (see committedConfig).
+	raftOpCommittedConfig = "committed_config"
+	raftOpAddNonvoter     = "add_nonvoter"
+	raftOpAddVoter        = "add_voter"
+	raftOpRemove          = "remove"
+	raftOpTransfer        = "transfer"
+)
+
 type adminRaftRPC struct {
 	Datastore     string
 	Partition     int
-	Op            string // "config", "add_nonvoter", "add_voter", "remove", "transfer"
+	Op            string // raftOpConfig, raftOpCommittedConfig, raftOpAddNonvoter, raftOpAddVoter, raftOpRemove, raftOpTransfer
 	Node          string
 	Addr          string
 	TimeoutMicros int64
@@ -103,6 +119,10 @@ func (n *Node) adminRPCRoutes(mux *http.ServeMux) {
 			http.Error(w, "bad admin request: "+err.Error(), http.StatusBadRequest)
 			return
 		}
+		if err := n.validateAdminRaft(&req); err != nil {
+			refuseRPC(w, "admin", err)
+			return
+		}
 		ctx, cancel := rpcContext(r, req.TimeoutMicros)
 		defer cancel()
 		cfg, err := n.raftOpLocal(ctx, req)
@@ -118,15 +138,15 @@ func (n *Node) adminRPCRoutes(mux *http.ServeMux) {
 			http.Error(w, "bad admin request: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		var err error
-		switch req.Op {
-		case "host":
-			err = n.Host(r.Context(), req.Datastore, req.Partition)
-		case "unhost":
-			err = n.Unhost(r.Context(), req.Datastore, req.Partition)
-		default:
-			http.Error(w, fmt.Sprintf("bad admin request: op %q, want host or unhost", req.Op), http.StatusBadRequest)
+		if err := n.validateAdminHost(&req); err != nil {
+			refuseRPC(w, "admin", err)
 			return
+		}
+		var err error
+		if req.Op == "host" {
+			err = n.Host(r.Context(), req.Datastore, req.Partition)
+		} else {
+			err = n.Unhost(r.Context(), req.Datastore, req.Partition)
 		}
 		if err != nil {
 			writeRPCError(w, err)
@@ -135,6 +155,11 @@ func (n *Node) adminRPCRoutes(mux *http.ServeMux) {
 		writeRPC(w, http.StatusOK, struct{}{})
 	})
 	mux.HandleFunc("POST "+rpcAdminStatusPath, func(w http.ResponseWriter, r *http.Request) {
+		var req adminStatusRPC
+		if err := decodeRPC(r, &req); err != nil {
+			http.Error(w, "bad admin request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
 		writeRPC(w, http.StatusOK, adminStatusResponse{Replicas: n.localReplicas()})
 	})
 }
@@ -174,15 +199,21 @@ func (n *Node) raftOpLocal(ctx context.Context, req adminRaftRPC) (PartitionConf
 	}
 	id, addr := raft.ServerID(req.Node), raft.ServerAddress(req.Addr)
 	var f raft.Future
+	cf := rf.GetConfiguration()
 	switch req.Op {
-	case "config":
-	case "add_nonvoter":
+	case raftOpConfig:
+	case raftOpCommittedConfig:
+		// A barrier commits every entry before it, the configuration just read included:
+		// once it returns, that configuration is committed (hashicorp/raft has one
+		// configuration change in flight at most, and GetConfiguration gives the latest).
+		f = rf.Barrier(timeout)
+	case raftOpAddNonvoter:
 		f = rf.AddNonvoter(id, addr, 0, timeout)
-	case "add_voter":
+	case raftOpAddVoter:
 		f = rf.AddVoter(id, addr, 0, timeout)
-	case "remove":
+	case raftOpRemove:
 		f = rf.RemoveServer(id, 0, timeout)
-	case "transfer":
+	case raftOpTransfer:
 		if req.Node == "" {
 			f = rf.LeadershipTransfer()
 		} else {
@@ -202,7 +233,9 @@ func (n *Node) raftOpLocal(ctx context.Context, req adminRaftRPC) (PartitionConf
 			return PartitionConfig{}, fmt.Errorf("cluster: %s %s on %s/%d: %w", req.Op, req.Node, req.Datastore, req.Partition, err)
 		}
 	}
-	cf := rf.GetConfiguration()
+	if req.Op != raftOpCommittedConfig {
+		cf = rf.GetConfiguration()
+	}
 	if err := cf.Error(); err != nil {
 		return PartitionConfig{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -253,7 +286,110 @@ func (n *Node) raftOp(ctx context.Context, req adminRaftRPC) (PartitionConfig, e
 // PartitionConfig returns partition pid of raft datastore ds's configuration, from its leader.
 // Errors: ErrUnknownDatastore, ErrBadShard, ErrAsyncDatastore, ErrUnavailable.
 func (n *Node) PartitionConfig(ctx context.Context, ds string, pid int) (PartitionConfig, error) {
-	return n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: "config"})
+	return n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: raftOpConfig})
+}
+
+// unhostCheckTimeout bounds Unhost's question to the partition's leader.
+const unhostCheckTimeout = 15 * time.Second
+
+// committedConfig returns the configuration of r's raft partition that its leader has
+// committed (raftOpCommittedConfig: the leader reads its configuration, then commits a barrier).
+// It never trusts this node's own replica, which may still list this node after the leader
+// removed it: it asks the leader that replica names, the last hint, then the partition's
+// replicas as last learned, the nodes gossip says host it, the topology's replicas and every
+// other node of the topology, following not-leader answers, round after round until one
+// leader answers or ctx ends (ErrUnavailable).
+func (n *Node) committedConfig(ctx context.Context, r *route) (PartitionConfig, error) {
+	req := adminRaftRPC{Datastore: r.ds.Name, Partition: r.spec.ID, Op: raftOpCommittedConfig}
+	backoff := n.cfg.RetryBackoff
+	lastErr := errors.New("no node to ask")
+	for {
+		if p := r.replica(); p != nil && p.IsLeader() {
+			cfg, err := n.raftOpLocal(ctx, req)
+			if err == nil {
+				return cfg, nil
+			}
+			lastErr = err
+		}
+		asked := map[string]bool{n.self.ID: true}
+		queue := n.configCandidates(r)
+		for len(queue) > 0 && ctx.Err() == nil {
+			id := queue[0]
+			queue = queue[1:]
+			if asked[id] {
+				continue
+			}
+			asked[id] = true
+			spec, ok := n.nodeSpec(id)
+			if !ok {
+				continue
+			}
+			var out PartitionConfig
+			req.TimeoutMicros = remainingMicros(ctx, n.cfg.ForwardTimeout)
+			err := n.forward(ctx, spec, rpcAdminRaftPath, &req, &out, false, 0)
+			if err == nil {
+				return out, nil
+			}
+			lastErr = fmt.Errorf("%s: %w", id, err)
+			var nl *partition.NotLeaderError
+			if errors.As(err, &nl) {
+				if nl.LeaderID != "" {
+					queue = append([]string{nl.LeaderID}, queue...)
+				}
+				var h *notLeaderHint
+				if errors.As(err, &h) {
+					queue = append(queue, h.replicas...)
+				}
+			}
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return PartitionConfig{}, fmt.Errorf("%w: no leader of %s/%d answered with its committed configuration: %v (%w)",
+				ErrUnavailable, r.ds.Name, r.spec.ID, lastErr, ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(backoff*2, n.cfg.RetryBackoffMax)
+	}
+}
+
+// configCandidates lists the nodes committedConfig asks, in order (duplicates included).
+func (n *Node) configCandidates(r *route) []string {
+	var out []string
+	if p := r.local(); p != nil {
+		if id, _ := p.Leader(); id != "" {
+			out = append(out, id)
+		}
+	}
+	r.mu.Lock()
+	if r.hint != "" {
+		out = append(out, r.hint)
+	}
+	out = append(out, n.candidatesLocked(r)...)
+	r.mu.Unlock()
+	out = append(out, r.spec.Replicas...)
+	for _, ns := range n.cfg.Topology.Nodes {
+		out = append(out, ns.ID)
+	}
+	return out
+}
+
+// checkUnhost returns nil when this node is not a member (voter or nonvoter) of the
+// configuration r's partition's leader committed: ErrStillVoter when it is, ErrUnavailable when
+// no leader answered within unhostCheckTimeout.
+func (n *Node) checkUnhost(ctx context.Context, r *route) error {
+	ctx, cancel := context.WithTimeout(ctx, unhostCheckTimeout)
+	defer cancel()
+	cfg, err := n.committedConfig(ctx, r)
+	if err != nil {
+		return fmt.Errorf("cluster: unhost %s/%d refused, its members are unknown: %w", r.ds.Name, r.spec.ID, err)
+	}
+	if s, ok := cfg.server(n.self.ID); ok {
+		return fmt.Errorf("%w: %s is a %s of %s/%d (leader %s, commit index %d): remove it first",
+			ErrStillVoter, n.self.ID, s.Suffrage, r.ds.Name, r.spec.ID, cfg.Leader, cfg.CommitIndex)
+	}
+	return nil
 }
 
 // onNode runs a hosting change on node (this one or another, by RPC).
@@ -312,7 +448,7 @@ func (n *Node) AddVoter(ctx context.Context, ds string, pid int, node string) er
 		return fmt.Errorf("cluster: open a replica of %s/%d on %s: %w", ds, pid, node, err)
 	}
 	if !present {
-		if cfg, err = n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: "add_nonvoter", Node: node, Addr: spec.RaftAddr}); err != nil {
+		if cfg, err = n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: raftOpAddNonvoter, Node: node, Addr: spec.RaftAddr}); err != nil {
 			return err
 		}
 	}
@@ -332,7 +468,7 @@ func (n *Node) AddVoter(ctx context.Context, ds string, pid int, node string) er
 		}
 	}
 	n.log.Info("new replica caught up", "datastore", ds, "partition", pid, "node", node, "index", target, "took", time.Since(start))
-	_, err = n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: "add_voter", Node: node, Addr: spec.RaftAddr})
+	_, err = n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: raftOpAddVoter, Node: node, Addr: spec.RaftAddr})
 	return err
 }
 
@@ -358,7 +494,7 @@ func (n *Node) RemoveVoter(ctx context.Context, ds string, pid int, node string)
 				return err
 			}
 		}
-		if _, err := n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: "remove", Node: node}); err != nil {
+		if _, err := n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: raftOpRemove, Node: node}); err != nil {
 			return err
 		}
 	}
@@ -399,7 +535,7 @@ func (n *Node) TransferLeadership(ctx context.Context, ds string, pid int, to st
 	if to != "" && to == old {
 		return old, nil
 	}
-	req := adminRaftRPC{Datastore: ds, Partition: pid, Op: "transfer"}
+	req := adminRaftRPC{Datastore: ds, Partition: pid, Op: raftOpTransfer}
 	if to != "" {
 		s, ok := cfg.server(to)
 		if !ok || s.Suffrage != "voter" {

@@ -79,19 +79,16 @@ func (n *Node) serveErase(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad erase request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	rk, err := uuid.FromBytes(req.RowKey)
-	if err != nil {
-		http.Error(w, fmt.Sprintf("bad erase request: row key of %d bytes: %v", len(req.RowKey), err), http.StatusBadRequest)
-		return
+	rt, err := n.rpcRoute(req.Datastore, req.Partition)
+	var (
+		rk    uuid.UUID
+		shard int
+	)
+	if err == nil {
+		rk, shard, err = validateErase(rt.ds, rt.spec, req.RowKey)
 	}
-	d, err := n.datastore(req.Datastore)
 	if err != nil {
-		writeRPCError(w, err)
-		return
-	}
-	shard := cells.ShardOf(rk, d.spec.Shards)
-	if rt := d.routeOf(shard); rt == nil || rt.spec.ID != req.Partition {
-		writeRPCError(w, fmt.Errorf("%w: row %s is in shard %d, not in partition %d of %q", ErrBadShard, rk, shard, req.Partition, req.Datastore))
+		refuseRPC(w, "erase", err)
 		return
 	}
 	p := n.hostedReplica(w, req.Datastore, req.Partition)

@@ -335,8 +335,13 @@ func (n *Node) Host(ctx context.Context, ds string, pid int) error {
 }
 
 // Unhost stops this node's replica of partition pid of ds and deletes its data (raft log,
-// snapshots and tables). Call it once the raft group no longer counts this node (RemoveVoter
-// does both): a replica still in the configuration would lose its copy. Idempotent.
+// snapshots and tables), once the raft group no longer counts this node (RemoveVoter does
+// both). It first asks the partition's leader for the configuration it committed (never this
+// node's own replica, which may still list itself after its removal) and refuses with
+// ErrStillVoter, deleting nothing, when this node is a voter or nonvoter of it; when no leader
+// answers within 15s it refuses with ErrUnavailable (retrying is safe). Raft mode only.
+// Idempotent. Other errors: ErrUnknownDatastore, ErrBadShard, ErrAsyncDatastore,
+// ErrNodeClosed. It holds the node's hosting lock while it asks: a Host waits.
 func (n *Node) Unhost(ctx context.Context, ds string, pid int) error {
 	n.hostMu.Lock()
 	defer n.hostMu.Unlock()
@@ -347,6 +352,9 @@ func (n *Node) Unhost(ctx context.Context, ds string, pid int) error {
 	defer cancel()
 	r, err := n.raftRoute(ds, pid)
 	if err != nil {
+		return err
+	}
+	if err := n.checkUnhost(ctx, r); err != nil {
 		return err
 	}
 	if err := n.hosted.set(ds, pid, hostedRemoved); err != nil {

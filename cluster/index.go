@@ -79,9 +79,19 @@ func (n *Node) serveIndex(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad index request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	cmd, err := fsm.DecodeIndexCommand(req.Command)
+	rt, err := n.rpcRoute(req.Datastore, req.Partition)
 	if err != nil {
-		http.Error(w, "bad index request: "+err.Error(), http.StatusBadRequest)
+		refuseRPC(w, "index", err)
+		return
+	}
+	cmd, err := fsm.DecodeIndexCommand(req.Command)
+	if err == nil {
+		err = validateIndexCommand(rt.spec, &cmd)
+	} else {
+		err = badRPC("command", "%v", err)
+	}
+	if err != nil {
+		refuseRPC(w, "index", err)
 		return
 	}
 	p := n.hostedReplica(w, req.Datastore, req.Partition)

@@ -277,6 +277,20 @@ func (n *Node) serveGroup(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad group request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	rt, err := n.rpcRoute(req.Datastore, req.Partition)
+	if err == nil {
+		err = validateGroupName(rt.ds, rt.spec, req.Group)
+	}
+	if err != nil {
+		refuseRPC(w, "group", err)
+		return
+	}
+	if err := validateGroup(rt.ds, rt.spec, req.Group, &req.Cmd); err != nil {
+		// A command the coordinator would refuse is refused as it would (GroupApply's
+		// consumer.ErrBadCommand, 422), wherever it was sent: nothing changed.
+		writeRPCError(w, fmt.Errorf("%w: %w", consumer.ErrBadCommand, err))
+		return
+	}
 	p := n.hostedReplica(w, req.Datastore, req.Partition)
 	if p == nil {
 		return

@@ -106,18 +106,13 @@ func writeRPCError(w http.ResponseWriter, err error) {
 	case indexErrorKind(err) != "":
 		w.Header().Set(errorKindHeader, indexErrorKind(err))
 		http.Error(w, err.Error(), statusBadCommand)
-	case errors.Is(err, ErrUnknownDatastore), errors.Is(err, ErrBadShard), errors.Is(err, fsm.ErrShardOutOfRange):
+	case errors.Is(err, ErrStillVoter):
+		http.Error(w, err.Error(), http.StatusConflict)
+	case errors.Is(err, ErrBadRPC), errors.Is(err, ErrUnknownDatastore), errors.Is(err, ErrBadShard), errors.Is(err, fsm.ErrShardOutOfRange):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	default:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}
-}
-
-func rpcContext(r *http.Request, timeoutMicros int64) (context.Context, context.CancelFunc) {
-	if timeoutMicros <= 0 {
-		return context.WithCancel(r.Context())
-	}
-	return context.WithTimeout(r.Context(), time.Duration(timeoutMicros)*time.Microsecond)
 }
 
 // hostedReplica returns the partition pid of ds this node serves when it serves it;
@@ -156,14 +151,16 @@ func (n *Node) servePut(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad put request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	p := n.hostedReplica(w, req.Datastore, req.Partition)
-	if p == nil {
+	rt, err := n.rpcRoute(req.Datastore, req.Partition)
+	if err == nil {
+		err = validateWrite(rt.ds, rt.spec, &req.Write)
+	}
+	if err != nil {
+		refuseRPC(w, "put", err)
 		return
 	}
-	// hostedReplica found both, so the specs exist.
-	rt, _ := n.localRoute(req.Datastore, req.Partition)
-	if err := validateWrite(rt.ds, rt.spec, &req.Write); err != nil {
-		http.Error(w, "bad put request: "+err.Error(), http.StatusBadRequest)
+	p := n.hostedReplica(w, req.Datastore, req.Partition)
+	if p == nil {
 		return
 	}
 	ctx, cancel := rpcContext(r, req.TimeoutMicros)
@@ -182,9 +179,12 @@ func (n *Node) serveRead(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad read request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	rt, err := n.localRoute(req.Request.Datastore, req.Request.Partition)
+	rt, err := n.rpcRoute(req.Request.Datastore, req.Request.Partition)
+	if err == nil {
+		err = validateRead(rt.ds, rt.spec, &req.Request)
+	}
 	if err != nil {
-		writeRPCError(w, err)
+		refuseRPC(w, "read", err)
 		return
 	}
 	ctx, cancel := rpcContext(r, req.TimeoutMicros)
@@ -257,7 +257,14 @@ func (n *Node) forward(ctx context.Context, target topology.NodeSpec, path strin
 	case http.StatusGatewayTimeout:
 		return fmt.Errorf("%w: %s: %s", ErrIndeterminate, target.ID, bytes.TrimSpace(data))
 	case http.StatusBadRequest:
+		if bytes.Contains(data, []byte(ErrBadRPC.Error())) {
+			return fmt.Errorf("%w (%w): %s", ErrBadShard, ErrBadRPC, bytes.TrimSpace(data))
+		}
 		return fmt.Errorf("%w: %s", ErrBadShard, bytes.TrimSpace(data))
+	case http.StatusConflict:
+		// The body is the refusal's own message, which starts with the sentinel's text.
+		msg := strings.TrimPrefix(string(bytes.TrimSpace(data)), ErrStillVoter.Error()+": ")
+		return fmt.Errorf("%w: %s", ErrStillVoter, msg)
 	case statusBadCommand:
 		kind := indexErrorOf(res.Header.Get(errorKindHeader))
 		if kind == nil {

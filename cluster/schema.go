@@ -284,6 +284,14 @@ func (n *Node) serveSchema(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad schema request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	if _, err := n.rpcRoute(req.Datastore, req.Partition); err != nil {
+		refuseRPC(w, "schema", err)
+		return
+	}
+	if err := validateSchema(&req.Command); err != nil {
+		refuseRPC(w, "schema", err)
+		return
+	}
 	p := n.hostedReplica(w, req.Datastore, req.Partition)
 	if p == nil {
 		return
