@@ -68,7 +68,7 @@ func TestWireAdminRoundTrip(t *testing.T) {
 	roundTrip[wire.DrainRequest](t, `{"dry_run":true}`)
 	roundTrip[wire.RebalanceRequest](t, `{"datastore":"trips","nodes":["n1","n2"],"exclude":["n3"],"dry_run":true}`)
 	roundTrip[wire.RebalanceRequest](t, `{}`)
-	roundTrip[wire.RestoreResult](t, `{"datastore":"trips","partition":0,"snapshot_version":3,"first_shard":0,"last_shard":7,`+
+	roundTrip[wire.RestoreResult](t, `{"datastore":"trips","partition":0,"dry_run":false,"target_cells":0,"cells_lost":0,"snapshot_version":3,"first_shard":0,"last_shard":7,`+
 		`"applied_index":18,"applied_term":2,"cells":1050,"kv_rows":1,"index_entries":0,"bytes":97572,`+
 		`"shards":[{"shard":0,"max_added_id":157,"cells":157}]}`)
 }
