@@ -21,8 +21,10 @@ import (
 //
 // Numbers: a number whose value is an integer that fits int64 or uint64 (10, 10.0, 1e1) is stored
 // as a MessagePack integer; any other number is stored as a float64 when that float denotes
-// exactly the number written, and otherwise as its decimal text (extension type 1), so every JSON
-// number reads back as the same value and equal values have one stored form.
+// exactly the number written and its shortest decimal form (what JSON writes) is that number too,
+// and otherwise as its decimal text (extension type 1), so every JSON number reads back as the
+// same value. Equal values have one stored form, except numbers kept as text, whose spellings
+// differ (0.1 and 0.10).
 type Body []byte
 
 // numberExtID is the MessagePack extension type of a JSON number kept as decimal text.
@@ -158,9 +160,12 @@ func convertNumber(n json.Number) (any, error) {
 			return n.Uint64(), nil
 		}
 	}
+	// A float64 only when the JSON text it reads back as (the shortest form that parses to it,
+	// as encoding/json writes it) is the same number: 19000000076854775808 is a float64
+	// exactly, but reads back as 19000000076854776000, so it is kept as a Number.
 	f, err := strconv.ParseFloat(s, 64)
 	if err == nil {
-		if fr := new(big.Rat).SetFloat64(f); fr != nil && fr.Cmp(exact) == 0 {
+		if fr, ok := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64)); ok && fr.Cmp(exact) == 0 {
 			return f, nil
 		}
 	}
