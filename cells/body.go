@@ -165,7 +165,9 @@ func convertNumber(n json.Number) (any, error) {
 	// exactly, but reads back as 19000000076854776000, so it is kept as a Number.
 	f, err := strconv.ParseFloat(s, 64)
 	if err == nil {
-		if fr, ok := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64)); ok && fr.Cmp(exact) == 0 {
+		held := new(big.Rat).SetFloat64(f)
+		short, ok := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+		if held != nil && held.Cmp(exact) == 0 && ok && short.Cmp(exact) == 0 {
 			return f, nil
 		}
 	}
