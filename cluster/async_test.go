@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -226,6 +227,31 @@ func TestAsyncMasterDown(t *testing.T) {
 	require.GreaterOrEqual(t, depth0, float64(buffered), "metrics: buffer depth of partition 0")
 	require.Len(t, metrics["schemaless_storage_master"], 6, "metrics: master series")
 	require.Len(t, metrics["schemaless_storage_breaker_state"], 6, "metrics: breaker series")
+
+	// The buffer cluster's master goes away too: the reaper cannot read the buffer, and the
+	// depth it reports keeps what it saw there (a buffer it cannot read is not an empty one).
+	require.NoError(t, set.Instance(1, 0).Kill(), "kill the master of c1, partition 0's buffer cluster")
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			if err := n.DatastoreReady(ds); err == nil || strings.Count(err.Error(), "has no master") != 2 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "every node sees no master in either storage cluster")
+	require.Never(t, func() bool {
+		for _, n := range nodes {
+			if bufferDepth(n, 0) < int64(buffered) {
+				return true
+			}
+		}
+		return false
+	}, time.Second, 10*time.Millisecond, "the buffer depth of partition 0 with its buffer cluster unreadable, want at least %d on every node", buffered)
+	require.NoError(t, set.Restart(ctx, 1, 0), "restart the master of c1")
+	db1, err := replication.Open(set.AdminDSN(1, 0))
+	require.NoError(t, err)
+	defer db1.Close()
+	require.NoError(t, replication.MakeMaster(ctx, db1), "unfence the master of c1")
 
 	// The master comes back (fenced: read_only), the operator unfences it; the reaper replays.
 	require.NoError(t, set.Restart(ctx, 0, 0), "restart the master of c0")

@@ -541,58 +541,6 @@ func (s *Storage) Heal(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// WaitQuiet waits, after the traffic stopped and the faults healed, until every node reports
-// every partition of the async datastores dss with a master and an empty buffer
-// (buffer_depth 0) twice in a row 250 ms apart, then until every minion replicating from its
-// cluster's master has applied the master's position. It returns an error naming what did not
-// settle when ctx ends first.
-func (s *Storage) WaitQuiet(ctx context.Context, c *Cluster, dss []string) error {
-	stable := 0
-	last := "no status yet"
-	for stable < 2 {
-		if err := func() error {
-			for _, n := range c.Nodes {
-				st, err := c.Status(ctx, n, 2*time.Second)
-				if err != nil {
-					return fmt.Errorf("%s: %v", n.ID, err)
-				}
-				for _, d := range st.Datastores {
-					if !slices.Contains(dss, d.Name) {
-						continue
-					}
-					for _, p := range d.Partitions {
-						if p.Master == "" {
-							return fmt.Errorf("%s sees no master for %s/%d", n.ID, d.Name, p.ID)
-						}
-						if p.BufferDepth > 0 {
-							return fmt.Errorf("%s sees %d buffered cells of %s/%d", n.ID, p.BufferDepth, d.Name, p.ID)
-						}
-					}
-				}
-			}
-			return nil
-		}(); err != nil {
-			stable, last = 0, err.Error()
-		} else {
-			stable++
-		}
-		if stable >= 2 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("jepsen: the buffers did not drain: %w (last: %s)", ctx.Err(), last)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	for cl := 0; cl < StorageClusters; cl++ {
-		if err := s.waitCaughtUp(ctx, cl); err != nil {
-			return fmt.Errorf("jepsen: cluster c%d did not settle: %w", cl, err)
-		}
-	}
-	return nil
-}
-
 // ReadMembers reads every cell of async datastore ds directly from the members of each
 // partition's cluster that hold it now: the current master and the minions replicating from it
 // (read-only stores as root). The cells are by member name, in added_id order per shard; the

@@ -122,6 +122,10 @@ type Async struct {
 	moved                       atomic.Int64 // operations refused as moved
 	depth                       atomic.Int64
 	oldest                      atomic.Int64 // unix micros of the oldest buffered cell seen, 0 none
+
+	// Used only by the reaper goroutine: what its passes last saw in each buffer cluster, kept
+	// for a cluster a pass could not read (see reapPass).
+	seen map[*StorageCluster]bufferSeen
 }
 
 // asyncOp is one command waiting for the writer.
@@ -152,7 +156,7 @@ func OpenAsync(cfg AsyncConfig) (*Async, error) {
 		return nil, fmt.Errorf("partition: %d buffer copies need as many buffer clusters, have %d", cfg.BufferCopies, len(cfg.Buffers))
 	}
 	a := &Async{cfg: cfg, queue: make(chan *asyncOp, 4096), stop: make(chan struct{}),
-		stores: map[storeKey]*storage.PartitionStore{}}
+		stores: map[storeKey]*storage.PartitionStore{}, seen: map[*StorageCluster]bufferSeen{}}
 	a.all = append([]*StorageCluster{cfg.Primary}, cfg.Buffers...)
 	if a.cfg.Placement == nil {
 		a.cfg.Placement = MastersPlacement(a.all, cfg.Datastore, cfg.Partition)

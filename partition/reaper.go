@@ -41,54 +41,84 @@ func (a *Async) reapLoop() {
 // minion of the primary cluster, and replays into the primary master those missing from it
 // for longer than ReplayAfter. It records the buffer depth it saw. Once the partition has
 // moved, every cluster of the datastore is read, the primary's own too: the cells buffered on
-// the new primary while it was a buffer are there.
+// the new primary while it was a buffer are there. A cluster the pass could not read through
+// (no master, a failed scan, the pass's deadline) counts with what an earlier pass saw there,
+// when that was more: a buffer the reaper cannot see is not an empty one, and the depth must
+// not read 0 (schemaless_buffer_depth, the harness's wait for quiet) while cells wait there.
 func (a *Async) reapPass() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var depth int64
-	var oldest time.Time
+	var total bufferSeen
 	pl := a.placement()
 	for _, bc := range a.all {
 		if bc == pl.primary && pl.epoch == 0 {
 			continue // never moved: no cell of the partition is buffered on its own cluster
 		}
-		_, m, err := bc.masterMember(ctx)
-		if err != nil {
-			continue
+		seen, complete := a.reapCluster(ctx, bc)
+		if prev := a.seen[bc]; !complete && prev.depth > seen.depth {
+			seen = prev
 		}
-		after := int64(0)
-		for ctx.Err() == nil {
-			var rows []storage.BufferedCell
-			err := m.run(func() error {
-				st, err := m.writeStore(ctx, bc)
-				if err != nil {
-					return err
-				}
-				rows, err = st.ScanBuffered(ctx, a.cfg.Datastore, a.cfg.Partition, after, reapPage)
-				return err
-			})
-			if err != nil || len(rows) == 0 {
-				break
-			}
-			after = rows[len(rows)-1].ID
-			depth += int64(len(rows))
-			for _, r := range rows {
-				if oldest.IsZero() || r.BufferedAt.Before(oldest) {
-					oldest = r.BufferedAt
-				}
-			}
-			a.reapRows(ctx, bc, m, rows)
-			if len(rows) < reapPage {
-				break
-			}
-		}
+		a.seen[bc] = seen
+		total.add(seen)
 	}
-	a.depth.Store(depth)
-	if oldest.IsZero() {
+	a.depth.Store(total.depth)
+	if total.oldest.IsZero() {
 		a.oldest.Store(0)
 	} else {
-		a.oldest.Store(oldest.UnixMicro())
+		a.oldest.Store(total.oldest.UnixMicro())
 	}
+}
+
+// bufferSeen is what a reaper pass saw of the partition's cells in a buffer cluster: how many,
+// and when the oldest was buffered (zero when none).
+type bufferSeen struct {
+	depth  int64
+	oldest time.Time
+}
+
+func (b *bufferSeen) add(o bufferSeen) {
+	b.depth += o.depth
+	if !o.oldest.IsZero() && (b.oldest.IsZero() || o.oldest.Before(b.oldest)) {
+		b.oldest = o.oldest
+	}
+}
+
+// reapCluster reaps the partition's rows in buffer cluster bc, page by page, and reports what it
+// saw and whether it read them all (false: no master, a failed scan, or ctx ended).
+func (a *Async) reapCluster(ctx context.Context, bc *StorageCluster) (bufferSeen, bool) {
+	var seen bufferSeen
+	_, m, err := bc.masterMember(ctx)
+	if err != nil {
+		return seen, false
+	}
+	after := int64(0)
+	for ctx.Err() == nil {
+		var rows []storage.BufferedCell
+		err := m.run(func() error {
+			st, err := m.writeStore(ctx, bc)
+			if err != nil {
+				return err
+			}
+			rows, err = st.ScanBuffered(ctx, a.cfg.Datastore, a.cfg.Partition, after, reapPage)
+			return err
+		})
+		if err != nil {
+			return seen, false
+		}
+		if len(rows) == 0 {
+			return seen, true
+		}
+		after = rows[len(rows)-1].ID
+		seen.depth += int64(len(rows))
+		for _, r := range rows {
+			seen.add(bufferSeen{oldest: r.BufferedAt})
+		}
+		a.reapRows(ctx, bc, m, rows)
+		if len(rows) < reapPage {
+			return seen, true
+		}
+	}
+	return seen, false
 }
 
 // reapRows handles one page of buffer rows of buffer cluster bc (master m).
