@@ -20,6 +20,7 @@ import (
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/replication"
+	"github.com/schemaless-db/schemaless/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,6 +28,12 @@ import (
 // startAsync starts a private replicated set (2 clusters of a master and 2 minions) and a
 // 3-node cluster whose datastore "trips" is async on it, with fast probes and replays.
 func startAsync(t *testing.T) (*clustertest.Cluster, *mariadb.ReplicatedSet) {
+	t.Helper()
+	return startAsyncProbing(t, 200*time.Millisecond)
+}
+
+// startAsyncProbing is startAsync with the nodes probing the storage clusters every interval.
+func startAsyncProbing(t *testing.T, interval time.Duration) (*clustertest.Cluster, *mariadb.ReplicatedSet) {
 	t.Helper()
 	mariadbtest.RequireServerBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -37,7 +44,7 @@ func startAsync(t *testing.T) (*clustertest.Cluster, *mariadb.ReplicatedSet) {
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Async, ReplicatedSet: set,
 		AsyncCluster: func(set *mariadb.ReplicatedSet) *localcluster.AsyncOptions {
 			return &localcluster.AsyncOptions{Prefix: "sl",
-				Cluster:   partition.ClusterConfig{ProbeInterval: 200 * time.Millisecond, BreakerTimeout: time.Second},
+				Cluster:   partition.ClusterConfig{ProbeInterval: interval, BreakerTimeout: time.Second},
 				Partition: partition.AsyncConfig{ReapInterval: 100 * time.Millisecond, ReplayAfter: 500 * time.Millisecond}}
 		}})
 	return c, set
@@ -420,4 +427,44 @@ func TestAsyncMasterStalled(t *testing.T) {
 		res, err := nodes[1].GetCells(rctx, ds, key, cluster.Strong)
 		return err == nil && res[0].Found
 	}, 15*time.Second, 10*time.Millisecond, "strong reads serve again")
+}
+
+// TestAsyncStrongReadRefusesFencedMaster fences the master of partition 0's cluster
+// (read_only) behind the nodes' backs, as a failover does while a node is paused, with probes
+// an hour apart so that no node learns of it by probing: a strong read must not answer from
+// the fenced server, which misses what the next master takes. It is refused as unavailable
+// (a 503 the client retries elsewhere), and the refusal makes the node probe at once, after
+// which it knows the cluster has no master.
+func TestAsyncStrongReadRefusesFencedMaster(t *testing.T) {
+	c, set := startAsyncProbing(t, time.Hour)
+	spec := &c.Topology.Datastores[0]
+	nodes := running(c)
+	rows := rowsPerPartition(t, spec, t.Name(), 1)
+	l := newLedger()
+	cell := newCell(t, rows[0][0], "BASE", 1, `{"v":1}`)
+	res := putAsync(t, nodes[0], l, []cells.Cell{cell})
+	require.Equal(t, cells.StatusCreated, res[0].Status, "write with the master up")
+	ctx := context.Background()
+	key := []cluster.GetKey{{Key: cell.Key}}
+	got, err := nodes[1].GetCells(ctx, ds, key, cluster.Strong)
+	require.NoError(t, err, "strong read before the fence")
+	require.True(t, got[0].Found, "strong read before the fence")
+
+	db, err := replication.Open(set.AdminDSN(0, 0))
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.ExecContext(ctx, "SET GLOBAL read_only = 1")
+	require.NoError(t, err, "fence the master of c0")
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = nodes[1].GetCells(rctx, ds, key, cluster.Strong)
+	cancel()
+	require.ErrorIs(t, err, partition.ErrUnavailable, "strong read from the fenced master")
+	assert.ErrorIs(t, err, storage.ErrNotMaster, "strong read from the fenced master")
+	require.Eventually(t, func() bool {
+		err := nodes[1].DatastoreReady(ds)
+		return err != nil && strings.Contains(err.Error(), "has no master")
+	}, 5*time.Second, 10*time.Millisecond, "the refused read made the node probe: no master in c0")
+	got, err = nodes[1].GetCells(ctx, ds, key, cluster.Stale)
+	require.NoError(t, err, "stale read with the master fenced")
+	assert.True(t, got[0].Found, "stale read with the master fenced: the cell from a minion")
 }

@@ -14,9 +14,13 @@ import (
 // readOn runs fn on the partition's read store on member m of cluster c, through m's circuit
 // breaker, then checks that the copy it read is the partition's (CheckFence): if the
 // placement on m names another cluster, the error wraps ErrUnavailable and storage.ErrMoved,
-// and what fn read must be dropped.
-func (a *Async) readOn(ctx context.Context, c *StorageCluster, m *member, fn func(*storage.PartitionStore) error) error {
-	var moved error // kept out of the circuit breaker: the member answered
+// and what fn read must be dropped. With master (a strong read), it checks too that m is still
+// writable after the read (storage CheckMaster): if m was fenced since the last probe (a node
+// paused through a failover still takes the old master for the master), the error wraps
+// ErrUnavailable and storage.ErrNotMaster, what fn read is dropped, and c probes its members
+// at once.
+func (a *Async) readOn(ctx context.Context, c *StorageCluster, m *member, master bool, fn func(*storage.PartitionStore) error) error {
+	var refused error // kept out of the circuit breaker: the member answered
 	err := m.run(func() error {
 		st, err := m.readStore(ctx, c)
 		if err != nil {
@@ -30,16 +34,23 @@ func (a *Async) readOn(ctx context.Context, c *StorageCluster, m *member, fn fun
 		// After the read: if the placement did not name another cluster yet, the read
 		// happened before the switch, when this copy was the partition's. (A read that
 		// failed on a dropped copy is retried elsewhere too.)
-		if err := ps.CheckFence(ctx); errors.Is(err, storage.ErrMoved) {
-			moved = err
+		check := ps.CheckFence
+		if master {
+			check = ps.CheckMaster
+		}
+		if err := check(ctx); errors.Is(err, storage.ErrMoved) || errors.Is(err, storage.ErrNotMaster) {
+			refused = err
 			return nil
 		} else if err != nil && ferr == nil {
 			return err
 		}
 		return ferr
 	})
-	if moved != nil {
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, m.name, moved)
+	if errors.Is(refused, storage.ErrNotMaster) {
+		c.probeSoon()
+	}
+	if refused != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, m.name, refused)
 	}
 	return err
 }
@@ -103,7 +114,7 @@ func (a *Async) readFrom(ctx context.Context, c *StorageCluster, strong bool, fn
 	}
 	var lastErr error
 	for _, m := range candidates {
-		err := a.readOn(ctx, c, m, fn)
+		err := a.readOn(ctx, c, m, strong, fn)
 		if err == nil {
 			return nil
 		}

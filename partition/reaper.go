@@ -224,7 +224,7 @@ func (a *Async) onMinion(ctx context.Context, fn func(*storage.PartitionStore) e
 	}
 	lastErr := fmt.Errorf("%w: no minion of %s is reachable", ErrUnavailable, primary.Name())
 	for _, m := range ms {
-		err := a.readOn(ctx, primary, m, fn)
+		err := a.readOn(ctx, primary, m, false, fn)
 		if err == nil {
 			return nil
 		}

@@ -75,6 +75,7 @@ type StorageCluster struct {
 	minions []int // reachable members replicating from someone
 	probed  chan struct{}
 	once    sync.Once
+	soon    chan struct{} // a send asks probeLoop for a round now (probeSoon)
 }
 
 // member is one MySQL server of a cluster.
@@ -104,7 +105,7 @@ func OpenCluster(cfg ClusterConfig) (*StorageCluster, error) {
 	if cfg.Name == "" || len(cfg.Members) == 0 || cfg.Prefix == "" {
 		return nil, errors.New("partition: ClusterConfig needs Name, Members and Prefix")
 	}
-	c := &StorageCluster{cfg: cfg, stop: make(chan struct{}), master: -1, probed: make(chan struct{})}
+	c := &StorageCluster{cfg: cfg, stop: make(chan struct{}), master: -1, probed: make(chan struct{}), soon: make(chan struct{}, 1)}
 	for i, dsn := range cfg.Members {
 		dsn, err := withTimeouts(dsn, 5*time.Second)
 		if err != nil {
@@ -183,9 +184,19 @@ func (c *StorageCluster) probeLoop() {
 		c.probe()
 		select {
 		case <-t.C:
+		case <-c.soon:
 		case <-c.stop:
 			return
 		}
+	}
+}
+
+// probeSoon asks for a probe round now, when a member the cluster takes for its master was
+// found read-only: the round after the one running, if one is. It does not block.
+func (c *StorageCluster) probeSoon() {
+	select {
+	case c.soon <- struct{}{}:
+	default:
 	}
 }
 

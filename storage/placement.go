@@ -14,6 +14,11 @@ import (
 // placement read.
 var ErrMoved = errors.New("storage: partition moved to another storage cluster")
 
+// ErrNotMaster: a read that had to come from its storage cluster's master was served by a
+// read-only server (a master fenced or demoted since the node last probed it, or a minion), so
+// it may miss writes acknowledged by the master since; CheckMaster returns it.
+var ErrNotMaster = errors.New("storage: the server is read-only, not the master")
+
 // Placement states.
 const (
 	// PlacementActive: the partition lives on Placement.Cluster.
@@ -148,6 +153,46 @@ func (p *PartitionStore) CheckFence(ctx context.Context) error {
 		return p.fail("check placement", err)
 	}
 	return movedError(pl, ok, *c)
+}
+
+// CheckMaster is CheckFence for a read that must come from its storage cluster's master (a
+// strong read in async mode), in one statement on the read pool: it also returns an error
+// wrapping ErrNotMaster when the server is read-only (@@global.read_only). Call it after the
+// read. A server writable after the read was the master during it: it was writable then too,
+// or it was fenced and made writable again with nothing written meanwhile (a killed master
+// restarted read-only, then unfenced); and a failover fences or stops the old master before it
+// promotes another, so no other master took a write before the read ended. It catches a node
+// that was paused through a failover and still takes the fenced old master for the master
+// until its next probe. MySQL only; nil on SQLite. Any goroutine.
+func (p *PartitionStore) CheckMaster(ctx context.Context) error {
+	if p.d.engine != EngineMySQL {
+		return nil
+	}
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	var (
+		readOnly bool
+		cluster  sql.NullString
+		epoch    sql.NullInt64
+	)
+	err := p.read.QueryRowContext(ctx, "SELECT @@global.read_only, pl.cluster, pl.epoch FROM (SELECT 1) AS one LEFT JOIN "+
+		p.d.placementTable()+" AS pl ON pl.datastore = ? AND pl.`partition` = ?", p.id.Datastore, p.id.Partition).
+		Scan(&readOnly, &cluster, &epoch)
+	if isNoTable(err) {
+		err = p.read.QueryRowContext(ctx, "SELECT @@global.read_only").Scan(&readOnly)
+	}
+	if err != nil {
+		return p.fail("check master", err)
+	}
+	if readOnly {
+		return fmt.Errorf("%w: %s/%d was read from a read-only server", ErrNotMaster, p.id.Datastore, p.id.Partition)
+	}
+	if c := p.fence.Load(); c != nil {
+		pl := Placement{Datastore: p.id.Datastore, Partition: p.id.Partition, Cluster: cluster.String, Epoch: epoch.Int64}
+		return movedError(pl, cluster.Valid, *c)
+	}
+	return nil
 }
 
 // checkFenceTx is CheckFence inside the write transaction, with a shared lock on the row.
