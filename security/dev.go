@@ -1,6 +1,7 @@
 package security
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -103,14 +104,7 @@ func EnsureDevBundle(dir string, hosts map[string][]string) (*DevBundle, error) 
 		if err != nil {
 			return nil, fmt.Errorf("security: %w", err)
 		}
-		b.Tokens[p.Name] = string(trimSpace(raw))
+		b.Tokens[p.Name] = string(bytes.TrimSpace(raw))
 	}
 	return b, nil
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
 }

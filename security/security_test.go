@@ -2,6 +2,8 @@ package security_test
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -232,21 +234,26 @@ func TestCertsReload(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(b.Node("n1").CertFile, is.CertPEM, 0o644))
 	require.NoError(t, os.WriteFile(b.Node("n1").KeyFile, is.KeyPEM, 0o600))
+	block, _ := pem.Decode(is.CertPEM)
+	require.NotNil(t, block, "the issued certificate's PEM")
+	issued, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	require.NotEqual(t, before, issued.SerialNumber, "a new certificate has a new serial number")
 	changed, err := certs.Reload()
 	require.NoError(t, err)
 	assert.True(t, changed)
-	assert.NotEqual(t, before, certs.Leaf().SerialNumber, "the certificate was not reloaded")
+	assert.Equal(t, issued.SerialNumber, certs.Leaf().SerialNumber, "the certificate was not reloaded")
 	cfg, err := certs.ServerConfig().GetConfigForClient(&tls.ClientHelloInfo{})
 	require.NoError(t, err)
-	assert.Equal(t, is.CertPEM != nil, len(cfg.Certificates) == 1)
-	assert.Equal(t, certs.Leaf().Raw, cfg.Certificates[0].Leaf.Raw, "handshakes use the reloaded certificate")
+	require.Len(t, cfg.Certificates, 1, "the server's certificates")
+	assert.Equal(t, issued.Raw, cfg.Certificates[0].Leaf.Raw, "handshakes use the reloaded certificate")
 	// A key that does not match leaves the last good pair in force.
 	other, err := ca.IssueNode("n1", []string{"127.0.0.1"}, time.Hour)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(b.Node("n1").KeyFile, other.KeyPEM, 0o600))
 	_, err = certs.Reload()
-	assert.Error(t, err)
-	assert.Equal(t, is.CertPEM != nil, certs.Leaf() != nil)
+	assert.Error(t, err, "a key that does not match the certificate")
+	assert.Equal(t, issued.SerialNumber, certs.Leaf().SerialNumber, "the last good certificate stays in force")
 }
 
 func TestGossipKeys(t *testing.T) {
