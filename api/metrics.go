@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/schemaless-db/schemaless/security"
 )
 
 // operations names the API's routes in metrics, by method and pattern (as given to route).
@@ -132,10 +134,10 @@ func (m *httpMetrics) instrument(ops map[string]string, h http.HandlerFunc) http
 		}
 		m.inFlight.Inc()
 		defer m.inFlight.Dec()
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &security.StatusWriter{ResponseWriter: w}
 		start := time.Now()
 		defer func() {
-			code := rec.code()
+			code := rec.Status()
 			if bodyTimedOut(r) { // answered 408 in place of what the handler wrote (bodytimeout.go)
 				code = http.StatusRequestTimeout
 			}
@@ -170,46 +172,4 @@ func routeOperations(pattern string, handlers map[string]http.HandlerFunc) map[s
 		}
 	}
 	return ops
-}
-
-// statusRecorder is a ResponseWriter remembering the status written. Unwrap lets
-// http.ResponseController reach the connection (flushes, deadlines).
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-// WriteHeader records status and passes it on.
-func (w *statusRecorder) WriteHeader(status int) {
-	if w.status == 0 && status >= 200 {
-		w.status = status
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-// Write records an implicit 200 and passes b on.
-func (w *statusRecorder) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Flush flushes the underlying writer if it can.
-func (w *statusRecorder) Flush() {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-// Unwrap returns the underlying ResponseWriter (http.ResponseController).
-func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// code is the status written, 200 when the handler wrote nothing.
-func (w *statusRecorder) code() int {
-	if w.status == 0 {
-		return http.StatusOK
-	}
-	return w.status
 }

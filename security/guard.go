@@ -119,16 +119,18 @@ func Guard(a *Authenticator, audit *Auditor, role Role, next http.Handler) http.
 	})
 }
 
-// StatusWriter is a ResponseWriter remembering the status it wrote (200 when the handler wrote
-// a body without one). Unwrap lets http.ResponseController reach the connection.
+// StatusWriter is a ResponseWriter remembering the final status it wrote (200 when the handler
+// wrote or flushed a body without one; informational 1xx headers are passed on, not recorded).
+// The audit log and the API's request metrics read it. Unwrap lets http.ResponseController
+// reach the connection (flushes, deadlines).
 type StatusWriter struct {
 	http.ResponseWriter
 	status int
 }
 
-// WriteHeader records status and passes it on.
+// WriteHeader records status, unless it is informational (1xx), and passes it on.
 func (w *StatusWriter) WriteHeader(status int) {
-	if w.status == 0 {
+	if w.status == 0 && status >= 200 {
 		w.status = status
 	}
 	w.ResponseWriter.WriteHeader(status)
@@ -153,8 +155,12 @@ func (w *StatusWriter) Status() int {
 // Unwrap returns the wrapped ResponseWriter.
 func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// Flush flushes the wrapped writer when it can (streamed backups and long polls).
+// Flush flushes the wrapped writer when it can (streamed backups and long polls), recording 200
+// if no status was written.
 func (w *StatusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }
 
