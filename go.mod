@@ -94,4 +94,6 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 )
 
+replace github.com/hashicorp/raft => ./third_party/raft
+
 replace github.com/hashicorp/raft-wal => ./third_party/raft-wal

@@ -75,7 +75,10 @@ type PromoteResult struct {
 //     candidate (its replication started if stopped) to apply the master's gtid_binlog_pos.
 //     If it does not, the master is unfenced (read_only=0) and Promote fails with ErrCatchUp
 //     without promoting.
-//     Failover, no master is reachable: wait up to opts.CatchUp for the candidate (its SQL
+//     Failover, no master is reachable: before step 2, wait until every minion's Gtid_IO_Pos
+//     held still for 300 ms (their IO threads may still be draining what the dead master sent;
+//     at most opts.CatchUp), so that the candidate is picked on what each minion finally
+//     received; then wait up to opts.CatchUp for the candidate (its SQL
 //     thread started if stopped) to apply its Gtid_IO_Pos. If it does not, Promote goes on and
 //     reports CaughtUp false (and logs a warning): the unapplied rest is lost.
 //  4. MakeMaster(candidate).
@@ -152,7 +155,12 @@ func Promote(ctx context.Context, members []string, opts PromoteOptions) (Promot
 		return res, fmt.Errorf("%w: %d of %d members reachable, %d master", ErrNoCandidate, len(reachable), len(members), len(masters))
 	}
 
-	// 2. Pick the candidate.
+	// 2. Pick the candidate, on received positions that hold still when no master is reachable.
+	if len(masters) == 0 {
+		if err := settleReceived(ctx, log, members, dbs, minions, sts, opts.CatchUp); err != nil {
+			return res, err
+		}
+	}
 	c := minions[0]
 	for _, i := range minions[1:] {
 		if SeqNo(sts[i].GTIDIOPos, opts.Domain) > SeqNo(sts[c].GTIDIOPos, opts.Domain) {
@@ -215,6 +223,53 @@ func Promote(ctx context.Context, members []string, opts PromoteOptions) (Promot
 		log.Info("repointed", "member", redact(members[i]), "master", net.JoinHostPort(host, strconv.Itoa(port)))
 	}
 	return res, nil
+}
+
+// settleFor is how long, in a failover, every minion's received position must hold still before
+// Promote picks the candidate; settlePoll how often it is read meanwhile.
+const (
+	settleFor  = 300 * time.Millisecond
+	settlePoll = 50 * time.Millisecond
+)
+
+// settleReceived is the first half of a failover's step 2: with no master reachable, the IO
+// threads of the minions may still be draining what the dead master sent before it died (a
+// backlog they were catching up on), so a Gtid_IO_Pos read at once can be hundreds of
+// transactions short. It reads the minions' status until every Gtid_IO_Pos held still for
+// settleFor (at most catchUp) and leaves their final status in sts. (It does not stop the IO
+// threads: stopping both threads of a paused minion makes MariaDB discard its relay log at the
+// next start, and with it what the minion received.) Without
+// it, a candidate picked on a stale position was caught up to that position only and promoted
+// behind its own relay log, and a minion that had applied more could no longer replicate from
+// it (error 1236).
+func settleReceived(ctx context.Context, log *slog.Logger, members []string, dbs []*sql.DB, minions []int, sts []MemberStatus, catchUp time.Duration) error {
+	deadline := time.Now().Add(catchUp)
+	last := make([]string, len(members))
+	for i := range last {
+		last[i] = sts[i].GTIDIOPos
+	}
+	still := time.Now()
+	for time.Since(still) < settleFor && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replication: promote: wait for the received positions: %w", ctx.Err())
+		case <-time.After(settlePoll):
+		}
+		for _, i := range minions {
+			st, err := Probe(ctx, dbs[i], members[i])
+			if err != nil {
+				return fmt.Errorf("replication: promote: %w", err)
+			}
+			if st.GTIDIOPos != last[i] {
+				last[i], still = st.GTIDIOPos, time.Now()
+			}
+			sts[i] = st
+		}
+	}
+	for _, i := range minions {
+		log.Info("received", "member", redact(members[i]), "io_pos", sts[i].GTIDIOPos, "slave_pos", sts[i].GTIDSlavePos)
+	}
+	return nil
 }
 
 // switchover fences the reachable master m and waits for the candidate c to apply its binlog;
