@@ -237,6 +237,14 @@ func TestAsyncMasterDown(t *testing.T) {
 
 	// The buffer cluster's master goes away too: the reaper cannot read the buffer, and the
 	// depth it reports keeps what it saw there (a buffer it cannot read is not an empty one).
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			if bufferDepth(n, 0) < int64(buffered) {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "every node's reaper sees the %d buffered cells", buffered)
 	require.NoError(t, set.Instance(1, 0).Kill(), "kill the master of c1, partition 0's buffer cluster")
 	require.Eventually(t, func() bool {
 		for _, n := range nodes {
