@@ -75,10 +75,10 @@ type PromoteResult struct {
 //     candidate (its replication started if stopped) to apply the master's gtid_binlog_pos.
 //     If it does not, the master is unfenced (read_only=0) and Promote fails with ErrCatchUp
 //     without promoting.
-//     Failover, no master is reachable: before step 2, wait until every minion's Gtid_IO_Pos
-//     held still for 300 ms (their IO threads may still be draining what the dead master sent;
-//     at most opts.CatchUp), so that the candidate is picked on what each minion finally
-//     received; then wait up to opts.CatchUp for the candidate (its SQL
+//     Failover, no master is reachable: before step 2, wait until every minion's IO thread
+//     stopped running (it drained what the dead master sent and tries to reconnect) or its
+//     Gtid_IO_Pos held still for 300 ms (at most opts.CatchUp), so that the candidate is picked
+//     on what each minion finally received; then wait up to opts.CatchUp for the candidate (its SQL
 //     thread started if stopped) to apply its Gtid_IO_Pos. If it does not, Promote goes on and
 //     reports CaughtUp false (and logs a warning): the unapplied rest is lost.
 //  4. MakeMaster(candidate).
@@ -235,21 +235,30 @@ const (
 // settleReceived is the first half of a failover's step 2: with no master reachable, the IO
 // threads of the minions may still be draining what the dead master sent before it died (a
 // backlog they were catching up on), so a Gtid_IO_Pos read at once can be hundreds of
-// transactions short. It reads the minions' status until every Gtid_IO_Pos held still for
-// settleFor (at most catchUp) and leaves their final status in sts. (It does not stop the IO
+// transactions short. It reads the minions' status until each has settled, at most catchUp:
+// its IO thread no longer runs (it reached the end of what the master sent and now tries to
+// reconnect), or its Gtid_IO_Pos held still for settleFor (a master cut off rather than dead
+// leaves the thread waiting). It leaves their final status in sts. It does not stop the IO
 // threads: stopping both threads of a paused minion makes MariaDB discard its relay log at the
-// next start, and with it what the minion received.) Without
-// it, a candidate picked on a stale position was caught up to that position only and promoted
-// behind its own relay log, and a minion that had applied more could no longer replicate from
-// it (error 1236).
+// next start, and with it what the minion received. Without it, a candidate picked on a stale
+// position was caught up to that position only and promoted behind its own relay log, and a
+// minion that had applied more could no longer replicate from it (error 1236).
 func settleReceived(ctx context.Context, log *slog.Logger, members []string, dbs []*sql.DB, minions []int, sts []MemberStatus, catchUp time.Duration) error {
 	deadline := time.Now().Add(catchUp)
-	last := make([]string, len(members))
-	for i := range last {
-		last[i] = sts[i].GTIDIOPos
+	changed := make([]time.Time, len(members)) // when each minion's Gtid_IO_Pos last changed
+	settled := func(i int) bool { return !sts[i].IORunning || time.Since(changed[i]) >= settleFor }
+	now := time.Now()
+	for _, i := range minions {
+		changed[i] = now
 	}
-	still := time.Now()
-	for time.Since(still) < settleFor && time.Now().Before(deadline) {
+	for time.Now().Before(deadline) {
+		pending := false
+		for _, i := range minions {
+			pending = pending || !settled(i)
+		}
+		if !pending {
+			break
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("replication: promote: wait for the received positions: %w", ctx.Err())
@@ -260,14 +269,14 @@ func settleReceived(ctx context.Context, log *slog.Logger, members []string, dbs
 			if err != nil {
 				return fmt.Errorf("replication: promote: %w", err)
 			}
-			if st.GTIDIOPos != last[i] {
-				last[i], still = st.GTIDIOPos, time.Now()
+			if st.GTIDIOPos != sts[i].GTIDIOPos {
+				changed[i] = time.Now()
 			}
 			sts[i] = st
 		}
 	}
 	for _, i := range minions {
-		log.Info("received", "member", redact(members[i]), "io_pos", sts[i].GTIDIOPos, "slave_pos", sts[i].GTIDSlavePos)
+		log.Info("received", "member", redact(members[i]), "io_pos", sts[i].GTIDIOPos, "io_running", sts[i].IORunning, "slave_pos", sts[i].GTIDSlavePos)
 	}
 	return nil
 }
