@@ -90,30 +90,31 @@ func (s *Storage) quietRound(ctx context.Context, c *Cluster, dss, prefixes []st
 	pos := make([]string, StorageClusters)
 	for cl := range StorageClusters {
 		master, _ := s.Members(cl)
-		st, err := s.probe(ctx, cl, master)
+		p, n, err := s.masterState(ctx, cl, master, prefixes)
 		if err != nil {
 			return nil, fmt.Errorf("master %s: %w", s.Name(cl, master), err)
-		}
-		pos[cl] = st.GTIDBinlogPos
-		n, err := s.bufferRows(ctx, cl, master, prefixes)
-		if err != nil {
-			return nil, fmt.Errorf("buffer of %s: %w", s.Name(cl, master), err)
 		}
 		if n > 0 {
 			return nil, fmt.Errorf("the buffer tables on %s hold %d rows", s.Name(cl, master), n)
 		}
+		pos[cl] = p
 	}
 	return pos, nil
 }
 
-// bufferRows counts the rows of the buffer tables of the datastores with MySQL prefixes
-// prefixes on member (c, m). A buffer table not created yet counts as empty.
-func (s *Storage) bufferRows(ctx context.Context, c, m int, prefixes []string) (int64, error) {
+// masterState reads, on one connection to member (c, m), its binary log position
+// (@@gtid_binlog_pos) and the rows of the buffer tables of the datastores with MySQL prefixes
+// prefixes. A buffer table not created yet counts as empty.
+func (s *Storage) masterState(ctx context.Context, c, m int, prefixes []string) (string, int64, error) {
 	db, err := s.admin(c, m)
 	if err != nil {
-		return 0, err
+		return "", 0, err
 	}
 	defer db.Close()
+	var pos string
+	if err := db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+		return "", 0, err
+	}
 	var total int64
 	for _, p := range prefixes {
 		var n int64
@@ -123,9 +124,9 @@ func (s *Storage) bufferRows(ctx context.Context, c, m int, prefixes []string) (
 		switch {
 		case errors.As(err, &me) && (me.Number == 1146 || me.Number == 1049): // no such table, no such database
 		case err != nil:
-			return 0, err
+			return "", 0, fmt.Errorf("buffer of %s: %w", p, err)
 		}
 		total += n
 	}
-	return total, nil
+	return pos, total, nil
 }
