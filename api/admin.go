@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // AdminBackend is what the admin endpoints need of a node (*cluster.Node). A backend without

@@ -1,9 +1,9 @@
 package api
 
 import (
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/membership"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // The admin answers in their wire shapes (package wire), converted from the node's types at

@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/api"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 func TestMain(m *testing.M) { mariadbtest.Main(m) }

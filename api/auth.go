@@ -80,7 +80,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (http.Respons
 	p, ref := security.Check(s.cfg.Auth, r, role, ds)
 	if ref != nil {
 		s.cfg.Audit.Refused(r, p, ref.Status, ref.Message)
-		ref.Write(w)
+		writeRefusal(w, ref)
 		return w, r, nil, false
 	}
 	if p != nil {
@@ -92,4 +92,41 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (http.Respons
 	start := time.Now()
 	sw := &security.StatusWriter{ResponseWriter: w}
 	return sw, r, func() { s.cfg.Audit.Admin(r, p, sw.Status(), time.Since(start)) }, true
+}
+
+// Guard returns next behind security.Check for role (on no datastore), for handlers outside
+// the Server (the metrics route, the admin listener): refusals are answered in the API's error
+// envelope (writeRefusal) and audited, and the principal reaches next in the request's context
+// (security.PrincipalFrom). With RoleAdmin every request that passes is audited too. A nil
+// Authenticator returns next as it is (authentication off).
+func Guard(a *security.Authenticator, audit *security.Auditor, role security.Role, next http.Handler) http.Handler {
+	if a == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ref := security.Check(a, r, role, "")
+		if ref != nil {
+			audit.Refused(r, p, ref.Status, ref.Message)
+			writeRefusal(w, ref)
+			return
+		}
+		r = r.WithContext(security.WithPrincipal(r.Context(), p))
+		if role != security.RoleAdmin {
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		sw := &security.StatusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		audit.Admin(r, p, sw.Status(), time.Since(start))
+	})
+}
+
+// writeRefusal answers a refused credential check (401 or 403) in the API's error envelope; a
+// 401 carries WWW-Authenticate.
+func writeRefusal(w http.ResponseWriter, ref *security.Refusal) {
+	if ref.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="schemaless"`)
+	}
+	writeError(w, &httpError{status: ref.Status, code: ref.Code, msg: ref.Message})
 }

@@ -19,10 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/api"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // TestBackupEndpoints checks the answers of the backup and restore endpoints: the stream with

@@ -20,10 +20,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/api"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // limitsBackend serves the routes of the body timeout and limit tests: one datastore "trips"

@@ -31,8 +31,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // The console tests start a 3-node cluster with data, an index and a consumer group, then load

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // The decoders of the request bodies that carry cells or keys: put_cells, batch get and

@@ -3,8 +3,8 @@ package api
 import (
 	"net/http"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // eraseRow answers DELETE /v1/{ds}/cells/{row}: every cell of the row is erased on every

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/api"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/maintainer"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // eraseOneYAML indexes one column: its maintainers read the shard logs filtered by that column,

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // testErase: DELETE /v1/trips/cells/{row} erases every cell of the row; every read of the row

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/consumer"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // Limits of consumer-group requests.

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/indexes"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // The secondary-index routes: define, list, show, alias, drop and query. The catalog (package

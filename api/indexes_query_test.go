@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/indexes"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // The queries of version 1 of trip_index, compared with a brute-force reference, and the

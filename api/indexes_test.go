@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/api"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/maintainer"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // The index tests run a 3-node cluster whose nodes run the index maintainer, write trips,

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/indexes"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // The life of index versions (see indexes_test.go): a write after the build, a build held

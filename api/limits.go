@@ -8,8 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/security"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // connKey is the context key of a connection's *connInflight (ConnContext).

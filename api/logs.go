@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // parseWait reads a long poll's wait: a Go duration ("500ms") or an integer of milliseconds,

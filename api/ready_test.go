@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/schemaless-db/schemaless/api"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

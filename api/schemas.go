@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/schemas"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // SchemaBackend is what the schema routes need of a node (*cluster.Node). A Backend without

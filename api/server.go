@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"

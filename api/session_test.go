@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // The HTTP helpers of the tests that run a cluster: requests to a node, and checks of the

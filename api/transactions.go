@@ -8,10 +8,10 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // idempotencyKey returns the request's Idempotency-Key header ("" when absent): 1 to

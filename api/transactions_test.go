@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // doWith is do with request headers.

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // Backup backs up every partition of raft datastore ds of the cluster cl talks to into dir,

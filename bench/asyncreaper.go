@@ -14,10 +14,10 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/google/uuid"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/replication"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // Variants of the reaper workload.

@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/examples"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // defaultIndexLagRate is index-lag's write rate when --rate is not given (trigger-latency's

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/examples"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // raftCommitted returns the sum of the commit indexes of the partitions hosted by the node that

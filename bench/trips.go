@@ -21,10 +21,10 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/google/uuid"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/examples"
+	"github.com/schemaless-db/schemaless/wire"
 	"github.com/schemaless-db/schemaless/workload"
 )
 

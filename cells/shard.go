@@ -2,6 +2,21 @@ package cells
 
 import "github.com/google/uuid"
 
+// MaxShards is the most shards a datastore can have: the storage layout writes shard numbers
+// with 4 digits in table and database names, so they range over [0, MaxShards-1].
+const MaxShards = 10000
+
+// ShardRange is the inclusive range of shards [First, Last] held by one partition.
+type ShardRange struct {
+	First, Last int
+}
+
+// Contains reports whether shard is in the range.
+func (r ShardRange) Contains(shard int) bool { return shard >= r.First && shard <= r.Last }
+
+// Len is the number of shards in the range.
+func (r ShardRange) Len() int { return r.Last - r.First + 1 }
+
 // FNV-1a 64-bit parameters (Fowler, Noll, Vo; http://www.isthe.com/chongo/tech/comp/fnv/).
 const (
 	fnvOffset64 = 14695981039346656037

@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // Admin calls (/v1/admin/...): membership and placement of raft partitions. See docs/api.md,

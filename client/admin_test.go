@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // adminNode is a stand-in node for the admin calls: it answers every request with the next of

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // EraseRow erases every cell of rowKey on every replica (DELETE /v1/{ds}/cells/{row_key}): the

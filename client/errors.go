@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // Errors returned by the client. Every error of a call wraps exactly the sentinels that describe

@@ -16,8 +16,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // This file is a small in-memory double of the cluster's HTTP API (the routes of package api),

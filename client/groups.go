@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // Group operations of GroupCommand.

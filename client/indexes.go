@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // checkIndexName refuses an empty index name (the server judges the rest: an invalid name is

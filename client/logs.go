@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // LogRequest is a read of one shard's log (get_cells_for_shard).

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // checkSchemaArgs refuses an invalid column key or an empty schema before sending.

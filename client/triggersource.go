@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/triggers"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // TriggerSource is the triggers.Source of a worker that reaches the cluster over the HTTP API:

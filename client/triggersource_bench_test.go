@@ -27,8 +27,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/wire"
 	"github.com/stretchr/testify/require"
 )
 

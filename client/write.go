@@ -9,8 +9,8 @@ import (
 	"strconv"
 
 	"github.com/google/uuid"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // WriteOption modifies one write call (PutCell, PutCells, Transact).

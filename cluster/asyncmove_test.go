@@ -164,7 +164,7 @@ func (ld *moveLoad) halt() {
 type kvLoad struct {
 	group   string
 	fields  []indexes.Field
-	shards  storage.ShardRange
+	shards  cells.ShardRange
 	offset  int64 // the last offset committed and acknowledged
 	entries int64 // index entries acknowledged
 	fails   []string
@@ -569,7 +569,7 @@ func testFenceOrdersWithSwitch(t *testing.T, set *mariadb.ReplicatedSet) {
 	ok, err := st.WritePlacement(ctx, storage.Placement{Datastore: scratch, Cluster: "c1", State: storage.PlacementActive})
 	require.NoError(t, err, "WritePlacement epoch 0")
 	require.True(t, ok, "WritePlacement epoch 0 written")
-	ps, err := st.Partition(ctx, storage.PartitionID{Datastore: scratch}, storage.ShardRange{First: 0, Last: 0})
+	ps, err := st.Partition(ctx, storage.PartitionID{Datastore: scratch}, cells.ShardRange{First: 0, Last: 0})
 	require.NoError(t, err)
 	ps.SetFence("c1")
 	tx, err := ps.Begin(ctx)

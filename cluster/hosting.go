@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/schemaless-db/schemaless/internal/hclogslog"
+	"github.com/schemaless-db/schemaless/hclogslog"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/raftlog"
 	"github.com/schemaless-db/schemaless/storage"

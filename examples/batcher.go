@@ -4,8 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // Writes of concurrent handlers are sent together (CellBatcher): up to BatchSenders put_cells

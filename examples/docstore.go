@@ -10,9 +10,9 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // StatusSteps are the statuses the Docstore example advances a trip through, one conditional

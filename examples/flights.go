@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/wire"
 	"github.com/schemaless-db/schemaless/workload"
 )
 

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/triggers"
+	"github.com/schemaless-db/schemaless/wire"
 	"github.com/schemaless-db/schemaless/workload"
 )
 

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/wire"
 	"github.com/schemaless-db/schemaless/workload"
 )
 

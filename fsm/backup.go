@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/vmihailenco/msgpack/v5"
@@ -118,8 +119,8 @@ func EncodeSnapshotHeader(h SnapshotHeader) ([]byte, error) {
 // verifyRecords checks the records after header h, read from br, up to the end of br.
 func verifyRecords(h SnapshotHeader, br *bufio.Reader) (BackupInfo, error) {
 	info := BackupInfo{Header: h}
-	shards := storage.ShardRange{First: h.FirstShard, Last: h.LastShard}
-	if h.FirstShard < 0 || h.LastShard < h.FirstShard || h.LastShard >= storage.MaxShards {
+	shards := cells.ShardRange{First: h.FirstShard, Last: h.LastShard}
+	if h.FirstShard < 0 || h.LastShard < h.FirstShard || h.LastShard >= cells.MaxShards {
 		return info, fmt.Errorf("%w: shards %d..%d", ErrBadSnapshot, h.FirstShard, h.LastShard)
 	}
 	info.Shards = make([]ShardInfo, 0, h.LastShard-h.FirstShard+1)

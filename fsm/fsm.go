@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/storage"
 )
@@ -29,7 +30,7 @@ var (
 
 // Store is what the FSM needs of a partition's tables (*storage.PartitionStore).
 type Store interface {
-	Shards() storage.ShardRange
+	Shards() cells.ShardRange
 	Applied(ctx context.Context) (storage.AppliedState, error)
 	MaxAddedID(ctx context.Context, shard int) (int64, error)
 	EnsureShards(ctx context.Context, shards []int) error
@@ -137,7 +138,7 @@ func ResponseOf(f raft.ApplyFuture) ([]WriteResult, error) {
 // goroutine calls what.
 type FSM struct {
 	cfg    Config
-	shards storage.ShardRange
+	shards cells.ShardRange
 
 	// mu guards applied, appliedCh and failErr, which readers on other goroutines use.
 	mu        sync.Mutex

@@ -35,7 +35,7 @@ func testSeed(t *testing.T) int64 {
 	return seed
 }
 
-var testShards = storage.ShardRange{First: 8, Last: 11}
+var testShards = cells.ShardRange{First: 8, Last: 11}
 
 // openSQLite returns a fresh SQLite partition store for shards 8..11 of datastore "trips".
 func openSQLite(t *testing.T) *storage.PartitionStore {

@@ -135,7 +135,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 
 type snapshot struct {
 	tx      *storage.SnapshotTx
-	shards  storage.ShardRange
+	shards  cells.ShardRange
 	timeout time.Duration
 }
 
@@ -159,7 +159,7 @@ func (s *snapshot) write(w io.Writer) error {
 // writeStream writes the snapshot stream of the view tx of shards into w (the one writer of
 // both Persist and Backup) and returns what it wrote. It buffers its writes; ctx bounds the
 // view's reads.
-func writeStream(ctx context.Context, w io.Writer, tx *storage.SnapshotTx, shards storage.ShardRange) (BackupInfo, error) {
+func writeStream(ctx context.Context, w io.Writer, tx *storage.SnapshotTx, shards cells.ShardRange) (BackupInfo, error) {
 	cw := &countWriter{w: w}
 	bw := bufio.NewWriterSize(cw, 256<<10)
 	info := BackupInfo{
@@ -273,7 +273,7 @@ func indexTablesOf(kv []storage.KV) (map[string][]indexes.Field, []storage.Index
 }
 
 // cellRecord decodes r, the cell record number n of a stream of shards, into a restore record.
-func cellRecord(r *snapshotRecord, shards storage.ShardRange, n int64) (storage.RestoreRecord, error) {
+func cellRecord(r *snapshotRecord, shards cells.ShardRange, n int64) (storage.RestoreRecord, error) {
 	if !shards.Contains(int(r.Shard)) {
 		return storage.RestoreRecord{}, fmt.Errorf("%w: record %d in shard %d", ErrBadSnapshot, n, r.Shard)
 	}
@@ -289,7 +289,7 @@ func cellRecord(r *snapshotRecord, shards storage.ShardRange, n int64) (storage.
 
 // indexRecord decodes r, the index entry record number n of a stream of shards whose KV rows
 // name tables, into a restore record.
-func indexRecord(r *snapshotRecord, tables map[string][]indexes.Field, shards storage.ShardRange, n int64) (storage.RestoreRecord, error) {
+func indexRecord(r *snapshotRecord, tables map[string][]indexes.Field, shards cells.ShardRange, n int64) (storage.RestoreRecord, error) {
 	fields, ok := tables[r.Column]
 	if !ok || !shards.Contains(int(r.AddedID)) {
 		return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d of table %q in shard %d", ErrBadSnapshot, n, r.Column, r.AddedID)

@@ -15,10 +15,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
 	"gopkg.in/yaml.v3"
 )
 

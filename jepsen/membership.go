@@ -15,9 +15,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // Membership nemesis kinds: raft configuration changes made through the nodes' admin API

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // Which nodes hold a replica of a raft partition is decided by raft, not by the topology: the

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
@@ -97,9 +98,9 @@ func RegisterProcessMetrics(reg prometheus.Registerer) error {
 func adminMux(reg prometheus.Gatherer, auth *security.Authenticator, audit *security.Auditor) *http.ServeMux {
 	mux := http.NewServeMux()
 	if reg != nil {
-		mux.Handle("GET /metrics", security.Guard(auth, audit, security.RoleMetrics, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+		mux.Handle("GET /metrics", api.Guard(auth, audit, security.RoleMetrics, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	}
-	admin := func(h http.HandlerFunc) http.Handler { return security.Guard(auth, audit, security.RoleAdmin, h) }
+	admin := func(h http.HandlerFunc) http.Handler { return api.Guard(auth, audit, security.RoleAdmin, h) }
 	mux.Handle("/debug/pprof/", admin(pprof.Index))
 	mux.Handle("/debug/pprof/cmdline", admin(pprof.Cmdline))
 	mux.Handle("/debug/pprof/profile", admin(pprof.Profile))

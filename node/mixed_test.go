@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
@@ -26,6 +25,7 @@ import (
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/replication"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // The datastores of the mixed cluster: raft and async in the same nodes, as `schemaless dev

@@ -106,7 +106,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// redirect before the API could refuse it (api.Server checks every /v1/ path itself).
 	var metrics http.Handler
 	if cfg.Registry != nil {
-		metrics = security.Guard(cfg.Auth, cfg.Audit, security.RoleMetrics, promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+		metrics = api.Guard(cfg.Auth, cfg.Audit, security.RoleMetrics, promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	}
 	scheme := "http"
 	if cfg.TLS != nil {

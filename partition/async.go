@@ -21,7 +21,7 @@ import (
 type AsyncConfig struct {
 	Datastore string
 	Partition int
-	Shards    storage.ShardRange
+	Shards    cells.ShardRange
 	// NodeID is the node serving the partition, which Leader reports.
 	NodeID string
 	// Primary is the storage cluster holding the partition's cells as the topology places it.

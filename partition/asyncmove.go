@@ -18,7 +18,7 @@ import (
 type MoveConfig struct {
 	Datastore string
 	Partition int
-	Shards    storage.ShardRange
+	Shards    cells.ShardRange
 	// Clusters are every storage cluster of the datastore (the caller opens them, with a user
 	// that may write their masters, and closes them).
 	Clusters []*StorageCluster

@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var testShards = storage.ShardRange{First: 0, Last: 3}
+var testShards = cells.ShardRange{First: 0, Last: 3}
 
 // replica is one member of a test group: its raft dir and SQLite dir survive restarts.
 type replica struct {

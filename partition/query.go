@@ -242,7 +242,7 @@ type logWatch interface {
 
 // query runs req against st, the partition's tables on this replica (raft) or on a member of
 // its storage cluster (async). shards is the partition's range; watch paces long polls.
-func query(ctx context.Context, st *storage.PartitionStore, shards storage.ShardRange, watch logWatch, req ReadRequest) (ReadResult, error) {
+func query(ctx context.Context, st *storage.PartitionStore, shards cells.ShardRange, watch logWatch, req ReadRequest) (ReadResult, error) {
 	var res ReadResult
 	var err error
 	switch {
@@ -298,14 +298,14 @@ func query(ctx context.Context, st *storage.PartitionStore, shards storage.Shard
 }
 
 // inRange returns fsm.ErrShardOutOfRange unless shard is one of shards.
-func inRange(shards storage.ShardRange, shard int) error {
+func inRange(shards cells.ShardRange, shard int) error {
 	if !shards.Contains(shard) {
 		return fmt.Errorf("%w: shard %d, partition holds %d..%d", fsm.ErrShardOutOfRange, shard, shards.First, shards.Last)
 	}
 	return nil
 }
 
-func getCells(ctx context.Context, st *storage.PartitionStore, shards storage.ShardRange, keys []GetKey) ([]GetResult, error) {
+func getCells(ctx context.Context, st *storage.PartitionStore, shards cells.ShardRange, keys []GetKey) ([]GetResult, error) {
 	sk := make([]storage.SnapshotKey, len(keys))
 	for i, k := range keys {
 		if err := inRange(shards, k.Shard); err != nil {
@@ -333,7 +333,7 @@ func groupStatus(ctx context.Context, st *storage.PartitionStore, group string) 
 	return &s, nil
 }
 
-func firstCells(ctx context.Context, st *storage.PartitionStore, shards storage.ShardRange, req FirstCellsRead) ([]cells.Cell, error) {
+func firstCells(ctx context.Context, st *storage.PartitionStore, shards cells.ShardRange, req FirstCellsRead) ([]cells.Cell, error) {
 	if err := inRange(shards, req.Shard); err != nil {
 		return nil, err
 	}
@@ -363,7 +363,7 @@ func firstCells(ctx context.Context, st *storage.PartitionStore, shards storage.
 
 // readLog serves a log read from st (already read-indexed for strong reads on raft),
 // long-polling on watch.
-func readLog(ctx context.Context, st *storage.PartitionStore, shards storage.ShardRange, watch logWatch, req LogRead) ([]LogPage, error) {
+func readLog(ctx context.Context, st *storage.PartitionStore, shards cells.ShardRange, watch logWatch, req LogRead) ([]LogPage, error) {
 	locs := make([]int64, len(req.Shards))
 	for i, sl := range req.Shards {
 		if err := inRange(shards, sl.Shard); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/storage"
@@ -16,7 +17,7 @@ import (
 // caller. A local read takes the same path as a forwarded one.
 
 // queryIndex serves an IndexRead from st.
-func queryIndex(ctx context.Context, st *storage.PartitionStore, shards storage.ShardRange, req IndexRead) ([]IndexEntry, error) {
+func queryIndex(ctx context.Context, st *storage.PartitionStore, shards cells.ShardRange, req IndexRead) ([]IndexEntry, error) {
 	if err := inRange(shards, req.Shard); err != nil {
 		return nil, err
 	}

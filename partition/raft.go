@@ -12,8 +12,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/fsm"
-	"github.com/schemaless-db/schemaless/internal/hclogslog"
+	"github.com/schemaless-db/schemaless/hclogslog"
 	"github.com/schemaless-db/schemaless/raftlog"
 	"github.com/schemaless-db/schemaless/storage"
 )
@@ -54,7 +55,7 @@ func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 type Config struct {
 	// ID names the partition; Shards is its shard range.
 	ID     storage.PartitionID
-	Shards storage.ShardRange
+	Shards cells.ShardRange
 	// NodeID is this replica's raft server ID (the node id).
 	NodeID string
 	// Dir holds this replica's raft log (raft.db or wal/, see LogStore) and snapshots. Created

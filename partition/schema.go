@@ -126,7 +126,7 @@ func validColumn(col string) error {
 }
 
 // checkSchema serves a SchemaCheckRead, shard by shard.
-func checkSchema(ctx context.Context, st *storage.PartitionStore, shards storage.ShardRange, req SchemaCheckRead) (*SchemaCheck, error) {
+func checkSchema(ctx context.Context, st *storage.PartitionStore, shards cells.ShardRange, req SchemaCheckRead) (*SchemaCheck, error) {
 	if err := validColumn(req.Column); err != nil {
 		return nil, err
 	}

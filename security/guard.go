@@ -1,15 +1,12 @@
 package security
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
-
-	"github.com/schemaless-db/schemaless/api/wire"
 )
 
 // Error codes of the API's error envelope for refused credentials.
@@ -49,16 +46,6 @@ func Check(a *Authenticator, r *http.Request, role Role, ds string) (*Principal,
 	return p, nil
 }
 
-// Write answers the refusal in the API's error envelope; a 401 carries WWW-Authenticate.
-func (f *Refusal) Write(w http.ResponseWriter) {
-	if f.Status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="schemaless"`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(f.Status)
-	_ = json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorDetail{Code: f.Code, Message: f.Message}})
-}
-
 // Auditor writes the audit log: one line per admin operation and one per refused request,
 // each with the principal ("-" when unknown), method, path, remote address and status, at Info
 // with msg "audit". Safe for concurrent use.
@@ -90,33 +77,6 @@ func (a *Auditor) Admin(r *http.Request, p *Principal, status int, took time.Dur
 	}
 	a.log.Info("audit", "event", "admin", "principal", principalName(p), "method", r.Method, "path", r.URL.Path,
 		"query", r.URL.RawQuery, "remote", remoteIP(r), "status", status, "duration_ms", took.Milliseconds())
-}
-
-// Guard returns next behind Check for role (on no datastore): refusals are answered and
-// audited, and the principal reaches next in the request's context (PrincipalFrom). With
-// RoleAdmin every request that passes is audited too. A nil Authenticator returns next as it
-// is (authentication off).
-func Guard(a *Authenticator, audit *Auditor, role Role, next http.Handler) http.Handler {
-	if a == nil {
-		return next
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ref := Check(a, r, role, "")
-		if ref != nil {
-			audit.Refused(r, p, ref.Status, ref.Message)
-			ref.Write(w)
-			return
-		}
-		r = r.WithContext(WithPrincipal(r.Context(), p))
-		if role != RoleAdmin {
-			next.ServeHTTP(w, r)
-			return
-		}
-		start := time.Now()
-		sw := &StatusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
-		audit.Admin(r, p, sw.Status(), time.Since(start))
-	})
 }
 
 // StatusWriter is a ResponseWriter remembering the final status it wrote (200 when the handler

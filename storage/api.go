@@ -20,7 +20,7 @@ var (
 	// with Lookup and assigns added_id itself, so this is a bug in the caller; the statement
 	// failed and the transaction should be rolled back.
 	ErrDuplicate = errors.New("storage: duplicate cell key or added_id")
-	// ErrShardRange: a shard outside the partition's ShardRange.
+	// ErrShardRange: a shard outside the partition's cells.ShardRange.
 	ErrShardRange = errors.New("storage: shard outside the partition's range")
 	// ErrNoShardTable: Insert into a shard whose tables EnsureShards has not created.
 	ErrNoShardTable = errors.New("storage: shard tables not created (call EnsureShards)")
@@ -48,17 +48,6 @@ var (
 	// wrong number of values, a value of the wrong type, limit out of range).
 	ErrInvalidQuery = errors.New("storage: invalid index query")
 )
-
-// ShardRange is the inclusive range of shards [First, Last] held by one partition.
-type ShardRange struct {
-	First, Last int
-}
-
-// Contains reports whether shard is in the range.
-func (r ShardRange) Contains(shard int) bool { return shard >= r.First && shard <= r.Last }
-
-// Len is the number of shards in the range.
-func (r ShardRange) Len() int { return r.Last - r.First + 1 }
 
 // AppliedState is the position of the raft log a partition's tables reflect: every command
 // entry with an index at or below Index has been applied. Zero means nothing applied.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/schemaless-db/schemaless/cells"
 )
 
 // Defaults applied by OpenSQLite and OpenMySQL to zero fields.
@@ -125,7 +127,7 @@ func ValidateDatastoreName(name string) error {
 }
 
 // validatePartition checks a partition id and its shard range.
-func validatePartition(id PartitionID, shards ShardRange) error {
+func validatePartition(id PartitionID, shards cells.ShardRange) error {
 	if err := ValidateDatastoreName(id.Datastore); err != nil {
 		return err
 	}
@@ -138,9 +140,6 @@ func validatePartition(id PartitionID, shards ShardRange) error {
 	return nil
 }
 
-// MaxShards is the most shards a datastore can have: shard numbers are written with 4 digits in
-// table and database names, so they range over [0, MaxShards-1].
-const MaxShards = 10000
-
-// maxShard is the highest shard number.
-const maxShard = MaxShards - 1
+// maxShard is the highest shard number (cells.MaxShards - 1): shard numbers are written with 4
+// digits in table and database names.
+const maxShard = cells.MaxShards - 1

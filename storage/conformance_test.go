@@ -485,11 +485,11 @@ func TestPartitionOpen(t *testing.T) {
 		got := s.Engine()
 		assert.Equal(t, e.name, got, "Engine() = %q, want %q", got, e.name)
 		id := PartitionID{Datastore: "trips", Partition: 2}
-		p, err := s.Partition(ctx, id, ShardRange{First: 0, Last: 3})
+		p, err := s.Partition(ctx, id, cells.ShardRange{First: 0, Last: 3})
 		require.NoError(t, err)
 		assert.Equal(t, id, p.ID(), "ID()")
-		assert.Equal(t, ShardRange{First: 0, Last: 3}, p.Shards(), "Shards()")
-		assert.ErrorIs(t, errOf(s.Partition(ctx, id, ShardRange{First: 0, Last: 3})), ErrPartitionOpen, "Partition twice")
+		assert.Equal(t, cells.ShardRange{First: 0, Last: 3}, p.Shards(), "Shards()")
+		assert.ErrorIs(t, errOf(s.Partition(ctx, id, cells.ShardRange{First: 0, Last: 3})), ErrPartitionOpen, "Partition twice")
 		require.NoError(t, p.Close())
 		assert.NoError(t, p.Close(), "second Close")
 		assert.ErrorIs(t, errOf(p.GetCell(ctx, 0, cells.Key{})), ErrClosed, "GetCell after Close")
@@ -498,21 +498,21 @@ func TestPartitionOpen(t *testing.T) {
 		p = openPartition(t, s, "trips", 2, 0, 1)
 		for _, tc := range []struct {
 			id     PartitionID
-			shards ShardRange
+			shards cells.ShardRange
 		}{
-			{PartitionID{"Trips", 0}, ShardRange{0, 1}},
-			{PartitionID{"1trips", 0}, ShardRange{0, 1}},
-			{PartitionID{"", 0}, ShardRange{0, 1}},
-			{PartitionID{"trips-x", 0}, ShardRange{0, 1}},
-			{PartitionID{strings.Repeat("a", 33), 0}, ShardRange{0, 1}},
-			{PartitionID{"trips", -1}, ShardRange{0, 1}},
-			{PartitionID{"trips", 5}, ShardRange{2, 1}},
-			{PartitionID{"trips", 5}, ShardRange{-1, 1}},
-			{PartitionID{"trips", 5}, ShardRange{0, 10000}},
+			{PartitionID{"Trips", 0}, cells.ShardRange{First: 0, Last: 1}},
+			{PartitionID{"1trips", 0}, cells.ShardRange{First: 0, Last: 1}},
+			{PartitionID{"", 0}, cells.ShardRange{First: 0, Last: 1}},
+			{PartitionID{"trips-x", 0}, cells.ShardRange{First: 0, Last: 1}},
+			{PartitionID{strings.Repeat("a", 33), 0}, cells.ShardRange{First: 0, Last: 1}},
+			{PartitionID{"trips", -1}, cells.ShardRange{First: 0, Last: 1}},
+			{PartitionID{"trips", 5}, cells.ShardRange{First: 2, Last: 1}},
+			{PartitionID{"trips", 5}, cells.ShardRange{First: -1, Last: 1}},
+			{PartitionID{"trips", 5}, cells.ShardRange{First: 0, Last: 10000}},
 		} {
 			assert.ErrorIs(t, errOf(s.Partition(ctx, tc.id, tc.shards)), ErrInvalidConfig, "Partition(%+v, %+v)", tc.id, tc.shards)
 		}
-		assert.NoError(t, errOf(s.Partition(ctx, PartitionID{strings.Repeat("a", 32), 0}, ShardRange{0, 9999})),
+		assert.NoError(t, errOf(s.Partition(ctx, PartitionID{strings.Repeat("a", 32), 0}, cells.ShardRange{First: 0, Last: 9999})),
 			"Partition with a 32-character name and shards [0, 9999]")
 	})
 }

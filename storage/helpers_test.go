@@ -58,7 +58,7 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, e *engineEnv)) {
 // openPartition opens a partition of s and closes it when the test ends.
 func openPartition(t testing.TB, s *Store, ds string, part, first, last int) *PartitionStore {
 	t.Helper()
-	p, err := s.Partition(context.Background(), PartitionID{Datastore: ds, Partition: part}, ShardRange{First: first, Last: last})
+	p, err := s.Partition(context.Background(), PartitionID{Datastore: ds, Partition: part}, cells.ShardRange{First: first, Last: last})
 	require.NoError(t, err, "Partition(%s/%d)", ds, part)
 	t.Cleanup(func() { p.Close() })
 	return p

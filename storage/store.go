@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/schemaless-db/schemaless/cells"
 )
 
 // Store is one node's SQL store holding every partition replica the node hosts. Open it with
@@ -40,7 +42,7 @@ func (s *Store) Engine() string { return s.engine }
 // (close the first one to reopen it, possibly with another range). Invalid names or ranges
 // return ErrInvalidConfig; a meta row written by a newer schema version is refused. Partition
 // blocks on I/O until ctx is done.
-func (s *Store) Partition(ctx context.Context, id PartitionID, shards ShardRange) (*PartitionStore, error) {
+func (s *Store) Partition(ctx context.Context, id PartitionID, shards cells.ShardRange) (*PartitionStore, error) {
 	if err := validatePartition(id, shards); err != nil {
 		return nil, err
 	}
@@ -72,7 +74,7 @@ func (s *Store) Partition(ctx context.Context, id PartitionID, shards ShardRange
 	return p, nil
 }
 
-func (s *Store) open(ctx context.Context, id PartitionID, shards ShardRange) (*PartitionStore, error) {
+func (s *Store) open(ctx context.Context, id PartitionID, shards cells.ShardRange) (*PartitionStore, error) {
 	d, write, read, owned, err := s.openPartition(ctx, id)
 	if err != nil {
 		return nil, err
@@ -150,7 +152,7 @@ func (s *Store) forget(p *PartitionStore) {
 type PartitionStore struct {
 	store  *Store
 	id     PartitionID
-	shards ShardRange
+	shards cells.ShardRange
 	d      *dialect
 	// write runs write transactions and DDL; read runs reads and snapshots. They are the same
 	// pool in MySQL.
@@ -179,7 +181,7 @@ type PartitionStore struct {
 func (p *PartitionStore) ID() PartitionID { return p.id }
 
 // Shards returns the partition's shard range.
-func (p *PartitionStore) Shards() ShardRange { return p.shards }
+func (p *PartitionStore) Shards() cells.ShardRange { return p.shards }
 
 // Close releases the partition's resources (for SQLite, its two connection pools) and removes
 // it from its Store, so that Store.Partition may open it again. Later calls return ErrClosed;

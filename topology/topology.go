@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/cells"
 	"gopkg.in/yaml.v3"
 )
 
@@ -24,8 +24,8 @@ const (
 	ModeAsync = "async"
 )
 
-// MaxShards bounds a datastore's shard count (the storage layout's limit).
-const MaxShards = storage.MaxShards
+// MaxShards bounds a datastore's shard count (the storage layout's limit, cells.MaxShards).
+const MaxShards = cells.MaxShards
 
 var (
 	nodeIDPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
@@ -154,8 +154,8 @@ func (d *DatastoreSpec) StorageCluster(name string) (*StorageClusterSpec, bool) 
 }
 
 // Shards returns the partition's shard range.
-func (p PartitionSpec) Shards() storage.ShardRange {
-	return storage.ShardRange{First: p.FirstShard, Last: p.LastShard}
+func (p PartitionSpec) Shards() cells.ShardRange {
+	return cells.ShardRange{First: p.FirstShard, Last: p.LastShard}
 }
 
 // Load reads and validates a topology file.

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schemaless-db/schemaless/internal/hclogslog"
+	"github.com/schemaless-db/schemaless/hclogslog"
 )
 
 // logFSM records every command it applies.

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/maintainer"
+	"github.com/schemaless-db/schemaless/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

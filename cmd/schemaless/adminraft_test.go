@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // adminPartitions runs `admin partitions --json` and returns partition pid of trips.

@@ -23,9 +23,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
+	"github.com/schemaless-db/schemaless/wire"
 	"github.com/schemaless-db/schemaless/workload"
 )
 

@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/wire"
 	"github.com/spf13/cobra"
 )
 

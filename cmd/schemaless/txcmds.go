@@ -8,9 +8,9 @@ import (
 	"os"
 
 	"github.com/google/uuid"
-	"github.com/schemaless-db/schemaless/api/wire"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/wire"
 	"github.com/spf13/cobra"
 )
 

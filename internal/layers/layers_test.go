@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -98,8 +99,10 @@ type pkg struct {
 }
 
 // check returns every violation of the layer order in pkgs: a package missing from layer, a
-// listed package that does not exist, an import of a package on the same or a higher line. Test
-// imports are not checked (an external test package may use a test helper of a higher layer).
+// listed package that does not exist, an import of a package on the same or a higher line, and
+// a package nested in the folder of another package (api/wire in api) on a lower line than it:
+// folders read like the layers, so a leaf never hides under a higher package. Test imports are
+// not checked (an external test package may use a test helper of a higher layer).
 func check(layer map[string]int, pkgs []pkg) []string {
 	var bad []string
 	seen := map[string]bool{}
@@ -110,6 +113,14 @@ func check(layer map[string]int, pkgs []pkg) []string {
 		if !ok {
 			bad = append(bad, fmt.Sprintf("package %s is not in the layer table", name))
 			continue
+		}
+		for parent := path.Dir(name); parent != "."; parent = path.Dir(parent) {
+			if pl, ok := layer[parent]; ok {
+				if l < pl {
+					bad = append(bad, fmt.Sprintf("%s (layer %d) is nested in the folder of %s (layer %d): a nested package sits on its parent's layer or above", name, l, parent, pl))
+				}
+				break
+			}
 		}
 		for _, imp := range p.Imports {
 			if !strings.HasPrefix(imp, module+"/") {
@@ -194,6 +205,19 @@ func TestCheckCatches(t *testing.T) {
 		"package new is not in the layer table",
 		"the layer table lists cmd/x, which is not a package of the module",
 	}, check(layer, extra))
+
+	nestedLayer, err := table(strings.NewReader("## Layers\n```\napi  top\napi/wire, bench  middle\nbench/plot  bottom\n```\n"))
+	require.NoError(t, err)
+	nested := []pkg{
+		{ImportPath: module + "/api", Imports: []string{module + "/api/wire"}},
+		{ImportPath: module + "/api/wire"},
+		{ImportPath: module + "/bench"},
+		{ImportPath: module + "/bench/plot"},
+	}
+	assert.Equal(t, []string{
+		"api/wire (layer 1) is nested in the folder of api (layer 2): a nested package sits on its parent's layer or above",
+		"bench/plot (layer 0) is nested in the folder of bench (layer 1): a nested package sits on its parent's layer or above",
+	}, check(nestedLayer, nested))
 
 	names, err := readmeLayout(strings.NewReader("## Layout\n\n```\ncells   pure types\n        continued\napi     handlers\n```\n"))
 	require.NoError(t, err)

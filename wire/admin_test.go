@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schemaless-db/schemaless/api/wire"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // roundTrip decodes text (an answer as the server writes it) into a W, strictly, and checks
