@@ -50,7 +50,8 @@ func (b *limitsBackend) Write(ctx context.Context, _ string, req cluster.WriteRe
 	if err := ctx.Err(); err != nil {
 		return cluster.WriteResponse{}, err
 	}
-	res := cluster.WriteResponse{Cells: make([]cells.Result, len(req.Cells))}
+	var res cluster.WriteResponse
+	res.Cells = make([]cells.Result, len(req.Cells))
 	for i := range res.Cells {
 		res.Cells[i] = cells.Result{Status: cells.StatusCreated, AddedID: int64(i + 1)}
 	}

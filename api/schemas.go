@@ -9,7 +9,6 @@ import (
 
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
-	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/schemas"
 	"github.com/schemaless-db/schemaless/wire"
 )
@@ -22,7 +21,7 @@ type SchemaBackend interface {
 	// DryRunSchema counts the latest cells of column text rejects (partitions pids; nil: all).
 	DryRunSchema(ctx context.Context, ds, column string, text []byte, pids []int, c cluster.Consistency) (cluster.SchemaDryRun, error)
 	// Schemas lists column's versions, or with column "" every column's latest.
-	Schemas(ctx context.Context, ds, column string, c cluster.Consistency) ([]fsm.SchemaVersion, error)
+	Schemas(ctx context.Context, ds, column string, c cluster.Consistency) ([]schemas.Version, error)
 }
 
 var _ SchemaBackend = (*cluster.Node)(nil)
@@ -47,7 +46,7 @@ func (s *Server) schemaRoutes() {
 // put_cell's "body/distance"; where is "cells", "writes" or "" for put_cell), its message the
 // version and column, and violation the details. partial says cells of other partitions of a
 // put_cells were applied (the node learned of the schema after sending them).
-func schemaViolation(v fsm.SchemaViolation, where string, partial bool) *httpError {
+func schemaViolation(v schemas.CellViolation, where string, partial bool) *httpError {
 	field := "body" + v.Pointer
 	if where != "" {
 		field = fmt.Sprintf("%s[%d].%s", where, v.Cell, field)

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
-	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/wire"
 )
 
@@ -57,9 +57,9 @@ func refusal(res *cluster.WriteResponse, where string, keys []cells.Key) *httpEr
 	}
 	switch {
 	case res.KeyReused:
-		msg := "the idempotency key was used for a different request within the last " + fsm.RequestWindow.String() + "; nothing was written"
+		msg := "the idempotency key was used for a different request within the last " + command.RequestWindow.String() + "; nothing was written"
 		if where == "cells" {
-			msg = "the idempotency key was used for a different request within the last " + fsm.RequestWindow.String() +
+			msg = "the idempotency key was used for a different request within the last " + command.RequestWindow.String() +
 				"; nothing was written in the partitions that had recorded it (cells of other partitions may have been written)"
 		}
 		return &httpError{status: http.StatusUnprocessableEntity, code: wire.CodeIdempotencyKeyReused, field: "header " + wire.HeaderIdempotencyKey, msg: msg}

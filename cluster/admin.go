@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // Admin operations on raft membership. Every change goes through the partition's raft leader
@@ -40,36 +41,24 @@ var (
 	ErrStillVoter = errors.New("cluster: replica is still a member of its partition")
 )
 
-// RaftServer is one server of a partition's raft configuration.
-type RaftServer struct {
-	Node     string `json:"node"`
-	Addr     string `json:"addr"`
-	Suffrage string `json:"suffrage"` // "voter" or "nonvoter"
-}
+// The admin report types are the API's (package wire), so that a report has one definition,
+// JSON tags included.
+type (
+	// RaftServer is one server of a partition's raft configuration (wire.RaftServer).
+	RaftServer = wire.RaftServer
+	// PartitionConfig is a partition's raft configuration as its leader sees it
+	// (wire.PartitionConfig).
+	PartitionConfig = wire.PartitionConfig
+	// ReplicaLag is one replica of a partition as seen from its leader and from the replica's
+	// node (wire.ReplicaLag).
+	ReplicaLag = wire.ReplicaLag
+	// PartitionReport is a partition's configuration and each replica's progress
+	// (wire.PartitionReport).
+	PartitionReport = wire.PartitionReport
+)
 
-// PartitionConfig is a partition's raft configuration as its leader sees it.
-type PartitionConfig struct {
-	Datastore   string       `json:"datastore"`
-	Partition   int          `json:"partition"`
-	Leader      string       `json:"leader"`
-	Term        uint64       `json:"term"`
-	CommitIndex uint64       `json:"commit_index"`
-	LastIndex   uint64       `json:"last_index"`
-	Servers     []RaftServer `json:"servers"`
-}
-
-// Voters returns the ids of the configuration's voters.
-func (c PartitionConfig) Voters() []string {
-	var out []string
-	for _, s := range c.Servers {
-		if s.Suffrage == "voter" {
-			out = append(out, s.Node)
-		}
-	}
-	return out
-}
-
-func (c PartitionConfig) server(node string) (RaftServer, bool) {
+// serverOf returns the server node of configuration c, if it has one.
+func serverOf(c PartitionConfig, node string) (RaftServer, bool) {
 	for _, s := range c.Servers {
 		if s.Node == node {
 			return s, true
@@ -268,7 +257,7 @@ func (n *Node) raftOp(ctx context.Context, req adminRaftRPC) (PartitionConfig, e
 		},
 		func(ctx context.Context, target topology.NodeSpec) error {
 			req.TimeoutMicros = remainingMicros(ctx, 60*time.Second)
-			return n.forward(ctx, target, rpcAdminRaftPath, &req, &out, false, 60*time.Second)
+			return n.forward(ctx, target, rpcAdminRaftPath, &req, into(&out), false, 60*time.Second)
 		})
 	if err == nil {
 		ids := make([]string, 0, len(out.Servers))
@@ -326,7 +315,7 @@ func (n *Node) committedConfig(ctx context.Context, r *route) (PartitionConfig, 
 			}
 			var out PartitionConfig
 			req.TimeoutMicros = remainingMicros(ctx, n.cfg.ForwardTimeout)
-			err := n.forward(ctx, spec, rpcAdminRaftPath, &req, &out, false, 0)
+			err := n.forward(ctx, spec, rpcAdminRaftPath, &req, into(&out), false, 0)
 			if err == nil {
 				return out, nil
 			}
@@ -385,7 +374,7 @@ func (n *Node) checkUnhost(ctx context.Context, r *route) error {
 	if err != nil {
 		return fmt.Errorf("cluster: unhost %s/%d refused, its members are unknown: %w", r.ds.Name, r.spec.ID, err)
 	}
-	if s, ok := cfg.server(n.self.ID); ok {
+	if s, ok := serverOf(cfg, n.self.ID); ok {
 		return fmt.Errorf("%w: %s is a %s of %s/%d (leader %s, commit index %d): remove it first",
 			ErrStillVoter, n.self.ID, s.Suffrage, r.ds.Name, r.spec.ID, cfg.Leader, cfg.CommitIndex)
 	}
@@ -401,7 +390,7 @@ func (n *Node) onNode(ctx context.Context, node topology.NodeSpec, ds string, pi
 		return n.Unhost(ctx, ds, pid)
 	}
 	var out struct{}
-	return n.forward(ctx, node, rpcAdminHostPath, &adminHostRPC{Datastore: ds, Partition: pid, Op: op}, &out, false, 60*time.Second)
+	return n.forward(ctx, node, rpcAdminHostPath, &adminHostRPC{Datastore: ds, Partition: pid, Op: op}, into(&out), false, 60*time.Second)
 }
 
 // replicaStatusOn returns node's status of its replica of ds/pid (found false when it hosts
@@ -412,7 +401,7 @@ func (n *Node) replicaStatusOn(ctx context.Context, node topology.NodeSpec, ds s
 		reps = n.localReplicas()
 	} else {
 		var resp adminStatusResponse
-		if err := n.forward(ctx, node, rpcAdminStatusPath, &adminStatusRPC{}, &resp, false, 0); err != nil {
+		if err := n.forward(ctx, node, rpcAdminStatusPath, &adminStatusRPC{}, into(&resp), false, 0); err != nil {
 			return ReplicaStatus{}, false, err
 		}
 		reps = resp.Replicas
@@ -440,8 +429,8 @@ func (n *Node) AddVoter(ctx context.Context, ds string, pid int, node string) er
 	if err != nil {
 		return err
 	}
-	s, present := cfg.server(node)
-	if present && s.Suffrage == "voter" {
+	s, present := serverOf(cfg, node)
+	if present && s.Suffrage == wire.SuffrageVoter {
 		return nil
 	}
 	if err := n.onNode(ctx, spec, ds, pid, "host"); err != nil {
@@ -483,10 +472,10 @@ func (n *Node) RemoveVoter(ctx context.Context, ds string, pid int, node string)
 	if err != nil {
 		return err
 	}
-	s, present := cfg.server(node)
+	s, present := serverOf(cfg, node)
 	if present {
 		voters := cfg.Voters()
-		if s.Suffrage == "voter" && len(voters) == 1 {
+		if s.Suffrage == wire.SuffrageVoter && len(voters) == 1 {
 			return fmt.Errorf("%w: %s is the last voter of %s/%d", ErrRefused, node, ds, pid)
 		}
 		if cfg.Leader == node {
@@ -537,8 +526,8 @@ func (n *Node) TransferLeadership(ctx context.Context, ds string, pid int, to st
 	}
 	req := adminRaftRPC{Datastore: ds, Partition: pid, Op: raftOpTransfer}
 	if to != "" {
-		s, ok := cfg.server(to)
-		if !ok || s.Suffrage != "voter" {
+		s, ok := serverOf(cfg, to)
+		if !ok || s.Suffrage != wire.SuffrageVoter {
 			return "", fmt.Errorf("%w: %s is not a voter of %s/%d", ErrRefused, to, ds, pid)
 		}
 		req.Node, req.Addr = to, s.Addr
@@ -572,8 +561,8 @@ func (n *Node) MoveReplica(ctx context.Context, ds string, pid int, from, to str
 	if err != nil {
 		return err
 	}
-	if _, ok := cfg.server(from); !ok {
-		if s, ok := cfg.server(to); ok && s.Suffrage == "voter" {
+	if _, ok := serverOf(cfg, from); !ok {
+		if s, ok := serverOf(cfg, to); ok && s.Suffrage == wire.SuffrageVoter {
 			return nil // done before
 		}
 		return fmt.Errorf("%w: %s holds no replica of %s/%d", ErrRefused, from, ds, pid)
@@ -582,30 +571,6 @@ func (n *Node) MoveReplica(ctx context.Context, ds string, pid int, from, to str
 		return err
 	}
 	return n.RemoveVoter(ctx, ds, pid, from)
-}
-
-// ReplicaLag is one replica of a partition as seen from its leader and from the replica's node.
-type ReplicaLag struct {
-	Node         string `json:"node"`
-	Suffrage     string `json:"suffrage"`
-	State        string `json:"state"` // raft state on that node, "" when unreachable
-	AppliedIndex uint64 `json:"applied_index"`
-	LastIndex    uint64 `json:"last_index"`
-	// Lag is how many entries the replica's store is behind the leader's last index.
-	Lag       uint64 `json:"lag"`
-	Reachable bool   `json:"reachable"`
-	Error     string `json:"error,omitempty"`
-}
-
-// PartitionReport is a partition's configuration and each replica's progress.
-type PartitionReport struct {
-	PartitionConfig
-	Mode       string       `json:"mode"`
-	FirstShard int          `json:"first_shard"`
-	LastShard  int          `json:"last_shard"`
-	Cluster    string       `json:"cluster,omitempty"` // async mode: the storage cluster
-	Replicas   []ReplicaLag `json:"replicas"`
-	Error      string       `json:"error,omitempty"`
 }
 
 // PartitionReports returns a report per partition of datastore ds ("" = every datastore): raft

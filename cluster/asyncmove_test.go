@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
@@ -208,9 +209,9 @@ func startKVLoad(t *testing.T, nodes []*cluster.Node, spec *topology.DatastoreSp
 					}
 				} else {
 					shard := k.shards.First + i%k.shards.Len()
-					e := fsm.IndexEntry{Shard: int32(shard), RowKey: uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprint("entry", i))),
+					e := command.IndexEntry{Shard: int32(shard), RowKey: uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprint("entry", i))),
 						Values: []any{int64(i)}, Refs: map[string]int64{"LOAD": 1}}
-					_, err = n.PutIndexEntries(ctx, ds, moveIndexTable, k.fields, []fsm.IndexEntry{e})
+					_, err = n.PutIndexEntries(ctx, ds, moveIndexTable, k.fields, []command.IndexEntry{e})
 					if err == nil {
 						k.entries++
 					}
@@ -455,7 +456,7 @@ func TestAsyncMovePartition(t *testing.T) {
 	require.ErrorIs(t, err, storage.ErrMoved, "Begin on the old copy")
 	f, err := fsm.New(ctx, fsm.Config{Store: old, StoreAttempts: 1})
 	require.NoError(t, err)
-	data, err := fsm.EncodeCommand(fsm.Command{CreatedAt: time.Now().UTC(), Writes: []fsm.Write{{Cells: []fsm.CommandCell{{Shard: shard, Key: cells.Key{RowKey: cell.RowKey, ColumnKey: "FENCED", RefKey: 1}, Body: cell.Body}}}}})
+	data, err := command.Encode(&command.Append{CreatedAt: time.Now().UTC(), Writes: []command.Write{{Cells: []command.Cell{{Shard: shard, Key: cells.Key{RowKey: cell.RowKey, ColumnKey: "FENCED", RefKey: 1}, Body: cell.Body}}}}})
 	require.NoError(t, err)
 	_, err = f.ApplyShared(ctx, [][]byte{data})
 	require.ErrorIs(t, err, storage.ErrMoved, "ApplyShared on the old copy")
@@ -481,7 +482,7 @@ func TestAsyncMovePartition(t *testing.T) {
 	defer stale.Close()
 	sc := newCell(t, rows[0][1], "STALE", 1, `{"stale":true}`)
 	sshard := cells.ShardOf(sc.RowKey, spec.Shards)
-	sres, err := stale.Put(ctx, fsm.Write{Cells: []fsm.CommandCell{{Shard: sshard, Key: sc.Key, Body: sc.Body}}})
+	sres, err := stale.Put(ctx, command.Write{Cells: []command.Cell{{Shard: sshard, Key: sc.Key, Body: sc.Body}}})
 	require.NoError(t, err, "write through the stale node")
 	require.Equal(t, cells.StatusBuffered, sres.Cells[0].Status, "write through the stale node: want buffered (the old copy refuses it)")
 	_, err = stale.Read(ctx, partition.Strong, partition.ReadRequest{Groups: &partition.GroupsRead{}})

@@ -4,36 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/partition"
-	"github.com/schemaless-db/schemaless/topology"
 )
 
 // CatalogShard is the shard whose partition holds a datastore's index catalog.
 const CatalogShard = 0
 
-// Index RPC: one encoded fsm.IndexCommand forwarded to a partition's leader.
-const rpcIndexPath = "/internal/v1/index"
-
 // errorKindHeader names, on a statusBadCommand answer, which refusal it carries.
 const errorKindHeader = "X-Schemaless-Error"
-
-type indexRPC struct {
-	Datastore     string
-	Partition     int
-	TimeoutMicros int64
-	Command       []byte // fsm.EncodeIndexCommand
-}
-
-type indexRPCResponse struct {
-	Result fsm.IndexResult
-}
 
 // IndexStats counts the entries of one index table.
 type IndexStats = partition.IndexStats
@@ -44,68 +28,12 @@ type IndexStats = partition.IndexStats
 // ErrIndeterminate (maybe applied; every index command is safe to retry);
 // indexes.ErrBadCommand, indexes.ErrNotFound or indexes.ErrNotReady wrapped for a refused
 // catalog command (nothing changed).
-func (n *Node) IndexApply(ctx context.Context, ds string, pid int, cmd fsm.IndexCommand) (fsm.IndexResult, error) {
+func (n *Node) IndexApply(ctx context.Context, ds string, pid int, cmd command.Index) (command.IndexResult, error) {
 	r, err := n.localRoute(ds, pid)
 	if err != nil {
-		return fsm.IndexResult{}, err
+		return command.IndexResult{}, err
 	}
-	var res fsm.IndexResult
-	err = n.callLeader(ctx, r, true,
-		func(ctx context.Context) (err error) {
-			p, err := r.mustLocal()
-			if err != nil {
-				return err
-			}
-			res, err = p.ApplyIndex(ctx, cmd)
-			return err
-		},
-		func(ctx context.Context, target topology.NodeSpec) error {
-			data, err := fsm.EncodeIndexCommand(cmd)
-			if err != nil {
-				return err
-			}
-			req := indexRPC{Datastore: ds, Partition: pid, TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Command: data}
-			var resp indexRPCResponse
-			err = n.forward(ctx, target, rpcIndexPath, &req, &resp, true, 0)
-			res = resp.Result
-			return err
-		})
-	return res, err
-}
-
-func (n *Node) serveIndex(w http.ResponseWriter, r *http.Request) {
-	var req indexRPC
-	if err := decodeRPC(r, &req); err != nil {
-		http.Error(w, "bad index request: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	rt, err := n.rpcRoute(req.Datastore, req.Partition)
-	if err != nil {
-		refuseRPC(w, "index", err)
-		return
-	}
-	cmd, err := fsm.DecodeIndexCommand(req.Command)
-	if err == nil {
-		err = validateIndexCommand(rt.spec, &cmd)
-	} else {
-		err = badRPC("command", "%v", err)
-	}
-	if err != nil {
-		refuseRPC(w, "index", err)
-		return
-	}
-	p := n.hostedReplica(w, req.Datastore, req.Partition)
-	if p == nil {
-		return
-	}
-	ctx, cancel := rpcContext(r, req.TimeoutMicros)
-	defer cancel()
-	res, err := p.ApplyIndex(ctx, cmd)
-	if err != nil {
-		writeRPCError(w, err)
-		return
-	}
-	writeRPC(w, http.StatusOK, indexRPCResponse{Result: res})
+	return callLeaderOp(ctx, n, indexOp, ds, r, &cmd)
 }
 
 // CatalogApply applies one command to the index catalog of ds (on the leader of the partition
@@ -115,7 +43,7 @@ func (n *Node) CatalogApply(ctx context.Context, ds string, cmd indexes.Command)
 	if err != nil {
 		return indexes.Result{}, err
 	}
-	res, err := n.IndexApply(ctx, ds, d.routeOf(CatalogShard).spec.ID, fsm.IndexCommand{Op: fsm.IndexCatalog, Catalog: cmd})
+	res, err := n.IndexApply(ctx, ds, d.routeOf(CatalogShard).spec.ID, command.Index{Op: command.IndexCatalog, Catalog: cmd})
 	return res.Catalog, err
 }
 
@@ -142,12 +70,12 @@ func (n *Node) Catalog(ctx context.Context, ds string, c Consistency) (*indexes.
 // field first) of ds: one IndexUpsert per partition, the partitions in parallel. Blocks until
 // every partition applied its part or ctx ends. Errors as IndexApply; on error some partitions
 // may have applied theirs (retrying is safe: merges are idempotent).
-func (n *Node) PutIndexEntries(ctx context.Context, ds, table string, fields []indexes.Field, entries []fsm.IndexEntry) (changed int, err error) {
+func (n *Node) PutIndexEntries(ctx context.Context, ds, table string, fields []indexes.Field, entries []command.IndexEntry) (changed int, err error) {
 	d, err := n.datastore(ds)
 	if err != nil {
 		return 0, err
 	}
-	byPart := map[int][]fsm.IndexEntry{}
+	byPart := map[int][]command.IndexEntry{}
 	for _, e := range entries {
 		if int(e.Shard) < 0 || int(e.Shard) >= d.spec.Shards {
 			return 0, fmt.Errorf("%w: index entry shard %d", ErrBadShard, e.Shard)
@@ -164,7 +92,7 @@ func (n *Node) PutIndexEntries(ctx context.Context, ds, table string, fields []i
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := n.IndexApply(ctx, ds, pid, fsm.IndexCommand{Op: fsm.IndexUpsert, Table: table, Fields: fields, Entries: es})
+			res, err := n.IndexApply(ctx, ds, pid, command.Index{Op: command.IndexUpsert, Table: table, Fields: fields, Entries: es})
 			mu.Lock()
 			defer mu.Unlock()
 			changed += res.Changed
@@ -193,7 +121,7 @@ func (n *Node) DropIndexTable(ctx context.Context, ds, table string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := n.IndexApply(ctx, ds, r.spec.ID, fsm.IndexCommand{Op: fsm.IndexDrop, Table: table})
+			_, err := n.IndexApply(ctx, ds, r.spec.ID, command.Index{Op: command.IndexDrop, Table: table})
 			if err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("partition %d: %w", r.spec.ID, err))

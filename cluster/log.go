@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"net/http"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/partition"
-	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Location types of a log read.
@@ -178,24 +177,7 @@ func (n *Node) GroupApply(ctx context.Context, ds, group string, cmd consumer.Co
 	}
 	cmd.Shards = d.spec.Shards
 	r := d.routeOf(CoordinatorShard(group, d.spec.Shards))
-	var res consumer.Result
-	err = n.callLeader(ctx, r, true,
-		func(ctx context.Context) (err error) {
-			p, err := r.mustLocal()
-			if err != nil {
-				return err
-			}
-			res, err = p.ApplyGroup(ctx, group, cmd)
-			return err
-		},
-		func(ctx context.Context, target topology.NodeSpec) (err error) {
-			req := groupRPC{Datastore: ds, Partition: r.spec.ID, Group: group, TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Cmd: cmd}
-			var resp groupRPCResponse
-			err = n.forward(ctx, target, rpcGroupPath, &req, &resp, true, 0)
-			res = resp.Result
-			return err
-		})
-	return res, err
+	return callLeaderOp(ctx, n, groupOp, ds, r, &command.Group{Group: group, Cmd: cmd})
 }
 
 // GroupStatus reads the coordinator state of group with consistency c. A group that does not
@@ -251,56 +233,4 @@ func (n *Node) Groups(ctx context.Context, ds string, c Consistency) ([]string, 
 	wg.Wait()
 	sort.Strings(names)
 	return names, errors.Join(errs...)
-}
-
-// Group RPC: one consumer-group command forwarded to the coordinator partition's leader.
-const rpcGroupPath = "/internal/v1/group"
-
-// statusBadCommand answers a group command the coordinator refused.
-const statusBadCommand = http.StatusUnprocessableEntity
-
-type groupRPC struct {
-	Datastore     string
-	Partition     int
-	Group         string
-	TimeoutMicros int64
-	Cmd           consumer.Command
-}
-
-type groupRPCResponse struct {
-	Result consumer.Result
-}
-
-func (n *Node) serveGroup(w http.ResponseWriter, r *http.Request) {
-	var req groupRPC
-	if err := decodeRPC(r, &req); err != nil {
-		http.Error(w, "bad group request: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	rt, err := n.rpcRoute(req.Datastore, req.Partition)
-	if err == nil {
-		err = validateGroupName(rt.ds, rt.spec, req.Group)
-	}
-	if err != nil {
-		refuseRPC(w, "group", err)
-		return
-	}
-	if err := validateGroup(rt.ds, rt.spec, req.Group, &req.Cmd); err != nil {
-		// A command the coordinator would refuse is refused as it would (GroupApply's
-		// consumer.ErrBadCommand, 422), wherever it was sent: nothing changed.
-		writeRPCError(w, fmt.Errorf("%w: %w", consumer.ErrBadCommand, err))
-		return
-	}
-	p := n.hostedReplica(w, req.Datastore, req.Partition)
-	if p == nil {
-		return
-	}
-	ctx, cancel := rpcContext(r, req.TimeoutMicros)
-	defer cancel()
-	res, err := p.ApplyGroup(ctx, req.Group, req.Cmd)
-	if err != nil {
-		writeRPCError(w, err)
-		return
-	}
-	writeRPC(w, http.StatusOK, groupRPCResponse{Result: res})
 }

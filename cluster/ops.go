@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/topology"
 )
@@ -109,22 +109,8 @@ func asClass(class error, msg string, cause error) error {
 
 // putPartition applies w on r's leader (locally or forwarded), retried as callLeader does: a
 // retry carries w's ID, so the partition answers a write it already applied with its outcome.
-func (n *Node) putPartition(ctx context.Context, ds string, r *route, w fsm.Write) (fsm.WriteResult, error) {
-	var res fsm.WriteResult
-	err := n.callLeader(ctx, r, true,
-		func(ctx context.Context) (err error) {
-			p, err := r.mustLocal()
-			if err != nil {
-				return err
-			}
-			res, err = p.Put(ctx, w)
-			return err
-		},
-		func(ctx context.Context, target topology.NodeSpec) (err error) {
-			res, err = n.forwardPut(ctx, target, ds, r.spec.ID, w)
-			return err
-		})
-	return res, err
+func (n *Node) putPartition(ctx context.Context, ds string, r *route, w command.Write) (command.WriteResult, error) {
+	return callLeaderOp(ctx, n, putOp, ds, r, &command.Append{Writes: []command.Write{w}})
 }
 
 // callLeader runs an operation on r's leader (locally or forwarded), following leader hints and

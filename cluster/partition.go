@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
@@ -24,14 +25,14 @@ import (
 // done), ErrClosed, and the refusals each method names.
 type Partition interface {
 	// Put applies one write (cells naming the partition's shards, with its ID, conditions
-	// and atomicity: fsm.Write) and returns its outcome. Leader-only. It blocks until the
+	// and atomicity: command.Write) and returns its outcome. Leader-only. It blocks until the
 	// write is applied (raft: committed and applied on the leader; async: on the primary
 	// master, or buffered) or ctx ends.
-	Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error)
+	Put(ctx context.Context, w command.Write) (command.WriteResult, error)
 	// Read runs one typed read against the partition's tables with consistency c: Strong is
 	// leader-only (raft: after a read index; async: on the master), Stale is served here
 	// (raft: this replica; async: a minion). Errors also partition.ErrBadRead and
-	// fsm.ErrShardOutOfRange.
+	// command.ErrShardOutOfRange.
 	Read(ctx context.Context, c Consistency, req partition.ReadRequest) (partition.ReadResult, error)
 	// ApplyGroup runs one consumer-group command on the group's coordinator state, which
 	// the partition holds. Leader-only. A refused command wraps consumer.ErrBadCommand.
@@ -39,17 +40,17 @@ type Partition interface {
 	// ApplyIndex runs one index command (an upsert of entries, a table drop, a catalog
 	// command). Leader-only. A refused catalog command wraps indexes.ErrBadCommand,
 	// ErrNotFound or ErrNotReady.
-	ApplyIndex(ctx context.Context, cmd fsm.IndexCommand) (fsm.IndexResult, error)
+	ApplyIndex(ctx context.Context, cmd command.Index) (command.IndexResult, error)
 	// ApplySchema runs one schema command (register a version of a column's schema on this
-	// partition). Leader-only. Its outcome is a value (fsm.SchemaResult), never a refusal
+	// partition). Leader-only. Its outcome is a value (command.SchemaResult), never a refusal
 	// error.
-	ApplySchema(ctx context.Context, cmd fsm.SchemaCommand) (fsm.SchemaResult, error)
+	ApplySchema(ctx context.Context, cmd command.Schema) (command.SchemaResult, error)
 	// EraseRow erases every cell of row rowKey of shard (one of the partition's) and appends
 	// a tombstone to the shard's log (raft: a replicated command; async: on the primary
 	// master, never buffered, its buffered copies deleted). Leader-only. Idempotent: a row
 	// with no cell answers Erased 0. A shard outside the partition wraps
-	// fsm.ErrShardOutOfRange.
-	EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (fsm.EraseResult, error)
+	// command.ErrShardOutOfRange.
+	EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (command.EraseResult, error)
 	// Backup writes a consistent snapshot stream of the partition to w; RestoreBackup
 	// replaces the partition's state with one. Leader-only. An async partition refuses both
 	// with partition.ErrNotRaft (ErrAsyncDatastore).

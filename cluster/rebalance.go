@@ -7,51 +7,29 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // Rebalancing spreads the voters and leaderships of the raft partitions evenly over the nodes:
 // planRebalance plans it without I/O, Rebalance carries the plan out one move at a time
 // (MoveReplica, TransferLeadership), and Drain empties one node.
 
-// Move is one replica move of a plan.
-type Move struct {
-	Datastore string `json:"datastore"`
-	Partition int    `json:"partition"`
-	From      string `json:"from"`
-	To        string `json:"to"`
-}
-
-// Transfer is one leadership transfer of a plan.
-type Transfer struct {
-	Datastore string `json:"datastore"`
-	Partition int    `json:"partition"`
-	From      string `json:"from"`
-	To        string `json:"to"`
-}
-
-// RebalanceOptions shape Rebalance. Nodes are the nodes to spread replicas over (default:
-// every node gossip sees alive, or the known nodes without gossip); Exclude are nodes to move
-// every replica and leadership off (a drain). DryRun plans without changing anything.
-type RebalanceOptions struct {
-	Datastore string   `json:"datastore,omitempty"`
-	Nodes     []string `json:"nodes,omitempty"`
-	Exclude   []string `json:"exclude,omitempty"`
-	DryRun    bool     `json:"dry_run,omitempty"`
-}
-
-// RebalanceReport is what Rebalance planned and did: replicas and leaders per node before and
-// after, the moves and transfers (done, or planned with DryRun), and how long it took.
-type RebalanceReport struct {
-	Nodes           []string       `json:"nodes"`
-	ReplicasBefore  map[string]int `json:"replicas_before"`
-	ReplicasAfter   map[string]int `json:"replicas_after"`
-	LeadersBefore   map[string]int `json:"leaders_before"`
-	LeadersAfter    map[string]int `json:"leaders_after"`
-	Moves           []Move         `json:"moves"`
-	Transfers       []Transfer     `json:"transfers"`
-	DurationSeconds float64        `json:"duration_seconds"`
-	DryRun          bool           `json:"dry_run,omitempty"`
-}
+// The rebalance's plan and report are the API's types (package wire).
+type (
+	// Move is one replica move of a plan (wire.Move).
+	Move = wire.Move
+	// Transfer is one leadership transfer of a plan (wire.Transfer).
+	Transfer = wire.Transfer
+	// RebalanceOptions shape Rebalance (wire.RebalanceRequest). Nodes are the nodes to spread
+	// replicas over (default: every node gossip sees alive, or the known nodes without
+	// gossip); Exclude are nodes to move every replica and leadership off (a drain). DryRun
+	// plans without changing anything.
+	RebalanceOptions = wire.RebalanceRequest
+	// RebalanceReport is what Rebalance planned and did: replicas and leaders per node before
+	// and after, the moves and transfers (done, or planned with DryRun), and how long it took
+	// (wire.RebalanceReport).
+	RebalanceReport = wire.RebalanceReport
+)
 
 // placement is a partition's voters and leader, for planning.
 type placement struct {

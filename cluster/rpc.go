@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/consumer"
-	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/topology"
 	"github.com/vmihailenco/msgpack/v5"
@@ -22,24 +22,15 @@ import (
 // Node-to-node RPC: HTTP/1.1 over the transport mux, MessagePack bodies. Status codes carry the
 // partition package's error classes so the caller can rebuild them.
 const (
-	rpcPutPath  = "/internal/v1/put"
 	rpcReadPath = "/internal/v1/read"
 	// statusNotLeader answers a request sent to a replica that does not lead; the body holds
 	// the leader it knows.
 	statusNotLeader = http.StatusMisdirectedRequest
-	maxRPCBody      = 64 << 20
+	// statusBadCommand answers a command the partition refused (a consumer group's
+	// coordinator, an index catalog); errorKindHeader says which refusal.
+	statusBadCommand = http.StatusUnprocessableEntity
+	maxRPCBody       = 64 << 20
 )
-
-type putRPC struct {
-	Datastore     string
-	Partition     int
-	TimeoutMicros int64
-	Write         fsm.Write
-}
-
-type putRPCResponse struct {
-	Result fsm.WriteResult
-}
 
 // notLeaderRPC names the leader the answering replica knows (id and raft address) and, when
 // the answering node hosts no replica, the partition's replicas as it last knew them.
@@ -56,12 +47,8 @@ type readRPC struct {
 
 func (n *Node) rpcHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+rpcPutPath, n.servePut)
+	n.leaderRoutes(mux)
 	mux.HandleFunc("POST "+rpcReadPath, n.serveRead)
-	mux.HandleFunc("POST "+rpcGroupPath, n.serveGroup)
-	mux.HandleFunc("POST "+rpcIndexPath, n.serveIndex)
-	mux.HandleFunc("POST "+rpcSchemaPath, n.serveSchema)
-	mux.HandleFunc("POST "+rpcErasePath, n.serveErase)
 	n.adminRPCRoutes(mux)
 	n.backupRPCRoutes(mux)
 	return mux
@@ -108,7 +95,7 @@ func writeRPCError(w http.ResponseWriter, err error) {
 		http.Error(w, err.Error(), statusBadCommand)
 	case errors.Is(err, ErrStillVoter):
 		http.Error(w, err.Error(), http.StatusConflict)
-	case errors.Is(err, ErrBadRPC), errors.Is(err, ErrUnknownDatastore), errors.Is(err, ErrBadShard), errors.Is(err, fsm.ErrShardOutOfRange):
+	case errors.Is(err, ErrBadRPC), errors.Is(err, ErrUnknownDatastore), errors.Is(err, ErrBadShard), errors.Is(err, command.ErrShardOutOfRange):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	default:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -145,34 +132,6 @@ func (n *Node) localRoute(ds string, pid int) (*route, error) {
 	return nil, fmt.Errorf("%w: no partition %d in %q", ErrBadShard, pid, ds)
 }
 
-func (n *Node) servePut(w http.ResponseWriter, r *http.Request) {
-	var req putRPC
-	if err := decodeRPC(r, &req); err != nil {
-		http.Error(w, "bad put request: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	rt, err := n.rpcRoute(req.Datastore, req.Partition)
-	if err == nil {
-		err = validateWrite(rt.ds, rt.spec, &req.Write)
-	}
-	if err != nil {
-		refuseRPC(w, "put", err)
-		return
-	}
-	p := n.hostedReplica(w, req.Datastore, req.Partition)
-	if p == nil {
-		return
-	}
-	ctx, cancel := rpcContext(r, req.TimeoutMicros)
-	defer cancel()
-	res, err := p.Put(ctx, req.Write)
-	if err != nil {
-		writeRPCError(w, err)
-		return
-	}
-	writeRPC(w, http.StatusOK, putRPCResponse{Result: res})
-}
-
 func (n *Node) serveRead(w http.ResponseWriter, r *http.Request) {
 	var req readRPC
 	if err := decodeRPC(r, &req); err != nil {
@@ -202,10 +161,11 @@ func (n *Node) serveRead(w http.ResponseWriter, r *http.Request) {
 	writeRPC(w, http.StatusOK, resp)
 }
 
-// forward sends one RPC to target and decodes the answer into out. For a write, a failure
-// after the request was written is ErrIndeterminate; a failure before is ErrUnavailable. The
-// attempt is bounded by ForwardTimeout plus wait (a long poll's wait).
-func (n *Node) forward(ctx context.Context, target topology.NodeSpec, path string, in, out any, write bool, wait time.Duration) error {
+// forward sends one RPC to target, in MessagePack, and decodes the answer with decode (a
+// failure to decode is an answer lost). For a write, a failure after the request was written
+// is ErrIndeterminate; a failure before is ErrUnavailable. The attempt is bounded by
+// ForwardTimeout plus wait (a long poll's wait).
+func (n *Node) forward(ctx context.Context, target topology.NodeSpec, path string, in any, decode func([]byte) error, write bool, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ForwardTimeout+wait)
 	defer cancel()
 	body, err := msgpack.Marshal(in)
@@ -239,7 +199,7 @@ func (n *Node) forward(ctx context.Context, target topology.NodeSpec, path strin
 	}
 	switch res.StatusCode {
 	case http.StatusOK:
-		if err := msgpack.Unmarshal(data, out); err != nil {
+		if err := decode(data); err != nil {
 			return lost(fmt.Errorf("decode answer: %w", err))
 		}
 		return nil
@@ -277,26 +237,19 @@ func (n *Node) forward(ctx context.Context, target topology.NodeSpec, path strin
 	return lost(fmt.Errorf("status %d: %s", res.StatusCode, bytes.TrimSpace(data)))
 }
 
-func (n *Node) forwardPut(ctx context.Context, target topology.NodeSpec, ds string, pid int, w fsm.Write) (fsm.WriteResult, error) {
-	req := putRPC{Datastore: ds, Partition: pid, TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Write: w}
-	var resp putRPCResponse
-	if err := n.forward(ctx, target, rpcPutPath, &req, &resp, true, 0); err != nil {
-		return fsm.WriteResult{}, err
-	}
-	if resp.Result.Applied() && len(resp.Result.Cells) != len(w.Cells) {
-		return fsm.WriteResult{}, fmt.Errorf("%w: %s answered %d results for %d cells", ErrIndeterminate, target.ID, len(resp.Result.Cells), len(w.Cells))
-	}
-	return resp.Result, nil
-}
-
 func (n *Node) forwardRead(ctx context.Context, target topology.NodeSpec, req readRequest) (partition.ReadResult, error) {
 	var wait time.Duration
 	if req.Read.Log != nil {
 		wait = req.Read.Log.Wait
 	}
 	var resp partition.ReadResult
-	err := n.forward(ctx, target, rpcReadPath, &readRPC{TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout+wait), Request: req}, &resp, false, wait)
+	err := n.forward(ctx, target, rpcReadPath, &readRPC{TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout+wait), Request: req}, into(&resp), false, wait)
 	return resp, err
+}
+
+// into returns a decoder of a MessagePack answer into out, for forward.
+func into(out any) func([]byte) error {
+	return func(data []byte) error { return msgpack.Unmarshal(data, out) }
 }
 
 // remainingMicros is the time left before ctx's deadline, capped at max.

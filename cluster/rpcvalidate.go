@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/consumer"
-	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/schemas"
 	"github.com/schemaless-db/schemaless/topology"
 )
@@ -125,7 +125,7 @@ func checkCount(field string, n, most int) error {
 // object), and every condition's column key, ref key and shard; at most rpcMaxKeys cells and
 // MaxConditions conditions. The first problem is returned, wrapping ErrBadRPC. It decodes every
 // body once.
-func validateWrite(ds *topology.DatastoreSpec, p *topology.PartitionSpec, w *fsm.Write) error {
+func validateWrite(ds *topology.DatastoreSpec, p *topology.PartitionSpec, w *command.Write) error {
 	if err := checkCount("cells", len(w.Cells), rpcMaxKeys); err != nil {
 		return err
 	}
@@ -245,23 +245,9 @@ func validateGroup(ds *topology.DatastoreSpec, p *topology.PartitionSpec, group 
 	return nil
 }
 
-// validateErase checks an erasure: a 16-byte row key whose shard is in partition p of ds. It
-// returns the row key and its shard.
-func validateErase(ds *topology.DatastoreSpec, p *topology.PartitionSpec, rowKey []byte) (uuid.UUID, int, error) {
-	rk, err := uuid.FromBytes(rowKey)
-	if err != nil {
-		return uuid.UUID{}, 0, badRPC("row_key", "%d bytes, want a 16-byte UUID", len(rowKey))
-	}
-	shard := cells.ShardOf(rk, ds.Shards)
-	if !p.Shards().Contains(shard) {
-		return uuid.UUID{}, 0, badRPC("row_key", "row %s is in shard %d, not in partition %d (%d..%d)", rk, shard, p.ID, p.FirstShard, p.LastShard)
-	}
-	return rk, shard, nil
-}
-
 // validateSchema checks a schema command as PutSchema checks a registration: a valid column
 // key, a version from 1, a schema that compiles.
-func validateSchema(cmd *fsm.SchemaCommand) error {
+func validateSchema(cmd *command.Schema) error {
 	if err := cells.ValidateColumnKey(cmd.Column); err != nil {
 		return badRPC("column", "%q: %v", cmd.Column, err)
 	}

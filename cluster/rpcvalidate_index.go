@@ -4,7 +4,7 @@ import (
 	"strconv"
 
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/topology"
@@ -17,11 +17,11 @@ import (
 // and, to define one, a valid definition of that name; for the others a table named as
 // indexes.TableName names them, valid fields, entries of the partition's shards with valid
 // source columns and ref keys, and bounded counts.
-func validateIndexCommand(p *topology.PartitionSpec, cmd *fsm.IndexCommand) error {
+func validateIndexCommand(p *topology.PartitionSpec, cmd *command.Index) error {
 	switch cmd.Op {
-	case fsm.IndexCatalog:
+	case command.IndexCatalog:
 		return validateCatalogCommand(p, &cmd.Catalog)
-	case fsm.IndexUpsert, fsm.IndexDrop, fsm.IndexErase:
+	case command.IndexUpsert, command.IndexDrop, command.IndexErase:
 	default:
 		return badRPC("op", "%d is not an index operation", cmd.Op)
 	}
@@ -29,7 +29,7 @@ func validateIndexCommand(p *topology.PartitionSpec, cmd *fsm.IndexCommand) erro
 		return err
 	}
 	switch cmd.Op {
-	case fsm.IndexUpsert:
+	case command.IndexUpsert:
 		if err := validateIndexFields(cmd.Fields); err != nil {
 			return err
 		}
@@ -50,7 +50,7 @@ func validateIndexCommand(p *topology.PartitionSpec, cmd *fsm.IndexCommand) erro
 				}
 			}
 		}
-	case fsm.IndexErase:
+	case command.IndexErase:
 		if err := checkCount("row_keys", len(cmd.RowKeys), rpcMaxKeys); err != nil {
 			return err
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/topology"
 )
 
@@ -26,21 +26,21 @@ func TestValidateWrite(t *testing.T) {
 	shard := cells.ShardOf(row, 8)
 	good, err := cells.EncodeBody([]byte(`{"fare":10}`))
 	require.NoError(t, err)
-	cell := func(row uuid.UUID, shard int, col string, ref int64, body cells.Body) fsm.CommandCell {
-		return fsm.CommandCell{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: col, RefKey: ref}, Body: body}
+	cell := func(row uuid.UUID, shard int, col string, ref int64, body cells.Body) command.Cell {
+		return command.Cell{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: col, RefKey: ref}, Body: body}
 	}
-	ok := fsm.Write{Cells: []fsm.CommandCell{cell(row, shard, "BASE", 1, good)},
-		Conditions: []fsm.Condition{{Shard: shard, RowKey: row, ColumnKey: "BASE", LatestRefKey: 0}}}
+	ok := command.Write{Cells: []command.Cell{cell(row, shard, "BASE", 1, good)},
+		Conditions: []command.Condition{{Shard: shard, RowKey: row, ColumnKey: "BASE", LatestRefKey: 0}}}
 	require.NoError(t, validateWrite(ds, p, &ok), "a write the API would send")
-	for name, w := range map[string]fsm.Write{
-		"a column key with path and SQL": {Cells: []fsm.CommandCell{cell(row, shard, "../../BAD COLUMN; DROP TABLE", 1, good)}},
-		"a negative ref key":             {Cells: []fsm.CommandCell{cell(row, shard, "BASE", -5, good)}},
-		"a body that is not zlib":        {Cells: []fsm.CommandCell{cell(row, shard, "BASE", 1, cells.Body("not zlib"))}},
-		"a shard not the row key's":      {Cells: []fsm.CommandCell{cell(row, (shard+1)%4, "BASE", 1, good)}},
-		"a row of another partition":     {Cells: []fsm.CommandCell{cell(other, cells.ShardOf(other, 8), "BASE", 1, good)}},
-		"a condition's bad column":       {Cells: ok.Cells, Conditions: []fsm.Condition{{Shard: shard, RowKey: row, ColumnKey: "A B"}}},
-		"a condition's negative ref key": {Cells: ok.Cells, Conditions: []fsm.Condition{{Shard: shard, RowKey: row, ColumnKey: "BASE", LatestRefKey: -1}}},
-		"a condition's wrong shard":      {Cells: ok.Cells, Conditions: []fsm.Condition{{Shard: (shard + 1) % 4, RowKey: row, ColumnKey: "BASE"}}},
+	for name, w := range map[string]command.Write{
+		"a column key with path and SQL": {Cells: []command.Cell{cell(row, shard, "../../BAD COLUMN; DROP TABLE", 1, good)}},
+		"a negative ref key":             {Cells: []command.Cell{cell(row, shard, "BASE", -5, good)}},
+		"a body that is not zlib":        {Cells: []command.Cell{cell(row, shard, "BASE", 1, cells.Body("not zlib"))}},
+		"a shard not the row key's":      {Cells: []command.Cell{cell(row, (shard+1)%4, "BASE", 1, good)}},
+		"a row of another partition":     {Cells: []command.Cell{cell(other, cells.ShardOf(other, 8), "BASE", 1, good)}},
+		"a condition's bad column":       {Cells: ok.Cells, Conditions: []command.Condition{{Shard: shard, RowKey: row, ColumnKey: "A B"}}},
+		"a condition's negative ref key": {Cells: ok.Cells, Conditions: []command.Condition{{Shard: shard, RowKey: row, ColumnKey: "BASE", LatestRefKey: -1}}},
+		"a condition's wrong shard":      {Cells: ok.Cells, Conditions: []command.Condition{{Shard: (shard + 1) % 4, RowKey: row, ColumnKey: "BASE"}}},
 	} {
 		assert.ErrorIs(t, validateWrite(ds, p, &w), ErrBadRPC, name)
 	}

@@ -18,21 +18,25 @@ import (
 
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/consumer"
-	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/schemas"
 	"github.com/schemaless-db/schemaless/topology"
 )
 
-// The node RPC's request shapes, as the nodes encode them (MessagePack maps by field name).
+// The node RPC's request shapes, as the nodes encode them: the leader operations' array
+// (cluster/leaderop.go) and the other RPCs' MessagePack maps by field name.
 type (
-	putRPC struct {
+	leaderRPC struct {
+		_msgpack      struct{} `msgpack:",as_array"`
+		Version       int
 		Datastore     string
 		Partition     int
 		TimeoutMicros int64
-		Write         fsm.Write
+		Command       []byte
 	}
 	readRequest struct {
 		Datastore   string
@@ -43,31 +47,6 @@ type (
 	readRPC struct {
 		TimeoutMicros int64
 		Request       readRequest
-	}
-	groupRPC struct {
-		Datastore     string
-		Partition     int
-		Group         string
-		TimeoutMicros int64
-		Cmd           consumer.Command
-	}
-	indexRPC struct {
-		Datastore     string
-		Partition     int
-		TimeoutMicros int64
-		Command       []byte
-	}
-	schemaRPC struct {
-		Datastore     string
-		Partition     int
-		TimeoutMicros int64
-		Command       fsm.SchemaCommand
-	}
-	eraseRPC struct {
-		Datastore     string
-		Partition     int
-		TimeoutMicros int64
-		RowKey        []byte
 	}
 	adminRaftRPC struct {
 		Datastore     string
@@ -140,7 +119,7 @@ func tryRPC(addr, path string, body any) (int, string, error) {
 type clusterState struct {
 	cells   map[int][]cells.Cell
 	groups  []string
-	schemas []fsm.SchemaVersion
+	schemas []schemas.Version
 	catalog *indexes.Catalog
 	configs []cluster.PartitionConfig
 }
@@ -193,10 +172,15 @@ func TestNodeRPCRefusesHostileRequests(t *testing.T) {
 	before := stateOf(t, n, spec)
 	body, err := cells.EncodeBody([]byte(`{"fare":11}`))
 	require.NoError(t, err)
-	cell := func(row uuid.UUID, shard int, col string, ref int64, b cells.Body) fsm.Write {
-		return fsm.Write{Cells: []fsm.CommandCell{{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: col, RefKey: ref}, Body: b}}}
-	}
 	second := 1 * time.Second.Microseconds()
+	op := func(ds string, pid int, c command.Command) leaderRPC {
+		data, err := command.Encode(c)
+		require.NoError(t, err, "encode %T", c)
+		return leaderRPC{Version: 1, Datastore: ds, Partition: pid, TimeoutMicros: second, Command: data}
+	}
+	put := func(ds string, pid int, row uuid.UUID, shard int, col string, ref int64, b cells.Body) leaderRPC {
+		return op(ds, pid, &command.Append{Writes: []command.Write{{Cells: []command.Cell{{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: col, RefKey: ref}, Body: b}}}}})
+	}
 	read := func(c cluster.Consistency, r partition.ReadRequest) readRPC {
 		return readRPC{TimeoutMicros: second, Request: readRequest{Datastore: ds, Partition: 0, Consistency: c, Read: r}}
 	}
@@ -205,19 +189,16 @@ func TestNodeRPCRefusesHostileRequests(t *testing.T) {
 	for i := 0; !spec.Partitions[0].Shards().Contains(cluster.CoordinatorShard(group, spec.Shards)); i++ {
 		group = fmt.Sprintf("billing%d", i) // a group partition 0 coordinates
 	}
-	hb := func(mod func(*consumer.Command)) groupRPC {
+	hbIn := func(group string, pid int, mod func(*consumer.Command)) leaderRPC {
 		cmd := consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1", Shards: spec.Shards, SessionTimeout: time.Second}
 		mod(&cmd)
-		return groupRPC{Datastore: ds, Partition: 0, Group: group, TimeoutMicros: second, Cmd: cmd}
+		return op(ds, pid, &command.Group{Group: group, Cmd: cmd})
 	}
-	index := func(cmd fsm.IndexCommand) indexRPC {
-		data, err := fsm.EncodeIndexCommand(cmd)
-		require.NoError(t, err, "encode index command")
-		return indexRPC{Datastore: ds, Partition: 0, TimeoutMicros: second, Command: data}
-	}
+	hb := func(mod func(*consumer.Command)) leaderRPC { return hbIn(group, 0, mod) }
+	index := func(cmd command.Index) leaderRPC { return op(ds, 0, &cmd) }
 	fields := []indexes.Field{{Name: "city", Type: indexes.TypeString, Column: "BASE"}}
-	schema := func(col string, version int, text string) schemaRPC {
-		return schemaRPC{Datastore: ds, Partition: 0, TimeoutMicros: second, Command: fsm.SchemaCommand{Column: col, Version: version, Text: []byte(text)}}
+	schema := func(col string, version int, text string) leaderRPC {
+		return op(ds, 0, &command.Schema{Column: col, Version: version, Text: []byte(text)})
 	}
 	raftOp := func(op, node, addr string) adminRaftRPC {
 		return adminRaftRPC{Datastore: ds, Partition: 0, Op: op, Node: node, Addr: addr, TimeoutMicros: second}
@@ -227,13 +208,15 @@ func TestNodeRPCRefusesHostileRequests(t *testing.T) {
 		req        any
 		field      string // named in the refusal
 	}{
-		{"put: column with a path and SQL", "/internal/v1/put", putRPC{ds, 0, second, cell(row, shard, "../../BAD COLUMN; DROP TABLE", 1, body)}, "column"},
-		{"put: negative ref key", "/internal/v1/put", putRPC{ds, 0, second, cell(row, shard, "BASE", -5, body)}, "ref_key"},
-		{"put: body not zlib", "/internal/v1/put", putRPC{ds, 0, second, cell(row, shard, "BASE", 2, cells.Body("not zlib"))}, "body"},
-		{"put: shard outside the partition", "/internal/v1/put", putRPC{ds, 0, second, cell(other, cells.ShardOf(other, spec.Shards), "BASE", 2, body)}, "shard"},
-		{"put: unknown datastore", "/internal/v1/put", putRPC{"nope", 0, second, cell(row, shard, "BASE", 2, body)}, "datastore"},
-		{"put: negative partition", "/internal/v1/put", putRPC{ds, -1, second, cell(row, shard, "BASE", 2, body)}, "partition"},
+		{"put: column with a path and SQL", "/internal/v1/put", put(ds, 0, row, shard, "../../BAD COLUMN; DROP TABLE", 1, body), "column"},
+		{"put: negative ref key", "/internal/v1/put", put(ds, 0, row, shard, "BASE", -5, body), "ref_key"},
+		{"put: body not zlib", "/internal/v1/put", put(ds, 0, row, shard, "BASE", 2, cells.Body("not zlib")), "body"},
+		{"put: shard outside the partition", "/internal/v1/put", put(ds, 0, other, cells.ShardOf(other, spec.Shards), "BASE", 2, body), "shard"},
+		{"put: unknown datastore", "/internal/v1/put", put("nope", 0, row, shard, "BASE", 2, body), "datastore"},
+		{"put: negative partition", "/internal/v1/put", put(ds, -1, row, shard, "BASE", 2, body), "partition"},
 		{"put: not MessagePack", "/internal/v1/put", []byte("\xc1 not msgpack"), "put"},
+		{"put: a layout of another version", "/internal/v1/put", func() leaderRPC { r := put(ds, 0, row, shard, "BASE", 2, body); r.Version = 9; return r }(), "version"},
+		{"put: two writes", "/internal/v1/put", op(ds, 0, &command.Append{Writes: make([]command.Write, 2)}), "command"},
 
 		{"read: unknown consistency", "/internal/v1/read", read("linearish", partition.ReadRequest{Get: &partition.GetRead{Keys: []partition.GetKey{{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: "BASE", RefKey: 1}}}}}), "consistency"},
 		{"read: bad column", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Get: &partition.GetRead{Keys: []partition.GetKey{{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: "../../BAD COLUMN; DROP TABLE"}}}}}), "get.keys[0]"},
@@ -252,34 +235,35 @@ func TestNodeRPCRefusesHostileRequests(t *testing.T) {
 		{"read: schema check that does not compile", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{SchemaCheck: &partition.SchemaCheckRead{Column: "BASE", Text: []byte(`{"minimum":"x"}`)}}), "schema_check.text"},
 		{"read: bad group name", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Group: &partition.GroupRead{Group: "../etc"}}), "group: group name"},
 
-		{"group: bad name", "/internal/v1/group", func() groupRPC { g := hb(func(*consumer.Command) {}); g.Group = "../../x"; return g }(), "group: group name"},
-		{"group: not its coordinator", "/internal/v1/group", func() groupRPC { g := hb(func(*consumer.Command) {}); g.Partition = 1; return g }(), "partition"},
+		{"group: bad name", "/internal/v1/group", hbIn("../../x", 0, func(*consumer.Command) {}), "group: group name"},
+		{"group: not its coordinator", "/internal/v1/group", hbIn(group, 1, func(*consumer.Command) {}), "partition"},
 		{"group: shard count not the datastore's", "/internal/v1/group#422", hb(func(c *consumer.Command) { c.Shards = 1 << 30 }), "shards"},
 		{"group: unknown op", "/internal/v1/group#422", hb(func(c *consumer.Command) { c.Op = "explode" }), "op"},
 		{"group: no worker", "/internal/v1/group#422", hb(func(c *consumer.Command) { c.Worker = "" }), "worker"},
 		{"group: commit of a shard outside", "/internal/v1/group#422", hb(func(c *consumer.Command) { c.Commits = []consumer.Offset{{Shard: -5}} }), "commits[0].shard"},
 		{"group: negative offset", "/internal/v1/group#422", hb(func(c *consumer.Command) { c.Commits = []consumer.Offset{{Shard: 1, Offset: -5}} }), "commits[0].offset"},
 
-		{"index: not an index command", "/internal/v1/index", indexRPC{ds, 0, second, []byte("not zlib, not msgpack")}, "command"},
-		{"index: catalog name", "/internal/v1/index", index(fsm.IndexCommand{Op: fsm.IndexCatalog, Catalog: indexes.Command{Op: indexes.OpDrop, Name: "../x", Version: 1}}), "catalog.name"},
-		{"index: catalog version", "/internal/v1/index", index(fsm.IndexCommand{Op: fsm.IndexCatalog, Catalog: indexes.Command{Op: indexes.OpReady, Name: "trips_by_city", Version: -5}}), "catalog.version"},
-		{"index: catalog definition", "/internal/v1/index", index(fsm.IndexCommand{Op: fsm.IndexCatalog, Catalog: indexes.Command{Op: indexes.OpDefine, Name: "t", Definition: indexes.Definition{Table: "t"}}}), "catalog.definition"},
-		{"index: upsert into a bad table", "/internal/v1/index", index(fsm.IndexCommand{Op: fsm.IndexUpsert, Table: "cells; DROP TABLE cells", Fields: fields}), "table"},
-		{"index: upsert with a bad field", "/internal/v1/index", index(fsm.IndexCommand{Op: fsm.IndexUpsert, Table: "t_v1", Fields: []indexes.Field{{Name: "a b", Type: indexes.TypeString, Column: "BASE"}}}), "fields[0].name"},
-		{"index: entry outside the partition", "/internal/v1/index", index(fsm.IndexCommand{Op: fsm.IndexUpsert, Table: "t_v1", Fields: fields,
-			Entries: []fsm.IndexEntry{{Shard: int32(spec.Partitions[1].FirstShard), RowKey: row, Values: []any{"x"}, Refs: map[string]int64{"BASE": 1}}}}), "entries[0].shard"},
-		{"index: entry ref key", "/internal/v1/index", index(fsm.IndexCommand{Op: fsm.IndexUpsert, Table: "t_v1", Fields: fields,
-			Entries: []fsm.IndexEntry{{Shard: int32(shard), RowKey: row, Values: []any{"x"}, Refs: map[string]int64{"BASE": -5}}}}), "entries[0].refs"},
-		{"index: drop a bad table", "/internal/v1/index", index(fsm.IndexCommand{Op: fsm.IndexDrop, Table: "../../etc"}), "table"},
+		{"index: not an index command", "/internal/v1/index", leaderRPC{Version: 1, Datastore: ds, TimeoutMicros: second, Command: []byte("not zlib, not msgpack")}, "command"},
+		{"index: catalog name", "/internal/v1/index", index(command.Index{Op: command.IndexCatalog, Catalog: indexes.Command{Op: indexes.OpDrop, Name: "../x", Version: 1}}), "catalog.name"},
+		{"index: catalog version", "/internal/v1/index", index(command.Index{Op: command.IndexCatalog, Catalog: indexes.Command{Op: indexes.OpReady, Name: "trips_by_city", Version: -5}}), "catalog.version"},
+		{"index: catalog definition", "/internal/v1/index", index(command.Index{Op: command.IndexCatalog, Catalog: indexes.Command{Op: indexes.OpDefine, Name: "t", Definition: indexes.Definition{Table: "t"}}}), "catalog.definition"},
+		{"index: upsert into a bad table", "/internal/v1/index", index(command.Index{Op: command.IndexUpsert, Table: "cells; DROP TABLE cells", Fields: fields}), "table"},
+		{"index: upsert with a bad field", "/internal/v1/index", index(command.Index{Op: command.IndexUpsert, Table: "t_v1", Fields: []indexes.Field{{Name: "a b", Type: indexes.TypeString, Column: "BASE"}}}), "fields[0].name"},
+		{"index: entry outside the partition", "/internal/v1/index", index(command.Index{Op: command.IndexUpsert, Table: "t_v1", Fields: fields,
+			Entries: []command.IndexEntry{{Shard: int32(spec.Partitions[1].FirstShard), RowKey: row, Values: []any{"x"}, Refs: map[string]int64{"BASE": 1}}}}), "entries[0].shard"},
+		{"index: entry ref key", "/internal/v1/index", index(command.Index{Op: command.IndexUpsert, Table: "t_v1", Fields: fields,
+			Entries: []command.IndexEntry{{Shard: int32(shard), RowKey: row, Values: []any{"x"}, Refs: map[string]int64{"BASE": -5}}}}), "entries[0].refs"},
+		{"index: drop a bad table", "/internal/v1/index", index(command.Index{Op: command.IndexDrop, Table: "../../etc"}), "table"},
 
 		{"schema: bad column", "/internal/v1/schema", schema("../../BAD COLUMN; DROP TABLE", 1, `{}`), "column"},
 		{"schema: version 0", "/internal/v1/schema", schema("BASE", 0, `{}`), "version"},
 		{"schema: does not compile", "/internal/v1/schema", schema("BASE", 1, `{"minimum":"x"}`), "text"},
-		{"schema: unknown datastore", "/internal/v1/schema", schemaRPC{Datastore: "nope", Command: fsm.SchemaCommand{Column: "BASE", Version: 1, Text: []byte(`{}`)}}, "datastore"},
+		{"schema: unknown datastore", "/internal/v1/schema", op("nope", 0, &command.Schema{Column: "BASE", Version: 1, Text: []byte(`{}`)}), "datastore"},
 
-		{"erase: row key not a UUID", "/internal/v1/erase", eraseRPC{ds, 0, second, []byte{1, 2, 3, 4, 5}}, "row_key"},
-		{"erase: row of another partition", "/internal/v1/erase", eraseRPC{ds, 0, second, other[:]}, "row_key"},
-		{"erase: negative partition", "/internal/v1/erase", eraseRPC{ds, -1, second, row[:]}, "partition"},
+		{"erase: not an erase command", "/internal/v1/erase", index(command.Index{Op: command.IndexDrop, Table: "t_v1"}), "command"},
+		{"erase: shard not the row's", "/internal/v1/erase", op(ds, 0, &command.Erase{Shard: int32(shard) + 1, RowKey: row}), "row_key"},
+		{"erase: row of another partition", "/internal/v1/erase", op(ds, 0, &command.Erase{Shard: int32(cells.ShardOf(other, spec.Shards)), RowKey: other}), "row_key"},
+		{"erase: negative partition", "/internal/v1/erase", op(ds, -1, &command.Erase{Shard: int32(shard), RowKey: row}), "partition"},
 
 		{"admin raft: unknown op", "/internal/v1/admin/raft", raftOp("explode", "", ""), "op"},
 		{"admin raft: bad node id", "/internal/v1/admin/raft", raftOp("add_voter", "../../x", "127.0.0.1:1"), "node"},

@@ -5,22 +5,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/schemas"
-	"github.com/schemaless-db/schemaless/topology"
 )
 
 // Column schemas: a version is registered on every partition of the datastore, the one holding
 // CatalogShard (the arbiter) first; see fsm/DESIGN.md ("Schema commands").
 
-// Schema RPC: one fsm.SchemaCommand forwarded to a partition's leader.
+// Schema RPC: one command.Schema forwarded to a partition's leader.
 const rpcSchemaPath = "/internal/v1/schema"
 
 // SchemaCacheTTL is how long a node checks writes against the schemas it last read (before
@@ -52,7 +51,7 @@ var (
 // (the common case) nothing was written; when a partition refused it at apply time (the node
 // learned of the schema too late), Partial says cells of other partitions may be applied.
 type SchemaViolationError struct {
-	Violation fsm.SchemaViolation
+	Violation schemas.CellViolation
 	Partial   bool
 }
 
@@ -96,11 +95,11 @@ type schemaRPC struct {
 	Datastore     string
 	Partition     int
 	TimeoutMicros int64
-	Command       fsm.SchemaCommand
+	Command       command.Schema
 }
 
 type schemaRPCResponse struct {
-	Result fsm.SchemaResult
+	Result command.SchemaResult
 }
 
 // PutSchema registers text, a JSON Schema (draft 2020-12; package schemas), as the next
@@ -131,7 +130,7 @@ func (n *Node) PutSchema(ctx context.Context, ds, column string, text []byte) (S
 	for _, v := range versions {
 		texts[v.Version] = v.Text
 	}
-	res, err := n.schemaApply(ctx, ds, arb, fsm.SchemaCommand{Column: column, Version: version, Text: canon})
+	res, err := n.schemaApply(ctx, ds, arb, command.Schema{Column: column, Version: version, Text: canon})
 	if err != nil {
 		return SchemaRegistration{}, fmt.Errorf("partition %d: %w", arb.spec.ID, err)
 	}
@@ -162,7 +161,7 @@ func (n *Node) PutSchema(ctx context.Context, ds, column string, text []byte) (S
 		return SchemaRegistration{}, asClass(classOf(errs), fmt.Sprintf("version %d of column %s is registered on the arbiter, not on every partition (register it again to complete)", version, column), err)
 	}
 	d.schemas.put(column, version, s)
-	return SchemaRegistration{Column: column, Version: version, Created: res.Status == fsm.SchemaCreated}, nil
+	return SchemaRegistration{Column: column, Version: version, Created: res.Status == command.SchemaCreated}, nil
 }
 
 // classOf returns the error class a failed registration reports: ErrIndeterminate when a
@@ -198,7 +197,7 @@ func (n *Node) schemaArgs(ds, column string, text []byte) (*datastore, *schemas.
 
 // nextSchemaVersion reads the column's versions on the arbiter (strongly) and returns them
 // with the version canon would get: the latest when it holds canon, else latest + 1.
-func (n *Node) nextSchemaVersion(ctx context.Context, ds string, arb *route, column string, canon []byte) ([]fsm.SchemaVersion, int, error) {
+func (n *Node) nextSchemaVersion(ctx context.Context, ds string, arb *route, column string, canon []byte) ([]schemas.Version, int, error) {
 	versions, err := n.readSchemas(ctx, ds, arb, column, false, Strong)
 	if err != nil {
 		return nil, 0, err
@@ -217,11 +216,11 @@ func (n *Node) nextSchemaVersion(ctx context.Context, ds string, arb *route, col
 // earlier versions (a gap: a registration that failed part-way) proposes those first, from
 // texts.
 func (n *Node) registerOn(ctx context.Context, ds string, r *route, column string, version int, texts map[int][]byte) error {
-	res, err := n.schemaApply(ctx, ds, r, fsm.SchemaCommand{Column: column, Version: version, Text: texts[version]})
+	res, err := n.schemaApply(ctx, ds, r, command.Schema{Column: column, Version: version, Text: texts[version]})
 	if err != nil {
 		return err
 	}
-	if res.Status != fsm.SchemaGap {
+	if res.Status != command.SchemaGap {
 		return schemaOutcome(r.spec.ID, column, version, res)
 	}
 	for v := res.Latest + 1; v <= version; v++ {
@@ -229,7 +228,7 @@ func (n *Node) registerOn(ctx context.Context, ds string, r *route, column strin
 		if !ok {
 			return fmt.Errorf("%w: version %d of column %s is missing on the arbiter", ErrSchemaConflict, v, column)
 		}
-		res, err := n.schemaApply(ctx, ds, r, fsm.SchemaCommand{Column: column, Version: v, Text: text})
+		res, err := n.schemaApply(ctx, ds, r, command.Schema{Column: column, Version: v, Text: text})
 		if err != nil {
 			return err
 		}
@@ -241,15 +240,15 @@ func (n *Node) registerOn(ctx context.Context, ds string, r *route, column strin
 }
 
 // schemaOutcome turns a partition's refusal of a schema command into an error.
-func schemaOutcome(pid int, column string, version int, res fsm.SchemaResult) error {
+func schemaOutcome(pid int, column string, version int, res command.SchemaResult) error {
 	switch res.Status {
-	case fsm.SchemaCreated, fsm.SchemaExists:
+	case command.SchemaCreated, command.SchemaExists:
 		return nil
-	case fsm.SchemaConflict:
+	case command.SchemaConflict:
 		return fmt.Errorf("%w: version %d of column %s holds another text on partition %d", ErrSchemaConflict, version, column, pid)
-	case fsm.SchemaGap:
+	case command.SchemaGap:
 		return fmt.Errorf("%w: partition %d holds versions up to %d of column %s, not %d", ErrSchemaConflict, pid, res.Latest, column, version-1)
-	case fsm.SchemaInvalid:
+	case command.SchemaInvalid:
 		return fmt.Errorf("%w: %s", ErrBadSchema, res.Message)
 	}
 	return fmt.Errorf("%w: schema status %v", fsm.ErrUnexpectedResponse, res.Status)
@@ -257,60 +256,15 @@ func schemaOutcome(pid int, column string, version int, res fsm.SchemaResult) er
 
 // schemaApply proposes cmd to the leader of partition r (locally or forwarded). Errors:
 // ErrUnavailable (not applied), ErrIndeterminate (maybe applied; safe to retry).
-func (n *Node) schemaApply(ctx context.Context, ds string, r *route, cmd fsm.SchemaCommand) (fsm.SchemaResult, error) {
-	var res fsm.SchemaResult
-	err := n.callLeader(ctx, r, true,
-		func(ctx context.Context) (err error) {
-			p, err := r.mustLocal()
-			if err != nil {
-				return err
-			}
-			res, err = p.ApplySchema(ctx, cmd)
-			return err
-		},
-		func(ctx context.Context, target topology.NodeSpec) error {
-			req := schemaRPC{Datastore: ds, Partition: r.spec.ID, TimeoutMicros: remainingMicros(ctx, n.cfg.ForwardTimeout), Command: cmd}
-			var resp schemaRPCResponse
-			err := n.forward(ctx, target, rpcSchemaPath, &req, &resp, true, 0)
-			res = resp.Result
-			return err
-		})
-	return res, err
-}
-
-func (n *Node) serveSchema(w http.ResponseWriter, r *http.Request) {
-	var req schemaRPC
-	if err := decodeRPC(r, &req); err != nil {
-		http.Error(w, "bad schema request: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	if _, err := n.rpcRoute(req.Datastore, req.Partition); err != nil {
-		refuseRPC(w, "schema", err)
-		return
-	}
-	if err := validateSchema(&req.Command); err != nil {
-		refuseRPC(w, "schema", err)
-		return
-	}
-	p := n.hostedReplica(w, req.Datastore, req.Partition)
-	if p == nil {
-		return
-	}
-	ctx, cancel := rpcContext(r, req.TimeoutMicros)
-	defer cancel()
-	res, err := p.ApplySchema(ctx, req.Command)
-	if err != nil {
-		writeRPCError(w, err)
-		return
-	}
-	writeRPC(w, http.StatusOK, schemaRPCResponse{Result: res})
+func (n *Node) schemaApply(ctx context.Context, ds string, r *route, cmd command.Schema) (command.SchemaResult, error) {
+	return callLeaderOp(ctx, n, schemaOp, ds, r, &cmd)
 }
 
 // Schemas reads the schemas of datastore ds from the arbiter partition with consistency c:
 // every version of column, or with column "" the latest version of every column; sorted by
 // column, then version. A column with no schema reads as none. Errors: ErrUnknownDatastore,
 // ErrBadSchema (a bad column key), ErrUnavailable.
-func (n *Node) Schemas(ctx context.Context, ds, column string, c Consistency) ([]fsm.SchemaVersion, error) {
+func (n *Node) Schemas(ctx context.Context, ds, column string, c Consistency) ([]schemas.Version, error) {
 	d, err := n.datastore(ds)
 	if err != nil {
 		return nil, err
@@ -323,7 +277,7 @@ func (n *Node) Schemas(ctx context.Context, ds, column string, c Consistency) ([
 	return n.readSchemas(ctx, ds, d.routeOf(CatalogShard), column, column == "", c)
 }
 
-func (n *Node) readSchemas(ctx context.Context, ds string, r *route, column string, latest bool, c Consistency) ([]fsm.SchemaVersion, error) {
+func (n *Node) readSchemas(ctx context.Context, ds string, r *route, column string, latest bool, c Consistency) ([]schemas.Version, error) {
 	resp, err := n.read(ctx, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c,
 		Read: partition.ReadRequest{Schemas: &partition.SchemasRead{Column: column, Latest: latest}}})
 	if err != nil {
@@ -427,7 +381,7 @@ func (c *schemaCache) put(column string, version int, s *schemas.Schema) {
 
 // invalidate makes the next check read the schemas again, when a partition refused a write
 // by a version the cache does not hold.
-func (c *schemaCache) invalidate(v *fsm.SchemaViolation) {
+func (c *schemaCache) invalidate(v *schemas.CellViolation) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cur, ok := c.latest[v.Column]; !ok || cur.version < v.Version {
@@ -509,7 +463,7 @@ func (n *Node) latestSchemas(ctx context.Context, ds string, d *datastore) map[s
 
 // checkSchemas checks cs against the latest schemas of d as this node knows them and returns
 // the first violation (nil: none, or no schemas known).
-func (n *Node) checkSchemas(ctx context.Context, d *datastore, cs []cells.Cell) *fsm.SchemaViolation {
+func (n *Node) checkSchemas(ctx context.Context, d *datastore, cs []cells.Cell) *schemas.CellViolation {
 	if len(cs) == 0 {
 		return nil
 	}
@@ -527,7 +481,7 @@ func (n *Node) checkSchemas(ctx context.Context, d *datastore, cs []cells.Cell) 
 			v = &schemas.Violation{Message: err.Error()}
 		}
 		if v != nil {
-			return &fsm.SchemaViolation{Cell: i, Column: cs[i].ColumnKey, Version: s.version, Pointer: v.Pointer, Message: v.Message}
+			return &schemas.CellViolation{Cell: i, Column: cs[i].ColumnKey, Version: s.version, Pointer: v.Pointer, Message: v.Message}
 		}
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/schemas"
@@ -31,7 +32,7 @@ type schemaPart struct {
 	f      *fsm.FSM
 	st     *storage.PartitionStore
 	down   atomic.Bool
-	before func(cmd fsm.SchemaCommand)
+	before func(cmd command.Schema)
 	puts   atomic.Int32
 }
 
@@ -48,39 +49,40 @@ func (p *schemaPart) apply(ctx context.Context, data []byte) (*fsm.Response, err
 	return rs[0], nil
 }
 
-func (p *schemaPart) ApplySchema(ctx context.Context, cmd fsm.SchemaCommand) (fsm.SchemaResult, error) {
+func (p *schemaPart) ApplySchema(ctx context.Context, cmd command.Schema) (command.SchemaResult, error) {
 	if p.down.Load() {
-		return fsm.SchemaResult{}, fmt.Errorf("%w: test partition down", ErrUnavailable)
+		return command.SchemaResult{}, fmt.Errorf("%w: test partition down", ErrUnavailable)
 	}
 	if p.before != nil {
 		p.before(cmd)
 	}
 	cmd.CreatedAt = time.Now().UTC().Truncate(time.Microsecond)
-	data, err := fsm.EncodeSchemaCommand(cmd)
+	data, err := command.Encode(&cmd)
 	if err != nil {
-		return fsm.SchemaResult{}, err
+		return command.SchemaResult{}, err
 	}
 	r, err := p.apply(ctx, data)
 	if err != nil {
-		return fsm.SchemaResult{}, err
+		return command.SchemaResult{}, err
 	}
-	return fsm.SchemaResultOf(r)
+	return fsm.Unwrap[command.SchemaResult](r)
 }
 
-func (p *schemaPart) Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
+func (p *schemaPart) Put(ctx context.Context, w command.Write) (command.WriteResult, error) {
 	p.puts.Add(1)
-	data, err := fsm.EncodeCommand(fsm.Command{CreatedAt: time.Now().UTC().Truncate(time.Microsecond), Writes: []fsm.Write{w}})
+	data, err := command.Encode(&command.Append{CreatedAt: time.Now().UTC().Truncate(time.Microsecond), Writes: []command.Write{w}})
 	if err != nil {
-		return fsm.WriteResult{}, err
+		return command.WriteResult{}, err
 	}
 	r, err := p.apply(ctx, data)
 	if err != nil {
-		return fsm.WriteResult{}, err
+		return command.WriteResult{}, err
 	}
-	if r.Err != nil {
-		return fsm.WriteResult{}, r.Err
+	ws, err := fsm.Unwrap[[]command.WriteResult](r)
+	if err != nil {
+		return command.WriteResult{}, err
 	}
-	return r.Writes[0], nil
+	return ws[0], nil
 }
 
 func (p *schemaPart) Read(ctx context.Context, _ Consistency, req partition.ReadRequest) (partition.ReadResult, error) {
@@ -208,12 +210,12 @@ func TestPutSchemaConflict(t *testing.T) {
 	ctx := context.Background()
 	other := canonical(t, nodeSchemaV3)
 	var once sync.Once
-	parts[0].before = func(cmd fsm.SchemaCommand) {
+	parts[0].before = func(cmd command.Schema) {
 		// Another node registers version 1 with another text between this node's read and
 		// its command.
 		once.Do(func() {
 			parts[0].before = nil
-			data, err := fsm.EncodeSchemaCommand(fsm.SchemaCommand{CreatedAt: time.Now(), Column: cmd.Column, Version: cmd.Version, Text: []byte(other)})
+			data, err := command.Encode(&command.Schema{CreatedAt: time.Now(), Column: cmd.Column, Version: cmd.Version, Text: []byte(other)})
 			require.NoError(t, err)
 			_, err = parts[0].apply(ctx, data)
 			require.NoError(t, err)
@@ -255,7 +257,7 @@ func TestWriteChecksSchemasFirst(t *testing.T) {
 	res, err := n.Write(ctx, "trips", WriteRequest{Cells: batch})
 	require.NoError(t, err, "Write")
 	require.NotNil(t, res.Violation, "violation: %+v", res)
-	assert.Equal(t, fsm.SchemaViolation{Cell: 1, Column: "BASE", Version: 1, Pointer: "/distance", Message: "minimum: got -2, want 0"}, *res.Violation)
+	assert.Equal(t, schemas.CellViolation{Cell: 1, Column: "BASE", Version: 1, Pointer: "/distance", Message: "minimum: got -2, want 0"}, *res.Violation)
 	assert.Zero(t, parts[0].puts.Load()+parts[1].puts.Load(), "nothing proposed")
 
 	// A node that does not know the schema yet (as another node within SchemaCacheTTL).

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/command"
 )
 
 // ErrCrossPartition: an atomic write (a transaction or a conditional write) names rows of more
@@ -54,7 +54,7 @@ type Condition struct {
 //
 // IdempotencyKey names the request (1 to MaxIdempotencyKeyBytes bytes; "" lets the node make
 // one for its own retries): a request with a key that a partition applied within
-// fsm.RequestWindow is answered with its first outcome.
+// command.RequestWindow is answered with its first outcome.
 type WriteRequest struct {
 	Cells          []cells.Cell
 	Conditions     []Condition
@@ -62,23 +62,14 @@ type WriteRequest struct {
 	IdempotencyKey string
 }
 
-// WriteResponse is the outcome of a WriteRequest: one result per cell when it was applied, or
-// why it was refused (Failed, Conflict, Violation, KeyReused; nothing written). Partition is the
-// partition of an atomic request (-1 otherwise). Replayed says a partition answered a recorded
-// outcome.
+// WriteResponse is the outcome of a WriteRequest: the outcome of its writes as one
+// command.WriteResult (one result per cell of the request when it was applied, or why it was
+// refused: Failed, Conflict, Violation, KeyReused; nothing written; Replayed when a partition
+// answered a recorded outcome) and Partition, the partition of an atomic request (-1
+// otherwise).
 type WriteResponse struct {
-	Cells     []cells.Result
+	command.WriteResult
 	Partition int
-	Failed    []fsm.ConditionFailure
-	Conflict  bool
-	Violation *fsm.SchemaViolation
-	KeyReused bool
-	Replayed  bool
-}
-
-// Applied reports whether the request was applied (not refused).
-func (r *WriteResponse) Applied() bool {
-	return len(r.Failed) == 0 && !r.Conflict && r.Violation == nil && !r.KeyReused
 }
 
 // requestID returns the ID of the share of a request that partition pid applies: the client's
@@ -122,7 +113,7 @@ func (n *Node) Write(ctx context.Context, ds string, req WriteRequest) (WriteRes
 		return WriteResponse{}, fmt.Errorf("%w: %d conditions, at most %d", ErrBadWrite, len(req.Conditions), MaxConditions)
 	}
 	if v := n.checkSchemas(ctx, d, req.Cells); v != nil {
-		return WriteResponse{Partition: -1, Violation: v}, nil // nothing sent: nothing written
+		return WriteResponse{WriteResult: command.WriteResult{Violation: v}, Partition: -1}, nil // nothing sent: nothing written
 	}
 	if len(req.Conditions) > 0 || req.Atomic {
 		return n.writeAtomic(ctx, d, req)
@@ -136,16 +127,16 @@ func (n *Node) Write(ctx context.Context, ds string, req WriteRequest) (WriteRes
 		}
 		groups[r] = append(groups[r], i)
 	}
-	out := WriteResponse{Cells: make([]cells.Result, len(req.Cells)), Partition: -1}
-	results := make([]fsm.WriteResult, len(order))
+	out := WriteResponse{WriteResult: command.WriteResult{Cells: make([]cells.Result, len(req.Cells))}, Partition: -1}
+	results := make([]command.WriteResult, len(order))
 	errs := make([]error, len(order))
 	var wg sync.WaitGroup
 	for gi, r := range order {
 		idx := groups[r]
-		w := fsm.Write{ID: requestID(ds, r.spec.ID, req.IdempotencyKey), Cells: make([]fsm.CommandCell, len(idx))}
+		w := command.Write{ID: requestID(ds, r.spec.ID, req.IdempotencyKey), Cells: make([]command.Cell, len(idx))}
 		for j, i := range idx {
 			c := req.Cells[i]
-			w.Cells[j] = fsm.CommandCell{Shard: cells.ShardOf(c.RowKey, d.spec.Shards), Key: c.Key, Body: c.Body}
+			w.Cells[j] = command.Cell{Shard: cells.ShardOf(c.RowKey, d.spec.Shards), Key: c.Key, Body: c.Body}
 		}
 		wg.Add(1)
 		go func() {
@@ -201,12 +192,12 @@ func (n *Node) writeAtomic(ctx context.Context, d *datastore, req WriteRequest) 
 		seen = append(seen, where{row.String(), rr.spec.ID})
 		return shard
 	}
-	w := fsm.Write{Atomic: true, Cells: make([]fsm.CommandCell, len(req.Cells))}
+	w := command.Write{Atomic: true, Cells: make([]command.Cell, len(req.Cells))}
 	for i, c := range req.Cells {
-		w.Cells[i] = fsm.CommandCell{Shard: note(c.RowKey), Key: c.Key, Body: c.Body}
+		w.Cells[i] = command.Cell{Shard: note(c.RowKey), Key: c.Key, Body: c.Body}
 	}
 	for _, c := range req.Conditions {
-		w.Conditions = append(w.Conditions, fsm.Condition{Shard: note(c.RowKey), RowKey: c.RowKey, ColumnKey: c.ColumnKey,
+		w.Conditions = append(w.Conditions, command.Condition{Shard: note(c.RowKey), RowKey: c.RowKey, ColumnKey: c.ColumnKey,
 			LatestRefKey: c.LatestRefKey, None: c.None})
 	}
 	if r == nil {
@@ -241,6 +232,5 @@ func (n *Node) writeAtomic(ctx context.Context, d *datastore, req WriteRequest) 
 	if res.Violation != nil {
 		d.schemas.invalidate(res.Violation)
 	}
-	return WriteResponse{Cells: res.Cells, Partition: r.spec.ID, Failed: res.Failed, Conflict: res.Conflict,
-		Violation: res.Violation, KeyReused: res.KeyReused, Replayed: res.Replayed}, nil
+	return WriteResponse{WriteResult: res, Partition: r.spec.ID}, nil
 }

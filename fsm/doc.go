@@ -10,14 +10,15 @@
 //
 // # Erasure
 //
-// An erase entry (EncodeEraseCommand) deletes a row's cells and appends a tombstone to the
+// An erase entry (command.Erase) deletes a row's cells and appends a tombstone to the
 // row's shard log, in a transaction of its own: a batch is split at its erase entries so that
 // every entry takes effect in log order (see DESIGN.md, "Erase commands").
 //
 // # Outcomes and failures
 //
-// A cell's outcome (a cells.Result: created, exists, conflict) is a value in the Response of its
-// log entry, the same on every replica. A command that cannot be decoded is answered with an error value, also
+// The commands an entry holds, their outcomes and their encoding are package command's. A cell's
+// outcome (a cells.Result: created, exists, conflict) is a value in the Response of its log
+// entry, the same on every replica; ResultOf and Unwrap are the one way to read a Response. A command that cannot be decoded is answered with an error value, also
 // the same on every replica. A storage failure is not an outcome: the FSM retries the batch, and
 // if the store keeps failing it stops applying (Failed reports it), calls Config.OnFatal and
 // never advances its applied index again, so the replica never diverges; a restart replays the
@@ -42,10 +43,10 @@
 //
 // # Schemas
 //
-// A schema command (SchemaCommand) registers a version of a column's JSON Schema in the
+// A schema command (command.Schema) registers a version of a column's JSON Schema in the
 // partition's KV table; from the next entry on, every write is checked against its columns'
-// latest schemas at apply time (validateWrite) and refused whole with a SchemaViolation when a
-// cell does not conform. See DESIGN.md ("Schema commands").
+// latest schemas at apply time (validateWrite) and refused whole with a schemas.CellViolation
+// when a cell does not conform. See DESIGN.md ("Schema commands").
 //
 // See DESIGN.md for the snapshot format and the added_id rules.
 package fsm

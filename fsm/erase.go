@@ -6,81 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/storage"
-	"github.com/vmihailenco/msgpack/v5"
 )
-
-// eraseCommandVersion is the first byte of an erase command entry (cell commands start with
-// commandVersion, consumer-group commands with groupCommandVersion, index commands with
-// indexCommandVersion; 4 is reserved for schemas and 6 for another command).
-const eraseCommandVersion byte = 5
-
-// EraseCommand is the data of an erase log entry: erase every cell of row RowKey, which lives in
-// shard Shard, and record the erasure in the shard's log with a tombstone
-// (cells.NewTombstone) created at CreatedAt, the leader's clock when it proposed the entry.
-type EraseCommand struct {
-	_msgpack  struct{} `msgpack:",as_array"`
-	CreatedAt time.Time
-	Shard     int32
-	RowKey    uuid.UUID
-}
-
-// EraseResult is the outcome of an erase command: how many cells it deleted (0 when the row had
-// none: an unknown row, or one erased before and not written since) and the added_id of the
-// tombstone it appended to the shard's log (0 when it deleted nothing: no tombstone then).
-type EraseResult struct {
-	Erased  int
-	AddedID int64
-}
-
-// EncodeEraseCommand returns the log entry data of c: a version byte, then MessagePack.
-func EncodeEraseCommand(c EraseCommand) ([]byte, error) {
-	c.CreatedAt = c.CreatedAt.UTC().Truncate(time.Microsecond)
-	b, err := msgpack.Marshal(&c)
-	if err != nil {
-		return nil, fmt.Errorf("fsm: encode erase command: %w", err)
-	}
-	return append([]byte{eraseCommandVersion}, b...), nil
-}
-
-// DecodeEraseCommand parses data written by EncodeEraseCommand. Errors wrap ErrBadCommand.
-func DecodeEraseCommand(data []byte) (EraseCommand, error) {
-	if !isEraseData(data) {
-		return EraseCommand{}, fmt.Errorf("%w: not an erase command", ErrBadCommand)
-	}
-	var c EraseCommand
-	if err := msgpack.Unmarshal(data[1:], &c); err != nil {
-		return EraseCommand{}, fmt.Errorf("%w: %w", ErrBadCommand, err)
-	}
-	c.CreatedAt = c.CreatedAt.UTC()
-	return c, nil
-}
-
-// isEraseData reports whether log entry data is an erase command.
-func isEraseData(data []byte) bool { return len(data) > 0 && data[0] == eraseCommandVersion }
-
-// EraseResponseOf waits for f and returns the erase command's result. Errors are raft's own
-// (raft.ErrNotLeader, raft.ErrLeadershipLost, ...: the outcome may be unknown) or the
-// Response's Err (ErrBadCommand, ErrShardOutOfRange, ErrFailed, ...).
-func EraseResponseOf(f raft.ApplyFuture) (EraseResult, error) {
-	if err := f.Error(); err != nil {
-		return EraseResult{}, err
-	}
-	r, ok := f.Response().(*Response)
-	if !ok {
-		return EraseResult{}, fmt.Errorf("%w: %T", ErrUnexpectedResponse, f.Response())
-	}
-	if r.Err != nil {
-		return EraseResult{}, r.Err
-	}
-	if r.Erase == nil {
-		return EraseResult{}, fmt.Errorf("%w: no erase result", ErrUnexpectedResponse)
-	}
-	return *r.Erase, nil
-}
 
 // applyWithErases is ApplyBatch for a batch holding erase entries: the entries take effect in
 // log order, so the entries before the first erase are applied as a batch of their own (one
@@ -91,7 +21,7 @@ func EraseResponseOf(f raft.ApplyFuture) (EraseResult, error) {
 func (f *FSM) applyWithErases(logs []*raft.Log) ([]interface{}, bool) {
 	first := -1
 	for i, l := range logs {
-		if l.Type == raft.LogCommand && isEraseData(l.Data) {
+		if l.Type == raft.LogCommand && command.KindOf(l.Data) == command.KindErase {
 			first = i
 			break
 		}
@@ -125,11 +55,13 @@ func (f *FSM) applyErase(l *raft.Log) interface{} {
 		return &Response{Err: ErrAlreadyApplied}
 	}
 	applied := storage.AppliedState{Index: l.Index, Term: l.Term}
-	cmd, refused := DecodeEraseCommand(l.Data)
-	if refused == nil && !f.shards.Contains(int(cmd.Shard)) {
-		refused = fmt.Errorf("%w: erase names shard %d, partition holds %d..%d", ErrShardOutOfRange, cmd.Shard, f.shards.First, f.shards.Last)
+	cmd, refused := command.DecodeAs[*command.Erase](l.Data)
+	if refused == nil {
+		refused = cmd.CheckShards(f.shards)
+	} else {
+		cmd = &command.Erase{} // only the applied index moves
 	}
-	var res EraseResult
+	var res command.EraseResult
 	backoff := f.cfg.StoreBackoff
 	for attempt := 1; ; attempt++ {
 		var err error
@@ -147,16 +79,16 @@ func (f *FSM) applyErase(l *raft.Log) interface{} {
 		backoff *= 2
 	}
 	f.setApplied(applied)
-	observeApply(f.cfg.Store, began, 1, nil)
+	observeApply(f.cfg.Store, began, 1, 0)
 	if refused != nil {
 		return &Response{Err: refused}
 	}
-	return &Response{Erase: &res}
+	return &Response{Result: res}
 }
 
 // eraseTx runs one attempt at an erase entry's transaction (with do false, only the applied
 // index is written). The high-water added_id of the shard moves only once it commits.
-func (f *FSM) eraseTx(cmd EraseCommand, do bool, applied storage.AppliedState) (EraseResult, error) {
+func (f *FSM) eraseTx(cmd *command.Erase, do bool, applied storage.AppliedState) (command.EraseResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StoreTimeout)
 	defer cancel()
 	shard := int(cmd.Shard)
@@ -166,35 +98,35 @@ func (f *FSM) eraseTx(cmd EraseCommand, do bool, applied storage.AppliedState) (
 		if high, known = f.HighWater(shard); !known {
 			var err error
 			if high, err = f.cfg.Store.MaxAddedID(ctx, shard); err != nil {
-				return EraseResult{}, fmt.Errorf("max added_id of shard %d: %w", shard, err)
+				return command.EraseResult{}, fmt.Errorf("max added_id of shard %d: %w", shard, err)
 			}
 		}
 	}
 	tx, err := f.cfg.Store.Begin(ctx)
 	if err != nil {
-		return EraseResult{}, fmt.Errorf("begin: %w", err)
+		return command.EraseResult{}, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	var res EraseResult
+	var res command.EraseResult
 	if do {
 		n, err := tx.EraseRow(ctx, shard, cmd.RowKey)
 		if err != nil {
-			return EraseResult{}, fmt.Errorf("erase row %s in shard %d: %w", cmd.RowKey, shard, err)
+			return command.EraseResult{}, fmt.Errorf("erase row %s in shard %d: %w", cmd.RowKey, shard, err)
 		}
 		if n > 0 {
 			// The tombstone takes an added_id above every deleted cell's, so the shard's
 			// highest added_id never goes back, on any replica, even after a restart.
-			res = EraseResult{Erased: n, AddedID: high + 1}
+			res = command.EraseResult{Erased: n, AddedID: high + 1}
 			if err := tx.Insert(ctx, shard, []cells.Cell{cells.NewTombstone(cmd.RowKey, res.AddedID, cmd.CreatedAt)}); err != nil {
-				return EraseResult{}, fmt.Errorf("tombstone of row %s in shard %d: %w", cmd.RowKey, shard, err)
+				return command.EraseResult{}, fmt.Errorf("tombstone of row %s in shard %d: %w", cmd.RowKey, shard, err)
 			}
 		}
 	}
 	if err := tx.SetApplied(ctx, applied); err != nil {
-		return EraseResult{}, fmt.Errorf("set applied index %d: %w", applied.Index, err)
+		return command.EraseResult{}, fmt.Errorf("set applied index %d: %w", applied.Index, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return EraseResult{}, &ambiguousCommitError{err}
+		return command.EraseResult{}, &ambiguousCommitError{err}
 	}
 	if do {
 		f.mu.Lock()
@@ -209,20 +141,19 @@ func (f *FSM) eraseTx(cmd EraseCommand, do bool, applied storage.AppliedState) (
 // table (before the batch, or earlier in it: dropped) has nothing to delete; a table name that
 // is not valid is the entry's refusal (ErrBadCommand), the same on every replica. The error
 // returned is the store's.
-func (f *FSM) eraseIndexEntries(ctx context.Context, tx *storage.WriteTx, e *entry, dropped map[string]bool) error {
-	c := e.index
+func (f *FSM) eraseIndexEntries(ctx context.Context, tx *storage.WriteTx, e *indexEntry, dropped map[string]bool) error {
+	c := e.cmd
 	if f.idx.dropped[c.Table] || dropped[c.Table] {
-		e.indexRes = &IndexResult{}
 		return nil
 	}
 	n, err := tx.DeleteIndexEntries(ctx, c.Table, c.RowKeys)
 	switch {
 	case errors.Is(err, storage.ErrInvalidConfig): // refused before any I/O
-		e.indexErr = fmt.Errorf("%w: erase index entries: %w", ErrBadCommand, err)
+		e.err = fmt.Errorf("%w: erase index entries: %w", command.ErrBadCommand, err)
 		return nil
 	case err != nil:
 		return fmt.Errorf("erase %d row keys from index %s: %w", len(c.RowKeys), c.Table, err)
 	}
-	e.indexRes = &IndexResult{Changed: n}
+	e.res = command.IndexResult{Changed: n}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,8 +19,8 @@ import (
 
 func eraseLog(t testing.TB, index uint64, at time.Time, shard, row int) *raft.Log {
 	t.Helper()
-	data, err := EncodeEraseCommand(EraseCommand{CreatedAt: at, Shard: int32(shard), RowKey: rowKey(row)})
-	require.NoError(t, err, "EncodeEraseCommand")
+	data, err := command.Encode(&command.Erase{CreatedAt: at, Shard: int32(shard), RowKey: rowKey(row)})
+	require.NoError(t, err, "command.Encode")
 	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
 }
 
@@ -47,9 +48,9 @@ func TestEraseInLogOrder(t *testing.T) {
 		cmdLog(t, 1, at, cell(8, 1, "BASE", 1, a), cell(8, 1, "STATUS", 1, a), cell(8, 2, "BASE", 1, a)),
 		eraseLog(t, 2, at.Add(time.Second), 8, 1),
 		cmdLog(t, 3, at.Add(2*time.Second), cell(8, 1, "BASE", 1, b)),
-		eraseLog(t, 4, at.Add(3*time.Second), 9, 3),                                         // a row never written
-		eraseLog(t, 5, at.Add(4*time.Second), 3, 1),                                         // a shard of another partition
-		{Index: 6, Term: 1, Type: raft.LogCommand, Data: []byte{eraseCommandVersion, 0xc1}}, // undecodable
+		eraseLog(t, 4, at.Add(3*time.Second), 9, 3),                                             // a row never written
+		eraseLog(t, 5, at.Add(4*time.Second), 3, 1),                                             // a shard of another partition
+		{Index: 6, Term: 1, Type: raft.LogCommand, Data: []byte{byte(command.KindErase), 0xc1}}, // undecodable
 		cmdLog(t, 7, at.Add(5*time.Second), cell(8, 2, "BASE", 2, b)),
 	}
 	check := func(what string, p *storage.PartitionStore, f *FSM, out []*Response) {
@@ -57,15 +58,15 @@ func TestEraseInLogOrder(t *testing.T) {
 		require.Len(t, out, len(logs), "%s: one response per entry", what)
 		require.NoError(t, out[0].Err, "%s: first put", what)
 		require.NoError(t, out[1].Err, "%s: erase", what)
-		require.Equal(t, &EraseResult{Erased: 2, AddedID: 4}, out[1].Erase, "%s: erase of row 1: its two cells, tombstone after the three cells", what)
+		require.Equal(t, &command.EraseResult{Erased: 2, AddedID: 4}, out[1].erase(), "%s: erase of row 1: its two cells, tombstone after the three cells", what)
 		require.NoError(t, out[2].Err, "%s: put after the erase", what)
-		require.Equal(t, []cells.Result{{Status: cells.StatusCreated, AddedID: 5, CreatedAt: at.Add(2 * time.Second)}}, out[2].Writes[0].Cells,
+		require.Equal(t, []cells.Result{{Status: cells.StatusCreated, AddedID: 5, CreatedAt: at.Add(2 * time.Second)}}, out[2].writes()[0].Cells,
 			"%s: a put of the erased key after the erasure creates a new cell", what)
-		require.Equal(t, &EraseResult{}, out[3].Erase, "%s: erase of a row never written: nothing, no tombstone", what)
-		assert.ErrorIs(t, out[4].Err, ErrShardOutOfRange, "%s: erase in another partition's shard", what)
-		assert.ErrorIs(t, out[5].Err, ErrBadCommand, "%s: undecodable erase", what)
-		require.Equal(t, cells.StatusCreated, out[6].Writes[0].Cells[0].Status, "%s: last put", what)
-		assert.EqualValues(t, 6, out[6].Writes[0].Cells[0].AddedID, "%s: last put: added_id after the tombstone and the new cell", what)
+		require.Equal(t, &command.EraseResult{}, out[3].erase(), "%s: erase of a row never written: nothing, no tombstone", what)
+		assert.ErrorIs(t, out[4].Err, command.ErrShardOutOfRange, "%s: erase in another partition's shard", what)
+		assert.ErrorIs(t, out[5].Err, command.ErrBadCommand, "%s: undecodable erase", what)
+		require.Equal(t, cells.StatusCreated, out[6].writes()[0].Cells[0].Status, "%s: last put", what)
+		assert.EqualValues(t, 6, out[6].writes()[0].Cells[0].AddedID, "%s: last put: added_id after the tombstone and the new cell", what)
 		assert.Equal(t, uint64(7), f.Applied().Index, "%s: applied index", what)
 		h, ok := f.HighWater(8)
 		assert.True(t, ok && h == 6, "%s: high water of shard 8: got %d (known %v), want 6", what, h, ok)
@@ -105,7 +106,7 @@ func TestEraseInLogOrder(t *testing.T) {
 	require.NoError(t, frs.Restore(io.NopCloser(bytes.NewReader(persist(t, fa, func() {})))), "Restore")
 	sameCells(t, dump(t, pr), dump(t, pa))
 	out9 := responses(t, frs.ApplyBatch([]*raft.Log{cmdLog(t, 8, at.Add(6*time.Second), cell(8, 5, "BASE", 1, a))}))
-	require.EqualValues(t, 7, out9[0].Writes[0].Cells[0].AddedID, "a put after a restore: added_id after the tombstones")
+	require.EqualValues(t, 7, out9[0].writes()[0].Cells[0].AddedID, "a put after a restore: added_id after the tombstones")
 
 	// A restarted replica reads the shard's high water from the table (the tombstone keeps it
 	// from going back) and skips what it applied.
@@ -114,8 +115,8 @@ func TestEraseInLogOrder(t *testing.T) {
 	for i := range logs {
 		require.ErrorIs(t, out[i].Err, ErrAlreadyApplied, "replayed entry %d", i+1)
 	}
-	require.Equal(t, &EraseResult{Erased: 2, AddedID: 7}, out[len(logs)].Erase, "erase of row 2 after a restart")
-	require.EqualValues(t, 8, out[len(logs)+1].Writes[0].Cells[0].AddedID, "put after the erase, after a restart")
+	require.Equal(t, &command.EraseResult{Erased: 2, AddedID: 7}, out[len(logs)].erase(), "erase of row 2 after a restart")
+	require.EqualValues(t, 8, out[len(logs)+1].writes()[0].Cells[0].AddedID, "put after the erase, after a restart")
 }
 
 // randomLogWithErases is randomLog with erase entries of its rows mixed in.
@@ -146,7 +147,7 @@ func TestEraseDeterminism(t *testing.T) {
 	require.Equal(t, ra, rm, "seed %d: MariaDB and SQLite replicas answered differently", seed)
 	erased, tombstones := 0, 0
 	for _, r := range ra {
-		if r.Erase != nil && r.Erase.AddedID > 0 {
+		if r.erase() != nil && r.erase().AddedID > 0 {
 			erased++
 		}
 	}
@@ -168,47 +169,29 @@ func TestIndexErase(t *testing.T) {
 	t.Parallel()
 	p := openSQLite(t)
 	f := newFSM(t, p)
-	ups := []IndexEntry{
+	ups := []command.IndexEntry{
 		update(8, 1, "BASE", 1, "ORD", 10, uuid.Nil), update(10, 1, "STATUS", 1, "ORD", 0, uuid.New()),
 		update(9, 2, "BASE", 1, "SFO", 20, uuid.Nil),
 	}
 	out := responses(t, f.ApplyBatch([]*raft.Log{
-		indexLog(t, 1, IndexCommand{Op: IndexUpsert, Table: testTable, Fields: testFields, Entries: ups}),
-		indexLog(t, 2, IndexCommand{Op: IndexErase, Table: testTable, RowKeys: []uuid.UUID{rowKey(1), rowKey(7)}}),
-		indexLog(t, 3, IndexCommand{Op: IndexErase, Table: "Bad-Name", RowKeys: []uuid.UUID{rowKey(2)}}),
-		indexLog(t, 4, IndexCommand{Op: IndexErase, Table: "other_v1", RowKeys: []uuid.UUID{rowKey(2)}}),
+		indexLog(t, 1, command.Index{Op: command.IndexUpsert, Table: testTable, Fields: testFields, Entries: ups}),
+		indexLog(t, 2, command.Index{Op: command.IndexErase, Table: testTable, RowKeys: []uuid.UUID{rowKey(1), rowKey(7)}}),
+		indexLog(t, 3, command.Index{Op: command.IndexErase, Table: "Bad-Name", RowKeys: []uuid.UUID{rowKey(2)}}),
+		indexLog(t, 4, command.Index{Op: command.IndexErase, Table: "other_v1", RowKeys: []uuid.UUID{rowKey(2)}}),
 	}))
 	require.NoError(t, out[0].Err, "upsert")
 	require.NoError(t, out[1].Err, "erase row 1")
-	require.Equal(t, &IndexResult{Changed: 2}, out[1].Index, "erase row 1: its entries on shards 8 and 10")
-	assert.ErrorIs(t, out[2].Err, ErrBadCommand, "erase from a bad table name")
-	require.Equal(t, &IndexResult{}, out[3].Index, "erase from a table the partition does not have")
+	require.Equal(t, &command.IndexResult{Changed: 2}, out[1].index(), "erase row 1: its entries on shards 8 and 10")
+	assert.ErrorIs(t, out[2].Err, command.ErrBadCommand, "erase from a bad table name")
+	require.Equal(t, &command.IndexResult{}, out[3].index(), "erase from a table the partition does not have")
 	left := dumpIndex(t, p)
 	require.Len(t, left, 1, "entries left: %+v", left)
 	assert.Equal(t, rowKey(2), left[0].RowKey, "the entry left is row 2's")
 
 	out = responses(t, f.ApplyBatch([]*raft.Log{
-		indexLog(t, 5, IndexCommand{Op: IndexDrop, Table: testTable}),
-		indexLog(t, 6, IndexCommand{Op: IndexErase, Table: testTable, RowKeys: []uuid.UUID{rowKey(2)}}),
+		indexLog(t, 5, command.Index{Op: command.IndexDrop, Table: testTable}),
+		indexLog(t, 6, command.Index{Op: command.IndexErase, Table: testTable, RowKeys: []uuid.UUID{rowKey(2)}}),
 	}))
 	require.NoError(t, out[1].Err, "erase after the drop")
-	require.Equal(t, &IndexResult{}, out[1].Index, "erase after the drop: nothing")
-}
-
-func TestEraseCommandRoundTrip(t *testing.T) {
-	t.Parallel()
-	c := EraseCommand{CreatedAt: time.Date(2026, 11, 27, 9, 0, 0, 123456789, time.FixedZone("X", 3600)), Shard: 9, RowKey: uuid.New()}
-	data, err := EncodeEraseCommand(c)
-	require.NoError(t, err, "EncodeEraseCommand")
-	require.Equal(t, eraseCommandVersion, data[0], "first byte")
-	got, err := DecodeEraseCommand(data)
-	require.NoError(t, err, "DecodeEraseCommand")
-	assert.Equal(t, c.Shard, got.Shard, "shard")
-	assert.Equal(t, c.RowKey, got.RowKey, "row key")
-	assert.True(t, got.CreatedAt.Equal(c.CreatedAt.Truncate(time.Microsecond)) && got.CreatedAt.Location() == time.UTC,
-		"created_at %s, want %s truncated to the microsecond, in UTC", got.CreatedAt, c.CreatedAt)
-	for _, bad := range [][]byte{nil, {commandVersion}, {eraseCommandVersion, 0xc1}} {
-		_, err := DecodeEraseCommand(bad)
-		assert.ErrorIs(t, err, ErrBadCommand, "DecodeEraseCommand(%x)", bad)
-	}
+	require.Equal(t, &command.IndexResult{}, out[1].index(), "erase after the drop: nothing")
 }

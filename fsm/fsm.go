@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/storage"
 )
@@ -22,8 +23,6 @@ var (
 	ErrAlreadyApplied = errors.New("fsm: entry already applied")
 	// ErrFailed: the store failed and the FSM stopped applying; the replica must be restarted.
 	ErrFailed = errors.New("fsm: state machine stopped after a storage failure")
-	// ErrShardOutOfRange: a command names a shard outside the partition's range.
-	ErrShardOutOfRange = errors.New("fsm: shard outside the partition")
 	// ErrUnexpectedResponse: an apply future answered something that is not a *Response.
 	ErrUnexpectedResponse = errors.New("fsm: unexpected apply response")
 )
@@ -100,38 +99,52 @@ func (c *Config) ensureDefaults() {
 	}
 }
 
-// Response is what ApplyBatch returns for each log entry: one WriteResult per write of a cell
-// command, the Group result of a consumer-group command, or Err (ErrBadCommand,
-// ErrShardOutOfRange, ErrAlreadyApplied, ErrFailed, or consumer.ErrBadCommand for a group
-// command the coordinator refused).
+// Response is what ApplyBatch returns for each log entry: Result, the outcome of the entry's
+// command, or Err, a deterministic refusal (command.ErrBadCommand, command.ErrShardOutOfRange,
+// consumer.ErrBadCommand for a group command the coordinator refused, a refused catalog
+// command's indexes error) or ErrAlreadyApplied or ErrFailed. Result holds, by command:
+//
+//	*command.Append  []command.WriteResult, one per write
+//	*command.Group   consumer.Result
+//	*command.Index   command.IndexResult
+//	*command.Schema  command.SchemaResult
+//	*command.Erase   command.EraseResult
+//
+// and nil for an entry that is not a command (a raft configuration or no-op entry).
 type Response struct {
-	Writes []WriteResult
-	// Group is the result of a consumer-group command (nil for a cell command).
-	Group *consumer.Result
-	// Index is the result of an index command.
-	Index *IndexResult
-	// Schema is the result of a schema command (see schema.go).
-	Schema *SchemaResult
-	// Erase is the result of an erase command (erase.go).
-	Erase *EraseResult
-	Err   error
+	Result any
+	Err    error
 }
 
-// ResponseOf waits for f and returns the entry's write results. Errors are raft's own
-// (raft.ErrNotLeader, raft.ErrLeadershipLost, ...: the outcome may be unknown) or the Response's
-// Err. It is the only place that looks inside the interface{} raft hands back.
-func ResponseOf(f raft.ApplyFuture) ([]WriteResult, error) {
+// ResultOf waits for f and returns its entry's outcome as a T (see Response). Errors are
+// raft's own (raft.ErrNotLeader, raft.ErrLeadershipLost, ...: the outcome may be unknown), the
+// Response's Err, or ErrUnexpectedResponse when f answered something else. It is the only
+// place that looks inside the interface{} raft hands back.
+func ResultOf[T any](f raft.ApplyFuture) (T, error) {
 	if err := f.Error(); err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
 	r, ok := f.Response().(*Response)
 	if !ok {
-		return nil, fmt.Errorf("%w: %T", ErrUnexpectedResponse, f.Response())
+		var zero T
+		return zero, fmt.Errorf("%w: %T", ErrUnexpectedResponse, f.Response())
 	}
+	return Unwrap[T](r)
+}
+
+// Unwrap returns r's outcome as a T, r.Err, or ErrUnexpectedResponse when r holds another
+// outcome (ApplyShared's responses, which no future wraps).
+func Unwrap[T any](r *Response) (T, error) {
+	var zero T
 	if r.Err != nil {
-		return nil, r.Err
+		return zero, r.Err
 	}
-	return r.Writes, nil
+	t, ok := r.Result.(T)
+	if !ok {
+		return zero, fmt.Errorf("%w: %T, want %T", ErrUnexpectedResponse, r.Result, zero)
+	}
+	return t, nil
 }
 
 // FSM applies cell appends to one partition's store. See the package documentation for which
@@ -248,19 +261,100 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	return f.ApplyBatch([]*raft.Log{l})[0]
 }
 
-// entry is a decoded command entry of a batch, and where its response goes: a cell command
-// (cmd) or a consumer-group command (group), whose outcome applyTx sets.
-type entry struct {
-	pos      int // index in the batch
-	cmd      Command
-	res      []WriteResult // the outcome of each write of cmd, set by applyWrites
-	group    *GroupCommand
-	groupRes *consumer.Result
-	groupErr error
-	index    *IndexCommand
-	indexRes *IndexResult
-	indexErr error
-	schema   *schemaEntry
+// batch is the decoded command entries of one ApplyBatch transaction, one slice per command
+// kind, each entry with its position in the batch and its outcome once applyTx sets it. Erase
+// entries never share a transaction (applyWithErases).
+type batch struct {
+	appends []appendEntry
+	groups  []groupEntry
+	indexes []indexEntry
+	schemas []schemaEntry
+}
+
+// appendEntry is a cell append of a batch and the outcome of each of its writes (applyWrites).
+type appendEntry struct {
+	pos int
+	cmd *command.Append
+	res []command.WriteResult
+}
+
+// groupEntry is a consumer-group command of a batch and its outcome (applyGroups).
+type groupEntry struct {
+	pos int
+	cmd *command.Group
+	res consumer.Result
+	err error
+}
+
+// indexEntry is an index command of a batch and its outcome (applyIndexes).
+type indexEntry struct {
+	pos int
+	cmd *command.Index
+	res command.IndexResult
+	err error
+}
+
+// schemaEntry is a schema command of a batch and its outcome (applySchemas).
+type schemaEntry struct {
+	pos int
+	cmd *command.Schema
+	res command.SchemaResult
+}
+
+// add decodes one command entry at batch position pos into b, or returns its refusal.
+func (b *batch) add(pos int, data []byte, shards cells.ShardRange) error {
+	c, err := command.Decode(data)
+	if err == nil {
+		err = c.CheckShards(shards)
+	}
+	if err != nil {
+		return err
+	}
+	switch c := c.(type) {
+	case *command.Append:
+		b.appends = append(b.appends, appendEntry{pos: pos, cmd: c})
+	case *command.Group:
+		b.groups = append(b.groups, groupEntry{pos: pos, cmd: c})
+	case *command.Index:
+		b.indexes = append(b.indexes, indexEntry{pos: pos, cmd: c})
+	case *command.Schema:
+		b.schemas = append(b.schemas, schemaEntry{pos: pos, cmd: c})
+	default:
+		return fmt.Errorf("%w: a %T in a batch", command.ErrBadCommand, c)
+	}
+	return nil
+}
+
+// respond sets the Response of every entry of b in out.
+func (b *batch) respond(out []interface{}) {
+	for _, e := range b.appends {
+		out[e.pos] = &Response{Result: e.res}
+	}
+	for _, e := range b.groups {
+		out[e.pos] = outcome(e.res, e.err)
+	}
+	for _, e := range b.indexes {
+		out[e.pos] = outcome(e.res, e.err)
+	}
+	for _, e := range b.schemas {
+		out[e.pos] = &Response{Result: e.res}
+	}
+}
+
+// cellCount is the number of cells of every append of b.
+func (b *batch) cellCount() int {
+	n := 0
+	for _, e := range b.appends {
+		n += e.cmd.CellCount()
+	}
+	return n
+}
+
+func outcome[T any](res T, err error) *Response {
+	if err != nil {
+		return &Response{Err: err}
+	}
+	return &Response{Result: res}
 }
 
 // ApplyBatch applies committed entries in one SQL transaction and returns a *Response per entry
@@ -280,7 +374,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	start := f.Applied()
 	last := start
-	var entries []entry
+	var b batch
 	for i, l := range logs {
 		if l.Index <= start.Index {
 			out[i] = &Response{Err: ErrAlreadyApplied}
@@ -291,69 +385,18 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			out[i] = &Response{}
 			continue
 		}
-		if len(l.Data) > 0 && l.Data[0] == groupCommandVersion {
-			gc, err := DecodeGroupCommand(l.Data)
-			if err != nil {
-				out[i] = &Response{Err: err}
-				continue
-			}
-			entries = append(entries, entry{pos: i, group: &gc})
-			continue
-		}
-		if len(l.Data) > 0 && l.Data[0] == indexCommandVersion {
-			ic, err := DecodeIndexCommand(l.Data)
-			if err == nil {
-				err = f.checkIndexShards(ic)
-			}
-			if err != nil {
-				out[i] = &Response{Err: err}
-				continue
-			}
-			entries = append(entries, entry{pos: i, index: &ic})
-			continue
-		}
-		if len(l.Data) > 0 && l.Data[0] == schemaCommandVersion {
-			sc, err := DecodeSchemaCommand(l.Data)
-			if err != nil {
-				out[i] = &Response{Err: err}
-				continue
-			}
-			entries = append(entries, entry{pos: i, schema: &schemaEntry{cmd: sc}})
-			continue
-		}
-		cmd, err := DecodeCommand(l.Data)
-		if err == nil {
-			err = f.checkShards(cmd)
-		}
-		if err != nil {
+		if err := b.add(i, l.Data, f.shards); err != nil {
 			out[i] = &Response{Err: err}
-			continue
 		}
-		entries = append(entries, entry{pos: i, cmd: cmd})
 	}
 	if last == start {
 		return out
 	}
 	backoff := f.cfg.StoreBackoff
 	for attempt := 1; ; attempt++ {
-		err := f.applyTx(entries, last)
+		err := f.applyTx(&b, last)
 		if err == nil {
-			for _, e := range entries {
-				switch {
-				case e.index != nil && e.indexErr != nil:
-					out[e.pos] = &Response{Err: e.indexErr}
-				case e.index != nil:
-					out[e.pos] = &Response{Index: e.indexRes}
-				case e.schema != nil:
-					out[e.pos] = &Response{Schema: &e.schema.res}
-				case e.group == nil:
-					out[e.pos] = &Response{Writes: e.res}
-				case e.groupErr != nil:
-					out[e.pos] = &Response{Err: e.groupErr}
-				default:
-					out[e.pos] = &Response{Group: e.groupRes}
-				}
-			}
+			b.respond(out)
 			break
 		}
 		var amb *ambiguousCommitError
@@ -371,34 +414,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		backoff *= 2
 	}
 	f.setApplied(last)
-	observeApply(f.cfg.Store, began, len(logs), entries)
+	observeApply(f.cfg.Store, began, len(logs), b.cellCount())
 	return out
-}
-
-func (f *FSM) checkShards(cmd Command) error {
-	for j := range cmd.Writes {
-		w := &cmd.Writes[j]
-		for i, c := range w.Cells {
-			if !f.shards.Contains(c.Shard) {
-				return fmt.Errorf("%w: write %d cell %d names shard %d, partition holds %d..%d", ErrShardOutOfRange, j, i, c.Shard, f.shards.First, f.shards.Last)
-			}
-		}
-		for i, c := range w.Conditions {
-			if !f.shards.Contains(c.Shard) {
-				return fmt.Errorf("%w: write %d condition %d names shard %d, partition holds %d..%d", ErrShardOutOfRange, j, i, c.Shard, f.shards.First, f.shards.Last)
-			}
-		}
-	}
-	return nil
-}
-
-func (f *FSM) checkIndexShards(c IndexCommand) error {
-	for i, e := range c.Entries {
-		if !f.shards.Contains(int(e.Shard)) {
-			return fmt.Errorf("%w: index entry %d names shard %d, partition holds %d..%d", ErrShardOutOfRange, i, e.Shard, f.shards.First, f.shards.Last)
-		}
-	}
-	return nil
 }
 
 // ambiguousCommitError: COMMIT failed, so whether the batch is stored is unknown. Retrying could
@@ -410,13 +427,13 @@ func (e *ambiguousCommitError) Unwrap() error { return e.err }
 
 // applyTx runs one attempt at the batch transaction and sets the results of each entry. It
 // changes the FSM's in-memory state only when the transaction commits.
-func (f *FSM) applyTx(entries []entry, last storage.AppliedState) error {
+func (f *FSM) applyTx(b *batch, last storage.AppliedState) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StoreTimeout)
 	defer cancel()
 
 	// Shards touched, in a fixed order.
 	touched := map[int]bool{}
-	for _, e := range entries {
+	for _, e := range b.appends {
 		for _, w := range e.cmd.Writes {
 			for _, c := range w.Cells {
 				touched[c.Shard] = true
@@ -459,12 +476,9 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) error {
 		next[s] = id
 	}
 
-	hasIndex := false
-	for _, e := range entries {
-		hasIndex = hasIndex || e.index != nil
-	}
+	hasIndex := len(b.indexes) > 0
 	if hasIndex {
-		if err := f.ensureIndexTables(ctx, entries); err != nil {
+		if err := f.ensureIndexTables(ctx, b.indexes); err != nil {
 			return err
 		}
 	}
@@ -475,22 +489,22 @@ func (f *FSM) applyTx(entries []entry, last storage.AppliedState) error {
 	}
 	defer tx.Rollback()
 
-	groups, err := f.applyGroups(ctx, tx, entries)
+	groups, err := f.applyGroups(ctx, tx, b.groups)
 	if err != nil {
 		return err
 	}
 	var idx *indexApply
 	if hasIndex {
-		if idx, err = f.applyIndexes(ctx, tx, entries); err != nil {
+		if idx, err = f.applyIndexes(ctx, tx, b.indexes); err != nil {
 			return err
 		}
 	}
 
-	if err := f.applySchemas(ctx, tx, entries); err != nil {
+	if err := f.applySchemas(ctx, tx, b); err != nil {
 		return err
 	}
 	pruneAt := f.pruneAt
-	if err := f.applyWrites(ctx, tx, entries, next); err != nil {
+	if err := f.applyWrites(ctx, tx, b.appends, next); err != nil {
 		f.pruneAt = pruneAt
 		return err
 	}

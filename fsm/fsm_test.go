@@ -16,6 +16,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
+	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,17 +69,36 @@ func body(t testing.TB, s string) cells.Body {
 	return b
 }
 
+// Outcome accessors of a Response for tests: nil when it holds another outcome.
+func (r *Response) writes() []command.WriteResult {
+	w, _ := r.Result.([]command.WriteResult)
+	return w
+}
+
+func (r *Response) erase() *command.EraseResult { return resultPtr[command.EraseResult](r) }
+
+func (r *Response) index() *command.IndexResult { return resultPtr[command.IndexResult](r) }
+
+func (r *Response) group() *consumer.Result { return resultPtr[consumer.Result](r) }
+
+func resultPtr[T any](r *Response) *T {
+	if v, ok := r.Result.(T); ok {
+		return &v
+	}
+	return nil
+}
+
 func rowKey(i int) uuid.UUID { return uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprint(i))) }
 
-func cmdLog(t testing.TB, index uint64, at time.Time, cs ...CommandCell) *raft.Log {
+func cmdLog(t testing.TB, index uint64, at time.Time, cs ...command.Cell) *raft.Log {
 	t.Helper()
-	data, err := EncodeCommand(Command{CreatedAt: at, Writes: []Write{{Cells: cs}}})
-	require.NoError(t, err, "EncodeCommand")
+	data, err := command.Encode(&command.Append{CreatedAt: at, Writes: []command.Write{{Cells: cs}}})
+	require.NoError(t, err, "command.Encode")
 	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
 }
 
-func cell(shard, row int, col string, ref int64, b cells.Body) CommandCell {
-	return CommandCell{Shard: shard, Key: cells.Key{RowKey: rowKey(row), ColumnKey: col, RefKey: ref}, Body: b}
+func cell(shard, row int, col string, ref int64, b cells.Body) command.Cell {
+	return command.Cell{Shard: shard, Key: cells.Key{RowKey: rowKey(row), ColumnKey: col, RefKey: ref}, Body: b}
 }
 
 func responses(t *testing.T, out []interface{}) []*Response {
@@ -107,16 +128,16 @@ func TestOutcomes(t *testing.T) {
 	require.Len(t, out, len(want), "one response per entry")
 	for i, r := range out {
 		require.NoError(t, r.Err, "entry %d", i)
-		require.Len(t, r.Writes[0].Cells, len(want[i]), "entry %d: one result per cell", i)
-		for j, c := range r.Writes[0].Cells {
+		require.Len(t, r.writes()[0].Cells, len(want[i]), "entry %d: one result per cell", i)
+		for j, c := range r.writes()[0].Cells {
 			assert.Equal(t, want[i][j], c.Status, "entry %d cell %d: status", i, j)
 		}
 	}
 	// added_id is per shard, in log order; exists/conflict report the stored cell.
-	ids := []int64{out[0].Writes[0].Cells[0].AddedID, out[0].Writes[0].Cells[1].AddedID, out[0].Writes[0].Cells[2].AddedID, out[0].Writes[0].Cells[3].AddedID, out[1].Writes[0].Cells[1].AddedID, out[1].Writes[0].Cells[2].AddedID}
+	ids := []int64{out[0].writes()[0].Cells[0].AddedID, out[0].writes()[0].Cells[1].AddedID, out[0].writes()[0].Cells[2].AddedID, out[0].writes()[0].Cells[3].AddedID, out[1].writes()[0].Cells[1].AddedID, out[1].writes()[0].Cells[2].AddedID}
 	assert.Equal(t, []int64{1, 1, 1, 1, 2, 3}, ids, "added_ids")
-	assert.WithinDuration(t, at, out[1].Writes[0].Cells[0].CreatedAt, 0, "conflict reports the stored cell's created_at")
-	assert.WithinDuration(t, at.Add(time.Second), out[1].Writes[0].Cells[1].CreatedAt, 0, "created_at: the command's")
+	assert.WithinDuration(t, at, out[1].writes()[0].Cells[0].CreatedAt, 0, "conflict reports the stored cell's created_at")
+	assert.WithinDuration(t, at.Add(time.Second), out[1].writes()[0].Cells[1].CreatedAt, 0, "created_at: the command's")
 	assert.Equal(t, uint64(2), f.Applied().Index, "applied index")
 	// A later batch meets the stored cells (the INSERT finds them; the shard's new cells then
 	// take the next added_ids, with no gap left by the ones that were stored before).
@@ -125,8 +146,8 @@ func TestOutcomes(t *testing.T) {
 	}))
 	require.Len(t, out, 1, "one response")
 	require.NoError(t, out[0].Err, "third batch")
-	got := make([]cells.Result, len(out[0].Writes[0].Cells))
-	for i, c := range out[0].Writes[0].Cells {
+	got := make([]cells.Result, len(out[0].writes()[0].Cells))
+	for i, c := range out[0].writes()[0].Cells {
 		got[i] = cells.Result{Status: c.Status, AddedID: c.AddedID}
 	}
 	assert.Equal(t, []cells.Result{{Status: cells.StatusCreated, AddedID: 4}, {Status: cells.StatusExists, AddedID: 2},
@@ -143,10 +164,10 @@ func TestBadCommandsAreValues(t *testing.T) {
 		{Index: 4, Term: 1, Type: raft.LogConfiguration},
 	}))
 	require.Len(t, out, 4, "one response per entry")
-	assert.ErrorIs(t, out[0].Err, ErrBadCommand, "undecodable entry")
-	assert.ErrorIs(t, out[1].Err, ErrShardOutOfRange, "shard 3 outside 8..11")
-	if assert.NoError(t, out[2].Err, "valid entry after bad ones") && assert.Len(t, out[2].Writes[0].Cells, 1, "valid entry after bad ones") {
-		assert.Equal(t, cells.StatusCreated, out[2].Writes[0].Cells[0].Status, "valid entry after bad ones: %+v", out[2])
+	assert.ErrorIs(t, out[0].Err, command.ErrBadCommand, "undecodable entry")
+	assert.ErrorIs(t, out[1].Err, command.ErrShardOutOfRange, "shard 3 outside 8..11")
+	if assert.NoError(t, out[2].Err, "valid entry after bad ones") && assert.Len(t, out[2].writes()[0].Cells, 1, "valid entry after bad ones") {
+		assert.Equal(t, cells.StatusCreated, out[2].writes()[0].Cells[0].Status, "valid entry after bad ones: %+v", out[2])
 	}
 	assert.NoError(t, out[3].Err, "configuration entry: %+v", out[3])
 	assert.Equal(t, uint64(4), f.Applied().Index, "applied after the configuration entry")
@@ -159,7 +180,7 @@ func randomLog(t testing.TB, rng *rand.Rand, n int) []*raft.Log {
 	logs := make([]*raft.Log, n)
 	base := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range logs {
-		var cs []CommandCell
+		var cs []command.Cell
 		for j := rng.Intn(6); j >= 0; j-- {
 			row := rng.Intn(20)
 			shard := testShards.First + row%testShards.Len()
@@ -358,7 +379,7 @@ func TestStoreFailures(t *testing.T) {
 	fs.failures.Store(2) // transient: the third attempt succeeds
 	out := responses(t, f.ApplyBatch([]*raft.Log{cmdLog(t, 1, time.Now(), cell(8, 1, "BASE", 1, b))}))
 	require.NoError(t, out[0].Err, "after 2 transient failures")
-	require.Equal(t, cells.StatusCreated, out[0].Writes[0].Cells[0].Status, "after 2 transient failures: %+v", out[0])
+	require.Equal(t, cells.StatusCreated, out[0].writes()[0].Cells[0].Status, "after 2 transient failures: %+v", out[0])
 
 	fs.failures.Store(100) // the store stays down
 	out = responses(t, f.ApplyBatch([]*raft.Log{cmdLog(t, 2, time.Now(), cell(8, 2, "BASE", 1, b))}))
@@ -393,18 +414,4 @@ func TestWaitApplied(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.ErrorIs(t, f.WaitApplied(ctx, 10), context.Canceled, "WaitApplied with a cancelled ctx")
-}
-
-func TestCommandRoundTrip(t *testing.T) {
-	t.Parallel()
-	at := time.Date(2026, 1, 2, 3, 4, 5, 678901000, time.UTC)
-	c := Command{CreatedAt: at, Writes: []Write{{Cells: []CommandCell{cell(9, 5, "BASE", 7, body(t, `{"a":[1,2]}`)), cell(10, 6, "S", 0, body(t, `{}`))}}}}
-	data, err := EncodeCommand(c)
-	require.NoError(t, err, "EncodeCommand")
-	got, err := DecodeCommand(data)
-	require.NoError(t, err, "DecodeCommand")
-	require.True(t, got.CreatedAt.Equal(at) && len(got.Writes) == 1 && len(got.Writes[0].Cells) == 2 && got.Writes[0].Cells[0].Key == c.Writes[0].Cells[0].Key && got.Writes[0].Cells[1].Shard == 10 &&
-		bytes.Equal(got.Writes[0].Cells[0].Body, c.Writes[0].Cells[0].Body), "round trip: got %+v, want %+v", got, c)
-	_, err = DecodeCommand(data[:len(data)-3])
-	require.ErrorIs(t, err, ErrBadCommand, "truncated command")
 }

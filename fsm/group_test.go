@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,8 +16,8 @@ import (
 
 func groupLog(t *testing.T, index uint64, at time.Time, group string, cmd consumer.Command) *raft.Log {
 	t.Helper()
-	data, err := EncodeGroupCommand(GroupCommand{Group: group, CreatedAt: at, Cmd: cmd})
-	require.NoError(t, err, "EncodeGroupCommand")
+	data, err := command.Encode(&command.Group{Group: group, CreatedAt: at, Cmd: cmd})
+	require.NoError(t, err, "command.Encode")
 	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
 }
 
@@ -64,15 +65,15 @@ func TestGroupCommands(t *testing.T) {
 			"entry %d after a retried batch: got %s (%v), want %s (%v)", i+1, gj, r.Err, wj, want[i].Err)
 	}
 	assert.NoError(t, got[0].Err, "cell entry 1")
-	if assert.Len(t, got[0].Writes[0].Cells, 1, "cell entry 1") && assert.Len(t, got[4].Writes[0].Cells, 1, "cell entry 5") {
-		assert.Equal(t, cells.StatusCreated, got[0].Writes[0].Cells[0].Status, "cell entry 1: %+v", got[0])
-		assert.Equal(t, cells.StatusCreated, got[4].Writes[0].Cells[0].Status, "cell entry 5: %+v", got[4])
+	if assert.Len(t, got[0].writes()[0].Cells, 1, "cell entry 1") && assert.Len(t, got[4].writes()[0].Cells, 1, "cell entry 5") {
+		assert.Equal(t, cells.StatusCreated, got[0].writes()[0].Cells[0].Status, "cell entry 1: %+v", got[0])
+		assert.Equal(t, cells.StatusCreated, got[4].writes()[0].Cells[0].Status, "cell entry 5: %+v", got[4])
 	}
-	require.NotNil(t, got[1].Group, "heartbeat: got %+v, want all 16 shards assigned", got[1])
-	require.Len(t, got[1].Group.Assigned, 16, "heartbeat: want all 16 shards assigned")
+	require.NotNil(t, got[1].group(), "heartbeat: got %+v, want all 16 shards assigned", got[1])
+	require.Len(t, got[1].group().Assigned, 16, "heartbeat: want all 16 shards assigned")
 	assert.ErrorIs(t, got[2].Err, consumer.ErrBadCommand, "commit of shard 99")
-	assert.Nil(t, got[2].Group, "commit of shard 99: got %+v, want ErrBadCommand", got[2])
-	if g := got[3].Group; assert.NotNil(t, g, "commits at epochs 1 and 7: got %+v", got[3]) {
+	assert.Nil(t, got[2].group(), "commit of shard 99: got %+v, want ErrBadCommand", got[2])
+	if g := got[3].group(); assert.NotNil(t, g, "commits at epochs 1 and 7: got %+v", got[3]) {
 		assert.Equal(t, []bool{true, false}, g.Accepted, "commits at epochs 1 and 7: accepted")
 	}
 	assert.Equal(t, statusJSON(t, clean, "billing", at), statusJSON(t, p, "billing", at), "group state after a retried batch")
@@ -80,8 +81,8 @@ func TestGroupCommands(t *testing.T) {
 	f2 := newFSM(t, p)
 	out := responses(t, f2.ApplyBatch([]*raft.Log{groupLog(t, 6, at.Add(2*time.Second), "billing",
 		consumer.Command{Op: consumer.OpCommit, Worker: "w1", Shards: 16, Commits: []consumer.Offset{{Shard: 8, Epoch: 1, Offset: 0}}})}))
-	require.NotNil(t, out[0].Group, "commit after restart: got %+v, want accepted", out[0])
-	require.Equal(t, []bool{true}, out[0].Group.Accepted, "commit after restart: accepted")
+	require.NotNil(t, out[0].group(), "commit after restart: got %+v, want accepted", out[0])
+	require.Equal(t, []bool{true}, out[0].group().Accepted, "commit after restart: accepted")
 	st, err := LoadGroup(context.Background(), p, "billing")
 	require.NoError(t, err, "LoadGroup after restart")
 	for _, l := range st.Status(at.Add(2 * time.Second)).Leases {
@@ -92,23 +93,4 @@ func TestGroupCommands(t *testing.T) {
 	names, err := GroupNames(context.Background(), p)
 	require.NoError(t, err, "GroupNames")
 	assert.Equal(t, []string{"billing"}, names, "GroupNames")
-}
-
-func TestGroupCommandRoundTrip(t *testing.T) {
-	t.Parallel()
-	in := GroupCommand{Group: "g", CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC),
-		Cmd: consumer.Command{Op: consumer.OpCommit, Worker: "w", Shards: 4, Commits: []consumer.Offset{{Shard: 1, Epoch: 2, Offset: 3}}}}
-	data, err := EncodeGroupCommand(in)
-	require.NoError(t, err, "EncodeGroupCommand")
-	out, err := DecodeGroupCommand(data)
-	require.NoError(t, err, "DecodeGroupCommand")
-	ij, err := json.Marshal(in)
-	require.NoError(t, err)
-	oj, err := json.Marshal(out)
-	require.NoError(t, err)
-	assert.Equal(t, string(ij), string(oj), "round trip")
-	assert.True(t, out.CreatedAt.Equal(in.CreatedAt), "round trip: created_at %v, want %v", out.CreatedAt, in.CreatedAt)
-	_, err = DecodeGroupCommand([]byte{groupCommandVersion, 0xc1})
-	assert.ErrorIs(t, err, ErrBadCommand, "garbage")
-	assert.Error(t, consumer.ValidGroupName("a b"), `ValidGroupName("a b")`)
 }

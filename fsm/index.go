@@ -5,18 +5,13 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/vmihailenco/msgpack/v5"
 )
-
-// indexCommandVersion is the first byte of an index command entry; cell commands start with
-// commandVersion and consumer-group commands with groupCommandVersion.
-const indexCommandVersion byte = 3
 
 // KV keys of the index state a partition holds.
 const (
@@ -30,169 +25,6 @@ const (
 	// CatalogShard.
 	indexCatalogKey = "index/catalog"
 )
-
-// IndexOp is the kind of an IndexCommand.
-type IndexOp uint8
-
-// Index command kinds.
-const (
-	// IndexUpsert merges entries into an index table (indexes.Merge: per source column, the
-	// newer ref key wins), creating the table on first use.
-	IndexUpsert IndexOp = iota + 1
-	// IndexDrop drops an index table on this partition and ignores later upserts into it.
-	IndexDrop
-	// IndexCatalog applies a command to the datastore's index catalog.
-	IndexCatalog
-	// IndexErase deletes the entries of RowKeys from an index table on every shard of the
-	// partition holding one (the maintainer, on the tombstone of an erased row; see erase.go).
-	IndexErase
-)
-
-// IndexCommand is the data of an index log entry.
-type IndexCommand struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	Op       IndexOp
-	// CreatedAt is the leader's clock when it proposed the entry: the catalog's "now".
-	CreatedAt time.Time
-	// Table is the index table of IndexUpsert and IndexDrop: indexes.TableName(index, version).
-	Table string
-	// Fields are the table's fields, shard field first (IndexUpsert).
-	Fields []indexes.Field
-	// Entries are merged in order (IndexUpsert).
-	Entries []IndexEntry
-	// Catalog is the catalog command (IndexCatalog).
-	Catalog indexes.Command
-	// RowKeys are the rows whose entries IndexErase deletes from Table.
-	RowKeys []uuid.UUID
-}
-
-// IndexEntry is one entry of an IndexUpsert: the values of the source columns named in Refs,
-// for row key RowKey, on index shard Shard.
-type IndexEntry struct {
-	_msgpack  struct{} `msgpack:",as_array"`
-	Shard     int32
-	RowKey    uuid.UUID
-	Values    []any
-	Refs      map[string]int64
-	Violation int64
-}
-
-// IndexResult is the result of an index command: how many entries an IndexUpsert changed, or
-// the catalog's answer.
-type IndexResult struct {
-	Changed int
-	Catalog indexes.Result
-}
-
-// EncodeIndexCommand returns the log entry data of c: a version byte, then MessagePack. UUID
-// values are carried as 16-byte strings and restored by DecodeIndexCommand from the fields'
-// types.
-func EncodeIndexCommand(c IndexCommand) ([]byte, error) {
-	entries := make([]IndexEntry, len(c.Entries))
-	for i, e := range c.Entries {
-		e.Values = PackIndexValues(e.Values)
-		entries[i] = e
-	}
-	c.Entries = entries
-	b, err := msgpack.Marshal(&c)
-	if err != nil {
-		return nil, fmt.Errorf("fsm: encode index command: %w", err)
-	}
-	return append([]byte{indexCommandVersion}, b...), nil
-}
-
-// PackIndexValues returns a copy of index values with every UUID as a 16-byte slice, as
-// MessagePack carries it; TypedIndexValue restores them.
-func PackIndexValues(vs []any) []any {
-	out := make([]any, len(vs))
-	for i, v := range vs {
-		if u, ok := v.(uuid.UUID); ok {
-			v = u[:]
-		}
-		out[i] = v
-	}
-	return out
-}
-
-// DecodeIndexCommand parses data written by EncodeIndexCommand, typing every value by its
-// field. Errors wrap ErrBadCommand.
-func DecodeIndexCommand(data []byte) (IndexCommand, error) {
-	if len(data) == 0 || data[0] != indexCommandVersion {
-		return IndexCommand{}, fmt.Errorf("%w: not an index command", ErrBadCommand)
-	}
-	var c IndexCommand
-	if err := msgpack.Unmarshal(data[1:], &c); err != nil {
-		return IndexCommand{}, fmt.Errorf("%w: %w", ErrBadCommand, err)
-	}
-	c.CreatedAt = c.CreatedAt.UTC()
-	for i := range c.Entries {
-		e := &c.Entries[i]
-		if len(e.Values) != len(c.Fields) {
-			return IndexCommand{}, fmt.Errorf("%w: entry %d has %d values for %d fields", ErrBadCommand, i, len(e.Values), len(c.Fields))
-		}
-		for j, v := range e.Values {
-			tv, err := TypedIndexValue(c.Fields[j].Type, v)
-			if err != nil {
-				return IndexCommand{}, fmt.Errorf("%w: entry %d field %s: %w", ErrBadCommand, i, c.Fields[j].Name, err)
-			}
-			e.Values[j] = tv
-		}
-	}
-	return c, nil
-}
-
-// typedValue restores the Go type of a decoded MessagePack value of a field of type t.
-func TypedIndexValue(t indexes.FieldType, v any) (any, error) {
-	if v == nil {
-		return nil, nil
-	}
-	switch t {
-	case indexes.TypeUUID:
-		switch x := v.(type) {
-		case []byte:
-			return uuid.FromBytes(x)
-		case string:
-			return uuid.FromBytes([]byte(x))
-		}
-	case indexes.TypeString:
-		if s, ok := v.(string); ok {
-			return s, nil
-		}
-	case indexes.TypeInt, indexes.TypeDatetime:
-		switch x := v.(type) {
-		case int8:
-			return int64(x), nil
-		case int16:
-			return int64(x), nil
-		case int32:
-			return int64(x), nil
-		case int64:
-			return x, nil
-		case uint8:
-			return int64(x), nil
-		case uint16:
-			return int64(x), nil
-		case uint32:
-			return int64(x), nil
-		case uint64:
-			if x <= 1<<63-1 {
-				return int64(x), nil
-			}
-		}
-	case indexes.TypeFloat:
-		switch x := v.(type) {
-		case float64:
-			return x, nil
-		case float32:
-			return float64(x), nil
-		}
-	case indexes.TypeBool:
-		if b, ok := v.(bool); ok {
-			return b, nil
-		}
-	}
-	return nil, fmt.Errorf("value %v (%T) is not a %s", v, v, t)
-}
 
 // IndexTableOf returns the storage table of an index table named name with fields (shard
 // field first).
@@ -221,26 +53,6 @@ func IndexKindOf(t indexes.FieldType) storage.IndexKind {
 		return storage.IndexDatetime
 	}
 	return 0
-}
-
-// IndexResponseOf waits for f and returns the index command's result. Errors are raft's own
-// (the outcome may be unknown) or the Response's Err (indexes.ErrBadCommand or
-// indexes.ErrNotFound for a catalog command refused; nothing changed).
-func IndexResponseOf(f raft.ApplyFuture) (IndexResult, error) {
-	if err := f.Error(); err != nil {
-		return IndexResult{}, err
-	}
-	r, ok := f.Response().(*Response)
-	if !ok {
-		return IndexResult{}, fmt.Errorf("%w: %T", ErrUnexpectedResponse, f.Response())
-	}
-	if r.Err != nil {
-		return IndexResult{}, r.Err
-	}
-	if r.Index == nil {
-		return IndexResult{}, fmt.Errorf("%w: no index result", ErrUnexpectedResponse)
-	}
-	return *r.Index, nil
 }
 
 // kvScanner is the read side of the KV rows.
@@ -344,13 +156,13 @@ func (f *FSM) loadIndexState(ctx context.Context) error {
 
 // ensureIndexTables creates, before the batch transaction, the tables the batch's upserts
 // write (DDL runs outside transactions).
-func (f *FSM) ensureIndexTables(ctx context.Context, entries []entry) error {
+func (f *FSM) ensureIndexTables(ctx context.Context, entries []indexEntry) error {
 	if err := f.loadIndexState(ctx); err != nil {
 		return err
 	}
 	for _, e := range entries {
-		c := e.index
-		if c == nil || c.Op != IndexUpsert || f.idx.dropped[c.Table] || len(c.Entries) == 0 {
+		c := e.cmd
+		if c.Op != command.IndexUpsert || f.idx.dropped[c.Table] || len(c.Entries) == 0 {
 			continue
 		}
 		seen := map[int]bool{}
@@ -378,26 +190,20 @@ type indexApply struct {
 
 // applyIndexes applies the index entries of a batch in tx, in order, and sets each entry's
 // result. It returns what to install after COMMIT.
-func (f *FSM) applyIndexes(ctx context.Context, tx *storage.WriteTx, entries []entry) (*indexApply, error) {
-	var out *indexApply
+func (f *FSM) applyIndexes(ctx context.Context, tx *storage.WriteTx, entries []indexEntry) (*indexApply, error) {
+	out := &indexApply{tables: map[string][]indexes.Field{}}
 	dropped := map[string]bool{}
 	for i := range entries {
 		e := &entries[i]
-		c := e.index
-		if c == nil {
-			continue
-		}
-		if out == nil {
-			out = &indexApply{tables: map[string][]indexes.Field{}}
-		}
+		c := e.cmd
 		switch c.Op {
-		case IndexCatalog:
+		case command.IndexCatalog:
 			if out.catalog == nil {
 				out.catalog = f.idx.catalog.Clone()
 			}
 			res, err := out.catalog.Apply(c.Catalog)
 			if err != nil {
-				e.indexErr = err
+				e.err = err
 				continue
 			}
 			b, err := indexes.EncodeCatalog(out.catalog)
@@ -407,8 +213,8 @@ func (f *FSM) applyIndexes(ctx context.Context, tx *storage.WriteTx, entries []e
 			if err := tx.PutKV(ctx, indexCatalogKey, b); err != nil {
 				return nil, fmt.Errorf("write index catalog: %w", err)
 			}
-			e.indexRes = &IndexResult{Catalog: res}
-		case IndexDrop:
+			e.res = command.IndexResult{Catalog: res}
+		case command.IndexDrop:
 			if !f.idx.dropped[c.Table] && !dropped[c.Table] {
 				if err := tx.PutKV(ctx, indexDroppedKeyPrefix+c.Table, []byte{1}); err != nil {
 					return nil, fmt.Errorf("write index tombstone %s: %w", c.Table, err)
@@ -420,10 +226,8 @@ func (f *FSM) applyIndexes(ctx context.Context, tx *storage.WriteTx, entries []e
 				out.dropped = append(out.dropped, c.Table)
 				delete(out.tables, c.Table)
 			}
-			e.indexRes = &IndexResult{}
-		case IndexUpsert:
+		case command.IndexUpsert:
 			if f.idx.dropped[c.Table] || dropped[c.Table] {
-				e.indexRes = &IndexResult{}
 				continue
 			}
 			n, err := f.upsertIndex(ctx, tx, c)
@@ -442,20 +246,20 @@ func (f *FSM) applyIndexes(ctx context.Context, tx *storage.WriteTx, entries []e
 					out.tables[c.Table] = c.Fields
 				}
 			}
-			e.indexRes = &IndexResult{Changed: n}
-		case IndexErase:
+			e.res = command.IndexResult{Changed: n}
+		case command.IndexErase:
 			if err := f.eraseIndexEntries(ctx, tx, e, dropped); err != nil {
 				return nil, err
 			}
 		default:
-			e.indexErr = fmt.Errorf("%w: unknown index op %d", ErrBadCommand, c.Op)
+			e.err = fmt.Errorf("%w: unknown index op %d", command.ErrBadCommand, c.Op)
 		}
 	}
 	return out, nil
 }
 
 // upsertIndex merges one command's entries into its table and returns how many changed.
-func (f *FSM) upsertIndex(ctx context.Context, tx *storage.WriteTx, c *IndexCommand) (int, error) {
+func (f *FSM) upsertIndex(ctx context.Context, tx *storage.WriteTx, c *command.Index) (int, error) {
 	t := IndexTableOf(c.Table, c.Fields)
 	byShard := map[int][]int{}
 	var shards []int

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/stretchr/testify/assert"
@@ -27,16 +28,16 @@ var testFields = []indexes.Field{
 
 const testTable = "by_city_v1"
 
-func indexLog(t testing.TB, index uint64, c IndexCommand) *raft.Log {
+func indexLog(t testing.TB, index uint64, c command.Index) *raft.Log {
 	t.Helper()
-	data, err := EncodeIndexCommand(c)
-	require.NoError(t, err, "EncodeIndexCommand")
+	data, err := command.Encode(&c)
+	require.NoError(t, err, "command.Encode")
 	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
 }
 
 // update is one source cell turned into an index entry update.
-func update(shard int, row int, col string, ref int64, city string, fare int64, driver uuid.UUID) IndexEntry {
-	e := IndexEntry{Shard: int32(shard), RowKey: rowKey(row), Values: []any{city, nil, nil}, Refs: map[string]int64{col: ref}}
+func update(shard int, row int, col string, ref int64, city string, fare int64, driver uuid.UUID) command.IndexEntry {
+	e := command.IndexEntry{Shard: int32(shard), RowKey: rowKey(row), Values: []any{city, nil, nil}, Refs: map[string]int64{col: ref}}
 	if col == "BASE" {
 		e.Values[1] = fare
 	} else {
@@ -69,7 +70,7 @@ func TestIndexUpsertsCommute(t *testing.T) {
 	t.Parallel()
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	var ups []IndexEntry
+	var ups []command.IndexEntry
 	for row := 0; row < 20; row++ {
 		shard := 8 + rng.IntN(4)
 		city := fmt.Sprintf("city-%d", rng.IntN(3))
@@ -80,18 +81,18 @@ func TestIndexUpsertsCommute(t *testing.T) {
 			ups = append(ups, update(shard, row, "STATUS", ref, city, 0, uuid.New()))
 		}
 	}
-	apply := func(order []IndexEntry, batch int) []storage.IndexEntry {
+	apply := func(order []command.IndexEntry, batch int) []storage.IndexEntry {
 		p := openSQLite(t)
 		f := newFSM(t, p)
 		var logs []*raft.Log
 		for i := 0; i < len(order); i += batch {
 			chunk := order[i:min(i+batch, len(order))]
-			logs = append(logs, indexLog(t, uint64(len(logs)+1), IndexCommand{Op: IndexUpsert, Table: testTable, Fields: testFields, Entries: chunk}))
+			logs = append(logs, indexLog(t, uint64(len(logs)+1), command.Index{Op: command.IndexUpsert, Table: testTable, Fields: testFields, Entries: chunk}))
 		}
 		for i := 0; i < len(logs); i += 3 {
 			for _, r := range responses(t, f.ApplyBatch(logs[i:min(i+3, len(logs))])) {
 				require.NoError(t, r.Err, "seed %d: upsert", seed)
-				require.NotNil(t, r.Index, "seed %d: upsert: %+v, want an index result", seed, r)
+				require.NotNil(t, r.index(), "seed %d: upsert: %+v, want an index result", seed, r)
 			}
 		}
 		return dumpIndex(t, p)
@@ -99,7 +100,7 @@ func TestIndexUpsertsCommute(t *testing.T) {
 	want := apply(ups, 1) // per row and column, ref keys ascending
 	require.Len(t, want, 20, "seed %d: entries, one per row", seed)
 	for round := 0; round < 3; round++ {
-		shuffled := append([]IndexEntry(nil), ups...)
+		shuffled := append([]command.IndexEntry(nil), ups...)
 		shuffled = append(shuffled, ups[:len(ups)/2]...) // replays
 		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 		got := apply(shuffled, 1+rng.IntN(7))
@@ -107,7 +108,7 @@ func TestIndexUpsertsCommute(t *testing.T) {
 	}
 	// The entries hold the newest values: check one row against the updates.
 	for _, e := range want {
-		var bestBase, bestStatus IndexEntry
+		var bestBase, bestStatus command.IndexEntry
 		for _, u := range ups {
 			if u.RowKey != e.RowKey {
 				continue
@@ -132,8 +133,8 @@ func TestIndexDropAndSnapshot(t *testing.T) {
 	t.Parallel()
 	p := openSQLite(t)
 	f := newFSM(t, p)
-	ups := []IndexEntry{update(8, 1, "BASE", 1, "ORD", 10, uuid.Nil), update(10, 2, "BASE", 1, "SFO", 20, uuid.Nil)}
-	responses(t, f.ApplyBatch([]*raft.Log{indexLog(t, 1, IndexCommand{Op: IndexUpsert, Table: testTable, Fields: testFields, Entries: ups})}))
+	ups := []command.IndexEntry{update(8, 1, "BASE", 1, "ORD", 10, uuid.Nil), update(10, 2, "BASE", 1, "SFO", 20, uuid.Nil)}
+	responses(t, f.ApplyBatch([]*raft.Log{indexLog(t, 1, command.Index{Op: command.IndexUpsert, Table: testTable, Fields: testFields, Entries: ups})}))
 	before := dumpIndex(t, p)
 	require.Len(t, before, 2, "entries after two upserts")
 
@@ -146,18 +147,18 @@ func TestIndexDropAndSnapshot(t *testing.T) {
 
 	// Drop, then upsert again: ignored, no table comes back.
 	out := responses(t, f.ApplyBatch([]*raft.Log{
-		indexLog(t, 2, IndexCommand{Op: IndexDrop, Table: testTable}),
-		indexLog(t, 3, IndexCommand{Op: IndexUpsert, Table: testTable, Fields: testFields, Entries: ups}),
+		indexLog(t, 2, command.Index{Op: command.IndexDrop, Table: testTable}),
+		indexLog(t, 3, command.Index{Op: command.IndexUpsert, Table: testTable, Fields: testFields, Entries: ups}),
 	}))
 	require.NoError(t, out[0].Err, "drop")
 	require.NoError(t, out[1].Err, "upsert after drop")
-	require.NotNil(t, out[1].Index, "upsert after drop: %+v", out[1])
-	require.Zero(t, out[1].Index.Changed, "upsert after drop: entries changed")
+	require.NotNil(t, out[1].index(), "upsert after drop: %+v", out[1])
+	require.Zero(t, out[1].index().Changed, "upsert after drop: entries changed")
 	names, err := p.IndexNames(context.Background())
 	require.NoError(t, err, "IndexNames after drop")
 	require.Empty(t, names, "index tables after drop")
 	f2 := newFSM(t, p) // restart: the tombstone is in SQL
-	responses(t, f2.ApplyBatch([]*raft.Log{indexLog(t, 4, IndexCommand{Op: IndexUpsert, Table: testTable, Fields: testFields, Entries: ups})}))
+	responses(t, f2.ApplyBatch([]*raft.Log{indexLog(t, 4, command.Index{Op: command.IndexUpsert, Table: testTable, Fields: testFields, Entries: ups})}))
 	names, err = p.IndexNames(context.Background())
 	require.NoError(t, err, "IndexNames after a restart")
 	require.Empty(t, names, "a restarted FSM recreated dropped tables")
@@ -174,7 +175,7 @@ func TestIndexCatalogCommands(t *testing.T) {
 	at := time.Date(2026, 11, 23, 7, 0, 0, 0, time.UTC)
 	cat := func(i uint64, c indexes.Command) *raft.Log {
 		c.Now = at
-		return indexLog(t, i, IndexCommand{Op: IndexCatalog, Catalog: c})
+		return indexLog(t, i, command.Index{Op: command.IndexCatalog, Catalog: c})
 	}
 	out := responses(t, f.ApplyBatch([]*raft.Log{
 		cat(1, indexes.Command{Op: indexes.OpDefine, Name: "by_city", Definition: def}),
@@ -182,10 +183,10 @@ func TestIndexCatalogCommands(t *testing.T) {
 		cat(3, indexes.Command{Op: indexes.OpReady, Name: "by_city", Version: 1}),
 	}))
 	require.NoError(t, out[0].Err, "define")
-	require.NotNil(t, out[0].Index, "define: %+v", out[0])
-	require.True(t, out[0].Index.Catalog.Version == 1 && out[0].Index.Catalog.Created, "define: got %+v, want version 1 created", out[0].Index.Catalog)
+	require.NotNil(t, out[0].index(), "define: %+v", out[0])
+	require.True(t, out[0].index().Catalog.Version == 1 && out[0].index().Catalog.Created, "define: got %+v, want version 1 created", out[0].index().Catalog)
 	require.True(t, errors.Is(out[1].Err, indexes.ErrNotReady) || errors.Is(out[1].Err, indexes.ErrBadCommand),
-		"alias to a building version: got %+v, want a refusal (ErrNotReady or ErrBadCommand)", out[1])
+		"alias to a building version: got %+v, want a refusal (ErrNotReady or command.ErrBadCommand)", out[1])
 	require.NoError(t, out[2].Err, "ready: %+v", out[2])
 	c, err := LoadCatalog(context.Background(), p)
 	require.NoError(t, err, "LoadCatalog")

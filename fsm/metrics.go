@@ -43,17 +43,13 @@ func MetricCollectors() []prometheus.Collector {
 	return []prometheus.Collector{applySeconds, applyEntries, applyCells}
 }
 
-// observeApply records one successful ApplyBatch of n raft entries, begun at began, whose
-// decoded commands are entries. Called on the FSM goroutine.
-func observeApply(store Store, began time.Time, n int, entries []entry) {
+// observeApply records one successful ApplyBatch of n raft entries holding cells cells, begun
+// at began. Called on the FSM goroutine.
+func observeApply(store Store, began time.Time, n, cells int) {
 	var ds, part string
 	if s, ok := store.(interface{ ID() storage.PartitionID }); ok {
 		id := s.ID()
 		ds, part = id.Datastore, strconv.Itoa(id.Partition)
-	}
-	cells := 0
-	for _, e := range entries {
-		cells += e.cmd.CellCount()
 	}
 	applySeconds.WithLabelValues(ds, part).Observe(time.Since(began).Seconds())
 	applyEntries.WithLabelValues(ds, part).Observe(float64(n))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -37,21 +38,21 @@ func (n *Noop) ApplyBatch(logs []*raft.Log) []interface{} {
 			out[i] = &Response{}
 			continue
 		}
-		cmd, err := DecodeCommand(l.Data)
+		cmd, err := command.DecodeAs[*command.Append](l.Data)
 		if err != nil {
 			out[i] = &Response{Err: err}
 			continue
 		}
-		ws := make([]WriteResult, len(cmd.Writes))
+		ws := make([]command.WriteResult, len(cmd.Writes))
 		for k, w := range cmd.Writes {
 			rs := make([]cells.Result, len(w.Cells))
 			for j := range rs {
 				n.next++
 				rs[j] = cells.Result{Status: cells.StatusCreated, AddedID: n.next, CreatedAt: cmd.CreatedAt}
 			}
-			ws[k] = WriteResult{Cells: rs}
+			ws[k] = command.WriteResult{Cells: rs}
 		}
-		out[i] = &Response{Writes: ws}
+		out[i] = &Response{Result: ws}
 	}
 	if len(logs) > 0 {
 		last := logs[len(logs)-1]

@@ -9,88 +9,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/schemas"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// schemaCommandVersion is the first byte of a schema command entry (see command.go for the
-// others).
-const schemaCommandVersion byte = 4
-
 // schemaKeyPrefix starts the KV keys of the column schemas a partition holds:
 // "schema/<column>/<version %08d>", whose value is an encoded schemaRow. Column keys hold no
 // "/", and versions are fixed-width, so the keys of a column sort by version.
 const schemaKeyPrefix = "schema/"
-
-// MaxSchemaVersion is the highest version a column's schema may reach (the width of the KV
-// key's version).
-const MaxSchemaVersion = 99_999_999
-
-// SchemaCommand is the data of a schema log entry: register version Version of the schema of
-// column Column, whose canonical text (schemas.Canonical) is Text. CreatedAt is the
-// proposer's clock (the version's created_at on this partition).
-//
-// The partition accepts it (SchemaCreated) when Version is its latest version of the column
-// plus one, answers SchemaExists when it holds Version with the same text, SchemaConflict
-// when it holds Version with another text, and SchemaGap when Version is beyond latest + 1
-// (an earlier version is missing: register it first). A text that does not compile, or is not
-// canonical, is SchemaInvalid. Every replica decides alike; only SchemaCreated changes state.
-type SchemaCommand struct {
-	_msgpack  struct{} `msgpack:",as_array"`
-	CreatedAt time.Time
-	Column    string
-	Version   int
-	Text      []byte
-}
-
-// SchemaStatus is the outcome of a SchemaCommand.
-type SchemaStatus uint8
-
-// Outcomes of a SchemaCommand (see SchemaCommand).
-const (
-	SchemaCreated SchemaStatus = iota + 1
-	SchemaExists
-	SchemaConflict
-	SchemaGap
-	SchemaInvalid
-)
-
-// String returns "created", "exists", "conflict", "gap" or "invalid".
-func (s SchemaStatus) String() string {
-	switch s {
-	case SchemaCreated:
-		return "created"
-	case SchemaExists:
-		return "exists"
-	case SchemaConflict:
-		return "conflict"
-	case SchemaGap:
-		return "gap"
-	case SchemaInvalid:
-		return "invalid"
-	}
-	return "unknown(" + strconv.Itoa(int(s)) + ")"
-}
-
-// SchemaResult is the outcome of a SchemaCommand on one partition: Status, the column's latest
-// version there once the command is applied (0: none), and for SchemaInvalid why.
-type SchemaResult struct {
-	Status  SchemaStatus
-	Latest  int
-	Message string
-}
-
-// SchemaVersion is one registered version of a column's schema, as a partition holds it: its
-// canonical text and the time the partition applied it (the proposer's clock, UTC).
-type SchemaVersion struct {
-	Column    string
-	Version   int
-	CreatedAt time.Time
-	Text      []byte
-}
 
 // schemaRow is the KV value of a schema version.
 type schemaRow struct {
@@ -117,58 +46,12 @@ func parseSchemaKey(key string) (column string, version int, ok bool) {
 	return column, version, err == nil && version > 0
 }
 
-// EncodeSchemaCommand returns the log entry data of c: a version byte, then MessagePack.
-func EncodeSchemaCommand(c SchemaCommand) ([]byte, error) {
-	b, err := msgpack.Marshal(&c)
-	if err != nil {
-		return nil, fmt.Errorf("fsm: encode schema command: %w", err)
-	}
-	return append([]byte{schemaCommandVersion}, b...), nil
-}
-
-// DecodeSchemaCommand parses data written by EncodeSchemaCommand. Errors wrap ErrBadCommand.
-func DecodeSchemaCommand(data []byte) (SchemaCommand, error) {
-	if len(data) == 0 || data[0] != schemaCommandVersion {
-		return SchemaCommand{}, fmt.Errorf("%w: not a schema command", ErrBadCommand)
-	}
-	var c SchemaCommand
-	if err := msgpack.Unmarshal(data[1:], &c); err != nil {
-		return SchemaCommand{}, fmt.Errorf("%w: %w", ErrBadCommand, err)
-	}
-	c.CreatedAt = c.CreatedAt.UTC()
-	return c, nil
-}
-
-// SchemaResponseOf waits for f and returns the schema command's result. Errors are raft's own
-// (the outcome may be unknown; every schema command is safe to retry) or the Response's Err.
-func SchemaResponseOf(f raft.ApplyFuture) (SchemaResult, error) {
-	if err := f.Error(); err != nil {
-		return SchemaResult{}, err
-	}
-	r, ok := f.Response().(*Response)
-	if !ok {
-		return SchemaResult{}, fmt.Errorf("%w: %T", ErrUnexpectedResponse, f.Response())
-	}
-	return SchemaResultOf(r)
-}
-
-// SchemaResultOf returns the schema result of a Response (of ApplyShared), or its Err.
-func SchemaResultOf(r *Response) (SchemaResult, error) {
-	if r.Err != nil {
-		return SchemaResult{}, r.Err
-	}
-	if r.Schema == nil {
-		return SchemaResult{}, fmt.Errorf("%w: no schema result", ErrUnexpectedResponse)
-	}
-	return *r.Schema, nil
-}
-
 // LoadSchemas reads the schema versions a store's committed KV rows hold (any replica, any
 // goroutine): every version of column, or with column "" of every column; with latestOnly
 // only the latest version of each. Sorted by column, then version.
 func LoadSchemas(ctx context.Context, st interface {
 	ScanKV(ctx context.Context, prefix string) ([]storage.KV, error)
-}, column string, latestOnly bool) ([]SchemaVersion, error) {
+}, column string, latestOnly bool) ([]schemas.Version, error) {
 	prefix := schemaKeyPrefix
 	if column != "" {
 		prefix += column + "/"
@@ -177,7 +60,7 @@ func LoadSchemas(ctx context.Context, st interface {
 	if err != nil {
 		return nil, fmt.Errorf("fsm: load schemas: %w", err)
 	}
-	var out []SchemaVersion
+	var out []schemas.Version
 	for _, kv := range kvs {
 		col, v, ok := parseSchemaKey(kv.Key)
 		if !ok {
@@ -187,7 +70,7 @@ func LoadSchemas(ctx context.Context, st interface {
 		if err := msgpack.Unmarshal(kv.Value, &row); err != nil {
 			return nil, fmt.Errorf("fsm: load schemas: %s: %w", kv.Key, err)
 		}
-		sv := SchemaVersion{Column: col, Version: v, CreatedAt: time.UnixMicro(row.CreatedAtMicros).UTC(), Text: row.Text}
+		sv := schemas.Version{Column: col, Version: v, CreatedAt: time.UnixMicro(row.CreatedAtMicros).UTC(), Text: row.Text}
 		if latestOnly && len(out) > 0 && out[len(out)-1].Column == col {
 			out[len(out)-1] = sv // keys sort by version within a column
 			continue
@@ -205,7 +88,7 @@ type schemaState struct {
 	// latest after COMMIT; writePos gives the batch position of each write of the batch when
 	// batch is not empty, so that a write is checked against the versions before it only.
 	batch    []batchSchema
-	writePos map[*Write]int
+	writePos map[*command.Write]int
 }
 
 type columnSchema struct {
@@ -217,12 +100,6 @@ type batchSchema struct {
 	pos    int
 	column string
 	columnSchema
-}
-
-// schemaEntry is a schema command of a batch and its outcome.
-type schemaEntry struct {
-	cmd SchemaCommand
-	res SchemaResult
 }
 
 // loadSchemas reads and compiles the latest version of every column once (the store's
@@ -266,33 +143,26 @@ func (f *FSM) schemaAt(column string, pos int) *columnSchema {
 // applySchemas applies the schema entries of a batch, in log order, inside tx: each created
 // version is written to the KV table and kept in f.sch.batch until installSchemas. It sets
 // each entry's result. Called once per attempt at the batch transaction, before its writes.
-func (f *FSM) applySchemas(ctx context.Context, tx *storage.WriteTx, entries []entry) error {
+func (f *FSM) applySchemas(ctx context.Context, tx *storage.WriteTx, b *batch) error {
 	f.sch.batch, f.sch.writePos = nil, nil
-	has := false
-	for i := range entries {
-		has = has || entries[i].schema != nil
-	}
-	if !has {
+	if len(b.schemas) == 0 {
 		return nil
 	}
 	if err := f.loadSchemas(ctx); err != nil {
 		return err
 	}
-	for i := range entries {
-		e := &entries[i]
-		if e.schema == nil {
-			continue
-		}
-		res, err := f.applySchema(ctx, tx, e.pos, &e.schema.cmd)
+	for i := range b.schemas {
+		e := &b.schemas[i]
+		res, err := f.applySchema(ctx, tx, e.pos, e.cmd)
 		if err != nil {
 			return err
 		}
-		e.schema.res = res
+		e.res = res
 	}
 	if len(f.sch.batch) > 0 {
-		f.sch.writePos = map[*Write]int{}
-		for i := range entries {
-			e := &entries[i]
+		f.sch.writePos = map[*command.Write]int{}
+		for i := range b.appends {
+			e := &b.appends[i]
 			for j := range e.cmd.Writes {
 				f.sch.writePos[&e.cmd.Writes[j]] = e.pos
 			}
@@ -301,33 +171,33 @@ func (f *FSM) applySchemas(ctx context.Context, tx *storage.WriteTx, entries []e
 	return nil
 }
 
-// applySchema decides one schema command (see SchemaCommand).
-func (f *FSM) applySchema(ctx context.Context, tx *storage.WriteTx, pos int, c *SchemaCommand) (SchemaResult, error) {
+// applySchema decides one schema command (see command.Schema).
+func (f *FSM) applySchema(ctx context.Context, tx *storage.WriteTx, pos int, c *command.Schema) (command.SchemaResult, error) {
 	latest := 0
 	if cur := f.schemaAt(c.Column, math.MaxInt); cur != nil {
 		latest = cur.version
 	}
-	invalid := func(format string, args ...any) (SchemaResult, error) {
-		return SchemaResult{Status: SchemaInvalid, Latest: latest, Message: fmt.Sprintf(format, args...)}, nil
+	invalid := func(format string, args ...any) (command.SchemaResult, error) {
+		return command.SchemaResult{Status: command.SchemaInvalid, Latest: latest, Message: fmt.Sprintf(format, args...)}, nil
 	}
 	if err := cells.ValidateColumnKey(c.Column); err != nil {
 		return invalid("column %q: %v", c.Column, err)
 	}
-	if c.Version < 1 || c.Version > MaxSchemaVersion {
-		return invalid("version %d: want 1 to %d", c.Version, MaxSchemaVersion)
+	if c.Version < 1 || c.Version > schemas.MaxVersion {
+		return invalid("version %d: want 1 to %d", c.Version, schemas.MaxVersion)
 	}
 	switch {
 	case c.Version <= latest:
 		text, err := f.schemaText(ctx, c.Column, c.Version)
 		if err != nil {
-			return SchemaResult{}, err
+			return command.SchemaResult{}, err
 		}
 		if bytes.Equal(text, c.Text) {
-			return SchemaResult{Status: SchemaExists, Latest: latest}, nil
+			return command.SchemaResult{Status: command.SchemaExists, Latest: latest}, nil
 		}
-		return SchemaResult{Status: SchemaConflict, Latest: latest}, nil
+		return command.SchemaResult{Status: command.SchemaConflict, Latest: latest}, nil
 	case c.Version > latest+1:
-		return SchemaResult{Status: SchemaGap, Latest: latest}, nil
+		return command.SchemaResult{Status: command.SchemaGap, Latest: latest}, nil
 	}
 	s, err := schemas.Compile(c.Text)
 	if err != nil {
@@ -338,13 +208,13 @@ func (f *FSM) applySchema(ctx context.Context, tx *storage.WriteTx, pos int, c *
 	}
 	row, err := msgpack.Marshal(&schemaRow{CreatedAtMicros: c.CreatedAt.UnixMicro(), Text: c.Text})
 	if err != nil {
-		return SchemaResult{}, fmt.Errorf("fsm: encode schema row: %w", err)
+		return command.SchemaResult{}, fmt.Errorf("fsm: encode schema row: %w", err)
 	}
 	if err := tx.PutKV(ctx, schemaKey(c.Column, c.Version), row); err != nil {
-		return SchemaResult{}, fmt.Errorf("write schema %s version %d: %w", c.Column, c.Version, err)
+		return command.SchemaResult{}, fmt.Errorf("write schema %s version %d: %w", c.Column, c.Version, err)
 	}
 	f.sch.batch = append(f.sch.batch, batchSchema{pos: pos, column: c.Column, columnSchema: columnSchema{version: c.Version, schema: s}})
-	return SchemaResult{Status: SchemaCreated, Latest: c.Version}, nil
+	return command.SchemaResult{Status: command.SchemaCreated, Latest: c.Version}, nil
 }
 
 // schemaText returns the text of a version the partition holds: created earlier in the batch,
@@ -387,7 +257,7 @@ func (f *FSM) installSchemas() {
 // The latest schema is the one a schema entry before w's entry registered: a version created
 // by a later entry of the same batch does not apply to w. A cell of a column with no schema
 // costs a map lookup.
-func (f *FSM) validateWrite(ctx context.Context, tx *storage.WriteTx, w *Write) (*SchemaViolation, error) {
+func (f *FSM) validateWrite(ctx context.Context, tx *storage.WriteTx, w *command.Write) (*schemas.CellViolation, error) {
 	if err := f.loadSchemas(ctx); err != nil {
 		return nil, err
 	}
@@ -410,7 +280,7 @@ func (f *FSM) validateWrite(ctx context.Context, tx *storage.WriteTx, w *Write) 
 			v = &schemas.Violation{Message: err.Error()}
 		}
 		if v != nil {
-			return &SchemaViolation{Cell: i, Column: c.Key.ColumnKey, Version: cs.version, Pointer: v.Pointer, Message: v.Message}, nil
+			return &schemas.CellViolation{Cell: i, Column: c.Key.ColumnKey, Version: cs.version, Pointer: v.Pointer, Message: v.Message}, nil
 		}
 	}
 	return nil, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/schemas"
 	"github.com/schemaless-db/schemaless/storage"
 )
@@ -26,17 +27,17 @@ func schemaLog(t testing.TB, index uint64, column string, version int, text stri
 	t.Helper()
 	canon, err := schemas.Canonical([]byte(text))
 	require.NoError(t, err, "Canonical(%s)", text)
-	data, err := EncodeSchemaCommand(SchemaCommand{CreatedAt: schemaAt.Add(time.Duration(index) * time.Second), Column: column, Version: version, Text: canon})
-	require.NoError(t, err, "EncodeSchemaCommand")
+	data, err := command.Encode(&command.Schema{CreatedAt: schemaAt.Add(time.Duration(index) * time.Second), Column: column, Version: version, Text: canon})
+	require.NoError(t, err, "command.Encode")
 	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
 }
 
 // schemaOf returns the schema result of entry r, failing t when it has none.
-func schemaOf(t *testing.T, r *Response) SchemaResult {
+func schemaOf(t *testing.T, r *Response) command.SchemaResult {
 	t.Helper()
-	require.NoError(t, r.Err, "schema entry: Err")
-	require.NotNil(t, r.Schema, "schema entry: want a Schema result, got %+v", r)
-	return *r.Schema
+	res, err := Unwrap[command.SchemaResult](r)
+	require.NoError(t, err, "schema entry: want a schema result, got %+v", r)
+	return res
 }
 
 // bothEngines runs fn on a SQLite store and, unless -short, on a MariaDB one.
@@ -71,22 +72,22 @@ func TestSchemaVersioning(t *testing.T) {
 			schemaLog(t, 9, "bad/column", 1, schemaV2),
 			schemaLog(t, 10, "BASE", 0, schemaV2),
 		}))
-		want := []SchemaResult{
-			{Status: SchemaCreated, Latest: 1},
-			{Status: SchemaExists, Latest: 1},
-			{Status: SchemaConflict, Latest: 1},
-			{Status: SchemaGap, Latest: 1},
-			{Status: SchemaInvalid, Latest: 1},
-			{Status: SchemaCreated, Latest: 2},
-			{Status: SchemaExists, Latest: 2},
-			{Status: SchemaCreated, Latest: 1},
-			{Status: SchemaInvalid},
-			{Status: SchemaInvalid, Latest: 2},
+		want := []command.SchemaResult{
+			{Status: command.SchemaCreated, Latest: 1},
+			{Status: command.SchemaExists, Latest: 1},
+			{Status: command.SchemaConflict, Latest: 1},
+			{Status: command.SchemaGap, Latest: 1},
+			{Status: command.SchemaInvalid, Latest: 1},
+			{Status: command.SchemaCreated, Latest: 2},
+			{Status: command.SchemaExists, Latest: 2},
+			{Status: command.SchemaCreated, Latest: 1},
+			{Status: command.SchemaInvalid},
+			{Status: command.SchemaInvalid, Latest: 2},
 		}
 		require.Len(t, out, len(want), "one response per entry")
 		for i, r := range out {
 			got := schemaOf(t, r)
-			if want[i].Status == SchemaInvalid {
+			if want[i].Status == command.SchemaInvalid {
 				assert.NotEmpty(t, got.Message, "entry %d: an invalid command says why", i+1)
 				got.Message = ""
 			}
@@ -95,10 +96,10 @@ func TestSchemaVersioning(t *testing.T) {
 		assert.Contains(t, schemaOf(t, out[4]).Message, "/minimum", "entry 5: names the bad keyword")
 
 		// A schema text that is not canonical is refused: texts are compared as given.
-		data, err := EncodeSchemaCommand(SchemaCommand{CreatedAt: schemaAt, Column: "BASE", Version: 3, Text: []byte(" {} ")})
+		data, err := command.Encode(&command.Schema{CreatedAt: schemaAt, Column: "BASE", Version: 3, Text: []byte(" {} ")})
 		require.NoError(t, err)
 		r := responses(t, f.ApplyBatch([]*raft.Log{{Index: 11, Term: 1, Type: raft.LogCommand, Data: data}}))[0]
-		assert.Equal(t, SchemaInvalid, schemaOf(t, r).Status, "a text that is not canonical")
+		assert.Equal(t, command.SchemaInvalid, schemaOf(t, r).Status, "a text that is not canonical")
 
 		vs, err := LoadSchemas(context.Background(), st, "", false)
 		require.NoError(t, err, "LoadSchemas")
@@ -129,14 +130,14 @@ func TestSchemaValidate(t *testing.T) {
 		st := open(t)
 		f := newFSM(t, st)
 		at := schemaAt.Add(time.Hour)
-		write := func(index uint64, cs ...CommandCell) WriteResult {
+		write := func(index uint64, cs ...command.Cell) command.WriteResult {
 			t.Helper()
 			r := responses(t, f.ApplyBatch([]*raft.Log{cmdLog(t, index, at, cs...)}))[0]
 			require.NoError(t, r.Err, "entry %d", index)
-			require.Len(t, r.Writes, 1, "entry %d: one write", index)
-			return r.Writes[0]
+			require.Len(t, r.writes(), 1, "entry %d: one write", index)
+			return r.writes()[0]
 		}
-		require.Equal(t, SchemaCreated, schemaOf(t, responses(t, f.ApplyBatch([]*raft.Log{schemaLog(t, 1, "BASE", 1, schemaV1)}))[0]).Status)
+		require.Equal(t, command.SchemaCreated, schemaOf(t, responses(t, f.ApplyBatch([]*raft.Log{schemaLog(t, 1, "BASE", 1, schemaV1)}))[0]).Status)
 
 		ok := write(2, cell(8, 1, "BASE", 1, body(t, `{"distance":10}`)), cell(9, 2, "STATUS", 1, body(t, `{"distance":-1}`)))
 		require.True(t, ok.Applied(), "conforming write: %+v", ok)
@@ -145,13 +146,13 @@ func TestSchemaValidate(t *testing.T) {
 
 		bad := write(3, cell(8, 3, "BASE", 1, body(t, `{"distance":5}`)), cell(10, 4, "BASE", 1, body(t, `{"distance":-5}`)))
 		assert.False(t, bad.Applied(), "violating write applied: %+v", bad)
-		assert.Equal(t, &SchemaViolation{Cell: 1, Column: "BASE", Version: 1, Pointer: "/distance", Message: "minimum: got -5, want 0"}, bad.Violation, "violation")
+		assert.Equal(t, &schemas.CellViolation{Cell: 1, Column: "BASE", Version: 1, Pointer: "/distance", Message: "minimum: got -5, want 0"}, bad.Violation, "violation")
 		assert.Empty(t, bad.Cells, "a refused write has no cell results")
 		assert.Len(t, dump(t, st), 2, "nothing of the violating write is stored (its valid cell neither)")
 
-		require.Equal(t, SchemaCreated, schemaOf(t, responses(t, f.ApplyBatch([]*raft.Log{schemaLog(t, 4, "BASE", 2, schemaV2)}))[0]).Status)
+		require.Equal(t, command.SchemaCreated, schemaOf(t, responses(t, f.ApplyBatch([]*raft.Log{schemaLog(t, 4, "BASE", 2, schemaV2)}))[0]).Status)
 		v2 := write(5, cell(8, 5, "BASE", 1, body(t, `{"distance":5}`)))
-		assert.Equal(t, &SchemaViolation{Cell: 0, Column: "BASE", Version: 2, Pointer: "/origin", Message: "missing property 'origin'"}, v2.Violation, "checked against version 2")
+		assert.Equal(t, &schemas.CellViolation{Cell: 0, Column: "BASE", Version: 2, Pointer: "/origin", Message: "missing property 'origin'"}, v2.Violation, "checked against version 2")
 		good := write(6, cell(8, 5, "BASE", 1, body(t, `{"distance":5,"origin":"SFO"}`)))
 		assert.True(t, good.Applied(), "conforms to version 2: %+v", good)
 
@@ -180,24 +181,24 @@ func TestSchemaSameBatch(t *testing.T) {
 		cmdLog(t, 7, at, cell(8, 4, "BASE", 1, neg)),
 	}))
 	require.Len(t, out, 7)
-	assert.True(t, out[0].Writes[0].Applied(), "before the schema entry: not checked (%+v)", out[0].Writes[0])
-	if assert.NotNil(t, out[2].Writes[0].Violation, "after version 1: want a violation, got %+v", out[2].Writes[0]) {
-		assert.Equal(t, 1, out[2].Writes[0].Violation.Version, "after version 1: checked against it")
+	assert.True(t, out[0].writes()[0].Applied(), "before the schema entry: not checked (%+v)", out[0].writes()[0])
+	if assert.NotNil(t, out[2].writes()[0].Violation, "after version 1: want a violation, got %+v", out[2].writes()[0]) {
+		assert.Equal(t, 1, out[2].writes()[0].Violation.Version, "after version 1: checked against it")
 	}
-	assert.True(t, out[4].Writes[0].Applied(), "after version 2 (any object): accepted (%+v)", out[4].Writes[0])
-	assert.True(t, out[6].Writes[0].Applied(), "after a refused command: still version 2 (%+v)", out[6].Writes[0])
-	assert.Equal(t, SchemaGap, schemaOf(t, out[5]).Status, "version 4 after 2")
+	assert.True(t, out[4].writes()[0].Applied(), "after version 2 (any object): accepted (%+v)", out[4].writes()[0])
+	assert.True(t, out[6].writes()[0].Applied(), "after a refused command: still version 2 (%+v)", out[6].writes()[0])
+	assert.Equal(t, command.SchemaGap, schemaOf(t, out[5]).Status, "version 4 after 2")
 
 	// The next batch sees version 2 installed (version 1 would refuse a missing distance).
 	r := responses(t, f.ApplyBatch([]*raft.Log{cmdLog(t, 8, at, cell(8, 5, "BASE", 1, body(t, `{"x":1}`)))}))[0]
-	assert.True(t, r.Writes[0].Applied(), "next batch: version 2 (%+v)", r.Writes[0])
+	assert.True(t, r.writes()[0].Applied(), "next batch: version 2 (%+v)", r.writes()[0])
 }
 
 // Schemas travel in snapshots: a replica restored from one checks writes against them.
 func TestSchemaSnapshotRestore(t *testing.T) {
 	t.Parallel()
 	src := newFSM(t, openSQLite(t))
-	require.Equal(t, SchemaCreated, schemaOf(t, responses(t, src.ApplyBatch([]*raft.Log{schemaLog(t, 1, "BASE", 1, schemaV1)}))[0]).Status)
+	require.Equal(t, command.SchemaCreated, schemaOf(t, responses(t, src.ApplyBatch([]*raft.Log{schemaLog(t, 1, "BASE", 1, schemaV1)}))[0]).Status)
 	snap, err := src.Snapshot()
 	require.NoError(t, err, "Snapshot")
 	var sink memSink
@@ -207,13 +208,13 @@ func TestSchemaSnapshotRestore(t *testing.T) {
 	dstStore := openSQLite(t)
 	dst := newFSM(t, dstStore)
 	// The destination knew other schemas before: the restore replaces them.
-	require.Equal(t, SchemaCreated, schemaOf(t, responses(t, dst.ApplyBatch([]*raft.Log{schemaLog(t, 1, "STATUS", 1, schemaV1)}))[0]).Status)
+	require.Equal(t, command.SchemaCreated, schemaOf(t, responses(t, dst.ApplyBatch([]*raft.Log{schemaLog(t, 1, "STATUS", 1, schemaV1)}))[0]).Status)
 	require.NoError(t, dst.Restore(nopCloser{&sink}), "Restore")
 	out := responses(t, dst.ApplyBatch([]*raft.Log{cmdLog(t, 2, schemaAt, cell(8, 1, "BASE", 1, body(t, `{"distance":-1}`)), cell(8, 2, "STATUS", 1, body(t, `{}`)))}))
 	require.NoError(t, out[0].Err)
-	v := out[0].Writes[0].Violation
-	require.NotNil(t, v, "restored replica must check BASE: %+v", out[0].Writes[0])
-	assert.Equal(t, SchemaViolation{Cell: 0, Column: "BASE", Version: 1, Pointer: "/distance", Message: "minimum: got -1, want 0"}, *v)
+	v := out[0].writes()[0].Violation
+	require.NotNil(t, v, "restored replica must check BASE: %+v", out[0].writes()[0])
+	assert.Equal(t, schemas.CellViolation{Cell: 0, Column: "BASE", Version: 1, Pointer: "/distance", Message: "minimum: got -1, want 0"}, *v)
 	vs, err := LoadSchemas(context.Background(), dstStore, "", false)
 	require.NoError(t, err)
 	require.Len(t, vs, 1, "the restored store holds the snapshot's schemas only")
@@ -225,32 +226,23 @@ func TestSchemaSnapshotRestore(t *testing.T) {
 func TestSchemaViolationRecorded(t *testing.T) {
 	t.Parallel()
 	f := newFSM(t, openSQLite(t))
-	require.Equal(t, SchemaCreated, schemaOf(t, responses(t, f.ApplyBatch([]*raft.Log{schemaLog(t, 1, "BASE", 1, schemaV1)}))[0]).Status)
-	w := Write{ID: rowKey(99), Cells: []CommandCell{cell(8, 1, "BASE", 1, body(t, `{"distance":-1,"a":1,"b":2}`))}}
+	require.Equal(t, command.SchemaCreated, schemaOf(t, responses(t, f.ApplyBatch([]*raft.Log{schemaLog(t, 1, "BASE", 1, schemaV1)}))[0]).Status)
+	w := command.Write{ID: rowKey(99), Cells: []command.Cell{cell(8, 1, "BASE", 1, body(t, `{"distance":-1,"a":1,"b":2}`))}}
 	entry := func(index uint64) *raft.Log {
-		data, err := EncodeCommand(Command{CreatedAt: schemaAt, Writes: []Write{w}})
+		data, err := command.Encode(&command.Append{CreatedAt: schemaAt, Writes: []command.Write{w}})
 		require.NoError(t, err)
 		return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
 	}
-	first := responses(t, f.ApplyBatch([]*raft.Log{entry(2)}))[0].Writes[0]
+	first := responses(t, f.ApplyBatch([]*raft.Log{entry(2)}))[0].writes()[0]
 	require.NotNil(t, first.Violation, "first: %+v", first)
-	again := responses(t, f.ApplyBatch([]*raft.Log{entry(3)}))[0].Writes[0]
+	again := responses(t, f.ApplyBatch([]*raft.Log{entry(3)}))[0].writes()[0]
 	assert.True(t, again.Replayed, "a retry answers the recorded outcome")
 	assert.Equal(t, first.Violation, again.Violation, "recorded violation")
 }
 
-func TestSchemaCommandCodec(t *testing.T) {
-	c := SchemaCommand{CreatedAt: schemaAt, Column: "BASE", Version: 7, Text: []byte(`{}`)}
-	data, err := EncodeSchemaCommand(c)
-	require.NoError(t, err)
-	assert.Equal(t, schemaCommandVersion, data[0], "first byte")
-	got, err := DecodeSchemaCommand(data)
-	require.NoError(t, err)
-	assert.Equal(t, c, got, "round trip")
-	_, err = DecodeSchemaCommand(append([]byte{schemaCommandVersion}, 0xc1))
-	assert.ErrorIs(t, err, ErrBadCommand, "garbage")
-	// A bad schema entry is answered with ErrBadCommand, as every replica does.
+func TestBadSchemaEntry(t *testing.T) {
+	// A bad schema entry is answered with command.ErrBadCommand, as every replica does.
 	f := newFSM(t, openSQLite(t))
-	r := responses(t, f.ApplyBatch([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: []byte{schemaCommandVersion, 0xc1}}}))[0]
-	assert.ErrorIs(t, r.Err, ErrBadCommand, "undecodable entry")
+	r := responses(t, f.ApplyBatch([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: []byte{byte(command.KindSchema), 0xc1}}}))[0]
+	assert.ErrorIs(t, r.Err, command.ErrBadCommand, "undecodable entry")
 }

@@ -13,8 +13,7 @@ import (
 // failure means (async mode: the primary master is unavailable).
 var ErrSharedApply = errors.New("fsm: shared apply failed")
 
-// ApplyShared applies commands (encoded as for raft: EncodeCommand, EncodeGroupCommand,
-// EncodeIndexCommand) to a store that several writers share: async mode's master, written by
+// ApplyShared applies commands (encoded as for raft: command.Encode) to a store that several writers share: async mode's master, written by
 // every node. The caller must hold the store's cross-process lock (storage.Store.Lock) for
 // the whole call. ApplyShared reads the store's applied index; if another writer moved it since
 // this FSM's last apply, the FSM forgets what it cached of the store (high-water added_ids,

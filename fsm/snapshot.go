@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/vmihailenco/msgpack/v5"
@@ -213,7 +214,7 @@ func writeStream(ctx context.Context, w io.Writer, tx *storage.SnapshotTx, shard
 		t := IndexTableOf(name, tables[name])
 		for shard := shards.First; shard <= shards.Last; shard++ {
 			err := tx.ScanIndex(ctx, shard, t, func(e storage.IndexEntry) error {
-				body, err := msgpack.Marshal(&snapshotEntry{Values: PackIndexValues(e.Values), Refs: e.Refs})
+				body, err := msgpack.Marshal(&snapshotEntry{Values: command.PackIndexValues(e.Values), Refs: e.Refs})
 				if err != nil {
 					return err
 				}
@@ -303,7 +304,7 @@ func indexRecord(r *snapshotRecord, tables map[string][]indexes.Field, shards ce
 		return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: bad body (%w)", ErrBadSnapshot, n, err)
 	}
 	for i, v := range se.Values {
-		if se.Values[i], err = TypedIndexValue(fields[i].Type, v); err != nil {
+		if se.Values[i], err = command.TypedIndexValue(fields[i].Type, v); err != nil {
 			return storage.RestoreRecord{}, fmt.Errorf("%w: index record %d: %w", ErrBadSnapshot, n, err)
 		}
 	}

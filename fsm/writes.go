@@ -2,21 +2,19 @@ package fsm
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/storage"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // pruneEvery is how often (in entry time) the FSM deletes request records older than
-// RequestWindow, and pruneLimit how many at most per batch. Pruning is physical clean-up only:
+// command.RequestWindow, and pruneLimit how many at most per batch. Pruning is physical clean-up only:
 // a record older than the window is ignored whether or not it is still stored, so replicas that
 // prune at other moments still decide alike.
 const (
@@ -27,7 +25,7 @@ const (
 // item is one cell of a write being applied: the entry, write and cell indexes, and the cell.
 type item struct {
 	e, w, c int
-	cell    *CommandCell
+	cell    *command.Cell
 	at      time.Time
 }
 
@@ -45,11 +43,11 @@ type latestRef struct {
 
 // applyWrites decides and stores the writes of the cell commands of entries inside tx, given
 // the next added_id base of every shard they touch (next, updated). It fills each entry's res.
-func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []entry, next map[int]int64) error {
+func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []appendEntry, next map[int]int64) error {
 	var ids []uuid.UUID
 	for i := range entries {
 		e := &entries[i]
-		e.res = make([]WriteResult, len(e.cmd.Writes))
+		e.res = make([]command.WriteResult, len(e.cmd.Writes))
 		for j := range e.cmd.Writes {
 			if id := e.cmd.Writes[j].ID; id != uuid.Nil {
 				ids = append(ids, id)
@@ -67,7 +65,7 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []en
 	// stored record (rec set) or the first write of the ID in this batch (ref).
 	type known struct {
 		fp  uint64
-		rec *WriteResult
+		rec *command.WriteResult
 		ref writeRef
 	}
 	seen := map[uuid.UUID]known{}
@@ -89,11 +87,11 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []en
 			w := &e.cmd.Writes[j]
 			r := writeRef{e: i, w: j}
 			if w.ID != uuid.Nil {
-				r.fp = fingerprint(w)
+				r.fp = w.Fingerprint()
 				k, ok := seen[w.ID]
 				if !ok {
-					if rec, stored := recs[w.ID]; stored && !rec.CreatedAt.Before(e.cmd.CreatedAt.Add(-RequestWindow)) {
-						out, fp, err := decodeRecord(rec.Record)
+					if rec, stored := recs[w.ID]; stored && !rec.CreatedAt.Before(e.cmd.CreatedAt.Add(-command.RequestWindow)) {
+						out, fp, err := command.DecodeRecord(rec.Record)
 						if err != nil {
 							return fmt.Errorf("request record %s: %w", w.ID, err)
 						}
@@ -103,7 +101,7 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []en
 				}
 				if ok {
 					if k.rec != nil {
-						out := WriteResult{KeyReused: true}
+						out := command.WriteResult{KeyReused: true}
 						if k.fp == r.fp {
 							out = *k.rec
 							out.Cells = append([]cells.Result(nil), k.rec.Cells...)
@@ -123,7 +121,7 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []en
 				return err
 			}
 			if v != nil {
-				e.res[j] = WriteResult{Violation: v}
+				e.res[j] = command.WriteResult{Violation: v}
 				continue
 			}
 			atomic = atomic || w.IsAtomic()
@@ -150,7 +148,7 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []en
 	}
 	for _, d := range dups {
 		k := seen[entries[d.e].cmd.Writes[d.w].ID]
-		out := WriteResult{KeyReused: true}
+		out := command.WriteResult{KeyReused: true}
 		if k.fp == d.fp {
 			out = entries[k.ref.e].res[k.ref.w]
 			out.Cells = append([]cells.Result(nil), out.Cells...)
@@ -162,7 +160,7 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []en
 		rs := make([]storage.RequestRecord, len(toStore))
 		for i, r := range toStore {
 			e := &entries[r.e]
-			b, err := encodeRecord(&e.res[r.w], r.fp)
+			b, err := command.EncodeRecord(&e.res[r.w], r.fp)
 			if err != nil {
 				return err
 			}
@@ -173,7 +171,7 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []en
 		}
 	}
 	if !lastAt.IsZero() && !lastAt.Before(f.pruneAt) {
-		if _, err := tx.PruneRequests(ctx, lastAt.Add(-RequestWindow), pruneLimit); err != nil {
+		if _, err := tx.PruneRequests(ctx, lastAt.Add(-command.RequestWindow), pruneLimit); err != nil {
 			return fmt.Errorf("prune request records: %w", err)
 		}
 		f.pruneAt = lastAt.Add(pruneEvery)
@@ -185,7 +183,7 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []en
 // are inserted first and looked up only when the INSERT meets a stored key (ErrDuplicate,
 // nothing of the shard's INSERT kept): a retried write is rare, and the unique key answers the
 // common case without a SELECT per cell.
-func (f *FSM) decideByShard(ctx context.Context, tx *storage.WriteTx, entries []entry, items []item, next map[int]int64) error {
+func (f *FSM) decideByShard(ctx context.Context, tx *storage.WriteTx, entries []appendEntry, items []item, next map[int]int64) error {
 	for _, s := range sortedShards(items) {
 		base := next[s]
 		id, inserts, err := resolveShard(entries, items, s, base, nil)
@@ -218,7 +216,7 @@ func (f *FSM) decideByShard(ctx context.Context, tx *storage.WriteTx, entries []
 // looks up every key and every condition's column first, then checks each write's conditions
 // and (atomic writes) conflicts against the store and the writes before it, and stores the
 // cells of the writes that hold.
-func (f *FSM) decideInOrder(ctx context.Context, tx *storage.WriteTx, entries []entry, active []writeRef, items []item, next map[int]int64) error {
+func (f *FSM) decideInOrder(ctx context.Context, tx *storage.WriteTx, entries []appendEntry, active []writeRef, items []item, next map[int]int64) error {
 	shards := sortedShards(items)
 	found := make(map[int]map[cells.Key]storage.Existing, len(shards))
 	for _, s := range shards {
@@ -243,7 +241,7 @@ func (f *FSM) decideInOrder(ctx context.Context, tx *storage.WriteTx, entries []
 		}
 	}
 	batch := map[cells.Key]storage.Existing{}
-	existing := func(c *CommandCell) (storage.Existing, bool) {
+	existing := func(c *command.Cell) (storage.Existing, bool) {
 		if ex, ok := found[c.Shard][c.Key]; ok {
 			return ex, true
 		}
@@ -262,7 +260,7 @@ func (f *FSM) decideInOrder(ctx context.Context, tx *storage.WriteTx, entries []
 				holds = !cur.ok
 			}
 			if !holds {
-				res.Failed = append(res.Failed, ConditionFailure{Index: i, LatestRefKey: cur.ref, Found: cur.ok})
+				res.Failed = append(res.Failed, command.ConditionFailure{Index: i, LatestRefKey: cur.ref, Found: cur.ok})
 			}
 		}
 		if len(res.Failed) > 0 {
@@ -376,7 +374,7 @@ func shardKeys(items []item, shard int) []cells.Key {
 // batch is exists (same body) or conflict, any other is created with the next added_id after
 // base. It writes the cells' results into their entries' res and returns the last added_id
 // given and the cells to insert, in added_id order.
-func resolveShard(entries []entry, items []item, shard int, base int64, found map[cells.Key]storage.Existing) (int64, []cells.Cell, error) {
+func resolveShard(entries []appendEntry, items []item, shard int, base int64, found map[cells.Key]storage.Existing) (int64, []cells.Cell, error) {
 	var inserts []cells.Cell
 	var batch map[cells.Key]storage.Existing // cells created earlier in this batch
 	id := base
@@ -412,120 +410,4 @@ func resolveShard(entries []entry, items []item, shard int, base int64, found ma
 		*out = cells.Result{Status: cells.StatusCreated, AddedID: cell.AddedID, CreatedAt: cell.CreatedAt}
 	}
 	return id, inserts, nil
-}
-
-// fingerprint is a 64-bit FNV-1a hash of what a write asks: its atomicity, conditions and
-// cells (keys and encoded bodies). A writeRef ID whose fingerprint differs from a new write's
-// was used for another request.
-func fingerprint(w *Write) uint64 {
-	h := fnv.New64a()
-	var b [8]byte
-	num := func(v int64) {
-		binary.BigEndian.PutUint64(b[:], uint64(v))
-		_, _ = h.Write(b[:])
-	}
-	str := func(s string) {
-		num(int64(len(s)))
-		_, _ = h.Write([]byte(s))
-	}
-	if w.IsAtomic() {
-		num(1)
-	} else {
-		num(0)
-	}
-	num(int64(len(w.Conditions)))
-	for _, c := range w.Conditions {
-		num(int64(c.Shard))
-		_, _ = h.Write(c.RowKey[:])
-		str(c.ColumnKey)
-		num(c.LatestRefKey)
-		if c.None {
-			num(1)
-		} else {
-			num(0)
-		}
-	}
-	num(int64(len(w.Cells)))
-	for i := range w.Cells {
-		c := &w.Cells[i]
-		num(int64(c.Shard))
-		_, _ = h.Write(c.Key.RowKey[:])
-		str(c.Key.ColumnKey)
-		num(c.Key.RefKey)
-		num(int64(len(c.Body)))
-		_, _ = h.Write(c.Body)
-	}
-	return h.Sum64()
-}
-
-// wireRecord is the stored form of a request record: the write's fingerprint and outcome.
-type wireRecord struct {
-	_msgpack    struct{} `msgpack:",as_array"`
-	Fingerprint uint64
-	Cells       []wireResult
-	Failed      []wireFailure
-	Conflict    bool
-	Violation   []string // cell, column, version, pointer, message (empty: none)
-}
-
-type wireResult struct {
-	_msgpack      struct{} `msgpack:",as_array"`
-	Status        uint8
-	AddedID       int64
-	CreatedMicros int64
-}
-
-type wireFailure struct {
-	_msgpack     struct{} `msgpack:",as_array"`
-	Index        int32
-	LatestRefKey int64
-	Found        bool
-}
-
-func encodeRecord(r *WriteResult, fp uint64) ([]byte, error) {
-	w := wireRecord{Fingerprint: fp, Conflict: r.Conflict, Cells: make([]wireResult, len(r.Cells))}
-	for i, c := range r.Cells {
-		w.Cells[i] = wireResult{Status: uint8(c.Status), AddedID: c.AddedID}
-		if !c.CreatedAt.IsZero() {
-			w.Cells[i].CreatedMicros = c.CreatedAt.UnixMicro()
-		}
-	}
-	for _, f := range r.Failed {
-		w.Failed = append(w.Failed, wireFailure{Index: int32(f.Index), LatestRefKey: f.LatestRefKey, Found: f.Found})
-	}
-	if v := r.Violation; v != nil {
-		w.Violation = []string{fmt.Sprint(v.Cell), v.Column, fmt.Sprint(v.Version), v.Pointer, v.Message}
-	}
-	b, err := msgpack.Marshal(&w)
-	if err != nil {
-		return nil, fmt.Errorf("fsm: encode request record: %w", err)
-	}
-	return b, nil
-}
-
-func decodeRecord(b []byte) (WriteResult, uint64, error) {
-	var w wireRecord
-	if err := msgpack.Unmarshal(b, &w); err != nil {
-		return WriteResult{}, 0, fmt.Errorf("fsm: decode request record: %w", err)
-	}
-	r := WriteResult{Conflict: w.Conflict}
-	if len(w.Cells) > 0 {
-		r.Cells = make([]cells.Result, len(w.Cells))
-		for i, c := range w.Cells {
-			r.Cells[i] = cells.Result{Status: cells.Status(c.Status), AddedID: c.AddedID}
-			if c.CreatedMicros != 0 {
-				r.Cells[i].CreatedAt = time.UnixMicro(c.CreatedMicros).UTC()
-			}
-		}
-	}
-	for _, f := range w.Failed {
-		r.Failed = append(r.Failed, ConditionFailure{Index: int(f.Index), LatestRefKey: f.LatestRefKey, Found: f.Found})
-	}
-	if len(w.Violation) == 5 {
-		v := &SchemaViolation{Column: w.Violation[1], Pointer: w.Violation[3], Message: w.Violation[4]}
-		_, _ = fmt.Sscan(w.Violation[0], &v.Cell)
-		_, _ = fmt.Sscan(w.Violation[2], &v.Version)
-		r.Violation = v
-	}
-	return r, w.Fingerprint, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -46,26 +47,26 @@ func BenchmarkApplyWrites(b *testing.B) {
 			cpu0 := cpuTime()
 			defer func() { b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op") }()
 			for i, idx := 0, uint64(1); i < b.N; idx++ {
-				ws := make([]Write, 0, perBatch)
+				ws := make([]command.Write, 0, perBatch)
 				for j := 0; j < perBatch && i < b.N; j, i = j+1, i+1 {
 					row := uuid.New()
 					shard := testShards.First + i%testShards.Len()
-					w := Write{Cells: []CommandCell{{Shard: shard, Key: cellKeyOf(row), Body: bd}}}
+					w := command.Write{Cells: []command.Cell{{Shard: shard, Key: cellKeyOf(row), Body: bd}}}
 					switch mode {
 					case "id":
 						w.ID = uuid.Must(uuid.NewV7())
 					case "conditional":
 						w.ID = uuid.Must(uuid.NewV7())
-						w.Conditions = []Condition{{Shard: shard, RowKey: row, ColumnKey: "BASE", None: true}}
+						w.Conditions = []command.Condition{{Shard: shard, RowKey: row, ColumnKey: "BASE", None: true}}
 					}
 					ws = append(ws, w)
 				}
-				data, err := EncodeCommand(Command{CreatedAt: at.Add(time.Duration(idx) * time.Millisecond), Writes: ws})
+				data, err := command.Encode(&command.Append{CreatedAt: at.Add(time.Duration(idx) * time.Millisecond), Writes: ws})
 				if err != nil {
 					b.Fatal(err)
 				}
 				out := f.ApplyBatch([]*raft.Log{{Index: idx, Term: 1, Type: raft.LogCommand, Data: data}})
-				if r := out[0].(*Response); r.Err != nil || len(r.Writes) != len(ws) {
+				if r := out[0].(*Response); r.Err != nil || len(r.writes()) != len(ws) {
 					b.Fatal(fmt.Sprint("apply: ", r.Err))
 				}
 			}

@@ -11,31 +11,32 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // writesLog returns a raft entry holding writes.
-func writesLog(t testing.TB, index uint64, at time.Time, ws ...Write) *raft.Log {
+func writesLog(t testing.TB, index uint64, at time.Time, ws ...command.Write) *raft.Log {
 	t.Helper()
-	data, err := EncodeCommand(Command{CreatedAt: at, Writes: ws})
-	require.NoError(t, err, "EncodeCommand")
+	data, err := command.Encode(&command.Append{CreatedAt: at, Writes: ws})
+	require.NoError(t, err, "command.Encode")
 	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
 }
 
-func cond(shard, row int, col string, latest int64) Condition {
-	return Condition{Shard: shard, RowKey: rowKey(row), ColumnKey: col, LatestRefKey: latest}
+func cond(shard, row int, col string, latest int64) command.Condition {
+	return command.Condition{Shard: shard, RowKey: rowKey(row), ColumnKey: col, LatestRefKey: latest}
 }
 
-func condNone(shard, row int, col string) Condition {
-	return Condition{Shard: shard, RowKey: rowKey(row), ColumnKey: col, None: true}
+func condNone(shard, row int, col string) command.Condition {
+	return command.Condition{Shard: shard, RowKey: rowKey(row), ColumnKey: col, None: true}
 }
 
-func applyOne(t *testing.T, f *FSM, l *raft.Log) []WriteResult {
+func applyOne(t *testing.T, f *FSM, l *raft.Log) []command.WriteResult {
 	t.Helper()
 	r := responses(t, f.ApplyBatch([]*raft.Log{l}))[0]
 	require.NoError(t, r.Err, "entry %d", l.Index)
-	return r.Writes
+	return r.writes()
 }
 
 func TestConditionalWrites(t *testing.T) {
@@ -46,36 +47,36 @@ func TestConditionalWrites(t *testing.T) {
 	v1, v2, v3 := body(t, `{"s":"booked"}`), body(t, `{"s":"boarded"}`), body(t, `{"s":"landed"}`)
 
 	// if none: created; a second if-none fails and names the latest ref key.
-	r := applyOne(t, f, writesLog(t, 1, at, Write{Conditions: []Condition{condNone(8, 1, "STATUS")}, Cells: []CommandCell{cell(8, 1, "STATUS", 1, v1)}}))
+	r := applyOne(t, f, writesLog(t, 1, at, command.Write{Conditions: []command.Condition{condNone(8, 1, "STATUS")}, Cells: []command.Cell{cell(8, 1, "STATUS", 1, v1)}}))
 	require.True(t, r[0].Applied(), "first if-none write: %+v", r[0])
 	assert.Equal(t, cells.StatusCreated, r[0].Cells[0].Status)
-	r = applyOne(t, f, writesLog(t, 2, at, Write{Conditions: []Condition{condNone(8, 1, "STATUS")}, Cells: []CommandCell{cell(8, 1, "STATUS", 2, v2)}}))
-	assert.Equal(t, []ConditionFailure{{Index: 0, LatestRefKey: 1, Found: true}}, r[0].Failed, "second if-none write")
+	r = applyOne(t, f, writesLog(t, 2, at, command.Write{Conditions: []command.Condition{condNone(8, 1, "STATUS")}, Cells: []command.Cell{cell(8, 1, "STATUS", 2, v2)}}))
+	assert.Equal(t, []command.ConditionFailure{{Index: 0, LatestRefKey: 1, Found: true}}, r[0].Failed, "second if-none write")
 
 	// if latest = 1: created; if latest = 1 again (stale): failed, latest 2, nothing written.
-	r = applyOne(t, f, writesLog(t, 3, at, Write{Conditions: []Condition{cond(8, 1, "STATUS", 1)}, Cells: []CommandCell{cell(8, 1, "STATUS", 2, v2)}}))
+	r = applyOne(t, f, writesLog(t, 3, at, command.Write{Conditions: []command.Condition{cond(8, 1, "STATUS", 1)}, Cells: []command.Cell{cell(8, 1, "STATUS", 2, v2)}}))
 	require.True(t, r[0].Applied(), "if-latest-1 write: %+v", r[0])
-	r = applyOne(t, f, writesLog(t, 4, at, Write{Conditions: []Condition{cond(8, 1, "STATUS", 1)}, Cells: []CommandCell{cell(8, 1, "STATUS", 3, v3)}}))
-	assert.Equal(t, []ConditionFailure{{Index: 0, LatestRefKey: 2, Found: true}}, r[0].Failed, "stale if-latest write")
+	r = applyOne(t, f, writesLog(t, 4, at, command.Write{Conditions: []command.Condition{cond(8, 1, "STATUS", 1)}, Cells: []command.Cell{cell(8, 1, "STATUS", 3, v3)}}))
+	assert.Equal(t, []command.ConditionFailure{{Index: 0, LatestRefKey: 2, Found: true}}, r[0].Failed, "stale if-latest write")
 	_, err := st.GetCell(context.Background(), 8, cells.Key{RowKey: rowKey(1), ColumnKey: "STATUS", RefKey: 3})
 	assert.Error(t, err, "the refused write stored nothing")
 
 	// One batch: a blind write of ref 3, then a condition on latest 2 (fails: it sees the blind
 	// write), then one on latest 3 (holds), then two competing writers on latest 4: one wins.
 	out := responses(t, f.ApplyBatch([]*raft.Log{
-		writesLog(t, 5, at, Write{Cells: []CommandCell{cell(8, 1, "STATUS", 3, v3)}}),
+		writesLog(t, 5, at, command.Write{Cells: []command.Cell{cell(8, 1, "STATUS", 3, v3)}}),
 		writesLog(t, 6, at,
-			Write{Conditions: []Condition{cond(8, 1, "STATUS", 2)}, Cells: []CommandCell{cell(8, 1, "STATUS", 4, v1)}},
-			Write{Conditions: []Condition{cond(8, 1, "STATUS", 3)}, Cells: []CommandCell{cell(8, 1, "STATUS", 4, v2)}}),
+			command.Write{Conditions: []command.Condition{cond(8, 1, "STATUS", 2)}, Cells: []command.Cell{cell(8, 1, "STATUS", 4, v1)}},
+			command.Write{Conditions: []command.Condition{cond(8, 1, "STATUS", 3)}, Cells: []command.Cell{cell(8, 1, "STATUS", 4, v2)}}),
 		writesLog(t, 7, at,
-			Write{Conditions: []Condition{cond(8, 1, "STATUS", 4)}, Cells: []CommandCell{cell(8, 1, "STATUS", 5, v1)}},
-			Write{Conditions: []Condition{cond(8, 1, "STATUS", 4)}, Cells: []CommandCell{cell(8, 1, "STATUS", 5, v3)}}),
+			command.Write{Conditions: []command.Condition{cond(8, 1, "STATUS", 4)}, Cells: []command.Cell{cell(8, 1, "STATUS", 5, v1)}},
+			command.Write{Conditions: []command.Condition{cond(8, 1, "STATUS", 4)}, Cells: []command.Cell{cell(8, 1, "STATUS", 5, v3)}}),
 	}))
-	assert.True(t, out[0].Writes[0].Applied(), "blind write")
-	assert.Equal(t, []ConditionFailure{{Index: 0, LatestRefKey: 3, Found: true}}, out[1].Writes[0].Failed, "condition after the blind write in the same batch")
-	assert.True(t, out[1].Writes[1].Applied(), "condition on the blind write's ref key: %+v", out[1].Writes[1])
-	assert.True(t, out[2].Writes[0].Applied(), "first competing writer")
-	assert.Equal(t, []ConditionFailure{{Index: 0, LatestRefKey: 5, Found: true}}, out[2].Writes[1].Failed, "second competing writer")
+	assert.True(t, out[0].writes()[0].Applied(), "blind write")
+	assert.Equal(t, []command.ConditionFailure{{Index: 0, LatestRefKey: 3, Found: true}}, out[1].writes()[0].Failed, "condition after the blind write in the same batch")
+	assert.True(t, out[1].writes()[1].Applied(), "condition on the blind write's ref key: %+v", out[1].writes()[1])
+	assert.True(t, out[2].writes()[0].Applied(), "first competing writer")
+	assert.Equal(t, []command.ConditionFailure{{Index: 0, LatestRefKey: 5, Found: true}}, out[2].writes()[1].Failed, "second competing writer")
 	c, err := st.GetLatest(context.Background(), 8, rowKey(1), "STATUS")
 	require.NoError(t, err)
 	got, _ := c.Body.JSON()
@@ -89,11 +90,11 @@ func TestAtomicWrites(t *testing.T) {
 	f := newFSM(t, st)
 	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	a, b := body(t, `{"balance":10}`), body(t, `{"balance":20}`)
-	r := applyOne(t, f, writesLog(t, 1, at, Write{Cells: []CommandCell{cell(8, 1, "BALANCE", 1, a)}}))
+	r := applyOne(t, f, writesLog(t, 1, at, command.Write{Cells: []command.Cell{cell(8, 1, "BALANCE", 1, a)}}))
 	require.True(t, r[0].Applied())
 
 	// An atomic write of two cells, one of which conflicts: nothing written.
-	r = applyOne(t, f, writesLog(t, 2, at, Write{Atomic: true, Cells: []CommandCell{cell(9, 2, "BALANCE", 1, a), cell(8, 1, "BALANCE", 1, b)}}))
+	r = applyOne(t, f, writesLog(t, 2, at, command.Write{Atomic: true, Cells: []command.Cell{cell(9, 2, "BALANCE", 1, a), cell(8, 1, "BALANCE", 1, b)}}))
 	assert.True(t, r[0].Conflict, "atomic write with a conflicting cell: %+v", r[0])
 	assert.Equal(t, cells.StatusConflict, r[0].Cells[1].Status, "the conflicting cell is named")
 	assert.Equal(t, cells.Status(0), r[0].Cells[0].Status, "the other cell has no outcome")
@@ -101,21 +102,21 @@ func TestAtomicWrites(t *testing.T) {
 	assert.Error(t, err, "nothing of the conflicting atomic write is stored")
 
 	// One key twice in an atomic write, with two bodies: a conflict, nothing written.
-	r = applyOne(t, f, writesLog(t, 3, at, Write{Atomic: true, Cells: []CommandCell{cell(10, 3, "BALANCE", 1, a), cell(10, 3, "BALANCE", 1, b)}}))
+	r = applyOne(t, f, writesLog(t, 3, at, command.Write{Atomic: true, Cells: []command.Cell{cell(10, 3, "BALANCE", 1, a), cell(10, 3, "BALANCE", 1, b)}}))
 	assert.True(t, r[0].Conflict, "atomic write of one key with two bodies: %+v", r[0])
 	_, err = st.GetCell(context.Background(), 10, cells.Key{RowKey: rowKey(3), ColumnKey: "BALANCE", RefKey: 1})
 	assert.Error(t, err, "nothing of it is stored")
 
 	// The same cells, not atomic: one created, one conflict.
-	r = applyOne(t, f, writesLog(t, 4, at, Write{Cells: []CommandCell{cell(9, 2, "BALANCE", 1, a), cell(8, 1, "BALANCE", 1, b)}}))
+	r = applyOne(t, f, writesLog(t, 4, at, command.Write{Cells: []command.Cell{cell(9, 2, "BALANCE", 1, a), cell(8, 1, "BALANCE", 1, b)}}))
 	assert.Equal(t, cells.StatusCreated, r[0].Cells[0].Status)
 	assert.Equal(t, cells.StatusConflict, r[0].Cells[1].Status)
 
 	// Two conditions, one fails: nothing written, both indexes reported only for the failed one.
-	r = applyOne(t, f, writesLog(t, 5, at, Write{
-		Conditions: []Condition{cond(8, 1, "BALANCE", 1), cond(9, 2, "BALANCE", 7)},
-		Cells:      []CommandCell{cell(8, 1, "BALANCE", 2, b), cell(9, 2, "BALANCE", 2, b)}}))
-	assert.Equal(t, []ConditionFailure{{Index: 1, LatestRefKey: 1, Found: true}}, r[0].Failed)
+	r = applyOne(t, f, writesLog(t, 5, at, command.Write{
+		Conditions: []command.Condition{cond(8, 1, "BALANCE", 1), cond(9, 2, "BALANCE", 7)},
+		Cells:      []command.Cell{cell(8, 1, "BALANCE", 2, b), cell(9, 2, "BALANCE", 2, b)}}))
+	assert.Equal(t, []command.ConditionFailure{{Index: 1, LatestRefKey: 1, Found: true}}, r[0].Failed)
 	_, err = st.GetCell(context.Background(), 8, cells.Key{RowKey: rowKey(1), ColumnKey: "BALANCE", RefKey: 2})
 	assert.Error(t, err, "nothing of the failed transaction is stored")
 }
@@ -127,7 +128,7 @@ func TestIdempotentRetries(t *testing.T) {
 	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	a := body(t, `{"fare":10}`)
 	id := uuid.New()
-	w := Write{ID: id, Cells: []CommandCell{cell(8, 1, "BASE", 1, a), cell(9, 2, "BASE", 1, a)}}
+	w := command.Write{ID: id, Cells: []command.Cell{cell(8, 1, "BASE", 1, a), cell(9, 2, "BASE", 1, a)}}
 	first := applyOne(t, f, writesLog(t, 1, at, w))[0]
 	require.Equal(t, cells.StatusCreated, first.Cells[0].Status)
 	require.False(t, first.Replayed)
@@ -138,26 +139,26 @@ func TestIdempotentRetries(t *testing.T) {
 	assert.Equal(t, first.Cells, again.Cells, "retry answers the recorded outcome")
 
 	// The same retry twice in one batch, beside a write reusing the ID for other cells.
-	other := Write{ID: id, Cells: []CommandCell{cell(8, 3, "BASE", 1, a)}}
+	other := command.Write{ID: id, Cells: []command.Cell{cell(8, 3, "BASE", 1, a)}}
 	out := responses(t, f.ApplyBatch([]*raft.Log{writesLog(t, 3, at.Add(2*time.Minute), w, other, w)}))
-	assert.Equal(t, first.Cells, out[0].Writes[0].Cells, "retry in a batch")
-	assert.True(t, out[0].Writes[1].KeyReused, "an ID reused for another write is refused: %+v", out[0].Writes[1])
-	assert.Equal(t, first.Cells, out[0].Writes[2].Cells, "second retry in the batch")
+	assert.Equal(t, first.Cells, out[0].writes()[0].Cells, "retry in a batch")
+	assert.True(t, out[0].writes()[1].KeyReused, "an ID reused for another write is refused: %+v", out[0].writes()[1])
+	assert.Equal(t, first.Cells, out[0].writes()[2].Cells, "second retry in the batch")
 	_, err := st.GetCell(context.Background(), 8, cells.Key{RowKey: rowKey(3), ColumnKey: "BASE", RefKey: 1})
 	assert.Error(t, err, "the refused write stored nothing")
 
 	// A refused conditional write is recorded too: its retry answers the same refusal even
 	// after the condition would hold.
 	cid := uuid.New()
-	cw := Write{ID: cid, Conditions: []Condition{cond(8, 4, "STATUS", 1)}, Cells: []CommandCell{cell(8, 4, "STATUS", 2, a)}}
+	cw := command.Write{ID: cid, Conditions: []command.Condition{cond(8, 4, "STATUS", 1)}, Cells: []command.Cell{cell(8, 4, "STATUS", 2, a)}}
 	r := applyOne(t, f, writesLog(t, 4, at.Add(3*time.Minute), cw))[0]
 	require.Len(t, r.Failed, 1)
-	require.True(t, applyOne(t, f, writesLog(t, 5, at.Add(3*time.Minute), Write{Cells: []CommandCell{cell(8, 4, "STATUS", 1, a)}}))[0].Applied())
+	require.True(t, applyOne(t, f, writesLog(t, 5, at.Add(3*time.Minute), command.Write{Cells: []command.Cell{cell(8, 4, "STATUS", 1, a)}}))[0].Applied())
 	r = applyOne(t, f, writesLog(t, 6, at.Add(4*time.Minute), cw))[0]
 	assert.True(t, r.Replayed && len(r.Failed) == 1, "retry of a refused write: %+v", r)
 
 	// After the window the record is ignored: the retry is applied again (exists).
-	late := applyOne(t, f, writesLog(t, 7, at.Add(RequestWindow+time.Minute), w))[0]
+	late := applyOne(t, f, writesLog(t, 7, at.Add(command.RequestWindow+time.Minute), w))[0]
 	assert.False(t, late.Replayed, "retry after the window: %+v", late)
 	assert.Equal(t, cells.StatusExists, late.Cells[0].Status, "retry after the window")
 
@@ -169,8 +170,8 @@ func TestIdempotentRetries(t *testing.T) {
 	snap.Release()
 	g := newFSM(t, openSQLite(t))
 	require.NoError(t, g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))), "Restore")
-	want := applyOne(t, f, writesLog(t, 8, at.Add(RequestWindow+2*time.Minute), w))[0]
-	got := applyOne(t, g, writesLog(t, 8, at.Add(RequestWindow+2*time.Minute), w))[0]
+	want := applyOne(t, f, writesLog(t, 8, at.Add(command.RequestWindow+2*time.Minute), w))[0]
+	got := applyOne(t, g, writesLog(t, 8, at.Add(command.RequestWindow+2*time.Minute), w))[0]
 	assert.True(t, want.Replayed, "retry within the window of the late record")
 	assert.Equal(t, want, got, "restored replica answers the retry as the source")
 }
@@ -180,17 +181,17 @@ func TestIdempotentRetries(t *testing.T) {
 func randomWritesLog(t testing.TB, rng *rand.Rand, n int) []*raft.Log {
 	bodies := []cells.Body{body(t, `{"v":1}`), body(t, `{"v":2}`)}
 	ids := []uuid.UUID{uuid.New(), uuid.New(), uuid.New(), uuid.New()}
-	var previous []Write
+	var previous []command.Write
 	logs := make([]*raft.Log, n)
 	base := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range logs {
-		var ws []Write
+		var ws []command.Write
 		for k := rng.Intn(4); k >= 0; k-- {
 			if len(previous) > 0 && rng.Intn(5) == 0 {
 				ws = append(ws, previous[rng.Intn(len(previous))]) // a retry
 				continue
 			}
-			var w Write
+			var w command.Write
 			for j := rng.Intn(3); j >= 0; j-- {
 				row := rng.Intn(6)
 				shard := testShards.First + row%testShards.Len()
@@ -203,9 +204,9 @@ func randomWritesLog(t testing.TB, rng *rand.Rand, n int) []*raft.Log {
 				row := rng.Intn(6)
 				shard := testShards.First + row%testShards.Len()
 				if rng.Intn(3) == 0 {
-					w.Conditions = []Condition{condNone(shard, row, "S")}
+					w.Conditions = []command.Condition{condNone(shard, row, "S")}
 				} else {
-					w.Conditions = []Condition{cond(shard, row, "S", int64(rng.Intn(4)))}
+					w.Conditions = []command.Condition{cond(shard, row, "S", int64(rng.Intn(4)))}
 				}
 			}
 			if rng.Intn(2) == 0 {
@@ -232,7 +233,7 @@ func TestWritesDeterminism(t *testing.T) {
 	sameCells(t, dump(t, pa), dump(t, pb))
 	var failed, replayed, reused int
 	for _, r := range ra {
-		for _, w := range r.Writes {
+		for _, w := range r.writes() {
 			failed += len(w.Failed)
 			if w.Replayed {
 				replayed++

@@ -27,13 +27,13 @@
 //  3. for rows whose shard-field cell is in the page, also reads the latest cell of each other
 //     source column, so that values written before the shard field are not lost;
 //  4. queues the entries for the next upsert round: one round (one raft command per index
-//     partition, fsm.IndexUpsert) carries the pages of every shard that arrived meanwhile, and
+//     partition, command.IndexUpsert) carries the pages of every shard that arrived meanwhile, and
 //     the partition's FSM merges them by ref key per source column (indexes.Merge): replays and
 //     reordering change nothing. The page's offset moves once its round is applied.
 //
 // A tombstone in the page (an erased row; see package fsm) ends the page's part before it: those
 // cells' upserts are applied first, then the row's entries are deleted from the version's table
-// on every partition (fsm.IndexErase; counted in schemaless_index_entries_erased_total), then
+// on every partition (command.IndexErase; counted in schemaless_index_entries_erased_total), then
 // the rest of the page is handled, so entries follow the log's order. A row written again after
 // its erasure gets a new entry from its new cells. Step 2 reads from a replica whose shard log
 // reaches the page's end (else from the leader), so that a first cell an erasure deleted is

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
-	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/topology"
 	"github.com/schemaless-db/schemaless/triggers"
@@ -29,7 +29,7 @@ type Backend interface {
 	Catalog(ctx context.Context, ds string, c cluster.Consistency) (*indexes.Catalog, error)
 	CatalogApply(ctx context.Context, ds string, cmd indexes.Command) (indexes.Result, error)
 	FirstCells(ctx context.Context, ds string, shard int, column string, rowKeys []uuid.UUID, atLeast int64, c cluster.Consistency) (map[uuid.UUID]cells.Cell, error)
-	PutIndexEntries(ctx context.Context, ds, table string, fields []indexes.Field, entries []fsm.IndexEntry) (int, error)
+	PutIndexEntries(ctx context.Context, ds, table string, fields []indexes.Field, entries []command.IndexEntry) (int, error)
 	EraseIndexEntries(ctx context.Context, ds, table string, rowKeys []uuid.UUID) (int, error)
 	DropIndexTable(ctx context.Context, ds, table string) error
 	GroupProgress(ctx context.Context, ds, group string, c cluster.Consistency) (cluster.GroupProgress, error)
@@ -392,7 +392,7 @@ func (h *handler) handleCells(ctx context.Context, shard int, page []cells.Cell)
 		vals, _ := indexes.Extract(h.fields, shardCol, obj)
 		shardVals[rk] = vals[0]
 	}
-	entries := make([]fsm.IndexEntry, 0, len(src))
+	entries := make([]command.IndexEntry, 0, len(src))
 	labels := prometheus.Labels{"datastore": h.ds, "index": h.table}
 	for _, c := range src {
 		h.m.cells.With(labels).Inc()
@@ -429,7 +429,7 @@ func (h *handler) handleCells(ctx context.Context, shard int, page []cells.Cell)
 				"cell", c.Key.String(), "field", h.fields[0].Name, "entry_value", indexes.Format(h.fields[0].Type, sv),
 				"cell_value", indexes.Format(h.fields[0].Type, vals[0]))
 		}
-		entries = append(entries, fsm.IndexEntry{
+		entries = append(entries, command.IndexEntry{
 			Shard: int32(indexes.ShardOf(h.fields[0].Type, sv, h.shards)), RowKey: c.Key.RowKey, Values: values,
 			Refs: map[string]int64{c.Key.ColumnKey: c.Key.RefKey}, Violation: violation,
 		})
@@ -493,13 +493,13 @@ type batcher struct {
 }
 
 type pendingPut struct {
-	entries []fsm.IndexEntry
+	entries []command.IndexEntry
 	done    chan error // buffered, receives exactly one result
 }
 
 // put queues entries for the next call and waits for its outcome or ctx's end (then the
 // entries may still be written: harmless, merges are idempotent).
-func (b *batcher) put(ctx context.Context, entries []fsm.IndexEntry) error {
+func (b *batcher) put(ctx context.Context, entries []command.IndexEntry) error {
 	p := &pendingPut{entries: entries, done: make(chan error, 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
@@ -530,7 +530,7 @@ func (b *batcher) loop() {
 			return
 		}
 		b.mu.Unlock()
-		var all []fsm.IndexEntry
+		var all []command.IndexEntry
 		for _, p := range batch {
 			all = append(all, p.entries...)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/cluster"
-	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
@@ -288,7 +288,7 @@ type crashingBackend struct {
 	crash   func()
 }
 
-func (b *crashingBackend) PutIndexEntries(ctx context.Context, ds, table string, fields []indexes.Field, es []fsm.IndexEntry) (int, error) {
+func (b *crashingBackend) PutIndexEntries(ctx context.Context, ds, table string, fields []indexes.Field, es []command.IndexEntry) (int, error) {
 	if b.calls.Add(1)%3 == 0 && len(es) > 0 {
 		// Half of the page's entries (none of a page of one) are applied, then the crash: every
 		// third call crashes, so the pages of 120 rows make enough crashes whatever their sizes.

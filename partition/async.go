@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/storage"
@@ -192,9 +193,9 @@ func (a *Async) Close() error {
 // buffered writes, no master); ErrIndeterminate (some cells may be written: a buffer failed
 // after others took cells, or, without buffered writes, the master failed at commit or ctx
 // ended). Every outcome is safe to retry.
-func (a *Async) Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
+func (a *Async) Put(ctx context.Context, w command.Write) (command.WriteResult, error) {
 	if len(w.Cells) == 0 {
-		return fsm.WriteResult{}, nil
+		return command.WriteResult{}, nil
 	}
 	if w.IsAtomic() {
 		return a.putAtomic(ctx, w)
@@ -210,13 +211,13 @@ func (a *Async) Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
 	} else {
 		var err error
 		if pending, err = a.buffer(ctx, cs, now, results); err != nil {
-			return fsm.WriteResult{}, err
+			return command.WriteResult{}, err
 		}
 	}
 	if len(pending) == 0 {
-		return fsm.WriteResult{Cells: results}, nil
+		return command.WriteResult{Cells: results}, nil
 	}
-	sub := fsm.Write{Cells: make([]fsm.CommandCell, len(pending))}
+	sub := command.Write{Cells: make([]command.Cell, len(pending))}
 	for j, i := range pending {
 		sub.Cells[j] = cs[i]
 	}
@@ -225,37 +226,39 @@ func (a *Async) Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
 		// write: a retry whose buffers refused other cells would be another write.
 		sub.ID = w.ID
 	}
-	data, err := fsm.EncodeCommand(fsm.Command{CreatedAt: now, Writes: []fsm.Write{sub}})
+	data, err := command.Encode(&command.Append{CreatedAt: now, Writes: []command.Write{sub}})
 	if err != nil {
-		return fsm.WriteResult{}, err
+		return command.WriteResult{}, err
 	}
 	res, err := a.apply(ctx, data)
-	if err == nil && res.Err == nil && len(res.Writes) == 1 && len(res.Writes[0].Cells) == len(pending) {
-		for j, i := range pending {
-			results[i] = res.Writes[0].Cells[j]
-		}
-		return fsm.WriteResult{Cells: results, Replayed: res.Writes[0].Replayed}, nil
-	}
 	if err == nil {
-		if res.Err != nil {
-			return fsm.WriteResult{}, res.Err // a refused command (shard out of range): nothing written
+		var ws []command.WriteResult
+		if ws, err = fsm.Unwrap[[]command.WriteResult](res); res.Err != nil {
+			return command.WriteResult{}, res.Err // a refused command (shard out of range): nothing written
 		}
-		if len(res.Writes) == 1 && res.Writes[0].KeyReused {
+		switch {
+		case err != nil:
+		case len(ws) == 1 && len(ws[0].Cells) == len(pending):
+			for j, i := range pending {
+				results[i] = ws[0].Cells[j]
+			}
+			return command.WriteResult{Cells: results, Replayed: ws[0].Replayed}, nil
+		case len(ws) == 1 && ws[0].KeyReused:
 			// The master refused the write; its buffered copies must not be replayed.
 			if err := a.dropBuffered(ctx, cs, pending, now); err != nil {
-				return fsm.WriteResult{}, fmt.Errorf("%w: refused for a reused idempotency key, but its buffered copies could not all be deleted (the reaper may replay them): %s", ErrIndeterminate, err)
+				return command.WriteResult{}, fmt.Errorf("%w: refused for a reused idempotency key, but its buffered copies could not all be deleted (the reaper may replay them): %s", ErrIndeterminate, err)
 			}
-			return res.Writes[0], nil
-		}
-		if len(res.Writes) == 1 && res.Writes[0].Violation != nil {
+			return ws[0], nil
+		case len(ws) == 1 && ws[0].Violation != nil:
 			// Refused by a schema the node did not know yet: nothing is on the master, and the
 			// reaper drops the buffered copies when its replay is refused alike.
-			return violationOf(res.Writes[0], pending), nil
+			return violationOf(ws[0], pending), nil
+		default:
+			err = fmt.Errorf("partition: unexpected results for %d cells", len(pending))
 		}
-		err = fmt.Errorf("partition: unexpected results for %d cells", len(pending))
 	}
 	if a.cfg.BufferCopies == 0 {
-		return fsm.WriteResult{}, err
+		return command.WriteResult{}, err
 	}
 	// The primary master did not answer: the cells are durable in the buffers.
 	a.cfg.Logger.Debug("partition: write buffered", "datastore", a.cfg.Datastore, "partition", a.cfg.Partition, "cells", len(pending), "error", err)
@@ -263,7 +266,7 @@ func (a *Async) Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
 		results[i] = cells.Result{Status: cells.StatusBuffered, CreatedAt: now}
 	}
 	a.checkConflictsOnMinion(ctx, cs, pending, results)
-	return fsm.WriteResult{Cells: results}, nil
+	return command.WriteResult{Cells: results}, nil
 }
 
 // putAtomic applies an atomic or conditional write on the primary master alone, in one
@@ -273,30 +276,31 @@ func (a *Async) Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
 // buffer clusters, as every acknowledged write is; if that fails the answer is
 // ErrIndeterminate (the write is on the master, and a retry with the same ID answers its
 // outcome and copies the cells again).
-func (a *Async) putAtomic(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
+func (a *Async) putAtomic(ctx context.Context, w command.Write) (command.WriteResult, error) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	data, err := fsm.EncodeCommand(fsm.Command{CreatedAt: now, Writes: []fsm.Write{w}})
+	data, err := command.Encode(&command.Append{CreatedAt: now, Writes: []command.Write{w}})
 	if err != nil {
-		return fsm.WriteResult{}, err
+		return command.WriteResult{}, err
 	}
 	res, err := a.apply(ctx, data)
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrIndeterminate) || errors.Is(err, ErrClosed) {
-			return fsm.WriteResult{}, err
+			return command.WriteResult{}, err
 		}
-		return fsm.WriteResult{}, fmt.Errorf("%w: primary master: %w", ErrUnavailable, err)
+		return command.WriteResult{}, fmt.Errorf("%w: primary master: %w", ErrUnavailable, err)
 	}
-	if res.Err != nil {
-		return fsm.WriteResult{}, res.Err
+	ws, err := fsm.Unwrap[[]command.WriteResult](res)
+	if err != nil {
+		return command.WriteResult{}, err
 	}
-	if len(res.Writes) != 1 {
-		return fsm.WriteResult{}, fmt.Errorf("%w: %d results for one write", fsm.ErrUnexpectedResponse, len(res.Writes))
+	if len(ws) != 1 {
+		return command.WriteResult{}, fmt.Errorf("%w: %d results for one write", fsm.ErrUnexpectedResponse, len(ws))
 	}
-	out := res.Writes[0]
+	out := ws[0]
 	if !out.Applied() || a.cfg.BufferCopies == 0 {
 		return out, nil
 	}
-	var copies []fsm.CommandCell
+	var copies []command.Cell
 	var at []time.Time
 	for i, r := range out.Cells {
 		if r.Status == cells.StatusCreated || r.Status == cells.StatusExists {
@@ -312,7 +316,7 @@ func (a *Async) putAtomic(ctx context.Context, w fsm.Write) (fsm.WriteResult, er
 		created = now
 	}
 	if _, err := a.buffer(ctx, copies, created, make([]cells.Result, len(copies))); err != nil {
-		return fsm.WriteResult{}, fmt.Errorf("%w: committed on the primary master, but the buffer copies failed: %s", ErrIndeterminate, err)
+		return command.WriteResult{}, fmt.Errorf("%w: committed on the primary master, but the buffer copies failed: %s", ErrIndeterminate, err)
 	}
 	return out, nil
 }
@@ -321,7 +325,7 @@ func (a *Async) putAtomic(ctx context.Context, w fsm.Write) (fsm.WriteResult, er
 // written to the primary (those not refused as conflicts by a buffer). Cells go to the buffer
 // clusters in the order their keys prefer (bufferOrder), one batch per cluster per round: one
 // multi-row insert and one lookup, whatever the number of cells.
-func (a *Async) buffer(ctx context.Context, cs []fsm.CommandCell, now time.Time, results []cells.Result) ([]int, error) {
+func (a *Async) buffer(ctx context.Context, cs []command.Cell, now time.Time, results []cells.Result) ([]int, error) {
 	buffers := a.placement().buffers
 	copies := make([]int, len(cs))
 	conflict := make([]bool, len(cs))
@@ -425,7 +429,7 @@ func bufferOrder(buffers []*StorageCluster, k cells.Key) []*StorageCluster {
 
 // checkConflictsOnMinion turns buffered results into conflicts where a minion of the primary
 // already holds the key with another body (best effort: minions may lag).
-func (a *Async) checkConflictsOnMinion(ctx context.Context, cs []fsm.CommandCell, pending []int, results []cells.Result) {
+func (a *Async) checkConflictsOnMinion(ctx context.Context, cs []command.Cell, pending []int, results []cells.Result) {
 	_ = a.readWith(ctx, false, func(st *storage.PartitionStore) error {
 		for _, i := range pending {
 			c, err := st.GetCell(ctx, cs[i].Shard, cs[i].Key)
@@ -444,52 +448,43 @@ func (a *Async) checkConflictsOnMinion(ctx context.Context, cs []fsm.CommandCell
 // ErrUnavailable (no master: nothing applied), ErrIndeterminate (the master failed during the
 // command), consumer.ErrBadCommand wrapped for a refused command.
 func (a *Async) ApplyGroup(ctx context.Context, group string, cmd consumer.Command) (consumer.Result, error) {
-	data, err := fsm.EncodeGroupCommand(fsm.GroupCommand{Group: group, CreatedAt: time.Now().UTC().Truncate(time.Microsecond), Cmd: cmd})
+	data, err := command.Encode(&command.Group{Group: group, CreatedAt: time.Now().UTC().Truncate(time.Microsecond), Cmd: cmd})
 	if err != nil {
 		return consumer.Result{}, err
 	}
-	res, err := a.apply(ctx, data)
-	if err != nil {
-		return consumer.Result{}, err
-	}
-	if res.Err != nil {
-		return consumer.Result{}, res.Err
-	}
-	if res.Group == nil {
-		return consumer.Result{}, fmt.Errorf("%w: no group result", fsm.ErrUnexpectedResponse)
-	}
-	return *res.Group, nil
+	return applyAs[consumer.Result](ctx, a, data)
 }
 
 // ApplyIndex applies one index command on the primary master (see Raft.ApplyIndex for the
 // commands). Errors as ApplyGroup's, and indexes.ErrBadCommand, ErrNotFound or ErrNotReady
 // wrapped for a refused catalog command.
-func (a *Async) ApplyIndex(ctx context.Context, cmd fsm.IndexCommand) (fsm.IndexResult, error) {
+func (a *Async) ApplyIndex(ctx context.Context, cmd command.Index) (command.IndexResult, error) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	cmd.CreatedAt = now
-	if cmd.Op == fsm.IndexCatalog {
+	if cmd.Op == command.IndexCatalog {
 		cmd.Catalog.Now = now
 	}
-	data, err := fsm.EncodeIndexCommand(cmd)
+	data, err := command.Encode(&cmd)
 	if err != nil {
-		return fsm.IndexResult{}, err
+		return command.IndexResult{}, err
 	}
-	res, err := a.apply(ctx, data)
-	if err != nil {
-		return fsm.IndexResult{}, err
-	}
-	if res.Err != nil {
-		return fsm.IndexResult{}, res.Err
-	}
-	if res.Index == nil {
-		return fsm.IndexResult{}, fmt.Errorf("%w: no index result", fsm.ErrUnexpectedResponse)
-	}
-	return *res.Index, nil
+	return applyAs[command.IndexResult](ctx, a, data)
 }
 
 // apply queues one encoded command for the writer and waits for its response.
 func (a *Async) apply(ctx context.Context, data []byte) (*fsm.Response, error) {
 	return a.applyOp(ctx, &asyncOp{data: data, done: make(chan asyncResult, 1)})
+}
+
+// applyAs is apply for a command whose outcome is a T (fsm.Unwrap): errors are apply's, or
+// the command's refusal.
+func applyAs[T any](ctx context.Context, a *Async, data []byte) (T, error) {
+	res, err := a.apply(ctx, data)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return fsm.Unwrap[T](res)
 }
 
 // applyOp queues op for the writer and waits for its response.
@@ -694,7 +689,7 @@ type storeKey struct {
 // dropBuffered deletes, from every buffer cluster's master, the copies of the cells of cs at
 // pending that this write buffered at now (DeleteBufferedAt), for a write the primary master
 // refused. It returns the first failure; copies on a cluster it could not reach remain.
-func (a *Async) dropBuffered(ctx context.Context, cs []fsm.CommandCell, pending []int, now time.Time) error {
+func (a *Async) dropBuffered(ctx context.Context, cs []command.Cell, pending []int, now time.Time) error {
 	if a.cfg.BufferCopies == 0 || len(pending) == 0 {
 		return nil
 	}

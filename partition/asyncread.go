@@ -59,7 +59,7 @@ func (a *Async) readOn(ctx context.Context, c *StorageCluster, m *member, master
 // master (read-your-writes on the master's latest), Stale on a minion (another minion, then
 // the master, if one fails). A long-polling log read re-reads every 50 ms. Errors: ErrBadRead;
 // ErrUnavailable (no master, or its circuit breaker is open, or the partition still moved:
-// retryable, nothing to wait for within the request); fsm.ErrShardOutOfRange; the store's
+// retryable, nothing to wait for within the request); command.ErrShardOutOfRange; the store's
 // errors, wrapped.
 func (a *Async) Read(ctx context.Context, c Consistency, req ReadRequest) (ReadResult, error) {
 	if err := req.check(); err != nil {

@@ -7,12 +7,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
 // EraseRow erases every cell of row rowKey, which lives in shard (one of the partition's), on
-// every replica: it proposes an erase command (fsm.EraseCommand), whose entry deletes the
+// every replica: it proposes an erase command (command.Erase), whose entry deletes the
 // row's cells from the shard's table and appends a tombstone to the shard's log (see package
 // fsm). It must be called on the leader (else *NotLeaderError, nothing done) and blocks until
 // the entry is applied on this replica or ctx ends. Erasing is idempotent: a row with no cell
@@ -20,18 +21,18 @@ import (
 // the leader's clock.
 //
 // Errors: *NotLeaderError and ErrUnavailable (nothing applied); ErrIndeterminate (maybe
-// applied: retrying is safe); fsm.ErrShardOutOfRange wrapped for a shard outside the
+// applied: retrying is safe); command.ErrShardOutOfRange wrapped for a shard outside the
 // partition (nothing changed).
-func (p *Raft) EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (fsm.EraseResult, error) {
-	var res fsm.EraseResult
+func (p *Raft) EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (command.EraseResult, error) {
+	var res command.EraseResult
 	err := p.applyOne(ctx, func(now time.Time) ([]byte, error) {
-		return fsm.EncodeEraseCommand(fsm.EraseCommand{CreatedAt: now, Shard: int32(shard), RowKey: rowKey})
+		return command.Encode(&command.Erase{CreatedAt: now, Shard: int32(shard), RowKey: rowKey})
 	}, func(f raft.ApplyFuture) (err error) {
-		res, err = fsm.EraseResponseOf(f)
+		res, err = fsm.ResultOf[command.EraseResult](f)
 		return err
-	}, fsm.ErrShardOutOfRange)
+	}, command.ErrShardOutOfRange)
 	if err != nil {
-		return fsm.EraseResult{}, err // res may still be written by the abandoned wait
+		return command.EraseResult{}, err // res may still be written by the abandoned wait
 	}
 	return res, nil
 }
@@ -52,14 +53,14 @@ func (p *Raft) EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (fsm.E
 //
 // Errors: ErrUnavailable (the erasure was not applied; retry); ErrIndeterminate (the master
 // failed during it, or ctx ended: it may be applied; retrying is safe);
-// fsm.ErrShardOutOfRange wrapped for a shard outside the partition (nothing changed).
-func (a *Async) EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (fsm.EraseResult, error) {
+// command.ErrShardOutOfRange wrapped for a shard outside the partition (nothing changed).
+func (a *Async) EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (command.EraseResult, error) {
 	if !a.cfg.Shards.Contains(shard) {
-		return fsm.EraseResult{}, fmt.Errorf("%w: erase in shard %d, partition holds %d..%d", fsm.ErrShardOutOfRange, shard, a.cfg.Shards.First, a.cfg.Shards.Last)
+		return command.EraseResult{}, fmt.Errorf("%w: erase in shard %d, partition holds %d..%d", command.ErrShardOutOfRange, shard, a.cfg.Shards.First, a.cfg.Shards.Last)
 	}
-	data, err := fsm.EncodeEraseCommand(fsm.EraseCommand{CreatedAt: time.Now(), Shard: int32(shard), RowKey: rowKey})
+	data, err := command.Encode(&command.Erase{CreatedAt: time.Now(), Shard: int32(shard), RowKey: rowKey})
 	if err != nil {
-		return fsm.EraseResult{}, err
+		return command.EraseResult{}, err
 	}
 	res, err := a.applyOp(ctx, &asyncOp{prepare: func(ctx context.Context) ([]byte, error) {
 		if err := a.eraseBuffered(ctx, rowKey); err != nil {
@@ -68,15 +69,9 @@ func (a *Async) EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (fsm.
 		return data, nil
 	}, done: make(chan asyncResult, 1)})
 	if err != nil {
-		return fsm.EraseResult{}, err
+		return command.EraseResult{}, err
 	}
-	if res.Err != nil {
-		return fsm.EraseResult{}, res.Err
-	}
-	if res.Erase == nil {
-		return fsm.EraseResult{}, fmt.Errorf("%w: no erase result", fsm.ErrUnexpectedResponse)
-	}
-	return *res.Erase, nil
+	return fsm.Unwrap[command.EraseResult](res)
 }
 
 // eraseBuffered deletes the buffered copies of rowKey's cells from the buffer table of every
@@ -127,14 +122,14 @@ func (a *Async) stillBuffered(ctx context.Context, bc *StorageCluster, m *member
 	if err != nil {
 		return nil, fmt.Errorf("check buffered rows on %s: %w", bc.Name(), err)
 	}
-	var w fsm.Write
+	var w command.Write
 	for _, r := range rs {
 		if still[r.ID] {
-			w.Cells = append(w.Cells, fsm.CommandCell{Shard: r.Shard, Key: r.Cell.Key, Body: r.Cell.Body})
+			w.Cells = append(w.Cells, command.Cell{Shard: r.Shard, Key: r.Cell.Key, Body: r.Cell.Body})
 		}
 	}
 	if len(w.Cells) == 0 {
 		return nil, nil
 	}
-	return fsm.EncodeCommand(fsm.Command{CreatedAt: t, Writes: []fsm.Write{w}})
+	return command.Encode(&command.Append{CreatedAt: t, Writes: []command.Write{w}})
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -38,7 +38,7 @@ func TestEraseRowReplicated(t *testing.T) {
 		require.ErrorIs(t, err, ErrNotLeader, "EraseRow on follower %s", r.id)
 	}
 	_, err = l.p.EraseRow(ctx, testShards.Last+1, c.Key.RowKey)
-	require.ErrorIs(t, err, fsm.ErrShardOutOfRange, "EraseRow outside the partition")
+	require.ErrorIs(t, err, command.ErrShardOutOfRange, "EraseRow outside the partition")
 
 	all := g.sameReplicas()
 	var row []cells.Cell
@@ -57,7 +57,7 @@ func TestEraseRowReplicated(t *testing.T) {
 	}
 	again, err := l.p.EraseRow(ctx, c.Shard, c.Key.RowKey)
 	require.NoError(t, err, "EraseRow again")
-	assert.Equal(t, fsm.EraseResult{}, again, "EraseRow again: nothing erased, no tombstone")
+	assert.Equal(t, command.EraseResult{}, again, "EraseRow again: nothing erased, no tombstone")
 }
 
 // A partition move's catch-up replays an erasure it meets in the source's log: the erased

@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -190,11 +190,11 @@ func (g *group) leader() *replica {
 }
 
 // testCell returns the cell of row i. Safe on any goroutine: it reports through assert.
-func testCell(t testing.TB, i int) fsm.CommandCell {
+func testCell(t testing.TB, i int) command.Cell {
 	rk := uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprint("row", i)))
 	b, err := cells.EncodeBody([]byte(fmt.Sprintf(`{"i":%d}`, i)))
 	assert.NoError(t, err, "EncodeBody of row %d", i)
-	return fsm.CommandCell{Shard: cells.ShardOf(rk, 4), Key: cells.Key{RowKey: rk, ColumnKey: "BASE", RefKey: 1}, Body: b}
+	return command.Cell{Shard: cells.ShardOf(rk, 4), Key: cells.Key{RowKey: rk, ColumnKey: "BASE", RefKey: 1}, Body: b}
 }
 
 // putTimeout bounds a put whose ctx has no earlier deadline, so that a group without a usable
@@ -205,13 +205,13 @@ const putTimeout = 30 * time.Second
 // leader or leadership moves (as a client would), and returns the results. When ctx ends first,
 // or after putTimeout, it returns the context's error and the last attempt's. Safe on any
 // goroutine.
-func (g *group) put(ctx context.Context, cs ...fsm.CommandCell) ([]cells.Result, error) {
+func (g *group) put(ctx context.Context, cs ...command.Cell) ([]cells.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, putTimeout)
 	defer cancel()
 	lastErr := errors.New("no replica leads")
 	for {
 		if l, ok := g.leading(); ok {
-			res, err := l.p.Put(ctx, fsm.Write{Cells: cs})
+			res, err := l.p.Put(ctx, command.Write{Cells: cs})
 			if err == nil {
 				return res.Cells, nil
 			}
@@ -315,7 +315,7 @@ func TestPutAndReadIndex(t *testing.T) {
 	l := g.leader()
 	ctx := context.Background()
 	c := testCell(t, 1)
-	wres, err := l.p.Put(ctx, fsm.Write{Cells: []fsm.CommandCell{c, c}})
+	wres, err := l.p.Put(ctx, command.Write{Cells: []command.Cell{c, c}})
 	require.NoError(t, err, "Put on the leader")
 	res := wres.Cells
 	require.Len(t, res, 2, "one result per cell")
@@ -329,7 +329,7 @@ func TestPutAndReadIndex(t *testing.T) {
 		if r == l {
 			continue
 		}
-		_, err := r.p.Put(ctx, fsm.Write{Cells: []fsm.CommandCell{testCell(t, 2)}})
+		_, err := r.p.Put(ctx, command.Write{Cells: []command.Cell{testCell(t, 2)}})
 		var nl *NotLeaderError
 		require.ErrorAs(t, err, &nl, "Put on follower %s, want NotLeaderError naming %s", r.id, l.id)
 		require.Equal(t, l.id, nl.LeaderID, "Put on follower %s: the leader its NotLeaderError names", r.id)
@@ -532,6 +532,6 @@ func TestPutAfterClose(t *testing.T) {
 	l := g.leader()
 	p := l.p
 	g.stop(0)
-	_, err := p.Put(context.Background(), fsm.Write{Cells: []fsm.CommandCell{testCell(t, 1)}})
+	_, err := p.Put(context.Background(), command.Write{Cells: []command.Cell{testCell(t, 1)}})
 	require.ErrorIs(t, err, ErrClosed, "Put after Close")
 }

@@ -8,9 +8,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
+	"github.com/schemaless-db/schemaless/schemas"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -192,7 +194,7 @@ type IndexStats struct {
 	Violations int64
 }
 
-// IndexEntry is an index entry as a read answers it: values packed (fsm.PackIndexValues),
+// IndexEntry is an index entry as a read answers it: values packed (command.PackIndexValues),
 // refs encoded (indexes.EncodeRefs).
 type IndexEntry struct {
 	RowKey    uuid.UUID
@@ -213,7 +215,7 @@ type ReadResult struct {
 	Entries []IndexEntry
 	Stats   IndexStats
 	// Schemas and SchemaCheck answer the reads of schema.go.
-	Schemas     []fsm.SchemaVersion
+	Schemas     []schemas.Version
 	SchemaCheck *SchemaCheck
 }
 
@@ -297,10 +299,10 @@ func query(ctx context.Context, st *storage.PartitionStore, shards cells.ShardRa
 	return res, nil
 }
 
-// inRange returns fsm.ErrShardOutOfRange unless shard is one of shards.
+// inRange returns command.ErrShardOutOfRange unless shard is one of shards.
 func inRange(shards cells.ShardRange, shard int) error {
 	if !shards.Contains(shard) {
-		return fmt.Errorf("%w: shard %d, partition holds %d..%d", fsm.ErrShardOutOfRange, shard, shards.First, shards.Last)
+		return fmt.Errorf("%w: shard %d, partition holds %d..%d", command.ErrShardOutOfRange, shard, shards.First, shards.Last)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/storage"
@@ -12,8 +13,8 @@ import (
 
 // Index reads travel packed: a decoded MessagePack value does not keep its Go type (a UUID
 // comes back as a byte slice, a number as whatever width fits it), so a plan is packed
-// (fsm.PackIndexValues) before it leaves the caller and typed again from the index's fields
-// (fsm.TypedIndexValue) where it is run, and entries come back packed and are typed by the
+// (command.PackIndexValues) before it leaves the caller and typed again from the index's fields
+// (command.TypedIndexValue) where it is run, and entries come back packed and are typed by the
 // caller. A local read takes the same path as a forwarded one.
 
 // queryIndex serves an IndexRead from st.
@@ -31,7 +32,7 @@ func queryIndex(ctx context.Context, st *storage.PartitionStore, shards cells.Sh
 	}
 	out := make([]IndexEntry, len(es))
 	for i, e := range es {
-		out[i] = IndexEntry{RowKey: e.RowKey, Values: fsm.PackIndexValues(e.Values), Refs: e.Refs, Violation: e.Violation}
+		out[i] = IndexEntry{RowKey: e.RowKey, Values: command.PackIndexValues(e.Values), Refs: e.Refs, Violation: e.Violation}
 	}
 	return out, nil
 }
@@ -48,8 +49,8 @@ func storageQuery(p indexes.Plan) storage.IndexQuery {
 	return q
 }
 
-// packValue packs one value for the wire (fsm.PackIndexValues).
-func packValue(v any) any { return fsm.PackIndexValues([]any{v})[0] }
+// packValue packs one value for the wire (command.PackIndexValues).
+func packValue(v any) any { return command.PackIndexValues([]any{v})[0] }
 
 // PackIndexPlan returns a copy of p with its values packed, for IndexRead.Plan. p is not
 // modified.
@@ -57,7 +58,7 @@ func PackIndexPlan(p indexes.Plan) indexes.Plan {
 	p.ShardValue = packValue(p.ShardValue)
 	where := make([]indexes.PlanCond, len(p.Where))
 	for i, c := range p.Where {
-		c.Values = fsm.PackIndexValues(c.Values)
+		c.Values = command.PackIndexValues(c.Values)
 		where[i] = c
 	}
 	p.Where = where
@@ -70,13 +71,13 @@ func PackIndexPlan(p indexes.Plan) indexes.Plan {
 }
 
 // unpackPlan types the values of a packed plan from the index's fields. Errors: ErrBadRead (no
-// fields, a condition on a column the fields lack), fsm.TypedIndexValue's.
+// fields, a condition on a column the fields lack), command.TypedIndexValue's.
 func unpackPlan(fields []indexes.Field, p indexes.Plan) (indexes.Plan, error) {
 	if len(fields) == 0 {
 		return p, fmt.Errorf("%w: index query without fields", ErrBadRead)
 	}
 	var err error
-	if p.ShardValue, err = fsm.TypedIndexValue(fields[0].Type, p.ShardValue); err != nil {
+	if p.ShardValue, err = command.TypedIndexValue(fields[0].Type, p.ShardValue); err != nil {
 		return p, err
 	}
 	for i := range p.Where {
@@ -85,13 +86,13 @@ func unpackPlan(fields []indexes.Field, p indexes.Plan) (indexes.Plan, error) {
 			return p, fmt.Errorf("%w: condition on column %d", ErrBadRead, c.Column)
 		}
 		for j, v := range c.Values {
-			if c.Values[j], err = fsm.TypedIndexValue(fields[c.Column].Type, v); err != nil {
+			if c.Values[j], err = command.TypedIndexValue(fields[c.Column].Type, v); err != nil {
 				return p, err
 			}
 		}
 	}
 	if p.After != nil && p.OrderBy >= 0 && p.OrderBy < len(fields) {
-		if p.After.Value, err = fsm.TypedIndexValue(fields[p.OrderBy].Type, p.After.Value); err != nil {
+		if p.After.Value, err = command.TypedIndexValue(fields[p.OrderBy].Type, p.After.Value); err != nil {
 			return p, err
 		}
 	}
@@ -109,7 +110,7 @@ func UnpackIndexEntries(fields []indexes.Field, pes []IndexEntry) ([]indexes.Ent
 		}
 		e := indexes.Entry{RowKey: pe.RowKey, Values: make([]any, len(fields)), Violation: pe.Violation}
 		for j, v := range pe.Values {
-			tv, err := fsm.TypedIndexValue(fields[j].Type, v)
+			tv, err := command.TypedIndexValue(fields[j].Type, v)
 			if err != nil {
 				return nil, fmt.Errorf("partition: index entry %s field %s: %w", pe.RowKey, fields[j].Name, err)
 			}

@@ -111,7 +111,7 @@ func (p *Raft) waitApplied(ctx context.Context, index uint64) error {
 // Read runs req against this replica's tables with consistency c: Strong after a read index
 // (ReadIndex: on the leader only), Stale at once. A long-polling log read then waits on this
 // replica's applied index. Errors: ErrBadRead; ErrUnavailable (the state machine stopped, or
-// ReadIndex's); *NotLeaderError and ErrClosed (strong reads); fsm.ErrShardOutOfRange (a shard
+// ReadIndex's); *NotLeaderError and ErrClosed (strong reads); command.ErrShardOutOfRange (a shard
 // not in the partition); the store's errors, wrapped.
 func (p *Raft) Read(ctx context.Context, c Consistency, req ReadRequest) (ReadResult, error) {
 	if err := req.check(); err != nil {

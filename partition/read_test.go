@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/consumer"
-	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,7 +24,7 @@ func TestReadKinds(t *testing.T) {
 	c1, c2 := testCell(t, 1), testCell(t, 2)
 	c1v2 := c1
 	c1v2.Key.RefKey = 2
-	wres, err := l.p.Put(ctx, fsm.Write{Cells: []fsm.CommandCell{c1, c2, c1v2}})
+	wres, err := l.p.Put(ctx, command.Write{Cells: []command.Cell{c1, c2, c1v2}})
 	res := wres.Cells
 	require.NoError(t, err)
 	_, err = l.p.ApplyGroup(ctx, "billing", consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1", SessionTimeout: time.Hour, Shards: 4})
@@ -95,7 +95,7 @@ func TestReadKinds(t *testing.T) {
 		_, err = l.p.Read(ctx, Strong, ReadRequest{Groups: &GroupsRead{}, Catalog: &CatalogRead{}})
 		assert.ErrorIs(t, err, ErrBadRead, "a request of two kinds")
 		_, err = l.p.Read(ctx, Strong, ReadRequest{Row: &RowRead{Shard: testShards.Last + 1, RowKey: uuid.New()}})
-		assert.ErrorIs(t, err, fsm.ErrShardOutOfRange, "a shard outside the partition")
+		assert.ErrorIs(t, err, command.ErrShardOutOfRange, "a shard outside the partition")
 		_, err = follower.p.Read(ctx, Strong, ReadRequest{Groups: &GroupsRead{}})
 		var nl *NotLeaderError
 		assert.True(t, errors.As(err, &nl), "a strong read on a follower: got %v, want *NotLeaderError", err)
@@ -117,7 +117,7 @@ func TestReadLogWaits(t *testing.T) {
 	}()
 	require.Never(t, func() bool { return len(done) > 0 }, 200*time.Millisecond, 10*time.Millisecond,
 		"the long poll answered before any write to its shard")
-	_, err := l.p.Put(ctx, fsm.Write{Cells: []fsm.CommandCell{c}})
+	_, err := l.p.Put(ctx, command.Write{Cells: []command.Cell{c}})
 	require.NoError(t, err)
 	select {
 	case res := <-done:
@@ -141,7 +141,7 @@ func TestPutTimeoutIsIndeterminateWithCause(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err := l.p.Put(ctx, fsm.Write{Cells: []fsm.CommandCell{testCell(t, 3)}})
+	_, err := l.p.Put(ctx, command.Write{Cells: []command.Cell{testCell(t, 3)}})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrIndeterminate, "a write proposed and not committed before its deadline")
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "the cause of %q", err)

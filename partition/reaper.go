@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
+	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -271,7 +273,8 @@ func (a *Async) replay(ctx context.Context, bc *StorageCluster, m *member, rows 
 				rs = append(rs[:i:i], rs[i+1:]...) // the others again, without it
 				continue
 			}
-			for _, wr := range res.Writes {
+			ws, _ := fsm.Unwrap[[]command.WriteResult](res)
+			for _, wr := range ws {
 				for _, c := range wr.Cells {
 					if c.Status == cells.StatusCreated {
 						a.replayed.Add(1)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/schemas"
 	"github.com/schemaless-db/schemaless/storage"
@@ -23,24 +24,24 @@ const (
 )
 
 // ApplySchema proposes one schema command (register a version of a column's schema on this
-// partition, fsm.SchemaCommand) and returns its outcome, a value: created, exists, conflict,
+// partition, command.Schema) and returns its outcome, a value: created, exists, conflict,
 // gap or invalid. It must be called on the leader (else *NotLeaderError) and blocks until the
 // entry is applied on this replica or ctx ends. The entry's CreatedAt is set here, from the
 // leader's clock.
 //
 // Errors: *NotLeaderError and ErrUnavailable (nothing applied); ErrIndeterminate (maybe
 // applied: a schema command is safe to retry, the same text again answers exists).
-func (p *Raft) ApplySchema(ctx context.Context, cmd fsm.SchemaCommand) (fsm.SchemaResult, error) {
-	var res fsm.SchemaResult
+func (p *Raft) ApplySchema(ctx context.Context, cmd command.Schema) (command.SchemaResult, error) {
+	var res command.SchemaResult
 	err := p.applyOne(ctx, func(now time.Time) ([]byte, error) {
 		cmd.CreatedAt = now
-		return fsm.EncodeSchemaCommand(cmd)
+		return command.Encode(&cmd)
 	}, func(f raft.ApplyFuture) (err error) {
-		res, err = fsm.SchemaResponseOf(f)
+		res, err = fsm.ResultOf[command.SchemaResult](f)
 		return err
 	})
 	if err != nil {
-		return fsm.SchemaResult{}, err // res may still be written by the abandoned wait
+		return command.SchemaResult{}, err // res may still be written by the abandoned wait
 	}
 	return res, nil
 }
@@ -48,27 +49,23 @@ func (p *Raft) ApplySchema(ctx context.Context, cmd fsm.SchemaCommand) (fsm.Sche
 // ApplySchema applies one schema command on the primary master (see Raft.ApplySchema). There
 // is no buffered path: with no master the command is refused. Errors: ErrUnavailable (no
 // master: nothing applied), ErrIndeterminate (the master failed during the command).
-func (a *Async) ApplySchema(ctx context.Context, cmd fsm.SchemaCommand) (fsm.SchemaResult, error) {
+func (a *Async) ApplySchema(ctx context.Context, cmd command.Schema) (command.SchemaResult, error) {
 	cmd.CreatedAt = time.Now().UTC().Truncate(time.Microsecond)
-	data, err := fsm.EncodeSchemaCommand(cmd)
+	data, err := command.Encode(&cmd)
 	if err != nil {
-		return fsm.SchemaResult{}, err
+		return command.SchemaResult{}, err
 	}
-	res, err := a.apply(ctx, data)
-	if err != nil {
-		return fsm.SchemaResult{}, err
-	}
-	return fsm.SchemaResultOf(res)
+	return applyAs[command.SchemaResult](ctx, a, data)
 }
 
 // violationOf returns the outcome of a write whose share sub (the cells of w at indexes
 // pending) the master refused with a schema violation, its cell index counted in w.
-func violationOf(r fsm.WriteResult, pending []int) fsm.WriteResult {
+func violationOf(r command.WriteResult, pending []int) command.WriteResult {
 	v := *r.Violation
 	if v.Cell >= 0 && v.Cell < len(pending) {
 		v.Cell = pending[v.Cell]
 	}
-	return fsm.WriteResult{Violation: &v, Replayed: r.Replayed}
+	return command.WriteResult{Violation: &v, Replayed: r.Replayed}
 }
 
 // SchemasRead reads the column schemas the partition holds: every version of Column, or of
@@ -109,7 +106,7 @@ type SchemaRejection struct {
 }
 
 // readSchemas serves a SchemasRead.
-func readSchemas(ctx context.Context, st *storage.PartitionStore, req SchemasRead) ([]fsm.SchemaVersion, error) {
+func readSchemas(ctx context.Context, st *storage.PartitionStore, req SchemasRead) ([]schemas.Version, error) {
 	if req.Column != "" {
 		if err := validColumn(req.Column); err != nil {
 			return nil, err
@@ -202,12 +199,16 @@ func firstExamples(es []SchemaRejection, n int) []SchemaRejection {
 
 // violatingRow finds the buffered row whose cell the master refused by a schema in res, the
 // answer to the replay command sent (its cells are some of rs, in order): its index in rs.
-func violatingRow(res *fsm.Response, sent []byte, rs []storage.BufferedCell) (int, *fsm.SchemaViolation, bool) {
-	if res == nil || len(res.Writes) != 1 || res.Writes[0].Violation == nil || sent == nil {
+func violatingRow(res *fsm.Response, sent []byte, rs []storage.BufferedCell) (int, *schemas.CellViolation, bool) {
+	if res == nil || sent == nil {
 		return 0, nil, false
 	}
-	v := res.Writes[0].Violation
-	cmd, err := fsm.DecodeCommand(sent)
+	ws, err := fsm.Unwrap[[]command.WriteResult](res)
+	if err != nil || len(ws) != 1 || ws[0].Violation == nil {
+		return 0, nil, false
+	}
+	v := ws[0].Violation
+	cmd, err := command.DecodeAs[*command.Append](sent)
 	if err != nil || len(cmd.Writes) != 1 || v.Cell < 0 || v.Cell >= len(cmd.Writes[0].Cells) {
 		return 0, nil, false
 	}

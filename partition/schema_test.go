@@ -10,17 +10,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/cells"
-	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/schemas"
 )
 
 // schemaCell is a BASE cell of row i with ref key ref and body text.
-func schemaCell(t *testing.T, i int, ref int64, text string) fsm.CommandCell {
+func schemaCell(t *testing.T, i int, ref int64, text string) command.Cell {
 	t.Helper()
 	rk := uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprint("schema-row", i)))
 	b, err := cells.EncodeBody([]byte(text))
 	require.NoError(t, err, "EncodeBody(%s)", text)
-	return fsm.CommandCell{Shard: cells.ShardOf(rk, 4), Key: cells.Key{RowKey: rk, ColumnKey: "BASE", RefKey: ref}, Body: b}
+	return command.Cell{Shard: cells.ShardOf(rk, 4), Key: cells.Key{RowKey: rk, ColumnKey: "BASE", RefKey: ref}, Body: b}
 }
 
 // A schema command goes through raft: every replica holds the version and checks writes
@@ -32,7 +32,7 @@ func TestSchemaThroughRaft(t *testing.T) {
 	ctx := context.Background()
 
 	// Rows before any schema: 1 valid; 2 invalid then valid; 3 valid then invalid; 4 invalid.
-	_, err := l.p.Put(ctx, fsm.Write{Cells: []fsm.CommandCell{
+	_, err := l.p.Put(ctx, command.Write{Cells: []command.Cell{
 		schemaCell(t, 1, 1, `{"distance":1}`),
 		schemaCell(t, 2, 1, `{"distance":-1}`), schemaCell(t, 2, 2, `{"distance":2}`),
 		schemaCell(t, 3, 5, `{"distance":3}`), schemaCell(t, 3, 7, `{"distance":-3}`),
@@ -62,17 +62,17 @@ func TestSchemaThroughRaft(t *testing.T) {
 	_, err = l.p.Read(ctx, Strong, ReadRequest{SchemaCheck: &SchemaCheckRead{Column: "BASE", Text: []byte(`{"minimum":"x"}`)}})
 	assert.ErrorIs(t, err, ErrBadRead, "a dry run of a schema that does not compile")
 
-	res, err := l.p.ApplySchema(ctx, fsm.SchemaCommand{Column: "BASE", Version: 1, Text: text})
+	res, err := l.p.ApplySchema(ctx, command.Schema{Column: "BASE", Version: 1, Text: text})
 	require.NoError(t, err, "ApplySchema")
-	assert.Equal(t, fsm.SchemaResult{Status: fsm.SchemaCreated, Latest: 1}, res, "register version 1")
-	res, err = l.p.ApplySchema(ctx, fsm.SchemaCommand{Column: "BASE", Version: 1, Text: text})
+	assert.Equal(t, command.SchemaResult{Status: command.SchemaCreated, Latest: 1}, res, "register version 1")
+	res, err = l.p.ApplySchema(ctx, command.Schema{Column: "BASE", Version: 1, Text: text})
 	require.NoError(t, err, "ApplySchema again")
-	assert.Equal(t, fsm.SchemaExists, res.Status, "the same again")
+	assert.Equal(t, command.SchemaExists, res.Status, "the same again")
 
-	w, err := l.p.Put(ctx, fsm.Write{Cells: []fsm.CommandCell{schemaCell(t, 5, 1, `{"distance":5}`), schemaCell(t, 6, 1, `{"distance":-6}`)}})
+	w, err := l.p.Put(ctx, command.Write{Cells: []command.Cell{schemaCell(t, 5, 1, `{"distance":5}`), schemaCell(t, 6, 1, `{"distance":-6}`)}})
 	require.NoError(t, err, "Put after the schema")
 	require.NotNil(t, w.Violation, "a violating write: %+v", w)
-	assert.Equal(t, fsm.SchemaViolation{Cell: 1, Column: "BASE", Version: 1, Pointer: "/distance", Message: "minimum: got -6, want 0"}, *w.Violation)
+	assert.Equal(t, schemas.CellViolation{Cell: 1, Column: "BASE", Version: 1, Pointer: "/distance", Message: "minimum: got -6, want 0"}, *w.Violation)
 
 	g.converge()
 	for _, r := range g.running() {

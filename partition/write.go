@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/indexes"
@@ -14,35 +15,35 @@ import (
 
 // proposal is one Put call waiting to be grouped into a raft entry.
 type proposal struct {
-	write fsm.Write
+	write command.Write
 	cells int
 	bytes int
 	done  chan proposalResult // buffered, receives exactly one result
 }
 
 type proposalResult struct {
-	result fsm.WriteResult
+	result command.WriteResult
 	err    error
 }
 
 // Put applies one write (cells to append, with its idempotency key, conditions and atomicity:
-// fsm.Write) to the partition and returns its outcome. It must be called on the leader (else
+// command.Write) to the partition and returns its outcome. It must be called on the leader (else
 // *NotLeaderError, nothing done). It blocks until the entry holding the write is committed and
 // applied on this replica, or ctx ends. A write with no cells answers a zero result at once.
 //
 // Errors: *NotLeaderError and ErrUnavailable mean nothing was written; ErrIndeterminate means the
 // write may or may not be applied (ctx ended or leadership was lost after proposing); fsm errors
-// (fsm.ErrShardOutOfRange) are returned as they are. Every outcome is safe to retry, and a
-// write with an ID retried within fsm.RequestWindow answers its first outcome.
-func (p *Raft) Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
+// (command.ErrShardOutOfRange) are returned as they are. Every outcome is safe to retry, and a
+// write with an ID retried within command.RequestWindow answers its first outcome.
+func (p *Raft) Put(ctx context.Context, w command.Write) (command.WriteResult, error) {
 	if p.closed.Load() {
-		return fsm.WriteResult{}, ErrClosed
+		return command.WriteResult{}, ErrClosed
 	}
 	if !p.IsLeader() {
-		return fsm.WriteResult{}, p.notLeader()
+		return command.WriteResult{}, p.notLeader()
 	}
 	if len(w.Cells) == 0 {
-		return fsm.WriteResult{}, nil
+		return command.WriteResult{}, nil
 	}
 	pr := &proposal{write: w, cells: len(w.Cells), done: make(chan proposalResult, 1)}
 	for _, c := range w.Cells {
@@ -52,15 +53,15 @@ func (p *Raft) Put(ctx context.Context, w fsm.Write) (fsm.WriteResult, error) {
 	select {
 	case p.queue <- pr:
 	case <-ctx.Done():
-		return fsm.WriteResult{}, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		return command.WriteResult{}, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	default:
-		return fsm.WriteResult{}, fmt.Errorf("%w: write queue full", ErrUnavailable)
+		return command.WriteResult{}, fmt.Errorf("%w: write queue full", ErrUnavailable)
 	}
 	select {
 	case r := <-pr.done:
 		return r.result, r.err
 	case <-ctx.Done():
-		return fsm.WriteResult{}, fmt.Errorf("%w: %w", ErrIndeterminate, ctx.Err())
+		return command.WriteResult{}, fmt.Errorf("%w: %w", ErrIndeterminate, ctx.Err())
 	}
 }
 
@@ -126,7 +127,7 @@ func (p *Raft) failQueued(held *proposal) {
 }
 
 func (p *Raft) propose(batch []*proposal, n int) {
-	cmd := fsm.Command{CreatedAt: time.Now().UTC().Truncate(time.Microsecond), Writes: make([]fsm.Write, len(batch))}
+	cmd := command.Append{CreatedAt: time.Now().UTC().Truncate(time.Microsecond), Writes: make([]command.Write, len(batch))}
 	for i, pr := range batch {
 		cmd.Writes[i] = pr.write
 	}
@@ -136,7 +137,7 @@ func (p *Raft) propose(batch []*proposal, n int) {
 		}
 		<-p.slots
 	}
-	data, err := fsm.EncodeCommand(cmd)
+	data, err := command.Encode(&cmd)
 	if err != nil {
 		release(err)
 		return
@@ -150,7 +151,7 @@ func (p *Raft) propose(batch []*proposal, n int) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		results, err := fsm.ResponseOf(future)
+		results, err := fsm.ResultOf[[]command.WriteResult](future)
 		if err == nil && len(results) != len(batch) {
 			err = fmt.Errorf("%w: %d results for %d writes", fsm.ErrUnexpectedResponse, len(results), len(batch))
 		}
@@ -191,9 +192,9 @@ func (p *Raft) classify(err error) error {
 func (p *Raft) ApplyGroup(ctx context.Context, group string, cmd consumer.Command) (consumer.Result, error) {
 	var res consumer.Result
 	err := p.applyOne(ctx, func(now time.Time) ([]byte, error) {
-		return fsm.EncodeGroupCommand(fsm.GroupCommand{Group: group, CreatedAt: now, Cmd: cmd})
+		return command.Encode(&command.Group{Group: group, CreatedAt: now, Cmd: cmd})
 	}, func(f raft.ApplyFuture) (err error) {
-		res, err = fsm.GroupResponseOf(f)
+		res, err = fsm.ResultOf[consumer.Result](f)
 		return err
 	}, consumer.ErrBadCommand)
 	if err != nil {
@@ -211,20 +212,20 @@ func (p *Raft) ApplyGroup(ctx context.Context, group string, cmd consumer.Comman
 // Errors: *NotLeaderError and ErrUnavailable (nothing applied); ErrIndeterminate (maybe applied:
 // every index command is safe to retry, upserts merge by ref key); indexes.ErrBadCommand or
 // indexes.ErrNotFound wrapped, for a catalog command refused (nothing changed).
-func (p *Raft) ApplyIndex(ctx context.Context, cmd fsm.IndexCommand) (fsm.IndexResult, error) {
-	var res fsm.IndexResult
+func (p *Raft) ApplyIndex(ctx context.Context, cmd command.Index) (command.IndexResult, error) {
+	var res command.IndexResult
 	err := p.applyOne(ctx, func(now time.Time) ([]byte, error) {
 		cmd.CreatedAt = now
-		if cmd.Op == fsm.IndexCatalog {
+		if cmd.Op == command.IndexCatalog {
 			cmd.Catalog.Now = now
 		}
-		return fsm.EncodeIndexCommand(cmd)
+		return command.Encode(&cmd)
 	}, func(f raft.ApplyFuture) (err error) {
-		res, err = fsm.IndexResponseOf(f)
+		res, err = fsm.ResultOf[command.IndexResult](f)
 		return err
 	}, indexes.ErrBadCommand, indexes.ErrNotFound, indexes.ErrNotReady)
 	if err != nil {
-		return fsm.IndexResult{}, err // res may still be written by the abandoned wait
+		return command.IndexResult{}, err // res may still be written by the abandoned wait
 	}
 	return res, nil
 }
