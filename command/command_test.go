@@ -51,7 +51,7 @@ func golden(t *testing.T) map[string]command.Command {
 		"group": &command.Group{Group: "billing", CreatedAt: at, Cmd: consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1",
 			Shards: 64, SessionTimeout: 10 * time.Second, HaltThreshold: 5}},
 		"index": &command.Index{Op: command.IndexUpsert, CreatedAt: at, Table: "idx_by_origin_v1",
-			Fields: []indexes.Field{{Name: "origin", Type: indexes.TypeString}, {Name: "trip", Type: indexes.TypeUUID}, {Name: "distance", Type: indexes.TypeInt}},
+			Fields:  []indexes.Field{{Name: "origin", Type: indexes.TypeString}, {Name: "trip", Type: indexes.TypeUUID}, {Name: "distance", Type: indexes.TypeInt}},
 			Entries: []command.IndexEntry{{Shard: 3, RowKey: row, Values: []any{"SFO", id, int64(2586)}, Refs: map[string]int64{"BASE": 3}}}},
 		"index-erase": &command.Index{Op: command.IndexErase, CreatedAt: at, Table: "idx_by_origin_v1", Entries: []command.IndexEntry{}, RowKeys: []uuid.UUID{row, id}},
 		"schema":      &command.Schema{CreatedAt: at, Column: "BASE", Version: 2, Text: []byte(`{"type":"object"}`)},

@@ -204,7 +204,7 @@ type appendLayout struct {
 
 type writeLayout struct {
 	_msgpack   struct{} `msgpack:",as_array"`
-	ID         []byte // empty: no ID
+	ID         []byte   // empty: no ID
 	Atomic     bool
 	Conditions []Condition
 	Cells      []Cell
