@@ -2,13 +2,11 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -26,62 +24,38 @@ import (
 //
 // The streams are long: these routes have no RequestTimeout; the client's connection bounds them.
 
-// BackupBackend is what the backup endpoints need of the backend (*cluster.Node). A Backend
-// without these methods answers them 501. See cluster.Node.Backup and cluster.Node.Restore.
-type BackupBackend interface {
-	Backup(ctx context.Context, ds string, pid int, w io.Writer) (cluster.BackupInfo, error)
-	Restore(ctx context.Context, ds string, pid int, r io.Reader, opts cluster.RestoreOptions) (cluster.RestoreResult, error)
-}
-
-var _ BackupBackend = (*cluster.Node)(nil)
-
-// backupRoutes registers the backup and restore endpoints.
+// backupRoutes registers the backup and restore endpoints. Without a BackupBackend they
+// answer 501 unimplemented.
 func (s *Server) backupRoutes() {
-	s.mux.HandleFunc("/v1/admin/backup/{ds}/{partition}", onlyMethod(http.MethodGet, s.backupGet))
-	s.mux.HandleFunc("/v1/admin/restore/{ds}/{partition}", onlyMethod(http.MethodPost, s.restorePost))
+	get, post := s.backupGet, s.restorePost
+	if s.b.Backup == nil {
+		hs := unimplemented(handlers{http.MethodGet: get, http.MethodPost: post}, wire.CodeUnimplemented, "this server does not back up or restore")
+		get, post = hs[http.MethodGet], hs[http.MethodPost]
+	}
+	s.stream("/v1/admin/backup/{ds}/{partition}", http.MethodGet, get)
+	s.stream("/v1/admin/restore/{ds}/{partition}", http.MethodPost, post)
 }
 
-// onlyMethod serves h for method only (not even HEAD: a backup's body is the work), and answers
-// other methods 405 in the API's error shape.
-func onlyMethod(method string, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != method {
-			w.Header().Set("Allow", method)
-			writeError(w, &httpError{status: http.StatusMethodNotAllowed, code: wire.CodeMethod, msg: fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path)})
-			return
-		}
-		h(w, r)
-	}
-}
-
-// backupTarget checks the backend, the datastore and the partition of a backup or restore.
-func (s *Server) backupTarget(r *http.Request) (BackupBackend, string, int, *httpError) {
-	bb, ok := s.backend.(BackupBackend)
-	if !ok {
-		return nil, "", 0, &httpError{status: http.StatusNotImplemented, code: wire.CodeUnimplemented, msg: "this server does not back up or restore"}
-	}
-	ds, he := s.datastore(r)
-	if he != nil {
-		return nil, "", 0, he
-	}
-	spec, err := s.backend.Datastore(ds)
+// backupTarget checks the datastore and the partition of a backup or restore.
+func (s *Server) backupTarget(r *http.Request) (ds string, pid int, err error) {
+	q, err := s.parse(r, want{})
 	if err != nil {
-		return nil, "", 0, backupError(err)
+		return "", 0, err
 	}
-	if spec.Mode == topology.ModeAsync {
-		return nil, "", 0, backupError(fmt.Errorf("%w: backup of async datastores: use MySQL tools on the storage clusters", cluster.ErrAsyncDatastore))
+	if q.spec.Mode == topology.ModeAsync {
+		return "", 0, backupError(fmt.Errorf("%w: backup of async datastores: use MySQL tools on the storage clusters", cluster.ErrAsyncDatastore))
 	}
 	text := r.PathValue("partition")
-	pid, err := strconv.Atoi(text)
+	pid, err = strconv.Atoi(text)
 	if err != nil {
-		return nil, "", 0, invalid("partition", "%q is not a partition id", text)
+		return "", 0, invalid("partition", "%q is not a partition id", text)
 	}
-	for _, p := range spec.Partitions {
+	for _, p := range q.spec.Partitions {
 		if p.ID == pid {
-			return bb, ds, pid, nil
+			return q.ds, pid, nil
 		}
 	}
-	return nil, "", 0, notFound("datastore %s has no partition %d", ds, pid)
+	return "", 0, notFound("datastore %s has no partition %d", q.ds, pid)
 }
 
 // backupError maps the errors of backups and restores to answers.
@@ -105,32 +79,22 @@ func backupError(err error) *httpError {
 	return backendError(err)
 }
 
-func (s *Server) backupFail(w http.ResponseWriter, r *http.Request, err error) {
-	e := backupError(err)
-	if e.status >= 500 && e.status != http.StatusServiceUnavailable && e.status != http.StatusGatewayTimeout && e.status != http.StatusNotImplemented {
-		s.cfg.Logger.Error("api: request failed", "method", r.Method, "path", r.URL.Path, "error", err)
-	}
-	writeError(w, e)
-}
-
 // backupGet streams a partition's backup. Until the stream's first bytes are ready, a failure
 // is an error answer; after, the connection is broken (the client sees a truncated stream and
 // no trailers).
-func (s *Server) backupGet(w http.ResponseWriter, r *http.Request) {
-	bb, ds, pid, he := s.backupTarget(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) backupGet(w http.ResponseWriter, r *http.Request) error {
+	ds, pid, err := s.backupTarget(r)
+	if err != nil {
+		return err
 	}
 	bw := &backupWriter{w: w, sum: sha256.New()}
-	info, err := bb.Backup(r.Context(), ds, pid, bw)
+	info, err := s.b.Backup.Backup(r.Context(), ds, pid, bw)
 	if err == nil {
 		err = bw.flush()
 	}
 	if err != nil {
 		if !bw.started {
-			s.backupFail(w, r, err)
-			return
+			return backupError(err)
 		}
 		s.cfg.Logger.Warn("api: backup stream broken", "datastore", ds, "partition", pid, "bytes", bw.n, "error", err)
 		panic(http.ErrAbortHandler)
@@ -141,6 +105,7 @@ func (s *Server) backupGet(w http.ResponseWriter, r *http.Request) {
 	h.Set(wire.TrailerIndexEntries, strconv.FormatInt(info.IndexEntries, 10))
 	h.Set(wire.TrailerBytes, strconv.FormatInt(bw.n, 10))
 	h.Set(wire.TrailerSHA256, hex.EncodeToString(bw.sum.Sum(nil)))
+	return nil
 }
 
 // backupWriter holds back the start of the stream until its header decodes, then answers 200
@@ -205,24 +170,22 @@ func (b *backupWriter) flush() error {
 }
 
 // restorePost restores a partition from the request's body.
-func (s *Server) restorePost(w http.ResponseWriter, r *http.Request) {
-	bb, ds, pid, he := s.backupTarget(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) restorePost(w http.ResponseWriter, r *http.Request) error {
+	ds, pid, err := s.backupTarget(r)
+	if err != nil {
+		return err
 	}
 	opts, he := restoreOptions(r)
 	if he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxRestoreBytes)
-	res, err := bb.Restore(r.Context(), ds, pid, body, opts)
+	res, err := s.b.Backup.Restore(r.Context(), ds, pid, body, opts)
 	if err != nil {
-		s.backupFail(w, r, err)
-		return
+		return backupError(err)
 	}
 	writeJSON(w, http.StatusOK, restoreResult(ds, pid, res))
+	return nil
 }
 
 // restoreOptions reads the query parameters of a restore: dry_run and force ("true", "false"

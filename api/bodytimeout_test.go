@@ -29,15 +29,20 @@ import (
 // limitsBackend serves the routes of the body timeout and limit tests: one datastore "trips"
 // of 8 shards; writes are created unless their context ended (then its error, as a node
 // answers); log reads wait their Wait, the context's end or the release of hold. The embedded
-// nil Backend panics on anything else.
+// nil interfaces panic on anything else.
 type limitsBackend struct {
-	api.Backend
+	api.NodeBackend
+	api.CellWriter
+	api.LogReader
 	hold     chan struct{} // closed: waiting log reads answer at once; nil: never
 	polling  atomic.Int64  // log reads waiting
 	ctxEnded atomic.Int64  // log reads whose context ended before their wait
 }
 
 func (b *limitsBackend) ID() string { return "n1" }
+
+// backends are the parts of a node b serves.
+func (b *limitsBackend) backends() api.Backends { return api.Backends{Node: b, Writes: b, Logs: b} }
 
 func (b *limitsBackend) Datastore(name string) (*topology.DatastoreSpec, error) {
 	if name != "trips" {
@@ -73,9 +78,9 @@ func (b *limitsBackend) ReadLogs(ctx context.Context, _ string, req cluster.LogR
 
 // startServer serves the API over b with cfg on a real TCP listener, as package node does
 // (api.ConnContext on the http.Server, no ReadTimeout), after applying opts to the server.
-func startServer(t *testing.T, b api.Backend, cfg api.Config, opts ...func(*http.Server)) *httptest.Server {
+func startServer(t *testing.T, b *limitsBackend, cfg api.Config, opts ...func(*http.Server)) *httptest.Server {
 	t.Helper()
-	srv, err := api.NewServer(b, cfg)
+	srv, err := api.NewServer(b.backends(), cfg)
 	require.NoError(t, err)
 	hs := httptest.NewUnstartedServer(srv)
 	hs.Config.ConnContext = api.ConnContext

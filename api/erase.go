@@ -14,22 +14,20 @@ import (
 // key is 400 naming row_key. It is a write: 503 when nothing was erased (no leader; in async
 // mode a storage cluster without a master: an erasure is never buffered), 504 when it may
 // have been; retrying is always safe.
-func (s *Server) eraseRow(w http.ResponseWriter, r *http.Request) {
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) eraseRow(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.parse(r, want{})
+	if err != nil {
+		return err
 	}
 	rk, err := cells.ParseRowKey(r.PathValue("row"))
 	if err != nil {
-		writeError(w, fieldError("", err))
-		return
+		return fieldError("", err)
 	}
-	s.hintLeader(w, ds, rk)
-	res, err := s.backend.EraseRow(r.Context(), ds, rk)
+	s.hintLeader(w, q.ds, rk)
+	res, err := s.b.Writes.EraseRow(r.Context(), q.ds, rk)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, wire.EraseResult{RowKey: rk.String(), Erased: res.Erased, AddedID: res.AddedID})
+	return nil
 }

@@ -139,100 +139,79 @@ func groupName(r *http.Request) (string, *httpError) {
 }
 
 // groupCommandHandler serves POST /v1/{ds}/groups/{group}/{op}.
-func (s *Server) groupCommandHandler(w http.ResponseWriter, r *http.Request) {
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) groupCommandHandler(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.parse(r, want{maxBody: s.cfg.MaxRequestBytes})
+	if err != nil {
+		return err
 	}
 	group, he := groupName(r)
 	if he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
 	op, ok := groupOps[r.PathValue("op")]
 	if !ok {
-		writeError(w, notFound("no group operation %q (heartbeat, commit, leave, park, resolve, retry, drop)", r.PathValue("op")))
-		return
-	}
-	spec, _ := s.backend.Datastore(ds)
-	body, he := readBody(r, s.cfg.MaxRequestBytes, "body")
-	if he != nil {
-		writeError(w, he)
-		return
+		return notFound("no group operation %q (heartbeat, commit, leave, park, resolve, retry, drop)", r.PathValue("op"))
 	}
 	var in wire.GroupCommand
-	if len(body) > 0 {
-		if he := decodeStrict(body, &in); he != nil {
-			writeError(w, he)
-			return
-		}
+	if err := q.decode(&in, true); err != nil {
+		return err
 	}
-	cmd, he := groupCommand(op, in, spec.Shards)
+	cmd, he := groupCommand(op, in, q.spec.Shards)
 	if he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
-	res, err := s.backend.GroupApply(r.Context(), ds, group, cmd)
+	res, err := s.b.Groups.GroupApply(r.Context(), q.ds, group, cmd)
+	if errors.Is(err, consumer.ErrBadCommand) {
+		return invalid("body", "%v", err)
+	}
 	if err != nil {
-		if errors.Is(err, consumer.ErrBadCommand) {
-			writeError(w, invalid("body", "%v", err))
-			return
-		}
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, toWireResult(res))
+	return nil
 }
 
 // groupsList serves GET /v1/{ds}/groups.
-func (s *Server) groupsList(w http.ResponseWriter, r *http.Request) {
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) groupsList(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.parse(r, want{})
+	if err != nil {
+		return err
 	}
 	c, he := consistency(r)
 	if he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
-	names, err := s.backend.Groups(r.Context(), ds, c)
+	names, err := s.b.Groups.Groups(r.Context(), q.ds, c)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if names == nil {
 		names = []string{}
 	}
 	writeJSON(w, http.StatusOK, wire.GroupsResponse{Groups: names})
+	return nil
 }
 
 // groupStatus serves GET /v1/{ds}/groups/{group}: the coordinator state with each shard's lag.
-func (s *Server) groupStatus(w http.ResponseWriter, r *http.Request) {
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) groupStatus(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.parse(r, want{})
+	if err != nil {
+		return err
 	}
 	group, he := groupName(r)
 	if he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
 	c, he := consistency(r)
 	if he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
-	gp, err := s.backend.GroupProgress(r.Context(), ds, group, c)
+	gp, err := s.b.Groups.GroupProgress(r.Context(), q.ds, group, c)
+	if errors.Is(err, cluster.ErrUnknownGroup) {
+		return notFound("%v", err)
+	}
 	if err != nil {
-		if errors.Is(err, cluster.ErrUnknownGroup) {
-			writeError(w, notFound("%v", err))
-			return
-		}
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	st := gp.Status
 	out := wire.GroupStatus{Group: st.Group, Generation: st.Generation, Start: wire.GroupStart{Kind: string(st.Start.Kind)},
@@ -253,4 +232,5 @@ func (s *Server) groupStatus(w http.ResponseWriter, r *http.Request) {
 		out.Parked = append(out.Parked, toWireParked(p))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }

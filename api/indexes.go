@@ -3,16 +3,13 @@ package api
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/wire"
@@ -47,7 +44,7 @@ func (s *Server) queryCatalog(ctx context.Context, ds string, strong bool) (cat 
 		c = cluster.Strong
 	}
 	at := time.Now()
-	cat, err = s.backend.Catalog(ctx, ds, c)
+	cat, err = s.b.Indexes.Catalog(ctx, ds, c)
 	if err != nil {
 		return nil, false, err
 	}
@@ -100,16 +97,6 @@ func catalogError(err error) *httpError {
 	return backendError(err)
 }
 
-// failCatalog writes the answer of a catalog error, logging internal ones.
-func (s *Server) failCatalog(w http.ResponseWriter, r *http.Request, err error) {
-	e := catalogError(err)
-	if e.status >= 500 {
-		s.fail(w, r, err)
-		return
-	}
-	writeError(w, e)
-}
-
 // indexFieldError turns an error of the indexes package into a 400 naming the field of its
 // first *indexes.FieldError (or fallback when it has none). The message lists every problem.
 func indexFieldError(fallback string, err error) *httpError {
@@ -147,74 +134,65 @@ func timePtr(t time.Time) *time.Time {
 }
 
 // indexDefine serves POST /v1/{ds}/indexes: a definition in YAML or JSON.
-func (s *Server) indexDefine(w http.ResponseWriter, r *http.Request) {
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) indexDefine(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.parse(r, want{maxBody: s.cfg.MaxIndexRequestBytes})
+	if err != nil {
+		return err
 	}
-	raw, he := readBody(r, s.cfg.MaxIndexRequestBytes, "body")
-	if he != nil {
-		writeError(w, he)
-		return
+	raw, err := q.body()
+	if err != nil {
+		return err
 	}
 	def, err := indexes.ParseDefinition(raw)
 	if err != nil {
-		writeError(w, indexFieldError("definition", err))
-		return
+		return indexFieldError("definition", err)
 	}
-	if def.Datastore != "" && def.Datastore != ds {
-		writeError(w, invalid("datastore", "%q is not the datastore of the path, %q", def.Datastore, ds))
-		return
+	if def.Datastore != "" && def.Datastore != q.ds {
+		return invalid("datastore", "%q is not the datastore of the path, %q", def.Datastore, q.ds)
 	}
 	// The definition belongs to the path's datastore; naming it or not defines the same index.
-	def.Datastore = ds
-	res, err := s.backend.CatalogApply(r.Context(), ds, indexes.Command{Op: indexes.OpDefine, Name: def.Table, Definition: def})
-	s.forgetCatalog(ds)
+	def.Datastore = q.ds
+	res, err := s.b.Indexes.CatalogApply(r.Context(), q.ds, indexes.Command{Op: indexes.OpDefine, Name: def.Table, Definition: def})
+	s.forgetCatalog(q.ds)
+	if errors.Is(err, indexes.ErrBadCommand) {
+		return indexFieldError("definition", err)
+	}
 	if err != nil {
-		if errors.Is(err, indexes.ErrBadCommand) {
-			writeError(w, indexFieldError("definition", err))
-			return
-		}
-		s.failCatalog(w, r, err)
-		return
+		return catalogError(err)
 	}
 	out := wire.IndexDefineResult{Index: def.Table, Version: res.Version, State: string(indexes.StateBuilding), Created: res.Created}
-	if !res.Created {
-		cat, err := s.backend.Catalog(r.Context(), ds, cluster.Strong)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		if ix := cat.Indexes[def.Table]; ix != nil {
-			for _, v := range ix.Versions {
-				if v.Version == res.Version {
-					out.State = string(v.State)
-				}
+	if res.Created {
+		writeJSON(w, http.StatusCreated, out)
+		return nil
+	}
+	cat, err := s.b.Indexes.Catalog(r.Context(), q.ds, cluster.Strong)
+	if err != nil {
+		return err
+	}
+	if ix := cat.Indexes[def.Table]; ix != nil {
+		for _, v := range ix.Versions {
+			if v.Version == res.Version {
+				out.State = string(v.State)
 			}
 		}
-		writeJSON(w, http.StatusOK, out)
-		return
 	}
-	writeJSON(w, http.StatusCreated, out)
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // indexList serves GET /v1/{ds}/indexes: every index without per-shard offsets.
-func (s *Server) indexList(w http.ResponseWriter, r *http.Request) {
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) indexList(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.parse(r, want{})
+	if err != nil {
+		return err
 	}
 	c, he := consistency(r)
 	if he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
-	cat, err := s.backend.Catalog(r.Context(), ds, c)
+	cat, err := s.b.Indexes.Catalog(r.Context(), q.ds, c)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	names := make([]string, 0, len(cat.Indexes))
 	for n := range cat.Indexes {
@@ -223,35 +201,33 @@ func (s *Server) indexList(w http.ResponseWriter, r *http.Request) {
 	sort.Strings(names)
 	out := wire.IndexesResponse{Indexes: make([]wire.IndexStatus, 0, len(names))}
 	for _, n := range names {
-		out.Indexes = append(out.Indexes, s.indexStatus(r.Context(), ds, cat.Indexes[n], c, false))
+		out.Indexes = append(out.Indexes, s.indexStatus(r.Context(), q.ds, cat.Indexes[n], c, false))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // indexGet serves GET /v1/{ds}/indexes/{index}: one index with per-shard offsets.
-func (s *Server) indexGet(w http.ResponseWriter, r *http.Request) {
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) indexGet(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.parse(r, want{})
+	if err != nil {
+		return err
 	}
 	c, he := consistency(r)
 	if he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
-	cat, err := s.backend.Catalog(r.Context(), ds, c)
+	cat, err := s.b.Indexes.Catalog(r.Context(), q.ds, c)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	name := r.PathValue("index")
 	ix := cat.Indexes[name]
 	if ix == nil {
-		writeError(w, notFound("no index %q in datastore %s", name, ds))
-		return
+		return notFound("no index %q in datastore %s", name, q.ds)
 	}
-	writeJSON(w, http.StatusOK, s.indexStatus(r.Context(), ds, ix, c, true))
+	writeJSON(w, http.StatusOK, s.indexStatus(r.Context(), q.ds, ix, c, true))
+	return nil
 }
 
 // indexStatus describes ix: every version, with entries and progress for the live ones. A
@@ -264,7 +240,7 @@ func (s *Server) indexStatus(ctx context.Context, ds string, ix *indexes.Index, 
 			ReadyAt: timePtr(v.ReadyAt), DroppedAt: timePtr(v.DroppedAt)}
 		if v.State == indexes.StateBuilding || v.State == indexes.StateReady {
 			var errs []string
-			if st, err := s.backend.IndexTableStats(ctx, ds, v.Table(), v.Definition.Fields()); err != nil {
+			if st, err := s.b.Indexes.IndexTableStats(ctx, ds, v.Table(), v.Definition.Fields()); err != nil {
 				errs = append(errs, "entries: "+err.Error())
 			} else {
 				vs.Entries, vs.Violations = st.Entries, st.Violations
@@ -283,7 +259,7 @@ func (s *Server) indexStatus(ctx context.Context, ds string, ix *indexes.Index, 
 // Before any maintainer joined the group, nothing is handled: the shards' high-water marks are
 // read instead.
 func (s *Server) versionProgress(ctx context.Context, ds string, v indexes.Version, c cluster.Consistency, perShard bool, vs *wire.IndexVersionStatus) error {
-	p, err := s.backend.GroupProgress(ctx, ds, indexes.GroupName(v.Definition.Table, v.Version), c)
+	p, err := s.b.Indexes.GroupProgress(ctx, ds, indexes.GroupName(v.Definition.Table, v.Version), c)
 	if errors.Is(err, cluster.ErrUnknownGroup) {
 		p, err = s.unstartedProgress(ctx, ds)
 	}
@@ -311,7 +287,7 @@ func (s *Server) versionProgress(ctx context.Context, ds string, v indexes.Versi
 // unstartedProgress is the progress of a group that does not exist yet: every shard's whole log
 // to handle.
 func (s *Server) unstartedProgress(ctx context.Context, ds string) (cluster.GroupProgress, error) {
-	return s.backend.LogProgress(ctx, ds, nil)
+	return s.b.Indexes.LogProgress(ctx, ds, nil)
 }
 
 // indexName reads the {index} path value. An invalid name is reported as unknown (404): it
@@ -319,345 +295,64 @@ func (s *Server) unstartedProgress(ctx context.Context, ds string) (cluster.Grou
 func indexName(r *http.Request) string { return r.PathValue("index") }
 
 // indexAlias serves POST /v1/{ds}/indexes/{index}/alias with body {"version": N}.
-func (s *Server) indexAlias(w http.ResponseWriter, r *http.Request) {
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) indexAlias(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.parse(r, want{maxBody: s.cfg.MaxIndexRequestBytes})
+	if err != nil {
+		return err
 	}
-	raw, he := readBody(r, s.cfg.MaxIndexRequestBytes, "body")
-	if he != nil {
-		writeError(w, he)
-		return
+	raw, err := q.body()
+	if err != nil {
+		return err
 	}
 	var in wire.IndexAliasRequest
 	if len(bytes.TrimSpace(raw)) == 0 {
-		writeError(w, invalid("version", "is required"))
-		return
+		return invalid("version", "is required")
 	}
-	if he := decodeStrict(raw, &in); he != nil {
-		writeError(w, he)
-		return
+	if err := decodeBody(raw, &in, false); err != nil {
+		return err
 	}
 	if in.Version < 1 {
-		writeError(w, invalid("version", "%d is not a version (1 or more)", in.Version))
-		return
+		return invalid("version", "%d is not a version (1 or more)", in.Version)
 	}
 	name := indexName(r)
-	_, err := s.backend.CatalogApply(r.Context(), ds, indexes.Command{Op: indexes.OpAlias, Name: name, Version: in.Version})
-	s.forgetCatalog(ds)
+	_, err = s.b.Indexes.CatalogApply(r.Context(), q.ds, indexes.Command{Op: indexes.OpAlias, Name: name, Version: in.Version})
+	s.forgetCatalog(q.ds)
 	if err != nil {
-		s.failCatalog(w, r, err)
-		return
+		return catalogError(err)
 	}
 	writeJSON(w, http.StatusOK, wire.IndexAliasResult{Index: name, Alias: in.Version})
+	return nil
 }
 
 // indexDrop serves DELETE /v1/{ds}/indexes/{index}/versions/{version}: the version becomes
 // dropping; then its tables are dropped and it is marked dropped right away when possible
 // (otherwise the maintainers finish it).
-func (s *Server) indexDrop(w http.ResponseWriter, r *http.Request) {
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) indexDrop(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.parse(r, want{})
+	if err != nil {
+		return err
 	}
+	ds := q.ds
 	vtext := r.PathValue("version")
 	version, err := strconv.Atoi(vtext)
 	if err != nil || version < 1 {
-		writeError(w, invalid("version", "%q is not a version (1 or more)", vtext))
-		return
+		return invalid("version", "%q is not a version (1 or more)", vtext)
 	}
 	name := indexName(r)
-	_, err = s.backend.CatalogApply(r.Context(), ds, indexes.Command{Op: indexes.OpDrop, Name: name, Version: version})
+	_, err = s.b.Indexes.CatalogApply(r.Context(), ds, indexes.Command{Op: indexes.OpDrop, Name: name, Version: version})
 	s.forgetCatalog(ds)
 	if err != nil {
-		s.failCatalog(w, r, err)
-		return
+		return catalogError(err)
 	}
 	out := wire.IndexDropResult{Index: name, Version: version, State: string(indexes.StateDropping)}
 	table := indexes.TableName(name, version)
-	if err := s.backend.DropIndexTable(r.Context(), ds, table); err != nil {
+	if err := s.b.Indexes.DropIndexTable(r.Context(), ds, table); err != nil {
 		s.cfg.Logger.Warn("api: drop index tables; the maintainers will retry", "datastore", ds, "table", table, "error", err)
-	} else if _, err := s.backend.CatalogApply(r.Context(), ds, indexes.Command{Op: indexes.OpDropped, Name: name, Version: version}); err != nil {
+	} else if _, err := s.b.Indexes.CatalogApply(r.Context(), ds, indexes.Command{Op: indexes.OpDropped, Name: name, Version: version}); err != nil {
 		s.cfg.Logger.Warn("api: mark index version dropped; the maintainers will retry", "datastore", ds, "table", table, "error", err)
 	} else {
 		out.State = string(indexes.StateDropped)
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// queryKeys are the keys of an index query body, in the order error messages list them.
-var queryKeys = []string{"shard_value", "where", "fields", "columns", "order_by", "limit", "cursor", "version"}
-
-// condKeys are the keys of one condition.
-var condKeys = []string{"field", "op", "value"}
-
-// checkKeys reports the first key of obj (in sorted order) that is not in known, naming it
-// prefix + key.
-func checkKeys(prefix string, obj map[string]json.RawMessage, known []string) *httpError {
-	var unknown []string
-	for k := range obj {
-		found := false
-		for _, kk := range known {
-			found = found || k == kk
-		}
-		if !found {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) == 0 {
-		return nil
-	}
-	sort.Strings(unknown)
-	return invalid(prefix+unknown[0], "unknown key (want %s)", strings.Join(known, ", "))
-}
-
-// decodeValue decodes raw into v with numbers kept as json.Number; a value of the wrong JSON
-// type is a 400 naming field.
-func decodeValue(field string, raw json.RawMessage, v any) *httpError {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		var fe *indexes.FieldError
-		if errors.As(err, &fe) {
-			return indexFieldError(field, err)
-		}
-		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) {
-			return invalid(field, "has JSON type %s, want %s", ute.Value, jsonTypeName(ute.Type.String()))
-		}
-		return invalid(field, "%v", err)
-	}
 	return nil
-}
-
-// jsonTypeName names a Go type as the JSON it decodes from.
-func jsonTypeName(goType string) string {
-	switch goType {
-	case "int", "int64":
-		return "an integer"
-	case "string":
-		return "a string"
-	case "[]string":
-		return "a list of strings"
-	case "[]json.RawMessage":
-		return "a list of conditions"
-	}
-	return goType
-}
-
-// decodeIndexQuery decodes the body of an index query, strictly: the body must be one JSON
-// object with only the known keys (conditions too), each of the right JSON type; numbers stay
-// json.Number so that the index's field types decide their meaning.
-func decodeIndexQuery(b []byte) (indexes.Query, *httpError) {
-	var q indexes.Query
-	var top map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&top); err != nil || top == nil {
-		return q, invalid("body", "want a JSON object with keys %s", strings.Join(queryKeys, ", "))
-	}
-	if dec.More() {
-		return q, invalid("body", "data after the JSON value")
-	}
-	if he := checkKeys("", top, queryKeys); he != nil {
-		return q, he
-	}
-	for _, k := range queryKeys {
-		raw, ok := top[k]
-		if !ok {
-			continue
-		}
-		var he *httpError
-		switch k {
-		case "shard_value":
-			he = decodeValue(k, raw, &q.ShardValue)
-		case "where":
-			var conds []json.RawMessage
-			if he = decodeValue(k, raw, &conds); he != nil {
-				break
-			}
-			for i, c := range conds {
-				where := fmt.Sprintf("where[%d]", i)
-				var obj map[string]json.RawMessage
-				if err := json.Unmarshal(c, &obj); err != nil || obj == nil {
-					he = invalid(where, "want an object {\"field\", \"op\", \"value\"}")
-					break
-				}
-				if he = checkKeys(where+".", obj, condKeys); he != nil {
-					break
-				}
-				var cond indexes.Cond
-				if raw, ok := obj["field"]; ok {
-					if he = decodeValue(where+".field", raw, &cond.Field); he != nil {
-						break
-					}
-				}
-				if raw, ok := obj["op"]; ok {
-					if he = decodeValue(where+".op", raw, &cond.Op); he != nil {
-						break
-					}
-				}
-				if raw, ok := obj["value"]; ok {
-					if he = decodeValue(where+".value", raw, &cond.Value); he != nil {
-						break
-					}
-				}
-				q.Where = append(q.Where, cond)
-			}
-		case "fields":
-			he = decodeValue(k, raw, &q.Fields)
-		case "columns":
-			he = decodeValue(k, raw, &q.Columns)
-		case "order_by":
-			if string(bytes.TrimSpace(raw)) != "null" {
-				q.OrderBy = &indexes.OrderBy{}
-				he = decodeValue(k, raw, q.OrderBy)
-			}
-		case "limit":
-			he = decodeValue(k, raw, &q.Limit)
-		case "cursor":
-			he = decodeValue(k, raw, &q.Cursor)
-		case "version":
-			he = decodeValue(k, raw, &q.Version)
-			if he == nil && q.Version < 0 {
-				he = invalid(k, "%d is not a version (1 or more; 0 or absent: the alias)", q.Version)
-			}
-		}
-		if he != nil {
-			return q, he
-		}
-	}
-	return q, nil
-}
-
-// indexQuery serves POST /v1/{ds}/indexes/{index}/query.
-func (s *Server) indexQuery(w http.ResponseWriter, r *http.Request) {
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
-	}
-	c, he := consistency(r)
-	if he != nil {
-		writeError(w, he)
-		return
-	}
-	raw, he := readBody(r, s.cfg.MaxIndexRequestBytes, "body")
-	if he != nil {
-		writeError(w, he)
-		return
-	}
-	q, he := decodeIndexQuery(raw)
-	if he != nil {
-		writeError(w, he)
-		return
-	}
-	spec, err := s.backend.Datastore(ds)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	name := indexName(r)
-	ctx := r.Context()
-	v, stale, err := s.resolveIndex(ctx, ds, name, q.Version)
-	if err != nil {
-		s.failCatalog(w, r, err)
-		return
-	}
-	lim := indexes.Limits{DefaultLimit: s.cfg.DefaultIndexLimit, MaxLimit: s.cfg.MaxIndexLimit,
-		MaxConds: s.cfg.MaxIndexConds, MaxInValues: s.cfg.MaxIndexInValues, MaxColumns: s.cfg.MaxIndexColumns}
-	plan, err := indexes.Compile(v.Definition, q, spec.Shards, lim)
-	if err != nil && stale {
-		// The query may be meant for a version the cached catalog does not know yet (a field
-		// added by an alias switch a moment ago): resolve again, strongly.
-		if cat, _, cerr := s.queryCatalog(ctx, ds, true); cerr == nil {
-			if nv, rerr := cat.Resolve(name, q.Version); rerr == nil && nv.Version != v.Version {
-				if nplan, perr := indexes.Compile(nv.Definition, q, spec.Shards, lim); perr == nil {
-					v, plan, err, stale = nv, nplan, nil, false
-				}
-			}
-		}
-	}
-	if err != nil {
-		writeError(w, indexFieldError("body", err))
-		return
-	}
-	fields := v.Definition.Fields()
-	entries, err := s.backend.QueryIndex(ctx, ds, v.Table(), fields, plan, c)
-	if (err != nil || len(entries) == 0) && stale && ctx.Err() == nil {
-		// The cached or stale catalog may name a version that is being dropped: a dropped
-		// table answers nothing, and a failure may be its drop. Resolve again, strongly: the
-		// drop of a version's tables follows its dropping state in the catalog, so a strong read
-		// after the query sees it. Query again if the version changed.
-		cat, _, cerr := s.queryCatalog(ctx, ds, true)
-		if cerr == nil {
-			nv, rerr := cat.Resolve(name, q.Version)
-			switch {
-			case rerr != nil:
-				s.failCatalog(w, r, rerr)
-				return
-			case nv.Version != v.Version || nv.State != v.State:
-				nplan, perr := indexes.Compile(nv.Definition, q, spec.Shards, lim)
-				if perr != nil {
-					writeError(w, indexFieldError("body", perr))
-					return
-				}
-				v, plan, fields = nv, nplan, nv.Definition.Fields()
-				entries, err = s.backend.QueryIndex(ctx, ds, v.Table(), fields, plan, c)
-			}
-		}
-	}
-	if err != nil {
-		if errors.Is(err, cluster.ErrBadShard) {
-			// The plan's shard is always valid: this is the store's failure, not the request's.
-			err = fmt.Errorf("api: index query: %s", err.Error())
-		}
-		s.fail(w, r, err)
-		return
-	}
-	out := wire.IndexQueryResult{Index: name, Version: v.Version, Entries: make([]wire.IndexEntry, len(entries))}
-	for i, e := range entries {
-		we := wire.IndexEntry{RowKey: e.RowKey.String(), Fields: make(map[string]any, len(plan.Fields)), Violation: e.Violation}
-		for _, fi := range plan.Fields {
-			var val any
-			if fi < len(e.Values) {
-				val = indexes.Format(fields[fi].Type, e.Values[fi])
-			}
-			we.Fields[fields[fi].Name] = val
-		}
-		out.Entries[i] = we
-	}
-	if len(plan.Columns) > 0 && len(entries) > 0 {
-		keys := make([]cluster.GetKey, 0, len(entries)*len(plan.Columns))
-		for _, e := range entries {
-			for _, col := range plan.Columns {
-				keys = append(keys, cluster.GetKey{Key: cells.Key{RowKey: e.RowKey, ColumnKey: col}, Latest: true})
-			}
-		}
-		res, err := s.backend.GetCells(ctx, ds, keys, c)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		for i, rr := range res {
-			if !rr.Found {
-				continue
-			}
-			ac, err := toAPICell(rr.Cell)
-			if err != nil {
-				s.fail(w, r, err)
-				return
-			}
-			we := &out.Entries[i/len(plan.Columns)]
-			if we.Cells == nil {
-				we.Cells = map[string]wire.Cell{}
-			}
-			we.Cells[plan.Columns[i%len(plan.Columns)]] = ac
-		}
-	}
-	if len(entries) > 0 && len(entries) >= plan.Limit {
-		out.NextCursor = indexes.NextCursor(plan, entries[len(entries)-1])
-	}
-	writeJSON(w, http.StatusOK, out)
 }

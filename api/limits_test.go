@@ -124,7 +124,7 @@ func TestInflightPerPrincipal(t *testing.T) {
 func TestInflightPerConn(t *testing.T) {
 	b := &limitsBackend{hold: make(chan struct{})}
 	reg := prometheus.NewRegistry()
-	srv, err := api.NewServer(b, api.Config{MaxInflightPerConn: 2, MaxInflightPerPrincipal: -1, Registerer: reg})
+	srv, err := api.NewServer(b.backends(), api.Config{MaxInflightPerConn: 2, MaxInflightPerPrincipal: -1, Registerer: reg})
 	require.NoError(t, err)
 	hs := httptest.NewUnstartedServer(srv)
 	hs.EnableHTTP2 = true

@@ -99,121 +99,101 @@ func toShardPage(p cluster.LogPage, stored bool) (wire.ShardCellsResponse, error
 
 // shardCells serves get_cells_for_shard: GET /v1/{ds}/shards/{shard}/cells?location=&
 // location_type=&column_key=&limit=&wait=&consistency=.
-func (s *Server) shardCells(w http.ResponseWriter, r *http.Request) {
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) shardCells(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.parse(r, want{})
+	if err != nil {
+		return err
 	}
-	spec, _ := s.backend.Datastore(ds)
+	shards := q.spec.Shards
 	shardText := r.PathValue("shard")
 	shard, err := strconv.Atoi(shardText)
-	if err != nil || shard < 0 || shard >= spec.Shards || shardText[0] < '0' || shardText[0] > '9' {
-		writeError(w, invalid("shard", "%q is not a shard of %s (0..%d)", shardText, ds, spec.Shards-1))
-		return
+	if err != nil || shard < 0 || shard >= shards || shardText[0] < '0' || shardText[0] > '9' {
+		return invalid("shard", "%q is not a shard of %s (0..%d)", shardText, q.ds, shards-1)
 	}
-	q := r.URL.Query()
+	query := r.URL.Query()
 	req := cluster.LogRead{LocationType: cluster.LocationAddedID}
-	switch lt := q.Get("location_type"); lt {
+	switch lt := query.Get("location_type"); lt {
 	case "", cluster.LocationAddedID:
 	case cluster.LocationTimestamp:
 		req.LocationType = lt
 	default:
-		writeError(w, invalid("location_type", "%q must be added_id or timestamp", lt))
-		return
+		return invalid("location_type", "%q must be added_id or timestamp", lt)
 	}
-	var loc int64
-	if v := q.Get("location"); v != "" {
+	var (
+		loc int64
+		he  *httpError
+	)
+	if v := query.Get("location"); v != "" {
 		if req.LocationType == cluster.LocationTimestamp {
-			if req.Time, he = parseTime("location", v); he != nil {
-				writeError(w, he)
-				return
-			}
-		} else if loc, he = parseRefKey("location", v); he != nil {
-			writeError(w, he)
-			return
+			req.Time, he = parseTime("location", v)
+		} else {
+			loc, he = parseRefKey("location", v)
+		}
+		if he != nil {
+			return he
 		}
 	} else if req.LocationType == cluster.LocationTimestamp {
-		writeError(w, invalid("location", "a timestamp location is required with location_type=timestamp"))
-		return
+		return invalid("location", "a timestamp location is required with location_type=timestamp")
 	}
 	req.Shards = []cluster.ShardLocation{{Shard: shard, Location: loc}}
-	if req.Limit, he = s.parseLimit("limit", q.Get("limit")); he != nil {
-		writeError(w, he)
-		return
+	if req.Limit, he = s.parseLimit("limit", query.Get("limit")); he != nil {
+		return he
 	}
-	req.ColumnKey = q.Get("column_key")
+	req.ColumnKey = query.Get("column_key")
 	if he = parseColumnFilter("column_key", req.ColumnKey); he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
-	if req.Wait, he = s.parseWait("wait", q.Get("wait")); he != nil {
-		writeError(w, he)
-		return
+	if req.Wait, he = s.parseWait("wait", query.Get("wait")); he != nil {
+		return he
 	}
 	if req.Consistency, he = consistency(r); he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
-	stored, he := parseBodyEncoding("body_encoding", q.Get("body_encoding"))
+	stored, he := parseBodyEncoding("body_encoding", query.Get("body_encoding"))
 	if he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
-	pages, err := s.backend.ReadLogs(r.Context(), ds, req)
+	pages, err := s.b.Logs.ReadLogs(r.Context(), q.ds, req)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	out, err := toShardPage(pages[0], stored)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // shardsCells serves the batch form: POST /v1/{ds}/shards/cells.
-func (s *Server) shardsCells(w http.ResponseWriter, r *http.Request) {
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
-	}
-	spec, _ := s.backend.Datastore(ds)
-	body, he := readBody(r, s.cfg.MaxRequestBytes, "body")
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) shardsCells(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.parse(r, want{maxBody: s.cfg.MaxRequestBytes})
+	if err != nil {
+		return err
 	}
 	var in wire.ShardsCellsRequest
-	if he := decodeStrict(body, &in); he != nil {
-		writeError(w, he)
-		return
+	if err := q.decode(&in, false); err != nil {
+		return err
 	}
+	shards := q.spec.Shards
 	if len(in.Shards) == 0 {
-		writeError(w, invalid("shards", "at least one shard is required"))
-		return
+		return invalid("shards", "at least one shard is required")
 	}
-	if len(in.Shards) > spec.Shards {
-		writeError(w, tooLarge("shards", "%d shards, the datastore has %d", len(in.Shards), spec.Shards))
-		return
+	if len(in.Shards) > shards {
+		return tooLarge("shards", "%d shards, the datastore has %d", len(in.Shards), shards)
 	}
 	req := cluster.LogRead{LocationType: cluster.LocationAddedID}
 	seen := make(map[int]bool, len(in.Shards))
 	for i, sl := range in.Shards {
-		if sl.Shard < 0 || sl.Shard >= spec.Shards {
-			writeError(w, invalid("shards["+strconv.Itoa(i)+"].shard", "%d is not a shard of %s (0..%d)", sl.Shard, ds, spec.Shards-1))
-			return
+		if sl.Shard < 0 || sl.Shard >= shards {
+			return invalid("shards["+strconv.Itoa(i)+"].shard", "%d is not a shard of %s (0..%d)", sl.Shard, q.ds, shards-1)
 		}
 		if seen[sl.Shard] {
-			writeError(w, invalid("shards["+strconv.Itoa(i)+"].shard", "shard %d is given twice", sl.Shard))
-			return
+			return invalid("shards["+strconv.Itoa(i)+"].shard", "shard %d is given twice", sl.Shard)
 		}
 		seen[sl.Shard] = true
 		if sl.Location < 0 {
-			writeError(w, invalid("shards["+strconv.Itoa(i)+"].location", "%d is negative", sl.Location))
-			return
+			return invalid("shards["+strconv.Itoa(i)+"].location", "%d is negative", sl.Location)
 		}
 		req.Shards = append(req.Shards, cluster.ShardLocation{Shard: sl.Shard, Location: sl.Location})
 	}
@@ -221,30 +201,26 @@ func (s *Server) shardsCells(w http.ResponseWriter, r *http.Request) {
 	case "", cluster.LocationAddedID:
 	case cluster.LocationTimestamp:
 		if in.Time == nil {
-			writeError(w, invalid("time", "required with location_type timestamp"))
-			return
+			return invalid("time", "required with location_type timestamp")
 		}
 		req.LocationType, req.Time = in.LocationType, in.Time.UTC()
 	default:
-		writeError(w, invalid("location_type", "%q must be added_id or timestamp", in.LocationType))
-		return
+		return invalid("location_type", "%q must be added_id or timestamp", in.LocationType)
 	}
 	req.Limit = s.cfg.DefaultScanLimit
 	if in.Limit != 0 {
 		if in.Limit < 1 || in.Limit > s.cfg.MaxScanLimit {
-			writeError(w, invalid("limit", "%d must be in 1..%d", in.Limit, s.cfg.MaxScanLimit))
-			return
+			return invalid("limit", "%d must be in 1..%d", in.Limit, s.cfg.MaxScanLimit)
 		}
 		req.Limit = in.Limit
 	}
 	req.ColumnKey = in.ColumnKey
 	if he := parseColumnFilter("column_key", in.ColumnKey); he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
+	var he *httpError
 	if req.Wait, he = s.parseWait("wait", in.Wait); he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
 	switch in.Consistency {
 	case "", string(cluster.Strong):
@@ -252,25 +228,22 @@ func (s *Server) shardsCells(w http.ResponseWriter, r *http.Request) {
 	case string(cluster.Stale):
 		req.Consistency = cluster.Stale
 	default:
-		writeError(w, invalid("consistency", "%q must be strong or stale", in.Consistency))
-		return
+		return invalid("consistency", "%q must be strong or stale", in.Consistency)
 	}
 	stored, he := parseBodyEncoding("body_encoding", in.BodyEncoding)
 	if he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
-	pages, err := s.backend.ReadLogs(r.Context(), ds, req)
+	pages, err := s.b.Logs.ReadLogs(r.Context(), q.ds, req)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	out := wire.ShardsCellsResponse{Shards: make([]wire.ShardCellsResponse, len(pages))}
 	for i, p := range pages {
 		if out.Shards[i], err = toShardPage(p, stored); err != nil {
-			s.fail(w, r, err)
-			return
+			return err
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }

@@ -154,11 +154,11 @@ func (m *httpMetrics) refuse(reason string) {
 	}
 }
 
-// routeOperations names each method of handlers on pattern (operationName); HEAD, served by GET,
+// routeOperations names each method of hs on pattern (operationName); HEAD, served by GET,
 // takes GET's name.
-func routeOperations(pattern string, handlers map[string]http.HandlerFunc) map[string]string {
-	methods := make([]string, 0, len(handlers))
-	for m := range handlers {
+func routeOperations(pattern string, hs handlers) map[string]string {
+	methods := make([]string, 0, len(hs))
+	for m := range hs {
 		methods = append(methods, m)
 	}
 	sort.Strings(methods)

@@ -29,8 +29,8 @@ func TestOperationName(t *testing.T) {
 	}
 }
 
-// nodeIDBackend answers ID only (healthz); every other Backend method panics.
-type nodeIDBackend struct{ Backend }
+// nodeIDBackend answers ID only (healthz); every other NodeBackend method panics.
+type nodeIDBackend struct{ NodeBackend }
 
 func (nodeIDBackend) ID() string { return "n1" }
 
@@ -41,10 +41,10 @@ func (nodeIDBackend) ID() string { return "n1" }
 func TestRequestMetrics(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	s, err := NewServer(nodeIDBackend{}, Config{Registerer: reg})
+	s, err := NewServer(Backends{Node: nodeIDBackend{}}, Config{Registerer: reg})
 	require.NoError(t, err)
 	// A second server on the same registry shares the series.
-	_, err = NewServer(nodeIDBackend{}, Config{Registerer: reg})
+	_, err = NewServer(Backends{Node: nodeIDBackend{}}, Config{Registerer: reg})
 	require.NoError(t, err, "second server on the same registry")
 	for _, m := range []string{http.MethodGet, http.MethodGet, http.MethodHead, http.MethodPut} {
 		w := httptest.NewRecorder()

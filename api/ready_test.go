@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// readyBackend answers readiness as told; the readiness routes use nothing else of a Backend
-// (the embedded nil Backend panics if they did).
+// readyBackend answers readiness as told; the readiness routes use nothing else of a node
+// (the embedded nil NodeBackend panics if they did).
 type readyBackend struct {
-	api.Backend
+	api.NodeBackend
 	ready      error
 	datastores map[string]error // by name: nil when ready
 }
@@ -47,7 +47,7 @@ func (b readyBackend) DatastoreReady(name string) error {
 // getReady sends GET path to a server over b and decodes the answer's JSON into v.
 func getReady(t *testing.T, b readyBackend, path string, v any) *http.Response {
 	t.Helper()
-	srv, err := api.NewServer(b, api.Config{})
+	srv, err := api.NewServer(api.Backends{Node: b}, api.Config{})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
 	defer hs.Close()

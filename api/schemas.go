@@ -13,32 +13,22 @@ import (
 	"github.com/schemaless-db/schemaless/wire"
 )
 
-// SchemaBackend is what the schema routes need of a node (*cluster.Node). A Backend without
-// it answers them 501 unimplemented.
-type SchemaBackend interface {
-	// PutSchema registers text as column's next schema version on every partition.
-	PutSchema(ctx context.Context, ds, column string, text []byte) (cluster.SchemaRegistration, error)
-	// DryRunSchema counts the latest cells of column text rejects (partitions pids; nil: all).
-	DryRunSchema(ctx context.Context, ds, column string, text []byte, pids []int, c cluster.Consistency) (cluster.SchemaDryRun, error)
-	// Schemas lists column's versions, or with column "" every column's latest.
-	Schemas(ctx context.Context, ds, column string, c cluster.Consistency) ([]schemas.Version, error)
-}
-
-var _ SchemaBackend = (*cluster.Node)(nil)
-
 // maxSchemaRequestBytes bounds the body of a schema registration: its text before white space
 // is removed (schemas.MaxSchemaBytes bounds what remains).
 const maxSchemaRequestBytes = 4 * schemas.MaxSchemaBytes
 
 // schemaRoutes registers the schema routes (see docs/api.md, "Schemas"). Reads and
 // registrations are bounded by RequestTimeout, inside the route's AdminTimeout, which a dry run
-// (a scan of partitions) may use whole.
+// (a scan of partitions) may use whole. Without a SchemaBackend they answer 501 unimplemented.
 func (s *Server) schemaRoutes() {
-	s.route("/v1/{ds}/schemas", map[string]http.HandlerFunc{http.MethodGet: s.schemaList})
-	s.routeTimeout("/v1/{ds}/schemas/{col}", s.cfg.AdminTimeout, map[string]http.HandlerFunc{
-		http.MethodPut: s.schemaPut,
-		http.MethodGet: s.schemaVersions,
-	})
+	list := handlers{http.MethodGet: s.schemaList}
+	col := handlers{http.MethodPut: s.schemaPut, http.MethodGet: s.schemaVersions}
+	if s.b.Schemas == nil {
+		list = unimplemented(list, wire.CodeUnimplemented, "this server has no schemas")
+		col = unimplemented(col, wire.CodeUnimplemented, "this server has no schemas")
+	}
+	s.route("/v1/{ds}/schemas", list)
+	s.routeTimeout("/v1/{ds}/schemas/{col}", s.cfg.AdminTimeout, col)
 }
 
 // schemaViolation is the answer to a write refused by a schema: 400 schema_violation, its
@@ -71,27 +61,16 @@ func anyResult(rs []cells.Result) bool {
 	return false
 }
 
-// schemaBackend returns the backend's schema operations, or answers 501.
-func (s *Server) schemaBackend(w http.ResponseWriter) SchemaBackend {
-	b, ok := s.backend.(SchemaBackend)
-	if !ok {
-		writeError(w, &httpError{status: http.StatusNotImplemented, code: wire.CodeUnimplemented, msg: "this server has no schemas"})
-		return nil
-	}
-	return b
-}
-
 // schemaError maps the errors of registration: a bad schema is 400 naming the body, a version
 // taken by another text 409; the rest as every route.
-func (s *Server) schemaError(w http.ResponseWriter, r *http.Request, err error) {
+func schemaError(err error) error {
 	switch {
 	case errors.Is(err, cluster.ErrBadSchema):
-		writeError(w, invalid("body", "%v", err))
+		return invalid("body", "%v", err)
 	case errors.Is(err, cluster.ErrSchemaConflict):
-		writeError(w, &httpError{status: http.StatusConflict, code: wire.CodeConflict, msg: err.Error()})
-	default:
-		s.fail(w, r, err)
+		return &httpError{status: http.StatusConflict, code: wire.CodeConflict, msg: err.Error()}
 	}
+	return err
 }
 
 // schemaColumn checks the {col} path value.
@@ -107,129 +86,116 @@ func schemaColumn(r *http.Request) (string, *httpError) {
 // the body is a JSON Schema (draft 2020-12), registered as the column's next version on every
 // partition, or with dry_run only checked against the latest cells of the column (of one
 // partition with partition=N), read with the consistency asked (strong by default).
-func (s *Server) schemaPut(w http.ResponseWriter, r *http.Request) {
-	b := s.schemaBackend(w)
-	if b == nil {
-		return
-	}
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) schemaPut(w http.ResponseWriter, r *http.Request) error {
+	q, err := s.parse(r, want{maxBody: maxSchemaRequestBytes})
+	if err != nil {
+		return err
 	}
 	col, he := schemaColumn(r)
 	if he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
-	q := r.URL.Query()
+	query := r.URL.Query()
 	dry := false
-	switch v := q.Get("dry_run"); v {
+	switch v := query.Get("dry_run"); v {
 	case "", "false":
 	case "true":
 		dry = true
 	default:
-		writeError(w, invalid("dry_run", "%q must be true or false", v))
-		return
+		return invalid("dry_run", "%q must be true or false", v)
 	}
 	var pids []int
-	if q.Has("partition") {
+	if query.Has("partition") {
 		if !dry {
-			writeError(w, invalid("partition", "only with dry_run=true"))
-			return
+			return invalid("partition", "only with dry_run=true")
 		}
-		p, err := strconv.Atoi(q.Get("partition"))
+		p, err := strconv.Atoi(query.Get("partition"))
 		if err != nil || p < 0 {
-			writeError(w, invalid("partition", "%q is not a partition id", q.Get("partition")))
-			return
+			return invalid("partition", "%q is not a partition id", query.Get("partition"))
 		}
 		pids = []int{p}
 	}
-	text, he := readBody(r, maxSchemaRequestBytes, "body")
-	if he != nil {
-		writeError(w, he)
-		return
+	text, err := q.body()
+	if err != nil {
+		return err
 	}
 	if _, err := schemas.Compile(text); err != nil {
-		writeError(w, invalid("body", "%v", err))
-		return
+		return invalid("body", "%v", err)
 	}
 	if dry {
-		c, he := consistency(r)
-		if he != nil {
-			writeError(w, he)
-			return
-		}
-		res, err := b.DryRunSchema(r.Context(), ds, col, text, pids, c)
-		if errors.Is(err, cluster.ErrBadShard) {
-			writeError(w, invalid("partition", "%v", err))
-			return
-		}
-		if err != nil {
-			s.schemaError(w, r, err)
-			return
-		}
-		out := wire.SchemaResult{Column: res.Column, Version: res.Version, Status: wire.SchemaDryRun, DryRun: &wire.SchemaDryRunCheck{
-			Partitions: res.Partitions, Rows: res.Rows, Rejected: res.Rejected, Examples: []wire.SchemaRejection{}}}
-		for _, e := range res.Examples {
-			out.DryRun.Examples = append(out.DryRun.Examples, wire.SchemaRejection{RowKey: e.RowKey.String(), RefKey: e.RefKey, Pointer: e.Pointer, Message: e.Message})
-		}
-		writeJSON(w, http.StatusOK, out)
-		return
+		return s.schemaDryRun(w, r, q.ds, col, text, pids)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	res, err := b.PutSchema(ctx, ds, col, text)
+	res, err := s.b.Schemas.PutSchema(ctx, q.ds, col, text)
 	if err != nil {
-		s.schemaError(w, r, err)
-		return
+		return schemaError(err)
 	}
 	if res.Created {
 		writeJSON(w, http.StatusCreated, wire.SchemaResult{Column: res.Column, Version: res.Version, Status: wire.SchemaCreated})
-		return
+		return nil
 	}
 	writeJSON(w, http.StatusOK, wire.SchemaResult{Column: res.Column, Version: res.Version, Status: wire.SchemaExists})
+	return nil
+}
+
+// schemaDryRun answers schemaPut with dry_run=true: the latest cells of column col that text
+// rejects, in partitions pids (nil: all).
+func (s *Server) schemaDryRun(w http.ResponseWriter, r *http.Request, ds, col string, text []byte, pids []int) error {
+	c, he := consistency(r)
+	if he != nil {
+		return he
+	}
+	res, err := s.b.Schemas.DryRunSchema(r.Context(), ds, col, text, pids, c)
+	if errors.Is(err, cluster.ErrBadShard) {
+		return invalid("partition", "%v", err)
+	}
+	if err != nil {
+		return schemaError(err)
+	}
+	out := wire.SchemaResult{Column: res.Column, Version: res.Version, Status: wire.SchemaDryRun, DryRun: &wire.SchemaDryRunCheck{
+		Partitions: res.Partitions, Rows: res.Rows, Rejected: res.Rejected, Examples: []wire.SchemaRejection{}}}
+	for _, e := range res.Examples {
+		out.DryRun.Examples = append(out.DryRun.Examples, wire.SchemaRejection{RowKey: e.RowKey.String(), RefKey: e.RefKey, Pointer: e.Pointer, Message: e.Message})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // schemaVersions answers GET /v1/{ds}/schemas/{col}: every version of the column's schema
 // (none when it has no schema: a column has no existence apart from its cells).
-func (s *Server) schemaVersions(w http.ResponseWriter, r *http.Request) {
+func (s *Server) schemaVersions(w http.ResponseWriter, r *http.Request) error {
 	col, he := schemaColumn(r)
 	if he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
-	s.schemaRead(w, r, col)
+	return s.schemaRead(w, r, col)
 }
 
 // schemaList answers GET /v1/{ds}/schemas: the latest version of every column with a schema.
-func (s *Server) schemaList(w http.ResponseWriter, r *http.Request) { s.schemaRead(w, r, "") }
+func (s *Server) schemaList(w http.ResponseWriter, r *http.Request) error {
+	return s.schemaRead(w, r, "")
+}
 
-func (s *Server) schemaRead(w http.ResponseWriter, r *http.Request, col string) {
-	b := s.schemaBackend(w)
-	if b == nil {
-		return
-	}
-	ds, he := s.datastore(r)
-	if he != nil {
-		writeError(w, he)
-		return
+func (s *Server) schemaRead(w http.ResponseWriter, r *http.Request, col string) error {
+	q, err := s.parse(r, want{})
+	if err != nil {
+		return err
 	}
 	c, he := consistency(r)
 	if he != nil {
-		writeError(w, he)
-		return
+		return he
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	vs, err := b.Schemas(ctx, ds, col, c)
+	vs, err := s.b.Schemas.Schemas(ctx, q.ds, col, c)
 	if err != nil {
-		s.schemaError(w, r, err)
-		return
+		return schemaError(err)
 	}
 	out := wire.SchemaVersions{Column: col, Versions: make([]wire.SchemaVersion, len(vs))}
 	for i, v := range vs {
 		out.Versions[i] = wire.SchemaVersion{Column: v.Column, Version: v.Version, CreatedAt: v.CreatedAt, Schema: v.Text}
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }

@@ -2,35 +2,32 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 )
 
-// checkRequest refuses, before routing, what the API cannot serve as it was sent: a path under
-// /v1/ with an empty segment ("//"), a "." or ".." segment or invalid UTF-8 (http.ServeMux would
-// answer them with a redirect to a cleaned path, which turns PUT /v1/trips/../trips/cells/...
-// into a write), a query with invalid UTF-8 in a name or value, and, under /v1/, a query
-// parameter no route reads (queryParams). It returns the 400 naming
-// the field, or nil.
+// checkRequest refuses, before routing, what the API cannot serve as it was sent: on every path,
+// a "." or ".." segment, as sent or percent-encoded ("%2e%2E"), and an empty segment ("//")
+// but a trailing slash (http.ServeMux would answer them with a redirect to a cleaned path,
+// which turns GET /../../etc/passwd into a redirect to /etc/passwd and
+// PUT /v1/trips/../trips/cells/... into a write); under /v1/, a trailing slash and invalid
+// UTF-8 in the path too; a query with invalid UTF-8 in a name or value, and, under /v1/, a
+// query parameter no route reads (queryParams). It returns the 400 naming the field, or nil.
 func checkRequest(r *http.Request) *httpError {
 	p := r.URL.Path
-	if strings.HasPrefix(p, "/v1/") {
-		if !utf8.ValidString(p) {
-			return invalid("path", "is not valid UTF-8")
-		}
-		segs := strings.Split(p[len("/v1/"):], "/")
-		for i, seg := range segs {
-			switch {
-			case seg == "" && i == len(segs)-1 && i > 0:
-				return invalid("path", "%q ends with a slash", p)
-			case seg == "":
-				return invalid("path", "%q has an empty segment (a missing key?)", p)
-			case seg == "." || seg == "..":
-				return invalid("path", "%q has a %q segment", p, seg)
-			}
+	v1 := strings.HasPrefix(p, "/v1/")
+	if v1 && !utf8.ValidString(p) {
+		return invalid("path", "is not valid UTF-8")
+	}
+	if he := checkSegments(p, v1, false); he != nil {
+		return he
+	}
+	if ep := r.URL.EscapedPath(); ep != p {
+		if he := checkSegments(ep, v1, true); he != nil {
+			return he
 		}
 	}
-	v1 := strings.HasPrefix(p, "/v1/")
 	for name, vs := range r.URL.Query() {
 		if !utf8.ValidString(name) {
 			return invalid("query", "a parameter name is not valid UTF-8")
@@ -42,6 +39,37 @@ func checkRequest(r *http.Request) *httpError {
 			if !utf8.ValidString(v) {
 				return invalid(name, "is not valid UTF-8")
 			}
+		}
+	}
+	return nil
+}
+
+// checkSegments refuses a path with an empty segment but a trailing slash, with a trailing
+// slash too when v1, or with a "." or ".." segment: the 400 naming path, or nil. p is the
+// decoded path, or with escaped the path as sent, whose segments are unescaped one by one.
+func checkSegments(p string, v1, escaped bool) *httpError {
+	if p == "" || p == "*" { // CONNECT, OPTIONS *
+		return nil
+	}
+	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	if v1 {
+		segs = segs[1:] // "v1"
+	}
+	for i, seg := range segs {
+		if escaped && strings.Contains(seg, "%") {
+			if u, err := url.PathUnescape(seg); err == nil {
+				seg = u
+			}
+		}
+		switch {
+		case seg == "" && i == len(segs)-1 && (i > 0 || !v1):
+			if v1 {
+				return invalid("path", "%q ends with a slash", p)
+			}
+		case seg == "":
+			return invalid("path", "%q has an empty segment (a missing key?)", p)
+		case seg == "." || seg == "..":
+			return invalid("path", "%q has a %q segment", p, seg)
 		}
 	}
 	return nil

@@ -89,7 +89,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		apiCfg.Registerer = cfg.Registry
 	}
-	handler, err := api.NewServer(cn, apiCfg)
+	handler, err := api.NewServer(api.Backends{Node: cn, Reads: cn, Writes: cn, Logs: cn, Groups: cn, Indexes: cn,
+		Schemas: cn, Admin: cn, Backup: cn, Leader: cn}, apiCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	// Not an http.ServeMux: it would clean a path with empty or dot segments and answer a
-	// redirect before the API could refuse it (api.Server checks every /v1/ path itself).
+	// redirect before the API could refuse it (api.Server checks every path itself).
 	var metrics http.Handler
 	if cfg.Registry != nil {
 		metrics = api.Guard(cfg.Auth, cfg.Audit, security.RoleMetrics, promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))

@@ -1,0 +1,141 @@
+package api
+
+import (
+	"context"
+	"io"
+
+	"github.com/google/uuid"
+
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/consumer"
+	"github.com/schemaless-db/schemaless/indexes"
+	"github.com/schemaless-db/schemaless/schemas"
+	"github.com/schemaless-db/schemaless/topology"
+)
+
+// Backends are the parts of a node the server serves, one interface per route group. One
+// value may implement several (*cluster.Node implements them all). Node is required; a nil
+// part leaves its routes out (they answer 404 not_found, or 405 where another part serves the
+// path), except Admin, Backup and Schemas, whose routes answer 501, and Leader, without which
+// answers carry no leader hint.
+type Backends struct {
+	Node    NodeBackend
+	Reads   CellReader
+	Writes  CellWriter
+	Logs    LogReader
+	Groups  GroupBackend
+	Indexes IndexBackend
+	Schemas SchemaBackend
+	Admin   AdminBackend
+	Backup  BackupBackend
+	Leader  LeaderHinter
+}
+
+// NodeBackend is the node itself: its identity, topology and readiness (GET /healthz,
+// /readyz, /v1/cluster) and the datastores every /v1/{ds}/ route checks. Its methods do not
+// block.
+type NodeBackend interface {
+	// ID is the node's id in the topology.
+	ID() string
+	// Topology is the topology the node runs.
+	Topology() *topology.Topology
+	// Datastore returns the spec of the datastore name (cluster.ErrUnknownDatastore when the
+	// topology has none).
+	Datastore(name string) (*topology.DatastoreSpec, error)
+	// Ready is the node's readiness (GET /readyz), DatastoreReady one datastore's
+	// (GET /readyz?datastore=NAME; cluster.ErrUnknownDatastore for an unknown one).
+	Ready() error
+	DatastoreReady(name string) error
+	// Replicas reports the partitions this node knows of (GET /v1/cluster).
+	Replicas() []cluster.ReplicaStatus
+}
+
+// CellReader reads cells (get_cell, get_cell_latest, the row read, the versions of a column,
+// the batch get; reads.go). Each call blocks until answered or ctx is done; see
+// cluster.Node's methods for their errors.
+type CellReader interface {
+	GetCells(ctx context.Context, ds string, keys []cluster.GetKey, c cluster.Consistency) ([]cluster.ReadResult, error)
+	GetRow(ctx context.Context, ds string, rowKey uuid.UUID, c cluster.Consistency) ([]cells.Cell, error)
+	GetVersions(ctx context.Context, ds string, rowKey uuid.UUID, col string, from *int64, limit int, desc bool, c cluster.Consistency) ([]cells.Cell, error)
+}
+
+// CellWriter writes cells (put_cell, put_cells, transactions; putcell.go, writes.go,
+// transactions.go) and erases rows (erase.go). Each call blocks until the write is applied or
+// refused, or ctx is done (cluster.ErrIndeterminate: it may still be applied).
+type CellWriter interface {
+	// Write applies a write request with an idempotency key, conditions or atomicity.
+	Write(ctx context.Context, ds string, req cluster.WriteRequest) (cluster.WriteResponse, error)
+	// EraseRow erases every cell of a row (DELETE /v1/{ds}/cells/{row}).
+	EraseRow(ctx context.Context, ds string, rowKey uuid.UUID) (cluster.EraseResult, error)
+}
+
+// LogReader reads the shard logs (get_cells_for_shard and its batch form; logs.go). ReadLogs
+// blocks until a page is ready, req.Wait has passed, or ctx is done.
+type LogReader interface {
+	ReadLogs(ctx context.Context, ds string, req cluster.LogRead) ([]cluster.LogPage, error)
+}
+
+// GroupBackend runs the consumer groups (groups.go). Each call blocks until answered or ctx
+// is done.
+type GroupBackend interface {
+	GroupApply(ctx context.Context, ds, group string, cmd consumer.Command) (consumer.Result, error)
+	// Groups lists the datastore's group names.
+	Groups(ctx context.Context, ds string, c cluster.Consistency) ([]string, error)
+	// GroupProgress is a group's state with each shard's lag (cluster.ErrUnknownGroup for a
+	// group that does not exist).
+	GroupProgress(ctx context.Context, ds, group string, c cluster.Consistency) (cluster.GroupProgress, error)
+}
+
+// IndexBackend serves the secondary-index routes (indexes.go, indexquery.go): the catalog
+// and its changes, the index tables, the progress of the maintainers' consumer groups, and the
+// cells a query fetches with its entries. Each call blocks until answered or ctx is done.
+type IndexBackend interface {
+	Catalog(ctx context.Context, ds string, c cluster.Consistency) (*indexes.Catalog, error)
+	CatalogApply(ctx context.Context, ds string, cmd indexes.Command) (indexes.Result, error)
+	QueryIndex(ctx context.Context, ds, table string, fields []indexes.Field, plan indexes.Plan, c cluster.Consistency) ([]indexes.Entry, error)
+	IndexTableStats(ctx context.Context, ds, table string, fields []indexes.Field) (cluster.IndexStats, error)
+	DropIndexTable(ctx context.Context, ds, table string) error
+	GroupProgress(ctx context.Context, ds, group string, c cluster.Consistency) (cluster.GroupProgress, error)
+	// LogProgress is the progress of leases over the shard logs (nil: every shard's whole
+	// log to handle).
+	LogProgress(ctx context.Context, ds string, leases []consumer.Lease) (cluster.GroupProgress, error)
+	GetCells(ctx context.Context, ds string, keys []cluster.GetKey, c cluster.Consistency) ([]cluster.ReadResult, error)
+}
+
+// SchemaBackend serves the schema routes (schemas.go). Without it they answer 501
+// unimplemented.
+type SchemaBackend interface {
+	// PutSchema registers text as column's next schema version on every partition.
+	PutSchema(ctx context.Context, ds, column string, text []byte) (cluster.SchemaRegistration, error)
+	// DryRunSchema counts the latest cells of column text rejects (partitions pids; nil: all).
+	DryRunSchema(ctx context.Context, ds, column string, text []byte, pids []int, c cluster.Consistency) (cluster.SchemaDryRun, error)
+	// Schemas lists column's versions, or with column "" every column's latest.
+	Schemas(ctx context.Context, ds, column string, c cluster.Consistency) ([]schemas.Version, error)
+}
+
+// AdminBackend serves the admin routes (admin.go). Without it they answer 501.
+type AdminBackend interface {
+	Members() []cluster.Member
+	PartitionReports(ctx context.Context, ds string) ([]cluster.PartitionReport, error)
+	AddVoter(ctx context.Context, ds string, pid int, node string) error
+	RemoveVoter(ctx context.Context, ds string, pid int, node string) error
+	TransferLeadership(ctx context.Context, ds string, pid int, to string) (string, error)
+	MoveReplica(ctx context.Context, ds string, pid int, from, to string) error
+	Rebalance(ctx context.Context, opts cluster.RebalanceOptions) (cluster.RebalanceReport, error)
+	Drain(ctx context.Context, node string, dryRun bool) (cluster.RebalanceReport, error)
+	PartitionConfig(ctx context.Context, ds string, pid int) (cluster.PartitionConfig, error)
+}
+
+// BackupBackend serves the backup and restore routes (backup.go). Without it they answer 501
+// unimplemented. See cluster.Node.Backup and cluster.Node.Restore.
+type BackupBackend interface {
+	Backup(ctx context.Context, ds string, pid int, w io.Writer) (cluster.BackupInfo, error)
+	Restore(ctx context.Context, ds string, pid int, r io.Reader, opts cluster.RestoreOptions) (cluster.RestoreResult, error)
+}
+
+// LeaderHinter tells where a row's leader-only requests are best sent (see hintLeader).
+// LeaderHint does not block; shards <= 0 means it does not know.
+type LeaderHinter interface {
+	LeaderHint(ds string, rowKey uuid.UUID) (shards int, url string)
+}
