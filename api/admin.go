@@ -77,7 +77,7 @@ func (s *Server) adminPartitions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return adminError(err)
 	}
-	writeJSON(w, http.StatusOK, wire.PartitionsResponse{Partitions: wirePartitionReports(reps)})
+	writeJSON(w, http.StatusOK, wire.PartitionsResponse{Partitions: reps})
 	return nil
 }
 
@@ -89,7 +89,7 @@ func (s *Server) answerConfig(w http.ResponseWriter, r *http.Request, ds string,
 	if err != nil {
 		return adminError(err)
 	}
-	writeJSON(w, http.StatusOK, wirePartitionConfig(cfg))
+	writeJSON(w, http.StatusOK, cfg)
 	return nil
 }
 
@@ -167,7 +167,7 @@ func (s *Server) adminRebalance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return adminError(err)
 	}
-	writeJSON(w, http.StatusOK, wireRebalanceReport(rep))
+	writeJSON(w, http.StatusOK, rep)
 	return nil
 }
 
@@ -180,6 +180,6 @@ func (s *Server) adminDrain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return adminError(err)
 	}
-	writeJSON(w, http.StatusOK, wireRebalanceReport(rep))
+	writeJSON(w, http.StatusOK, rep)
 	return nil
 }
