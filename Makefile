@@ -35,14 +35,23 @@ test:
 test-short:
 	$(GO) test -short -count=1 ./...
 
-# The fault-injection harness (needs root and iptables): 10 minutes with every workload (cells,
-# durability, triggers, index, cas, bank) and every nemesis (trigger worker kills and pauses,
-# membership changes included) on SQLite, then 10 on the MariaDB at $(MYSQL_DSN). Each run leaves
-# a report under .data/jepsen/.
+# The fault-injection harness, the long run (needs root and iptables; mariadbd for async mode):
+# 10 minutes with every workload (cells, durability, triggers, index, cas, bank) and the nemeses
+# of `--nemesis all` (node kills and pauses, partitions, trigger worker kills and pauses) on
+# SQLite, then 10 on the MariaDB at $(MYSQL_DSN); then, with --secure (see jepsen-short; the
+# MariaDB servers of async mode stay plaintext), 30 s of membership changes on 5 nodes, where a
+# replica has somewhere to move (about 35 s), and 30 s of async mode (cells, durability, cas and
+# bank on 2 MariaDB storage clusters, every async nemesis; about 50 s). Each run leaves a report
+# under .data/jepsen/.
 JEPSEN_WORKLOADS := --workload cells,durability,triggers,index,cas,bank
+JEPSEN_MEMBERSHIP_SHORT := --duration 30s --quiet 6s --interval 2s --fault-duration 3s --nodes 5 --workers-per-node 1 \
+	--workload cells,durability --nemesis membership
+JEPSEN_ASYNC_SHORT := --mode async --duration 30s --quiet 8s --interval 2s --workload cells,durability,cas,bank
 jepsen: build
 	./$(BIN) jepsen --duration 10m --store sqlite $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 	./$(BIN) jepsen --duration 10m --store mysql --mysql '$(MYSQL_DSN)' $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
+	./$(BIN) jepsen --secure $(JEPSEN_MEMBERSHIP_SHORT)
+	./$(BIN) jepsen --secure $(JEPSEN_ASYNC_SHORT)
 
 # hashicorp/raft issue 695 shown and worked around: the same partition-heavy schedule with raft's
 # heartbeat fast path (expected to find acknowledged cells stored under another added_id, so its
@@ -53,19 +62,12 @@ jepsen-raft-695: build
 	-./$(BIN) jepsen $(RAFT695) --serve-arg=--heartbeat-timeout,500ms,--election-timeout,500ms,--leader-lease-timeout,250ms,--request-timeout,2s,--raft-heartbeat-fast-path
 	./$(BIN) jepsen $(RAFT695)
 
-# The short run CI does, every run with --secure (TLS on the API and mutual TLS between nodes,
-# bearer tokens, encrypted gossip, from a bundle in the run's certs/; every harness client uses
-# https and the admin token; the MariaDB servers of async mode stay plaintext): 2 minutes, 3
-# nodes, every workload, every nemesis, SQLite; then 30 s of membership changes on 5 nodes, where
-# a replica has somewhere to move (about 35 s); then 30 s of async mode (cells, durability, cas
-# and bank on 2 MariaDB storage clusters, every async nemesis; about 50 s). About 4m15s in all
-# (3m30s before the membership run).
-JEPSEN_MEMBERSHIP_SHORT := --duration 30s --quiet 6s --interval 2s --fault-duration 3s --nodes 5 --workers-per-node 1 \
-	--workload cells,durability --nemesis membership
+# The short run CI does, about 2 minutes: 2 minutes on 3 nodes, SQLite, every workload and the
+# nemeses of `--nemesis all`, with --secure (TLS on the API and mutual TLS between nodes, bearer
+# tokens, encrypted gossip, from a bundle in the run's certs/; every harness client uses https and
+# the admin token). The membership nemesis on 5 nodes and async mode run in `make jepsen`.
 jepsen-short: build
 	./$(BIN) jepsen --secure --duration 2m $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
-	./$(BIN) jepsen --secure $(JEPSEN_MEMBERSHIP_SHORT)
-	./$(BIN) jepsen --secure --mode async --duration 30s --quiet 8s --interval 2s --workload cells,durability,cas,bank
 
 # Async mode (needs root, iptables and mariadbd): the harness starts 2 MariaDB storage clusters
 # of a master and 2 minions and runs cells, durability, cas and bank on async datastores for 3 minutes under

@@ -66,8 +66,14 @@ var zlibWriters = sync.Pool{New: func() any {
 
 // EncodeBody validates that text is exactly one JSON object (surrounding white space allowed) and
 // returns its stored form. A JSON value of another kind, invalid JSON or trailing data give a
-// *FieldError for "body" wrapping ErrInvalidBody.
+// *FieldError for "body" wrapping ErrInvalidBody. Text that encoding/json would store as another
+// value than it holds gives a *FieldError for "body" wrapping ErrLossyBody, which says what and
+// where: invalid UTF-8, a \u escape of half a surrogate pair that is not in a pair ("\ud800"),
+// or a key given twice in one object (at any depth; "a" and "\u0061" are the same key).
 func EncodeBody(text []byte) (Body, error) {
+	if err := checkUTF8(text); err != nil {
+		return nil, &FieldError{Field: "body", Err: err}
+	}
 	dec := json.NewDecoder(bytes.NewReader(text))
 	dec.UseNumber()
 	var v any
@@ -81,15 +87,34 @@ func EncodeBody(text []byte) (Body, error) {
 	if !ok {
 		return nil, &FieldError{Field: "body", Err: ErrInvalidBody}
 	}
-	return EncodeObject(obj)
+	members, err := scanText(text)
+	if err != nil {
+		return nil, &FieldError{Field: "body", Err: err}
+	}
+	decoded, err := convertNumbers(obj)
+	if err != nil {
+		return nil, &FieldError{Field: "body", Err: fmt.Errorf("%w: %w", ErrInvalidBody, err)}
+	}
+	if decoded != members {
+		if err = duplicateKey(text); err == nil {
+			err = fmt.Errorf("%w: a key is given twice in one object", ErrLossyBody)
+		}
+		return nil, &FieldError{Field: "body", Err: err}
+	}
+	return pack(obj)
 }
 
 // EncodeObject returns the stored form of an already decoded JSON object whose numbers are
 // json.Number, float64 or Go integers (the shapes encoding/json produces).
 func EncodeObject(obj map[string]any) (Body, error) {
-	if err := convertNumbers(obj); err != nil {
+	if _, err := convertNumbers(obj); err != nil {
 		return nil, &FieldError{Field: "body", Err: fmt.Errorf("%w: %w", ErrInvalidBody, err)}
 	}
+	return pack(obj)
+}
+
+// pack returns the stored form of obj, whose numbers convertNumbers converted.
+func pack(obj map[string]any) (Body, error) {
 	var packed bytes.Buffer
 	enc := msgpack.NewEncoder(&packed)
 	enc.SetSortMapKeys(true)
@@ -110,19 +135,23 @@ func compress(p []byte) Body {
 	return Body(out.Bytes())
 }
 
-// convertNumbers replaces every json.Number in v (in place) by int64, uint64, float64 or Number.
-func convertNumbers(v any) error {
+// convertNumbers replaces every json.Number in v (in place) by int64, uint64, float64 or Number,
+// and returns the number of members of the objects in v.
+func convertNumbers(v any) (members int, err error) {
 	switch t := v.(type) {
 	case map[string]any:
+		members = len(t)
 		for k, e := range t {
 			if n, ok := e.(json.Number); ok {
 				c, err := convertNumber(n)
 				if err != nil {
-					return err
+					return 0, err
 				}
 				t[k] = c
-			} else if err := convertNumbers(e); err != nil {
-				return err
+			} else if m, err := convertNumbers(e); err != nil {
+				return 0, err
+			} else {
+				members += m
 			}
 		}
 	case []any:
@@ -130,15 +159,17 @@ func convertNumbers(v any) error {
 			if n, ok := e.(json.Number); ok {
 				c, err := convertNumber(n)
 				if err != nil {
-					return err
+					return 0, err
 				}
 				t[i] = c
-			} else if err := convertNumbers(e); err != nil {
-				return err
+			} else if m, err := convertNumbers(e); err != nil {
+				return 0, err
+			} else {
+				members += m
 			}
 		}
 	}
-	return nil
+	return members, nil
 }
 
 func convertNumber(n json.Number) (any, error) {

@@ -30,3 +30,18 @@ func BenchmarkBodyJSON(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBodyTextChecks measures the checks EncodeBody makes beyond decoding (UTF-8, surrogate
+// escapes, the count of object members), on the same body.
+func BenchmarkBodyTextChecks(b *testing.B) {
+	text := []byte(benchText)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := checkUTF8(text); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := scanText(text); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	stdzlib "compress/zlib"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -21,16 +24,27 @@ var bodySeeds = []string{
 	`{"a":{"b":{"c":{"d":[[[[]]]]}}},"e":{},"n":null,"t":true}`,
 	`{"dup":1,"dup":2}`,
 	`{}`, ` {"spaces" : [ 1 , 2 ] } `, `[]`, `null`, `{"a":1}x`, `{"a":`, "{\"bad\":\"\xff\"}",
+	`{"a":1,"\u0061":2}`, `{"x":{"a":1},"y":{"a":[{"a":2},{"a":3}]}}`, `{"o":{"k":[{"d":1,"d":2}]}}`,
+	`{"low":"\udc00"}`, `{"pair":"\uD83D\uDE00","text":"a:b"}`, `{"high":"\ud800x"}`, `{"two":"\ud800\ud800"}`,
+	`{"escaped":"\\ud800","replacement":"\ufffd �"}`,
 }
 
-// FuzzBodyRoundTrip: EncodeBody never panics, and a text it accepts reads back (JSON) as the
-// same JSON value, whose encoding is the same stored form (one value, one encoding).
+// FuzzBodyRoundTrip: EncodeBody never panics; it refuses a text as lossy (ErrLossyBody) exactly
+// when encoding/json would decode it as another value than it holds, which a slower reference
+// finds (invalid UTF-8, a key twice in one object by a json.Decoder token walk, or a U+FFFD the
+// text does not hold); and a text it accepts reads back (JSON) as the same JSON value, whose
+// encoding is the same stored form (one value, one encoding).
 func FuzzBodyRoundTrip(f *testing.F) {
 	for _, s := range bodySeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, text []byte) {
 		b, err := EncodeBody(text)
+		if lossy, known, why := lossyText(text); errors.Is(err, ErrLossyBody) && !lossy && known {
+			t.Fatalf("EncodeBody refused %q as lossy (%v), but it holds what it says", text, err)
+		} else if err == nil && lossy {
+			t.Fatalf("EncodeBody accepted %q, which is lossy: %s", text, why)
+		}
 		if err != nil {
 			return
 		}
@@ -99,6 +113,80 @@ func FuzzBodyDecode(f *testing.F) {
 			t.Fatalf("JSON() of %x is %q, want a JSON object", data, out)
 		}
 	})
+}
+
+// lossyText is the reference of ErrLossyBody for a text that is one JSON value: whether
+// encoding/json decodes it as another value than it holds, and why. known is false when it
+// cannot tell: no key is twice, but the text holds U+FFFD or a \ufffd escape, which hide a lone
+// surrogate (decoded as U+FFFD too).
+func lossyText(text []byte) (lossy, known bool, why string) {
+	if !utf8.Valid(text) {
+		return true, true, "invalid UTF-8"
+	}
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber() // a float64 token would end the walk at 1e400
+	type open struct {
+		keys    map[string]bool // nil in an array
+		wantKey bool
+	}
+	var stack []*open
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') {
+			o := &open{}
+			if d == '{' {
+				o.keys, o.wantKey = map[string]bool{}, true
+			}
+			stack = append(stack, o)
+			continue
+		} else if ok {
+			stack = stack[:len(stack)-1]
+		}
+		if k, ok := tok.(string); ok && len(stack) > 0 && stack[len(stack)-1].wantKey {
+			top := stack[len(stack)-1]
+			if top.keys[k] {
+				return true, true, fmt.Sprintf("key %q twice in one object", k)
+			}
+			top.keys[k], top.wantKey = true, false
+			continue
+		}
+		if len(stack) > 0 && stack[len(stack)-1].keys != nil {
+			stack[len(stack)-1].wantKey = true // a member's value ended
+		}
+	}
+	lower := bytes.ToLower(text)
+	if bytes.Contains(text, []byte("\uFFFD")) || bytes.Contains(lower, []byte(`\ufffd`)) {
+		return false, false, ""
+	}
+	var v any
+	if json.Unmarshal(text, &v) == nil && holdsReplacement(v) {
+		return true, true, "U+FFFD in the decoded value, not in the text (a lone surrogate)"
+	}
+	return false, true, ""
+}
+
+// holdsReplacement reports whether a decoded JSON value holds U+FFFD in a key or a string.
+func holdsReplacement(v any) bool {
+	switch t := v.(type) {
+	case string:
+		return strings.ContainsRune(t, utf8.RuneError)
+	case []any:
+		for _, e := range t {
+			if holdsReplacement(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for k, e := range t {
+			if strings.ContainsRune(k, utf8.RuneError) || holdsReplacement(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // jsonEqual compares two values of jsonValue.

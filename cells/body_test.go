@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"math/rand"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -255,4 +256,77 @@ func TestStdlibCompressedBody(t *testing.T) {
 	j, err := Body(old.Bytes()).JSON()
 	require.NoError(t, err)
 	assert.JSONEq(t, text, string(j))
+}
+
+// A text that encoding/json would store as another value than it holds is refused, naming what
+// and where; its neighbours that hold what they say are stored.
+func TestBodyRefusesLossyText(t *testing.T) {
+	t.Parallel()
+	refused := []struct{ text, want string }{
+		{`{"s":"\ud800"}`, `\ud800 at byte 6 is a high surrogate not followed by a low one`},
+		{`{"s":"\uDBFF"}`, `\uDBFF at byte 6 is a high surrogate`},
+		{`{"s":"\udc00"}`, `\udc00 at byte 6 is a low surrogate without a high one`},
+		{`{"s":"x\ud83dy"}`, `\ud83d at byte 7 is a high surrogate`},
+		{`{"s":"\ud800\ud800"}`, `\ud800 at byte 6 is a high surrogate`},
+		{`{"s":"\ud800\u0041"}`, `\ud800 at byte 6 is a high surrogate`},
+		{`{"s":"\ud800\n"}`, `\ud800 at byte 6 is a high surrogate`},
+		{`{"s":"\ude00\ud83d"}`, `\ude00 at byte 6 is a low surrogate`},
+		{`{"\ud800":1}`, `\ud800 at byte 2 is a high surrogate`},
+		{`{"a":["ok","\\",{"b":"\udfff"}]}`, `\udfff at byte 22 is a low surrogate`},
+		{`{"a":1,"a":2}`, `key "a" at byte 7 is given twice in one object`},
+		{`{"a":1,"a":1}`, `key "a" at byte 7 is given twice`},
+		{`{"a":1,"\u0061":2}`, `key "a" at byte 7 is given twice`},
+		{`{"é":1,"\u00e9":2}`, `key "é" at byte 8 is given twice`},
+		{`{"x":{"k":[1,{"d":null,"e":0,"d":true}]}}`, `key "d" at byte 29 is given twice`},
+		{`{"a":{"b":1},"c":{"b":2,"b":3}}`, `key "b" at byte 24 is given twice`},
+		{` { "a" : 1 , "a" : 2 } `, `key "a" at byte 13 is given twice`},
+		{`{"q\"":1,"q\"":2}`, `key "q\"" at byte 9 is given twice`},
+		{"{\"s\":\"\xff\"}", `invalid UTF-8 at byte 6`},
+		{"{\"\xc0\xaf\":1}", `invalid UTF-8 at byte 2`},
+	}
+	for _, c := range refused {
+		_, err := EncodeBody([]byte(c.text))
+		if !assert.ErrorIs(t, err, ErrLossyBody, "EncodeBody(%s)", c.text) {
+			continue
+		}
+		assert.NotErrorIs(t, err, ErrInvalidBody, "EncodeBody(%s)", c.text)
+		assert.Contains(t, err.Error(), c.want, "EncodeBody(%s): the message", c.text)
+		var fe *FieldError
+		if assert.ErrorAs(t, err, &fe, "EncodeBody(%s): want a FieldError", c.text) {
+			assert.Equal(t, "body", fe.Field, "EncodeBody(%s): field of the FieldError", c.text)
+		}
+	}
+	// A long string of escapes, one escaped quote among them (the scan reads it once).
+	escapes := strings.Repeat(`\n`, 100000) + `\"` + strings.Repeat(`\\`, 100000)
+	_, err := EncodeBody([]byte(`{"s":"` + escapes + `\udc00"}`))
+	if assert.ErrorIs(t, err, ErrLossyBody, "a lone surrogate after 200001 escapes") {
+		assert.Contains(t, err.Error(), fmt.Sprintf(`\udc00 at byte %d is a low surrogate`, 6+len(escapes)))
+	}
+	stored := []struct{ text, want string }{
+		{`{"s":"` + escapes + `"}`, `{"s":"` + escapes + `"}`},
+		{`{"s":"\ud83d\ude00"}`, `{"s":"😀"}`},
+		{`{"s":"\uD83D\uDE00"}`, `{"s":"😀"}`},
+		{`{"s":"\udbff\udfff"}`, "{\"s\":\"\U0010FFFF\"}"},
+		{`{"s":"\ud7ff\ue000"}`, "{\"s\":\"\ud7ff\ue000\"}"},
+		{`{"s":"\\ud800"}`, `{"s":"\\ud800"}`},
+		{`{"s":"\\\ud83d\ude00"}`, `{"s":"\\😀"}`},
+		{`{"s":"\ufffd"}`, `{"s":"�"}`},
+		{`{"x":{"a":1},"y":{"a":2}}`, `{"x":{"a":1},"y":{"a":2}}`},
+		{`{"a":{"a":{"a":1}}}`, `{"a":{"a":{"a":1}}}`},
+		{`{"a":[{"k":1},{"k":2}]}`, `{"a":[{"k":1},{"k":2}]}`},
+		{`{"a":1,"A":2,"a ":3}`, `{"A":2,"a":1,"a ":3}`},
+		{`{"a":"a:a","b":":"}`, `{"a":"a:a","b":":"}`},
+		{`{"a\"":1,"a":2}`, `{"a":2,"a\"":1}`},
+		{`{"é":1,"e\u0301":2}`, "{\"e\u0301\":2,\"é\":1}"},
+	}
+	for _, c := range stored {
+		b, err := EncodeBody([]byte(c.text))
+		if !assert.NoError(t, err, "EncodeBody(%s)", c.text) {
+			continue
+		}
+		out, err := b.JSON()
+		if assert.NoError(t, err, "JSON() of %s", c.text) {
+			assert.Equal(t, c.want, string(out), "round trip of %s", c.text)
+		}
+	}
 }

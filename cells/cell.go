@@ -25,6 +25,10 @@ var (
 	ErrInvalidRefKey = errors.New("cells: ref key must be a non-negative 64-bit integer")
 	// ErrInvalidBody: the body is not a JSON object.
 	ErrInvalidBody = errors.New("cells: body must be a JSON object")
+	// ErrLossyBody: the body's text would be stored as another value than it holds: it has
+	// invalid UTF-8, a \u escape of half a UTF-16 surrogate pair outside a pair, or a key given
+	// twice in one object. The wrapping error says which, and where.
+	ErrLossyBody = errors.New("cells: body would not be stored as sent")
 )
 
 // FieldError says which field of a request failed validation and why. Field is the JSON name of
