@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -21,9 +22,10 @@ import (
 )
 
 // writesBackend serves one datastore, trips, and keeps the cells written to it. Any other
-// method of api.Backend panics (the embedded nil interface).
+// method panics (the embedded nil interfaces).
 type writesBackend struct {
-	api.Backend
+	api.NodeBackend
+	api.CellWriter
 	mu    sync.Mutex
 	cells []cells.Cell
 }
@@ -45,7 +47,8 @@ func (b *writesBackend) Datastore(name string) (*topology.DatastoreSpec, error) 
 func (b *writesBackend) Write(_ context.Context, _ string, req cluster.WriteRequest) (cluster.WriteResponse, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	res := cluster.WriteResponse{Cells: make([]cells.Result, len(req.Cells))}
+	var res cluster.WriteResponse
+	res.Cells = make([]cells.Result, len(req.Cells))
 	for i, c := range req.Cells {
 		b.cells = append(b.cells, c)
 		res.Cells[i] = cells.Result{Status: cells.StatusCreated, AddedID: int64(len(b.cells))}
@@ -66,7 +69,10 @@ func (b *writesBackend) written() []cells.Cell {
 func TestBodyStrict(t *testing.T) {
 	t.Parallel()
 	b := &writesBackend{}
-	hs := startServer(t, b, api.Config{})
+	srv, err := api.NewServer(api.Backends{Node: b, Writes: b}, api.Config{})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
 	const row, other = "6ba7b810-9dad-11d1-80b4-00c04fd430c8", "123e4567-e89b-12d3-a456-426614174000"
 	send := func(t *testing.T, method, path, body string) (int, wire.ErrorBody) {
 		t.Helper()
