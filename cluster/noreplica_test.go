@@ -20,13 +20,29 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// loopbackAddr returns a free address on 127.0.0.1, one not handed out before in this process.
 func loopbackAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+	given.Lock()
+	defer given.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		// The kernel may hand a closed port out again: never give one address twice.
+		if !given.addrs[addr] {
+			given.addrs[addr] = true
+			return addr
+		}
+	}
 }
+
+// given holds the addresses loopbackAddr handed out in this test process.
+var given = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
 
 // bareNode is a node started directly with cluster.Start (clustertest only builds topologies
 // that place every partition on every node).
