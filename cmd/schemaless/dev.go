@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -18,11 +16,11 @@ import (
 
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/examples"
+	"github.com/schemaless-db/schemaless/internal/launcher"
 	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/topology"
 	"github.com/schemaless-db/schemaless/workload"
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 )
 
 type devFlags struct {
@@ -195,11 +193,7 @@ func runDev(ctx context.Context, f devFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	top := f.topology()
-	text, err := yaml.Marshal(top)
-	if err != nil {
-		return err
-	}
-	if err := top.Normalize(); err != nil {
+	if err := f.topology().Normalize(); err != nil { // before --fresh deletes anything
 		return err
 	}
 	if f.fresh {
@@ -212,25 +206,22 @@ func runDev(ctx context.Context, f devFlags) error {
 			}
 		}
 	}
-	if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
-		return err
-	}
-	topoPath := filepath.Join(f.dataDir, "topology.yaml")
-	if old, err := os.ReadFile(topoPath); err == nil && !bytes.Equal(old, text) {
-		return fmt.Errorf("%s holds a cluster with another topology; pass --fresh to start over, or another --data-dir", f.dataDir)
-	}
-	if err := os.WriteFile(topoPath, text, 0o644); err != nil {
-		return err
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	if f.secure {
-		if f.sec, err = ensureDevSecurity(f.dataDir, top); err != nil {
-			return err
-		}
+	// The nodes die with this process, even on kill -9. In their own process groups, Ctrl-C
+	// reaches only this process, which stops the trigger workers (they leave their groups)
+	// before it stops the nodes.
+	nodes, err := launcher.New(launcher.Config{Binary: exe, Dir: f.dataDir, Topology: top, Secure: f.secure,
+		Args: f.serveArgs, DieWithParent: true})
+	if errors.Is(err, launcher.ErrTopologyChanged) {
+		return fmt.Errorf("%s holds a cluster with another topology; pass --fresh to start over, or another --data-dir", f.dataDir)
 	}
+	if err != nil {
+		return err
+	}
+	top, f.sec = nodes.Topology(), nodes.Security()
 	var storage *devStorage
 	if f.usesMariaDB() {
 		if storage, err = startDevStorage(ctx, f); err != nil {
@@ -239,54 +230,23 @@ func runDev(ctx context.Context, f devFlags) error {
 		// Deferred before the nodes' stop, so it runs after it: nodes first, then MariaDB.
 		defer storage.stop()
 	}
-	exited := make(chan error, f.nodes)
-	var procs []*devProc
-	defer func() { stopNodes(procs) }()
-	var endpoints []string
-	for _, n := range top.Nodes {
-		logPath := filepath.Join(f.dataDir, n.ID+".log")
-		logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		args := []string{"serve", "--config", topoPath, "--node-id", n.ID, "--data-dir", filepath.Join(f.dataDir, n.ID), "--log-level", f.logLevel}
-		if f.mysqlDSN != "" {
-			args = append(args, "--mysql", f.mysqlDSN)
-		}
-		if f.logStore != "" {
-			args = append(args, "--raft-log-store", f.logStore)
-		}
-		if f.adminPort > 0 {
-			args = append(args, "--admin-addr", net.JoinHostPort(f.host, strconv.Itoa(f.adminPort+len(procs))))
-		}
-		args = append(args, f.secureServeArgs(n.ID)...)
-		c := exec.Command(exe, args...)
-		c.Stdout, c.Stderr = logFile, logFile
-		// The nodes die with this process, even on kill -9. In their own process group, Ctrl-C
-		// reaches only this process, which stops the trigger workers (they leave their groups)
-		// before it stops the nodes.
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		if err := c.Start(); err != nil {
-			logFile.Close()
-			return fmt.Errorf("start %s: %w", n.ID, err)
-		}
-		p := &devProc{cmd: c, done: make(chan struct{})}
-		procs = append(procs, p)
-		id := n.ID
-		go func() {
-			err := c.Wait()
-			logFile.Close()
-			close(p.done)
-			exited <- fmt.Errorf("node %s exited (%v); see %s", id, err, logPath)
-		}()
-		endpoints = append(endpoints, f.scheme()+"://"+n.HTTPAddr)
+	defer nodes.Stop()
+	if err := nodes.Start(); err != nil {
+		return err
 	}
+	endpoints := nodes.URLs()
 	cl, err := client.New(f.clientConfig(endpoints, "trips"))
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	if err := waitReady(ctx, cl, endpoints, top, exited); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err = nodes.WaitReady(rctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return err
 	}
 	store, layout := "sqlite", ""
@@ -385,16 +345,30 @@ func runDev(ctx context.Context, f devFlags) error {
 		printMixedCurls(endpoints[0], storage)
 	}
 	if storage != nil {
-		fmt.Printf("  bin/schemaless admin storage --topology %s\n  %s\n", topoPath, storage.promoteCommand(0))
+		fmt.Printf("  bin/schemaless admin storage --topology %s\n  %s\n", nodes.TopologyPath(), storage.promoteCommand(0))
 	}
 	fmt.Println("serving; Ctrl-C to stop")
-	select {
-	case <-ctx.Done():
-		fmt.Println("stopping")
-		return nil
-	case err := <-exited:
+	if err := nodes.WaitExit(ctx); err != nil {
 		return err
 	}
+	fmt.Println("stopping")
+	return nil
+}
+
+// serveArgs are the flags of node i's serve beyond those of the launcher (its topology, id,
+// data directory and, with --secure, TLS, principals and gossip key).
+func (f devFlags) serveArgs(i int, _ string) []string {
+	args := []string{"--log-level", f.logLevel}
+	if f.mysqlDSN != "" {
+		args = append(args, "--mysql", f.mysqlDSN)
+	}
+	if f.logStore != "" {
+		args = append(args, "--raft-log-store", f.logStore)
+	}
+	if f.adminPort > 0 {
+		args = append(args, "--admin-addr", net.JoinHostPort(f.host, strconv.Itoa(f.adminPort+i)))
+	}
+	return args
 }
 
 // startDevTriggers starts the example trigger groups (package examples), logging to
@@ -417,60 +391,6 @@ func startDevTriggers(ctx context.Context, cl *client.Client, f devFlags) (*exam
 		logFile.Close()
 	}()
 	return g, nil
-}
-
-// waitReady waits until every datastore of top is ready on every endpoint (the partitions
-// have leaders; an async datastore's storage clusters have masters).
-func waitReady(ctx context.Context, cl *client.Client, endpoints []string, top *topology.Topology, exited <-chan error) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for _, ep := range endpoints {
-		for {
-			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			var err error
-			for _, d := range top.Datastores {
-				if err = cl.DatastoreReady(rctx, ep, d.Name); err != nil {
-					break
-				}
-			}
-			cancel()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s not ready after 60s: %w", ep, err)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case err := <-exited:
-				return err
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}
-	return nil
-}
-
-// devProc is a node process and a channel closed when it has exited.
-type devProc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// stopNodes sends SIGTERM to every node, waits up to 10s for them to exit, then kills the rest.
-func stopNodes(procs []*devProc) {
-	for _, p := range procs {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	deadline := time.After(10 * time.Second)
-	for _, p := range procs {
-		select {
-		case <-p.done:
-		case <-deadline:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	}
 }
 
 func printCurls(ep string) {
