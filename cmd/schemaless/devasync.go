@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/internal/mariadb"
+	"github.com/schemaless-db/schemaless/replication"
 	"github.com/schemaless-db/schemaless/topology"
 )
 
@@ -164,9 +165,9 @@ func (s *devStorage) print(ctx context.Context, top *topology.Topology) {
 		var minions, others []string
 		for k, m := range r.Members {
 			switch m.Role {
-			case "minion":
+			case replication.RoleMinion:
 				minions = append(minions, m.Addr)
-			case "master":
+			case replication.RoleMaster:
 				s.masters[i] = k
 			default:
 				others = append(others, m.Addr)
