@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/wire"
 	"github.com/spf13/cobra"
 )
@@ -572,13 +573,13 @@ func buildIndexQuery(f indexQueryFlags) (wire.IndexQuery, error) {
 	if f.version < 0 {
 		return q, fmt.Errorf("--version %d: want 1 or more (0: the alias)", f.version)
 	}
-	q.ShardValue = parseQueryScalar(f.shardValue)
+	q.ShardValue = indexes.ParseScalar(f.shardValue)
 	for _, w := range f.where {
-		c, err := parseWhereExpr(w)
+		c, err := indexes.ParseCond(w)
 		if err != nil {
-			return q, err
+			return q, fmt.Errorf("--where %q: %w", w, err)
 		}
-		q.Where = append(q.Where, c)
+		q.Where = append(q.Where, wire.IndexCond(c))
 	}
 	return q, nil
 }
@@ -609,109 +610,4 @@ func renderQueryValue(v any) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-// whereOps are the comparison operators of a --where, longest first so that "<=" is not read
-// as "<".
-var whereOps = []string{"!=", "<=", ">=", "=", "<", ">"}
-
-// parseWhereExpr parses a --where expression: FIELD OP VALUE, where FIELD is [A-Za-z_][A-Za-z0-9_]*,
-// OP one of = != < <= > >= or the word in (case-insensitive, surrounded by spaces), and VALUE the
-// rest, trimmed (for in, comma-separated values). Spaces around OP are optional for the
-// symbols. Each value is typed by parseQueryScalar.
-func parseWhereExpr(expr string) (wire.IndexCond, error) {
-	s := strings.TrimSpace(expr)
-	i := 0
-	for i < len(s) && (s[i] == '_' || s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z' || i > 0 && s[i] >= '0' && s[i] <= '9') {
-		i++
-	}
-	if i == 0 {
-		return wire.IndexCond{}, fmt.Errorf("--where %q: want FIELD OP VALUE (OP: = != < <= > >= in), starting with a field name", expr)
-	}
-	c := wire.IndexCond{Field: s[:i]}
-	rest := strings.TrimLeft(s[i:], " \t")
-	for _, op := range whereOps {
-		if strings.HasPrefix(rest, op) {
-			c.Op = op
-			rest = rest[len(op):]
-			break
-		}
-	}
-	if c.Op == "" && len(rest) > 2 && strings.EqualFold(rest[:2], "in") && (rest[2] == ' ' || rest[2] == '\t') && len(rest) < len(s[i:]) {
-		c.Op = "in"
-		rest = rest[2:]
-	}
-	if c.Op == "" {
-		return c, fmt.Errorf("--where %q: no operator after field %s (want = != < <= > >= or in)", expr, c.Field)
-	}
-	rest = strings.TrimSpace(rest)
-	if rest == "" {
-		return c, fmt.Errorf("--where %q: no value after %s %s", expr, c.Field, c.Op)
-	}
-	if c.Op != "in" {
-		c.Value = parseQueryScalar(rest)
-		return c, nil
-	}
-	var list []any
-	for j, part := range splitInValues(rest) {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			return c, fmt.Errorf("--where %q: value %d of the in list is empty", expr, j+1)
-		}
-		list = append(list, parseQueryScalar(part))
-	}
-	c.Value = list
-	return c, nil
-}
-
-// splitInValues splits an in list at commas outside double quotes.
-func splitInValues(s string) []string {
-	var parts []string
-	start, quoted := 0, false
-	for i := 0; i < len(s); i++ {
-		switch {
-		case s[i] == '\\' && quoted:
-			i++
-		case s[i] == '"':
-			quoted = !quoted
-		case s[i] == ',' && !quoted:
-			parts = append(parts, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(parts, s[start:])
-}
-
-// parseQueryScalar types a command-line value: a JSON number as json.Number, true and false as
-// bools, a double-quoted JSON string as that string, anything else as the string itself.
-func parseQueryScalar(s string) any {
-	switch {
-	case s == "true":
-		return true
-	case s == "false":
-		return false
-	case isJSONNumber(s):
-		return json.Number(s)
-	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"':
-		var out string
-		if err := json.Unmarshal([]byte(s), &out); err == nil {
-			return out
-		}
-	}
-	return s
-}
-
-// isJSONNumber reports whether s is a number in JSON's grammar (RFC 8259 §6).
-func isJSONNumber(s string) bool {
-	if s == "" {
-		return false
-	}
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil || dec.More() {
-		return false
-	}
-	n, ok := v.(json.Number)
-	return ok && string(n) == s
 }
