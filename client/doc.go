@@ -30,6 +30,7 @@
 //	ShardCells     GET  /v1/{ds}/shards/{shard}/cells?location=&limit=    read
 //	ReadLog        GET  /v1/{ds}/shards/{shard}/cells (filter, wait, time) read, long poll
 //	ReadLogs       POST /v1/{ds}/shards/cells                             read, long poll
+//	Tail           ReadLogs in a loop: every new cell of the shard logs     read, long poll
 //	GroupCommand   POST /v1/{ds}/groups/{group}/{op}                      write
 //	GroupStatus    GET  /v1/{ds}/groups/{group}                           read
 //	Groups         GET  /v1/{ds}/groups                                   read
