@@ -29,11 +29,11 @@ type securityFlags struct {
 
 func (f *securityFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.tlsCert, "tls-cert", "", "this node's certificate (PEM; `schemaless certs create-node`): TLS on the API, the admin listener and the node port (mutual TLS between nodes); with --tls-key and --tls-ca")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "this node's certificate (PEM, made by 'schemaless certs create-node'): TLS on the API, the admin listener and the node port (mutual TLS between nodes); with --tls-key and --tls-ca")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "the CA bundle (PEM) trusted for peers' node certificates and clients' certificates")
-	fl.StringVar(&f.principals, "principals-file", "", "the principals file (YAML: hashed bearer tokens and certificate names with their roles; `schemaless certs create-token`): every API request but /healthz and /readyz must authenticate")
-	fl.StringVar(&f.gossipKey, "gossip-key-file", "", "the gossip keyring file (base64 keys, one per line, the first encrypting; `schemaless certs create-gossip-key`): gossip is encrypted and authenticated")
+	fl.StringVar(&f.principals, "principals-file", "", "the principals file (YAML: hashed bearer tokens and certificate names with their roles, made by 'schemaless certs create-token'): every API request but /healthz and /readyz must authenticate")
+	fl.StringVar(&f.gossipKey, "gossip-key-file", "", "the gossip keyring file (base64 keys, one per line, the first encrypting, made by 'schemaless certs create-gossip-key'): gossip is encrypted and authenticated")
 	fl.StringVar(&f.auditLog, "audit-log", "", "append the audit log (admin operations and refused requests, JSON lines) to this file (default: the node's log)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening on a non-loopback address without TLS, authentication and gossip encryption (anyone who reaches the ports can read, write and administer the cluster)")
 	fl.DurationVar(&f.reload, "security-reload-interval", 10*time.Second, "how often the certificate, key, CA and principals files are checked for changes and reloaded")
