@@ -74,7 +74,7 @@ func EnsureDevBundle(dir string, hosts map[string][]string) (*DevBundle, error) 
 		}
 	}
 	if _, err := os.Stat(b.GossipKey); errors.Is(err, fs.ErrNotExist) {
-		if err := writeFileExcl(b.GossipKey, []byte(NewGossipKey()+"\n"), 0o600); err != nil {
+		if err := WriteGossipKeyFile(b.GossipKey); err != nil {
 			return nil, err
 		}
 	}

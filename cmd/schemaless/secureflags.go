@@ -39,65 +39,28 @@ func (f *securityFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.reload, "security-reload-interval", 10*time.Second, "how often the certificate, key, CA and principals files are checked for changes and reloaded")
 }
 
-// nodeSecurity is what serve loads from securityFlags: nil fields are off.
-type nodeSecurity struct {
-	certs      *security.Certs
-	auth       *security.Authenticator
-	gossipKeys [][]byte
-	audit      *security.Auditor
-	closeAudit func() error
-}
-
 // load reads the files the flags (over spec, the topology's block for this node) name and
-// starts their reload. ctx ends the reload.
-func (f *securityFlags) load(ctx context.Context, spec topology.SecuritySpec, logger *slog.Logger) (*nodeSecurity, error) {
+// starts their reload (security.LoadNode). ctx ends the reload.
+func (f *securityFlags) load(ctx context.Context, spec topology.SecuritySpec, logger *slog.Logger) (*security.NodeSecurity, error) {
 	pick := func(flag, top string) string {
 		if flag != "" {
 			return flag
 		}
 		return top
 	}
-	files := security.TLSFiles{CertFile: pick(f.tlsCert, spec.TLSCert), KeyFile: pick(f.tlsKey, spec.TLSKey), CAFile: pick(f.tlsCA, spec.TLSCA)}
-	principals := pick(f.principals, spec.PrincipalsFile)
-	gossipKey := pick(f.gossipKey, spec.GossipKeyFile)
 	if f.reload <= 0 {
 		return nil, fmt.Errorf("--security-reload-interval %s: must be positive", f.reload)
 	}
-	s := &nodeSecurity{closeAudit: func() error { return nil }}
-	var err error
-	if files != (security.TLSFiles{}) {
-		if s.certs, err = security.LoadCerts(files, logger); err != nil {
-			return nil, err
-		}
-		s.certs.Watch(ctx, f.reload)
-	}
-	if principals != "" {
-		if s.auth, err = security.LoadAuthenticator(principals, logger); err != nil {
-			return nil, err
-		}
-		s.auth.Watch(ctx, f.reload)
-	}
-	if gossipKey != "" {
-		if s.gossipKeys, err = security.LoadGossipKeys(gossipKey); err != nil {
-			return nil, err
-		}
-	}
-	s.audit = security.NewAuditor(logger)
-	if f.auditLog != "" {
-		af, err := os.OpenFile(f.auditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("--audit-log: %w", err)
-		}
-		s.audit = security.NewAuditor(slog.New(slog.NewJSONHandler(af, nil)))
-		s.closeAudit = af.Close
-	}
-	return s, nil
+	return security.LoadNode(ctx, security.NodeFiles{
+		TLS:            security.TLSFiles{CertFile: pick(f.tlsCert, spec.TLSCert), KeyFile: pick(f.tlsKey, spec.TLSKey), CAFile: pick(f.tlsCA, spec.TLSCA)},
+		PrincipalsFile: pick(f.principals, spec.PrincipalsFile), GossipKeyFile: pick(f.gossipKey, spec.GossipKeyFile), AuditLog: f.auditLog,
+	}, f.reload, logger)
 }
 
 // checkExposure refuses a listener on a non-loopback address unless TLS and authentication
 // (and, for gossip, the gossip key) are on, or insecure is set. listeners maps a flag or
 // topology name ("http_addr") to the address listened on; empty addresses are skipped.
-func (s *nodeSecurity) checkExposure(insecure bool, listeners [][2]string) error {
+func checkExposure(s *security.NodeSecurity, insecure bool, listeners [][2]string) error {
 	if insecure {
 		return nil
 	}
@@ -109,15 +72,15 @@ func (s *nodeSecurity) checkExposure(insecure bool, listeners [][2]string) error
 		}
 		var missing []string
 		switch {
-		case what == "gossip" && s.gossipKeys == nil:
+		case what == "gossip" && s.GossipKeys == nil:
 			missing = append(missing, "--gossip-key-file")
-		case what == "raft_addr" && s.certs == nil:
+		case what == "raft_addr" && s.Certs == nil:
 			missing = append(missing, "--tls-cert, --tls-key, --tls-ca")
 		case what != "gossip" && what != "raft_addr":
-			if s.certs == nil {
+			if s.Certs == nil {
 				missing = append(missing, "--tls-cert, --tls-key, --tls-ca")
 			}
-			if s.auth == nil {
+			if s.Auth == nil {
 				missing = append(missing, "--principals-file")
 			}
 		}

@@ -161,7 +161,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	defer sec.closeAudit()
+	defer sec.Close()
 	raftListen, gossipListen := f.bind, f.gossipBind
 	if raftListen == "" {
 		raftListen = self.RaftAddr
@@ -169,7 +169,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if gossipListen == "" {
 		gossipListen = self.GossipAddr
 	}
-	if err := sec.checkExposure(f.sec.insecure, [][2]string{{"http_addr", self.HTTPAddr}, {"raft_addr", raftListen},
+	if err := checkExposure(sec, f.sec.insecure, [][2]string{{"http_addr", self.HTTPAddr}, {"raft_addr", raftListen},
 		{"admin", f.adminAddr}, {"gossip", gossipListen}}); err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	c.BindAddr, c.Self, c.Join, c.GossipBindAddr = f.bind, selfOverride, f.join, f.gossipBind
 	cfg.Maintainer.PollInterval = f.indexPoll
 	cfg.API, cfg.AdminAddr, cfg.Registry, cfg.Logger = f.apiCfg, f.adminAddr, registry, logger
-	cfg.TLS, cfg.Auth, cfg.Audit, c.GossipKeys = sec.certs, sec.auth, sec.audit, sec.gossipKeys
+	cfg.TLS, cfg.Auth, cfg.Audit, c.GossipKeys = sec.Certs, sec.Auth, sec.Audit, sec.GossipKeys
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		return err
