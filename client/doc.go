@@ -40,6 +40,7 @@
 //	AliasIndex     POST /v1/{ds}/indexes/{index}/alias                    write
 //	DropIndexVersion DELETE /v1/{ds}/indexes/{index}/versions/{version}   write
 //	QueryIndex     POST /v1/{ds}/indexes/{index}/query                    read
+//	WaitIndexVersion Index until a version is ready                       read, polled
 //	Cluster        GET  /v1/cluster                                       read
 //	Ready, Healthy GET  /readyz, /healthz of one given node               one attempt, no retry
 //	DatastoreReady GET  /readyz?datastore={ds} of one given node          one attempt, no retry

@@ -188,6 +188,15 @@ func TestIntegrationIndexes(t *testing.T) {
 	if _, err := cl.AliasIndex(ctx, "flights_by_origin", 2); err != nil {
 		assert.ErrorIs(t, err, client.ErrConflict, "AliasIndex to version 2 while it builds: want nil (already ready) or ErrConflict")
 	}
+	var seen []wire.IndexVersionStatus
+	v2, err := cl.WaitIndexVersion(ctx, "flights_by_origin", 2, 100*time.Millisecond, func(v wire.IndexVersionStatus) { seen = append(seen, v) })
+	require.NoError(t, err, "WaitIndexVersion 2")
+	assert.Equal(t, wire.IndexReady, v2.State, "WaitIndexVersion: ready")
+	if assert.NotEmpty(t, seen, "WaitIndexVersion: progress") {
+		assert.Equal(t, v2, seen[len(seen)-1], "WaitIndexVersion: the last progress is the ready status")
+	}
+	_, err = cl.WaitIndexVersion(ctx, "flights_by_origin", 9, 100*time.Millisecond, nil)
+	assert.ErrorIs(t, err, client.ErrNotFound, "WaitIndexVersion of a version that does not exist")
 	itWaitIndex(t, ctx, cl, "flights_by_origin", 2, int64(len(flights)))
 	_, err = cl.DropIndexVersion(ctx, "flights_by_origin", 1)
 	assert.ErrorIs(t, err, client.ErrConflict, "DropIndexVersion of the alias target")

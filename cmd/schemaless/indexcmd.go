@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -151,9 +150,9 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// followIndexBuild polls version of index name every poll until it is ready, drawing a progress
-// line on w (redrawn in place on a terminal, one line every 5s otherwise). It fails when the
-// version is dropped meanwhile, or with ctx.
+// followIndexBuild waits until version of index name is ready (client.WaitIndexVersion, a read
+// every poll), drawing a progress line on w (redrawn in place on a terminal, one line every 5s
+// otherwise). It fails when the version is dropped meanwhile, or with ctx.
 func followIndexBuild(ctx context.Context, cl *client.Client, name string, version int, poll time.Duration, w io.Writer) (wire.IndexVersionStatus, error) {
 	term := isTerminal(w)
 	var (
@@ -168,53 +167,26 @@ func followIndexBuild(ctx context.Context, cl *client.Client, name string, versi
 			fmt.Fprintln(w)
 		}
 	}()
-	for {
-		st, err := cl.Index(ctx, name, client.WithConsistency(client.ConsistencyStrong))
-		if err != nil && !errors.Is(err, client.ErrUnavailable) {
-			return wire.IndexVersionStatus{}, err
-		}
-		if err == nil {
-			var v wire.IndexVersionStatus
-			found := false
-			for _, vs := range st.Versions {
-				if vs.Version == version {
-					v, found = vs, true
-				}
-			}
-			switch {
-			case !found:
-				return v, fmt.Errorf("index %s has no version %d", name, version)
-			case v.State == wire.IndexDropping || v.State == wire.IndexDropped:
-				return v, fmt.Errorf("index %s version %d is %s", name, version, v.State)
-			}
-			now := time.Now()
-			if !lastAt.IsZero() && now.After(lastAt) {
-				r := float64(v.HandledCells-lastCell) / now.Sub(lastAt).Seconds()
-				if rate == 0 {
-					rate = r
-				} else {
-					rate = 0.7*rate + 0.3*r
-				}
-			}
-			lastCell, lastAt = v.HandledCells, now
-			line := progressLine(v, rate)
-			if term {
-				fmt.Fprintf(w, "\r\033[K%s", line)
-				drawn = true
-			} else if now.Sub(printed) >= 5*time.Second || v.State == wire.IndexReady {
-				fmt.Fprintln(w, line)
-				printed = now
-			}
-			if v.State == wire.IndexReady {
-				return v, nil
+	return cl.WaitIndexVersion(ctx, name, version, poll, func(v wire.IndexVersionStatus) {
+		now := time.Now()
+		if !lastAt.IsZero() && now.After(lastAt) {
+			r := float64(v.HandledCells-lastCell) / now.Sub(lastAt).Seconds()
+			if rate == 0 {
+				rate = r
+			} else {
+				rate = 0.7*rate + 0.3*r
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return wire.IndexVersionStatus{}, ctx.Err()
-		case <-time.After(poll):
+		lastCell, lastAt = v.HandledCells, now
+		line := progressLine(v, rate)
+		if term {
+			fmt.Fprintf(w, "\r\033[K%s", line)
+			drawn = true
+		} else if now.Sub(printed) >= 5*time.Second || v.State == wire.IndexReady {
+			fmt.Fprintln(w, line)
+			printed = now
 		}
-	}
+	})
 }
 
 // progressLine renders a version's build progress: state, bar, percent, cells handled of the
