@@ -36,6 +36,31 @@ const (
 var AllNemeses = []string{KillRandom, KillLeader, KillAll, PauseRandom, PauseLeader, PartitionOne, PartitionLeader,
 	PartitionHalves, PartitionRing, PartitionBridge, KillWorker, PauseWorker}
 
+// ParseNemeses reads a comma-separated list of nemesis kinds, as --nemesis takes it: "none"
+// or "" is no nemesis, "all" stands for AllNemeses (AllAsyncNemeses when async), "membership"
+// for MembershipNemeses, and any other word for itself (Run checks the kinds).
+func ParseNemeses(list string, async bool) []string {
+	var kinds []string
+	if list == "none" || list == "" {
+		return nil
+	}
+	for _, k := range strings.Split(list, ",") {
+		switch k {
+		case "all":
+			if async {
+				kinds = append(kinds, AllAsyncNemeses...)
+			} else {
+				kinds = append(kinds, AllNemeses...)
+			}
+		case "membership":
+			kinds = append(kinds, MembershipNemeses...)
+		default:
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
 // NeedsNet reports whether kind cuts links (and so needs iptables).
 func NeedsNet(kind string) bool { return strings.HasPrefix(kind, "partition-") }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/schemaless-db/schemaless/examples"
 	"github.com/schemaless-db/schemaless/internal/launcher"
 	"github.com/schemaless-db/schemaless/security"
+	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
 	"github.com/schemaless-db/schemaless/workload"
 	"github.com/spf13/cobra"
@@ -432,4 +433,15 @@ func devDocstoreDemo(ctx context.Context, cl *client.Client, f devFlags) error {
 		return err
 	}
 	return examples.RaceStatus(ctx, cl, trip, os.Stdout)
+}
+
+// dropDevDatabases drops the MySQL databases of every node of top (storage.NodePrefix), so
+// that `dev --fresh --mysql` starts empty.
+func dropDevDatabases(ctx context.Context, dsn string, top *topology.Topology) error {
+	for _, n := range top.Nodes {
+		if err := storage.DropMySQLPrefix(ctx, dsn, storage.NodePrefix(n.ID)); err != nil {
+			return fmt.Errorf("--mysql: %w", err)
+		}
+	}
+	return nil
 }

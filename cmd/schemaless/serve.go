@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/node"
@@ -178,7 +177,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if f.mysqlDSN != "" {
 		prefix := f.mysqlPrefix
 		if prefix == "" {
-			prefix = "sl_" + sanitizePrefix(f.nodeID)
+			prefix = storage.NodePrefix(f.nodeID)
 		}
 		store, err = storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: f.mysqlDSN, Prefix: prefix})
 	} else {
@@ -238,26 +237,5 @@ func runServe(ctx context.Context, f serveFlags) error {
 // (slog.SetDefault) and go-sql-driver/mysql's connection errors.
 func routeLibraryLogs(logger *slog.Logger) {
 	slog.SetDefault(logger)
-	_ = mysql.SetLogger(mysqlLogger{logger.With("component", "mysql")})
-}
-
-// mysqlLogger is go-sql-driver/mysql's Logger over slog, at Warn (it logs dropped connections
-// and protocol errors, which the driver retries or returns).
-type mysqlLogger struct{ l *slog.Logger }
-
-// Print logs v, formatted as fmt.Sprint does.
-func (m mysqlLogger) Print(v ...any) { m.l.Warn(fmt.Sprint(v...)) }
-
-// sanitizePrefix makes a node id usable in a MySQL database name.
-func sanitizePrefix(id string) string {
-	b := []byte(id)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 13 {
-		b = b[:13]
-	}
-	return string(b)
+	storage.SetDriverLogger(logger.With("component", "mysql"))
 }
