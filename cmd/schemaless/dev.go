@@ -20,7 +20,6 @@ import (
 	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
-	"github.com/schemaless-db/schemaless/workload"
 	"github.com/spf13/cobra"
 )
 
@@ -266,70 +265,25 @@ func runDev(ctx context.Context, f devFlags) error {
 	if storage != nil {
 		storage.print(ctx, top)
 	}
-	var trig *examples.Groups
+	demoCfg := examples.DemoConfig{Client: cl, Out: os.Stdout, Index: f.indexes, Schema: f.schema}
 	if f.triggers {
-		if trig, err = startDevTriggers(ctx, cl, f); err != nil {
+		closeLog, err := f.triggerLog(&demoCfg)
+		if err != nil {
 			return err
 		}
-		defer trig.Stop() // before the nodes stop: the workers leave their groups
+		defer closeLog() // after the groups stop
 	}
-	if f.indexes {
-		if err := examples.DefineIndex(ctx, cl, os.Stdout); err != nil {
-			return err
-		}
+	demo, err := examples.StartDemo(ctx, demoCfg)
+	if err != nil {
+		return err
 	}
-	if f.schema {
-		if err := examples.RegisterSchema(ctx, cl, os.Stdout); err != nil {
-			return err
-		}
-	}
+	defer demo.Stop() // before the nodes stop: the workers leave their groups
 	if f.importPath != "" {
-		var (
-			watch   *examples.IndexWatch
-			flights []workload.Flight
-			readErr error
-		)
-		onImported := func() {
-			if f.indexes {
-				flights, readErr = examples.ReadFlights(f.importPath, f.airports, f.importOpts.limit)
-				watch = examples.WatchIndex(ctx, cl, int64(len(flights)))
-			}
-			if trig != nil {
-				trig.Imported(ctx)
-			}
-		}
-		if err := devImport(ctx, cl, f, f.importOpts, "", 0, onImported); err != nil {
+		err := demo.Import(ctx, f.importPath, f.airports, f.importOpts.limit, func(ctx context.Context) (examples.ImportStats, error) {
+			return importFlights(ctx, cl, f.importPath, f.airports, f.importOpts)
+		})
+		if err != nil {
 			return err
-		}
-		if trig != nil {
-			// A failed check is reported, and the cluster keeps serving so that the groups can be
-			// inspected and repaired (schemaless triggers status, parked).
-			if err := trig.Report(ctx, f.importPath, f.airports, f.importOpts.limit); err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				fmt.Println("triggers:", err)
-			}
-		}
-		if f.indexes {
-			// Like the triggers' check: reported, and the cluster keeps serving.
-			err := readErr
-			if err == nil && watch != nil {
-				err = examples.ReportIndex(ctx, cl, flights, watch, os.Stdout)
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				fmt.Println("index:", err)
-			}
-		}
-		// The Docstore-style flow on the first imported flight: reported like the checks above.
-		if err := devDocstoreDemo(ctx, cl, f); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			fmt.Println("docstore:", err)
 		}
 		if f.mode == devModeMixed {
 			if err := devRidesDemo(ctx, endpoints, f); err != nil {
@@ -372,26 +326,20 @@ func (f devFlags) serveArgs(i int, _ string) []string {
 	return args
 }
 
-// startDevTriggers starts the example trigger groups (package examples), logging to
-// <data-dir>/triggers.log at --log-level. They run until Stop.
-func startDevTriggers(ctx context.Context, cl *client.Client, f devFlags) (*examples.Groups, error) {
-	logPath := filepath.Join(f.dataDir, "triggers.log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// triggerLog sets cfg's trigger groups to log to <data-dir>/triggers.log at --log-level, and
+// returns the function that closes the file.
+func (f devFlags) triggerLog(cfg *examples.DemoConfig) (func() error, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(strings.ToUpper(f.logLevel))); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", f.logLevel, err)
+	}
+	cfg.LogPath = filepath.Join(f.dataDir, "triggers.log")
+	logFile, err := os.OpenFile(cfg.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(strings.ToUpper(f.logLevel))); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("--log-level %q: %w", f.logLevel, err)
-	}
-	logger := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level}))
-	g := examples.StartGroups(ctx, examples.GroupsConfig{Client: cl, Logger: logger, LogPath: logPath, Out: os.Stdout})
-	go func() {
-		<-g.Done()
-		logFile.Close()
-	}()
-	return g, nil
+	cfg.Triggers, cfg.Logger = true, slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level}))
+	return logFile.Close, nil
 }
 
 func printCurls(ep string) {
@@ -415,24 +363,6 @@ try:
   bin/schemaless triggers tail --column STATUS --limit 5
   bin/schemaless schema list BASE                 # the BASE column's JSON Schema versions
 `, ep, row)
-}
-
-// devDocstoreDemo books a seat and a payment with the first imported flight's trip in one
-// transaction, then races two writers advancing its status with conditional writes
-// (examples.Book, examples.RaceStatus).
-func devDocstoreDemo(ctx context.Context, cl *client.Client, f devFlags) error {
-	flights, err := examples.ReadFlights(f.importPath, f.airports, 1)
-	if err != nil {
-		return err
-	}
-	if len(flights) == 0 {
-		return nil
-	}
-	trip := flights[0].RowKey()
-	if err := examples.Book(ctx, cl, trip, os.Stdout); err != nil {
-		return err
-	}
-	return examples.RaceStatus(ctx, cl, trip, os.Stdout)
 }
 
 // dropDevDatabases drops the MySQL databases of every node of top (storage.NodePrefix), so

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"time"
 
@@ -92,20 +91,4 @@ func importFlights(ctx context.Context, cl *client.Client, path, airportsPath st
 		_ = bar.Finish()
 	}
 	return st, err
-}
-
-// devImport imports f.importPath (at most opts.limit flights) through cl, into its datastore,
-// and reads it all back, strong then stale (examples.ReadBack: a stale read-back is tried again
-// for up to staleWait), printing each line after prefix ("" for trips). onImported, when not
-// nil, is called between the import and the read-back.
-func devImport(ctx context.Context, cl *client.Client, f devFlags, opts importFlags, prefix string, staleWait time.Duration, onImported func()) error {
-	st, err := importFlights(ctx, cl, f.importPath, f.airports, opts)
-	if err != nil {
-		return fmt.Errorf("%simport: %w", prefix, err)
-	}
-	if onImported != nil {
-		onImported()
-	}
-	st.Print(os.Stdout, prefix)
-	return examples.ReadBack(ctx, cl, f.importPath, f.airports, opts.limit, staleWait, os.Stdout, prefix)
 }
