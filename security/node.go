@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 )
@@ -73,3 +74,56 @@ func LoadNode(ctx context.Context, files NodeFiles, reload time.Duration, logger
 
 // Close closes the audit log file, if LoadNode opened one.
 func (s *NodeSecurity) Close() error { return s.closeAudit() }
+
+// The kinds of listener Unprotected knows, and what each needs on an address other hosts can
+// reach.
+const (
+	// ListenerAPI is the client API or the admin listener: TLS and authentication.
+	ListenerAPI = "api"
+	// ListenerPeer is the node port (raft and node RPC): mutual TLS.
+	ListenerPeer = "peer"
+	// ListenerGossip is the gossip port: the gossip key.
+	ListenerGossip = "gossip"
+)
+
+// The protections Unprotected reports missing.
+const (
+	NeedTLS       = "tls"
+	NeedAuth      = "auth"
+	NeedGossipKey = "gossip-key"
+)
+
+// Unprotected returns what a listener of kind (ListenerAPI, ListenerPeer, ListenerGossip)
+// on addr lacks in s to be reachable from other hosts: NeedTLS, NeedAuth or NeedGossipKey, in
+// that order. A listener on a loopback address (IsLoopback) or on no address lacks nothing.
+func (s *NodeSecurity) Unprotected(kind, addr string) []string {
+	if addr == "" || IsLoopback(addr) {
+		return nil
+	}
+	var missing []string
+	if kind != ListenerGossip && s.Certs == nil {
+		missing = append(missing, NeedTLS)
+	}
+	if kind == ListenerAPI && s.Auth == nil {
+		missing = append(missing, NeedAuth)
+	}
+	if kind == ListenerGossip && s.GossipKeys == nil {
+		missing = append(missing, NeedGossipKey)
+	}
+	return missing
+}
+
+// IsLoopback reports whether a listen address's host (addr as host:port, or a bare host) is a
+// loopback IP or "localhost". An empty host, an unspecified address (0.0.0.0, ::) and any other
+// name count as reachable from other hosts.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -91,3 +91,44 @@ func TestWriteGossipKeyFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, keys, again, "the key is unchanged")
 }
+
+func TestIsLoopback(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7070": true, "127.0.0.5:7070": true, "[::1]:7070": true, "localhost:7070": true, "127.0.0.1": true,
+		"0.0.0.0:7070": false, ":7070": false, "10.0.0.5:7070": false, "[::]:7070": false, "db1.example:7070": false,
+	} {
+		assert.Equal(t, want, security.IsLoopback(addr), addr)
+	}
+}
+
+func TestUnprotected(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logger := slog.New(slog.DiscardHandler)
+	none, err := security.LoadNode(ctx, security.NodeFiles{}, time.Second, logger)
+	require.NoError(t, err)
+	all, err := security.LoadNode(ctx, security.NodeFiles{TLS: b.Node("n1"), PrincipalsFile: b.Principals, GossipKeyFile: b.GossipKey}, time.Second, logger)
+	require.NoError(t, err)
+	tlsOnly, err := security.LoadNode(ctx, security.NodeFiles{TLS: b.Node("n1")}, time.Second, logger)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		s          *security.NodeSecurity
+		kind, addr string
+		want       []string
+	}{
+		{none, security.ListenerAPI, "127.0.0.1:7070", nil},
+		{none, security.ListenerAPI, "", nil},
+		{none, security.ListenerAPI, "0.0.0.0:7070", []string{security.NeedTLS, security.NeedAuth}},
+		{none, security.ListenerPeer, "10.0.0.1:7170", []string{security.NeedTLS}},
+		{none, security.ListenerGossip, "10.0.0.1:7270", []string{security.NeedGossipKey}},
+		{tlsOnly, security.ListenerAPI, "10.0.0.1:7070", []string{security.NeedAuth}},
+		{tlsOnly, security.ListenerPeer, "10.0.0.1:7170", nil},
+		{all, security.ListenerAPI, "10.0.0.1:7070", nil},
+		{all, security.ListenerGossip, "10.0.0.1:7270", nil},
+	} {
+		assert.Equal(t, tc.want, tc.s.Unprotected(tc.kind, tc.addr), "%s on %s", tc.kind, tc.addr)
+	}
+}

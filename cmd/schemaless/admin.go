@@ -380,7 +380,7 @@ func printClusterReport(w io.Writer, r replication.ClusterReport) {
 			behind = strconv.FormatInt(m.SecondsBehind, 10)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Addr, m.Role, adminYesNo(m.ReadOnly), m.ReplicationState(),
-			adminDash(m.MasterAddr), adminDash(m.GTIDPosition), adminDash(m.GTIDReceived), behind, adminDash(m.LastError))
+			dash(m.MasterAddr), dash(m.GTIDPosition), dash(m.GTIDReceived), behind, dash(m.LastError))
 	}
 	_ = tw.Flush()
 	for _, s := range r.Warnings {
@@ -393,13 +393,6 @@ func adminYesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
-}
-
-func adminDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func adminWriteJSON(w io.Writer, v any) error {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -119,18 +117,12 @@ func adminError(err error) error {
 	return err
 }
 
-// writeAnswerJSON prints an answer of the API indented, as the node wrote it (no HTML
-// escaping), followed by a blank line.
+// writeAnswerJSON prints an answer of the API (writeJSON), followed by a blank line.
 func writeAnswerJSON(w io.Writer, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+	if err := writeJSON(w, v); err != nil {
 		return err
 	}
-	buf.WriteByte('\n')
-	_, err := w.Write(buf.Bytes())
+	_, err := fmt.Fprintln(w)
 	return err
 }
 

@@ -59,8 +59,12 @@ func parseKeyArgs(args []string) (cells.Key, error) {
 	return k, cells.ValidateColumnKey(k.ColumnKey)
 }
 
-func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
+// printJSON prints v to stdout as writeJSON does.
+func printJSON(v any) error { return writeJSON(os.Stdout, v) }
+
+// writeJSON writes v to w indented, as the API writes it (no HTML escaping).
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)

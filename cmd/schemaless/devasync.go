@@ -177,7 +177,7 @@ func (s *devStorage) print(ctx context.Context, top *topology.Topology) {
 		for k, p := range r.Partitions {
 			parts[k] = strconv.Itoa(p)
 		}
-		line := fmt.Sprintf("  %s (partitions %s): master %s, minions %s", r.Cluster, strings.Join(parts, ","), adminDash(r.Master), adminDash(strings.Join(minions, " ")))
+		line := fmt.Sprintf("  %s (partitions %s): master %s, minions %s", r.Cluster, strings.Join(parts, ","), dash(r.Master), dash(strings.Join(minions, " ")))
 		if len(others) > 0 {
 			line += ", neither " + strings.Join(others, " ") + " (fenced or down; see admin storage)"
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -171,10 +170,7 @@ func runSchemaList(ctx context.Context, cl *client.Client, column string, asJSON
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(vs)
+		return writeJSON(out, vs)
 	}
 	if len(vs.Versions) == 0 {
 		if column == "" {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -57,52 +56,31 @@ func (f *securityFlags) load(ctx context.Context, spec topology.SecuritySpec, lo
 	}, f.reload, logger)
 }
 
-// checkExposure refuses a listener on a non-loopback address unless TLS and authentication
-// (and, for gossip, the gossip key) are on, or insecure is set. listeners maps a flag or
-// topology name ("http_addr") to the address listened on; empty addresses are skipped.
+// checkExposure refuses a listener on a non-loopback address without the protections its kind
+// needs (security.NodeSecurity.Unprotected), unless insecure is set. listeners maps a flag or
+// topology name ("http_addr", "raft_addr", "admin", "gossip") to the address listened on.
 func checkExposure(s *security.NodeSecurity, insecure bool, listeners [][2]string) error {
 	if insecure {
 		return nil
 	}
+	kinds := map[string]string{"raft_addr": security.ListenerPeer, "gossip": security.ListenerGossip}
+	flags := map[string]string{security.NeedTLS: "--tls-cert, --tls-key, --tls-ca", security.NeedAuth: "--principals-file",
+		security.NeedGossipKey: "--gossip-key-file"}
 	var errs []error
 	for _, l := range listeners {
-		what, addr := l[0], l[1]
-		if addr == "" || isLoopback(addr) {
-			continue
+		kind, ok := kinds[l[0]]
+		if !ok {
+			kind = security.ListenerAPI
 		}
 		var missing []string
-		switch {
-		case what == "gossip" && s.GossipKeys == nil:
-			missing = append(missing, "--gossip-key-file")
-		case what == "raft_addr" && s.Certs == nil:
-			missing = append(missing, "--tls-cert, --tls-key, --tls-ca")
-		case what != "gossip" && what != "raft_addr":
-			if s.Certs == nil {
-				missing = append(missing, "--tls-cert, --tls-key, --tls-ca")
-			}
-			if s.Auth == nil {
-				missing = append(missing, "--principals-file")
-			}
+		for _, m := range s.Unprotected(kind, l[1]) {
+			missing = append(missing, flags[m])
 		}
 		if len(missing) > 0 {
-			errs = append(errs, fmt.Errorf("refusing to listen on %s (%s), which is not a loopback address, without %s (see docs/operations.md, Security), unless --insecure is given", addr, what, strings.Join(missing, " and ")))
+			errs = append(errs, fmt.Errorf("refusing to listen on %s (%s), which is not a loopback address, without %s (see docs/operations.md, Security), unless --insecure is given", l[1], l[0], strings.Join(missing, " and ")))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// isLoopback reports whether a listen address's host is a loopback IP or "localhost". An empty
-// host, an unspecified address and any other name count as exposed.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // clientAuth are the credentials flags of the client commands (persistent on the root
