@@ -42,6 +42,7 @@
 //	QueryIndex     POST /v1/{ds}/indexes/{index}/query                    read
 //	WaitIndexVersion Index until a version is ready                       read, polled
 //	Cluster        GET  /v1/cluster                                       read
+//	ClusterAt      GET  /v1/cluster of one given node                     one attempt, no retry
 //	Ready, Healthy GET  /readyz, /healthz of one given node               one attempt, no retry
 //	DatastoreReady GET  /readyz?datastore={ds} of one given node          one attempt, no retry
 //	Metric         GET  /metrics of one given node                        one attempt, no retry

@@ -184,50 +184,15 @@ func runAdminNodes(ctx context.Context, cl *client.Client, asJSON bool, out io.W
 	if asJSON {
 		return writeAnswerJSON(out, nr)
 	}
-	replicas, leaders := map[string]int{}, map[string]int{}
 	reps, perr := cl.Partitions(ctx, "")
 	perr = adminError(perr)
-	fromRaft := perr == nil
-	for _, p := range reps {
-		if p.Error != "" {
-			fromRaft = false
-		}
-		for _, s := range p.Servers {
-			replicas[s.Node]++
-		}
-		if p.Leader != "" {
-			leaders[p.Leader]++
-		}
-	}
-	rows := slices.Clone(nr.Nodes)
-	known := map[string]bool{}
-	for _, m := range rows {
-		known[m.ID] = true
-	}
-	if fromRaft {
-		for id := range replicas {
-			if !known[id] {
-				rows = append(rows, wire.Member{ID: id, State: "-"})
-			}
-		}
-	} else {
-		replicas, leaders = map[string]int{}, map[string]int{}
-		for _, m := range rows {
-			for _, r := range m.Replicas {
-				replicas[m.ID]++
-				if r.Leader {
-					leaders[m.ID]++
-				}
-			}
-		}
-	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
+	rows, fromRaft := wire.NodeLoads(nr.Nodes, reps, perr == nil)
 	fmt.Fprintf(out, "%d nodes, as seen by %s\n", len(rows), nr.Self)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tHTTP\tRAFT\tGOSSIP\tVERSION\tREPLICAS\tLEADERS")
 	for _, m := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", m.ID, m.State, dash(m.HTTPAddr), dash(m.RaftAddr), dash(m.GossipAddr),
-			dash(m.Version), replicas[m.ID], leaders[m.ID])
+			dash(m.Version), m.ReplicaCount, m.LeaderCount)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

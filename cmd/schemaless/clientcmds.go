@@ -300,19 +300,17 @@ func runStatus(ctx context.Context, f clientFlags, asJSON bool) error {
 	var order []string
 	replicas := map[string][]string{}
 	shards := map[string]string{}
+	cfg := client.DefaultConfig()
+	cfg.Endpoints, cfg.MaxAttempts, cfg.RequestTimeout = f.endpoints, 1, 2*time.Second
+	if err := applyClientAuth(&cfg); err != nil {
+		return err
+	}
+	cl, err := client.New(cfg)
+	if err != nil {
+		return err
+	}
 	for _, ep := range f.endpoints {
-		cfg := client.DefaultConfig()
-		cfg.Endpoints = []string{ep}
-		cfg.MaxAttempts = 1
-		cfg.RequestTimeout = 2 * time.Second
-		if err := applyClientAuth(&cfg); err != nil {
-			return err
-		}
-		cl, err := client.New(cfg)
-		if err != nil {
-			return err
-		}
-		st, err := cl.Cluster(ctx)
+		st, err := cl.ClusterAt(ctx, ep)
 		v := view{ep: ep, err: err, node: st.Node, applied: map[string]uint64{}, state: map[string]string{}, leader: map[string]string{}}
 		if err == nil && asJSON {
 			if err := printJSON(st); err != nil {
