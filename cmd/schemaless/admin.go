@@ -157,30 +157,14 @@ func adminDatastores(f adminFlags) ([]*topology.DatastoreSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--topology %s: %w", f.topology, err)
 	}
-	if f.datastore != "" {
-		ds, ok := top.Datastore(f.datastore)
-		if !ok {
-			names := make([]string, len(top.Datastores))
-			for i, d := range top.Datastores {
-				names[i] = d.Name
-			}
-			return nil, fmt.Errorf("--datastore %q: no such datastore in %s (it has: %s)", f.datastore, f.topology, strings.Join(names, ", "))
-		}
-		if ds.Mode != topology.ModeAsync {
-			return nil, fmt.Errorf("--datastore %q is in mode %s: storage clusters exist only in mode %s", f.datastore, ds.Mode, topology.ModeAsync)
-		}
-		return []*topology.DatastoreSpec{ds}, nil
+	dss, err := top.AsyncDatastores(f.datastore)
+	switch {
+	case errors.Is(err, topology.ErrNoDatastore) && f.datastore == "":
+		return nil, fmt.Errorf("--topology %s: %w", f.topology, err)
+	case err != nil:
+		return nil, fmt.Errorf("--datastore %q: %w", f.datastore, err)
 	}
-	var out []*topology.DatastoreSpec
-	for i := range top.Datastores {
-		if top.Datastores[i].Mode == topology.ModeAsync {
-			out = append(out, &top.Datastores[i])
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--topology %s has no datastore in mode %s", f.topology, topology.ModeAsync)
-	}
-	return out, nil
+	return dss, nil
 }
 
 // adminStorageCluster returns the storage cluster named --cluster of ds.
@@ -188,13 +172,9 @@ func adminStorageCluster(ds *topology.DatastoreSpec, name string) (*topology.Sto
 	if name == "" {
 		return nil, errors.New("--cluster is required: the name of a storage cluster of the datastore")
 	}
-	c, ok := ds.StorageCluster(name)
-	if !ok {
-		names := make([]string, len(ds.StorageClusters))
-		for i, sc := range ds.StorageClusters {
-			names[i] = sc.Name
-		}
-		return nil, fmt.Errorf("--cluster %q: datastore %s has no such storage cluster (it has: %s)", name, ds.Name, strings.Join(names, ", "))
+	c, err := ds.FindStorageCluster(name)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster %q: %w", name, err)
 	}
 	return c, nil
 }

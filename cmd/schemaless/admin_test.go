@@ -213,13 +213,13 @@ func TestAdminFlagErrors(t *testing.T) {
 	}{
 		{[]string{"storage"}, "--topology is required"},
 		{[]string{"storage", "--topology", missing}, "--topology " + missing + ": topology: open"},
-		{[]string{"storage", "--topology", topo, "--datastore", "users"}, `--datastore "users" is in mode raft`},
-		{[]string{"storage", "--topology", topo, "--datastore", "rides"}, `--datastore "rides": no such datastore in ` + topo + " (it has: trips, users)"},
+		{[]string{"storage", "--topology", topo, "--datastore", "users"}, `--datastore "users": topology: not an async datastore: users is in mode raft`},
+		{[]string{"storage", "--topology", topo, "--datastore", "rides"}, `--datastore "rides": topology: no such datastore "rides" (it has: trips, users)`},
 		{[]string{"promote", "--topology", topo, "--cluster", "c0"}, "--datastore is required"},
-		{[]string{"promote", "--topology", topo, "--datastore", "rides", "--cluster", "c0"}, `--datastore "rides": no such datastore`},
-		{[]string{"promote", "--topology", topo, "--datastore", "users", "--cluster", "c0"}, `--datastore "users" is in mode raft: storage clusters exist only in mode async`},
+		{[]string{"promote", "--topology", topo, "--datastore", "rides", "--cluster", "c0"}, `--datastore "rides": topology: no such datastore`},
+		{[]string{"promote", "--topology", topo, "--datastore", "users", "--cluster", "c0"}, `--datastore "users": topology: not an async datastore: users is in mode raft, and storage clusters exist only in mode async`},
 		{[]string{"promote", "--topology", topo, "--datastore", "trips"}, "--cluster is required"},
-		{[]string{"promote", "--topology", topo, "--datastore", "trips", "--cluster", "c9"}, `--cluster "c9": datastore trips has no such storage cluster (it has: c0)`},
+		{[]string{"promote", "--topology", topo, "--datastore", "trips", "--cluster", "c9"}, `--cluster "c9": topology: no such storage cluster "c9" in datastore trips (it has: c0)`},
 		{[]string{"promote", "--datastore", "trips", "--cluster", "c0"}, "--topology is required"},
 		{[]string{"promote", "--topology", topo, "--datastore", "trips", "--cluster", "c0", "--admin-user", ""}, "--admin-user must not be empty"},
 	}
