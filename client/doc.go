@@ -34,12 +34,14 @@
 //	GroupCommand   POST /v1/{ds}/groups/{group}/{op}                      write
 //	GroupStatus    GET  /v1/{ds}/groups/{group}                           read
 //	Groups         GET  /v1/{ds}/groups                                   read
+//	GroupStatuses  Groups, then GroupStatus of each                       read
 //	DefineIndex    POST /v1/{ds}/indexes                                  write
 //	Indexes        GET  /v1/{ds}/indexes                                  read
 //	Index          GET  /v1/{ds}/indexes/{index}                          read
 //	AliasIndex     POST /v1/{ds}/indexes/{index}/alias                    write
 //	DropIndexVersion DELETE /v1/{ds}/indexes/{index}/versions/{version}   write
 //	QueryIndex     POST /v1/{ds}/indexes/{index}/query                    read
+//	QueryIndexPages QueryIndex following cursors on one version           read
 //	WaitIndexVersion Index until a version is ready                       read, polled
 //	Cluster        GET  /v1/cluster                                       read
 //	ClusterAt      GET  /v1/cluster of one given node                     one attempt, no retry

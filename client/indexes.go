@@ -293,3 +293,27 @@ func (c *Client) WaitIndexVersion(ctx context.Context, name string, version int,
 		}
 	}
 }
+
+// QueryIndexPages runs QueryIndex for q and then, while fn returns true and the page has a
+// NextCursor, for the next pages, each read from the version that answered the first (a cursor
+// belongs to its version's order, so the pages hold together even if the alias moves
+// meanwhile). fn gets every page in order, from QueryIndexPages' goroutine. It returns the
+// NextCursor of the last page read ("" when that was the last page), or the first error of
+// QueryIndex (an *APIError names the query's field at fault) or of fn.
+func (c *Client) QueryIndexPages(ctx context.Context, name string, q wire.IndexQuery,
+	fn func(wire.IndexQueryResult) (more bool, err error), opts ...ReadOption) (string, error) {
+	for {
+		res, err := c.QueryIndex(ctx, name, q, opts...)
+		if err != nil {
+			return "", err
+		}
+		more, err := fn(res)
+		if err != nil {
+			return "", err
+		}
+		if !more || res.NextCursor == "" {
+			return res.NextCursor, nil
+		}
+		q.Cursor, q.Version = res.NextCursor, res.Version
+	}
+}

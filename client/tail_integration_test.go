@@ -115,9 +115,13 @@ func TestTail(t *testing.T) {
 	tcancel()
 	assert.ErrorIs(t, <-done, context.Canceled, "Tail ends with ctx")
 
+	sts, err := cl.GroupStatuses(ctx)
+	require.NoError(t, err, "GroupStatuses")
+	assert.Empty(t, sts, "no group yet")
+
 	// A datastore the cluster does not have, with every shard asked for.
 	other := cl.WithDatastore("nope")
-	err := other.Tail(ctx, client.TailOptions{}, func(int, wire.Cell) error { return nil })
+	err = other.Tail(ctx, client.TailOptions{}, func(int, wire.Cell) error { return nil })
 	assert.ErrorIs(t, err, client.ErrNotFound)
 	assert.ErrorContains(t, err, `datastore "nope" is not in the cluster (datastores: trips)`)
 }

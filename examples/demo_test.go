@@ -78,6 +78,15 @@ func TestDemo(t *testing.T) {
 	assert.Contains(t, out.String(), "STATUS missing 0, wrong 0", "every flight billed")
 	assert.Contains(t, out.String(), "one snapshot (partition ", "the booking read back")
 
+	sts, err := cl.GroupStatuses(ctx)
+	require.NoError(t, err, "GroupStatuses")
+	members := map[string]int{}
+	for _, st := range sts {
+		members[st.Group] = len(st.Members)
+	}
+	assert.Equal(t, examples.Workers, members["billing"], "billing's members in %v", members)
+	assert.Equal(t, examples.Workers, members["delay-compensation"], "delay-compensation's members in %v", members)
+
 	// An import that fails is the error, and nothing is checked.
 	out = syncBuffer{}
 	err = demo.Import(ctx, sampleFlights, sampleAirports, 10, func(context.Context) (examples.ImportStats, error) {

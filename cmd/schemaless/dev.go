@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -329,16 +327,16 @@ func (f devFlags) serveArgs(i int, _ string) []string {
 // triggerLog sets cfg's trigger groups to log to <data-dir>/triggers.log at --log-level, and
 // returns the function that closes the file.
 func (f devFlags) triggerLog(cfg *examples.DemoConfig) (func() error, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(strings.ToUpper(f.logLevel))); err != nil {
-		return nil, fmt.Errorf("--log-level %q: %w", f.logLevel, err)
-	}
 	cfg.LogPath = filepath.Join(f.dataDir, "triggers.log")
 	logFile, err := os.OpenFile(cfg.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Triggers, cfg.Logger = true, slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level}))
+	if cfg.Logger, err = (&logFlags{format: "text", level: f.logLevel}).logger(logFile); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	cfg.Triggers = true
 	return logFile.Close, nil
 }
 

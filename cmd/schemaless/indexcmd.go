@@ -469,16 +469,12 @@ func runIndexQuery(ctx context.Context, cl *client.Client, name string, f indexQ
 	var tw *tabwriter.Writer
 	var header []string
 	total := 0
-	for {
-		res, err := cl.QueryIndex(ctx, name, q, client.WithConsistency(consistency))
-		if err != nil {
-			return err // an *APIError names the query's field at fault
-		}
+	next, err := cl.QueryIndexPages(ctx, name, q, func(res wire.IndexQueryResult) (bool, error) {
 		for _, e := range res.Entries {
 			total++
 			if f.asJSON {
 				if err := enc.Encode(e); err != nil {
-					return err
+					return false, err
 				}
 				continue
 			}
@@ -514,21 +510,15 @@ func runIndexQuery(ctx context.Context, cl *client.Client, name string, f indexQ
 		}
 		if tw != nil {
 			// Flush each page so that --all prints as it goes (columns may differ by page).
-			if err := tw.Flush(); err != nil {
-				return err
-			}
+			return f.all, tw.Flush()
 		}
-		if res.NextCursor == "" {
-			break
-		}
-		if !f.all {
-			fmt.Fprintf(errOut, "more entries: --cursor %s\n", res.NextCursor)
-			break
-		}
-		q.Cursor = res.NextCursor
-		// The next pages read the same version, even if the alias moves meanwhile: a cursor
-		// belongs to its version's order.
-		q.Version = res.Version
+		return f.all, nil
+	}, client.WithConsistency(consistency))
+	if err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(errOut, "more entries: --cursor %s\n", next)
 	}
 	if total == 0 && !f.asJSON {
 		fmt.Fprintln(errOut, "no entries")

@@ -206,17 +206,9 @@ func groupErr(group string, err error) error {
 }
 
 func listGroups(ctx context.Context, cl *client.Client, asJSON bool) error {
-	names, err := cl.Groups(ctx)
+	sts, err := cl.GroupStatuses(ctx)
 	if err != nil {
 		return err
-	}
-	sts := make([]wire.GroupStatus, 0, len(names))
-	for _, g := range names {
-		st, err := cl.GroupStatus(ctx, g)
-		if err != nil {
-			return fmt.Errorf("group %s: %w", g, err)
-		}
-		sts = append(sts, st)
 	}
 	if asJSON {
 		return printJSON(sts)
