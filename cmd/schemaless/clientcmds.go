@@ -287,19 +287,6 @@ func newStatusCmd() *cobra.Command {
 // runStatus asks every endpoint for its view and prints one line per partition with the
 // leader and each replica's applied index.
 func runStatus(ctx context.Context, f clientFlags, asJSON bool) error {
-	type view struct {
-		ep   string
-		err  error
-		node string
-		// applied[datastore/partition] and leader[datastore/partition] as this node sees them
-		applied map[string]uint64
-		state   map[string]string
-		leader  map[string]string
-	}
-	var views []view
-	var order []string
-	replicas := map[string][]string{}
-	shards := map[string]string{}
 	cfg := client.DefaultConfig()
 	cfg.Endpoints, cfg.MaxAttempts, cfg.RequestTimeout = f.endpoints, 1, 2*time.Second
 	if err := applyClientAuth(&cfg); err != nil {
@@ -309,57 +296,38 @@ func runStatus(ctx context.Context, f clientFlags, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	for _, ep := range f.endpoints {
-		st, err := cl.ClusterAt(ctx, ep)
-		v := view{ep: ep, err: err, node: st.Node, applied: map[string]uint64{}, state: map[string]string{}, leader: map[string]string{}}
-		if err == nil && asJSON {
-			if err := printJSON(st); err != nil {
+	sts, errs := make([]wire.ClusterStatus, len(f.endpoints)), make([]error, len(f.endpoints))
+	for i, ep := range f.endpoints {
+		sts[i], errs[i] = cl.ClusterAt(ctx, ep)
+		if errs[i] == nil && asJSON {
+			if err := printJSON(sts[i]); err != nil {
 				return err
 			}
 		}
-		for _, d := range st.Datastores {
-			for _, p := range d.Partitions {
-				key := fmt.Sprintf("%s/%d", d.Name, p.ID)
-				if _, ok := replicas[key]; !ok {
-					order = append(order, key)
-					replicas[key] = p.Replicas
-					shards[key] = fmt.Sprintf("%d-%d", p.FirstShard, p.LastShard)
-				}
-				v.applied[key], v.state[key], v.leader[key] = p.AppliedIndex, p.State, p.Leader
-			}
-		}
-		views = append(views, v)
 	}
 	if asJSON {
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprint(tw, "PARTITION\tSHARDS\tLEADER")
-	for _, v := range views {
-		name := v.node
-		if v.err != nil {
-			name = v.ep
+	for i, st := range sts {
+		name := st.Node
+		if errs[i] != nil {
+			name = f.endpoints[i]
 		}
 		fmt.Fprintf(tw, "\t%s", name)
 	}
 	fmt.Fprintln(tw)
-	for _, key := range order {
-		leader := ""
-		for _, v := range views {
-			if v.leader[key] != "" {
-				leader = v.leader[key]
-				break
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s", key, shards[key], leader)
-		for _, v := range views {
+	for _, v := range wire.PartitionViews(sts) {
+		fmt.Fprintf(tw, "%s/%d\t%d-%d\t%s", v.Datastore, v.Partition, v.FirstShard, v.LastShard, v.Leader)
+		for i, p := range v.Nodes {
 			switch {
-			case v.err != nil:
+			case errs[i] != nil:
 				fmt.Fprint(tw, "\tdown")
-			case v.state[key] == "":
+			case p.State == "":
 				fmt.Fprint(tw, "\t-")
 			default:
-				fmt.Fprintf(tw, "\t%s applied=%d", strings.ToLower(v.state[key]), v.applied[key])
+				fmt.Fprintf(tw, "\t%s applied=%d", strings.ToLower(p.State), p.AppliedIndex)
 			}
 		}
 		fmt.Fprintln(tw)
@@ -367,9 +335,9 @@ func runStatus(ctx context.Context, f clientFlags, asJSON bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, v := range views {
-		if v.err != nil {
-			fmt.Printf("%s: %v\n", v.ep, v.err)
+	for i, err := range errs {
+		if err != nil {
+			fmt.Printf("%s: %v\n", f.endpoints[i], err)
 		}
 	}
 	return nil
