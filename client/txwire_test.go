@@ -47,3 +47,10 @@ func TestTransactionFromWire(t *testing.T) {
 		assert.ErrorContains(t, err, tc.want, tc.body)
 	}
 }
+
+func TestPreconditionErrorConditions(t *testing.T) {
+	t.Parallel()
+	three := int64(3)
+	e := &client.PreconditionError{Failures: []wire.ConditionFailure{{Index: 0, LatestRefKey: &three}, {Index: 2}}}
+	assert.Equal(t, "condition 0: the column's latest ref key is 3; condition 2: the column's latest ref key is none (no cell)", e.Conditions())
+}

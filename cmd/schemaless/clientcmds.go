@@ -119,7 +119,7 @@ outcome.`,
 			res, err := cl.PutCell(cmd.Context(), k.RowKey, k.ColumnKey, k.RefKey, json.RawMessage(body), opts...)
 			var pe *client.PreconditionError
 			if errors.As(err, &pe) {
-				return fmt.Errorf("precondition failed: %s", describeFailures(pe.Failures))
+				return fmt.Errorf("precondition failed: %s", pe.Conditions())
 			}
 			if err != nil && !errors.Is(err, client.ErrConflict) {
 				return err
@@ -134,19 +134,6 @@ outcome.`,
 	cmd.Flags().StringVar(&ifLatest, "if-latest", "", "write only if the column's latest ref key is this (or none: only if the column has no cell)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "name the write: a repeat within 10 minutes answers the first outcome")
 	return cmd
-}
-
-// describeFailures says which conditions failed and what the columns' latest ref keys are.
-func describeFailures(fs []wire.ConditionFailure) string {
-	parts := make([]string, len(fs))
-	for i, f := range fs {
-		latest := "none (no cell)"
-		if f.LatestRefKey != nil {
-			latest = strconv.FormatInt(*f.LatestRefKey, 10)
-		}
-		parts[i] = fmt.Sprintf("condition %d: the column's latest ref key is %s", f.Index, latest)
-	}
-	return strings.Join(parts, "; ")
 }
 
 func newGetCmd() *cobra.Command {

@@ -65,7 +65,7 @@ The answer is printed; a failed condition or a conflict writes nothing and exits
 			var ae *client.APIError
 			switch {
 			case errors.As(err, &pe):
-				return fmt.Errorf("precondition failed, nothing written: %s", describeFailures(pe.Failures))
+				return fmt.Errorf("precondition failed, nothing written: %s", pe.Conditions())
 			case errors.As(err, &ae) && len(ae.Conflicts) > 0:
 				return fmt.Errorf("conflict, nothing written: writes %v hold another body", ae.Conflicts)
 			case err != nil:
