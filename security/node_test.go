@@ -132,3 +132,22 @@ func TestUnprotected(t *testing.T) {
 		assert.Equal(t, tc.want, tc.s.Unprotected(tc.kind, tc.addr), "%s on %s", tc.kind, tc.addr)
 	}
 }
+
+func TestCreateAuthority(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "certs")
+	a, err := security.CreateAuthority(dir, "test CA", time.Hour)
+	require.NoError(t, err)
+	st, err := os.Stat(dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), st.Mode().Perm(), "the directory is created private")
+	loaded, err := security.LoadAuthority(dir)
+	require.NoError(t, err)
+	assert.Equal(t, a.Cert.Raw, loaded.Cert.Raw, "the saved CA loads back")
+	assert.Equal(t, "test CA", loaded.Cert.Subject.CommonName)
+	_, err = security.CreateAuthority(dir, "another CA", time.Hour)
+	assert.Error(t, err, "a directory holding a CA")
+	again, err := security.LoadAuthority(dir)
+	require.NoError(t, err)
+	assert.Equal(t, a.Cert.Raw, again.Cert.Raw, "the first CA is kept")
+}

@@ -29,14 +29,8 @@ tokens are written mode 0600; no file is overwritten. See docs/operations.md, Se
 		Short: "Create the cluster's CA (ca.crt, ca.key) in --certs-dir",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return err
-			}
-			a, err := security.NewAuthority("schemaless CA", caValid)
+			a, err := security.CreateAuthority(dir, "schemaless CA", caValid)
 			if err != nil {
-				return err
-			}
-			if err := a.Save(dir); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "created %s and %s (valid until %s); keep the key off the nodes\n",

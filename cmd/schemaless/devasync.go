@@ -120,23 +120,11 @@ func (s *devStorage) promoteCommand(c int) string {
 }
 
 // stop stops every server (SIGTERM, concurrently; each is killed after 60 s) and prints the
-// ones that did not stop cleanly; those that had exited before were printed by exited.
+// ones that did not stop cleanly (mariadb.CloseProblems); those that had exited before were
+// printed by exited.
 func (s *devStorage) stop() {
-	err := s.set.Close()
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	for _, err := range errs {
-		var me *mariadb.MemberError
-		switch {
-		case err == nil || errors.Is(err, mariadb.ErrExited):
-		case errors.As(err, &me):
-			first, _, _ := strings.Cut(me.Err.Error(), "\n")
-			fmt.Printf("mariadb c%d-m%d: %s (see %s)\n", me.Cluster, me.Member, first, me.Instance.ErrorLog())
-		default:
-			fmt.Println(err)
-		}
+	for _, line := range mariadb.CloseProblems(s.set.Close()) {
+		fmt.Println(line)
 	}
 }
 
