@@ -164,7 +164,7 @@ func printMove(w io.Writer, r moveReport, topology string) {
 		verb = "finished moving"
 	}
 	fmt.Fprintf(w, "%s partition %d of %s from %s to %s (placement epoch %d) in %s\n", verb, r.Partition, r.Datastore, r.From, r.To, r.Epoch,
-		(time.Duration(r.Seconds * float64(time.Second))).Round(time.Millisecond))
+		secs(r.Seconds))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if !r.Resumed {
 		fmt.Fprintf(tw, "  copied\t%d cells in %s\n", r.CopiedCells, secs(r.CopySeconds))

@@ -577,7 +577,6 @@ func printRebalance(w io.Writer, rep wire.RebalanceReport, drained string, exclu
 	if drained != "" {
 		verb, what = "drained "+drained, "drain of "+drained
 	}
-	took := (time.Duration(rep.DurationSeconds * float64(time.Second))).Round(time.Millisecond)
 	var over []string // the nodes replicas may go to (the report lists the excluded ones too)
 	for _, nd := range rep.Nodes {
 		if !slices.Contains(exclude, nd) {
@@ -588,7 +587,7 @@ func printRebalance(w io.Writer, rep wire.RebalanceReport, drained string, exclu
 		fmt.Fprintf(w, "%s onto %s, planned (dry run: nothing changed): %s, %s\n", what, strings.Join(over, ", "),
 			plural(len(rep.Moves), "replica move"), plural(len(rep.Transfers), "leadership transfer"))
 	} else {
-		fmt.Fprintf(w, "%s onto %s in %s: %s, %s\n", verb, strings.Join(over, ", "), took,
+		fmt.Fprintf(w, "%s onto %s in %s: %s, %s\n", verb, strings.Join(over, ", "), secs(rep.DurationSeconds),
 			plural(len(rep.Moves), "replica move"), plural(len(rep.Transfers), "leadership transfer"))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
