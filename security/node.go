@@ -88,8 +88,11 @@ const (
 
 // The protections Unprotected reports missing.
 const (
-	NeedTLS       = "tls"
-	NeedAuth      = "auth"
+	// NeedTLS: no certificate, key and CA (NodeFiles.TLS).
+	NeedTLS = "tls"
+	// NeedAuth: no principals file (NodeFiles.PrincipalsFile).
+	NeedAuth = "auth"
+	// NeedGossipKey: no gossip key (NodeFiles.GossipKeyFile).
 	NeedGossipKey = "gossip-key"
 )
 

@@ -96,10 +96,13 @@ type ExitError struct {
 	LogPath string
 }
 
+// Error says which node exited, how, and where its log is: "node n1 exited (exit status 1); see
+// <dir>/n1.log".
 func (e *ExitError) Error() string {
 	return fmt.Sprintf("node %s exited (%v); see %s", e.Node, e.Err, e.LogPath)
 }
 
+// Unwrap returns Err.
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // New writes the topology file (and, with cfg.Secure, the security bundle) under cfg.Dir and
