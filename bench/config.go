@@ -60,7 +60,8 @@ type Config struct {
 	// Shards and Partitions shape the in-process targets' datastore trips (3 replicas each).
 	Shards, Partitions int
 	// MaxInflight is the raft entries in flight per partition of the in-process targets;
-	// RaftLogStore their replicas' raft log format (bolt or wal), as partition.Config's.
+	// RaftLogStore their replicas' raft log format, as partition.Config.LogStore: auto (a new
+	// replica gets partition.AutoLogStoreForNewReplica), node, wal or bolt.
 	MaxInflight  int
 	RaftLogStore string
 	// CPUProfile, when set, is the file of a CPU profile of the whole run.

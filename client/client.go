@@ -585,6 +585,29 @@ func (c *Client) Cluster(ctx context.Context) (wire.ClusterStatus, error) {
 	return st, nil
 }
 
+// ClusterAt asks the node at endpoint (a base URL, one of Config.Endpoints or not) alone for
+// its view of the cluster (GET /v1/cluster): one attempt, bounded by RequestTimeout and ctx,
+// no failover, as Ready. It fails like Ready, and with ErrBadResponse for an undecodable answer.
+func (c *Client) ClusterAt(ctx context.Context, endpoint string) (wire.ClusterStatus, error) {
+	const op = "cluster"
+	base, err := normalizeEndpoint(endpoint)
+	if err != nil {
+		return wire.ClusterStatus{}, fmt.Errorf("client: %s: %w: %w", op, ErrInvalidConfig, err)
+	}
+	res := c.attempt(ctx, base, &request{op: op, method: http.MethodGet, path: "/v1/cluster", ok: []int{http.StatusOK}})
+	if res.err != nil {
+		if err := ctx.Err(); err != nil {
+			return wire.ClusterStatus{}, fmt.Errorf("client: %s: %w", op, err)
+		}
+		return wire.ClusterStatus{}, fmt.Errorf("client: %s: %w", op, res.err)
+	}
+	var st wire.ClusterStatus
+	if err := decode(op, res.ans, &st); err != nil {
+		return wire.ClusterStatus{}, err
+	}
+	return st, nil
+}
+
 // Ready asks the node at endpoint (a base URL, one of Config.Endpoints or not) whether it is
 // ready to serve (GET /readyz). It makes exactly one attempt, bounded by RequestTimeout and
 // ctx, and does not touch the cool-downs. It returns nil for a 200 answer; an *APIError for

@@ -30,16 +30,21 @@
 //	ShardCells     GET  /v1/{ds}/shards/{shard}/cells?location=&limit=    read
 //	ReadLog        GET  /v1/{ds}/shards/{shard}/cells (filter, wait, time) read, long poll
 //	ReadLogs       POST /v1/{ds}/shards/cells                             read, long poll
+//	Tail           ReadLogs in a loop: every new cell of the shard logs     read, long poll
 //	GroupCommand   POST /v1/{ds}/groups/{group}/{op}                      write
 //	GroupStatus    GET  /v1/{ds}/groups/{group}                           read
 //	Groups         GET  /v1/{ds}/groups                                   read
+//	GroupStatuses  Groups, then GroupStatus of each                       read
 //	DefineIndex    POST /v1/{ds}/indexes                                  write
 //	Indexes        GET  /v1/{ds}/indexes                                  read
 //	Index          GET  /v1/{ds}/indexes/{index}                          read
 //	AliasIndex     POST /v1/{ds}/indexes/{index}/alias                    write
 //	DropIndexVersion DELETE /v1/{ds}/indexes/{index}/versions/{version}   write
 //	QueryIndex     POST /v1/{ds}/indexes/{index}/query                    read
+//	QueryIndexPages QueryIndex following cursors on one version           read
+//	WaitIndexVersion Index until a version is ready                       read, polled
 //	Cluster        GET  /v1/cluster                                       read
+//	ClusterAt      GET  /v1/cluster of one given node                     one attempt, no retry
 //	Ready, Healthy GET  /readyz, /healthz of one given node               one attempt, no retry
 //	DatastoreReady GET  /readyz?datastore={ds} of one given node          one attempt, no retry
 //	Metric         GET  /metrics of one given node                        one attempt, no retry

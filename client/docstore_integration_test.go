@@ -37,6 +37,7 @@ func TestIntegrationConditionalAndTransactions(t *testing.T) {
 	require.Len(t, pe.Failures, 1)
 	require.NotNil(t, pe.Failures[0].LatestRefKey)
 	assert.Equal(t, int64(1), *pe.Failures[0].LatestRefKey, "the latest ref key the refusal names")
+	assert.Equal(t, "condition 0: the column's latest ref key is 1", pe.Conditions())
 	res, err := cl.PutCell(ctx, trip, "STATUS", 2, json.RawMessage(`{"s":"boarded"}`), client.IfLatestRefKey(*pe.Failures[0].LatestRefKey))
 	require.NoError(t, err, "if-latest with the ref key the refusal named")
 	assert.Equal(t, wire.StatusCreated, res.Status)

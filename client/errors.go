@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/schemaless-db/schemaless/wire"
@@ -194,6 +196,21 @@ type PreconditionError struct {
 
 // Unwrap returns the APIError (which unwraps to ErrPreconditionFailed).
 func (e *PreconditionError) Unwrap() error { return e.APIError }
+
+// Conditions says which conditions failed and what the columns' latest ref keys were:
+// "condition 0: the column's latest ref key is 3; condition 2: the column's latest ref key is
+// none (no cell)".
+func (e *PreconditionError) Conditions() string {
+	parts := make([]string, len(e.Failures))
+	for i, f := range e.Failures {
+		latest := "none (no cell)"
+		if f.LatestRefKey != nil {
+			latest = strconv.FormatInt(*f.LatestRefKey, 10)
+		}
+		parts[i] = fmt.Sprintf("condition %d: the column's latest ref key is %s", f.Index, latest)
+	}
+	return strings.Join(parts, "; ")
+}
 
 // asPrecondition turns a precondition_failed APIError into a *PreconditionError; other errors
 // are returned as they are.

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/schemaless-db/schemaless/wire"
@@ -87,4 +88,23 @@ func (c *Client) Groups(ctx context.Context, opts ...ReadOption) ([]string, erro
 		return nil, err
 	}
 	return res.Groups, nil
+}
+
+// GroupStatuses returns the status of every consumer group of the datastore (Groups, then
+// GroupStatus of each, in Groups' order). It fails on the first call that fails, naming the
+// group ("group billing: ...").
+func (c *Client) GroupStatuses(ctx context.Context, opts ...ReadOption) ([]wire.GroupStatus, error) {
+	names, err := c.Groups(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	sts := make([]wire.GroupStatus, 0, len(names))
+	for _, g := range names {
+		st, err := c.GroupStatus(ctx, g, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("group %s: %w", g, err)
+		}
+		sts = append(sts, st)
+	}
+	return sts, nil
 }

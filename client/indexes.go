@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -253,4 +256,64 @@ func (c *Client) QueryIndex(ctx context.Context, name string, q wire.IndexQuery,
 		res.Entries = []wire.IndexEntry{}
 	}
 	return res, nil
+}
+
+// WaitIndexVersion reads version of index name (Index, strong) every poll until it is ready,
+// and returns its status then. progress, when not nil, is called with each status read, from
+// WaitIndexVersion's goroutine. A read that finds no leader (ErrUnavailable) is tried again at
+// the next poll. It fails when the index has no such version, when the version is dropping or
+// dropped, on another failed read, or with ctx's error.
+func (c *Client) WaitIndexVersion(ctx context.Context, name string, version int, poll time.Duration,
+	progress func(wire.IndexVersionStatus)) (wire.IndexVersionStatus, error) {
+	for {
+		st, err := c.Index(ctx, name, WithConsistency(ConsistencyStrong))
+		if err != nil && !errors.Is(err, ErrUnavailable) {
+			return wire.IndexVersionStatus{}, err
+		}
+		if err == nil {
+			i := slices.IndexFunc(st.Versions, func(v wire.IndexVersionStatus) bool { return v.Version == version })
+			if i < 0 {
+				return wire.IndexVersionStatus{}, fmt.Errorf("client: index %s has no version %d: %w", name, version, ErrNotFound)
+			}
+			v := st.Versions[i]
+			if v.State == wire.IndexDropping || v.State == wire.IndexDropped {
+				return v, fmt.Errorf("client: index %s version %d is %s", name, version, v.State)
+			}
+			if progress != nil {
+				progress(v)
+			}
+			if v.State == wire.IndexReady {
+				return v, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return wire.IndexVersionStatus{}, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+}
+
+// QueryIndexPages runs QueryIndex for q and then, while fn returns true and the page has a
+// NextCursor, for the next pages, each read from the version that answered the first (a cursor
+// belongs to its version's order, so the pages hold together even if the alias moves
+// meanwhile). fn gets every page in order, from QueryIndexPages' goroutine. It returns the
+// NextCursor of the last page read ("" when that was the last page), or the first error of
+// QueryIndex (an *APIError names the query's field at fault) or of fn.
+func (c *Client) QueryIndexPages(ctx context.Context, name string, q wire.IndexQuery,
+	fn func(wire.IndexQueryResult) (more bool, err error), opts ...ReadOption) (string, error) {
+	for {
+		res, err := c.QueryIndex(ctx, name, q, opts...)
+		if err != nil {
+			return "", err
+		}
+		more, err := fn(res)
+		if err != nil {
+			return "", err
+		}
+		if !more || res.NextCursor == "" {
+			return res.NextCursor, nil
+		}
+		q.Cursor, q.Version = res.NextCursor, res.Version
+	}
 }

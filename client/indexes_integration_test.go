@@ -145,6 +145,25 @@ func TestIntegrationIndexes(t *testing.T) {
 			assert.Contains(t, string(base.Body), fmt.Sprintf(`"delay":%d`, w.delay), "entry %d: BASE cell's body", i)
 		}
 	}
+	// The same pages through QueryIndexPages: every page, or the first only.
+	q.Cursor = ""
+	var all []wire.IndexEntry
+	pages := 0
+	next, err := cl.QueryIndexPages(ctx, "flights_by_origin", q, func(p wire.IndexQueryResult) (bool, error) {
+		pages++
+		assert.Equal(t, 1, p.Version, "QueryIndexPages page %d: version", pages)
+		all = append(all, p.Entries...)
+		return true, nil
+	})
+	require.NoError(t, err, "QueryIndexPages")
+	assert.Empty(t, next, "QueryIndexPages to the end: no cursor left")
+	assert.Equal(t, got, all, "QueryIndexPages: the entries of the pages read one by one")
+	assert.Equal(t, (len(want)+3)/4, pages, "QueryIndexPages: pages of 4")
+	next, err = cl.QueryIndexPages(ctx, "flights_by_origin", q, func(wire.IndexQueryResult) (bool, error) { return false, nil })
+	require.NoError(t, err)
+	assert.Equal(t, len(want) > 4, next != "", "QueryIndexPages stopped after the first page: its cursor")
+	_, err = cl.QueryIndexPages(ctx, "flights_by_origin", q, func(wire.IndexQueryResult) (bool, error) { return true, errEnough })
+	assert.ErrorIs(t, err, errEnough, "fn's error")
 	stale, err := cl.QueryIndex(ctx, "flights_by_origin", wire.IndexQuery{ShardValue: "SFO", Where: []wire.IndexCond{{Field: "date", Op: "in",
 		Value: []any{"2001-01-01T10:00:00Z", "2001-01-02T10:00:00Z"}}}}, client.WithConsistency(client.ConsistencyStale))
 	wantSFO := 0
@@ -188,6 +207,15 @@ func TestIntegrationIndexes(t *testing.T) {
 	if _, err := cl.AliasIndex(ctx, "flights_by_origin", 2); err != nil {
 		assert.ErrorIs(t, err, client.ErrConflict, "AliasIndex to version 2 while it builds: want nil (already ready) or ErrConflict")
 	}
+	var seen []wire.IndexVersionStatus
+	v2, err := cl.WaitIndexVersion(ctx, "flights_by_origin", 2, 100*time.Millisecond, func(v wire.IndexVersionStatus) { seen = append(seen, v) })
+	require.NoError(t, err, "WaitIndexVersion 2")
+	assert.Equal(t, wire.IndexReady, v2.State, "WaitIndexVersion: ready")
+	if assert.NotEmpty(t, seen, "WaitIndexVersion: progress") {
+		assert.Equal(t, v2, seen[len(seen)-1], "WaitIndexVersion: the last progress is the ready status")
+	}
+	_, err = cl.WaitIndexVersion(ctx, "flights_by_origin", 9, 100*time.Millisecond, nil)
+	assert.ErrorIs(t, err, client.ErrNotFound, "WaitIndexVersion of a version that does not exist")
 	itWaitIndex(t, ctx, cl, "flights_by_origin", 2, int64(len(flights)))
 	_, err = cl.DropIndexVersion(ctx, "flights_by_origin", 1)
 	assert.ErrorIs(t, err, client.ErrConflict, "DropIndexVersion of the alias target")

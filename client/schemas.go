@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -141,4 +142,52 @@ func (c *Client) Schemas(ctx context.Context, column string, opts ...ReadOption)
 		res.Versions = []wire.SchemaVersion{}
 	}
 	return res, nil
+}
+
+// DryRunSchemaByPartition is PutSchema's dry run one partition at a time
+// (DryRunSchemaPartition over the datastore's partitions as Cluster lists them), summed into
+// one result: Rows and Rejected added up, Examples and Partitions appended in partition order.
+// progress, when not nil, is called before each partition and once after the last with the
+// partitions done, their count and the sum so far. It fails like DryRunSchemaPartition,
+// naming the partition, and with ErrNotFound when the cluster's status lists no partition of
+// the datastore.
+func (c *Client) DryRunSchemaByPartition(ctx context.Context, column string, schema json.RawMessage,
+	progress func(done, all int, sum wire.SchemaDryRunCheck)) (wire.SchemaResult, error) {
+	st, err := c.Cluster(ctx)
+	if err != nil {
+		return wire.SchemaResult{}, err
+	}
+	var parts []int
+	for _, d := range st.Datastores {
+		if d.Name == c.Datastore() {
+			for _, p := range d.Partitions {
+				parts = append(parts, p.ID)
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return wire.SchemaResult{}, fmt.Errorf("client: datastore %q: no partitions in the cluster's status: %w", c.Datastore(), ErrNotFound)
+	}
+	total := wire.SchemaResult{DryRun: &wire.SchemaDryRunCheck{}}
+	for i, pid := range parts {
+		if progress != nil {
+			progress(i, len(parts), *total.DryRun)
+		}
+		res, err := c.DryRunSchemaPartition(ctx, column, schema, pid)
+		if err != nil {
+			return wire.SchemaResult{}, fmt.Errorf("partition %d: %w", pid, err)
+		}
+		total.Column, total.Version, total.Status = res.Column, res.Version, res.Status
+		d := total.DryRun
+		d.Partitions = append(d.Partitions, pid)
+		if res.DryRun != nil {
+			d.Rows += res.DryRun.Rows
+			d.Rejected += res.DryRun.Rejected
+			d.Examples = append(d.Examples, res.DryRun.Examples...)
+		}
+	}
+	if progress != nil {
+		progress(len(parts), len(parts), *total.DryRun)
+	}
+	return total, nil
 }

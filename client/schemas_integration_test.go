@@ -61,6 +61,21 @@ func TestIntegrationSchemas(t *testing.T) {
 		rejected += res.DryRun.Rejected
 	}
 	assert.Equal(t, int64(1), rejected, "per partition")
+	var calls []int
+	sum, err := cl.DryRunSchemaByPartition(ctx, col, v1, func(done, all int, so wire.SchemaDryRunCheck) {
+		assert.Equal(t, len(st.Datastores[0].Partitions), all, "progress: partitions")
+		assert.Len(t, so.Partitions, done, "progress: the sum so far covers the partitions done")
+		calls = append(calls, done)
+	})
+	require.NoError(t, err, "dry run by partition")
+	require.NotNil(t, sum.DryRun)
+	assert.Equal(t, int64(1), sum.DryRun.Rejected, "by partition: the cell written before")
+	assert.Equal(t, dry.DryRun.Rows, sum.DryRun.Rows, "by partition: the rows of the whole dry run")
+	assert.Len(t, sum.DryRun.Partitions, len(st.Datastores[0].Partitions))
+	assert.Equal(t, 1, sum.Version)
+	assert.Equal(t, len(st.Datastores[0].Partitions)+1, len(calls), "progress before each partition and after the last")
+	_, err = cl.WithDatastore("nope").DryRunSchemaByPartition(ctx, col, v1, nil)
+	assert.ErrorIs(t, err, client.ErrNotFound, "a datastore the cluster does not have")
 	_, err = cl.DryRunSchemaPartition(ctx, col, v1, 99)
 	assert.ErrorIs(t, err, client.ErrInvalidArgument, "no partition 99")
 

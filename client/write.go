@@ -185,3 +185,39 @@ func (c *Client) RowKeysNear(ctx context.Context, row uuid.UUID, n int) ([]uuid.
 	}
 	return out, nil
 }
+
+// TransactionFromWire turns a transaction request in the API's JSON shape (as a file of
+// `schemaless transact` holds it) into Transact's conditions and writes. A row key that is no
+// UUID, a latest_ref_key that is neither null nor a non-negative integer, or a ref key that is
+// no integer fails, naming the field ("conditions[1].latest_ref_key"); the rest is checked by
+// Transact.
+func TransactionFromWire(req wire.TransactionRequest) ([]TxCondition, []CellWrite, error) {
+	conds := make([]TxCondition, len(req.Conditions))
+	for i, c := range req.Conditions {
+		rk, err := cells.ParseRowKey(c.RowKey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("conditions[%d].row_key: %w", i, err)
+		}
+		conds[i] = TxCondition{RowKey: rk, ColumnKey: c.ColumnKey}
+		if s := string(c.LatestRefKey); s != "" && s != "null" {
+			var n int64
+			if err := json.Unmarshal(c.LatestRefKey, &n); err != nil || n < 0 {
+				return nil, nil, fmt.Errorf("conditions[%d].latest_ref_key: %s is not a ref key or null", i, s)
+			}
+			conds[i].LatestRefKey = &n
+		}
+	}
+	writes := make([]CellWrite, len(req.Writes))
+	for i, w := range req.Writes {
+		rk, err := cells.ParseRowKey(w.RowKey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("writes[%d].row_key: %w", i, err)
+		}
+		ref, err := w.RefKey.Int64()
+		if err != nil {
+			return nil, nil, fmt.Errorf("writes[%d].ref_key: %w", i, err)
+		}
+		writes[i] = CellWrite{Key: cells.Key{RowKey: rk, ColumnKey: w.ColumnKey, RefKey: ref}, Body: w.Body}
+	}
+	return conds, writes, nil
+}

@@ -1,6 +1,8 @@
 // Package examples holds the example applications on the trips datastore that `schemaless dev`,
-// `schemaless bench` and the tests share: the flights import, the billing and
-// delay-compensation trigger groups, and the flights_by_origin index with its example queries.
+// `schemaless bench` and the tests share: the flights import and its read-back (ImportFlights,
+// ReadBack, CountFlights), the billing and delay-compensation trigger groups, and the
+// flights_by_origin index with its example queries. StartDemo and Demo.Import run them all on
+// a cluster as `schemaless dev` does.
 //
 // # Triggers
 //

@@ -58,8 +58,9 @@
 //
 // A Query names a shard value (so it reads one index shard), conditions, an order, a page size
 // and a cursor; Compile types it against the definition into a Plan, reporting each mistake as a
-// *FieldError with the JSON path. Evaluate is the reference semantics, by brute force, which the
-// SQL implementation must match:
+// *FieldError with the JSON path. ParseCond and ParseScalar read a condition and a value written
+// as text (`schemaless index query --where 'delay>60'`) into the values a JSON query carries.
+// Evaluate is the reference semantics, by brute force, which the SQL implementation must match:
 //
 //   - NULLs follow SQL: a nil value satisfies no condition, not even != or in.
 //   - UUIDs and strings compare bytewise, bools false < true, numbers numerically.

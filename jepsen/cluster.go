@@ -3,23 +3,18 @@ package jepsen
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/internal/launcher"
 	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/topology"
 	"github.com/schemaless-db/schemaless/wire"
-	"gopkg.in/yaml.v3"
 )
 
 // ClusterConfig describes the cluster under test: real `schemaless serve` processes, node i on
@@ -52,44 +47,17 @@ type ClusterConfig struct {
 	Secure bool
 }
 
-// Node is one process of the cluster under test.
+// Node is one process of the cluster under test: its launcher slot (id, addresses, data
+// directory, log; Start, Kill, Pause, Resume, Running, Paused) and its loopback address.
 type Node struct {
-	ID       string
-	IP       string
-	HTTPAddr string
-	RaftAddr string
-	DataDir  string
-	LogPath  string
-	// Scheme is the API's scheme: "https" on a secure cluster, else "http".
-	Scheme string
+	*launcher.Node
+	// IP is the node's own loopback address, which it listens and dials from.
+	IP string
 
 	// status asks the node alone for its view (one attempt, no fail-over, 2 s).
 	status *client.Client
 	// admin asks the node alone for its admin reports (one attempt, no fail-over, 10 s).
 	admin *client.Client
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the current process exits
-	paused bool
-}
-
-// URL is the node's HTTP base URL.
-func (n *Node) URL() string { return n.Scheme + "://" + n.HTTPAddr }
-
-// Running reports whether the node's process is alive (paused counts as alive).
-func (n *Node) Running() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return false
-	}
-	select {
-	case <-n.exited:
-		return false
-	default:
-		return true
-	}
 }
 
 // Cluster is the running cluster under test. Its methods are safe for concurrent use.
@@ -97,7 +65,7 @@ type Cluster struct {
 	cfg      ClusterConfig
 	Nodes    []*Node
 	Topology *topology.Topology
-	topoPath string
+	procs    *launcher.Cluster
 
 	// sec is the security bundle of a secure cluster (nil: plain HTTP, no tokens); tls the
 	// client TLS configuration trusting its CA.
@@ -112,38 +80,28 @@ type Cluster struct {
 
 // StartCluster writes the topology (and, with cfg.Secure, the security bundle), starts every
 // node and waits (until ctx ends) for each to report ready. On error, the nodes started are
-// killed.
+// stopped.
 func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	c, err := newCluster(cfg)
 	if err != nil {
 		return nil, err
 	}
-	for _, n := range c.Nodes {
-		for _, addr := range []string{n.HTTPAddr, n.RaftAddr} {
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return nil, fmt.Errorf("jepsen: %s cannot use %s: %w", n.ID, addr, err)
-			}
-			ln.Close()
-		}
+	if err := c.procs.CheckAddrs(); err != nil {
+		return nil, fmt.Errorf("jepsen: %w", err)
 	}
-	for _, n := range c.Nodes {
-		if err := c.Start(n); err != nil {
-			c.Stop()
-			return nil, err
-		}
+	if err := c.procs.Start(); err != nil {
+		return nil, err
 	}
-	for _, n := range c.Nodes {
-		if err := c.WaitReady(ctx, n); err != nil {
-			c.Stop()
-			return nil, err
-		}
+	if err := c.procs.WaitReady(ctx); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("jepsen: %w", err)
 	}
 	return c, nil
 }
 
 // newCluster places the nodes, writes the topology file and, with cfg.Secure, the security
-// bundle under cfg.Dir, and builds the nodes' status clients. It starts nothing.
+// bundle under cfg.Dir (launcher.New), and builds the nodes' status clients. It starts
+// nothing.
 func newCluster(cfg ClusterConfig) (*Cluster, error) {
 	if cfg.Nodes != 3 && cfg.Nodes != 5 {
 		return nil, fmt.Errorf("jepsen: %d nodes: want 3 or 5", cfg.Nodes)
@@ -152,41 +110,13 @@ func newCluster(cfg ClusterConfig) (*Cluster, error) {
 	if first == nil || !first.IsLoopback() {
 		return nil, fmt.Errorf("jepsen: first IP %q is not an IPv4 loopback address", cfg.FirstIP)
 	}
-	c := &Cluster{cfg: cfg, Topology: &topology.Topology{}}
-	scheme := "http"
-	if cfg.Secure {
-		scheme = "https"
-	}
+	top := &topology.Topology{}
+	var ips []string
 	for i := 0; i < cfg.Nodes; i++ {
 		ip := net.IPv4(first[0], first[1], first[2], first[3]+byte(i)).String()
-		id := fmt.Sprintf("n%d", i+1)
-		n := &Node{
-			ID: id, IP: ip,
-			HTTPAddr: net.JoinHostPort(ip, strconv.Itoa(cfg.HTTPPort)),
-			RaftAddr: net.JoinHostPort(ip, strconv.Itoa(cfg.RaftPort)),
-			DataDir:  filepath.Join(cfg.Dir, id),
-			LogPath:  filepath.Join(cfg.Dir, id+".log"),
-			Scheme:   scheme,
-		}
-		c.Nodes = append(c.Nodes, n)
-		c.Topology.Nodes = append(c.Topology.Nodes, topology.NodeSpec{ID: id, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr})
-	}
-	if cfg.Secure {
-		if err := c.ensureSecurity(); err != nil {
-			return nil, err
-		}
-	}
-	for _, n := range c.Nodes {
-		sc := c.ClientConfig()
-		sc.Endpoints, sc.MaxAttempts, sc.RequestTimeout = []string{n.URL()}, 1, 2*time.Second
-		var err error
-		if n.status, err = client.New(sc); err != nil {
-			return nil, err
-		}
-		sc.RequestTimeout = 10 * time.Second
-		if n.admin, err = client.New(sc); err != nil {
-			return nil, err
-		}
+		ips = append(ips, ip)
+		top.Nodes = append(top.Nodes, topology.NodeSpec{ID: fmt.Sprintf("n%d", i+1),
+			RaftAddr: net.JoinHostPort(ip, strconv.Itoa(cfg.RaftPort)), HTTPAddr: net.JoinHostPort(ip, strconv.Itoa(cfg.HTTPPort))})
 	}
 	placed := 0 // partitions placed so far: the next one starts on the next node
 	for _, d := range cfg.Datastores {
@@ -200,25 +130,38 @@ func newCluster(cfg ClusterConfig) (*Cluster, error) {
 				}
 				var reps []string
 				for k := 0; k < 3; k++ {
-					reps = append(reps, c.Nodes[(placed+k)%cfg.Nodes].ID)
+					reps = append(reps, top.Nodes[(placed+k)%cfg.Nodes].ID)
 				}
 				placed++
 				d.Partitions = append(d.Partitions, topology.PartitionSpec{ID: p, FirstShard: p * per, LastShard: last, Replicas: reps})
 			}
 			d.PartitionCount = 0
 		}
-		c.Topology.Datastores = append(c.Topology.Datastores, d)
+		top.Datastores = append(top.Datastores, d)
 	}
-	if err := c.Topology.Normalize(); err != nil {
-		return nil, err
-	}
-	text, err := yaml.Marshal(c.Topology)
+	procs, err := launcher.New(launcher.Config{Binary: cfg.Binary, Dir: cfg.Dir, Topology: top, Secure: cfg.Secure,
+		Args: func(_ int, id string) []string { return serveArgs(cfg, id) }})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("jepsen: %w", err)
 	}
-	c.topoPath = filepath.Join(cfg.Dir, "topology.yaml")
-	if err := os.WriteFile(c.topoPath, text, 0o644); err != nil {
-		return nil, err
+	c := &Cluster{cfg: cfg, Topology: procs.Topology(), procs: procs, sec: procs.Security()}
+	if c.sec != nil {
+		if c.tls, err = security.ClientTLS(c.sec.CA, "", ""); err != nil {
+			return nil, err
+		}
+	}
+	for i, ln := range procs.Nodes {
+		n := &Node{Node: ln, IP: ips[i]}
+		sc := c.ClientConfig()
+		sc.Endpoints, sc.MaxAttempts, sc.RequestTimeout = []string{n.URL()}, 1, 2*time.Second
+		if n.status, err = client.New(sc); err != nil {
+			return nil, err
+		}
+		sc.RequestTimeout = 10 * time.Second
+		if n.admin, err = client.New(sc); err != nil {
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, n)
 	}
 	return c, nil
 }
@@ -233,156 +176,18 @@ func (c *Cluster) Node(id string) *Node {
 	return nil
 }
 
-// Start starts n's process (again), appending to its log. It does not wait for readiness.
-func (c *Cluster) Start(n *Node) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd != nil {
-		select {
-		case <-n.exited:
-		default:
-			return fmt.Errorf("jepsen: %s is already running", n.ID)
-		}
+// serveArgs are the flags of node id's `schemaless serve` beyond the launcher's: JSON logs, its
+// MySQL databases, and cfg.ServeArgs last.
+func serveArgs(cfg ClusterConfig, id string) []string {
+	args := []string{"--log-format", "json"}
+	if cfg.MySQLDSN != "" {
+		args = append(args, "--mysql", cfg.MySQLDSN, "--mysql-prefix", cfg.MySQLPrefix+"_"+id)
 	}
-	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(c.cfg.Binary, c.serveArgs(n)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Its own process group: a Ctrl-C of the harness does not reach the nodes, which the
-	// harness stops itself.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("jepsen: start %s: %w", n.ID, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(exited)
-	}()
-	n.cmd, n.exited, n.paused = cmd, exited, false
-	return nil
-}
-
-// serveArgs are n's `schemaless serve` arguments.
-func (c *Cluster) serveArgs(n *Node) []string {
-	args := []string{"serve", "--config", c.topoPath, "--node-id", n.ID, "--data-dir", n.DataDir, "--log-format", "json"}
-	if c.cfg.MySQLDSN != "" {
-		args = append(args, "--mysql", c.cfg.MySQLDSN, "--mysql-prefix", c.cfg.MySQLPrefix+"_"+n.ID)
-	}
-	args = append(args, c.secureServeArgs(n)...)
-	return append(args, c.cfg.ServeArgs...)
-}
-
-// Kill sends SIGKILL to n (resuming it first if paused, so the kernel reaps it at once) and waits
-// for it to exit.
-func (c *Cluster) Kill(n *Node) error { return c.signalAndWait(n, syscall.SIGKILL, 10*time.Second) }
-
-// Terminate stops n cleanly (SIGTERM), killing it if it has not exited after 10 s.
-func (c *Cluster) Terminate(n *Node) error {
-	if err := c.signalAndWait(n, syscall.SIGTERM, 10*time.Second); err != nil {
-		return c.Kill(n)
-	}
-	return nil
-}
-
-func (c *Cluster) signalAndWait(n *Node, sig syscall.Signal, wait time.Duration) error {
-	n.mu.Lock()
-	cmd, exited, paused := n.cmd, n.exited, n.paused
-	n.mu.Unlock()
-	if cmd == nil {
-		return nil
-	}
-	select {
-	case <-exited:
-		return nil
-	default:
-	}
-	_ = cmd.Process.Signal(sig)
-	if paused {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		n.mu.Lock()
-		n.paused = false
-		n.mu.Unlock()
-	}
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(wait):
-		return fmt.Errorf("jepsen: %s did not exit within %s of %s", n.ID, wait, sig)
-	}
-}
-
-// Pause stops n with SIGSTOP; Resume continues it with SIGCONT.
-func (c *Cluster) Pause(n *Node) error { return c.setPaused(n, true) }
-
-// Resume continues a paused node.
-func (c *Cluster) Resume(n *Node) error { return c.setPaused(n, false) }
-
-func (c *Cluster) setPaused(n *Node, pause bool) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.paused == pause {
-		return nil
-	}
-	sig := syscall.SIGCONT
-	if pause {
-		sig = syscall.SIGSTOP
-	}
-	if err := n.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("jepsen: %s %s: %w", sig, n.ID, err)
-	}
-	n.paused = pause
-	return nil
+	return append(args, cfg.ServeArgs...)
 }
 
 // Stop resumes and terminates every node.
-func (c *Cluster) Stop() {
-	var wg sync.WaitGroup
-	for _, n := range c.Nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = c.Resume(n)
-			_ = c.Terminate(n)
-		}()
-	}
-	wg.Wait()
-}
-
-// WaitReady polls n's /readyz?datastore=NAME for every datastore until each answers 200 (the
-// partitions n hosts have a leader, every storage cluster of an async datastore a master) or
-// ctx ends.
-func (c *Cluster) WaitReady(ctx context.Context, n *Node) error {
-	for _, d := range c.Topology.Datastores {
-		if err := c.waitDatastoreReady(ctx, n, d.Name); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (c *Cluster) waitDatastoreReady(ctx context.Context, n *Node, ds string) error {
-	for {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := n.status.DatastoreReady(pctx, n.URL(), ds)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if !n.Running() {
-			return fmt.Errorf("jepsen: %s exited while starting (see %s)", n.ID, n.LogPath)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("jepsen: %s not ready: %w (last: %w)", n.ID, ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
+func (c *Cluster) Stop() { c.procs.Stop() }
 
 // Status asks n for its view of the cluster (GET /v1/cluster), within timeout (at most 2 s).
 func (c *Cluster) Status(ctx context.Context, n *Node, timeout time.Duration) (wire.ClusterStatus, error) {

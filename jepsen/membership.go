@@ -112,13 +112,6 @@ func (n *Nemesis) AdminOps() []AdminOp {
 // errNoCandidate: no raft partition fits the fault right now.
 var errNoCandidate = errors.New("jepsen: no raft partition fits")
 
-// Paused reports whether the node is stopped by SIGSTOP.
-func (n *Node) Paused() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.paused
-}
-
 // cutLinks counts the links of the node at ip that are cut, in either direction.
 func (n *Net) cutLinks(ip string) int {
 	n.mu.Lock()

@@ -36,6 +36,31 @@ const (
 var AllNemeses = []string{KillRandom, KillLeader, KillAll, PauseRandom, PauseLeader, PartitionOne, PartitionLeader,
 	PartitionHalves, PartitionRing, PartitionBridge, KillWorker, PauseWorker}
 
+// ParseNemeses reads a comma-separated list of nemesis kinds, as --nemesis takes it: "none"
+// or "" is no nemesis, "all" stands for AllNemeses (AllAsyncNemeses when async), "membership"
+// for MembershipNemeses, and any other word for itself (Run checks the kinds).
+func ParseNemeses(list string, async bool) []string {
+	var kinds []string
+	if list == "none" || list == "" {
+		return nil
+	}
+	for _, k := range strings.Split(list, ",") {
+		switch k {
+		case "all":
+			if async {
+				kinds = append(kinds, AllAsyncNemeses...)
+			} else {
+				kinds = append(kinds, AllNemeses...)
+			}
+		case "membership":
+			kinds = append(kinds, MembershipNemeses...)
+		default:
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
 // NeedsNet reports whether kind cuts links (and so needs iptables).
 func NeedsNet(kind string) bool { return strings.HasPrefix(kind, "partition-") }
 
@@ -231,9 +256,9 @@ func (n *Nemesis) Heal(ctx context.Context) {
 		}
 	}
 	for _, node := range n.c.Nodes {
-		_ = n.c.Resume(node)
+		_ = node.Resume()
 		if !node.Running() {
-			if err := n.c.Start(node); err != nil {
+			if err := node.Start(); err != nil {
 				n.log.Warn("nemesis: restart", "node", node.ID, "error", err)
 			}
 		}
@@ -394,7 +419,7 @@ func (n *Nemesis) killAll() (func(), error) {
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, node := range nodes {
-		wg.Go(func() { errs[i] = n.c.Kill(node) })
+		wg.Go(func() { errs[i] = node.Kill() })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -403,7 +428,7 @@ func (n *Nemesis) killAll() (func(), error) {
 	end := n.begin(Fault{Kind: KillAll, Nodes: ids, Detail: fmt.Sprintf("%d nodes killed at once", len(nodes))})
 	return func() {
 		for _, node := range nodes {
-			if err := n.c.Start(node); err != nil {
+			if err := node.Start(); err != nil {
 				n.log.Warn("nemesis: restart", "node", node.ID, "error", err)
 			}
 		}
@@ -424,23 +449,23 @@ func (n *Nemesis) startClusterFault(ctx context.Context, kind string) (func(), e
 		}
 		f := Fault{Kind: kind, Nodes: []string{node.ID}, Detail: why}
 		if strings.HasPrefix(kind, "kill") {
-			if err := n.c.Kill(node); err != nil {
+			if err := node.Kill(); err != nil {
 				return nil, err
 			}
 			end := n.begin(f)
 			return func() {
-				if err := n.c.Start(node); err != nil {
+				if err := node.Start(); err != nil {
 					n.log.Warn("nemesis: restart", "node", node.ID, "error", err)
 				}
 				end()
 			}, nil
 		}
-		if err := n.c.Pause(node); err != nil {
+		if err := node.Pause(); err != nil {
 			return nil, err
 		}
 		end := n.begin(f)
 		return func() {
-			_ = n.c.Resume(node)
+			_ = node.Resume()
 			end()
 		}, nil
 	}

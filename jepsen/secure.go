@@ -13,26 +13,6 @@ import (
 // configurations, the index workload defines its index, the workers read and write).
 const ClientToken = "admin"
 
-// ensureSecurity makes <Dir>/certs the cluster's development bundle (security.EnsureDevBundle:
-// existing files are kept, missing nodes get a certificate for their IP and "localhost") and
-// loads the client TLS configuration trusting its CA.
-func (c *Cluster) ensureSecurity() error {
-	hosts := map[string][]string{}
-	for _, n := range c.Nodes {
-		hosts[n.ID] = []string{n.IP, "localhost"}
-	}
-	b, err := security.EnsureDevBundle(filepath.Join(c.cfg.Dir, "certs"), hosts)
-	if err != nil {
-		return err
-	}
-	tc, err := security.ClientTLS(b.CA, "", "")
-	if err != nil {
-		return err
-	}
-	c.sec, c.tls = b, tc
-	return nil
-}
-
 // Secure reports whether the cluster runs with TLS, tokens and gossip encryption.
 func (c *Cluster) Secure() bool { return c.sec != nil }
 
@@ -73,15 +53,4 @@ func (c *Cluster) ClientConfig() client.Config {
 // (ClientConfig sets it).
 func (c *Cluster) HTTPClient() *http.Client {
 	return &http.Client{Transport: client.NewTransport(c.tls)}
-}
-
-// secureServeArgs are the security flags of node n's `schemaless serve` (none on a cluster
-// without security): its certificate, key and the CA, the principals file and the gossip key.
-func (c *Cluster) secureServeArgs(n *Node) []string {
-	if c.sec == nil {
-		return nil
-	}
-	t := c.sec.Node(n.ID)
-	return []string{"--tls-cert", t.CertFile, "--tls-key", t.KeyFile, "--tls-ca", t.CAFile,
-		"--principals-file", c.sec.Principals, "--gossip-key-file", c.sec.GossipKey}
 }

@@ -54,7 +54,7 @@ func TestSecureClusterWiring(t *testing.T) {
 
 	for _, n := range c.Nodes {
 		assert.True(t, strings.HasPrefix(n.URL(), "https://"), "%s URL %s: want https", n.ID, n.URL())
-		args := c.serveArgs(n)
+		args := n.Args()
 		cert := flagValue(t, args, "--tls-cert")
 		assert.Equal(t, b.Node(n.ID).CertFile, cert, "%s --tls-cert", n.ID)
 		assert.Equal(t, b.Node(n.ID).KeyFile, flagValue(t, args, "--tls-key"), "%s --tls-key", n.ID)
@@ -151,7 +151,7 @@ func TestInsecureClusterWiring(t *testing.T) {
 	for _, n := range c.Nodes {
 		assert.True(t, strings.HasPrefix(n.URL(), "http://"), "%s URL %s: want http", n.ID, n.URL())
 		for _, f := range []string{"--tls-cert", "--tls-key", "--tls-ca", "--principals-file", "--gossip-key-file"} {
-			assert.NotContains(t, c.serveArgs(n), f, "%s serve args", n.ID)
+			assert.NotContains(t, n.Args(), f, "%s serve args", n.ID)
 		}
 	}
 }

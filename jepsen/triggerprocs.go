@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/schemaless-db/schemaless/internal/launcher"
 )
 
 // TriggerProcsConfig describes the trigger worker processes of the triggers workload.
@@ -55,14 +55,11 @@ type TriggerProcs struct {
 type triggerProc struct {
 	name     string
 	slot     int
-	member   string // current group member id
-	members  int    // member ids used so far
-	starts   int    // processes started so far (the incarnation of the current one)
-	cmd      *exec.Cmd
-	exited   chan struct{} // closed when the current process has exited
-	exitErr  error         // the current process's exit, once exited is closed
-	paused   bool
-	expected bool // the current process's exit is expected (killed or stopped)
+	member   string            // current group member id
+	members  int               // member ids used so far
+	starts   int               // processes started so far (the incarnation of the current one)
+	proc     *launcher.Process // the current process; nil before the first start
+	expected bool              // the current process's exit is expected (killed or stopped)
 }
 
 var _ Processes = (*TriggerProcs)(nil)
@@ -95,17 +92,7 @@ func StartTriggerProcs(cfg TriggerProcsConfig) (*TriggerProcs, error) {
 }
 
 // running reports whether p's current process is alive (paused counts). Caller holds mu.
-func (p *triggerProc) running() bool {
-	if p.cmd == nil {
-		return false
-	}
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
+func (p *triggerProc) running() bool { return p.proc != nil && p.proc.Running() }
 
 // start starts a new incarnation of p. Caller holds mu.
 func (t *TriggerProcs) start(p *triggerProc) error {
@@ -114,35 +101,23 @@ func (t *TriggerProcs) start(p *triggerProc) error {
 	}
 	p.starts++
 	out := filepath.Join(t.cfg.Dir, fmt.Sprintf("%s.%d.jsonl", p.name, p.starts))
-	logf, err := os.OpenFile(filepath.Join(t.cfg.Dir, p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	proc, err := launcher.Start(launcher.Command{Name: "trigger worker " + p.name, Binary: t.cfg.Binary, Args: t.args(p, out),
+		LogPath: filepath.Join(t.cfg.Dir, p.name+".log")})
 	if err != nil {
-		return err
+		return fmt.Errorf("jepsen: %w", err)
 	}
-	cmd := exec.Command(t.cfg.Binary, t.args(p, out)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the harness's Ctrl-C does not reach it
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("jepsen: start trigger worker %s: %w", p.name, err)
-	}
-	exited := make(chan struct{})
-	p.cmd, p.exited, p.paused, p.expected = cmd, exited, false, false
+	p.proc, p.expected = proc, false
 	incarnation, member := p.starts, p.member
 	go func() {
-		err := cmd.Wait()
-		logf.Close()
+		err := proc.Err()
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		if p.cmd == cmd {
-			p.exitErr = err
-			if !p.expected {
-				t.problems = append(t.problems, fmt.Sprintf("trigger worker %s incarnation %d (member %s, pid %d) exited when nothing stopped it: %v (see %s.log)",
-					p.name, incarnation, member, cmd.Process.Pid, err, p.name))
-			}
+		if p.proc == proc && !p.expected {
+			t.problems = append(t.problems, fmt.Sprintf("trigger worker %s incarnation %d (member %s, pid %d) exited when nothing stopped it: %v (see %s.log)",
+				p.name, incarnation, member, proc.Pid(), err, p.name))
 		}
-		close(exited)
 	}()
-	t.cfg.Logger.Info("jepsen: trigger worker started", "worker", p.name, "member", p.member, "incarnation", p.starts, "pid", cmd.Process.Pid)
+	t.cfg.Logger.Info("jepsen: trigger worker started", "worker", p.name, "member", p.member, "incarnation", p.starts, "pid", proc.Pid())
 	return nil
 }
 
@@ -169,7 +144,7 @@ func (t *TriggerProcs) args(p *triggerProc, out string) []string {
 func (t *TriggerProcs) pick(rng *rand.Rand) (*triggerProc, error) {
 	var live []*triggerProc
 	for _, p := range t.procs {
-		if p.running() && !p.paused {
+		if p.running() && !p.proc.Paused() {
 			live = append(live, p)
 		}
 	}
@@ -190,19 +165,16 @@ func (t *TriggerProcs) Kill(rng *rand.Rand) (string, string, func() error, error
 	}
 	keep := rng.IntN(2) == 0
 	p.expected = true
-	cmd, exited, incarnation, member := p.cmd, p.exited, p.starts, p.member
+	proc, incarnation, member := p.proc, p.starts, p.member
 	t.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		return "", "", nil, fmt.Errorf("jepsen: trigger worker %s did not exit within 10s of SIGKILL", p.name)
+	if err := proc.Kill(10 * time.Second); err != nil {
+		return "", "", nil, fmt.Errorf("jepsen: %w", err)
 	}
 	next := "the same member id"
 	if !keep {
 		next = "a new member id"
 	}
-	detail := fmt.Sprintf("%s incarnation %d (member %s, pid %d) killed; restarts with %s", p.name, incarnation, member, cmd.Process.Pid, next)
+	detail := fmt.Sprintf("%s incarnation %d (member %s, pid %d) killed; restarts with %s", p.name, incarnation, member, proc.Pid(), next)
 	restart := func() error {
 		t.mu.Lock()
 		defer t.mu.Unlock()
@@ -226,21 +198,19 @@ func (t *TriggerProcs) Pause(rng *rand.Rand) (string, string, func() error, erro
 	if err != nil {
 		return "", "", nil, err
 	}
-	cmd := p.cmd
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return "", "", nil, fmt.Errorf("jepsen: SIGSTOP trigger worker %s: %w", p.name, err)
+	proc := p.proc
+	if err := proc.Pause(); err != nil {
+		return "", "", nil, fmt.Errorf("jepsen: %w", err)
 	}
-	p.paused = true
-	detail := fmt.Sprintf("%s incarnation %d (member %s, pid %d) paused", p.name, p.starts, p.member, cmd.Process.Pid)
+	detail := fmt.Sprintf("%s incarnation %d (member %s, pid %d) paused", p.name, p.starts, p.member, proc.Pid())
 	resume := func() error {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		if p.cmd != cmd || !p.paused {
+		if p.proc != proc {
 			return nil
 		}
-		p.paused = false
-		if err := cmd.Process.Signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			return fmt.Errorf("jepsen: SIGCONT trigger worker %s: %w", p.name, err)
+		if err := proc.Resume(); err != nil {
+			return fmt.Errorf("jepsen: %w", err)
 		}
 		return nil
 	}
@@ -256,9 +226,8 @@ func (t *TriggerProcs) Heal() error {
 	}
 	var errs []error
 	for _, p := range t.procs {
-		if p.running() && p.paused {
-			p.paused = false
-			if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		if p.running() {
+			if err := p.proc.Resume(); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -285,42 +254,35 @@ func (t *TriggerProcs) Stop() {
 	}
 	t.stopped = true
 	type victim struct {
-		p      *triggerProc
-		cmd    *exec.Cmd
-		exited chan struct{}
+		name string
+		proc *launcher.Process
 	}
-	var vs []victim
+	var stop []victim
 	for _, p := range t.procs {
-		if !p.running() {
-			continue
+		if p.running() {
+			p.expected = true
+			stop = append(stop, victim{p.name, p.proc})
 		}
-		p.expected = true
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		if p.paused {
-			p.paused = false
-			_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		}
-		vs = append(vs, victim{p, p.cmd, p.exited})
 	}
 	t.mu.Unlock()
 	wait := 3*t.cfg.SessionTimeout + 5*time.Second
-	for _, v := range vs {
-		select {
-		case <-v.exited:
-		case <-time.After(wait):
-			_ = v.cmd.Process.Signal(syscall.SIGKILL)
-			<-v.exited
-			t.mu.Lock()
-			t.problems = append(t.problems, fmt.Sprintf("trigger worker %s did not exit within %s of SIGTERM", v.p.name, wait))
-			t.mu.Unlock()
-			continue
-		}
-		t.mu.Lock()
-		if v.p.exitErr != nil {
-			t.problems = append(t.problems, fmt.Sprintf("trigger worker %s exited with %v after SIGTERM, want status 0 (see %s.log)", v.p.name, v.p.exitErr, v.p.name))
-		}
-		t.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, v := range stop {
+		wg.Go(func() {
+			problem := ""
+			if err := v.proc.Terminate(wait); err != nil {
+				problem = fmt.Sprintf("trigger worker %s did not exit within %s of SIGTERM", v.name, wait)
+			} else if err := v.proc.Err(); err != nil {
+				problem = fmt.Sprintf("trigger worker %s exited with %v after SIGTERM, want status 0 (see %s.log)", v.name, err, v.name)
+			}
+			if problem != "" {
+				t.mu.Lock()
+				t.problems = append(t.problems, problem)
+				t.mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // Problems lists the workers that exited when nothing stopped them, or did not stop cleanly.

@@ -23,6 +23,10 @@ const (
 	LogStoreWAL  = "wal"
 )
 
+// AutoLogStoreForNewReplica is the format LogStoreAuto gives a replica directory that holds no
+// log yet (a directory that holds one keeps its format).
+const AutoLogStoreForNewReplica = LogStoreWAL
+
 // nodeLogMarker is the file in a replica directory whose log is in the node's shared log store;
 // it holds the replica's group name there.
 const nodeLogMarker = "nodelog"
@@ -95,8 +99,8 @@ func DropLog(nodeLog *raftlog.Store, id storage.PartitionID) error {
 
 // openLogStore opens the raft log of a replica directory in format kind (see Config.LogStore):
 // raft.db for bolt, the wal/ directory for wal, group name of nodeLog (with the directory's
-// marker file) for node; auto opens the format the directory holds, or wal for a directory that
-// holds none. A directory holding another format
+// marker file) for node; auto opens the format the directory holds, or
+// AutoLogStoreForNewReplica for a directory that holds none. A directory holding another format
 // than a named kind is refused with ErrLogStoreMismatch rather than opened empty (which would
 // lose the replica's log).
 func openLogStore(dir, kind string, nodeLog *raftlog.Store, name string) (raft.LogStore, raft.StableStore, func() error, error) {
@@ -114,7 +118,7 @@ func openLogStore(dir, kind string, nodeLog *raftlog.Store, name string) (raft.L
 		}
 	}
 	if kind == LogStoreAuto {
-		kind = LogStoreWAL
+		kind = AutoLogStoreForNewReplica
 		if held != "" {
 			kind = held
 		}

@@ -83,7 +83,7 @@ func exerciseLogStore(t *testing.T, g *group) {
 }
 
 // The default log store, auto, opens the format a replica directory holds (a bolt replica of
-// an older version keeps its log) and creates a wal log in a new one.
+// an older version keeps its log) and creates an AutoLogStoreForNewReplica (wal) log in a new one.
 func TestAutoLogStore(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, LogStoreAuto, DefaultConfig().LogStore, "default log store")
@@ -105,7 +105,7 @@ func TestAutoLogStore(t *testing.T) {
 		require.NoError(t, closeLog(), "close")
 		_, boltErr := os.Stat(filepath.Join(dir, "raft.db"))
 		_, walErr := os.Stat(filepath.Join(dir, "wal"))
-		want := map[string]string{LogStoreBolt: "bolt", LogStoreWAL: "wal", "": "wal"}[kind]
+		want := map[string]string{LogStoreBolt: "bolt", LogStoreWAL: "wal", "": AutoLogStoreForNewReplica}[kind]
 		assert.Equal(t, want == "bolt", boltErr == nil, "directory holding %q: raft.db present after auto", kind)
 		assert.Equal(t, want == "wal", walErr == nil, "directory holding %q: wal/ present after auto", kind)
 	}

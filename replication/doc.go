@@ -21,6 +21,12 @@
 // reachable minion, lets it apply what it has, makes it the master and points every other
 // reachable member at it. See Promote for the steps and the failure cases.
 //
+// ProbeCluster reports a storage cluster for an operator (schemaless admin storage): each
+// member's role, replication threads, positions and errors, the master, and warnings (no
+// master, two masters, a fenced member, a minion replicating from elsewhere or with a thread
+// stopped). PromoteResult.Report is a Promote's outcome for printing (schemaless admin
+// promote). Reports name members by address (Addr), never by DSN, which may hold a password.
+//
 // # Privileges
 //
 // read_only fences only the users without the READ_ONLY ADMIN privilege, and on MariaDB 10.11

@@ -74,6 +74,22 @@ func NewAuthority(name string, validity time.Duration) (*Authority, error) {
 	return &Authority{Cert: cert, Key: key}, nil
 }
 
+// CreateAuthority creates a CA named name, valid for validity (NewAuthority), and saves it in
+// dir (Save), creating dir with mode 0700 if missing. It refuses a dir that holds a CA already.
+func CreateAuthority(dir, name string, validity time.Duration) (*Authority, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("security: %w", err)
+	}
+	a, err := NewAuthority(name, validity)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Save(dir); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
 // LoadAuthority reads a CA's certificate and key from dir's ca.crt and ca.key.
 func LoadAuthority(dir string) (*Authority, error) {
 	certs, err := readCertificates(filepath.Join(dir, CAFile))

@@ -53,9 +53,7 @@ func EnsureDevBundle(dir string, hosts map[string][]string) (*DevBundle, error) 
 		Principals: filepath.Join(dir, "principals.yaml"), Tokens: map[string]string{}}
 	ca, err := LoadAuthority(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		if ca, err = NewAuthority("schemaless development CA", 10*365*24*time.Hour); err == nil {
-			err = ca.Save(dir)
-		}
+		ca, err = CreateAuthority(dir, "schemaless development CA", 10*365*24*time.Hour)
 	}
 	if err != nil {
 		return nil, err
@@ -74,7 +72,7 @@ func EnsureDevBundle(dir string, hosts map[string][]string) (*DevBundle, error) 
 		}
 	}
 	if _, err := os.Stat(b.GossipKey); errors.Is(err, fs.ErrNotExist) {
-		if err := writeFileExcl(b.GossipKey, []byte(NewGossipKey()+"\n"), 0o600); err != nil {
+		if err := WriteGossipKeyFile(b.GossipKey); err != nil {
 			return nil, err
 		}
 	}

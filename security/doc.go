@@ -3,7 +3,8 @@
 // that reload their PEM files without a restart (the client API, the admin listener, and mutual
 // TLS between nodes), the principals file (hashed bearer tokens and client certificate names
 // with their roles, optionally scoped per datastore), the HTTP middleware that answers 401 and
-// 403, and the gossip keyring.
+// 403, and the gossip keyring. LoadNode loads a node's files at once (schemaless serve);
+// AddPrincipal and WriteGossipKeyFile write them (schemaless certs).
 //
 // # Identities
 //

@@ -44,3 +44,10 @@ func LoadGossipKeys(path string) ([][]byte, error) {
 	}
 	return keys, nil
 }
+
+// WriteGossipKeyFile creates the gossip keyring file path (mode 0600) holding one new key
+// (NewGossipKey). It refuses a file that exists: replacing a key is a rotation (see
+// LoadGossipKeys).
+func WriteGossipKeyFile(path string) error {
+	return writeFileExcl(path, []byte(NewGossipKey()+"\n"), 0o600)
+}

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -258,4 +259,38 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Principal, error) {
 		return nil, fmt.Errorf("%w: certificate %q is not a certificate principal", ErrBadCredentials, leaf.Subject.CommonName)
 	}
 	return nil, ErrNoCredentials
+}
+
+// AddPrincipal appends e to the principals file at path (created, mode 0600, if missing). The
+// result is checked as a node reads it (ParsePrincipals: a duplicate name or a bad field fails
+// with ErrBadPrincipals and leaves the file as it was) and replaces the file atomically (a
+// temporary file renamed over it), so a node reloading it never reads half of it.
+func AddPrincipal(path string, e PrincipalEntry) error {
+	var pf PrincipalsFile
+	raw, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("security: %w", err)
+	default:
+		if pf, err = ParsePrincipals(raw); err != nil {
+			return err
+		}
+	}
+	pf.Principals = append(pf.Principals, e)
+	data, err := pf.Marshal()
+	if err != nil {
+		return err
+	}
+	if _, err := ParsePrincipals(data); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("security: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("security: %w", err)
+	}
+	return nil
 }

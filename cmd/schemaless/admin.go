@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -159,30 +157,14 @@ func adminDatastores(f adminFlags) ([]*topology.DatastoreSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--topology %s: %w", f.topology, err)
 	}
-	if f.datastore != "" {
-		ds, ok := top.Datastore(f.datastore)
-		if !ok {
-			names := make([]string, len(top.Datastores))
-			for i, d := range top.Datastores {
-				names[i] = d.Name
-			}
-			return nil, fmt.Errorf("--datastore %q: no such datastore in %s (it has: %s)", f.datastore, f.topology, strings.Join(names, ", "))
-		}
-		if ds.Mode != topology.ModeAsync {
-			return nil, fmt.Errorf("--datastore %q is in mode %s: storage clusters exist only in mode %s", f.datastore, ds.Mode, topology.ModeAsync)
-		}
-		return []*topology.DatastoreSpec{ds}, nil
+	dss, err := top.AsyncDatastores(f.datastore)
+	switch {
+	case errors.Is(err, topology.ErrNoDatastore) && f.datastore == "":
+		return nil, fmt.Errorf("--topology %s: %w", f.topology, err)
+	case err != nil:
+		return nil, fmt.Errorf("--datastore %q: %w", f.datastore, err)
 	}
-	var out []*topology.DatastoreSpec
-	for i := range top.Datastores {
-		if top.Datastores[i].Mode == topology.ModeAsync {
-			out = append(out, &top.Datastores[i])
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--topology %s has no datastore in mode %s", f.topology, topology.ModeAsync)
-	}
-	return out, nil
+	return dss, nil
 }
 
 // adminStorageCluster returns the storage cluster named --cluster of ds.
@@ -190,66 +172,32 @@ func adminStorageCluster(ds *topology.DatastoreSpec, name string) (*topology.Sto
 	if name == "" {
 		return nil, errors.New("--cluster is required: the name of a storage cluster of the datastore")
 	}
-	c, ok := ds.StorageCluster(name)
-	if !ok {
-		names := make([]string, len(ds.StorageClusters))
-		for i, sc := range ds.StorageClusters {
-			names[i] = sc.Name
-		}
-		return nil, fmt.Errorf("--cluster %q: datastore %s has no such storage cluster (it has: %s)", name, ds.Name, strings.Join(names, ", "))
+	c, err := ds.FindStorageCluster(name)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster %q: %w", name, err)
 	}
 	return c, nil
 }
 
-// withUser returns dsn with its user replaced by user, and its password by password when
-// setPassword (otherwise the DSN's own password stays).
-func withUser(dsn, user, password string, setPassword bool) (string, error) {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return "", fmt.Errorf("DSN of %s: %w", dsnAddr(dsn), err)
+// password is --admin-password when given (possibly empty), nil to keep each DSN's.
+func (f adminFlags) password() *string {
+	if f.passwordSet {
+		return &f.adminPassword
 	}
-	cfg.User = user
-	if setPassword {
-		cfg.Passwd = password
-	}
-	return cfg.FormatDSN(), nil
+	return nil
 }
 
-// dsnAddr returns the host:port of dsn, for output that must not show a password.
-func dsnAddr(dsn string) string {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return "<unparsable DSN>"
-	}
-	return cfg.Addr
-}
-
-// adminMembers returns the administrative DSNs of c's members (configured master first) and
-// their addresses.
-func adminMembers(c *topology.StorageClusterSpec, f adminFlags) (dsns, addrs []string, err error) {
+// adminMembers returns the administrative DSNs of c's members (configured master first).
+func adminMembers(c *topology.StorageClusterSpec, f adminFlags) ([]string, error) {
+	var dsns []string
 	for _, m := range c.Members() {
-		d, err := withUser(m, f.adminUser, f.adminPassword, f.passwordSet)
+		d, err := replication.WithUser(m, f.adminUser, f.password())
 		if err != nil {
-			return nil, nil, fmt.Errorf("storage cluster %s: %w", c.Name, err)
+			return nil, fmt.Errorf("storage cluster %s: %w", c.Name, err)
 		}
 		dsns = append(dsns, d)
-		addrs = append(addrs, dsnAddr(m))
 	}
-	return dsns, addrs, nil
-}
-
-// promoteReport is what `admin promote --json` prints: addresses, never DSNs.
-type promoteReport struct {
-	Datastore          string            `json:"datastore"`
-	Cluster            string            `json:"cluster"`
-	NewMaster          string            `json:"new_master"`
-	OldMaster          string            `json:"old_master,omitempty"`
-	OldMasterReachable bool              `json:"old_master_reachable"`
-	CaughtUp           bool              `json:"caught_up"`
-	Position           string            `json:"position"`
-	Repointed          []string          `json:"repointed"`
-	Skipped            map[string]string `json:"skipped"`
-	Error              string            `json:"error,omitempty"`
+	return dsns, nil
 }
 
 func runAdminPromote(ctx context.Context, f adminFlags, clusterName, replUser, replPassword string, out, errOut io.Writer) error {
@@ -265,13 +213,9 @@ func runAdminPromote(ctx context.Context, f adminFlags, clusterName, replUser, r
 	if err != nil {
 		return err
 	}
-	dsns, addrs, err := adminMembers(sc, f)
+	dsns, err := adminMembers(sc, f)
 	if err != nil {
 		return err
-	}
-	addrOf := map[string]string{}
-	for i, d := range dsns {
-		addrOf[d] = addrs[i]
 	}
 	opts := replication.PromoteOptions{
 		ReplUser:     replUser,
@@ -282,7 +226,7 @@ func runAdminPromote(ctx context.Context, f adminFlags, clusterName, replUser, r
 		// The replication user is the datastore's: the one the set-up replicates as.
 		cfg, err := mysql.ParseDSN(sc.Master)
 		if err != nil {
-			return fmt.Errorf("storage cluster %s: DSN of %s: %w", sc.Name, dsnAddr(sc.Master), err)
+			return fmt.Errorf("storage cluster %s: DSN of %s: %w", sc.Name, replication.Addr(sc.Master), err)
 		}
 		opts.ReplUser, opts.ReplPassword = cfg.User, cfg.Passwd
 		if replPassword != "" {
@@ -293,21 +237,10 @@ func runAdminPromote(ctx context.Context, f adminFlags, clusterName, replUser, r
 		return fmt.Errorf("storage cluster %s: its DSNs name no user; pass --repl-user", sc.Name)
 	}
 	res, perr := replication.Promote(ctx, dsns, opts)
-	rep := promoteReport{
-		Datastore: ds.Name, Cluster: sc.Name,
-		NewMaster: addrOf[res.NewMaster], OldMaster: addrOf[res.OldMaster], OldMasterReachable: res.OldMasterReachable,
-		CaughtUp: res.CaughtUp, Position: res.Position, Repointed: []string{}, Skipped: map[string]string{},
-	}
-	for _, d := range res.Repointed {
-		rep.Repointed = append(rep.Repointed, addrOf[d])
-	}
-	for d, why := range res.Skipped {
-		rep.Skipped[addrOf[d]] = why
-	}
 	if perr != nil {
 		perr = fmt.Errorf("promote in storage cluster %s of %s: %w", sc.Name, ds.Name, perr)
-		rep.Error = perr.Error()
 	}
+	rep := res.Report(ds.Name, sc.Name, perr)
 	if f.asJSON {
 		if err := adminWriteJSON(out, rep); err != nil {
 			return err
@@ -318,15 +251,15 @@ func runAdminPromote(ctx context.Context, f adminFlags, clusterName, replUser, r
 		printPromote(out, rep, f.topology)
 		return perr
 	}
-	for _, a := range addrs { // nothing promoted: say why members were left out
-		if why, ok := rep.Skipped[a]; ok {
-			fmt.Fprintf(errOut, "skipped %s: %s\n", a, why)
+	for _, d := range dsns { // nothing promoted: say why members were left out
+		if why, ok := rep.Skipped[replication.Addr(d)]; ok {
+			fmt.Fprintf(errOut, "skipped %s: %s\n", replication.Addr(d), why)
 		}
 	}
 	return perr
 }
 
-func printPromote(w io.Writer, r promoteReport, topology string) {
+func printPromote(w io.Writer, r replication.PromoteReport, topology string) {
 	kind := "failover: no master was reachable"
 	if r.OldMasterReachable {
 		kind = "switchover: the master " + r.OldMaster + " was fenced (read_only=ON) first"
@@ -362,114 +295,20 @@ func printPromote(w io.Writer, r promoteReport, topology string) {
 	fmt.Fprintf(w, "Watch it: schemaless admin storage --topology %s --datastore %s\n", topology, r.Datastore)
 }
 
-// memberReport is one member in `admin storage --json`.
-type memberReport struct {
-	Addr          string `json:"addr"`
-	Role          string `json:"role"` // master, minion or unknown
-	ServerID      uint32 `json:"server_id,omitempty"`
-	ReadOnly      bool   `json:"read_only"`
-	Replicating   bool   `json:"replicating"`
-	IORunning     bool   `json:"io_running"`
-	SQLRunning    bool   `json:"sql_running"`
-	MasterAddr    string `json:"master_addr,omitempty"`
-	GTIDPosition  string `json:"gtid_position,omitempty"` // @@gtid_current_pos
-	GTIDReceived  string `json:"gtid_received,omitempty"` // Gtid_IO_Pos
-	SecondsBehind int64  `json:"seconds_behind"`          // -1 when unknown
-	LastError     string `json:"last_error,omitempty"`    // the replication threads'
-	Error         string `json:"error,omitempty"`         // the probe's (unreachable)
-}
-
-// clusterReport is one storage cluster in `admin storage --json`.
-type clusterReport struct {
-	Datastore  string         `json:"datastore"`
-	Cluster    string         `json:"cluster"`
-	Partitions []int          `json:"partitions"`
-	Master     string         `json:"master"` // "" when none (or several: see Warnings)
-	Members    []memberReport `json:"members"`
-	Warnings   []string       `json:"warnings,omitempty"`
-}
-
-// probeCluster probes every member of c concurrently as the administrative user (each bounded
-// by ctx and replication.Open's timeouts) and returns the cluster's report.
-func probeCluster(ctx context.Context, ds *topology.DatastoreSpec, c *topology.StorageClusterSpec, f adminFlags) (clusterReport, error) {
-	dsns, addrs, err := adminMembers(c, f)
+// probeCluster probes every member of storage cluster c of ds as the administrative user
+// (replication.ProbeCluster).
+func probeCluster(ctx context.Context, ds *topology.DatastoreSpec, c *topology.StorageClusterSpec, f adminFlags) (replication.ClusterReport, error) {
+	dsns, err := adminMembers(c, f)
 	if err != nil {
-		return clusterReport{}, err
+		return replication.ClusterReport{}, err
 	}
-	rep := clusterReport{Datastore: ds.Name, Cluster: c.Name, Partitions: []int{}, Members: make([]memberReport, len(dsns))}
+	var parts []int
 	for _, p := range ds.Partitions {
 		if p.Cluster == c.Name {
-			rep.Partitions = append(rep.Partitions, p.ID)
+			parts = append(parts, p.ID)
 		}
 	}
-	var wg sync.WaitGroup
-	for i, dsn := range dsns {
-		wg.Go(func() { rep.Members[i] = probeMember(ctx, dsn, addrs[i]) })
-	}
-	wg.Wait()
-	rep.Warnings = clusterWarnings(&rep)
-	return rep, nil
-}
-
-// probeMember probes one member; an unreachable member is a report with Error set.
-func probeMember(ctx context.Context, dsn, addr string) memberReport {
-	m := memberReport{Addr: addr, Role: "unknown", SecondsBehind: -1}
-	db, err := replication.Open(dsn)
-	if err != nil {
-		m.Error = err.Error()
-		return m
-	}
-	defer db.Close()
-	st, err := replication.Probe(ctx, db, dsn)
-	if err != nil {
-		m.Error = err.Error()
-		return m
-	}
-	m.ServerID, m.ReadOnly, m.Replicating = st.ServerID, st.ReadOnly, st.Replicating
-	m.IORunning, m.SQLRunning = st.IORunning, st.SQLRunning
-	m.GTIDPosition, m.GTIDReceived, m.SecondsBehind, m.LastError = st.GTIDCurrentPos, st.GTIDIOPos, st.SecondsBehind, st.LastError
-	if st.Replicating {
-		m.MasterAddr = net.JoinHostPort(st.MasterHost, strconv.Itoa(st.MasterPort))
-	}
-	switch {
-	case st.IsMaster():
-		m.Role = "master"
-	case st.Replicating:
-		m.Role = "minion"
-	}
-	return m
-}
-
-// clusterWarnings sets r.Master and returns what an operator should look at.
-func clusterWarnings(r *clusterReport) []string {
-	var masters []string
-	for _, m := range r.Members {
-		if m.Role == "master" {
-			masters = append(masters, m.Addr)
-		}
-	}
-	var w []string
-	switch len(masters) {
-	case 0:
-		w = append(w, "no master: writes to its partitions fail (promote a minion: schemaless admin promote)")
-	case 1:
-		r.Master = masters[0]
-	default:
-		w = append(w, fmt.Sprintf("%d masters (%s): split brain: the nodes that see both write to neither", len(masters), strings.Join(masters, ", ")))
-	}
-	for _, m := range r.Members {
-		switch {
-		case m.Error != "":
-			w = append(w, fmt.Sprintf("%s is unreachable", m.Addr))
-		case m.Role == "unknown":
-			w = append(w, fmt.Sprintf("%s is read-only and replicates from nobody: fenced (an old master?); it is no master, and rejoining it needs a re-seed", m.Addr))
-		case m.Role == "minion" && r.Master != "" && m.MasterAddr != r.Master:
-			w = append(w, fmt.Sprintf("%s replicates from %s, not from the master %s", m.Addr, m.MasterAddr, r.Master))
-		case m.Role == "minion" && (!m.IORunning || !m.SQLRunning):
-			w = append(w, fmt.Sprintf("%s: replication %s", m.Addr, replicatingText(m)))
-		}
-	}
-	return w
+	return replication.ProbeCluster(ctx, ds.Name, c.Name, parts, dsns), nil
 }
 
 func runAdminStorage(ctx context.Context, f adminFlags, out io.Writer) error {
@@ -477,7 +316,7 @@ func runAdminStorage(ctx context.Context, f adminFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var reps []clusterReport
+	var reps []replication.ClusterReport
 	for _, ds := range dss {
 		for i := range ds.StorageClusters {
 			r, err := probeCluster(ctx, ds, &ds.StorageClusters[i], f)
@@ -499,7 +338,7 @@ func runAdminStorage(ctx context.Context, f adminFlags, out io.Writer) error {
 	return nil
 }
 
-func printClusterReport(w io.Writer, r clusterReport) {
+func printClusterReport(w io.Writer, r replication.ClusterReport) {
 	parts := make([]string, len(r.Partitions))
 	for i, p := range r.Partitions {
 		parts[i] = strconv.Itoa(p)
@@ -520,8 +359,8 @@ func printClusterReport(w io.Writer, r clusterReport) {
 		if m.SecondsBehind >= 0 {
 			behind = strconv.FormatInt(m.SecondsBehind, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Addr, m.Role, adminYesNo(m.ReadOnly), replicatingText(m),
-			adminDash(m.MasterAddr), adminDash(m.GTIDPosition), adminDash(m.GTIDReceived), behind, adminDash(m.LastError))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Addr, m.Role, adminYesNo(m.ReadOnly), m.ReplicationState(),
+			dash(m.MasterAddr), dash(m.GTIDPosition), dash(m.GTIDReceived), behind, dash(m.LastError))
 	}
 	_ = tw.Flush()
 	for _, s := range r.Warnings {
@@ -529,33 +368,11 @@ func printClusterReport(w io.Writer, r clusterReport) {
 	}
 }
 
-// replicatingText says whether m replicates and which of its threads run.
-func replicatingText(m memberReport) string {
-	switch {
-	case !m.Replicating:
-		return "no"
-	case m.IORunning && m.SQLRunning:
-		return "yes"
-	case m.IORunning:
-		return "sql not running"
-	case m.SQLRunning:
-		return "io not running"
-	}
-	return "not running"
-}
-
 func adminYesNo(b bool) string {
 	if b {
 		return "yes"
 	}
 	return "no"
-}
-
-func adminDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func adminWriteJSON(w io.Writer, v any) error {

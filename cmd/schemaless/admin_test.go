@@ -58,7 +58,7 @@ datastores:
 }
 
 // storageReport runs `admin storage --json` on topo and returns its one cluster.
-func storageReport(t *testing.T, ctx context.Context, topo string) clusterReport {
+func storageReport(t *testing.T, ctx context.Context, topo string) replication.ClusterReport {
 	t.Helper()
 	r, err := storageReportErr(ctx, topo)
 	require.NoError(t, err)
@@ -67,23 +67,23 @@ func storageReport(t *testing.T, ctx context.Context, topo string) clusterReport
 
 // storageReportErr is storageReport returning its failure: the command's error, an answer
 // that is not JSON, or not one cluster.
-func storageReportErr(ctx context.Context, topo string) (clusterReport, error) {
+func storageReportErr(ctx context.Context, topo string) (replication.ClusterReport, error) {
 	out, errOut, err := runCmd(ctx, "admin", "storage", "--topology", topo, "--json")
 	if err != nil {
-		return clusterReport{}, fmt.Errorf("admin storage --json: %w\n%s", err, errOut)
+		return replication.ClusterReport{}, fmt.Errorf("admin storage --json: %w\n%s", err, errOut)
 	}
-	var reps []clusterReport
+	var reps []replication.ClusterReport
 	if err := json.Unmarshal([]byte(out), &reps); err != nil {
-		return clusterReport{}, fmt.Errorf("admin storage --json: %w in %q", err, out)
+		return replication.ClusterReport{}, fmt.Errorf("admin storage --json: %w in %q", err, out)
 	}
 	if len(reps) != 1 {
-		return clusterReport{}, fmt.Errorf("admin storage --json: got %d clusters, want 1: %s", len(reps), out)
+		return replication.ClusterReport{}, fmt.Errorf("admin storage --json: got %d clusters, want 1: %s", len(reps), out)
 	}
 	return reps[0], nil
 }
 
 // roles returns the members' roles in order, e.g. "master,minion,minion".
-func roles(r clusterReport) string {
+func roles(r replication.ClusterReport) string {
 	var s []string
 	for _, m := range r.Members {
 		s = append(s, m.Role)
@@ -158,7 +158,7 @@ func TestAdminStorageAndPromote(t *testing.T) {
 	out, errOut, err := runCmd(ctx, "admin", "promote", "--topology", topo, "--datastore", "trips", "--cluster", "c0", "--json")
 	require.NoError(t, err, "admin promote:\n%s\n%s", out, errOut)
 	t.Logf("admin promote (failover) took %v", time.Since(start))
-	var pr promoteReport
+	var pr replication.PromoteReport
 	require.NoError(t, json.Unmarshal([]byte(out), &pr), "admin promote --json: %q", out)
 	assert.True(t, pr.NewMaster == addr(2) && !pr.OldMasterReachable && pr.CaughtUp && fmt.Sprint(pr.Repointed) == fmt.Sprint([]string{addr(1)}),
 		"admin promote: got %+v, want new master %s (it received the most), old master unreachable, caught up, %s repointed", pr, addr(2), addr(1))
@@ -167,7 +167,7 @@ func TestAdminStorageAndPromote(t *testing.T) {
 	assert.GreaterOrEqual(t, replication.SeqNo(pr.Position, 0), masterPos, "admin promote: new master's position, want at least the dead master's")
 
 	// The new master; minion 1 replicates from it and catches up (its IO thread reconnects).
-	var after clusterReport
+	var after replication.ClusterReport
 	var reportErr error // a failing command fails the test at once, as outside the wait
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		if after, reportErr = storageReportErr(ctx, topo); reportErr != nil {
@@ -213,13 +213,13 @@ func TestAdminFlagErrors(t *testing.T) {
 	}{
 		{[]string{"storage"}, "--topology is required"},
 		{[]string{"storage", "--topology", missing}, "--topology " + missing + ": topology: open"},
-		{[]string{"storage", "--topology", topo, "--datastore", "users"}, `--datastore "users" is in mode raft`},
-		{[]string{"storage", "--topology", topo, "--datastore", "rides"}, `--datastore "rides": no such datastore in ` + topo + " (it has: trips, users)"},
+		{[]string{"storage", "--topology", topo, "--datastore", "users"}, `--datastore "users": topology: not an async datastore: users is in mode raft`},
+		{[]string{"storage", "--topology", topo, "--datastore", "rides"}, `--datastore "rides": topology: no such datastore "rides" (it has: trips, users)`},
 		{[]string{"promote", "--topology", topo, "--cluster", "c0"}, "--datastore is required"},
-		{[]string{"promote", "--topology", topo, "--datastore", "rides", "--cluster", "c0"}, `--datastore "rides": no such datastore`},
-		{[]string{"promote", "--topology", topo, "--datastore", "users", "--cluster", "c0"}, `--datastore "users" is in mode raft: storage clusters exist only in mode async`},
+		{[]string{"promote", "--topology", topo, "--datastore", "rides", "--cluster", "c0"}, `--datastore "rides": topology: no such datastore`},
+		{[]string{"promote", "--topology", topo, "--datastore", "users", "--cluster", "c0"}, `--datastore "users": topology: not an async datastore: users is in mode raft, and storage clusters exist only in mode async`},
 		{[]string{"promote", "--topology", topo, "--datastore", "trips"}, "--cluster is required"},
-		{[]string{"promote", "--topology", topo, "--datastore", "trips", "--cluster", "c9"}, `--cluster "c9": datastore trips has no such storage cluster (it has: c0)`},
+		{[]string{"promote", "--topology", topo, "--datastore", "trips", "--cluster", "c9"}, `--cluster "c9": topology: no such storage cluster "c9" in datastore trips (it has: c0)`},
 		{[]string{"promote", "--datastore", "trips", "--cluster", "c0"}, "--topology is required"},
 		{[]string{"promote", "--topology", topo, "--datastore", "trips", "--cluster", "c0", "--admin-user", ""}, "--admin-user must not be empty"},
 	}
@@ -235,26 +235,4 @@ func TestAdminFlagErrors(t *testing.T) {
 		"admin storage with members down: got %+v, want both unknown with errors and a no-master warning", r)
 	_, _, err := runCmd(ctx, "admin", "promote", "--topology", topo, "--datastore", "trips", "--cluster", "c0")
 	assert.ErrorContains(t, err, "no reachable minion", "admin promote with members down")
-}
-
-func TestWithUser(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		dsn, user, password string
-		set                 bool
-		want                string
-	}{
-		{"schemaless@tcp(10.0.0.1:3306)/", "root", "", false, "root@tcp(10.0.0.1:3306)/"},
-		{"schemaless:pw@tcp(10.0.0.1:3306)/?timeout=3s", "root", "", false, "root:pw@tcp(10.0.0.1:3306)/?timeout=3s"},
-		{"schemaless:pw@tcp(10.0.0.1:3306)/", "admin", "", true, "admin@tcp(10.0.0.1:3306)/"},
-		{"schemaless@tcp(10.0.0.1:3306)/sl", "admin", "s3cret", true, "admin:s3cret@tcp(10.0.0.1:3306)/sl"},
-	}
-	for _, tt := range tests {
-		got, err := withUser(tt.dsn, tt.user, tt.password, tt.set)
-		if assert.NoError(t, err, "withUser(%q, %q, %q, %t)", tt.dsn, tt.user, tt.password, tt.set) {
-			assert.Equal(t, tt.want, got, "withUser(%q, %q, %q, %t)", tt.dsn, tt.user, tt.password, tt.set)
-		}
-	}
-	_, err := withUser("not a dsn", "root", "", false)
-	assert.Error(t, err, "withUser of a bad DSN")
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/replication"
 	"github.com/spf13/cobra"
 )
 
@@ -121,7 +122,7 @@ func runAdminMove(ctx context.Context, f adminFlags, mf moveFlags, out, errOut i
 	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	res, merr := partition.MoveAsync(ctx, partition.AsyncMove{
 		Datastore: ds, Partition: mf.partition, To: mf.to,
-		DSN:     func(dsn string) (string, error) { return withUser(dsn, f.adminUser, f.adminPassword, f.passwordSet) },
+		DSN:     func(dsn string) (string, error) { return replication.WithUser(dsn, f.adminUser, f.password()) },
 		Cluster: partition.ClusterConfig{Logger: logger},
 		Move: partition.MoveConfig{LockWait: mf.lockWait, DrainTimeout: mf.drainTimeout, DropOld: mf.dropOld,
 			DropGrace: mf.dropGrace, Logger: logger},
@@ -163,7 +164,7 @@ func printMove(w io.Writer, r moveReport, topology string) {
 		verb = "finished moving"
 	}
 	fmt.Fprintf(w, "%s partition %d of %s from %s to %s (placement epoch %d) in %s\n", verb, r.Partition, r.Datastore, r.From, r.To, r.Epoch,
-		(time.Duration(r.Seconds * float64(time.Second))).Round(time.Millisecond))
+		secs(r.Seconds))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if !r.Resumed {
 		fmt.Fprintf(tw, "  copied\t%d cells in %s\n", r.CopiedCells, secs(r.CopySeconds))

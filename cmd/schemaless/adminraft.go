@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -119,18 +117,12 @@ func adminError(err error) error {
 	return err
 }
 
-// writeAnswerJSON prints an answer of the API indented, as the node wrote it (no HTML
-// escaping), followed by a blank line.
+// writeAnswerJSON prints an answer of the API (writeJSON), followed by a blank line.
 func writeAnswerJSON(w io.Writer, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+	if err := writeJSON(w, v); err != nil {
 		return err
 	}
-	buf.WriteByte('\n')
-	_, err := w.Write(buf.Bytes())
+	_, err := fmt.Fprintln(w)
 	return err
 }
 
@@ -192,50 +184,15 @@ func runAdminNodes(ctx context.Context, cl *client.Client, asJSON bool, out io.W
 	if asJSON {
 		return writeAnswerJSON(out, nr)
 	}
-	replicas, leaders := map[string]int{}, map[string]int{}
 	reps, perr := cl.Partitions(ctx, "")
 	perr = adminError(perr)
-	fromRaft := perr == nil
-	for _, p := range reps {
-		if p.Error != "" {
-			fromRaft = false
-		}
-		for _, s := range p.Servers {
-			replicas[s.Node]++
-		}
-		if p.Leader != "" {
-			leaders[p.Leader]++
-		}
-	}
-	rows := slices.Clone(nr.Nodes)
-	known := map[string]bool{}
-	for _, m := range rows {
-		known[m.ID] = true
-	}
-	if fromRaft {
-		for id := range replicas {
-			if !known[id] {
-				rows = append(rows, wire.Member{ID: id, State: "-"})
-			}
-		}
-	} else {
-		replicas, leaders = map[string]int{}, map[string]int{}
-		for _, m := range rows {
-			for _, r := range m.Replicas {
-				replicas[m.ID]++
-				if r.Leader {
-					leaders[m.ID]++
-				}
-			}
-		}
-	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
+	rows, fromRaft := wire.NodeLoads(nr.Nodes, reps, perr == nil)
 	fmt.Fprintf(out, "%d nodes, as seen by %s\n", len(rows), nr.Self)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tHTTP\tRAFT\tGOSSIP\tVERSION\tREPLICAS\tLEADERS")
 	for _, m := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", m.ID, m.State, dash(m.HTTPAddr), dash(m.RaftAddr), dash(m.GossipAddr),
-			dash(m.Version), replicas[m.ID], leaders[m.ID])
+			dash(m.Version), m.ReplicaCount, m.LeaderCount)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -620,7 +577,6 @@ func printRebalance(w io.Writer, rep wire.RebalanceReport, drained string, exclu
 	if drained != "" {
 		verb, what = "drained "+drained, "drain of "+drained
 	}
-	took := (time.Duration(rep.DurationSeconds * float64(time.Second))).Round(time.Millisecond)
 	var over []string // the nodes replicas may go to (the report lists the excluded ones too)
 	for _, nd := range rep.Nodes {
 		if !slices.Contains(exclude, nd) {
@@ -631,7 +587,7 @@ func printRebalance(w io.Writer, rep wire.RebalanceReport, drained string, exclu
 		fmt.Fprintf(w, "%s onto %s, planned (dry run: nothing changed): %s, %s\n", what, strings.Join(over, ", "),
 			plural(len(rep.Moves), "replica move"), plural(len(rep.Transfers), "leadership transfer"))
 	} else {
-		fmt.Fprintf(w, "%s onto %s in %s: %s, %s\n", verb, strings.Join(over, ", "), took,
+		fmt.Fprintf(w, "%s onto %s in %s: %s, %s\n", verb, strings.Join(over, ", "), secs(rep.DurationSeconds),
 			plural(len(rep.Moves), "replica move"), plural(len(rep.Transfers), "leadership transfer"))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

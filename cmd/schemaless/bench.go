@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/schemaless-db/schemaless/bench"
+	"github.com/schemaless-db/schemaless/partition"
 	"github.com/spf13/cobra"
 )
 
@@ -201,7 +202,7 @@ share this machine's cores.`,
 	fl.IntVar(&c.Shards, "shards", c.Shards, "shards of the in-process targets' datastore")
 	fl.IntVar(&c.Partitions, "partitions", c.Partitions, "partitions of the in-process targets' datastore (3 replicas each)")
 	fl.IntVar(&c.MaxInflight, "max-inflight", c.MaxInflight, "raft entries in flight per partition of the in-process targets (see serve --max-inflight)")
-	fl.StringVar(&c.RaftLogStore, "raft-log-store", c.RaftLogStore, "raft log format of the in-process targets' replicas and of the raft-raw baseline: auto or node (the node's shared pebble log), wal (hashicorp/raft-wal) or bolt (raft-boltdb); see serve --raft-log-store")
+	fl.StringVar(&c.RaftLogStore, "raft-log-store", c.RaftLogStore, "raft log format of the in-process targets' replicas and of the raft-raw baseline: auto (a new replica gets "+partition.AutoLogStoreForNewReplica+"), node (the node's shared pebble log), wal (hashicorp/raft-wal) or bolt (raft-boltdb); see serve --raft-log-store")
 	fl.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile of the whole run (clients and in-process nodes) to this file")
 	fl.BoolVar(&c.JSON, "json", c.JSON, "print results as JSON lines (one object per run, latencies in µs) instead of a table")
 	fl.IntSliceVar(&c.Rates, "rate", c.Rates, "requests per second, one run per value: trigger-latency and index-lag put_cell writes, open loop (index-lag: 2000 when not given); replication-lag: writes at most, only when given; put, put-batch, get-latest and the baselines: open loop only when given (else closed loop), --clients in flight at most")

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -30,14 +29,8 @@ tokens are written mode 0600; no file is overwritten. See docs/operations.md, Se
 		Short: "Create the cluster's CA (ca.crt, ca.key) in --certs-dir",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return err
-			}
-			a, err := security.NewAuthority("schemaless CA", caValid)
+			a, err := security.CreateAuthority(dir, "schemaless CA", caValid)
 			if err != nil {
-				return err
-			}
-			if err := a.Save(dir); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "created %s and %s (valid until %s); keep the key off the nodes\n",
@@ -87,7 +80,7 @@ and peers reach the node by (its raft_addr's and http_addr's hosts).`,
 				return err
 			}
 			if principals != "" {
-				if err := addPrincipal(principals, security.PrincipalEntry{Name: args[0], Certificate: true, Roles: roles, Datastores: datastores}); err != nil {
+				if err := security.AddPrincipal(principals, security.PrincipalEntry{Name: args[0], Certificate: true, Roles: roles, Datastores: datastores}); err != nil {
 					return err
 				}
 			}
@@ -104,7 +97,7 @@ and peers reach the node by (its raft_addr's and http_addr's hosts).`,
 				return errors.New("--principals-file is required")
 			}
 			tok, digest := security.NewToken()
-			if err := addPrincipal(principals, security.PrincipalEntry{Name: args[0], TokenSHA256: digest, Roles: roles, Datastores: datastores}); err != nil {
+			if err := security.AddPrincipal(principals, security.PrincipalEntry{Name: args[0], TokenSHA256: digest, Roles: roles, Datastores: datastores}); err != nil {
 				return err
 			}
 			if tokenOut != "" {
@@ -133,16 +126,11 @@ and peers reach the node by (its raft_addr's and http_addr's hosts).`,
 				return err
 			}
 			path := filepath.Join(dir, security.GossipKeyFile)
-			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if err != nil {
-				return err
-			}
-			if _, err := fmt.Fprintln(f, security.NewGossipKey()); err != nil {
-				f.Close()
+			if err := security.WriteGossipKeyFile(path); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "created %s; give it to every node with --gossip-key-file\n", path)
-			return f.Close()
+			return nil
 		},
 	}
 	cmd.AddCommand(ca, node, clientCmd, token, gossip)
@@ -157,34 +145,4 @@ func saveIssued(out io.Writer, is security.Issued, dir, base string) error {
 	}
 	fmt.Fprintf(out, "created %s and %s\n", cert, key)
 	return nil
-}
-
-// addPrincipal adds e to the principals file at path (created if missing), checking the
-// result as a node would, and replaces the file atomically (a node reloading it never reads
-// half of it).
-func addPrincipal(path string, e security.PrincipalEntry) error {
-	var pf security.PrincipalsFile
-	raw, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return err
-	default:
-		if pf, err = security.ParsePrincipals(raw); err != nil {
-			return err
-		}
-	}
-	pf.Principals = append(pf.Principals, e)
-	data, err := pf.Marshal()
-	if err != nil {
-		return err
-	}
-	if _, err := security.ParsePrincipals(data); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

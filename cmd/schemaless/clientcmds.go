@@ -59,8 +59,12 @@ func parseKeyArgs(args []string) (cells.Key, error) {
 	return k, cells.ValidateColumnKey(k.ColumnKey)
 }
 
-func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
+// printJSON prints v to stdout as writeJSON does.
+func printJSON(v any) error { return writeJSON(os.Stdout, v) }
+
+// writeJSON writes v to w indented, as the API writes it (no HTML escaping).
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
@@ -115,7 +119,7 @@ outcome.`,
 			res, err := cl.PutCell(cmd.Context(), k.RowKey, k.ColumnKey, k.RefKey, json.RawMessage(body), opts...)
 			var pe *client.PreconditionError
 			if errors.As(err, &pe) {
-				return fmt.Errorf("precondition failed: %s", describeFailures(pe.Failures))
+				return fmt.Errorf("precondition failed: %s", pe.Conditions())
 			}
 			if err != nil && !errors.Is(err, client.ErrConflict) {
 				return err
@@ -130,19 +134,6 @@ outcome.`,
 	cmd.Flags().StringVar(&ifLatest, "if-latest", "", "write only if the column's latest ref key is this (or none: only if the column has no cell)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "name the write: a repeat within 10 minutes answers the first outcome")
 	return cmd
-}
-
-// describeFailures says which conditions failed and what the columns' latest ref keys are.
-func describeFailures(fs []wire.ConditionFailure) string {
-	parts := make([]string, len(fs))
-	for i, f := range fs {
-		latest := "none (no cell)"
-		if f.LatestRefKey != nil {
-			latest = strconv.FormatInt(*f.LatestRefKey, 10)
-		}
-		parts[i] = fmt.Sprintf("condition %d: the column's latest ref key is %s", f.Index, latest)
-	}
-	return strings.Join(parts, "; ")
 }
 
 func newGetCmd() *cobra.Command {
@@ -283,81 +274,47 @@ func newStatusCmd() *cobra.Command {
 // runStatus asks every endpoint for its view and prints one line per partition with the
 // leader and each replica's applied index.
 func runStatus(ctx context.Context, f clientFlags, asJSON bool) error {
-	type view struct {
-		ep   string
-		err  error
-		node string
-		// applied[datastore/partition] and leader[datastore/partition] as this node sees them
-		applied map[string]uint64
-		state   map[string]string
-		leader  map[string]string
+	cfg := client.DefaultConfig()
+	cfg.Endpoints, cfg.MaxAttempts, cfg.RequestTimeout = f.endpoints, 1, 2*time.Second
+	if err := applyClientAuth(&cfg); err != nil {
+		return err
 	}
-	var views []view
-	var order []string
-	replicas := map[string][]string{}
-	shards := map[string]string{}
-	for _, ep := range f.endpoints {
-		cfg := client.DefaultConfig()
-		cfg.Endpoints = []string{ep}
-		cfg.MaxAttempts = 1
-		cfg.RequestTimeout = 2 * time.Second
-		if err := applyClientAuth(&cfg); err != nil {
-			return err
-		}
-		cl, err := client.New(cfg)
-		if err != nil {
-			return err
-		}
-		st, err := cl.Cluster(ctx)
-		v := view{ep: ep, err: err, node: st.Node, applied: map[string]uint64{}, state: map[string]string{}, leader: map[string]string{}}
-		if err == nil && asJSON {
-			if err := printJSON(st); err != nil {
+	cl, err := client.New(cfg)
+	if err != nil {
+		return err
+	}
+	sts, errs := make([]wire.ClusterStatus, len(f.endpoints)), make([]error, len(f.endpoints))
+	for i, ep := range f.endpoints {
+		sts[i], errs[i] = cl.ClusterAt(ctx, ep)
+		if errs[i] == nil && asJSON {
+			if err := printJSON(sts[i]); err != nil {
 				return err
 			}
 		}
-		for _, d := range st.Datastores {
-			for _, p := range d.Partitions {
-				key := fmt.Sprintf("%s/%d", d.Name, p.ID)
-				if _, ok := replicas[key]; !ok {
-					order = append(order, key)
-					replicas[key] = p.Replicas
-					shards[key] = fmt.Sprintf("%d-%d", p.FirstShard, p.LastShard)
-				}
-				v.applied[key], v.state[key], v.leader[key] = p.AppliedIndex, p.State, p.Leader
-			}
-		}
-		views = append(views, v)
 	}
 	if asJSON {
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprint(tw, "PARTITION\tSHARDS\tLEADER")
-	for _, v := range views {
-		name := v.node
-		if v.err != nil {
-			name = v.ep
+	for i, st := range sts {
+		name := st.Node
+		if errs[i] != nil {
+			name = f.endpoints[i]
 		}
 		fmt.Fprintf(tw, "\t%s", name)
 	}
 	fmt.Fprintln(tw)
-	for _, key := range order {
-		leader := ""
-		for _, v := range views {
-			if v.leader[key] != "" {
-				leader = v.leader[key]
-				break
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s", key, shards[key], leader)
-		for _, v := range views {
+	for _, v := range wire.PartitionViews(sts) {
+		fmt.Fprintf(tw, "%s/%d\t%d-%d\t%s", v.Datastore, v.Partition, v.FirstShard, v.LastShard, v.Leader)
+		for i, p := range v.Nodes {
 			switch {
-			case v.err != nil:
+			case errs[i] != nil:
 				fmt.Fprint(tw, "\tdown")
-			case v.state[key] == "":
+			case p.State == "":
 				fmt.Fprint(tw, "\t-")
 			default:
-				fmt.Fprintf(tw, "\t%s applied=%d", strings.ToLower(v.state[key]), v.applied[key])
+				fmt.Fprintf(tw, "\t%s applied=%d", strings.ToLower(p.State), p.AppliedIndex)
 			}
 		}
 		fmt.Fprintln(tw)
@@ -365,9 +322,9 @@ func runStatus(ctx context.Context, f clientFlags, asJSON bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, v := range views {
-		if v.err != nil {
-			fmt.Printf("%s: %v\n", v.ep, v.err)
+	for i, err := range errs {
+		if err != nil {
+			fmt.Printf("%s: %v\n", f.endpoints[i], err)
 		}
 	}
 	return nil

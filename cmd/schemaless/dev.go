@@ -1,28 +1,24 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/examples"
+	"github.com/schemaless-db/schemaless/internal/launcher"
 	"github.com/schemaless-db/schemaless/security"
+	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
-	"github.com/schemaless-db/schemaless/workload"
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 )
 
 type devFlags struct {
@@ -195,11 +191,7 @@ func runDev(ctx context.Context, f devFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	top := f.topology()
-	text, err := yaml.Marshal(top)
-	if err != nil {
-		return err
-	}
-	if err := top.Normalize(); err != nil {
+	if err := f.topology().Normalize(); err != nil { // before --fresh deletes anything
 		return err
 	}
 	if f.fresh {
@@ -212,25 +204,22 @@ func runDev(ctx context.Context, f devFlags) error {
 			}
 		}
 	}
-	if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
-		return err
-	}
-	topoPath := filepath.Join(f.dataDir, "topology.yaml")
-	if old, err := os.ReadFile(topoPath); err == nil && !bytes.Equal(old, text) {
-		return fmt.Errorf("%s holds a cluster with another topology; pass --fresh to start over, or another --data-dir", f.dataDir)
-	}
-	if err := os.WriteFile(topoPath, text, 0o644); err != nil {
-		return err
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	if f.secure {
-		if f.sec, err = ensureDevSecurity(f.dataDir, top); err != nil {
-			return err
-		}
+	// The nodes die with this process, even on kill -9. In their own process groups, Ctrl-C
+	// reaches only this process, which stops the trigger workers (they leave their groups)
+	// before it stops the nodes.
+	nodes, err := launcher.New(launcher.Config{Binary: exe, Dir: f.dataDir, Topology: top, Secure: f.secure,
+		Args: f.serveArgs, DieWithParent: true})
+	if errors.Is(err, launcher.ErrTopologyChanged) {
+		return fmt.Errorf("%s holds a cluster with another topology; pass --fresh to start over, or another --data-dir", f.dataDir)
 	}
+	if err != nil {
+		return err
+	}
+	top, f.sec = nodes.Topology(), nodes.Security()
 	var storage *devStorage
 	if f.usesMariaDB() {
 		if storage, err = startDevStorage(ctx, f); err != nil {
@@ -239,54 +228,23 @@ func runDev(ctx context.Context, f devFlags) error {
 		// Deferred before the nodes' stop, so it runs after it: nodes first, then MariaDB.
 		defer storage.stop()
 	}
-	exited := make(chan error, f.nodes)
-	var procs []*devProc
-	defer func() { stopNodes(procs) }()
-	var endpoints []string
-	for _, n := range top.Nodes {
-		logPath := filepath.Join(f.dataDir, n.ID+".log")
-		logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		args := []string{"serve", "--config", topoPath, "--node-id", n.ID, "--data-dir", filepath.Join(f.dataDir, n.ID), "--log-level", f.logLevel}
-		if f.mysqlDSN != "" {
-			args = append(args, "--mysql", f.mysqlDSN)
-		}
-		if f.logStore != "" {
-			args = append(args, "--raft-log-store", f.logStore)
-		}
-		if f.adminPort > 0 {
-			args = append(args, "--admin-addr", net.JoinHostPort(f.host, strconv.Itoa(f.adminPort+len(procs))))
-		}
-		args = append(args, f.secureServeArgs(n.ID)...)
-		c := exec.Command(exe, args...)
-		c.Stdout, c.Stderr = logFile, logFile
-		// The nodes die with this process, even on kill -9. In their own process group, Ctrl-C
-		// reaches only this process, which stops the trigger workers (they leave their groups)
-		// before it stops the nodes.
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		if err := c.Start(); err != nil {
-			logFile.Close()
-			return fmt.Errorf("start %s: %w", n.ID, err)
-		}
-		p := &devProc{cmd: c, done: make(chan struct{})}
-		procs = append(procs, p)
-		id := n.ID
-		go func() {
-			err := c.Wait()
-			logFile.Close()
-			close(p.done)
-			exited <- fmt.Errorf("node %s exited (%v); see %s", id, err, logPath)
-		}()
-		endpoints = append(endpoints, f.scheme()+"://"+n.HTTPAddr)
+	defer nodes.Stop()
+	if err := nodes.Start(); err != nil {
+		return err
 	}
+	endpoints := nodes.URLs()
 	cl, err := client.New(f.clientConfig(endpoints, "trips"))
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	if err := waitReady(ctx, cl, endpoints, top, exited); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err = nodes.WaitReady(rctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return err
 	}
 	store, layout := "sqlite", ""
@@ -305,70 +263,25 @@ func runDev(ctx context.Context, f devFlags) error {
 	if storage != nil {
 		storage.print(ctx, top)
 	}
-	var trig *examples.Groups
+	demoCfg := examples.DemoConfig{Client: cl, Out: os.Stdout, Index: f.indexes, Schema: f.schema}
 	if f.triggers {
-		if trig, err = startDevTriggers(ctx, cl, f); err != nil {
+		closeLog, err := f.triggerLog(&demoCfg)
+		if err != nil {
 			return err
 		}
-		defer trig.Stop() // before the nodes stop: the workers leave their groups
+		defer closeLog() // after the groups stop
 	}
-	if f.indexes {
-		if err := examples.DefineIndex(ctx, cl, os.Stdout); err != nil {
-			return err
-		}
+	demo, err := examples.StartDemo(ctx, demoCfg)
+	if err != nil {
+		return err
 	}
-	if f.schema {
-		if err := examples.RegisterSchema(ctx, cl, os.Stdout); err != nil {
-			return err
-		}
-	}
+	defer demo.Stop() // before the nodes stop: the workers leave their groups
 	if f.importPath != "" {
-		var (
-			watch   *examples.IndexWatch
-			flights []workload.Flight
-			readErr error
-		)
-		onImported := func() {
-			if f.indexes {
-				flights, readErr = examples.ReadFlights(f.importPath, f.airports, f.importOpts.limit)
-				watch = examples.WatchIndex(ctx, cl, int64(len(flights)))
-			}
-			if trig != nil {
-				trig.Imported(ctx)
-			}
-		}
-		if err := devImport(ctx, cl, f, f.importOpts, "", 0, onImported); err != nil {
+		err := demo.Import(ctx, f.importPath, f.airports, f.importOpts.limit, func(ctx context.Context) (examples.ImportStats, error) {
+			return importFlights(ctx, cl, f.importPath, f.airports, f.importOpts)
+		})
+		if err != nil {
 			return err
-		}
-		if trig != nil {
-			// A failed check is reported, and the cluster keeps serving so that the groups can be
-			// inspected and repaired (schemaless triggers status, parked).
-			if err := trig.Report(ctx, f.importPath, f.airports, f.importOpts.limit); err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				fmt.Println("triggers:", err)
-			}
-		}
-		if f.indexes {
-			// Like the triggers' check: reported, and the cluster keeps serving.
-			err := readErr
-			if err == nil && watch != nil {
-				err = examples.ReportIndex(ctx, cl, flights, watch, os.Stdout)
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				fmt.Println("index:", err)
-			}
-		}
-		// The Docstore-style flow on the first imported flight: reported like the checks above.
-		if err := devDocstoreDemo(ctx, cl, f); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			fmt.Println("docstore:", err)
 		}
 		if f.mode == devModeMixed {
 			if err := devRidesDemo(ctx, endpoints, f); err != nil {
@@ -385,92 +298,46 @@ func runDev(ctx context.Context, f devFlags) error {
 		printMixedCurls(endpoints[0], storage)
 	}
 	if storage != nil {
-		fmt.Printf("  bin/schemaless admin storage --topology %s\n  %s\n", topoPath, storage.promoteCommand(0))
+		fmt.Printf("  bin/schemaless admin storage --topology %s\n  %s\n", nodes.TopologyPath(), storage.promoteCommand(0))
 	}
 	fmt.Println("serving; Ctrl-C to stop")
-	select {
-	case <-ctx.Done():
-		fmt.Println("stopping")
-		return nil
-	case err := <-exited:
+	if err := nodes.WaitExit(ctx); err != nil {
 		return err
 	}
-}
-
-// startDevTriggers starts the example trigger groups (package examples), logging to
-// <data-dir>/triggers.log at --log-level. They run until Stop.
-func startDevTriggers(ctx context.Context, cl *client.Client, f devFlags) (*examples.Groups, error) {
-	logPath := filepath.Join(f.dataDir, "triggers.log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(strings.ToUpper(f.logLevel))); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("--log-level %q: %w", f.logLevel, err)
-	}
-	logger := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level}))
-	g := examples.StartGroups(ctx, examples.GroupsConfig{Client: cl, Logger: logger, LogPath: logPath, Out: os.Stdout})
-	go func() {
-		<-g.Done()
-		logFile.Close()
-	}()
-	return g, nil
-}
-
-// waitReady waits until every datastore of top is ready on every endpoint (the partitions
-// have leaders; an async datastore's storage clusters have masters).
-func waitReady(ctx context.Context, cl *client.Client, endpoints []string, top *topology.Topology, exited <-chan error) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for _, ep := range endpoints {
-		for {
-			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			var err error
-			for _, d := range top.Datastores {
-				if err = cl.DatastoreReady(rctx, ep, d.Name); err != nil {
-					break
-				}
-			}
-			cancel()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s not ready after 60s: %w", ep, err)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case err := <-exited:
-				return err
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}
+	fmt.Println("stopping")
 	return nil
 }
 
-// devProc is a node process and a channel closed when it has exited.
-type devProc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
+// serveArgs are the flags of node i's serve beyond those of the launcher (its topology, id,
+// data directory and, with --secure, TLS, principals and gossip key).
+func (f devFlags) serveArgs(i int, _ string) []string {
+	args := []string{"--log-level", f.logLevel}
+	if f.mysqlDSN != "" {
+		args = append(args, "--mysql", f.mysqlDSN)
+	}
+	if f.logStore != "" {
+		args = append(args, "--raft-log-store", f.logStore)
+	}
+	if f.adminPort > 0 {
+		args = append(args, "--admin-addr", net.JoinHostPort(f.host, strconv.Itoa(f.adminPort+i)))
+	}
+	return args
 }
 
-// stopNodes sends SIGTERM to every node, waits up to 10s for them to exit, then kills the rest.
-func stopNodes(procs []*devProc) {
-	for _, p := range procs {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+// triggerLog sets cfg's trigger groups to log to <data-dir>/triggers.log at --log-level, and
+// returns the function that closes the file.
+func (f devFlags) triggerLog(cfg *examples.DemoConfig) (func() error, error) {
+	cfg.LogPath = filepath.Join(f.dataDir, "triggers.log")
+	logFile, err := os.OpenFile(cfg.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
 	}
-	deadline := time.After(10 * time.Second)
-	for _, p := range procs {
-		select {
-		case <-p.done:
-		case <-deadline:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+	if cfg.Logger, err = (&logFlags{format: "text", level: f.logLevel}).logger(logFile); err != nil {
+		logFile.Close()
+		return nil, err
 	}
+	cfg.Triggers = true
+	return logFile.Close, nil
 }
 
 func printCurls(ep string) {
@@ -496,20 +363,13 @@ try:
 `, ep, row)
 }
 
-// devDocstoreDemo books a seat and a payment with the first imported flight's trip in one
-// transaction, then races two writers advancing its status with conditional writes
-// (examples.Book, examples.RaceStatus).
-func devDocstoreDemo(ctx context.Context, cl *client.Client, f devFlags) error {
-	flights, err := examples.ReadFlights(f.importPath, f.airports, 1)
-	if err != nil {
-		return err
+// dropDevDatabases drops the MySQL databases of every node of top (storage.NodePrefix), so
+// that `dev --fresh --mysql` starts empty.
+func dropDevDatabases(ctx context.Context, dsn string, top *topology.Topology) error {
+	for _, n := range top.Nodes {
+		if err := storage.DropMySQLPrefix(ctx, dsn, storage.NodePrefix(n.ID)); err != nil {
+			return fmt.Errorf("--mysql: %w", err)
+		}
 	}
-	if len(flights) == 0 {
-		return nil
-	}
-	trip := flights[0].RowKey()
-	if err := examples.Book(ctx, cl, trip, os.Stdout); err != nil {
-		return err
-	}
-	return examples.RaceStatus(ctx, cl, trip, os.Stdout)
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/internal/mariadb"
+	"github.com/schemaless-db/schemaless/replication"
 	"github.com/schemaless-db/schemaless/topology"
 )
 
@@ -119,23 +120,11 @@ func (s *devStorage) promoteCommand(c int) string {
 }
 
 // stop stops every server (SIGTERM, concurrently; each is killed after 60 s) and prints the
-// ones that did not stop cleanly; those that had exited before were printed by exited.
+// ones that did not stop cleanly (mariadb.CloseProblems); those that had exited before were
+// printed by exited.
 func (s *devStorage) stop() {
-	err := s.set.Close()
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	for _, err := range errs {
-		var me *mariadb.MemberError
-		switch {
-		case err == nil || errors.Is(err, mariadb.ErrExited):
-		case errors.As(err, &me):
-			first, _, _ := strings.Cut(me.Err.Error(), "\n")
-			fmt.Printf("mariadb c%d-m%d: %s (see %s)\n", me.Cluster, me.Member, first, me.Instance.ErrorLog())
-		default:
-			fmt.Println(err)
-		}
+	for _, line := range mariadb.CloseProblems(s.set.Close()) {
+		fmt.Println(line)
 	}
 }
 
@@ -164,9 +153,9 @@ func (s *devStorage) print(ctx context.Context, top *topology.Topology) {
 		var minions, others []string
 		for k, m := range r.Members {
 			switch m.Role {
-			case "minion":
+			case replication.RoleMinion:
 				minions = append(minions, m.Addr)
-			case "master":
+			case replication.RoleMaster:
 				s.masters[i] = k
 			default:
 				others = append(others, m.Addr)
@@ -176,7 +165,7 @@ func (s *devStorage) print(ctx context.Context, top *topology.Topology) {
 		for k, p := range r.Partitions {
 			parts[k] = strconv.Itoa(p)
 		}
-		line := fmt.Sprintf("  %s (partitions %s): master %s, minions %s", r.Cluster, strings.Join(parts, ","), adminDash(r.Master), adminDash(strings.Join(minions, " ")))
+		line := fmt.Sprintf("  %s (partitions %s): master %s, minions %s", r.Cluster, strings.Join(parts, ","), dash(r.Master), dash(strings.Join(minions, " ")))
 		if len(others) > 0 {
 			line += ", neither " + strings.Join(others, " ") + " (fenced or down; see admin storage)"
 		}

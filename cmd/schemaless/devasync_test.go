@@ -25,6 +25,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
+	"github.com/schemaless-db/schemaless/replication"
 	"github.com/schemaless-db/schemaless/wire"
 	"github.com/schemaless-db/schemaless/workload"
 )
@@ -261,7 +262,7 @@ func TestDevAsync(t *testing.T) {
 	promote, err := exec.Command(bin, "admin", "promote", "--topology", filepath.Join(dir, "topology.yaml"),
 		"--datastore", "trips", "--cluster", "c0", "--json").Output()
 	require.NoError(t, err, "admin promote: %s", promote)
-	var pr promoteReport
+	var pr replication.PromoteReport
 	require.NoError(t, json.Unmarshal(promote, &pr), "admin promote --json: %s", promote)
 	require.Contains(t, []string{db(0, 1), db(0, 2)}, pr.NewMaster, "admin promote: want a minion of c0 promoted: %s", promote)
 	// A write on a partition of c0 (0 or 2: shards 0-15 and 32-47) goes to the new master once

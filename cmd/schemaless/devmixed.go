@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/examples"
 )
 
 // The mixed cluster of `dev --mode mixed`: trips in raft mode and rides in async mode on the
@@ -47,7 +49,12 @@ func devRidesDemo(ctx context.Context, endpoints []string, f devFlags) error {
 		opts.limit = devMixedFlights
 	}
 	fmt.Println()
-	return devImport(ctx, cl, f, opts, devMixedAsync+": ", devMixedStaleWait, nil)
+	st, err := importFlights(ctx, cl, f.importPath, f.airports, opts)
+	if err != nil {
+		return fmt.Errorf("%s: import: %w", devMixedAsync, err)
+	}
+	st.Print(os.Stdout, devMixedAsync+": ")
+	return examples.ReadBack(ctx, cl, f.importPath, f.airports, opts.limit, devMixedStaleWait, os.Stdout, devMixedAsync+": ")
 }
 
 // printMixedCurls prints, after printCurls, how to look at rides and, when c0 has a master,

@@ -2,49 +2,11 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"path/filepath"
 
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/security"
-	"github.com/schemaless-db/schemaless/topology"
 )
-
-// ensureDevSecurity makes <dataDir>/certs the cluster's development bundle: a CA, a node
-// certificate per node for the hosts of its addresses, a gossip key and a token per
-// security.DevPrincipals entry (admin, app, reader, prometheus).
-func ensureDevSecurity(dataDir string, top *topology.Topology) (*security.DevBundle, error) {
-	hosts := map[string][]string{}
-	for _, n := range top.Nodes {
-		seen := map[string]bool{}
-		for _, a := range []string{n.HTTPAddr, n.RaftAddr, n.GossipAddr} {
-			if h, _, err := net.SplitHostPort(a); err == nil && !seen[h] {
-				seen[h] = true
-				hosts[n.ID] = append(hosts[n.ID], h)
-			}
-		}
-		hosts[n.ID] = append(hosts[n.ID], "localhost")
-	}
-	return security.EnsureDevBundle(filepath.Join(dataDir, "certs"), hosts)
-}
-
-// secureServeArgs are serve's security flags for node id under --secure (none without it).
-func (f devFlags) secureServeArgs(id string) []string {
-	if f.sec == nil {
-		return nil
-	}
-	t := f.sec.Node(id)
-	return []string{"--tls-cert", t.CertFile, "--tls-key", t.KeyFile, "--tls-ca", t.CAFile,
-		"--principals-file", f.sec.Principals, "--gossip-key-file", f.sec.GossipKey}
-}
-
-// scheme is the nodes' API scheme.
-func (f devFlags) scheme() string {
-	if f.sec != nil {
-		return "https"
-	}
-	return "http"
-}
 
 // clientConfig is the config of dev's own clients: under --secure they trust the bundle's CA
 // and send the admin token (dev defines the index and the schema).

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/wire"
 	"github.com/spf13/cobra"
 )
@@ -150,9 +150,9 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// followIndexBuild polls version of index name every poll until it is ready, drawing a progress
-// line on w (redrawn in place on a terminal, one line every 5s otherwise). It fails when the
-// version is dropped meanwhile, or with ctx.
+// followIndexBuild waits until version of index name is ready (client.WaitIndexVersion, a read
+// every poll), drawing a progress line on w (redrawn in place on a terminal, one line every 5s
+// otherwise). It fails when the version is dropped meanwhile, or with ctx.
 func followIndexBuild(ctx context.Context, cl *client.Client, name string, version int, poll time.Duration, w io.Writer) (wire.IndexVersionStatus, error) {
 	term := isTerminal(w)
 	var (
@@ -167,53 +167,26 @@ func followIndexBuild(ctx context.Context, cl *client.Client, name string, versi
 			fmt.Fprintln(w)
 		}
 	}()
-	for {
-		st, err := cl.Index(ctx, name, client.WithConsistency(client.ConsistencyStrong))
-		if err != nil && !errors.Is(err, client.ErrUnavailable) {
-			return wire.IndexVersionStatus{}, err
-		}
-		if err == nil {
-			var v wire.IndexVersionStatus
-			found := false
-			for _, vs := range st.Versions {
-				if vs.Version == version {
-					v, found = vs, true
-				}
-			}
-			switch {
-			case !found:
-				return v, fmt.Errorf("index %s has no version %d", name, version)
-			case v.State == wire.IndexDropping || v.State == wire.IndexDropped:
-				return v, fmt.Errorf("index %s version %d is %s", name, version, v.State)
-			}
-			now := time.Now()
-			if !lastAt.IsZero() && now.After(lastAt) {
-				r := float64(v.HandledCells-lastCell) / now.Sub(lastAt).Seconds()
-				if rate == 0 {
-					rate = r
-				} else {
-					rate = 0.7*rate + 0.3*r
-				}
-			}
-			lastCell, lastAt = v.HandledCells, now
-			line := progressLine(v, rate)
-			if term {
-				fmt.Fprintf(w, "\r\033[K%s", line)
-				drawn = true
-			} else if now.Sub(printed) >= 5*time.Second || v.State == wire.IndexReady {
-				fmt.Fprintln(w, line)
-				printed = now
-			}
-			if v.State == wire.IndexReady {
-				return v, nil
+	return cl.WaitIndexVersion(ctx, name, version, poll, func(v wire.IndexVersionStatus) {
+		now := time.Now()
+		if !lastAt.IsZero() && now.After(lastAt) {
+			r := float64(v.HandledCells-lastCell) / now.Sub(lastAt).Seconds()
+			if rate == 0 {
+				rate = r
+			} else {
+				rate = 0.7*rate + 0.3*r
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return wire.IndexVersionStatus{}, ctx.Err()
-		case <-time.After(poll):
+		lastCell, lastAt = v.HandledCells, now
+		line := progressLine(v, rate)
+		if term {
+			fmt.Fprintf(w, "\r\033[K%s", line)
+			drawn = true
+		} else if now.Sub(printed) >= 5*time.Second || v.State == wire.IndexReady {
+			fmt.Fprintln(w, line)
+			printed = now
 		}
-	}
+	})
 }
 
 // progressLine renders a version's build progress: state, bar, percent, cells handled of the
@@ -496,16 +469,12 @@ func runIndexQuery(ctx context.Context, cl *client.Client, name string, f indexQ
 	var tw *tabwriter.Writer
 	var header []string
 	total := 0
-	for {
-		res, err := cl.QueryIndex(ctx, name, q, client.WithConsistency(consistency))
-		if err != nil {
-			return err // an *APIError names the query's field at fault
-		}
+	next, err := cl.QueryIndexPages(ctx, name, q, func(res wire.IndexQueryResult) (bool, error) {
 		for _, e := range res.Entries {
 			total++
 			if f.asJSON {
 				if err := enc.Encode(e); err != nil {
-					return err
+					return false, err
 				}
 				continue
 			}
@@ -541,21 +510,15 @@ func runIndexQuery(ctx context.Context, cl *client.Client, name string, f indexQ
 		}
 		if tw != nil {
 			// Flush each page so that --all prints as it goes (columns may differ by page).
-			if err := tw.Flush(); err != nil {
-				return err
-			}
+			return f.all, tw.Flush()
 		}
-		if res.NextCursor == "" {
-			break
-		}
-		if !f.all {
-			fmt.Fprintf(errOut, "more entries: --cursor %s\n", res.NextCursor)
-			break
-		}
-		q.Cursor = res.NextCursor
-		// The next pages read the same version, even if the alias moves meanwhile: a cursor
-		// belongs to its version's order.
-		q.Version = res.Version
+		return f.all, nil
+	}, client.WithConsistency(consistency))
+	if err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(errOut, "more entries: --cursor %s\n", next)
 	}
 	if total == 0 && !f.asJSON {
 		fmt.Fprintln(errOut, "no entries")
@@ -572,13 +535,13 @@ func buildIndexQuery(f indexQueryFlags) (wire.IndexQuery, error) {
 	if f.version < 0 {
 		return q, fmt.Errorf("--version %d: want 1 or more (0: the alias)", f.version)
 	}
-	q.ShardValue = parseQueryScalar(f.shardValue)
+	q.ShardValue = indexes.ParseScalar(f.shardValue)
 	for _, w := range f.where {
-		c, err := parseWhereExpr(w)
+		c, err := indexes.ParseCond(w)
 		if err != nil {
-			return q, err
+			return q, fmt.Errorf("--where %q: %w", w, err)
 		}
-		q.Where = append(q.Where, c)
+		q.Where = append(q.Where, wire.IndexCond(c))
 	}
 	return q, nil
 }
@@ -609,109 +572,4 @@ func renderQueryValue(v any) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-// whereOps are the comparison operators of a --where, longest first so that "<=" is not read
-// as "<".
-var whereOps = []string{"!=", "<=", ">=", "=", "<", ">"}
-
-// parseWhereExpr parses a --where expression: FIELD OP VALUE, where FIELD is [A-Za-z_][A-Za-z0-9_]*,
-// OP one of = != < <= > >= or the word in (case-insensitive, surrounded by spaces), and VALUE the
-// rest, trimmed (for in, comma-separated values). Spaces around OP are optional for the
-// symbols. Each value is typed by parseQueryScalar.
-func parseWhereExpr(expr string) (wire.IndexCond, error) {
-	s := strings.TrimSpace(expr)
-	i := 0
-	for i < len(s) && (s[i] == '_' || s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z' || i > 0 && s[i] >= '0' && s[i] <= '9') {
-		i++
-	}
-	if i == 0 {
-		return wire.IndexCond{}, fmt.Errorf("--where %q: want FIELD OP VALUE (OP: = != < <= > >= in), starting with a field name", expr)
-	}
-	c := wire.IndexCond{Field: s[:i]}
-	rest := strings.TrimLeft(s[i:], " \t")
-	for _, op := range whereOps {
-		if strings.HasPrefix(rest, op) {
-			c.Op = op
-			rest = rest[len(op):]
-			break
-		}
-	}
-	if c.Op == "" && len(rest) > 2 && strings.EqualFold(rest[:2], "in") && (rest[2] == ' ' || rest[2] == '\t') && len(rest) < len(s[i:]) {
-		c.Op = "in"
-		rest = rest[2:]
-	}
-	if c.Op == "" {
-		return c, fmt.Errorf("--where %q: no operator after field %s (want = != < <= > >= or in)", expr, c.Field)
-	}
-	rest = strings.TrimSpace(rest)
-	if rest == "" {
-		return c, fmt.Errorf("--where %q: no value after %s %s", expr, c.Field, c.Op)
-	}
-	if c.Op != "in" {
-		c.Value = parseQueryScalar(rest)
-		return c, nil
-	}
-	var list []any
-	for j, part := range splitInValues(rest) {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			return c, fmt.Errorf("--where %q: value %d of the in list is empty", expr, j+1)
-		}
-		list = append(list, parseQueryScalar(part))
-	}
-	c.Value = list
-	return c, nil
-}
-
-// splitInValues splits an in list at commas outside double quotes.
-func splitInValues(s string) []string {
-	var parts []string
-	start, quoted := 0, false
-	for i := 0; i < len(s); i++ {
-		switch {
-		case s[i] == '\\' && quoted:
-			i++
-		case s[i] == '"':
-			quoted = !quoted
-		case s[i] == ',' && !quoted:
-			parts = append(parts, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(parts, s[start:])
-}
-
-// parseQueryScalar types a command-line value: a JSON number as json.Number, true and false as
-// bools, a double-quoted JSON string as that string, anything else as the string itself.
-func parseQueryScalar(s string) any {
-	switch {
-	case s == "true":
-		return true
-	case s == "false":
-		return false
-	case isJSONNumber(s):
-		return json.Number(s)
-	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"':
-		var out string
-		if err := json.Unmarshal([]byte(s), &out); err == nil {
-			return out
-		}
-	}
-	return s
-}
-
-// isJSONNumber reports whether s is a number in JSON's grammar (RFC 8259 §6).
-func isJSONNumber(s string) bool {
-	if s == "" {
-		return false
-	}
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil || dec.More() {
-		return false
-	}
-	n, ok := v.(json.Number)
-	return ok && string(n) == s
 }

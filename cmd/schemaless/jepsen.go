@@ -104,23 +104,7 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 			}
 			cfg.Logger, cfg.Out = logger, os.Stdout
 			async := cfg.Mode == "async"
-			cfg.Nemesis.Kinds = nil
-			if nemeses != "none" && nemeses != "" {
-				for _, k := range strings.Split(nemeses, ",") {
-					switch k {
-					case "all":
-						if async {
-							cfg.Nemesis.Kinds = append(cfg.Nemesis.Kinds, jepsen.AllAsyncNemeses...)
-						} else {
-							cfg.Nemesis.Kinds = append(cfg.Nemesis.Kinds, jepsen.AllNemeses...)
-						}
-					case "membership":
-						cfg.Nemesis.Kinds = append(cfg.Nemesis.Kinds, jepsen.MembershipNemeses...)
-					default:
-						cfg.Nemesis.Kinds = append(cfg.Nemesis.Kinds, k)
-					}
-				}
-			}
+			cfg.Nemesis.Kinds = jepsen.ParseNemeses(nemeses, async)
 			cfg.Workloads = strings.Split(workloads, ",")
 			if async && !cmd.Flags().Changed("workload") {
 				cfg.Workloads = []string{"cells", "durability"}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -102,44 +101,18 @@ func runSchemaPut(ctx context.Context, cl *client.Client, column string, text []
 		fmt.Fprintf(out, "column %s: schema version %d %s\n", res.Column, res.Version, what)
 		return nil
 	}
-	st, err := cl.Cluster(ctx)
+	term := !f.quiet && isTerminal(progress)
+	start := time.Now()
+	total, err := cl.DryRunSchemaByPartition(ctx, column, text, func(done, all int, sum wire.SchemaDryRunCheck) {
+		if term {
+			fmt.Fprintf(progress, "\r\033[K%s", dryRunLine(done, all, &sum, time.Since(start)))
+		}
+	})
+	if term {
+		fmt.Fprintln(progress)
+	}
 	if err != nil {
 		return err
-	}
-	var parts []int
-	for _, d := range st.Datastores {
-		if d.Name == cl.Datastore() {
-			for _, p := range d.Partitions {
-				parts = append(parts, p.ID)
-			}
-		}
-	}
-	if len(parts) == 0 {
-		return fmt.Errorf("datastore %q: no partitions in the cluster's status", cl.Datastore())
-	}
-	term := !f.quiet && isTerminal(progress)
-	total := wire.SchemaResult{DryRun: &wire.SchemaDryRunCheck{}}
-	start := time.Now()
-	for i, pid := range parts {
-		if term {
-			fmt.Fprintf(progress, "\r\033[K%s", dryRunLine(i, len(parts), total.DryRun, time.Since(start)))
-		}
-		res, err := cl.DryRunSchemaPartition(ctx, column, text, pid)
-		if err != nil {
-			if term {
-				fmt.Fprintln(progress)
-			}
-			return fmt.Errorf("partition %d: %w", pid, err)
-		}
-		total.Column, total.Version = res.Column, res.Version
-		d := total.DryRun
-		d.Partitions = append(d.Partitions, pid)
-		d.Rows += res.DryRun.Rows
-		d.Rejected += res.DryRun.Rejected
-		d.Examples = append(d.Examples, res.DryRun.Examples...)
-	}
-	if term {
-		fmt.Fprintf(progress, "\r\033[K%s\n", dryRunLine(len(parts), len(parts), total.DryRun, time.Since(start)))
 	}
 	d := total.DryRun
 	fmt.Fprintf(out, "column %s: schema version %d (dry run, nothing registered) would reject %d of %d latest cells (%d partitions)\n",
@@ -197,10 +170,7 @@ func runSchemaList(ctx context.Context, cl *client.Client, column string, asJSON
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(vs)
+		return writeJSON(out, vs)
 	}
 	if len(vs.Versions) == 0 {
 		if column == "" {

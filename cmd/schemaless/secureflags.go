@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -29,117 +28,59 @@ type securityFlags struct {
 
 func (f *securityFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.tlsCert, "tls-cert", "", "this node's certificate (PEM; `schemaless certs create-node`): TLS on the API, the admin listener and the node port (mutual TLS between nodes); with --tls-key and --tls-ca")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "this node's certificate (PEM, made by 'schemaless certs create-node'): TLS on the API, the admin listener and the node port (mutual TLS between nodes); with --tls-key and --tls-ca")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "the CA bundle (PEM) trusted for peers' node certificates and clients' certificates")
-	fl.StringVar(&f.principals, "principals-file", "", "the principals file (YAML: hashed bearer tokens and certificate names with their roles; `schemaless certs create-token`): every API request but /healthz and /readyz must authenticate")
-	fl.StringVar(&f.gossipKey, "gossip-key-file", "", "the gossip keyring file (base64 keys, one per line, the first encrypting; `schemaless certs create-gossip-key`): gossip is encrypted and authenticated")
+	fl.StringVar(&f.principals, "principals-file", "", "the principals file (YAML: hashed bearer tokens and certificate names with their roles, made by 'schemaless certs create-token'): every API request but /healthz and /readyz must authenticate")
+	fl.StringVar(&f.gossipKey, "gossip-key-file", "", "the gossip keyring file (base64 keys, one per line, the first encrypting, made by 'schemaless certs create-gossip-key'): gossip is encrypted and authenticated")
 	fl.StringVar(&f.auditLog, "audit-log", "", "append the audit log (admin operations and refused requests, JSON lines) to this file (default: the node's log)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening on a non-loopback address without TLS, authentication and gossip encryption (anyone who reaches the ports can read, write and administer the cluster)")
 	fl.DurationVar(&f.reload, "security-reload-interval", 10*time.Second, "how often the certificate, key, CA and principals files are checked for changes and reloaded")
 }
 
-// nodeSecurity is what serve loads from securityFlags: nil fields are off.
-type nodeSecurity struct {
-	certs      *security.Certs
-	auth       *security.Authenticator
-	gossipKeys [][]byte
-	audit      *security.Auditor
-	closeAudit func() error
-}
-
 // load reads the files the flags (over spec, the topology's block for this node) name and
-// starts their reload. ctx ends the reload.
-func (f *securityFlags) load(ctx context.Context, spec topology.SecuritySpec, logger *slog.Logger) (*nodeSecurity, error) {
+// starts their reload (security.LoadNode). ctx ends the reload.
+func (f *securityFlags) load(ctx context.Context, spec topology.SecuritySpec, logger *slog.Logger) (*security.NodeSecurity, error) {
 	pick := func(flag, top string) string {
 		if flag != "" {
 			return flag
 		}
 		return top
 	}
-	files := security.TLSFiles{CertFile: pick(f.tlsCert, spec.TLSCert), KeyFile: pick(f.tlsKey, spec.TLSKey), CAFile: pick(f.tlsCA, spec.TLSCA)}
-	principals := pick(f.principals, spec.PrincipalsFile)
-	gossipKey := pick(f.gossipKey, spec.GossipKeyFile)
 	if f.reload <= 0 {
 		return nil, fmt.Errorf("--security-reload-interval %s: must be positive", f.reload)
 	}
-	s := &nodeSecurity{closeAudit: func() error { return nil }}
-	var err error
-	if files != (security.TLSFiles{}) {
-		if s.certs, err = security.LoadCerts(files, logger); err != nil {
-			return nil, err
-		}
-		s.certs.Watch(ctx, f.reload)
-	}
-	if principals != "" {
-		if s.auth, err = security.LoadAuthenticator(principals, logger); err != nil {
-			return nil, err
-		}
-		s.auth.Watch(ctx, f.reload)
-	}
-	if gossipKey != "" {
-		if s.gossipKeys, err = security.LoadGossipKeys(gossipKey); err != nil {
-			return nil, err
-		}
-	}
-	s.audit = security.NewAuditor(logger)
-	if f.auditLog != "" {
-		af, err := os.OpenFile(f.auditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("--audit-log: %w", err)
-		}
-		s.audit = security.NewAuditor(slog.New(slog.NewJSONHandler(af, nil)))
-		s.closeAudit = af.Close
-	}
-	return s, nil
+	return security.LoadNode(ctx, security.NodeFiles{
+		TLS:            security.TLSFiles{CertFile: pick(f.tlsCert, spec.TLSCert), KeyFile: pick(f.tlsKey, spec.TLSKey), CAFile: pick(f.tlsCA, spec.TLSCA)},
+		PrincipalsFile: pick(f.principals, spec.PrincipalsFile), GossipKeyFile: pick(f.gossipKey, spec.GossipKeyFile), AuditLog: f.auditLog,
+	}, f.reload, logger)
 }
 
-// checkExposure refuses a listener on a non-loopback address unless TLS and authentication
-// (and, for gossip, the gossip key) are on, or insecure is set. listeners maps a flag or
-// topology name ("http_addr") to the address listened on; empty addresses are skipped.
-func (s *nodeSecurity) checkExposure(insecure bool, listeners [][2]string) error {
+// checkExposure refuses a listener on a non-loopback address without the protections its kind
+// needs (security.NodeSecurity.Unprotected), unless insecure is set. listeners maps a flag or
+// topology name ("http_addr", "raft_addr", "admin", "gossip") to the address listened on.
+func checkExposure(s *security.NodeSecurity, insecure bool, listeners [][2]string) error {
 	if insecure {
 		return nil
 	}
+	kinds := map[string]string{"raft_addr": security.ListenerPeer, "gossip": security.ListenerGossip}
+	flags := map[string]string{security.NeedTLS: "--tls-cert, --tls-key, --tls-ca", security.NeedAuth: "--principals-file",
+		security.NeedGossipKey: "--gossip-key-file"}
 	var errs []error
 	for _, l := range listeners {
-		what, addr := l[0], l[1]
-		if addr == "" || isLoopback(addr) {
-			continue
+		kind, ok := kinds[l[0]]
+		if !ok {
+			kind = security.ListenerAPI
 		}
 		var missing []string
-		switch {
-		case what == "gossip" && s.gossipKeys == nil:
-			missing = append(missing, "--gossip-key-file")
-		case what == "raft_addr" && s.certs == nil:
-			missing = append(missing, "--tls-cert, --tls-key, --tls-ca")
-		case what != "gossip" && what != "raft_addr":
-			if s.certs == nil {
-				missing = append(missing, "--tls-cert, --tls-key, --tls-ca")
-			}
-			if s.auth == nil {
-				missing = append(missing, "--principals-file")
-			}
+		for _, m := range s.Unprotected(kind, l[1]) {
+			missing = append(missing, flags[m])
 		}
 		if len(missing) > 0 {
-			errs = append(errs, fmt.Errorf("refusing to listen on %s (%s), which is not a loopback address, without %s (see docs/operations.md, Security), unless --insecure is given", addr, what, strings.Join(missing, " and ")))
+			errs = append(errs, fmt.Errorf("refusing to listen on %s (%s), which is not a loopback address, without %s (see docs/operations.md, Security), unless --insecure is given", l[1], l[0], strings.Join(missing, " and ")))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// isLoopback reports whether a listen address's host is a loopback IP or "localhost". An empty
-// host, an unspecified address and any other name count as exposed.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // clientAuth are the credentials flags of the client commands (persistent on the root

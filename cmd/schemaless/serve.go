@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/node"
@@ -82,7 +81,7 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.DurationVar(&f.apiCfg.MaxWait, "max-wait", d.MaxWait, "longest wait a long-polling log read may ask for (get_cells_for_shard wait=)")
 	fl.DurationVar(&f.apiCfg.BodyReadTimeout, "body-read-timeout", d.BodyReadTimeout, "time limit to receive a request's body; later answers 408 and closes the connection (a restore: time limit between reads; negative: none)")
 	fl.IntVar(&f.apiCfg.MaxInflightPerConn, "max-inflight-per-conn", d.MaxInflightPerConn, "most API requests in flight on one connection (HTTP/2); more answer 429 with Retry-After (negative: no limit)")
-	fl.IntVar(&f.apiCfg.MaxInflightPerPrincipal, "max-inflight-per-principal", d.MaxInflightPerPrincipal, "most API requests in flight for one client (its IP address); more answer 429 with Retry-After (negative: no limit; /healthz and /readyz are never refused)")
+	fl.IntVar(&f.apiCfg.MaxInflightPerPrincipal, "max-inflight-per-principal", d.MaxInflightPerPrincipal, "most API requests in flight for one client: its authenticated principal with --principals-file (or the topology's principals file), else its IP address; more answer 429 with Retry-After (negative: no limit; /healthz and /readyz are never refused)")
 	fl.Int64Var(&f.apiCfg.MaxIndexRequestBytes, "max-index-request-bytes", d.MaxIndexRequestBytes, "largest body of an index definition, alias or query request, in bytes")
 	fl.IntVar(&f.apiCfg.DefaultIndexLimit, "default-index-limit", d.DefaultIndexLimit, "page size of an index query without a limit")
 	fl.IntVar(&f.apiCfg.MaxIndexLimit, "max-index-limit", d.MaxIndexLimit, "largest limit of an index query")
@@ -100,7 +99,7 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.Uint64Var(&f.trailingLogs, "trailing-logs", pd.TrailingLogs, "raft log entries kept after a snapshot; a follower further behind catches up by snapshot")
 	fl.IntVar(&f.batchCells, "max-entry-cells", pd.MaxBatchCells, "most cells grouped into one raft entry")
 	fl.IntVar(&f.inflight, "max-inflight", pd.MaxInflight, "raft entries in flight per partition before requests are grouped")
-	fl.StringVar(&f.logStore, "raft-log-store", pd.LogStore, "raft log format: auto (a replica keeps the format its directory holds, a new one gets node), node (one pebble store per node, <data-dir>/raftlog, holding every replica's log: appends of all partitions share fsyncs), wal (hashicorp/raft-wal per replica, one fdatasync per append) or bolt (raft-boltdb per replica, two fdatasync per append, the log mapped in memory); with node, wal or bolt, a replica directory in another format refuses to start")
+	fl.StringVar(&f.logStore, "raft-log-store", pd.LogStore, "raft log format: auto (a replica keeps the format its directory holds, a new one gets "+partition.AutoLogStoreForNewReplica+"), node (one pebble store per node, <data-dir>/raftlog, holding every replica's log: appends of all partitions share fsyncs), wal (hashicorp/raft-wal per replica, one fdatasync per append) or bolt (raft-boltdb per replica, two fdatasync per append, the log mapped in memory); with node, wal or bolt, a replica directory in another format refuses to start")
 	fl.BoolVar(&f.hbFastPath, "raft-heartbeat-fast-path", false, "let raft handle heartbeats beside its main loop, as hashicorp/raft does by default; UNSAFE: exposes hashicorp/raft issue 695 (logs can diverge after a partition heals)")
 	fl.StringVar(&f.sqliteSync, "sqlite-synchronous", "NORMAL", "SQLite PRAGMA synchronous: NORMAL (the raft log covers power loss) or FULL")
 	fl.IntVar(&f.sqliteCache, "sqlite-cache-kib", storage.DefaultSQLiteCacheKiB, "SQLite page cache of each partition's write connection, in KiB (at least 64); outside Go's heap, and a 4 KiB page takes an 8 KiB slot")
@@ -161,7 +160,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	defer sec.closeAudit()
+	defer sec.Close()
 	raftListen, gossipListen := f.bind, f.gossipBind
 	if raftListen == "" {
 		raftListen = self.RaftAddr
@@ -169,7 +168,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if gossipListen == "" {
 		gossipListen = self.GossipAddr
 	}
-	if err := sec.checkExposure(f.sec.insecure, [][2]string{{"http_addr", self.HTTPAddr}, {"raft_addr", raftListen},
+	if err := checkExposure(sec, f.sec.insecure, [][2]string{{"http_addr", self.HTTPAddr}, {"raft_addr", raftListen},
 		{"admin", f.adminAddr}, {"gossip", gossipListen}}); err != nil {
 		return err
 	}
@@ -178,7 +177,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if f.mysqlDSN != "" {
 		prefix := f.mysqlPrefix
 		if prefix == "" {
-			prefix = "sl_" + sanitizePrefix(f.nodeID)
+			prefix = storage.NodePrefix(f.nodeID)
 		}
 		store, err = storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: f.mysqlDSN, Prefix: prefix})
 	} else {
@@ -208,7 +207,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	c.BindAddr, c.Self, c.Join, c.GossipBindAddr = f.bind, selfOverride, f.join, f.gossipBind
 	cfg.Maintainer.PollInterval = f.indexPoll
 	cfg.API, cfg.AdminAddr, cfg.Registry, cfg.Logger = f.apiCfg, f.adminAddr, registry, logger
-	cfg.TLS, cfg.Auth, cfg.Audit, c.GossipKeys = sec.certs, sec.auth, sec.audit, sec.gossipKeys
+	cfg.TLS, cfg.Auth, cfg.Audit, c.GossipKeys = sec.Certs, sec.Auth, sec.Audit, sec.GossipKeys
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -238,26 +237,5 @@ func runServe(ctx context.Context, f serveFlags) error {
 // (slog.SetDefault) and go-sql-driver/mysql's connection errors.
 func routeLibraryLogs(logger *slog.Logger) {
 	slog.SetDefault(logger)
-	_ = mysql.SetLogger(mysqlLogger{logger.With("component", "mysql")})
-}
-
-// mysqlLogger is go-sql-driver/mysql's Logger over slog, at Warn (it logs dropped connections
-// and protocol errors, which the driver retries or returns).
-type mysqlLogger struct{ l *slog.Logger }
-
-// Print logs v, formatted as fmt.Sprint does.
-func (m mysqlLogger) Print(v ...any) { m.l.Warn(fmt.Sprint(v...)) }
-
-// sanitizePrefix makes a node id usable in a MySQL database name.
-func sanitizePrefix(id string) string {
-	b := []byte(id)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 13 {
-		b = b[:13]
-	}
-	return string(b)
+	storage.SetDriverLogger(logger.With("component", "mysql"))
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -19,13 +18,6 @@ import (
 	"github.com/schemaless-db/schemaless/wire"
 	"github.com/spf13/cobra"
 )
-
-// tailPollWait is the long poll of `triggers tail`: a read returns as soon as any shard has a new
-// cell, or after this long with none.
-const tailPollWait = 5 * time.Second
-
-// tailPageLimit is the cells read per shard per poll by `triggers tail`.
-const tailPageLimit = 100
 
 func newTriggersCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -110,68 +102,43 @@ type tailLine struct {
 	wire.Cell
 }
 
-// runTail follows the shard logs of cl's datastore and prints their cells to w until ctx ends
-// (returning ctx's error), f.limit cells were printed (nil), or a read fails.
+// errTailLimit ends a tail that printed --limit cells.
+var errTailLimit = errors.New("--limit cells printed")
+
+// runTail follows the shard logs of cl's datastore (client.Tail) and prints their cells to w
+// until ctx ends (returning ctx's error), f.limit cells were printed (nil), or a read fails.
 func runTail(ctx context.Context, cl *client.Client, f tailFlags, consistency string, w io.Writer) error {
 	if f.limit < 0 {
 		return fmt.Errorf("--limit %d: want 0 or more", f.limit)
 	}
-	read := client.WithConsistency(consistency)
-	shards := f.shards
-	if len(shards) == 0 {
-		n, err := datastoreShards(ctx, cl)
-		if err != nil {
-			return err
-		}
-		for s := 0; s < n; s++ {
-			shards = append(shards, s)
-		}
-	}
-	locs := make([]wire.ShardLocation, len(shards))
-	for i, s := range shards {
-		locs[i] = wire.ShardLocation{Shard: s}
-	}
-	var from time.Time // the first read starts at this time (zero: at locs)
+	opts := client.TailOptions{Shards: f.shards, ColumnKey: f.column}
 	switch f.from {
 	case "earliest":
+		opts.Earliest = true
 	case "latest":
-		if err := highWaters(ctx, cl, locs, read); err != nil {
-			return err
-		}
 	default:
 		t, err := time.Parse(time.RFC3339Nano, f.from)
 		if err != nil {
 			return fmt.Errorf("--from %q: want latest, earliest or an RFC 3339 time (2006-01-02T15:04:05Z)", f.from)
 		}
-		from = t
+		opts.Since = t
 	}
 	printed := 0
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	for {
-		req := client.LogsRequest{Shards: locs, Time: from, ColumnKey: f.column, Limit: tailPageLimit, Wait: tailPollWait}
-		if !from.IsZero() {
-			// The first read by time answers at once, so that later reads go on by location.
-			req.Wait = 0
-		}
-		resp, err := cl.ReadLogs(ctx, req, read)
-		if err != nil {
+	err := cl.Tail(ctx, opts, func(shard int, c wire.Cell) error {
+		if err := printTailCell(w, enc, shard, c, f.asJSON); err != nil {
 			return err
 		}
-		from = time.Time{}
-		for i, p := range resp.Shards {
-			for _, c := range p.Cells {
-				if err := printTailCell(w, enc, p.Shard, c, f.asJSON); err != nil {
-					return err
-				}
-				printed++
-				if f.limit > 0 && printed >= f.limit {
-					return nil
-				}
-			}
-			locs[i].Location = p.NextLocation
+		if printed++; f.limit > 0 && printed >= f.limit {
+			return errTailLimit
 		}
+		return nil
+	}, client.WithConsistency(consistency))
+	if errors.Is(err, errTailLimit) {
+		return nil
 	}
+	return err
 }
 
 func printTailCell(w io.Writer, enc *json.Encoder, shard int, c wire.Cell, asJSON bool) error {
@@ -186,41 +153,6 @@ func printTailCell(w io.Writer, enc *json.Encoder, shard int, c wire.Cell, asJSO
 	_, err := fmt.Fprintf(w, "%d %d %s %s %s %d %s\n", shard, c.AddedID, c.CreatedAt.UTC().Format("2006-01-02T15:04:05.000000Z"),
 		c.RowKey, c.ColumnKey, c.RefKey, body.Bytes())
 	return err
-}
-
-// datastoreShards returns the shard count of cl's datastore, from the cluster status.
-func datastoreShards(ctx context.Context, cl *client.Client) (int, error) {
-	st, err := cl.Cluster(ctx)
-	if err != nil {
-		return 0, err
-	}
-	for _, d := range st.Datastores {
-		if d.Name == cl.Datastore() {
-			return d.Shards, nil
-		}
-	}
-	return 0, fmt.Errorf("datastore %q is not in the cluster (datastores: %s)", cl.Datastore(), datastoreNames(st))
-}
-
-func datastoreNames(st wire.ClusterStatus) string {
-	var names []string
-	for _, d := range st.Datastores {
-		names = append(names, d.Name)
-	}
-	return strings.Join(names, ", ")
-}
-
-// highWaters sets each location to its shard's high-water mark (the last added_id stored), so
-// that reading on from it gives only the cells written from now on.
-func highWaters(ctx context.Context, cl *client.Client, locs []wire.ShardLocation, read client.ReadOption) error {
-	resp, err := cl.ReadLogs(ctx, client.LogsRequest{Shards: locs, Limit: 1}, read)
-	if err != nil {
-		return err
-	}
-	for i, p := range resp.Shards {
-		locs[i].Location = max(p.HighWater, 0)
-	}
-	return nil
 }
 
 func newTriggersStatusCmd() *cobra.Command {
@@ -274,17 +206,9 @@ func groupErr(group string, err error) error {
 }
 
 func listGroups(ctx context.Context, cl *client.Client, asJSON bool) error {
-	names, err := cl.Groups(ctx)
+	sts, err := cl.GroupStatuses(ctx)
 	if err != nil {
 		return err
-	}
-	sts := make([]wire.GroupStatus, 0, len(names))
-	for _, g := range names {
-		st, err := cl.GroupStatus(ctx, g)
-		if err != nil {
-			return fmt.Errorf("group %s: %w", g, err)
-		}
-		sts = append(sts, st)
 	}
 	if asJSON {
 		return printJSON(sts)

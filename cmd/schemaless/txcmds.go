@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/google/uuid"
-	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/wire"
 	"github.com/spf13/cobra"
@@ -49,32 +48,9 @@ The answer is printed; a failed condition or a conflict writes nothing and exits
 			if err := json.Unmarshal(raw, &req); err != nil {
 				return fmt.Errorf("transaction request: %w", err)
 			}
-			conds := make([]client.TxCondition, len(req.Conditions))
-			for i, c := range req.Conditions {
-				rk, err := cells.ParseRowKey(c.RowKey)
-				if err != nil {
-					return fmt.Errorf("conditions[%d].row_key: %w", i, err)
-				}
-				conds[i] = client.TxCondition{RowKey: rk, ColumnKey: c.ColumnKey}
-				if s := string(c.LatestRefKey); s != "" && s != "null" {
-					var n int64
-					if err := json.Unmarshal(c.LatestRefKey, &n); err != nil || n < 0 {
-						return fmt.Errorf("conditions[%d].latest_ref_key: %s is not a ref key or null", i, s)
-					}
-					conds[i].LatestRefKey = &n
-				}
-			}
-			writes := make([]client.CellWrite, len(req.Writes))
-			for i, w := range req.Writes {
-				rk, err := cells.ParseRowKey(w.RowKey)
-				if err != nil {
-					return fmt.Errorf("writes[%d].row_key: %w", i, err)
-				}
-				ref, err := w.RefKey.Int64()
-				if err != nil {
-					return fmt.Errorf("writes[%d].ref_key: %w", i, err)
-				}
-				writes[i] = client.CellWrite{Key: cells.Key{RowKey: rk, ColumnKey: w.ColumnKey, RefKey: ref}, Body: w.Body}
+			conds, writes, err := client.TransactionFromWire(req)
+			if err != nil {
+				return err
 			}
 			cl, err := f.client()
 			if err != nil {
@@ -89,7 +65,7 @@ The answer is printed; a failed condition or a conflict writes nothing and exits
 			var ae *client.APIError
 			switch {
 			case errors.As(err, &pe):
-				return fmt.Errorf("precondition failed, nothing written: %s", describeFailures(pe.Failures))
+				return fmt.Errorf("precondition failed, nothing written: %s", pe.Conditions())
 			case errors.As(err, &ae) && len(ae.Conflicts) > 0:
 				return fmt.Errorf("conflict, nothing written: writes %v hold another body", ae.Conflicts)
 			case err != nil:

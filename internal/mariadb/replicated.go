@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -373,6 +374,30 @@ func (s *ReplicatedSet) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// CloseProblems lists, one line each, what a Close error says went wrong: for a member that
+// did not stop cleanly "mariadb c0-m1: <the first line of its error> (see <its error log>)",
+// any other error as it is. Members that had exited by themselves (ErrExited) are left out:
+// Watch reported them when they exited. A nil error has no line.
+func CloseProblems(err error) []string {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var lines []string
+	for _, err := range errs {
+		var me *MemberError
+		switch {
+		case err == nil || errors.Is(err, ErrExited):
+		case errors.As(err, &me):
+			first, _, _ := strings.Cut(me.Err.Error(), "\n")
+			lines = append(lines, fmt.Sprintf("mariadb c%d-m%d: %s (see %s)", me.Cluster, me.Member, first, me.Instance.ErrorLog()))
+		default:
+			lines = append(lines, err.Error())
+		}
+	}
+	return lines
 }
 
 // MemberError is the failure of one member of a ReplicatedSet.
