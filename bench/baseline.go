@@ -112,27 +112,29 @@ func runBaselines(ctx context.Context, env *Env) ([]Result, error) {
 
 // setBaselineRatios sets VsRaftRaw, VsRaftNoop and VsMySQL of every put and put-batch row of rs
 // to its cells/s over that of the row with the same workload, clients and rate of the raft-raw
-// baseline, the raft-noop target and the mysql baseline, when that row exists and has a
-// positive cells/s (the first one if several do). The baseline rows get no ratio to themselves
-// (raft-noop rows do get VsRaftRaw and VsMySQL).
+// baseline, the raft-noop target (of the same client too) and the mysql baseline, when that row
+// exists and has a positive cells/s (the first one if several do). The baseline rows get no
+// ratio to themselves (raft-noop rows do get VsRaftRaw and VsMySQL).
 // Other rows, and rows with no matching baseline, are left alone.
 func setBaselineRatios(rs []Result) {
 	type key struct {
 		workload      string
 		clients, rate int
+		client        string // of raft-noop's rows only: raft-raw and mysql have no HTTP client
 	}
 	raw, noop, my := map[key]float64{}, map[key]float64{}, map[key]float64{}
 	for _, r := range rs {
 		if !isBaselineWorkload(r.Workload) || r.CellsPerSec <= 0 {
 			continue
 		}
-		k := key{r.Workload, r.Clients, r.Rate}
+		k := key{r.Workload, r.Clients, r.Rate, ""}
 		switch r.Target {
 		case baselineRaftRaw:
 			if _, ok := raw[k]; !ok {
 				raw[k] = r.CellsPerSec
 			}
 		case baselineRaftNoop:
+			k.client = r.Client
 			if _, ok := noop[k]; !ok {
 				noop[k] = r.CellsPerSec
 			}
@@ -147,11 +149,11 @@ func setBaselineRatios(rs []Result) {
 		if !isBaselineWorkload(r.Workload) || r.Target == targetBaselineMySQL {
 			continue
 		}
-		k := key{r.Workload, r.Clients, r.Rate}
+		k := key{r.Workload, r.Clients, r.Rate, ""}
 		if base, ok := raw[k]; ok && r.Target != baselineRaftRaw {
 			r.VsRaftRaw = r.CellsPerSec / base
 		}
-		if base, ok := noop[k]; ok && r.Target != baselineRaftNoop && r.Target != baselineRaftRaw {
+		if base, ok := noop[key{r.Workload, r.Clients, r.Rate, r.Client}]; ok && r.Target != baselineRaftNoop && r.Target != baselineRaftRaw {
 			r.VsRaftNoop = r.CellsPerSec / base
 		}
 		if base, ok := my[k]; ok {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"io"
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/stretchr/testify/assert"
@@ -236,4 +239,15 @@ func TestBenchRaftNoopOpsAndRate(t *testing.T) {
 		assert.GreaterOrEqual(t, r.OpsPerSec, 40.0)
 		assert.LessOrEqual(t, r.OpsPerSec, 200.0)
 	})
+}
+
+// runRate runs one workload with the Go client cl and n clients at rate requests/s, open loop,
+// or closed loop when rate is 0: for f.Warmup, then for f.Duration or f.Ops measured requests
+// (see runLoad).
+func runRate(ctx context.Context, cl *client.Client, workload, consistency string, n, rate int, rows []uuid.UUID, f Config) Result {
+	r := runLoad(ctx, n, rate, f, func(ctx context.Context, rng *rand.Rand) (int, error) {
+		return loadOp(ctx, cl, workload, consistency, rows, rng, f)
+	})
+	r.Workload, r.Consistency = workload, consistency
+	return r
 }

@@ -38,6 +38,13 @@ type Config struct {
 	// Clients are the concurrent clients (requests in flight) of the workloads that have them,
 	// one run per value.
 	Clients []int
+	// ClientKinds are the HTTP clients of put, put-batch and get-latest: each --clients value
+	// runs once per value, in order (a value may repeat). "go" is package client (leader-aware,
+	// retries, an idempotency key per write), "plain" a client that sends each request to a
+	// random node with no idempotency key and no retry, as curl or a Python program would
+	// (plainClient). Empty means go. Rows name their client (Result.Client) when some value is
+	// not go. Validate refuses plain with any other workload.
+	ClientKinds []string
 	// Connections bounds the HTTP connections per node of put, put-batch and get-latest, and
 	// the mysql baseline's connections to the server; 0: one per client.
 	Connections int
@@ -170,6 +177,7 @@ func DefaultConfig() Config {
 		MySQLDSN:     "root@tcp(127.0.0.1:3306)/",
 		Workloads:    []string{"put"},
 		Clients:      []int{1},
+		ClientKinds:  []string{clientGo},
 		Duration:     10 * time.Second,
 		Warmup:       2 * time.Second,
 		Batch:        100,
@@ -218,6 +226,9 @@ func (c Config) Validate() error {
 		if cons != client.ConsistencyStrong && cons != client.ConsistencyStale {
 			return fmt.Errorf("--consistency %q: want strong or stale", cons)
 		}
+	}
+	if err := c.validateClientKinds(); err != nil {
+		return err
 	}
 	if c.Batch < 1 || c.ValueSize < 2 || c.Rows < 1 || c.Duration <= 0 {
 		return errors.New("--batch, --value-size, --rows and --duration must be positive")
@@ -347,4 +358,23 @@ func (c Config) validateScale() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateClientKinds reports the first unknown --client value, or a workload of Workloads that
+// has no plain client when plain is among them.
+func (c Config) validateClientKinds() error {
+	for _, k := range c.ClientKinds {
+		if k != clientGo && k != clientPlain {
+			return fmt.Errorf("--client %q: want go or plain", k)
+		}
+		if k != clientPlain {
+			continue
+		}
+		for _, w := range c.Workloads {
+			if !hasPlainClient(w) {
+				return fmt.Errorf("--client plain: workload %s has only the go client (plain runs put, put-batch and get-latest)", w)
+			}
+		}
+	}
+	return nil
 }

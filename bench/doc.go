@@ -17,11 +17,14 @@
 // (baseline-mysql): a bare database on the MySQL server taking the same inserts with no
 // datastore in between.
 //
-// Workloads: the load runner's put, put-batch and get-latest (closed loop, or open loop at a
-// rate with no coordinated omission: runLoad), the consumer-group workloads (trigger-latency,
+// Workloads: the load runner's put, put-batch and get-latest (closed loop, or open loop at a rate
+// with no coordinated omission: runLoad), each with one of two HTTP clients (Config.ClientKinds,
+// --client): package client, leader-aware with retries and an idempotency key per write, or the
+// plain client (plainClient), which sends every request to a random node with no idempotency key
+// and no retry, as curl or a Python program would; the consumer-group workloads (trigger-latency,
 // log-read), the index workloads (index-lag, index-query, index-backfill), the async-mode ones
-// (reaper, replication-lag), trips (the Mezzanine flow with package examples' billing trigger
-// and flights index) and scale-cells (latency as the stored cells grow).
+// (reaper, replication-lag), trips (the Mezzanine flow with package examples' billing trigger and
+// flights index) and scale-cells (latency as the stored cells grow).
 //
 // Package bench/plot draws the JSON lines as charts.
 //

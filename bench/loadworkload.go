@@ -18,9 +18,10 @@ import (
 // cell) or bank (transfers between benchBankAccounts accounts of one partition: a strong batch
 // get of both accounts, then a transaction conditional on the two versions read; a transfer
 // that lost a race answers 412 and counts as an error, so ops/s is the commit rate): one run
-// per --rate (when given: open loop) and --clients value, with runLoad. On the mysql and
-// raft-raw baselines (directTarget), put and put-batch are the baseline's own requests; the
-// other workloads do not apply to them.
+// per --rate (when given: open loop), --clients and --client value (go: package client; plain,
+// for put, put-batch and get-latest only: plainClient), with runLoad. On the mysql and raft-raw
+// baselines (directTarget), put and put-batch are the baseline's own requests; the other
+// workloads do not apply to them.
 type loadWorkload struct{ name string }
 
 func (w loadWorkload) Name() string { return w.name }
@@ -62,16 +63,21 @@ func (w loadWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, er
 	for _, cons := range consistencies {
 		for _, rate := range loadRates(f) {
 			for _, n := range f.Clients {
-				cl, err := newClientConns(t.Endpoints(), n, f.Connections, auth)
-				if err != nil {
-					return out, err
+				for _, kind := range clientKinds(f) {
+					op, err := loadOpOf(kind, w.name, cons, t.Endpoints(), auth, n, env.rows, f)
+					if err != nil {
+						return out, err
+					}
+					r := runLoad(ctx, n, rate, f, op)
+					r.Target, r.Workload, r.Consistency = t.Name(), w.name, cons
+					if namesClient(f) {
+						r.Client = kind
+					}
+					if !f.JSON {
+						fmt.Fprintln(env.Stderr, runLine(r))
+					}
+					out = append(out, r)
 				}
-				r := runRate(ctx, cl, w.name, cons, n, rate, env.rows, f)
-				r.Target = t.Name()
-				if !f.JSON {
-					fmt.Fprintln(env.Stderr, runLine(r))
-				}
-				out = append(out, r)
 			}
 		}
 	}
@@ -131,17 +137,8 @@ func preload(ctx context.Context, endpoints []string, auth clientAuth, f Config)
 	return rows, nil
 }
 
-// runRate runs one workload with n clients at rate requests/s, open loop, or closed loop when
-// rate is 0: for f.Warmup, then for f.Duration or f.Ops measured requests (see runLoad).
-func runRate(ctx context.Context, cl *client.Client, workload, consistency string, n, rate int, rows []uuid.UUID, f Config) Result {
-	r := runLoad(ctx, n, rate, f, func(ctx context.Context, rng *rand.Rand) (int, error) {
-		return loadOp(ctx, cl, workload, consistency, rows, rng, f)
-	})
-	r.Workload, r.Consistency = workload, consistency
-	return r
-}
-
-// loadOp does one request of workload and returns the cells it wrote or read.
+// loadOp does one request of workload with the Go client cl and returns the cells it wrote or
+// read.
 func loadOp(ctx context.Context, cl *client.Client, workload, consistency string, rows []uuid.UUID, rng *rand.Rand, f Config) (int, error) {
 	switch workload {
 	case workloadPut:

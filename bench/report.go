@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -9,10 +10,13 @@ import (
 
 // Result is one run's figures, as a table row or a JSON line of --json. Latencies are in
 // microseconds. For the trigger workloads, Clients is the group's workers and Triggers holds
-// their other figures.
+// their other figures. Client is the HTTP client of a put, put-batch or get-latest run (go or
+// plain), set only when some --client value is not go, so that the default's rows read as
+// before.
 type Result struct {
 	Target      string  `json:"target"`
 	Workload    string  `json:"workload"`
+	Client      string  `json:"client,omitempty"`
 	Consistency string  `json:"consistency,omitempty"`
 	Clients     int     `json:"clients"`
 	Seconds     float64 `json:"seconds"`
@@ -53,12 +57,13 @@ type Result struct {
 }
 
 // printTable prints rs to w as a table, then the notes of the rows that have one and their
-// first errors. The columns cpu-s/10k (CPUSeconds per 10,000 cells), vs raw, vs noop, vs mysql
-// (see setBaselineRatios) and stored (StoredCells) appear only when some row has a value for
-// them.
+// first errors. The columns client (Client, after target), cpu-s/10k (CPUSeconds per 10,000
+// cells), vs raw, vs noop, vs mysql (see setBaselineRatios) and stored (StoredCells) appear
+// only when some row has a value for them.
 func printTable(w io.Writer, rs []Result) {
-	var cpu, vsRaw, vsNoop, vsMySQL, stored bool
+	var cl, cpu, vsRaw, vsNoop, vsMySQL, stored bool
 	for _, r := range rs {
+		cl = cl || r.Client != ""
 		cpu = cpu || r.CPUSeconds > 0
 		vsRaw = vsRaw || r.VsRaftRaw > 0
 		vsNoop = vsNoop || r.VsRaftNoop > 0
@@ -67,6 +72,9 @@ func printTable(w io.Writer, rs []Result) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	head := "target\tworkload\tclients\tops/s\tcells/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t"
+	if cl {
+		head = "target\tclient\t" + strings.TrimPrefix(head, "target\t")
+	}
 	if cpu {
 		head += "cpu-s/10k\t"
 	}
@@ -88,7 +96,11 @@ func printTable(w io.Writer, rs []Result) {
 		if r.Workload == workloadLogRead || r.Workload == workloadIndexBackfill || r.Workload == workloadReaper || r.Workload == scaleWorkloadLoad { // no latency figures
 			lat = "-\t-\t-\t-"
 		}
-		line := fmt.Sprintf("%s\t%s\t%d\t%.0f\t%.0f\t%s\t%d\t", r.Target, label(r), r.Clients, r.OpsPerSec, r.CellsPerSec, lat, r.Errors)
+		target := r.Target
+		if cl {
+			target += "\t" + cmp.Or(r.Client, "-")
+		}
+		line := fmt.Sprintf("%s\t%s\t%d\t%.0f\t%.0f\t%s\t%d\t", target, label(r), r.Clients, r.OpsPerSec, r.CellsPerSec, lat, r.Errors)
 		if cpu {
 			line += cpuPer10k(r) + "\t"
 		}
@@ -126,7 +138,7 @@ func printTable(w io.Writer, rs []Result) {
 	}
 	for _, r := range rs {
 		if r.FirstError != "" {
-			fmt.Fprintf(w, "%s %s clients=%d first error: %s\n", r.Target, label(r), r.Clients, strings.TrimSpace(r.FirstError))
+			fmt.Fprintf(w, "%s %s clients=%d%s first error: %s\n", r.Target, label(r), r.Clients, clientTag(r), strings.TrimSpace(r.FirstError))
 		}
 	}
 }
@@ -171,8 +183,8 @@ func percent(x float64) string {
 
 // runLine is the line printed on stderr after a run of put, put-batch or get-latest.
 func runLine(r Result) string {
-	s := fmt.Sprintf("%s %s clients=%d: %.0f ops/s, %.0f cells/s, p50 %dus, p99 %dus, %d errors", r.Target, label(r), r.Clients,
-		r.OpsPerSec, r.CellsPerSec, r.P50, r.P99, r.Errors)
+	s := fmt.Sprintf("%s %s clients=%d%s: %.0f ops/s, %.0f cells/s, p50 %dus, p99 %dus, %d errors", r.Target, label(r), r.Clients,
+		clientTag(r), r.OpsPerSec, r.CellsPerSec, r.P50, r.P99, r.Errors)
 	if r.CPUSeconds > 0 {
 		s += fmt.Sprintf(", %s CPU-s per 10k cells", cpuPer10k(r))
 	}
@@ -184,6 +196,14 @@ func runLine(r Result) string {
 
 // openLoopNote is the line printed under the table for an open-loop run.
 func openLoopNote(r Result) string {
-	return fmt.Sprintf("%s %s clients=%d: open loop, %d requests/s asked, %.0f done; %d late (every client busy at their scheduled time: sent late, or never when the run ended first); latency counts from the scheduled time",
-		r.Target, label(r), r.Clients, r.Rate, r.OpsPerSec, r.Late)
+	return fmt.Sprintf("%s %s clients=%d%s: open loop, %d requests/s asked, %.0f done; %d late (every client busy at their scheduled time: sent late, or never when the run ended first); latency counts from the scheduled time",
+		r.Target, label(r), r.Clients, clientTag(r), r.Rate, r.OpsPerSec, r.Late)
+}
+
+// clientTag is " client=<r.Client>" for the lines about r, "" when r names no client.
+func clientTag(r Result) string {
+	if r.Client == "" {
+		return ""
+	}
+	return " client=" + r.Client
 }

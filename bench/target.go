@@ -201,8 +201,7 @@ func newClient(endpoints []string, clients int) (*client.Client, error) {
 
 // newClientConns is newClient with at most conns HTTP connections per node, shared by the
 // clients (requests wait for a free one; conns 0 is newClient's one per client), presenting
-// auth. Over TLS the transport negotiates HTTP/2 with the nodes as any Go client does: the
-// requests in flight then share one connection per node whatever conns is.
+// auth. It speaks HTTP/1.1, over TLS too (client.NewTransport).
 func newClientConns(endpoints []string, clients, conns int, auth clientAuth) (*client.Client, error) {
 	t := client.NewTransport(auth.tls)
 	t.MaxIdleConnsPerHost = clients + 16

@@ -284,7 +284,7 @@ func nameTag(path string, letter byte) (float64, bool) {
 // plotLine is one line of a plot: a series' points, in x order.
 type plotLine struct {
 	name   string
-	group  int // colour and glyph: one per target, workload, consistency and rate
+	group  int // colour and glyph: one per target, workload, client, consistency and rate
 	metric int // dash pattern: the index of its --y metric
 	pts    plotter.XYs
 }
@@ -321,6 +321,9 @@ func benchPlotLines(rows []plotRow, p Config) ([]plotLine, int, error) {
 			continue
 		}
 		group := r.Target + " " + r.Workload
+		if r.Client != "" {
+			group += " " + r.Client
+		}
 		if r.Consistency != "" {
 			group += " " + r.Consistency
 		}

@@ -228,5 +228,26 @@ func TestBenchPlotPoints(t *testing.T) {
 	assert.Equal(t, plotter.XYs{{X: 5, Y: 3}}, lines[1].pts, "t w p99: only (5, 3 ms)")
 }
 
+// TestBenchPlotClients checks that the rows of each --client value make a series of their own,
+// named after it, and that rows naming no client keep the series name they had.
+func TestBenchPlotClients(t *testing.T) {
+	rows := []plotRow{
+		{Result: bench.Result{Target: "sqlite", Workload: "put", Client: "go", Clients: 4, CellsPerSec: 100}},
+		{Result: bench.Result{Target: "sqlite", Workload: "put", Client: "plain", Clients: 4, CellsPerSec: 60}},
+		{Result: bench.Result{Target: "sqlite", Workload: "put", Client: "go", Clients: 8, CellsPerSec: 150}},
+		{Result: bench.Result{Target: "sqlite", Workload: "put", Clients: 8, CellsPerSec: 140}},
+	}
+	p := Config{In: []string{"x"}, X: "clients", Y: []string{"cells_per_sec"}, Out: "x.svg"}
+	lines, skipped, err := benchPlotLines(rows, p)
+	require.NoError(t, err)
+	assert.Zero(t, skipped, "skipped")
+	require.Len(t, lines, 3, "lines: %+v", lines)
+	assert.Equal(t, "sqlite put go", lines[0].name)
+	assert.Equal(t, plotter.XYs{{X: 4, Y: 100}, {X: 8, Y: 150}}, lines[0].pts, "go")
+	assert.Equal(t, "sqlite put plain", lines[1].name)
+	assert.Equal(t, plotter.XYs{{X: 4, Y: 60}}, lines[1].pts, "plain")
+	assert.Equal(t, "sqlite put", lines[2].name, "a row without a client")
+}
+
 // ptr returns a pointer to v.
 func ptr[T any](v T) *T { return &v }

@@ -23,10 +23,10 @@ func newBenchCmdRunning(run func(context.Context, bench.Config) error) *cobra.Co
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure throughput and latency of writes, reads and triggers through the HTTP API",
-		Long: `Measure the datastore through its HTTP API with the Go client. Every combination of --target,
---workload, --clients and (for reads) --consistency runs for --duration after --warmup, and one
-table row (or JSON object, with --json) reports ops/s, cells/s, latency percentiles (ms in the
-table, µs in JSON) and errors. Progress lines go to stderr, the table and its notes to stdout.
+		Long: `Measure the datastore through its HTTP API. Every combination of --target, --workload, --clients
+and (for reads) --consistency runs for --duration after --warmup, and one table row (or JSON
+object, with --json) reports ops/s, cells/s, latency percentiles (ms in the table, µs in JSON)
+and errors. Progress lines go to stderr, the table and its notes to stdout.
 
 Targets:
   external      the cluster at --endpoints (for example one started by 'schemaless dev')
@@ -52,13 +52,11 @@ Targets:
                 --secure' runs its nodes: a development bundle (CA, node certificates, gossip
                 key, principals file) in the temp dir, TLS on the API, mutual TLS on the node
                 port, every request authenticated by bearer token, gossip on and encrypted.
-                The clients use https trusting the bundle's CA (HTTP/2, which Go negotiates
-                over TLS: the requests in flight share one connection per node) and send the
-                app principal's token (write role). Only put, put-batch, get-latest, put-if,
-                transaction and bank run on them (the others are skipped with a note). Give
-                a plain target and its secure variant alternately in one invocation
-                (--target sqlite,sqlite-secure,sqlite,sqlite-secure) to compare them on a
-                noisy machine
+                The clients use https trusting the bundle's CA and send the app principal's
+                token (write role). Only put, put-batch, get-latest, put-if, transaction and
+                bank run on them (the others are skipped with a note). Give a target and its
+                secure variant alternately in one invocation (--target sqlite,sqlite-secure,
+                sqlite,sqlite-secure) to compare them on a noisy machine
 
 Baselines (--baseline, none by default): put and put-batch only (other workloads are skipped
 with a note on stderr), run after the --target runs in the same invocation so that the ratios
@@ -101,7 +99,11 @@ Workloads:
   free, or never if the run ends first): the JSON field late, and a note under the table. The
   measured requests are those due within --duration after --warmup (the run waits for their
   answers), or with --ops the next N. The clients share one HTTP client with a keep-alive
-  connection per request in flight, or at most --connections per node.
+  connection per request in flight, or at most --connections per node. --client go (the
+  default) makes it package client's (leader hints, retries, an Idempotency-Key per write);
+  --client plain one that sends each request to a random node, as curl or a Python program
+  would (no Idempotency-Key, no retry: a failure or an answer other than 2xx is an error).
+  --client go,plain alternates them, and the rows then show a client column (JSON client).
   trips        the Mezzanine flow on the real flights: BASE cells written, a billing trigger group
                that writes STATUS cells, index queries and reads; reports the nodes' RSS
   scale-cells  latency at a fixed rate as the stored cells grow, measured at each step of
@@ -191,6 +193,7 @@ share this machine's cores.`,
 	fl.StringSliceVar(&c.Baselines, "baseline", c.Baselines, "baselines of put and put-batch, comma-separated, run after the targets: mysql, raft-noop, raft-raw (none by default; see Baselines)")
 	fl.IntSliceVar(&c.CPUPIDs, "cpu-pid", c.CPUPIDs, "processes whose CPU time (user+sys, from /proc) counts in each put, put-batch and get-latest run's cpu-s/10k beside this process's: an external target's nodes, a database server; comma-separated")
 	fl.IntSliceVar(&c.Clients, "clients", c.Clients, "concurrent clients of put, put-batch, get-latest, put-if, transaction, bank (open loop: requests in flight at most), the baselines, index-query and replication-lag, requests in flight of reaper; comma-separated (one run per value; scale-cells uses the first value only)")
+	fl.StringSliceVar(&c.ClientKinds, "client", c.ClientKinds, "HTTP clients of put, put-batch and get-latest, comma-separated (one run per value for each --clients value, in order; a value may repeat): go (package client: requests to the partition's leader when known, retries with backoff, an Idempotency-Key on every write, HTTP/1.1 also over TLS) or plain (each request with net/http to a node picked at random, the JSON body a curl user sends, the token on a secure target, no Idempotency-Key, no retry, no redirect followed; keep-alive, HTTP/1.1 over http, over https what ALPN agrees: HTTP/2 with the nodes); the other workloads refuse plain")
 	fl.IntVar(&c.Connections, "connections", c.Connections, "put, put-batch, get-latest: HTTP connections per node at most, shared by all clients (http.Transport.MaxConnsPerHost); mysql baseline: connections to the server at most; 0: one per client")
 	fl.IntVar(&c.Ops, "ops", c.Ops, "put, put-batch, get-latest and the baselines: end each run after this many measured requests (answered, or failed: ops + errors) instead of after --duration; the warm-up is unchanged; 0: use --duration")
 	fl.DurationVar(&c.Duration, "duration", c.Duration, "measured time of each run: put, put-batch, get-latest and the baselines (unless --ops is set), trigger-latency, index-lag, index-query, replication-lag, scale-cells (each step)")

@@ -36,12 +36,13 @@ func benchConfig(t *testing.T, args ...string) bench.Config {
 func TestBenchFlagsConfig(t *testing.T) {
 	assert.Equal(t, bench.DefaultConfig(), benchConfig(t), "no flags: the defaults")
 
-	c := benchConfig(t, "--target", "raft-noop,sqlite", "--workload", "put,get-latest", "--clients", "1,8", "--rate", "100,200",
+	c := benchConfig(t, "--target", "raft-noop,sqlite", "--workload", "put,get-latest", "--clients", "1,8", "--client", "go,plain", "--rate", "100,200",
 		"--duration", "3s", "--warmup", "0s", "--ops", "7", "--connections", "2", "--baseline", "mysql", "--json",
 		"--workers", "2", "--trigger-consistency", "strong", "--index-flights", "500", "--query-where", "delay>0",
 		"--reaper-cells", "9", "--trips-mix", "read=100", "--scale-steps", "10,20", "--scale-rate", "2.5", "--scale-file", "f.csv")
 	want := bench.DefaultConfig()
 	want.Targets, want.Workloads, want.Clients, want.Rates, want.RateSet = []string{"raft-noop", "sqlite"}, []string{"put", "get-latest"}, []int{1, 8}, []int{100, 200}, true
+	want.ClientKinds = []string{"go", "plain"}
 	want.Duration, want.Warmup, want.Ops, want.Connections, want.Baselines, want.JSON = 3*time.Second, 0, 7, 2, []string{"mysql"}, true
 	want.Triggers.Workers, want.Triggers.Consistency = []int{2}, []string{"strong"}
 	want.Index.Flights, want.Index.QueryWhere = 500, "delay>0"
