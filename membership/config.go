@@ -277,6 +277,10 @@ func (c Config) memberlistConfig() (*memberlist.Config, error) {
 	mc.SuspicionMult = c.SuspicionMult
 	mc.SuspicionMaxTimeoutMult = c.SuspicionMaxTimeoutMult
 	mc.TCPTimeout = c.TCPTimeout
+	// Uncompressed: memberlist's LZW allocates and clears a 64 KiB table for every message
+	// (a quarter of an idle node's gossip CPU) to shrink pings of a few dozen bytes. Compressed
+	// messages (from nodes that still compress) are read all the same.
+	mc.EnableCompression = false
 	mc.DeadNodeReclaimTime = c.DeadNodeReclaimTime
 	if mc.DeadNodeReclaimTime == 0 {
 		mc.DeadNodeReclaimTime = time.Nanosecond // memberlist's zero means never

@@ -17,7 +17,8 @@
 // state does not fit a packet). Each state carries a version (the process's start time, then a
 // counter bumped on every change), and a node keeps a state only if it is newer than the one it
 // holds, so an old state never replaces a newer one, whatever path it took. States arriving
-// before their node is known are kept until it joins.
+// before their node is known are kept until it joins. Messages go uncompressed (memberlist
+// compresses by default); a node reads compressed ones too.
 //
 // # States
 //

@@ -545,3 +545,52 @@ func TestNotifyMsgRelaysNewerStates(t *testing.T) {
 	send(nodeState{ID: "b", Epoch: 1, Seq: 1})
 	assert.Equal(t, 2, m.queue.NumQueued(), "queued after a state of b")
 }
+
+// metaDelegate is the memberlist delegate of a bare memberlist node: it announces meta.
+type metaDelegate struct{ meta []byte }
+
+func (d metaDelegate) NodeMeta(int) []byte                  { return d.meta }
+func (metaDelegate) NotifyMsg([]byte)                       {}
+func (metaDelegate) GetBroadcasts(int, int) [][]byte        { return nil }
+func (metaDelegate) LocalState(bool) []byte                 { return nil }
+func (metaDelegate) MergeRemoteState(buf []byte, join bool) {}
+
+// Gossip goes uncompressed, and a node still understands one that compresses (memberlist's
+// default, and what earlier versions sent): each sees the other alive.
+func TestGossipUncompressedReadsCompressed(t *testing.T) {
+	t.Parallel()
+	n1 := startNode(t, testLogger(t), "n1", nil, nil)
+	mc, err := n1.cfg.withDefaults().memberlistConfig()
+	require.NoError(t, err, "memberlistConfig")
+	assert.False(t, mc.EnableCompression, "memberlist's EnableCompression")
+
+	port := freePort(t)
+	old := Meta{ID: "old", GossipAddr: fmt.Sprintf("127.0.0.1:%d", port), Version: "compressing"}
+	meta, err := encodeMeta(old)
+	require.NoError(t, err, "encodeMeta")
+	oc := memberlist.DefaultLocalConfig()
+	oc.Name, oc.BindAddr, oc.BindPort, oc.AdvertisePort = old.ID, "127.0.0.1", port, port
+	oc.EnableCompression = true
+	oc.Delegate = metaDelegate{meta: meta}
+	w := &tlog{t: t}
+	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() }) // runs after the Shutdown
+	oc.LogOutput = w
+	ml, err := memberlist.Create(oc)
+	require.NoError(t, err, "memberlist.Create of the compressing node")
+	t.Cleanup(func() { _ = ml.Shutdown() })
+	_, err = ml.Join([]string{n1.cfg.Meta.GossipAddr})
+	require.NoError(t, err, "the compressing node joins n1")
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assertSees(c, n1.Membership, old, StateAlive)
+		var names []string
+		for _, m := range ml.Members() {
+			names = append(names, m.Name)
+		}
+		assert.ElementsMatch(c, []string{"n1", "old"}, names, "the compressing node's members")
+	}, detect, tick, "n1 and the compressing node see each other")
+	// Probes go both ways for a while: neither suspects the other.
+	time.Sleep(3 * n1.cfg.withDefaults().ProbeInterval)
+	assertSees(t, n1.Membership, old, StateAlive)
+	assert.Equal(t, 2, ml.NumMembers(), "members the compressing node counts alive")
+}

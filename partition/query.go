@@ -153,7 +153,9 @@ type GroupRead struct {
 type GroupsRead struct{}
 
 // CatalogRead reads the datastore's index catalog held by the partition (the one holding the
-// catalog shard). The answer is ReadResult.Catalog, encoded (indexes.DecodeCatalog).
+// catalog shard). The answer is ReadResult.Catalog, encoded (indexes.DecodeCatalog); a raft
+// replica hands the same slice to every read until its state machine applies another entry, so
+// the caller must not modify it.
 type CatalogRead struct{}
 
 // FirstCellsRead reads, for row keys of one shard, the first cell of Column appended for each

@@ -269,6 +269,8 @@ type Raft struct {
 	closed      atomic.Bool
 	// readyTerm is the last term in which this leader saw an entry of its own term committed.
 	readyTerm atomic.Uint64
+	// catalog is the last catalog read's answer (readCatalog).
+	catalog   atomic.Pointer[catalogRead]
 	closeOnce sync.Once
 	closeErr  error
 	metrics   *raftMetrics // see metrics.go

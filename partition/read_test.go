@@ -147,3 +147,63 @@ func TestPutTimeoutIsIndeterminateWithCause(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "the cause of %q", err)
 	assert.NotErrorIs(t, err, ErrUnavailable, "class of %q: want indeterminate only", err)
 }
+
+// A catalog read answers from the last one while the replica's state machine has applied
+// nothing since, and reads the store again once it applies an entry.
+func TestCatalogReadFollowsApplies(t *testing.T) {
+	t.Parallel()
+	g := newGroup(t, 3, nil)
+	l := g.leader()
+	ctx := context.Background()
+	g.converge()
+	var f *replica
+	for _, r := range g.replicas {
+		if r != l {
+			f = r
+		}
+	}
+	catalog := func(p *Raft, c Consistency) *indexes.Catalog {
+		t.Helper()
+		res, err := p.Read(ctx, c, ReadRequest{Catalog: &CatalogRead{}})
+		require.NoError(t, err, "catalog read")
+		cat, err := indexes.DecodeCatalog(res.Catalog)
+		require.NoError(t, err, "the catalog read's answer decodes")
+		return cat
+	}
+	def := func(name string) indexes.Definition {
+		d, err := indexes.ParseDefinition([]byte("table: " + name + "\ncolumn_defs:\n  - column_key: BASE\n    fields:\n      - {field: city, type: string}\n"))
+		require.NoError(t, err, "ParseDefinition of %s", name)
+		return d
+	}
+	require.Empty(t, catalog(f.p, Stale).Active(), "index versions before any definition")
+
+	// A catalog written to the store behind the state machine's back: the applied index has
+	// not moved, so the read does not see it.
+	behind := indexes.NewCatalog()
+	_, err := behind.Apply(indexes.Command{Op: indexes.OpDefine, Name: "behind", Definition: def("behind"), Now: time.Now()})
+	require.NoError(t, err, "define behind")
+	enc, err := indexes.EncodeCatalog(behind)
+	require.NoError(t, err, "EncodeCatalog")
+	tx, err := f.p.Store().Begin(ctx)
+	require.NoError(t, err, "Begin")
+	require.NoError(t, tx.PutKV(ctx, "index/catalog", enc), "PutKV of the catalog")
+	require.NoError(t, tx.Commit(), "Commit")
+	assert.Empty(t, catalog(f.p, Stale).Active(), "index versions read with the applied index unchanged, want the last read's answer")
+
+	// A definition through raft: every replica reads it once it applied it.
+	_, err = l.p.ApplyIndex(ctx, command.Index{Op: command.IndexCatalog, Catalog: indexes.Command{Op: indexes.OpDefine, Name: "by_city", Definition: def("by_city")}})
+	require.NoError(t, err, "define by_city through raft")
+	target := l.p.FSM().Applied().Index
+	for _, r := range g.replicas {
+		require.NoError(t, r.p.FSM().WaitApplied(ctx, target), "replica %s applies index %d", r.id, target)
+		c := Stale
+		if r == l {
+			c = Strong
+		}
+		var names []string
+		for _, v := range catalog(r.p, c).Active() {
+			names = append(names, v.Definition.Table)
+		}
+		assert.Contains(t, names, "by_city", "index versions replica %s reads after applying the definition", r.id)
+	}
+}

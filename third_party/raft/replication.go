@@ -93,6 +93,13 @@ type followerReplication struct {
 	// allowPipeline is used to determine when to pipeline the AppendEntries RPCs.
 	// It is private to this replication goroutine.
 	allowPipeline bool
+
+	// ackedCommit is the leader commit index carried by the last AppendEntries
+	// the follower accepted, and ackedAt the time of its response.
+	ackedCommit uint64
+	ackedAt     time.Time
+	// ackedLock protects 'ackedCommit' and 'ackedAt'.
+	ackedLock sync.RWMutex
 }
 
 // notifyAll is used to notify all the waiting verify futures
@@ -123,6 +130,14 @@ func (s *followerReplication) LastContact() time.Time {
 	last := s.lastContact
 	s.lastContactLock.RUnlock()
 	return last
+}
+
+// acked returns the commit index of the last AppendEntries the follower
+// accepted and when.
+func (s *followerReplication) acked() (uint64, time.Time) {
+	s.ackedLock.RLock()
+	defer s.ackedLock.RUnlock()
+	return s.ackedCommit, s.ackedAt
 }
 
 // setLastContact sets the last contact to the current time.
@@ -166,9 +181,11 @@ RPC:
 		// raft commits stop flowing naturally. The actual heartbeats
 		// can't do this to keep them unblocked by disk IO on the
 		// follower. See https://github.com/hashicorp/raft/issues/282.
-		case <-randomTimeout(r.config().CommitTimeout):
+		case <-r.commitTick(s):
 			lastLogIdx, _ := r.getLastLog()
-			shouldStop = r.replicateTo(s, lastLogIdx)
+			if r.commitTickNeeded(s, lastLogIdx) {
+				shouldStop = r.replicateTo(s, lastLogIdx)
+			}
 		}
 
 		// If things looks healthy, switch to pipeline mode
@@ -194,6 +211,32 @@ PIPELINE:
 		}
 	}
 	goto RPC
+}
+
+// commitTickNeeded reports whether the CommitTimeout tick must send an
+// AppendEntries to the follower. It need not when the follower is known to
+// hold every entry up to lastIndex and has accepted the current commit index,
+// less than HeartbeatTimeout ago: a follower that restarted since still
+// learns the commit index then.
+func (r *Raft) commitTickNeeded(s *followerReplication, lastIndex uint64) bool {
+	commitIndex, at := s.acked()
+	return atomic.LoadUint64(&s.nextIndex) <= lastIndex ||
+		commitIndex != r.getCommitIndex() ||
+		time.Since(at) >= r.config().HeartbeatTimeout
+}
+
+// commitTick returns the channel of the next CommitTimeout tick: in a random
+// CommitTimeout, or, while the leader has nothing uncommitted and the tick
+// need not send (commitTickNeeded), when the follower's acceptance of the
+// commit index gets HeartbeatTimeout old. Only new entries, which trigger
+// replication, can move the commit index meanwhile.
+func (r *Raft) commitTick(s *followerReplication) <-chan time.Time {
+	lastLogIdx, _ := r.getLastLog()
+	if r.getCommitIndex() != lastLogIdx || r.commitTickNeeded(s, lastLogIdx) {
+		return randomTimeout(r.config().CommitTimeout)
+	}
+	_, at := s.acked()
+	return time.After(time.Until(at.Add(r.config().HeartbeatTimeout)))
 }
 
 // replicateTo is a helper to replicate(), used to replicate the logs up to a
@@ -492,9 +535,11 @@ SEND:
 		case <-s.triggerCh:
 			lastLogIdx, _ := r.getLastLog()
 			shouldStop = r.pipelineSend(s, pipeline, &nextIndex, lastLogIdx)
-		case <-randomTimeout(r.config().CommitTimeout):
+		case <-r.commitTick(s):
 			lastLogIdx, _ := r.getLastLog()
-			shouldStop = r.pipelineSend(s, pipeline, &nextIndex, lastLogIdx)
+			if r.commitTickNeeded(s, lastLogIdx) {
+				shouldStop = r.pipelineSend(s, pipeline, &nextIndex, lastLogIdx)
+			}
 		}
 	}
 
@@ -659,6 +704,9 @@ func updateLastAppended(s *followerReplication, req *AppendEntriesRequest) {
 		atomic.StoreUint64(&s.nextIndex, last.Index+1)
 		s.commitment.match(s.peer.ID, last.Index)
 	}
+	s.ackedLock.Lock()
+	s.ackedCommit, s.ackedAt = req.LeaderCommitIndex, time.Now()
+	s.ackedLock.Unlock()
 
 	// Notify still leader
 	s.notifyAll(true)
