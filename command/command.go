@@ -71,8 +71,6 @@ func KindOf(data []byte) Kind {
 // Command is one command a partition applies: *Append, *Group, *Index, *Schema or *Erase.
 // The set is closed; Encode and Decode handle every member.
 type Command interface {
-	// At returns the proposer's clock carried in the command (its created_at), UTC.
-	At() time.Time
 	// CheckShards returns an error wrapping ErrShardOutOfRange when the command names a
 	// shard outside r (nil for a command that names none).
 	CheckShards(r cells.ShardRange) error

@@ -217,7 +217,7 @@ func TestRoundTrip(t *testing.T) {
 	ge := got.(*command.Erase)
 	assert.Equal(t, e.Shard, ge.Shard)
 	assert.Equal(t, e.RowKey, ge.RowKey)
-	assert.True(t, ge.CreatedAt.Equal(e.CreatedAt.Truncate(time.Microsecond)) && ge.At().Location() == time.UTC,
+	assert.True(t, ge.CreatedAt.Equal(e.CreatedAt.Truncate(time.Microsecond)) && ge.CreatedAt.Location() == time.UTC,
 		"created_at %s, want %s truncated to the microsecond, in UTC", ge.CreatedAt, e.CreatedAt)
 
 	g := &command.Group{Group: "g", CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6000, zone),

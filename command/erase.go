@@ -19,9 +19,6 @@ type Erase struct {
 
 func (*Erase) isCommand() {}
 
-// At returns CreatedAt.
-func (e *Erase) At() time.Time { return e.CreatedAt }
-
 // CheckShards checks Shard against r.
 func (e *Erase) CheckShards(r cells.ShardRange) error {
 	if !r.Contains(int(e.Shard)) {

@@ -19,9 +19,6 @@ type Group struct {
 
 func (*Group) isCommand() {}
 
-// At returns CreatedAt.
-func (g *Group) At() time.Time { return g.CreatedAt }
-
 // CheckShards returns nil: a group command names the datastore's shards, which the
 // coordinator partition holds for the whole datastore.
 func (*Group) CheckShards(cells.ShardRange) error { return nil }

@@ -51,9 +51,6 @@ type Index struct {
 
 func (*Index) isCommand() {}
 
-// At returns CreatedAt.
-func (c *Index) At() time.Time { return c.CreatedAt }
-
 // CheckShards checks the index shard of every entry against r.
 func (c *Index) CheckShards(r cells.ShardRange) error {
 	for i, e := range c.Entries {

@@ -26,9 +26,6 @@ type Schema struct {
 
 func (*Schema) isCommand() {}
 
-// At returns CreatedAt.
-func (s *Schema) At() time.Time { return s.CreatedAt }
-
 // CheckShards returns nil: a schema names no shard.
 func (*Schema) CheckShards(cells.ShardRange) error { return nil }
 

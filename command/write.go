@@ -34,9 +34,6 @@ type Append struct {
 
 func (*Append) isCommand() {}
 
-// At returns CreatedAt.
-func (a *Append) At() time.Time { return a.CreatedAt }
-
 // CheckShards checks every cell and condition of every write against r.
 func (a *Append) CheckShards(r cells.ShardRange) error {
 	for j := range a.Writes {
