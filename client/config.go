@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
+
+	"github.com/schemaless-db/schemaless/security"
 )
 
 // Read consistency levels, the values of the consistency query parameter of every read.
@@ -181,6 +184,37 @@ func validateConsistency(c string) error {
 	if c != ConsistencyStrong && c != ConsistencyStale {
 		return fmt.Errorf("%w: consistency %q is neither %q nor %q", ErrInvalidArgument, c,
 			ConsistencyStrong, ConsistencyStale)
+	}
+	return nil
+}
+
+// Credentials are a client's credentials as a command line takes them: a bearer token, or a
+// file holding one (white space around it trimmed; TokenFile wins over Token), and the PEM files
+// of https endpoints: CACert, the CA bundle to trust (empty: the system's), and ClientCert with
+// ClientKey, a client certificate to authenticate with. The zero value sets nothing.
+type Credentials struct {
+	Token, TokenFile              string
+	CACert, ClientCert, ClientKey string
+}
+
+// Apply sets cfg.Token and, when any TLS file is named, cfg.TLS from c. It reads the files.
+// Errors: the token file cannot be read (wrapped, naming --token-file), or the TLS files do not
+// load (security.ClientTLS).
+func (c Credentials) Apply(cfg *Config) error {
+	cfg.Token = c.Token
+	if c.TokenFile != "" {
+		b, err := os.ReadFile(c.TokenFile)
+		if err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
+		cfg.Token = strings.TrimSpace(string(b))
+	}
+	if c.CACert != "" || c.ClientCert != "" || c.ClientKey != "" {
+		tc, err := security.ClientTLS(c.CACert, c.ClientCert, c.ClientKey)
+		if err != nil {
+			return err
+		}
+		cfg.TLS = tc
 	}
 	return nil
 }

@@ -172,7 +172,7 @@ func runBackup(ctx context.Context, f backupFlags, dir string, out io.Writer) er
 	if dir == "" {
 		return errors.New("--out is required: the directory to write the backup into")
 	}
-	cl, err := newAdminClient(f.endpoints, f.timeout)
+	cl, err := newAdminClient(ctx, f.endpoints, f.timeout)
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func runRestore(ctx context.Context, f backupFlags, dir string, ro restoreFlags,
 	if dir == "" {
 		return errors.New("--from is required: the directory of the backup")
 	}
-	cl, err := newAdminClient(f.endpoints, f.timeout)
+	cl, err := newAdminClient(ctx, f.endpoints, f.timeout)
 	if err != nil {
 		return err
 	}

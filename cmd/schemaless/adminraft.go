@@ -67,7 +67,7 @@ func (p *partitionFlags) check(cmd *cobra.Command) error {
 // three times, an attempt bounded only by --timeout (a change may wait for a replica to catch
 // up). The client retries a change only when it certainly did not start (see package client,
 // admin.go).
-func newAdminClient(endpoints []string, timeout time.Duration) (*client.Client, error) {
+func newAdminClient(ctx context.Context, endpoints []string, timeout time.Duration) (*client.Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("--endpoints is empty")
 	}
@@ -76,7 +76,7 @@ func newAdminClient(endpoints []string, timeout time.Duration) (*client.Client, 
 	cfg.MaxAttempts = 3 * len(endpoints)
 	cfg.RequestTimeout, cfg.AdminTimeout = timeout, timeout
 	cfg.BackoffBase, cfg.BackoffMax = 100*time.Millisecond, time.Second
-	if err := applyClientAuth(&cfg); err != nil {
+	if err := applyClientAuth(ctx, &cfg); err != nil {
 		return nil, err
 	}
 	cl, err := client.New(cfg)
@@ -137,7 +137,7 @@ func newAdminRaftCmds() []*cobra.Command {
 func runAdmin(cmd *cobra.Command, f *adminAPIFlags, fn func(ctx context.Context, cl *client.Client, out io.Writer) error) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	defer cancel()
-	cl, err := newAdminClient(f.endpoints, f.timeout)
+	cl, err := newAdminClient(ctx, f.endpoints, f.timeout)
 	if err != nil {
 		return err
 	}

@@ -33,13 +33,13 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "time limit of one request attempt")
 }
 
-func (f *clientFlags) client() (*client.Client, error) {
+func (f *clientFlags) client(ctx context.Context) (*client.Client, error) {
 	cfg := client.DefaultConfig()
 	cfg.Endpoints = f.endpoints
 	cfg.Datastore = f.datastore
 	cfg.Consistency = f.consistency
 	cfg.RequestTimeout = f.timeout
-	if err := applyClientAuth(&cfg); err != nil {
+	if err := applyClientAuth(ctx, &cfg); err != nil {
 		return nil, err
 	}
 	return client.New(cfg)
@@ -98,7 +98,7 @@ outcome.`,
 			} else if body, err = io.ReadAll(os.Stdin); err != nil {
 				return err
 			}
-			cl, err := f.client()
+			cl, err := f.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -148,7 +148,7 @@ func newGetCmd() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := f.client()
+			cl, err := f.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -189,7 +189,7 @@ func newLatestCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := f.client()
+			cl, err := f.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -225,7 +225,7 @@ func newVersionsCmd() *cobra.Command {
 			if order != "asc" && order != "desc" {
 				return fmt.Errorf("--order %q: want asc or desc", order)
 			}
-			cl, err := f.client()
+			cl, err := f.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -276,7 +276,7 @@ func newStatusCmd() *cobra.Command {
 func runStatus(ctx context.Context, f clientFlags, asJSON bool) error {
 	cfg := client.DefaultConfig()
 	cfg.Endpoints, cfg.MaxAttempts, cfg.RequestTimeout = f.endpoints, 1, 2*time.Second
-	if err := applyClientAuth(&cfg); err != nil {
+	if err := applyClientAuth(ctx, &cfg); err != nil {
 		return err
 	}
 	cl, err := client.New(cfg)

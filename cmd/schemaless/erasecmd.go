@@ -25,7 +25,7 @@ func newEraseCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := f.client()
+			cl, err := f.client(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -40,7 +40,7 @@ each flight becomes a BASE cell (ref key 1) of a row key derived from the flight
 so importing the same file again changes nothing (every cell answers "exists").`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := cf.client()
+			cl, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}

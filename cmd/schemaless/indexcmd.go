@@ -85,7 +85,7 @@ the first ready version of an index becomes its alias by itself.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			cl, err := cf.client()
+			cl, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -218,7 +218,7 @@ With NAME, also show each live version's shards: the maintainers' owner, committ
   schemaless index status --json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := cf.client()
+			cl, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -348,7 +348,7 @@ name no version use it from then on, on every node within the server's --index-c
 			if err != nil {
 				return err
 			}
-			cl, err := cf.client()
+			cl, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -380,7 +380,7 @@ every node, --index-catalog-ttl). Dropping the only version of an index leaves i
 			if err != nil {
 				return err
 			}
-			cl, err := cf.client()
+			cl, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -434,7 +434,7 @@ Without --all, the cursor of the next page is printed on stderr when there is on
   schemaless index query flights_by_origin --shard-value SFO --fields date,delay --columns BASE,STATUS --json --consistency stale`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := cf.client()
+			cl, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -32,7 +32,7 @@ func newJepsenTriggerWorkerCmd() *cobra.Command {
 			}
 			cfg.Logger = logger
 			var auth client.Config // --ca-cert, --token-file (a secure cluster's)
-			if err := applyClientAuth(&auth); err != nil {
+			if err := applyClientAuth(cmd.Context(), &auth); err != nil {
 				return err
 			}
 			cfg.TLS, cfg.Token = auth.TLS, auth.Token

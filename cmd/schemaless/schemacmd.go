@@ -61,7 +61,7 @@ the schema would reject, with a few examples.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			cl, err := cf.client()
+			cl, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -147,7 +147,7 @@ func newSchemaListCmd() *cobra.Command {
 		Short: "List the columns with a schema and their latest version, or every version of COLUMN",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := cf.client()
+			cl, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -83,38 +83,29 @@ func checkExposure(s *security.NodeSecurity, insecure bool, listeners [][2]strin
 	return errors.Join(errs...)
 }
 
-// clientAuth are the credentials flags of the client commands (persistent on the root
-// command): a bearer token and the TLS files of https endpoints.
-var clientAuth struct {
-	token, tokenFile              string
-	caCert, clientCert, clientKey string
-}
+// clientAuthKey is the context key of a root command's credentials flags (persistent on the
+// root command: a token and the TLS files of https endpoints), a *client.Credentials: each root
+// command has its own, which reaches its commands through their context (applyClientAuth).
+type clientAuthKey struct{}
 
 func registerClientAuthFlags(root *cobra.Command) {
+	a := &client.Credentials{}
 	fl := root.PersistentFlags()
-	fl.StringVar(&clientAuth.token, "token", os.Getenv("SCHEMALESS_TOKEN"), "client commands: bearer token sent to the nodes (default $SCHEMALESS_TOKEN)")
-	fl.StringVar(&clientAuth.tokenFile, "token-file", os.Getenv("SCHEMALESS_TOKEN_FILE"), "client commands: read the bearer token from this file (default $SCHEMALESS_TOKEN_FILE)")
-	fl.StringVar(&clientAuth.caCert, "ca-cert", os.Getenv("SCHEMALESS_CA_CERT"), "client commands: CA bundle (PEM) trusted for https endpoints (default $SCHEMALESS_CA_CERT, else the system's)")
-	fl.StringVar(&clientAuth.clientCert, "client-cert", "", "client commands: client certificate (PEM) to authenticate with, with --client-key")
-	fl.StringVar(&clientAuth.clientKey, "client-key", "", "client commands: the private key of --client-cert")
+	fl.StringVar(&a.Token, "token", os.Getenv("SCHEMALESS_TOKEN"), "client commands: bearer token sent to the nodes (default $SCHEMALESS_TOKEN)")
+	fl.StringVar(&a.TokenFile, "token-file", os.Getenv("SCHEMALESS_TOKEN_FILE"), "client commands: read the bearer token from this file (default $SCHEMALESS_TOKEN_FILE)")
+	fl.StringVar(&a.CACert, "ca-cert", os.Getenv("SCHEMALESS_CA_CERT"), "client commands: CA bundle (PEM) trusted for https endpoints (default $SCHEMALESS_CA_CERT, else the system's)")
+	fl.StringVar(&a.ClientCert, "client-cert", "", "client commands: client certificate (PEM) to authenticate with, with --client-key")
+	fl.StringVar(&a.ClientKey, "client-key", "", "client commands: the private key of --client-cert")
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		cmd.SetContext(context.WithValue(cmd.Context(), clientAuthKey{}, a))
+	}
 }
 
-// applyClientAuth sets cfg's token and TLS from the client credentials flags.
-func applyClientAuth(cfg *client.Config) error {
-	cfg.Token = clientAuth.token
-	if clientAuth.tokenFile != "" {
-		b, err := os.ReadFile(clientAuth.tokenFile)
-		if err != nil {
-			return fmt.Errorf("--token-file: %w", err)
-		}
-		cfg.Token = strings.TrimSpace(string(b))
-	}
-	if clientAuth.caCert != "" || clientAuth.clientCert != "" || clientAuth.clientKey != "" {
-		tc, err := security.ClientTLS(clientAuth.caCert, clientAuth.clientCert, clientAuth.clientKey)
-		if err != nil {
-			return err
-		}
-		cfg.TLS = tc
+// applyClientAuth sets cfg's token and TLS from the credentials flags of the command running
+// with ctx (none: nothing set). Errors as client.Credentials.Apply's.
+func applyClientAuth(ctx context.Context, cfg *client.Config) error {
+	if a, ok := ctx.Value(clientAuthKey{}).(*client.Credentials); ok {
+		return a.Apply(cfg)
 	}
 	return nil
 }

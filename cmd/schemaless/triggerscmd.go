@@ -70,7 +70,7 @@ log), or an RFC 3339 time (the first cell created at or after it).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			cl, err := cf.client()
+			cl, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -175,7 +175,7 @@ so a working group shows a small lag that returns to 0 when writes stop.`,
   schemaless triggers status billing --json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := cf.client()
+			cl, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -278,7 +278,7 @@ shard's owner delivers them again; this also lifts the halt) or drop them.`,
 		Example: "  schemaless triggers parked list billing",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := cf.client()
+			cl, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -345,7 +345,7 @@ func newParkedOpCmd(op, short, done, example string) *cobra.Command {
 				}
 				gc.IDs = append(gc.IDs, id)
 			}
-			cl, err := cf.client()
+			cl, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}

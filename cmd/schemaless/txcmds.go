@@ -52,7 +52,7 @@ The answer is printed; a failed condition or a conflict writes nothing and exits
 			if err != nil {
 				return err
 			}
-			cl, err := f.client()
+			cl, err := f.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -94,7 +94,7 @@ func newRowKeysCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--near %q: %w", near, err)
 			}
-			cl, err := f.client()
+			cl, err := f.client(cmd.Context())
 			if err != nil {
 				return err
 			}
