@@ -425,9 +425,21 @@ type ambiguousCommitError struct{ err error }
 func (e *ambiguousCommitError) Error() string { return "commit outcome unknown: " + e.err.Error() }
 func (e *ambiguousCommitError) Unwrap() error { return e.err }
 
-// applyTx runs one attempt at the batch transaction and sets the results of each entry. It
-// changes the FSM's in-memory state only when the transaction commits.
+// applyTx runs one attempt at the batch transaction and sets the results of each entry: first
+// with every write's request ID taken for new, and again with a lookup of the request records
+// when one of them was stored (applyWrites). It changes the FSM's in-memory state only when the
+// transaction commits.
 func (f *FSM) applyTx(b *batch, last storage.AppliedState) error {
+	err := f.applyTxOnce(b, last, false)
+	if errors.Is(err, errRequestStored) {
+		requestRetries.WithLabelValues(storeLabels(f.cfg.Store)).Inc()
+		err = f.applyTxOnce(b, last, true)
+	}
+	return err
+}
+
+// applyTxOnce is one attempt of applyTx; lookup is applyWrites'.
+func (f *FSM) applyTxOnce(b *batch, last storage.AppliedState, lookup bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StoreTimeout)
 	defer cancel()
 
@@ -504,7 +516,7 @@ func (f *FSM) applyTx(b *batch, last storage.AppliedState) error {
 		return err
 	}
 	pruneAt := f.pruneAt
-	if err := f.applyWrites(ctx, tx, b.appends, next); err != nil {
+	if err := f.applyWrites(ctx, tx, b.appends, next, lookup); err != nil {
 		f.pruneAt = pruneAt
 		return err
 	}

@@ -27,6 +27,10 @@ var (
 		Help:    "Cells of the cell commands in one applied batch (cells per SQL transaction).",
 		Buckets: prometheus.ExponentialBuckets(1, 4, 9), // 1 .. 65536
 	}, []string{"datastore", "partition"})
+	requestRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schemaless_fsm_request_record_retries_total",
+		Help: "Batch transactions applied a second time, with a lookup of the request records, because a write's request ID had a stored record (a retried write).",
+	}, []string{"datastore", "partition"})
 )
 
 // MetricCollectors returns the package's collectors, for the caller to register once per
@@ -37,20 +41,28 @@ var (
 //   - schemaless_fsm_apply_batch_entries{datastore,partition}: histogram of raft entries per
 //     applied batch
 //   - schemaless_fsm_apply_batch_cells{datastore,partition}: histogram of cells per applied batch
+//   - schemaless_fsm_request_record_retries_total{datastore,partition}: batches applied again
+//     with a lookup of the request records, because a write's ID had a stored record (the first
+//     attempt takes every ID for new; see applyWrites)
 //
 // The series of every FSM of the process are recorded whether or not they are registered.
 func MetricCollectors() []prometheus.Collector {
-	return []prometheus.Collector{applySeconds, applyEntries, applyCells}
+	return []prometheus.Collector{applySeconds, applyEntries, applyCells, requestRetries}
+}
+
+// storeLabels returns the datastore and partition labels of store's series.
+func storeLabels(store Store) (ds, part string) {
+	if s, ok := store.(interface{ ID() storage.PartitionID }); ok {
+		id := s.ID()
+		ds, part = id.Datastore, strconv.Itoa(id.Partition)
+	}
+	return ds, part
 }
 
 // observeApply records one successful ApplyBatch of n raft entries holding cells cells, begun
 // at began. Called on the FSM goroutine.
 func observeApply(store Store, began time.Time, n, cells int) {
-	var ds, part string
-	if s, ok := store.(interface{ ID() storage.PartitionID }); ok {
-		id := s.ID()
-		ds, part = id.Datastore, strconv.Itoa(id.Partition)
-	}
+	ds, part := storeLabels(store)
 	applySeconds.WithLabelValues(ds, part).Observe(time.Since(began).Seconds())
 	applyEntries.WithLabelValues(ds, part).Observe(float64(n))
 	applyCells.WithLabelValues(ds, part).Observe(float64(cells))

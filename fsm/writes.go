@@ -41,9 +41,23 @@ type latestRef struct {
 	ok  bool
 }
 
+// errRequestStored is applyWrites' answer, without lookup, when a write's ID turned out to have a
+// stored request record: the transaction must be rolled back and the batch applied again with
+// lookup.
+var errRequestStored = errors.New("fsm: a write's request ID has a stored record")
+
 // applyWrites decides and stores the writes of the cell commands of entries inside tx, given
 // the next added_id base of every shard they touch (next, updated). It fills each entry's res.
-func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []appendEntry, next map[int]int64) error {
+//
+// With lookup, the request records of the writes' IDs are read first, and a write whose ID has
+// a record within command.RequestWindow is answered from it. Without lookup, every ID is taken
+// for new and its record inserted at the end: when one is stored after all (a retry, or an
+// expired record still kept), it returns an error wrapping errRequestStored and the caller rolls
+// tx back and applies the batch again with lookup. The outcomes of the two agree whenever no ID
+// has a record, so the optimistic pass saves the lookup, a B-tree probe per write, in the
+// common case (a retry is rare) and changes no decision; the same insert-first way decides
+// cells (decideByShard).
+func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []appendEntry, next map[int]int64, lookup bool) error {
 	var ids []uuid.UUID
 	for i := range entries {
 		e := &entries[i]
@@ -55,7 +69,7 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []ap
 		}
 	}
 	var recs map[uuid.UUID]storage.RequestRecord
-	if len(ids) > 0 {
+	if len(ids) > 0 && lookup {
 		var err error
 		if recs, err = tx.LookupRequests(ctx, ids); err != nil {
 			return fmt.Errorf("look up request records: %w", err)
@@ -166,7 +180,15 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []ap
 			}
 			rs[i] = storage.RequestRecord{ID: e.cmd.Writes[r.w].ID, CreatedAt: e.cmd.CreatedAt, Record: b}
 		}
-		if err := tx.PutRequests(ctx, rs); err != nil {
+		if !lookup {
+			err := tx.InsertRequests(ctx, rs)
+			if errors.Is(err, storage.ErrDuplicate) {
+				return fmt.Errorf("%w: %w", errRequestStored, err)
+			}
+			if err != nil {
+				return fmt.Errorf("store %d request records: %w", len(rs), err)
+			}
+		} else if err := tx.PutRequests(ctx, rs); err != nil {
 			return fmt.Errorf("store %d request records: %w", len(rs), err)
 		}
 	}

@@ -10,8 +10,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/command"
+	"github.com/schemaless-db/schemaless/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -123,7 +125,13 @@ func TestAtomicWrites(t *testing.T) {
 
 func TestIdempotentRetries(t *testing.T) {
 	t.Parallel()
-	st := openSQLite(t)
+	// A datastore name of its own, so that the retry counter counts this test's batches only.
+	db, err := storage.OpenSQLite(context.Background(), storage.SQLiteConfig{Dir: t.TempDir()})
+	require.NoError(t, err, "OpenSQLite")
+	t.Cleanup(func() { db.Close() })
+	st, err := db.Partition(context.Background(), storage.PartitionID{Datastore: "retries", Partition: 1}, testShards)
+	require.NoError(t, err, "Partition")
+	retries := func() float64 { return testutil.ToFloat64(requestRetries.WithLabelValues("retries", "1")) }
 	f := newFSM(t, st)
 	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	a := body(t, `{"fare":10}`)
@@ -132,11 +140,15 @@ func TestIdempotentRetries(t *testing.T) {
 	first := applyOne(t, f, writesLog(t, 1, at, w))[0]
 	require.Equal(t, cells.StatusCreated, first.Cells[0].Status)
 	require.False(t, first.Replayed)
+	assert.Zero(t, retries(), "a new ID is inserted without a lookup")
 
-	// A retry in a later entry answers the first outcome: created, same added_ids.
+	// A retry in a later entry answers the first outcome: created, same added_ids. The first
+	// attempt, which takes the ID for new, meets its record and the batch is applied again with
+	// a lookup.
 	again := applyOne(t, f, writesLog(t, 2, at.Add(time.Minute), w))[0]
 	assert.True(t, again.Replayed, "retry: %+v", again)
 	assert.Equal(t, first.Cells, again.Cells, "retry answers the recorded outcome")
+	assert.Equal(t, 1.0, retries(), "the retry's batch was applied again with a lookup")
 
 	// The same retry twice in one batch, beside a write reusing the ID for other cells.
 	other := command.Write{ID: id, Cells: []command.Cell{cell(8, 3, "BASE", 1, a)}}
@@ -144,7 +156,7 @@ func TestIdempotentRetries(t *testing.T) {
 	assert.Equal(t, first.Cells, out[0].writes()[0].Cells, "retry in a batch")
 	assert.True(t, out[0].writes()[1].KeyReused, "an ID reused for another write is refused: %+v", out[0].writes()[1])
 	assert.Equal(t, first.Cells, out[0].writes()[2].Cells, "second retry in the batch")
-	_, err := st.GetCell(context.Background(), 8, cells.Key{RowKey: rowKey(3), ColumnKey: "BASE", RefKey: 1})
+	_, err = st.GetCell(context.Background(), 8, cells.Key{RowKey: rowKey(3), ColumnKey: "BASE", RefKey: 1})
 	assert.Error(t, err, "the refused write stored nothing")
 
 	// A refused conditional write is recorded too: its retry answers the same refusal even

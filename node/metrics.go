@@ -47,6 +47,7 @@ func registerNodeMetrics(reg prometheus.Registerer, cn *cluster.Node, store *sto
 // sink is a Prometheus collector registered in reg. Their names are "schemaless_" plus raft's
 // key joined by "_" (schemaless_raft_commitTime, schemaless_raft_fsm_apply); timers are
 // summaries in milliseconds. They aggregate every partition of the process (raft labels none).
+// raft's transport timers (raft.net.*) are not kept.
 // Call it once per process, from the program's main: a second call moves raft's metrics to the
 // second registry. Errors: a registration's.
 func RegisterProcessMetrics(reg prometheus.Registerer) error {
@@ -85,6 +86,11 @@ func RegisterProcessMetrics(reg prometheus.Registerer) error {
 	cfg.EnableRuntimeMetrics = false // the Go collector has them
 	cfg.EnableServiceLabel = false   // "schemaless" prefixes the names instead
 	cfg.EnableTypePrefix = false
+	// hashicorp/raft's transport times four steps of every RPC it receives (raft.net.getRPCType,
+	// rpcDecode, rpcEnqueue, rpcRespond), each a Prometheus summary observation under a lock:
+	// most of the observations of a busy or an idle node, and of little use beside
+	// raft.rpc.appendEntries and raft.commitTime. They are dropped.
+	cfg.BlockedPrefixes = []string{"schemaless.raft.net."} // keys carry the service name first
 	if _, err := gometrics.NewGlobal(cfg, sink); err != nil {
 		return fmt.Errorf("node: metrics: raft go-metrics: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	gometrics "github.com/armon/go-metrics"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/schemaless-db/schemaless/node"
 	"github.com/stretchr/testify/assert"
@@ -170,4 +171,23 @@ func TestMetricsAndAdmin(t *testing.T) {
 	}
 	_, open := <-n.Failed()
 	assert.False(t, open, "Failed is closed after Shutdown, with no error")
+}
+
+// TestRaftTransportTimersDropped checks that RegisterProcessMetrics keeps hashicorp/raft's
+// go-metrics timers but drops its transport's per-RPC ones (raft.net.*). It replaces the
+// process-global go-metrics, as a second call in a process does, so it does not run in parallel.
+func TestRaftTransportTimersDropped(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	require.NoError(t, node.RegisterProcessMetrics(reg))
+	start := time.Now().Add(-time.Millisecond)
+	gometrics.MeasureSince([]string{"raft", "rpc", "appendEntries"}, start)
+	gometrics.MeasureSince([]string{"raft", "net", "rpcDecode"}, start)
+	fams, err := reg.Gather()
+	require.NoError(t, err, "Gather")
+	names := map[string]bool{}
+	for _, f := range fams {
+		names[f.GetName()] = true
+	}
+	assert.True(t, names["schemaless_raft_rpc_appendEntries"], "raft's appendEntries timer is kept: %v", names)
+	assert.False(t, names["schemaless_raft_net_rpcDecode"], "raft's transport timer is dropped")
 }

@@ -91,6 +91,14 @@ type SQLiteConfig struct {
 	// about 2 × partitions × (CacheKiB + ReadConns × ReadCacheKiB). Read connections serve
 	// point reads, whose pages the kernel's page cache also holds, so they get less.
 	CacheKiB, ReadCacheKiB int
+	// WALCheckpointPages is the write connection's PRAGMA wal_autocheckpoint (default 4096; at
+	// least 100): once a commit leaves the WAL file holding this many pages, SQLite copies them
+	// into the database file, with an fsync of each file. More pages mean fewer checkpoints,
+	// fewer fsyncs, and a page that many commits rewrote (a shard table's last leaf) copied
+	// once; they cost disk (the WAL file of a partition that takes writes grows to about this
+	// many 4 KiB pages and keeps that size) and the time of a checkpoint. SQLite's own default
+	// is 1000.
+	WALCheckpointPages int
 }
 
 // MySQLConfig configures the MySQL engine. Zero fields take their defaults; Validate reports

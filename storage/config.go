@@ -17,6 +17,8 @@ const (
 	DefaultSQLiteCacheKiB = 2000
 	// DefaultSQLiteReadCacheKiB is SQLiteConfig.ReadCacheKiB when zero.
 	DefaultSQLiteReadCacheKiB = 512
+	// DefaultSQLiteWALCheckpointPages is SQLiteConfig.WALCheckpointPages when zero.
+	DefaultSQLiteWALCheckpointPages = 4096
 	// DefaultSQLiteSynchronous is SQLiteConfig.Synchronous when empty.
 	DefaultSQLiteSynchronous = "NORMAL"
 	// DefaultMySQLMaxOpenConns is MySQLConfig.MaxOpenConns when zero.
@@ -42,6 +44,9 @@ func (c SQLiteConfig) withDefaults() SQLiteConfig {
 	if c.ReadCacheKiB == 0 {
 		c.ReadCacheKiB = DefaultSQLiteReadCacheKiB
 	}
+	if c.WALCheckpointPages == 0 {
+		c.WALCheckpointPages = DefaultSQLiteWALCheckpointPages
+	}
 	return c
 }
 
@@ -66,6 +71,9 @@ func (c SQLiteConfig) Validate() error {
 	}
 	if c.ReadCacheKiB < 64 {
 		errs = append(errs, fmt.Errorf("%w: sqlite: ReadCacheKiB %d is below 64", ErrInvalidConfig, c.ReadCacheKiB))
+	}
+	if c.WALCheckpointPages < 100 {
+		errs = append(errs, fmt.Errorf("%w: sqlite: WALCheckpointPages %d is below 100", ErrInvalidConfig, c.WALCheckpointPages))
 	}
 	return errors.Join(errs...)
 }

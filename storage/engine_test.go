@@ -143,13 +143,13 @@ func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	assert.NoError(t, (SQLiteConfig{Dir: "x"}).Validate(), "valid SQLiteConfig")
-	err := SQLiteConfig{Synchronous: "OFF", ReadConns: -1, CacheKiB: 10, ReadCacheKiB: 63}.Validate()
-	for _, want := range []string{"Dir", "Synchronous", "ReadConns", "CacheKiB", "ReadCacheKiB"} {
+	err := SQLiteConfig{Synchronous: "OFF", ReadConns: -1, CacheKiB: 10, ReadCacheKiB: 63, WALCheckpointPages: 99}.Validate()
+	for _, want := range []string{"Dir", "Synchronous", "ReadConns", "CacheKiB", "ReadCacheKiB", "WALCheckpointPages"} {
 		assert.ErrorIs(t, err, ErrInvalidConfig, "SQLiteConfig{Synchronous: OFF, ReadConns: -1, CacheKiB: 10, ReadCacheKiB: 63}.Validate()")
 		assert.ErrorContains(t, err, want, "SQLiteConfig{Synchronous: OFF, ReadConns: -1, CacheKiB: 10, ReadCacheKiB: 63}.Validate(): want it naming %s", want)
 	}
 	assert.ErrorIs(t, errOf(OpenSQLite(ctx, SQLiteConfig{Dir: t.TempDir(), Synchronous: "off"})), ErrInvalidConfig, "OpenSQLite with synchronous off")
-	s, err := OpenSQLite(ctx, SQLiteConfig{Dir: filepath.Join(t.TempDir(), "new", "dir"), Synchronous: "full", ReadConns: 1, CacheKiB: 500, ReadCacheKiB: 100})
+	s, err := OpenSQLite(ctx, SQLiteConfig{Dir: filepath.Join(t.TempDir(), "new", "dir"), Synchronous: "full", ReadConns: 1, CacheKiB: 500, ReadCacheKiB: 100, WALCheckpointPages: 700})
 	require.NoError(t, err, "OpenSQLite(FULL, 1 reader) in a new directory")
 	defer s.Close()
 	p := openPartition(t, s, "trips", 0, 0, 0)
@@ -165,6 +165,10 @@ func TestConfigValidation(t *testing.T) {
 		if assert.NoError(t, c.db.QueryRow("PRAGMA cache_size").Scan(&kib), "%s connection: PRAGMA cache_size", name) {
 			assert.Equal(t, c.want, kib, "%s connection: PRAGMA cache_size (KiB)", name)
 		}
+	}
+	var pages int
+	if assert.NoError(t, p.write.QueryRow("PRAGMA wal_autocheckpoint").Scan(&pages), "PRAGMA wal_autocheckpoint") {
+		assert.Equal(t, 700, pages, "write connection: PRAGMA wal_autocheckpoint")
 	}
 	var mode string
 	if assert.NoError(t, p.read.QueryRow("PRAGMA journal_mode").Scan(&mode), "PRAGMA journal_mode") {

@@ -22,10 +22,14 @@ type RequestRecord struct {
 // requestRowBytes estimates the bytes a request row adds to an INSERT statement.
 func requestRowBytes(r *RequestRecord) int { return len(r.Record) + 64 }
 
-// requestsInsertSQL is a multi-row upsert of n request rows of the partition: a row whose ID
-// is stored is replaced (an expired record whose ID came back).
-func (p *PartitionStore) requestsInsertSQL(n int) string {
+// requestsInsertSQL is a multi-row insert of n request rows of the partition. With upsert, a
+// row whose ID is stored is replaced (an expired record whose ID came back); without, such a
+// row fails the statement.
+func (p *PartitionStore) requestsInsertSQL(n int, upsert bool) string {
 	q := p.scopedInsertSQL(p.d.requests, []string{"id", "created_at", "record"}, n)
+	if !upsert {
+		return q
+	}
 	if p.d.engine == EngineMySQL {
 		return q + " ON DUPLICATE KEY UPDATE created_at = VALUES(created_at), record = VALUES(record)"
 	}
@@ -43,9 +47,11 @@ func (p *PartitionStore) requestRowArgs(args []any, r *RequestRecord) []any {
 	return append(args, r.ID[:], r.CreatedAt.UnixMicro(), rec)
 }
 
-// insertRequests upserts rs with multi-row statements within the dialect's limits, through
-// exec (the transaction's prepared statements, or a plain transaction).
-func (p *PartitionStore) insertRequests(ctx context.Context, exec func(q string) stmtQueryer, rs []RequestRecord) error {
+// insertRequests inserts (upsert: or replaces) rs with multi-row statements within the
+// dialect's limits, through exec (the transaction's prepared statements, or a plain
+// transaction). Without upsert, a stored ID fails with an error wrapping ErrDuplicate; the
+// statements before the failing one stay applied.
+func (p *PartitionStore) insertRequests(ctx context.Context, exec func(q string) stmtQueryer, rs []RequestRecord, upsert bool) error {
 	var args []any
 	for start := 0; start < len(rs); {
 		end, size := start, 0
@@ -57,7 +63,10 @@ func (p *PartitionStore) insertRequests(ctx context.Context, exec func(q string)
 		for i := start; i < end; i++ {
 			args = p.requestRowArgs(args, &rs[i])
 		}
-		if _, err := exec(p.requestsInsertSQL(end-start)).Exec(ctx, args...); err != nil {
+		if _, err := exec(p.requestsInsertSQL(end-start, upsert)).Exec(ctx, args...); err != nil {
+			if !upsert && isDuplicate(err) {
+				return fmt.Errorf("storage: insert %d request records: %w: %w", end-start, ErrDuplicate, err)
+			}
 			return p.fail(fmt.Sprintf("insert %d request records", end-start), err)
 		}
 		start = end
@@ -98,7 +107,19 @@ func (tx *WriteTx) PutRequests(ctx context.Context, rs []RequestRecord) error {
 	if tx.done || tx.p.closed.Load() {
 		return ErrClosed
 	}
-	return tx.p.insertRequests(ctx, func(q string) stmtQueryer { return tx.stmtOrTx(ctx, q) }, rs)
+	return tx.p.insertRequests(ctx, func(q string) stmtQueryer { return tx.stmtOrTx(ctx, q) }, rs, true)
+}
+
+// InsertRequests stores rs in the transaction, whose IDs the caller expects to be new: when an
+// ID of rs is already stored (whatever its age) it returns an error wrapping ErrDuplicate, and
+// then some of rs may be stored: roll the transaction back. It is PutRequests without the
+// lookup an upsert makes, for a writer that inserts first and looks up only after
+// ErrDuplicate. It does not retain rs. After Commit or Rollback it returns ErrClosed.
+func (tx *WriteTx) InsertRequests(ctx context.Context, rs []RequestRecord) error {
+	if tx.done || tx.p.closed.Load() {
+		return ErrClosed
+	}
+	return tx.p.insertRequests(ctx, func(q string) stmtQueryer { return tx.stmtOrTx(ctx, q) }, rs, false)
 }
 
 // PruneRequests deletes, in the transaction, at most limit request records created before

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The requests table on both engines: put (upsert), look up, latest ref key, prune by time,
+// The requests table on both engines: put (upsert), insert (new IDs only), look up, latest ref key, prune by time,
 // snapshot scan, restore, and the partition's records kept apart from another partition's.
 func TestRequestRecords(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e *engineEnv) {
@@ -36,7 +36,19 @@ func TestRequestRecords(t *testing.T) {
 		put(other, rec(3, baseTime, "other"))
 		put(p, rec(1, baseTime.Add(3*time.Minute), "b2")) // an upsert replaces
 
+		// InsertRequests refuses a stored ID with ErrDuplicate (in the other partition's records
+		// the same ID is new), and stores new ones.
 		tx, err := p.Begin(ctx)
+		require.NoError(t, err)
+		err = tx.InsertRequests(ctx, []RequestRecord{rec(4, baseTime, "new"), rec(0, baseTime, "again")})
+		assert.ErrorIs(t, err, ErrDuplicate, "an ID stored before")
+		require.NoError(t, tx.Rollback())
+		tx, err = other.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, tx.InsertRequests(ctx, []RequestRecord{rec(0, baseTime, "other0")}), "the ID is new in this partition")
+		require.NoError(t, tx.Rollback())
+
+		tx, err = p.Begin(ctx)
 		require.NoError(t, err)
 		got, err := tx.LookupRequests(ctx, []uuid.UUID{ids[0], ids[1], ids[3], ids[4]})
 		require.NoError(t, err)

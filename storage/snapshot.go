@@ -296,7 +296,7 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 		}
 		if r.Request != nil {
 			if reqBuf = append(reqBuf, *r.Request); len(reqBuf) >= p.d.insertRows {
-				if err := p.insertRequests(ctx, func(q string) stmtQueryer { return stmtQueryer{tx: tx, q: q} }, reqBuf); err != nil {
+				if err := p.insertRequests(ctx, func(q string) stmtQueryer { return stmtQueryer{tx: tx, q: q} }, reqBuf, true); err != nil {
 					return fmt.Errorf("storage: restore: %w", err)
 				}
 				reqBuf = reqBuf[:0]
@@ -331,7 +331,7 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 	if err := flush(); err != nil {
 		return err
 	}
-	if err := p.insertRequests(ctx, func(q string) stmtQueryer { return stmtQueryer{tx: tx, q: q} }, reqBuf); err != nil {
+	if err := p.insertRequests(ctx, func(q string) stmtQueryer { return stmtQueryer{tx: tx, q: q} }, reqBuf, true); err != nil {
 		return fmt.Errorf("storage: restore: %w", err)
 	}
 	if err := setApplied(ctx, stmtQueryer{tx: tx, q: p.d.upsertApplied}, p, applied); err != nil {

@@ -136,7 +136,7 @@ func openSQLitePartition(ctx context.Context, cfg SQLiteConfig, id PartitionID) 
 	// temp_store(MEMORY) keeps the statement journal of multi-row INSERTs (SQLite journals
 	// every page a statement changes inside a transaction, to undo a failing statement alone)
 	// out of temporary files.
-	write, err := sql.Open("sqlite", sqliteURI(path, common+fmt.Sprintf("&_pragma=cache_size(-%d)&_pragma=temp_store(MEMORY)&_txlock=immediate", cfg.CacheKiB)))
+	write, err := sql.Open("sqlite", sqliteURI(path, common+fmt.Sprintf("&_pragma=cache_size(-%d)&_pragma=temp_store(MEMORY)&_pragma=wal_autocheckpoint(%d)&_txlock=immediate", cfg.CacheKiB, cfg.WALCheckpointPages)))
 	if err != nil {
 		return nil, nil, nil, false, fmt.Errorf("storage: open %s: %w", path, err)
 	}

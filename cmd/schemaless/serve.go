@@ -40,6 +40,7 @@ type serveFlags struct {
 	sqliteSync    string
 	sqliteCache   int
 	sqliteRCache  int
+	sqliteWAL     int
 	sqliteReaders int
 	hbFastPath    bool
 	logStore      string
@@ -103,6 +104,7 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.BoolVar(&f.hbFastPath, "raft-heartbeat-fast-path", false, "let raft handle heartbeats beside its main loop, as hashicorp/raft does by default; UNSAFE: exposes hashicorp/raft issue 695 (logs can diverge after a partition heals)")
 	fl.StringVar(&f.sqliteSync, "sqlite-synchronous", "NORMAL", "SQLite PRAGMA synchronous: NORMAL (the raft log covers power loss) or FULL")
 	fl.IntVar(&f.sqliteCache, "sqlite-cache-kib", storage.DefaultSQLiteCacheKiB, "SQLite page cache of each partition's write connection, in KiB (at least 64); outside Go's heap, and a 4 KiB page takes an 8 KiB slot")
+	fl.IntVar(&f.sqliteWAL, "sqlite-wal-checkpoint-pages", storage.DefaultSQLiteWALCheckpointPages, "SQLite PRAGMA wal_autocheckpoint of each partition (at least 100): WAL pages that start a checkpoint; more means fewer checkpoints and fsyncs and a larger WAL file (up to about this many 4 KiB pages per partition)")
 	fl.IntVar(&f.sqliteRCache, "sqlite-read-cache-kib", storage.DefaultSQLiteReadCacheKiB, "SQLite page cache of each read connection, in KiB (at least 64)")
 	fl.IntVar(&f.sqliteReaders, "sqlite-read-conns", storage.DefaultSQLiteReadConns, "SQLite read connections per partition (at least 1)")
 	fl.StringVar(&f.raftAddr, "raft-addr", "", "this node's raft address, for a node joining a running cluster that is not in --config's nodes (with --http-addr)")
@@ -131,6 +133,9 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	if f.sqliteRCache < 64 {
 		return fmt.Errorf("--sqlite-read-cache-kib %d: want at least 64", f.sqliteRCache)
+	}
+	if f.sqliteWAL < 100 {
+		return fmt.Errorf("--sqlite-wal-checkpoint-pages %d: want at least 100", f.sqliteWAL)
 	}
 	if f.sqliteReaders < 1 {
 		return fmt.Errorf("--sqlite-read-conns %d: want at least 1", f.sqliteReaders)
@@ -182,7 +187,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		store, err = storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: f.mysqlDSN, Prefix: prefix})
 	} else {
 		store, err = storage.OpenSQLite(ctx, storage.SQLiteConfig{Dir: filepath.Join(f.dataDir, "sqlite"), Synchronous: f.sqliteSync,
-			CacheKiB: f.sqliteCache, ReadCacheKiB: f.sqliteRCache, ReadConns: f.sqliteReaders})
+			CacheKiB: f.sqliteCache, ReadCacheKiB: f.sqliteRCache, ReadConns: f.sqliteReaders, WALCheckpointPages: f.sqliteWAL})
 	}
 	if err != nil {
 		return err
