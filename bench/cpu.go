@@ -18,24 +18,23 @@ type cpuMeter struct{ pids []int }
 // clockTicks is the unit of /proc/PID/stat's utime and stime: USER_HZ, 100 on Linux.
 const clockTicks = 100
 
-// read returns the CPU seconds used so far by this process and the meter's other processes.
-// A process that cannot be read (gone, or no /proc) counts 0 and its error is returned beside
-// the sum.
-func (m cpuMeter) read() (float64, error) {
+// read returns the CPU seconds used so far by this process and the meter's other processes,
+// and (others) those of the other processes alone. A process that cannot be read (gone, or no
+// /proc) counts 0 and its error is returned beside the sums.
+func (m cpuMeter) read() (sum, others float64, err error) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, fmt.Errorf("getrusage: %w", err)
+		return 0, 0, fmt.Errorf("getrusage: %w", err)
 	}
-	sum := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	var firstErr error
 	for _, pid := range m.pids {
 		s, err := procCPUSeconds(pid)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
-		sum += s
+		others += s
 	}
-	return sum, firstErr
+	return time.Duration(ru.Utime.Nano()+ru.Stime.Nano()).Seconds() + others, others, firstErr
 }
 
 // procCPUSeconds returns utime + stime of process pid, from /proc/PID/stat (fields 14 and
@@ -64,19 +63,20 @@ func procCPUSeconds(pid int) (float64, error) {
 
 // cpuSpan measures the CPU of one measured phase: start it with begin, end it with end.
 type cpuSpan struct {
-	m     cpuMeter
-	start float64
-	err   error
+	m                 cpuMeter
+	start, startOther float64
+	err               error
 }
 
 // begin takes the phase's first reading.
-func (c *cpuSpan) begin() { c.start, c.err = c.m.read() }
+func (c *cpuSpan) begin() { c.start, c.startOther, c.err = c.m.read() }
 
-// end returns the CPU seconds since begin (0 when a reading failed).
-func (c *cpuSpan) end() float64 {
-	now, err := c.m.read()
+// end returns the CPU seconds since begin of all the meter's processes and of the --cpu-pid
+// processes alone (both 0 when a reading failed).
+func (c *cpuSpan) end() (all, others float64) {
+	now, nowOther, err := c.m.read()
 	if err != nil || c.err != nil {
-		return 0
+		return 0, 0
 	}
-	return now - c.start
+	return now - c.start, nowOther - c.startOther
 }

@@ -10,11 +10,11 @@ import (
 
 // burn spins until this process has used secs more CPU seconds (getrusage).
 func burn(t *testing.T, secs float64) {
-	start, err := cpuMeter{}.read()
+	start, _, err := cpuMeter{}.read()
 	require.NoError(t, err, "getrusage")
 	for x := 0; ; x++ {
 		if x%100000 == 0 {
-			now, err := cpuMeter{}.read()
+			now, _, err := cpuMeter{}.read()
 			require.NoError(t, err, "getrusage")
 			if now-start >= secs {
 				return
@@ -24,15 +24,18 @@ func burn(t *testing.T, secs float64) {
 }
 
 // A span counts the CPU this process and the --cpu-pid processes spend: this process given as
-// its own --cpu-pid counts twice.
+// its own --cpu-pid counts twice, and once as the --cpu-pid processes' part.
 func TestCPUSpan(t *testing.T) {
 	self := cpuSpan{m: cpuMeter{}}
 	twice := cpuSpan{m: cpuMeter{pids: []int{os.Getpid()}}}
 	self.begin()
 	twice.begin()
 	burn(t, 0.3)
-	s, tw := self.end(), twice.end()
+	s, none := self.end()
+	tw, other := twice.end()
 	assert.GreaterOrEqual(t, s, 0.3, "CPU seconds of this process")
+	assert.Zero(t, none, "no --cpu-pid: no part of theirs")
+	assert.InDelta(t, s, other, 0.05, "the --cpu-pid part: this process once")
 	// /proc counts in clock ticks of 10 ms.
 	assert.InDelta(t, 2*s, tw, 0.05, "CPU seconds with this process also given as --cpu-pid (%.3f alone)", s)
 }
@@ -44,5 +47,7 @@ func TestCPUPIDGone(t *testing.T) {
 	assert.Contains(t, err.Error(), "--cpu-pid", "the error names the flag")
 	s := cpuSpan{m: cpuMeter{pids: []int{1 << 30}}}
 	s.begin()
-	assert.Zero(t, s.end(), "a span with an unreadable process")
+	all, others := s.end()
+	assert.Zero(t, all, "a span with an unreadable process")
+	assert.Zero(t, others, "a span with an unreadable process: the --cpu-pid part")
 }

@@ -49,9 +49,10 @@ type loadFigures struct {
 	ops, cells, errs, late atomic.Int64
 	firstErr               atomic.Value // string
 	hists                  []*hdrhistogram.Histogram
-	// cpu measures the measured phase's CPU; cpuSeconds is its result.
-	cpu        cpuSpan
-	cpuSeconds float64
+	// cpu measures the measured phase's CPU; cpuSeconds is its result, nodeCPUSeconds the
+	// part of the --cpu-pid processes.
+	cpu                        cpuSpan
+	cpuSeconds, nodeCPUSeconds float64
 }
 
 // init makes one latency histogram per client of n.
@@ -90,6 +91,7 @@ func (l *loadFigures) result(n, rate int, elapsed time.Duration) Result {
 		r.CellsPerSec = float64(r.Cells) / r.Seconds
 	}
 	r.CPUSeconds = l.cpuSeconds
+	r.NodeCPUSeconds = l.nodeCPUSeconds
 	if e, ok := l.firstErr.Load().(string); ok {
 		r.FirstError = e
 	}
@@ -150,7 +152,7 @@ func (l *loadFigures) closedLoop(ctx context.Context, n int, f Config, op benchO
 		measuring.Store(false)
 	}
 	elapsed := time.Since(start)
-	l.cpuSeconds = l.cpu.end()
+	l.cpuSeconds, l.nodeCPUSeconds = l.cpu.end()
 	cancel()
 	wg.Wait()
 	return elapsed
@@ -223,7 +225,7 @@ loop:
 	close(jobs)
 	wg.Wait()
 	if i > warm {
-		l.cpuSeconds = l.cpu.end() // the phase's requests all answered; the tail is idle
+		l.cpuSeconds, l.nodeCPUSeconds = l.cpu.end() // the phase's requests all answered; the tail is idle
 	}
 	if limit > 0 {
 		return max(time.Duration(lastEnd.Load())-due(warm), 0)

@@ -49,6 +49,9 @@ type Result struct {
 	// run's measured phase by this process (clients and in-process nodes) and the --cpu-pid
 	// processes; 0 when not measured.
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	// NodeCPUSeconds is the part of CPUSeconds spent by the --cpu-pid processes (an external
+	// target's nodes), without this process; 0 when none was given.
+	NodeCPUSeconds float64 `json:"node_cpu_seconds,omitempty"`
 
 	Triggers *TriggerFigures `json:"triggers,omitempty"`
 	Index    *IndexFigures   `json:"index,omitempty"`
@@ -58,13 +61,14 @@ type Result struct {
 
 // printTable prints rs to w as a table, then the notes of the rows that have one and their
 // first errors. The columns client (Client, after target), cpu-s/10k (CPUSeconds per 10,000
-// cells), vs raw, vs noop, vs mysql (see setBaselineRatios) and stored (StoredCells) appear
+// cells), node cpu (NodeCPUSeconds per 10,000 cells), vs raw, vs noop, vs mysql (see setBaselineRatios) and stored (StoredCells) appear
 // only when some row has a value for them.
 func printTable(w io.Writer, rs []Result) {
-	var cl, cpu, vsRaw, vsNoop, vsMySQL, stored bool
+	var cl, cpu, nodeCPU, vsRaw, vsNoop, vsMySQL, stored bool
 	for _, r := range rs {
 		cl = cl || r.Client != ""
 		cpu = cpu || r.CPUSeconds > 0
+		nodeCPU = nodeCPU || r.NodeCPUSeconds > 0
 		vsRaw = vsRaw || r.VsRaftRaw > 0
 		vsNoop = vsNoop || r.VsRaftNoop > 0
 		vsMySQL = vsMySQL || r.VsMySQL > 0
@@ -77,6 +81,9 @@ func printTable(w io.Writer, rs []Result) {
 	}
 	if cpu {
 		head += "cpu-s/10k\t"
+	}
+	if nodeCPU {
+		head += "node cpu\t"
 	}
 	if vsRaw {
 		head += "vs raw\t"
@@ -103,6 +110,9 @@ func printTable(w io.Writer, rs []Result) {
 		line := fmt.Sprintf("%s\t%s\t%d\t%.0f\t%.0f\t%s\t%d\t", target, label(r), r.Clients, r.OpsPerSec, r.CellsPerSec, lat, r.Errors)
 		if cpu {
 			line += cpuPer10k(r) + "\t"
+		}
+		if nodeCPU {
+			line += per10k(r.NodeCPUSeconds, r.Cells) + "\t"
 		}
 		if vsRaw {
 			line += percent(r.VsRaftRaw) + "\t"
@@ -163,11 +173,14 @@ func label(r Result) string {
 }
 
 // cpuPer10k formats r's CPU seconds per 10,000 cells, "-" when not measured.
-func cpuPer10k(r Result) string {
-	if r.CPUSeconds <= 0 || r.Cells <= 0 {
+func cpuPer10k(r Result) string { return per10k(r.CPUSeconds, r.Cells) }
+
+// per10k formats seconds per 10,000 cells, "-" when either is not positive.
+func per10k(seconds float64, cells int64) string {
+	if seconds <= 0 || cells <= 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f", r.CPUSeconds*10000/float64(r.Cells))
+	return fmt.Sprintf("%.2f", seconds*10000/float64(cells))
 }
 
 // percent formats a fraction as a percentage, "-" for 0.
@@ -187,6 +200,9 @@ func runLine(r Result) string {
 		clientTag(r), r.OpsPerSec, r.CellsPerSec, r.P50, r.P99, r.Errors)
 	if r.CPUSeconds > 0 {
 		s += fmt.Sprintf(", %s CPU-s per 10k cells", cpuPer10k(r))
+	}
+	if r.NodeCPUSeconds > 0 {
+		s += fmt.Sprintf(" (%s in the --cpu-pid processes)", per10k(r.NodeCPUSeconds, r.Cells))
 	}
 	if r.Rate > 0 {
 		s += fmt.Sprintf(", %d late", r.Late)

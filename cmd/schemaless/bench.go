@@ -80,8 +80,9 @@ vs_raft_raw, vs_raft_noop and vs_mysql, fractions; absent without a matching row
 
 CPU: each put, put-batch and get-latest run reports the CPU time (user + system) spent in its
 measured phase by this process (the clients and the in-process targets' nodes) and the
---cpu-pid processes, per 10,000 cells: column "cpu-s/10k" (in JSON cpu_seconds, the total).
-For the mysql target and baseline, add the MariaDB server's pid with --cpu-pid.
+--cpu-pid processes, per 10,000 cells: column "cpu-s/10k" (in JSON cpu_seconds, the total),
+and the --cpu-pid processes' part alone in column "node cpu" (JSON node_cpu_seconds). For the
+mysql target and baseline, add the MariaDB server's pid with --cpu-pid.
 
 Workloads:
   put         put_cell of one new cell per request (random row key, column BASE, ref key 1, a
