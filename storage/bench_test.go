@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,5 +118,32 @@ func BenchmarkSnapshotScan(b *testing.B) {
 			s.Close()
 		}
 		b.ReportMetric(float64(len(cs))*float64(b.N)/b.Elapsed().Seconds(), "cells/s")
+	})
+}
+
+// BenchmarkGetSnapshotLatest reads the latest cell of one column in a snapshot (the applied
+// state and the cell in one read transaction), as a get_cell_latest does, from 4 goroutines.
+func BenchmarkGetSnapshotLatest(b *testing.B) {
+	benchEngines(b, func(b *testing.B, p *PartitionStore) {
+		cs := make([]cells.Cell, 10000)
+		for i := range cs {
+			cs[i] = mkCell(b, i, "base", 1, int64(i+1))
+		}
+		write(b, p, map[int][]cells.Cell{0: cs}, AppliedState{Index: 1, Term: 1})
+		ctx := context.Background()
+		b.ReportAllocs()
+		b.SetParallelism(2)
+		b.ResetTimer()
+		var n atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				k := cs[int(n.Add(1))%len(cs)].Key
+				_, found, _, err := p.GetSnapshot(ctx, []SnapshotKey{{Shard: 0, Key: k, Latest: true}})
+				if err != nil || !found[0] {
+					b.Errorf("GetSnapshot: %v, found %v", err, found)
+					return
+				}
+			}
+		})
 	})
 }

@@ -175,12 +175,22 @@ func queryCells(ctx context.Context, db rowsQueryer, q string, args ...any) ([]c
 
 // readApplied reads the meta row of id; zero if there is none.
 func readApplied(ctx context.Context, db queryer, d *dialect, id PartitionID) (AppliedState, int, error) {
+	return scanApplied(db.QueryRowContext(ctx, appliedSQL(d), id.Datastore, id.Partition))
+}
+
+// appliedSQL is the query of a partition's meta row; args: datastore, partition.
+func appliedSQL(d *dialect) string {
+	return "SELECT applied_index, applied_term, schema_version FROM " + d.meta + " WHERE datastore = ? AND `partition` = ?"
+}
+
+// scanApplied reads the row of appliedSQL: the applied state and the layout version, zero when
+// there is no row.
+func scanApplied(row *sql.Row) (AppliedState, int, error) {
 	var (
 		a       AppliedState
 		version int
 	)
-	err := db.QueryRowContext(ctx, "SELECT applied_index, applied_term, schema_version FROM "+d.meta+
-		" WHERE datastore = ? AND `partition` = ?", id.Datastore, id.Partition).Scan(&a.Index, &a.Term, &version)
+	err := row.Scan(&a.Index, &a.Term, &version)
 	if errors.Is(err, sql.ErrNoRows) {
 		return AppliedState{}, 0, nil
 	}

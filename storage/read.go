@@ -6,14 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
 )
 
 // Reads run on the read pool, each statement in its own (autocommit) transaction (GetSnapshot:
-// its statements in one), so they see the latest committed data and never block on the writer. A shard whose tables do not exist
-// yet reads as empty. Returned cells belong to the caller; CreatedAt is in UTC.
+// its statements in one, or on SQLite one statement for one key), so they see the latest
+// committed data and never block on the writer. On SQLite their statements are prepared once
+// per read connection. A shard whose tables do not exist yet reads as empty. Returned cells belong to the caller; CreatedAt is in UTC.
 
 // GetCell returns the cell of key in shard, or ErrNotFound (unwrapped).
 func (p *PartitionStore) GetCell(ctx context.Context, shard int, key cells.Key) (cells.Cell, error) {
@@ -62,24 +64,44 @@ func (p *PartitionStore) GetSnapshot(ctx context.Context, keys []SnapshotKey) (o
 			return nil, nil, AppliedState{}, err
 		}
 	}
+	if len(keys) == 1 && p.d.engine == EngineSQLite {
+		c, ok, a, done, err := p.getSnapshotOne(ctx, keys[0])
+		if err != nil {
+			return nil, nil, AppliedState{}, err
+		}
+		if done {
+			return []cells.Cell{c}, []bool{ok}, a, nil
+		}
+	}
+	// The statements are prepared (once per statement, on first use) before the transaction
+	// holds a read connection: preparing takes one from the pool. Within the transaction each
+	// runs on the transaction's connection, prepared there once (sql.Tx.StmtContext).
+	metaQ := appliedSQL(p.d)
+	metaSt := p.readStmt(ctx, metaQ)
+	qs := make([]string, len(keys))
+	argss := make([][]any, len(keys))
+	sts := make([]*sql.Stmt, len(keys))
+	for i, k := range keys {
+		qs[i], argss[i] = p.cellSQL(k.Shard, k.Key, k.Latest)
+		sts[i] = p.readStmt(ctx, qs[i])
+	}
 	tx, err := p.read.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, nil, AppliedState{}, p.fail("begin a snapshot read", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a read-only transaction: nothing to keep
-	if applied, _, err = readApplied(ctx, tx, p.d, p.id); err != nil {
+	row := func(st *sql.Stmt, q string, args ...any) *sql.Row {
+		if st != nil {
+			return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+		}
+		return tx.QueryRowContext(ctx, q, args...)
+	}
+	if applied, _, err = scanApplied(row(metaSt, metaQ, p.id.Datastore, p.id.Partition)); err != nil {
 		return nil, nil, AppliedState{}, p.fail("snapshot read: applied state", err)
 	}
 	out, found = make([]cells.Cell, len(keys)), make([]bool, len(keys))
 	for i, k := range keys {
-		q, args := p.cellSQL(k.Shard, k.Key, k.Latest)
-		var row *sql.Row
-		if st := p.preparedReadStmt(q); st != nil {
-			row = tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
-		} else {
-			row = tx.QueryRowContext(ctx, q, args...)
-		}
-		c, err := scanCell(row)
+		c, err := scanCell(row(sts[i], qs[i], argss[i]...))
 		switch {
 		case err == nil:
 			out[i], found[i] = c, true
@@ -89,6 +111,45 @@ func (p *PartitionStore) GetSnapshot(ctx context.Context, keys []SnapshotKey) (o
 		}
 	}
 	return out, found, applied, nil
+}
+
+// getSnapshotOne is GetSnapshot of one key on SQLite without an explicit transaction: one
+// statement reads the meta row and the cell (a LEFT JOIN of the meta row with the cell query),
+// and one SQLite statement reads one snapshot. It saves the BEGIN and ROLLBACK statements of a
+// read transaction, a third of a point read's SQL. done is false, with nothing read, when the
+// partition has no meta row yet or the shard no table: GetSnapshot then reads in a transaction.
+func (p *PartitionStore) getSnapshotOne(ctx context.Context, k SnapshotKey) (c cells.Cell, found bool, a AppliedState, done bool, err error) {
+	cq, args := p.cellSQL(k.Shard, k.Key, k.Latest)
+	q := "SELECT m.applied_index, m.applied_term, c.added_id, c.row_key, c.column_name, c.ref_key, c.body, c.created_at FROM " +
+		p.d.meta + " AS m LEFT JOIN (" + cq + ") AS c ON 1 = 1 WHERE m.datastore = ? AND m.`partition` = ?"
+	args = append(args, p.id.Datastore, p.id.Partition)
+	var row *sql.Row
+	if st := p.readStmt(ctx, q); st != nil {
+		row = st.QueryRowContext(ctx, args...)
+	} else {
+		row = p.read.QueryRowContext(ctx, q, args...)
+	}
+	var (
+		addedID, refKey, micros sql.NullInt64
+		column                  sql.NullString
+		rowKey, body            []byte
+	)
+	err = row.Scan(&a.Index, &a.Term, &addedID, &rowKey, &column, &refKey, &body, &micros)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || isNoTable(err):
+		return cells.Cell{}, false, AppliedState{}, false, nil
+	case err != nil:
+		return cells.Cell{}, false, AppliedState{}, false, p.fail(fmt.Sprintf("snapshot read of %s in shard %d", k.Key, k.Shard), err)
+	case !addedID.Valid:
+		return cells.Cell{}, false, a, true, nil
+	}
+	u, err := uuid.FromBytes(rowKey)
+	if err != nil {
+		return cells.Cell{}, false, AppliedState{}, false, fmt.Errorf("storage: stored row key of %d bytes: %w", len(rowKey), err)
+	}
+	c = cells.Cell{AddedID: addedID.Int64, Key: cells.Key{RowKey: u, ColumnKey: column.String, RefKey: refKey.Int64},
+		Body: cells.Body(body), CreatedAt: time.UnixMicro(micros.Int64).UTC()}
+	return c, true, a, true, nil
 }
 
 // cellSQL is the query of one cell of shard and its arguments: key, or with latest the cell of
@@ -105,7 +166,7 @@ func (p *PartitionStore) cellSQL(shard int, key cells.Key, latest bool) (string,
 // getOne runs a query selecting at most one cell.
 func (p *PartitionStore) getOne(ctx context.Context, q string, args ...any) (cells.Cell, error) {
 	var row *sql.Row
-	if st := p.preparedReadStmt(q); st != nil {
+	if st := p.readStmt(ctx, q); st != nil {
 		row = st.QueryRowContext(ctx, args...)
 	} else {
 		row = p.read.QueryRowContext(ctx, q, args...)

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -123,4 +124,111 @@ func TestIndexStmtsPrepared(t *testing.T) {
 		lookup = lookup || strings.HasPrefix(q, "SELECT "+indexColumns(&tbl)+" FROM "+d.indexTable(tbl.Name, 0))
 	}
 	assert.True(t, lookup, "the one-row index lookup is not prepared")
+}
+
+// TestSnapshotReadStmtsPrepared checks that GetSnapshot's statements (the meta row, a cell by
+// key and the latest cell of a column) are prepared on the read pool, with more concurrent
+// readers than read connections (a prepare that waited for a connection while readers held
+// them all would hang), and that the prepared reads answer what was written.
+func TestSnapshotReadStmtsPrepared(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := openPartition(t, sqliteEnv(t).open(t), "readcache", 0, 0, 0)
+	require.NoError(t, p.EnsureShards(ctx, []int{0}))
+	bd := body(t, `{"origin":"LAX"}`)
+	tx, err := p.Begin(ctx)
+	require.NoError(t, err)
+	key := cells.Key{RowKey: rowKey(1), ColumnKey: "BASE", RefKey: 2}
+	require.NoError(t, tx.Insert(ctx, 0, []cells.Cell{{AddedID: 1, Key: key, Body: bd, CreatedAt: baseTime}}))
+	require.NoError(t, tx.SetApplied(ctx, AppliedState{Index: 7, Term: 1}))
+	require.NoError(t, tx.Commit())
+	keys := []SnapshotKey{{Shard: 0, Key: key}, {Shard: 0, Key: cells.Key{RowKey: rowKey(1), ColumnKey: "BASE"}, Latest: true},
+		{Shard: 0, Key: cells.Key{RowKey: rowKey(2), ColumnKey: "BASE"}, Latest: true}}
+	errs := make(chan error, 32)
+	for range 32 {
+		go func() {
+			out, found, applied, err := p.GetSnapshot(ctx, keys)
+			if err == nil && (!found[0] || !found[1] || found[2] || out[1].Key != key || applied.Index != 7) {
+				err = fmt.Errorf("read %v %v %+v", found, out[1].Key, applied)
+			}
+			errs <- err
+		}()
+	}
+	for range 32 {
+		require.NoError(t, <-errs, "GetSnapshot")
+	}
+	c := &p.readStmts
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, q := range []string{appliedSQL(p.d), first(p.cellSQL(0, key, false)), first(p.cellSQL(0, key, true))} {
+		assert.NotNil(t, c.m[q], "not prepared on the read pool: %s", q)
+	}
+}
+
+// first returns its first argument.
+func first[A, B any](a A, _ B) A { return a }
+
+// TestSnapshotOneKey checks GetSnapshot of a single key, read by one statement joining the meta
+// row (getSnapshotOne), against the transaction it replaces: before any table or meta row
+// exists, with a shard table but no meta row (both read in a transaction), then with both: a
+// cell found by key and as the latest of its column, a column with no cell, and the applied
+// state of the same snapshot.
+func TestSnapshotOneKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := openPartition(t, sqliteEnv(t).open(t), "onekey", 0, 0, 0)
+	key := cells.Key{RowKey: rowKey(1), ColumnKey: "BASE", RefKey: 2}
+	latest := SnapshotKey{Shard: 0, Key: cells.Key{RowKey: rowKey(1), ColumnKey: "BASE"}, Latest: true}
+	read := func(k SnapshotKey) (cells.Cell, bool, AppliedState) {
+		t.Helper()
+		out, found, applied, err := p.GetSnapshot(ctx, []SnapshotKey{k})
+		require.NoError(t, err, "GetSnapshot(%+v)", k)
+		return out[0], found[0], applied
+	}
+	_, found, applied := read(latest)
+	assert.False(t, found, "no shard table yet")
+	assert.Zero(t, applied, "no meta row yet")
+
+	require.NoError(t, p.EnsureShards(ctx, []int{0}))
+	bd := body(t, `{"origin":"LAX"}`)
+	tx, err := p.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.Insert(ctx, 0, []cells.Cell{{AddedID: 1, Key: key, Body: bd, CreatedAt: baseTime}}))
+	require.NoError(t, tx.Commit())
+	c, found, applied := read(latest)
+	assert.True(t, found, "a cell and no meta row")
+	assert.Equal(t, key, c.Key)
+	assert.Zero(t, applied)
+
+	tx, err = p.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.Insert(ctx, 0, []cells.Cell{{AddedID: 2, Key: cells.Key{RowKey: rowKey(1), ColumnKey: "BASE", RefKey: 5}, Body: bd, CreatedAt: baseTime.Add(time.Second)}}))
+	require.NoError(t, tx.SetApplied(ctx, AppliedState{Index: 9, Term: 2}))
+	require.NoError(t, tx.Commit())
+	c, found, applied = read(latest)
+	require.True(t, found, "the latest cell")
+	assert.Equal(t, int64(5), c.Key.RefKey, "the highest ref key")
+	assert.Equal(t, int64(2), c.AddedID)
+	assert.True(t, c.CreatedAt.Equal(baseTime.Add(time.Second).Truncate(time.Microsecond)), "created_at %v, in microseconds", c.CreatedAt)
+	assert.Equal(t, AppliedState{Index: 9, Term: 2}, applied)
+	c, found, _ = read(SnapshotKey{Shard: 0, Key: key})
+	require.True(t, found, "the cell by key")
+	assert.Equal(t, int64(1), c.AddedID)
+	same, err := cells.SameBody(bd, c.Body)
+	require.NoError(t, err)
+	assert.True(t, same, "the body read back")
+	_, found, applied = read(SnapshotKey{Shard: 0, Key: cells.Key{RowKey: rowKey(2), ColumnKey: "BASE"}, Latest: true})
+	assert.False(t, found, "a column with no cell")
+	assert.Equal(t, AppliedState{Index: 9, Term: 2}, applied, "the applied state beside a cell not found")
+
+	c2 := &p.readStmts
+	c2.mu.Lock()
+	defer c2.mu.Unlock()
+	joined := 0
+	for q := range c2.m {
+		if strings.Contains(q, "LEFT JOIN") {
+			joined++
+		}
+	}
+	assert.Equal(t, 2, joined, "the one-statement reads (latest and by key) are prepared")
 }

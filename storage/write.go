@@ -303,19 +303,6 @@ func (p *PartitionStore) readStmt(ctx context.Context, q string) *sql.Stmt {
 	return p.readStmts.prepareNow(ctx, p.read, q)
 }
 
-// preparedReadStmt returns the read pool's statement of q if it is already prepared, nil
-// otherwise, and never prepares: a caller holding a read pool connection (GetSnapshot's
-// transaction) must not wait for another one, or concurrent holders would wait on each other
-// until their contexts end.
-func (p *PartitionStore) preparedReadStmt(q string) *sql.Stmt {
-	if !p.owned || p.d.engine != EngineSQLite || p.closed.Load() {
-		return nil
-	}
-	p.readStmts.mu.Lock()
-	defer p.readStmts.mu.Unlock()
-	return p.readStmts.m[q]
-}
-
 // preparePending prepares the statements get noted on db, which must have a free connection.
 // A statement that fails to prepare (a shard table dropped since) is not cached.
 func (c *stmtCache) preparePending(db *sql.DB) {
