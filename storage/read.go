@@ -119,10 +119,7 @@ func (p *PartitionStore) GetSnapshot(ctx context.Context, keys []SnapshotKey) (o
 // read transaction, a third of a point read's SQL. done is false, with nothing read, when the
 // partition has no meta row yet or the shard no table: GetSnapshot then reads in a transaction.
 func (p *PartitionStore) getSnapshotOne(ctx context.Context, k SnapshotKey) (c cells.Cell, found bool, a AppliedState, done bool, err error) {
-	cq, args := p.cellSQL(k.Shard, k.Key, k.Latest)
-	q := "SELECT m.applied_index, m.applied_term, c.added_id, c.row_key, c.column_name, c.ref_key, c.body, c.created_at FROM " +
-		p.d.meta + " AS m LEFT JOIN (" + cq + ") AS c ON 1 = 1 WHERE m.datastore = ? AND m.`partition` = ?"
-	args = append(args, p.id.Datastore, p.id.Partition)
+	q, args := p.snapshotOneSQL(k)
 	var row *sql.Row
 	if st := p.readStmt(ctx, q); st != nil {
 		row = st.QueryRowContext(ctx, args...)
@@ -150,6 +147,14 @@ func (p *PartitionStore) getSnapshotOne(ctx context.Context, k SnapshotKey) (c c
 	c = cells.Cell{AddedID: addedID.Int64, Key: cells.Key{RowKey: u, ColumnKey: column.String, RefKey: refKey.Int64},
 		Body: cells.Body(body), CreatedAt: time.UnixMicro(micros.Int64).UTC()}
 	return c, true, a, true, nil
+}
+
+// snapshotOneSQL is getSnapshotOne's statement and arguments.
+func (p *PartitionStore) snapshotOneSQL(k SnapshotKey) (string, []any) {
+	cq, args := p.cellSQL(k.Shard, k.Key, k.Latest)
+	q := "SELECT m.applied_index, m.applied_term, c.added_id, c.row_key, c.column_name, c.ref_key, c.body, c.created_at FROM " +
+		p.d.meta + " AS m LEFT JOIN (" + cq + ") AS c ON 1 = 1 WHERE m.datastore = ? AND m.`partition` = ?"
+	return q, append(args, p.id.Datastore, p.id.Partition)
 }
 
 // cellSQL is the query of one cell of shard and its arguments: key, or with latest the cell of
