@@ -425,10 +425,10 @@ type ambiguousCommitError struct{ err error }
 func (e *ambiguousCommitError) Error() string { return "commit outcome unknown: " + e.err.Error() }
 func (e *ambiguousCommitError) Unwrap() error { return e.err }
 
-// applyTx runs one attempt at the batch transaction and sets the results of each entry: first
-// with every write's request ID taken for new, and again with a lookup of the request records
-// when one of them was stored (applyWrites). It changes the FSM's in-memory state only when the
-// transaction commits.
+// applyTx runs one attempt at the batch and sets the results of each entry. The attempt is one
+// transaction with every write's request ID taken for new, and, when one of them was recorded
+// already (applyWrites), a second one that reads the request records first. It changes the
+// FSM's in-memory state only when a transaction commits.
 func (f *FSM) applyTx(b *batch, last storage.AppliedState) error {
 	err := f.applyTxOnce(b, last, false)
 	if errors.Is(err, errRequestStored) {

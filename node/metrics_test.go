@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	gometrics "github.com/armon/go-metrics"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	gometrics "github.com/armon/go-metrics"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/schemaless-db/schemaless/node"
 	"github.com/stretchr/testify/assert"

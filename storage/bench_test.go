@@ -81,14 +81,21 @@ func BenchmarkInsertBatch1(b *testing.B)    { benchWrite(b, 1) }
 func BenchmarkInsertBatch100(b *testing.B)  { benchWrite(b, 100) }
 func BenchmarkInsertBatch1000(b *testing.B) { benchWrite(b, 1000) }
 
+// writeBenchCells writes 10000 cells of column "base" into shard 0 of p, each its own row,
+// with the applied state at index 1, and returns them.
+func writeBenchCells(b *testing.B, p *PartitionStore) []cells.Cell {
+	cs := make([]cells.Cell, 10000)
+	for i := range cs {
+		cs[i] = mkCell(b, i, "base", 1, int64(i+1))
+	}
+	write(b, p, map[int][]cells.Cell{0: cs}, AppliedState{Index: 1, Term: 1})
+	return cs
+}
+
 // BenchmarkGetCell reads one cell by key among 10000.
 func BenchmarkGetCell(b *testing.B) {
 	benchEngines(b, func(b *testing.B, p *PartitionStore) {
-		cs := make([]cells.Cell, 10000)
-		for i := range cs {
-			cs[i] = mkCell(b, i, "base", 1, int64(i+1))
-		}
-		write(b, p, map[int][]cells.Cell{0: cs}, AppliedState{Index: 1, Term: 1})
+		cs := writeBenchCells(b, p)
 		ctx := context.Background()
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -102,11 +109,7 @@ func BenchmarkGetCell(b *testing.B) {
 // BenchmarkSnapshotScan streams a shard of 10000 cells through a snapshot.
 func BenchmarkSnapshotScan(b *testing.B) {
 	benchEngines(b, func(b *testing.B, p *PartitionStore) {
-		cs := make([]cells.Cell, 10000)
-		for i := range cs {
-			cs[i] = mkCell(b, i, "base", 1, int64(i+1))
-		}
-		write(b, p, map[int][]cells.Cell{0: cs}, AppliedState{Index: 1, Term: 1})
+		cs := writeBenchCells(b, p)
 		ctx := context.Background()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
@@ -121,15 +124,12 @@ func BenchmarkSnapshotScan(b *testing.B) {
 	})
 }
 
-// BenchmarkGetSnapshotLatest reads the latest cell of one column in a snapshot (the applied
-// state and the cell in one read transaction), as a get_cell_latest does, from 4 goroutines.
+// BenchmarkGetSnapshotLatest reads the latest cell of one column with the applied state of the
+// same snapshot (on SQLite one statement, on MySQL one read transaction), as a get_cell_latest
+// does, from 4 goroutines.
 func BenchmarkGetSnapshotLatest(b *testing.B) {
 	benchEngines(b, func(b *testing.B, p *PartitionStore) {
-		cs := make([]cells.Cell, 10000)
-		for i := range cs {
-			cs[i] = mkCell(b, i, "base", 1, int64(i+1))
-		}
-		write(b, p, map[int][]cells.Cell{0: cs}, AppliedState{Index: 1, Term: 1})
+		cs := writeBenchCells(b, p)
 		ctx := context.Background()
 		b.ReportAllocs()
 		b.SetParallelism(2)

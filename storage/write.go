@@ -295,7 +295,9 @@ func (c *stmtCache) prepareNow(ctx context.Context, db *sql.DB, q string) *sql.S
 }
 
 // readStmt returns the read pool's prepared statement of q on a SQLite partition, or nil (MySQL,
-// or not cacheable): see stmtCache.
+// or not cacheable): see stmtCache. The first call for q prepares it, which takes a connection
+// from the read pool: a caller holding one (an open read transaction) must not call it, or
+// readers holding every connection would wait on each other.
 func (p *PartitionStore) readStmt(ctx context.Context, q string) *sql.Stmt {
 	if !p.owned || p.d.engine != EngineSQLite || p.closed.Load() {
 		return nil
