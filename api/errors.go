@@ -78,6 +78,9 @@ func backendError(err error) *httpError {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	if writeFast(w, status, v) {
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)

@@ -168,6 +168,7 @@ type FSM struct {
 	groups      map[string]*consumer.Group // consumer groups' coordinator state, loaded on first use
 	idx         indexState                 // index tables, tombstones and catalog, loaded on first use
 	pruneAt     time.Time                  // entry time of the next prune of request records
+	recorded    int                        // request records stored since the last prune
 	sch         schemaState                // column schemas, loaded on first use (schema.go)
 }
 
@@ -515,9 +516,9 @@ func (f *FSM) applyTxOnce(b *batch, last storage.AppliedState, lookup bool) erro
 	if err := f.applySchemas(ctx, tx, b); err != nil {
 		return err
 	}
-	pruneAt := f.pruneAt
+	pruneAt, recorded := f.pruneAt, f.recorded
 	if err := f.applyWrites(ctx, tx, b.appends, next, lookup); err != nil {
-		f.pruneAt = pruneAt
+		f.pruneAt, f.recorded = pruneAt, recorded
 		return err
 	}
 	if err := tx.SetApplied(ctx, last); err != nil {

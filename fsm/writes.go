@@ -14,13 +14,19 @@ import (
 )
 
 // pruneEvery is how often (in entry time) the FSM deletes request records older than
-// command.RequestWindow, and pruneLimit how many at most per batch. Pruning is physical clean-up only:
-// a record older than the window is ignored whether or not it is still stored, so replicas that
-// prune at other moments still decide alike.
+// command.RequestWindow. Each prune deletes at most pruneLimit records, or twice the records
+// stored since the previous prune when that is more, so that pruning outpaces any write rate and
+// the table holds about one window of records. Pruning is physical clean-up only: a record older
+// than the window is ignored whether or not it is still stored, so replicas that prune at other
+// moments still decide alike.
 const (
 	pruneEvery = time.Second
 	pruneLimit = 1000
 )
+
+// pruneLimitFor returns how many records a prune may delete after recorded were stored since the
+// previous one.
+func pruneLimitFor(recorded int) int { return max(pruneLimit, 2*recorded) }
 
 // item is one cell of a write being applied: the entry, write and cell indexes, and the cell.
 type item struct {
@@ -192,11 +198,13 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []ap
 			return fmt.Errorf("store %d request records: %w", len(rs), err)
 		}
 	}
+	f.recorded += len(toStore)
 	if !lastAt.IsZero() && !lastAt.Before(f.pruneAt) {
-		if _, err := tx.PruneRequests(ctx, lastAt.Add(-command.RequestWindow), pruneLimit); err != nil {
+		if _, err := tx.PruneRequests(ctx, lastAt.Add(-command.RequestWindow), pruneLimitFor(f.recorded)); err != nil {
 			return fmt.Errorf("prune request records: %w", err)
 		}
 		f.pruneAt = lastAt.Add(pruneEvery)
+		f.recorded = 0
 	}
 	return nil
 }

@@ -258,3 +258,42 @@ func TestWritesDeterminism(t *testing.T) {
 	t.Logf("seed %d: %d failed conditions, %d replayed, %d reused IDs", seed, failed, replayed, reused)
 	assert.Positive(t, failed*replayed*reused, "seed %d: the log exercises conditions, retries and reuses", seed)
 }
+
+// countRequests returns how many request records the store holds, expired ones included.
+func countRequests(t *testing.T, st *storage.PartitionStore) int {
+	t.Helper()
+	snap, err := st.BeginSnapshot(context.Background())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, snap.Close()) }()
+	n := 0
+	require.NoError(t, snap.ScanRequests(context.Background(), func(storage.RequestRecord) error { n++; return nil }))
+	return n
+}
+
+// TestPruneKeepsUpWithWrites checks that pruning deletes expired request records faster than
+// writes store new ones: a prune may delete twice the records stored since the previous one, so
+// a partition taking more than pruneLimit writes a second does not grow its requests table
+// without bound.
+func TestPruneKeepsUpWithWrites(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t)
+	f := newFSM(t, st)
+	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	b := body(t, `{"n":1}`)
+	writes := func(from, n int) []command.Write {
+		ws := make([]command.Write, n)
+		for i := range ws {
+			ws[i] = command.Write{ID: uuid.New(), Cells: []command.Cell{cell(8+i%4, from+i, "C", 1, b)}}
+		}
+		return ws
+	}
+	const old = 3 * pruneLimit
+	applyOne(t, f, writesLog(t, 1, at, writes(0, old)...))
+	require.Equal(t, old, countRequests(t, st))
+
+	// One second past the window of the first batch, 1.5 pruneLimit writes: the prune of their
+	// batch deletes every expired record, not pruneLimit of them.
+	later := at.Add(command.RequestWindow + time.Second)
+	applyOne(t, f, writesLog(t, 2, later, writes(old, pruneLimit*3/2)...))
+	assert.Equal(t, pruneLimit*3/2, countRequests(t, st), "expired records left behind")
+}
