@@ -70,7 +70,25 @@ var zlibWriters = sync.Pool{New: func() any {
 // value than it holds gives a *FieldError for "body" wrapping ErrLossyBody, which says what and
 // where: invalid UTF-8, a \u escape of half a surrogate pair that is not in a pair ("\ud800"),
 // or a key given twice in one object (at any depth; "a" and "\u0061" are the same key).
+//
+// The text is transcoded to MessagePack in one pass (textpack.go); a text that transcoder does
+// not store (any error, nesting deeper than maxPackDepth) takes the decoding path, which defines
+// the stored form and the errors: both write the same bytes for every text they store.
 func EncodeBody(text []byte) (Body, error) {
+	if b, ok := encodeBodyDirect(text); ok {
+		return b, nil
+	}
+	p, err := packTextDecoded(text)
+	if err != nil {
+		return nil, err
+	}
+	return compress(p), nil
+}
+
+// packTextDecoded is EncodeBody's decoding path: it decodes text with encoding/json into Go
+// values, makes the checks encoding/json does not (textcheck.go), converts the numbers and
+// returns the packed form (msgpack's Encoder, map keys sorted), or EncodeBody's errors.
+func packTextDecoded(text []byte) ([]byte, error) {
 	if err := checkUTF8(text); err != nil {
 		return nil, &FieldError{Field: "body", Err: err}
 	}
@@ -101,7 +119,7 @@ func EncodeBody(text []byte) (Body, error) {
 		}
 		return nil, &FieldError{Field: "body", Err: err}
 	}
-	return pack(obj)
+	return packObject(obj)
 }
 
 // EncodeObject returns the stored form of an already decoded JSON object whose numbers are
@@ -115,13 +133,23 @@ func EncodeObject(obj map[string]any) (Body, error) {
 
 // pack returns the stored form of obj, whose numbers convertNumbers converted.
 func pack(obj map[string]any) (Body, error) {
+	p, err := packObject(obj)
+	if err != nil {
+		return nil, err
+	}
+	return compress(p), nil
+}
+
+// packObject returns the packed form of obj, whose numbers convertNumbers converted: msgpack's
+// Encoder with map keys sorted.
+func packObject(obj map[string]any) ([]byte, error) {
 	var packed bytes.Buffer
 	enc := msgpack.NewEncoder(&packed)
 	enc.SetSortMapKeys(true)
 	if err := enc.Encode(obj); err != nil {
 		return nil, fmt.Errorf("cells: encode body: %w", err)
 	}
-	return compress(packed.Bytes()), nil
+	return packed.Bytes(), nil
 }
 
 func compress(p []byte) Body {
@@ -209,35 +237,56 @@ func convertNumber(n json.Number) (any, error) {
 // Packed returns the MessagePack bytes inside b (b decompressed). Two bodies hold the same JSON
 // value exactly when their packed forms are equal.
 func (b Body) Packed() ([]byte, error) {
-	src := bytes.NewReader(b)
-	var r io.ReadCloser
-	if pooled, ok := zlibReaders.Get().(io.ReadCloser); ok {
-		if err := pooled.(zlib.Resetter).Reset(src, nil); err != nil {
-			zlibReaders.Put(pooled)
-			return nil, fmt.Errorf("cells: body is not zlib data: %w", err)
-		}
-		r = pooled
-	} else {
-		var err error
-		if r, err = zlib.NewReader(src); err != nil {
-			return nil, fmt.Errorf("cells: body is not zlib data: %w", err)
-		}
-	}
-	defer zlibReaders.Put(r)
-	var out bytes.Buffer
-	out.Grow(4 * len(b))
-	if _, err := out.ReadFrom(r); err != nil {
-		return nil, fmt.Errorf("cells: decompress body: %w", err)
-	}
-	if err := r.Close(); err != nil {
-		return nil, fmt.Errorf("cells: decompress body: %w", err)
-	}
-	return out.Bytes(), nil
+	return b.inflate(make([]byte, 0, 4*len(b)))
 }
 
-// zlibReaders holds zlib readers for reuse (zlib.Resetter): a new one allocates its inflate
-// state, about 40 KiB, which was two thirds of a read's allocations.
-var zlibReaders sync.Pool
+// inflate appends the MessagePack bytes inside b to dst, with Packed's errors.
+func (b Body) inflate(dst []byte) ([]byte, error) {
+	f := inflaters.Get().(*inflater)
+	defer f.release()
+	f.src.Reset(b)
+	if f.zr == nil {
+		zr, err := zlib.NewReader(&f.src)
+		if err != nil {
+			return nil, fmt.Errorf("cells: body is not zlib data: %w", err)
+		}
+		f.zr = zr
+	} else if err := f.zr.(zlib.Resetter).Reset(&f.src, nil); err != nil {
+		return nil, fmt.Errorf("cells: body is not zlib data: %w", err)
+	}
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := f.zr.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cells: decompress body: %w", err)
+		}
+	}
+	if err := f.zr.Close(); err != nil {
+		return nil, fmt.Errorf("cells: decompress body: %w", err)
+	}
+	return dst, nil
+}
+
+// inflater is a zlib reader and its source, kept for reuse (zlib.Resetter): a new reader
+// allocates its inflate state, about 40 KiB, which was two thirds of a read's allocations.
+type inflater struct {
+	src bytes.Reader
+	zr  io.ReadCloser // nil until the first body
+}
+
+var inflaters = sync.Pool{New: func() any { return new(inflater) }}
+
+// release drops f's reference to the body and returns f to the pool.
+func (f *inflater) release() {
+	f.src.Reset(nil)
+	inflaters.Put(f)
+}
 
 // Object decodes b into a JSON object: map[string]any whose values are nil, bool, string,
 // integers, float64, *Number, []any or map[string]any. Bytes that are not one MessagePack
@@ -251,6 +300,11 @@ func (b Body) Object() (map[string]any, error) {
 	if err := checkPacked(p); err != nil {
 		return nil, err
 	}
+	return unmarshalPacked(p)
+}
+
+// unmarshalPacked decodes the packed body p, checked by checkPacked, as Object does.
+func unmarshalPacked(p []byte) (map[string]any, error) {
 	var obj map[string]any
 	if err := msgpack.Unmarshal(p, &obj); err != nil {
 		return nil, fmt.Errorf("cells: decode body: %w", err)
@@ -261,9 +315,32 @@ func (b Body) Object() (map[string]any, error) {
 	return obj, nil
 }
 
-// JSON returns b as JSON text with object keys in sorted order and no HTML escaping.
+// JSON returns b as JSON text with object keys in sorted order and no HTML escaping: what a
+// json.Encoder with SetEscapeHTML(false) writes for b.Object(), without its newline. The errors
+// are Object's, or encoding/json's for a value JSON cannot hold (NaN). The packed form is
+// written as JSON directly (packtext.go); a body that transcoder does not write (see
+// jsonDirect) takes the decoding path through Object's values, which gives the same text.
 func (b Body) JSON() ([]byte, error) {
-	obj, err := b.Object()
+	w := packedTexts.Get().(*packedText)
+	defer w.release()
+	p, err := b.inflate(w.packed[:0])
+	if err != nil {
+		return nil, err
+	}
+	w.packed = p
+	if err := checkPacked(p); err != nil {
+		return nil, err
+	}
+	if out, ok := w.json(p); ok {
+		return out, nil
+	}
+	return jsonDecoded(p)
+}
+
+// jsonDecoded is JSON's decoding path for the packed body p, checked by checkPacked: msgpack
+// into Go values, then encoding/json.
+func jsonDecoded(p []byte) ([]byte, error) {
+	obj, err := unmarshalPacked(p)
 	if err != nil {
 		return nil, err
 	}

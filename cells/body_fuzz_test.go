@@ -33,12 +33,21 @@ var bodySeeds = []string{
 // when encoding/json would decode it as another value than it holds, which a slower reference
 // finds (invalid UTF-8, a key twice in one object by a json.Decoder token walk, or a U+FFFD the
 // text does not hold); and a text it accepts reads back (JSON) as the same JSON value, whose
-// encoding is the same stored form (one value, one encoding).
+// encoding is the same stored form (one value, one encoding). The direct transcoders agree with
+// the decoding paths (checkDirect): same texts stored, same packed bytes, same JSON.
 func FuzzBodyRoundTrip(f *testing.F) {
 	for _, s := range bodySeeds {
 		f.Add([]byte(s))
 	}
+	for _, s := range directCorpusTexts() {
+		if len(s) <= 200 {
+			f.Add([]byte(s))
+		}
+	}
 	f.Fuzz(func(t *testing.T, text []byte) {
+		if err := checkDirect(text); err != nil {
+			t.Fatal(err)
+		}
 		b, err := EncodeBody(text)
 		if lossy, known, why := lossyText(text); errors.Is(err, ErrLossyBody) && !lossy && known {
 			t.Fatalf("EncodeBody refused %q as lossy (%v), but it holds what it says", text, err)
@@ -69,7 +78,8 @@ func FuzzBodyRoundTrip(f *testing.F) {
 }
 
 // FuzzBodyDecode: decoding arbitrary bytes as a stored body never panics and either fails or
-// gives a JSON object. packed: data is the MessagePack inside (compressed here), so the fuzzer
+// gives a JSON object, and where the direct path writes JSON the decoding path writes the same
+// (checkDirectJSON). packed: data is the MessagePack inside (compressed here), so the fuzzer
 // reaches the MessagePack decoder past zlib's checksum.
 func FuzzBodyDecode(f *testing.F) {
 	for _, s := range bodySeeds {
@@ -87,16 +97,25 @@ func FuzzBodyDecode(f *testing.F) {
 	f.Add(std.Bytes(), false)
 	f.Add([]byte("not zlib"), false)
 	f.Add([]byte{}, false)
-	f.Add([]byte{0xc0}, true)                                                // nil
-	f.Add([]byte{0x91, 0x01}, true)                                          // [1]
-	f.Add([]byte{0x81, 0x01, 0x02}, true)                                    // {1:2}
-	f.Add([]byte{0x81, 0xa1, 'x', 0xd4, numberExtID, '7'}, true)             // {"x":Number("7")}
-	f.Add([]byte{0x81, 0xa1, 'x', 0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 0}, true) // {"x":NaN}
-	f.Add([]byte{0x81, 0xa1, 'x', 0xdd, 0xff, 0xff, 0xff, 0xff}, true)       // {"x":[4G elements]}
+	f.Add([]byte{0xc0}, true)                                                 // nil
+	f.Add([]byte{0x91, 0x01}, true)                                           // [1]
+	f.Add([]byte{0x81, 0x01, 0x02}, true)                                     // {1:2}
+	f.Add([]byte{0x81, 0xa1, 'x', 0xd4, numberExtID, '7'}, true)              // {"x":Number("7")}
+	f.Add([]byte{0x81, 0xa1, 'x', 0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 0}, true)  // {"x":NaN}
+	f.Add([]byte{0x81, 0xa1, 'x', 0xdd, 0xff, 0xff, 0xff, 0xff}, true)        // {"x":[4G elements]}
+	f.Add([]byte{0x82, 0xa1, 'b', 0x01, 0xa1, 'a', 0x02}, true)               // keys out of order
+	f.Add([]byte{0x81, 0xa1, 'x', 0xca, 0x3f, 0xc0, 0, 0}, true)              // {"x":float32(1.5)}
+	f.Add([]byte{0x81, 0xa1, 'x', 0xa3, 0xe2, 0x80, 0xa8}, true)              // {"x":"\u2028"}
+	f.Add([]byte{0x81, 0xa1, 'x', 0xc7, 3, numberExtID, '1', 'e', '9'}, true) // {"x":Number("1e9")}
 	f.Fuzz(func(t *testing.T, data []byte, packed bool) {
 		b := Body(data)
 		if packed {
 			b = compress(data)
+		}
+		if p, err := b.Packed(); err == nil {
+			if err := checkDirectJSON(p); err != nil {
+				t.Fatal(err)
+			}
 		}
 		obj, err := b.Object()
 		if err != nil {

@@ -63,19 +63,21 @@ func normalize(v any) any {
 	return v
 }
 
+// roundTripTexts are objects of every kind of value that read back as the same JSON value.
+var roundTripTexts = []string{
+	`{}`,
+	`{"a":1}`,
+	`{"origin":"LAX","distance":2176,"delay":-13,"date":"2001-01-01T00:01:00"}`,
+	`{"nested":{"list":[1,2.5,"x",null,true,false,{"deep":[[]]}]},"empty":{}}`,
+	`{"big":18446744073709551615,"neg":-9223372036854775808,"huge":1e400,"tiny":1e-400}`,
+	`{"precise":0.1000000000000000000001,"float":0.1,"exp":6.02e23,"zero":-0}`,
+	`{"unicode":"Zürich ✈ 東京","escapes":"a\"b\\c\n\t<>&","emoji":"\ud83d\ude80"}`,
+	"  {\"spaces\" : [ 1 , 2 ] }  \n",
+}
+
 func TestBodyRoundTrip(t *testing.T) {
 	t.Parallel()
-	cases := []string{
-		`{}`,
-		`{"a":1}`,
-		`{"origin":"LAX","distance":2176,"delay":-13,"date":"2001-01-01T00:01:00"}`,
-		`{"nested":{"list":[1,2.5,"x",null,true,false,{"deep":[[]]}]},"empty":{}}`,
-		`{"big":18446744073709551615,"neg":-9223372036854775808,"huge":1e400,"tiny":1e-400}`,
-		`{"precise":0.1000000000000000000001,"float":0.1,"exp":6.02e23,"zero":-0}`,
-		`{"unicode":"Zürich ✈ 東京","escapes":"a\"b\\c\n\t<>&","emoji":"\ud83d\ude80"}`,
-		"  {\"spaces\" : [ 1 , 2 ] }  \n",
-	}
-	for _, c := range cases {
+	for _, c := range roundTripTexts {
 		b, err := EncodeBody([]byte(c))
 		if !assert.NoError(t, err, "EncodeBody(%s)", c) {
 			continue
@@ -88,10 +90,13 @@ func TestBodyRoundTrip(t *testing.T) {
 	}
 }
 
+// nonObjectTexts are not one JSON object.
+var nonObjectTexts = []string{``, `null`, `[]`, `[{"a":1}]`, `"s"`, `1`, `true`, `{"a":1} {"b":2}`,
+	`{"a":1}x`, `{"a":}`, `{"a":1`, `{a:1}`}
+
 func TestBodyRejectsNonObjects(t *testing.T) {
 	t.Parallel()
-	for _, c := range []string{``, `null`, `[]`, `[{"a":1}]`, `"s"`, `1`, `true`, `{"a":1} {"b":2}`,
-		`{"a":1}x`, `{"a":}`, `{"a":1`, `{a:1}`} {
+	for _, c := range nonObjectTexts {
 		_, err := EncodeBody([]byte(c))
 		assert.ErrorIs(t, err, ErrInvalidBody, "EncodeBody(%q)", c)
 		var fe *FieldError
@@ -101,33 +106,36 @@ func TestBodyRejectsNonObjects(t *testing.T) {
 	}
 }
 
+// sameValueTexts are pairs of texts of one JSON value; otherValueTexts, of two.
+var sameValueTexts = [][2]string{
+	{`{"a":1,"b":2}`, `{ "b" : 2, "a" : 1 }`},
+	{`{"x":1.5}`, `{"x":1.50}`},
+	{`{"x":100}`, `{"x":100.0}`},
+	{`{"x":100}`, `{"x":1e2}`},
+	{`{"x":-5}`, `{"x":-50e-1}`},
+	{`{"x":0}`, `{"x":-0.0}`},
+	{`{"x":{"q":[1,{"z":1,"y":2}]}}`, `{"x":{"q":[1,{"y":2,"z":1}]}}`},
+}
+
+var otherValueTexts = [][2]string{
+	{`{"a":1}`, `{"a":2}`},
+	{`{"a":1}`, `{"a":"1"}`},
+	{`{"a":1}`, `{"a":1,"b":null}`},
+	{`{"a":[1,2]}`, `{"a":[2,1]}`},
+	{`{"a":0.1}`, `{"a":0.1000000000000000000001}`},
+}
+
 // One JSON value has one stored form: key order, white space and number spelling do not matter.
 func TestBodyCanonical(t *testing.T) {
 	t.Parallel()
-	same := [][2]string{
-		{`{"a":1,"b":2}`, `{ "b" : 2, "a" : 1 }`},
-		{`{"x":1.5}`, `{"x":1.50}`},
-		{`{"x":100}`, `{"x":100.0}`},
-		{`{"x":100}`, `{"x":1e2}`},
-		{`{"x":-5}`, `{"x":-50e-1}`},
-		{`{"x":0}`, `{"x":-0.0}`},
-		{`{"x":{"q":[1,{"z":1,"y":2}]}}`, `{"x":{"q":[1,{"y":2,"z":1}]}}`},
-	}
-	for _, p := range same {
+	for _, p := range sameValueTexts {
 		a, b := mustEncode(t, p[0]), mustEncode(t, p[1])
 		ok, err := SameBody(a, b)
 		if assert.NoError(t, err, "SameBody(%s, %s)", p[0], p[1]) {
 			assert.True(t, ok, "SameBody(%s, %s): want true", p[0], p[1])
 		}
 	}
-	differ := [][2]string{
-		{`{"a":1}`, `{"a":2}`},
-		{`{"a":1}`, `{"a":"1"}`},
-		{`{"a":1}`, `{"a":1,"b":null}`},
-		{`{"a":[1,2]}`, `{"a":[2,1]}`},
-		{`{"a":0.1}`, `{"a":0.1000000000000000000001}`},
-	}
-	for _, p := range differ {
+	for _, p := range otherValueTexts {
 		a, b := mustEncode(t, p[0]), mustEncode(t, p[1])
 		ok, err := SameBody(a, b)
 		if assert.NoError(t, err, "SameBody(%s, %s)", p[0], p[1]) {
@@ -258,33 +266,57 @@ func TestStdlibCompressedBody(t *testing.T) {
 	assert.JSONEq(t, text, string(j))
 }
 
+// refusedTexts are lossy texts and what EncodeBody's error says of each.
+var refusedTexts = []struct{ text, want string }{
+	{`{"s":"\ud800"}`, `\ud800 at byte 6 is a high surrogate not followed by a low one`},
+	{`{"s":"\uDBFF"}`, `\uDBFF at byte 6 is a high surrogate`},
+	{`{"s":"\udc00"}`, `\udc00 at byte 6 is a low surrogate without a high one`},
+	{`{"s":"x\ud83dy"}`, `\ud83d at byte 7 is a high surrogate`},
+	{`{"s":"\ud800\ud800"}`, `\ud800 at byte 6 is a high surrogate`},
+	{`{"s":"\ud800\u0041"}`, `\ud800 at byte 6 is a high surrogate`},
+	{`{"s":"\ud800\n"}`, `\ud800 at byte 6 is a high surrogate`},
+	{`{"s":"\ude00\ud83d"}`, `\ude00 at byte 6 is a low surrogate`},
+	{`{"\ud800":1}`, `\ud800 at byte 2 is a high surrogate`},
+	{`{"a":["ok","\\",{"b":"\udfff"}]}`, `\udfff at byte 22 is a low surrogate`},
+	{`{"a":1,"a":2}`, `key "a" at byte 7 is given twice in one object`},
+	{`{"a":1,"a":1}`, `key "a" at byte 7 is given twice`},
+	{`{"a":1,"\u0061":2}`, `key "a" at byte 7 is given twice`},
+	{`{"é":1,"\u00e9":2}`, `key "é" at byte 8 is given twice`},
+	{`{"x":{"k":[1,{"d":null,"e":0,"d":true}]}}`, `key "d" at byte 29 is given twice`},
+	{`{"a":{"b":1},"c":{"b":2,"b":3}}`, `key "b" at byte 24 is given twice`},
+	{` { "a" : 1 , "a" : 2 } `, `key "a" at byte 13 is given twice`},
+	{`{"q\"":1,"q\"":2}`, `key "q\"" at byte 9 is given twice`},
+	{"{\"s\":\"\xff\"}", `invalid UTF-8 at byte 6`},
+	{"{\"\xc0\xaf\":1}", `invalid UTF-8 at byte 2`},
+}
+
+// manyEscapes is a long string of escapes, one escaped quote among them (the scan reads it once).
+var manyEscapes = strings.Repeat(`\n`, 100000) + `\"` + strings.Repeat(`\\`, 100000)
+
+// storedTexts are texts near the lossy ones that hold what they say, and their JSON() text.
+var storedTexts = []struct{ text, want string }{
+	{`{"s":"` + manyEscapes + `"}`, `{"s":"` + manyEscapes + `"}`},
+	{`{"s":"\ud83d\ude00"}`, `{"s":"😀"}`},
+	{`{"s":"\uD83D\uDE00"}`, `{"s":"😀"}`},
+	{`{"s":"\udbff\udfff"}`, "{\"s\":\"\U0010FFFF\"}"},
+	{`{"s":"\ud7ff\ue000"}`, "{\"s\":\"\ud7ff\ue000\"}"},
+	{`{"s":"\\ud800"}`, `{"s":"\\ud800"}`},
+	{`{"s":"\\\ud83d\ude00"}`, `{"s":"\\😀"}`},
+	{`{"s":"\ufffd"}`, `{"s":"�"}`},
+	{`{"x":{"a":1},"y":{"a":2}}`, `{"x":{"a":1},"y":{"a":2}}`},
+	{`{"a":{"a":{"a":1}}}`, `{"a":{"a":{"a":1}}}`},
+	{`{"a":[{"k":1},{"k":2}]}`, `{"a":[{"k":1},{"k":2}]}`},
+	{`{"a":1,"A":2,"a ":3}`, `{"A":2,"a":1,"a ":3}`},
+	{`{"a":"a:a","b":":"}`, `{"a":"a:a","b":":"}`},
+	{`{"a\"":1,"a":2}`, `{"a":2,"a\"":1}`},
+	{`{"é":1,"e\u0301":2}`, "{\"e\u0301\":2,\"é\":1}"},
+}
+
 // A text that encoding/json would store as another value than it holds is refused, naming what
 // and where; its neighbours that hold what they say are stored.
 func TestBodyRefusesLossyText(t *testing.T) {
 	t.Parallel()
-	refused := []struct{ text, want string }{
-		{`{"s":"\ud800"}`, `\ud800 at byte 6 is a high surrogate not followed by a low one`},
-		{`{"s":"\uDBFF"}`, `\uDBFF at byte 6 is a high surrogate`},
-		{`{"s":"\udc00"}`, `\udc00 at byte 6 is a low surrogate without a high one`},
-		{`{"s":"x\ud83dy"}`, `\ud83d at byte 7 is a high surrogate`},
-		{`{"s":"\ud800\ud800"}`, `\ud800 at byte 6 is a high surrogate`},
-		{`{"s":"\ud800\u0041"}`, `\ud800 at byte 6 is a high surrogate`},
-		{`{"s":"\ud800\n"}`, `\ud800 at byte 6 is a high surrogate`},
-		{`{"s":"\ude00\ud83d"}`, `\ude00 at byte 6 is a low surrogate`},
-		{`{"\ud800":1}`, `\ud800 at byte 2 is a high surrogate`},
-		{`{"a":["ok","\\",{"b":"\udfff"}]}`, `\udfff at byte 22 is a low surrogate`},
-		{`{"a":1,"a":2}`, `key "a" at byte 7 is given twice in one object`},
-		{`{"a":1,"a":1}`, `key "a" at byte 7 is given twice`},
-		{`{"a":1,"\u0061":2}`, `key "a" at byte 7 is given twice`},
-		{`{"é":1,"\u00e9":2}`, `key "é" at byte 8 is given twice`},
-		{`{"x":{"k":[1,{"d":null,"e":0,"d":true}]}}`, `key "d" at byte 29 is given twice`},
-		{`{"a":{"b":1},"c":{"b":2,"b":3}}`, `key "b" at byte 24 is given twice`},
-		{` { "a" : 1 , "a" : 2 } `, `key "a" at byte 13 is given twice`},
-		{`{"q\"":1,"q\"":2}`, `key "q\"" at byte 9 is given twice`},
-		{"{\"s\":\"\xff\"}", `invalid UTF-8 at byte 6`},
-		{"{\"\xc0\xaf\":1}", `invalid UTF-8 at byte 2`},
-	}
-	for _, c := range refused {
+	for _, c := range refusedTexts {
 		_, err := EncodeBody([]byte(c.text))
 		if !assert.ErrorIs(t, err, ErrLossyBody, "EncodeBody(%s)", c.text) {
 			continue
@@ -296,30 +328,11 @@ func TestBodyRefusesLossyText(t *testing.T) {
 			assert.Equal(t, "body", fe.Field, "EncodeBody(%s): field of the FieldError", c.text)
 		}
 	}
-	// A long string of escapes, one escaped quote among them (the scan reads it once).
-	escapes := strings.Repeat(`\n`, 100000) + `\"` + strings.Repeat(`\\`, 100000)
-	_, err := EncodeBody([]byte(`{"s":"` + escapes + `\udc00"}`))
+	_, err := EncodeBody([]byte(`{"s":"` + manyEscapes + `\udc00"}`))
 	if assert.ErrorIs(t, err, ErrLossyBody, "a lone surrogate after 200001 escapes") {
-		assert.Contains(t, err.Error(), fmt.Sprintf(`\udc00 at byte %d is a low surrogate`, 6+len(escapes)))
+		assert.Contains(t, err.Error(), fmt.Sprintf(`\udc00 at byte %d is a low surrogate`, 6+len(manyEscapes)))
 	}
-	stored := []struct{ text, want string }{
-		{`{"s":"` + escapes + `"}`, `{"s":"` + escapes + `"}`},
-		{`{"s":"\ud83d\ude00"}`, `{"s":"😀"}`},
-		{`{"s":"\uD83D\uDE00"}`, `{"s":"😀"}`},
-		{`{"s":"\udbff\udfff"}`, "{\"s\":\"\U0010FFFF\"}"},
-		{`{"s":"\ud7ff\ue000"}`, "{\"s\":\"\ud7ff\ue000\"}"},
-		{`{"s":"\\ud800"}`, `{"s":"\\ud800"}`},
-		{`{"s":"\\\ud83d\ude00"}`, `{"s":"\\😀"}`},
-		{`{"s":"\ufffd"}`, `{"s":"�"}`},
-		{`{"x":{"a":1},"y":{"a":2}}`, `{"x":{"a":1},"y":{"a":2}}`},
-		{`{"a":{"a":{"a":1}}}`, `{"a":{"a":{"a":1}}}`},
-		{`{"a":[{"k":1},{"k":2}]}`, `{"a":[{"k":1},{"k":2}]}`},
-		{`{"a":1,"A":2,"a ":3}`, `{"A":2,"a":1,"a ":3}`},
-		{`{"a":"a:a","b":":"}`, `{"a":"a:a","b":":"}`},
-		{`{"a\"":1,"a":2}`, `{"a":2,"a\"":1}`},
-		{`{"é":1,"e\u0301":2}`, "{\"e\u0301\":2,\"é\":1}"},
-	}
-	for _, c := range stored {
+	for _, c := range storedTexts {
 		b, err := EncodeBody([]byte(c.text))
 		if !assert.NoError(t, err, "EncodeBody(%s)", c.text) {
 			continue

@@ -15,6 +15,14 @@ const hex = "0123456789abcdef"
 // \u2028 and \u2029 (JavaScript line terminators), each byte of invalid UTF-8 as \ufffd, and
 // everything else as is. It never fails.
 func AppendString(dst []byte, s string) []byte {
+	return appendString(dst, s, utf8.DecodeRuneInString)
+}
+
+// AppendStringBytes is AppendString for text held in a byte slice (a MessagePack str read in
+// place), without converting it to a string.
+func AppendStringBytes(dst, s []byte) []byte { return appendString(dst, s, utf8.DecodeRune) }
+
+func appendString[S string | []byte](dst []byte, s S, decode func(S) (rune, int)) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -44,7 +52,7 @@ func AppendString(dst []byte, s string) []byte {
 			start = i
 			continue
 		}
-		c, size := utf8.DecodeRuneInString(s[i:])
+		c, size := decode(s[i:])
 		if c == utf8.RuneError && size == 1 {
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)

@@ -41,7 +41,9 @@ func TestAppendStringMatchesEncoder(t *testing.T) {
 	r := rand.New(rand.NewPCG(uint64(seed), 1))
 	for i := 0; i < 20000; i++ {
 		s := randomString(r)
-		if !assert.Equal(t, string(encode(t, s)), string(AppendString(nil, s)), "%q", s) {
+		want := string(encode(t, s))
+		if !assert.Equal(t, want, string(AppendString(nil, s)), "%q", s) ||
+			!assert.Equal(t, want, string(AppendStringBytes(nil, []byte(s))), "%q as bytes", s) {
 			return
 		}
 	}
