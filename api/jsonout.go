@@ -38,24 +38,19 @@ func writeFast(w http.ResponseWriter, status int, v any) bool {
 	return ok
 }
 
-// appendJSON appends v's JSON text and a newline to dst, for the shapes it knows (wire.Cell,
-// wire.PutResult, wire.PutCellsResponse, by value or pointer); ok is false for any other value
-// or one encoding/json would refuse (a created_at outside years 0 to 9999), and dst's contents
-// past its length are then undefined.
+// appendJSON appends v's JSON text and a newline to dst, for the shapes it knows: wire.Cell,
+// wire.PutResult and wire.PutCellsResponse, as values (the handlers pass them so). ok is false
+// for any other value, pointers included, and for one encoding/json would refuse (a created_at
+// outside years 0 to 9999); it then returns dst as given, though bytes may have been written
+// past its length.
 func appendJSON(dst []byte, v any) (out []byte, ok bool) {
 	switch t := v.(type) {
 	case wire.Cell:
 		out, ok = appendCell(dst, &t)
-	case *wire.Cell:
-		out, ok = appendCell(dst, t)
 	case wire.PutResult:
 		out, ok = appendPutResult(dst, &t), true
-	case *wire.PutResult:
-		out, ok = appendPutResult(dst, t), true
 	case wire.PutCellsResponse:
 		out, ok = appendPutCells(dst, &t), true
-	case *wire.PutCellsResponse:
-		out, ok = appendPutCells(dst, t), true
 	default:
 		return dst, false
 	}
@@ -68,12 +63,7 @@ func appendJSON(dst []byte, v any) (out []byte, ok bool) {
 // appendCell writes c. Its Body must be compact JSON text (what cells.Body.JSON returns), which
 // encoding/json would copy unchanged; it is copied as is.
 func appendCell(b []byte, c *wire.Cell) ([]byte, bool) {
-	b = append(b, `{"row_key":`...)
-	b = jsontext.AppendString(b, c.RowKey)
-	b = append(b, `,"column_key":`...)
-	b = jsontext.AppendString(b, c.ColumnKey)
-	b = append(b, `,"ref_key":`...)
-	b = jsontext.AppendInt(b, c.RefKey)
+	b = appendKey(b, c.RowKey, c.ColumnKey, c.RefKey)
 	if len(c.Body) > 0 {
 		b = append(b, `,"body":`...)
 		b = append(b, c.Body...)
@@ -83,7 +73,7 @@ func appendCell(b []byte, c *wire.Cell) ([]byte, bool) {
 		b = jsontext.AppendBytes(b, c.Stored)
 	}
 	b = append(b, `,"added_id":`...)
-	b = jsontext.AppendInt(b, c.AddedID)
+	b = strconv.AppendInt(b, c.AddedID, 10)
 	b = append(b, `,"created_at":`...)
 	b, ok := jsontext.AppendTime(b, c.CreatedAt)
 	if !ok {
@@ -95,17 +85,23 @@ func appendCell(b []byte, c *wire.Cell) ([]byte, bool) {
 	return append(b, '}'), true
 }
 
-func appendPutResult(b []byte, r *wire.PutResult) []byte {
+// appendKey opens an answer's object with the fields of a cell's key, the first three of both
+// wire.Cell and wire.PutResult.
+func appendKey(b []byte, row, col string, ref int64) []byte {
 	b = append(b, `{"row_key":`...)
-	b = jsontext.AppendString(b, r.RowKey)
+	b = jsontext.AppendString(b, row)
 	b = append(b, `,"column_key":`...)
-	b = jsontext.AppendString(b, r.ColumnKey)
+	b = jsontext.AppendString(b, col)
 	b = append(b, `,"ref_key":`...)
-	b = jsontext.AppendInt(b, r.RefKey)
+	return strconv.AppendInt(b, ref, 10)
+}
+
+func appendPutResult(b []byte, r *wire.PutResult) []byte {
+	b = appendKey(b, r.RowKey, r.ColumnKey, r.RefKey)
 	b = append(b, `,"status":`...)
 	b = jsontext.AppendString(b, r.Status)
 	b = append(b, `,"added_id":`...)
-	b = jsontext.AppendInt(b, r.AddedID)
+	b = strconv.AppendInt(b, r.AddedID, 10)
 	return append(b, '}')
 }
 

@@ -87,7 +87,7 @@ func TestAppendJSONMatchesEncoder(t *testing.T) {
 				res.Results[j] = randomPutResult(r)
 			}
 		}
-		if !check(c) || !check(&c) || !check(p) || !check(&p) || !check(res) || !check(&res) {
+		if !check(c) || !check(p) || !check(res) {
 			return
 		}
 	}
@@ -98,6 +98,8 @@ func TestAppendJSONMatchesEncoder(t *testing.T) {
 func TestWriteJSONFallsBack(t *testing.T) {
 	_, ok := appendJSON(nil, wire.GetCellsResponse{})
 	assert.False(t, ok)
+	_, ok = appendJSON(nil, (*wire.Cell)(nil))
+	assert.False(t, ok, "a pointer goes through encoding/json")
 	bad := wire.Cell{RowKey: "r", CreatedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
 	_, ok = appendJSON(nil, bad)
 	assert.False(t, ok, "a year past 9999 is refused by encoding/json, so not written here")

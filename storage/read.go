@@ -15,7 +15,8 @@ import (
 // Reads run on the read pool, each statement in its own (autocommit) transaction (GetSnapshot:
 // its statements in one, or on SQLite one statement for one key), so they see the latest
 // committed data and never block on the writer. On SQLite their statements are prepared once
-// per read connection. A shard whose tables do not exist yet reads as empty. Returned cells belong to the caller; CreatedAt is in UTC.
+// per read connection. A shard whose tables do not exist yet reads as empty. Returned cells belong
+// to the caller; CreatedAt is in UTC.
 
 // GetCell returns the cell of key in shard, or ErrNotFound (unwrapped).
 func (p *PartitionStore) GetCell(ctx context.Context, shard int, key cells.Key) (cells.Cell, error) {
@@ -120,12 +121,7 @@ func (p *PartitionStore) GetSnapshot(ctx context.Context, keys []SnapshotKey) (o
 // partition has no meta row yet or the shard no table: GetSnapshot then reads in a transaction.
 func (p *PartitionStore) getSnapshotOne(ctx context.Context, k SnapshotKey) (c cells.Cell, found bool, a AppliedState, done bool, err error) {
 	q, args := p.snapshotOneSQL(k)
-	var row *sql.Row
-	if st := p.readStmt(ctx, q); st != nil {
-		row = st.QueryRowContext(ctx, args...)
-	} else {
-		row = p.read.QueryRowContext(ctx, q, args...)
-	}
+	row := p.readRow(ctx, q, args...)
 	var (
 		addedID, refKey, micros sql.NullInt64
 		column                  sql.NullString
@@ -168,14 +164,18 @@ func (p *PartitionStore) cellSQL(shard int, key cells.Key, latest bool) (string,
 		" WHERE row_key = ? AND column_name = ? AND ref_key = ?", []any{key.RowKey[:], key.ColumnKey, key.RefKey}
 }
 
+// readRow runs q, a query of at most one row, on the read pool: as a prepared statement when
+// readStmt gives one, else as it is.
+func (p *PartitionStore) readRow(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := p.readStmt(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return p.read.QueryRowContext(ctx, q, args...)
+}
+
 // getOne runs a query selecting at most one cell.
 func (p *PartitionStore) getOne(ctx context.Context, q string, args ...any) (cells.Cell, error) {
-	var row *sql.Row
-	if st := p.readStmt(ctx, q); st != nil {
-		row = st.QueryRowContext(ctx, args...)
-	} else {
-		row = p.read.QueryRowContext(ctx, q, args...)
-	}
+	row := p.readRow(ctx, q, args...)
 	c, err := scanCell(row)
 	if errors.Is(err, sql.ErrNoRows) || isNoTable(err) {
 		return cells.Cell{}, ErrNotFound

@@ -2,7 +2,6 @@ package jsontext
 
 import (
 	"encoding/base64"
-	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -99,12 +98,3 @@ func AppendTime(dst []byte, t time.Time) (out []byte, ok bool) {
 	dst = t.AppendFormat(dst, time.RFC3339Nano)
 	return append(dst, '"'), true
 }
-
-// AppendInt appends i in decimal, as encoding/json writes an int64.
-func AppendInt(dst []byte, i int64) []byte { return strconv.AppendInt(dst, i, 10) }
-
-// AppendUint appends u in decimal, as encoding/json writes a uint64.
-func AppendUint(dst []byte, u uint64) []byte { return strconv.AppendUint(dst, u, 10) }
-
-// AppendBool appends true or false.
-func AppendBool(dst []byte, b bool) []byte { return strconv.AppendBool(dst, b) }

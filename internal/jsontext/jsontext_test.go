@@ -92,13 +92,3 @@ func TestAppendTimeMatchesMarshalJSON(t *testing.T) {
 		}
 	}
 }
-
-func TestAppendNumbers(t *testing.T) {
-	for _, i := range []int64{0, -1, 1 << 62, -1 << 63} {
-		assert.Equal(t, string(encode(t, i)), string(AppendInt(nil, i)))
-	}
-	for _, u := range []uint64{0, 1<<64 - 1} {
-		assert.Equal(t, string(encode(t, u)), string(AppendUint(nil, u)))
-	}
-	assert.Equal(t, "truefalse", string(AppendBool(AppendBool(nil, true), false)))
-}
