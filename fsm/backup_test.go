@@ -17,7 +17,7 @@ import (
 // restores into another store.
 func TestBackupMatchesSnapshot(t *testing.T) {
 	t.Parallel()
-	src := openSQLite(t)
+	src := openStore(t)
 	f := newFSM(t, src)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
 	var logs []*raft.Log
@@ -52,7 +52,7 @@ func TestBackupMatchesSnapshot(t *testing.T) {
 	head, err := EncodeSnapshotHeader(h)
 	require.NoError(t, err, "EncodeSnapshotHeader of the rewritten header")
 	stream := append(head, buf.Bytes()[len(old):]...)
-	dst := newFSM(t, openSQLite(t))
+	dst := newFSM(t, openStore(t))
 	require.NoError(t, dst.Restore(nopReadCloser{bytes.NewReader(stream)}), "Restore")
 	assert.Equal(t, h.Applied, dst.Applied(), "applied after restore")
 	sameCells(t, dump(t, dst.cfg.Store.(*storage.PartitionStore)), dump(t, src))
@@ -62,7 +62,7 @@ func TestBackupMatchesSnapshot(t *testing.T) {
 // ErrBadSnapshot.
 func TestVerifySnapshotRejects(t *testing.T) {
 	t.Parallel()
-	f := newFSM(t, openSQLite(t))
+	f := newFSM(t, openStore(t))
 	var logs []*raft.Log
 	for i := 0; i < 20; i++ {
 		logs = append(logs, cmdLog(t, uint64(i+1), time.Now(), cell(9, i, "BASE", 1, body(t, `{"a":"bbbbbbbb"}`))))

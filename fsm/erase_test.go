@@ -81,11 +81,11 @@ func TestEraseInLogOrder(t *testing.T) {
 		assert.Len(t, rowCells(all, 2), 2, "%s: the other row is untouched", what)
 	}
 
-	pa := openSQLite(t)
+	pa := openStore(t)
 	fa := newFSM(t, pa)
 	check("one batch", pa, fa, responses(t, fa.ApplyBatch(logs)))
 
-	pb := openSQLite(t)
+	pb := openStore(t)
 	fb := newFSM(t, pb)
 	var outB []*Response
 	for _, l := range logs {
@@ -101,7 +101,7 @@ func TestEraseInLogOrder(t *testing.T) {
 
 	// A snapshot carries the tombstones to a fresh replica, which continues the shard's log
 	// after them.
-	pr := openSQLite(t)
+	pr := openStore(t)
 	frs := newFSM(t, pr)
 	require.NoError(t, frs.Restore(io.NopCloser(bytes.NewReader(persist(t, fa, func() {})))), "Restore")
 	sameCells(t, dump(t, pr), dump(t, pa))
@@ -139,7 +139,7 @@ func TestEraseDeterminism(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewSource(seed))
 	logs := randomLogWithErases(t, rng, 300)
-	pa, pb, pm := openSQLite(t), openSQLite(t), openMySQL(t)
+	pa, pb, pm := openStore(t), openStore(t), openMySQL(t)
 	ra := applyInBatches(t, newFSM(t, pa), logs, rng)
 	rb := applyInBatches(t, newFSM(t, pb), logs, rng)
 	rm := applyInBatches(t, newFSM(t, pm), logs, rng)
@@ -167,7 +167,7 @@ func TestEraseDeterminism(t *testing.T) {
 // dropped table has nothing to delete and a bad table name is refused.
 func TestIndexErase(t *testing.T) {
 	t.Parallel()
-	p := openSQLite(t)
+	p := openStore(t)
 	f := newFSM(t, p)
 	ups := []command.IndexEntry{
 		update(8, 1, "BASE", 1, "ORD", 10, uuid.Nil), update(10, 1, "STATUS", 1, "ORD", 0, uuid.New()),

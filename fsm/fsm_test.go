@@ -39,6 +39,16 @@ func testSeed(t *testing.T) int64 {
 
 var testShards = cells.ShardRange{First: 8, Last: 11}
 
+// openStore returns a fresh partition store of the default embedded engine (pebble) for
+// shards 8..11 of datastore "trips".
+func openStore(t *testing.T) *storage.PartitionStore {
+	t.Helper()
+	st, err := storage.OpenPebble(context.Background(), storage.PebbleConfig{Dir: t.TempDir(), Logger: testLogger(t)})
+	require.NoError(t, err, "OpenPebble")
+	t.Cleanup(func() { st.Close() })
+	return openPartition(t, st)
+}
+
 // openSQLite returns a fresh SQLite partition store for shards 8..11 of datastore "trips".
 func openSQLite(t *testing.T) *storage.PartitionStore {
 	t.Helper()
@@ -114,7 +124,7 @@ func responses(t *testing.T, out []interface{}) []*Response {
 
 func TestOutcomes(t *testing.T) {
 	t.Parallel()
-	f := newFSM(t, openSQLite(t))
+	f := newFSM(t, openStore(t))
 	at := time.Date(2026, 11, 22, 10, 0, 0, 123456000, time.UTC)
 	a, b := body(t, `{"fare":10}`), body(t, `{"fare":11}`)
 	out := responses(t, f.ApplyBatch([]*raft.Log{
@@ -156,7 +166,7 @@ func TestOutcomes(t *testing.T) {
 
 func TestBadCommandsAreValues(t *testing.T) {
 	t.Parallel()
-	f := newFSM(t, openSQLite(t))
+	f := newFSM(t, openStore(t))
 	out := responses(t, f.ApplyBatch([]*raft.Log{
 		{Index: 1, Term: 1, Type: raft.LogCommand, Data: []byte{99, 1, 2}},
 		cmdLog(t, 2, time.Now(), cell(3, 1, "BASE", 1, body(t, `{}`))),
@@ -243,7 +253,7 @@ func TestDeterminism(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewSource(seed))
 	logs := randomLog(t, rng, 300)
-	pa, pb := openSQLite(t), openSQLite(t)
+	pa, pb := openSQLite(t), openStore(t)
 	ra := applyInBatches(t, newFSM(t, pa), logs, rng)
 	rb := applyInBatches(t, newFSM(t, pb), logs, rng)
 	require.Equal(t, ra, rb, "seed %d: replicas answered differently", seed)
@@ -272,7 +282,7 @@ func TestRestartSkipsApplied(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewSource(7))
 	logs := randomLog(t, rng, 60)
-	p := openSQLite(t)
+	p := openStore(t)
 	f := newFSM(t, p)
 	applyInBatches(t, f, logs[:40], rng)
 	before := dump(t, p)
@@ -293,7 +303,7 @@ func TestRestartSkipsApplied(t *testing.T) {
 	}
 
 	// The same log applied in one go on a fresh replica gives the same table.
-	ref := openSQLite(t)
+	ref := openStore(t)
 	applyInBatches(t, newFSM(t, ref), logs, rng)
 	sameCells(t, dump(t, p), dump(t, ref))
 }
@@ -323,7 +333,7 @@ func TestSnapshotRestore(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewSource(11))
 	logs := randomLog(t, rng, 80)
-	src := openSQLite(t)
+	src := openStore(t)
 	f := newFSM(t, src)
 	applyInBatches(t, f, logs[:50], rng)
 	atSnapshot := dump(t, src)
@@ -336,7 +346,7 @@ func TestSnapshotRestore(t *testing.T) {
 	snap.Release()
 	require.NotEqual(t, len(atSnapshot), len(dump(t, src)), "the later entries added no cell; the test cannot tell the views apart")
 
-	dst := openSQLite(t)
+	dst := openStore(t)
 	g := newFSM(t, dst)
 	applyInBatches(t, g, randomLog(t, rand.New(rand.NewSource(99)), 10), rng) // data to be replaced
 	require.NoError(t, g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))), "Restore")
@@ -368,7 +378,7 @@ func (s *failingStore) Begin(ctx context.Context) (*storage.WriteTx, error) {
 
 func TestStoreFailures(t *testing.T) {
 	t.Parallel()
-	p := openSQLite(t)
+	p := openStore(t)
 	fs := &failingStore{Store: p}
 	var fatal atomic.Value
 	f, err := New(context.Background(), Config{Store: fs, StoreAttempts: 3, StoreBackoff: time.Millisecond, Logger: testLogger(t),
@@ -399,7 +409,7 @@ func TestStoreFailures(t *testing.T) {
 
 func TestWaitApplied(t *testing.T) {
 	t.Parallel()
-	f := newFSM(t, openSQLite(t))
+	f := newFSM(t, openStore(t))
 	done := make(chan error, 1)
 	go func() { done <- f.WaitApplied(context.Background(), 2) }()
 	f.ApplyBatch([]*raft.Log{cmdLog(t, 1, time.Now(), cell(8, 1, "BASE", 1, body(t, `{}`)))})

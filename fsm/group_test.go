@@ -46,10 +46,10 @@ func TestGroupCommands(t *testing.T) {
 			cmdLog(t, 5, at, cell(9, 2, "BASE", 1, b)),
 		}
 	}
-	clean := openSQLite(t)
+	clean := openStore(t)
 	want := responses(t, newFSM(t, clean).ApplyBatch(logs()))
 
-	p := openSQLite(t)
+	p := openStore(t)
 	fs := &failingStore{Store: p}
 	fs.failures.Store(1) // the first attempt at the batch fails; the retry starts over
 	f, err := New(context.Background(), Config{Store: fs, StoreAttempts: 3, StoreBackoff: time.Millisecond, Logger: testLogger(t)})

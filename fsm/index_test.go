@@ -82,7 +82,7 @@ func TestIndexUpsertsCommute(t *testing.T) {
 		}
 	}
 	apply := func(order []command.IndexEntry, batch int) []storage.IndexEntry {
-		p := openSQLite(t)
+		p := openStore(t)
 		f := newFSM(t, p)
 		var logs []*raft.Log
 		for i := 0; i < len(order); i += batch {
@@ -131,7 +131,7 @@ func TestIndexUpsertsCommute(t *testing.T) {
 // carries the index entries to a fresh replica.
 func TestIndexDropAndSnapshot(t *testing.T) {
 	t.Parallel()
-	p := openSQLite(t)
+	p := openStore(t)
 	f := newFSM(t, p)
 	ups := []command.IndexEntry{update(8, 1, "BASE", 1, "ORD", 10, uuid.Nil), update(10, 2, "BASE", 1, "SFO", 20, uuid.Nil)}
 	responses(t, f.ApplyBatch([]*raft.Log{indexLog(t, 1, command.Index{Op: command.IndexUpsert, Table: testTable, Fields: testFields, Entries: ups})}))
@@ -140,7 +140,7 @@ func TestIndexDropAndSnapshot(t *testing.T) {
 
 	// Snapshot into a fresh partition: same entries.
 	data := persist(t, f, func() {})
-	q := openSQLite(t)
+	q := openStore(t)
 	g := newFSM(t, q)
 	require.NoError(t, g.Restore(io.NopCloser(bytes.NewReader(data))), "Restore")
 	require.Equal(t, before, dumpIndex(t, q), "restored entries")
@@ -168,7 +168,7 @@ func TestIndexDropAndSnapshot(t *testing.T) {
 // nothing, and the catalog is read back from SQL.
 func TestIndexCatalogCommands(t *testing.T) {
 	t.Parallel()
-	p := openSQLite(t)
+	p := openStore(t)
 	f := newFSM(t, p)
 	def, err := indexes.ParseDefinition([]byte("table: by_city\ncolumn_defs:\n  - column_key: BASE\n    fields:\n      - {field: city, type: string}\n"))
 	require.NoError(t, err, "ParseDefinition")

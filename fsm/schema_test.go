@@ -168,7 +168,7 @@ func TestSchemaValidate(t *testing.T) {
 // and a refused schema command applies to none.
 func TestSchemaSameBatch(t *testing.T) {
 	t.Parallel()
-	f := newFSM(t, openSQLite(t))
+	f := newFSM(t, openStore(t))
 	at := schemaAt.Add(time.Hour)
 	neg := body(t, `{"distance":-1}`)
 	out := responses(t, f.ApplyBatch([]*raft.Log{
@@ -197,7 +197,7 @@ func TestSchemaSameBatch(t *testing.T) {
 // Schemas travel in snapshots: a replica restored from one checks writes against them.
 func TestSchemaSnapshotRestore(t *testing.T) {
 	t.Parallel()
-	src := newFSM(t, openSQLite(t))
+	src := newFSM(t, openStore(t))
 	require.Equal(t, command.SchemaCreated, schemaOf(t, responses(t, src.ApplyBatch([]*raft.Log{schemaLog(t, 1, "BASE", 1, schemaV1)}))[0]).Status)
 	snap, err := src.Snapshot()
 	require.NoError(t, err, "Snapshot")
@@ -205,7 +205,7 @@ func TestSchemaSnapshotRestore(t *testing.T) {
 	require.NoError(t, snap.Persist(&sink), "Persist")
 	snap.Release()
 
-	dstStore := openSQLite(t)
+	dstStore := openStore(t)
 	dst := newFSM(t, dstStore)
 	// The destination knew other schemas before: the restore replaces them.
 	require.Equal(t, command.SchemaCreated, schemaOf(t, responses(t, dst.ApplyBatch([]*raft.Log{schemaLog(t, 1, "STATUS", 1, schemaV1)}))[0]).Status)
@@ -225,7 +225,7 @@ func TestSchemaSnapshotRestore(t *testing.T) {
 // same write (same ID) answers it.
 func TestSchemaViolationRecorded(t *testing.T) {
 	t.Parallel()
-	f := newFSM(t, openSQLite(t))
+	f := newFSM(t, openStore(t))
 	require.Equal(t, command.SchemaCreated, schemaOf(t, responses(t, f.ApplyBatch([]*raft.Log{schemaLog(t, 1, "BASE", 1, schemaV1)}))[0]).Status)
 	w := command.Write{ID: rowKey(99), Cells: []command.Cell{cell(8, 1, "BASE", 1, body(t, `{"distance":-1,"a":1,"b":2}`))}}
 	entry := func(index uint64) *raft.Log {
@@ -242,7 +242,7 @@ func TestSchemaViolationRecorded(t *testing.T) {
 
 func TestBadSchemaEntry(t *testing.T) {
 	// A bad schema entry is answered with command.ErrBadCommand, as every replica does.
-	f := newFSM(t, openSQLite(t))
+	f := newFSM(t, openStore(t))
 	r := responses(t, f.ApplyBatch([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: []byte{byte(command.KindSchema), 0xc1}}}))[0]
 	assert.ErrorIs(t, r.Err, command.ErrBadCommand, "undecodable entry")
 }

@@ -78,7 +78,7 @@ func TestSnapshotRestoreKV(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewSource(13))
 	logs := randomLog(t, rng, 40)
-	src := openSQLite(t)
+	src := openStore(t)
 	f := newFSM(t, src)
 	applyInBatches(t, f, logs[:30], rng)
 	rows := snapshotKVRows()
@@ -92,7 +92,7 @@ func TestSnapshotRestoreKV(t *testing.T) {
 		applyInBatches(t, f, logs[30:], rng)
 	})
 
-	dst := openSQLite(t)
+	dst := openStore(t)
 	g := newFSM(t, dst)
 	applyInBatches(t, g, randomLog(t, rand.New(rand.NewSource(99)), 10), rng)
 	commitKV(t, dst, storage.KV{Key: "a", Value: []byte("to be replaced")}, storage.KV{Key: "only/dst", Value: []byte("gone")})
@@ -138,7 +138,7 @@ func TestRestoreKVRecords(t *testing.T) {
 		return snapshotRecord{Shard: trailerShard, AddedID: cells, RefKey: kvs}
 	}
 
-	p := openSQLite(t)
+	p := openStore(t)
 	f := newFSM(t, p)
 	before := []storage.KV{{Key: "old", Value: []byte("old")}}
 	commitKV(t, p, before...)

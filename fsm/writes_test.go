@@ -43,7 +43,7 @@ func applyOne(t *testing.T, f *FSM, l *raft.Log) []command.WriteResult {
 
 func TestConditionalWrites(t *testing.T) {
 	t.Parallel()
-	st := openSQLite(t)
+	st := openStore(t)
 	f := newFSM(t, st)
 	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	v1, v2, v3 := body(t, `{"s":"booked"}`), body(t, `{"s":"boarded"}`), body(t, `{"s":"landed"}`)
@@ -88,7 +88,7 @@ func TestConditionalWrites(t *testing.T) {
 
 func TestAtomicWrites(t *testing.T) {
 	t.Parallel()
-	st := openSQLite(t)
+	st := openStore(t)
 	f := newFSM(t, st)
 	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	a, b := body(t, `{"balance":10}`), body(t, `{"balance":20}`)
@@ -180,7 +180,7 @@ func TestIdempotentRetries(t *testing.T) {
 	var sink memSink
 	require.NoError(t, snap.Persist(&sink))
 	snap.Release()
-	g := newFSM(t, openSQLite(t))
+	g := newFSM(t, openStore(t))
 	require.NoError(t, g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))), "Restore")
 	want := applyOne(t, f, writesLog(t, 8, at.Add(command.RequestWindow+2*time.Minute), w))[0]
 	got := applyOne(t, g, writesLog(t, 8, at.Add(command.RequestWindow+2*time.Minute), w))[0]
@@ -238,7 +238,7 @@ func TestWritesDeterminism(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewSource(seed))
 	logs := randomWritesLog(t, rng, 300)
-	pa, pb := openSQLite(t), openSQLite(t)
+	pa, pb := openStore(t), openStore(t)
 	ra := applyInBatches(t, newFSM(t, pa), logs, rng)
 	rb := applyInBatches(t, newFSM(t, pb), logs, rng)
 	require.Equal(t, ra, rb, "seed %d: replicas answered differently", seed)
@@ -276,7 +276,7 @@ func countRequests(t *testing.T, st *storage.PartitionStore) int {
 // without bound.
 func TestPruneKeepsUpWithWrites(t *testing.T) {
 	t.Parallel()
-	st := openSQLite(t)
+	st := openStore(t)
 	f := newFSM(t, st)
 	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	b := body(t, `{"n":1}`)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/cockroachdb/pebble"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/schemaless-db/schemaless/internal/pebblelog"
 )
 
 // Options configures a Store. Zero fields take the defaults of DefaultOptions.
@@ -99,7 +101,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		Cache:                       cache,
 		MemTableSize:                opts.MemTableBytes,
 		MemTableStopWritesThreshold: 2,
-		Logger:                      logger{opts.Logger.With("raftlog", dir)},
+		Logger:                      pebblelog.Logger{L: opts.Logger.With("raftlog", dir), Panic: "raftlog"},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("raftlog: open %s: %w", dir, err)
@@ -231,17 +233,4 @@ func end(p []byte) []byte {
 	e := append([]byte(nil), p...)
 	e[len(e)-1] = 1
 	return e
-}
-
-// logger sends pebble's lines to slog.
-type logger struct{ l *slog.Logger }
-
-func (l logger) Infof(format string, args ...any) { l.l.Debug(fmt.Sprintf(format, args...)) }
-
-// Fatalf logs and panics: pebble calls it on corruption it cannot go on from, and expects it not
-// to return.
-func (l logger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	l.l.Error(msg)
-	panic("raftlog: " + msg)
 }

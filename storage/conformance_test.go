@@ -20,7 +20,7 @@ import (
 // and Insert fails.
 func TestLazyShardTables(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+	forEachSQLEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 3)
 		for s := 0; s <= 3; s++ {

@@ -25,6 +25,9 @@ func (tx *WriteTx) ReplaceKV(ctx context.Context, kvs []KV) error {
 			return fmt.Errorf("storage: replace KV rows: row %d: %w", i, err)
 		}
 	}
+	if tx.b != nil {
+		return tx.pebbleReplaceKV(kvs)
+	}
 	return tx.p.replaceKV(ctx, tx.tx, kvs)
 }
 
@@ -37,6 +40,9 @@ func (tx *WriteTx) ClearIndex(ctx context.Context, shard int, t IndexTable) erro
 	}
 	if err := t.Validate(); err != nil {
 		return err
+	}
+	if tx.b != nil {
+		return tx.pebbleClearIndex(shard, &t)
 	}
 	if _, err := tx.tx.ExecContext(ctx, "DELETE FROM "+tx.p.d.indexTable(t.Name, shard)); err != nil {
 		if isNoTable(err) {

@@ -94,7 +94,7 @@ func explainRows(t *testing.T, db *sql.DB, engine, q string, args ...any) []map[
 // Lookup, GetLatest and GetRow read through the unique key, never a scan of the shard.
 func TestQueriesUseUniqueKey(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+	forEachSQLEngine(t, func(t *testing.T, e *engineEnv) {
 		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
 		var cs []cells.Cell
 		for i := range 500 {

@@ -27,6 +27,9 @@ func (tx *WriteTx) EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (i
 	if err := tx.check(shard); err != nil {
 		return 0, err
 	}
+	if tx.b != nil {
+		return tx.pebbleEraseRow(shard, rowKey)
+	}
 	res, err := tx.tx.ExecContext(ctx, "DELETE FROM "+tx.p.d.entity(shard)+" WHERE row_key = ? AND column_name <> ?",
 		rowKey[:], cells.TombstoneColumn)
 	if isNoTable(err) {
@@ -57,6 +60,9 @@ func (tx *WriteTx) DeleteIndexEntries(ctx context.Context, name string, rowKeys 
 	}
 	if len(rowKeys) == 0 {
 		return 0, nil
+	}
+	if tx.b != nil {
+		return tx.pebbleDeleteIndexEntries(name, rowKeys)
 	}
 	tables, err := tx.p.indexTables(ctx, tx.tx)
 	if err != nil {

@@ -13,11 +13,20 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 )
 
-// entityRows counts the rows of rowKey in shard's entity table, straight from SQL: an erased
-// row's cells must be gone from the table, not hidden by the reads.
+// entityRows counts the rows of rowKey in shard's entity table, straight from SQL (pebble: its
+// unique keys): an erased row's cells must be gone from the table, not hidden by the reads.
 func entityRows(t testing.TB, p *PartitionStore, shard int, rowKey uuid.UUID) int {
 	t.Helper()
 	var n int
+	if p.pb != nil {
+		it, err := prefixIter(p.pb.db, p.pb.rowPrefix(shard, rowKey, nil))
+		require.NoError(t, err)
+		for it.First(); it.Valid(); it.Next() {
+			n++
+		}
+		require.NoError(t, it.Close())
+		return n
+	}
 	require.NoError(t, p.read.QueryRow("SELECT COUNT(*) FROM "+p.d.entity(shard)+" WHERE row_key = ?", rowKey[:]).Scan(&n),
 		"count rows of %s in shard %d", rowKey, shard)
 	return n

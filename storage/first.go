@@ -22,6 +22,9 @@ func (p *PartitionStore) FirstCells(ctx context.Context, shard int, column strin
 	if err := p.checkShard(shard); err != nil {
 		return nil, err
 	}
+	if p.pb != nil {
+		return p.pebbleFirstCells(shard, column, rowKeys)
+	}
 	out := make(map[uuid.UUID]cells.Cell, len(rowKeys))
 	for start := 0; start < len(rowKeys); start += maxFirstCellsKeys {
 		chunk := rowKeys[start:min(start+maxFirstCellsKeys, len(rowKeys))]

@@ -35,6 +35,24 @@ func sqliteEnv(t testing.TB) *engineEnv {
 	}}
 }
 
+// pebbleEnv's open closes the Store it opened before, if any: pebble locks its directory, so
+// one Store at a time has it open.
+func pebbleEnv(t testing.TB) *engineEnv {
+	dir := t.TempDir()
+	var last *Store
+	return &engineEnv{name: EnginePebble, open: func(t testing.TB) *Store {
+		t.Helper()
+		if last != nil {
+			require.NoError(t, last.Close(), "close the previous pebble Store")
+		}
+		s, err := OpenPebble(context.Background(), PebbleConfig{Dir: dir})
+		require.NoError(t, err, "OpenPebble")
+		t.Cleanup(func() { s.Close() })
+		last = s
+		return s
+	}}
+}
+
 // mysqlEnv uses a fresh prefix, whose databases are dropped after the stores are closed
 // (cleanups run last registered first).
 func mysqlEnv(t testing.TB) *engineEnv {
@@ -50,6 +68,15 @@ func mysqlEnv(t testing.TB) *engineEnv {
 
 // forEachEngine runs fn as a subtest per engine: the conformance suite.
 func forEachEngine(t *testing.T, fn func(t *testing.T, e *engineEnv)) {
+	t.Helper()
+	t.Run(EngineSQLite, func(t *testing.T) { fn(t, sqliteEnv(t)) })
+	t.Run(EngineMySQL, func(t *testing.T) { fn(t, mysqlEnv(t)) })
+	t.Run(EnginePebble, func(t *testing.T) { fn(t, pebbleEnv(t)) })
+}
+
+// forEachSQLEngine runs fn as a subtest per SQL engine: tests of the SQL layout itself (plans,
+// tables, statements).
+func forEachSQLEngine(t *testing.T, fn func(t *testing.T, e *engineEnv)) {
 	t.Helper()
 	t.Run(EngineSQLite, func(t *testing.T) { fn(t, sqliteEnv(t)) })
 	t.Run(EngineMySQL, func(t *testing.T) { fn(t, mysqlEnv(t)) })
@@ -208,9 +235,13 @@ func sortByAddedID(cs []cells.Cell) []cells.Cell {
 	return out
 }
 
-// tableExists reports whether the tables of shard exist, by the engine's catalog.
+// tableExists reports whether the tables of shard exist, by the engine's catalog (pebble, which
+// has no tables: whether EnsureShards was called for the shard).
 func tableExists(t testing.TB, p *PartitionStore, shard int) bool {
 	t.Helper()
+	if p.pb != nil {
+		return p.created[shard]
+	}
 	var n int
 	var err error
 	if p.d.engine == EngineSQLite {

@@ -192,7 +192,13 @@ func (p *PartitionStore) ensureIndexLocked(ctx context.Context, t *IndexTable, s
 			check = append(check, s)
 		}
 	}
-	defs, err := p.indexDefs(ctx, p.write, t.Name, check)
+	var defs map[int]string
+	var err error
+	if p.pb != nil {
+		defs, err = p.pb.indexDefs(p.pb.db, t.Name, check)
+	} else {
+		defs, err = p.indexDefs(ctx, p.write, t.Name, check)
+	}
 	if err != nil {
 		return p.fail(fmt.Sprintf("read the definition of index table %s", t.Name), err)
 	}
@@ -218,6 +224,15 @@ func (p *PartitionStore) ensureIndexLocked(ctx context.Context, t *IndexTable, s
 		}
 	}
 	if len(create) == 0 {
+		return nil
+	}
+	if p.pb != nil {
+		if err := p.pebbleCreateIndex(t, create); err != nil {
+			return p.fail("create index tables", err)
+		}
+		for _, s := range create {
+			st.shards[s] = true
+		}
 		return nil
 	}
 	if p.d.engine == EngineSQLite {
@@ -282,6 +297,12 @@ func (p *PartitionStore) DropIndex(ctx context.Context, name string) error {
 func (p *PartitionStore) dropIndexLocked(ctx context.Context, name string, shards []int) error {
 	// Forget first: after an error, the next EnsureIndex checks the catalog again.
 	delete(p.indexes, name)
+	if p.pb != nil {
+		if err := p.pebbleDropIndex(name); err != nil {
+			return p.fail("drop index tables", err)
+		}
+		return nil
+	}
 	if len(shards) == 0 {
 		return nil
 	}
@@ -348,6 +369,9 @@ func sortedNames(tables map[string][]int) []string {
 // shards of the range holding one, ascending. Tables of shards outside the range (a SQLite
 // file or MySQL databases left by another range) are left out.
 func (p *PartitionStore) indexTables(ctx context.Context, db queryer) (map[string][]int, error) {
+	if p.pb != nil {
+		return p.pb.indexTables(p.pb.db, p.shards.Contains)
+	}
 	out := make(map[string][]int)
 	add := func(name string, shard int) {
 		if validIndexName(name) && p.shards.Contains(shard) {

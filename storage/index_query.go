@@ -28,6 +28,9 @@ func (tx *WriteTx) LookupIndex(ctx context.Context, shard int, t IndexTable, row
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
+	if tx.b != nil {
+		return tx.pebbleLookupIndex(shard, &t, rowKeys)
+	}
 	out := make(map[uuid.UUID]IndexEntry, len(rowKeys))
 	tbl := tx.p.d.indexTable(t.Name, shard)
 	args := make([]any, 0, min(len(rowKeys), lookupIndexChunk))
@@ -67,6 +70,9 @@ func (tx *WriteTx) UpsertIndex(ctx context.Context, shard int, t IndexTable, ent
 	}
 	if err := t.Validate(); err != nil {
 		return err
+	}
+	if tx.b != nil {
+		return tx.pebbleUpsertIndex(shard, &t, entries)
 	}
 	if err := insertIndex(ctx, func(q string) stmtQueryer { return tx.stmtOrTx(ctx, q) }, tx.p.d, &t, shard, entries, true); err != nil {
 		if tx.p.closed.Load() {
@@ -248,6 +254,9 @@ func (p *PartitionStore) QueryIndex(ctx context.Context, shard int, t IndexTable
 	if err != nil {
 		return nil, err
 	}
+	if p.pb != nil {
+		return p.pebbleQueryIndex(shard, &t, &q)
+	}
 	out, _, err := queryIndexEntries(ctx, p.read, &t, stmt, 0, args...)
 	if err != nil {
 		if isNoTable(err) {
@@ -269,6 +278,9 @@ func (p *PartitionStore) IndexStats(ctx context.Context, t IndexTable) (entries,
 	}
 	if err := t.Validate(); err != nil {
 		return 0, 0, err
+	}
+	if p.pb != nil {
+		return p.pebbleIndexStats(&t)
 	}
 	tables, err := p.indexTables(ctx, p.read)
 	if err != nil {
@@ -303,6 +315,9 @@ func (s *SnapshotTx) ScanIndex(ctx context.Context, shard int, t IndexTable, fn 
 	}
 	if err := t.Validate(); err != nil {
 		return err
+	}
+	if s.snap != nil {
+		return s.pebbleScanIndex(shard, &t, fn)
 	}
 	sel := "SELECT " + indexColumns(&t) + " FROM " + s.p.d.indexTable(t.Name, shard)
 	var after []byte

@@ -333,7 +333,7 @@ func TestIndexQueryErrors(t *testing.T) {
 // Every order of QueryIndex is served by an index of the table: no table scan and no sort.
 func TestIndexQueryPlans(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+	forEachSQLEngine(t, func(t *testing.T, e *engineEnv) {
 		ctx := context.Background()
 		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
 		tbl := kindsTable("plan_v1")

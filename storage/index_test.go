@@ -203,6 +203,11 @@ func indexTableExists(t testing.TB, p *PartitionStore, name string, shard int) b
 	t.Helper()
 	var n int
 	var err error
+	if p.pb != nil {
+		ok, err := exists(p.pb.db, p.pb.indexDefKey(name, shard))
+		require.NoError(t, err, "index table %s of shard %d exists", name, shard)
+		return ok
+	}
 	if p.d.engine == EngineSQLite {
 		err = p.read.QueryRow("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?", sqliteIndexTable(name, shard)).Scan(&n)
 	} else {

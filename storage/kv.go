@@ -163,6 +163,9 @@ func (tx *WriteTx) PutKV(ctx context.Context, key string, value []byte) error {
 	if err := checkKV(key, value); err != nil {
 		return err
 	}
+	if tx.b != nil {
+		return tx.pebblePutKV(key, value)
+	}
 	args := make([]any, 0, 4)
 	if tx.p.d.kvScoped {
 		args = append(args, tx.p.id.Datastore, tx.p.id.Partition)
@@ -184,6 +187,9 @@ func (tx *WriteTx) DeleteKV(ctx context.Context, key string) error {
 	if err := checkKV(key, nil); err != nil {
 		return err
 	}
+	if tx.b != nil {
+		return tx.pebbleDeleteKV(key)
+	}
 	where, args := tx.p.kvWhere("k = ?", []byte(key))
 	if _, err := tx.tx.ExecContext(ctx, "DELETE FROM "+tx.p.d.kv+where, args...); err != nil {
 		return tx.p.fail(fmt.Sprintf("delete KV %q", key), err)
@@ -199,6 +205,9 @@ func (tx *WriteTx) DeleteKV(ctx context.Context, key string) error {
 func (p *PartitionStore) ScanKV(ctx context.Context, prefix string) ([]KV, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
+	}
+	if p.pb != nil {
+		return p.pebbleScanKV(prefix)
 	}
 	q, args := p.scanKVSQL(prefix)
 	out, err := queryKV(ctx, p.read, q, 0, args...)
@@ -270,6 +279,9 @@ func (s *SnapshotTx) ScanKV(ctx context.Context, fn func(KV) error) error {
 	if s.p.closed.Load() {
 		return ErrClosed
 	}
+	if s.snap != nil {
+		return s.pebbleScanKV(fn)
+	}
 	var after []byte
 	for {
 		var (
@@ -320,6 +332,9 @@ func (p *PartitionStore) ReadLog(ctx context.Context, shard int, after int64, co
 	if limit <= 0 {
 		return nil, 0, 0, fmt.Errorf("storage: read log of shard %d: limit %d is not positive", shard, limit)
 	}
+	if p.pb != nil {
+		return p.pebbleReadLog(shard, after, column, limit)
+	}
 	high, err = p.maxAddedID(ctx, shard)
 	if err != nil {
 		return nil, 0, 0, p.fail(fmt.Sprintf("read log of shard %d: max added_id", shard), err)
@@ -358,6 +373,9 @@ func (p *PartitionStore) ReadLog(ctx context.Context, shard int, after int64, co
 func (p *PartitionStore) LocationAt(ctx context.Context, shard int, t time.Time) (int64, error) {
 	if err := p.checkShard(shard); err != nil {
 		return 0, err
+	}
+	if p.pb != nil {
+		return p.pebbleLocationAt(shard, t)
 	}
 	high, err := p.maxAddedID(ctx, shard)
 	if err != nil {

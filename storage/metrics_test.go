@@ -14,7 +14,7 @@ import (
 // opening and closing, and that PoolCollector exports them.
 func TestDBStats(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+	forEachSQLEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		p := openPartition(t, s, "users", 3, 0, 3)
 		require.NoError(t, p.EnsureShards(t.Context(), []int{0}))

@@ -23,6 +23,9 @@ func (p *PartitionStore) GetCell(ctx context.Context, shard int, key cells.Key) 
 	if err := p.checkShard(shard); err != nil {
 		return cells.Cell{}, err
 	}
+	if p.pb != nil {
+		return p.pebbleGet(shard, key, false)
+	}
 	q, args := p.cellSQL(shard, key, false)
 	c, err := p.getOne(ctx, q, args...)
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -36,6 +39,9 @@ func (p *PartitionStore) GetCell(ctx context.Context, shard int, key cells.Key) 
 func (p *PartitionStore) GetLatest(ctx context.Context, shard int, rowKey uuid.UUID, column string) (cells.Cell, error) {
 	if err := p.checkShard(shard); err != nil {
 		return cells.Cell{}, err
+	}
+	if p.pb != nil {
+		return p.pebbleGet(shard, cells.Key{RowKey: rowKey, ColumnKey: column}, true)
 	}
 	q, args := p.cellSQL(shard, cells.Key{RowKey: rowKey, ColumnKey: column}, true)
 	c, err := p.getOne(ctx, q, args...)
@@ -64,6 +70,9 @@ func (p *PartitionStore) GetSnapshot(ctx context.Context, keys []SnapshotKey) (o
 		if err := p.checkShard(k.Shard); err != nil {
 			return nil, nil, AppliedState{}, err
 		}
+	}
+	if p.pb != nil {
+		return p.pebbleGetSnapshot(keys)
 	}
 	if len(keys) == 1 && p.d.engine == EngineSQLite {
 		c, ok, a, done, err := p.getSnapshotOne(ctx, keys[0])
@@ -190,6 +199,9 @@ func (p *PartitionStore) GetRow(ctx context.Context, shard int, rowKey uuid.UUID
 	if err := p.checkShard(shard); err != nil {
 		return nil, err
 	}
+	if p.pb != nil {
+		return p.pebbleGetRow(shard, rowKey)
+	}
 	t := p.d.entity(shard)
 	q := "SELECT e.added_id, e.row_key, e.column_name, e.ref_key, e.body, e.created_at FROM " + t + " e " +
 		"JOIN (SELECT column_name, MAX(ref_key) AS ref_key FROM " + t + " WHERE row_key = ? GROUP BY column_name) m " +
@@ -213,6 +225,9 @@ func (p *PartitionStore) GetVersions(ctx context.Context, shard int, rowKey uuid
 	}
 	if limit <= 0 {
 		return nil, fmt.Errorf("storage: versions of %s/%s: limit %d is not positive", rowKey, col, limit)
+	}
+	if p.pb != nil {
+		return p.pebbleVersions(shard, rowKey, col, from, limit, desc)
 	}
 	q := "SELECT " + cellColumns + " FROM " + p.d.entity(shard) + " WHERE row_key = ? AND column_name = ?"
 	args := []any{rowKey[:], col}
@@ -242,6 +257,9 @@ func (p *PartitionStore) ScanShard(ctx context.Context, shard int, afterAddedID 
 	if limit <= 0 {
 		return nil, fmt.Errorf("storage: scan shard %d: limit %d is not positive", shard, limit)
 	}
+	if p.pb != nil {
+		return p.pebbleScanShard(shard, afterAddedID, limit)
+	}
 	cs, err := queryCells(ctx, p.read, "SELECT "+cellColumns+" FROM "+p.d.entity(shard)+
 		" WHERE added_id > ? ORDER BY added_id LIMIT ?", afterAddedID, limit)
 	if err != nil {
@@ -256,6 +274,9 @@ func (p *PartitionStore) Applied(ctx context.Context) (AppliedState, error) {
 	if p.closed.Load() {
 		return AppliedState{}, ErrClosed
 	}
+	if p.pb != nil {
+		return p.pebbleApplied()
+	}
 	a, _, err := readApplied(ctx, p.read, p.d, p.id)
 	if err != nil {
 		return AppliedState{}, p.fail("read applied state", err)
@@ -268,6 +289,9 @@ func (p *PartitionStore) Applied(ctx context.Context) (AppliedState, error) {
 func (p *PartitionStore) MaxAddedID(ctx context.Context, shard int) (int64, error) {
 	if err := p.checkShard(shard); err != nil {
 		return 0, err
+	}
+	if p.pb != nil {
+		return p.pebbleMaxAddedID(shard)
 	}
 	id, err := p.maxAddedID(ctx, shard)
 	if err != nil {

@@ -81,6 +81,9 @@ func (tx *WriteTx) LookupRequests(ctx context.Context, ids []uuid.UUID) (map[uui
 	if tx.done || tx.p.closed.Load() {
 		return nil, ErrClosed
 	}
+	if tx.b != nil {
+		return tx.pebbleLookupRequests(ids)
+	}
 	out := make(map[uuid.UUID]RequestRecord, len(ids))
 	for start := 0; start < len(ids); start += lookupChunkKeys {
 		chunk := ids[start:min(start+lookupChunkKeys, len(ids))]
@@ -107,6 +110,9 @@ func (tx *WriteTx) PutRequests(ctx context.Context, rs []RequestRecord) error {
 	if tx.done || tx.p.closed.Load() {
 		return ErrClosed
 	}
+	if tx.b != nil {
+		return tx.pebblePutRequests(rs, true)
+	}
 	return tx.p.insertRequests(ctx, func(q string) stmtQueryer { return tx.stmtOrTx(ctx, q) }, rs, true)
 }
 
@@ -119,6 +125,9 @@ func (tx *WriteTx) InsertRequests(ctx context.Context, rs []RequestRecord) error
 	if tx.done || tx.p.closed.Load() {
 		return ErrClosed
 	}
+	if tx.b != nil {
+		return tx.pebblePutRequests(rs, false)
+	}
 	return tx.p.insertRequests(ctx, func(q string) stmtQueryer { return tx.stmtOrTx(ctx, q) }, rs, false)
 }
 
@@ -128,6 +137,9 @@ func (tx *WriteTx) InsertRequests(ctx context.Context, rs []RequestRecord) error
 func (tx *WriteTx) PruneRequests(ctx context.Context, before time.Time, limit int) (int64, error) {
 	if tx.done || tx.p.closed.Load() {
 		return 0, ErrClosed
+	}
+	if tx.b != nil {
+		return tx.pebblePruneRequests(before, limit)
 	}
 	var (
 		q    string
@@ -158,6 +170,9 @@ func (tx *WriteTx) PruneRequests(ctx context.Context, before time.Time, limit in
 func (s *SnapshotTx) ScanRequests(ctx context.Context, fn func(RequestRecord) error) error {
 	if s.closed || s.p.closed.Load() {
 		return ErrClosed
+	}
+	if s.snap != nil {
+		return s.pebbleScanRequests(fn)
 	}
 	var after []byte
 	for {

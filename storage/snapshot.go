@@ -10,6 +10,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/cockroachdb/pebble"
+
 	"github.com/schemaless-db/schemaless/cells"
 )
 
@@ -32,6 +34,9 @@ const (
 func (p *PartitionStore) BeginSnapshot(ctx context.Context) (*SnapshotTx, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
+	}
+	if p.pb != nil {
+		return p.pebbleBeginSnapshot()
 	}
 	conn, err := p.read.Conn(ctx)
 	if err != nil {
@@ -57,8 +62,12 @@ func (p *PartitionStore) BeginSnapshot(ctx context.Context) (*SnapshotTx, error)
 // methods must not be called concurrently with each other; it may be used from a goroutine
 // other than the one that opened it (raft persists snapshots on its own goroutine).
 type SnapshotTx struct {
-	p       *PartitionStore
-	conn    *sql.Conn
+	p    *PartitionStore
+	conn *sql.Conn
+	// snap and view are the pebble snapshot and the partition's keys in it (pebble partitions;
+	// nil for the SQL engines).
+	snap    *pebble.Snapshot
+	view    *pebblePart
 	applied AppliedState
 	closed  bool
 }
@@ -79,6 +88,9 @@ func (s *SnapshotTx) ScanShard(ctx context.Context, shard int, fn func(cells.Cel
 	}
 	if err := s.p.checkShard(shard); err != nil {
 		return err
+	}
+	if s.snap != nil {
+		return s.pebbleScanShard(shard, fn)
 	}
 	q := "SELECT " + cellColumns + " FROM " + s.p.d.entity(shard) + " WHERE added_id > ? ORDER BY added_id LIMIT ?"
 	after, limit := int64(math.MinInt64), snapshotPageRows
@@ -148,6 +160,12 @@ func (s *SnapshotTx) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.snap != nil {
+		if err := s.snap.Close(); err != nil {
+			return fmt.Errorf("storage: close snapshot: %w", err)
+		}
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), snapshotCloseTimeout)
 	defer cancel()
 	if _, err := s.conn.ExecContext(ctx, "ROLLBACK"); err != nil {
@@ -221,6 +239,9 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 		return err
 	}
 	defer p.unlockWriter()
+	if p.pb != nil {
+		return p.pebbleRestore(applied, next, kv, tables)
+	}
 	all := make([]int, 0, p.shards.Len())
 	for s := p.shards.First; s <= p.shards.Last; s++ {
 		all = append(all, s)

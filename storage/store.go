@@ -26,13 +26,15 @@ type Store struct {
 	// buffer table of async mode lives in meta.
 	db   *sql.DB
 	meta string
+	// pebble is the engine of a Store opened with OpenPebble; nil for the SQL engines.
+	pebble *pebbleStore
 
 	mu     sync.Mutex
 	parts  map[PartitionID]*PartitionStore
 	closed bool
 }
 
-// Engine returns EngineSQLite ("sqlite") or EngineMySQL ("mysql").
+// Engine returns EngineSQLite ("sqlite"), EngineMySQL ("mysql") or EnginePebble ("pebble").
 func (s *Store) Engine() string { return s.engine }
 
 // Partition opens the store of partition id, which holds the shards of the range. It creates
@@ -75,6 +77,9 @@ func (s *Store) Partition(ctx context.Context, id PartitionID, shards cells.Shar
 }
 
 func (s *Store) open(ctx context.Context, id PartitionID, shards cells.ShardRange) (*PartitionStore, error) {
+	if s.pebble != nil {
+		return s.openPebblePartition(ctx, id, shards)
+	}
 	d, write, read, owned, err := s.openPartition(ctx, id)
 	if err != nil {
 		return nil, err
@@ -175,6 +180,10 @@ type PartitionStore struct {
 	stmts stmtCache
 	// readStmts caches the read pool's prepared point reads (SQLite only, as stmts).
 	readStmts stmtCache
+	// pb is the engine side of a pebble partition (OpenPebble); nil for the SQL engines, whose
+	// d, write and read it replaces. Every method of PartitionStore, WriteTx and SnapshotTx
+	// starts with the pebble branch when pb is set.
+	pb *pebblePart
 }
 
 // ID returns the partition's id.
@@ -195,7 +204,7 @@ func (p *PartitionStore) Close() error {
 }
 
 func (p *PartitionStore) closePools() error {
-	if !p.owned {
+	if !p.owned || p.pb != nil {
 		return nil
 	}
 	return errors.Join(p.read.Close(), p.write.Close())
@@ -264,6 +273,13 @@ func (p *PartitionStore) ensureLocked(ctx context.Context, shards []int) error {
 		}
 	}
 	if len(missing) == 0 {
+		return nil
+	}
+	if p.pb != nil {
+		// Pebble has no tables: a shard's keys exist once written.
+		for _, s := range missing {
+			p.created[s] = true
+		}
 		return nil
 	}
 	if p.d.engine == EngineSQLite {

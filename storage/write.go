@@ -8,6 +8,8 @@ import (
 	"math"
 	"sync"
 
+	"github.com/cockroachdb/pebble"
+
 	"github.com/schemaless-db/schemaless/cells"
 )
 
@@ -26,6 +28,9 @@ func (p *PartitionStore) Begin(ctx context.Context) (*WriteTx, error) {
 	}
 	if err := p.lockWriter(); err != nil {
 		return nil, err
+	}
+	if p.pb != nil {
+		return &WriteTx{p: p, b: p.pb.db.NewIndexedBatch(), ctx: ctx}, nil
 	}
 	tx, err := p.write.BeginTx(ctx, nil)
 	if err != nil {
@@ -46,14 +51,25 @@ func (p *PartitionStore) Begin(ctx context.Context) (*WriteTx, error) {
 // or SetApplied (other than ErrKVTooLarge, ErrIndexValue and ErrInvalidConfig, returned before
 // any I/O) leaves the transaction open but its outcome undefined: roll it back.
 type WriteTx struct {
-	p    *PartitionStore
-	tx   *sql.Tx
+	p  *PartitionStore
+	tx *sql.Tx
+	// b is the transaction of a pebble partition (an indexed batch: its reads see its own
+	// writes), and kbuf a scratch buffer for its keys; nil for the SQL engines.
+	b    *pebble.Batch
+	kbuf []byte
+	// ctx bounds a pebble transaction: once it is done, calls fail and Commit rolls back.
+	ctx  context.Context
 	done bool
 }
 
 func (tx *WriteTx) check(shard int) error {
 	if tx.done {
 		return ErrClosed
+	}
+	if tx.b != nil {
+		if err := tx.ctx.Err(); err != nil {
+			return fmt.Errorf("storage: write transaction: %w", err)
+		}
 	}
 	return tx.p.checkShard(shard)
 }
@@ -66,6 +82,9 @@ func (tx *WriteTx) check(shard int) error {
 func (tx *WriteTx) Lookup(ctx context.Context, shard int, keys []cells.Key) (map[cells.Key]Existing, error) {
 	if err := tx.check(shard); err != nil {
 		return nil, err
+	}
+	if tx.b != nil {
+		return tx.pebbleLookup(shard, keys)
 	}
 	out := make(map[cells.Key]Existing, len(keys))
 	args := make([]any, 0, 3*min(len(keys), lookupChunkKeys))
@@ -100,6 +119,9 @@ func (tx *WriteTx) Lookup(ctx context.Context, shard int, keys []cells.Key) (map
 func (tx *WriteTx) Insert(ctx context.Context, shard int, cs []cells.Cell) error {
 	if err := tx.check(shard); err != nil {
 		return err
+	}
+	if tx.b != nil {
+		return tx.pebbleInsert(shard, cs)
 	}
 	stmt := func(q string) stmtQueryer { return tx.stmtOrTx(ctx, q) }
 	multi := manyStatements(tx.p.d, cs)
@@ -136,6 +158,9 @@ func (tx *WriteTx) SetApplied(ctx context.Context, a AppliedState) error {
 	if tx.p.closed.Load() {
 		return ErrClosed
 	}
+	if tx.b != nil {
+		return tx.b.Set(tx.p.pb.key(tagApplied, 0), appliedValue(a), nil)
+	}
 	return setApplied(ctx, tx.stmtOrTx(ctx, tx.p.d.upsertApplied), tx.p, a)
 }
 
@@ -161,6 +186,19 @@ func (tx *WriteTx) Commit() error {
 	}
 	tx.done = true
 	defer tx.p.unlockWriter()
+	if tx.b != nil {
+		err := tx.ctx.Err()
+		if err == nil {
+			err = tx.b.Commit(pebble.NoSync)
+		}
+		if cerr := tx.b.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if err != nil {
+			return tx.p.fail("commit", err)
+		}
+		return nil
+	}
 	err := tx.tx.Commit()
 	tx.prepareNoted()
 	if err != nil {
@@ -185,6 +223,12 @@ func (tx *WriteTx) Rollback() error {
 	}
 	tx.done = true
 	defer tx.p.unlockWriter()
+	if tx.b != nil {
+		if err := tx.b.Close(); err != nil {
+			return tx.p.fail("rollback", err)
+		}
+		return nil
+	}
 	defer tx.prepareNoted()
 	if err := tx.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
 		return tx.p.fail("rollback", err)
@@ -365,6 +409,9 @@ func (s stmtQueryer) Exec(ctx context.Context, args ...any) (sql.Result, error) 
 func (tx *WriteTx) LatestRefKey(ctx context.Context, shard int, rowKey [16]byte, column string) (int64, bool, error) {
 	if err := tx.check(shard); err != nil {
 		return 0, false, err
+	}
+	if tx.b != nil {
+		return tx.pebbleLatestRefKey(shard, rowKey, column)
 	}
 	q := "SELECT ref_key FROM " + tx.p.d.entity(shard) + " WHERE row_key = ? AND column_name = ? ORDER BY ref_key DESC LIMIT 1"
 	rows, err := tx.stmtOrTx(ctx, q).QueryContext(ctx, q, rowKey[:], column)
