@@ -13,12 +13,15 @@ import (
 
 // benchEngines runs fn as a sub-benchmark per engine.
 func benchEngines(b *testing.B, fn func(b *testing.B, p *PartitionStore)) {
-	for _, name := range []string{EngineSQLite, EngineMySQL} {
+	for _, name := range []string{EngineSQLite, EngineMySQL, EnginePebble} {
 		b.Run(name, func(b *testing.B) {
 			var e *engineEnv
-			if name == EngineSQLite {
+			switch name {
+			case EngineSQLite:
 				e = sqliteEnv(b)
-			} else {
+			case EnginePebble:
+				e = pebbleEnv(b)
+			default:
 				e = mysqlEnv(b)
 			}
 			fn(b, openPartition(b, e.open(b), "bench", 0, 0, 3))

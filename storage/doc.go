@@ -3,11 +3,13 @@
 // ref_key)) plus a meta table holding each partition's applied raft index and a KV table of
 // each partition's small mutable state.
 //
-// Two engines sit behind the one API of *Store: MySQL (go-sql-driver/mysql; MariaDB 10.11 in
-// tests), the production engine, and embedded SQLite (modernc.org/sqlite, no cgo), the default
-// for development. One concrete type serves both; an unexported dialect holds the differences
-// (table names, DDL, the meta upsert, how a snapshot starts, statement size limits). The same
-// conformance suite runs on both.
+// Three engines sit behind the one API of *Store: MySQL (go-sql-driver/mysql; MariaDB 10.11 in
+// tests), the production engine of the Schemaless layout; embedded SQLite (modernc.org/sqlite,
+// no cgo); and embedded pebble (cockroachdb/pebble, a log-structured merge tree), the default
+// of raft mode on a node without MySQL (see "The pebble engine"). One concrete type serves all
+// three: an unexported dialect holds the differences of the SQL engines (table names, DDL, the
+// meta upsert, how a snapshot starts, statement size limits), and every method starts with the
+// pebble engine's branch. The same conformance suite runs on all three.
 //
 // # Layout
 //
@@ -112,6 +114,44 @@
 // connection of its own, which async mode holds around each write transaction on a master.
 // MySQLConfig.ReadOnly opens a store on a minion: no DDL, and missing meta or shard tables read
 // as empty.
+//
+// # The pebble engine
+//
+// OpenPebble opens one pebble database per node holding every partition the node hosts. A
+// partition's keys start with a data prefix of its own, "p" and a generation (8 bytes), which
+// its directory entry ("d", datastore, 0x00, partition) names. Under it, the entity table's two
+// B-trees become two key ranges: the shard's log ("l", shard, added_id -> the whole cell: row
+// key, ref key, created_at, column, body), read by ReadLog, ScanShard and snapshots in added_id
+// order, and the unique key ("c", shard, row key, column, ref key -> added_id), read by point
+// reads, Lookup and GetRow. KV rows are "k" + key; request records "r" + ID, with "t" +
+// created_at + ID ordering them for PruneRequests; the applied state "a"; an index table's
+// existence "x" + name + shard (holding its columns' definition), its entries "i" + name + shard
+// + 0 + row key, and for each order a query can take (by row key, by column c) a copy of the
+// entry under its shard field's and column's values in an order-preserving encoding (NULL
+// first, strings escaped, numbers with the sign bit flipped), so QueryIndex reads one ordered
+// key range under the shard field and checks the conditions on each entry (as SQL's plans do,
+// see QueryIndex's caveat). Integers in keys are big-endian with the sign bit flipped, strings
+// escaped (0x00 becomes 0x00 0xff, 0x00 0x01 ends one), so keys sort as the SQL engines order
+// rows.
+//
+// A write transaction is an indexed batch (its reads see its writes), committed without an fsync
+// of pebble's write-ahead log: the raft log, synced, covers a crash, and a replica whose last
+// commits were lost replays them from it (their outcomes are deterministic). Bloom filters in
+// every table answer the unique-key probe of a new cell without reading its blocks. Reads run
+// on pebble iterators, each a consistent view; BeginSnapshot takes a pebble snapshot (no
+// connection held, nothing blocks compactions for long). Restore writes the new content under
+// a new generation, in batches of 4 MiB, then switches the directory entry to it and deletes the
+// old generation with one range deletion, in one synced batch: readers see the old content
+// (index tables included) until the switch, and a failed or interrupted Restore leaves it; the
+// orphaned generation is deleted then, or when the store next opens. EnsureShards creates
+// nothing (keys need no table), so Insert never returns ErrNoShardTable. Buffers, placement,
+// fences, locks and DropCopy are MySQL's (async mode) and are not available.
+//
+// Migration: with PebbleConfig.MigrateSQLiteDir, the first time Partition opens a partition
+// this database has never held and whose SQLite file is in that directory, it copies the file's
+// content from a snapshot of it (cells with their added_ids and created_at, KV rows, index
+// tables and entries, request records, the applied state) with Restore, then moves the file
+// into MigrateSQLiteDir + ".migrated".
 //
 // # Caveats
 //

@@ -273,12 +273,16 @@ type pebblePart struct {
 	mu     sync.RWMutex
 	prefix []byte
 	dir    []byte
+	// high holds, by shard, an added_id at or above the highest one committed (so an Insert
+	// above it needs no probe of its log key); a shard not in it is unknown. Guarded by the
+	// writer token; Restore clears it.
+	high map[int]int64
 }
 
 // openPebblePartition opens (or creates, or migrates from SQLite) partition id of s.
 func (s *Store) openPebblePartition(ctx context.Context, id PartitionID, shards cells.ShardRange) (*PartitionStore, error) {
 	ps := s.pebble
-	pp := &pebblePart{ps: ps, db: ps.db, dir: dirKey(id)}
+	pp := &pebblePart{ps: ps, db: ps.db, dir: dirKey(id), high: map[int]int64{}}
 	p := &PartitionStore{
 		store: s, id: id, shards: shards, d: pebbleDialect(), pb: pp,
 		writer: make(chan struct{}, 1), created: make(map[int]bool), indexes: make(map[string]*indexState),

@@ -492,25 +492,53 @@ func (tx *WriteTx) pebbleLookup(shard int, keys []cells.Key) (map[cells.Key]Exis
 	return out, nil
 }
 
-// pebbleInsert is Insert on pebble.
+// pebbleInsert is Insert on pebble. The shard's highest added_id, known from earlier inserts
+// (or read once), spares the probe of each new cell's log key.
 func (tx *WriteTx) pebbleInsert(shard int, cs []cells.Cell) error {
+	hi, ok := tx.high[shard]
+	if !ok {
+		hi, ok = tx.p.pb.high[shard]
+	}
+	if !ok {
+		it, err := tx.p.pb.iter(tx.b)
+		if err != nil {
+			return tx.p.fail("insert", err)
+		}
+		hi = tx.p.pb.maxAddedAt(it, shard)
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return tx.p.fail("insert", err)
+		}
+	}
 	var err error
-	tx.kbuf, err = tx.p.pb.insertCells(tx.b, tx.kbuf, shard, cs)
+	tx.kbuf, err = tx.p.pb.insertCells(tx.b, tx.kbuf, shard, cs, &hi)
 	if err != nil && !errors.Is(err, ErrDuplicate) {
 		return tx.p.fail(fmt.Sprintf("insert %d cells into shard %d", len(cs), shard), err)
+	}
+	if err == nil {
+		if tx.high == nil {
+			tx.high = map[int]int64{}
+		}
+		tx.high[shard] = hi
 	}
 	return err
 }
 
 // insertCells writes cs into shard through w, after checking every key and added_id of cs
-// (against w and each other), so that a duplicate (ErrDuplicate) writes none of cs. kbuf is
-// a scratch buffer for keys, returned for reuse.
-func (pp *pebblePart) insertCells(w writer, kbuf []byte, shard int, cs []cells.Cell) ([]byte, error) {
+// (against w and each other), so that a duplicate (ErrDuplicate) writes none of cs. With high
+// (an added_id at or above the shard's highest stored), an added_id above it needs no probe,
+// and high is raised to the highest of cs. kbuf is a scratch buffer for keys, returned for
+// reuse.
+func (pp *pebblePart) insertCells(w writer, kbuf []byte, shard int, cs []cells.Cell, high *int64) ([]byte, error) {
 	var keys map[cells.Key]bool
 	var ids map[int64]bool
 	if len(cs) > 1 {
 		keys, ids = make(map[cells.Key]bool, len(cs)), make(map[int64]bool, len(cs))
 	}
+	hi := int64(math.MaxInt64)
+	if high != nil {
+		hi = *high
+	}
+	top := hi
 	for i := range cs {
 		c := &cs[i]
 		if keys != nil {
@@ -521,7 +549,7 @@ func (pp *pebblePart) insertCells(w writer, kbuf []byte, shard int, cs []cells.C
 		}
 		kbuf = appendCellKey(append(append(kbuf[:0], pp.prefix...), tagCell), shard, &c.Key)
 		dup, err := exists(w, kbuf)
-		if err == nil && !dup {
+		if err == nil && !dup && c.AddedID <= hi {
 			kbuf = appendI64(appendShard(append(append(kbuf[:0], pp.prefix...), tagLog), shard), c.AddedID)
 			dup, err = exists(w, kbuf)
 		}
@@ -530,6 +558,9 @@ func (pp *pebblePart) insertCells(w writer, kbuf []byte, shard int, cs []cells.C
 		}
 		if dup {
 			return kbuf, fmt.Errorf("storage: insert %d cells into shard %d: %w: %s or added_id %d is stored", len(cs), shard, ErrDuplicate, c.Key, c.AddedID)
+		}
+		if high != nil {
+			top = max(top, c.AddedID)
 		}
 	}
 	var v []byte
@@ -545,6 +576,9 @@ func (pp *pebblePart) insertCells(w writer, kbuf []byte, shard int, cs []cells.C
 		if err := w.Set(kbuf, v, nil); err != nil {
 			return kbuf, err
 		}
+	}
+	if high != nil {
+		*high = top
 	}
 	return kbuf, nil
 }

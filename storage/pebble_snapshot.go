@@ -181,6 +181,9 @@ func (p *PartitionStore) pebbleRestore(applied AppliedState, next func() (Restor
 		}
 	}
 	var kbuf []byte
+	// The new generation is empty: cells restored in added_id order need no probe of their log
+	// keys.
+	highs := map[int]int64{}
 	for n := 0; ; n++ {
 		r, err := next()
 		if err == io.EOF {
@@ -195,7 +198,12 @@ func (p *PartitionStore) pebbleRestore(applied AppliedState, next func() (Restor
 		case !p.shards.Contains(r.Shard):
 			return fmt.Errorf("storage: restore: record %d: %w: shard %d, range [%d, %d]", n, ErrShardRange, r.Shard, p.shards.First, p.shards.Last)
 		case r.Index == "":
-			kbuf, err = view.insertCells(w, kbuf, r.Shard, []cells.Cell{r.Cell})
+			hi, ok := highs[r.Shard]
+			if !ok {
+				hi = math.MinInt64
+			}
+			kbuf, err = view.insertCells(w, kbuf, r.Shard, []cells.Cell{r.Cell}, &hi)
+			highs[r.Shard] = hi
 		case tables[r.Index] == nil:
 			return fmt.Errorf("storage: restore: record %d: %w: entry of index %q, not one of the tables given", n, ErrInvalidConfig, r.Index)
 		default:
@@ -230,6 +238,7 @@ func (p *PartitionStore) pebbleRestore(applied AppliedState, next func() (Restor
 		return p.fail("restore: switch", err)
 	}
 	pp.prefix = view.prefix
+	clear(pp.high)
 	clear(p.indexes)
 	for _, t := range tables {
 		st := &indexState{sig: t.signature(), shards: make(map[int]bool, p.shards.Len())}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -132,16 +133,8 @@ func (tx *WriteTx) pebblePutRequests(rs []RequestRecord, upsert bool) error {
 // refusing (ErrDuplicate, nothing written) an ID that is stored or given twice.
 func (pp *pebblePart) putRequests(w writer, rs []RequestRecord, upsert bool) error {
 	if !upsert {
-		seen := make(map[uuid.UUID]bool, len(rs))
-		for i := range rs {
-			dup, err := exists(w, pp.requestKey(rs[i].ID))
-			if err != nil {
-				return err
-			}
-			if dup || seen[rs[i].ID] {
-				return fmt.Errorf("storage: insert %d request records: %w: ID %s is stored", len(rs), ErrDuplicate, rs[i].ID)
-			}
-			seen[rs[i].ID] = true
+		if err := pp.checkNewRequests(w, rs); err != nil {
+			return err
 		}
 	}
 	for i := range rs {
@@ -166,6 +159,48 @@ func (pp *pebblePart) putRequests(w writer, rs []RequestRecord, upsert bool) err
 		}
 	}
 	return nil
+}
+
+// checkNewRequests returns ErrDuplicate when an ID of rs is stored in w or given twice. The IDs
+// are looked up in order through one iterator: time-ordered IDs (UUIDv7, as nodes and the Go
+// client make them) of new writes sort after nearly every stored one, so one seek answers most
+// batches, and the stored IDs met between two of rs are stepped over (or sought past, when
+// many).
+func (pp *pebblePart) checkNewRequests(w writer, rs []RequestRecord) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	keys := make([][]byte, len(rs))
+	for i := range rs {
+		keys[i] = pp.requestKey(rs[i].ID)
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	it, err := prefixIter(w, pp.key(tagRequest, 0))
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	const maxSteps = 8
+	ok := it.SeekGE(keys[0])
+	for i, k := range keys {
+		if i > 0 && bytes.Equal(k, keys[i-1]) {
+			return fmt.Errorf("storage: insert %d request records: %w: ID %x given twice", len(rs), ErrDuplicate, k[len(k)-16:])
+		}
+		for steps := 0; ok && bytes.Compare(it.Key(), k) < 0; steps++ {
+			if steps == maxSteps {
+				ok = it.SeekGE(k)
+				break
+			}
+			ok = it.Next()
+		}
+		if ok && bytes.Equal(it.Key(), k) {
+			return fmt.Errorf("storage: insert %d request records: %w: ID %x is stored", len(rs), ErrDuplicate, k[len(k)-16:])
+		}
+		if !ok {
+			break
+		}
+	}
+	return it.Error()
 }
 
 // pebblePruneRequests is PruneRequests on pebble: the oldest records first, through the time

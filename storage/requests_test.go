@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"io"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -95,5 +96,52 @@ func TestRequestRecords(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit())
 		assert.Len(t, got, 1, "the other partition's records are untouched")
+	})
+}
+
+// InsertRequests finds every stored ID among many, whatever their order: batches of new
+// time-ordered IDs, of random IDs, and of both with one stored ID hidden among them, against
+// the set of IDs stored so far. The seed is printed.
+func TestInsertRequestsFindsStored(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	forEachEngine(t, func(t *testing.T, e *engineEnv) {
+		ctx := context.Background()
+		r := rand.New(rand.NewPCG(uint64(seed), 1))
+		p := openPartition(t, e.open(t), "trips", 0, 0, 0)
+		var stored []uuid.UUID
+		newID := func() uuid.UUID {
+			if r.IntN(2) == 0 {
+				return uuid.Must(uuid.NewV7())
+			}
+			var u uuid.UUID
+			for i := range u {
+				u[i] = byte(r.UintN(256))
+			}
+			return u
+		}
+		for round := range 40 {
+			rs := make([]RequestRecord, 1+r.IntN(20))
+			for i := range rs {
+				rs[i] = RequestRecord{ID: newID(), CreatedAt: baseTime, Record: []byte("r")}
+			}
+			dup := round > 0 && r.IntN(3) == 0
+			if dup {
+				rs[r.IntN(len(rs))].ID = stored[r.IntN(len(stored))]
+			}
+			tx, err := p.Begin(ctx)
+			require.NoError(t, err)
+			err = tx.InsertRequests(ctx, rs)
+			if dup {
+				assert.ErrorIs(t, err, ErrDuplicate, "seed %d round %d: a batch holding a stored ID", seed, round)
+				require.NoError(t, tx.Rollback())
+				continue
+			}
+			require.NoError(t, err, "seed %d round %d: a batch of new IDs", seed, round)
+			require.NoError(t, tx.Commit())
+			for _, rec := range rs {
+				stored = append(stored, rec.ID)
+			}
+		}
 	})
 }

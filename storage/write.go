@@ -58,7 +58,9 @@ type WriteTx struct {
 	b    *pebble.Batch
 	kbuf []byte
 	// ctx bounds a pebble transaction: once it is done, calls fail and Commit rolls back.
-	ctx  context.Context
+	ctx context.Context
+	// high is pebblePart.high as this transaction's inserts raised it, merged into it at Commit.
+	high map[int]int64
 	done bool
 }
 
@@ -196,6 +198,9 @@ func (tx *WriteTx) Commit() error {
 		}
 		if err != nil {
 			return tx.p.fail("commit", err)
+		}
+		for s, h := range tx.high {
+			tx.p.pb.high[s] = h
 		}
 		return nil
 	}
