@@ -14,9 +14,10 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/schemaless
 
-# A local 3-node raft cluster on embedded SQLite; imports the 100,000-flight sample through the
-# HTTP API, reads every cell back, prints example curls and serves until Ctrl-C. Re-running it
-# keeps the data (every import answers "exists"); `make run FRESH=1` starts empty.
+# A local 3-node raft cluster on embedded pebble stores (a $(DATA) holding SQLite data from an
+# earlier run is migrated into them); imports the 100,000-flight sample through the HTTP API,
+# reads every cell back, prints example curls and serves until Ctrl-C. Re-running it keeps the
+# data (every import answers "exists"); `make run FRESH=1` starts empty.
 run: build
 	./$(BIN) dev --data-dir $(DATA) --import $(SAMPLE) $(if $(FRESH),--fresh,)
 
@@ -38,16 +39,17 @@ test-short:
 # The fault-injection harness, the long run (needs root and iptables; mariadbd for async mode):
 # 10 minutes with every workload (cells, durability, triggers, index, cas, bank) and the nemeses
 # of `--nemesis all` (node kills and pauses, partitions, trigger worker kills and pauses) on
-# SQLite, then 10 on the MariaDB at $(MYSQL_DSN); then, with --secure (see jepsen-short; the
-# MariaDB servers of async mode stay plaintext), 30 s of membership changes on 5 nodes, where a
-# replica has somewhere to move (about 35 s), and 30 s of async mode (cells, durability, cas and
-# bank on 2 MariaDB storage clusters, every async nemesis; about 50 s). Each run leaves a report
-# under .data/jepsen/.
+# pebble, then 10 on SQLite, then 10 on the MariaDB at $(MYSQL_DSN); then, with --secure (see
+# jepsen-short; the MariaDB servers of async mode stay plaintext), 30 s of membership changes on
+# 5 nodes, where a replica has somewhere to move (about 35 s), and 30 s of async mode (cells,
+# durability, cas and bank on 2 MariaDB storage clusters, every async nemesis; about 50 s). Each
+# run leaves a report under .data/jepsen/.
 JEPSEN_WORKLOADS := --workload cells,durability,triggers,index,cas,bank
 JEPSEN_MEMBERSHIP_SHORT := --duration 30s --quiet 6s --interval 2s --fault-duration 3s --nodes 5 --workers-per-node 1 \
 	--workload cells,durability --nemesis membership
 JEPSEN_ASYNC_SHORT := --mode async --duration 30s --quiet 8s --interval 2s --workload cells,durability,cas,bank
 jepsen: build
+	./$(BIN) jepsen --duration 10m --store pebble $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 	./$(BIN) jepsen --duration 10m --store sqlite $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 	./$(BIN) jepsen --duration 10m --store mysql --mysql '$(MYSQL_DSN)' $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 	./$(BIN) jepsen --secure $(JEPSEN_MEMBERSHIP_SHORT)
@@ -62,7 +64,7 @@ jepsen-raft-695: build
 	-./$(BIN) jepsen $(RAFT695) --serve-arg=--heartbeat-timeout,500ms,--election-timeout,500ms,--leader-lease-timeout,250ms,--request-timeout,2s,--raft-heartbeat-fast-path
 	./$(BIN) jepsen $(RAFT695)
 
-# The short run CI does, about 2 minutes: 2 minutes on 3 nodes, SQLite, every workload and the
+# The short run CI does, about 2 minutes: 2 minutes on 3 nodes, pebble, every workload and the
 # nemeses of `--nemesis all`, with --secure (TLS on the API and mutual TLS between nodes, bearer
 # tokens, encrypted gossip, from a bundle in the run's certs/; every harness client uses https and
 # the admin token). The membership nemesis on 5 nodes and async mode run in `make jepsen`.

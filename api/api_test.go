@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { mariadbtest.Main(m) }
 // engine beside the other: each cluster has its own ports, directories and database prefix.
 func TestAPI(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL, clustertest.Async} {
+	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.Pebble, clustertest.MySQL, clustertest.Async} {
 		t.Run(string(engine), func(t *testing.T) {
 			t.Parallel()
 			c := clustertest.Start(t, clustertest.Options{Engine: engine,

@@ -120,7 +120,7 @@ func TestBackupEndpoints(t *testing.T) {
 // dry runs alike (501). Parallel: each engine's cluster is the test's own.
 func TestRestoreCellsLost(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL, clustertest.Async} {
+	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.Pebble, clustertest.MySQL, clustertest.Async} {
 		t.Run(string(engine), func(t *testing.T) {
 			t.Parallel()
 			testRestoreCellsLost(t, engine)

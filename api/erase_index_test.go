@@ -49,7 +49,7 @@ column_defs:
 // mode; the row written again after the erasure gets a new entry from its new cells only.
 func TestEraseIndexEntries(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL, clustertest.Async} {
+	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.Pebble, clustertest.MySQL, clustertest.Async} {
 		t.Run(string(engine), func(t *testing.T) {
 			t.Parallel()
 			c := clustertest.Start(t, clustertest.Options{Engine: engine, Indexes: true, API: api.Config{MaxIndexRequestBytes: 64 << 10},

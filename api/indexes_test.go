@@ -264,7 +264,7 @@ func jsonNumbers(t *testing.T, v any) map[string]any {
 // engine beside the other: each cluster has its own ports, directories and database prefix.
 func TestIndexes(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL, clustertest.Async} {
+	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.Pebble, clustertest.MySQL, clustertest.Async} {
 		t.Run(string(engine), func(t *testing.T) {
 			t.Parallel()
 			seed := time.Now().UnixNano()

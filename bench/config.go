@@ -19,9 +19,9 @@ import (
 // Validate checks one. The errors of Validate and Run name the `schemaless bench` flag of the
 // field at fault (--clients for Clients, ...).
 type Config struct {
-	// Targets are run one after the other: external, sqlite, mysql, raft-noop, async,
-	// async-unsafe, and the secure variants sqlite-secure, mysql-secure, raft-noop-secure (see
-	// the package doc). An unknown one fails when its turn comes.
+	// Targets are run one after the other: external, sqlite, pebble, mysql, raft-noop, async,
+	// async-unsafe, and the secure variants sqlite-secure, pebble-secure, mysql-secure,
+	// raft-noop-secure (see the package doc). An unknown one fails when its turn comes.
 	Targets []string
 	// Endpoints are the HTTP base URLs of the external target's nodes.
 	Endpoints []string

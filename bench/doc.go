@@ -9,10 +9,11 @@
 // Workloads are looked up by name (Lookup) in a fixed table, in the order --help lists them.
 //
 // Targets: "external" (a running cluster at Config.Endpoints), and clusters of 3 nodes started
-// in this process with package localcluster: "sqlite", "mysql", "raft-noop" (a state machine
-// that stores nothing: the cost of raft alone), "async" and "async-unsafe" (datastore trips in
-// async mode on 6 MariaDB servers started once per run). sqlite, mysql and raft-noop have
-// secure variants ("sqlite-secure", ...: localcluster.Options.Secure, TLS and bearer tokens),
+// in this process with package localcluster: "sqlite", "pebble" (localcluster.Options.Store),
+// "mysql", "raft-noop" (a state machine that stores nothing: the cost of raft alone), "async"
+// and "async-unsafe" (datastore trips in async mode on 6 MariaDB servers started once per run).
+// sqlite, pebble, mysql and raft-noop have secure variants ("sqlite-secure", ...:
+// localcluster.Options.Secure, TLS and bearer tokens),
 // whose clients use https and the app token (clientAuth). The mysql baseline is a target too
 // (baseline-mysql): a bare database on the MySQL server taking the same inserts with no
 // datastore in between.

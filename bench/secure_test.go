@@ -72,7 +72,7 @@ func TestBenchSecureTarget(t *testing.T) {
 	assert.Contains(t, err.Error(), "certificate", "get without the CA: got %v", err)
 }
 
-// TestBenchSecureTargetUnknown checks that only sqlite, mysql and raft-noop have a secure
+// TestBenchSecureTargetUnknown checks that only sqlite, pebble, mysql and raft-noop have a secure
 // variant.
 func TestBenchSecureTargetUnknown(t *testing.T) {
 	env := testEnv(Config{})

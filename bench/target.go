@@ -37,11 +37,12 @@ type Target interface {
 const (
 	targetExternal    = "external"
 	targetSQLite      = "sqlite"
+	targetPebble      = "pebble"
 	targetMySQL       = "mysql"
 	targetRaftNoop    = "raft-noop"
 	targetAsync       = "async"
 	targetAsyncUnsafe = "async-unsafe"
-	// secureSuffix makes a secure variant of sqlite, mysql and raft-noop (sqlite-secure, ...):
+	// secureSuffix makes a secure variant of sqlite, pebble, mysql and raft-noop (sqlite-secure, ...):
 	// the same cluster with TLS on every port, the principals file and the gossip key, as
 	// `schemaless dev --secure` runs its nodes (localcluster.Options.Secure), and clients on
 	// https that trust its CA and send the app principal's token (write role).
@@ -113,13 +114,15 @@ func startTarget(ctx context.Context, target string, env *Env) (*clusterTarget, 
 	repl := &env.run.repl
 	var prefix, asyncPrefix string
 	base, secure := strings.CutSuffix(target, secureSuffix)
-	if secure && base != targetSQLite && base != targetMySQL && base != targetRaftNoop {
+	if secure && base != targetSQLite && base != targetPebble && base != targetMySQL && base != targetRaftNoop {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("--target %q: only sqlite, mysql and raft-noop have a %s variant", target, secureSuffix)
+		return nil, fmt.Errorf("--target %q: only sqlite, pebble, mysql and raft-noop have a %s variant", target, secureSuffix)
 	}
 	opts.Secure = secure
 	switch base {
 	case targetSQLite:
+	case targetPebble:
+		opts.Store = storage.EnginePebble
 	case targetMySQL:
 		prefix = fmt.Sprintf("bench%06d", rand.N(1000000))
 		opts.MySQLDSN, opts.MySQLPrefix = f.MySQLDSN, prefix
@@ -135,7 +138,7 @@ func startTarget(ctx context.Context, target string, env *Env) (*clusterTarget, 
 		opts.Async = asyncOptions(set, asyncPrefix, target == targetAsyncUnsafe)
 	default:
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("--target %q: want external, sqlite, mysql, raft-noop, async, async-unsafe, sqlite-secure, mysql-secure or raft-noop-secure", target)
+		return nil, fmt.Errorf("--target %q: want external, sqlite, pebble, mysql, raft-noop, async, async-unsafe, sqlite-secure, pebble-secure, mysql-secure or raft-noop-secure", target)
 	}
 	c, err := localcluster.Start(ctx, opts)
 	if err != nil {

@@ -331,7 +331,7 @@ func newTripsMemSampler(target string, endpoints []string) (*tripsMemSampler, er
 	m := &tripsMemSampler{inProcess: target != targetExternal, endpoints: endpoints}
 	if m.inProcess {
 		label := tripsInProcessLabel
-		if target != "sqlite" {
+		if target != targetSQLite && target != targetPebble {
 			label += " (not the MySQL/MariaDB servers)"
 		}
 		m.figs = []tripsMemory{{Node: label}}

@@ -26,7 +26,7 @@ import (
 // TestBackupRestore backs up a cluster while it takes writes, restores the backup into a new
 // cluster and compares the two cell by cell, on each engine.
 func TestBackupRestore(t *testing.T) {
-	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL} {
+	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.Pebble, clustertest.MySQL} {
 		t.Run(string(engine), func(t *testing.T) { testBackupRestore(t, engine, partition.LogStoreBolt) })
 	}
 	// raft-wal refuses a gap in the log; raft clears the log of a monotonic store on restore.

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) { mariadbtest.Main(m) }
 // reads through every node, on each engine.
 func TestForwarding(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL} {
+	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.Pebble, clustertest.MySQL} {
 		t.Run(string(engine), func(t *testing.T) {
 			t.Parallel()
 			testForwarding(t, engine)

@@ -17,7 +17,7 @@ import (
 // survives the coordinator leader's crash and a restart of every node, and commands forwarded
 // from any node reach the coordinator's leader.
 func TestGroupStateReplicated(t *testing.T) {
-	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL, clustertest.Async} {
+	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.Pebble, clustertest.MySQL, clustertest.Async} {
 		t.Run(string(engine), func(t *testing.T) { testGroupStateReplicated(t, engine) })
 	}
 }

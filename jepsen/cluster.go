@@ -30,8 +30,12 @@ type ClusterConfig struct {
 	FirstIP string
 	// HTTPPort and RaftPort are every node's ports (each node has its own IP, so they repeat).
 	HTTPPort, RaftPort int
+	// Store is every node's serve --store: "pebble" or "sqlite" (embedded, in each node's data
+	// directory), or "mysql" (with MySQLDSN); empty gives none, so serve's default applies
+	// (pebble, or mysql with MySQLDSN).
+	Store string
 	// MySQLDSN stores every node's cells in this MySQL/MariaDB server, in databases named
-	// MySQLPrefix + "_" + node id; empty means embedded SQLite in each node's data directory.
+	// MySQLPrefix + "_" + node id; empty means each node's embedded store (Store).
 	MySQLDSN, MySQLPrefix string
 	// Datastores are the topology's datastores. Partitions without replicas get 3 replicas:
 	// every node of a 3-node cluster; on 5 nodes, the k-th partition of all datastores (counted
@@ -177,9 +181,12 @@ func (c *Cluster) Node(id string) *Node {
 }
 
 // serveArgs are the flags of node id's `schemaless serve` beyond the launcher's: JSON logs, its
-// MySQL databases, and cfg.ServeArgs last.
+// store and MySQL databases, and cfg.ServeArgs last.
 func serveArgs(cfg ClusterConfig, id string) []string {
 	args := []string{"--log-format", "json"}
+	if cfg.Store != "" {
+		args = append(args, "--store", cfg.Store)
+	}
 	if cfg.MySQLDSN != "" {
 		args = append(args, "--mysql", cfg.MySQLDSN, "--mysql-prefix", cfg.MySQLPrefix+"_"+id)
 	}

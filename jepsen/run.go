@@ -35,8 +35,11 @@ type Config struct {
 	// Chain names the iptables chain of the network faults; runs at the same time need
 	// different chains (and different addresses).
 	Chain string
-	// MySQLDSN selects the MySQL/MariaDB store (empty: SQLite). The run's databases are
-	// dropped at the end unless Keep is set.
+	// Store is every node's store (serve --store): "pebble" (DefaultConfig's), "sqlite", or
+	// "mysql" with MySQLDSN. In async mode the nodes hold none of the datastores' cells.
+	Store string
+	// MySQLDSN is the MySQL/MariaDB server of Store "mysql" (and only then set). The run's
+	// databases are dropped at the end unless Keep is set.
 	MySQLDSN string
 	// Keep leaves the MySQL databases in place after the run (node data directories always stay
 	// in the run's directory).
@@ -97,11 +100,11 @@ type Config struct {
 // every 2 to 4 s), 64 entries kept after it.
 var SnapshotArgs = []string{"--snapshot-threshold", "256", "--snapshot-interval", "2s", "--trailing-logs", "64"}
 
-// DefaultConfig is a 3-node SQLite run of 2 minutes with every nemesis and the workloads cells,
-// durability and triggers.
+// DefaultConfig is a 3-node run on pebble stores of 2 minutes with every nemesis and the
+// workloads cells, durability and triggers.
 func DefaultConfig() Config {
 	return Config{
-		Binary: "schemaless", OutDir: ".data/jepsen", Nodes: 3,
+		Binary: "schemaless", OutDir: ".data/jepsen", Nodes: 3, Store: storage.EnginePebble,
 		FirstIP: "127.0.0.2", HTTPPort: 17070, RaftPort: 17170, Chain: "SLJEPSEN",
 		Workloads: []string{"cells", "durability", "triggers"}, WorkersPerNode: 2, Consistency: "strong", FailOver: true,
 		OpTimeout: 3 * time.Second, RequestTimeout: time.Second,
@@ -120,6 +123,18 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("jepsen: "+format, args...)) }
 	if c.Nodes != 3 && c.Nodes != 5 {
 		bad("nodes %d: want 3 or 5", c.Nodes)
+	}
+	switch c.Store {
+	case storage.EnginePebble, storage.EngineSQLite:
+		if c.MySQLDSN != "" {
+			bad("store %s with a MySQL DSN: the DSN is for store mysql", c.Store)
+		}
+	case storage.EngineMySQL:
+		if c.MySQLDSN == "" {
+			bad("store mysql needs a MySQL DSN")
+		}
+	default:
+		bad("store %q: want pebble, sqlite or mysql", c.Store)
 	}
 	if len(c.Workloads) == 0 {
 		bad("no workload")
@@ -246,10 +261,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	dir, _ = filepath.Abs(dir)
-	store := "sqlite"
-	if cfg.MySQLDSN != "" {
-		store = "mysql"
-	}
+	store := cfg.Store
 	async := cfg.Mode == topology.ModeAsync
 	if async {
 		store = "async"
@@ -271,7 +283,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 
 	workloads := make([]Workload, len(cfg.Workloads))
 	cc := ClusterConfig{Binary: cfg.Binary, Dir: dir, Nodes: cfg.Nodes, FirstIP: cfg.FirstIP, HTTPPort: cfg.HTTPPort,
-		RaftPort: cfg.RaftPort, MySQLDSN: cfg.MySQLDSN, MySQLPrefix: fmt.Sprintf("jp%06d", cfg.Seed%1000000), ServeArgs: cfg.ServeArgs,
+		RaftPort: cfg.RaftPort, Store: cfg.Store, MySQLDSN: cfg.MySQLDSN, MySQLPrefix: fmt.Sprintf("jp%06d", cfg.Seed%1000000), ServeArgs: cfg.ServeArgs,
 		Secure: cfg.Secure}
 	if cfg.Snapshots {
 		cc.ServeArgs = append(slices.Clone(cfg.ServeArgs), SnapshotArgs...)

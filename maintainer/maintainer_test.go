@@ -245,7 +245,7 @@ func waitCaughtUp(t *testing.T, n *cluster.Node, name string, timeout time.Durat
 // backfill from offset 0) hold exactly the entries a brute-force computation gives; a
 // shard-field change keeps the entry on its first shard value, counted as a violation.
 func TestBackfillEqualsIncremental(t *testing.T) {
-	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.MySQL, clustertest.Async} {
+	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.Pebble, clustertest.MySQL, clustertest.Async} {
 		t.Run(string(engine), func(t *testing.T) {
 			seed := time.Now().UnixNano()
 			t.Logf("seed %d", seed)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-external.sh measures the datastore as users deploy it: a fresh `schemaless dev` cluster
-# (three `schemaless serve` processes, SQLite, triggers, index and schema off unless DEV_ARGS
-# says otherwise) and `schemaless bench --target external` in a process of its own, with the CPU
+# (three `schemaless serve` processes on dev's default store, pebble, triggers, index and schema
+# off unless DEV_ARGS says otherwise: DEV_ARGS='--store sqlite ...' for SQLite) and `schemaless bench --target external` in a process of its own, with the CPU
 # of the three node processes counted (--cpu-pid) and `raft-raw` with the same log store as the
 # baseline of the same invocation. With PROFILE=N it also takes an N-second CPU profile of each
 # node (/debug/pprof/profile on its admin port) while the bench runs, saved as

@@ -297,12 +297,17 @@ func (s *Store) openPebblePartition(ctx context.Context, id PartitionID, shards 
 		if err != nil {
 			return nil, fmt.Errorf("storage: open partition %s/%d: %w", id.Datastore, id.Partition, err)
 		}
-		if err := ps.db.Set(pp.dir, binary.BigEndian.AppendUint64(nil, gen), pebble.Sync); err != nil {
-			return nil, fmt.Errorf("storage: open partition %s/%d: %w", id.Datastore, id.Partition, err)
-		}
 		pp.prefix = dataPrefix(gen)
-		if err := s.migrateSQLite(ctx, p); err != nil {
+		// A migration's Restore writes the directory entry when it switches to the copy, so a
+		// migration cut short leaves none and runs again at the next open.
+		migrated, err := s.migrateSQLite(ctx, p)
+		if err != nil {
 			return nil, err
+		}
+		if !migrated {
+			if err := ps.db.Set(pp.dir, binary.BigEndian.AppendUint64(nil, gen), pebble.Sync); err != nil {
+				return nil, fmt.Errorf("storage: open partition %s/%d: %w", id.Datastore, id.Partition, err)
+			}
 		}
 		return p, nil
 	default:
@@ -448,24 +453,25 @@ func readEsc(b []byte) (string, []byte, error) {
 }
 
 // migrateSQLite copies the SQLite file of p's partition, if ps.cfg.MigrateSQLiteDir holds one,
-// into p (a partition this store has just created) and moves the file aside.
-func (s *Store) migrateSQLite(ctx context.Context, p *PartitionStore) error {
+// into p (a partition this store has just created, with no directory entry yet: the copy's
+// Restore writes it) and moves the file aside. It reports whether it migrated.
+func (s *Store) migrateSQLite(ctx context.Context, p *PartitionStore) (bool, error) {
 	ps := s.pebble
 	if ps.cfg.MigrateSQLiteDir == "" {
-		return nil
+		return false, nil
 	}
 	path := sqlitePath(ps.cfg.MigrateSQLiteDir, p.id)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil
+		return false, nil
 	} else if err != nil {
-		return fmt.Errorf("storage: migrate %s: %w", path, err)
+		return false, fmt.Errorf("storage: migrate %s: %w", path, err)
 	}
 	ps.migrateMu.Lock()
 	if ps.migrate == nil {
 		m, err := OpenSQLite(ctx, SQLiteConfig{Dir: ps.cfg.MigrateSQLiteDir})
 		if err != nil {
 			ps.migrateMu.Unlock()
-			return fmt.Errorf("storage: migrate %s: %w", path, err)
+			return false, fmt.Errorf("storage: migrate %s: %w", path, err)
 		}
 		ps.migrate = m
 	}
@@ -473,23 +479,23 @@ func (s *Store) migrateSQLite(ctx context.Context, p *PartitionStore) error {
 	ps.migrateMu.Unlock()
 	src, err := m.Partition(ctx, p.id, p.shards)
 	if err != nil {
-		return fmt.Errorf("storage: migrate %s: %w", path, err)
+		return false, fmt.Errorf("storage: migrate %s: %w", path, err)
 	}
 	n, err := copyPartition(ctx, src, p)
 	if err = errors.Join(err, src.Close()); err != nil {
-		return fmt.Errorf("storage: migrate %s: %w", path, err)
+		return false, fmt.Errorf("storage: migrate %s: %w", path, err)
 	}
 	moved := filepath.Clean(ps.cfg.MigrateSQLiteDir) + ".migrated"
 	if err := os.MkdirAll(moved, 0o750); err != nil {
-		return fmt.Errorf("storage: migrate %s: %w", path, err)
+		return true, fmt.Errorf("storage: migrate %s: %w", path, err)
 	}
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		err := os.Rename(path+suffix, filepath.Join(moved, filepath.Base(path)+suffix))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("storage: migrate %s: move the file aside: %w", path, err)
+			return true, fmt.Errorf("storage: migrate %s: move the file aside: %w", path, err)
 		}
 	}
 	ps.cfg.Logger.Info("migrated a partition from SQLite", "datastore", p.id.Datastore, "partition", p.id.Partition,
 		"cells", n, "from", path, "moved_to", moved)
-	return nil
+	return true, nil
 }

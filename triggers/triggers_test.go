@@ -252,7 +252,7 @@ func runWorkerDone(t *testing.T, cfg triggers.Config, h triggers.Handler) (stop 
 // a worker joining later takes over shards without losing any.
 func TestDeliversInOrderAcrossRebalance(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.Async} {
+	for _, engine := range []clustertest.Engine{clustertest.SQLite, clustertest.Pebble, clustertest.Async} {
 		t.Run(string(engine), func(t *testing.T) { testDeliversInOrderAcrossRebalance(t, engine) })
 	}
 }

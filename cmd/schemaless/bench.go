@@ -31,6 +31,8 @@ and errors. Progress lines go to stderr, the table and its notes to stdout.
 Targets:
   external      the cluster at --endpoints (for example one started by 'schemaless dev')
   sqlite        an in-process 3-node cluster on embedded SQLite, in a fresh temp dir
+  pebble        the same on embedded pebble (one store per node, serve --store pebble's
+                default tuning)
   mysql         the same on the MySQL/MariaDB server at --mysql (databases dropped afterwards)
   raft-noop     the same raft setup with a state machine that stores nothing: the baseline
                 that shows the cost of the SQL apply as a ratio
@@ -47,11 +49,12 @@ Targets:
                 afterwards); they need mariadbd and mariadb-install-db
   async-unsafe  the same with unsafe_no_buffered_writes: true (one round trip to the master,
                 no buffer, no reaper): what buffering costs
-  sqlite-secure, mysql-secure, raft-noop-secure
-                the same as sqlite, mysql and raft-noop with security on, as 'schemaless dev
-                --secure' runs its nodes: a development bundle (CA, node certificates, gossip
-                key, principals file) in the temp dir, TLS on the API, mutual TLS on the node
-                port, every request authenticated by bearer token, gossip on and encrypted.
+  sqlite-secure, pebble-secure, mysql-secure, raft-noop-secure
+                the same as sqlite, pebble, mysql and raft-noop with security on, as
+                'schemaless dev --secure' runs its nodes: a development bundle (CA, node
+                certificates, gossip key, principals file) in the temp dir, TLS on the API,
+                mutual TLS on the node port, every request authenticated by bearer token,
+                gossip on and encrypted.
                 The clients use https trusting the bundle's CA and send the app principal's
                 token (write role). Only put, put-batch, get-latest, put-if, transaction and
                 bank run on them (the others are skipped with a note). Give a target and its
@@ -187,7 +190,7 @@ share this machine's cores.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringSliceVar(&c.Targets, "target", c.Targets, "targets, comma-separated, run one after the other (a target may repeat): external, sqlite, mysql, raft-noop, async, async-unsafe, sqlite-secure, mysql-secure, raft-noop-secure (see Targets)")
+	fl.StringSliceVar(&c.Targets, "target", c.Targets, "targets, comma-separated, run one after the other (a target may repeat): external, sqlite, pebble, mysql, raft-noop, async, async-unsafe, sqlite-secure, pebble-secure, mysql-secure, raft-noop-secure (see Targets)")
 	fl.StringSliceVar(&c.Endpoints, "endpoints", c.Endpoints, "nodes (HTTP base URLs) of the external target, comma-separated")
 	fl.StringVar(&c.MySQLDSN, "mysql", c.MySQLDSN, "DSN of the MySQL/MariaDB server of the mysql target and the mysql baseline (its database part is ignored)")
 	fl.StringSliceVar(&c.Workloads, "workload", c.Workloads, "workloads, comma-separated, run in this order on each target: put, put-batch, get-latest, put-if, transaction, bank, trigger-latency, log-read, index-lag, index-query, index-backfill, reaper, replication-lag, trips, scale-cells (see Workloads)")

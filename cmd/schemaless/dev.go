@@ -32,6 +32,10 @@ type devFlags struct {
 	logStore   string
 	shards     int
 	partitions int
+	// store is --store, the nodes' embedded store; storeSet whether it was given (refused
+	// with --mysql).
+	store      string
+	storeSet   bool
 	mysqlDSN   string
 	fresh      bool
 	importPath string
@@ -60,7 +64,9 @@ func newDevCmd() *cobra.Command {
 		Long: `Run a local cluster in one command: --nodes processes of 'schemaless serve' on --host, HTTP on
 ports --http-port, --http-port+1, ..., raft on --raft-port, ..., one datastore 'trips' in raft mode
 with --shards shards in --partitions partitions replicated on every node. Cells are stored in
-embedded SQLite under --data-dir, or in MySQL/MariaDB with --mysql. It prints a line starting with
+each node's embedded store under --data-dir (--store: pebble, the default, or sqlite; a node
+directory holding SQLite data from an earlier run is migrated into pebble, see serve --store),
+or in MySQL/MariaDB with --mysql. It prints a line starting with
 "ready" when every node serves, optionally imports flights (--import), and runs until Ctrl-C.
 Each node logs to <data-dir>/<node>.log. Data persists across runs; --fresh starts empty.
 
@@ -116,7 +122,10 @@ Killing c0's master shows what an async outage does to a mixed cluster: rides is
 (/readyz?datastore=rides answers 503 naming c0), its strong reads of c0's partitions fail fast
 with a retryable 503 and its stale reads are still served; trips, and every node's /readyz,
 stay ready.`,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.storeSet = cmd.Flags().Changed("store")
+			return runDev(cmd.Context(), f)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", ".data/dev", "directory of the cluster's data and logs")
@@ -129,7 +138,8 @@ stay ready.`,
 	fl.IntVar(&f.gossipPort, "gossip-port", 0, "gossip (membership) port of the first node, TCP and UDP; the others follow (default --raft-port+100; -1: no gossip)")
 	fl.IntVar(&f.shards, "shards", 64, "shards of the trips datastore")
 	fl.IntVar(&f.partitions, "partitions", 4, "partitions of the trips datastore")
-	fl.StringVar(&f.mysqlDSN, "mysql", "", "store cells in this MySQL/MariaDB server (DSN) instead of SQLite")
+	fl.StringVar(&f.store, "store", storage.EnginePebble, "the nodes' embedded store, as serve --store: pebble (an existing SQLite store of a node is migrated into it) or sqlite; not with --mysql")
+	fl.StringVar(&f.mysqlDSN, "mysql", "", "store cells in this MySQL/MariaDB server (DSN) instead of the embedded store")
 	fl.BoolVar(&f.fresh, "fresh", false, "delete --data-dir (and the nodes' MySQL databases) before starting")
 	fl.StringVar(&f.importPath, "import", "", "after start, import this flights CSV (.csv or .csv.gz) and read it back")
 	fl.StringVar(&f.airports, "airports", "testdata/airports.csv", "airports CSV joined into imported trips")
@@ -187,6 +197,9 @@ func runDev(ctx context.Context, f devFlags) error {
 		}
 	default:
 		return fmt.Errorf("--mode %q: want %s, %s or %s", f.mode, topology.ModeRaft, topology.ModeAsync, devModeMixed)
+	}
+	if err := f.checkStore(); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -247,7 +260,7 @@ func runDev(ctx context.Context, f devFlags) error {
 		}
 		return err
 	}
-	store, layout := "sqlite", ""
+	store, layout := f.store, ""
 	if f.mysqlDSN != "" {
 		store = "mysql"
 	}
@@ -308,12 +321,25 @@ func runDev(ctx context.Context, f devFlags) error {
 	return nil
 }
 
+// checkStore refuses a --store other than pebble and sqlite, and --store given with --mysql.
+func (f devFlags) checkStore() error {
+	switch {
+	case f.mysqlDSN != "" && f.storeSet:
+		return fmt.Errorf("--store %s with --mysql: the nodes store cells in MySQL/MariaDB with --mysql; give one of them", f.store)
+	case f.store != storage.EnginePebble && f.store != storage.EngineSQLite:
+		return fmt.Errorf("--store %q: want %s or %s (or --mysql DSN for MySQL/MariaDB)", f.store, storage.EnginePebble, storage.EngineSQLite)
+	}
+	return nil
+}
+
 // serveArgs are the flags of node i's serve beyond those of the launcher (its topology, id,
 // data directory and, with --secure, TLS, principals and gossip key).
 func (f devFlags) serveArgs(i int, _ string) []string {
 	args := []string{"--log-level", f.logLevel}
 	if f.mysqlDSN != "" {
 		args = append(args, "--mysql", f.mysqlDSN)
+	} else {
+		args = append(args, "--store", f.store)
 	}
 	if f.logStore != "" {
 		args = append(args, "--raft-log-store", f.logStore)

@@ -102,7 +102,7 @@ func TestDevMixed(t *testing.T) {
 		"--log-level", "warn", "--triggers=false", "--indexes=false",
 		"--import", flights, "--airports", airports, "--limit", strconv.Itoa(devMixedTestFlights), "--quiet")
 	ready := p.waitLine("ready: ", 3*time.Minute)
-	assert.Contains(t, ready, "store sqlite and mariadb, datastore trips (raft, 64 shards, 4 partitions), "+
+	assert.Contains(t, ready, "store pebble and mariadb, datastore trips (raft, 64 shards, 4 partitions), "+
 		"datastore rides (async, 64 shards, 4 partitions on 2 storage clusters)", "ready line: want both datastores")
 	db := func(c, m int) string { return "127.0.0.1:" + strconv.Itoa(dbPort+c*3+m) }
 	p.waitLine(fmt.Sprintf("  c0 (partitions 0,2): master %s, minions %s %s", db(0, 0), db(0, 1), db(0, 2)), 5*time.Second)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/storage"
 )
 
 // autoGets finds what a --raft-log-store usage says auto gives a new replica: "auto (..., a new
@@ -88,4 +90,40 @@ func TestMaxInflightPerPrincipalHelp(t *testing.T) {
 	require.NotNil(t, f)
 	assert.Contains(t, f.Usage, "authenticated principal")
 	assert.Contains(t, f.Usage, "else its IP address")
+}
+
+// TestStoreFlagsHelp checks the store flags of serve, dev and jepsen: --store defaults to pebble
+// everywhere and its help names the values each accepts; serve's help says where pebble keeps
+// its data and that an existing SQLite store is migrated (and where its files go); the
+// --pebble-* defaults are storage's, and their help states the bounds serve checks.
+func TestStoreFlagsHelp(t *testing.T) {
+	t.Parallel()
+	serve := newServeCmd().Flags()
+	f := serve.Lookup("store")
+	require.NotNil(t, f, "serve has --store")
+	assert.Equal(t, storage.EnginePebble, f.DefValue, "serve --store default")
+	for _, want := range []string{"pebble (", "sqlite (", "mysql (", "<data-dir>/pebble", "<data-dir>/sqlite is migrated", "<data-dir>/sqlite.migrated", "--mysql"} {
+		assert.Contains(t, f.Usage, want, "serve --store help")
+	}
+	assert.Contains(t, serve.Lookup("mysql").Usage, "implies --store mysql", "serve --mysql help")
+	for name, def := range map[string]int{"pebble-cache-mib": storage.DefaultPebbleCacheMiB, "pebble-memtable-mib": storage.DefaultPebbleMemTableMiB} {
+		f := serve.Lookup(name)
+		if assert.NotNil(t, f, "serve has --%s", name) {
+			assert.Equal(t, strconv.Itoa(def), f.DefValue, "serve --%s default: storage's", name)
+			assert.Contains(t, f.Usage, "in MiB", "serve --%s help: the unit", name)
+		}
+	}
+	assert.Contains(t, serve.Lookup("pebble-cache-mib").Usage, "(at least 8)")
+	assert.Contains(t, serve.Lookup("pebble-memtable-mib").Usage, "(4 to 1024)")
+
+	f = newDevCmd().Flags().Lookup("store")
+	require.NotNil(t, f, "dev has --store")
+	assert.Equal(t, storage.EnginePebble, f.DefValue, "dev --store default")
+	assert.Contains(t, f.Usage, "pebble (", "dev --store help")
+	assert.Contains(t, f.Usage, "or sqlite", "dev --store help")
+
+	f = newJepsenCmd().Flags().Lookup("store")
+	require.NotNil(t, f, "jepsen has --store")
+	assert.Equal(t, storage.EnginePebble, f.DefValue, "jepsen --store default")
+	assert.Contains(t, f.Usage, "pebble, sqlite or mysql", "jepsen --store help")
 }

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/schemaless-db/schemaless/jepsen"
+	"github.com/schemaless-db/schemaless/storage"
 	"github.com/spf13/cobra"
 )
 
@@ -15,7 +16,6 @@ func newJepsenCmd() *cobra.Command {
 	cfg := jepsen.DefaultConfig()
 	var nemeses, workloads string
 	var seed int64
-	var store string
 	var noFailOver bool
 	var logs logFlags
 	cmd := &cobra.Command{
@@ -113,15 +113,15 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 			if seed != 0 {
 				cfg.Seed = uint64(seed)
 			}
-			switch store {
-			case "sqlite":
+			switch cfg.Store {
+			case storage.EnginePebble, storage.EngineSQLite:
 				cfg.MySQLDSN = ""
-			case "mysql":
+			case storage.EngineMySQL:
 				if cfg.MySQLDSN == "" {
 					return fmt.Errorf("--store mysql needs --mysql DSN")
 				}
 			default:
-				return fmt.Errorf("--store %q: want sqlite or mysql", store)
+				return fmt.Errorf("--store %q: want pebble, sqlite or mysql", cfg.Store)
 			}
 			if cfg.Binary == "" {
 				if cfg.Binary, err = os.Executable(); err != nil {
@@ -146,7 +146,7 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 	fl.StringVar(&cfg.Binary, "binary", "", "schemaless executable of the nodes (default: this one)")
 	fl.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory receiving one directory per run")
 	fl.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "nodes in the cluster: 3 or 5")
-	fl.StringVar(&store, "store", "sqlite", "store of every node: sqlite or mysql")
+	fl.StringVar(&cfg.Store, "store", cfg.Store, "store of every node (serve --store): pebble, sqlite or mysql (with --mysql)")
 	fl.StringVar(&cfg.MySQLDSN, "mysql", "", "MySQL/MariaDB server of --store mysql (go-sql-driver DSN, e.g. root@tcp(127.0.0.1:3306)/)")
 	fl.BoolVar(&cfg.Keep, "keep", false, "keep the run's MySQL databases")
 	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "traffic time, the quiet period included")

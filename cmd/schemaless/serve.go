@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -21,12 +22,17 @@ import (
 )
 
 type serveFlags struct {
-	logs          logFlags
-	config        string
-	nodeID        string
-	dataDir       string
-	mysqlDSN      string
-	mysqlPrefix   string
+	logs        logFlags
+	config      string
+	nodeID      string
+	dataDir     string
+	mysqlDSN    string
+	mysqlPrefix string
+	// store is --store; storeSet whether it was given (--mysql implies mysql unless it was).
+	store         string
+	storeSet      bool
+	pebbleCache   int
+	pebbleMemTbl  int
 	bind          string
 	apiCfg        api.Config
 	heartbeat     time.Duration
@@ -60,9 +66,16 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run one node of a cluster",
 		Long: `Run one node: it hosts the node's partition replicas (from --config), serves the HTTP API on the
-node's http_addr and raft plus node-to-node traffic on its raft_addr. Cells are stored in embedded
-SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM stops it cleanly.`,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), f) },
+node's http_addr and raft plus node-to-node traffic on its raft_addr. Cells are stored in an
+embedded store under --data-dir (--store: pebble, the default, or sqlite), or in MySQL/MariaDB
+with --mysql. With --store pebble, a node whose --data-dir holds an SQLite store (sqlite/, from
+an earlier --store sqlite) migrates it: each partition is copied into pebble when the node
+first opens it, and its files are then moved to sqlite.migrated/, which may be deleted
+afterwards. SIGINT or SIGTERM stops it cleanly.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.storeSet = cmd.Flags().Changed("store")
+			return runServe(cmd.Context(), f)
+		},
 	}
 	fl := cmd.Flags()
 	f.logs.register(cmd)
@@ -71,8 +84,9 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	pd := partition.DefaultConfig()
 	fl.StringVar(&f.config, "config", "", "topology file (YAML; see docs/operations.md) (required)")
 	fl.StringVar(&f.nodeID, "node-id", "", "this node's id in the topology (required)")
-	fl.StringVar(&f.dataDir, "data-dir", "", "directory for raft logs, snapshots and SQLite files (required)")
-	fl.StringVar(&f.mysqlDSN, "mysql", "", "store cells in this MySQL/MariaDB server (go-sql-driver DSN, e.g. root@tcp(127.0.0.1:3306)/) instead of SQLite")
+	fl.StringVar(&f.dataDir, "data-dir", "", "directory for raft logs, snapshots and the embedded store (pebble/ or sqlite/) (required)")
+	fl.StringVar(&f.store, "store", storage.EnginePebble, "where cells are stored: pebble (one embedded pebble store per node, <data-dir>/pebble; an existing <data-dir>/sqlite is migrated into it: each partition is copied when the node first opens it, then its files are moved to <data-dir>/sqlite.migrated), sqlite (one embedded SQLite file per partition, <data-dir>/sqlite) or mysql (the server of --mysql, which implies it)")
+	fl.StringVar(&f.mysqlDSN, "mysql", "", "store cells in this MySQL/MariaDB server (go-sql-driver DSN, e.g. root@tcp(127.0.0.1:3306)/) instead of the embedded store; implies --store mysql")
 	fl.StringVar(&f.mysqlPrefix, "mysql-prefix", "", "prefix of this node's MySQL database names (default sl_<node-id>)")
 	fl.StringVar(&f.bind, "bind", "", "listen address of the raft transport (default the node's raft_addr)")
 	fl.Int64Var(&f.apiCfg.MaxCellBodyBytes, "max-body-bytes", d.MaxCellBodyBytes, "largest cell body, in bytes of JSON")
@@ -102,6 +116,8 @@ SQLite under --data-dir, or in MySQL/MariaDB with --mysql. SIGINT or SIGTERM sto
 	fl.IntVar(&f.inflight, "max-inflight", pd.MaxInflight, "raft entries in flight per partition before requests are grouped")
 	fl.StringVar(&f.logStore, "raft-log-store", pd.LogStore, "raft log format: auto (a replica keeps the format its directory holds, a new one gets "+partition.AutoLogStoreForNewReplica+"), node (one pebble store per node, <data-dir>/raftlog, holding every replica's log: appends of all partitions share fsyncs), wal (hashicorp/raft-wal per replica, one fdatasync per append) or bolt (raft-boltdb per replica, two fdatasync per append, the log mapped in memory); with node, wal or bolt, a replica directory in another format refuses to start")
 	fl.BoolVar(&f.hbFastPath, "raft-heartbeat-fast-path", false, "let raft handle heartbeats beside its main loop, as hashicorp/raft does by default; UNSAFE: exposes hashicorp/raft issue 695 (logs can diverge after a partition heals)")
+	fl.IntVar(&f.pebbleCache, "pebble-cache-mib", storage.DefaultPebbleCacheMiB, "with --store pebble: pebble's block cache, shared by every partition of the node, in MiB (at least 8)")
+	fl.IntVar(&f.pebbleMemTbl, "pebble-memtable-mib", storage.DefaultPebbleMemTableMiB, "with --store pebble: size of one pebble memtable, in MiB (4 to 1024); pebble keeps up to four before writes wait for their flushes")
 	fl.StringVar(&f.sqliteSync, "sqlite-synchronous", "NORMAL", "SQLite PRAGMA synchronous: NORMAL (the raft log covers power loss) or FULL")
 	fl.IntVar(&f.sqliteCache, "sqlite-cache-kib", storage.DefaultSQLiteCacheKiB, "SQLite page cache of each partition's write connection, in KiB (at least 64); outside Go's heap, and a 4 KiB page takes an 8 KiB slot")
 	fl.IntVar(&f.sqliteWAL, "sqlite-wal-checkpoint-pages", storage.DefaultSQLiteWALCheckpointPages, "SQLite PRAGMA wal_autocheckpoint of each partition (at least 100): WAL pages that start a checkpoint; more means fewer checkpoints and fsyncs and a larger WAL file (up to about this many 4 KiB pages per partition)")
@@ -128,17 +144,12 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if f.indexPoll < 0 {
 		return fmt.Errorf("--index-poll-interval %s: must not be negative", f.indexPoll)
 	}
-	if f.sqliteCache < 64 {
-		return fmt.Errorf("--sqlite-cache-kib %d: want at least 64", f.sqliteCache)
+	engine, err := f.engine()
+	if err != nil {
+		return err
 	}
-	if f.sqliteRCache < 64 {
-		return fmt.Errorf("--sqlite-read-cache-kib %d: want at least 64", f.sqliteRCache)
-	}
-	if f.sqliteWAL < 100 {
-		return fmt.Errorf("--sqlite-wal-checkpoint-pages %d: want at least 100", f.sqliteWAL)
-	}
-	if f.sqliteReaders < 1 {
-		return fmt.Errorf("--sqlite-read-conns %d: want at least 1", f.sqliteReaders)
+	if err := f.checkStoreTuning(); err != nil {
+		return err
 	}
 	top, err := topology.Load(f.config)
 	if err != nil {
@@ -178,17 +189,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		return err
 	}
 
-	var store *storage.Store
-	if f.mysqlDSN != "" {
-		prefix := f.mysqlPrefix
-		if prefix == "" {
-			prefix = storage.NodePrefix(f.nodeID)
-		}
-		store, err = storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: f.mysqlDSN, Prefix: prefix})
-	} else {
-		store, err = storage.OpenSQLite(ctx, storage.SQLiteConfig{Dir: filepath.Join(f.dataDir, "sqlite"), Synchronous: f.sqliteSync,
-			CacheKiB: f.sqliteCache, ReadCacheKiB: f.sqliteRCache, ReadConns: f.sqliteReaders, WALCheckpointPages: f.sqliteWAL})
-	}
+	store, err := f.openStore(ctx, engine, logger)
 	if err != nil {
 		return err
 	}
@@ -235,6 +236,82 @@ func runServe(ctx context.Context, f serveFlags) error {
 		_ = n.Close()
 		return err
 	}
+}
+
+// engine returns the store --store, --mysql and whether --store was given select:
+// storage.EnginePebble, EngineSQLite or EngineMySQL. --mysql alone selects mysql; --mysql with
+// --store given as anything else, --store mysql without --mysql and an unknown --store are
+// errors naming the flags.
+func (f serveFlags) engine() (string, error) {
+	if f.mysqlDSN != "" {
+		if f.storeSet && f.store != storage.EngineMySQL {
+			return "", fmt.Errorf("--store %s with --mysql: --mysql stores cells in MySQL/MariaDB; drop --mysql, or give --store mysql (or no --store)", f.store)
+		}
+		return storage.EngineMySQL, nil
+	}
+	switch f.store {
+	case storage.EnginePebble, storage.EngineSQLite:
+		return f.store, nil
+	case storage.EngineMySQL:
+		return "", errors.New("--store mysql needs --mysql DSN")
+	default:
+		return "", fmt.Errorf("--store %q: want %s, %s or %s", f.store, storage.EnginePebble, storage.EngineSQLite, storage.EngineMySQL)
+	}
+}
+
+// checkStoreTuning reports the first --pebble-* or --sqlite-* flag out of range (whichever
+// store is used).
+func (f serveFlags) checkStoreTuning() error {
+	switch {
+	case f.pebbleCache < 8:
+		return fmt.Errorf("--pebble-cache-mib %d: want at least 8", f.pebbleCache)
+	case f.pebbleMemTbl < 4 || f.pebbleMemTbl > 1024:
+		return fmt.Errorf("--pebble-memtable-mib %d: want 4 to 1024", f.pebbleMemTbl)
+	case f.sqliteCache < 64:
+		return fmt.Errorf("--sqlite-cache-kib %d: want at least 64", f.sqliteCache)
+	case f.sqliteRCache < 64:
+		return fmt.Errorf("--sqlite-read-cache-kib %d: want at least 64", f.sqliteRCache)
+	case f.sqliteWAL < 100:
+		return fmt.Errorf("--sqlite-wal-checkpoint-pages %d: want at least 100", f.sqliteWAL)
+	case f.sqliteReaders < 1:
+		return fmt.Errorf("--sqlite-read-conns %d: want at least 1", f.sqliteReaders)
+	}
+	return nil
+}
+
+// openStore opens the node's store of engine (see engine).
+func (f serveFlags) openStore(ctx context.Context, engine string, logger *slog.Logger) (*storage.Store, error) {
+	switch engine {
+	case storage.EngineMySQL:
+		prefix := f.mysqlPrefix
+		if prefix == "" {
+			prefix = storage.NodePrefix(f.nodeID)
+		}
+		return storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: f.mysqlDSN, Prefix: prefix})
+	case storage.EngineSQLite:
+		return storage.OpenSQLite(ctx, storage.SQLiteConfig{Dir: filepath.Join(f.dataDir, "sqlite"), Synchronous: f.sqliteSync,
+			CacheKiB: f.sqliteCache, ReadCacheKiB: f.sqliteRCache, ReadConns: f.sqliteReaders, WALCheckpointPages: f.sqliteWAL})
+	}
+	cfg, err := f.pebbleConfig(logger)
+	if err != nil {
+		return nil, err
+	}
+	return storage.OpenPebble(ctx, cfg)
+}
+
+// pebbleConfig is the store of --store pebble: <data-dir>/pebble, migrating <data-dir>/sqlite
+// when that directory exists (storage.PebbleConfig.MigrateSQLiteDir).
+func (f serveFlags) pebbleConfig(logger *slog.Logger) (storage.PebbleConfig, error) {
+	cfg := storage.PebbleConfig{Dir: filepath.Join(f.dataDir, "pebble"), CacheMiB: f.pebbleCache, MemTableMiB: f.pebbleMemTbl,
+		Logger: logger.With("component", "pebble")}
+	sqliteDir := filepath.Join(f.dataDir, "sqlite")
+	switch fi, err := os.Stat(sqliteDir); {
+	case err == nil && fi.IsDir():
+		cfg.MigrateSQLiteDir = sqliteDir
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return storage.PebbleConfig{}, fmt.Errorf("--data-dir: %w", err)
+	}
+	return cfg, nil
 }
 
 // routeLibraryLogs sends what libraries log outside the loggers serve passes them to logger,

@@ -30,7 +30,8 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// TestServeMetricsAndAdmin runs `serve` of a 1-node cluster with --admin-addr and checks what
+// TestServeMetricsAndAdmin runs `serve` of a 1-node cluster with --admin-addr (and --store
+// sqlite, whose connection pools give the schemaless_sql_pool_* series) and checks what
 // serve wires around the node (package node tests the node's metrics families and admin
 // listener in depth): it becomes ready, takes writes, exposes the node's series and the
 // process's (Go runtime, process, hashicorp/raft's go-metrics) on both listeners, serves
@@ -56,7 +57,7 @@ datastores:
 	go func() {
 		var err error
 		_, errOut, err = runCmd(ctx, "serve", "--config", topo, "--node-id", "n1", "--data-dir", filepath.Join(dir, "data"),
-			"--admin-addr", adminAddr, "--log-level", "warn", "--heartbeat-timeout", "200ms", "--election-timeout", "200ms",
+			"--admin-addr", adminAddr, "--store", "sqlite", "--log-level", "warn", "--heartbeat-timeout", "200ms", "--election-timeout", "200ms",
 			"--leader-lease-timeout", "100ms")
 		done <- err
 	}()

@@ -24,6 +24,9 @@ type Engine string
 const (
 	SQLite Engine = "sqlite"
 	MySQL  Engine = "mysql"
+	// Pebble gives every node one pebble store in the test's temp dir
+	// (localcluster.Options.Store "pebble").
+	Pebble Engine = "pebble"
 	// Async makes "trips" an async datastore on the process's shared replicated MariaDB set
 	// (2 storage clusters of a master and 2 minions, mariadbtest.SharedReplicated), one
 	// partition per cluster by default, under a database prefix of the test's own.
@@ -98,6 +101,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 		lo.Maintainer = &m
 	}
 	switch opts.Engine {
+	case Pebble:
+		lo.Store = string(Pebble)
 	case MySQL:
 		lo.MySQLDSN = mariadbtest.DSN(t)
 		lo.MySQLPrefix = mariadbtest.Prefix(t)

@@ -34,8 +34,14 @@ type Options struct {
 	Partitions int
 	// Dir holds every node's data ("<Dir>/n<i>"). Required.
 	Dir string
+	// Store is every node's store, as serve --store: "sqlite" (storage.EngineSQLite, one file
+	// per partition under "<Dir>/n<i>/sqlite"), "pebble" (storage.EnginePebble, one pebble
+	// store per node under "<Dir>/n<i>/pebble", default tuning) or "mysql" (with MySQLDSN).
+	// Empty: mysql with MySQLDSN, else sqlite. Start refuses any other value, and sqlite or
+	// pebble with MySQLDSN.
+	Store string
 	// MySQLDSN, when set, stores cells in that server with prefix MySQLPrefix+"_n<i>" per node;
-	// otherwise SQLite under Dir.
+	// otherwise the embedded store of Store under Dir.
 	MySQLDSN    string
 	MySQLPrefix string
 	// Partition carries raft tunables and, for baselines, NewStateMachine.
@@ -154,6 +160,24 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Store == "" {
+		opts.Store = storage.EngineSQLite
+		if opts.MySQLDSN != "" {
+			opts.Store = storage.EngineMySQL
+		}
+	}
+	switch opts.Store {
+	case storage.EngineSQLite, storage.EnginePebble:
+		if opts.MySQLDSN != "" {
+			return nil, fmt.Errorf("localcluster: Options.Store %s with Options.MySQLDSN: the DSN is for store mysql", opts.Store)
+		}
+	case storage.EngineMySQL:
+		if opts.MySQLDSN == "" {
+			return nil, errors.New("localcluster: Options.Store mysql needs Options.MySQLDSN")
+		}
+	default:
+		return nil, fmt.Errorf("localcluster: Options.Store %q: want %s, %s or %s", opts.Store, storage.EngineSQLite, storage.EnginePebble, storage.EngineMySQL)
 	}
 	if opts.Secure {
 		opts.Gossip = true
@@ -316,7 +340,7 @@ func portInUse(err error) bool {
 	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
-// DataDir is node i's data directory (its SQLite files, raft logs and snapshots).
+// DataDir is node i's data directory (its embedded store, raft logs and snapshots).
 func (c *Cluster) DataDir(i int) string { return filepath.Join(c.opts.Dir, c.Spec(i).ID) }
 
 // StartNode starts (or restarts) node i over its data, with node.Start: its cluster node, its
@@ -339,15 +363,18 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 	dir := filepath.Join(c.opts.Dir, spec.ID)
 	var st *storage.Store
 	var err error
-	if c.opts.MySQLDSN != "" {
+	log := c.opts.Logger.With("node", spec.ID)
+	switch c.opts.Store {
+	case storage.EngineMySQL:
 		st, err = storage.OpenMySQL(ctx, storage.MySQLConfig{DSN: c.opts.MySQLDSN, Prefix: c.opts.MySQLPrefix + "_" + spec.ID})
-	} else {
+	case storage.EnginePebble:
+		st, err = storage.OpenPebble(ctx, storage.PebbleConfig{Dir: filepath.Join(dir, "pebble"), Logger: log.With("component", "pebble")})
+	default:
 		st, err = storage.OpenSQLite(ctx, storage.SQLiteConfig{Dir: filepath.Join(dir, "sqlite")})
 	}
 	if err != nil {
 		return fmt.Errorf("localcluster: node %s store: %w", spec.ID, err)
 	}
-	log := c.opts.Logger.With("node", spec.ID)
 	sec, err := c.nodeSecurity(spec.ID, log)
 	if err != nil {
 		st.Close()
