@@ -21,8 +21,7 @@ func cpuTime() int64 {
 }
 
 // BenchmarkApplyWrites applies batches of 64 one-cell writes of new rows, the shape group
-// commit gives a busy partition, on SQLite and on pebble (default settings, and 4 MiB
-// memtables): plain (no ID: nothing recorded), with an ID each
+// commit gives a busy partition, on SQLite and on pebble: plain (no ID: nothing recorded), with an ID each
 // (a time-ordered UUIDv7, as nodes and the Go client make: the outcome recorded in the requests table), and conditional (decided in log order, one
 // latest-ref-key lookup per write). One op is one cell; cpu-ns/op is the process's user+system CPU per cell.
 func BenchmarkApplyWrites(b *testing.B) {
@@ -35,9 +34,6 @@ func BenchmarkApplyWrites(b *testing.B) {
 		}},
 		{"pebble", func(dir string) (*storage.Store, error) {
 			return storage.OpenPebble(b.Context(), storage.PebbleConfig{Dir: dir})
-		}},
-		{"pebble-memtable-4mib", func(dir string) (*storage.Store, error) {
-			return storage.OpenPebble(b.Context(), storage.PebbleConfig{Dir: dir, MemTableMiB: 4})
 		}},
 	}
 	for _, e := range engines {

@@ -95,7 +95,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raftlog: %w", err)
 	}
-	cache := pebble.NewCache(opts.CacheBytes)
+	// Pebble reserves its memtables' memory in the block cache: CacheBytes is for blocks,
+	// besides the two memtables it may hold.
+	cache := pebble.NewCache(opts.CacheBytes + 2*int64(opts.MemTableBytes))
 	defer cache.Unref()
 	db, err := pebble.Open(dir, &pebble.Options{
 		Cache:                       cache,

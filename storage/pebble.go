@@ -29,6 +29,10 @@ const (
 	DefaultPebbleMemTableMiB = 32
 )
 
+// pebbleMemTables is how many memtables pebble may hold (the one taking writes and those waiting
+// for their flush) before it makes writes wait.
+const pebbleMemTables = 4
+
 // pebbleSchemaVersion is the key layout version kept with each partition's applied state; a
 // partition written by a newer layout is refused.
 const pebbleSchemaVersion = 1
@@ -39,7 +43,9 @@ type PebbleConfig struct {
 	// Dir is the directory of the node's pebble database. Created if missing.
 	Dir string
 	// CacheMiB is pebble's block cache, shared by every partition of the node, in MiB (default
-	// 64; at least 8). It holds the table blocks reads and unique-key probes have read.
+	// 64; at least 8). It holds the table blocks reads and unique-key probes have read (index
+	// and bloom filter blocks above all), besides the memory of the memtables, which pebble
+	// reserves in the same cache.
 	CacheMiB int
 	// MemTableMiB is the size of one memtable in MiB (default 32; 4 to 1024): writes are kept
 	// in memory up to this size before pebble writes them into a table file. Pebble keeps up to
@@ -152,12 +158,15 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig) (*Store, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("storage: pebble dir: %w", err)
 	}
-	cache := pebble.NewCache(int64(cfg.CacheMiB) << 20)
+	// Pebble reserves the memory of its memtables in the block cache, so the cache is CacheMiB
+	// for blocks besides the memtables' reservation (of at most pebbleMemTables of them):
+	// with the cache no larger than that, nothing would stay cached.
+	cache := pebble.NewCache(int64(cfg.CacheMiB+pebbleMemTables*cfg.MemTableMiB) << 20)
 	defer cache.Unref()
 	opts := &pebble.Options{
 		Cache:                       cache,
 		MemTableSize:                uint64(cfg.MemTableMiB) << 20,
-		MemTableStopWritesThreshold: 4,
+		MemTableStopWritesThreshold: pebbleMemTables,
 		Logger:                      pebblelog.Logger{L: cfg.Logger.With("store", cfg.Dir), Panic: "storage"},
 	}
 	// Bloom filters answer the unique-key probes of new cells (every put) without reading a
