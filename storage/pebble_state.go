@@ -161,13 +161,23 @@ func (pp *pebblePart) putRequests(w writer, rs []RequestRecord, upsert bool) err
 	return nil
 }
 
-// checkNewRequests returns ErrDuplicate when an ID of rs is stored in w or given twice. The IDs
-// are looked up in order through one iterator: time-ordered IDs (UUIDv7, as nodes and the Go
+// checkNewRequests returns ErrDuplicate when an ID of rs is stored in w or given twice. Up to
+// two IDs are point reads; more are looked up in order through one iterator: time-ordered IDs (UUIDv7, as nodes and the Go
 // client make them) of new writes sort after nearly every stored one, so one seek answers most
 // batches, and the stored IDs met between two of rs are stepped over (or sought past, when
 // many).
 func (pp *pebblePart) checkNewRequests(w writer, rs []RequestRecord) error {
-	if len(rs) == 0 {
+	if len(rs) <= 2 {
+		// An iterator costs more than a point read or two (an entry of one write, at low load).
+		for i := range rs {
+			dup, err := exists(w, pp.requestKey(rs[i].ID))
+			if err != nil {
+				return err
+			}
+			if dup || i == 1 && rs[0].ID == rs[1].ID {
+				return fmt.Errorf("storage: insert %d request records: %w: ID %s is stored or given twice", len(rs), ErrDuplicate, rs[i].ID)
+			}
+		}
 		return nil
 	}
 	keys := make([][]byte, len(rs))
