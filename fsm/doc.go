@@ -1,6 +1,7 @@
 // Package fsm is the raft state machine of a raft-mode partition: it applies committed batches of
-// cell appends to the partition's SQL tables in one transaction per batch, with deterministic
-// added_id and created_at, and streams and restores snapshots of those tables.
+// cell appends to the partition's store (pebble, SQLite or MySQL, package storage) in one
+// transaction per batch, with deterministic added_id and created_at, and streams and restores
+// snapshots of the store.
 //
 // # Contract with hashicorp/raft
 //
