@@ -203,8 +203,10 @@ func TestIndeterminate(t *testing.T) {
 	for _, n := range nodes {
 		n.setFault(hang)
 	}
+	// 300ms per attempt: long enough for every attempt to reach its node's handler on a loaded
+	// machine (a request the client cancels before the node reads it is never counted).
 	c := newClient(t, func(c *client.Config) {
-		c.RequestTimeout = 50 * time.Millisecond
+		c.RequestTimeout = 300 * time.Millisecond
 		c.MaxAttempts = 3
 	}, nodes...)
 
