@@ -43,3 +43,17 @@ func ShardOf(rowKey uuid.UUID, shardCount int) int {
 	}
 	return int(ShardHash(rowKey) % uint64(shardCount))
 }
+
+// MaxDatastoreNameLen is the longest datastore name, in bytes.
+const MaxDatastoreNameLen = 32
+
+// ValidDatastoreName reports whether name is a valid datastore name: [a-z][a-z0-9_]{0,31}. The
+// name becomes part of database, file and key names, so the rule is the same everywhere.
+func ValidDatastoreName(name string) bool {
+	ok := len(name) >= 1 && len(name) <= MaxDatastoreNameLen && name[0] >= 'a' && name[0] <= 'z'
+	for i := 1; ok && i < len(name); i++ {
+		c := name[i]
+		ok = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
+	}
+	return ok
+}

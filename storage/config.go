@@ -25,8 +25,8 @@ const (
 	DefaultMySQLMaxOpenConns = 32
 	// MaxPrefixLen is the longest MySQLConfig.Prefix, in bytes.
 	MaxPrefixLen = 16
-	// MaxDatastoreNameLen is the longest datastore name, in bytes.
-	MaxDatastoreNameLen = 32
+	// MaxDatastoreNameLen is the longest datastore name, in bytes (cells.MaxDatastoreNameLen).
+	MaxDatastoreNameLen = cells.MaxDatastoreNameLen
 )
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -123,12 +123,7 @@ func validPrefix(s string) bool {
 // ValidateDatastoreName reports whether name is a valid datastore name, [a-z][a-z0-9_]{0,31}:
 // it becomes part of database and file names. The error wraps ErrInvalidConfig.
 func ValidateDatastoreName(name string) error {
-	ok := len(name) >= 1 && len(name) <= MaxDatastoreNameLen && name[0] >= 'a' && name[0] <= 'z'
-	for i := 1; ok && i < len(name); i++ {
-		c := name[i]
-		ok = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
-	}
-	if !ok {
+	if !cells.ValidDatastoreName(name) {
 		return fmt.Errorf("%w: datastore name %q must match [a-z][a-z0-9_]{0,%d}", ErrInvalidConfig, name, MaxDatastoreNameLen-1)
 	}
 	return nil
