@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	dto "github.com/prometheus/client_model/go"
@@ -51,54 +49,11 @@ datastores:
     shards: 4
     partition_count: 2
 `, raftAddr, httpAddr)), 0o644))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	var errOut string
-	go func() {
-		var err error
-		_, errOut, err = runCmd(ctx, "serve", "--config", topo, "--node-id", "n1", "--data-dir", filepath.Join(dir, "data"),
-			"--admin-addr", adminAddr, "--store", "sqlite", "--log-level", "warn", "--heartbeat-timeout", "200ms", "--election-timeout", "200ms",
-			"--leader-lease-timeout", "100ms")
-		done <- err
-	}()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			assert.NoError(t, err, "serve after cancel\n%s", errOut)
-		case <-time.After(30 * time.Second):
-			assert.Fail(t, "serve still running 30s after cancel")
-		}
-	}
-	t.Cleanup(stop)
-
 	api := "http://" + httpAddr
 	admin := "http://" + adminAddr
-	var exited bool
-	var exitErr error
-	require.Eventually(t, func() bool {
-		select {
-		case exitErr = <-done:
-			exited = true
-			return true
-		default:
-		}
-		resp, err := http.Get(api + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 60*time.Second, 100*time.Millisecond, "serve ready (GET /readyz 200)")
-	if exited {
-		stopped = true
-		require.FailNow(t, "serve exited before ready", "%v\n%s", exitErr, errOut)
-	}
+	stop := startServe(t, api, "serve", "--config", topo, "--node-id", "n1", "--data-dir", filepath.Join(dir, "data"),
+		"--admin-addr", adminAddr, "--store", "sqlite", "--log-level", "warn", "--heartbeat-timeout", "200ms", "--election-timeout", "200ms",
+		"--leader-lease-timeout", "100ms")
 
 	row := uuid.NewSHA1(uuid.NameSpaceURL, []byte("serveadmin")).String()
 	req, err := http.NewRequest(http.MethodPut, api+"/v1/users/cells/"+row+"/BASE/1", strings.NewReader(`{"n":1}`))
