@@ -12,13 +12,14 @@ import (
 	"github.com/schemaless-db/schemaless/indexes"
 	"github.com/schemaless-db/schemaless/schemas"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // Backends are the parts of a node the server serves, one interface per route group. One
 // value may implement several (*cluster.Node implements them all). Node is required; a nil
 // part leaves its routes out (they answer 404 not_found, or 405 where another part serves the
-// path), except Admin, Backup and Schemas, whose routes answer 501, and Leader, without which
-// answers carry no leader hint.
+// path), except Admin, Backup, Catalog and Schemas, whose routes answer 501, and Leader,
+// without which answers carry no leader hint.
 type Backends struct {
 	Node    NodeBackend
 	Reads   CellReader
@@ -29,6 +30,7 @@ type Backends struct {
 	Schemas SchemaBackend
 	Admin   AdminBackend
 	Backup  BackupBackend
+	Catalog CatalogBackend
 	Leader  LeaderHinter
 }
 
@@ -132,6 +134,23 @@ type AdminBackend interface {
 type BackupBackend interface {
 	Backup(ctx context.Context, ds string, pid int, w io.Writer) (cluster.BackupInfo, error)
 	Restore(ctx context.Context, ds string, pid int, r io.Reader, opts cluster.RestoreOptions) (cluster.RestoreResult, error)
+}
+
+// CatalogBackend serves the datastore routes (datastores.go): the cluster's replicated catalog
+// of datastores, created and dropped at run time. Without it they answer 501. See
+// cluster.Node's methods.
+type CatalogBackend interface {
+	// CreateDatastore creates a datastore and blocks until this node has opened it and its
+	// partitions have leaders, or ctx is done (the answer's Ready says which). Errors:
+	// *cluster.FieldError (400 naming its field), cluster.ErrDatastoreExists (409),
+	// cluster.ErrNoCatalog (503), ctx's error (504: the creation may still be applied).
+	CreateDatastore(ctx context.Context, o cluster.CreateDatastoreOptions) (wire.CreateDatastoreResponse, error)
+	// DropDatastore drops datastore name; confirm must name it again. It blocks until the
+	// catalog has applied the drop or ctx is done. Errors: *cluster.FieldError (400),
+	// cluster.ErrUnknownDatastore (404), cluster.ErrNoCatalog (503), ctx's error (504).
+	DropDatastore(ctx context.Context, name, confirm string) (wire.DropDatastoreResponse, error)
+	// CatalogDatastores returns the catalog as this node last learned it. It does not block.
+	CatalogDatastores() wire.DatastoresResponse
 }
 
 // LeaderHinter tells where a row's leader-only requests are best sent (see hintLeader).

@@ -11,8 +11,9 @@
 //
 // The server consumes a node through small interfaces, one per route group (backends.go:
 // NodeBackend, CellReader, CellWriter, LogReader, GroupBackend, IndexBackend, SchemaBackend,
-// AdminBackend, BackupBackend, LeaderHinter), given together as Backends; *cluster.Node
-// implements them all. A route group whose part is nil is not registered, or answers 501.
+// AdminBackend, BackupBackend, CatalogBackend, LeaderHinter), given together as Backends;
+// *cluster.Node implements them all. A route group whose part is nil is not registered, or
+// answers 501.
 //
 // Before routing, ServeHTTP refuses what cannot be served as sent (strict.go: dot and empty
 // path segments on every path, bad UTF-8, unknown query parameters), bounds the body's arrival
@@ -23,7 +24,8 @@
 // reads the Idempotency-Key header and the body with its limit. Files follow the routes:
 // reads.go, putcell.go, writes.go (put_cells and what every write shares), transactions.go,
 // erase.go, rowkeys.go, logs.go, groups.go, indexes.go, indexquery.go, schemas.go, admin.go,
-// backup.go, status.go, console.go.
+// datastores.go (the catalog's datastores, /v1/admin/datastores), backup.go, status.go,
+// console.go.
 //
 // # Errors
 //

@@ -110,6 +110,7 @@ func (s *Server) routes() {
 	s.route("/readyz", handlers{http.MethodGet: s.readyz})
 	s.route("/v1/cluster", handlers{http.MethodGet: s.clusterStatus})
 	s.adminRoutes()
+	s.datastoreRoutes()
 	s.backupRoutes()
 	s.consoleRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

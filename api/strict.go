@@ -82,7 +82,7 @@ var queryParams = map[string]bool{
 	"consistency": true, "if_latest_ref_key": true, "from_ref_key": true, "limit": true, "order": true,
 	"location": true, "location_type": true, "column_key": true, "wait": true, "body_encoding": true,
 	"near": true, "count": true, "dry_run": true, "partition": true, "datastore": true, "force": true,
-	"accept_lost_cells": true,
+	"accept_lost_cells": true, "confirm": true,
 }
 
 // checkUTF8 returns a 400 naming field when b is not valid UTF-8 (JSON text must be: RFC 8259

@@ -29,6 +29,8 @@ const (
 	MaxReplicas = 9
 	// MaxHistory bounds the events a datastore keeps (Datastore.History): the oldest go first.
 	MaxHistory = 256
+	// maxImportedID bounds the partition IDs an import keeps.
+	maxImportedID = 1 << 20
 	// maxNodeIDLen bounds a replica's node id.
 	maxNodeIDLen = 64
 )
@@ -41,9 +43,13 @@ const (
 // split that made it or shrank it, the merge that grew it): a request routed with an older view
 // of the partition names an older generation and is refused by the replica (ErrStale), which
 // re-routes it. Parent is the partition it was split from, -1 for one created with its datastore.
+// Origin is the range the partition was created with (its datastore's creation, the split that
+// made it; a merge widens it): its raft log starts from a store of that range, so a replica
+// that replays the log from its start opens its store with it. It always holds Shards.
 type Partition struct {
 	ID         int
 	Shards     cells.ShardRange
+	Origin     cells.ShardRange
 	Replicas   []string
 	Cluster    string
 	Generation uint64
@@ -68,13 +74,17 @@ type Event struct {
 // [0, Shards-1] without gap or overlap. NextID is the ID the next new partition gets. Settings
 // is opaque to the catalog (the async mode's storage clusters, the split thresholds: their
 // owners encode them). History holds the latest splits and merges, oldest first, at most
-// MaxHistory.
+// MaxHistory. Created is the catalog generation of the command that created it, 0 for a
+// datastore imported from a topology file (OpImport): a datastore dropped and created again
+// under its name has another Created, which tells the nodes that it is a new datastore whose
+// raft groups must not meet the old one's.
 type Datastore struct {
 	Name       string
 	Mode       Mode
 	Shards     int
 	Partitions []Partition
 	NextID     int
+	Created    uint64
 	CreatedAt  time.Time
 	Settings   []byte
 	History    []Event
@@ -124,6 +134,9 @@ type Op string
 const (
 	// OpCreate creates a datastore (Command.Create).
 	OpCreate Op = "create"
+	// OpImport creates the datastores of a topology file (Command.Import) in an empty catalog,
+	// keeping their partition IDs: the first command of a cluster that started from a topology.
+	OpImport Op = "import"
 	// OpDrop drops a datastore: Command.Datastore, named again in Command.Confirm.
 	OpDrop Op = "drop"
 	// OpSplit splits Command.Partition of Command.Datastore at Command.AtShard.
@@ -160,6 +173,7 @@ type Spec struct {
 type Command struct {
 	Op               Op
 	Create           Spec
+	Import           []Spec
 	Datastore        string
 	Confirm          string
 	Partition        int
@@ -243,6 +257,9 @@ func normTime(t time.Time) time.Time { return t.Round(0).UTC().Truncate(time.Mic
 //     an existing one: ErrExists) with 1 to cells.MaxShards shards, and partitions that cover
 //     them (a count of at most one per shard, or a list). Raft partitions need 1 to MaxReplicas
 //     distinct replicas, async ones a cluster and no replica. Partition IDs are 0, 1, ...
+//   - OpImport: each of cmd.Import is created as by OpCreate, keeping the IDs its partitions
+//     list, with Created 0; only into an empty catalog at generation 0 (else ErrExists), and
+//     all or none. The catalog's generation becomes 1.
 //   - OpDrop: cmd.Confirm must repeat cmd.Datastore.
 //   - OpSplit: cmd.AtShard must be inside the partition and above its first shard. The
 //     partition keeps its ID and the shards below AtShard; a new partition (the next ID, Parent
@@ -259,13 +276,14 @@ func (c *Catalog) Apply(cmd Command) (Result, error) {
 	if c.Datastores == nil {
 		c.Datastores = map[string]*Datastore{}
 	}
-	if cmd.Op == OpCreate {
-		return c.create(cmd)
-	}
 	switch cmd.Op {
+	case OpCreate:
+		return c.create(cmd.Create, cmd.Now, false)
+	case OpImport:
+		return c.importSpecs(cmd)
 	case OpDrop, OpSplit, OpMerge, OpSetReplicas:
 	default:
-		return Result{}, fmt.Errorf("%w: unknown op %q (want create, drop, split, merge or set-replicas)", ErrBadCommand, cmd.Op)
+		return Result{}, fmt.Errorf("%w: unknown op %q (want create, import, drop, split, merge or set-replicas)", ErrBadCommand, cmd.Op)
 	}
 	d := c.Datastores[cmd.Datastore]
 	if d == nil {
@@ -303,9 +321,35 @@ func stale(cmd Command, d *Datastore, p *Partition) error {
 	return nil
 }
 
-// create applies OpCreate.
-func (c *Catalog) create(cmd Command) (Result, error) {
-	s := cmd.Create
+// importSpecs applies OpImport: every spec is created as by OpCreate, but keeping the IDs its
+// partitions list (distinct, 0 or more) and with Created 0, all at one generation. It is refused
+// (ErrExists) unless the catalog is empty and at generation 0, and refused whole when one spec
+// is.
+func (c *Catalog) importSpecs(cmd Command) (Result, error) {
+	if c.Generation != 0 || len(c.Datastores) != 0 {
+		return Result{}, fmt.Errorf("%w: import: the catalog is at generation %d, not empty", ErrExists, c.Generation)
+	}
+	if len(cmd.Import) == 0 {
+		return Result{}, fmt.Errorf("%w: import: no datastore", ErrBadCommand)
+	}
+	next := New()
+	var res Result
+	for _, s := range cmd.Import {
+		next.Generation = 0
+		r, err := next.create(s, cmd.Now, true)
+		if err != nil {
+			return Result{}, fmt.Errorf("import: %w", err)
+		}
+		res.Partitions = append(res.Partitions, r.Partitions...)
+	}
+	c.Generation, c.Datastores = 1, next.Datastores
+	res.Generation = 1
+	return res, nil
+}
+
+// create applies OpCreate of s (keepIDs false) or one datastore of OpImport (keepIDs true:
+// the partitions' IDs are kept, Created is 0).
+func (c *Catalog) create(s Spec, now time.Time, keepIDs bool) (Result, error) {
 	bad := func(format string, args ...any) (Result, error) {
 		return Result{}, fmt.Errorf("%w: create %s: %s", ErrBadCommand, s.Name, fmt.Sprintf(format, args...))
 	}
@@ -352,6 +396,7 @@ func (c *Catalog) create(cmd Command) (Result, error) {
 		return bad("%d partitions: at most %d", len(parts), MaxPartitions)
 	}
 	next := 0
+	ids := map[int]bool{}
 	for i := range parts {
 		p := &parts[i]
 		want := 0
@@ -364,15 +409,24 @@ func (c *Catalog) create(cmd Command) (Result, error) {
 		if err := checkPlacement(s.Mode, p.Replicas, p.Cluster); err != nil {
 			return bad("partition %d: %v", i, err)
 		}
-		p.ID, p.Parent, p.Generation = next, -1, c.Generation+1
-		next++
+		if !keepIDs {
+			p.ID = next
+		} else if p.ID < 0 || p.ID >= maxImportedID || ids[p.ID] {
+			return bad("partition %d: id %d negative, too large or given twice", i, p.ID)
+		}
+		ids[p.ID] = true
+		p.Parent, p.Generation, p.Origin = -1, c.Generation+1, p.Shards
+		next = max(next, p.ID+1)
 	}
 	if last := parts[len(parts)-1].Shards.Last; last != s.Shards-1 {
 		return bad("partitions end at shard %d, want %d", last, s.Shards-1)
 	}
 	c.Generation++
 	d := &Datastore{Name: s.Name, Mode: s.Mode, Shards: s.Shards, Partitions: parts, NextID: next,
-		CreatedAt: normTime(cmd.Now), Settings: slices.Clone(s.Settings)}
+		CreatedAt: normTime(now), Settings: slices.Clone(s.Settings)}
+	if !keepIDs {
+		d.Created = c.Generation
+	}
 	c.Datastores[s.Name] = d
 	return Result{Generation: c.Generation, Partitions: clonePartitions(parts)}, nil
 }
@@ -414,7 +468,7 @@ func (c *Catalog) split(d *Datastore, p *Partition, cmd Command) (Result, error)
 		return Result{}, fmt.Errorf("%w: split %s: %d partitions already", ErrBadCommand, d.Name, len(d.Partitions))
 	}
 	c.Generation++
-	right := Partition{ID: d.NextID, Shards: cells.ShardRange{First: cmd.AtShard, Last: p.Shards.Last},
+	right := Partition{ID: d.NextID, Shards: cells.ShardRange{First: cmd.AtShard, Last: p.Shards.Last}, Origin: cells.ShardRange{First: cmd.AtShard, Last: p.Shards.Last},
 		Replicas: slices.Clone(p.Replicas), Cluster: p.Cluster, Generation: c.Generation, Parent: p.ID}
 	d.NextID++
 	p.Shards.Last, p.Generation = cmd.AtShard-1, c.Generation
@@ -445,6 +499,7 @@ func (c *Catalog) merge(d *Datastore, p *Partition, cmd Command) (Result, error)
 	c.Generation++
 	rightID := r.ID
 	p.Shards.Last, p.Generation = r.Shards.Last, c.Generation
+	p.Origin.Last = max(p.Origin.Last, r.Shards.Last)
 	merged := p.clone()
 	d.Partitions = slices.DeleteFunc(d.Partitions, func(q Partition) bool { return q.ID == rightID })
 	d.record(Event{Op: OpMerge, Generation: c.Generation, At: normTime(cmd.Now), Left: merged.ID, Right: rightID, AtShard: merged.Shards.First})
@@ -524,6 +579,9 @@ func (c *Catalog) Check() error {
 			}
 			if err := checkPlacement(d.Mode, p.Replicas, p.Cluster); err != nil {
 				return bad("partition %d: %v", p.ID, err)
+			}
+			if p.Origin.First > p.Shards.First || p.Origin.Last < p.Shards.Last {
+				return bad("partition %d: origin [%d, %d] does not hold its range [%d, %d]", p.ID, p.Origin.First, p.Origin.Last, p.Shards.First, p.Shards.Last)
 			}
 		}
 		if last := d.Partitions[len(d.Partitions)-1].Shards.Last; last != d.Shards-1 {

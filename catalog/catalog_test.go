@@ -110,8 +110,10 @@ func TestSplitAndMerge(t *testing.T) {
 	require.Len(t, res.Partitions, 2)
 	left, right := res.Partitions[0], res.Partitions[1]
 	assert.Equal(t, uint64(2), res.Generation)
-	assert.Equal(t, Partition{ID: 1, Shards: cells.ShardRange{First: 16, Last: 19}, Replicas: []string{"n1", "n2", "n3"}, Generation: 2, Parent: -1}, left)
-	assert.Equal(t, Partition{ID: 4, Shards: cells.ShardRange{First: 20, Last: 31}, Replicas: []string{"n1", "n2", "n3"}, Generation: 2, Parent: 1}, right)
+	assert.Equal(t, Partition{ID: 1, Shards: cells.ShardRange{First: 16, Last: 19}, Origin: cells.ShardRange{First: 16, Last: 31},
+		Replicas: []string{"n1", "n2", "n3"}, Generation: 2, Parent: -1}, left, "the left half keeps its origin")
+	assert.Equal(t, Partition{ID: 4, Shards: cells.ShardRange{First: 20, Last: 31}, Origin: cells.ShardRange{First: 20, Last: 31},
+		Replicas: []string{"n1", "n2", "n3"}, Generation: 2, Parent: 1}, right, "the right half's origin is its range")
 	d := c.Datastores["trips"]
 	assert.Equal(t, []int{0, 1, 4, 2, 3}, ids(d), "partitions in shard order")
 	assert.Equal(t, 4, d.PartitionOf(20).ID)
@@ -283,4 +285,48 @@ func TestDecodeRefuses(t *testing.T) {
 	empty, err := Decode(nil)
 	require.NoError(t, err)
 	assert.Empty(t, empty.Datastores, "no bytes: an empty catalog")
+}
+
+// An import creates a topology's datastores at generation 1 with their partition IDs and
+// Created 0, into an empty catalog only, all or none; a later create gets Created > 0.
+func TestImport(t *testing.T) {
+	specs := []Spec{
+		{Name: "trips", Mode: ModeRaft, Shards: 8, Partitions: []Partition{
+			{ID: 5, Shards: cells.ShardRange{First: 0, Last: 3}, Replicas: []string{"n1"}},
+			{ID: 2, Shards: cells.ShardRange{First: 4, Last: 7}, Replicas: []string{"n2"}}}},
+		{Name: "rides", Mode: ModeAsync, Shards: 4, Partitions: []Partition{{ID: 0, Shards: cells.ShardRange{First: 0, Last: 3}, Cluster: "c0"}}},
+	}
+	c := New()
+	res := mustApply(t, c, Command{Op: OpImport, Now: now, Import: specs})
+	assert.Equal(t, uint64(1), res.Generation)
+	assert.Equal(t, uint64(1), c.Generation)
+	require.Len(t, res.Partitions, 3, "every imported partition in the result")
+	d := c.Datastores["trips"]
+	require.NotNil(t, d)
+	assert.Equal(t, []int{5, 2}, []int{d.Partitions[0].ID, d.Partitions[1].ID}, "IDs kept")
+	assert.Equal(t, 6, d.NextID, "next ID above the largest kept")
+	assert.Zero(t, d.Created, "imported: Created 0")
+	assert.Equal(t, uint64(1), d.Partitions[1].Generation)
+
+	_, err := c.Apply(Command{Op: OpImport, Now: now, Import: specs})
+	assert.ErrorIs(t, err, ErrExists, "a second import")
+	created := mustApply(t, c, Command{Op: OpCreate, Now: now, Create: Spec{Name: "users", Mode: ModeRaft, Shards: 2, Replicas: []string{"n1"}}})
+	assert.Equal(t, created.Generation, c.Datastores["users"].Created, "a create records its generation")
+
+	b, err := Encode(c)
+	require.NoError(t, err)
+	back, err := Decode(b)
+	require.NoError(t, err)
+	assert.Equal(t, c, back, "Created survives the encoding")
+
+	empty := New()
+	bad := append(slices.Clone(specs), Spec{Name: "x", Mode: ModeRaft, Shards: 2, Partitions: []Partition{
+		{ID: 1, Shards: cells.ShardRange{First: 0, Last: 0}, Replicas: []string{"n1"}},
+		{ID: 1, Shards: cells.ShardRange{First: 1, Last: 1}, Replicas: []string{"n1"}}}})
+	_, err = empty.Apply(Command{Op: OpImport, Now: now, Import: bad})
+	assert.ErrorIs(t, err, ErrBadCommand, "an ID given twice")
+	assert.Zero(t, empty.Generation, "a refused import changes nothing")
+	assert.Empty(t, empty.Datastores, "a refused import changes nothing")
+	_, err = empty.Apply(Command{Op: OpImport, Now: now})
+	assert.ErrorIs(t, err, ErrBadCommand, "an import of nothing")
 }

@@ -24,6 +24,7 @@ type wireDatastore struct {
 	Mode       string          `msgpack:"m"`
 	Shards     int             `msgpack:"s"`
 	NextID     int             `msgpack:"i"`
+	Created    uint64          `msgpack:"g"`
 	CreatedAt  int64           `msgpack:"c"`
 	Settings   []byte          `msgpack:"x"`
 	Partitions []wirePartition `msgpack:"p"`
@@ -34,6 +35,8 @@ type wirePartition struct {
 	ID         int      `msgpack:"i"`
 	First      int      `msgpack:"f"`
 	Last       int      `msgpack:"l"`
+	OriginF    int      `msgpack:"of"`
+	OriginL    int      `msgpack:"ol"`
 	Replicas   []string `msgpack:"r"`
 	Cluster    string   `msgpack:"c"`
 	Generation uint64   `msgpack:"g"`
@@ -56,10 +59,10 @@ func Encode(c *Catalog) ([]byte, error) {
 	w := wireCatalog{Format: format, Generation: c.Generation, Datastores: []wireDatastore{}}
 	for _, name := range c.Names() {
 		d := c.Datastores[name]
-		wd := wireDatastore{Name: d.Name, Mode: string(d.Mode), Shards: d.Shards, NextID: d.NextID,
+		wd := wireDatastore{Name: d.Name, Mode: string(d.Mode), Shards: d.Shards, NextID: d.NextID, Created: d.Created,
 			CreatedAt: d.CreatedAt.UnixMicro(), Settings: d.Settings, Partitions: []wirePartition{}, History: []wireEvent{}}
 		for _, p := range d.Partitions {
-			wd.Partitions = append(wd.Partitions, wirePartition{ID: p.ID, First: p.Shards.First, Last: p.Shards.Last,
+			wd.Partitions = append(wd.Partitions, wirePartition{ID: p.ID, First: p.Shards.First, Last: p.Shards.Last, OriginF: p.Origin.First, OriginL: p.Origin.Last,
 				Replicas: p.Replicas, Cluster: p.Cluster, Generation: p.Generation, Parent: p.Parent})
 		}
 		for _, e := range d.History {
@@ -99,13 +102,14 @@ func Decode(b []byte) (*Catalog, error) {
 		if _, dup := c.Datastores[wd.Name]; dup {
 			return nil, fmt.Errorf("%w: datastore %s appears twice", ErrCorrupt, wd.Name)
 		}
-		d := &Datastore{Name: wd.Name, Mode: Mode(wd.Mode), Shards: wd.Shards, NextID: wd.NextID,
+		d := &Datastore{Name: wd.Name, Mode: Mode(wd.Mode), Shards: wd.Shards, NextID: wd.NextID, Created: wd.Created,
 			CreatedAt: time.UnixMicro(wd.CreatedAt).UTC(), Settings: wd.Settings}
 		if wd.Mode != string(ModeRaft) && wd.Mode != string(ModeAsync) {
 			return nil, fmt.Errorf("%w: datastore %s: mode %q", ErrCorrupt, wd.Name, wd.Mode)
 		}
 		for _, wp := range wd.Partitions {
 			d.Partitions = append(d.Partitions, Partition{ID: wp.ID, Shards: cells.ShardRange{First: wp.First, Last: wp.Last},
+				Origin: cells.ShardRange{First: wp.OriginF, Last: wp.OriginL},
 				Replicas: wp.Replicas, Cluster: wp.Cluster, Generation: wp.Generation, Parent: wp.Parent})
 		}
 		for _, we := range wd.History {

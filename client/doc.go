@@ -59,6 +59,9 @@
 //	TransferLeader POST   /v1/admin/partitions/{ds}/{p}/leader            admin change
 //	MoveReplica    POST   /v1/admin/partitions/{ds}/{p}/move              admin change
 //	Rebalance      POST   /v1/admin/rebalance                             admin change
+//	Datastores     GET    /v1/admin/datastores                            read
+//	CreateDatastore POST  /v1/admin/datastores                            admin change
+//	DropDatastore  DELETE /v1/admin/datastores/{name}?confirm={name}      admin change
 //	Drain          POST   /v1/admin/nodes/{node}/drain                    admin change
 //	Backup         GET    /v1/admin/backup/{ds}/{p}                       read until the stream starts
 //	Restore        POST   /v1/admin/restore/{ds}/{p}[?force=true]         admin change, streamed body

@@ -579,11 +579,12 @@ func (n *Node) MoveReplica(ctx context.Context, ds string, pid int, from, to str
 // partitions report their storage cluster only.
 func (n *Node) PartitionReports(ctx context.Context, ds string) ([]PartitionReport, error) {
 	var routes []*route
-	for _, d := range n.cfg.Topology.Datastores {
+	v := n.view.Load()
+	for _, d := range v.top.Datastores {
 		if ds != "" && d.Name != ds {
 			continue
 		}
-		routes = append(routes, n.datastores[d.Name].partitions...)
+		routes = append(routes, v.byName[d.Name].partitions...)
 	}
 	if ds != "" && len(routes) == 0 {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownDatastore, ds)

@@ -19,7 +19,8 @@ import (
 func TestValidateRestoreRPC(t *testing.T) {
 	t.Parallel()
 	spec := &topology.DatastoreSpec{Name: "trips", Shards: 16, Partitions: []topology.PartitionSpec{{ID: 0, FirstShard: 0, LastShard: 7}, {ID: 1, FirstShard: 8, LastShard: 15}}}
-	n := &Node{datastores: map[string]*datastore{"trips": {spec: spec}}}
+	n := &Node{}
+	n.view.Store(&nodeView{byName: map[string]*datastore{"trips": {spec: spec}}, top: &topology.Topology{}})
 	three := int64(3)
 	for q, want := range map[string]partition.RestoreOptions{
 		"datastore=trips&partition=1":                                 {},

@@ -90,7 +90,7 @@ func (n *Node) startGossip() error {
 // gossipReplicas returns the replicas this node hosts, for gossip.
 func (n *Node) gossipReplicas() []membership.Replica {
 	var out []membership.Replica
-	for _, d := range n.datastores {
+	for _, d := range n.datastores() {
 		for _, r := range d.partitions {
 			p := r.replica()
 			if p == nil {

@@ -73,7 +73,11 @@ func (h *hostedFile) set(ds string, pid int, s hostedState) error {
 	if h.m[k] == s {
 		return nil
 	}
-	h.m[k] = s
+	if s == hostedUnknown {
+		delete(h.m, k)
+	} else {
+		h.m[k] = s
+	}
 	b, err := json.MarshalIndent(h.m, "", "  ")
 	if err != nil {
 		return err
@@ -206,6 +210,7 @@ func (n *Node) replicaDir(ds string, pid int) string {
 func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *route, peers []raft.Server) error {
 	id := storage.PartitionID{Datastore: ds.Name, Partition: r.spec.ID}
 	name := fmt.Sprintf("%s/%d", ds.Name, r.spec.ID)
+	group := groupName(ds.Name, r.spec.ID, r.created)
 	ps, err := n.cfg.Store.Partition(ctx, id, r.spec.Shards())
 	if err != nil {
 		return fmt.Errorf("cluster: partition %s: %w", name, err)
@@ -218,7 +223,7 @@ func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *r
 			return fmt.Errorf("cluster: partition %s: %w", name, err)
 		}
 	}
-	layer, err := n.mux.RaftLayer(name)
+	layer, err := n.mux.RaftLayer(group)
 	if err != nil {
 		return fmt.Errorf("cluster: partition %s: %w", name, err)
 	}
@@ -424,7 +429,7 @@ func (n *Node) watchReplicas(stop <-chan struct{}) {
 		case <-t.C:
 		}
 		changed := false
-		for _, d := range n.datastores {
+		for _, d := range n.datastores() {
 			for _, r := range d.partitions {
 				p := r.replica()
 				if p == nil {
@@ -462,7 +467,7 @@ func (n *Node) watchReplicas(stop <-chan struct{}) {
 // whose transfer fails keeps its leader until the node stops.
 func (n *Node) HandOffLeadership(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, d := range n.datastores {
+	for _, d := range n.datastores() {
 		for _, r := range d.partitions {
 			p := r.replica()
 			if p == nil || !p.IsLeader() {

@@ -10,9 +10,52 @@ import (
 )
 
 // Collectors returns every collector of the node: AsyncCollector, ReplicaCollector,
-// GroupLagCollector and NodeLogCollector. Register them once per registry.
+// GroupLagCollector, NodeLogCollector and CatalogCollector. Register them once per registry.
 func (n *Node) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{n.AsyncCollector(), n.ReplicaCollector(), n.GroupLagCollector(), n.NodeLogCollector()}
+	return []prometheus.Collector{n.AsyncCollector(), n.ReplicaCollector(), n.GroupLagCollector(), n.NodeLogCollector(), n.CatalogCollector()}
+}
+
+// catalogCollector exports the node's view of the catalog (see CatalogCollector).
+type catalogCollector struct {
+	n                          *Node
+	generation, datastores, ld *prometheus.Desc
+}
+
+// CatalogCollector returns a Prometheus collector of the cluster's catalog as this node applied
+// it, read at each scrape without I/O:
+//
+//   - schemaless_catalog_generation: the generation this node serves (0 before it learned one);
+//     nodes that differ for long are not following the catalog
+//   - schemaless_catalog_datastores: the datastores it serves
+//   - schemaless_catalog_leader: 1 when this node's catalog voter leads the catalog's raft group
+func (n *Node) CatalogCollector() prometheus.Collector {
+	return &catalogCollector{n: n,
+		generation: prometheus.NewDesc("schemaless_catalog_generation", "Generation of the cluster catalog this node serves (0 before it learned one).", nil, nil),
+		datastores: prometheus.NewDesc("schemaless_catalog_datastores", "Datastores this node serves.", nil, nil),
+		ld:         prometheus.NewDesc("schemaless_catalog_leader", "1 when this node's voter of the catalog leads the catalog's raft group, else 0.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *catalogCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.generation
+	ch <- c.datastores
+	ch <- c.ld
+}
+
+// Collect implements prometheus.Collector.
+func (c *catalogCollector) Collect(ch chan<- prometheus.Metric) {
+	var g uint64
+	if cat := c.n.cat.cur.Load(); cat != nil {
+		g = cat.Generation
+	}
+	leader := 0.0
+	if c.n.catalogLeads() {
+		leader = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.generation, prometheus.GaugeValue, float64(g))
+	ch <- prometheus.MustNewConstMetric(c.datastores, prometheus.GaugeValue, float64(len(c.n.datastores())))
+	ch <- prometheus.MustNewConstMetric(c.ld, prometheus.GaugeValue, leader)
 }
 
 // asyncCollector exports the state of a node's async datastores (see AsyncCollector).

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,7 +136,7 @@ type Node struct {
 	mux        *transport.Mux
 	rpcServer  *http.Server
 	rpcClient  *http.Client
-	datastores map[string]*datastore
+	view       atomic.Pointer[nodeView] // the datastores served, replaced whole by the catalog's changes
 	hosted     *hostedFile
 	hostMu     sync.Mutex // serializes Host, Unhost and Close
 	hostClosed bool       // set by Close under hostMu: Host and Unhost refuse from then on
@@ -147,10 +148,25 @@ type Node struct {
 	nodeLog    *raftlog.Store // the shared raft log store, once a replica opened it (see sharedLog)
 	closeOnce  sync.Once
 	closeErr   error
+	cat        catalogState // the catalog: this node's replica of it, its view, its follower (catalog.go)
 }
 
+// nodeView is the set of datastores a node serves at one moment: by name, and as a topology (the
+// topology file's nodes with the datastores in name order, or in the file's order before the
+// catalog is known). A view is never changed: a change of the catalog makes a new one.
+type nodeView struct {
+	byName map[string]*datastore
+	top    *topology.Topology
+}
+
+// datastores returns the datastores this node serves now, by name; callers must not modify it.
+func (n *Node) datastores() map[string]*datastore { return n.view.Load().byName }
+
 type datastore struct {
-	spec       *topology.DatastoreSpec
+	spec *topology.DatastoreSpec
+	// created is the catalog generation that created the datastore, 0 for one of the topology
+	// file (see catalog.Datastore.Created): it names its raft groups on the wire (groupName).
+	created    uint64
 	partitions []*route                    // by partition index in spec.Partitions
 	clusters   []*partition.StorageCluster // async mode: by index in spec.StorageClusters
 	schemas    schemaCache                 // latest column schemas, for the check before proposing (schema.go)
@@ -158,8 +174,9 @@ type datastore struct {
 
 // route is one partition as this node sees it.
 type route struct {
-	spec *topology.PartitionSpec
-	ds   *topology.DatastoreSpec
+	spec    *topology.PartitionSpec
+	ds      *topology.DatastoreSpec
+	created uint64 // the datastore's (datastore.created)
 	// part is the partition this node serves (see local): its raft replica, or, for an async
 	// datastore, the partition every node serves. nil when the node hosts no replica.
 	part  atomic.Pointer[Partition]
@@ -187,8 +204,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, self: self, log: cfg.Logger.With("node", cfg.NodeID), datastores: map[string]*datastore{}, hosted: hosted,
+	n := &Node{cfg: cfg, self: self, log: cfg.Logger.With("node", cfg.NodeID), hosted: hosted,
 		stopWatch: make(chan struct{}), watchDone: make(chan struct{})}
+	n.view.Store(&nodeView{byName: map[string]*datastore{}, top: &topology.Topology{Nodes: cfg.Topology.Nodes, Security: cfg.Topology.Security}})
 	tc := transport.DefaultConfig()
 	tc.BindAddr = cfg.BindAddr
 	if tc.BindAddr == "" {
@@ -215,46 +233,30 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			_ = n.Close()
 		}
 	}()
-	for i := range cfg.Topology.Datastores {
-		ds := &cfg.Topology.Datastores[i]
-		d := &datastore{spec: ds}
-		n.datastores[ds.Name] = d
-		if ds.Mode == topology.ModeAsync {
-			if err := n.openAsync(d); err != nil {
-				return nil, err
-			}
-			continue
+	specs, created, err := n.startingDatastores()
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*datastore{}
+	for i := range specs {
+		d, err := n.openDatastore(ctx, specs[i], created[i])
+		if d != nil {
+			byName[d.spec.Name] = d
 		}
-		for j := range ds.Partitions {
-			ps := &ds.Partitions[j]
-			r := &route{spec: ps, ds: ds, replicas: slices.Clone(ps.Replicas)}
-			d.partitions = append(d.partitions, r)
-			switch n.hosted.state(ds.Name, ps.ID) {
-			case hostedRemoved:
-				continue // moved away by an admin operation: the topology's list is history
-			case hostedMember:
-				// Added at runtime (or bootstrapped before): raft holds the configuration.
-				if err := n.openReplica(ctx, ds, r, nil); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			if !hosts(ps, cfg.NodeID) {
-				continue
-			}
-			if err := n.openReplica(ctx, ds, r, n.bootstrapPeers(ps)); err != nil {
-				return nil, err
-			}
-			if err := n.hosted.set(ds.Name, ps.ID, hostedMember); err != nil {
-				return nil, err
-			}
+		if err != nil {
+			n.view.Store(&nodeView{byName: byName, top: n.view.Load().top})
+			return nil, err
 		}
 	}
+	n.setView(byName)
 	// Served once the datastores are open: the handlers read them. A request that arrives
 	// before waits in the listener's queue.
 	go func() { _ = n.rpcServer.Serve(mux.RPCListener()) }()
 	if err := n.startGossip(); err != nil {
 		return nil, fmt.Errorf("cluster: gossip: %w", err)
+	}
+	if err := n.startCatalog(ctx); err != nil {
+		return nil, fmt.Errorf("cluster: catalog: %w", err)
 	}
 	go func() {
 		defer close(n.watchDone)
@@ -263,6 +265,73 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	ok = true
 	n.log.Info("node started", "raft_addr", self.RaftAddr, "http_addr", self.HTTPAddr)
 	return n, nil
+}
+
+// openDatastore opens the routes of datastore ds (a copy the node keeps), created at catalog
+// generation created, and the replicas this node hosts: those replicas.json says it hosts, and
+// those the spec places here that it never dropped (bootstrapping their raft groups). On error
+// it returns what it opened so far, for the caller to close.
+func (n *Node) openDatastore(ctx context.Context, ds *topology.DatastoreSpec, created uint64) (*datastore, error) {
+	d := &datastore{spec: ds, created: created}
+	if ds.Mode == topology.ModeAsync {
+		return d, n.openAsync(d)
+	}
+	for j := range ds.Partitions {
+		ps := &ds.Partitions[j]
+		r := &route{spec: ps, ds: ds, created: created, replicas: slices.Clone(ps.Replicas)}
+		d.partitions = append(d.partitions, r)
+		switch n.hosted.state(ds.Name, ps.ID) {
+		case hostedRemoved:
+			continue // moved away by an admin operation: the topology's list is history
+		case hostedMember:
+			// Added at runtime (or bootstrapped before): raft holds the configuration.
+			if err := n.openReplica(ctx, ds, r, nil); err != nil {
+				return d, err
+			}
+			continue
+		}
+		if !hosts(ps, n.cfg.NodeID) {
+			continue
+		}
+		if err := n.openReplica(ctx, ds, r, n.bootstrapPeers(ps)); err != nil {
+			return d, err
+		}
+		if err := n.hosted.set(ds.Name, ps.ID, hostedMember); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// setView makes byName the datastores this node serves.
+func (n *Node) setView(byName map[string]*datastore) {
+	top := &topology.Topology{Nodes: n.cfg.Topology.Nodes, Security: n.cfg.Topology.Security}
+	names := make([]string, 0, len(byName))
+	for name := range byName {
+		names = append(names, name)
+	}
+	// The topology file's order while the node runs its datastores, then names.
+	order := map[string]int{}
+	for i, d := range n.cfg.Topology.Datastores {
+		order[d.Name] = i - len(n.cfg.Topology.Datastores)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		oa, oka := order[a]
+		ob, okb := order[b]
+		switch {
+		case oka && okb:
+			return oa - ob
+		case oka:
+			return -1
+		case okb:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	for _, name := range names {
+		top.Datastores = append(top.Datastores, *byName[name].spec)
+	}
+	n.view.Store(&nodeView{byName: byName, top: top})
 }
 
 func hosts(p *topology.PartitionSpec, node string) bool {
@@ -327,7 +396,9 @@ func (n *Node) openAsync(d *datastore) error {
 func (n *Node) ID() string { return n.cfg.NodeID }
 
 // Topology returns the cluster topology the node runs.
-func (n *Node) Topology() *topology.Topology { return n.cfg.Topology }
+// It is the topology file's nodes and the datastores the node serves now (the catalog's, once
+// known). The value is never changed: a catalog change makes a new one.
+func (n *Node) Topology() *topology.Topology { return n.view.Load().top }
 
 // Close stops every hosted replica, the RPC server and the transport. The store is the
 // caller's. Idempotent.
@@ -347,7 +418,8 @@ func (n *Node) Close() error {
 		if n.gossip != nil {
 			errs = append(errs, n.gossip.Close())
 		}
-		for _, d := range n.datastores {
+		errs = append(errs, n.closeCatalog())
+		for _, d := range n.datastores() {
 			for _, r := range d.partitions {
 				errs = append(errs, r.closeReplica())
 			}
@@ -363,7 +435,7 @@ func (n *Node) Close() error {
 		if n.mux != nil {
 			errs = append(errs, n.mux.Close())
 		}
-		for _, d := range n.datastores {
+		for _, d := range n.datastores() {
 			for _, c := range d.clusters {
 				errs = append(errs, c.Close())
 			}
@@ -399,8 +471,9 @@ func (n *Node) untilClose(ctx context.Context) (context.Context, context.CancelF
 // returns one error per partition without a leader, joined. No I/O.
 func (n *Node) Ready() error {
 	var errs []error
-	for _, ds := range n.cfg.Topology.Datastores {
-		errs = append(errs, n.datastores[ds.Name].leadersKnown())
+	v := n.view.Load()
+	for _, ds := range v.top.Datastores {
+		errs = append(errs, v.byName[ds.Name].leadersKnown())
 	}
 	return errors.Join(errs...)
 }
@@ -440,7 +513,7 @@ func (d *datastore) leadersKnown() error {
 }
 
 func (n *Node) datastore(name string) (*datastore, error) {
-	d, ok := n.datastores[name]
+	d, ok := n.datastores()[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownDatastore, name)
 	}
@@ -507,7 +580,7 @@ func (r *route) setHint(id string) {
 // the partition itself); shards is 0 for an unknown datastore. Clients use it to skip the
 // forwarding hop (see package client).
 func (n *Node) LeaderHint(ds string, rowKey uuid.UUID) (shards int, url string) {
-	d, ok := n.datastores[ds]
+	d, ok := n.datastores()[ds]
 	if !ok {
 		return 0, ""
 	}

@@ -215,7 +215,7 @@ func (n *Node) Rebalance(ctx context.Context, opts RebalanceOptions) (RebalanceR
 		}
 	}
 	var ps []placement
-	for _, d := range n.cfg.Topology.Datastores {
+	for _, d := range n.Topology().Datastores {
 		if d.Mode != topology.ModeRaft || opts.Datastore != "" && d.Name != opts.Datastore {
 			continue
 		}

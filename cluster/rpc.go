@@ -51,6 +51,8 @@ func (n *Node) rpcHandler() http.Handler {
 	mux.HandleFunc("POST "+rpcReadPath, n.serveRead)
 	n.adminRPCRoutes(mux)
 	n.backupRPCRoutes(mux)
+	mux.HandleFunc("POST "+catalogFetchPath, n.serveCatalogFetch)
+	mux.HandleFunc("POST "+catalogApplyPath, n.serveCatalogApply)
 	return mux
 }
 

@@ -72,9 +72,12 @@ func refuseRPC(w http.ResponseWriter, what string, err error) {
 // rpcRoute returns the route of partition pid of datastore ds named by a request, or an error
 // wrapping ErrBadRPC naming the field (the datastore unknown, the partition not one of it).
 func (n *Node) rpcRoute(ds string, pid int) (*route, error) {
-	d, ok := n.datastores[ds]
+	d, ok := n.datastores()[ds]
 	if !ok {
-		return nil, badRPC("datastore", "%q is not a datastore of this cluster", ds)
+		// The sender may know a datastore the catalog created a moment ago.
+		if d, ok = n.awaitDatastore(ds, time.Second); !ok {
+			return nil, badRPC("datastore", "%q is not a datastore of this cluster", ds)
+		}
 	}
 	for _, r := range d.partitions {
 		if r.spec.ID == pid {

@@ -128,7 +128,8 @@ func schemaNode(t *testing.T) (*Node, *datastore, [2]*schemaPart) {
 		d.partitions = append(d.partitions, r)
 	}
 	n := &Node{cfg: Config{NodeID: "n9", Topology: &topology.Topology{}, RetryBackoff: time.Millisecond, RetryBackoffMax: 5 * time.Millisecond},
-		log: slog.New(slog.DiscardHandler), datastores: map[string]*datastore{"trips": d}}
+		log: slog.New(slog.DiscardHandler)}
+	n.view.Store(&nodeView{byName: map[string]*datastore{"trips": d}, top: &topology.Topology{Datastores: []topology.DatastoreSpec{*spec}}})
 	return n, d, parts
 }
 

@@ -21,8 +21,9 @@ type ReplicaStatus struct {
 // Replicas returns the status of every partition of every datastore, in topology order.
 func (n *Node) Replicas() []ReplicaStatus {
 	var out []ReplicaStatus
-	for _, ds := range n.cfg.Topology.Datastores {
-		for _, r := range n.datastores[ds.Name].partitions {
+	v := n.view.Load()
+	for _, ds := range v.top.Datastores {
+		for _, r := range v.byName[ds.Name].partitions {
 			st := ReplicaStatus{Datastore: ds.Name, Partition: r.spec.ID}
 			var ps partition.Status
 			if p := r.local(); p != nil {

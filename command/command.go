@@ -38,9 +38,11 @@ const (
 	KindErase Kind = 5
 	// KindAppend is a cell append of writes with IDs, conditions and atomicity (*Append).
 	KindAppend Kind = 6
+	// KindSplit is a partition split (*Split).
+	KindSplit Kind = 7
 )
 
-// String names the kind: "cells", "group", "index", "schema", "erase", "append", or
+// String names the kind: "cells", "group", "index", "schema", "erase", "append", "split", or
 // "unknown(N)".
 func (k Kind) String() string {
 	switch k {
@@ -56,6 +58,8 @@ func (k Kind) String() string {
 		return "erase"
 	case KindAppend:
 		return "append"
+	case KindSplit:
+		return "split"
 	}
 	return fmt.Sprintf("unknown(%d)", byte(k))
 }
@@ -68,7 +72,7 @@ func KindOf(data []byte) Kind {
 	return Kind(data[0])
 }
 
-// Command is one command a partition applies: *Append, *Group, *Index, *Schema or *Erase.
+// Command is one command a partition applies: *Append, *Group, *Index, *Schema, *Erase or *Split.
 // The set is closed; Encode and Decode handle every member.
 type Command interface {
 	// CheckShards returns an error wrapping ErrShardOutOfRange when the command names a
@@ -97,6 +101,8 @@ func Encode(c Command) ([]byte, error) {
 		e := *c
 		e.CreatedAt = e.CreatedAt.UTC().Truncate(time.Microsecond)
 		kind, v = KindErase, &e
+	case *Split:
+		kind, v = KindSplit, c
 	default:
 		return nil, fmt.Errorf("%w: encode %T", ErrBadCommand, c)
 	}
@@ -127,6 +133,8 @@ func Decode(data []byte) (Command, error) {
 		c = &Schema{}
 	case KindErase:
 		c = &Erase{}
+	case KindSplit:
+		c = &Split{}
 	default:
 		return nil, fmt.Errorf("%w: unknown kind %s", ErrBadCommand, kind)
 	}

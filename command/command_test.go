@@ -56,6 +56,7 @@ func golden(t *testing.T) map[string]command.Command {
 		"index-erase": &command.Index{Op: command.IndexErase, CreatedAt: at, Table: "idx_by_origin_v1", Entries: []command.IndexEntry{}, RowKeys: []uuid.UUID{row, id}},
 		"schema":      &command.Schema{CreatedAt: at, Column: "BASE", Version: 2, Text: []byte(`{"type":"object"}`)},
 		"erase":       &command.Erase{CreatedAt: at, Shard: 7, RowKey: row},
+		"split":       &command.Split{AtShard: 6, Right: 3, Generation: 12, Voters: []command.Voter{{ID: "n1", Addr: "127.0.0.1:7170"}, {ID: "n2", Addr: "127.0.0.1:7171"}}},
 	}
 }
 
@@ -184,6 +185,9 @@ func TestCheckShards(t *testing.T) {
 	cond := &command.Append{Writes: []command.Write{{Conditions: []command.Condition{{Shard: 8}}}}}
 	assert.ErrorContains(t, cond.CheckShards(r), "write 0 condition 0 names shard 8")
 	assert.ErrorIs(t, (&command.Erase{Shard: 3}).CheckShards(r), command.ErrShardOutOfRange)
+	for _, at := range []int32{4, 8, 0} {
+		assert.ErrorIs(t, (&command.Split{AtShard: at}).CheckShards(r), command.ErrShardOutOfRange, "split at %d of 4..7", at)
+	}
 }
 
 func TestAppendLayouts(t *testing.T) {

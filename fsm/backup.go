@@ -62,7 +62,7 @@ func (f *FSM) Backup(ctx context.Context, w io.Writer) (BackupInfo, error) {
 		return BackupInfo{}, fmt.Errorf("fsm: backup: begin snapshot: %w", err)
 	}
 	defer tx.Close()
-	info, err := writeStream(ctx, w, tx, f.shards)
+	info, err := writeStream(ctx, w, tx, f.Shards())
 	if err != nil {
 		return info, fmt.Errorf("fsm: backup: %w", err)
 	}

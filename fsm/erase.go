@@ -12,16 +12,16 @@ import (
 	"github.com/schemaless-db/schemaless/storage"
 )
 
-// applyWithErases is ApplyBatch for a batch holding erase entries: the entries take effect in
-// log order, so the entries before the first erase are applied as a batch of their own (one
-// transaction), then the erase in its own transaction with its applied index, then the rest
-// the same way. It reports false, doing nothing, for a batch without an erase entry. Erasures
+// applyWithErases is ApplyBatch for a batch holding erase or split entries: the entries take
+// effect in log order, so the entries before the first erase are applied as a batch of their own
+// (one transaction), then the erase (or split) in its own transaction with its applied index,
+// then the rest the same way. It reports false, doing nothing, for a batch without an erase entry. Erasures
 // are rare: splitting the batch keeps the per-shard cell apply of ApplyBatch, which handles
 // every cell of a shard together, free of ordering concerns.
 func (f *FSM) applyWithErases(logs []*raft.Log) ([]interface{}, bool) {
 	first := -1
 	for i, l := range logs {
-		if l.Type == raft.LogCommand && command.KindOf(l.Data) == command.KindErase {
+		if k := command.KindOf(l.Data); l.Type == raft.LogCommand && (k == command.KindErase || k == command.KindSplit) {
 			first = i
 			break
 		}
@@ -33,7 +33,11 @@ func (f *FSM) applyWithErases(logs []*raft.Log) ([]interface{}, bool) {
 	if first > 0 {
 		out = append(out, f.ApplyBatch(logs[:first])...)
 	}
-	out = append(out, f.applyErase(logs[first]))
+	if command.KindOf(logs[first].Data) == command.KindSplit {
+		out = append(out, f.applySplit(logs[first]))
+	} else {
+		out = append(out, f.applyErase(logs[first]))
+	}
 	if rest := logs[first+1:]; len(rest) > 0 {
 		out = append(out, f.ApplyBatch(rest)...) // splits again at the next erase
 	}

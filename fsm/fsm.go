@@ -30,6 +30,7 @@ var (
 // Store is what the FSM needs of a partition's tables (*storage.PartitionStore).
 type Store interface {
 	Shards() cells.ShardRange
+	SetShards(r cells.ShardRange)
 	Applied(ctx context.Context) (storage.AppliedState, error)
 	MaxAddedID(ctx context.Context, shard int) (int64, error)
 	EnsureShards(ctx context.Context, shards []int) error
@@ -58,6 +59,14 @@ type Config struct {
 	StoreBackoff time.Duration
 	// StoreTimeout bounds one attempt at a batch transaction. Default 60s.
 	StoreTimeout time.Duration
+	// SplitStore opens the store of partition right, to hold shards after a split of this
+	// partition (command.Split), and returns it with the function that releases it once the
+	// copy is in. Nil: this replica refuses splits (a deterministic refusal, as every replica
+	// of a partition runs with the same configuration).
+	SplitStore func(ctx context.Context, right int, shards cells.ShardRange) (Store, func() error, error)
+	// OnSplit, when set, is called on the FSM goroutine after a split is applied and committed.
+	// It must not block: the partition's raft log waits for it.
+	OnSplit func(SplitEvent)
 }
 
 // DefaultConfig returns a Config with every default set and no Store.
@@ -187,9 +196,16 @@ func New(ctx context.Context, cfg Config) (*FSM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsm: read applied index: %w", err)
 	}
+	shards := cfg.Store.Shards()
+	if r, ok, err := loadRange(ctx, cfg.Store); err != nil {
+		return nil, fmt.Errorf("fsm: read shard range: %w", err)
+	} else if ok {
+		shards = r
+		cfg.Store.SetShards(r)
+	}
 	return &FSM{
 		cfg:         cfg,
-		shards:      cfg.Store.Shards(),
+		shards:      shards,
 		applied:     applied,
 		appliedCh:   make(chan struct{}),
 		knownShards: map[int]bool{},

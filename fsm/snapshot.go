@@ -326,9 +326,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	if h.FirstShard != f.shards.First || h.LastShard != f.shards.Last {
+	// A snapshot taken after a split holds less than a replica that has not applied it: the
+	// first shard never moves, the last may be lower.
+	if h.FirstShard != f.shards.First || h.LastShard > f.shards.Last || h.LastShard < h.FirstShard {
 		return fmt.Errorf("%w: shards %d..%d, partition holds %d..%d", ErrBadSnapshot, h.FirstShard, h.LastShard, f.shards.First, f.shards.Last)
 	}
+	snapShards := cells.ShardRange{First: h.FirstShard, Last: h.LastShard}
 	dec := msgpack.NewDecoder(br)
 	// The KV records come first; the first other record is kept for next.
 	var (
@@ -391,14 +394,14 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			if h.Version < 3 {
 				return storage.RestoreRecord{}, fmt.Errorf("%w: index record in a version %d stream", ErrBadSnapshot, h.Version)
 			}
-			rec, err := indexRecord(&r, tables, f.shards, nIdx)
+			rec, err := indexRecord(&r, tables, snapShards, nIdx)
 			if err != nil {
 				return storage.RestoreRecord{}, err
 			}
 			nIdx++
 			return rec, nil
 		}
-		rec, err := cellRecord(&r, f.shards, count)
+		rec, err := cellRecord(&r, snapShards, count)
 		if err != nil {
 			return storage.RestoreRecord{}, err
 		}
@@ -407,6 +410,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	if err := f.cfg.Store.Restore(context.Background(), h.Applied, records, kv, tableList); err != nil {
 		return fmt.Errorf("fsm: restore: %w", err)
+	}
+	if snapShards != f.shards {
+		f.setShards(snapShards)
 	}
 	f.resetCaches()
 	f.mu.Lock()

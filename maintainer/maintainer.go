@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,7 +38,7 @@ type Backend interface {
 
 var _ Backend = (*cluster.Node)(nil)
 
-// Config configures Run. Backend and Datastores are required; zero durations and sizes take the
+// Config configures Run. Backend and Datastores (or DatastoresFunc) are required; zero durations and sizes take the
 // defaults of DefaultConfig.
 type Config struct {
 	// Backend is this process's cluster node.
@@ -48,6 +49,10 @@ type Config struct {
 	Source func(ds string) triggers.Source
 	// Datastores are maintained (raft mode datastores of the topology).
 	Datastores []string
+	// DatastoresFunc, when set, replaces Datastores: it is called at every poll and returns
+	// the datastores to maintain then (a node's, as the cluster's catalog changes). The workers
+	// of a datastore it no longer returns are stopped.
+	DatastoresFunc func() []string
 	// Worker names this node's workers in the groups (the node id). Default: triggers'.
 	Worker string
 	// PollInterval is the time between two reads of the catalog. Default 1s.
@@ -103,8 +108,8 @@ func (c Config) Validate() error {
 	if c.Backend == nil {
 		bad("Backend is required")
 	}
-	if len(c.Datastores) == 0 {
-		bad("Datastores is required")
+	if len(c.Datastores) == 0 && c.DatastoresFunc == nil {
+		bad("Datastores or DatastoresFunc is required")
 	}
 	if c.PollInterval < 0 || c.SessionTimeout < 0 || c.ReadyLag < 0 {
 		bad("PollInterval (%s), SessionTimeout (%s) and ReadyLag (%s) must not be negative", c.PollInterval, c.SessionTimeout, c.ReadyLag)
@@ -180,13 +185,30 @@ func Run(ctx context.Context, cfg Config) error {
 	t := time.NewTicker(cfg.PollInterval)
 	defer t.Stop()
 	for {
-		for _, ds := range cfg.Datastores {
+		list := cfg.Datastores
+		if cfg.DatastoresFunc != nil {
+			list = cfg.DatastoresFunc()
+		}
+		for _, ds := range list {
 			reconcile(ctx, cfg, m, ds, runners)
 		}
+		stopGone(list, runners)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+	}
+}
+
+// stopGone stops the workers of the datastores not in list (dropped from the catalog).
+func stopGone(list []string, runners map[string]*runner) {
+	for key, r := range runners {
+		ds, _, _ := strings.Cut(key, "/")
+		if !slices.Contains(list, ds) {
+			r.cancel()
+			<-r.done
+			delete(runners, key)
 		}
 	}
 }

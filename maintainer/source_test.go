@@ -99,7 +99,7 @@ func TestSourceCalls(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	err := maintainer.Config{BatchSize: 5000, PollInterval: -time.Second}.Validate()
 	require.ErrorIs(t, err, maintainer.ErrInvalidConfig)
-	for _, want := range []string{"Backend is required", "Datastores is required", "PollInterval", "BatchSize 5000"} {
+	for _, want := range []string{"Backend is required", "Datastores or DatastoresFunc is required", "PollInterval", "BatchSize 5000"} {
 		assert.ErrorContains(t, err, want)
 	}
 	assert.ErrorIs(t, maintainer.Run(context.Background(), maintainer.Config{}), maintainer.ErrInvalidConfig)

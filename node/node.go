@@ -90,7 +90,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		apiCfg.Registerer = cfg.Registry
 	}
 	handler, err := api.NewServer(api.Backends{Node: cn, Reads: cn, Writes: cn, Logs: cn, Groups: cn, Indexes: cn,
-		Schemas: cn, Admin: cn, Backup: cn, Leader: cn}, apiCfg)
+		Schemas: cn, Admin: cn, Backup: cn, Catalog: cn, Leader: cn}, apiCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -175,21 +175,26 @@ func (n *Node) fail(err error) {
 	}
 }
 
-// StartMaintainer starts the index maintainer (Config.Maintainer) over every datastore of the
-// topology, unless it runs, the config has none, the topology has no datastore or the node is
-// stopping. Its workers read the logs and commit offsets through this node in-process
+// StartMaintainer starts the index maintainer (Config.Maintainer) over every datastore the node
+// serves (those the catalog creates later too), unless it runs, the config has none or the node
+// is stopping. Its workers read the logs and commit offsets through this node in-process
 // (maintainer.Source). It is started by Start; tests call it again after StopMaintainer.
 func (n *Node) StartMaintainer() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.closed || n.maint != nil || n.cfg.Maintainer == nil || len(n.cfg.Cluster.Topology.Datastores) == 0 {
+	if n.closed || n.maint != nil || n.cfg.Maintainer == nil {
 		return
 	}
 	mcfg := *n.cfg.Maintainer
 	mcfg.Backend = n.cluster
 	mcfg.Datastores = nil
-	for _, d := range n.cfg.Cluster.Topology.Datastores {
-		mcfg.Datastores = append(mcfg.Datastores, d.Name)
+	// The datastores the node serves at each poll: the catalog creates and drops them.
+	mcfg.DatastoresFunc = func() []string {
+		var names []string
+		for _, d := range n.cluster.Topology().Datastores {
+			names = append(names, d.Name)
+		}
+		return names
 	}
 	if mcfg.Worker == "" {
 		mcfg.Worker = n.cfg.Cluster.NodeID

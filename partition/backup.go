@@ -271,7 +271,8 @@ func (p *Raft) checkEmpty(ctx context.Context) error {
 	if err := p.ReadIndex(ctx); err != nil {
 		return err
 	}
-	for s := p.cfg.Shards.First; s <= p.cfg.Shards.Last; s++ {
+	shards := p.Shards()
+	for s := shards.First; s <= shards.Last; s++ {
 		id, err := p.cfg.Store.MaxAddedID(ctx, s)
 		if err != nil {
 			return fmt.Errorf("partition: restore: %w", err)
@@ -295,9 +296,9 @@ func (p *Raft) stageBackup(ctx context.Context, r io.Reader) (*os.File, fsm.Back
 		return nil, fsm.BackupInfo{}, sourceError(ctx, err)
 	}
 	hdrBytes := cr.n
-	if h.FirstShard != p.cfg.Shards.First || h.LastShard != p.cfg.Shards.Last {
+	if shards := p.Shards(); h.FirstShard != shards.First || h.LastShard != shards.Last {
 		return nil, fsm.BackupInfo{Header: h}, fmt.Errorf("%w: the backup holds shards %d..%d, the partition %d..%d",
-			fsm.ErrBadSnapshot, h.FirstShard, h.LastShard, p.cfg.Shards.First, p.cfg.Shards.Last)
+			fsm.ErrBadSnapshot, h.FirstShard, h.LastShard, shards.First, shards.Last)
 	}
 	f, err := os.CreateTemp(p.cfg.Dir, "restore-*.tmp")
 	if err != nil {

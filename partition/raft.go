@@ -76,6 +76,11 @@ type Config struct {
 	// benchmark's raft-noop baseline uses it (fsm.Noop); a replica then skips the store
 	// catch-up at start.
 	NewStateMachine func(ctx context.Context) (StateMachine, error)
+	// SplitStore and OnSplit are handed to the state machine (fsm.Config): the store of the
+	// right half of a split of this partition, and what to do once a split is applied. Nil
+	// SplitStore: this replica refuses splits.
+	SplitStore func(ctx context.Context, right int, shards cells.ShardRange) (fsm.Store, func() error, error)
+	OnSplit    func(fsm.SplitEvent)
 
 	// Raft timing (see raft.Config). Defaults: 1s, 1s, 500ms, 50ms.
 	HeartbeatTimeout   time.Duration
@@ -315,7 +320,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 			return nil, fmt.Errorf("partition %s: %w", name, err)
 		}
 	} else {
-		f, err := fsm.New(ctx, fsm.Config{Store: cfg.Store, Logger: logger, OnFatal: cfg.OnFatal})
+		f, err := fsm.New(ctx, fsm.Config{Store: cfg.Store, Logger: logger, OnFatal: cfg.OnFatal, SplitStore: cfg.SplitStore, OnSplit: cfg.OnSplit})
 		if err != nil {
 			return nil, fmt.Errorf("partition %s: %w", name, err)
 		}
@@ -427,6 +432,15 @@ func (p *Raft) replay(f *fsm.FSM, from, to uint64) error {
 		}
 	}
 	return flush()
+}
+
+// Shards returns the shard range the replica holds now: the state machine's, which a split
+// shrinks (fsm.FSM.Shards), or Config.Shards for a state machine without one.
+func (p *Raft) Shards() cells.ShardRange {
+	if s, ok := p.fsm.(interface{ Shards() cells.ShardRange }); ok {
+		return s.Shards()
+	}
+	return p.cfg.Shards
 }
 
 // FSM returns the replica's state machine (its applied index, WaitApplied).

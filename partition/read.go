@@ -128,7 +128,7 @@ func (p *Raft) Read(ctx context.Context, c Consistency, req ReadRequest) (ReadRe
 	if req.Catalog != nil {
 		return p.readCatalog(ctx, req)
 	}
-	return query(ctx, p.cfg.Store, p.cfg.Shards, p.fsm, req)
+	return query(ctx, p.cfg.Store, p.Shards(), p.fsm, req)
 }
 
 // catalogRead is a catalog read's answer and the state machine's applied index taken before it.
@@ -147,7 +147,7 @@ func (p *Raft) readCatalog(ctx context.Context, req ReadRequest) (ReadResult, er
 	if last := p.catalog.Load(); last != nil && last.applied == applied {
 		return ReadResult{Catalog: last.catalog}, nil
 	}
-	res, err := query(ctx, p.cfg.Store, p.cfg.Shards, p.fsm, req)
+	res, err := query(ctx, p.cfg.Store, p.Shards(), p.fsm, req)
 	if err != nil {
 		return ReadResult{}, err
 	}

@@ -70,7 +70,7 @@ func (p *PartitionStore) DropCopy(ctx context.Context) error {
 		return err
 	}
 	defer p.unlockWriter()
-	for s := p.shards.First; s <= p.shards.Last; s++ {
+	for s := p.Shards().First; s <= p.Shards().Last; s++ {
 		if _, err := p.write.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+p.d.database(s)+"`"); err != nil {
 			return p.fail(fmt.Sprintf("drop the database of shard %d", s), err)
 		}

@@ -187,8 +187,8 @@ func (p *PartitionStore) ensureIndexLocked(ctx context.Context, t *IndexTable, s
 	// a table created now matches those that exist on other shards.
 	check := missing
 	if st == nil {
-		check = make([]int, 0, p.shards.Len())
-		for s := p.shards.First; s <= p.shards.Last; s++ {
+		check = make([]int, 0, p.Shards().Len())
+		for s := p.Shards().First; s <= p.Shards().Last; s++ {
 			check = append(check, s)
 		}
 	}
@@ -370,11 +370,11 @@ func sortedNames(tables map[string][]int) []string {
 // file or MySQL databases left by another range) are left out.
 func (p *PartitionStore) indexTables(ctx context.Context, db queryer) (map[string][]int, error) {
 	if p.pb != nil {
-		return p.pb.indexTables(p.pb.db, p.shards.Contains)
+		return p.pb.indexTables(p.pb.db, p.Shards().Contains)
 	}
 	out := make(map[string][]int)
 	add := func(name string, shard int) {
-		if validIndexName(name) && p.shards.Contains(shard) {
+		if validIndexName(name) && p.Shards().Contains(shard) {
 			out[name] = append(out[name], shard)
 		}
 	}

@@ -486,7 +486,7 @@ func (s *Store) migrateSQLite(ctx context.Context, p *PartitionStore) (bool, err
 	}
 	m := ps.migrate
 	ps.migrateMu.Unlock()
-	src, err := m.Partition(ctx, p.id, p.shards)
+	src, err := m.Partition(ctx, p.id, p.Shards())
 	if err != nil {
 		return false, fmt.Errorf("storage: migrate %s: %w", path, err)
 	}

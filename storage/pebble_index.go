@@ -396,7 +396,7 @@ func (tx *WriteTx) pebbleClearIndex(shard int, t *IndexTable) error {
 
 // pebbleDeleteIndexEntries is DeleteIndexEntries on pebble.
 func (tx *WriteTx) pebbleDeleteIndexEntries(name string, rowKeys []uuid.UUID) (int, error) {
-	tables, err := tx.p.pb.indexTables(tx.b, tx.p.shards.Contains)
+	tables, err := tx.p.pb.indexTables(tx.b, tx.p.Shards().Contains)
 	if err != nil {
 		return 0, tx.p.fail("list index tables", err)
 	}
@@ -577,7 +577,7 @@ func compareValues(k IndexKind, a, b any) int {
 // pebbleIndexStats is IndexStats on pebble: a walk of each shard's primary keys.
 func (p *PartitionStore) pebbleIndexStats(t *IndexTable) (entries, violations int64, err error) {
 	err = p.withIter("index stats", func(it *pebble.Iterator) error {
-		tables, err := p.pb.indexTables(p.pb.db, p.shards.Contains)
+		tables, err := p.pb.indexTables(p.pb.db, p.Shards().Contains)
 		if err != nil {
 			return p.fail("list index tables", err)
 		}

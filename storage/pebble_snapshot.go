@@ -174,7 +174,7 @@ func (p *PartitionStore) pebbleRestore(applied AppliedState, next func() (Restor
 	}
 	for _, t := range tables {
 		def := []byte(pebbleIndexDef(t))
-		for s := p.shards.First; s <= p.shards.Last; s++ {
+		for s := p.Shards().First; s <= p.Shards().Last; s++ {
 			if err := w.Set(view.indexDefKey(t.Name, s), def, nil); err != nil {
 				return p.fail("restore: index tables", err)
 			}
@@ -195,8 +195,8 @@ func (p *PartitionStore) pebbleRestore(applied AppliedState, next func() (Restor
 		switch {
 		case r.Request != nil:
 			err = view.putRequests(w, []RequestRecord{*r.Request}, true)
-		case !p.shards.Contains(r.Shard):
-			return fmt.Errorf("storage: restore: record %d: %w: shard %d, range [%d, %d]", n, ErrShardRange, r.Shard, p.shards.First, p.shards.Last)
+		case !p.Shards().Contains(r.Shard):
+			return fmt.Errorf("storage: restore: record %d: %w: shard %d, range [%d, %d]", n, ErrShardRange, r.Shard, p.Shards().First, p.Shards().Last)
 		case r.Index == "":
 			hi, ok := highs[r.Shard]
 			if !ok {
@@ -241,8 +241,8 @@ func (p *PartitionStore) pebbleRestore(applied AppliedState, next func() (Restor
 	clear(pp.high)
 	clear(p.indexes)
 	for _, t := range tables {
-		st := &indexState{sig: t.signature(), shards: make(map[int]bool, p.shards.Len())}
-		for s := p.shards.First; s <= p.shards.Last; s++ {
+		st := &indexState{sig: t.signature(), shards: make(map[int]bool, p.Shards().Len())}
+		for s := p.Shards().First; s <= p.Shards().Last; s++ {
 			st.shards[s] = true
 		}
 		p.indexes[t.Name] = st
@@ -258,8 +258,8 @@ func copyPartition(ctx context.Context, src, dst *PartitionStore) (int64, error)
 	if err != nil {
 		return 0, err
 	}
-	all := make([]int, 0, src.shards.Len())
-	for s := src.shards.First; s <= src.shards.Last; s++ {
+	all := make([]int, 0, src.Shards().Len())
+	for s := src.Shards().First; s <= src.Shards().Last; s++ {
 		all = append(all, s)
 	}
 	var tables []IndexTable

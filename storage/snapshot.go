@@ -242,8 +242,8 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 	if p.pb != nil {
 		return p.pebbleRestore(applied, next, kv, tables)
 	}
-	all := make([]int, 0, p.shards.Len())
-	for s := p.shards.First; s <= p.shards.Last; s++ {
+	all := make([]int, 0, p.Shards().Len())
+	for s := p.Shards().First; s <= p.Shards().Last; s++ {
 		all = append(all, s)
 	}
 	if err := p.ensureLocked(ctx, all); err != nil {
@@ -324,8 +324,8 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 			}
 			continue
 		}
-		if !p.shards.Contains(r.Shard) {
-			return fmt.Errorf("storage: restore: record %d: %w: shard %d, range [%d, %d]", n, ErrShardRange, r.Shard, p.shards.First, p.shards.Last)
+		if !p.Shards().Contains(r.Shard) {
+			return fmt.Errorf("storage: restore: record %d: %w: shard %d, range [%d, %d]", n, ErrShardRange, r.Shard, p.Shards().First, p.Shards().Last)
 		}
 		var bytes int
 		if r.Index == "" {

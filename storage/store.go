@@ -157,7 +157,8 @@ func (s *Store) forget(p *PartitionStore) {
 type PartitionStore struct {
 	store  *Store
 	id     PartitionID
-	shards cells.ShardRange
+	shardsMu sync.RWMutex
+	shards   cells.ShardRange // guarded by shardsMu: SetShards changes it
 	d      *dialect
 	// write runs write transactions and DDL; read runs reads and snapshots. They are the same
 	// pool in MySQL.
@@ -190,7 +191,19 @@ type PartitionStore struct {
 func (p *PartitionStore) ID() PartitionID { return p.id }
 
 // Shards returns the partition's shard range.
-func (p *PartitionStore) Shards() cells.ShardRange { return p.shards }
+func (p *PartitionStore) Shards() cells.ShardRange {
+	p.shardsMu.RLock()
+	defer p.shardsMu.RUnlock()
+	return p.shards
+}
+
+// SetShards changes the partition's shard range (a split shrinks it: see WriteTx.DropShards).
+// Calls naming a shard outside the new range fail with ErrShardRange from then on.
+func (p *PartitionStore) SetShards(r cells.ShardRange) {
+	p.shardsMu.Lock()
+	p.shards = r
+	p.shardsMu.Unlock()
+}
 
 // Close releases the partition's resources (for SQLite, its two connection pools) and removes
 // it from its Store, so that Store.Partition may open it again. Later calls return ErrClosed;
@@ -215,8 +228,8 @@ func (p *PartitionStore) checkShard(shard int) error {
 	if p.closed.Load() {
 		return ErrClosed
 	}
-	if !p.shards.Contains(shard) {
-		return fmt.Errorf("%w: shard %d, range [%d, %d]", ErrShardRange, shard, p.shards.First, p.shards.Last)
+	if r := p.Shards(); !r.Contains(shard) {
+		return fmt.Errorf("%w: shard %d, range [%d, %d]", ErrShardRange, shard, r.First, r.Last)
 	}
 	return nil
 }

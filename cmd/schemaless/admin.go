@@ -47,10 +47,15 @@ func (f *adminFlags) register(cmd *cobra.Command, timeout time.Duration) {
 func newAdminCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "admin",
-		Short: "Administer a cluster: membership, placement, backups, async storage clusters",
+		Short: "Administer a cluster: datastores, membership, placement, backups, async storage clusters",
 		Long: `Administer a cluster. Through a running node's HTTP API (--endpoints): nodes, partitions,
 add-voter, remove-voter, transfer-leader, move-replica, rebalance, drain, backup and restore
-(see each command's help).
+(see each command's help), and the datastores of the cluster's catalog:
+
+  schemaless admin datastores [--detail]                         the catalog's datastores
+  schemaless admin create-datastore --name N --shards S [--partitions P] [--replicas R | --replica-nodes n1,n2,n3]
+                                                                 create a raft datastore at run time
+  schemaless admin drop-datastore --name N --confirm N           drop a datastore and delete its data
 
 Administer the MySQL storage clusters of async datastores, directly on the MySQL servers listed
 in the topology file (no node needs to be up). The topology's DSNs are the datastore's user, which
@@ -66,6 +71,7 @@ read_only fences and which may lack the replication privileges: the admin comman
 	cmd.AddCommand(newAdminRaftCmds()...)
 	cmd.AddCommand(newAdminMoveCmd())
 	cmd.AddCommand(newAdminBackupCmds()...)
+	cmd.AddCommand(newAdminDatastoreCmds()...)
 	return cmd
 }
 

@@ -1,0 +1,111 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/schemaless-db/schemaless/wire"
+)
+
+// The catalog calls (/v1/admin/datastores): the datastores of the cluster's replicated catalog,
+// created and dropped at run time. See docs/api.md, "Datastores". They need the admin role.
+//
+// Retries are those of the admin changes (admin.go): CreateDatastore and DropDatastore are
+// retried only when they certainly did not start (not sent; 503, 429 or 408: the catalog had
+// no leader, nothing was done). A timeout or a connection lost after sending, and a 504 (the
+// node ran out of time while the catalog applied the change), end the call with
+// ErrIndeterminate: the change may have been applied, and Datastores tells. AdminIdempotent
+// does not suit them: a creation sent again after it was applied answers ErrConflict, a drop
+// ErrNotFound.
+
+// CreateDatastore creates datastore req.Name in the cluster's catalog (POST
+// /v1/admin/datastores) and returns the catalog generation the creation made, the datastore
+// as created (empty when the answering node had not applied the creation yet: Datastores
+// shows it), and Ready, whether its partitions had leaders when the node answered (else it
+// takes requests once they are elected: DatastoreReady tells). It blocks until then, the
+// attempt runs out of Config.AdminTimeout, or ctx is done.
+//
+// req.Replicas is nil (the cluster's default), an int (a replica count, 1 to 9) or a []string
+// of node ids. Errors: ErrInvalidArgument (a field refused; the *APIError's Field names it:
+// "name", "shards", "replicas", ...; unsent when req.Name is empty), ErrConflict (a datastore
+// of that name exists), ErrUnavailable (the catalog has no leader: nothing done),
+// ErrIndeterminate, ErrInternal (also a node without a catalog: 501), ErrBadResponse (also an
+// answer about another datastore), or ctx's error.
+func (c *Client) CreateDatastore(ctx context.Context, req wire.CreateDatastoreRequest, opts ...AdminOption) (wire.CreateDatastoreResponse, error) {
+	const op = "admin_create_datastore"
+	if req.Name == "" {
+		return wire.CreateDatastoreResponse{}, required(op, "name", "the datastore to create")
+	}
+	r, err := c.adminRequest(op, http.MethodPost, "/v1/admin/datastores", req, opts)
+	if err != nil {
+		return wire.CreateDatastoreResponse{}, err
+	}
+	r.ok = []int{http.StatusCreated}
+	ans, err := c.do(ctx, r)
+	if err != nil {
+		return wire.CreateDatastoreResponse{}, err
+	}
+	var resp wire.CreateDatastoreResponse
+	if err := decode(op, ans, &resp); err != nil {
+		return wire.CreateDatastoreResponse{}, err
+	}
+	// An empty Datastore is an answer of a node that had not applied the creation yet.
+	if resp.Datastore.Name != "" && resp.Datastore.Name != req.Name {
+		return wire.CreateDatastoreResponse{}, badResponse(op, ans, "datastore %q created, want %q", resp.Datastore.Name, req.Name)
+	}
+	return resp, nil
+}
+
+// Datastores returns the cluster's catalog as the answering node last learned it (GET
+// /v1/admin/datastores): its generation and every datastore, with its partitions, replicas
+// and latest splits and merges. It is retried as a read. Errors: ErrUnavailable, ErrInternal
+// (also a node without a catalog: 501), ErrBadResponse, or ctx's error.
+func (c *Client) Datastores(ctx context.Context) (wire.DatastoresResponse, error) {
+	const op = "admin_datastores"
+	ans, err := c.do(ctx, &request{op: op, method: http.MethodGet, path: "/v1/admin/datastores", ok: []int{http.StatusOK}})
+	if err != nil {
+		return wire.DatastoresResponse{}, err
+	}
+	var resp wire.DatastoresResponse
+	if err := decode(op, ans, &resp); err != nil {
+		return wire.DatastoresResponse{}, err
+	}
+	if resp.Datastores == nil {
+		resp.Datastores = []wire.DatastoreInfo{}
+	}
+	return resp, nil
+}
+
+// DropDatastore drops datastore name from the cluster's catalog (DELETE
+// /v1/admin/datastores/{name}?confirm={name}) and returns the catalog generation the drop
+// made. Every node then closes the datastore's partitions and deletes their data (a raft
+// datastore's; an async datastore's MySQL databases stay). This cannot be undone. It blocks
+// until the catalog applied the drop, the attempt runs out of Config.AdminTimeout, or ctx is
+// done. Errors: ErrNotFound (no such datastore, field "datastore"), ErrInvalidArgument (unsent
+// when name is empty), ErrUnavailable (the catalog has no leader: nothing done),
+// ErrIndeterminate, ErrInternal (also a node without a catalog: 501), ErrBadResponse, or ctx's
+// error.
+func (c *Client) DropDatastore(ctx context.Context, name string, opts ...AdminOption) (wire.DropDatastoreResponse, error) {
+	const op = "admin_drop_datastore"
+	if name == "" {
+		return wire.DropDatastoreResponse{}, required(op, "name", "the datastore to drop")
+	}
+	r, err := c.adminRequest(op, http.MethodDelete, "/v1/admin/datastores/"+url.PathEscape(name), nil, opts)
+	if err != nil {
+		return wire.DropDatastoreResponse{}, err
+	}
+	r.query = url.Values{"confirm": {name}}
+	ans, err := c.do(ctx, r)
+	if err != nil {
+		return wire.DropDatastoreResponse{}, err
+	}
+	var resp wire.DropDatastoreResponse
+	if err := decode(op, ans, &resp); err != nil {
+		return wire.DropDatastoreResponse{}, err
+	}
+	if resp.Dropped != name {
+		return wire.DropDatastoreResponse{}, badResponse(op, ans, "datastore %q dropped, want %q", resp.Dropped, name)
+	}
+	return resp, nil
+}

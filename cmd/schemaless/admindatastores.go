@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
+)
+
+// newAdminDatastoreCmds returns the admin commands of the cluster's catalog, through a running
+// node's API (/v1/admin/datastores): list, create and drop datastores at run time.
+func newAdminDatastoreCmds() []*cobra.Command {
+	return []*cobra.Command{newAdminDatastoresCmd(), newAdminCreateDatastoreCmd(), newAdminDropDatastoreCmd()}
+}
+
+func newAdminDatastoresCmd() *cobra.Command {
+	var f adminAPIFlags
+	var detail bool
+	cmd := &cobra.Command{
+		Use:   "datastores [--detail]",
+		Short: "List the datastores of the cluster's catalog",
+		Long: `List the datastores of the cluster's replicated catalog as the answering node last learned it
+(GET /v1/admin/datastores), after the catalog's generation (raised by every create, drop, split
+and merge). One line per datastore:
+
+  NAME        the datastore
+  MODE        raft or async
+  SHARDS      its shard count (fixed forever)
+  PARTITIONS  its partitions (contiguous shard ranges)
+  CREATED     the catalog generation that created it; 0 for one imported from the topology
+              file at the cluster's first start
+  CREATED AT  when it was created (- for an imported one)
+
+--detail prints each datastore's partitions too: id, shard range, replicas (raft: the nodes
+the catalog placed it on; 'schemaless admin partitions' shows the live raft configuration) or
+storage cluster (async), the generation at which it took its range, the partition it was split
+from, and the datastore's latest splits and merges. --json prints the API's answer as is.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				res, err := cl.Datastores(ctx)
+				if err != nil {
+					return adminError(err)
+				}
+				if f.asJSON {
+					return writeAnswerJSON(out, res)
+				}
+				return printDatastores(out, res, detail)
+			})
+		},
+	}
+	f.register(cmd, adminReadTimeout)
+	cmd.Flags().BoolVar(&detail, "detail", false, "also print each datastore's partitions and latest splits and merges")
+	return cmd
+}
+
+// printDatastores prints the catalog as a table, each datastore's partitions after it with
+// detail.
+func printDatastores(w io.Writer, res wire.DatastoresResponse, detail bool) error {
+	fmt.Fprintf(w, "catalog generation %d: %s\n", res.Generation, plural(len(res.Datastores), "datastore"))
+	if len(res.Datastores) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tMODE\tSHARDS\tPARTITIONS\tCREATED\tCREATED AT")
+	for _, d := range res.Datastores {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", d.Name, dash(d.Mode), d.Shards, len(d.Partitions), createdGeneration(d), createdAt(d))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if !detail {
+		return nil
+	}
+	for _, d := range res.Datastores {
+		fmt.Fprintln(w)
+		if err := printDatastorePartitions(w, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func createdGeneration(d wire.DatastoreInfo) string {
+	if d.Created == 0 {
+		return "0 (topology)"
+	}
+	return fmt.Sprint(d.Created)
+}
+
+func createdAt(d wire.DatastoreInfo) string {
+	if d.CreatedAt.IsZero() {
+		return "-"
+	}
+	return d.CreatedAt.UTC().Format(time.RFC3339)
+}
+
+// printDatastorePartitions prints d's partitions and history, under a line naming d.
+func printDatastorePartitions(w io.Writer, d wire.DatastoreInfo) error {
+	head := fmt.Sprintf("%s  %s, %d shards, %s", d.Name, dash(d.Mode), d.Shards, plural(len(d.Partitions), "partition"))
+	if len(d.StorageClusters) > 0 {
+		head += ", storage clusters " + strings.Join(d.StorageClusters, ", ")
+	}
+	fmt.Fprintln(w, head)
+	where := "REPLICAS"
+	if d.Mode == topology.ModeAsync {
+		where = "CLUSTER"
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  ID\tSHARDS\t%s\tGENERATION\tPARENT\n", where)
+	for _, p := range d.Partitions {
+		at := dash(p.Cluster)
+		if d.Mode != topology.ModeAsync {
+			at = dash(strings.Join(p.Replicas, ","))
+		}
+		parent := "-"
+		if p.Parent >= 0 {
+			parent = fmt.Sprint(p.Parent)
+		}
+		fmt.Fprintf(tw, "  %d\t%d-%d\t%s\t%d\t%s\n", p.ID, p.FirstShard, p.LastShard, at, p.Generation, parent)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, e := range d.History {
+		what := fmt.Sprintf("%d split at shard %d into %d and %d", e.Left, e.AtShard, e.Left, e.Right)
+		if e.Op != "split" {
+			what = fmt.Sprintf("%d and %d merged into %d", e.Left, e.Right, e.Left)
+		}
+		fmt.Fprintf(w, "  %s  generation %d  %s\n", e.At.UTC().Format(time.RFC3339), e.Generation, what)
+	}
+	return nil
+}
+
+func newAdminCreateDatastoreCmd() *cobra.Command {
+	var f adminAPIFlags
+	var req wire.CreateDatastoreRequest
+	var replicas int
+	var replicaNodes []string
+	cmd := &cobra.Command{
+		Use:   "create-datastore --name N --shards S [--partitions P] [--replicas R | --replica-nodes n1,n2,n3]",
+		Short: "Create a raft datastore in the cluster's catalog, at run time",
+		Long: `Create datastore --name in the cluster's replicated catalog (POST /v1/admin/datastores): every
+node learns of it and opens its replicas; no restart and no topology change. The command returns
+once the answering node has opened it and its partitions have leaders (or, if they take longer,
+says it is not ready yet: GET /readyz?datastore=N tells when it is), and prints the datastore.
+
+  --name        [a-z][a-z0-9_]{0,31}, not used by another datastore (409 otherwise)
+  --shards      the shard count, fixed forever (1 to 10000)
+  --partitions  the number of equal contiguous shard ranges (default 1, at most --shards);
+                split and merge them later
+  --replicas    how many nodes hold each partition (default 3, or every node when fewer are
+                known), chosen among the alive nodes and spread so that partitions start on
+                different nodes; or
+  --replica-nodes  the nodes that hold every partition
+
+An async datastore (MySQL storage clusters) is created through the API only: POST
+/v1/admin/datastores with its storage_clusters (docs/api.md, "Datastores").
+
+The creation is sent again only if it certainly did not start (no node reached, or the catalog
+had no leader). If the command times out or loses its connection after sending, the datastore
+may have been created: 'schemaless admin datastores' tells.
+
+Errors: 400 naming the field at fault (name, shards, partitions, replicas: an unknown node, too
+few nodes alive), 409 a datastore of that name exists, 503 the catalog has no leader.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case req.Name == "":
+				return errors.New("--name is required: the datastore to create")
+			case !cmd.Flags().Changed("shards"):
+				return errors.New("--shards is required: the datastore's shard count, fixed forever")
+			case cmd.Flags().Changed("replicas") && len(replicaNodes) > 0:
+				return errors.New("--replicas and --replica-nodes exclude each other: give a count or the nodes")
+			case req.Mode != "" && req.Mode != topology.ModeRaft:
+				return fmt.Errorf("--mode %q: only raft datastores are created here (an async one needs its storage clusters: POST /v1/admin/datastores)", req.Mode)
+			}
+			if cmd.Flags().Changed("replicas") {
+				req.Replicas = replicas
+			} else if len(replicaNodes) > 0 {
+				req.Replicas = replicaNodes
+			}
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				start := time.Now()
+				res, err := cl.CreateDatastore(ctx, req)
+				if err != nil {
+					return adminError(err)
+				}
+				if f.asJSON {
+					return writeAnswerJSON(out, res)
+				}
+				ready := "ready: its partitions have leaders"
+				if !res.Ready {
+					ready = "not ready yet: its partitions are electing leaders (GET /readyz?datastore=" + req.Name + " tells when it is)"
+				}
+				fmt.Fprintf(out, "created datastore %s at catalog generation %d (%s); %s\n", req.Name, res.Generation,
+					time.Since(start).Round(time.Millisecond), ready)
+				if res.Datastore.Name == "" { // the node had not applied the creation yet
+					fmt.Fprintf(out, "'schemaless admin datastores --detail' shows its partitions\n")
+					return nil
+				}
+				return printDatastorePartitions(out, res.Datastore)
+			})
+		},
+	}
+	f.register(cmd, adminChangeTimeout)
+	fl := cmd.Flags()
+	fl.StringVar(&req.Name, "name", "", "the datastore to create (required)")
+	fl.IntVar(&req.Shards, "shards", 0, "its shard count, fixed forever (required)")
+	fl.IntVar(&req.Partitions, "partitions", 0, "its number of partitions, equal shard ranges (default 1)")
+	fl.StringVar(&req.Mode, "mode", topology.ModeRaft, "the datastore's mode: raft (async ones are created through the API)")
+	fl.IntVar(&replicas, "replicas", 0, "how many nodes hold each partition, 1 to 9 (default: 3, or every node when fewer are known)")
+	fl.StringSliceVar(&replicaNodes, "replica-nodes", nil, "the nodes that hold every partition (comma-separated), instead of --replicas")
+	return cmd
+}
+
+func newAdminDropDatastoreCmd() *cobra.Command {
+	var f adminAPIFlags
+	var name, confirm string
+	cmd := &cobra.Command{
+		Use:   "drop-datastore --name N --confirm N",
+		Short: "Drop a datastore from the cluster's catalog and delete its data",
+		Long: `Drop datastore --name from the cluster's replicated catalog (DELETE
+/v1/admin/datastores/{name}?confirm={name}). --confirm must name it again. Every node then
+closes its partitions and deletes their data: a raft datastore's replicas are gone for good (take
+a backup first: 'schemaless admin backup'). An async datastore's MySQL databases stay, for you to
+remove. Requests to the datastore answer 404 once a node has learned of the drop.
+
+A datastore of the topology file dropped here stays dropped: the topology's datastores are
+imported into the catalog once, at the cluster's first start.
+
+The drop is sent again only if it certainly did not start. If the command times out or loses its
+connection after sending, the datastore may have been dropped: 'schemaless admin datastores'
+tells.
+
+Errors: 404 no such datastore (field datastore), 400 a confirmation that does not name it (field
+confirm), 503 the catalog has no leader.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case name == "":
+				return errors.New("--name is required: the datastore to drop")
+			case confirm == "":
+				return fmt.Errorf("--confirm is required: name the datastore again (--confirm %s) to drop it and delete its data", name)
+			case confirm != name:
+				return fmt.Errorf("--confirm %q does not name the datastore %q: nothing dropped", confirm, name)
+			}
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				res, err := cl.DropDatastore(ctx, name)
+				if err != nil {
+					return adminError(err)
+				}
+				if f.asJSON {
+					return writeAnswerJSON(out, res)
+				}
+				fmt.Fprintf(out, "dropped datastore %s at catalog generation %d\n", res.Dropped, res.Generation)
+				return nil
+			})
+		},
+	}
+	f.register(cmd, adminChangeTimeout)
+	cmd.Flags().StringVar(&name, "name", "", "the datastore to drop (required)")
+	cmd.Flags().StringVar(&confirm, "confirm", "", "the datastore's name again (required)")
+	return cmd
+}

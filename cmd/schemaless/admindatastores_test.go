@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schemaless-db/schemaless/api"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/wire"
+)
+
+// fakeCatalog is an api.CatalogBackend over a map: it creates raft datastores of one
+// partition per requested partition on the nodes asked (or n1..nR), and drops them.
+type fakeCatalog struct {
+	mu      sync.Mutex
+	gen     uint64
+	ds      []wire.DatastoreInfo
+	creates []cluster.CreateDatastoreOptions
+}
+
+func (c *fakeCatalog) CreateDatastore(_ context.Context, o cluster.CreateDatastoreOptions) (wire.CreateDatastoreResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.creates = append(c.creates, o)
+	for _, d := range c.ds {
+		if d.Name == o.Name {
+			return wire.CreateDatastoreResponse{}, fmt.Errorf("%w: %q", cluster.ErrDatastoreExists, o.Name)
+		}
+	}
+	if o.Shards > 64 {
+		return wire.CreateDatastoreResponse{}, &cluster.FieldError{Field: "shards", Msg: "too many for this test"}
+	}
+	nodes, count := o.Replicas, o.ReplicaCount
+	if count == 0 {
+		count = 3
+	}
+	for i := 1; len(o.Replicas) == 0 && i <= count; i++ {
+		nodes = append(nodes, fmt.Sprintf("n%d", i))
+	}
+	c.gen++
+	d := wire.DatastoreInfo{Name: o.Name, Mode: "raft", Shards: o.Shards, Created: c.gen, CreatedAt: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	parts := max(o.Partitions, 1)
+	for i := 0; i < parts; i++ {
+		d.Partitions = append(d.Partitions, wire.CatalogPartition{ID: i, FirstShard: i * o.Shards / parts, LastShard: (i+1)*o.Shards/parts - 1,
+			Replicas: nodes, Generation: c.gen, Parent: -1})
+	}
+	c.ds = append(c.ds, d)
+	return wire.CreateDatastoreResponse{Generation: c.gen, Datastore: d, Ready: o.Partitions < 4}, nil
+}
+
+func (c *fakeCatalog) DropDatastore(_ context.Context, name, confirm string) (wire.DropDatastoreResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, d := range c.ds {
+		if d.Name == name {
+			c.ds = append(c.ds[:i], c.ds[i+1:]...)
+			c.gen++
+			return wire.DropDatastoreResponse{Generation: c.gen, Dropped: name}, nil
+		}
+	}
+	return wire.DropDatastoreResponse{}, fmt.Errorf("%w: %q", cluster.ErrUnknownDatastore, name)
+}
+
+func (c *fakeCatalog) CatalogDatastores() wire.DatastoresResponse {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return wire.DatastoresResponse{Generation: c.gen, Datastores: append([]wire.DatastoreInfo(nil), c.ds...)}
+}
+
+// TestAdminDatastoreCommands drives datastores, create-datastore and drop-datastore against
+// package api's server over a fake catalog with one imported datastore: the requests they
+// send, their tables, --json, and their errors (flags checked before sending; the API's
+// message and field).
+func TestAdminDatastoreCommands(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cat := &fakeCatalog{gen: 1, ds: []wire.DatastoreInfo{{Name: "trips", Mode: "raft", Shards: 8, Partitions: []wire.CatalogPartition{
+		{ID: 0, LastShard: 3, Replicas: []string{"n1", "n2", "n3"}, Parent: -1},
+		{ID: 1, FirstShard: 4, LastShard: 7, Replicas: []string{"n1", "n2", "n3"}, Generation: 1, Parent: 0}},
+		History: []wire.CatalogEvent{{Op: "split", Generation: 1, At: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC), Left: 0, Right: 1, AtShard: 4}}}}}
+	srv, err := api.NewServer(api.Backends{Node: struct{ api.NodeBackend }{}, Catalog: cat}, api.Config{})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	eps := deadEndpoint(t) + "," + hs.URL // a dead endpoint first: the commands pass over it
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, err := runCmd(ctx, append(append([]string{"admin"}, args...), "--endpoints", eps)...)
+		require.NoError(t, err, "admin %s\n%s%s", strings.Join(args, " "), out, errOut)
+		t.Logf("$ schemaless admin %s\n%s", strings.Join(args, " "), out)
+		return out
+	}
+
+	out := run("datastores")
+	assert.Contains(t, out, "catalog generation 1: 1 datastore\n")
+	assert.True(t, hasLine(out, "NAME", "MODE", "SHARDS", "PARTITIONS", "CREATED", "CREATED", "AT"), "admin datastores: the header in\n%s", out)
+	assert.True(t, hasLine(out, "trips", "raft", "8", "2", "0", "(topology)", "-"), "admin datastores: trips, imported, in\n%s", out)
+
+	out = run("create-datastore", "--name", "users", "--shards", "16", "--partitions", "2", "--replicas", "2")
+	assert.Contains(t, out, "created datastore users at catalog generation 2 (")
+	assert.Contains(t, out, "ready: its partitions have leaders")
+	assert.True(t, hasLine(out, "1", "8-15", "n1,n2", "2", "-"), "create-datastore: partition 1 in\n%s", out)
+	out = run("create-datastore", "--name", "events", "--shards", "8", "--partitions", "4", "--replica-nodes", "n2,n3")
+	assert.Contains(t, out, "not ready yet")
+	var created wire.CreateDatastoreResponse
+	require.NoError(t, json.Unmarshal([]byte(run("create-datastore", "--name", "logs", "--shards", "4", "--json")), &created))
+	assert.Equal(t, "logs", created.Datastore.Name, "create-datastore --json")
+	assert.Equal(t, []cluster.CreateDatastoreOptions{
+		{Name: "users", Mode: "raft", Shards: 16, Partitions: 2, ReplicaCount: 2},
+		{Name: "events", Mode: "raft", Shards: 8, Partitions: 4, Replicas: []string{"n2", "n3"}},
+		{Name: "logs", Mode: "raft", Shards: 4},
+	}, cat.creates, "the creations the catalog got")
+
+	out = run("datastores", "--detail")
+	assert.Contains(t, out, "catalog generation 4: 4 datastores\n")
+	assert.True(t, hasLine(out, "users", "raft", "16", "2", "2", "2026-11-23T10:00:00Z"), "admin datastores: users in\n%s", out)
+	assert.True(t, hasLine(out, "1", "4-7", "n1,n2,n3", "1", "0"), "admin datastores --detail: trips/1, split from 0, in\n%s", out)
+	assert.Contains(t, out, "2026-11-22T09:00:00Z  generation 1  0 split at shard 4 into 0 and 1", "admin datastores --detail: trips' split")
+	var list wire.DatastoresResponse
+	require.NoError(t, json.Unmarshal([]byte(run("datastores", "--json")), &list))
+	assert.Len(t, list.Datastores, 4, "admin datastores --json")
+
+	assert.Equal(t, "dropped datastore logs at catalog generation 5\n", run("drop-datastore", "--name", "logs", "--confirm", "logs"))
+	var dropped wire.DropDatastoreResponse
+	require.NoError(t, json.Unmarshal([]byte(run("drop-datastore", "--name", "events", "--confirm", "events", "--json")), &dropped))
+	assert.Equal(t, wire.DropDatastoreResponse{Generation: 6, Dropped: "events"}, dropped)
+
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"create-datastore", "--shards", "8"}, []string{"--name is required"}},
+		{[]string{"create-datastore", "--name", "x"}, []string{"--shards is required"}},
+		{[]string{"create-datastore", "--name", "x", "--shards", "8", "--replicas", "3", "--replica-nodes", "n1"}, []string{"exclude each other"}},
+		{[]string{"create-datastore", "--name", "x", "--shards", "8", "--mode", "async"}, []string{`--mode "async"`, "POST /v1/admin/datastores"}},
+		{[]string{"create-datastore", "--name", "users", "--shards", "8"}, []string{"409", "conflict", "datastore exists", `field "name"`}},
+		{[]string{"create-datastore", "--name", "x", "--shards", "100"}, []string{"400", "too many for this test", `field "shards"`}},
+		{[]string{"create-datastore", "--name", "x", "--shards", "8", "--replicas", "12"}, []string{"400", `field "replicas"`}},
+		{[]string{"create-datastore", "--name", "X", "--shards", "8"}, []string{"400", `field "name"`}},
+		{[]string{"drop-datastore", "--name", "users"}, []string{"--confirm is required", "--confirm users"}},
+		{[]string{"drop-datastore", "--name", "users", "--confirm", "user"}, []string{`--confirm "user" does not name the datastore "users"`}},
+		{[]string{"drop-datastore", "--name", "nope", "--confirm", "nope"}, []string{"404", `"nope"`, `field "datastore"`}},
+	} {
+		_, _, err := runCmd(ctx, append(append([]string{"admin"}, tc.args...), "--endpoints", eps)...)
+		t.Logf("$ schemaless admin %s\nerror: %v", strings.Join(tc.args, " "), err)
+		if !assert.Error(t, err, "admin %s: want %q", strings.Join(tc.args, " "), tc.want) {
+			continue
+		}
+		for _, w := range tc.want {
+			assert.Contains(t, err.Error(), w, "admin %s", strings.Join(tc.args, " "))
+		}
+	}
+	assert.Len(t, cat.CatalogDatastores().Datastores, 2, "the refused commands changed nothing: trips and users remain")
+}

@@ -1,0 +1,318 @@
+package fsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
+	"github.com/schemaless-db/schemaless/storage"
+)
+
+// The shard range of a partition is part of its replicated state: a split shrinks it at one
+// index of the raft log, on every replica. The FSM keeps it in a KV row (RangeKey) written by
+// the split, so a replica that restarts, or restores a snapshot taken after the split, applies
+// the log with the range it had there. A partition that never split has no such row: its range
+// is the one its store was opened with (the range it was created with, catalog.Partition.Origin).
+
+const (
+	// RangeKey is the KV row holding a partition's shard range once it has split (msgpack
+	// [first, last]).
+	RangeKey = "partition/range"
+	// SplitKey is the KV row of a partition made by a split: its SplitOrigin.
+	SplitKey = "partition/split"
+)
+
+// SplitOrigin is what a partition made by a split records of its making (SplitKey): the parent
+// partition, the catalog generation of the split, the raft index and term of the split in the
+// parent's log, and the voters its raft group starts with.
+type SplitOrigin struct {
+	_msgpack   struct{} `msgpack:",as_array"`
+	Parent     int
+	Generation uint64
+	Index      uint64
+	Term       uint64
+	Voters     []command.Voter
+}
+
+// SplitEvent tells the FSM's owner that the partition split (Config.OnSplit): Right, the new
+// partition, now holds Shards in its store, at Applied (the index and term of the split entry),
+// and the parent holds Left.
+type SplitEvent struct {
+	Right   int
+	Left    cells.ShardRange
+	Shards  cells.ShardRange
+	Applied storage.AppliedState
+}
+
+// Shards returns the shard range the partition holds now. Safe from any goroutine.
+func (f *FSM) Shards() cells.ShardRange {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.shards
+}
+
+// setShards makes r the partition's range, in the FSM and in its store.
+func (f *FSM) setShards(r cells.ShardRange) {
+	f.mu.Lock()
+	f.shards = r
+	f.mu.Unlock()
+	f.cfg.Store.SetShards(r)
+}
+
+// loadRange reads the range RangeKey holds, if any.
+func loadRange(ctx context.Context, st Store) (cells.ShardRange, bool, error) {
+	kvs, err := st.ScanKV(ctx, RangeKey)
+	if err != nil {
+		return cells.ShardRange{}, false, err
+	}
+	for _, kv := range kvs {
+		if kv.Key == RangeKey {
+			r, err := decodeRange(kv.Value)
+			return r, err == nil, err
+		}
+	}
+	return cells.ShardRange{}, false, nil
+}
+
+func encodeRange(r cells.ShardRange) []byte {
+	b, _ := msgpack.Marshal([]int{r.First, r.Last})
+	return b
+}
+
+func decodeRange(b []byte) (cells.ShardRange, error) {
+	var v []int
+	if err := msgpack.Unmarshal(b, &v); err != nil || len(v) != 2 || v[0] < 0 || v[1] < v[0] {
+		return cells.ShardRange{}, fmt.Errorf("fsm: malformed %s row (%v)", RangeKey, err)
+	}
+	return cells.ShardRange{First: v[0], Last: v[1]}, nil
+}
+
+// ReadSplitOrigin returns the SplitOrigin a partition made by a split holds, and false for any
+// other partition.
+func ReadSplitOrigin(ctx context.Context, st Store) (SplitOrigin, bool, error) {
+	kvs, err := st.ScanKV(ctx, SplitKey)
+	if err != nil {
+		return SplitOrigin{}, false, err
+	}
+	for _, kv := range kvs {
+		if kv.Key == SplitKey {
+			var o SplitOrigin
+			if err := msgpack.Unmarshal(kv.Value, &o); err != nil {
+				return SplitOrigin{}, false, fmt.Errorf("fsm: malformed %s row: %w", SplitKey, err)
+			}
+			return o, true, nil
+		}
+	}
+	return SplitOrigin{}, false, nil
+}
+
+// applySplit applies one split entry on its own: the right half's state copied into the right
+// partition's store (Config.SplitStore), then, in one transaction of the parent's store, the
+// right half's shards dropped, the parent's new range and the entry's applied index written.
+// A command that does not decode, does not split the current range in two, or reaches a
+// replica without Config.SplitStore is a deterministic refusal and only the applied index
+// moves. Storage failures are retried and then stop the FSM, as in ApplyBatch.
+func (f *FSM) applySplit(l *raft.Log) interface{} {
+	began := time.Now()
+	if f.Failed() != nil {
+		return &Response{Err: ErrFailed}
+	}
+	if l.Index <= f.Applied().Index {
+		return &Response{Err: ErrAlreadyApplied}
+	}
+	applied := storage.AppliedState{Index: l.Index, Term: l.Term}
+	cmd, refused := command.DecodeAs[*command.Split](l.Data)
+	if refused == nil {
+		refused = cmd.CheckShards(f.shards)
+	}
+	if refused == nil && f.cfg.SplitStore == nil {
+		refused = fmt.Errorf("%w: this replica's state machine cannot split", command.ErrBadCommand)
+	}
+	cur := f.shards
+	var left, right cells.ShardRange
+	if refused == nil {
+		left = cells.ShardRange{First: cur.First, Last: int(cmd.AtShard) - 1}
+		right = cells.ShardRange{First: int(cmd.AtShard), Last: cur.Last}
+	}
+	backoff := f.cfg.StoreBackoff
+	for attempt := 1; ; attempt++ {
+		var err error
+		if refused != nil {
+			err = f.appliedOnlyTx(applied)
+		} else {
+			err = f.splitTx(cmd, left, right, applied)
+		}
+		if err == nil {
+			break
+		}
+		var amb *ambiguousCommitError
+		if errors.As(err, &amb) || attempt >= f.cfg.StoreAttempts {
+			f.fail(fmt.Errorf("fsm: apply split entry %d: %w", l.Index, err))
+			return &Response{Err: ErrFailed}
+		}
+		f.cfg.Logger.Warn("fsm: split failed, retrying", "attempt", attempt, "backoff", backoff, "error", err)
+		time.Sleep(backoff)
+		backoff *= 2
+	}
+	if refused != nil {
+		f.setApplied(applied)
+		return &Response{Err: refused}
+	}
+	f.setShards(left)
+	f.resetCaches()
+	f.setApplied(applied)
+	observeApply(f.cfg.Store, began, 1, 0)
+	f.cfg.Logger.Info("fsm: partition split", "left_first", left.First, "left_last", left.Last, "right", cmd.Right,
+		"right_first", right.First, "right_last", right.Last, "index", l.Index, "took", time.Since(began))
+	if f.cfg.OnSplit != nil {
+		f.cfg.OnSplit(SplitEvent{Right: int(cmd.Right), Left: left, Shards: right, Applied: applied})
+	}
+	return &Response{Result: command.SplitResult{Left: left, Right: right}}
+}
+
+// appliedOnlyTx writes the applied index alone (a refused entry).
+func (f *FSM) appliedOnlyTx(applied storage.AppliedState) error {
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StoreTimeout)
+	defer cancel()
+	tx, err := f.cfg.Store.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := tx.SetApplied(ctx, applied); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return &ambiguousCommitError{err}
+	}
+	return nil
+}
+
+// splitTx runs one attempt at a split: the copy into the right partition's store (skipped when
+// that store already holds the split or later: a replay after a crash), then the parent's
+// transaction.
+func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied storage.AppliedState) error {
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StoreTimeout)
+	defer cancel()
+	snap, err := f.cfg.Store.BeginSnapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("begin snapshot: %w", err)
+	}
+	defer snap.Close()
+	// Every KV row goes to the right half: a consumer group's coordinator state covers every
+	// shard of the datastore in each partition (each partition's copy answers for its own
+	// shards), and the index catalog and the schemas are every partition's.
+	var kv []storage.KV
+	err = snap.ScanKV(ctx, func(row storage.KV) error {
+		if row.Key != RangeKey && row.Key != SplitKey {
+			kv = append(kv, row)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("KV rows: %w", err)
+	}
+	origin, err := msgpack.Marshal(&SplitOrigin{Parent: -1, Generation: cmd.Generation, Index: applied.Index, Term: applied.Term, Voters: cmd.Voters})
+	if err != nil {
+		return err
+	}
+	kv = append(kv, storage.KV{Key: RangeKey, Value: encodeRange(right)}, storage.KV{Key: SplitKey, Value: origin})
+	_, tables, err := indexTablesOf(kv)
+	if err != nil {
+		return err
+	}
+	rs, release, err := f.cfg.SplitStore(ctx, int(cmd.Right), right)
+	if err != nil {
+		return fmt.Errorf("open the right partition %d: %w", cmd.Right, err)
+	}
+	rightApplied, err := rs.Applied(ctx)
+	if err == nil && rightApplied.Index < applied.Index {
+		// The right half's raft group starts at the split's index in term 1 (see
+		// partition.WriteSplitBase): its first leader's terms never fall below its log's.
+		err = rs.Restore(ctx, storage.AppliedState{Index: applied.Index, Term: 1}, splitRecords(ctx, snap, right, tables), kv, tables)
+	}
+	if rerr := release(); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("copy into the right partition %d: %w", cmd.Right, err)
+	}
+	tx, err := f.cfg.Store.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := tx.DropShards(ctx, right); err != nil {
+		return fmt.Errorf("drop shards %d..%d: %w", right.First, right.Last, err)
+	}
+	if err := tx.PutKV(ctx, RangeKey, encodeRange(left)); err != nil {
+		return err
+	}
+	if err := tx.SetApplied(ctx, applied); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return &ambiguousCommitError{err}
+	}
+	return nil
+}
+
+// splitRecords returns the records of the right half of the view snap for Store.Restore: the
+// cells of shards r in added_id order, the entries of every index table on those shards, and
+// every request record (a retry of a write of a moved row finds its outcome in either half). A
+// goroutine reads the view ahead of the restore.
+func splitRecords(ctx context.Context, snap *storage.SnapshotTx, r cells.ShardRange, tables []storage.IndexTable) func() (storage.RestoreRecord, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan storage.RestoreRecord, 1024)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(ch)
+		send := func(rec storage.RestoreRecord) error {
+			select {
+			case ch <- rec:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		err := func() error {
+			for s := r.First; s <= r.Last; s++ {
+				if err := snap.ScanShard(ctx, s, func(c cells.Cell) error { return send(storage.RestoreRecord{Shard: s, Cell: c}) }); err != nil {
+					return fmt.Errorf("shard %d: %w", s, err)
+				}
+			}
+			for _, t := range tables {
+				for s := r.First; s <= r.Last; s++ {
+					err := snap.ScanIndex(ctx, s, t, func(e storage.IndexEntry) error {
+						return send(storage.RestoreRecord{Shard: s, Index: t.Name, Entry: e})
+					})
+					if err != nil && !errors.Is(err, storage.ErrNoIndexTable) {
+						return fmt.Errorf("index %s shard %d: %w", t.Name, s, err)
+					}
+				}
+			}
+			return snap.ScanRequests(ctx, func(rr storage.RequestRecord) error { return send(storage.RestoreRecord{Request: &rr}) })
+		}()
+		errc <- err
+	}()
+	return func() (storage.RestoreRecord, error) {
+		rec, ok := <-ch
+		if ok {
+			return rec, nil
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			errc <- err
+			return storage.RestoreRecord{}, err
+		}
+		errc <- nil
+		return storage.RestoreRecord{}, io.EOF
+	}
+}

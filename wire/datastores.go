@@ -1,0 +1,109 @@
+package wire
+
+import "time"
+
+// The JSON shapes of the catalog's admin endpoints (/v1/admin/datastores): the datastores of
+// the cluster's replicated catalog, created and dropped at run time. See docs/api.md,
+// "Datastores".
+
+// CreateDatastoreRequest is the body of POST /v1/admin/datastores.
+//
+// Name matches [a-z][a-z0-9_]{0,31}; Mode is "raft" (default) or "async"; Shards (1 to
+// cells.MaxShards, 10,000, fixed forever) is required; Partitions (default 1, at most Shards)
+// is the number of equal contiguous shard ranges.
+//
+// Replicas places a raft datastore's partitions: absent (or null) for the default (3, or every
+// node when fewer are known); a JSON integer from 1 to 9 (int in Go), each partition then
+// placed on that many nodes of the cluster, spread so that the leaders' nodes differ; or a
+// non-empty list of distinct node ids ([]string in Go), every partition on those nodes. The
+// server refuses any other value (a string, 3.0, 0, an empty list) with 400 invalid_argument,
+// field "replicas".
+//
+// An async datastore names its storage clusters (StorageClusters, partition i on cluster
+// i % len) and may set BufferClusters, MySQLPrefix and UnsafeNoBufferedWrites, with the
+// meanings of the topology file's fields; Replicas must be absent.
+type CreateDatastoreRequest struct {
+	Name                   string                  `json:"name"`
+	Mode                   string                  `json:"mode,omitempty"`
+	Shards                 int                     `json:"shards"`
+	Partitions             int                     `json:"partitions,omitempty"`
+	Replicas               any                     `json:"replicas,omitempty"`
+	StorageClusters        []StorageClusterRequest `json:"storage_clusters,omitempty"`
+	BufferClusters         int                     `json:"buffer_clusters,omitempty"`
+	MySQLPrefix            string                  `json:"mysql_prefix,omitempty"`
+	UnsafeNoBufferedWrites bool                    `json:"unsafe_no_buffered_writes,omitempty"`
+}
+
+// StorageClusterRequest is one MySQL storage cluster of an async datastore: its name, the DSN
+// of its master and of its minions (go-sql-driver/mysql DSNs), as in the topology file.
+type StorageClusterRequest struct {
+	Name    string   `json:"name"`
+	Master  string   `json:"master"`
+	Minions []string `json:"minions,omitempty"`
+}
+
+// DatastoresResponse answers GET /v1/admin/datastores: the catalog's Generation and every
+// datastore, by name.
+type DatastoresResponse struct {
+	Generation uint64          `json:"generation"`
+	Datastores []DatastoreInfo `json:"datastores"`
+}
+
+// DatastoreInfo is one datastore of the catalog: its name, mode and shard count; Created, the
+// catalog generation that created it (0: imported from the topology file at the cluster's
+// first start); CreatedAt; its partitions by shard; and History, its latest splits and merges,
+// oldest first. StorageClusters names an async datastore's clusters (DSNs are not shown).
+type DatastoreInfo struct {
+	Name            string             `json:"name"`
+	Mode            string             `json:"mode"`
+	Shards          int                `json:"shards"`
+	Created         uint64             `json:"created"`
+	CreatedAt       time.Time          `json:"created_at"`
+	Partitions      []CatalogPartition `json:"partitions"`
+	StorageClusters []string           `json:"storage_clusters,omitempty"`
+	History         []CatalogEvent     `json:"history,omitempty"`
+}
+
+// CatalogPartition is one partition in the catalog: its id, shard range [FirstShard,
+// LastShard], its replicas as the catalog records them (raft: the nodes it was placed on; the
+// raft configuration, GET /v1/admin/partitions, is the live truth) or its storage Cluster
+// (async), the catalog Generation at which it took its range, and Parent, the partition it was
+// split from (-1 for one created with its datastore).
+type CatalogPartition struct {
+	ID         int      `json:"id"`
+	FirstShard int      `json:"first_shard"`
+	LastShard  int      `json:"last_shard"`
+	Replicas   []string `json:"replicas,omitempty"`
+	Cluster    string   `json:"cluster,omitempty"`
+	Generation uint64   `json:"generation"`
+	Parent     int      `json:"parent"`
+}
+
+// CatalogEvent is one split or merge of a datastore: Op ("split" or "merge"), the Generation it
+// made, its time At, the Left and Right partitions and AtShard, the first shard of the right
+// half.
+type CatalogEvent struct {
+	Op         string    `json:"op"`
+	Generation uint64    `json:"generation"`
+	At         time.Time `json:"at"`
+	Left       int       `json:"left"`
+	Right      int       `json:"right"`
+	AtShard    int       `json:"at_shard"`
+}
+
+// CreateDatastoreResponse answers POST /v1/admin/datastores (201): the catalog generation the
+// creation made, the datastore, and Ready, whether every partition had elected a leader when
+// the answer was written (a datastore not ready yet takes requests once its leaders are
+// elected; GET /readyz?datastore=NAME tells).
+type CreateDatastoreResponse struct {
+	Generation uint64        `json:"generation"`
+	Datastore  DatastoreInfo `json:"datastore"`
+	Ready      bool          `json:"ready"`
+}
+
+// DropDatastoreResponse answers DELETE /v1/admin/datastores/{name}?confirm={name} (200): the
+// catalog generation the drop made.
+type DropDatastoreResponse struct {
+	Generation uint64 `json:"generation"`
+	Dropped    string `json:"dropped"`
+}
