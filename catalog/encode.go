@@ -109,7 +109,7 @@ func Decode(b []byte) (*Catalog, error) {
 		}
 		for _, wp := range wd.Partitions {
 			d.Partitions = append(d.Partitions, Partition{ID: wp.ID, Shards: cells.ShardRange{First: wp.First, Last: wp.Last},
-				Origin: cells.ShardRange{First: wp.OriginF, Last: wp.OriginL},
+				Origin:   cells.ShardRange{First: wp.OriginF, Last: wp.OriginL},
 				Replicas: wp.Replicas, Cluster: wp.Cluster, Generation: wp.Generation, Parent: wp.Parent})
 		}
 		for _, we := range wd.History {

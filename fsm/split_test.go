@@ -149,7 +149,6 @@ func TestSplit(t *testing.T) {
 	sameCells(t, scanShards(t, fresh, cells.ShardRange{First: 8, Last: 9}), kept)
 }
 
-
 // committed returns the offsets of a group's leases, by shard.
 func committed(st consumer.Status) map[int]int64 {
 	out := map[int]int64{}

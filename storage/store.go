@@ -155,11 +155,11 @@ func (s *Store) forget(p *PartitionStore) {
 // QueryIndex, IndexStats, Applied, MaxAddedID) and snapshots may be used from any goroutine,
 // concurrently with the writer, and see committed data only.
 type PartitionStore struct {
-	store  *Store
-	id     PartitionID
+	store    *Store
+	id       PartitionID
 	shardsMu sync.RWMutex
 	shards   cells.ShardRange // guarded by shardsMu: SetShards changes it
-	d      *dialect
+	d        *dialect
 	// write runs write transactions and DDL; read runs reads and snapshots. They are the same
 	// pool in MySQL.
 	write, read *sql.DB
