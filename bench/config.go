@@ -88,6 +88,7 @@ type Config struct {
 	Async    AsyncConfig
 	Trips    TripsConfig
 	Scale    ScaleConfig
+	Split    SplitConfig
 }
 
 // TriggerConfig are the settings of the consumer-group workloads (trigger-latency, log-read).
@@ -203,6 +204,7 @@ func DefaultConfig() Config {
 		Async: AsyncConfig{ReaperCells: 20000},
 		Trips: TripsConfig{Flights: 100000, Mix: "write=40,read=30,query=30", LagSample: 20},
 		Scale: ScaleConfig{Steps: []int{100000, 300000, 1000000, 3000000}, Rate: 200},
+		Split: SplitConfig{Count: 4, Preload: 100000, Interval: 2 * time.Second},
 	}
 }
 
@@ -216,7 +218,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, check := range []func() error{
-		c.validateTriggers, c.validateIndex, c.validateAsync, c.validateTrips, c.validateScale,
+		c.validateTriggers, c.validateIndex, c.validateAsync, c.validateTrips, c.validateScale, c.validateSplit,
 	} {
 		if err := check(); err != nil {
 			return err
@@ -325,6 +327,20 @@ func (c Config) validateTrips() error {
 		errs = append(errs, fmt.Errorf("--trips-lag-sample %d: must be positive", t.LagSample))
 	}
 	return errors.Join(errs...)
+}
+
+// validateSplit reports a bad split setting, naming its flag.
+func (c Config) validateSplit() error {
+	s := c.Split
+	switch {
+	case s.Count < 1:
+		return fmt.Errorf("--split-count %d: want at least 1", s.Count)
+	case s.Preload < 0:
+		return fmt.Errorf("--split-preload %d: want 0 or more cells", s.Preload)
+	case s.Interval < 0:
+		return fmt.Errorf("--split-interval %s: want 0 or more", s.Interval)
+	}
+	return nil
 }
 
 // validateScale reports every bad scale-cells setting, each error naming its flag. The flights

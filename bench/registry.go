@@ -53,6 +53,7 @@ var registry = []Workload{
 	asyncWorkload{workloadReplicationLag},
 	tripsWorkload{},
 	scaleCellsWorkload{},
+	splitWorkload{},
 }
 
 // Compile-time checks that every kind of workload is one.
@@ -63,6 +64,7 @@ var (
 	_ Workload = asyncWorkload{}
 	_ Workload = tripsWorkload{}
 	_ Workload = scaleCellsWorkload{}
+	_ Workload = splitWorkload{}
 )
 
 // Lookup returns the workload named name, or false.

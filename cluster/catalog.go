@@ -243,8 +243,17 @@ func specOf(d *catalog.Datastore) (*topology.DatastoreSpec, error) {
 	spec.Name, spec.Mode, spec.Shards = d.Name, string(d.Mode), d.Shards
 	spec.PartitionCount, spec.Replicas, spec.Partitions = 0, nil, nil
 	for _, p := range d.Partitions {
-		spec.Partitions = append(spec.Partitions, topology.PartitionSpec{ID: p.ID, FirstShard: p.Shards.First, LastShard: p.Shards.Last,
-			Replicas: slices.Clone(p.Replicas), Cluster: p.Cluster})
+		ps := topology.PartitionSpec{ID: p.ID, FirstShard: p.Shards.First, LastShard: p.Shards.Last,
+			Replicas: slices.Clone(p.Replicas), Cluster: p.Cluster}
+		if p.Origin != p.Shards && p.Origin.Last >= p.Origin.First {
+			o := p.Origin
+			ps.Origin = &o
+		}
+		if p.Parent >= 0 {
+			parent := p.Parent
+			ps.Parent = &parent
+		}
+		spec.Partitions = append(spec.Partitions, ps)
 	}
 	return &spec, nil
 }
@@ -798,6 +807,12 @@ func (n *Node) applyCatalog(c *catalog.Catalog) {
 			next[name] = od
 			continue
 		}
+		if od != nil && od.created == cd.Created {
+			if d := n.reshapeDatastore(od, spec); d != nil {
+				next[name] = d // a split or merge: the partitions that stay keep their replicas
+				continue
+			}
+		}
 		if od != nil {
 			if od.created != cd.Created {
 				n.log.Warn("catalog: a datastore was dropped and created again: dropping the old one's data", "datastore", name)
@@ -832,6 +847,7 @@ func (n *Node) applyCatalog(c *catalog.Catalog) {
 	}
 	n.setView(next)
 	n.cat.cur.Store(c)
+	n.openSplitReplicasLocked(ctx)
 	n.cat.mu.Lock()
 	close(n.cat.applied)
 	n.cat.applied = make(chan struct{})

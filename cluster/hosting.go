@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/hclogslog"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/raftlog"
@@ -211,20 +212,16 @@ func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *r
 	id := storage.PartitionID{Datastore: ds.Name, Partition: r.spec.ID}
 	name := fmt.Sprintf("%s/%d", ds.Name, r.spec.ID)
 	group := groupName(ds.Name, r.spec.ID, r.created)
-	ps, err := n.cfg.Store.Partition(ctx, id, r.spec.Shards())
+	// The store opens with the range the partition was created with: its state machine
+	// narrows it to the range it holds now (a split's, from its own state).
+	origin := r.spec.OriginShards()
+	ps, err := n.cfg.Store.Partition(ctx, id, origin)
 	if err != nil {
 		return fmt.Errorf("cluster: partition %s: %w", name, err)
 	}
-	dir := n.replicaDir(ds.Name, r.spec.ID)
-	if !partition.HasLog(dir) && len(peers) == 0 {
-		// A replica joining an existing group starts empty: whatever its store holds (from an
-		// earlier membership) would make its state machine skip the entries the leader sends.
-		if err := resetStore(ctx, ps); err != nil {
-			return fmt.Errorf("cluster: partition %s: %w", name, err)
-		}
-	}
 	layer, err := n.mux.RaftLayer(group)
 	if err != nil {
+		_ = ps.Close()
 		return fmt.Errorf("cluster: partition %s: %w", name, err)
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -242,9 +239,35 @@ func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *r
 		MaxRPCsInFlight: 1,
 		Logger:          hclogslog.New(n.log.With("partition", name), "raft-net"),
 	})
+	dir := n.replicaDir(ds.Name, r.spec.ID)
+	if !partition.HasLog(dir) && len(peers) == 0 {
+		// A partition made by a split starts from the split's copy in its store, when this
+		// replica applied the split; any other replica joining an existing group starts empty:
+		// whatever its store holds (from an earlier membership) would make its state machine
+		// skip the entries the leader sends.
+		base := false
+		if r.spec.Parent != nil {
+			if base, err = partition.WriteSplitBase(ctx, dir, ps, trans, n.log.With("partition", name)); err != nil {
+				_ = trans.Close()
+				_ = ps.Close()
+				return fmt.Errorf("cluster: partition %s: the split's base: %w", name, err)
+			}
+		}
+		if !base {
+			if err := resetStore(ctx, ps); err != nil {
+				_ = trans.Close()
+				_ = ps.Close()
+				return fmt.Errorf("cluster: partition %s: %w", name, err)
+			}
+		}
+	}
 	pc := n.cfg.Partition
 	pc.ID = id
-	pc.Shards = r.spec.Shards()
+	pc.Shards = origin
+	if ds.Mode == topology.ModeRaft {
+		pc.SplitStore = n.splitStore(ds.Name)
+		pc.OnSplit = func(fsm.SplitEvent) { n.kickSplits() }
+	}
 	pc.NodeID = n.cfg.NodeID
 	pc.Dir = dir
 	pc.Peers = peers
@@ -429,6 +452,7 @@ func (n *Node) watchReplicas(stop <-chan struct{}) {
 		case <-t.C:
 		}
 		changed := false
+		n.reconcileSplits()
 		for _, d := range n.datastores() {
 			for _, r := range d.partitions {
 				p := r.replica()

@@ -131,6 +131,7 @@ func (n *Node) leaderRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+indexOp.path, serveLeaderOp(n, indexOp))
 	mux.HandleFunc("POST "+schemaOp.path, serveLeaderOp(n, schemaOp))
 	mux.HandleFunc("POST "+groupOp.path, serveLeaderOp(n, groupOp))
+	mux.HandleFunc("POST "+splitOp.path, serveLeaderOp(n, splitOp))
 }
 
 // callLeaderOp runs c on the leader of partition r of datastore ds: on the local replica when

@@ -59,6 +59,10 @@ type LogPage = partition.LogPage
 // Errors: ErrUnknownDatastore, ErrBadShard (a shard out of range or given twice),
 // ErrUnavailable.
 func (n *Node) ReadLogs(ctx context.Context, ds string, req LogRead) ([]LogPage, error) {
+	return rerouted(ctx, n, func() ([]LogPage, error) { return n.readLogs(ctx, ds, req) })
+}
+
+func (n *Node) readLogs(ctx context.Context, ds string, req LogRead) ([]LogPage, error) {
 	d, err := n.datastore(ds)
 	if err != nil {
 		return nil, err

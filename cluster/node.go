@@ -148,7 +148,8 @@ type Node struct {
 	nodeLog    *raftlog.Store // the shared raft log store, once a replica opened it (see sharedLog)
 	closeOnce  sync.Once
 	closeErr   error
-	cat        catalogState // the catalog: this node's replica of it, its view, its follower (catalog.go)
+	cat        catalogState  // the catalog: this node's replica of it, its view, its follower (catalog.go)
+	splitKick  chan struct{} // wakes splitLoop: a split was applied here (split.go)
 }
 
 // nodeView is the set of datastores a node serves at one moment: by name, and as a topology (the
@@ -177,6 +178,8 @@ type route struct {
 	spec    *topology.PartitionSpec
 	ds      *topology.DatastoreSpec
 	created uint64 // the datastore's (datastore.created)
+	// splitting is set while this node proposes a split of the partition (reconcileSplits).
+	splitting atomic.Bool
 	// part is the partition this node serves (see local): its raft replica, or, for an async
 	// datastore, the partition every node serves. nil when the node hosts no replica.
 	part  atomic.Pointer[Partition]
@@ -205,7 +208,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, self: self, log: cfg.Logger.With("node", cfg.NodeID), hosted: hosted,
-		stopWatch: make(chan struct{}), watchDone: make(chan struct{})}
+		stopWatch: make(chan struct{}), watchDone: make(chan struct{}), splitKick: make(chan struct{}, 1)}
 	n.view.Store(&nodeView{byName: map[string]*datastore{}, top: &topology.Topology{Nodes: cfg.Topology.Nodes, Security: cfg.Topology.Security}})
 	tc := transport.DefaultConfig()
 	tc.BindAddr = cfg.BindAddr
@@ -262,6 +265,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		defer close(n.watchDone)
 		n.watchReplicas(n.stopWatch)
 	}()
+	go n.splitLoop()
+	n.kickSplits() // a split applied before a restart whose new partition has no replica here yet
 	ok = true
 	n.log.Info("node started", "raft_addr", self.RaftAddr, "http_addr", self.HTTPAddr)
 	return n, nil
@@ -280,10 +285,13 @@ func (n *Node) openDatastore(ctx context.Context, ds *topology.DatastoreSpec, cr
 		ps := &ds.Partitions[j]
 		r := &route{spec: ps, ds: ds, created: created, replicas: slices.Clone(ps.Replicas)}
 		d.partitions = append(d.partitions, r)
-		switch n.hosted.state(ds.Name, ps.ID) {
-		case hostedRemoved:
+		state := n.hosted.state(ds.Name, ps.ID)
+		switch {
+		case state == hostedRemoved:
 			continue // moved away by an admin operation: the topology's list is history
-		case hostedMember:
+		case state == hostedUnknown && ps.Parent != nil:
+			continue // made by a split: opened from the split's copy (openSplitReplicasLocked)
+		case state == hostedMember:
 			// Added at runtime (or bootstrapped before): raft holds the configuration.
 			if err := n.openReplica(ctx, ds, r, nil); err != nil {
 				return d, err

@@ -223,6 +223,10 @@ type readRequest struct {
 // index, so keys of two partitions are not read at one point in time. Errors:
 // ErrUnknownDatastore, partition.ErrUnavailable.
 func (n *Node) GetCells(ctx context.Context, ds string, keys []GetKey, c Consistency) ([]ReadResult, error) {
+	return rerouted(ctx, n, func() ([]ReadResult, error) { return n.getCells(ctx, ds, keys, c) })
+}
+
+func (n *Node) getCells(ctx context.Context, ds string, keys []GetKey, c Consistency) ([]ReadResult, error) {
 	d, err := n.datastore(ds)
 	if err != nil {
 		return nil, err
@@ -277,14 +281,16 @@ func (n *Node) GetRow(ctx context.Context, ds string, rowKey uuid.UUID, c Consis
 // readRow runs the read req(shard of rowKey) on the partition holding rowKey and returns its
 // cells.
 func (n *Node) readRow(ctx context.Context, ds string, rowKey uuid.UUID, c Consistency, req func(shard int) partition.ReadRequest) ([]cells.Cell, error) {
-	d, err := n.datastore(ds)
-	if err != nil {
-		return nil, err
-	}
-	shard := cells.ShardOf(rowKey, d.spec.Shards)
-	r := d.routeOf(shard)
-	resp, err := n.read(ctx, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c, Read: req(shard)})
-	return resp.Cells, err
+	return rerouted(ctx, n, func() ([]cells.Cell, error) {
+		d, err := n.datastore(ds)
+		if err != nil {
+			return nil, err
+		}
+		shard := cells.ShardOf(rowKey, d.spec.Shards)
+		r := d.routeOf(shard)
+		resp, err := n.read(ctx, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c, Read: req(shard)})
+		return resp.Cells, err
+	})
 }
 
 // GetVersions returns the versions of column col of rowKey (partition.VersionsRead): at most

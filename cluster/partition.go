@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"github.com/schemaless-db/schemaless/cells"
 	"io"
 
 	"github.com/google/uuid"
@@ -83,6 +84,8 @@ type raftReplica interface {
 	IsLeader() bool
 	NotLeader() error
 	Store() *storage.PartitionStore
+	// Shards is the range the replica holds now (a split shrinks it).
+	Shards() cells.ShardRange
 }
 
 var (

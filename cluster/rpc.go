@@ -97,7 +97,11 @@ func writeRPCError(w http.ResponseWriter, err error) {
 		http.Error(w, err.Error(), statusBadCommand)
 	case errors.Is(err, ErrStillVoter):
 		http.Error(w, err.Error(), http.StatusConflict)
-	case errors.Is(err, ErrBadRPC), errors.Is(err, ErrUnknownDatastore), errors.Is(err, ErrBadShard), errors.Is(err, command.ErrShardOutOfRange):
+	case errors.Is(err, command.ErrShardOutOfRange):
+		// Refused for the shard's partition, maybe a split's: the sender re-routes.
+		w.Header().Set(errorKindHeader, shardOutOfRangeKind)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	case errors.Is(err, ErrBadRPC), errors.Is(err, ErrUnknownDatastore), errors.Is(err, ErrBadShard):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	default:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -219,6 +223,9 @@ func (n *Node) forward(ctx context.Context, target topology.NodeSpec, path strin
 	case http.StatusGatewayTimeout:
 		return fmt.Errorf("%w: %s: %s", ErrIndeterminate, target.ID, bytes.TrimSpace(data))
 	case http.StatusBadRequest:
+		if res.Header.Get(errorKindHeader) == shardOutOfRangeKind {
+			return fmt.Errorf("%w (%w): %s", ErrBadShard, command.ErrShardOutOfRange, bytes.TrimSpace(data))
+		}
 		if bytes.Contains(data, []byte(ErrBadRPC.Error())) {
 			return fmt.Errorf("%w (%w): %s", ErrBadShard, ErrBadRPC, bytes.TrimSpace(data))
 		}

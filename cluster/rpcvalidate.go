@@ -66,6 +66,9 @@ func badRPC(field, format string, args ...any) error {
 
 // refuseRPC answers a refused request: 400 with err's message.
 func refuseRPC(w http.ResponseWriter, what string, err error) {
+	if errors.Is(err, command.ErrShardOutOfRange) {
+		w.Header().Set(errorKindHeader, shardOutOfRangeKind) // the sender re-routes it
+	}
 	http.Error(w, "bad "+what+" request: "+err.Error(), http.StatusBadRequest)
 }
 
@@ -82,6 +85,14 @@ func (n *Node) rpcRoute(ds string, pid int) (*route, error) {
 	for _, r := range d.partitions {
 		if r.spec.ID == pid {
 			return r, nil
+		}
+	}
+	// The sender may know a partition a split made a moment ago.
+	if d, ok = n.awaitPartition(ds, pid, time.Second); ok {
+		for _, r := range d.partitions {
+			if r.spec.ID == pid {
+				return r, nil
+			}
 		}
 	}
 	return nil, badRPC("partition", "%q has no partition %d", ds, pid)
@@ -109,7 +120,8 @@ func checkShard(ds *topology.DatastoreSpec, p *topology.PartitionSpec, field str
 // checkInPartition returns an error naming field unless shard is one of partition p's.
 func checkInPartition(p *topology.PartitionSpec, field string, shard int) error {
 	if !p.Shards().Contains(shard) {
-		return badRPC(field, "shard %d is not in partition %d (%d..%d)", shard, p.ID, p.FirstShard, p.LastShard)
+		// Also command.ErrShardOutOfRange: a sender routing by an older catalog re-routes it.
+		return fmt.Errorf("%w (%w)", badRPC(field, "shard %d is not in partition %d (%d..%d)", shard, p.ID, p.FirstShard, p.LastShard), command.ErrShardOutOfRange)
 	}
 	return nil
 }

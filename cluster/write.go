@@ -102,6 +102,7 @@ func requestID(ds string, pid int, key string) uuid.UUID {
 // applied. A refusal by the partition (a condition, a conflict of an atomic request, a schema,
 // a reused key) is not an error: see WriteResponse.
 func (n *Node) Write(ctx context.Context, ds string, req WriteRequest) (WriteResponse, error) {
+	gen := n.catalogGeneration() // before the routes are read: a refusal waits for a newer one
 	d, err := n.datastore(ds)
 	if err != nil {
 		return WriteResponse{}, err
@@ -116,7 +117,15 @@ func (n *Node) Write(ctx context.Context, ds string, req WriteRequest) (WriteRes
 		return WriteResponse{WriteResult: command.WriteResult{Violation: v}, Partition: -1}, nil // nothing sent: nothing written
 	}
 	if len(req.Conditions) > 0 || req.Atomic {
-		return n.writeAtomic(ctx, d, req)
+		// Refused whole as out of range (a split moved a row's shard), it applied nothing:
+		// it goes again by the newer catalog.
+		return rerouted(ctx, n, func() (WriteResponse, error) {
+			d, err := n.datastore(ds)
+			if err != nil {
+				return WriteResponse{}, err
+			}
+			return n.writeAtomic(ctx, d, req)
+		})
 	}
 	groups := map[*route][]int{}
 	var order []*route
@@ -145,6 +154,18 @@ func (n *Node) Write(ctx context.Context, ds string, req WriteRequest) (WriteRes
 		}()
 	}
 	wg.Wait()
+	for gi, r := range order {
+		if errs[gi] != nil && errors.Is(errs[gi], command.ErrShardOutOfRange) && n.waitCatalogAfter(ctx, gen, rerouteWait) {
+			// The partition split and refused this share, applying none of it: the share goes
+			// again, by the newer catalog, in the order of its cells.
+			sub := WriteRequest{IdempotencyKey: req.IdempotencyKey, Cells: make([]cells.Cell, len(groups[r]))}
+			for j, i := range groups[r] {
+				sub.Cells[j] = req.Cells[i]
+			}
+			resp, err := n.Write(ctx, ds, sub)
+			results[gi], errs[gi] = resp.WriteResult, err
+		}
+	}
 	if err := combineWriteErrors(errs); err != nil {
 		return WriteResponse{}, err
 	}

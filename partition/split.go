@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/hclogslog"
 	"github.com/schemaless-db/schemaless/storage"
@@ -75,4 +77,47 @@ func WriteSplitBase(ctx context.Context, dir string, store *storage.PartitionSto
 		return false, err
 	}
 	return true, nil
+}
+
+// Split proposes splitting this partition at s.AtShard into the new partition s.Right
+// (command.Split), filling in the voters of this replica's raft configuration, and waits until
+// the entry is applied here. It must be called on the leader (else *NotLeaderError, nothing
+// done). Errors: *NotLeaderError and ErrUnavailable (nothing applied); ErrIndeterminate (maybe
+// applied: retrying is refused as out of range once it was); command.ErrShardOutOfRange wrapped
+// when AtShard does not split the partition's current range in two (split already, say);
+// command.ErrBadCommand when a replica cannot split.
+func (p *Raft) Split(ctx context.Context, s command.Split) (command.SplitResult, error) {
+	f := p.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return command.SplitResult{}, fmt.Errorf("%w: raft configuration: %w", ErrUnavailable, err)
+	}
+	s.Voters = nil
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter {
+			s.Voters = append(s.Voters, command.Voter{ID: string(srv.ID), Addr: string(srv.Address)})
+		}
+	}
+	var res command.SplitResult
+	err := p.applyOne(ctx, func(time.Time) ([]byte, error) {
+		return command.Encode(&s)
+	}, func(af raft.ApplyFuture) (err error) {
+		res, err = fsm.ResultOf[command.SplitResult](af)
+		return err
+	}, command.ErrShardOutOfRange, command.ErrBadCommand)
+	if err != nil {
+		return command.SplitResult{}, err
+	}
+	return res, nil
+}
+
+// Campaign makes this replica start an election now, as the target of a leadership transfer
+// does (raft's TimeoutNow, sent to itself through its transport): a group that has just
+// started needs no election timeout to pass before it takes requests. Voters grant the vote
+// even when they know a leader. Used on the node that led the parent of a split, for the new
+// partition. Blocks for one local RPC.
+func (p *Raft) Campaign() error {
+	trans := p.cfg.Transport
+	addr := trans.LocalAddr()
+	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(p.cfg.NodeID), Addr: trans.EncodePeer(raft.ServerID(p.cfg.NodeID), addr)}}
+	return trans.TimeoutNow(raft.ServerID(p.cfg.NodeID), addr, req, &raft.TimeoutNowResponse{})
 }

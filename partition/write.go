@@ -45,6 +45,11 @@ func (p *Raft) Put(ctx context.Context, w command.Write) (command.WriteResult, e
 	if len(w.Cells) == 0 {
 		return command.WriteResult{}, nil
 	}
+	// A write naming a shard the partition no longer holds (a split moved it) is refused here,
+	// before it could share a raft entry, which the state machine refuses whole, with others.
+	if err := (&command.Append{Writes: []command.Write{w}}).CheckShards(p.Shards()); err != nil {
+		return command.WriteResult{}, err
+	}
 	pr := &proposal{write: w, cells: len(w.Cells), done: make(chan proposalResult, 1)}
 	for _, c := range w.Cells {
 		pr.bytes += len(c.Body) + len(c.Key.ColumnKey) + 32

@@ -141,6 +141,19 @@ type PartitionSpec struct {
 	LastShard  int      `yaml:"last_shard"`
 	Replicas   []string `yaml:"replicas,omitempty"`
 	Cluster    string   `yaml:"cluster,omitempty"`
+	// Origin and Parent come from the cluster's catalog, never from a file: the range the
+	// partition was created with (nil: its range) and the partition it was split from (nil:
+	// none). See catalog.Partition.
+	Origin *cells.ShardRange `yaml:"-" json:",omitempty"`
+	Parent *int              `yaml:"-" json:",omitempty"`
+}
+
+// OriginShards returns the range the partition was created with: Origin, or its range.
+func (p PartitionSpec) OriginShards() cells.ShardRange {
+	if p.Origin != nil {
+		return *p.Origin
+	}
+	return p.Shards()
 }
 
 // StorageCluster returns the storage cluster named name (async mode).

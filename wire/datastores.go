@@ -101,6 +101,24 @@ type CreateDatastoreResponse struct {
 	Ready      bool          `json:"ready"`
 }
 
+// SplitRequest is the body of POST /v1/admin/partitions/{datastore}/{partition}/split: AtShard,
+// the first shard of the right half (absent or 0: the middle of the partition's range).
+type SplitRequest struct {
+	AtShard int `json:"at_shard,omitempty"`
+}
+
+// SplitResponse answers a split (200): the catalog generation it made, the Left half (the
+// partition, which keeps its ID) and the Right half (a new partition on the same replicas),
+// Ready, whether the right half had a leader on the answering node when it answered (always
+// true when that node hosts no replica of it), and TookMillis, the split's time end to end.
+type SplitResponse struct {
+	Generation uint64           `json:"generation"`
+	Left       CatalogPartition `json:"left"`
+	Right      CatalogPartition `json:"right"`
+	Ready      bool             `json:"ready"`
+	TookMillis int64            `json:"took_ms"`
+}
+
 // DropDatastoreResponse answers DELETE /v1/admin/datastores/{name}?confirm={name} (200): the
 // catalog generation the drop made.
 type DropDatastoreResponse struct {

@@ -112,6 +112,11 @@ Workloads:
                that writes STATUS cells, index queries and reads; reports the nodes' RSS
   scale-cells  latency at a fixed rate as the stored cells grow, measured at each step of
                --scale-steps (the table's stored column gives the cells stored at each step)
+  split        partitions of trips split online under the first --clients value of put_cell
+               writers: --split-preload cells first, then --split-count splits of the largest
+               partition at its middle, --split-interval apart; rows: each split's time, every
+               write's figures, and the writes sent while a split ran (their p99 and max: the
+               pause); needs the pebble store (targets pebble, pebble-secure, or external)
 
 Consumer-group workloads (package triggers; each run creates a new group whose --workers workers
 run in this process, and one run per --workers and --trigger-consistency value; the clients column
@@ -248,6 +253,9 @@ share this machine's cores.`,
 		"scale-cells: requests/s of put_cell and, separately, of get_cell_latest during each step's --warmup and --duration (open loop: latency counts from each request's scheduled start)")
 	fl.StringVar(&c.Scale.File, "scale-file", c.Scale.File,
 		"scale-cells: flights file (.csv or .csv.gz) loaded as BASE cells with new row keys, read again from the top when exhausted; airports from --airports (default ../shared/datasets/flights-3m.csv.gz if it exists, else testdata/flights-100k.csv.gz)")
+	fl.IntVar(&c.Split.Count, "split-count", c.Split.Count, "split: splits, one after the other, of the partition of trips with the most shards, at its middle")
+	fl.IntVar(&c.Split.Preload, "split-preload", c.Split.Preload, "split: cells written to trips before the first split (put_cells of 100, 8 in flight)")
+	fl.DurationVar(&c.Split.Interval, "split-interval", c.Split.Interval, "split: time between the end of a split and the start of the next")
 	cmd.AddCommand(newBenchPlotCmd())
 	return cmd
 }

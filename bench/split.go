@@ -1,0 +1,251 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/wire"
+)
+
+// workloadSplit is the split workload: partitions split online under writers.
+const workloadSplit = "split"
+
+// SplitConfig are the settings of the split workload.
+type SplitConfig struct {
+	// Count is how many splits run, one after the other.
+	Count int
+	// Preload is how many cells are written to the datastore before the first split (put_cells
+	// of 100, 8 in flight), so that a split copies that much.
+	Preload int
+	// Interval is the time between the end of a split and the start of the next.
+	Interval time.Duration
+}
+
+type splitWorkload struct{}
+
+func (splitWorkload) Name() string { return workloadSplit }
+
+// splitSample is one put_cell of the writers: when it was sent, how long it took, its error.
+type splitSample struct {
+	at  time.Time
+	lat time.Duration
+	err error
+}
+
+// Run runs the split workload on t: it preloads --split-preload cells into trips, starts the
+// first --clients value of writers, each writing new cells with put_cell in a closed loop, and
+// after --warmup splits the partition with the most shards at its middle, --split-count times,
+// --split-interval apart; then it stops the writers after --warmup more. Rows: one "split" row
+// per split (Seconds: from the request to the answer, the right half having a leader; Cells:
+// the cells the datastore held), then "split put" over every write of the run and "split put
+// during" over the writes sent while a split ran (their p99 and max are the pause the splits
+// cause). Errors count the writes that failed; the first is in FirstError.
+func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, error) {
+	f, target := env.Config, t.Name()
+	if !storesCells(t) {
+		fmt.Fprintf(env.Stderr, "%s %s: skipped (raft-noop stores no cells)\n", target, workloadSplit)
+		return nil, nil
+	}
+	s := f.Split
+	writers := 64
+	if len(f.Clients) > 0 && f.Clients[0] > 0 {
+		writers = f.Clients[0]
+	}
+	cl, err := newClient(t.Endpoints(), writers+8)
+	if err != nil {
+		return nil, err
+	}
+	// Preload.
+	began := time.Now()
+	if err := splitPreload(ctx, cl, s.Preload, f.ValueSize); err != nil {
+		return nil, fmt.Errorf("%s %s: preload: %w", target, workloadSplit, err)
+	}
+	if !f.JSON && s.Preload > 0 {
+		fmt.Fprintf(env.Stderr, "%s %s: preloaded %d cells in %.1fs\n", target, workloadSplit, s.Preload, time.Since(began).Seconds())
+	}
+
+	var mu sync.Mutex
+	var samples []splitSample
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wr := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
+			var local []splitSample
+			for wctx.Err() == nil {
+				at := time.Now()
+				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				_, err := cl.PutCell(rctx, uuid.New(), "BASE", 1, benchBody(wr, f.ValueSize))
+				cancel()
+				if wctx.Err() != nil && err != nil {
+					break // stopped, not failed
+				}
+				local = append(local, splitSample{at: at, lat: time.Since(at), err: err})
+			}
+			mu.Lock()
+			samples = append(samples, local...)
+			mu.Unlock()
+		}()
+	}
+	var out []Result
+	type window struct{ from, to time.Time }
+	var windows []window
+	var splitErr error
+	sleep := func(d time.Duration) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+	sleep(f.Warmup)
+	for i := range s.Count {
+		cat, err := cl.Datastores(ctx)
+		if err != nil {
+			splitErr = err
+			break
+		}
+		pid, at := splitTarget(cat, "trips")
+		if pid < 0 {
+			fmt.Fprintf(env.Stderr, "%s %s: no partition of trips has 2 shards left after %d splits\n", target, workloadSplit, i)
+			break
+		}
+		from := time.Now()
+		res, err := cl.SplitPartition(ctx, "trips", pid, at)
+		windows = append(windows, window{from, time.Now()})
+		if err != nil {
+			splitErr = fmt.Errorf("split %d (partition %d at %d): %w", i+1, pid, at, err)
+			break
+		}
+		r := Result{Target: target, Workload: workloadSplit, Clients: writers, Seconds: time.Since(from).Seconds(), Ops: 1, StoredCells: int64(s.Preload)}
+		if !f.JSON {
+			fmt.Fprintf(env.Stderr, "%s %s %d: partition %d at shard %d -> %d [%d..%d] and %d [%d..%d] in %d ms (ready %v)\n",
+				target, workloadSplit, i+1, pid, at, res.Left.ID, res.Left.FirstShard, res.Left.LastShard, res.Right.ID,
+				res.Right.FirstShard, res.Right.LastShard, res.TookMillis, res.Ready)
+		}
+		out = append(out, r)
+		sleep(s.Interval)
+	}
+	sleep(f.Warmup)
+	stop()
+	wg.Wait()
+	all := splitFigures(samples, func(splitSample) bool { return true })
+	all.Target, all.Workload, all.Clients, all.Seconds = target, workloadSplit+" put", writers, time.Since(start).Seconds()
+	all.OpsPerSec, all.CellsPerSec = float64(all.Ops)/all.Seconds, float64(all.Cells)/all.Seconds
+	during := splitFigures(samples, func(x splitSample) bool {
+		return slices.ContainsFunc(windows, func(w window) bool { return !x.at.Before(w.from) && x.at.Before(w.to) })
+	})
+	during.Target, during.Workload, during.Clients = target, workloadSplit+" put during", writers
+	for _, w := range windows {
+		during.Seconds += w.to.Sub(w.from).Seconds()
+	}
+	if during.Seconds > 0 {
+		during.OpsPerSec, during.CellsPerSec = float64(during.Ops)/during.Seconds, float64(during.Cells)/during.Seconds
+	}
+	out = append(out, all, during)
+	if !f.JSON {
+		fmt.Fprintf(env.Stderr, "%s %s: %d writes, %d failed; during splits p99 %dus, max %dus\n", target, workloadSplit, all.Ops, all.Errors, during.P99, during.Max)
+	}
+	return out, splitErr
+}
+
+// splitPreload writes n cells with put_cells of 100, 8 requests in flight.
+func splitPreload(ctx context.Context, cl *client.Client, n, valueSize int) error {
+	const batch, inflight = 100, 8
+	jobs := make(chan int)
+	errc := make(chan error, inflight)
+	var wg sync.WaitGroup
+	for w := range inflight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 99))
+			for size := range jobs {
+				cs := make([]client.CellWrite, size)
+				for i := range cs {
+					cs[i] = client.CellWrite{Key: cellKey(uuid.New()), Body: benchBody(r, valueSize)}
+				}
+				if _, err := cl.PutCells(ctx, cs); err != nil {
+					select {
+					case errc <- err:
+					default:
+					}
+					return
+				}
+			}
+		}()
+	}
+	var err error
+	for left := n; left > 0 && err == nil; left -= batch {
+		select {
+		case jobs <- min(batch, left):
+		case err = <-errc:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errc:
+		default:
+		}
+	}
+	return err
+}
+
+// splitTarget returns the partition of datastore ds with the most shards (the first in shard
+// order among equals) and its middle shard; pid -1 when none has 2 shards.
+func splitTarget(cat wire.DatastoresResponse, ds string) (pid, at int) {
+	pid = -1
+	best := 1
+	for _, d := range cat.Datastores {
+		if d.Name != ds {
+			continue
+		}
+		for _, p := range d.Partitions {
+			if n := p.LastShard - p.FirstShard + 1; n > best {
+				best, pid, at = n, p.ID, p.FirstShard+n/2
+			}
+		}
+	}
+	return pid, at
+}
+
+// splitFigures returns the count, errors and latency percentiles of the samples keep selects.
+func splitFigures(samples []splitSample, keep func(splitSample) bool) Result {
+	var r Result
+	var lats []time.Duration
+	for _, x := range samples {
+		if !keep(x) {
+			continue
+		}
+		r.Ops++
+		if x.err != nil {
+			r.Errors++
+			if r.FirstError == "" {
+				r.FirstError = x.err.Error()
+			}
+			continue
+		}
+		r.Cells++
+		lats = append(lats, x.lat)
+	}
+	if len(lats) == 0 {
+		return r
+	}
+	slices.Sort(lats)
+	pct := func(p float64) int64 { return lats[min(len(lats)-1, int(p*float64(len(lats))))].Microseconds() }
+	r.P50, r.P90, r.P99, r.Max = pct(0.50), pct(0.90), pct(0.99), lats[len(lats)-1].Microseconds()
+	return r
+}

@@ -1,0 +1,425 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/schemaless-db/schemaless/catalog"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
+	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/storage"
+	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
+)
+
+// Splitting a raft partition. The catalog decides first (catalog.OpSplit: the left half keeps
+// the partition's ID and the shards below the split point, the right half gets a new ID on the
+// same replicas), so every node routes the right half's shards to the new partition from then
+// on. Then the parent's leader proposes the split in the parent's raft log (command.Split):
+// every replica applies it at the same index, copying the right half's state into the new
+// partition's store and dropping it from the parent's (package fsm). A replica that applied it
+// opens the new partition's raft group from that copy (partition.WriteSplitBase); one that did
+// not (it learns of the split from a snapshot of the parent) opens it empty and gets a
+// snapshot from the new group's leader.
+//
+// Between the two steps, a request for a moved shard that reaches the parent before the split
+// entry is applied there is applied by the parent (and copied to the right half with the
+// rest); after, the parent refuses it as out of range (command.ErrShardOutOfRange), nothing
+// applied, and the node that sent it waits for the catalog's next generation and sends it to
+// the partition that holds the shard now. A leader that finds its partition's range wider than
+// the catalog's (the split entry was never proposed: the node deciding it failed in between)
+// proposes it (reconcileSplits), so a decided split always completes.
+
+// shardOutOfRangeKind marks, in errorKindHeader, a refusal for a shard outside the receiving
+// partition: the sender re-routes it.
+const shardOutOfRangeKind = "shard-out-of-range"
+
+// rerouteWait bounds the wait of a request refused as out of range for the catalog's next
+// generation; rerouteAttempts bounds how often it is sent again.
+const (
+	rerouteWait     = 5 * time.Second
+	rerouteAttempts = 4
+)
+
+// catalogGeneration returns the generation of the catalog this node serves (0: none yet).
+func (n *Node) catalogGeneration() uint64 {
+	if c := n.cat.cur.Load(); c != nil {
+		return c.Generation
+	}
+	return 0
+}
+
+// waitCatalogAfter waits until this node serves a catalog generation above g, at most wait or
+// until ctx ends, and reports whether it does.
+func (n *Node) waitCatalogAfter(ctx context.Context, g uint64, wait time.Duration) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		n.cat.mu.Lock()
+		ch := n.cat.applied
+		n.cat.mu.Unlock()
+		if n.catalogGeneration() > g {
+			return true
+		}
+		if ch == nil {
+			return false
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// rerouted runs op, which routes by this node's catalog, and runs it again when a partition
+// refused it as out of range (a split moved a shard: the refusal applied nothing) once this
+// node serves a newer catalog, up to rerouteAttempts times.
+func rerouted[T any](ctx context.Context, n *Node, op func() (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		g := n.catalogGeneration()
+		res, err := op()
+		if err == nil || !errors.Is(err, command.ErrShardOutOfRange) || attempt == rerouteAttempts {
+			return res, err
+		}
+		if !n.waitCatalogAfter(ctx, g, rerouteWait) {
+			return res, err
+		}
+	}
+}
+
+// awaitPartition returns datastore ds once it has partition pid here, waiting up to wait for
+// the catalog's changes to bring it.
+func (n *Node) awaitPartition(ds string, pid int, wait time.Duration) (*datastore, bool) {
+	deadline := time.Now().Add(wait)
+	for {
+		if d, ok := n.datastores()[ds]; ok && slices.ContainsFunc(d.partitions, func(r *route) bool { return r.spec.ID == pid }) {
+			return d, true
+		}
+		left := time.Until(deadline)
+		if left <= 0 || !n.waitCatalogAfter(context.Background(), n.catalogGeneration(), left) {
+			return nil, false
+		}
+	}
+}
+
+// splitOp proposes a split on the parent's leader.
+var splitOp = &leaderOp[*command.Split, command.SplitResult]{
+	name: "split",
+	path: "/internal/v1/split",
+	validate: func(rt *route, s *command.Split) error {
+		if rt.ds.Mode != topology.ModeRaft {
+			return badRPC("datastore", "%s is not a raft datastore", rt.ds.Name)
+		}
+		if s.Right < 0 || s.AtShard < 0 || len(s.Voters) > catalog.MaxReplicas {
+			return badRPC("command", "split at shard %d into partition %d", s.AtShard, s.Right)
+		}
+		return nil
+	},
+	apply: func(ctx context.Context, p Partition, s *command.Split) (command.SplitResult, error) {
+		sp, ok := p.(interface {
+			Split(context.Context, command.Split) (command.SplitResult, error)
+		})
+		if !ok {
+			return command.SplitResult{}, fmt.Errorf("%w: only a raft partition splits", ErrAsyncDatastore)
+		}
+		return sp.Split(ctx, *s)
+	},
+}
+
+// SplitPartition splits partition pid of raft datastore ds at shard atShard (0: the middle of
+// its range): the catalog gives the shards from atShard on to a new partition on the same
+// replicas, the parent's replicas copy them into it at one index of the parent's raft log, and
+// the call returns once this node has applied both and, when it hosts the new partition, that
+// partition has a leader (wire.SplitResponse.Ready), within ctx and at most 10s for the last.
+// Every acknowledged write stays readable, and no added_id changes.
+//
+// Errors: ErrUnknownDatastore; ErrBadShard (no such partition); ErrAsyncDatastore; *FieldError
+// ("at_shard": not above the partition's first shard and at most its last, or a partition of
+// one shard); ErrRefused (the store of this node cannot split, or the partition changed while
+// the split was decided: try again); ErrNoCatalog; ErrIndeterminate; ctx's error.
+func (n *Node) SplitPartition(ctx context.Context, ds string, pid int, atShard int) (wire.SplitResponse, error) {
+	d, err := n.datastore(ds)
+	if err != nil {
+		return wire.SplitResponse{}, err
+	}
+	if d.spec.Mode != topology.ModeRaft {
+		return wire.SplitResponse{}, fmt.Errorf("%w: %s is async (move a shard range with admin move-partition)", ErrAsyncDatastore, ds)
+	}
+	r := d.route(pid)
+	if r == nil {
+		return wire.SplitResponse{}, fmt.Errorf("%w: no partition %d in %q", ErrBadShard, pid, ds)
+	}
+	if !n.cfg.Store.SupportsSplit() {
+		return wire.SplitResponse{}, fmt.Errorf("%w: splitting needs the pebble store (serve --store pebble); this node runs %s", ErrRefused, n.cfg.Store.Engine())
+	}
+	rng := r.spec.Shards()
+	if rng.Len() < 2 {
+		return wire.SplitResponse{}, &FieldError{Field: "at_shard", Msg: fmt.Sprintf("partition %d holds one shard (%d): it cannot split", pid, rng.First)}
+	}
+	if atShard == 0 {
+		atShard = rng.First + rng.Len()/2
+	}
+	if atShard <= rng.First || atShard > rng.Last {
+		return wire.SplitResponse{}, &FieldError{Field: "at_shard", Msg: fmt.Sprintf("%d: want %d to %d (each half keeps a shard; partition %d holds %d..%d)",
+			atShard, rng.First+1, rng.Last, pid, rng.First, rng.Last)}
+	}
+	began := time.Now()
+	res, err := n.applyCatalogCommand(ctx, catalog.Command{Op: catalog.OpSplit, Datastore: ds, Partition: pid, AtShard: atShard,
+		ExpectGeneration: max(n.catalogGeneration(), 1)})
+	switch {
+	case errors.Is(err, catalog.ErrStale), errors.Is(err, catalog.ErrNotFound):
+		return wire.SplitResponse{}, fmt.Errorf("%w: %w", ErrRefused, err)
+	case errors.Is(err, catalog.ErrBadCommand):
+		return wire.SplitResponse{}, &FieldError{Field: "at_shard", Msg: err.Error()}
+	case err != nil:
+		return wire.SplitResponse{}, err
+	}
+	left, right := res.Partitions[0], res.Partitions[1]
+	n.log.Info("split decided", "datastore", ds, "partition", pid, "at_shard", atShard, "right", right.ID, "generation", res.Generation)
+	if err := n.proposeSplit(ctx, ds, pid, atShard, right.ID, res.Generation); err != nil {
+		return wire.SplitResponse{}, err
+	}
+	out := wire.SplitResponse{Generation: res.Generation, Left: catalogPartition(left), Right: catalogPartition(right)}
+	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if rr := n.routeOf(ds, right.ID); rr == nil || !slices.Contains(rr.spec.Replicas, n.cfg.NodeID) {
+			out.Ready = true // not hosted here: nothing to wait for
+			break
+		} else if p := rr.local(); p != nil {
+			if id, _ := p.Leader(); id != "" {
+				out.Ready = true
+				break
+			}
+		}
+		select {
+		case <-wait.Done():
+		case <-t.C:
+			continue
+		}
+		break
+	}
+	out.TookMillis = time.Since(began).Milliseconds()
+	n.log.Info("split done", "datastore", ds, "partition", pid, "right", right.ID, "ready", out.Ready, "took", time.Since(began))
+	return out, nil
+}
+
+// proposeSplit has the leader of partition pid of ds apply the split the catalog decided at
+// generation gen. A refusal as out of range means the parent applied it already (or a later
+// one): done.
+func (n *Node) proposeSplit(ctx context.Context, ds string, pid, atShard, right int, gen uint64) error {
+	r := n.routeOf(ds, pid)
+	if r == nil {
+		return fmt.Errorf("%w: no partition %d in %q", ErrBadShard, pid, ds)
+	}
+	_, err := callLeaderOp(ctx, n, splitOp, ds, r, &command.Split{AtShard: int32(atShard), Right: int32(right), Generation: gen})
+	if err != nil && errors.Is(err, command.ErrShardOutOfRange) {
+		return nil
+	}
+	return err
+}
+
+func catalogPartition(p catalog.Partition) wire.CatalogPartition {
+	return wire.CatalogPartition{ID: p.ID, FirstShard: p.Shards.First, LastShard: p.Shards.Last, Replicas: slices.Clone(p.Replicas),
+		Cluster: p.Cluster, Generation: p.Generation, Parent: p.Parent}
+}
+
+// route returns partition pid of d, or nil.
+func (d *datastore) route(pid int) *route {
+	for _, r := range d.partitions {
+		if r.spec.ID == pid {
+			return r
+		}
+	}
+	return nil
+}
+
+// routeOf returns partition pid of datastore ds as this node routes it now, or nil.
+func (n *Node) routeOf(ds string, pid int) *route {
+	d, ok := n.datastores()[ds]
+	if !ok {
+		return nil
+	}
+	return d.route(pid)
+}
+
+// reshapeDatastore returns raft datastore od with the partitions of spec (a split or merge
+// changed them): a partition of both keeps its route's replica, hint and replicas under its new
+// range; a partition that is gone is closed; a new one gets a route, its replica opened by
+// openSplitReplicasLocked. It returns nil when spec cannot be served this way (another mode or
+// shard count). The caller holds hostMu.
+func (n *Node) reshapeDatastore(od *datastore, spec *topology.DatastoreSpec) *datastore {
+	if od.spec.Mode != topology.ModeRaft || spec.Mode != topology.ModeRaft || od.spec.Shards != spec.Shards {
+		return nil
+	}
+	d := &datastore{spec: spec, created: od.created}
+	old := map[int]*route{}
+	for _, r := range od.partitions {
+		old[r.spec.ID] = r
+	}
+	for j := range spec.Partitions {
+		ps := &spec.Partitions[j]
+		r := &route{spec: ps, ds: spec, created: od.created}
+		if or := old[ps.ID]; or != nil {
+			delete(old, ps.ID)
+			r.part.Store(or.part.Load())
+			or.mu.Lock()
+			r.trans, r.hint, r.next, r.replicas = or.trans, or.hint, or.next, slices.Clone(or.replicas)
+			or.mu.Unlock()
+		} else {
+			r.replicas = slices.Clone(ps.Replicas)
+		}
+		d.partitions = append(d.partitions, r)
+	}
+	for _, or := range old {
+		if err := or.closeReplica(); err != nil {
+			n.log.Warn("closing a partition gone from the catalog", "datastore", spec.Name, "partition", or.spec.ID, "error", err)
+		}
+	}
+	return d
+}
+
+// kickSplits asks the split loop to open the new partitions of splits (fsm.Config.OnSplit: it
+// does not block).
+func (n *Node) kickSplits() {
+	select {
+	case n.splitKick <- struct{}{}:
+	default:
+	}
+}
+
+// splitLoop opens the replicas of new partitions whenever a split is applied here, until the
+// node closes.
+func (n *Node) splitLoop() {
+	for {
+		select {
+		case <-n.stopWatch:
+			return
+		case <-n.splitKick:
+		}
+		n.hostMu.Lock()
+		if !n.hostClosed {
+			ctx, cancel := n.untilClose(context.Background())
+			n.openSplitReplicasLocked(ctx)
+			cancel()
+		}
+		n.hostMu.Unlock()
+	}
+}
+
+// openSplitReplicasLocked opens this node's replica of every partition made by a split that it
+// should host and does not serve yet, once it can: when its parent's replica here has applied
+// the split (its range no longer holds the new partition's shards: the copy is in this node's
+// store, or a snapshot of the parent told it of the split), or when this node hosts no replica
+// of the parent. The caller holds hostMu.
+func (n *Node) openSplitReplicasLocked(ctx context.Context) {
+	for _, d := range n.datastores() {
+		if d.spec.Mode != topology.ModeRaft {
+			continue
+		}
+		for _, r := range d.partitions {
+			if r.spec.Parent == nil || r.local() != nil {
+				continue
+			}
+			state := n.hosted.state(d.spec.Name, r.spec.ID)
+			if state == hostedRemoved {
+				continue
+			}
+			// A node hosting the parent hosts the new partition (the split's voters are the
+			// parent's, which the catalog's replica list may not show after membership
+			// changes); another node when the catalog places it there.
+			parentHere, parentLeader := false, false
+			if pr := d.route(*r.spec.Parent); pr != nil {
+				if p := pr.replica(); p != nil {
+					if overlaps(p.Shards(), r.spec.Shards()) {
+						continue // the parent here has not applied the split yet
+					}
+					parentHere, parentLeader = true, p.IsLeader()
+				}
+			}
+			if state == hostedUnknown && !parentHere && !hosts(r.spec, n.cfg.NodeID) {
+				continue
+			}
+			if err := n.openReplica(ctx, d.spec, r, nil); err != nil {
+				n.log.Error("opening the replica of a split's new partition", "datastore", d.spec.Name, "partition", r.spec.ID, "error", err)
+				continue
+			}
+			if err := n.hosted.set(d.spec.Name, r.spec.ID, hostedMember); err != nil {
+				n.log.Error("recording a hosted replica", "datastore", d.spec.Name, "partition", r.spec.ID, "error", err)
+			}
+			n.log.Info("opened the replica of a split's new partition", "datastore", d.spec.Name, "partition", r.spec.ID, "parent", *r.spec.Parent)
+			if c, ok := r.replica().(interface{ Campaign() error }); ok && parentLeader {
+				// The parent's leader starts the new group's first election at once.
+				go func() {
+					if err := c.Campaign(); err != nil {
+						n.log.Debug("first election of a split's new partition", "partition", r.spec.ID, "error", err)
+					}
+				}()
+			}
+		}
+	}
+}
+
+func overlaps(a, b cells.ShardRange) bool { return a.First <= b.Last && b.First <= a.Last }
+
+// splitStore returns the fsm.Config.SplitStore of the replicas of raft datastore ds: the store
+// of the split's new partition, opened for the copy and closed after, or, when this node serves
+// that partition already (the split is applied again after a crash), its replica's store.
+func (n *Node) splitStore(ds string) func(ctx context.Context, right int, shards cells.ShardRange) (fsm.Store, func() error, error) {
+	return func(ctx context.Context, right int, shards cells.ShardRange) (fsm.Store, func() error, error) {
+		ps, err := n.cfg.Store.Partition(ctx, storage.PartitionID{Datastore: ds, Partition: right}, shards)
+		if errors.Is(err, storage.ErrPartitionOpen) {
+			if r := n.routeOf(ds, right); r != nil {
+				if p := r.replica(); p != nil {
+					return p.Store(), func() error { return nil }, nil
+				}
+			}
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return ps, ps.Close, nil
+	}
+}
+
+// reconcileSplits has each partition this node leads apply a split the catalog decided and its
+// raft log does not hold yet (the node that decided it failed before proposing it): a leader
+// whose range is wider than the catalog's, with the catalog's partition right after it made by
+// a split of it, proposes that split. Called from watchReplicas.
+func (n *Node) reconcileSplits() {
+	for _, d := range n.datastores() {
+		if d.spec.Mode != topology.ModeRaft {
+			continue
+		}
+		for _, r := range d.partitions {
+			p := r.replica()
+			if p == nil || !p.IsLeader() || p.Shards().Last <= r.spec.LastShard {
+				continue
+			}
+			next := d.routeOf(r.spec.LastShard + 1)
+			if next == nil || next.spec.Parent == nil || *next.spec.Parent != r.spec.ID || !r.splitting.CompareAndSwap(false, true) {
+				continue
+			}
+			gen := n.catalogGeneration()
+			go func() {
+				defer r.splitting.Store(false)
+				ctx, cancel := n.untilClose(context.Background())
+				defer cancel()
+				ctx, cancel2 := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel2()
+				if err := n.proposeSplit(ctx, d.spec.Name, r.spec.ID, next.spec.FirstShard, next.spec.ID, gen); err != nil {
+					n.log.Warn("completing a split the catalog decided", "datastore", d.spec.Name, "partition", r.spec.ID, "right", next.spec.ID, "error", err)
+				}
+			}()
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/internal/clustertest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// writeLoop writes one new cell at a time through n until stop closes, recording each
+// acknowledged one in l and counting failures.
+func writeLoop(n *cluster.Node, l *ledger, stop <-chan struct{}, failures *atomic.Int64, lastErr *atomic.Value) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		c, err := encodeCell(uuid.New(), "BASE", 1, fmt.Sprintf(`{"writer":%q,"i":%d}`, n.ID(), i))
+		if err != nil {
+			panic(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		res, err := n.PutCells(ctx, ds, []cells.Cell{c})
+		cancel()
+		if err != nil || len(res) != 1 || res[0].Status != cells.StatusCreated {
+			failures.Add(1)
+			lastErr.Store(fmt.Sprintf("%v %+v", err, res))
+			continue
+		}
+		body, _ := c.Body.JSON()
+		l.add(acked{key: c.Key, body: string(body), addedID: res[0].AddedID, created: res[0].CreatedAt})
+	}
+}
+
+// TestSplitPartition splits trips' partitions under writers through every node: every write
+// is answered with success, every acknowledged cell is read back strongly through every node
+// with its added_id, the shard logs hold exactly the acknowledged cells, the catalog shows the
+// new partitions and their history, a second split of a split-made partition works, and a
+// restarted node serves the split partitions from its own state.
+func TestSplitPartition(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble})
+	nodes := running(c)
+	spec := &c.Topology.Datastores[0]
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond, "node %s imports the catalog", n.ID())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	defer cancel()
+
+	// Refusals: no such partition, a shard outside it, a store that is fine.
+	_, err := nodes[0].SplitPartition(ctx, ds, 9, 0)
+	assert.ErrorIs(t, err, cluster.ErrBadShard)
+	_, err = nodes[0].SplitPartition(ctx, ds, 0, 8)
+	var fe *cluster.FieldError
+	require.ErrorAs(t, err, &fe, "partition 0 holds 0..7: at shard 8 is outside")
+	assert.Equal(t, "at_shard", fe.Field)
+	_, err = nodes[0].SplitPartition(ctx, ds, 0, 0+0) // the middle: fine, done below
+	require.NoError(t, err, "split partition 0 at its middle")
+
+	l := newLedger()
+	stop := make(chan struct{})
+	var failures atomic.Int64
+	var lastErr atomic.Value
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			writeLoop(n, l, stop, &failures, &lastErr)
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	res, err := nodes[1].SplitPartition(ctx, ds, 1, 12)
+	require.NoError(t, err, "split partition 1 at 12 under writes")
+	assert.Equal(t, []int{8, 11}, []int{res.Left.FirstShard, res.Left.LastShard})
+	assert.Equal(t, []int{12, 15}, []int{res.Right.FirstShard, res.Right.LastShard})
+	assert.Equal(t, 1, res.Right.Parent)
+	assert.True(t, res.Ready, "the right half has a leader")
+	t.Logf("split of partition 1 under writes: %d ms", res.TookMillis)
+	time.Sleep(300 * time.Millisecond)
+	// A partition made by a split splits again.
+	res2, err := nodes[2].SplitPartition(ctx, ds, res.Right.ID, 14)
+	require.NoError(t, err, "split partition %d at 14", res.Right.ID)
+	assert.Equal(t, []int{14, 15}, []int{res2.Right.FirstShard, res2.Right.LastShard})
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if v := lastErr.Load(); v != nil {
+		t.Logf("last failure: %v", v)
+	}
+	assert.Zero(t, failures.Load(), "writes that failed during the splits")
+	require.Greater(t, l.len(), 50, "acknowledged writes during the splits")
+
+	// Every node routes by the new catalog: 5 partitions, with the splits' history.
+	for _, n := range nodes {
+		require.Eventually(t, func() bool {
+			d, err := n.Datastore(ds)
+			return err == nil && len(d.Partitions) == 5
+		}, opTimeout, 20*time.Millisecond, "node %s serves 5 partitions", n.ID())
+	}
+	cat := nodes[0].CatalogDatastores()
+	require.Len(t, cat.Datastores, 1)
+	assert.Len(t, cat.Datastores[0].History, 3, "three splits in the history")
+	requireStrong(t, l, nodes...)
+	checkShardLogs(t, spec, l, nodes...)
+	// Each node's own replica of every partition holds the acknowledged cells (stale reads are
+	// served by the local replica).
+	for _, n := range nodes {
+		requireStale(t, l, n)
+	}
+
+	// A restarted node serves the split partitions from its own state; writes go on.
+	c.StopNode(2)
+	c.StartNode(2)
+	nodes = running(c)
+	d, err := nodes[2].Datastore(ds)
+	require.NoError(t, err)
+	assert.Len(t, d.Partitions, 5, "after a restart")
+	more := newLedger()
+	for _, n := range nodes {
+		var cs []cells.Cell
+		for j := range 10 {
+			cs = append(cs, newCell(t, uuid.New(), "BASE", 1, fmt.Sprintf(`{"after":%q,"j":%d}`, n.ID(), j)))
+		}
+		putIn(t, n, ds, more, cs)
+	}
+	for _, a := range more.all() {
+		l.add(a)
+	}
+	requireStrong(t, l, nodes...)
+	require.Eventually(t, func() bool { return checkCells(nodes[2], cluster.Stale, l.all(), 5*time.Second) == nil }, opTimeout, 100*time.Millisecond,
+		"the restarted node's replicas catch up")
+	if err := checkCells(nodes[2], cluster.Stale, l.all(), 5*time.Second); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
+}
