@@ -136,9 +136,9 @@ type BackupBackend interface {
 	Restore(ctx context.Context, ds string, pid int, r io.Reader, opts cluster.RestoreOptions) (cluster.RestoreResult, error)
 }
 
-// CatalogBackend serves the datastore routes (datastores.go): the cluster's replicated catalog
-// of datastores, created and dropped at run time. Without it they answer 501. See
-// cluster.Node's methods.
+// CatalogBackend serves the datastore routes (datastores.go) and the split of a partition
+// (split.go): the cluster's replicated catalog of datastores, created, dropped and re-partitioned
+// at run time. Without it they answer 501. See cluster.Node's methods.
 type CatalogBackend interface {
 	// CreateDatastore creates a datastore and blocks until this node has opened it and its
 	// partitions have leaders, or ctx is done (the answer's Ready says which). Errors:
@@ -151,6 +151,16 @@ type CatalogBackend interface {
 	DropDatastore(ctx context.Context, name, confirm string) (wire.DropDatastoreResponse, error)
 	// CatalogDatastores returns the catalog as this node last learned it. It does not block.
 	CatalogDatastores() wire.DatastoresResponse
+	// SplitPartition splits partition pid of raft datastore ds at shard atShard (the first
+	// shard of the right half; 0: the middle of its range): the right half becomes a new
+	// partition on the same replicas. It blocks until this node has applied the split and,
+	// when it hosts the new partition, that partition has a leader (the answer's Ready), or
+	// ctx is done (POST /v1/admin/partitions/{ds}/{partition}/split; split.go). Errors:
+	// *cluster.FieldError (400 naming at_shard), cluster.ErrUnknownDatastore (404),
+	// cluster.ErrBadShard (404: no such partition), cluster.ErrAsyncDatastore (400),
+	// cluster.ErrRefused (409), cluster.ErrNoCatalog (503), cluster.ErrIndeterminate and ctx's
+	// error (504: the split may have been decided).
+	SplitPartition(ctx context.Context, ds string, pid int, atShard int) (wire.SplitResponse, error)
 }
 
 // LeaderHinter tells where a row's leader-only requests are best sent (see hintLeader).

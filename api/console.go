@@ -10,10 +10,11 @@ import (
 
 // The operator console: one self-contained HTML page (inline CSS and vanilla JavaScript, no
 // external resources) that every node serves at /console. The page reads the node's own JSON
-// API from the browser every 2s — GET /v1/cluster, /v1/admin/nodes, /v1/admin/partitions (with
-// a fallback to /v1/cluster while those answer 404), and per datastore /v1/{ds}/indexes,
-// /v1/{ds}/groups and /v1/{ds}/groups/{group} with consistency=stale — and renders nodes,
-// partitions with leaders and replica lag, datastores, indexes and consumer groups. A failed
+// API from the browser every 2s — GET /v1/cluster, /v1/admin/nodes, /v1/admin/partitions,
+// /v1/admin/datastores (with a fallback to /v1/cluster while those answer 404), and per
+// datastore /v1/{ds}/indexes, /v1/{ds}/groups and /v1/{ds}/groups/{group} with
+// consistency=stale — and renders nodes, partitions with leaders and replica lag, the catalog's
+// datastores with their partitions and splits, indexes and consumer groups. A failed
 // fetch is shown in an error banner over the last data that loaded; the page is never blank.
 // The server does no work for the page beyond sending it: it adds no endpoint of its own.
 

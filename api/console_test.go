@@ -78,7 +78,7 @@ func TestConsole(t *testing.T) {
 				csp := res.Header.Get("Content-Security-Policy")
 				require.Contains(t, csp, "default-src 'none'", "GET %s: Content-Security-Policy", path)
 				require.Contains(t, csp, "script-src 'sha256-", "GET %s: Content-Security-Policy with a script hash", path)
-				for _, want := range []string{"<script>", `data-testid="error-banner"`, "/v1/cluster", "/v1/admin/nodes"} {
+				for _, want := range []string{"<script>", `data-testid="error-banner"`, "/v1/cluster", "/v1/admin/nodes", "/v1/admin/datastores"} {
 					require.Contains(t, string(body), want, "GET %s: the page", path)
 				}
 				// No external resource: the machine running the console may have no internet.
@@ -123,6 +123,17 @@ func TestConsole(t *testing.T) {
 		for _, sec := range []string{"section-nodes", "section-partitions"} {
 			assert.Equal(t, "admin", consoleAttr(dom, sec, "data-source"), "%s: data-source (/v1/admin/*)", sec)
 		}
+		// The catalog: its generation, and a row per partition of each datastore.
+		assert.Equal(t, "catalog", consoleAttr(dom, "section-datastores", "data-source"), "section-datastores: data-source (/v1/admin/datastores)")
+		var cat wire.DatastoresResponse
+		s.doRetry(t, node, "GET", "/v1/admin/datastores", "").expect(t, http.StatusOK).decode(t, &cat)
+		assert.Equal(t, []string{fmt.Sprint(cat.Generation)}, consoleTexts(dom, "catalog-generation"), "catalog generation")
+		var catParts int
+		for _, d := range cat.Datastores {
+			catParts += len(d.Partitions)
+		}
+		assert.Positive(t, catParts, "/v1/admin/datastores: partitions")
+		assert.Len(t, consoleTexts(dom, "catalog-partition-id"), catParts, "catalog partition rows")
 		// Gossip sees every node alive; every partition shows its 3 replicas, all reachable.
 		states := regexp.MustCompile(`data-testid="node-row"[^>]*data-state="([a-z]+)"`).FindAllStringSubmatch(dom, -1)
 		assert.Len(t, states, len(nodes), "node rows with a state")
@@ -193,6 +204,16 @@ func TestConsole(t *testing.T) {
 					{"node": "n2", "suffrage": "voter", "state": "Follower", "applied_index": 2000, "last_index": 5000, "lag": 3000, "reachable": true},
 					{"node": evil, "suffrage": "voter", "lag": 0, "reachable": false, "error": "connection refused"},
 				}}}},
+			// The catalog after a split of trips/0 at shard 4, with the markup node among the
+			// replicas, and an async datastore.
+			"/v1/admin/datastores": wire.DatastoresResponse{Generation: 5, Datastores: []wire.DatastoreInfo{
+				{Name: "trips", Mode: "raft", Shards: 8, Partitions: []wire.CatalogPartition{
+					{ID: 1, FirstShard: 4, LastShard: 7, Replicas: []string{"n1", "n2", evil}, Generation: 5, Parent: 0},
+					{ID: 0, LastShard: 3, Replicas: []string{"n1", "n2", evil}, Generation: 5, Parent: -1}},
+					History: []wire.CatalogEvent{{Op: "split", Generation: 5, At: time.Date(2026, 11, 24, 8, 30, 0, 0, time.UTC), Left: 0, Right: 1, AtShard: 4}}},
+				{Name: "rides", Mode: "async", Shards: 4, Created: 3, CreatedAt: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC), StorageClusters: []string{"c0"},
+					Partitions: []wire.CatalogPartition{{ID: 0, LastShard: 3, Cluster: "c0", Generation: 3, Parent: -1}}},
+			}},
 			"/v1/trips/indexes": wire.IndexesResponse{Indexes: []wire.IndexStatus{}},
 			"/v1/trips/groups":  wire.GroupsResponse{Groups: []string{}},
 		}
@@ -221,6 +242,18 @@ func TestConsole(t *testing.T) {
 			assert.Contains(t, rows[i], want, "replica row %d", i)
 		}
 		assert.Equal(t, []string{"0", "3,000", "0"}, consoleTexts(dom, "replica-lag"), "replica lags")
+		// The catalog: its generation, the partitions of each datastore by shard, the split.
+		assert.Equal(t, "catalog", consoleAttr(dom, "section-datastores", "data-source"), "section-datastores: data-source")
+		assert.Equal(t, []string{"5"}, consoleTexts(dom, "catalog-generation"), "catalog generation")
+		assert.Equal(t, []string{"trips", "rides"}, consoleTexts(dom, "datastore-name"), "datastore names")
+		assert.Equal(t, []string{"0", "1", "0"}, consoleTexts(dom, "catalog-partition-id"), "catalog partitions, by shard")
+		assert.Equal(t, []string{"0–3", "4–7", "0–3"}, consoleTexts(dom, "catalog-partition-shards"), "catalog partitions' shards")
+		assert.Equal(t, []string{"—", "0", "—"}, consoleTexts(dom, "catalog-partition-parent"), "catalog partitions' parents")
+		assert.Equal(t, []string{"n1, n2, " + evil, "n1, n2, " + evil, "c0"}, consoleTexts(dom, "catalog-partition-replicas"), "catalog partitions' replicas")
+		assert.Equal(t, []string{"split"}, consoleTexts(dom, "catalog-event-op"), "history")
+		assert.Equal(t, []string{"4"}, consoleTexts(dom, "catalog-event-at-shard"), "history: at_shard")
+		row := consoleRow(dom, "data-generation", "5")
+		assert.Contains(t, row, "2026-11-24 08:30:00 UTC", "history row: its time")
 	})
 
 	t.Run("api_fails_after_load", func(t *testing.T) {
@@ -248,6 +281,8 @@ func TestConsole(t *testing.T) {
 		require.Contains(t, strings.Join(consoleTexts(dom, "error"), "\n"), "injected fault", "error banner")
 		require.Len(t, consoleTexts(dom, "node-id"), 3, "node ids after the fault: the 3 loaded before it")
 		require.Contains(t, consoleTexts(dom, "group-name"), consoleGroup, "groups after the fault: kept")
+		require.Equal(t, "catalog", consoleAttr(dom, "section-datastores", "data-source"), "the catalog after the fault: kept")
+		require.Contains(t, consoleTexts(dom, "datastore-name"), consoleDatastore, "the catalog's datastores after the fault: kept")
 	})
 }
 

@@ -34,6 +34,13 @@ type catalogBackend struct {
 	mu      sync.Mutex
 	creates []cluster.CreateDatastoreOptions
 	drops   [][2]string // name, confirm
+	splits  []splitCall
+}
+
+// splitCall is one call of SplitPartition.
+type splitCall struct {
+	ds           string
+	pid, atShard int
 }
 
 func (b *catalogBackend) CreateDatastore(_ context.Context, o cluster.CreateDatastoreOptions) (wire.CreateDatastoreResponse, error) {
@@ -58,6 +65,22 @@ func (b *catalogBackend) DropDatastore(_ context.Context, name, confirm string) 
 }
 
 func (b *catalogBackend) CatalogDatastores() wire.DatastoresResponse { return b.catalog }
+
+// SplitPartition answers a split of pid's range 0..7 at atShard (0: 4) into pid and 9.
+func (b *catalogBackend) SplitPartition(_ context.Context, ds string, pid int, atShard int) (wire.SplitResponse, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.splits = append(b.splits, splitCall{ds, pid, atShard})
+	if b.err != nil {
+		return wire.SplitResponse{}, b.err
+	}
+	if atShard == 0 {
+		atShard = 4
+	}
+	return wire.SplitResponse{Generation: 9, Ready: true, TookMillis: 12,
+		Left:  wire.CatalogPartition{ID: pid, LastShard: atShard - 1, Replicas: []string{"n1", "n2", "n3"}, Generation: 9, Parent: -1},
+		Right: wire.CatalogPartition{ID: 9, FirstShard: atShard, LastShard: 7, Replicas: []string{"n1", "n2", "n3"}, Generation: 9, Parent: pid}}, nil
+}
 
 // calls returns how many creates and drops b got.
 func (b *catalogBackend) calls() (int, int) {
@@ -317,24 +340,8 @@ func TestDatastoreRoutesWithoutCatalog(t *testing.T) {
 // (a reader or a writer gets 403, even to list) and every admin request is audited.
 func TestDatastoreRoutesNeedAdmin(t *testing.T) {
 	t.Parallel()
-	tokens := map[string]string{}
-	var pf security.PrincipalsFile
-	for _, role := range []string{"read", "write", "admin"} {
-		tok, digest := security.NewToken()
-		tokens[role] = tok
-		pf.Principals = append(pf.Principals, security.PrincipalEntry{Name: role + "er", TokenSHA256: digest, Roles: []string{role}})
-	}
-	data, err := pf.Marshal()
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "principals.yaml")
-	require.NoError(t, os.WriteFile(path, data, 0o600))
-	auth, err := security.LoadAuthenticator(path, slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)))
-	require.NoError(t, err)
-	var audit syncBuffer
 	cb := &catalogBackend{}
-	srv := catalogServer(t, cb, api.Config{Auth: auth, Audit: security.NewAuditor(slog.New(slog.NewTextHandler(&audit, nil)))})
-
-	bearer := func(role string) []string { return []string{"Authorization", "Bearer " + tokens[role]} }
+	srv, audit, bearer := catalogServerWithAuth(t, cb)
 	for _, role := range []string{"read", "write"} {
 		for _, c := range []struct{ method, path, body string }{
 			{http.MethodGet, "/v1/admin/datastores", ""},
@@ -363,6 +370,29 @@ func TestDatastoreRoutesNeedAdmin(t *testing.T) {
 	} {
 		assert.Contains(t, log, want, "the audit log")
 	}
+}
+
+// catalogServerWithAuth is a server with cb as its catalog and one principal per role read,
+// write and admin, named after it (reader, writeer, adminer). It returns the server, its audit log, and the
+// header (name, value) that authenticates as role.
+func catalogServerWithAuth(t *testing.T, cb *catalogBackend) (*api.Server, *syncBuffer, func(role string) []string) {
+	t.Helper()
+	tokens := map[string]string{}
+	var pf security.PrincipalsFile
+	for _, role := range []string{"read", "write", "admin"} {
+		tok, digest := security.NewToken()
+		tokens[role] = tok
+		pf.Principals = append(pf.Principals, security.PrincipalEntry{Name: role + "er", TokenSHA256: digest, Roles: []string{role}})
+	}
+	data, err := pf.Marshal()
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "principals.yaml")
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	auth, err := security.LoadAuthenticator(path, slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)))
+	require.NoError(t, err)
+	audit := &syncBuffer{}
+	srv := catalogServer(t, cb, api.Config{Auth: auth, Audit: security.NewAuditor(slog.New(slog.NewTextHandler(audit, nil)))})
+	return srv, audit, func(role string) []string { return []string{"Authorization", "Bearer " + tokens[role]} }
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.

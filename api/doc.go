@@ -24,8 +24,8 @@
 // reads the Idempotency-Key header and the body with its limit. Files follow the routes:
 // reads.go, putcell.go, writes.go (put_cells and what every write shares), transactions.go,
 // erase.go, rowkeys.go, logs.go, groups.go, indexes.go, indexquery.go, schemas.go, admin.go,
-// datastores.go (the catalog's datastores, /v1/admin/datastores), backup.go, status.go,
-// console.go.
+// datastores.go (the catalog's datastores, /v1/admin/datastores), split.go (a partition's
+// split), backup.go, status.go, console.go.
 //
 // # Errors
 //

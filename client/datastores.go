@@ -2,22 +2,24 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 
 	"github.com/schemaless-db/schemaless/wire"
 )
 
-// The catalog calls (/v1/admin/datastores): the datastores of the cluster's replicated catalog,
-// created and dropped at run time. See docs/api.md, "Datastores". They need the admin role.
+// The catalog calls (/v1/admin/datastores, and the split of a partition): the datastores of the
+// cluster's replicated catalog, created, dropped and re-partitioned at run time. See
+// docs/api.md, "Datastores". They need the admin role.
 //
-// Retries are those of the admin changes (admin.go): CreateDatastore and DropDatastore are
-// retried only when they certainly did not start (not sent; 503, 429 or 408: the catalog had
-// no leader, nothing was done). A timeout or a connection lost after sending, and a 504 (the
-// node ran out of time while the catalog applied the change), end the call with
-// ErrIndeterminate: the change may have been applied, and Datastores tells. AdminIdempotent
-// does not suit them: a creation sent again after it was applied answers ErrConflict, a drop
-// ErrNotFound.
+// Retries are those of the admin changes (admin.go): CreateDatastore, DropDatastore and
+// SplitPartition are retried only when they certainly did not start (not sent; 503, 429 or
+// 408: the catalog had no leader, nothing was done). A timeout or a connection lost after
+// sending, and a 504 (the node ran out of time while the catalog applied the change), end the
+// call with ErrIndeterminate: the change may have been applied, and Datastores tells.
+// AdminIdempotent does not suit them: a creation sent again after it was applied answers
+// ErrConflict, a drop ErrNotFound, a split splits again.
 
 // CreateDatastore creates datastore req.Name in the cluster's catalog (POST
 // /v1/admin/datastores) and returns the catalog generation the creation made, the datastore
@@ -106,6 +108,60 @@ func (c *Client) DropDatastore(ctx context.Context, name string, opts ...AdminOp
 	}
 	if resp.Dropped != name {
 		return wire.DropDatastoreResponse{}, badResponse(op, ans, "datastore %q dropped, want %q", resp.Dropped, name)
+	}
+	return resp, nil
+}
+
+// SplitPartition splits partition pid of raft datastore ds (POST
+// /v1/admin/partitions/{ds}/{pid}/split) at shard atShard, the first shard of the right half
+// (0: the middle of the partition's range), and returns the catalog generation the split made,
+// the Left half (the partition, which keeps its id and the shards below atShard), the Right half
+// (a new partition on the same replicas), Ready (whether the right half had a leader on the
+// answering node, when that node hosts it) and the split's time. Every acknowledged write
+// stays, with its added_id; requests routed by an older catalog are re-routed by the nodes. It
+// blocks until the answering node has applied the split, the attempt runs out of
+// Config.AdminTimeout, or ctx is done.
+//
+// It is retried as an admin change (see above): only when it certainly did not start (not
+// sent, or 503: the catalog had no leader, nothing done). AdminIdempotent does not suit it: a
+// split sent again after it was applied is another split (of the left half's middle when
+// atShard is 0; refused, field "at_shard", otherwise). After ErrIndeterminate, Datastores
+// tells whether it happened.
+//
+// Errors: ErrInvalidArgument (at_shard outside the partition's range, or a partition of one
+// shard: the *APIError's Field is "at_shard"; an async datastore: "datastore"; a negative pid:
+// "partition"; unsent when ds is empty or atShard negative), ErrNotFound (no such datastore,
+// Field "datastore", or partition, Field "partition"), ErrConflict (the node's store cannot
+// split, it needs pebble; or the partition changed while the split was decided: try again),
+// ErrUnavailable (the catalog has no leader: nothing done), ErrIndeterminate, ErrInternal
+// (also a node without a catalog: 501), ErrBadResponse (also an answer about another
+// partition), or ctx's error.
+func (c *Client) SplitPartition(ctx context.Context, ds string, pid int, atShard int, opts ...AdminOption) (wire.SplitResponse, error) {
+	const op = "admin_split_partition"
+	switch {
+	case ds == "":
+		return wire.SplitResponse{}, required(op, "datastore", "the raft datastore")
+	case atShard < 0:
+		return wire.SplitResponse{}, fmt.Errorf("client: %s: %w: at_shard %d is negative (0: the middle of the partition's range)", op, ErrInvalidArgument, atShard)
+	}
+	r, err := c.adminRequest(op, http.MethodPost, partitionPath(ds, pid, "/split"), wire.SplitRequest{AtShard: atShard}, opts)
+	if err != nil {
+		return wire.SplitResponse{}, err
+	}
+	ans, err := c.do(ctx, r)
+	if err != nil {
+		return wire.SplitResponse{}, err
+	}
+	var resp wire.SplitResponse
+	if err := decode(op, ans, &resp); err != nil {
+		return wire.SplitResponse{}, err
+	}
+	switch {
+	case resp.Left.ID != pid:
+		return wire.SplitResponse{}, badResponse(op, ans, "left half is partition %d, want %d", resp.Left.ID, pid)
+	case resp.Right.ID == pid || resp.Right.FirstShard != resp.Left.LastShard+1 || (atShard > 0 && resp.Right.FirstShard != atShard):
+		return wire.SplitResponse{}, badResponse(op, ans, "right half is partition %d from shard %d, after left half %d..%d (at_shard %d)",
+			resp.Right.ID, resp.Right.FirstShard, resp.Left.FirstShard, resp.Left.LastShard, atShard)
 	}
 	return resp, nil
 }

@@ -132,6 +132,7 @@ type recordingCatalog struct {
 	mu      sync.Mutex
 	creates []cluster.CreateDatastoreOptions
 	drops   []string
+	splits  []string // ds/pid@atShard
 }
 
 func (b *recordingCatalog) CreateDatastore(_ context.Context, o cluster.CreateDatastoreOptions) (wire.CreateDatastoreResponse, error) {
@@ -153,6 +154,22 @@ func (b *recordingCatalog) DropDatastore(_ context.Context, name, confirm string
 
 func (b *recordingCatalog) CatalogDatastores() wire.DatastoresResponse {
 	return wire.DatastoresResponse{}
+}
+
+// SplitPartition splits a partition of shards 0..7 at atShard (0: 4) into pid and pid+1, or
+// refuses an atShard past 7 as the cluster does.
+func (b *recordingCatalog) SplitPartition(_ context.Context, ds string, pid int, atShard int) (wire.SplitResponse, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.splits = append(b.splits, fmt.Sprintf("%s/%d@%d", ds, pid, atShard))
+	if atShard == 0 {
+		atShard = 4
+	}
+	if atShard > 7 {
+		return wire.SplitResponse{}, &cluster.FieldError{Field: "at_shard", Msg: fmt.Sprintf("%d: want 1 to 7", atShard)}
+	}
+	return wire.SplitResponse{Generation: 2, Ready: true, Left: wire.CatalogPartition{ID: pid, LastShard: atShard - 1, Parent: -1},
+		Right: wire.CatalogPartition{ID: pid + 1, FirstShard: atShard, LastShard: 7, Parent: pid}}, nil
 }
 
 // TestDatastoreThroughAPI sends the catalog calls to package api's server: the replicas the

@@ -13,6 +13,7 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
+	"github.com/schemaless-db/schemaless/partition"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -145,4 +146,51 @@ func TestSplitPartition(t *testing.T) {
 	if err := checkCells(nodes[2], cluster.Stale, l.all(), 5*time.Second); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal(err)
 	}
+}
+
+// TestSplitCatchUpFromSnapshot: a node down during a split catches up when it restarts: its
+// parent replica applies the split (from the log, or from a snapshot of the parent taken after
+// it: fsm's TestSplit restores one), and its replica of the new partition, whose log was
+// compacted meanwhile (snapshots every 8 entries), gets the new partition's snapshot from its
+// leader; its own replicas then serve every acknowledged cell of both halves.
+func TestSplitCatchUpFromSnapshot(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble,
+		Partition: partition.Config{SnapshotThreshold: 8, SnapshotInterval: 200 * time.Millisecond, TrailingLogs: 4}})
+	nodes := running(c)
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond)
+	}
+	l := newLedger()
+	put := func(n *cluster.Node, tag string, count int) {
+		for i := range count {
+			putIn(t, n, ds, l, []cells.Cell{newCell(t, uuid.New(), "BASE", 1, fmt.Sprintf(`{"%s":%d}`, tag, i))})
+		}
+	}
+	put(nodes[0], "before", 20)
+	c.StopNode(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	defer cancel()
+	res, err := nodes[0].SplitPartition(ctx, ds, 0, 4)
+	require.NoError(t, err, "split with one replica down")
+	// Enough entries on both halves that their logs are compacted past the split.
+	put(nodes[1], "after", 60)
+	time.Sleep(time.Second) // snapshots every 200ms once 8 entries are past
+	c.StartNode(2)
+	back := c.Node(2)
+	require.Eventually(t, func() bool {
+		d, err := back.Datastore(ds)
+		return err == nil && len(d.Partitions) == 3
+	}, opTimeout, 20*time.Millisecond, "the restarted node learns the split from the catalog")
+	require.Eventually(t, func() bool {
+		for _, r := range back.Replicas() {
+			if r.Partition == res.Right.ID && r.Local && r.AppliedIndex > 0 {
+				return true
+			}
+		}
+		return false
+	}, opTimeout, 50*time.Millisecond, "the restarted node hosts the new partition %d", res.Right.ID)
+	require.Eventually(t, func() bool { return checkCells(back, cluster.Stale, l.all(), 5*time.Second) == nil }, opTimeout, 100*time.Millisecond,
+		"the restarted node's own replicas hold every acknowledged cell")
+	requireStrong(t, l, running(c)...)
 }

@@ -236,7 +236,14 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 	if err == nil && rightApplied.Index < applied.Index {
 		// The right half's raft group starts at the split's index in term 1 (see
 		// partition.WriteSplitBase): its first leader's terms never fall below its log's.
-		err = rs.Restore(ctx, storage.AppliedState{Index: applied.Index, Term: 1}, splitRecords(ctx, snap, right, tables), kv, tables)
+		base := storage.AppliedState{Index: applied.Index, Term: 1}
+		err = storage.ErrInvalidConfig
+		if c, ok := rs.(shardCopier); ok {
+			err = c.CopyShards(ctx, snap, right, kv, base) // key by key, within one pebble store
+		}
+		if errors.Is(err, storage.ErrInvalidConfig) {
+			err = rs.Restore(ctx, base, splitRecords(ctx, snap, right, tables), kv, tables)
+		}
 	}
 	if rerr := release(); err == nil {
 		err = rerr
@@ -262,6 +269,12 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 		return &ambiguousCommitError{err}
 	}
 	return nil
+}
+
+// shardCopier is a store that copies shards of a snapshot of another partition of its own
+// engine without decoding them (storage.PartitionStore.CopyShards, pebble).
+type shardCopier interface {
+	CopyShards(ctx context.Context, src *storage.SnapshotTx, r cells.ShardRange, kv []storage.KV, applied storage.AppliedState) error
 }
 
 // splitRecords returns the records of the right half of the view snap for Store.Restore: the

@@ -3,11 +3,13 @@ package fsm
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math/rand"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -43,12 +45,26 @@ func scanShards(t *testing.T, p *storage.PartitionStore, r cells.ShardRange) []c
 // dropped shards gone, a restart keeping the range), and the right partition's FSM continues
 // each shard's added_ids. A second split at the same shard is refused, and a snapshot of the
 // parent restores into a replica that never saw the split.
+//
+// The copy runs key by key when both partitions share a pebble store (storage CopyShards), and
+// through Store.Restore's records otherwise: both are run.
 func TestSplit(t *testing.T) {
 	t.Parallel()
+	t.Run("same-store", func(t *testing.T) { testSplit(t, true) })
+	t.Run("other-store", func(t *testing.T) { testSplit(t, false) })
+}
+
+func testSplit(t *testing.T, sameStore bool) {
 	ctx := context.Background()
 	st, err := storage.OpenPebble(ctx, storage.PebbleConfig{Dir: t.TempDir(), Logger: testLogger(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
+	rightSt := st
+	if !sameStore {
+		rightSt, err = storage.OpenPebble(ctx, storage.PebbleConfig{Dir: t.TempDir(), Logger: testLogger(t)})
+		require.NoError(t, err)
+		t.Cleanup(func() { rightSt.Close() })
+	}
 	parent, err := st.Partition(ctx, storage.PartitionID{Datastore: "trips", Partition: 2}, testShards)
 	require.NoError(t, err)
 	rightRange := cells.ShardRange{First: 10, Last: 11}
@@ -57,7 +73,7 @@ func TestSplit(t *testing.T) {
 		SplitStore: func(ctx context.Context, right int, shards cells.ShardRange) (Store, func() error, error) {
 			assert.Equal(t, 7, right)
 			assert.Equal(t, rightRange, shards)
-			p, err := st.Partition(ctx, storage.PartitionID{Datastore: "trips", Partition: right}, shards)
+			p, err := rightSt.Partition(ctx, storage.PartitionID{Datastore: "trips", Partition: right}, shards)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -69,9 +85,17 @@ func TestSplit(t *testing.T) {
 	require.NoError(t, err)
 
 	rng := rand.New(rand.NewSource(5))
-	logs := randomLog(t, rng, 40)
+	logs := randomLog(t, rng, 39)
 	at := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)
 	applyInBatches(t, f, logs, rng)
+	var ups []command.IndexEntry
+	for row := range 12 {
+		ups = append(ups, update(8+row%4, 500+row, "BASE", 1, fmt.Sprintf("city-%d", row%3), int64(row), uuid.Nil))
+	}
+	idx := responses(t, f.ApplyBatch([]*raft.Log{indexLog(t, 40, command.Index{Op: command.IndexUpsert, Table: testTable, Fields: testFields, Entries: ups})}))
+	require.NoError(t, idx[0].Err, "index upsert")
+	entriesBefore := dumpIndex(t, parent)
+	require.Len(t, entriesBefore, 12)
 	group := groupLog(t, 41, at, "billing", consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1", Shards: 16, SessionTimeout: time.Minute})
 	commit := groupLog(t, 42, at, "billing", consumer.Command{Op: consumer.OpCommit, Worker: "w1", Shards: 16,
 		Commits: []consumer.Offset{{Shard: 9, Epoch: 1, Offset: 1}, {Shard: 11, Epoch: 1, Offset: 2}}})
@@ -102,14 +126,26 @@ func TestSplit(t *testing.T) {
 	kept := scanShards(t, parent, cells.ShardRange{First: 8, Last: 9})
 	assert.Len(t, kept, len(before)-len(movedWant), "the parent keeps its shards' cells, and only them")
 
+	// Index entries: shards 8..9 stay, 10..11 move.
+	var keptEntries, movedEntries []storage.IndexEntry
+	for _, e := range entriesBefore {
+		if s := 8 + (int(e.Values[1].(int64)) % 4); s >= 10 {
+			movedEntries = append(movedEntries, e)
+		} else {
+			keptEntries = append(keptEntries, e)
+		}
+	}
+	assert.Equal(t, keptEntries, dumpIndex(t, parent), "the parent keeps the index entries of its shards")
+
 	// The right partition: its cells, range, origin, offsets; its FSM continues the added_ids.
-	rp, err := st.Partition(ctx, storage.PartitionID{Datastore: "trips", Partition: 7}, rightRange)
+	rp, err := rightSt.Partition(ctx, storage.PartitionID{Datastore: "trips", Partition: 7}, rightRange)
 	require.NoError(t, err)
 	sameCells(t, scanShards(t, rp, rightRange), movedWant)
 	rf, err := New(ctx, Config{Store: rp, StoreBackoff: time.Millisecond, Logger: testLogger(t)})
 	require.NoError(t, err)
 	assert.Equal(t, rightRange, rf.Shards())
 	assert.Equal(t, storage.AppliedState{Index: 43, Term: 1}, rf.Applied(), "the right half starts at the split's index, in term 1")
+	assert.Equal(t, movedEntries, dumpIndex(t, rp), "the right half holds the index entries of its shards")
 	origin, ok, err := ReadSplitOrigin(ctx, rp)
 	require.NoError(t, err)
 	require.True(t, ok)

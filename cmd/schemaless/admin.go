@@ -56,6 +56,8 @@ add-voter, remove-voter, transfer-leader, move-replica, rebalance, drain, backup
   schemaless admin create-datastore --name N --shards S [--partitions P] [--replicas R | --replica-nodes n1,n2,n3]
                                                                  create a raft datastore at run time
   schemaless admin drop-datastore --name N --confirm N           drop a datastore and delete its data
+  schemaless admin split --datastore D --partition P [--at-shard S]
+                                                                 split a raft partition in two
 
 Administer the MySQL storage clusters of async datastores, directly on the MySQL servers listed
 in the topology file (no node needs to be up). The topology's DSNs are the datastore's user, which

@@ -17,9 +17,10 @@ import (
 )
 
 // newAdminDatastoreCmds returns the admin commands of the cluster's catalog, through a running
-// node's API (/v1/admin/datastores): list, create and drop datastores at run time.
+// node's API (/v1/admin/datastores, /v1/admin/partitions/{ds}/{p}/split): list, create and
+// drop datastores, and split partitions, at run time.
 func newAdminDatastoreCmds() []*cobra.Command {
-	return []*cobra.Command{newAdminDatastoresCmd(), newAdminCreateDatastoreCmd(), newAdminDropDatastoreCmd()}
+	return []*cobra.Command{newAdminDatastoresCmd(), newAdminCreateDatastoreCmd(), newAdminDropDatastoreCmd(), newAdminSplitCmd()}
 }
 
 func newAdminDatastoresCmd() *cobra.Command {
@@ -271,4 +272,87 @@ confirm), 503 the catalog has no leader.`,
 	cmd.Flags().StringVar(&name, "name", "", "the datastore to drop (required)")
 	cmd.Flags().StringVar(&confirm, "confirm", "", "the datastore's name again (required)")
 	return cmd
+}
+
+func newAdminSplitCmd() *cobra.Command {
+	var f adminAPIFlags
+	var p partitionFlags
+	var atShard int
+	cmd := &cobra.Command{
+		Use:   "split --datastore D --partition P [--at-shard S]",
+		Short: "Split a raft partition in two at a shard, at run time",
+		Long: `Split partition --partition of raft datastore --datastore in two (POST
+/v1/admin/partitions/{ds}/{p}/split): the partition keeps its id and the shards below --at-shard
+(the left half); the shards from --at-shard on become a new partition on the same replicas (the
+right half). --at-shard 0, the default, splits at the middle of the partition's range. No cell
+moves between nodes, every acknowledged write stays with its added_id, and requests keep
+working throughout: a node re-routes a request sent by an older catalog. A transaction (atomic
+or conditional write) whose rows end up in different halves answers 400 cross_partition.
+
+The command returns once the answering node has applied the split, and prints both halves (id,
+shard range, replicas), the catalog generation the split made, whether the new partition had a
+leader (ready) and the time the split took. 'schemaless admin datastores --detail' shows the
+datastore's partitions and its splits afterwards; move the new partition's replicas with
+move-replica or rebalance.
+
+Splitting needs the pebble store (serve --store pebble, the default): a node on sqlite or MySQL
+answers 409. An async datastore cannot split here (move a shard range with move-partition).
+
+The split is sent again only if it certainly did not start (no node reached, or the catalog had
+no leader). If the command times out, loses its connection after sending, or the node answers
+504, the split may have been made: 'schemaless admin datastores --detail' tells. Do not simply
+run it again: a second split splits the left half.
+
+Errors: 400 --at-shard not inside the partition's range or a partition of one shard (field
+at_shard), an async datastore (field datastore); 404 no such datastore or partition; 409 the
+node's store cannot split, or the partition changed meanwhile (run it again); 503 the catalog
+has no leader (nothing done).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := p.check(cmd); err != nil {
+				return err
+			}
+			if atShard < 0 {
+				return fmt.Errorf("--at-shard %d: want the first shard of the right half, or 0 for the middle of the partition's range", atShard)
+			}
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				res, err := cl.SplitPartition(ctx, p.datastore, p.partition, atShard)
+				if err != nil {
+					return adminError(err)
+				}
+				if f.asJSON {
+					return writeAnswerJSON(out, res)
+				}
+				return printSplit(out, p.datastore, res)
+			})
+		},
+	}
+	f.register(cmd, adminChangeTimeout)
+	p.register(cmd)
+	cmd.Flags().IntVar(&atShard, "at-shard", 0, "the first shard of the right half (default 0: the middle of the partition's range)")
+	return cmd
+}
+
+// printSplit prints a split's answer: a line with the generation, the time it took and whether
+// the new partition is ready, then both halves.
+func printSplit(w io.Writer, ds string, res wire.SplitResponse) error {
+	ready := "ready: the new partition has a leader"
+	if !res.Ready {
+		ready = "not ready yet: the new partition is electing its leader ('schemaless admin partitions --datastore " + ds + "' shows it)"
+	}
+	fmt.Fprintf(w, "split %s/%d at shard %d at catalog generation %d in %s; %s\n", ds, res.Left.ID, res.Right.FirstShard, res.Generation,
+		(time.Duration(res.TookMillis) * time.Millisecond).String(), ready)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  HALF\tID\tSHARDS\tREPLICAS\tGENERATION\tPARENT")
+	for _, h := range []struct {
+		name string
+		p    wire.CatalogPartition
+	}{{"left", res.Left}, {"right", res.Right}} {
+		parent := "-"
+		if h.p.Parent >= 0 {
+			parent = fmt.Sprint(h.p.Parent)
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d-%d\t%s\t%d\t%s\n", h.name, h.p.ID, h.p.FirstShard, h.p.LastShard, dash(strings.Join(h.p.Replicas, ",")), h.p.Generation, parent)
+	}
+	return tw.Flush()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -68,6 +69,41 @@ func (c *fakeCatalog) DropDatastore(_ context.Context, name, confirm string) (wi
 		}
 	}
 	return wire.DropDatastoreResponse{}, fmt.Errorf("%w: %q", cluster.ErrUnknownDatastore, name)
+}
+
+// SplitPartition splits partition pid of datastore ds at atShard (0: the middle), the right
+// half a new partition with the next id, refusing what the cluster refuses.
+func (c *fakeCatalog) SplitPartition(_ context.Context, ds string, pid int, atShard int) (wire.SplitResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	di := slices.IndexFunc(c.ds, func(d wire.DatastoreInfo) bool { return d.Name == ds })
+	if di < 0 {
+		return wire.SplitResponse{}, fmt.Errorf("%w: %q", cluster.ErrUnknownDatastore, ds)
+	}
+	d := &c.ds[di]
+	pi := slices.IndexFunc(d.Partitions, func(p wire.CatalogPartition) bool { return p.ID == pid })
+	if pi < 0 {
+		return wire.SplitResponse{}, fmt.Errorf("%w: no partition %d in %q", cluster.ErrBadShard, pid, ds)
+	}
+	left := d.Partitions[pi]
+	if atShard == 0 {
+		atShard = left.FirstShard + (left.LastShard-left.FirstShard+1)/2
+	}
+	if atShard <= left.FirstShard || atShard > left.LastShard {
+		return wire.SplitResponse{}, &cluster.FieldError{Field: "at_shard", Msg: fmt.Sprintf("%d: want %d to %d", atShard, left.FirstShard+1, left.LastShard)}
+	}
+	c.gen++
+	next := 0
+	for _, p := range d.Partitions {
+		next = max(next, p.ID+1)
+	}
+	right := wire.CatalogPartition{ID: next, FirstShard: atShard, LastShard: left.LastShard, Replicas: left.Replicas, Generation: c.gen, Parent: pid}
+	left.LastShard, left.Generation = atShard-1, c.gen
+	d.Partitions[pi] = left
+	d.Partitions = append(d.Partitions, right)
+	d.History = append(d.History, wire.CatalogEvent{Op: "split", Generation: c.gen, At: time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC),
+		Left: pid, Right: next, AtShard: atShard})
+	return wire.SplitResponse{Generation: c.gen, Left: left, Right: right, Ready: atShard%2 == 0, TookMillis: 1234}, nil
 }
 
 func (c *fakeCatalog) CatalogDatastores() wire.DatastoresResponse {
@@ -160,4 +196,67 @@ func TestAdminDatastoreCommands(t *testing.T) {
 		}
 	}
 	assert.Len(t, cat.CatalogDatastores().Datastores, 2, "the refused commands changed nothing: trips and users remain")
+}
+
+// TestAdminSplitCommand drives admin split against package api's server over a fake catalog
+// with a datastore of 8 shards in one partition: the split it sends (the middle by default),
+// the halves it prints, --json, and its errors (flags checked before sending; the API's
+// message and field).
+func TestAdminSplitCommand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cat := &fakeCatalog{gen: 1, ds: []wire.DatastoreInfo{{Name: "trips", Mode: "raft", Shards: 8, Partitions: []wire.CatalogPartition{
+		{ID: 0, LastShard: 7, Replicas: []string{"n1", "n2", "n3"}, Parent: -1}}}}}
+	srv, err := api.NewServer(api.Backends{Node: struct{ api.NodeBackend }{}, Catalog: cat}, api.Config{})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	eps := deadEndpoint(t) + "," + hs.URL // a dead endpoint first: the command passes over it
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, err := runCmd(ctx, append(append([]string{"admin"}, args...), "--endpoints", eps)...)
+		require.NoError(t, err, "admin %s\n%s%s", strings.Join(args, " "), out, errOut)
+		t.Logf("$ schemaless admin %s\n%s", strings.Join(args, " "), out)
+		return out
+	}
+
+	out := run("split", "--datastore", "trips", "--partition", "0")
+	assert.Contains(t, out, "split trips/0 at shard 4 at catalog generation 2 in 1.234s; ready: the new partition has a leader\n")
+	assert.True(t, hasLine(out, "HALF", "ID", "SHARDS", "REPLICAS", "GENERATION", "PARENT"), "admin split: the header in\n%s", out)
+	assert.True(t, hasLine(out, "left", "0", "0-3", "n1,n2,n3", "2", "-"), "admin split: the left half in\n%s", out)
+	assert.True(t, hasLine(out, "right", "1", "4-7", "n1,n2,n3", "2", "0"), "admin split: the right half in\n%s", out)
+
+	out = run("split", "--datastore", "trips", "--partition", "1", "--at-shard", "7")
+	assert.Contains(t, out, "split trips/1 at shard 7 at catalog generation 3 in 1.234s; not ready yet")
+	assert.True(t, hasLine(out, "right", "2", "7-7", "n1,n2,n3", "3", "1"), "admin split --at-shard 7: the right half in\n%s", out)
+
+	var res wire.SplitResponse
+	require.NoError(t, json.Unmarshal([]byte(run("split", "--datastore", "trips", "--partition", "0", "--json")), &res))
+	assert.Equal(t, wire.CatalogPartition{ID: 3, FirstShard: 2, LastShard: 3, Replicas: []string{"n1", "n2", "n3"}, Generation: 4, Parent: 0}, res.Right, "admin split --json")
+
+	out = run("datastores", "--detail")
+	assert.Contains(t, out, "2026-11-24T08:00:00Z  generation 3  1 split at shard 7 into 1 and 2", "admin datastores --detail after the splits")
+
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"split", "--partition", "0"}, []string{"--datastore is required"}},
+		{[]string{"split", "--datastore", "trips"}, []string{"--partition is required"}},
+		{[]string{"split", "--datastore", "trips", "--partition", "0", "--at-shard", "-2"}, []string{"--at-shard -2"}},
+		{[]string{"split", "--datastore", "trips", "--partition", "0", "--at-shard", "5"}, []string{"400", "5: want 1 to 1", `field "at_shard"`}},
+		{[]string{"split", "--datastore", "trips", "--partition", "2"}, []string{"400", `field "at_shard"`}},
+		{[]string{"split", "--datastore", "trips", "--partition", "9"}, []string{"404", "no partition 9", `field "partition"`}},
+		{[]string{"split", "--datastore", "nope", "--partition", "0"}, []string{"404", `"nope"`, `field "datastore"`}},
+	} {
+		_, _, err := runCmd(ctx, append(append([]string{"admin"}, tc.args...), "--endpoints", eps)...)
+		t.Logf("$ schemaless admin %s\nerror: %v", strings.Join(tc.args, " "), err)
+		if !assert.Error(t, err, "admin %s: want %q", strings.Join(tc.args, " "), tc.want) {
+			continue
+		}
+		for _, w := range tc.want {
+			assert.Contains(t, err.Error(), w, "admin %s", strings.Join(tc.args, " "))
+		}
+	}
+	assert.Equal(t, uint64(4), cat.CatalogDatastores().Generation, "the refused commands changed nothing")
 }
