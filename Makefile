@@ -39,7 +39,8 @@ test-short:
 # The fault-injection harness, the long run (needs root and iptables; mariadbd for async mode):
 # 10 minutes with every workload (cells, durability, triggers, index, cas, bank) and the nemeses
 # of `--nemesis all` (node kills and pauses, partitions, trigger worker kills and pauses) on
-# pebble, then 10 on SQLite, then 10 on the MariaDB at $(MYSQL_DSN); then, with --secure (see
+# pebble, with the split nemesis too (partitions split online; pebble only), then 10 on SQLite,
+# then 10 on the MariaDB at $(MYSQL_DSN); then, with --secure (see
 # jepsen-short; the MariaDB servers of async mode stay plaintext), 30 s of membership changes on
 # 5 nodes, where a replica has somewhere to move (about 35 s), and 30 s of async mode (cells,
 # durability, cas and bank on 2 MariaDB storage clusters, every async nemesis; about 50 s). Each
@@ -49,7 +50,7 @@ JEPSEN_MEMBERSHIP_SHORT := --duration 30s --quiet 6s --interval 2s --fault-durat
 	--workload cells,durability --nemesis membership
 JEPSEN_ASYNC_SHORT := --mode async --duration 30s --quiet 8s --interval 2s --workload cells,durability,cas,bank
 jepsen: build
-	./$(BIN) jepsen --duration 10m --store pebble $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
+	./$(BIN) jepsen --duration 10m --store pebble --nemesis all,split $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 	./$(BIN) jepsen --duration 10m --store sqlite $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 	./$(BIN) jepsen --duration 10m --store mysql --mysql '$(MYSQL_DSN)' $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 	./$(BIN) jepsen --secure $(JEPSEN_MEMBERSHIP_SHORT)
@@ -65,11 +66,12 @@ jepsen-raft-695: build
 	./$(BIN) jepsen $(RAFT695)
 
 # The short run CI does, about 2 minutes: 2 minutes on 3 nodes, pebble, every workload and the
-# nemeses of `--nemesis all`, with --secure (TLS on the API and mutual TLS between nodes, bearer
-# tokens, encrypted gossip, from a bundle in the run's certs/; every harness client uses https and
-# the admin token). The membership nemesis on 5 nodes and async mode run in `make jepsen`.
+# nemeses of `--nemesis all` and split (instant: the same duration), with --secure (TLS on the
+# API and mutual TLS between nodes, bearer tokens, encrypted gossip, from a bundle in the run's
+# certs/; every harness client uses https and the admin token). The membership nemesis on 5
+# nodes and async mode run in `make jepsen`.
 jepsen-short: build
-	./$(BIN) jepsen --secure --duration 2m $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
+	./$(BIN) jepsen --secure --duration 2m --nemesis all,split $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 
 # Async mode (needs root, iptables and mariadbd): the harness starts 2 MariaDB storage clusters
 # of a master and 2 minions and runs cells, durability, cas and bank on async datastores for 3 minutes under

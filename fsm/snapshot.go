@@ -20,8 +20,27 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// snapshotMagic starts every snapshot stream.
-const snapshotMagic = "schemaless-snapshot\x00"
+// snapshotMagic starts every snapshot stream; splitBaseMagic (as long) starts the base of a
+// split's new partition (WriteSplitBase), which holds a header and no record.
+const (
+	snapshotMagic  = "schemaless-snapshot\x00"
+	splitBaseMagic = "schemaless-splitbase"
+)
+
+// ErrSplitBase: the snapshot is the base a split's new partition started from, which holds no
+// data (each replica that applied the split holds the copy in its store): it cannot be
+// restored. A leader that sends it to a replica lacking the copy sends a real snapshot later,
+// once it has taken one (partition.Open takes one soon after such a base).
+var ErrSplitBase = fmt.Errorf("%w: the base of a split's new partition, no data", ErrBadSnapshot)
+
+// WriteSplitBase writes the base of a split's new partition holding shards at applied: its
+// header, no record (see ErrSplitBase).
+func WriteSplitBase(w io.Writer, shards cells.ShardRange, applied storage.AppliedState) error {
+	if _, err := io.WriteString(w, splitBaseMagic); err != nil {
+		return err
+	}
+	return msgpack.NewEncoder(w).Encode(&SnapshotHeader{Version: snapshotVersion, FirstShard: shards.First, LastShard: shards.Last, Applied: applied})
+}
 
 // snapshotVersion is the format version this build writes after the magic. Version 2 added
 // the KV records; version 1 streams (no KV rows) are still read, so that a node upgraded from a
@@ -108,12 +127,15 @@ type snapshotRecord struct {
 // rows), 2 (no index entries) and 3 are accepted; anything else returns ErrBadSnapshot.
 func ReadSnapshotHeader(r io.Reader) (SnapshotHeader, error) {
 	magic := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != snapshotMagic {
+	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != snapshotMagic && string(magic) != splitBaseMagic {
 		return SnapshotHeader{}, fmt.Errorf("%w: no magic", ErrBadSnapshot)
 	}
 	var h SnapshotHeader
 	if err := msgpack.NewDecoder(r).Decode(&h); err != nil {
 		return SnapshotHeader{}, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
+	}
+	if string(magic) == splitBaseMagic {
+		return h, ErrSplitBase
 	}
 	if h.Version < minSnapshotVersion || h.Version > snapshotVersion {
 		return SnapshotHeader{}, fmt.Errorf("%w: version %d", ErrBadSnapshot, h.Version)

@@ -422,7 +422,7 @@ func failoverWindows(fs []FailoverRecord) []Window {
 // readAsync reads async datastore name with strong reads through the API (StrongReplica) and
 // directly from the members holding each shard, for CheckDurability and CompareReplicas.
 func readAsync(ctx context.Context, env *CheckEnv, name string) (map[string][]StoredCell, map[int][]string, error) {
-	ds, ok := env.Cluster.Topology.Datastore(name)
+	ds, ok := env.Cluster.Topology().Datastore(name)
 	if !ok {
 		return nil, nil, fmt.Errorf("jepsen: no datastore %q", name)
 	}
@@ -488,7 +488,7 @@ func (w *DurabilityWorkload) checkAsync(ctx context.Context, env *CheckEnv, ops 
 		return v
 	}
 	res := AsyncDurabilityResult{DurabilityResult: CheckDurability(ops, replicas, holders)}
-	ds, _ := env.Cluster.Topology.Datastore("durability")
+	ds, _ := env.Cluster.Topology().Datastore("durability")
 	res.splitRenumbered(ops, ds, env.Storage.Failovers())
 	for name := range replicas {
 		res.Members = append(res.Members, name)
@@ -528,7 +528,7 @@ func (w *DurabilityWorkload) checkAsync(ctx context.Context, env *CheckEnv, ops 
 // ReadStrong reads every cell of datastore ds with strong reads (an async datastore's master),
 // asking the nodes in turn until one answers each page. The cells' Node is StrongReplica.
 func (c *Cluster) ReadStrong(ctx context.Context, ds string) ([]StoredCell, error) {
-	d, ok := c.Topology.Datastore(ds)
+	d, ok := c.Topology().Datastore(ds)
 	if !ok {
 		return nil, fmt.Errorf("jepsen: no datastore %q", ds)
 	}

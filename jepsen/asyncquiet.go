@@ -37,7 +37,7 @@ func (s *Storage) WaitQuiet(ctx context.Context, c *Cluster, dss []string) error
 		prefixes []string
 	)
 	for _, name := range dss {
-		if ds, ok := c.Topology.Datastore(name); ok {
+		if ds, ok := c.Topology().Datastore(name); ok {
 			prefixes = append(prefixes, ds.MySQLPrefix)
 		}
 	}

@@ -26,7 +26,8 @@ func TestWaitQuiet(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	require.NoError(t, err, "start the storage clusters")
 	t.Cleanup(st.Close)
-	c := &Cluster{Topology: &topology.Topology{Datastores: []topology.DatastoreSpec{{Name: "quiet", MySQLPrefix: "jquiet"}}}}
+	c := &Cluster{}
+	c.top.Store(&topology.Topology{Datastores: []topology.DatastoreSpec{{Name: "quiet", MySQLPrefix: "jquiet"}}})
 	// The meta tables (the buffer among them) on both masters, as a node's write store makes
 	// them.
 	for cl := range StorageClusters {

@@ -56,6 +56,12 @@ func (w *BankWorkload) Datastores() []topology.DatastoreSpec {
 	return []topology.DatastoreSpec{{Name: w.Datastore, Mode: topology.ModeRaft, Shards: w.Shards, PartitionCount: w.Partitions}}
 }
 
+// NoSplitDatastores implements NoSplitWorkload: the accounts must stay in one partition, or
+// the transfers between them would be refused as transactions across partitions.
+func (w *BankWorkload) NoSplitDatastores() []string { return []string{w.Datastore} }
+
+var _ NoSplitWorkload = (*BankWorkload)(nil)
+
 // bankInit is Op.Extra of an "init" operation: the initial balance of an account, written at
 // setup (ref key 1).
 type bankInit struct {
@@ -287,7 +293,7 @@ func (w *BankWorkload) Check(ctx context.Context, env *CheckEnv, ops []Op) Verdi
 // failoverWindows returns the windows of the failovers of the storage cluster that holds the
 // accounts' partition (async mode).
 func (w *BankWorkload) failoverWindows(env *CheckEnv) []Window {
-	ds, ok := env.Cluster.Topology.Datastore(w.Datastore)
+	ds, ok := env.Cluster.Topology().Datastore(w.Datastore)
 	if !ok {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
@@ -66,10 +67,13 @@ type Node struct {
 
 // Cluster is the running cluster under test. Its methods are safe for concurrent use.
 type Cluster struct {
-	cfg      ClusterConfig
-	Nodes    []*Node
-	Topology *topology.Topology
-	procs    *launcher.Cluster
+	cfg   ClusterConfig
+	Nodes []*Node
+	procs *launcher.Cluster
+
+	// top is the current topology (see Topology): never modified once stored, replaced whole
+	// (under placeMu) when RefreshPlacement learns a new partition map.
+	top atomic.Pointer[topology.Topology]
 
 	// sec is the security bundle of a secure cluster (nil: plain HTTP, no tokens); tls the
 	// client TLS configuration trusting its CA.
@@ -80,7 +84,19 @@ type Cluster struct {
 	// placement is each raft partition's servers by "ds/p", as RefreshPlacement last learned
 	// them (placement.go); nil until then.
 	placement map[string][]string
+	// catalogGen is the generation of the catalog whose partition map top holds; catalogKnown
+	// is false until RefreshPlacement learned one (top then holds the topology file's map).
+	catalogGen   uint64
+	catalogKnown bool
 }
+
+// Topology returns the cluster's topology: the nodes and datastores of the topology file, with
+// each raft datastore's partitions (ids, shard ranges, replicas as the catalog placed them) as
+// RefreshPlacement last learned them from the cluster's catalog, so that partitions made by
+// splits are there; the file's partitions until then. The value is shared and must not be
+// modified: a refresh stores a new one, and a caller keeps a consistent view by calling
+// Topology once. Which nodes hold a partition's replicas now is replicasOf's (placement.go).
+func (c *Cluster) Topology() *topology.Topology { return c.top.Load() }
 
 // StartCluster writes the topology (and, with cfg.Secure, the security bundle), starts every
 // node and waits (until ctx ends) for each to report ready. On error, the nodes started are
@@ -148,7 +164,8 @@ func newCluster(cfg ClusterConfig) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jepsen: %w", err)
 	}
-	c := &Cluster{cfg: cfg, Topology: procs.Topology(), procs: procs, sec: procs.Security()}
+	c := &Cluster{cfg: cfg, procs: procs, sec: procs.Security()}
+	c.top.Store(procs.Topology())
 	if c.sec != nil {
 		if c.tls, err = security.ClientTLS(c.sec.CA, "", ""); err != nil {
 			return nil, err
@@ -256,7 +273,7 @@ func (c *Cluster) Leaders(ctx context.Context) []LeaderInfo {
 // as last refreshed (RefreshPlacement; WaitConverged does), the topology's before.
 func (c *Cluster) ShardReplicas(ds string) map[int][]string {
 	out := map[int][]string{}
-	d, ok := c.Topology.Datastore(ds)
+	d, ok := c.Topology().Datastore(ds)
 	if !ok {
 		return out
 	}
@@ -319,7 +336,7 @@ func (c *Cluster) WaitApplied(ctx context.Context, dss ...string) error {
 			last = err.Error()
 		} else {
 			last = ""
-			for _, d := range c.Topology.Datastores {
+			for _, d := range c.Topology().Datastores {
 				if !slices.Contains(dss, d.Name) {
 					continue
 				}
@@ -398,7 +415,7 @@ func (c *Cluster) convergence(ctx context.Context, skip []string) (string, error
 		return "", err
 	}
 	var view string
-	for _, d := range c.Topology.Datastores {
+	for _, d := range c.Topology().Datastores {
 		if slices.Contains(skip, d.Name) {
 			continue
 		}
@@ -427,7 +444,7 @@ func (c *Cluster) convergence(ctx context.Context, skip []string) (string, error
 // (the current placement as last refreshed, see ShardReplicas) is asked (stale reads, which a replica serves from its own store) for every shard of that
 // partition, in added_id order. The map is by node id.
 func (c *Cluster) ReadBack(ctx context.Context, ds string) (map[string][]StoredCell, error) {
-	d, ok := c.Topology.Datastore(ds)
+	d, ok := c.Topology().Datastore(ds)
 	if !ok {
 		return nil, fmt.Errorf("jepsen: no datastore %q", ds)
 	}

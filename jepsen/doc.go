@@ -1,8 +1,9 @@
 // Package jepsen is the fault-injection harness that checks the datastore's guarantees against
 // real processes: a cluster of `schemaless serve` nodes, each on its own loopback address;
 // client workers recording a history; a nemesis that kills (kill -9), pauses (SIGSTOP) and cuts
-// off (iptables) nodes, and kills and pauses trigger workers, on a schedule; then a heal, a
-// quiet period, and checks.
+// off (iptables) nodes, and kills and pauses trigger workers, on a schedule (opt-in: changes
+// raft configurations and splits partitions through the admin API, membership.go and
+// split.go); then a heal, a quiet period, and checks.
 //
 // The shape follows etcd's tests/robustness: cluster -> traffic + faults -> history -> check ->
 // report. Run starts it all and writes one directory per run: history.jsonl (every operation,

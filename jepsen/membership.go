@@ -192,7 +192,7 @@ func (n *Nemesis) reports(ctx context.Context, ds string) ([]wire.PartitionRepor
 // raftDatastores returns the names of the topology's raft datastores.
 func (n *Nemesis) raftDatastores() []string {
 	var out []string
-	for _, d := range n.c.Topology.Datastores {
+	for _, d := range n.c.Topology().Datastores {
 		if d.Mode == topology.ModeRaft {
 			out = append(out, d.Name)
 		}
@@ -385,7 +385,7 @@ func (n *Nemesis) removeAddVoter(ctx context.Context, note string) (func(), time
 // movable reports whether some raft partition has fewer replicas than the cluster has nodes
 // (so a replica can move). A move keeps the count, so the topology tells.
 func (n *Nemesis) movable() bool {
-	for _, d := range n.c.Topology.Datastores {
+	for _, d := range n.c.Topology().Datastores {
 		if d.Mode != topology.ModeRaft {
 			continue
 		}

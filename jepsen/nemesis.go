@@ -38,7 +38,8 @@ var AllNemeses = []string{KillRandom, KillLeader, KillAll, PauseRandom, PauseLea
 
 // ParseNemeses reads a comma-separated list of nemesis kinds, as --nemesis takes it: "none"
 // or "" is no nemesis, "all" stands for AllNemeses (AllAsyncNemeses when async), "membership"
-// for MembershipNemeses, and any other word for itself (Run checks the kinds).
+// for MembershipNemeses, "capacity" for CapacityNemeses (split), and any other word for itself
+// (Run checks the kinds).
 func ParseNemeses(list string, async bool) []string {
 	var kinds []string
 	if list == "none" || list == "" {
@@ -54,6 +55,8 @@ func ParseNemeses(list string, async bool) []string {
 			}
 		case "membership":
 			kinds = append(kinds, MembershipNemeses...)
+		case "capacity":
+			kinds = append(kinds, CapacityNemeses...)
 		default:
 			kinds = append(kinds, k)
 		}
@@ -120,6 +123,8 @@ type Nemesis struct {
 	faults  []Fault
 	// mem is the state of the membership nemeses (membership.go).
 	mem *membership
+	// split is the state of the split nemesis (split.go).
+	split *splitState
 }
 
 // NewNemesis returns a nemesis for c. net may be nil when no kind needs it. Every fault start
@@ -128,7 +133,8 @@ func NewNemesis(cfg NemesisConfig, c *Cluster, net *Net, h *History, seed uint64
 	if len(cfg.Kinds) == 0 {
 		cfg.Kinds = AllNemeses
 	}
-	return &Nemesis{cfg: cfg, c: c, net: net, h: h, rng: rand.New(rand.NewPCG(seed, seed^0x6e656d)), w: w, log: log, mem: newMembership(seed, c.HTTPClient())}
+	return &Nemesis{cfg: cfg, c: c, net: net, h: h, rng: rand.New(rand.NewPCG(seed, seed^0x6e656d)), w: w, log: log,
+		mem: newMembership(seed, c.HTTPClient()), split: newSplitState(seed)}
 }
 
 // SetProcesses gives the worker nemeses their targets. Call it before Run; without it the
@@ -154,9 +160,14 @@ func (n *Nemesis) jitter(d time.Duration) time.Duration {
 //
 // A fault is one kind drawn from Kinds or, with probability CombineProbability, one kind of
 // each class present among membership changes (MembershipNemeses), node faults (kill, pause),
-// network faults (partition-*) and worker faults (kill-worker, pause-worker); the membership
-// change starts first and, held as long as the others, ends last. Without worker and
-// membership kinds the draws are those of earlier versions, so a seed gives the same schedule.
+// network faults (partition-*), worker faults (kill-worker, pause-worker), storage faults
+// (async mode) and capacity changes (split); the membership change starts first and, held as
+// long as the others, ends last; a split starts last, under the others, and ends at once.
+// Without worker, membership and capacity kinds the draws are those of earlier versions, so a
+// seed gives the same schedule.
+//
+// The split nemesis is dropped when the nodes' store cannot split (pebble only) or in async
+// mode; the worker nemeses when no workload runs processes; the storage nemeses in raft mode.
 func (n *Nemesis) Run(ctx context.Context) {
 	defer n.Heal(context.Background())
 	kinds := n.cfg.Kinds
@@ -172,11 +183,20 @@ func (n *Nemesis) Run(ctx context.Context) {
 			n.log.Info("nemesis: no storage clusters (raft mode); storage nemeses dropped")
 		}
 	}
+	if ok, store := n.c.canSplit(); !ok || n.storage != nil {
+		if k := slices.DeleteFunc(slices.Clone(kinds), IsCapacityNemesis); len(k) < len(kinds) {
+			kinds = k
+			if n.storage != nil {
+				store = "async"
+			}
+			n.log.Info("nemesis: the nodes' store cannot split partitions (pebble only); split nemesis dropped", "store", store)
+		}
+	}
 	if len(kinds) == 0 {
 		<-ctx.Done()
 		return
 	}
-	var members, nodes, nets, workers, stores []string
+	var members, nodes, nets, workers, stores, capacity []string
 	for _, k := range kinds {
 		switch {
 		case IsMembershipNemesis(k):
@@ -187,6 +207,8 @@ func (n *Nemesis) Run(ctx context.Context) {
 			workers = append(workers, k)
 		case IsStorageNemesis(k):
 			stores = append(stores, k)
+		case IsCapacityNemesis(k):
+			capacity = append(capacity, k)
 		default:
 			nodes = append(nodes, k)
 		}
@@ -200,7 +222,7 @@ func (n *Nemesis) Run(ctx context.Context) {
 		fault := []string{kinds[n.rng.IntN(len(kinds))]}
 		if n.rng.Float64() < n.cfg.CombineProbability {
 			var classes [][]string
-			for _, cl := range [][]string{members, nodes, nets, workers, stores} {
+			for _, cl := range [][]string{members, nodes, nets, workers, stores, capacity} {
 				if len(cl) > 0 {
 					classes = append(classes, cl)
 				}
@@ -363,6 +385,9 @@ func (n *Nemesis) start(ctx context.Context, kind string) (func(), time.Duration
 	}
 	if IsMembershipNemesis(kind) {
 		return n.startMembershipFault(ctx, kind)
+	}
+	if IsCapacityNemesis(kind) {
+		return n.startSplit(ctx)
 	}
 	if IsStorageNemesis(kind) {
 		end, err := n.startStorageFault(ctx, kind)

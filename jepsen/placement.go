@@ -11,17 +11,25 @@ import (
 	"github.com/schemaless-db/schemaless/wire"
 )
 
-// Which nodes hold a replica of a raft partition is decided by raft, not by the topology: the
-// topology's replica lists only bootstrap the cluster, and the membership nemeses move
-// replicas. The checks and the convergence wait read the current placement (every server of
-// each partition's raft configuration, voters and nonvoters) from the nodes' admin API, and
-// fall back to the topology's lists until it is known.
+// Which partitions a raft datastore has is decided by the cluster's catalog, not by the
+// topology file: the split nemesis splits partitions, so their number grows during a run. And
+// which nodes hold a replica of a raft partition is decided by raft: the topology's replica
+// lists only bootstrap the cluster, and the membership nemeses move replicas. The checks and
+// the convergence wait read both from the nodes' admin API: the partition map (GET
+// /v1/admin/datastores, kept in Cluster.Topology) and the current placement (every server of
+// each partition's raft configuration, voters and nonvoters), and fall back to the topology
+// file until they are known.
 
-// RefreshPlacement asks a running node (the others in turn if it fails) for every raft
-// partition's configuration (GET /v1/admin/partitions) and records each one's servers for
-// ShardReplicas, ReadBack, WaitConverged and WaitApplied. A partition whose configuration is
-// unknown (no leader) is an error, and keeps the placement recorded before.
+// RefreshPlacement learns the raft datastores' partition map from the cluster's catalog
+// (refreshPartitions: every running node asked, the newest catalog kept), then asks a running
+// node (the others in turn if it fails) for every raft partition's configuration (GET
+// /v1/admin/partitions) and records each one's servers for ShardReplicas, ReadBack,
+// WaitConverged and WaitApplied. No node answering the catalog is an error; so is a partition
+// whose configuration is unknown (no leader), which keeps the placement recorded before.
 func (c *Cluster) RefreshPlacement(ctx context.Context) error {
+	if err := c.refreshPartitions(ctx); err != nil {
+		return err
+	}
 	var errs []string
 	for _, n := range c.Nodes {
 		if !n.Running() {
@@ -64,6 +72,96 @@ func (c *Cluster) RefreshPlacement(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("jepsen: placement: no node answered: %s", strings.Join(errs, "; "))
+}
+
+// refreshPartitions asks every running node for the cluster's catalog (GET
+// /v1/admin/datastores, one attempt each, within 10 s) and, when the newest answer is newer
+// than the catalog Topology holds, stores a new Topology whose raft datastores have its
+// partitions (withCatalog). A node's catalog can lag behind the others', so every node is
+// asked: the checks must not miss a partition a split made. Async datastores keep the file's
+// partitions. It is an error when no node answers or the newest answer is not a partition map
+// of the topology's raft datastores (the Topology is then left as it was).
+func (c *Cluster) refreshPartitions(ctx context.Context) error {
+	var best *wire.DatastoresResponse
+	var errs []string
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			continue
+		}
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cat, err := n.admin.Datastores(qctx)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", n.ID, err))
+			continue
+		}
+		if best == nil || cat.Generation > best.Generation {
+			best = &cat
+		}
+	}
+	if best == nil {
+		return fmt.Errorf("jepsen: partition map: no node answered: %s", strings.Join(errs, "; "))
+	}
+	return c.learnCatalog(*best)
+}
+
+// learnCatalog stores a new Topology with cat's partition map (withCatalog) when cat is newer
+// than the catalog the Topology holds; an older or the same generation changes nothing, so the
+// map never goes back to an older catalog. Safe for concurrent use with Topology's readers.
+func (c *Cluster) learnCatalog(cat wire.DatastoresResponse) error {
+	c.placeMu.Lock()
+	defer c.placeMu.Unlock()
+	if c.catalogKnown && cat.Generation <= c.catalogGen {
+		return nil
+	}
+	top, err := withCatalog(c.top.Load(), cat.Datastores)
+	if err != nil {
+		return fmt.Errorf("jepsen: partition map of catalog generation %d: %w", cat.Generation, err)
+	}
+	c.top.Store(top)
+	c.catalogGen, c.catalogKnown = cat.Generation, true
+	return nil
+}
+
+// withCatalog returns a copy of top whose raft datastores have the partitions the catalog
+// lists for them (ID, FirstShard, LastShard, Replicas), sorted by first shard. top is not
+// modified; the copy shares the nodes and the async datastores' specs with it, and has new
+// partition lists for the raft datastores. A raft datastore of top missing from the catalog, or
+// whose catalog partitions do not cover its shards 0..Shards-1 exactly once in contiguous
+// ranges, is an error.
+func withCatalog(top *topology.Topology, catalog []wire.DatastoreInfo) (*topology.Topology, error) {
+	byName := map[string]wire.DatastoreInfo{}
+	for _, d := range catalog {
+		byName[d.Name] = d
+	}
+	out := *top
+	out.Datastores = slices.Clone(top.Datastores)
+	for i, d := range out.Datastores {
+		if d.Mode != topology.ModeRaft {
+			continue
+		}
+		info, ok := byName[d.Name]
+		if !ok {
+			return nil, fmt.Errorf("raft datastore %s is not in the catalog", d.Name)
+		}
+		parts := make([]topology.PartitionSpec, 0, len(info.Partitions))
+		for _, p := range info.Partitions {
+			parts = append(parts, topology.PartitionSpec{ID: p.ID, FirstShard: p.FirstShard, LastShard: p.LastShard, Replicas: slices.Clone(p.Replicas)})
+		}
+		slices.SortFunc(parts, func(a, b topology.PartitionSpec) int { return a.FirstShard - b.FirstShard })
+		next := 0
+		for _, p := range parts {
+			if p.FirstShard != next || p.LastShard < p.FirstShard {
+				return nil, fmt.Errorf("datastore %s: partition %d holds shards %d..%d, want it to start at %d", d.Name, p.ID, p.FirstShard, p.LastShard, next)
+			}
+			next = p.LastShard + 1
+		}
+		if next != d.Shards {
+			return nil, fmt.Errorf("datastore %s: the partitions hold shards 0..%d, want 0..%d", d.Name, next-1, d.Shards-1)
+		}
+		out.Datastores[i].Partitions = parts
+	}
+	return &out, nil
 }
 
 // partitionReports asks node n alone for every partition's report (one attempt, within 10 s).

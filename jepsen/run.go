@@ -154,9 +154,11 @@ func (c Config) Validate() error {
 			bad("nemesis %q acts on the storage clusters of --mode async", k)
 		case IsMembershipNemesis(k) && async:
 			bad("nemesis %q changes raft configurations: raft mode only", k)
-		case !slices.Contains(AllNemeses, k) && !IsStorageNemesis(k) && !IsMembershipNemesis(k):
-			bad("unknown nemesis %q (know %s, %s; in async mode also %s)", k, strings.Join(AllNemeses, ", "),
-				strings.Join(MembershipNemeses, ", "), strings.Join(AsyncNemeses, ", "))
+		case IsCapacityNemesis(k) && async:
+			bad("nemesis %q splits raft partitions: raft mode only", k)
+		case !slices.Contains(AllNemeses, k) && !IsStorageNemesis(k) && !IsMembershipNemesis(k) && !IsCapacityNemesis(k):
+			bad("unknown nemesis %q (know %s, %s, %s; in async mode also %s)", k, strings.Join(AllNemeses, ", "),
+				strings.Join(MembershipNemeses, ", "), strings.Join(CapacityNemeses, ", "), strings.Join(AsyncNemeses, ", "))
 		}
 	}
 	if async {
@@ -228,6 +230,9 @@ type Summary struct {
 	// Membership counts the membership nemeses' admin calls by operation and outcome
 	// ("remove-voter ok": 3, "add-voter failed": 1); nil when none ran. See AdminOp.
 	Membership map[string]int `json:"membership,omitempty"`
+	// Partitions counts each raft datastore's partitions at the end, as the checks saw them
+	// (the catalog's map); nil when no split happened.
+	Partitions map[string]int `json:"partitions,omitempty"`
 	// Verdicts are the workloads' results.
 	Verdicts []Verdict `json:"verdicts"`
 	// Linearizable is the cells workload's linearizability: "yes", "no", "unknown" or "" (not
@@ -403,6 +408,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if st != nil {
 		nem.SetStorage(st)
 	}
+	for _, wl := range workloads {
+		if nw, ok := wl.(NoSplitWorkload); ok {
+			nem.SetNoSplit(nw.NoSplitDatastores()...)
+		}
+	}
 	if len(cfg.Nemesis.Kinds) > 0 {
 		faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration-cfg.Quiet)
 		nem.Run(faultCtx)
@@ -454,13 +464,21 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	var convErr error
 	if st != nil {
-		convErr = st.WaitQuiet(convCtx, c, asyncDatastores(c.Topology))
+		convErr = st.WaitQuiet(convCtx, c, asyncDatastores(c.Topology()))
 	} else {
 		convErr = c.WaitConverged(convCtx, busy...)
 	}
 	cancel()
 	if convErr != nil {
 		sum.Violations = append(sum.Violations, convErr.Error())
+	}
+	if sum.Faults[Split] > 0 {
+		sum.Partitions = map[string]int{}
+		for _, d := range c.Topology().Datastores {
+			if d.Mode == topology.ModeRaft {
+				sum.Partitions[d.Name] = len(d.Partitions)
+			}
+		}
 	}
 	env := &CheckEnv{Cluster: c, Dir: dir, End: end, Faults: faults, CheckTimeout: cfg.CheckTimeout, History: h, Storage: st}
 	if st != nil {
@@ -553,6 +571,13 @@ func (s *Summary) Print(w io.Writer) {
 			calls = append(calls, fmt.Sprintf("%s %d", k, s.Membership[k]))
 		}
 		fmt.Fprintf(w, "  membership admin calls: %s\n", strings.Join(calls, ", "))
+	}
+	if len(s.Partitions) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(s.Partitions)) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, s.Partitions[k]))
+		}
+		fmt.Fprintf(w, "  partitions after the splits: %s\n", strings.Join(parts, ", "))
 	}
 	fmt.Fprintf(w, "  operations:\n")
 	for _, k := range slices.Sorted(maps.Keys(s.Ops)) {

@@ -259,6 +259,7 @@ var (
 type Raft struct {
 	cfg      Config
 	log      *slog.Logger
+	baseIndex uint64 // the index of a split's base when it is the latest snapshot at Open (catchUpStore)
 	raft     *raft.Raft
 	fsm      StateMachine
 	stable   raft.StableStore // the raft log store (node, wal or bolt), which also holds raft's stable state
@@ -355,6 +356,12 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 		}
 		logger.Info("bootstrapped raft group", "peers", len(cfg.Peers))
 	}
+	if p.baseIndex > 0 {
+		// The latest snapshot is a split's base, which a replica lacking the copy cannot
+		// restore: take a real one as soon as an entry past it is applied.
+		p.wg.Add(1)
+		go p.snapshotPastBase(p.baseIndex)
+	}
 	p.queue = make(chan *proposal, cfg.QueueSize)
 	p.slots = make(chan struct{}, cfg.MaxInflight)
 	p.wg.Add(1)
@@ -377,6 +384,14 @@ func (p *Raft) catchUpStore(snaps *raft.FileSnapshotStore, f *fsm.FSM) error {
 	}
 	hdr, err := fsm.ReadSnapshotHeader(rc)
 	rc.Close()
+	if errors.Is(err, fsm.ErrSplitBase) {
+		// A split's base holds no data: the store must hold the split's copy.
+		if f.Applied().Index < hdr.Applied.Index {
+			return fmt.Errorf("snapshot %s: the store (applied %d) lacks the split's copy it starts from (%d)", latest.ID, f.Applied().Index, hdr.Applied.Index)
+		}
+		p.baseIndex = hdr.Applied.Index
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", latest.ID, err)
 	}

@@ -2,8 +2,10 @@ package partition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -51,15 +53,6 @@ func WriteSplitBase(ctx context.Context, dir string, store *storage.PartitionSto
 	if applied.Index < origin.Index {
 		return false, nil
 	}
-	f, err := fsm.New(ctx, fsm.Config{Store: store, Logger: logger})
-	if err != nil {
-		return false, err
-	}
-	snap, err := f.Snapshot()
-	if err != nil {
-		return false, err
-	}
-	defer snap.Release()
 	var conf raft.Configuration
 	for _, v := range origin.Voters {
 		conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(v.ID), Address: raft.ServerAddress(v.Addr), Suffrage: raft.Voter})
@@ -68,12 +61,17 @@ func WriteSplitBase(ctx context.Context, dir string, store *storage.PartitionSto
 		return false, fmt.Errorf("partition: the split's copy names no voter")
 	}
 	// Term 1, as the copy's applied state: the group's first leader (term 1 or more) never
-	// appends below its log's last term.
+	// appends below its log's last term. The base holds no data (fsm.ErrSplitBase): writing
+	// the copy again here would double the split's work; Open takes a real snapshot soon after.
 	sink, err := snaps.Create(raft.SnapshotVersionMax, applied.Index, 1, conf, applied.Index, trans)
 	if err != nil {
 		return false, err
 	}
-	if err := snap.Persist(sink); err != nil {
+	if err := fsm.WriteSplitBase(sink, store.Shards(), storage.AppliedState{Index: applied.Index, Term: 1}); err != nil {
+		_ = sink.Cancel()
+		return false, err
+	}
+	if err := sink.Close(); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -120,4 +118,40 @@ func (p *Raft) Campaign() error {
 	addr := trans.LocalAddr()
 	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(p.cfg.NodeID), Addr: trans.EncodePeer(raft.ServerID(p.cfg.NodeID), addr)}}
 	return trans.TimeoutNow(raft.ServerID(p.cfg.NodeID), addr, req, &raft.TimeoutNowResponse{})
+}
+
+// snapshotPastBase takes a real snapshot of a replica whose latest snapshot is a split's base
+// (which a replica lacking the split's copy cannot restore), as soon as an entry past the base
+// is applied, retrying until it succeeds or the replica closes. Runs on its own goroutine.
+func (p *Raft) snapshotPastBase(base uint64) {
+	defer p.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-p.stop
+		cancel()
+	}()
+	backoff := 100 * time.Millisecond
+	for {
+		if err := p.fsm.WaitApplied(ctx, base+1); err != nil {
+			return
+		}
+		err := p.raft.Snapshot().Error()
+		if err == nil || errors.Is(err, raft.ErrNothingNewToSnapshot) && p.fsm.Applied().Index > base && p.lastSnapshotPast(base) {
+			p.log.Info("took a snapshot past the split's base", "base_index", base)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// lastSnapshotPast reports whether raft's latest snapshot is above index.
+func (p *Raft) lastSnapshotPast(index uint64) bool {
+	idx, err := strconv.ParseUint(p.raft.Stats()["last_snapshot_index"], 10, 64)
+	return err == nil && idx > index
 }

@@ -62,6 +62,15 @@ every partition's current placement from it):
                     hosts every partition, and it is a remove-add-voter
   transfer-leader   transfer a random partition's leadership
 
+Capacity nemesis (raft mode, pebble store only, opt-in: name it, e.g. --nemesis all,split, or
+'capacity'; with --store sqlite or mysql it is dropped with a log line):
+
+  split             split a random partition of a random datastore (not the bank's: its
+                    transfers need every account in one partition) at a random shard
+                    boundary inside it; the right half is a new partition on the same
+                    replicas; instant, nothing undone (at most 16 partitions per datastore).
+                    The checks read the partition map from the cluster's catalog
+
 --mode async makes every datastore an async datastore (MySQL storage clusters with buffered
 writes): the harness starts 2 MariaDB storage clusters of a master and 2 minions each, every
 server on its own loopback address (--storage-first-ip, then the next ones), and runs the cells
@@ -152,10 +161,11 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 	fl.DurationVar(&cfg.Duration, "duration", cfg.Duration, "traffic time, the quiet period included")
 	fl.DurationVar(&cfg.Quiet, "quiet", cfg.Quiet, "fault-free traffic at the end, after everything is healed")
 	fl.StringVar(&nemeses, "nemesis", "all", "nemeses, comma-separated, or none; all: "+strings.Join(jepsen.AllNemeses, ", ")+
-		"; membership (opt-in, raft mode): "+strings.Join(jepsen.MembershipNemeses, ", ")+"; in async mode also "+strings.Join(jepsen.AsyncNemeses, ", "))
+		"; membership (opt-in, raft mode): "+strings.Join(jepsen.MembershipNemeses, ", ")+
+		"; capacity (opt-in, raft mode, pebble): "+strings.Join(jepsen.CapacityNemeses, ", ")+"; in async mode also "+strings.Join(jepsen.AsyncNemeses, ", "))
 	fl.DurationVar(&cfg.Nemesis.Interval, "interval", cfg.Nemesis.Interval, "mean time between faults")
 	fl.DurationVar(&cfg.Nemesis.FaultDuration, "fault-duration", cfg.Nemesis.FaultDuration, "mean time a fault is held (keep it above the election timeout)")
-	fl.Float64Var(&cfg.Nemesis.CombineProbability, "combine", cfg.Nemesis.CombineProbability, "chance that a fault is one nemesis of each class at once: membership change, node kill or pause, partition, worker kill or pause")
+	fl.Float64Var(&cfg.Nemesis.CombineProbability, "combine", cfg.Nemesis.CombineProbability, "chance that a fault is one nemesis of each class at once: membership change, node kill or pause, partition, worker kill or pause, split")
 	fl.StringVar(&workloads, "workload", strings.Join(cfg.Workloads, ","), "workloads, comma-separated: cells, durability, triggers, index, cas, bank (async mode: cells, durability, cas, bank)")
 	fl.IntVar(&cfg.WorkersPerNode, "workers-per-node", cfg.WorkersPerNode, "client workers per node and workload")
 	fl.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "read consistency of the cells workload: strong or stale (stale must be caught)")

@@ -1,0 +1,44 @@
+package jepsen
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The cells and durability workloads for 20 s on pebble while the split nemesis splits their
+// partitions every second or two: the cells history must stay linearizable, no acknowledged
+// cell may be lost, and the checks must cover the partitions the splits made (the final
+// partition map is the catalog's, every replica of every shard compared).
+func TestSplitUnderTraffic(t *testing.T) {
+	requireFaults(t)
+	cfg := DefaultConfig()
+	cfg.Binary = schemalessBinary(t)
+	cfg.OutDir = t.TempDir()
+	cfg.FirstIP, cfg.HTTPPort, cfg.RaftPort, cfg.Chain = "127.0.0.72", 27470, 27570, "SLJEPSENSPLIT"
+	cfg.Workloads = []string{"cells", "durability"}
+	cfg.Duration, cfg.Quiet = 20*time.Second, 6*time.Second
+	cfg.Nemesis = NemesisConfig{Kinds: []string{Split}, Interval: 1500 * time.Millisecond, FaultDuration: time.Second}
+	cfg.Seed = testSeed(t)
+	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	cfg.Out = testWriter{t}
+	sum, err := Run(context.Background(), cfg)
+	require.NoError(t, err, "Run")
+	require.NotZero(t, sum.Faults[Split], "no split happened: faults %v (seed %d, run kept in %s)", sum.Faults, cfg.Seed, sum.Dir)
+	require.True(t, sum.Valid, "got %d violations, want none (seed %d, run kept in %s):\n%v", len(sum.Violations), cfg.Seed, sum.Dir, sum.Violations)
+	require.Equal(t, "yes", sum.Linearizable, "cells linearizable")
+	require.Equal(t, 4+sum.Faults[Split], sum.Partitions["cells"]+sum.Partitions["durability"],
+		"partitions at the end: 2 per datastore plus one per split (%v)", sum.Partitions)
+	var res DurabilityResult
+	for _, v := range sum.Verdicts {
+		if d, ok := v.Details.(DurabilityResult); ok {
+			res = d
+		}
+	}
+	require.NotZero(t, res.Acknowledged, "acknowledged cells (%+v)", res)
+	require.Empty(t, res.Lost, "lost cells")
+	require.Empty(t, res.Diverged, "diverged shards")
+}
