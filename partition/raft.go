@@ -257,16 +257,16 @@ var (
 
 // Raft is one replica of a raft-mode partition.
 type Raft struct {
-	cfg      Config
-	log      *slog.Logger
+	cfg       Config
+	log       *slog.Logger
 	baseIndex uint64 // the index of a split's base when it is the latest snapshot at Open (catchUpStore)
-	raft     *raft.Raft
-	fsm      StateMachine
-	stable   raft.StableStore // the raft log store (node, wal or bolt), which also holds raft's stable state
-	closeLog func() error
-	logs     raft.LogStore
-	queue    chan *proposal
-	slots    chan struct{}
+	raft      *raft.Raft
+	fsm       StateMachine
+	stable    raft.StableStore // the raft log store (node, wal or bolt), which also holds raft's stable state
+	closeLog  func() error
+	logs      raft.LogStore
+	queue     chan *proposal
+	slots     chan struct{}
 	// restoreGate is read-locked around each proposal of a write batch (propose) and locked
 	// by RestoreBackup from its count of the partition's cells until raft's restore ends.
 	restoreGate sync.RWMutex
