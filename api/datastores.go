@@ -79,7 +79,8 @@ func datastoreError(err error) *httpError {
 // the body has it (see decodeReplicas).
 func createOptions(req wire.CreateDatastoreRequest, replicas json.RawMessage) (cluster.CreateDatastoreOptions, *httpError) {
 	o := cluster.CreateDatastoreOptions{Name: req.Name, Mode: req.Mode, Shards: req.Shards, Partitions: req.Partitions,
-		BufferClusters: req.BufferClusters, MySQLPrefix: req.MySQLPrefix, UnsafeNoBufferedWrites: req.UnsafeNoBufferedWrites}
+		BufferClusters: req.BufferClusters, MySQLPrefix: req.MySQLPrefix, UnsafeNoBufferedWrites: req.UnsafeNoBufferedWrites,
+		SplitLoad: req.SplitLoad}
 	switch {
 	case req.Name == "":
 		return o, invalid("name", "is required")

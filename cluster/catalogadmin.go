@@ -50,6 +50,9 @@ type CreateDatastoreOptions struct {
 	BufferClusters         int
 	MySQLPrefix            string
 	UnsafeNoBufferedWrites bool
+	// SplitLoad is the datastore's load-based split threshold (topology.DatastoreSpec.SplitLoad:
+	// 0 the node's, negative off).
+	SplitLoad float64
 }
 
 // CreateDatastore creates a datastore in the cluster's catalog (forwarded to the catalog's
@@ -119,7 +122,7 @@ func (n *Node) datastoreSpec(o CreateDatastoreOptions) (*topology.DatastoreSpec,
 	if o.Partitions < 1 || o.Partitions > o.Shards {
 		return nil, &FieldError{Field: "partitions", Msg: fmt.Sprintf("%d: want 1 to %d (at most one per shard)", o.Partitions, o.Shards)}
 	}
-	spec := &topology.DatastoreSpec{Name: o.Name, Mode: o.Mode, Shards: o.Shards}
+	spec := &topology.DatastoreSpec{Name: o.Name, Mode: o.Mode, Shards: o.Shards, SplitLoad: o.SplitLoad}
 	ranges := make([]topology.PartitionSpec, o.Partitions)
 	for i := range ranges {
 		ranges[i] = topology.PartitionSpec{ID: i, FirstShard: i * o.Shards / o.Partitions, LastShard: (i+1)*o.Shards/o.Partitions - 1}

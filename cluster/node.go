@@ -87,6 +87,9 @@ type Config struct {
 	// RetryBackoffMax. Defaults 10ms and 500ms.
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
+	// AutoSplit sets load-based splitting of the raft partitions this node leads (see
+	// AutoSplitConfig; zero: off, unless a datastore sets its own threshold).
+	AutoSplit AutoSplitConfig
 }
 
 func (c *Config) ensureDefaults() {
@@ -105,6 +108,7 @@ func (c *Config) ensureDefaults() {
 	if c.OnFatal == nil {
 		c.OnFatal = func(error) {}
 	}
+	c.AutoSplit.ensureDefaults()
 }
 
 // Validate reports every missing field.
@@ -266,6 +270,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.watchReplicas(n.stopWatch)
 	}()
 	go n.splitLoop()
+	go n.autoSplitLoop()
 	n.kickSplits() // a split applied before a restart whose new partition has no replica here yet
 	ok = true
 	n.log.Info("node started", "raft_addr", self.RaftAddr, "http_addr", self.HTTPAddr)

@@ -133,8 +133,9 @@ var splitOp = &leaderOp[*command.Split, command.SplitResult]{
 	},
 }
 
-// SplitPartition splits partition pid of raft datastore ds at shard atShard (0: the middle of
-// its range): the catalog gives the shards from atShard on to a new partition on the same
+// SplitPartition splits partition pid of raft datastore ds at shard atShard (0: the boundary
+// that best halves the load the partition served since its replica here opened, when this node
+// leads it, else the middle of its range): the catalog gives the shards from atShard on to a new partition on the same
 // replicas, the parent's replicas copy them into it at one index of the parent's raft log, and
 // the call returns once this node has applied both and, when it hosts the new partition, that
 // partition has a leader (wire.SplitResponse.Ready), within ctx and at most 10s for the last.
@@ -164,7 +165,7 @@ func (n *Node) SplitPartition(ctx context.Context, ds string, pid int, atShard i
 		return wire.SplitResponse{}, &FieldError{Field: "at_shard", Msg: fmt.Sprintf("partition %d holds one shard (%d): it cannot split", pid, rng.First)}
 	}
 	if atShard == 0 {
-		atShard = rng.First + rng.Len()/2
+		atShard = loadSplitPoint(r) // the boundary that best halves its load here, else the middle
 	}
 	if atShard <= rng.First || atShard > rng.Last {
 		return wire.SplitResponse{}, &FieldError{Field: "at_shard", Msg: fmt.Sprintf("%d: want %d to %d (each half keeps a shard; partition %d holds %d..%d)",

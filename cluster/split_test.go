@@ -194,3 +194,46 @@ func TestSplitCatchUpFromSnapshot(t *testing.T) {
 		"the restarted node's own replicas hold every acknowledged cell")
 	requireStrong(t, l, running(c)...)
 }
+
+// TestLoadBasedSplit: with a threshold of 40 requests/s over 2s, writers on one partition of
+// trips (the other idle) make a node split it on its own, at a shard boundary inside it, and
+// every acknowledged write stays readable; the idle partition is left alone.
+func TestLoadBasedSplit(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble,
+		AutoSplit: cluster.AutoSplitConfig{Load: 40, Window: 2 * time.Second, Cooldown: time.Hour}})
+	nodes := running(c)
+	spec := &c.Topology.Datastores[0]
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond)
+	}
+	rows := rowsPerPartition(t, spec, t.Name(), 200)[1] // partition 1 only: shards 8..15
+	l := newLedger()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	began := time.Now()
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			putIn(t, nodes[i%3], ds, l, []cells.Cell{newCell(t, rows[i%len(rows)], "BASE", int64(1+i/len(rows)), fmt.Sprintf(`{"i":%d}`, i))})
+		}
+	}()
+	require.Eventually(t, func() bool {
+		d, err := nodes[0].Datastore(ds)
+		return err == nil && len(d.Partitions) == 3
+	}, 30*time.Second, 100*time.Millisecond, "partition 1 splits by load")
+	t.Logf("split by load %s after the load began", time.Since(began).Round(100*time.Millisecond))
+	close(stop)
+	<-done
+	cat := nodes[0].CatalogDatastores()
+	require.Len(t, cat.Datastores[0].History, 1)
+	ev := cat.Datastores[0].History[0]
+	assert.Equal(t, 1, ev.Left, "the loaded partition split")
+	assert.True(t, ev.AtShard > 8 && ev.AtShard <= 15, "at shard %d, inside 8..15", ev.AtShard)
+	requireStrong(t, l, nodes...)
+}

@@ -53,7 +53,9 @@ func (w *BankWorkload) Name() string { return "bank" }
 
 // Datastores implements Workload.
 func (w *BankWorkload) Datastores() []topology.DatastoreSpec {
-	return []topology.DatastoreSpec{{Name: w.Datastore, Mode: topology.ModeRaft, Shards: w.Shards, PartitionCount: w.Partitions}}
+	// SplitLoad -1: the accounts' partition never splits by load (transfers span accounts, and
+	// rows of different partitions cannot be in one transaction).
+	return []topology.DatastoreSpec{{Name: w.Datastore, Mode: topology.ModeRaft, Shards: w.Shards, PartitionCount: w.Partitions, SplitLoad: -1}}
 }
 
 // NoSplitDatastores implements NoSplitWorkload: the accounts must stay in one partition, or

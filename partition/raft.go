@@ -260,6 +260,7 @@ type Raft struct {
 	cfg       Config
 	log       *slog.Logger
 	baseIndex uint64 // the index of a split's base when it is the latest snapshot at Open (catchUpStore)
+	load      *shardLoad // requests served per shard (ShardLoad)
 	raft      *raft.Raft
 	fsm       StateMachine
 	stable    raft.StableStore // the raft log store (node, wal or bolt), which also holds raft's stable state
@@ -299,7 +300,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: open raft log: %w", name, err)
 	}
-	p := &Raft{cfg: cfg, log: logger, stable: stable, closeLog: closeLog, stop: make(chan struct{}), metrics: newRaftMetrics(cfg.ID)}
+	p := &Raft{cfg: cfg, log: logger, load: newShardLoad(cfg.Shards), stable: stable, closeLog: closeLog, stop: make(chan struct{}), metrics: newRaftMetrics(cfg.ID)}
 	ok := false
 	defer func() {
 		if !ok {

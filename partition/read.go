@@ -117,6 +117,7 @@ func (p *Raft) Read(ctx context.Context, c Consistency, req ReadRequest) (ReadRe
 	if err := req.check(); err != nil {
 		return ReadResult{}, err
 	}
+	p.load.countRead(req)
 	if err := p.fsm.Failed(); err != nil {
 		return ReadResult{}, fmt.Errorf("%w: replica stopped: %w", ErrUnavailable, err)
 	}

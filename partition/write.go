@@ -50,6 +50,9 @@ func (p *Raft) Put(ctx context.Context, w command.Write) (command.WriteResult, e
 	if err := (&command.Append{Writes: []command.Write{w}}).CheckShards(p.Shards()); err != nil {
 		return command.WriteResult{}, err
 	}
+	for _, c := range w.Cells {
+		p.load.add(c.Shard, 1)
+	}
 	pr := &proposal{write: w, cells: len(w.Cells), done: make(chan proposalResult, 1)}
 	for _, c := range w.Cells {
 		pr.bytes += len(c.Body) + len(c.Key.ColumnKey) + 32

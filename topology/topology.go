@@ -115,6 +115,13 @@ type DatastoreSpec struct {
 	// MySQLPrefix prefixes the databases of the datastore on its storage clusters
 	// ("<prefix>_<datastore>_<shard>", "<prefix>_meta"). Default "sl".
 	MySQLPrefix string `yaml:"mysql_prefix,omitempty"`
+
+	// Raft mode only.
+
+	// SplitLoad is the requests per second above which a partition of the datastore splits
+	// on its own (serve --split-load sets the default; see cluster.AutoSplitConfig): 0 takes
+	// the node's, a negative value turns load-based splitting off for the datastore.
+	SplitLoad float64 `yaml:"split_load,omitempty"`
 }
 
 // StorageClusterSpec is one MySQL storage cluster of an async datastore: the DSN of its

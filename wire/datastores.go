@@ -32,6 +32,9 @@ type CreateDatastoreRequest struct {
 	BufferClusters         int                     `json:"buffer_clusters,omitempty"`
 	MySQLPrefix            string                  `json:"mysql_prefix,omitempty"`
 	UnsafeNoBufferedWrites bool                    `json:"unsafe_no_buffered_writes,omitempty"`
+	// SplitLoad is the requests per second above which a partition of a raft datastore splits
+	// on its own: absent or 0 takes the node's (serve --split-load), negative turns it off.
+	SplitLoad float64 `json:"split_load,omitempty"`
 }
 
 // StorageClusterRequest is one MySQL storage cluster of an async datastore: its name, the DSN

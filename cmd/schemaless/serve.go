@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/schemaless-db/schemaless/api"
+	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/node"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
@@ -22,12 +23,15 @@ import (
 )
 
 type serveFlags struct {
-	logs        logFlags
-	config      string
-	nodeID      string
-	dataDir     string
-	mysqlDSN    string
-	mysqlPrefix string
+	// splitLoad and splitLoadWindow set load-based splitting (cluster.AutoSplitConfig).
+	splitLoad       float64
+	splitLoadWindow time.Duration
+	logs            logFlags
+	config          string
+	nodeID          string
+	dataDir         string
+	mysqlDSN        string
+	mysqlPrefix     string
 	// store is --store; storeSet whether it was given (--mysql implies mysql unless it was).
 	store         string
 	storeSet      bool
@@ -106,6 +110,8 @@ afterwards. SIGINT or SIGTERM stops it cleanly.`,
 	fl.IntVar(&f.apiCfg.MaxIndexColumns, "max-index-columns", d.MaxIndexColumns, "most columns whose latest cells an index query fetches")
 	fl.DurationVar(&f.apiCfg.IndexCatalogTTL, "index-catalog-ttl", d.IndexCatalogTTL, "how long a node reuses its read of the index catalog to resolve queries (negative: read it for every query)")
 	fl.DurationVar(&f.indexPoll, "index-poll-interval", node.DefaultConfig().Maintainer.PollInterval, "how often the index maintainer reads the index catalog (starts builds, marks versions ready, finishes drops)")
+	fl.Float64Var(&f.splitLoad, "split-load", 2500, "load-based splitting: a raft partition this node leads splits when it serves more than this many requests per second (cells written, keys and rows read) for --split-load-window, at the shard that best halves its load; 0 turns it off (a datastore's split_load overrides it)")
+	fl.DurationVar(&f.splitLoadWindow, "split-load-window", 10*time.Second, "load-based splitting: how long a partition's load must stay above --split-load")
 	fl.DurationVar(&f.heartbeat, "heartbeat-timeout", pd.HeartbeatTimeout, "raft heartbeat timeout")
 	fl.DurationVar(&f.election, "election-timeout", pd.ElectionTimeout, "raft election timeout")
 	fl.DurationVar(&f.leaderLease, "leader-lease-timeout", pd.LeaderLeaseTimeout, "raft leader lease timeout")
@@ -211,6 +217,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	c := &cfg.Cluster
 	c.NodeID, c.Topology, c.DataDir, c.Store, c.Partition = f.nodeID, top, f.dataDir, store, pc
 	c.BindAddr, c.Self, c.Join, c.GossipBindAddr = f.bind, selfOverride, f.join, f.gossipBind
+	c.AutoSplit = cluster.AutoSplitConfig{Load: f.splitLoad, Window: f.splitLoadWindow}
 	cfg.Maintainer.PollInterval = f.indexPoll
 	cfg.API, cfg.AdminAddr, cfg.Registry, cfg.Logger = f.apiCfg, f.adminAddr, registry, logger
 	cfg.TLS, cfg.Auth, cfg.Audit, c.GossipKeys = sec.Certs, sec.Auth, sec.Audit, sec.GossipKeys

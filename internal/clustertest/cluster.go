@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/api"
+	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
 	"github.com/schemaless-db/schemaless/internal/mariadb"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
@@ -37,6 +38,8 @@ const (
 // shards in 2 partitions, SQLite, raft timeouts of 500ms (fast, yet stable on a loaded 2-core
 // machine running tests in parallel).
 type Options struct {
+	// AutoSplit sets the nodes' load-based splitting (zero: off).
+	AutoSplit  cluster.AutoSplitConfig
 	Nodes      int
 	Shards     int
 	Partitions int
@@ -88,7 +91,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	logger := slog.New(slog.NewTextHandler(NewTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	lo := localcluster.Options{
 		Nodes: opts.Nodes, Shards: opts.Shards, Partitions: opts.Partitions, Dir: t.TempDir(),
-		Partition: opts.Partition, API: opts.API, Gossip: opts.Gossip,
+		Partition: opts.Partition, API: opts.API, Gossip: opts.Gossip, AutoSplit: opts.AutoSplit,
 		Logger:  logger,
 		OnFatal: func(node string, err error) { t.Errorf("node %s: fatal storage error: %v", node, err) },
 	}

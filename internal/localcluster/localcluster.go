@@ -28,6 +28,8 @@ import (
 // Options shape a local cluster. Zero fields take defaults: 3 nodes on 127.0.0.1, datastore
 // "trips" with 16 shards in 2 partitions, SQLite, and no other datastore.
 type Options struct {
+	// AutoSplit sets every node's load-based splitting (cluster.Config.AutoSplit; zero: off).
+	AutoSplit  cluster.AutoSplitConfig
 	Nodes      int
 	Host       string
 	Shards     int
@@ -388,7 +390,8 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 		}
 		n, err = node.Start(ctx, node.Config{
 			Cluster: cluster.Config{NodeID: spec.ID, Topology: c.Topology, DataDir: dir, Store: st, Partition: c.opts.Partition,
-				Async: c.asyncCluster(), AsyncPartition: c.asyncPartition(), Self: self, Join: join, GossipKeys: sec.gossipKeys},
+				Async: c.asyncCluster(), AsyncPartition: c.asyncPartition(), Self: self, Join: join, GossipKeys: sec.gossipKeys,
+				AutoSplit: c.opts.AutoSplit},
 			API: c.opts.API, Listener: ln, Maintainer: c.opts.Maintainer, Logger: log, TLS: sec.certs, Auth: sec.auth,
 		})
 		return err

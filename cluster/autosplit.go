@@ -1,0 +1,229 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/topology"
+)
+
+// Load-based splitting. Each node watches the partitions it leads: every second it reads each
+// replica's per-shard request counts (partition.Raft.ShardLoad: cells written, keys and rows
+// read), and when a partition has served more than the threshold's requests per second over
+// the whole window, it splits it at the shard boundary that best halves that window's load
+// (CockroachDB and TiKV split by load the same way: 2,500 and 3,000 requests/s by default).
+// It never splits below one shard per partition, waits Cooldown after a split of the same
+// partition (its halves start counting afresh), and leaves alone a partition whose load sits on
+// one shard: splitting it would not divide the load (the "narrow hot range" that splits
+// again and again). Rebalancing (admin rebalance) then spreads the new leaders.
+
+// AutoSplitConfig sets load-based splitting (Config.AutoSplit).
+type AutoSplitConfig struct {
+	// Load is the requests per second (cells written plus keys and rows read, on the leader)
+	// above which a partition splits, for datastores that do not set their own
+	// (topology.DatastoreSpec.SplitLoad). 0: off.
+	Load float64
+	// Window is how long the load must stay above Load, measured over the whole window.
+	// Default 10s.
+	Window time.Duration
+	// Cooldown is the least time between two load-based splits of one partition. Default 30s.
+	Cooldown time.Duration
+}
+
+func (c *AutoSplitConfig) ensureDefaults() {
+	if c.Window <= 0 {
+		c.Window = 10 * time.Second
+	}
+	if c.Cooldown <= 0 {
+		c.Cooldown = 30 * time.Second
+	}
+}
+
+// loadSample is a partition's cumulative per-shard counts at one time.
+type loadSample struct {
+	at     time.Time
+	first  int
+	counts []int64
+}
+
+// loadState is what the policy keeps of one partition this node leads.
+type loadState struct {
+	samples   []loadSample
+	lastSplit time.Time
+}
+
+// splitLoadOf returns the load threshold of datastore ds: its own, or the node's.
+func (n *Node) splitLoadOf(ds *topology.DatastoreSpec) float64 {
+	switch {
+	case ds.SplitLoad < 0:
+		return 0
+	case ds.SplitLoad > 0:
+		return ds.SplitLoad
+	}
+	return n.cfg.AutoSplit.Load
+}
+
+// autoSplitLoop runs the load-based split policy every second until the node closes.
+func (n *Node) autoSplitLoop() {
+	states := map[*route]*loadState{}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	busy := make(chan struct{}, 1) // one load-based split at a time on this node
+	for {
+		select {
+		case <-n.stopWatch:
+			return
+		case now := <-t.C:
+			n.autoSplitTick(now, states, busy)
+		}
+	}
+}
+
+// autoSplitTick samples the load of every partition this node leads and starts a split of one
+// that stayed above its threshold for the window.
+func (n *Node) autoSplitTick(now time.Time, states map[*route]*loadState, busy chan struct{}) {
+	cfg := n.cfg.AutoSplit
+	live := map[*route]bool{}
+	for _, d := range n.datastores() {
+		if d.spec.Mode != topology.ModeRaft {
+			continue
+		}
+		threshold := n.splitLoadOf(d.spec)
+		if threshold <= 0 {
+			continue
+		}
+		for _, r := range d.partitions {
+			p := r.replica()
+			if p == nil || !p.IsLeader() {
+				continue
+			}
+			lp, ok := p.(interface {
+				ShardLoad() (int, []int64)
+			})
+			if !ok {
+				continue
+			}
+			live[r] = true
+			st := states[r]
+			if st == nil {
+				st = &loadState{}
+				states[r] = st
+			}
+			first, counts := lp.ShardLoad()
+			st.samples = append(st.samples, loadSample{at: now, first: first, counts: counts})
+			for len(st.samples) > 1 && now.Sub(st.samples[1].at) >= cfg.Window {
+				st.samples = st.samples[1:]
+			}
+			old := st.samples[0]
+			span := now.Sub(old.at)
+			if span < cfg.Window*9/10 || now.Sub(st.lastSplit) < cfg.Cooldown {
+				continue
+			}
+			rng := r.spec.Shards()
+			deltas := make([]int64, rng.Len())
+			var total int64
+			for s := rng.First; s <= rng.Last; s++ {
+				i := s - first
+				if i < 0 || i >= len(counts) || i >= len(old.counts) {
+					continue
+				}
+				deltas[s-rng.First] = counts[i] - old.counts[i]
+				total += deltas[s-rng.First]
+			}
+			rate := float64(total) / span.Seconds()
+			if rate < threshold {
+				continue
+			}
+			at, ok := bestSplit(rng, deltas)
+			if !ok {
+				if now.Sub(st.lastSplit) >= cfg.Cooldown {
+					n.log.Info("load-based split: the load sits on one shard; not splitting", "datastore", d.spec.Name, "partition", r.spec.ID, "rate", rate)
+					st.lastSplit = now // say it once per cooldown
+				}
+				continue
+			}
+			select {
+			case busy <- struct{}{}:
+			default:
+				continue
+			}
+			st.lastSplit, st.samples = now, nil
+			ds, pid := d.spec.Name, r.spec.ID
+			n.log.Info("load-based split", "datastore", ds, "partition", pid, "at_shard", at, "rate", int(rate), "threshold", threshold)
+			go func() {
+				defer func() { <-busy }()
+				ctx, cancel := n.untilClose(context.Background())
+				defer cancel()
+				ctx, cancel2 := context.WithTimeout(ctx, time.Minute)
+				defer cancel2()
+				if _, err := n.SplitPartition(ctx, ds, pid, at); err != nil {
+					n.log.Warn("load-based split failed", "datastore", ds, "partition", pid, "at_shard", at, "error", err)
+				}
+			}()
+		}
+	}
+	for r := range states {
+		if !live[r] {
+			delete(states, r)
+		}
+	}
+}
+
+// bestSplit returns the shard at which to split range r whose shards served deltas (by shard
+// from r.First) so that the two halves' loads are closest, and false when no split divides the
+// load: a range of one shard, or one whose busiest shard served at least 90% of it.
+func bestSplit(r cells.ShardRange, deltas []int64) (int, bool) {
+	if r.Len() < 2 {
+		return 0, false
+	}
+	var total, busiest int64
+	for _, d := range deltas {
+		total += d
+		busiest = max(busiest, d)
+	}
+	if total <= 0 || busiest*10 >= total*9 {
+		return 0, false
+	}
+	best, bestDiff := 0, int64(-1)
+	var prefix int64
+	for i := 0; i < len(deltas)-1; i++ {
+		prefix += deltas[i]
+		diff := prefix*2 - total
+		if diff < 0 {
+			diff = -diff
+		}
+		if bestDiff < 0 || diff < bestDiff {
+			best, bestDiff = r.First+i+1, diff
+		}
+	}
+	return best, true
+}
+
+// loadSplitPoint returns the shard that best halves the load partition r served since its
+// replica here opened, when this node leads it and the load divides; else the middle of r.
+func loadSplitPoint(r *route) int {
+	rng := r.spec.Shards()
+	mid := rng.First + rng.Len()/2
+	p := r.replica()
+	if p == nil {
+		return mid
+	}
+	lp, ok := p.(interface {
+		ShardLoad() (int, []int64)
+	})
+	if !ok {
+		return mid
+	}
+	first, counts := lp.ShardLoad()
+	deltas := make([]int64, rng.Len())
+	for s := rng.First; s <= rng.Last; s++ {
+		if i := s - first; i >= 0 && i < len(counts) {
+			deltas[s-rng.First] = counts[i]
+		}
+	}
+	if at, ok := bestSplit(rng, deltas); ok {
+		return at
+	}
+	return mid
+}
