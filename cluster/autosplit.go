@@ -16,7 +16,8 @@ import (
 // It never splits below one shard per partition, waits Cooldown after a split of the same
 // partition (its halves start counting afresh), and leaves alone a partition whose load sits on
 // one shard: splitting it would not divide the load (the "narrow hot range" that splits
-// again and again). Rebalancing (admin rebalance) then spreads the new leaders.
+// again and again). The new partition's leader then moves to another of its voters, so the two
+// halves are led by two nodes; admin rebalance evens out the rest.
 
 // AutoSplitConfig sets load-based splitting (Config.AutoSplit).
 type AutoSplitConfig struct {
@@ -157,8 +158,18 @@ func (n *Node) autoSplitTick(now time.Time, states map[*route]*loadState, busy c
 				defer cancel()
 				ctx, cancel2 := context.WithTimeout(ctx, time.Minute)
 				defer cancel2()
-				if _, err := n.SplitPartition(ctx, ds, pid, at); err != nil {
+				res, err := n.SplitPartition(ctx, ds, pid, at)
+				if err != nil {
 					n.log.Warn("load-based split failed", "datastore", ds, "partition", pid, "at_shard", at, "error", err)
+					return
+				}
+				// The halves' leaders are both here: the right half's goes to another voter
+				// (raft's choice: the most up to date), so that the load is divided between
+				// two nodes at once; admin rebalance evens out the rest.
+				if to, err := n.TransferLeadership(ctx, ds, res.Right.ID, ""); err != nil {
+					n.log.Warn("load-based split: moving the new partition's leader", "datastore", ds, "partition", res.Right.ID, "error", err)
+				} else {
+					n.log.Info("load-based split: the new partition's leader moved", "datastore", ds, "partition", res.Right.ID, "to", to)
 				}
 			}()
 		}

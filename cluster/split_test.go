@@ -235,5 +235,15 @@ func TestLoadBasedSplit(t *testing.T) {
 	ev := cat.Datastores[0].History[0]
 	assert.Equal(t, 1, ev.Left, "the loaded partition split")
 	assert.True(t, ev.AtShard > 8 && ev.AtShard <= 15, "at shard %d, inside 8..15", ev.AtShard)
+	// The halves are led by two nodes.
+	require.Eventually(t, func() bool {
+		var leaders []string
+		for _, r := range nodes[0].Replicas() {
+			if r.Partition == ev.Left || r.Partition == ev.Right {
+				leaders = append(leaders, r.Leader)
+			}
+		}
+		return len(leaders) == 2 && leaders[0] != "" && leaders[1] != "" && leaders[0] != leaders[1]
+	}, opTimeout, 50*time.Millisecond, "the two halves' leaders are on two nodes")
 	requireStrong(t, l, nodes...)
 }
