@@ -204,7 +204,7 @@ func DefaultConfig() Config {
 		Async: AsyncConfig{ReaperCells: 20000},
 		Trips: TripsConfig{Flights: 100000, Mix: "write=40,read=30,query=30", LagSample: 20},
 		Scale: ScaleConfig{Steps: []int{100000, 300000, 1000000, 3000000}, Rate: 200},
-		Split: SplitConfig{Count: 4, Preload: 100000, Interval: 2 * time.Second},
+		Split: SplitConfig{Count: 4, Preload: 100000, Interval: 2 * time.Second, Hot: -1, HotWait: 2 * time.Minute},
 	}
 }
 

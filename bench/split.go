@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/wire"
 )
@@ -26,6 +27,12 @@ type SplitConfig struct {
 	Preload int
 	// Interval is the time between the end of a split and the start of the next.
 	Interval time.Duration
+	// Hot, when 0 or more, is a partition of trips that takes every write, and the workload
+	// splits nothing itself: it waits (at most HotWait) for the cluster's load-based splitting
+	// to split that partition and move a half's leader, and reports when (Count is ignored).
+	// -1: the workload splits (Count splits).
+	Hot     int
+	HotWait time.Duration
 }
 
 type splitWorkload struct{}
@@ -71,6 +78,16 @@ func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, err
 		fmt.Fprintf(env.Stderr, "%s %s: preloaded %d cells in %.1fs\n", target, workloadSplit, s.Preload, time.Since(began).Seconds())
 	}
 
+	var hotRows []uuid.UUID // Hot: the rows the writers write, all in partition Hot
+	if s.Hot >= 0 {
+		cat, err := cl.Datastores(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if hotRows, err = rowsOfPartition(cat, "trips", s.Hot, 4096); err != nil {
+			return nil, fmt.Errorf("%s %s: --split-hot: %w", target, workloadSplit, err)
+		}
+	}
 	var mu sync.Mutex
 	var samples []splitSample
 	wctx, stop := context.WithCancel(ctx)
@@ -85,7 +102,11 @@ func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, err
 			for wctx.Err() == nil {
 				at := time.Now()
 				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				_, err := cl.PutCell(rctx, uuid.New(), "BASE", 1, benchBody(wr, f.ValueSize))
+				row := uuid.New()
+				if hotRows != nil {
+					row = hotRows[wr.IntN(len(hotRows))]
+				}
+				_, err := cl.PutCell(rctx, row, "BASE", int64(at.UnixNano()), benchBody(wr, f.ValueSize))
 				cancel()
 				if wctx.Err() != nil && err != nil {
 					break // stopped, not failed
@@ -106,6 +127,12 @@ func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, err
 		case <-ctx.Done():
 		case <-time.After(d):
 		}
+	}
+	if s.Hot >= 0 {
+		out = append(out, waitHotSplit(ctx, env, cl, target, writers, s, start))
+		stop()
+		wg.Wait()
+		return out, nil
 	}
 	sleep(f.Warmup)
 	for i := range s.Count {
@@ -247,5 +274,84 @@ func splitFigures(samples []splitSample, keep func(splitSample) bool) Result {
 	slices.Sort(lats)
 	pct := func(p float64) int64 { return lats[min(len(lats)-1, int(p*float64(len(lats))))].Microseconds() }
 	r.P50, r.P90, r.P99, r.Max = pct(0.50), pct(0.90), pct(0.99), lats[len(lats)-1].Microseconds()
+	return r
+}
+
+// rowsOfPartition returns n new row keys whose shards are in partition pid of datastore ds.
+func rowsOfPartition(cat wire.DatastoresResponse, ds string, pid, n int) ([]uuid.UUID, error) {
+	for _, d := range cat.Datastores {
+		if d.Name != ds {
+			continue
+		}
+		for _, p := range d.Partitions {
+			if p.ID != pid {
+				continue
+			}
+			var rows []uuid.UUID
+			for len(rows) < n {
+				row := uuid.New()
+				if s := cells.ShardOf(row, d.Shards); s >= p.FirstShard && s <= p.LastShard {
+					rows = append(rows, row)
+				}
+			}
+			return rows, nil
+		}
+		return nil, fmt.Errorf("no partition %d in %s", pid, ds)
+	}
+	return nil, fmt.Errorf("no datastore %s", ds)
+}
+
+// waitHotSplit waits, at most s.HotWait after start, for partition s.Hot of trips to split on
+// its own and for the halves' leaders to be on two nodes, and returns a row: Seconds from start
+// to the split (0 when none came), P50 the microseconds from start until the leaders were
+// apart (0 when they were not), FirstError what did not happen.
+func waitHotSplit(ctx context.Context, env *Env, cl *client.Client, target string, writers int, s SplitConfig, start time.Time) Result {
+	r := Result{Target: target, Workload: workloadSplit + " by load", Clients: writers}
+	deadline := start.Add(s.HotWait)
+	right := -1
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(200 * time.Millisecond)
+		cat, err := cl.Datastores(ctx)
+		if err != nil {
+			continue
+		}
+		if right < 0 {
+			for _, d := range cat.Datastores {
+				for _, p := range d.Partitions {
+					if d.Name == "trips" && p.Parent == s.Hot {
+						right = p.ID
+					}
+				}
+			}
+			if right < 0 {
+				continue
+			}
+			r.Seconds = time.Since(start).Seconds()
+			if !env.Config.JSON {
+				fmt.Fprintf(env.Stderr, "%s %s: partition %d split by load into %d after %.1fs\n", target, workloadSplit, s.Hot, right, r.Seconds)
+			}
+		}
+		reps, err := cl.Partitions(ctx, "trips")
+		if err != nil {
+			continue
+		}
+		leaders := map[int]string{}
+		for _, rep := range reps {
+			leaders[rep.Partition] = rep.Leader
+		}
+		if l, rl := leaders[s.Hot], leaders[right]; l != "" && rl != "" && l != rl {
+			r.P50 = time.Since(start).Microseconds()
+			if !env.Config.JSON {
+				fmt.Fprintf(env.Stderr, "%s %s: the halves' leaders on %s and %s after %.1fs\n", target, workloadSplit, l, rl, time.Since(start).Seconds())
+			}
+			return r
+		}
+	}
+	switch {
+	case right < 0:
+		r.FirstError = fmt.Sprintf("partition %d did not split within %s", s.Hot, s.HotWait)
+	default:
+		r.FirstError = fmt.Sprintf("the halves' leaders were not apart within %s", s.HotWait)
+	}
 	return r
 }

@@ -256,6 +256,8 @@ share this machine's cores.`,
 	fl.IntVar(&c.Split.Count, "split-count", c.Split.Count, "split: splits, one after the other, of the partition of trips with the most shards, at its middle")
 	fl.IntVar(&c.Split.Preload, "split-preload", c.Split.Preload, "split: cells written to trips before the first split (put_cells of 100, 8 in flight)")
 	fl.DurationVar(&c.Split.Interval, "split-interval", c.Split.Interval, "split: time between the end of a split and the start of the next")
+	fl.IntVar(&c.Split.Hot, "split-hot", c.Split.Hot, "split: a partition of trips that takes every write; the workload then splits nothing itself and reports when the cluster's load-based splitting split it (serve --split-load) and moved a half's leader to another node (-1: the workload splits)")
+	fl.DurationVar(&c.Split.HotWait, "split-hot-wait", c.Split.HotWait, "split: with --split-hot, how long to wait for the load-based split")
 	cmd.AddCommand(newBenchPlotCmd())
 	return cmd
 }
