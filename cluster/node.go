@@ -422,16 +422,17 @@ func (n *Node) Close() error {
 		default:
 			close(n.stopWatch) // also cancels a Host or Unhost under way (see untilClose)
 		}
+		// The catalog's follower first: applying a catalog takes the hosting lock, which
+		// Close holds from here on.
+		errs := []error{n.closeCatalog()}
 		// A Host or Unhost under way (an admin RPC) finishes first, and none starts after:
 		// a replica opened after this point would never be closed.
 		n.hostMu.Lock()
 		defer n.hostMu.Unlock()
 		n.hostClosed = true
-		var errs []error
 		if n.gossip != nil {
 			errs = append(errs, n.gossip.Close())
 		}
-		errs = append(errs, n.closeCatalog())
 		for _, d := range n.datastores() {
 			for _, r := range d.partitions {
 				errs = append(errs, r.closeReplica())
