@@ -114,7 +114,7 @@ func (c *Client) DropDatastore(ctx context.Context, name string, opts ...AdminOp
 
 // SplitPartition splits partition pid of raft datastore ds (POST
 // /v1/admin/partitions/{ds}/{pid}/split) at shard atShard, the first shard of the right half
-// (0: the middle of the partition's range), and returns the catalog generation the split made,
+// (0: where its load divides best, else the middle of its range), and returns the catalog generation the split made,
 // the Left half (the partition, which keeps its id and the shards below atShard), the Right half
 // (a new partition on the same replicas), Ready (whether the right half had a leader on the
 // answering node, when that node hosts it) and the split's time. Every acknowledged write
@@ -142,7 +142,7 @@ func (c *Client) SplitPartition(ctx context.Context, ds string, pid int, atShard
 	case ds == "":
 		return wire.SplitResponse{}, required(op, "datastore", "the raft datastore")
 	case atShard < 0:
-		return wire.SplitResponse{}, fmt.Errorf("client: %s: %w: at_shard %d is negative (0: the middle of the partition's range)", op, ErrInvalidArgument, atShard)
+		return wire.SplitResponse{}, fmt.Errorf("client: %s: %w: at_shard %d is negative (0: where its load divides best, else the middle of its range)", op, ErrInvalidArgument, atShard)
 	}
 	r, err := c.adminRequest(op, http.MethodPost, partitionPath(ds, pid, "/split"), wire.SplitRequest{AtShard: atShard}, opts)
 	if err != nil {

@@ -105,7 +105,7 @@ type CreateDatastoreResponse struct {
 }
 
 // SplitRequest is the body of POST /v1/admin/partitions/{datastore}/{partition}/split: AtShard,
-// the first shard of the right half (absent or 0: the middle of the partition's range).
+// the first shard of the right half (absent or 0: the boundary that best halves the partition's load, as its leader counted it, else the middle of its range).
 type SplitRequest struct {
 	AtShard int `json:"at_shard,omitempty"`
 }

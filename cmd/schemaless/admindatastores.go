@@ -284,7 +284,7 @@ func newAdminSplitCmd() *cobra.Command {
 		Long: `Split partition --partition of raft datastore --datastore in two (POST
 /v1/admin/partitions/{ds}/{p}/split): the partition keeps its id and the shards below --at-shard
 (the left half); the shards from --at-shard on become a new partition on the same replicas (the
-right half). --at-shard 0, the default, splits at the middle of the partition's range. No cell
+right half). --at-shard 0, the default, splits where the partition's load divides best (as its leader counted it), else at the middle of its range. No cell
 moves between nodes, every acknowledged write stays with its added_id, and requests keep
 working throughout: a node re-routes a request sent by an older catalog. A transaction (atomic
 or conditional write) whose rows end up in different halves answers 400 cross_partition.
@@ -313,7 +313,7 @@ has no leader (nothing done).`,
 				return err
 			}
 			if atShard < 0 {
-				return fmt.Errorf("--at-shard %d: want the first shard of the right half, or 0 for the middle of the partition's range", atShard)
+				return fmt.Errorf("--at-shard %d: want the first shard of the right half, or 0 for where its load divides (else the middle)", atShard)
 			}
 			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
 				res, err := cl.SplitPartition(ctx, p.datastore, p.partition, atShard)
@@ -329,7 +329,7 @@ has no leader (nothing done).`,
 	}
 	f.register(cmd, adminChangeTimeout)
 	p.register(cmd)
-	cmd.Flags().IntVar(&atShard, "at-shard", 0, "the first shard of the right half (default 0: the middle of the partition's range)")
+	cmd.Flags().IntVar(&atShard, "at-shard", 0, "the first shard of the right half (default 0: where the partition's load divides best, else the middle of its range)")
 	return cmd
 }
 
