@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -22,14 +23,31 @@ func NodePrefix(id string) string {
 }
 
 // SetDriverLogger sends what go-sql-driver/mysql logs (dropped connections and protocol
-// errors, which it retries or returns) to logger, at Warn. The driver's logger is one per
-// process: the last call wins.
+// errors, which it retries or returns) to logger, at Warn (before any call: to slog.Default()).
+// The driver's logger is one per process: the last call wins. Safe for concurrent use, also
+// with the driver's work: the driver's logger is set once, at init, to one that reads the
+// logger this stores.
 func SetDriverLogger(logger *slog.Logger) {
-	_ = mysql.SetLogger(driverLogger{logger})
+	driverLog.Store(logger)
+}
+
+// driverLog is the logger of the driver's lines (nil: slog.Default()).
+var driverLog atomic.Pointer[slog.Logger]
+
+func init() {
+	// Here, before any goroutine of the program can use the driver: SetLogger writes a
+	// variable the driver reads without synchronization.
+	_ = mysql.SetLogger(driverLogger{})
 }
 
 // driverLogger is go-sql-driver/mysql's Logger over slog.
-type driverLogger struct{ l *slog.Logger }
+type driverLogger struct{}
 
 // Print logs v, formatted as fmt.Sprint does, at Warn.
-func (d driverLogger) Print(v ...any) { d.l.Warn(fmt.Sprint(v...)) }
+func (driverLogger) Print(v ...any) {
+	l := driverLog.Load()
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Warn(fmt.Sprint(v...))
+}

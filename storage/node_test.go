@@ -23,11 +23,13 @@ func TestNodePrefix(t *testing.T) {
 	assert.True(t, validPrefix(NodePrefix("Ünïcode node")), "a prefix MySQLConfig accepts")
 }
 
-// The driver's logger adapter logs at Warn, formatted as fmt.Sprint.
+// The driver's logger adapter logs at Warn, formatted as fmt.Sprint, to the logger
+// SetDriverLogger gave (not parallel: the logger is the process's).
 func TestDriverLogger(t *testing.T) {
-	t.Parallel()
 	var buf bytes.Buffer
-	driverLogger{slog.New(slog.NewTextHandler(&buf, nil))}.Print("packets.go:37: ", "unexpected EOF")
+	SetDriverLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+	t.Cleanup(func() { driverLog.Store(nil) })
+	driverLogger{}.Print("packets.go:37: ", "unexpected EOF")
 	assert.Contains(t, buf.String(), "level=WARN")
 	assert.Contains(t, buf.String(), `msg="packets.go:37: unexpected EOF"`)
 }
