@@ -66,21 +66,11 @@ func (f *FSM) applyErase(l *raft.Log) interface{} {
 		cmd = &command.Erase{} // only the applied index moves
 	}
 	var res command.EraseResult
-	backoff := f.cfg.StoreBackoff
-	for attempt := 1; ; attempt++ {
-		var err error
+	if !f.retryOne("erase", l.Index, func() (err error) {
 		res, err = f.eraseTx(cmd, refused == nil, applied)
-		if err == nil {
-			break
-		}
-		var amb *ambiguousCommitError
-		if errors.As(err, &amb) || attempt >= f.cfg.StoreAttempts {
-			f.fail(fmt.Errorf("fsm: apply erase entry %d: %w", l.Index, err))
-			return &Response{Err: ErrFailed}
-		}
-		f.cfg.Logger.Warn("fsm: erase transaction failed, retrying", "attempt", attempt, "backoff", backoff, "error", err)
-		time.Sleep(backoff)
-		backoff *= 2
+		return err
+	}) {
+		return &Response{Err: ErrFailed}
 	}
 	f.setApplied(applied)
 	observeApply(f.cfg.Store, began, 1, 0)
@@ -88,6 +78,28 @@ func (f *FSM) applyErase(l *raft.Log) interface{} {
 		return &Response{Err: refused}
 	}
 	return &Response{Result: res}
+}
+
+// retryOne runs tx, the transaction of the entry at index applied on its own (an erase, a
+// split), until it succeeds, retrying a failure after the store backoff, doubled each time, as
+// ApplyBatch does. After Config.StoreAttempts failures, or one whose commit outcome is unknown,
+// it stops the FSM and returns false.
+func (f *FSM) retryOne(what string, index uint64, tx func() error) bool {
+	backoff := f.cfg.StoreBackoff
+	for attempt := 1; ; attempt++ {
+		err := tx()
+		if err == nil {
+			return true
+		}
+		var amb *ambiguousCommitError
+		if errors.As(err, &amb) || attempt >= f.cfg.StoreAttempts {
+			f.fail(fmt.Errorf("fsm: apply %s entry %d: %w", what, index, err))
+			return false
+		}
+		f.cfg.Logger.Warn("fsm: "+what+" transaction failed, retrying", "attempt", attempt, "backoff", backoff, "error", err)
+		time.Sleep(backoff)
+		backoff *= 2
+	}
 }
 
 // eraseTx runs one attempt at an erase entry's transaction (with do false, only the applied

@@ -141,25 +141,13 @@ func (f *FSM) applySplit(l *raft.Log) interface{} {
 		left = cells.ShardRange{First: cur.First, Last: int(cmd.AtShard) - 1}
 		right = cells.ShardRange{First: int(cmd.AtShard), Last: cur.Last}
 	}
-	backoff := f.cfg.StoreBackoff
-	for attempt := 1; ; attempt++ {
-		var err error
+	if !f.retryOne("split", l.Index, func() error {
 		if refused != nil {
-			err = f.appliedOnlyTx(applied)
-		} else {
-			err = f.splitTx(cmd, left, right, applied)
+			return f.appliedOnlyTx(applied)
 		}
-		if err == nil {
-			break
-		}
-		var amb *ambiguousCommitError
-		if errors.As(err, &amb) || attempt >= f.cfg.StoreAttempts {
-			f.fail(fmt.Errorf("fsm: apply split entry %d: %w", l.Index, err))
-			return &Response{Err: ErrFailed}
-		}
-		f.cfg.Logger.Warn("fsm: split failed, retrying", "attempt", attempt, "backoff", backoff, "error", err)
-		time.Sleep(backoff)
-		backoff *= 2
+		return f.splitTx(cmd, left, right, applied)
+	}) {
+		return &Response{Err: ErrFailed}
 	}
 	if refused != nil {
 		f.setApplied(applied)

@@ -259,7 +259,7 @@ var (
 type Raft struct {
 	cfg       Config
 	log       *slog.Logger
-	baseIndex uint64 // the index of a split's base when it is the latest snapshot at Open (catchUpStore)
+	baseIndex uint64     // the index of a split's base when it is the latest snapshot at Open (catchUpStore)
 	load      *shardLoad // requests served per shard (ShardLoad)
 	raft      *raft.Raft
 	fsm       StateMachine

@@ -225,20 +225,9 @@ func (p *PartitionStore) pebbleRestore(applied AppliedState, next func() (Restor
 	// The switch: readers wait for it (pp.mu) and then read the new generation.
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
-	old := binary.BigEndian.Uint64(pp.prefix[1:])
-	sw := pp.db.NewBatch()
-	defer sw.Close()
-	if err := sw.Set(pp.dir, binary.BigEndian.AppendUint64(nil, gen), nil); err != nil {
+	if err := pp.switchTo(gen); err != nil {
 		return p.fail("restore: switch", err)
 	}
-	if err := sw.DeleteRange(dataPrefix(old), dataPrefix(old+1), nil); err != nil {
-		return p.fail("restore: switch", err)
-	}
-	if err := sw.Commit(pebble.Sync); err != nil {
-		return p.fail("restore: switch", err)
-	}
-	pp.prefix = view.prefix
-	clear(pp.high)
 	clear(p.indexes)
 	for _, t := range tables {
 		st := &indexState{sig: t.signature(), shards: make(map[int]bool, p.Shards().Len())}
@@ -247,6 +236,28 @@ func (p *PartitionStore) pebbleRestore(applied AppliedState, next func() (Restor
 		}
 		p.indexes[t.Name] = st
 	}
+	return nil
+}
+
+// switchTo makes generation gen the partition's data, in one synced batch: its directory entry
+// names gen and the old generation is deleted with one range deletion. The caller holds pp.mu
+// exclusively (readers then see the new generation) and the writer token; the high-water cache
+// is cleared.
+func (pp *pebblePart) switchTo(gen uint64) error {
+	old := binary.BigEndian.Uint64(pp.prefix[1:])
+	sw := pp.db.NewBatch()
+	defer sw.Close()
+	if err := sw.Set(pp.dir, binary.BigEndian.AppendUint64(nil, gen), nil); err != nil {
+		return err
+	}
+	if err := sw.DeleteRange(dataPrefix(old), dataPrefix(old+1), nil); err != nil {
+		return err
+	}
+	if err := sw.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	pp.prefix = dataPrefix(gen)
+	clear(pp.high)
 	return nil
 }
 

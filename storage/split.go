@@ -3,7 +3,6 @@ package storage
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -166,20 +165,9 @@ func (p *PartitionStore) CopyShards(ctx context.Context, src *SnapshotTx, r cell
 	}
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
-	old := binary.BigEndian.Uint64(pp.prefix[1:])
-	sw := pp.db.NewBatch()
-	defer sw.Close()
-	if err := sw.Set(pp.dir, binary.BigEndian.AppendUint64(nil, gen), nil); err != nil {
+	if err := pp.switchTo(gen); err != nil {
 		return p.fail("copy shards: switch", err)
 	}
-	if err := sw.DeleteRange(dataPrefix(old), dataPrefix(old+1), nil); err != nil {
-		return p.fail("copy shards: switch", err)
-	}
-	if err := sw.Commit(pebble.Sync); err != nil {
-		return p.fail("copy shards: switch", err)
-	}
-	pp.prefix = view.prefix
-	clear(pp.high)
 	clear(p.indexes)
 	clear(p.created)
 	return nil
