@@ -15,9 +15,10 @@ import (
 const maxAdminBody = 64 << 10
 
 // adminRoutes registers the cluster administration endpoints (/v1/admin/...): membership,
-// voters, leadership, placement, and the split of a partition. Changes may take minutes (a
-// replica catching up): they are bounded by Config.AdminTimeout, not RequestTimeout. Without an
-// AdminBackend they answer 501, except the split, which needs the CatalogBackend (split.go).
+// voters, leadership, placement, the split of a partition and the merge of two. Changes may
+// take minutes (a replica catching up): they are bounded by Config.AdminTimeout, not
+// RequestTimeout. Without an AdminBackend they answer 501, except the split and the merge,
+// which need the CatalogBackend (split.go, merge.go).
 func (s *Server) adminRoutes() {
 	long := s.cfg.AdminTimeout
 	route := func(pattern string, timeout time.Duration, hs handlers) {
@@ -32,8 +33,10 @@ func (s *Server) adminRoutes() {
 	route("/v1/admin/partitions/{ds}/{partition}/voters/{node}", long, handlers{http.MethodDelete: s.adminRemoveVoter})
 	route("/v1/admin/partitions/{ds}/{partition}/leader", long, handlers{http.MethodPost: s.adminTransfer})
 	route("/v1/admin/partitions/{ds}/{partition}/move", long, handlers{http.MethodPost: s.adminMove})
-	// A split changes the catalog: the CatalogBackend serves it (split.go), not the AdminBackend.
-	s.routeTimeout("/v1/admin/partitions/{ds}/{partition}/split", long, s.splitRoute())
+	// A split and a merge change the catalog: the CatalogBackend serves them (split.go,
+	// merge.go), not the AdminBackend.
+	s.routeTimeout("/v1/admin/partitions/{ds}/{partition}/split", long, s.catalogChange(s.adminSplit))
+	s.routeTimeout("/v1/admin/partitions/{ds}/merge", long, s.catalogChange(s.adminMerge))
 	route("/v1/admin/rebalance", long, handlers{http.MethodPost: s.adminRebalance})
 	route("/v1/admin/nodes/{node}/drain", long, handlers{http.MethodPost: s.adminDrain})
 }

@@ -136,9 +136,10 @@ type BackupBackend interface {
 	Restore(ctx context.Context, ds string, pid int, r io.Reader, opts cluster.RestoreOptions) (cluster.RestoreResult, error)
 }
 
-// CatalogBackend serves the datastore routes (datastores.go) and the split of a partition
-// (split.go): the cluster's replicated catalog of datastores, created, dropped and re-partitioned
-// at run time. Without it they answer 501. See cluster.Node's methods.
+// CatalogBackend serves the datastore routes (datastores.go), the split of a partition
+// (split.go) and the merge of two (merge.go): the cluster's replicated catalog of datastores,
+// created, dropped and re-partitioned at run time. Without it they answer 501. See
+// cluster.Node's methods.
 type CatalogBackend interface {
 	// CreateDatastore creates a datastore and blocks until this node has opened it and its
 	// partitions have leaders, or ctx is done (the answer's Ready says which). Errors:
@@ -161,6 +162,17 @@ type CatalogBackend interface {
 	// cluster.ErrRefused (409), cluster.ErrNoCatalog (503), cluster.ErrIndeterminate and ctx's
 	// error (504: the split may have been decided).
 	SplitPartition(ctx context.Context, ds string, pid int, atShard int) (wire.SplitResponse, error)
+	// MergePartitions merges partition right of raft datastore ds into partition left, its
+	// left neighbour on the same replicas: left keeps its ID and takes both ranges, right is
+	// retired. It blocks until this node has applied the merge, or ctx is done (POST
+	// /v1/admin/partitions/{ds}/merge; merge.go). Errors: *cluster.FieldError (400 naming left
+	// or right: not adjacent, not on the same replicas, the same partition),
+	// cluster.ErrUnknownDatastore (404), cluster.ErrBadShard (404: no such partition),
+	// cluster.ErrAsyncDatastore (400), cluster.ErrRefused (409: the store cannot
+	// merge, or the partitions changed meanwhile: nothing merged), cluster.ErrNoCatalog and
+	// cluster.ErrUnavailable (503: nothing merged), cluster.ErrIndeterminate and ctx's error
+	// (504: the merge may have been decided, and is then completed by the cluster).
+	MergePartitions(ctx context.Context, ds string, left, right int) (wire.MergeResponse, error)
 }
 
 // LeaderHinter tells where a row's leader-only requests are best sent (see hintLeader).

@@ -35,12 +35,19 @@ type catalogBackend struct {
 	creates []cluster.CreateDatastoreOptions
 	drops   [][2]string // name, confirm
 	splits  []splitCall
+	merges  []mergeCall
 }
 
 // splitCall is one call of SplitPartition.
 type splitCall struct {
 	ds           string
 	pid, atShard int
+}
+
+// mergeCall is one call of MergePartitions.
+type mergeCall struct {
+	ds          string
+	left, right int
 }
 
 func (b *catalogBackend) CreateDatastore(_ context.Context, o cluster.CreateDatastoreOptions) (wire.CreateDatastoreResponse, error) {
@@ -80,6 +87,18 @@ func (b *catalogBackend) SplitPartition(_ context.Context, ds string, pid int, a
 	return wire.SplitResponse{Generation: 9, Ready: true, TookMillis: 12,
 		Left:  wire.CatalogPartition{ID: pid, LastShard: atShard - 1, Replicas: []string{"n1", "n2", "n3"}, Generation: 9, Parent: -1},
 		Right: wire.CatalogPartition{ID: 9, FirstShard: atShard, LastShard: 7, Replicas: []string{"n1", "n2", "n3"}, Generation: 9, Parent: pid}}, nil
+}
+
+// MergePartitions answers a merge of left (shards 0..3) and right (4..7) into left.
+func (b *catalogBackend) MergePartitions(_ context.Context, ds string, left, right int) (wire.MergeResponse, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.merges = append(b.merges, mergeCall{ds, left, right})
+	if b.err != nil {
+		return wire.MergeResponse{}, b.err
+	}
+	return wire.MergeResponse{Generation: 10, TookMillis: 30, PauseMillis: 4,
+		Merged: wire.CatalogPartition{ID: left, LastShard: 7, Replicas: []string{"n1", "n2", "n3"}, Generation: 10, Parent: -1}}, nil
 }
 
 // calls returns how many creates and drops b got.
@@ -393,6 +412,80 @@ func catalogServerWithAuth(t *testing.T, cb *catalogBackend) (*api.Server, *sync
 	audit := &syncBuffer{}
 	srv := catalogServer(t, cb, api.Config{Auth: auth, Audit: security.NewAuditor(slog.New(slog.NewTextHandler(audit, nil)))})
 	return srv, audit, func(role string) []string { return []string{"Authorization", "Bearer " + tokens[role]} }
+}
+
+// catalogErrorCase is an error of the cluster and the answer it must get.
+type catalogErrorCase struct {
+	err         error
+	status      int
+	code, field string
+}
+
+// checkCatalogErrors sends POST path with body to a server whose catalog answers each case's
+// error, and checks the answer's status, code, field and, for a 503, Retry-After; check then
+// checks the rest: the calls cb got, the message of e.
+func checkCatalogErrors(t *testing.T, path, body string, cases []catalogErrorCase, check func(c catalogErrorCase, cb *catalogBackend, e wire.ErrorDetail)) {
+	t.Helper()
+	for _, c := range cases {
+		cb := &catalogBackend{err: c.err}
+		srv := catalogServer(t, cb, api.Config{Logger: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))})
+		w := serveDS(srv, http.MethodPost, path, body)
+		require.Equal(t, c.status, w.Code, "POST %s with %v: status (body %s)", path, c.err, w.Body)
+		e := dsErrorOf(t, w)
+		assert.Equal(t, c.code, e.Code, "POST %s with %v: code", path, c.err)
+		assert.Equal(t, c.field, e.Field, "POST %s with %v: field", path, c.err)
+		if c.status == http.StatusServiceUnavailable {
+			assert.Equal(t, "1", w.Header().Get("Retry-After"), "POST %s with %v: Retry-After", path, c.err)
+		}
+		check(c, cb, e)
+	}
+}
+
+// checkCatalogChange checks the route of a catalog change, POST path with body: without a
+// CatalogBackend it answers 501 unimplemented (an AdminBackend does not serve it); other
+// methods answer 405 with Allow.
+func checkCatalogChange(t *testing.T, path, body string) {
+	t.Helper()
+	srv := catalogServer(t, nil, api.Config{})
+	w := serveDS(srv, http.MethodPost, path, body)
+	assert.Equal(t, http.StatusNotImplemented, w.Code, "POST %s: status", path)
+	assert.Equal(t, wire.CodeUnimplemented, dsErrorOf(t, w).Code, "POST %s: code", path)
+
+	srv = catalogServer(t, &catalogBackend{}, api.Config{})
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
+		w := serveDS(srv, m, path, "")
+		assert.Equal(t, http.StatusMethodNotAllowed, w.Code, "%s %s: status", m, path)
+		assert.Equal(t, http.MethodPost, w.Header().Get("Allow"), "%s %s: Allow", m, path)
+	}
+}
+
+// checkNeedsAdmin checks, with authentication, that POST path with body needs the admin role:
+// a reader or a writer gets 403 and no credentials 401, none reaching the cluster (calls(cb)
+// stays 0); an admin gets 200; the audit log has the admin's request and the reader's
+// refusal. It returns the server, its audit log and its bearer, for more checks.
+func checkNeedsAdmin(t *testing.T, path, body string, calls func(cb *catalogBackend) int) (*api.Server, *syncBuffer, func(role string) []string) {
+	t.Helper()
+	cb := &catalogBackend{}
+	srv, audit, bearer := catalogServerWithAuth(t, cb)
+	for _, role := range []string{"read", "write"} {
+		w := serveDS(srv, http.MethodPost, path, body, bearer(role)...)
+		assert.Equal(t, http.StatusForbidden, w.Code, "POST %s as %ser: status", path, role)
+	}
+	w := serveDS(srv, http.MethodPost, path, body)
+	assert.Equal(t, http.StatusUnauthorized, w.Code, "POST %s without credentials: status", path)
+	require.Zero(t, calls(cb), "a refused POST %s reaches the cluster", path)
+
+	w = serveDS(srv, http.MethodPost, path, body, bearer("admin")...)
+	require.Equal(t, http.StatusOK, w.Code, "POST %s as admin: status (body %s)", path, w.Body)
+	require.Equal(t, 1, calls(cb), "POST %s as admin reaches the cluster", path)
+	log := audit.String()
+	for _, want := range []string{
+		`event=admin principal=adminer method=POST path=` + path + ` query="" remote=192.0.2.1 status=200`,
+		`event=refused principal=reader method=POST path=` + path,
+	} {
+		assert.Contains(t, log, want, "the audit log")
+	}
+	return srv, audit, bearer
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.

@@ -25,7 +25,7 @@
 // reads.go, putcell.go, writes.go (put_cells and what every write shares), transactions.go,
 // erase.go, rowkeys.go, logs.go, groups.go, indexes.go, indexquery.go, schemas.go, admin.go,
 // datastores.go (the catalog's datastores, /v1/admin/datastores), split.go (a partition's
-// split), backup.go, status.go, console.go.
+// split), merge.go (the merge of two), backup.go, status.go, console.go.
 //
 // # Errors
 //

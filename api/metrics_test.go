@@ -21,6 +21,7 @@ func TestOperationName(t *testing.T) {
 		{http.MethodPost, "/v1/{ds}/indexes/{index}/query", "index_query"},
 		{http.MethodGet, "/v1/cluster", "cluster"},
 		{http.MethodPost, "/v1/admin/partitions/{ds}/{p}/transfer", "admin"},
+		{http.MethodPost, "/v1/admin/partitions/{ds}/merge", "admin"},
 		{http.MethodGet, "/v1/{ds}/backup", "backup"},
 		{http.MethodGet, "/console/data", "console"},
 		{http.MethodPost, "/v1/{ds}/widgets/{w}/Spin", "post_v1_widgets_spin"},

@@ -13,30 +13,41 @@ import (
 // adminRoutes, beside the other partition changes, served by the CatalogBackend: 501 without
 // one). The body, optional, is a wire.SplitRequest; the answer a wire.SplitResponse.
 
-// splitRoute returns the handlers of the split route: 501 unimplemented without a
-// CatalogBackend.
-func (s *Server) splitRoute() handlers {
-	hs := handlers{http.MethodPost: s.adminSplit}
+// catalogChange returns the handlers of a route whose POST, h, changes the catalog (the split,
+// the merge): 501 unimplemented without a CatalogBackend.
+func (s *Server) catalogChange(h handler) handlers {
+	hs := handlers{http.MethodPost: h}
 	if s.b.Catalog == nil {
 		hs = unimplemented(hs, wire.CodeUnimplemented, "this server has no datastore catalog")
 	}
 	return hs
 }
 
-// splitError maps the errors of a split to answers: a *cluster.FieldError is a 400 naming its
-// field (at_shard), an unknown datastore a 404 naming datastore, an unknown partition
-// (cluster.ErrBadShard) a 404 naming partition, an async datastore a 400 naming datastore, a
-// refusal (cluster.ErrRefused: a store that cannot split, a catalog that changed meanwhile) a
-// 409, cluster.ErrNoCatalog (an ErrUnavailable: nothing done) a 503 even when it wraps ctx's
-// error.
-//
-// Any other failure to finish (cluster.ErrIndeterminate, ctx's error, and the ErrUnavailable or
-// ErrClosed of the steps after the catalog decided the split: this node not applying its
-// generation in time, the parent without a leader) is a 504 indeterminate, never a 503: the
-// split may have been decided, and then the cluster completes it. A split sent again after it
-// was decided is another split (with at_shard absent, of the left half's middle): GET
-// /v1/admin/datastores tells whether it happened.
+// splitError maps the errors of a split to answers (partitionChangeError): a
+// *cluster.FieldError is a 400 naming its field (at_shard), and cluster.ErrUnavailable, unless
+// it is cluster.ErrNoCatalog (nothing done: 503, even when it wraps ctx's error), is a 504
+// indeterminate, never a 503: it comes from the steps after the catalog decided the split
+// (this node not applying its generation in time, the parent without a leader), and the
+// cluster then completes the split. A split sent again after it was decided is another split
+// (with at_shard absent, of the left half's middle): GET /v1/admin/datastores tells whether it
+// happened.
 func splitError(err error) *httpError {
+	return partitionChangeError(err, "split", false)
+}
+
+// partitionChangeError maps the errors of a change of a datastore's partitions in the catalog
+// (op: "split" or "merge") to answers: a *cluster.FieldError is a 400 naming its field, an
+// unknown datastore a 404 naming datastore, an unknown partition (cluster.ErrBadShard) a 404
+// naming partition, an async datastore a 400 naming datastore, a refusal (cluster.ErrRefused:
+// a store that cannot change partitions, a catalog that changed meanwhile) a 409, and
+// cluster.ErrNoCatalog (an ErrUnavailable: nothing done) a 503 even when it wraps ctx's error.
+// With unavailableUndone, any other cluster.ErrUnavailable means nothing was done too (503);
+// without, it is a 504 like the rest.
+//
+// Any other failure to finish (cluster.ErrIndeterminate, cluster.ErrClosed, ctx's error) is a
+// 504 indeterminate, never a 503: the change may have been decided, and then the cluster
+// completes it. Other errors are backendError's.
+func partitionChangeError(err error, op string, unavailableUndone bool) *httpError {
 	var fe *cluster.FieldError
 	switch {
 	case errors.As(err, &fe):
@@ -49,12 +60,13 @@ func splitError(err error) *httpError {
 		return &httpError{status: http.StatusBadRequest, code: wire.CodeInvalidArgument, field: "datastore", msg: err.Error()}
 	case errors.Is(err, cluster.ErrRefused):
 		return &httpError{status: http.StatusConflict, code: wire.CodeConflict, msg: err.Error()}
-	case errors.Is(err, cluster.ErrNoCatalog):
+	case errors.Is(err, cluster.ErrNoCatalog),
+		unavailableUndone && errors.Is(err, cluster.ErrUnavailable) && !errors.Is(err, cluster.ErrIndeterminate):
 		return &httpError{status: http.StatusServiceUnavailable, code: wire.CodeUnavailable, msg: err.Error()}
 	case errors.Is(err, cluster.ErrIndeterminate), errors.Is(err, cluster.ErrUnavailable), errors.Is(err, cluster.ErrClosed),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return &httpError{status: http.StatusGatewayTimeout, code: wire.CodeIndeterminate,
-			msg: err.Error() + " (the split may have been decided, and is then completed by the cluster: list the datastores before sending it again)"}
+			msg: err.Error() + " (the " + op + " may have been decided, and is then completed by the cluster: list the datastores before sending it again)"}
 	}
 	return backendError(err)
 }

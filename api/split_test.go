@@ -1,11 +1,9 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"testing"
 
@@ -92,11 +90,7 @@ func TestSplitRefused(t *testing.T) {
 // decided 504 indeterminate, never 503 (a split sent again is another split).
 func TestSplitErrors(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		err         error
-		status      int
-		code, field string
-	}{
+	checkCatalogErrors(t, splitPath, `{"at_shard":4}`, []catalogErrorCase{
 		{&cluster.FieldError{Field: "at_shard", Msg: "9: want 1 to 7"}, 400, wire.CodeInvalidArgument, "at_shard"},
 		{fmt.Errorf("cluster: split: %w", &cluster.FieldError{Field: "at_shard", Msg: "partition 2 holds one shard"}), 400, wire.CodeInvalidArgument, "at_shard"},
 		{fmt.Errorf("%w: %q", cluster.ErrUnknownDatastore, "trips"), 404, wire.CodeNotFound, "datastore"},
@@ -111,59 +105,21 @@ func TestSplitErrors(t *testing.T) {
 		{context.DeadlineExceeded, 504, wire.CodeIndeterminate, ""},
 		{context.Canceled, 504, wire.CodeIndeterminate, ""},
 		{fmt.Errorf("disk on fire"), 500, wire.CodeInternal, ""},
-	} {
-		cb := &catalogBackend{err: c.err}
-		srv := catalogServer(t, cb, api.Config{Logger: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))})
-		w := serveDS(srv, http.MethodPost, splitPath, `{"at_shard":4}`)
-		require.Equal(t, c.status, w.Code, "split with %v: status (body %s)", c.err, w.Body)
-		e := dsErrorOf(t, w)
-		assert.Equal(t, c.code, e.Code, "split with %v: code", c.err)
-		assert.Equal(t, c.field, e.Field, "split with %v: field", c.err)
-		if c.status == http.StatusServiceUnavailable {
-			assert.Equal(t, "1", w.Header().Get("Retry-After"), "split with %v: Retry-After", c.err)
-		}
+	}, func(c catalogErrorCase, cb *catalogBackend, _ wire.ErrorDetail) {
 		assert.Len(t, cb.splits, 1, "split with %v: calls of SplitPartition", c.err)
-	}
+	})
 }
 
 // TestSplitWithoutCatalog: without a CatalogBackend the split answers 501 unimplemented (an
 // AdminBackend does not serve it); other methods answer 405 with Allow.
 func TestSplitWithoutCatalog(t *testing.T) {
 	t.Parallel()
-	srv := catalogServer(t, nil, api.Config{})
-	w := serveDS(srv, http.MethodPost, splitPath, `{"at_shard":4}`)
-	assert.Equal(t, http.StatusNotImplemented, w.Code, "POST: status")
-	assert.Equal(t, wire.CodeUnimplemented, dsErrorOf(t, w).Code, "POST: code")
-
-	srv = catalogServer(t, &catalogBackend{}, api.Config{})
-	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
-		w := serveDS(srv, m, splitPath, "")
-		assert.Equal(t, http.StatusMethodNotAllowed, w.Code, "%s: status", m)
-		assert.Equal(t, http.MethodPost, w.Header().Get("Allow"), "%s: Allow", m)
-	}
+	checkCatalogChange(t, splitPath, `{"at_shard":4}`)
 }
 
 // TestSplitNeedsAdmin: with authentication, a split needs the admin role (a reader or a writer
 // gets 403, no credentials 401, the cluster not called), and it is audited.
 func TestSplitNeedsAdmin(t *testing.T) {
 	t.Parallel()
-	cb := &catalogBackend{}
-	srv, audit, bearer := catalogServerWithAuth(t, cb)
-	for _, role := range []string{"read", "write"} {
-		w := serveDS(srv, http.MethodPost, splitPath, "", bearer(role)...)
-		assert.Equal(t, http.StatusForbidden, w.Code, "POST as %ser: status", role)
-	}
-	w := serveDS(srv, http.MethodPost, splitPath, "")
-	assert.Equal(t, http.StatusUnauthorized, w.Code, "POST without credentials: status")
-	require.Empty(t, cb.splits, "a refused split reaches the cluster")
-
-	w = serveDS(srv, http.MethodPost, splitPath, `{"at_shard":4}`, bearer("admin")...)
-	require.Equal(t, http.StatusOK, w.Code, "POST as admin: status (body %s)", w.Body)
-	log := audit.String()
-	for _, want := range []string{
-		`event=admin principal=adminer method=POST path=` + splitPath + ` query="" remote=192.0.2.1 status=200`,
-		`event=refused principal=reader method=POST path=` + splitPath,
-	} {
-		assert.Contains(t, log, want, "the audit log")
-	}
+	checkNeedsAdmin(t, splitPath, `{"at_shard":4}`, func(cb *catalogBackend) int { return len(cb.splits) })
 }

@@ -44,8 +44,9 @@ const (
 // of the partition names an older generation and is refused by the replica (ErrStale), which
 // re-routes it. Parent is the partition it was split from, -1 for one created with its datastore.
 // Origin is the range the partition was created with (its datastore's creation, the split that
-// made it; a merge widens it): its raft log starts from a store of that range, so a replica
-// that replays the log from its start opens its store with it. It always holds Shards.
+// made it): its raft log starts from a store of that range, so a replica that replays the log
+// from its start opens its store with it, and takes the range its log's splits and merges
+// give it. It starts where Shards starts; a split may end Shards below it, a merge above.
 type Partition struct {
 	ID         int
 	Shards     cells.ShardRange
@@ -267,7 +268,9 @@ func normTime(t time.Time) time.Time { return t.Round(0).UTC().Truncate(time.Mic
 //     generation.
 //   - OpMerge: cmd.Right must be the partition right after cmd.Partition, on the same set of
 //     replicas (raft) or the same cluster (async): move replicas first. The left partition
-//     takes both ranges and the new generation; the right one's ID is gone for good.
+//     takes both ranges and the new generation; the right one's ID is gone for good. The same
+//     merge again, once applied (its event still in the history), answers the left partition
+//     as it is and changes nothing, not even the generation.
 //   - OpSetReplicas: a raft partition's replicas become cmd.Replicas (1 to MaxReplicas distinct
 //     node ids); its range and generation stay, the catalog's generation rises.
 //
@@ -300,6 +303,10 @@ func (c *Catalog) Apply(cmd Command) (Result, error) {
 	p := d.Partition(cmd.Partition)
 	if p == nil {
 		return Result{}, fmt.Errorf("%w: %s %s: no partition %d", ErrNotFound, cmd.Op, d.Name, cmd.Partition)
+	}
+	if cmd.Op == OpMerge && d.Partition(cmd.Right) == nil && d.merged(p.ID, cmd.Right) {
+		// Decided before (a merge completed by two nodes at once): the same answer, no change.
+		return Result{Generation: c.Generation, Partitions: []Partition{p.clone()}}, nil
 	}
 	if err := stale(cmd, d, p); err != nil {
 		return Result{}, err
@@ -499,11 +506,20 @@ func (c *Catalog) merge(d *Datastore, p *Partition, cmd Command) (Result, error)
 	c.Generation++
 	rightID := r.ID
 	p.Shards.Last, p.Generation = r.Shards.Last, c.Generation
-	p.Origin.Last = max(p.Origin.Last, r.Shards.Last)
 	merged := p.clone()
 	d.Partitions = slices.DeleteFunc(d.Partitions, func(q Partition) bool { return q.ID == rightID })
 	d.record(Event{Op: OpMerge, Generation: c.Generation, At: normTime(cmd.Now), Left: merged.ID, Right: rightID, AtShard: merged.Shards.First})
 	return Result{Generation: c.Generation, Partitions: []Partition{merged}}, nil
+}
+
+// merged reports whether the datastore's history holds the merge of right into left.
+func (d *Datastore) merged(left, right int) bool {
+	for _, e := range d.History {
+		if e.Op == OpMerge && e.Left == left && e.Right == right {
+			return true
+		}
+	}
+	return false
 }
 
 // setReplicas applies OpSetReplicas.
@@ -580,8 +596,8 @@ func (c *Catalog) Check() error {
 			if err := checkPlacement(d.Mode, p.Replicas, p.Cluster); err != nil {
 				return bad("partition %d: %v", p.ID, err)
 			}
-			if p.Origin.First > p.Shards.First || p.Origin.Last < p.Shards.Last {
-				return bad("partition %d: origin [%d, %d] does not hold its range [%d, %d]", p.ID, p.Origin.First, p.Origin.Last, p.Shards.First, p.Shards.Last)
+			if p.Origin.First != p.Shards.First || p.Origin.Last < p.Origin.First {
+				return bad("partition %d: origin [%d, %d] does not start its range [%d, %d]", p.ID, p.Origin.First, p.Origin.Last, p.Shards.First, p.Shards.Last)
 			}
 		}
 		if last := d.Partitions[len(d.Partitions)-1].Shards.Last; last != d.Shards-1 {

@@ -145,6 +145,12 @@ func TestSplitAndMerge(t *testing.T) {
 	assert.Equal(t, cells.ShardRange{First: 20, Last: 31}, res.Partitions[0].Shards, "merged range")
 	assert.Equal(t, []int{0, 1, 4, 2, 3}, ids(d))
 	assert.Nil(t, d.Partition(5), "the right partition is gone")
+	again, err := c.Apply(Command{Op: OpMerge, Datastore: "trips", Partition: 4, Right: 5, ExpectGeneration: gen, Now: now})
+	require.NoError(t, err, "the same merge again")
+	assert.Equal(t, res, again, "the same merge again answers the merged partition")
+	assert.Equal(t, gen+1, c.Generation, "and changes nothing")
+	_, err = c.Apply(Command{Op: OpMerge, Datastore: "trips", Partition: 1, Right: 5, ExpectGeneration: gen})
+	assert.ErrorIs(t, err, ErrNotFound, "a merge of the gone partition into another")
 	_, err = c.Apply(Command{Op: OpSplit, Datastore: "trips", Partition: 5, AtShard: 26})
 	assert.ErrorIs(t, err, ErrNotFound, "split of a merged-away partition")
 	// IDs are never reused.

@@ -70,6 +70,21 @@ func (c *Client) adminRequest(op, method, path string, body any, opts []AdminOpt
 	return r, nil
 }
 
+// adminChange sends the admin change op (adminRequest: method, path and body, JSON-encoded),
+// answered 200, and decodes the answer into v. It returns the answer for the caller's checks
+// of its content (badResponse), and the errors of adminRequest, do and decode.
+func (c *Client) adminChange(ctx context.Context, op, method, path string, body any, opts []AdminOption, v any) (answer, error) {
+	r, err := c.adminRequest(op, method, path, body, opts)
+	if err != nil {
+		return answer{}, err
+	}
+	ans, err := c.do(ctx, r)
+	if err != nil {
+		return answer{}, err
+	}
+	return ans, decode(op, ans, v)
+}
+
 // partitionPath returns /v1/admin/partitions/{ds}/{pid} followed by suffix. pid is sent as it
 // is: the node answers a negative one 400 invalid_argument, field "partition".
 func partitionPath(ds string, pid int, suffix string) string {

@@ -79,6 +79,37 @@ func stall(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// checkChangeRetries checks the retries of an admin change that is not idempotent (call,
+// sent with a client of two endpoints): answered 503 by the first node (nothing done), it is
+// sent again to the second, which answers with ok; answered 504 or timing out, it ends with
+// ErrIndeterminate and the second node is not asked.
+func checkChangeRetries(t *testing.T, ok http.HandlerFunc, call func(c *client.Client) error) {
+	t.Helper()
+	for _, tc := range []struct {
+		name    string
+		first   http.HandlerFunc
+		wantErr error // nil: retried on the second node, which answers
+	}{
+		{"503", apiError(503, wire.CodeUnavailable, "cluster: unavailable: the catalog has no leader", ""), nil},
+		{"504", apiError(504, wire.CodeIndeterminate, "context deadline exceeded (the change may have been decided)", ""), client.ErrIndeterminate},
+		{"timeout", stall, client.ErrIndeterminate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAdminNode(t, tc.first)
+			b := newAdminNode(t, ok)
+			err := call(adminClient(t, a.srv.URL, b.srv.URL))
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+				assert.Zero(t, b.hits.Load(), "the second node must not be asked")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, int32(1), a.hits.Load())
+			assert.Equal(t, int32(1), b.hits.Load())
+		})
+	}
+}
+
 // adminClient is a client of the nodes' URLs with fast retries and a short admin timeout.
 func adminClient(t *testing.T, urls ...string) *client.Client {
 	t.Helper()

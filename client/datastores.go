@@ -9,17 +9,18 @@ import (
 	"github.com/schemaless-db/schemaless/wire"
 )
 
-// The catalog calls (/v1/admin/datastores, and the split of a partition): the datastores of the
-// cluster's replicated catalog, created, dropped and re-partitioned at run time. See
-// docs/api.md, "Datastores". They need the admin role.
+// The catalog calls (/v1/admin/datastores, the split of a partition and the merge of two): the
+// datastores of the cluster's replicated catalog, created, dropped and re-partitioned at run
+// time. See docs/api.md, "Datastores". They need the admin role.
 //
-// Retries are those of the admin changes (admin.go): CreateDatastore, DropDatastore and
-// SplitPartition are retried only when they certainly did not start (not sent; 503, 429 or
-// 408: the catalog had no leader, nothing was done). A timeout or a connection lost after
-// sending, and a 504 (the node ran out of time while the catalog applied the change), end the
-// call with ErrIndeterminate: the change may have been applied, and Datastores tells.
-// AdminIdempotent does not suit them: a creation sent again after it was applied answers
-// ErrConflict, a drop ErrNotFound, a split splits again.
+// Retries are those of the admin changes (admin.go): CreateDatastore, DropDatastore,
+// SplitPartition and MergePartitions are retried only when they certainly did not start (not
+// sent; 503, 429 or 408: the catalog had no leader, nothing was done). A timeout or a
+// connection lost after sending, and a 504 (the node ran out of time while the catalog applied
+// the change), end the call with ErrIndeterminate: the change may have been applied, and
+// Datastores tells. AdminIdempotent does not suit them: a creation sent again after it was
+// applied answers ErrConflict, a drop ErrNotFound, a split splits again, a merge is refused
+// (its right partition is gone: ErrNotFound).
 
 // CreateDatastore creates datastore req.Name in the cluster's catalog (POST
 // /v1/admin/datastores) and returns the catalog generation the creation made, the datastore
@@ -144,16 +145,9 @@ func (c *Client) SplitPartition(ctx context.Context, ds string, pid int, atShard
 	case atShard < 0:
 		return wire.SplitResponse{}, fmt.Errorf("client: %s: %w: at_shard %d is negative (0: where its load divides best, else the middle of its range)", op, ErrInvalidArgument, atShard)
 	}
-	r, err := c.adminRequest(op, http.MethodPost, partitionPath(ds, pid, "/split"), wire.SplitRequest{AtShard: atShard}, opts)
-	if err != nil {
-		return wire.SplitResponse{}, err
-	}
-	ans, err := c.do(ctx, r)
-	if err != nil {
-		return wire.SplitResponse{}, err
-	}
 	var resp wire.SplitResponse
-	if err := decode(op, ans, &resp); err != nil {
+	ans, err := c.adminChange(ctx, op, http.MethodPost, partitionPath(ds, pid, "/split"), wire.SplitRequest{AtShard: atShard}, opts, &resp)
+	if err != nil {
 		return wire.SplitResponse{}, err
 	}
 	switch {
@@ -162,6 +156,53 @@ func (c *Client) SplitPartition(ctx context.Context, ds string, pid int, atShard
 	case resp.Right.ID == pid || resp.Right.FirstShard != resp.Left.LastShard+1 || (atShard > 0 && resp.Right.FirstShard != atShard):
 		return wire.SplitResponse{}, badResponse(op, ans, "right half is partition %d from shard %d, after left half %d..%d (at_shard %d)",
 			resp.Right.ID, resp.Right.FirstShard, resp.Left.FirstShard, resp.Left.LastShard, atShard)
+	}
+	return resp, nil
+}
+
+// MergePartitions merges partition right of raft datastore ds into partition left (POST
+// /v1/admin/partitions/{ds}/merge): right must follow left (its first shard right after left's
+// last) and be on the same replicas (move replicas first with MoveReplica). Left keeps its id
+// and takes both ranges; right's id is retired. It returns the catalog generation the merge
+// made, Merged (partition left as it is now), the merge's time, and PauseMillis, how long
+// writes to right's shards waited. Every acknowledged write stays, with its added_id;
+// requests routed by an older catalog are re-routed by the nodes. It blocks until the
+// answering node has applied the merge, the attempt runs out of Config.AdminTimeout, or ctx
+// is done.
+//
+// It is retried as an admin change (see above): only when it certainly did not start (not
+// sent, or 503: the catalog had no leader, or the partitions were unavailable; nothing done).
+// AdminIdempotent does not suit it: a merge sent again after it was decided is refused, right
+// gone (ErrNotFound, Field "partition"; or ErrInvalidArgument or ErrConflict). After
+// ErrIndeterminate, Datastores tells whether it happened.
+//
+// Errors: ErrInvalidArgument (partitions not adjacent or not on the same replicas: the
+// *APIError's Field is "right" or "left"; an async datastore: "datastore"; unsent
+// when ds is empty, left or right negative, or left equals right), ErrNotFound (no such
+// datastore, Field "datastore", or partition, Field "partition"), ErrConflict (the node's
+// store cannot merge, it needs pebble; or the partitions changed while the merge was decided),
+// ErrUnavailable (nothing merged), ErrIndeterminate, ErrInternal (also a node without a
+// catalog: 501), ErrBadResponse (also an answer about another partition), or ctx's error.
+func (c *Client) MergePartitions(ctx context.Context, ds string, left, right int, opts ...AdminOption) (wire.MergeResponse, error) {
+	const op = "admin_merge_partitions"
+	switch {
+	case ds == "":
+		return wire.MergeResponse{}, required(op, "datastore", "the raft datastore")
+	case left < 0:
+		return wire.MergeResponse{}, fmt.Errorf("client: %s: %w: left %d is negative", op, ErrInvalidArgument, left)
+	case right < 0:
+		return wire.MergeResponse{}, fmt.Errorf("client: %s: %w: right %d is negative", op, ErrInvalidArgument, right)
+	case left == right:
+		return wire.MergeResponse{}, fmt.Errorf("client: %s: %w: right %d is left too: merge two partitions", op, ErrInvalidArgument, right)
+	}
+	var resp wire.MergeResponse
+	path := "/v1/admin/partitions/" + url.PathEscape(ds) + "/merge"
+	ans, err := c.adminChange(ctx, op, http.MethodPost, path, wire.MergeRequest{Left: left, Right: right}, opts, &resp)
+	if err != nil {
+		return wire.MergeResponse{}, err
+	}
+	if resp.Merged.ID != left {
+		return wire.MergeResponse{}, badResponse(op, ans, "merged partition is %d, want %d", resp.Merged.ID, left)
 	}
 	return resp, nil
 }

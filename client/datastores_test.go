@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -101,30 +100,10 @@ func TestDatastoreErrors(t *testing.T) {
 	_, err = c.Datastores(ctx) // a read: retried after a 5xx, then failed
 	assert.ErrorIs(t, err, client.ErrInternal, "a node without a catalog (501)")
 
-	for _, tc := range []struct {
-		name    string
-		first   http.HandlerFunc
-		wantErr error // nil: retried on the second node, which answers
-	}{
-		{"503", apiError(503, wire.CodeUnavailable, "cluster: unavailable: the catalog has no leader", ""), nil},
-		{"504", apiError(504, wire.CodeIndeterminate, "context deadline exceeded (the change may still be applied)", ""), client.ErrIndeterminate},
-		{"timeout", stall, client.ErrIndeterminate},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a := newAdminNode(t, tc.first)
-			b := newAdminNode(t, answer(201, wire.CreateDatastoreResponse{Generation: 4, Datastore: testDatastoreInfo}))
-			c := adminClient(t, a.srv.URL, b.srv.URL)
-			_, err := c.CreateDatastore(ctx, wire.CreateDatastoreRequest{Name: "users", Shards: 8})
-			if tc.wantErr != nil {
-				require.ErrorIs(t, err, tc.wantErr)
-				assert.Zero(t, b.hits.Load(), "the second node must not be asked")
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, int32(1), a.hits.Load())
-			assert.Equal(t, int32(1), b.hits.Load())
-		})
-	}
+	checkChangeRetries(t, answer(201, wire.CreateDatastoreResponse{Generation: 4, Datastore: testDatastoreInfo}), func(c *client.Client) error {
+		_, err := c.CreateDatastore(ctx, wire.CreateDatastoreRequest{Name: "users", Shards: 8})
+		return err
+	})
 }
 
 // recordingCatalog is an api.CatalogBackend recording the options of each creation.
@@ -133,6 +112,7 @@ type recordingCatalog struct {
 	creates []cluster.CreateDatastoreOptions
 	drops   []string
 	splits  []string // ds/pid@atShard
+	merges  []string // ds/left+right
 }
 
 func (b *recordingCatalog) CreateDatastore(_ context.Context, o cluster.CreateDatastoreOptions) (wire.CreateDatastoreResponse, error) {
@@ -172,19 +152,37 @@ func (b *recordingCatalog) SplitPartition(_ context.Context, ds string, pid int,
 		Right: wire.CatalogPartition{ID: pid + 1, FirstShard: atShard, LastShard: 7, Parent: pid}}, nil
 }
 
+// MergePartitions merges right into left, shards 0..3 and 4..7, when right is left+1; else it
+// refuses right as the cluster does.
+func (b *recordingCatalog) MergePartitions(_ context.Context, ds string, left, right int) (wire.MergeResponse, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.merges = append(b.merges, fmt.Sprintf("%s/%d+%d", ds, left, right))
+	if right != left+1 {
+		return wire.MergeResponse{}, &cluster.FieldError{Field: "right", Msg: fmt.Sprintf("partition %d does not follow partition %d", right, left)}
+	}
+	return wire.MergeResponse{Generation: 3, TookMillis: 20, PauseMillis: 2, Merged: wire.CatalogPartition{ID: left, LastShard: 7, Parent: -1}}, nil
+}
+
+// catalogClient returns an admin client of package api's server over cat.
+func catalogClient(t *testing.T, cat api.CatalogBackend) *client.Client {
+	t.Helper()
+	srv, err := api.NewServer(api.Backends{Node: struct{ api.NodeBackend }{}, Catalog: cat}, api.Config{})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return adminClient(t, hs.URL)
+}
+
 // TestDatastoreThroughAPI sends the catalog calls to package api's server: the replicas the
 // client sends (a count, a list) reach the catalog as the API reads them; the confirmation
 // names the datastore; the API's refusals come back with their field.
 func TestDatastoreThroughAPI(t *testing.T) {
 	ctx := context.Background()
 	cat := &recordingCatalog{}
-	srv, err := api.NewServer(api.Backends{Node: struct{ api.NodeBackend }{}, Catalog: cat}, api.Config{})
-	require.NoError(t, err)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	c := adminClient(t, hs.URL)
+	c := catalogClient(t, cat)
 
-	_, err = c.CreateDatastore(ctx, wire.CreateDatastoreRequest{Name: "a", Shards: 8, Replicas: 5})
+	_, err := c.CreateDatastore(ctx, wire.CreateDatastoreRequest{Name: "a", Shards: 8, Replicas: 5})
 	require.NoError(t, err)
 	_, err = c.CreateDatastore(ctx, wire.CreateDatastoreRequest{Name: "b", Shards: 8, Replicas: []string{"n1", "n2"}})
 	require.NoError(t, err)

@@ -63,6 +63,7 @@
 //	CreateDatastore POST  /v1/admin/datastores                            admin change
 //	DropDatastore  DELETE /v1/admin/datastores/{name}?confirm={name}      admin change
 //	SplitPartition POST   /v1/admin/partitions/{ds}/{p}/split             admin change
+//	MergePartitions POST  /v1/admin/partitions/{ds}/merge                 admin change
 //	Drain          POST   /v1/admin/nodes/{node}/drain                    admin change
 //	Backup         GET    /v1/admin/backup/{ds}/{p}                       read until the stream starts
 //	Restore        POST   /v1/admin/restore/{ds}/{p}[?force=true]         admin change, streamed body

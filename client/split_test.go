@@ -2,14 +2,11 @@ package client_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/wire"
 )
@@ -81,30 +78,10 @@ func TestSplitErrors(t *testing.T) {
 	assert.ErrorIs(t, err, client.ErrInternal, "a node without a catalog (501)")
 	assert.Equal(t, int32(6), n.hits.Load(), "each error of a split is final: one request per call")
 
-	for _, tc := range []struct {
-		name    string
-		first   http.HandlerFunc
-		wantErr error // nil: retried on the second node, which answers
-	}{
-		{"503", apiError(503, wire.CodeUnavailable, "cluster: unavailable: the catalog has no leader", ""), nil},
-		{"504", apiError(504, wire.CodeIndeterminate, "context deadline exceeded (the split may have been decided)", ""), client.ErrIndeterminate},
-		{"timeout", stall, client.ErrIndeterminate},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a := newAdminNode(t, tc.first)
-			b := newAdminNode(t, answer(200, testSplit))
-			c := adminClient(t, a.srv.URL, b.srv.URL)
-			_, err := c.SplitPartition(ctx, "trips", 2, 6)
-			if tc.wantErr != nil {
-				require.ErrorIs(t, err, tc.wantErr)
-				assert.Zero(t, b.hits.Load(), "the second node must not be asked")
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, int32(1), a.hits.Load())
-			assert.Equal(t, int32(1), b.hits.Load())
-		})
-	}
+	checkChangeRetries(t, answer(200, testSplit), func(c *client.Client) error {
+		_, err := c.SplitPartition(ctx, "trips", 2, 6)
+		return err
+	})
 }
 
 // TestSplitThroughAPI sends SplitPartition to package api's server: the partition and at_shard
@@ -113,11 +90,7 @@ func TestSplitErrors(t *testing.T) {
 func TestSplitThroughAPI(t *testing.T) {
 	ctx := context.Background()
 	cat := &recordingCatalog{}
-	srv, err := api.NewServer(api.Backends{Node: struct{ api.NodeBackend }{}, Catalog: cat}, api.Config{})
-	require.NoError(t, err)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	c := adminClient(t, hs.URL)
+	c := catalogClient(t, cat)
 
 	res, err := c.SplitPartition(ctx, "trips", 0, 0)
 	require.NoError(t, err)

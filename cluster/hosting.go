@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/hclogslog"
 	"github.com/schemaless-db/schemaless/partition"
@@ -267,6 +268,8 @@ func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *r
 	if ds.Mode == topology.ModeRaft {
 		pc.SplitStore = n.splitStore(ds.Name)
 		pc.OnSplit = func(fsm.SplitEvent) { n.kickSplits() }
+		pc.MergeSource = n.mergeSource(ds.Name)
+		pc.OnMerge = func(e fsm.MergeEvent) { n.retireMerged(ds.Name, e.Right) }
 	}
 	pc.NodeID = n.cfg.NodeID
 	pc.Dir = dir
@@ -396,30 +399,40 @@ func (n *Node) Unhost(ctx context.Context, ds string, pid int) error {
 	if err := r.closeReplica(); err != nil {
 		n.log.Warn("closing a removed replica", "datastore", ds, "partition", pid, "error", err)
 	}
-	if err := os.RemoveAll(n.replicaDir(ds, pid)); err != nil {
+	if err := n.deleteReplicaData(ctx, storage.PartitionID{Datastore: ds, Partition: pid}, ps); err != nil {
+		return err
+	}
+	n.refreshGossip()
+	n.log.Info("dropped a removed replica", "datastore", ds, "partition", pid)
+	return nil
+}
+
+// deleteReplicaData deletes what this node holds of a replica that is closed: its raft log
+// and snapshots, and its tables and applied state (through ps, its store, or the store opened
+// here when ps is nil; either way closed after).
+func (n *Node) deleteReplicaData(ctx context.Context, id storage.PartitionID, ps *storage.PartitionStore) error {
+	if err := os.RemoveAll(n.replicaDir(id.Datastore, id.Partition)); err != nil {
 		return fmt.Errorf("cluster: remove replica data: %w", err)
 	}
 	n.nodeLogMu.Lock()
 	nodeLog := n.nodeLog
 	n.nodeLogMu.Unlock()
-	if err := partition.DropLog(nodeLog, storage.PartitionID{Datastore: ds, Partition: pid}); err != nil {
+	if err := partition.DropLog(nodeLog, id); err != nil {
 		return fmt.Errorf("cluster: drop the replica's raft log: %w", err)
 	}
 	if ps == nil {
 		var err error
-		if ps, err = n.cfg.Store.Partition(ctx, storage.PartitionID{Datastore: ds, Partition: pid}, r.spec.Shards()); err != nil {
+		if ps, err = n.cfg.Store.Partition(ctx, id, cells.ShardRange{First: 0, Last: cells.MaxShards - 1}); err != nil {
 			return fmt.Errorf("cluster: %w", err)
 		}
 	}
 	if err := resetStore(ctx, ps); err != nil {
 		_ = ps.Close()
-		return fmt.Errorf("cluster: drop removed replica's tables: %w", err)
+		return fmt.Errorf("cluster: drop the replica's tables: %w", err)
 	}
 	if err := ps.Close(); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	n.refreshGossip()
-	n.log.Info("dropped a removed replica", "datastore", ds, "partition", pid)
 	return nil
 }
 
@@ -453,6 +466,7 @@ func (n *Node) watchReplicas(stop <-chan struct{}) {
 		}
 		changed := false
 		n.reconcileSplits()
+		n.reconcileMerges()
 		for _, d := range n.datastores() {
 			for _, r := range d.partitions {
 				p := r.replica()

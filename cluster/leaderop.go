@@ -132,6 +132,8 @@ func (n *Node) leaderRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+schemaOp.path, serveLeaderOp(n, schemaOp))
 	mux.HandleFunc("POST "+groupOp.path, serveLeaderOp(n, groupOp))
 	mux.HandleFunc("POST "+splitOp.path, serveLeaderOp(n, splitOp))
+	mux.HandleFunc("POST "+freezeOp.path, serveLeaderOp(n, freezeOp))
+	mux.HandleFunc("POST "+mergeOp.path, serveLeaderOp(n, mergeOp))
 }
 
 // callLeaderOp runs c on the leader of partition r of datastore ds: on the local replica when

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"sync"
 	"time"
@@ -157,13 +156,9 @@ func (n *Node) readLogGroups(ctx context.Context, ds string, req LogRead, order 
 	return found, errors.Join(errs...)
 }
 
-// CoordinatorShard returns the shard whose partition holds the coordinator state of group: a
-// stable hash (FNV-1a, 32 bits) of the name modulo the shard count.
-func CoordinatorShard(group string, shards int) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(group))
-	return int(h.Sum32() % uint32(shards))
-}
+// CoordinatorShard returns the shard whose partition holds the coordinator state of group
+// (consumer.CoordinatorShard: a stable hash of the name modulo the shard count).
+func CoordinatorShard(group string, shards int) int { return consumer.CoordinatorShard(group, shards) }
 
 // GroupApply runs one consumer-group command on the group's coordinator (the leader of the
 // partition holding CoordinatorShard), setting cmd.Shards to the datastore's shard count.

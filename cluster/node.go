@@ -154,6 +154,12 @@ type Node struct {
 	closeErr   error
 	cat        catalogState  // the catalog: this node's replica of it, its view, its follower (catalog.go)
 	splitKick  chan struct{} // wakes splitLoop: a split was applied here (split.go)
+	// retiring holds the partitions merged into a replica here whose data is still to be
+	// deleted (merge.go).
+	retiring struct {
+		sync.Mutex
+		ids map[storage.PartitionID]bool
+	}
 }
 
 // nodeView is the set of datastores a node serves at one moment: by name, and as a topology (the
@@ -182,8 +188,12 @@ type route struct {
 	spec    *topology.PartitionSpec
 	ds      *topology.DatastoreSpec
 	created uint64 // the datastore's (datastore.created)
-	// splitting is set while this node proposes a split of the partition (reconcileSplits).
+	// splitting is set while this node proposes a split or merge of the partition
+	// (reconcileSplits, reconcileMerges).
 	splitting atomic.Bool
+	// frozenSince is when this node, leading the partition, first saw it frozen for a merge
+	// (UnixNano; 0: not seen so: reconcileMerges).
+	frozenSince atomic.Int64
 	// part is the partition this node serves (see local): its raft replica, or, for an async
 	// datastore, the partition every node serves. nil when the node hosts no replica.
 	part  atomic.Pointer[Partition]

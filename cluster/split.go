@@ -38,11 +38,11 @@ import (
 // partition: the sender re-routes it.
 const shardOutOfRangeKind = "shard-out-of-range"
 
-// rerouteWait bounds the wait of a request refused as out of range for the catalog's next
-// generation; rerouteAttempts bounds how often it is sent again.
+// rerouteAttempts bounds how often a request refused as out of range is sent again;
+// rerouteBackoff is the longest wait between two sends.
 const (
-	rerouteWait     = 5 * time.Second
-	rerouteAttempts = 4
+	rerouteAttempts = 10
+	rerouteBackoff  = time.Second
 )
 
 // catalogGeneration returns the generation of the catalog this node serves (0: none yet).
@@ -79,8 +79,8 @@ func (n *Node) waitCatalogAfter(ctx context.Context, g uint64, wait time.Duratio
 }
 
 // rerouted runs op, which routes by this node's catalog, and runs it again when a partition
-// refused it as out of range (a split moved a shard: the refusal applied nothing) once this
-// node serves a newer catalog, up to rerouteAttempts times.
+// refused it as out of range (a split or merge moved a shard: the refusal applied nothing),
+// after awaitReroute, up to rerouteAttempts times.
 func rerouted[T any](ctx context.Context, n *Node, op func() (T, error)) (T, error) {
 	for attempt := 1; ; attempt++ {
 		g := n.catalogGeneration()
@@ -88,10 +88,21 @@ func rerouted[T any](ctx context.Context, n *Node, op func() (T, error)) (T, err
 		if err == nil || !errors.Is(err, command.ErrShardOutOfRange) || attempt == rerouteAttempts {
 			return res, err
 		}
-		if !n.waitCatalogAfter(ctx, g, rerouteWait) {
+		if !n.awaitReroute(ctx, g, attempt) {
 			return res, err
 		}
 	}
+}
+
+// awaitReroute waits before the attempt-th resend of a request refused as out of range under
+// catalog generation g: until this node serves a newer catalog (a split: the shard has another
+// partition now), or for a moment that doubles with each attempt up to rerouteBackoff (a merge:
+// the catalog gave the shard to the left partition, which refuses it until it has applied the
+// merge). It reports false when ctx ended.
+func (n *Node) awaitReroute(ctx context.Context, g uint64, attempt int) bool {
+	wait := min(rerouteBackoff, 10*time.Millisecond<<min(attempt, 10))
+	n.waitCatalogAfter(ctx, g, wait)
+	return ctx.Err() == nil
 }
 
 // awaitPartition returns datastore ds once it has partition pid here, waiting up to wait for
@@ -282,7 +293,14 @@ func (n *Node) reshapeDatastore(od *datastore, spec *topology.DatastoreSpec) *da
 		d.partitions = append(d.partitions, r)
 	}
 	for _, or := range old {
-		if err := or.closeReplica(); err != nil {
+		// Gone by a merge: its replica closes, its store too (the merge reads it from there,
+		// and the node deletes it once merged: retireMergedLocked).
+		var errs []error
+		if p := or.replica(); p != nil {
+			ps := p.Store()
+			errs = append(errs, or.closeReplica(), ps.Close())
+		}
+		if err := errors.Join(errs...); err != nil {
 			n.log.Warn("closing a partition gone from the catalog", "datastore", spec.Name, "partition", or.spec.ID, "error", err)
 		}
 	}
@@ -298,19 +316,21 @@ func (n *Node) kickSplits() {
 	}
 }
 
-// splitLoop opens the replicas of new partitions whenever a split is applied here, until the
-// node closes.
+// splitLoop opens the replicas of new partitions whenever a split is applied here, and deletes
+// the data of merged partitions (retireMergedLocked), until the node closes.
 func (n *Node) splitLoop() {
 	for {
 		select {
 		case <-n.stopWatch:
 			return
 		case <-n.splitKick:
+		case <-time.After(2 * time.Second): // a merged partition waits for the catalog here
 		}
 		n.hostMu.Lock()
 		if !n.hostClosed {
 			ctx, cancel := n.untilClose(context.Background())
 			n.openSplitReplicasLocked(ctx)
+			n.retireMergedLocked(ctx)
 			cancel()
 		}
 		n.hostMu.Unlock()

@@ -102,6 +102,11 @@ func requestID(ds string, pid int, key string) uuid.UUID {
 // applied. A refusal by the partition (a condition, a conflict of an atomic request, a schema,
 // a reused key) is not an error: see WriteResponse.
 func (n *Node) Write(ctx context.Context, ds string, req WriteRequest) (WriteResponse, error) {
+	return n.write(ctx, ds, req, 1)
+}
+
+// write is Write's attempt-th try: a share refused as out of range goes again (rerouted).
+func (n *Node) write(ctx context.Context, ds string, req WriteRequest, attempt int) (WriteResponse, error) {
 	gen := n.catalogGeneration() // before the routes are read: a refusal waits for a newer one
 	d, err := n.datastore(ds)
 	if err != nil {
@@ -155,14 +160,14 @@ func (n *Node) Write(ctx context.Context, ds string, req WriteRequest) (WriteRes
 	}
 	wg.Wait()
 	for gi, r := range order {
-		if errs[gi] != nil && errors.Is(errs[gi], command.ErrShardOutOfRange) && n.waitCatalogAfter(ctx, gen, rerouteWait) {
-			// The partition split and refused this share, applying none of it: the share goes
-			// again, by the newer catalog, in the order of its cells.
+		if errs[gi] != nil && errors.Is(errs[gi], command.ErrShardOutOfRange) && attempt < rerouteAttempts && n.awaitReroute(ctx, gen, attempt) {
+			// The partition split or merged and refused this share, applying none of it: the
+			// share goes again, by the newer catalog, in the order of its cells.
 			sub := WriteRequest{IdempotencyKey: req.IdempotencyKey, Cells: make([]cells.Cell, len(groups[r]))}
 			for j, i := range groups[r] {
 				sub.Cells[j] = req.Cells[i]
 			}
-			resp, err := n.Write(ctx, ds, sub)
+			resp, err := n.write(ctx, ds, sub, attempt+1)
 			results[gi], errs[gi] = resp.WriteResult, err
 		}
 	}

@@ -40,10 +40,14 @@ const (
 	KindAppend Kind = 6
 	// KindSplit is a partition split (*Split).
 	KindSplit Kind = 7
+	// KindFreeze is the freeze of a merge's right partition (*Freeze).
+	KindFreeze Kind = 8
+	// KindMerge is a merge into the left partition (*Merge).
+	KindMerge Kind = 9
 )
 
-// String names the kind: "cells", "group", "index", "schema", "erase", "append", "split", or
-// "unknown(N)".
+// String names the kind: "cells", "group", "index", "schema", "erase", "append", "split",
+// "freeze", "merge", or "unknown(N)".
 func (k Kind) String() string {
 	switch k {
 	case KindCells:
@@ -60,6 +64,10 @@ func (k Kind) String() string {
 		return "append"
 	case KindSplit:
 		return "split"
+	case KindFreeze:
+		return "freeze"
+	case KindMerge:
+		return "merge"
 	}
 	return fmt.Sprintf("unknown(%d)", byte(k))
 }
@@ -72,7 +80,8 @@ func KindOf(data []byte) Kind {
 	return Kind(data[0])
 }
 
-// Command is one command a partition applies: *Append, *Group, *Index, *Schema, *Erase or *Split.
+// Command is one command a partition applies: *Append, *Group, *Index, *Schema, *Erase, *Split,
+// *Freeze or *Merge.
 // The set is closed; Encode and Decode handle every member.
 type Command interface {
 	// CheckShards returns an error wrapping ErrShardOutOfRange when the command names a
@@ -103,6 +112,10 @@ func Encode(c Command) ([]byte, error) {
 		kind, v = KindErase, &e
 	case *Split:
 		kind, v = KindSplit, c
+	case *Freeze:
+		kind, v = KindFreeze, c
+	case *Merge:
+		kind, v = KindMerge, c
 	default:
 		return nil, fmt.Errorf("%w: encode %T", ErrBadCommand, c)
 	}
@@ -135,6 +148,10 @@ func Decode(data []byte) (Command, error) {
 		c = &Erase{}
 	case KindSplit:
 		c = &Split{}
+	case KindFreeze:
+		c = &Freeze{}
+	case KindMerge:
+		c = &Merge{}
 	default:
 		return nil, fmt.Errorf("%w: unknown kind %s", ErrBadCommand, kind)
 	}

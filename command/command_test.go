@@ -57,6 +57,9 @@ func golden(t *testing.T) map[string]command.Command {
 		"schema":      &command.Schema{CreatedAt: at, Column: "BASE", Version: 2, Text: []byte(`{"type":"object"}`)},
 		"erase":       &command.Erase{CreatedAt: at, Shard: 7, RowKey: row},
 		"split":       &command.Split{AtShard: 6, Right: 3, Generation: 12, Voters: []command.Voter{{ID: "n1", Addr: "127.0.0.1:7170"}, {ID: "n2", Addr: "127.0.0.1:7171"}}},
+		"freeze":      &command.Freeze{Into: 2, Generation: 14},
+		"thaw":        &command.Freeze{Into: 2, Generation: 14, Thaw: true},
+		"merge":       &command.Merge{Right: 3, First: 6, Last: 9, FrozenAt: 4711, Shards: 64, Generation: 15},
 	}
 }
 
@@ -178,6 +181,8 @@ func TestCheckShards(t *testing.T) {
 			assert.ErrorContains(t, err, "write 0 cell 1 names shard 9")
 		case "index":
 			assert.ErrorIs(t, err, command.ErrShardOutOfRange, "entry 0 is in shard 3")
+		case "merge":
+			assert.ErrorIs(t, err, command.ErrShardOutOfRange, "shards 6..9 do not follow 4..7")
 		default:
 			assert.NoError(t, err, name)
 		}
@@ -187,6 +192,10 @@ func TestCheckShards(t *testing.T) {
 	assert.ErrorIs(t, (&command.Erase{Shard: 3}).CheckShards(r), command.ErrShardOutOfRange)
 	for _, at := range []int32{4, 8, 0} {
 		assert.ErrorIs(t, (&command.Split{AtShard: at}).CheckShards(r), command.ErrShardOutOfRange, "split at %d of 4..7", at)
+	}
+	assert.NoError(t, (&command.Merge{First: 8, Last: 9}).CheckShards(r), "merge of 8..9 into 4..7")
+	for _, m := range [][2]int32{{7, 9}, {9, 10}, {8, 7}, {4, 7}} {
+		assert.ErrorIs(t, (&command.Merge{First: m[0], Last: m[1]}).CheckShards(r), command.ErrShardOutOfRange, "merge of %d..%d into 4..7", m[0], m[1])
 	}
 }
 

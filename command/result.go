@@ -15,9 +15,10 @@ import (
 const resultVersion byte = 1
 
 // Result is the outcome of a command as the node RPC carries it: a WriteResult (of one
-// write), an IndexResult, a SchemaResult, an EraseResult, a SplitResult or a consumer.Result.
+// write), an IndexResult, a SchemaResult, an EraseResult, a SplitResult, a FreezeResult, a
+// MergeResult or a consumer.Result.
 type Result interface {
-	WriteResult | IndexResult | SchemaResult | EraseResult | SplitResult | consumer.Result
+	WriteResult | IndexResult | SchemaResult | EraseResult | SplitResult | FreezeResult | MergeResult | consumer.Result
 }
 
 // EncodeResult returns the encoded form of r: a version byte, then MessagePack (a WriteResult

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,15 @@ const (
 	// ShardRowPrefix starts the key of a shard's lease row: "shard/<n>", n in decimal.
 	ShardRowPrefix = "shard/"
 )
+
+// CoordinatorShard returns the shard whose partition holds the coordinator state of group in a
+// datastore of shards shards: a stable hash (FNV-1a, 32 bits) of the name modulo the shard
+// count.
+func CoordinatorShard(group string, shards int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(group))
+	return int(h.Sum32() % uint32(shards))
+}
 
 // ShardRow returns the key of shard s's lease row.
 func ShardRow(s int) string { return ShardRowPrefix + strconv.Itoa(s) }

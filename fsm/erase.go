@@ -12,7 +12,8 @@ import (
 	"github.com/schemaless-db/schemaless/storage"
 )
 
-// applyWithErases is ApplyBatch for a batch holding erase or split entries: the entries take
+// applyWithErases is ApplyBatch for a batch holding erase, split, freeze or merge entries
+// (appliedAlone): the entries take
 // effect in log order, so the entries before the first erase are applied as a batch of their own
 // (one transaction), then the erase (or split) in its own transaction with its applied index,
 // then the rest the same way. It reports false, doing nothing, for a batch without an erase entry. Erasures
@@ -21,7 +22,7 @@ import (
 func (f *FSM) applyWithErases(logs []*raft.Log) ([]interface{}, bool) {
 	first := -1
 	for i, l := range logs {
-		if k := command.KindOf(l.Data); l.Type == raft.LogCommand && (k == command.KindErase || k == command.KindSplit) {
+		if l.Type == raft.LogCommand && appliedAlone(command.KindOf(l.Data)) {
 			first = i
 			break
 		}
@@ -33,15 +34,30 @@ func (f *FSM) applyWithErases(logs []*raft.Log) ([]interface{}, bool) {
 	if first > 0 {
 		out = append(out, f.ApplyBatch(logs[:first])...)
 	}
-	if command.KindOf(logs[first].Data) == command.KindSplit {
+	switch command.KindOf(logs[first].Data) {
+	case command.KindSplit:
 		out = append(out, f.applySplit(logs[first]))
-	} else {
+	case command.KindFreeze:
+		out = append(out, f.applyFreeze(logs[first]))
+	case command.KindMerge:
+		out = append(out, f.applyMerge(logs[first]))
+	default:
 		out = append(out, f.applyErase(logs[first]))
 	}
 	if rest := logs[first+1:]; len(rest) > 0 {
 		out = append(out, f.ApplyBatch(rest)...) // splits again at the next erase
 	}
 	return out, true
+}
+
+// appliedAlone reports whether entries of kind k are applied in a transaction of their own:
+// erases, splits, freezes and merges.
+func appliedAlone(k command.Kind) bool {
+	switch k {
+	case command.KindErase, command.KindSplit, command.KindFreeze, command.KindMerge:
+		return true
+	}
+	return false
 }
 
 // applyErase applies one erase entry in its own transaction: the row's cells deleted (the rows

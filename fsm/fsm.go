@@ -67,6 +67,14 @@ type Config struct {
 	// OnSplit, when set, is called on the FSM goroutine after a split is applied and committed.
 	// It must not block: the partition's raft log waits for it.
 	OnSplit func(SplitEvent)
+	// MergeSource opens this node's store of partition right, the frozen right partition of a
+	// merge into this one (command.Merge), and returns it with the function that releases it
+	// once its state is copied. Nil: this replica refuses merges (deterministic, as for
+	// SplitStore).
+	MergeSource func(ctx context.Context, right int) (Store, func() error, error)
+	// OnMerge, when set, is called on the FSM goroutine after a merge is applied and
+	// committed. It must not block.
+	OnMerge func(MergeEvent)
 }
 
 // DefaultConfig returns a Config with every default set and no Store.

@@ -348,12 +348,22 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	// A snapshot taken after a split holds less than a replica that has not applied it: the
-	// first shard never moves, the last may be lower.
-	if h.FirstShard != f.shards.First || h.LastShard > f.shards.Last || h.LastShard < h.FirstShard {
+	// A snapshot taken after a split, a freeze or a merge holds less or more than a replica
+	// that has not applied it: the first shard never moves, the last may be lower (empty when
+	// frozen) or higher.
+	if h.FirstShard != f.shards.First || h.LastShard < h.FirstShard-1 {
 		return fmt.Errorf("%w: shards %d..%d, partition holds %d..%d", ErrBadSnapshot, h.FirstShard, h.LastShard, f.shards.First, f.shards.Last)
 	}
 	snapShards := cells.ShardRange{First: h.FirstShard, Last: h.LastShard}
+	if snapShards.Last > f.shards.Last {
+		// The store takes the records of the wider range; it goes back if the restore fails.
+		f.cfg.Store.SetShards(snapShards)
+		defer func(old cells.ShardRange) {
+			if f.Shards() != snapShards {
+				f.cfg.Store.SetShards(old)
+			}
+		}(f.shards)
+	}
 	dec := msgpack.NewDecoder(br)
 	// The KV records come first; the first other record is kept for next.
 	var (

@@ -88,7 +88,7 @@ func encodeRange(r cells.ShardRange) []byte {
 
 func decodeRange(b []byte) (cells.ShardRange, error) {
 	var v []int
-	if err := msgpack.Unmarshal(b, &v); err != nil || len(v) != 2 || v[0] < 0 || v[1] < v[0] {
+	if err := msgpack.Unmarshal(b, &v); err != nil || len(v) != 2 || v[0] < 0 || v[1] < v[0]-1 { // empty: frozen
 		return cells.ShardRange{}, fmt.Errorf("fsm: malformed %s row (%v)", RangeKey, err)
 	}
 	return cells.ShardRange{First: v[0], Last: v[1]}, nil
@@ -97,20 +97,27 @@ func decodeRange(b []byte) (cells.ShardRange, error) {
 // ReadSplitOrigin returns the SplitOrigin a partition made by a split holds, and false for any
 // other partition.
 func ReadSplitOrigin(ctx context.Context, st Store) (SplitOrigin, bool, error) {
-	kvs, err := st.ScanKV(ctx, SplitKey)
+	return readRow[SplitOrigin](ctx, st, SplitKey)
+}
+
+// readRow returns the MessagePack value of the KV row key of st, and false when there is none.
+func readRow[T any](ctx context.Context, st interface {
+	ScanKV(ctx context.Context, prefix string) ([]storage.KV, error)
+}, key string) (T, bool, error) {
+	var v T
+	kvs, err := st.ScanKV(ctx, key)
 	if err != nil {
-		return SplitOrigin{}, false, err
+		return v, false, err
 	}
 	for _, kv := range kvs {
-		if kv.Key == SplitKey {
-			var o SplitOrigin
-			if err := msgpack.Unmarshal(kv.Value, &o); err != nil {
-				return SplitOrigin{}, false, fmt.Errorf("fsm: malformed %s row: %w", SplitKey, err)
+		if kv.Key == key {
+			if err := msgpack.Unmarshal(kv.Value, &v); err != nil {
+				return v, false, fmt.Errorf("fsm: malformed %s row: %w", key, err)
 			}
-			return o, true, nil
+			return v, true, nil
 		}
 	}
-	return SplitOrigin{}, false, nil
+	return v, false, nil
 }
 
 // applySplit applies one split entry on its own: the right half's state copied into the right

@@ -20,7 +20,7 @@ import (
 	"github.com/schemaless-db/schemaless/storage"
 )
 
-func splitLog(t *testing.T, index uint64, s *command.Split) *raft.Log {
+func entryLog(t *testing.T, index uint64, s command.Command) *raft.Log {
 	t.Helper()
 	data, err := command.Encode(s)
 	require.NoError(t, err)
@@ -100,7 +100,7 @@ func testSplit(t *testing.T, sameStore bool) {
 	commit := groupLog(t, 42, at, "billing", consumer.Command{Op: consumer.OpCommit, Worker: "w1", Shards: 16,
 		Commits: []consumer.Offset{{Shard: 9, Epoch: 1, Offset: 1}, {Shard: 11, Epoch: 1, Offset: 2}}})
 	voters := []command.Voter{{ID: "n1", Addr: "127.0.0.1:1"}, {ID: "n2", Addr: "127.0.0.1:2"}}
-	split := splitLog(t, 43, &command.Split{AtShard: 10, Right: 7, Generation: 5, Voters: voters})
+	split := entryLog(t, 43, &command.Split{AtShard: 10, Right: 7, Generation: 5, Voters: voters})
 	after := cmdLog(t, 44, at, cell(10, 900, "BASE", 1, body(t, `{"late":true}`)), cell(8, 901, "BASE", 1, body(t, `{"kept":true}`)))
 	before := dump(t, parent)
 	movedWant := scanShards(t, parent, rightRange)
@@ -163,7 +163,7 @@ func testSplit(t *testing.T, sameStore bool) {
 	assert.Equal(t, max10+1, res[0].writes()[0].Cells[0].AddedID, "shard 10's added_ids continue in the right partition")
 
 	// A second split at 10 is refused; the applied index moves.
-	again := responses(t, f.ApplyBatch([]*raft.Log{splitLog(t, 45, &command.Split{AtShard: 10, Right: 8})}))
+	again := responses(t, f.ApplyBatch([]*raft.Log{entryLog(t, 45, &command.Split{AtShard: 10, Right: 8})}))
 	assert.ErrorIs(t, again[0].Err, command.ErrShardOutOfRange)
 	assert.Equal(t, uint64(45), f.Applied().Index)
 

@@ -472,7 +472,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if convErr != nil {
 		sum.Violations = append(sum.Violations, convErr.Error())
 	}
-	if sum.Faults[Split] > 0 {
+	if sum.Faults[Split]+sum.Faults[Merge] > 0 {
 		sum.Partitions = map[string]int{}
 		for _, d := range c.Topology().Datastores {
 			if d.Mode == topology.ModeRaft {
@@ -577,7 +577,7 @@ func (s *Summary) Print(w io.Writer) {
 		for _, k := range slices.Sorted(maps.Keys(s.Partitions)) {
 			parts = append(parts, fmt.Sprintf("%s %d", k, s.Partitions[k]))
 		}
-		fmt.Fprintf(w, "  partitions after the splits: %s\n", strings.Join(parts, ", "))
+		fmt.Fprintf(w, "  partitions after the splits and merges: %s\n", strings.Join(parts, ", "))
 	}
 	fmt.Fprintf(w, "  operations:\n")
 	for _, k := range slices.Sorted(maps.Keys(s.Ops)) {

@@ -16,9 +16,10 @@ import (
 // Split splits a random raft partition of a random datastore at a random shard boundary inside
 // it, through the nodes' admin API (POST /v1/admin/partitions/{ds}/{p}/split) while the
 // traffic runs: the left half keeps the partition's id and the shards below the boundary, the
-// right half is a new partition on the same replicas. An instant fault: nothing is undone
-// (the cluster cannot merge), so a run's partitions only grow in number; the checks learn
-// them from the catalog (Cluster.RefreshPlacement). It needs the pebble store.
+// right half is a new partition on the same replicas. One fault in mergeShare merges two
+// neighbouring partitions instead, when there are any (merge.go). An instant fault; the
+// checks learn the partitions from the catalog (Cluster.RefreshPlacement). It needs the pebble
+// store.
 const Split = "split"
 
 // CapacityNemeses lists the nemeses that change how a datastore is partitioned. They are not
@@ -141,6 +142,11 @@ func (n *Nemesis) startSplit(ctx context.Context) (func(), time.Duration, error)
 	cancel()
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: read the catalog: %w", Split, err)
+	}
+	if n.split.rng.IntN(mergeShare) == 0 {
+		if end, ok, err := n.startMerge(ctx, cl, ids, cat.Datastores); ok {
+			return end, time.Millisecond, err
+		}
 	}
 	ds, p, at, ok := pickSplit(n.split.rng, splitCandidates(cat.Datastores, n.raftDatastores(), n.split.exclude, MaxSplitPartitions))
 	if !ok {

@@ -283,3 +283,28 @@ func TestSplitDone(t *testing.T) {
 	_, _, ok = splitDone(after, "idx", 0, 2)
 	assert.False(t, ok, "another datastore")
 }
+
+// TestMergeCandidates: only neighbours on the same replicas, of raft datastores not excluded,
+// are merge candidates; pickMerge draws one of them.
+func TestMergeCandidates(t *testing.T) {
+	abc, abd := []string{"a", "b", "c"}, []string{"a", "b", "d"}
+	cat := []wire.DatastoreInfo{
+		{Name: "trips", Partitions: []wire.CatalogPartition{
+			{ID: 2, FirstShard: 8, LastShard: 15, Replicas: []string{"c", "b", "a"}},
+			{ID: 0, FirstShard: 0, LastShard: 7, Replicas: abc},
+			{ID: 3, FirstShard: 16, LastShard: 20, Replicas: abd},
+		}},
+		{Name: "bank", Partitions: []wire.CatalogPartition{{ID: 0, FirstShard: 0, LastShard: 3, Replicas: abc}, {ID: 1, FirstShard: 4, LastShard: 7, Replicas: abc}}},
+		{Name: "async", Partitions: []wire.CatalogPartition{{ID: 0, FirstShard: 0, LastShard: 3}, {ID: 1, FirstShard: 4, LastShard: 7}}},
+	}
+	got := mergeCandidates(cat, []string{"trips", "bank"}, []string{"bank"})
+	require.Len(t, got, 1)
+	require.Len(t, got["trips"], 1, "0+2 only: 3 is on other replicas")
+	assert.Equal(t, [2]int{0, 2}, [2]int{got["trips"][0][0].ID, got["trips"][0][1].ID})
+	ds, pair, ok := pickMerge(rand.New(rand.NewPCG(1, 2)), got)
+	require.True(t, ok)
+	assert.Equal(t, "trips", ds)
+	assert.Equal(t, 2, pair[1].ID)
+	_, _, ok = pickMerge(rand.New(rand.NewPCG(1, 2)), nil)
+	assert.False(t, ok)
+}

@@ -81,6 +81,11 @@ type Config struct {
 	// SplitStore: this replica refuses splits.
 	SplitStore func(ctx context.Context, right int, shards cells.ShardRange) (fsm.Store, func() error, error)
 	OnSplit    func(fsm.SplitEvent)
+	// MergeSource and OnMerge are handed to the state machine (fsm.Config): this node's store
+	// of the frozen right partition of a merge into this one, and what to do once a merge is
+	// applied. Nil MergeSource: this replica refuses merges.
+	MergeSource func(ctx context.Context, right int) (fsm.Store, func() error, error)
+	OnMerge     func(fsm.MergeEvent)
 
 	// Raft timing (see raft.Config). Defaults: 1s, 1s, 500ms, 50ms.
 	HeartbeatTimeout   time.Duration
@@ -322,7 +327,8 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 			return nil, fmt.Errorf("partition %s: %w", name, err)
 		}
 	} else {
-		f, err := fsm.New(ctx, fsm.Config{Store: cfg.Store, Logger: logger, OnFatal: cfg.OnFatal, SplitStore: cfg.SplitStore, OnSplit: cfg.OnSplit})
+		f, err := fsm.New(ctx, fsm.Config{Store: cfg.Store, Logger: logger, OnFatal: cfg.OnFatal, SplitStore: cfg.SplitStore, OnSplit: cfg.OnSplit,
+			MergeSource: cfg.MergeSource, OnMerge: cfg.OnMerge})
 		if err != nil {
 			return nil, fmt.Errorf("partition %s: %w", name, err)
 		}

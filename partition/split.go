@@ -95,17 +95,40 @@ func (p *Raft) Split(ctx context.Context, s command.Split) (command.SplitResult,
 			s.Voters = append(s.Voters, command.Voter{ID: string(srv.ID), Addr: string(srv.Address)})
 		}
 	}
-	var res command.SplitResult
+	return applyAlone[command.SplitResult](ctx, p, &s, command.ErrShardOutOfRange, command.ErrBadCommand)
+}
+
+// Freeze proposes freezing this partition for a merge into partition f.Into, or thawing it
+// (command.Freeze), and waits until the entry is applied here. It must be called on the leader.
+// Errors: *NotLeaderError and ErrUnavailable (nothing applied); ErrIndeterminate (maybe
+// applied: a freeze sent again answers the first one's index); command.ErrBadCommand wrapped
+// for a thaw of a partition that is not frozen for f.Into.
+func (p *Raft) Freeze(ctx context.Context, f command.Freeze) (command.FreezeResult, error) {
+	return applyAlone[command.FreezeResult](ctx, p, &f, command.ErrBadCommand)
+}
+
+// Merge proposes that this partition take the shards of the frozen partition m.Right
+// (command.Merge), and waits until the entry is applied here. It must be called on the leader.
+// Errors: *NotLeaderError and ErrUnavailable (nothing applied); ErrIndeterminate (maybe
+// applied: sent again, it is refused as out of range once it was); command.ErrShardOutOfRange
+// wrapped when m's shards do not follow the partition's range (merged already, say);
+// command.ErrBadCommand when a replica cannot merge.
+func (p *Raft) Merge(ctx context.Context, m command.Merge) (command.MergeResult, error) {
+	return applyAlone[command.MergeResult](ctx, p, &m, command.ErrShardOutOfRange, command.ErrBadCommand)
+}
+
+// applyAlone proposes c, a command the state machine applies on its own (a split, freeze or
+// merge), waits until it is applied here, and returns its outcome; refusals lists the
+// deterministic refusals returned as they are.
+func applyAlone[T any](ctx context.Context, p *Raft, c command.Command, refusals ...error) (T, error) {
+	var res T
 	err := p.applyOne(ctx, func(time.Time) ([]byte, error) {
-		return command.Encode(&s)
+		return command.Encode(c)
 	}, func(af raft.ApplyFuture) (err error) {
-		res, err = fsm.ResultOf[command.SplitResult](af)
+		res, err = fsm.ResultOf[T](af)
 		return err
-	}, command.ErrShardOutOfRange, command.ErrBadCommand)
-	if err != nil {
-		return command.SplitResult{}, err
-	}
-	return res, nil
+	}, refusals...)
+	return res, err
 }
 
 // Campaign makes this replica start an election now, as the target of a leadership transfer

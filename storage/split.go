@@ -110,47 +110,14 @@ func (p *PartitionStore) CopyShards(ctx context.Context, src *SnapshotTx, r cell
 		b = pp.db.NewBatch()
 		return ctx.Err()
 	}
-	srcPrefix := src.view.prefix
-	// copyRange copies every key of src in [from, to) (src keys) under the new prefix.
-	copyRange := func(from, to []byte) error {
-		it, err := src.snap.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: to})
-		if err != nil {
+	err = eachShardKey(src, r, func(rel, v []byte) error {
+		if err := b.Set(append(bytes.Clone(view.prefix), rel...), v, nil); err != nil {
 			return err
 		}
-		for it.First(); it.Valid(); it.Next() {
-			k := it.Key()
-			nk := append(bytes.Clone(view.prefix), k[len(srcPrefix):]...)
-			if err := b.Set(nk, it.Value(), nil); err != nil {
-				return errors.Join(err, it.Close())
-			}
-			if err := flush(false); err != nil {
-				return errors.Join(err, it.Close())
-			}
-		}
-		return errors.Join(it.Error(), it.Close())
-	}
-	sv := src.view
-	for _, tag := range []byte{tagCell, tagLog} {
-		if err := copyRange(appendShard(sv.key(tag, 2), r.First), appendShard(sv.key(tag, 2), r.Last+1)); err != nil {
-			return p.fail("copy shards: cells", err)
-		}
-	}
-	tables, err := sv.indexTables(src.snap, r.Contains)
+		return flush(false)
+	})
 	if err != nil {
-		return p.fail("copy shards: index tables", err)
-	}
-	for name := range tables {
-		if err := copyRange(sv.indexDefKey(name, r.First), sv.indexDefKey(name, r.Last+1)); err != nil {
-			return p.fail("copy shards: index tables", err)
-		}
-		if err := copyRange(sv.indexBase(name, r.First), sv.indexBase(name, r.Last+1)); err != nil {
-			return p.fail("copy shards: index entries", err)
-		}
-	}
-	for _, tag := range []byte{tagRequest, tagRequestTime} {
-		if err := copyRange(sv.key(tag, 0), sv.key(tag+1, 0)); err != nil {
-			return p.fail("copy shards: request records", err)
-		}
+		return p.fail("copy shards", err)
 	}
 	for i := range kv {
 		if err := b.Set(view.kvKey(kv[i].Key), kv[i].Value, nil); err != nil {
@@ -170,5 +137,95 @@ func (p *PartitionStore) CopyShards(ctx context.Context, src *SnapshotTx, r cell
 	}
 	clear(p.indexes)
 	clear(p.created)
+	return nil
+}
+
+// eachShardKey calls fn with every key of the view src (a pebble partition's snapshot) that
+// belongs to shards r, relative to src's prefix, and its value: the shards' cells and logs, the
+// definitions and entries of every index table on them, and every request record (a request
+// record names no shard: a retry of a write finds its outcome in either partition). It stops
+// at fn's first error. fn must not keep rel or v.
+func eachShardKey(src *SnapshotTx, r cells.ShardRange, fn func(rel, v []byte) error) error {
+	sv := src.view
+	copyRange := func(what string, from, to []byte) error {
+		it, err := src.snap.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: to})
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		for it.First(); it.Valid(); it.Next() {
+			if err := fn(it.Key()[len(sv.prefix):], it.Value()); err != nil {
+				return errors.Join(fmt.Errorf("%s: %w", what, err), it.Close())
+			}
+		}
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	}
+	for _, tag := range []byte{tagCell, tagLog} {
+		if err := copyRange("cells", appendShard(sv.key(tag, 2), r.First), appendShard(sv.key(tag, 2), r.Last+1)); err != nil {
+			return err
+		}
+	}
+	tables, err := sv.indexTables(src.snap, r.Contains)
+	if err != nil {
+		return fmt.Errorf("index tables: %w", err)
+	}
+	for name := range tables {
+		if err := copyRange("index tables", sv.indexDefKey(name, r.First), sv.indexDefKey(name, r.Last+1)); err != nil {
+			return err
+		}
+		if err := copyRange("index entries", sv.indexBase(name, r.First), sv.indexBase(name, r.Last+1)); err != nil {
+			return err
+		}
+	}
+	for _, tag := range []byte{tagRequest, tagRequestTime} {
+		if err := copyRange("request records", sv.key(tag, 0), sv.key(tag+1, 0)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AbsorbShards adds to the transaction, key by key without decoding, what the view src (a
+// snapshot of another pebble partition of this Store: the frozen right partition of a merge)
+// holds of shards r, which lie outside this partition's range: their cells and logs, the
+// definitions and entries of their index tables, and every request record. KV rows are the
+// caller's. After the commit, SetShards should take r into the partition's range. The whole
+// copy is held in the transaction's batch (memory in proportion to r's data) until it commits.
+// Pebble only (ErrInvalidConfig elsewhere); an error leaves the transaction's outcome undefined:
+// roll it back.
+func (tx *WriteTx) AbsorbShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange) error {
+	if tx.done {
+		return ErrClosed
+	}
+	if tx.b == nil || src.view == nil || src.p.store != tx.p.store {
+		return fmt.Errorf("%w: AbsorbShards copies between pebble partitions of one store", ErrInvalidConfig)
+	}
+	if ps := tx.p.Shards(); r.First <= ps.Last && ps.First <= r.Last {
+		return fmt.Errorf("%w: shards %d..%d overlap the partition's %d..%d", ErrShardRange, r.First, r.Last, ps.First, ps.Last)
+	}
+	prefix := tx.p.pb.prefix
+	n := 0
+	err := eachShardKey(src, r, func(rel, v []byte) error {
+		if n++; n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		return tx.b.Set(append(bytes.Clone(prefix), rel...), v, nil)
+	})
+	if err != nil {
+		return tx.p.fail("absorb shards", err)
+	}
+	for s := r.First; s <= r.Last; s++ {
+		delete(tx.p.pb.high, s)
+		delete(tx.p.created, s)
+	}
+	for _, st := range tx.p.indexes {
+		for s := r.First; s <= r.Last; s++ {
+			delete(st.shards, s)
+		}
+	}
 	return nil
 }

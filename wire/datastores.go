@@ -122,6 +122,25 @@ type SplitResponse struct {
 	TookMillis int64            `json:"took_ms"`
 }
 
+// MergeRequest is the body of POST /v1/admin/partitions/{datastore}/merge: Left and Right,
+// the IDs of two adjacent partitions of a raft datastore (Right's first shard right after
+// Left's last) on the same replicas.
+type MergeRequest struct {
+	Left  int `json:"left"`
+	Right int `json:"right"`
+}
+
+// MergeResponse answers a merge (200): the catalog generation it made, Merged, the partition
+// that holds both ranges now (it keeps Left's ID; Right's ID is retired), and TookMillis, the
+// merge's time end to end, of which PauseMillis the writes to Right's shards waited (from
+// Right refusing them to Left holding them).
+type MergeResponse struct {
+	Generation  uint64           `json:"generation"`
+	Merged      CatalogPartition `json:"merged"`
+	TookMillis  int64            `json:"took_ms"`
+	PauseMillis int64            `json:"pause_ms"`
+}
+
 // DropDatastoreResponse answers DELETE /v1/admin/datastores/{name}?confirm={name} (200): the
 // catalog generation the drop made.
 type DropDatastoreResponse struct {

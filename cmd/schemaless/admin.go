@@ -58,6 +58,8 @@ add-voter, remove-voter, transfer-leader, move-replica, rebalance, drain, backup
   schemaless admin drop-datastore --name N --confirm N           drop a datastore and delete its data
   schemaless admin split --datastore D --partition P [--at-shard S]
                                                                  split a raft partition in two
+  schemaless admin merge --datastore D --left L --right R
+                                                                 merge partition R into L, its left neighbour
 
 Administer the MySQL storage clusters of async datastores, directly on the MySQL servers listed
 in the topology file (no node needs to be up). The topology's DSNs are the datastore's user, which

@@ -17,10 +17,12 @@ import (
 )
 
 // newAdminDatastoreCmds returns the admin commands of the cluster's catalog, through a running
-// node's API (/v1/admin/datastores, /v1/admin/partitions/{ds}/{p}/split): list, create and
-// drop datastores, and split partitions, at run time.
+// node's API (/v1/admin/datastores, /v1/admin/partitions/{ds}/{p}/split,
+// /v1/admin/partitions/{ds}/merge): list, create and drop datastores, and split and merge
+// partitions, at run time.
 func newAdminDatastoreCmds() []*cobra.Command {
-	return []*cobra.Command{newAdminDatastoresCmd(), newAdminCreateDatastoreCmd(), newAdminDropDatastoreCmd(), newAdminSplitCmd()}
+	return []*cobra.Command{newAdminDatastoresCmd(), newAdminCreateDatastoreCmd(), newAdminDropDatastoreCmd(), newAdminSplitCmd(),
+		newAdminMergeCmd()}
 }
 
 func newAdminDatastoresCmd() *cobra.Command {
@@ -354,5 +356,84 @@ func printSplit(w io.Writer, ds string, res wire.SplitResponse) error {
 		}
 		fmt.Fprintf(tw, "  %s\t%d\t%d-%d\t%s\t%d\t%s\n", h.name, h.p.ID, h.p.FirstShard, h.p.LastShard, dash(strings.Join(h.p.Replicas, ",")), h.p.Generation, parent)
 	}
+	return tw.Flush()
+}
+
+func newAdminMergeCmd() *cobra.Command {
+	var f adminAPIFlags
+	var ds string
+	var left, right int
+	cmd := &cobra.Command{
+		Use:   "merge --datastore D --left L --right R",
+		Short: "Merge two adjacent raft partitions into one, at run time",
+		Long: `Merge partition --right of raft datastore --datastore into partition --left (POST
+/v1/admin/partitions/{ds}/merge), undoing a split: --left keeps its id and takes both shard
+ranges; --right's id is retired. --right must follow --left (its first shard right after
+--left's last) and both must be on the same replicas: move replicas first with move-replica
+('schemaless admin partitions --datastore D' shows where they are). No cell moves between
+nodes, every acknowledged write stays with its added_id, and requests keep working: writes to
+--right's shards pause while --left takes them over, and a node re-routes a request sent by an
+older catalog.
+
+The command returns once the answering node has applied the merge, and prints the merged
+partition (id, shard range, replicas), the catalog generation the merge made, the time the merge
+took and how long writes to --right's shards paused. 'schemaless admin datastores --detail'
+shows the datastore's partitions and its merges afterwards.
+
+Merging needs the pebble store (serve --store pebble, the default): a node on sqlite or MySQL
+answers 409. An async datastore cannot merge here.
+
+The merge is sent again only if it certainly did not start (no node reached, or the node
+answered 503: nothing merged). If the command times out, loses its connection after sending,
+or the node answers 504, the merge may have been made, and the cluster then completes it:
+'schemaless admin datastores --detail' tells. Sent again after it was made, it is refused:
+--right is gone (404, field partition).
+
+Errors: 400 partitions that are not adjacent or not on the same replicas (field right), an
+async datastore (field datastore); 404 no such datastore or partition; 409 the node's store
+cannot merge, or the partitions changed meanwhile; 503 the catalog has no leader or a replica
+of --right was too slow to freeze (nothing merged).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case ds == "":
+				return errors.New("--datastore is required: the raft datastore the partitions belong to")
+			case !cmd.Flags().Changed("left"):
+				return errors.New("--left is required: the partition that keeps its id (see `schemaless admin datastores --detail`)")
+			case !cmd.Flags().Changed("right"):
+				return errors.New("--right is required: the partition right after --left, merged into it")
+			case left < 0 || right < 0:
+				return fmt.Errorf("--left %d --right %d: partition ids are not negative", left, right)
+			case left == right:
+				return fmt.Errorf("--left and --right are both %d: merge two partitions", left)
+			}
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				res, err := cl.MergePartitions(ctx, ds, left, right)
+				if err != nil {
+					return adminError(err)
+				}
+				if f.asJSON {
+					return writeAnswerJSON(out, res)
+				}
+				return printMerge(out, ds, right, res)
+			})
+		},
+	}
+	f.register(cmd, adminChangeTimeout)
+	cmd.Flags().StringVar(&ds, "datastore", "", "the raft datastore (required)")
+	cmd.Flags().IntVar(&left, "left", 0, "the partition that keeps its id and takes both ranges (required)")
+	cmd.Flags().IntVar(&right, "right", 0, "the partition right after --left, on the same replicas, merged into it (required)")
+	return cmd
+}
+
+// printMerge prints a merge's answer: a line with the generation, the time it took and the
+// pause of the writes to right's shards, then the merged partition.
+func printMerge(w io.Writer, ds string, right int, res wire.MergeResponse) error {
+	m := res.Merged
+	fmt.Fprintf(w, "merged %s/%d into %s/%d at catalog generation %d in %s; writes to the merged shards paused %s\n", ds, right, ds, m.ID,
+		res.Generation, time.Duration(res.TookMillis)*time.Millisecond, time.Duration(res.PauseMillis)*time.Millisecond)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ID\tSHARDS\tREPLICAS\tGENERATION")
+	fmt.Fprintf(tw, "  %d\t%d-%d\t%s\t%d\n", m.ID, m.FirstShard, m.LastShard, dash(strings.Join(m.Replicas, ",")), m.Generation)
 	return tw.Flush()
 }

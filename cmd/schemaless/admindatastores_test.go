@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,19 +70,29 @@ func (c *fakeCatalog) DropDatastore(_ context.Context, name, confirm string) (wi
 	return wire.DropDatastoreResponse{}, fmt.Errorf("%w: %q", cluster.ErrUnknownDatastore, name)
 }
 
+// partition returns datastore ds and the index of its partition pid, or the cluster's error for
+// an unknown datastore or partition. c.mu must be held.
+func (c *fakeCatalog) partition(ds string, pid int) (*wire.DatastoreInfo, int, error) {
+	di := slices.IndexFunc(c.ds, func(d wire.DatastoreInfo) bool { return d.Name == ds })
+	if di < 0 {
+		return nil, 0, fmt.Errorf("%w: %q", cluster.ErrUnknownDatastore, ds)
+	}
+	d := &c.ds[di]
+	pi := slices.IndexFunc(d.Partitions, func(p wire.CatalogPartition) bool { return p.ID == pid })
+	if pi < 0 {
+		return nil, 0, fmt.Errorf("%w: no partition %d in %q", cluster.ErrBadShard, pid, ds)
+	}
+	return d, pi, nil
+}
+
 // SplitPartition splits partition pid of datastore ds at atShard (0: the middle), the right
 // half a new partition with the next id, refusing what the cluster refuses.
 func (c *fakeCatalog) SplitPartition(_ context.Context, ds string, pid int, atShard int) (wire.SplitResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	di := slices.IndexFunc(c.ds, func(d wire.DatastoreInfo) bool { return d.Name == ds })
-	if di < 0 {
-		return wire.SplitResponse{}, fmt.Errorf("%w: %q", cluster.ErrUnknownDatastore, ds)
-	}
-	d := &c.ds[di]
-	pi := slices.IndexFunc(d.Partitions, func(p wire.CatalogPartition) bool { return p.ID == pid })
-	if pi < 0 {
-		return wire.SplitResponse{}, fmt.Errorf("%w: no partition %d in %q", cluster.ErrBadShard, pid, ds)
+	d, pi, err := c.partition(ds, pid)
+	if err != nil {
+		return wire.SplitResponse{}, err
 	}
 	left := d.Partitions[pi]
 	if atShard == 0 {
@@ -106,10 +115,50 @@ func (c *fakeCatalog) SplitPartition(_ context.Context, ds string, pid int, atSh
 	return wire.SplitResponse{Generation: c.gen, Left: left, Right: right, Ready: atShard%2 == 0, TookMillis: 1234}, nil
 }
 
+// MergePartitions merges partition right of datastore ds into left, refusing what the cluster
+// refuses: an unknown datastore or partition, right not after left or on other replicas.
+func (c *fakeCatalog) MergePartitions(_ context.Context, ds string, left, right int) (wire.MergeResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, li, err := c.partition(ds, left)
+	if err != nil {
+		return wire.MergeResponse{}, err
+	}
+	_, ri, err := c.partition(ds, right)
+	if err != nil {
+		return wire.MergeResponse{}, err
+	}
+	switch {
+	case d.Partitions[ri].FirstShard != d.Partitions[li].LastShard+1:
+		return wire.MergeResponse{}, &cluster.FieldError{Field: "right", Msg: fmt.Sprintf("partition %d does not follow partition %d", right, left)}
+	case !slices.Equal(d.Partitions[ri].Replicas, d.Partitions[li].Replicas):
+		return wire.MergeResponse{}, &cluster.FieldError{Field: "right", Msg: fmt.Sprintf("partition %d is not on the replicas of partition %d", right, left)}
+	}
+	c.gen++
+	merged := d.Partitions[li]
+	merged.LastShard, merged.Generation = d.Partitions[ri].LastShard, c.gen
+	d.Partitions[li] = merged
+	d.Partitions = slices.Delete(d.Partitions, ri, ri+1)
+	d.History = append(d.History, wire.CatalogEvent{Op: "merge", Generation: c.gen, At: time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC),
+		Left: left, Right: right})
+	return wire.MergeResponse{Generation: c.gen, Merged: merged, TookMillis: 1234, PauseMillis: 56}, nil
+}
+
 func (c *fakeCatalog) CatalogDatastores() wire.DatastoresResponse {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return wire.DatastoresResponse{Generation: c.gen, Datastores: append([]wire.DatastoreInfo(nil), c.ds...)}
+}
+
+// catalogEndpoints serves package api over cat and returns the endpoints of the admin commands:
+// a dead one first (the commands pass over it), then that server.
+func catalogEndpoints(t *testing.T, cat *fakeCatalog) string {
+	t.Helper()
+	srv, err := api.NewServer(api.Backends{Node: struct{ api.NodeBackend }{}, Catalog: cat}, api.Config{})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return deadEndpoint(t) + "," + hs.URL
 }
 
 // TestAdminDatastoreCommands drives datastores, create-datastore and drop-datastore against
@@ -123,18 +172,8 @@ func TestAdminDatastoreCommands(t *testing.T) {
 		{ID: 0, LastShard: 3, Replicas: []string{"n1", "n2", "n3"}, Parent: -1},
 		{ID: 1, FirstShard: 4, LastShard: 7, Replicas: []string{"n1", "n2", "n3"}, Generation: 1, Parent: 0}},
 		History: []wire.CatalogEvent{{Op: "split", Generation: 1, At: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC), Left: 0, Right: 1, AtShard: 4}}}}}
-	srv, err := api.NewServer(api.Backends{Node: struct{ api.NodeBackend }{}, Catalog: cat}, api.Config{})
-	require.NoError(t, err)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	eps := deadEndpoint(t) + "," + hs.URL // a dead endpoint first: the commands pass over it
-	run := func(args ...string) string {
-		t.Helper()
-		out, errOut, err := runCmd(ctx, append(append([]string{"admin"}, args...), "--endpoints", eps)...)
-		require.NoError(t, err, "admin %s\n%s%s", strings.Join(args, " "), out, errOut)
-		t.Logf("$ schemaless admin %s\n%s", strings.Join(args, " "), out)
-		return out
-	}
+	eps := catalogEndpoints(t, cat)
+	run := adminRunner(ctx, t, eps)
 
 	out := run("datastores")
 	assert.Contains(t, out, "catalog generation 1: 1 datastore\n")
@@ -170,10 +209,7 @@ func TestAdminDatastoreCommands(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(run("drop-datastore", "--name", "events", "--confirm", "events", "--json")), &dropped))
 	assert.Equal(t, wire.DropDatastoreResponse{Generation: 6, Dropped: "events"}, dropped)
 
-	for _, tc := range []struct {
-		args []string
-		want []string
-	}{
+	checkAdminErrors(ctx, t, eps, []adminErrorCase{
 		{[]string{"create-datastore", "--shards", "8"}, []string{"--name is required"}},
 		{[]string{"create-datastore", "--name", "x"}, []string{"--shards is required"}},
 		{[]string{"create-datastore", "--name", "x", "--shards", "8", "--replicas", "3", "--replica-nodes", "n1"}, []string{"exclude each other"}},
@@ -185,16 +221,7 @@ func TestAdminDatastoreCommands(t *testing.T) {
 		{[]string{"drop-datastore", "--name", "users"}, []string{"--confirm is required", "--confirm users"}},
 		{[]string{"drop-datastore", "--name", "users", "--confirm", "user"}, []string{`--confirm "user" does not name the datastore "users"`}},
 		{[]string{"drop-datastore", "--name", "nope", "--confirm", "nope"}, []string{"404", `"nope"`, `field "datastore"`}},
-	} {
-		_, _, err := runCmd(ctx, append(append([]string{"admin"}, tc.args...), "--endpoints", eps)...)
-		t.Logf("$ schemaless admin %s\nerror: %v", strings.Join(tc.args, " "), err)
-		if !assert.Error(t, err, "admin %s: want %q", strings.Join(tc.args, " "), tc.want) {
-			continue
-		}
-		for _, w := range tc.want {
-			assert.Contains(t, err.Error(), w, "admin %s", strings.Join(tc.args, " "))
-		}
-	}
+	})
 	assert.Len(t, cat.CatalogDatastores().Datastores, 2, "the refused commands changed nothing: trips and users remain")
 }
 
@@ -207,18 +234,8 @@ func TestAdminSplitCommand(t *testing.T) {
 	defer cancel()
 	cat := &fakeCatalog{gen: 1, ds: []wire.DatastoreInfo{{Name: "trips", Mode: "raft", Shards: 8, Partitions: []wire.CatalogPartition{
 		{ID: 0, LastShard: 7, Replicas: []string{"n1", "n2", "n3"}, Parent: -1}}}}}
-	srv, err := api.NewServer(api.Backends{Node: struct{ api.NodeBackend }{}, Catalog: cat}, api.Config{})
-	require.NoError(t, err)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	eps := deadEndpoint(t) + "," + hs.URL // a dead endpoint first: the command passes over it
-	run := func(args ...string) string {
-		t.Helper()
-		out, errOut, err := runCmd(ctx, append(append([]string{"admin"}, args...), "--endpoints", eps)...)
-		require.NoError(t, err, "admin %s\n%s%s", strings.Join(args, " "), out, errOut)
-		t.Logf("$ schemaless admin %s\n%s", strings.Join(args, " "), out)
-		return out
-	}
+	eps := catalogEndpoints(t, cat)
+	run := adminRunner(ctx, t, eps)
 
 	out := run("split", "--datastore", "trips", "--partition", "0")
 	assert.Contains(t, out, "split trips/0 at shard 4 at catalog generation 2 in 1.234s; ready: the new partition has a leader\n")
@@ -237,10 +254,7 @@ func TestAdminSplitCommand(t *testing.T) {
 	out = run("datastores", "--detail")
 	assert.Contains(t, out, "2026-11-24T08:00:00Z  generation 3  1 split at shard 7 into 1 and 2", "admin datastores --detail after the splits")
 
-	for _, tc := range []struct {
-		args []string
-		want []string
-	}{
+	checkAdminErrors(ctx, t, eps, []adminErrorCase{
 		{[]string{"split", "--partition", "0"}, []string{"--datastore is required"}},
 		{[]string{"split", "--datastore", "trips"}, []string{"--partition is required"}},
 		{[]string{"split", "--datastore", "trips", "--partition", "0", "--at-shard", "-2"}, []string{"--at-shard -2"}},
@@ -248,15 +262,50 @@ func TestAdminSplitCommand(t *testing.T) {
 		{[]string{"split", "--datastore", "trips", "--partition", "2"}, []string{"400", `field "at_shard"`}},
 		{[]string{"split", "--datastore", "trips", "--partition", "9"}, []string{"404", "no partition 9", `field "partition"`}},
 		{[]string{"split", "--datastore", "nope", "--partition", "0"}, []string{"404", `"nope"`, `field "datastore"`}},
-	} {
-		_, _, err := runCmd(ctx, append(append([]string{"admin"}, tc.args...), "--endpoints", eps)...)
-		t.Logf("$ schemaless admin %s\nerror: %v", strings.Join(tc.args, " "), err)
-		if !assert.Error(t, err, "admin %s: want %q", strings.Join(tc.args, " "), tc.want) {
-			continue
-		}
-		for _, w := range tc.want {
-			assert.Contains(t, err.Error(), w, "admin %s", strings.Join(tc.args, " "))
-		}
-	}
+	})
 	assert.Equal(t, uint64(4), cat.CatalogDatastores().Generation, "the refused commands changed nothing")
+}
+
+// TestAdminMergeCommand drives admin merge against package api's server over a fake catalog
+// with a datastore of 8 shards in four partitions, the last on other replicas: the merge it
+// sends, the partition it prints, --json, the history afterwards, and its errors (flags
+// checked before sending; the API's message and field).
+func TestAdminMergeCommand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nodes := []string{"n1", "n2", "n3"}
+	cat := &fakeCatalog{gen: 1, ds: []wire.DatastoreInfo{{Name: "trips", Mode: "raft", Shards: 8, Partitions: []wire.CatalogPartition{
+		{ID: 0, LastShard: 1, Replicas: nodes, Parent: -1},
+		{ID: 1, FirstShard: 2, LastShard: 3, Replicas: nodes, Parent: 0},
+		{ID: 2, FirstShard: 4, LastShard: 5, Replicas: nodes, Parent: 0},
+		{ID: 3, FirstShard: 6, LastShard: 7, Replicas: []string{"n2", "n3", "n4"}, Parent: 2}}}}}
+	eps := catalogEndpoints(t, cat)
+	run := adminRunner(ctx, t, eps)
+
+	out := run("merge", "--datastore", "trips", "--left", "0", "--right", "1")
+	assert.Contains(t, out, "merged trips/1 into trips/0 at catalog generation 2 in 1.234s; writes to the merged shards paused 56ms\n")
+	assert.True(t, hasLine(out, "ID", "SHARDS", "REPLICAS", "GENERATION"), "admin merge: the header in\n%s", out)
+	assert.True(t, hasLine(out, "0", "0-3", "n1,n2,n3", "2"), "admin merge: the merged partition in\n%s", out)
+
+	var res wire.MergeResponse
+	require.NoError(t, json.Unmarshal([]byte(run("merge", "--datastore", "trips", "--left", "0", "--right", "2", "--json")), &res))
+	assert.Equal(t, wire.MergeResponse{Generation: 3, TookMillis: 1234, PauseMillis: 56,
+		Merged: wire.CatalogPartition{ID: 0, LastShard: 5, Replicas: nodes, Generation: 3, Parent: -1}}, res, "admin merge --json")
+
+	out = run("datastores", "--detail")
+	assert.Contains(t, out, "2026-11-25T08:00:00Z  generation 2  0 and 1 merged into 0", "admin datastores --detail after the merges")
+	assert.Contains(t, out, "2026-11-25T08:00:00Z  generation 3  0 and 2 merged into 0", "admin datastores --detail after the merges")
+
+	checkAdminErrors(ctx, t, eps, []adminErrorCase{
+		{[]string{"merge", "--left", "0", "--right", "3"}, []string{"--datastore is required"}},
+		{[]string{"merge", "--datastore", "trips", "--right", "3"}, []string{"--left is required"}},
+		{[]string{"merge", "--datastore", "trips", "--left", "0"}, []string{"--right is required"}},
+		{[]string{"merge", "--datastore", "trips", "--left", "-1", "--right", "3"}, []string{"--left -1 --right 3"}},
+		{[]string{"merge", "--datastore", "trips", "--left", "3", "--right", "3"}, []string{"both 3"}},
+		{[]string{"merge", "--datastore", "trips", "--left", "0", "--right", "3"}, []string{"400", "not on the replicas of partition 0", `field "right"`}},
+		{[]string{"merge", "--datastore", "trips", "--left", "3", "--right", "0"}, []string{"400", "does not follow", `field "right"`}},
+		{[]string{"merge", "--datastore", "trips", "--left", "0", "--right", "1"}, []string{"404", "no partition 1", `field "partition"`}},
+		{[]string{"merge", "--datastore", "nope", "--left", "0", "--right", "1"}, []string{"404", `"nope"`, `field "datastore"`}},
+	})
+	assert.Equal(t, uint64(3), cat.CatalogDatastores().Generation, "the refused commands changed nothing")
 }

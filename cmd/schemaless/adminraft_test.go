@@ -171,10 +171,7 @@ func TestAdminRaftCommands(t *testing.T) {
 	assert.Equal(t, `{"i":7}`, string(got.Body), "a cell after the moves")
 
 	// Errors: the API's message and field, a non-zero exit (an error from the command).
-	for _, tc := range []struct {
-		args []string
-		want []string
-	}{
+	checkAdminErrors(ctx, t, eps, []adminErrorCase{
 		{[]string{"add-voter", "--datastore", "trips", "--partition", "0", "--node", "n9"}, []string{"404", `"n9"`, `field "node"`}},
 		{[]string{"drain", "--node", "n9", "--dry-run"}, []string{"404", `"n9"`, `field "node"`}},
 		{[]string{"transfer-leader", "--datastore", "trips", "--partition", "0", "--to", "n9"}, []string{"409", "n9 is not a voter"}},
@@ -183,16 +180,7 @@ func TestAdminRaftCommands(t *testing.T) {
 		{[]string{"partitions", "--datastore", "nope"}, []string{"404", `"nope"`}},
 		{[]string{"add-voter", "--datastore", "trips", "--node", "n2"}, []string{"--partition is required"}},
 		{[]string{"move-replica", "--datastore", "trips", "--partition", "0", "--from", "n2"}, []string{"--from and --to are required"}},
-	} {
-		_, _, err := runCmd(ctx, append(append([]string{"admin"}, tc.args...), "--endpoints", eps)...)
-		t.Logf("$ schemaless admin %s\nerror: %v", strings.Join(tc.args, " "), err)
-		if !assert.Error(t, err, "admin %s: want %q", strings.Join(tc.args, " "), tc.want) {
-			continue
-		}
-		for _, w := range tc.want {
-			assert.Contains(t, err.Error(), w, "admin %s", strings.Join(tc.args, " "))
-		}
-	}
+	})
 	_, _, err = runCmd(ctx, "admin", "nodes", "--endpoints", dead, "--timeout", "5s")
 	assert.ErrorContains(t, err, "no endpoint answered", "admin nodes with no endpoint up")
 }
@@ -216,6 +204,40 @@ func TestAdminAnswerJSON(t *testing.T) {
 }
 
 `, b.String())
+}
+
+// adminRunner returns a function that runs "schemaless admin ARGS --endpoints eps", fails the
+// test on an error, logs the output and returns it.
+func adminRunner(ctx context.Context, t *testing.T, eps string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		out, errOut, err := runCmd(ctx, append(append([]string{"admin"}, args...), "--endpoints", eps)...)
+		require.NoError(t, err, "admin %s\n%s%s", strings.Join(args, " "), out, errOut)
+		t.Logf("$ schemaless admin %s\n%s", strings.Join(args, " "), out)
+		return out
+	}
+}
+
+// adminErrorCase is an admin command that must fail (args, without --endpoints), and what its
+// error must say: each of want.
+type adminErrorCase struct {
+	args []string
+	want []string
+}
+
+// checkAdminErrors runs each case's command with --endpoints eps and checks its error.
+func checkAdminErrors(ctx context.Context, t *testing.T, eps string, cases []adminErrorCase) {
+	t.Helper()
+	for _, tc := range cases {
+		_, _, err := runCmd(ctx, append(append([]string{"admin"}, tc.args...), "--endpoints", eps)...)
+		t.Logf("$ schemaless admin %s\nerror: %v", strings.Join(tc.args, " "), err)
+		if !assert.Error(t, err, "admin %s: want %q", strings.Join(tc.args, " "), tc.want) {
+			continue
+		}
+		for _, w := range tc.want {
+			assert.Contains(t, err.Error(), w, "admin %s", strings.Join(tc.args, " "))
+		}
+	}
 }
 
 // deadEndpoint returns the URL of a listener that was closed: connections to it are refused.

@@ -1,0 +1,120 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/internal/clustertest"
+)
+
+// TestMergePartitions splits trips' partition 1 and merges the halves back, then merges
+// partitions 0 and 1, under writers through every node: every write is answered with success,
+// every acknowledged cell is read back strongly through every node with its added_id and from
+// each node's own replicas, the shard logs hold exactly the acknowledged cells, the catalog
+// holds one partition and the history, and a restarted node serves it from its own state.
+func TestMergePartitions(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble})
+	nodes := running(c)
+	spec := &c.Topology.Datastores[0]
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond, "node %s imports the catalog", n.ID())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*opTimeout)
+	defer cancel()
+
+	// Refusals, nothing frozen: no such partition, the same one, not neighbours.
+	_, err := nodes[0].MergePartitions(ctx, ds, 0, 9)
+	assert.ErrorIs(t, err, cluster.ErrBadShard)
+	var fe *cluster.FieldError
+	_, err = nodes[0].MergePartitions(ctx, ds, 0, 0)
+	require.ErrorAs(t, err, &fe, "a partition with itself")
+	assert.Equal(t, "right", fe.Field)
+	_, err = nodes[0].MergePartitions(ctx, ds, 1, 0)
+	require.ErrorAs(t, err, &fe, "the left neighbour as the right")
+	assert.Equal(t, "right", fe.Field)
+
+	l := newLedger()
+	stop := make(chan struct{})
+	var failures atomic.Int64
+	var lastErr atomic.Value
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			writeLoop(n, l, stop, &failures, &lastErr)
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	split, err := nodes[1].SplitPartition(ctx, ds, 1, 12)
+	require.NoError(t, err, "split partition 1 at 12")
+	time.Sleep(300 * time.Millisecond)
+	m, err := nodes[2].MergePartitions(ctx, ds, 1, split.Right.ID)
+	require.NoError(t, err, "merge the halves back")
+	assert.Equal(t, []int{1, 8, 15}, []int{m.Merged.ID, m.Merged.FirstShard, m.Merged.LastShard})
+	t.Logf("merge of the halves under writes: %d ms, pause %d ms", m.TookMillis, m.PauseMillis)
+	time.Sleep(300 * time.Millisecond)
+	m2, err := nodes[0].MergePartitions(ctx, ds, 0, 1)
+	require.NoError(t, err, "merge partitions 0 and 1")
+	assert.Equal(t, []int{0, 0, 15}, []int{m2.Merged.ID, m2.Merged.FirstShard, m2.Merged.LastShard})
+	assert.Greater(t, m2.Generation, m.Generation)
+	t.Logf("merge of 0 and 1 under writes: %d ms, pause %d ms", m2.TookMillis, m2.PauseMillis)
+	require.Eventually(t, func() bool { return nodes[1].CatalogDatastores().Generation >= m2.Generation }, opTimeout, 10*time.Millisecond)
+	_, err = nodes[1].MergePartitions(ctx, ds, 0, 1)
+	assert.ErrorIs(t, err, cluster.ErrBadShard, "partition 1 is gone")
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if v := lastErr.Load(); v != nil {
+		t.Logf("last failure: %v", v)
+	}
+	assert.Zero(t, failures.Load(), "writes that failed during the split and the merges")
+	require.Greater(t, l.len(), 50, "acknowledged writes")
+
+	for _, n := range nodes {
+		require.Eventually(t, func() bool {
+			d, err := n.Datastore(ds)
+			return err == nil && len(d.Partitions) == 1
+		}, opTimeout, 20*time.Millisecond, "node %s serves 1 partition", n.ID())
+	}
+	cat := nodes[0].CatalogDatastores()
+	require.Len(t, cat.Datastores, 1)
+	hist := cat.Datastores[0].History
+	require.Len(t, hist, 3, "a split and two merges in the history")
+	assert.Equal(t, []string{"split", "merge", "merge"}, []string{hist[0].Op, hist[1].Op, hist[2].Op})
+	requireStrong(t, l, nodes...)
+	checkShardLogs(t, spec, l, nodes...)
+	for _, n := range nodes {
+		requireStale(t, l, n)
+	}
+
+	// A restarted node serves the merged partition from its own state; writes go on.
+	c.StopNode(2)
+	c.StartNode(2)
+	nodes = running(c)
+	more := newLedger()
+	for _, n := range nodes {
+		var cs []cells.Cell
+		for j := range 10 {
+			cs = append(cs, newCell(t, uuid.New(), "BASE", 1, fmt.Sprintf(`{"after":%q,"j":%d}`, n.ID(), j)))
+		}
+		putIn(t, n, ds, more, cs)
+	}
+	for _, a := range more.all() {
+		l.add(a)
+	}
+	requireStrong(t, l, nodes...)
+	require.Eventually(t, func() bool { return checkCells(nodes[2], cluster.Stale, l.all(), 5*time.Second) == nil }, opTimeout, 100*time.Millisecond,
+		"the restarted node's replica catches up")
+}
