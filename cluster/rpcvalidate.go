@@ -95,7 +95,8 @@ func (n *Node) rpcRoute(ds string, pid int) (*route, error) {
 			}
 		}
 	}
-	return nil, badRPC("partition", "%q has no partition %d", ds, pid)
+	// Or one a merge retired: the sender re-routes it (nothing was applied).
+	return nil, fmt.Errorf("%w (%w)", badRPC("partition", "%q has no partition %d", ds, pid), command.ErrShardOutOfRange)
 }
 
 // rpcContext bounds the handling of a request by the sender's remaining time, clamped to
