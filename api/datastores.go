@@ -80,7 +80,7 @@ func datastoreError(err error) *httpError {
 func createOptions(req wire.CreateDatastoreRequest, replicas json.RawMessage) (cluster.CreateDatastoreOptions, *httpError) {
 	o := cluster.CreateDatastoreOptions{Name: req.Name, Mode: req.Mode, Shards: req.Shards, Partitions: req.Partitions,
 		BufferClusters: req.BufferClusters, MySQLPrefix: req.MySQLPrefix, UnsafeNoBufferedWrites: req.UnsafeNoBufferedWrites,
-		SplitLoad: req.SplitLoad}
+		SplitLoad: req.SplitLoad, SplitSize: req.SplitSize}
 	switch {
 	case req.Name == "":
 		return o, invalid("name", "is required")

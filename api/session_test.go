@@ -72,6 +72,14 @@ func (s *session) do(t testingT, node int, method, path, body string) answer {
 // error fails t at once.
 func (s *session) doRetry(t *testing.T, node int, method, path, body string) answer {
 	t.Helper()
+	a, _ := s.doRetryTries(t, node, method, path, body)
+	return a
+}
+
+// doRetryTries is doRetry, also returning how many tries it took (more than 1: the first ones
+// answered 503, and a write may have been done in part by them).
+func (s *session) doRetryTries(t *testing.T, node int, method, path, body string) (answer, int) {
+	t.Helper()
 	// The condition runs in one goroutine at a time; a, err and tries are read only after
 	// EventuallyWithT returns, once that goroutine has ended.
 	var (
@@ -90,7 +98,7 @@ func (s *session) doRetry(t *testing.T, node int, method, path, body string) ans
 	if tries > 1 {
 		t.Logf("%s %s: answered %d after %d tries (503 before)", method, path, a.status, tries)
 	}
-	return a
+	return a, tries
 }
 
 // poll is one try of a wait (in the condition of require.EventuallyWithT): it sends a request

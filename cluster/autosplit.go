@@ -18,6 +18,11 @@ import (
 // one shard: splitting it would not divide the load (the "narrow hot range" that splits
 // again and again). The new partition's leader then moves to another of its voters, so the two
 // halves are led by two nodes; admin rebalance evens out the rest.
+//
+// Size-based splitting runs in the same loop: every SizeEvery, a leader reads its partitions'
+// per-shard sizes on disk (storage.PartitionStore.ShardSizes, pebble's estimate) and splits one
+// above the size threshold at the shard that best halves its size, under the same rules
+// (CockroachDB splits ranges at 512 MiB, TiKV regions at 96 to 256 MiB).
 
 // AutoSplitConfig sets load-based splitting (Config.AutoSplit).
 type AutoSplitConfig struct {
@@ -30,6 +35,11 @@ type AutoSplitConfig struct {
 	Window time.Duration
 	// Cooldown is the least time between two load-based splits of one partition. Default 30s.
 	Cooldown time.Duration
+	// Size is the bytes on disk (cells and shard logs) above which a partition splits, for
+	// datastores that do not set their own (topology.DatastoreSpec.SplitSize). 0: off.
+	Size int64
+	// SizeEvery is how often a leader reads its partitions' sizes. Default 10s.
+	SizeEvery time.Duration
 }
 
 func (c *AutoSplitConfig) ensureDefaults() {
@@ -38,6 +48,9 @@ func (c *AutoSplitConfig) ensureDefaults() {
 	}
 	if c.Cooldown <= 0 {
 		c.Cooldown = 30 * time.Second
+	}
+	if c.SizeEvery <= 0 {
+		c.SizeEvery = 10 * time.Second
 	}
 }
 
@@ -52,6 +65,7 @@ type loadSample struct {
 type loadState struct {
 	samples   []loadSample
 	lastSplit time.Time
+	lastSize  time.Time // when its size was last read
 }
 
 // splitLoadOf returns the load threshold of datastore ds: its own, or the node's.
@@ -63,6 +77,17 @@ func (n *Node) splitLoadOf(ds *topology.DatastoreSpec) float64 {
 		return ds.SplitLoad
 	}
 	return n.cfg.AutoSplit.Load
+}
+
+// splitSizeOf returns the size threshold of datastore ds in bytes: its own, or the node's.
+func (n *Node) splitSizeOf(ds *topology.DatastoreSpec) int64 {
+	switch {
+	case ds.SplitSize < 0:
+		return 0
+	case ds.SplitSize > 0:
+		return ds.SplitSize
+	}
+	return n.cfg.AutoSplit.Size
 }
 
 // autoSplitLoop runs the load-based split policy every second until the node closes.
@@ -90,8 +115,8 @@ func (n *Node) autoSplitTick(now time.Time, states map[*route]*loadState, busy c
 		if d.spec.Mode != topology.ModeRaft {
 			continue
 		}
-		threshold := n.splitLoadOf(d.spec)
-		if threshold <= 0 {
+		threshold, sizeLimit := n.splitLoadOf(d.spec), n.splitSizeOf(d.spec)
+		if threshold <= 0 && sizeLimit <= 0 {
 			continue
 		}
 		for _, r := range d.partitions {
@@ -116,9 +141,21 @@ func (n *Node) autoSplitTick(now time.Time, states map[*route]*loadState, busy c
 			for len(st.samples) > 1 && now.Sub(st.samples[1].at) >= cfg.Window {
 				st.samples = st.samples[1:]
 			}
+			if now.Sub(st.lastSplit) < cfg.Cooldown {
+				continue
+			}
+			if sizeLimit > 0 && now.Sub(st.lastSize) >= cfg.SizeEvery {
+				st.lastSize = now
+				if at, size, ok := n.sizeSplitPoint(r, sizeLimit); ok {
+					if n.startAutoSplit(d.spec.Name, r.spec.ID, at, busy, "size-based split", "bytes", size, "threshold", sizeLimit) {
+						st.lastSplit, st.samples = now, nil
+					}
+					continue
+				}
+			}
 			old := st.samples[0]
 			span := now.Sub(old.at)
-			if span < cfg.Window*9/10 || now.Sub(st.lastSplit) < cfg.Cooldown {
+			if threshold <= 0 || span < cfg.Window*9/10 {
 				continue
 			}
 			rng := r.spec.Shards()
@@ -144,34 +181,9 @@ func (n *Node) autoSplitTick(now time.Time, states map[*route]*loadState, busy c
 				}
 				continue
 			}
-			select {
-			case busy <- struct{}{}:
-			default:
-				continue
+			if n.startAutoSplit(d.spec.Name, r.spec.ID, at, busy, "load-based split", "rate", int(rate), "threshold", threshold) {
+				st.lastSplit, st.samples = now, nil
 			}
-			st.lastSplit, st.samples = now, nil
-			ds, pid := d.spec.Name, r.spec.ID
-			n.log.Info("load-based split", "datastore", ds, "partition", pid, "at_shard", at, "rate", int(rate), "threshold", threshold)
-			go func() {
-				defer func() { <-busy }()
-				ctx, cancel := n.untilClose(context.Background())
-				defer cancel()
-				ctx, cancel2 := context.WithTimeout(ctx, time.Minute)
-				defer cancel2()
-				res, err := n.SplitPartition(ctx, ds, pid, at)
-				if err != nil {
-					n.log.Warn("load-based split failed", "datastore", ds, "partition", pid, "at_shard", at, "error", err)
-					return
-				}
-				// The halves' leaders are both here: the right half's goes to another voter
-				// (raft's choice: the most up to date), so that the load is divided between
-				// two nodes at once; admin rebalance evens out the rest.
-				if to, err := n.TransferLeadership(ctx, ds, res.Right.ID, ""); err != nil {
-					n.log.Warn("load-based split: moving the new partition's leader", "datastore", ds, "partition", res.Right.ID, "error", err)
-				} else {
-					n.log.Info("load-based split: the new partition's leader moved", "datastore", ds, "partition", res.Right.ID, "to", to)
-				}
-			}()
 		}
 	}
 	for r := range states {
@@ -179,6 +191,72 @@ func (n *Node) autoSplitTick(now time.Time, states map[*route]*loadState, busy c
 			delete(states, r)
 		}
 	}
+}
+
+// startAutoSplit starts a split of partition pid of ds at shard at, by the policy named what
+// (logged with attrs), unless another automatic split runs on this node (busy holds one token);
+// it reports whether it started. The split runs on its own goroutine, and then the new
+// partition's leader moves to another voter.
+func (n *Node) startAutoSplit(ds string, pid, at int, busy chan struct{}, what string, attrs ...any) bool {
+	select {
+	case busy <- struct{}{}:
+	default:
+		return false
+	}
+	n.log.Info(what, append([]any{"datastore", ds, "partition", pid, "at_shard", at}, attrs...)...)
+	go func() {
+		defer func() { <-busy }()
+		ctx, cancel := n.untilClose(context.Background())
+		defer cancel()
+		ctx, cancel2 := context.WithTimeout(ctx, time.Minute)
+		defer cancel2()
+		res, err := n.SplitPartition(ctx, ds, pid, at)
+		if err != nil {
+			n.log.Warn(what+" failed", "datastore", ds, "partition", pid, "at_shard", at, "error", err)
+			return
+		}
+		// The halves' leaders are both here: the right half's goes to another voter (raft's
+		// choice: the most up to date), so that the work is divided between two nodes at
+		// once; admin rebalance evens out the rest.
+		if to, err := n.TransferLeadership(ctx, ds, res.Right.ID, ""); err != nil {
+			n.log.Warn(what+": moving the new partition's leader", "datastore", ds, "partition", res.Right.ID, "error", err)
+		} else {
+			n.log.Info(what+": the new partition's leader moved", "datastore", ds, "partition", res.Right.ID, "to", to)
+		}
+	}()
+	return true
+}
+
+// sizeSplitPoint reads the per-shard sizes of partition r, which this node leads, and returns
+// the shard that best halves them and their total, when the total is above limit bytes and
+// the size divides (bestSplit's rules); ok is false otherwise, or when the store cannot tell.
+func (n *Node) sizeSplitPoint(r *route, limit int64) (at int, total int64, ok bool) {
+	p := r.replica()
+	if p == nil || !n.cfg.Store.SupportsSplit() {
+		return 0, 0, false
+	}
+	rng := p.Shards()
+	if rng.Len() < 2 || rng != r.spec.Shards() {
+		return 0, 0, false // one shard, or a split or merge under way
+	}
+	ctx, cancel := n.untilClose(context.Background())
+	defer cancel()
+	sizes, err := p.Store().ShardSizes(ctx, rng)
+	if err != nil {
+		n.log.Debug("size-based split: reading the shards' sizes", "datastore", r.ds.Name, "partition", r.spec.ID, "error", err)
+		return 0, 0, false
+	}
+	for _, sz := range sizes {
+		total += sz
+	}
+	if total <= limit {
+		return 0, total, false
+	}
+	at, ok = bestSplit(rng, sizes)
+	if !ok {
+		n.log.Debug("size-based split: the size sits on one shard; not splitting", "datastore", r.ds.Name, "partition", r.spec.ID, "bytes", total)
+	}
+	return at, total, ok
 }
 
 // bestSplit returns the shard at which to split range r whose shards served deltas (by shard

@@ -53,6 +53,9 @@ type CreateDatastoreOptions struct {
 	// SplitLoad is the datastore's load-based split threshold (topology.DatastoreSpec.SplitLoad:
 	// 0 the node's, negative off).
 	SplitLoad float64
+	// SplitSize is the datastore's size-based split threshold in bytes
+	// (topology.DatastoreSpec.SplitSize: 0 the node's, negative off).
+	SplitSize int64
 }
 
 // CreateDatastore creates a datastore in the cluster's catalog (forwarded to the catalog's
@@ -122,7 +125,7 @@ func (n *Node) datastoreSpec(o CreateDatastoreOptions) (*topology.DatastoreSpec,
 	if o.Partitions < 1 || o.Partitions > o.Shards {
 		return nil, &FieldError{Field: "partitions", Msg: fmt.Sprintf("%d: want 1 to %d (at most one per shard)", o.Partitions, o.Shards)}
 	}
-	spec := &topology.DatastoreSpec{Name: o.Name, Mode: o.Mode, Shards: o.Shards, SplitLoad: o.SplitLoad}
+	spec := &topology.DatastoreSpec{Name: o.Name, Mode: o.Mode, Shards: o.Shards, SplitLoad: o.SplitLoad, SplitSize: o.SplitSize}
 	ranges := make([]topology.PartitionSpec, o.Partitions)
 	for i := range ranges {
 		ranges[i] = topology.PartitionSpec{ID: i, FirstShard: i * o.Shards / o.Partitions, LastShard: (i+1)*o.Shards/o.Partitions - 1}

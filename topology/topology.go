@@ -122,6 +122,11 @@ type DatastoreSpec struct {
 	// on its own (serve --split-load sets the default; see cluster.AutoSplitConfig): 0 takes
 	// the node's, a negative value turns load-based splitting off for the datastore.
 	SplitLoad float64 `yaml:"split_load,omitempty"`
+	// SplitSize is the bytes on disk (cells and shard logs, as the pebble store estimates them)
+	// above which a partition of the datastore splits on its own (serve --split-size sets the
+	// default): 0 takes the node's, a negative value turns size-based splitting off for the
+	// datastore.
+	SplitSize int64 `yaml:"split_size,omitempty"`
 }
 
 // StorageClusterSpec is one MySQL storage cluster of an async datastore: the DSN of its

@@ -35,6 +35,9 @@ type CreateDatastoreRequest struct {
 	// SplitLoad is the requests per second above which a partition of a raft datastore splits
 	// on its own: absent or 0 takes the node's (serve --split-load), negative turns it off.
 	SplitLoad float64 `json:"split_load,omitempty"`
+	// SplitSize is the bytes on disk above which a partition of a raft datastore splits on its
+	// own: absent or 0 takes the node's (serve --split-size), negative turns it off.
+	SplitSize int64 `json:"split_size,omitempty"`
 }
 
 // StorageClusterRequest is one MySQL storage cluster of an async datastore: its name, the DSN

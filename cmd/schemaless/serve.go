@@ -26,6 +26,8 @@ type serveFlags struct {
 	// splitLoad and splitLoadWindow set load-based splitting (cluster.AutoSplitConfig).
 	splitLoad       float64
 	splitLoadWindow time.Duration
+	// splitSize sets size-based splitting (cluster.AutoSplitConfig.Size), in MiB.
+	splitSize int64
 	logs            logFlags
 	config          string
 	nodeID          string
@@ -112,6 +114,7 @@ afterwards. SIGINT or SIGTERM stops it cleanly.`,
 	fl.DurationVar(&f.indexPoll, "index-poll-interval", node.DefaultConfig().Maintainer.PollInterval, "how often the index maintainer reads the index catalog (starts builds, marks versions ready, finishes drops)")
 	fl.Float64Var(&f.splitLoad, "split-load", 2500, "load-based splitting: a raft partition this node leads splits when it serves more than this many requests per second (cells written, keys and rows read) for --split-load-window, at the shard that best halves its load; 0 turns it off (a datastore's split_load overrides it)")
 	fl.DurationVar(&f.splitLoadWindow, "split-load-window", 10*time.Second, "load-based splitting: how long a partition's load must stay above --split-load")
+	fl.Int64Var(&f.splitSize, "split-size", 512, "size-based splitting: a raft partition this node leads splits when its cells and shard logs take more than this many MiB on disk (pebble's estimate, read every 10s), at the shard that best halves its size; 0 turns it off (a datastore's split_size, in bytes, overrides it)")
 	fl.DurationVar(&f.heartbeat, "heartbeat-timeout", pd.HeartbeatTimeout, "raft heartbeat timeout")
 	fl.DurationVar(&f.election, "election-timeout", pd.ElectionTimeout, "raft election timeout")
 	fl.DurationVar(&f.leaderLease, "leader-lease-timeout", pd.LeaderLeaseTimeout, "raft leader lease timeout")
@@ -149,6 +152,9 @@ func runServe(ctx context.Context, f serveFlags) error {
 	routeLibraryLogs(logger)
 	if f.indexPoll < 0 {
 		return fmt.Errorf("--index-poll-interval %s: must not be negative", f.indexPoll)
+	}
+	if f.splitSize < 0 || f.splitSize > 1<<30 {
+		return fmt.Errorf("--split-size %d: want 0 (off) to %d MiB", f.splitSize, 1<<30)
 	}
 	engine, err := f.engine()
 	if err != nil {
@@ -217,7 +223,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	c := &cfg.Cluster
 	c.NodeID, c.Topology, c.DataDir, c.Store, c.Partition = f.nodeID, top, f.dataDir, store, pc
 	c.BindAddr, c.Self, c.Join, c.GossipBindAddr = f.bind, selfOverride, f.join, f.gossipBind
-	c.AutoSplit = cluster.AutoSplitConfig{Load: f.splitLoad, Window: f.splitLoadWindow}
+	c.AutoSplit = cluster.AutoSplitConfig{Load: f.splitLoad, Window: f.splitLoadWindow, Size: f.splitSize << 20}
 	cfg.Maintainer.PollInterval = f.indexPoll
 	cfg.API, cfg.AdminAddr, cfg.Registry, cfg.Logger = f.apiCfg, f.adminAddr, registry, logger
 	cfg.TLS, cfg.Auth, cfg.Audit, c.GossipKeys = sec.Certs, sec.Auth, sec.Audit, sec.GossipKeys

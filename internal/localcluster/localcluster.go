@@ -507,6 +507,20 @@ func (c *Cluster) Node(i int) *cluster.Node {
 	return c.nodes[i].n.Cluster()
 }
 
+// FlushStores has every running node's store write its memtables to disk (storage.Store.Flush),
+// so that pebble's size estimates count them (size-based splitting). It blocks until done.
+func (c *Cluster) FlushStores() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, m := range c.nodes {
+		if m != nil {
+			errs = append(errs, m.store.Flush())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // WaitReady waits until every datastore is ready on every running node (cluster.Node's
 // DatastoreReady: the raft partitions the node hosts know their leaders, every storage cluster
 // of an async datastore has a master), or timeout passes.

@@ -1,0 +1,56 @@
+package cluster_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/internal/clustertest"
+)
+
+// TestSizeBasedSplit: with a size threshold of 100 KiB, partition 1 (shards 8..15) holding some
+// 600 KiB splits on its own, at a shard inside its range, while partition 0, which holds
+// nothing, does not; every acknowledged cell stays readable.
+func TestSizeBasedSplit(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble,
+		AutoSplit: cluster.AutoSplitConfig{Size: 100 << 10, SizeEvery: 200 * time.Millisecond, Cooldown: time.Hour}})
+	nodes := running(c)
+	spec := &c.Topology.Datastores[0]
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond)
+	}
+	rows := rowsPerPartition(t, spec, t.Name(), 400)[1] // partition 1 only
+	l := newLedger()
+	for i := 0; i < len(rows); i += 40 {
+		var cs []cells.Cell
+		for _, row := range rows[i:min(i+40, len(rows))] {
+			var pad strings.Builder // random text: bodies are compressed
+			for range 40 {
+				pad.WriteString(uuid.NewString())
+			}
+			cs = append(cs, newCell(t, row, "BASE", 1, fmt.Sprintf(`{"pad":%q}`, pad.String())))
+		}
+		putIn(t, nodes[i/40%3], ds, l, cs)
+	}
+	began := time.Now()
+	require.Eventually(t, func() bool {
+		require.NoError(t, c.FlushStores())
+		d, err := nodes[0].Datastore(ds)
+		return err == nil && len(d.Partitions) == 3
+	}, 30*time.Second, 200*time.Millisecond, "partition 1 splits by size")
+	t.Logf("split by size %s after the flush", time.Since(began).Round(100*time.Millisecond))
+	cat := nodes[0].CatalogDatastores()
+	require.Len(t, cat.Datastores[0].History, 1)
+	ev := cat.Datastores[0].History[0]
+	assert.Equal(t, 1, ev.Left, "the large partition split, not the empty one")
+	assert.True(t, ev.AtShard > 8 && ev.AtShard <= 15, "at shard %d, inside 8..15", ev.AtShard)
+	requireStrong(t, l, nodes...)
+}
