@@ -27,13 +27,13 @@ type serveFlags struct {
 	splitLoad       float64
 	splitLoadWindow time.Duration
 	// splitSize sets size-based splitting (cluster.AutoSplitConfig.Size), in MiB.
-	splitSize int64
-	logs            logFlags
-	config          string
-	nodeID          string
-	dataDir         string
-	mysqlDSN        string
-	mysqlPrefix     string
+	splitSize   int64
+	logs        logFlags
+	config      string
+	nodeID      string
+	dataDir     string
+	mysqlDSN    string
+	mysqlPrefix string
 	// store is --store; storeSet whether it was given (--mysql implies mysql unless it was).
 	store         string
 	storeSet      bool
