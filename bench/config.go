@@ -339,6 +339,8 @@ func (c Config) validateSplit() error {
 		return fmt.Errorf("--split-preload %d: want 0 or more cells", s.Preload)
 	case s.Interval < 0:
 		return fmt.Errorf("--split-interval %s: want 0 or more", s.Interval)
+	case s.Merges < 0 || s.Merges > s.Count:
+		return fmt.Errorf("--split-merges %d: want 0 to --split-count (%d)", s.Merges, s.Count)
 	}
 	return nil
 }

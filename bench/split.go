@@ -33,6 +33,10 @@ type SplitConfig struct {
 	// -1: the workload splits (Count splits).
 	Hot     int
 	HotWait time.Duration
+	// Merges is how many merges run among the Count splits (0 to Count): one after every
+	// Count/Merges splits, of the two neighbouring partitions on the same replicas with the
+	// fewest shards together.
+	Merges int
 }
 
 type splitWorkload struct{}
@@ -51,9 +55,10 @@ type splitSample struct {
 // after --warmup splits the partition with the most shards at its middle, --split-count times,
 // --split-interval apart; then it stops the writers after --warmup more. Rows: one "split" row
 // per split (Seconds: from the request to the answer, the right half having a leader; Cells:
-// the cells the datastore held), then "split put" over every write of the run and "split put
-// during" over the writes sent while a split ran (their p99 and max are the pause the splits
-// cause). Errors count the writes that failed; the first is in FirstError.
+// the cells the datastore held) and a "split merge" row per merge (--split-merges; P50: the
+// pause of the right partition's writes the merge reported), then "split put" over every write
+// of the run and "split put during" over the writes sent while a split or merge ran (their p99
+// and max are the pause they cause). Errors count the writes that failed; the first is in FirstError.
 func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, error) {
 	f, target := env.Config, t.Name()
 	if !storesCells(t) {
@@ -135,6 +140,7 @@ func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, err
 		return out, nil
 	}
 	sleep(f.Warmup)
+	merges := 0
 	for i := range s.Count {
 		cat, err := cl.Datastores(ctx)
 		if err != nil {
@@ -161,6 +167,23 @@ func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, err
 		}
 		out = append(out, r)
 		sleep(s.Interval)
+		if s.Merges > 0 && merges < s.Merges && (i+1)%max(1, s.Count/s.Merges) == 0 {
+			from := time.Now()
+			mr, err := splitMerge(ctx, cl, "trips")
+			windows = append(windows, window{from, time.Now()})
+			if err != nil {
+				splitErr = fmt.Errorf("merge %d: %w", merges+1, err)
+				break
+			}
+			merges++
+			out = append(out, Result{Target: target, Workload: workloadSplit + " merge", Clients: writers, Seconds: time.Since(from).Seconds(), Ops: 1,
+				StoredCells: int64(s.Preload), P50: mr.PauseMillis * 1000})
+			if !f.JSON {
+				fmt.Fprintf(env.Stderr, "%s %s merge %d: -> %d [%d..%d] in %d ms, writes to the right one paused %d ms\n",
+					target, workloadSplit, merges, mr.Merged.ID, mr.Merged.FirstShard, mr.Merged.LastShard, mr.TookMillis, mr.PauseMillis)
+			}
+			sleep(s.Interval)
+		}
 	}
 	sleep(f.Warmup)
 	stop()
@@ -247,6 +270,40 @@ func splitTarget(cat wire.DatastoresResponse, ds string) (pid, at int) {
 		}
 	}
 	return pid, at
+}
+
+// splitMerge merges the two neighbouring partitions of datastore ds on the same replicas with
+// the fewest shards together (the first in shard order among equals).
+func splitMerge(ctx context.Context, cl *client.Client, ds string) (wire.MergeResponse, error) {
+	cat, err := cl.Datastores(ctx)
+	if err != nil {
+		return wire.MergeResponse{}, err
+	}
+	left, right, best := -1, -1, 0
+	for _, d := range cat.Datastores {
+		if d.Name != ds {
+			continue
+		}
+		ps := slices.Clone(d.Partitions)
+		slices.SortFunc(ps, func(a, b wire.CatalogPartition) int { return a.FirstShard - b.FirstShard })
+		for i := 1; i < len(ps); i++ {
+			l, r := ps[i-1], ps[i]
+			n := r.LastShard - l.FirstShard + 1
+			if slices.Equal(sortedCopy(l.Replicas), sortedCopy(r.Replicas)) && (left < 0 || n < best) {
+				left, right, best = l.ID, r.ID, n
+			}
+		}
+	}
+	if left < 0 {
+		return wire.MergeResponse{}, fmt.Errorf("no two neighbouring partitions of %s on the same replicas", ds)
+	}
+	return cl.MergePartitions(ctx, ds, left, right)
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
 }
 
 // splitFigures returns the count, errors and latency percentiles of the samples keep selects.

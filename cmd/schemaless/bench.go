@@ -114,9 +114,10 @@ Workloads:
                --scale-steps (the table's stored column gives the cells stored at each step)
   split        partitions of trips split online under the first --clients value of put_cell
                writers: --split-preload cells first, then --split-count splits of the largest
-               partition at its middle, --split-interval apart; rows: each split's time, every
-               write's figures, and the writes sent while a split ran (their p99 and max: the
-               pause); needs the pebble store (targets pebble, pebble-secure, or external)
+               partition at its middle, --split-interval apart, and --split-merges merges among
+               them; rows: each split's and merge's time, every write's figures, and the writes
+               sent while a split or merge ran (their p99 and max: the pause); needs the pebble
+               store (targets pebble, pebble-secure, or external)
 
 Consumer-group workloads (package triggers; each run creates a new group whose --workers workers
 run in this process, and one run per --workers and --trigger-consistency value; the clients column
@@ -256,6 +257,7 @@ share this machine's cores.`,
 	fl.IntVar(&c.Split.Count, "split-count", c.Split.Count, "split: splits, one after the other, of the partition of trips with the most shards, at its middle")
 	fl.IntVar(&c.Split.Preload, "split-preload", c.Split.Preload, "split: cells written to trips before the first split (put_cells of 100, 8 in flight)")
 	fl.DurationVar(&c.Split.Interval, "split-interval", c.Split.Interval, "split: time between the end of a split and the start of the next")
+	fl.IntVar(&c.Split.Merges, "split-merges", c.Split.Merges, "split: merges among the splits (at most --split-count): after every --split-count/--split-merges splits, the two neighbouring partitions of trips on the same replicas with the fewest shards merge")
 	fl.IntVar(&c.Split.Hot, "split-hot", c.Split.Hot, "split: a partition of trips that takes every write; the workload then splits nothing itself and reports when the cluster's load-based splitting split it (serve --split-load) and moved a half's leader to another node (-1: the workload splits)")
 	fl.DurationVar(&c.Split.HotWait, "split-hot-wait", c.Split.HotWait, "split: with --split-hot, how long to wait for the load-based split")
 	cmd.AddCommand(newBenchPlotCmd())
