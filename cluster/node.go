@@ -154,6 +154,9 @@ type Node struct {
 	closeErr   error
 	cat        catalogState  // the catalog: this node's replica of it, its view, its follower (catalog.go)
 	splitKick  chan struct{} // wakes splitLoop: a split was applied here (split.go)
+	// notSplitVoter holds the split-made partitions this node's parent replica replayed the
+	// split of without being one of its voters (splitVoterHere). Guarded by hostMu.
+	notSplitVoter map[storage.PartitionID]bool
 	// retiring holds the partitions merged into a replica here whose data is still to be
 	// deleted (merge.go).
 	retiring struct {

@@ -367,7 +367,7 @@ func (n *Node) openSplitReplicasLocked(ctx context.Context) {
 					parentHere, parentLeader = true, p.IsLeader()
 				}
 			}
-			if state == hostedUnknown && !parentHere && !hosts(r.spec, n.cfg.NodeID) {
+			if state == hostedUnknown && !hosts(r.spec, n.cfg.NodeID) && (!parentHere || !n.splitVoterHere(ctx, d.spec.Name, r)) {
 				continue
 			}
 			if err := n.openReplica(ctx, d.spec, r, nil); err != nil {
@@ -388,6 +388,38 @@ func (n *Node) openSplitReplicasLocked(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// splitVoterHere reports whether this node was a voter of the split that made partition r (its
+// store here holds the split's copy, whose origin names the voters): a replica of the parent
+// that joined it after the split, and replayed the split entry from the log while catching up,
+// holds a copy too but is no member of the new partition's group (a rebalance adds it like any
+// other replica). A negative answer is remembered. The caller holds hostMu.
+func (n *Node) splitVoterHere(ctx context.Context, ds string, r *route) bool {
+	id := storage.PartitionID{Datastore: ds, Partition: r.spec.ID}
+	if n.notSplitVoter[id] {
+		return false
+	}
+	ps, err := n.cfg.Store.Partition(ctx, id, r.spec.OriginShards())
+	if err != nil {
+		return false
+	}
+	origin, ok, err := fsm.ReadSplitOrigin(ctx, ps)
+	if cerr := ps.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || !ok {
+		return false // no copy yet: the parent here applies the split later, or never did
+	}
+	if slices.ContainsFunc(origin.Voters, func(v command.Voter) bool { return v.ID == n.cfg.NodeID }) {
+		return true
+	}
+	if n.notSplitVoter == nil {
+		n.notSplitVoter = map[storage.PartitionID]bool{}
+	}
+	n.notSplitVoter[id] = true
+	n.log.Info("not opening a split's new partition: this node joined its parent after the split", "datastore", ds, "partition", r.spec.ID)
+	return false
 }
 
 func overlaps(a, b cells.ShardRange) bool { return a.First <= b.Last && b.First <= a.Last }
