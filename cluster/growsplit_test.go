@@ -91,4 +91,3 @@ func TestGrowDatastore(t *testing.T) {
 	acked := l.finish(t, c.URLs())
 	t.Logf("figures: %d writes acknowledged, 0 failed, every one read back", acked)
 }
-
