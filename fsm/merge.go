@@ -68,14 +68,10 @@ func emptyRange(r cells.ShardRange) cells.ShardRange {
 // partition, or a thaw of one that is not frozen for Into, changes nothing but the applied
 // index; a thaw of a partition that is not frozen is refused (command.ErrBadCommand).
 func (f *FSM) applyFreeze(l *raft.Log) interface{} {
-	if f.Failed() != nil {
-		return &Response{Err: ErrFailed}
+	applied, cmd, refused, done := beginAlone[*command.Freeze](f, l)
+	if done != nil {
+		return done
 	}
-	if l.Index <= f.Applied().Index {
-		return &Response{Err: ErrAlreadyApplied}
-	}
-	applied := storage.AppliedState{Index: l.Index, Term: l.Term}
-	cmd, refused := command.DecodeAs[*command.Freeze](l.Data)
 	var (
 		res    command.FreezeResult
 		shards = f.shards
@@ -158,16 +154,9 @@ var errMergeSource = errors.New("fsm: the right partition's replica is not ready
 // merge was decided.
 func (f *FSM) applyMerge(l *raft.Log) interface{} {
 	began := time.Now()
-	if f.Failed() != nil {
-		return &Response{Err: ErrFailed}
-	}
-	if l.Index <= f.Applied().Index {
-		return &Response{Err: ErrAlreadyApplied}
-	}
-	applied := storage.AppliedState{Index: l.Index, Term: l.Term}
-	cmd, refused := command.DecodeAs[*command.Merge](l.Data)
-	if refused == nil {
-		refused = cmd.CheckShards(f.shards)
+	applied, cmd, refused, done := beginAlone[*command.Merge](f, l)
+	if done != nil {
+		return done
 	}
 	if refused == nil && (f.cfg.MergeSource == nil || cmd.Shards <= 0) {
 		refused = fmt.Errorf("%w: this replica's state machine cannot merge", command.ErrBadCommand)

@@ -128,16 +128,9 @@ func readRow[T any](ctx context.Context, st interface {
 // moves. Storage failures are retried and then stop the FSM, as in ApplyBatch.
 func (f *FSM) applySplit(l *raft.Log) interface{} {
 	began := time.Now()
-	if f.Failed() != nil {
-		return &Response{Err: ErrFailed}
-	}
-	if l.Index <= f.Applied().Index {
-		return &Response{Err: ErrAlreadyApplied}
-	}
-	applied := storage.AppliedState{Index: l.Index, Term: l.Term}
-	cmd, refused := command.DecodeAs[*command.Split](l.Data)
-	if refused == nil {
-		refused = cmd.CheckShards(f.shards)
+	applied, cmd, refused, done := beginAlone[*command.Split](f, l)
+	if done != nil {
+		return done
 	}
 	if refused == nil && f.cfg.SplitStore == nil {
 		refused = fmt.Errorf("%w: this replica's state machine cannot split", command.ErrBadCommand)
@@ -170,6 +163,25 @@ func (f *FSM) applySplit(l *raft.Log) interface{} {
 		f.cfg.OnSplit(SplitEvent{Right: int(cmd.Right), Left: left, Shards: right, Applied: applied})
 	}
 	return &Response{Result: command.SplitResult{Left: left, Right: right}}
+}
+
+// beginAlone starts applying l, an entry applied on its own (a split, freeze or merge): it
+// returns the entry's applied state, its command decoded as C, and the command's deterministic
+// refusal (it does not decode, or names shards outside the partition's range); or done, the
+// answer to give at once when the FSM stopped or the entry is applied already.
+func beginAlone[C command.Command](f *FSM, l *raft.Log) (applied storage.AppliedState, cmd C, refused error, done *Response) {
+	if f.Failed() != nil {
+		return applied, cmd, nil, &Response{Err: ErrFailed}
+	}
+	if l.Index <= f.Applied().Index {
+		return applied, cmd, nil, &Response{Err: ErrAlreadyApplied}
+	}
+	applied = storage.AppliedState{Index: l.Index, Term: l.Term}
+	cmd, refused = command.DecodeAs[C](l.Data)
+	if refused == nil {
+		refused = cmd.CheckShards(f.shards)
+	}
+	return applied, cmd, refused, nil
 }
 
 // appliedOnlyTx writes the applied index alone (a refused entry).
