@@ -3,8 +3,6 @@ package cluster_test
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,18 +42,8 @@ func TestMergePartitions(t *testing.T) {
 	require.ErrorAs(t, err, &fe, "the left neighbour as the right")
 	assert.Equal(t, "right", fe.Field)
 
-	l := newLedger()
-	stop := make(chan struct{})
-	var failures atomic.Int64
-	var lastErr atomic.Value
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			writeLoop(n, l, stop, &failures, &lastErr)
-		}()
-	}
+	w := startWriters(nodes)
+	l := w.l
 	time.Sleep(300 * time.Millisecond)
 	split, err := nodes[1].SplitPartition(ctx, ds, 1, 12)
 	require.NoError(t, err, "split partition 1 at 12")
@@ -74,12 +62,7 @@ func TestMergePartitions(t *testing.T) {
 	_, err = nodes[1].MergePartitions(ctx, ds, 0, 1)
 	assert.ErrorIs(t, err, cluster.ErrBadShard, "partition 1 is gone")
 	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	if v := lastErr.Load(); v != nil {
-		t.Logf("last failure: %v", v)
-	}
-	assert.Zero(t, failures.Load(), "writes that failed during the split and the merges")
+	w.finish(t, "the split and the merges")
 	require.Greater(t, l.len(), 50, "acknowledged writes")
 
 	for _, n := range nodes {

@@ -44,6 +44,39 @@ func writeLoop(n *cluster.Node, l *ledger, stop <-chan struct{}, failures *atomi
 	}
 }
 
+// writers is one writeLoop per node, recording acknowledged cells in l.
+type writers struct {
+	l        *ledger
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	failures atomic.Int64
+	lastErr  atomic.Value
+}
+
+// startWriters starts a writeLoop through each of nodes.
+func startWriters(nodes []*cluster.Node) *writers {
+	w := &writers{l: newLedger(), stop: make(chan struct{})}
+	for _, n := range nodes {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			writeLoop(n, w.l, w.stop, &w.failures, &w.lastErr)
+		}()
+	}
+	return w
+}
+
+// finish stops the writers and checks that no write failed (what: during what).
+func (w *writers) finish(t *testing.T, what string) {
+	t.Helper()
+	close(w.stop)
+	w.wg.Wait()
+	if v := w.lastErr.Load(); v != nil {
+		t.Logf("last failure: %v", v)
+	}
+	assert.Zero(t, w.failures.Load(), "writes that failed during %s", what)
+}
+
 // TestSplitPartition splits trips' partitions under writers through every node: every write
 // is answered with success, every acknowledged cell is read back strongly through every node
 // with its added_id, the shard logs hold exactly the acknowledged cells, the catalog shows the
@@ -70,18 +103,8 @@ func TestSplitPartition(t *testing.T) {
 	_, err = nodes[0].SplitPartition(ctx, ds, 0, 0+0) // the middle: fine, done below
 	require.NoError(t, err, "split partition 0 at its middle")
 
-	l := newLedger()
-	stop := make(chan struct{})
-	var failures atomic.Int64
-	var lastErr atomic.Value
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			writeLoop(n, l, stop, &failures, &lastErr)
-		}()
-	}
+	w := startWriters(nodes)
+	l := w.l
 	time.Sleep(300 * time.Millisecond)
 	res, err := nodes[1].SplitPartition(ctx, ds, 1, 12)
 	require.NoError(t, err, "split partition 1 at 12 under writes")
@@ -96,12 +119,7 @@ func TestSplitPartition(t *testing.T) {
 	require.NoError(t, err, "split partition %d at 14", res.Right.ID)
 	assert.Equal(t, []int{14, 15}, []int{res2.Right.FirstShard, res2.Right.LastShard})
 	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	if v := lastErr.Load(); v != nil {
-		t.Logf("last failure: %v", v)
-	}
-	assert.Zero(t, failures.Load(), "writes that failed during the splits")
+	w.finish(t, "the splits")
 	require.Greater(t, l.len(), 50, "acknowledged writes during the splits")
 
 	// Every node routes by the new catalog: 5 partitions, with the splits' history.
