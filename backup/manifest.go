@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/fsm"
+	"github.com/schemaless-db/schemaless/internal/atomicfile"
 	"github.com/schemaless-db/schemaless/topology"
 )
 
@@ -161,33 +162,5 @@ func writeManifest(dir string, m Manifest) error {
 	if err != nil {
 		return err
 	}
-	return writeFileSync(filepath.Join(dir, ManifestName), append(b, '\n'))
-}
-
-// writeFileSync writes b to path through a temporary file, synced and renamed, then syncs the
-// directory.
-func writeFileSync(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err = f.Write(b); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(filepath.Join(dir, ManifestName), append(b, '\n'))
 }

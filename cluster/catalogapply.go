@@ -12,6 +12,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/catalog"
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/internal/atomicfile"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
@@ -255,28 +256,13 @@ func prevDatastore(c *catalog.Catalog, name string) *catalog.Datastore {
 	return c.Datastores[name]
 }
 
-// writeCatalogCache stores c in <DataDir>/catalog.cache (write, fsync, rename).
+// writeCatalogCache stores c in <DataDir>/catalog.cache (atomicfile.Write).
 func (n *Node) writeCatalogCache(c *catalog.Catalog) error {
 	b, err := catalog.Encode(c)
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(n.cfg.DataDir, catalogCacheFile)
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err = f.Write(b); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(filepath.Join(n.cfg.DataDir, catalogCacheFile), b)
 }
 
 // closeDatastore closes every partition d serves here, their stores and d's storage clusters;

@@ -17,6 +17,7 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/hclogslog"
+	"github.com/schemaless-db/schemaless/internal/atomicfile"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/raftlog"
 	"github.com/schemaless-db/schemaless/storage"
@@ -87,22 +88,8 @@ func (h *hostedFile) set(ds string, pid int, s hostedState) error {
 	if err := os.MkdirAll(filepath.Dir(h.path), 0o755); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	tmp := h.path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("cluster: %w", err)
-	}
-	if _, err = f.Write(b); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("cluster: write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, h.path); err != nil {
-		return fmt.Errorf("cluster: %w", err)
+	if err := atomicfile.Write(h.path, b); err != nil {
+		return fmt.Errorf("cluster: write %s: %w", h.path, err)
 	}
 	return nil
 }

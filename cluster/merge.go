@@ -269,14 +269,14 @@ func configNodes(c PartitionConfig) []string {
 // store of its replica when the node still serves it (the catalog's merge not applied here yet).
 func (n *Node) mergeSource(ds string) func(ctx context.Context, right int) (fsm.Store, func() error, error) {
 	return func(ctx context.Context, right int) (fsm.Store, func() error, error) {
-		if r := n.routeOf(ds, right); r != nil {
-			if p := r.replica(); p != nil {
-				return p.Store(), func() error { return nil }, nil
-			}
-		}
-		// The range is the store's to check against; the frozen state's own range is read
-		// from it by the merge.
 		for {
+			if r := n.routeOf(ds, right); r != nil {
+				if p := r.replica(); p != nil {
+					return p.Store(), func() error { return nil }, nil
+				}
+			}
+			// The range is the store's to check against; the frozen state's own range is
+			// read from it by the merge.
 			ps, err := n.cfg.Store.Partition(ctx, storage.PartitionID{Datastore: ds, Partition: right}, cells.ShardRange{First: 0, Last: cells.MaxShards - 1})
 			if err == nil {
 				return ps, ps.Close, nil
@@ -285,11 +285,6 @@ func (n *Node) mergeSource(ds string) func(ctx context.Context, right int) (fsm.
 				return nil, nil, err
 			}
 			// Its replica is closing (the catalog's merge applied here meanwhile).
-			if r := n.routeOf(ds, right); r != nil {
-				if p := r.replica(); p != nil {
-					return p.Store(), func() error { return nil }, nil
-				}
-			}
 			select {
 			case <-ctx.Done():
 				return nil, nil, err
@@ -367,11 +362,13 @@ func (n *Node) reconcileMerges() {
 				n.completeAbandonedMerge(d, r)
 			case have.Last < r.spec.LastShard && cd != nil:
 				r.frozenSince.Store(0)
+				var rights []int // latest first
 				for i := len(cd.History) - 1; i >= 0; i-- {
 					if e := cd.History[i]; e.Op == catalog.OpMerge && e.Left == r.spec.ID {
-						n.reconcileMerge(d.spec.Name, r, e.Right, have)
+						rights = append(rights, e.Right)
 					}
 				}
+				n.reconcileMerge(d.spec.Name, r, rights, have)
 			default:
 				r.frozenSince.Store(0)
 			}
@@ -379,10 +376,11 @@ func (n *Node) reconcileMerges() {
 	}
 }
 
-// reconcileMerge proposes the merge of partition right into r, which this node leads and which
-// holds have, when this node's store of right is frozen for r with the shards right after have.
-func (n *Node) reconcileMerge(ds string, r *route, right int, have cells.ShardRange) {
-	if !r.splitting.CompareAndSwap(false, true) {
+// reconcileMerge proposes the merge into r, which this node leads and which holds have, of
+// the first of rights (partitions the catalog merged into r) whose store here is frozen for r
+// with the shards right after have. It runs on its own goroutine, one per partition at a time.
+func (n *Node) reconcileMerge(ds string, r *route, rights []int, have cells.ShardRange) {
+	if len(rights) == 0 || !r.splitting.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
@@ -391,18 +389,21 @@ func (n *Node) reconcileMerge(ds string, r *route, right int, have cells.ShardRa
 		defer cancel()
 		ctx, cancel2 := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel2()
-		st, release, err := n.mergeSource(ds)(ctx, right)
-		if err != nil {
+		for _, right := range rights {
+			st, release, err := n.mergeSource(ds)(ctx, right)
+			if err != nil {
+				continue
+			}
+			fr, frozen, err := fsm.ReadFreeze(ctx, st)
+			_ = release()
+			if err != nil || !frozen || fr.Into != r.spec.ID || fr.First != have.Last+1 {
+				continue
+			}
+			n.log.Info("completing a merge the catalog decided", "datastore", ds, "left", r.spec.ID, "right", right, "frozen_at", fr.Index)
+			if err := n.proposeMerge(ctx, ds, r.spec.ID, right, fr.Index, fr.Shards(), n.catalogGeneration()); err != nil {
+				n.log.Warn("completing a merge the catalog decided", "datastore", ds, "left", r.spec.ID, "right", right, "error", err)
+			}
 			return
-		}
-		fr, frozen, err := fsm.ReadFreeze(ctx, st)
-		_ = release()
-		if err != nil || !frozen || fr.Into != r.spec.ID || fr.First != have.Last+1 {
-			return
-		}
-		n.log.Info("completing a merge the catalog decided", "datastore", ds, "left", r.spec.ID, "right", right, "frozen_at", fr.Index)
-		if err := n.proposeMerge(ctx, ds, r.spec.ID, right, fr.Index, fr.Shards(), n.catalogGeneration()); err != nil {
-			n.log.Warn("completing a merge the catalog decided", "datastore", ds, "left", r.spec.ID, "right", right, "error", err)
 		}
 	}()
 }

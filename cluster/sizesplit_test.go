@@ -15,9 +15,9 @@ import (
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 )
 
-// TestSizeBasedSplit: with a size threshold of 100 KiB, partition 1 (shards 8..15) holding some
-// 600 KiB splits on its own, at a shard inside its range, while partition 0, which holds
-// nothing, does not; every acknowledged cell stays readable.
+// TestSizeBasedSplit: with a size threshold of 100 KiB, partition 1 (shards 8..15), given 400
+// cells of some 1.5 KB of random text, splits on its own, at a shard inside its range, while
+// partition 0, which holds nothing, does not; every acknowledged cell stays readable.
 func TestSizeBasedSplit(t *testing.T) {
 	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble,

@@ -320,11 +320,17 @@ func (n *Node) kickSplits() {
 // the data of merged partitions (retireMergedLocked), until the node closes.
 func (n *Node) splitLoop() {
 	for {
+		var retry <-chan time.Time
+		n.retiring.Lock()
+		if len(n.retiring.ids) > 0 {
+			retry = time.After(2 * time.Second) // a merged partition waits for the catalog here
+		}
+		n.retiring.Unlock()
 		select {
 		case <-n.stopWatch:
 			return
 		case <-n.splitKick:
-		case <-time.After(2 * time.Second): // a merged partition waits for the catalog here
+		case <-retry:
 		}
 		n.hostMu.Lock()
 		if !n.hostClosed {

@@ -165,22 +165,9 @@ func (f *FSM) applyMerge(l *raft.Log) interface{} {
 	if refused == nil {
 		merged = cells.ShardRange{First: f.shards.First, Last: int(cmd.Last)}
 	}
-	if !f.retryOne("merge", l.Index, func() error {
-		if refused != nil {
-			return f.appliedOnlyTx(applied)
-		}
-		return f.mergeTx(cmd, merged, applied)
-	}) {
-		return &Response{Err: ErrFailed}
+	if done := f.runAlone("merge", l, began, applied, refused, merged, func() error { return f.mergeTx(cmd, merged, applied) }); done != nil {
+		return done
 	}
-	if refused != nil {
-		f.setApplied(applied)
-		return &Response{Err: refused}
-	}
-	f.setShards(merged)
-	f.resetCaches()
-	f.setApplied(applied)
-	observeApply(f.cfg.Store, began, 1, 0)
 	f.cfg.Logger.Info("fsm: partition merged", "right", cmd.Right, "first", merged.First, "last", merged.Last, "index", l.Index, "took", time.Since(began))
 	if f.cfg.OnMerge != nil {
 		f.cfg.OnMerge(MergeEvent{Right: int(cmd.Right), Merged: merged, Applied: applied})

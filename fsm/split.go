@@ -141,22 +141,9 @@ func (f *FSM) applySplit(l *raft.Log) interface{} {
 		left = cells.ShardRange{First: cur.First, Last: int(cmd.AtShard) - 1}
 		right = cells.ShardRange{First: int(cmd.AtShard), Last: cur.Last}
 	}
-	if !f.retryOne("split", l.Index, func() error {
-		if refused != nil {
-			return f.appliedOnlyTx(applied)
-		}
-		return f.splitTx(cmd, left, right, applied)
-	}) {
-		return &Response{Err: ErrFailed}
+	if done := f.runAlone("split", l, began, applied, refused, left, func() error { return f.splitTx(cmd, left, right, applied) }); done != nil {
+		return done
 	}
-	if refused != nil {
-		f.setApplied(applied)
-		return &Response{Err: refused}
-	}
-	f.setShards(left)
-	f.resetCaches()
-	f.setApplied(applied)
-	observeApply(f.cfg.Store, began, 1, 0)
 	f.cfg.Logger.Info("fsm: partition split", "left_first", left.First, "left_last", left.Last, "right", cmd.Right,
 		"right_first", right.First, "right_last", right.Last, "index", l.Index, "took", time.Since(began))
 	if f.cfg.OnSplit != nil {
@@ -182,6 +169,30 @@ func beginAlone[C command.Command](f *FSM, l *raft.Log) (applied storage.Applied
 		refused = cmd.CheckShards(f.shards)
 	}
 	return applied, cmd, refused, nil
+}
+
+// runAlone runs tx, the transaction of an entry applied on its own that changes the
+// partition's range to shards, retried by retryOne (for a refused entry, only the applied
+// index is written). On success the FSM takes shards and the entry's applied index, and runAlone
+// returns nil; else it returns the answer to give: ErrFailed, or the refusal.
+func (f *FSM) runAlone(what string, l *raft.Log, began time.Time, applied storage.AppliedState, refused error, shards cells.ShardRange, tx func() error) *Response {
+	if !f.retryOne(what, l.Index, func() error {
+		if refused != nil {
+			return f.appliedOnlyTx(applied)
+		}
+		return tx()
+	}) {
+		return &Response{Err: ErrFailed}
+	}
+	if refused != nil {
+		f.setApplied(applied)
+		return &Response{Err: refused}
+	}
+	f.setShards(shards)
+	f.resetCaches()
+	f.setApplied(applied)
+	observeApply(f.cfg.Store, began, 1, 0)
+	return nil
 }
 
 // appliedOnlyTx writes the applied index alone (a refused entry).
