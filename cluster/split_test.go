@@ -66,6 +66,14 @@ func startWriters(nodes []*cluster.Node) *writers {
 	return w
 }
 
+// await waits until the writers have acknowledged n more writes, so that each step of a test
+// runs under writes however loaded the machine is.
+func (w *writers) await(t *testing.T, n int) {
+	t.Helper()
+	from := w.l.len()
+	require.Eventually(t, func() bool { return w.l.len() >= from+n }, opTimeout, 10*time.Millisecond, "%d more acknowledged writes", n)
+}
+
 // finish stops the writers and checks that no write failed (what: during what).
 func (w *writers) finish(t *testing.T, what string) {
 	t.Helper()
