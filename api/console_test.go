@@ -95,6 +95,14 @@ func TestConsole(t *testing.T) {
 
 	t.Run("rendered", func(t *testing.T) {
 		const node = 1
+		// The page shows the catalog this node serves: wait until it has one (the import).
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			var cat wire.DatastoresResponse
+			a, err := s.tryDo(node, "GET", "/v1/admin/datastores", "")
+			if assert.NoError(ct, err) && assert.NoError(ct, a.unmarshal(&cat)) {
+				assert.Positive(ct, cat.Generation, "node %d's catalog generation", node)
+			}
+		}, 30*time.Second, 50*time.Millisecond, "node %d serves the catalog", node)
 		before := consoleCluster(t, s, node)
 		dom := consoleDOM(t, chrome, c.URL(node)+"/console")
 		after := consoleCluster(t, s, node)
