@@ -78,6 +78,7 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) error {
 				ID: p.ID, FirstShard: p.FirstShard, LastShard: p.LastShard, Replicas: p.Replicas,
 				Leader: rs.Leader, Local: rs.Local, State: rs.State, Term: rs.Term,
 				CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex, LastIndex: rs.LastIndex,
+				Quiesced: rs.Quiesced,
 			})
 			if a := rs.Async; a != nil {
 				ps := &dst.Partitions[len(dst.Partitions)-1]

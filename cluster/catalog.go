@@ -227,6 +227,9 @@ func (n *Node) openCatalogReplica() (*catalogReplica, error) {
 	// Slower heartbeats than a partition's: the catalog changes rarely and no write waits for
 	// it, so an idle cluster pays little for it and a lost leader is replaced in seconds.
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 3*pc.HeartbeatTimeout, 3*pc.ElectionTimeout, 3*pc.LeaderLeaseTimeout
+	// It never quiesces (quiesce.go): one group, and its followers keep their own failure
+	// detection rather than wait for gossip.
+	rc.QuiesceTimeout = 0
 	rc.BatchApplyCh = false
 	rc.SnapshotThreshold, rc.TrailingLogs = 256, 256
 	fsm := newCatalogFSM()

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/schemaless-db/schemaless/membership"
@@ -79,11 +80,14 @@ func (n *Node) startGossip() error {
 	mc.Replicas = n.gossipReplicas
 	mc.Logger = n.log
 	mc.Keys = n.cfg.GossipKeys
+	var started atomic.Pointer[membership.Membership]
+	mc.OnChange = n.gossipWatch(&started)
 	g, err := membership.Start(mc)
 	if err != nil {
 		return err
 	}
 	n.gossip = g
+	started.Store(g)
 	return nil
 }
 

@@ -252,6 +252,7 @@ func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *r
 	pc := n.cfg.Partition
 	pc.ID = id
 	pc.Shards = origin
+	pc.QuiesceAfter = n.quiesceAfter()
 	if ds.Mode == topology.ModeRaft {
 		pc.SplitStore = n.splitStore(ds.Name)
 		pc.OnSplit = func(fsm.SplitEvent) { n.kickSplits() }

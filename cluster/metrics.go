@@ -143,7 +143,7 @@ func (c *asyncCollector) Collect(ch chan<- prometheus.Metric) {
 type replicaCollector struct {
 	n *Node
 
-	applied, commit, last, lag, leader, term *prometheus.Desc
+	applied, commit, last, lag, leader, term, quiesced *prometheus.Desc
 }
 
 // ReplicaCollector returns a Prometheus collector of the raft replicas this node hosts, read at
@@ -156,23 +156,25 @@ type replicaCollector struct {
 //     SQL; a follower behind its leader also shows in the leader's commit index against its own)
 //   - schemaless_raft_is_leader: 1 on the leader, else 0
 //   - schemaless_raft_term: the replica's current term
+//   - schemaless_raft_quiesced: 1 while the replica is quiesced (an idle group), else 0
 //
 // Partitions of async datastores and partitions the node does not host have none.
 func (n *Node) ReplicaCollector() prometheus.Collector {
 	p := []string{"datastore", "partition"}
 	return &replicaCollector{n: n,
-		applied: prometheus.NewDesc("schemaless_raft_applied_index", "Last raft log index applied to the replica's SQL store.", p, nil),
-		commit:  prometheus.NewDesc("schemaless_raft_commit_index", "Last raft log index the replica knows to be committed.", p, nil),
-		last:    prometheus.NewDesc("schemaless_raft_last_index", "Last raft log index stored in the replica's log.", p, nil),
-		lag:     prometheus.NewDesc("schemaless_raft_replica_lag_entries", "Committed raft entries not yet applied to the replica's SQL store (commit index minus applied index).", p, nil),
-		leader:  prometheus.NewDesc("schemaless_raft_is_leader", "1 when this node's replica is the partition's leader, else 0.", p, nil),
-		term:    prometheus.NewDesc("schemaless_raft_term", "The replica's current raft term.", p, nil),
+		applied:  prometheus.NewDesc("schemaless_raft_applied_index", "Last raft log index applied to the replica's SQL store.", p, nil),
+		commit:   prometheus.NewDesc("schemaless_raft_commit_index", "Last raft log index the replica knows to be committed.", p, nil),
+		last:     prometheus.NewDesc("schemaless_raft_last_index", "Last raft log index stored in the replica's log.", p, nil),
+		lag:      prometheus.NewDesc("schemaless_raft_replica_lag_entries", "Committed raft entries not yet applied to the replica's SQL store (commit index minus applied index).", p, nil),
+		leader:   prometheus.NewDesc("schemaless_raft_is_leader", "1 when this node's replica is the partition's leader, else 0.", p, nil),
+		term:     prometheus.NewDesc("schemaless_raft_term", "The replica's current raft term.", p, nil),
+		quiesced: prometheus.NewDesc("schemaless_raft_quiesced", "1 while this node's replica is quiesced (the partition is idle and its group sends no heartbeats), else 0.", p, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.applied, c.commit, c.last, c.lag, c.leader, c.term} {
+	for _, d := range []*prometheus.Desc{c.applied, c.commit, c.last, c.lag, c.leader, c.term, c.quiesced} {
 		ch <- d
 	}
 }
@@ -198,6 +200,11 @@ func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, lag, l...)
 		ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, isLeader, l...)
 		ch <- prometheus.MustNewConstMetric(c.term, prometheus.GaugeValue, float64(r.Term), l...)
+		q := 0.0
+		if r.Quiesced {
+			q = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.quiesced, prometheus.GaugeValue, q, l...)
 	}
 }
 

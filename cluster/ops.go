@@ -169,6 +169,7 @@ func (n *Node) callLeader(ctx context.Context, r *route, write bool,
 		case errors.Is(err, ErrUnavailable):
 			if target != n.cfg.NodeID {
 				r.setHint("")
+				wakeLocal(r)
 			}
 		default:
 			if maybeApplied {

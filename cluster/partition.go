@@ -86,6 +86,9 @@ type raftReplica interface {
 	Store() *storage.PartitionStore
 	// Shards is the range the replica holds now (a split shrinks it).
 	Shards() cells.ShardRange
+	// Quiesced and Wake: see partition.Raft and quiesce.go.
+	Quiesced() bool
+	Wake()
 }
 
 var (

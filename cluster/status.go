@@ -14,6 +14,8 @@ type ReplicaStatus struct {
 	CommitIndex  uint64
 	AppliedIndex uint64 // the FSM's applied index (what the SQL store reflects)
 	LastIndex    uint64
+	// Quiesced: the local replica is quiesced (an idle group that sends no heartbeats).
+	Quiesced bool
 	// Async is the partition's state in async mode (nil in raft mode).
 	Async *partition.AsyncStatus
 }
@@ -34,6 +36,7 @@ func (n *Node) Replicas() []ReplicaStatus {
 				st.Local = true
 				st.Leader, st.State, st.Term = rs.Leader, rs.State, rs.Term
 				st.CommitIndex, st.AppliedIndex, st.LastIndex = rs.CommitIndex, rs.AppliedIndex, rs.LastIndex
+				st.Quiesced = rs.Quiesced
 			} else {
 				r.mu.Lock()
 				st.Leader = r.hint

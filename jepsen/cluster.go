@@ -52,6 +52,11 @@ type ClusterConfig struct {
 	Secure bool
 }
 
+// gossipPortOffset places every node's gossip (TCP and UDP) at RaftPort + 100 on its own IP, as
+// `schemaless dev` does: the nodes run as deployed, with the node-level liveness that lets idle
+// partitions quiesce (serve --quiesce-after), and a cut link cuts their gossip too.
+const gossipPortOffset = 100
+
 // Node is one process of the cluster under test: its launcher slot (id, addresses, data
 // directory, log; Start, Kill, Pause, Resume, Running, Paused) and its loopback address.
 type Node struct {
@@ -136,7 +141,8 @@ func newCluster(cfg ClusterConfig) (*Cluster, error) {
 		ip := net.IPv4(first[0], first[1], first[2], first[3]+byte(i)).String()
 		ips = append(ips, ip)
 		top.Nodes = append(top.Nodes, topology.NodeSpec{ID: fmt.Sprintf("n%d", i+1),
-			RaftAddr: net.JoinHostPort(ip, strconv.Itoa(cfg.RaftPort)), HTTPAddr: net.JoinHostPort(ip, strconv.Itoa(cfg.HTTPPort))})
+			RaftAddr: net.JoinHostPort(ip, strconv.Itoa(cfg.RaftPort)), HTTPAddr: net.JoinHostPort(ip, strconv.Itoa(cfg.HTTPPort)),
+			GossipAddr: net.JoinHostPort(ip, strconv.Itoa(cfg.RaftPort+gossipPortOffset))})
 	}
 	placed := 0 // partitions placed so far: the next one starts on the next node
 	for _, d := range cfg.Datastores {

@@ -19,7 +19,7 @@ import (
 
 // The end-to-end tests (TestStaleReadsCaught, TestNetCutDropsTraffic, TestIndexUnderFaults,
 // TestTriggersUnderFaults, TestKillAllLosesNothing, TestAsyncFailoverLosesWritesOnlyWithoutBuffers,
-// TestSplitUnderTraffic) start real nodes on
+// TestSplitUnderTraffic, TestQuiescedPartitionsFailOver) start real nodes on
 // fixed 127.0.0.x addresses and ports and change iptables: they never run in parallel.
 
 // requireFaults skips the test when network faults cannot be injected here (no iptables, not

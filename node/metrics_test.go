@@ -107,6 +107,7 @@ func TestMetricsAndAdmin(t *testing.T) {
 		{"schemaless_raft_replica_lag_entries", ds, 0},
 		{"schemaless_raft_is_leader", ds, 2},
 		{"schemaless_raft_term", ds, 2},
+		{"schemaless_raft_quiesced", ds, 0},
 		{"schemaless_consumer_group_lag_cells", map[string]string{"datastore": "users", "group": "billing"}, cells},
 		{"schemaless_consumer_group_lag_seconds", map[string]string{"datastore": "users", "group": "billing"}, 0},
 		{"schemaless_consumer_group_lag_errors", nil, 0},

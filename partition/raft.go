@@ -92,6 +92,13 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
+	// QuiesceAfter makes a leader that has had nothing to do for this long, with every
+	// follower caught up, quiesce: the group then sends no heartbeats and arms no timers until
+	// it has work again (raft.Config.QuiesceTimeout; third_party/raft/quiesce.go). A quiesced
+	// follower starts no election on its own: whoever runs the replica must call Wake when the
+	// leader's node is reported down (the cluster does it from gossip). Zero, the default,
+	// disables quiescence.
+	QuiesceAfter time.Duration
 	// MaxAppendEntries bounds entries per AppendEntries and per group commit. Default 128.
 	MaxAppendEntries int
 	// SnapshotThreshold, SnapshotInterval and TrailingLogs control log compaction. Defaults:
@@ -487,6 +494,15 @@ func (p *Raft) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
+// Wake ends the replica's quiescence (Config.QuiesceAfter): a quiesced leader resumes its
+// heartbeats; a quiesced follower resumes its election timer and starts an election at once
+// if it has not heard from the leader for HeartbeatTimeout. Call it when the leader's node is
+// believed down. It never blocks and does nothing on a replica that is not quiesced.
+func (p *Raft) Wake() { p.raft.Wake() }
+
+// Quiesced reports whether the replica is a quiesced leader or follower.
+func (p *Raft) Quiesced() bool { return p.raft.Quiesced() }
+
 func (p *Raft) notLeader() error {
 	id, addr := p.Leader()
 	return &NotLeaderError{LeaderID: id, LeaderAddr: addr}
@@ -505,6 +521,7 @@ func RaftConfig(c Config, logger hclog.Logger) *raft.Config {
 	rc.ElectionTimeout = c.ElectionTimeout
 	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
 	rc.CommitTimeout = c.CommitTimeout
+	rc.QuiesceTimeout = c.QuiesceAfter
 	rc.MaxAppendEntries = c.MaxAppendEntries
 	rc.BatchApplyCh = true
 	rc.SnapshotThreshold = c.SnapshotThreshold

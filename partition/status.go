@@ -17,13 +17,16 @@ type RaftStatus struct {
 	// log index; AppliedIndex is the last entry its store reflects (raft's own no-op entries
 	// are not applied, so it can stay below CommitIndex).
 	Term, CommitIndex, AppliedIndex, LastIndex uint64
+	// Quiesced is set while the replica is quiesced (Config.QuiesceAfter): an idle group that
+	// sends no heartbeats.
+	Quiesced bool
 }
 
 // Status returns the replica's raft state.
 func (p *Raft) Status() Status {
 	leader, _ := p.Leader()
 	return Status{Raft: &RaftStatus{Leader: leader, State: p.raft.State().String(), Term: p.raft.CurrentTerm(),
-		CommitIndex: p.raft.CommitIndex(), AppliedIndex: p.fsm.Applied().Index, LastIndex: p.raft.LastIndex()}}
+		CommitIndex: p.raft.CommitIndex(), AppliedIndex: p.fsm.Applied().Index, LastIndex: p.raft.LastIndex(), Quiesced: p.raft.Quiesced()}}
 }
 
 // Elected reports true: a raft group elects its leader, which may move at any time (see

@@ -9,6 +9,9 @@
 # per count: cores used by the three together, RSS and goroutines per node, and per idle
 # replica (the node's figures divided by its replicas).
 #
+# DEV_ARGS are extra `schemaless dev` flags, e.g. DEV_ARGS="--quiesce-after 0" for partitions
+# that never quiesce.
+#
 #   make build && scripts/idle-cost.sh 4 64 256
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +19,7 @@ BIN=${BIN:-bin/schemaless}
 PORT=${PORT:-28070}
 WAIT=${WAIT:-20}
 WINDOW=${WINDOW:-30}
+read -r -a dev_args <<<"${DEV_ARGS:-}"
 counts=("$@")
 [ ${#counts[@]} -gt 0 ] || counts=(4 64 256)
 hz=$(getconf CLK_TCK)
@@ -24,7 +28,7 @@ for n in "${counts[@]}"; do
   shards=$(( n > 64 ? n : 64 ))
   data=$(mktemp -d /tmp/schemaless-idle-XXXXXX)
   "$BIN" dev --data-dir "$data" --fresh --partitions "$n" --shards "$shards" --triggers=false --indexes=false \
-    --schema=false --http-port "$PORT" --raft-port $((PORT + 100)) --admin-port $((PORT + 300)) >"$data.log" 2>&1 &
+    --schema=false --http-port "$PORT" --raft-port $((PORT + 100)) --admin-port $((PORT + 300)) "${dev_args[@]}" >"$data.log" 2>&1 &
   dev=$!
   for _ in $(seq 1 600); do
     grep -q '^ready: ' "$data.log" && break

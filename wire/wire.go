@@ -533,6 +533,9 @@ type PartitionStatus struct {
 	CommitIndex  uint64   `json:"commit_index,omitempty"`
 	AppliedIndex uint64   `json:"applied_index,omitempty"`
 	LastIndex    uint64   `json:"last_index,omitempty"`
+	// Quiesced is set while this node's replica is quiesced: the partition has been idle for
+	// serve --quiesce-after and its group sends no heartbeats until its next request.
+	Quiesced bool `json:"quiesced,omitempty"`
 
 	// Async mode: the storage cluster, its members as this node last probed them, and the
 	// partition's buffered writes as this node's reaper last saw them.

@@ -42,6 +42,7 @@ type serveFlags struct {
 	bind          string
 	apiCfg        api.Config
 	heartbeat     time.Duration
+	quiesceAfter  time.Duration
 	election      time.Duration
 	leaderLease   time.Duration
 	snapThreshold uint64
@@ -117,6 +118,7 @@ afterwards. SIGINT or SIGTERM stops it cleanly.`,
 	fl.Int64Var(&f.splitSize, "split-size", 512, "size-based splitting: a raft partition this node leads splits when its cells and shard logs take more than this many MiB on disk (pebble's estimate, read every 10s), at the shard that best halves its size; 0 turns it off (a datastore's split_size, in bytes, overrides it)")
 	fl.DurationVar(&f.heartbeat, "heartbeat-timeout", pd.HeartbeatTimeout, "raft heartbeat timeout")
 	fl.DurationVar(&f.election, "election-timeout", pd.ElectionTimeout, "raft election timeout")
+	fl.DurationVar(&f.quiesceAfter, "quiesce-after", 2*time.Second, "a raft partition with no requests for this long, its followers caught up, quiesces: no heartbeats or timers until its next request; its followers then elect a new leader only when gossip reports the leader's node down (0: never quiesce; needs gossip)")
 	fl.DurationVar(&f.leaderLease, "leader-lease-timeout", pd.LeaderLeaseTimeout, "raft leader lease timeout")
 	fl.Uint64Var(&f.snapThreshold, "snapshot-threshold", pd.SnapshotThreshold, "raft log entries between snapshots")
 	fl.DurationVar(&f.snapInterval, "snapshot-interval", pd.SnapshotInterval, "how often raft checks whether to snapshot (randomized between 1x and 2x)")
@@ -152,6 +154,9 @@ func runServe(ctx context.Context, f serveFlags) error {
 	routeLibraryLogs(logger)
 	if f.indexPoll < 0 {
 		return fmt.Errorf("--index-poll-interval %s: must not be negative", f.indexPoll)
+	}
+	if f.quiesceAfter < 0 {
+		return fmt.Errorf("--quiesce-after %s: must not be negative (0: never quiesce)", f.quiesceAfter)
 	}
 	if f.splitSize < 0 || f.splitSize > 1<<30 {
 		return fmt.Errorf("--split-size %d: want 0 (off) to %d MiB", f.splitSize, 1<<30)
@@ -211,6 +216,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	pc.HeartbeatTimeout, pc.ElectionTimeout, pc.LeaderLeaseTimeout = f.heartbeat, f.election, f.leaderLease
 	pc.SnapshotThreshold, pc.MaxBatchCells, pc.MaxInflight = f.snapThreshold, f.batchCells, f.inflight
 	pc.HeartbeatFastPath = f.hbFastPath
+	pc.QuiesceAfter = f.quiesceAfter
 	pc.LogStore = f.logStore
 	pc.SnapshotInterval, pc.TrailingLogs = f.snapInterval, f.trailingLogs
 	// /metrics, on the API's address and --admin-addr: the process's series here, the node's

@@ -211,6 +211,9 @@ type Raft struct {
 	// followerNotifyCh is used to tell followers that config has changed
 	followerNotifyCh chan struct{}
 
+	// quiesce is the state of quiescence (schemaless patch, see quiesce.go).
+	quiesce quiesceState
+
 	// mainThreadSaturation measures the saturation of the main raft goroutine.
 	mainThreadSaturation *saturationMetric
 
@@ -572,6 +575,7 @@ func NewRaft(conf *Config, fsm FSM, logs LogStore, stable StableStore, snaps Sna
 		leadershipTransferCh:  make(chan *leadershipTransferFuture, 1),
 		leaderNotifyCh:        make(chan struct{}, 1),
 		followerNotifyCh:      make(chan struct{}, 1),
+		quiesce:               quiesceState{wakeCh: make(chan struct{}, 1)},
 		mainThreadSaturation:  newSaturationMetric([]string{"raft", "thread", "main", "saturation"}, 1*time.Second),
 		preVoteDisabled:       conf.PreVoteDisabled || !transportSupportPreVote,
 		noLegacyTelemetry:     conf.NoLegacyTelemetry,

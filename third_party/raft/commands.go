@@ -42,6 +42,11 @@ type AppendEntriesRequest struct {
 
 	// Commit index on the leader
 	LeaderCommitIndex uint64
+
+	// Quiesce is set on a heartbeat of a quiesced leader (schemaless patch,
+	// see quiesce.go): the follower stops its election timer until it gets
+	// any other RPC or is woken.
+	Quiesce bool
 }
 
 // GetRPCHeader - See WithRPCHeader.

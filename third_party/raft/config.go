@@ -235,6 +235,17 @@ type Config struct {
 	// PreVoteDisabled deactivate the pre-vote feature when set to true
 	PreVoteDisabled bool
 
+	// QuiesceTimeout (schemaless patch, see quiesce.go) makes a leader that
+	// has had nothing to do for this long, and whose followers hold every
+	// entry and the commit index, quiesce: it tells its followers so in one
+	// last heartbeat and then sends nothing until it has work again (a new
+	// entry, a configuration change, a VerifyLeader, any RPC, Wake). A
+	// quiesced follower does not start an election on its own: the
+	// application must call Wake on it when the leader's server is believed
+	// down (from a node-level liveness signal). Zero (the default) disables
+	// quiescence.
+	QuiesceTimeout time.Duration
+
 	// NoLegacyTelemetry allows to skip the legacy metrics to avoid duplicates.
 	// legacy metrics are those that have `_peer_name` as metric suffix instead as labels.
 	// e.g: raft_replication_heartbeat_peer0
@@ -368,6 +379,9 @@ func ValidateConfig(config *Config) error {
 	}
 	if config.LeaderLeaseTimeout > config.HeartbeatTimeout {
 		return fmt.Errorf("LeaderLeaseTimeout (%s) cannot be larger than heartbeat timeout (%s)", config.LeaderLeaseTimeout, config.HeartbeatTimeout)
+	}
+	if config.QuiesceTimeout < 0 {
+		return fmt.Errorf("QuiesceTimeout cannot be negative")
 	}
 	if config.ElectionTimeout < config.HeartbeatTimeout {
 		return fmt.Errorf("ElectionTimeout (%s) must be equal or greater than Heartbeat Timeout (%s)", config.ElectionTimeout, config.HeartbeatTimeout)

@@ -168,7 +168,14 @@ func (r *Raft) runFollower() {
 		select {
 		case rpc := <-r.rpcCh:
 			r.mainThreadSaturation.working()
+			if _, ok := rpc.Command.(*AppendEntriesRequest); !ok {
+				// Any other RPC (a vote request, a snapshot) ends quiescence.
+				r.setFollowerQuiesced(false)
+			}
 			r.processRPC(rpc)
+			if heartbeatTimer == nil && !r.quiesce.follower.Load() {
+				heartbeatTimer = randomTimeout(r.config().HeartbeatTimeout)
+			}
 
 		case c := <-r.configurationChangeCh:
 			r.mainThreadSaturation.working()
@@ -212,6 +219,11 @@ func (r *Raft) runFollower() {
 
 		case <-heartbeatTimer:
 			r.mainThreadSaturation.working()
+			if r.quiesce.follower.Load() {
+				// Quiesced: no election timer until an RPC or Wake.
+				heartbeatTimer = nil
+				continue
+			}
 			// Restart the heartbeat timer
 			hbTimeout := r.config().HeartbeatTimeout
 			heartbeatTimer = randomTimeout(hbTimeout)
@@ -283,6 +295,7 @@ func (r *Raft) liveBootstrap(configuration Configuration) error {
 
 // runCandidate runs the main loop while in the candidate state.
 func (r *Raft) runCandidate() {
+	r.setFollowerQuiesced(false)
 	term := r.getCurrentTerm() + 1
 	r.logger.Info("entering candidate state", "node", r, "term", term)
 	metrics.IncrCounter([]string{"raft", "state", "candidate"}, 1)
@@ -466,6 +479,7 @@ func (r *Raft) setupLeaderState() {
 // runLeader runs the main loop while in leader state. Do the setup here and drop into
 // the leaderLoop for the hot loop.
 func (r *Raft) runLeader() {
+	r.setFollowerQuiesced(false)
 	r.logger.Info("entering leader state", "leader", r)
 	metrics.IncrCounter([]string{"raft", "state", "leader"}, 1)
 
@@ -676,10 +690,21 @@ func (r *Raft) leaderLoop() {
 	// based on the current config value.
 	lease := time.After(r.config().LeaderLeaseTimeout)
 
+	// Quiescence (quiesce.go): every event but the lease tick is work; a
+	// leader idle since lastActive may quiesce at a lease tick.
+	defer r.wakeLeader()
+	lastActive, busy := time.Now(), false
 	for r.getState() == Leader {
+		if busy {
+			lease = r.leaderBusy(lease)
+			lastActive = time.Now()
+		}
+		busy = true
 		r.mainThreadSaturation.sleeping()
 
 		select {
+		case <-r.quiesce.wakeCh:
+
 		case rpc := <-r.rpcCh:
 			r.mainThreadSaturation.working()
 			r.processRPC(rpc)
@@ -945,6 +970,13 @@ func (r *Raft) leaderLoop() {
 
 			// Renew the lease timer
 			lease = time.After(checkInterval)
+
+			busy = false
+			if r.getState() == Leader && r.canQuiesce(lastActive) {
+				r.quiesceLeader()
+				lease = nil
+				r.logger.Debug("leader quiesced")
+			}
 
 		case <-r.leaderNotifyCh:
 			for _, repl := range r.leaderState.replState {
@@ -1577,6 +1609,7 @@ func (r *Raft) appendEntries(rpc RPC, a *AppendEntriesRequest) {
 	// Everything went well, set success
 	resp.Success = true
 	r.setLastContact()
+	r.setFollowerQuiesced(a.Quiesce)
 }
 
 // processConfigurationLogEntry takes a log entry and updates the latest

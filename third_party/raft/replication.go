@@ -186,6 +186,8 @@ RPC:
 			if r.commitTickNeeded(s, lastLogIdx) {
 				shouldStop = r.replicateTo(s, lastLogIdx)
 			}
+		case <-r.leaderQuiesceWake():
+			// The leader woke: rearm the commit tick.
 		}
 
 		// If things looks healthy, switch to pipeline mode
@@ -219,6 +221,10 @@ PIPELINE:
 // less than HeartbeatTimeout ago: a follower that restarted since still
 // learns the commit index then.
 func (r *Raft) commitTickNeeded(s *followerReplication, lastIndex uint64) bool {
+	if r.leaderQuiesceWake() != nil {
+		// Quiesced (quiesce.go): the follower has the commit index.
+		return false
+	}
 	commitIndex, at := s.acked()
 	return atomic.LoadUint64(&s.nextIndex) <= lastIndex ||
 		commitIndex != r.getCommitIndex() ||
@@ -231,6 +237,10 @@ func (r *Raft) commitTickNeeded(s *followerReplication, lastIndex uint64) bool {
 // commit index gets HeartbeatTimeout old. Only new entries, which trigger
 // replication, can move the commit index meanwhile.
 func (r *Raft) commitTick(s *followerReplication) <-chan time.Time {
+	if r.leaderQuiesceWake() != nil {
+		// Quiesced: no tick until the leader wakes (quiesce.go).
+		return nil
+	}
 	lastLogIdx, _ := r.getLastLog()
 	if r.getCommitIndex() != lastLogIdx || r.commitTickNeeded(s, lastLogIdx) {
 		return randomTimeout(r.config().CommitTimeout)
@@ -438,19 +448,33 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 	}
 
 	var resp AppendEntriesResponse
+	// quiesceSent: the follower accepted a quiescing heartbeat (quiesce.go),
+	// so while the leader stays quiesced this goroutine waits for it to wake.
+	quiesceSent := false
 	for {
 		// Wait for the next heartbeat interval or forced notify
-		select {
-		case <-s.notifyCh:
-		case <-randomTimeout(r.config().HeartbeatTimeout / 10):
-		case <-stopCh:
-			return
+		if wake := r.leaderQuiesceWake(); wake != nil && quiesceSent {
+			select {
+			case <-s.notifyCh:
+			case <-wake:
+			case <-stopCh:
+				return
+			}
+		} else {
+			select {
+			case <-s.notifyCh:
+			case <-randomTimeout(r.config().HeartbeatTimeout / 10):
+			case <-stopCh:
+				return
+			}
 		}
 
 		s.peerLock.RLock()
 		peer := s.peer
 		s.peerLock.RUnlock()
 
+		req.Quiesce = r.leaderQuiesceWake() != nil
+		quiesceSent = false
 		start := time.Now()
 		if err := r.trans.AppendEntries(peer.ID, peer.Address, &req, &resp); err != nil {
 			nextBackoffTime := cappedExponentialBackoff(failureWait, failures, maxFailureScale, r.config().HeartbeatTimeout/2)
@@ -469,6 +493,11 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 			}
 			s.setLastContact()
 			failures = 0
+			quiesceSent = req.Quiesce && resp.Success
+			if resp.Term > req.Term {
+				// A quiesced leader learns of a newer term here first.
+				r.handleStaleTerm(s)
+			}
 			labels := []metrics.Label{{Name: "peer_id", Value: string(peer.ID)}}
 			metrics.MeasureSinceWithLabels([]string{"raft", "replication", "heartbeat"}, start, labels)
 
@@ -540,6 +569,8 @@ SEND:
 			if r.commitTickNeeded(s, lastLogIdx) {
 				shouldStop = r.pipelineSend(s, pipeline, &nextIndex, lastLogIdx)
 			}
+		case <-r.leaderQuiesceWake():
+			// The leader woke: rearm the commit tick.
 		}
 	}
 

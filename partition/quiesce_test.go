@@ -1,0 +1,153 @@
+package partition
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// quiescingGroup starts a 3-replica group whose leader quiesces after quiesceAfter idle, with
+// every replica's AppendEntries counted.
+func quiescingGroup(t *testing.T, quiesceAfter time.Duration) (*group, func(id string) *countingTransport) {
+	var mu sync.Mutex
+	sent := map[string]*countingTransport{}
+	g := newGroup(t, 3, func(c *Config) {
+		c.QuiesceAfter = quiesceAfter
+		ct := &countingTransport{InmemTransport: c.Transport.(*raft.InmemTransport)}
+		c.Transport = ct
+		mu.Lock()
+		sent[c.NodeID] = ct
+		mu.Unlock()
+	})
+	return g, func(id string) *countingTransport {
+		mu.Lock()
+		defer mu.Unlock()
+		return sent[id]
+	}
+}
+
+// allQuiesced reports whether every running replica of g is quiesced.
+func allQuiesced(g *group) func() bool {
+	return func() bool {
+		rs := g.running()
+		for _, r := range rs {
+			if !r.p.Quiesced() {
+				return false
+			}
+		}
+		return len(rs) > 0
+	}
+}
+
+// An idle group quiesces: its leader then sends nothing at all (no heartbeats, no commit index)
+// and no replica starts an election; a write, a strong read and a restarted follower each wake
+// it, and it quiesces again once idle (third_party/raft/quiesce.go).
+func TestQuiescedGroupSendsNothing(t *testing.T) {
+	t.Parallel()
+	const quiesceAfter = 500 * time.Millisecond // HeartbeatTimeout 500ms (newGroup)
+	g, sent := quiescingGroup(t, quiesceAfter)
+	ctx := context.Background()
+	_, err := g.put(ctx, testCell(t, 0))
+	require.NoError(t, err, "first put")
+	require.Eventually(t, allQuiesced(g), 5*time.Second, 10*time.Millisecond, "every replica quiesces within 5s of the last write")
+	l := g.leader()
+	term := l.p.Raft().CurrentTerm()
+
+	// Quiesced: not one AppendEntries in 3 s (about 90 heartbeats without quiescence).
+	const window = 3 * time.Second
+	lt := sent(l.id)
+	before := lt.heartbeats.Load() + lt.appends.Load()
+	time.Sleep(window)
+	got := lt.heartbeats.Load() + lt.appends.Load() - before
+	assert.Zero(t, got, "AppendEntries the quiesced leader %s sent in %v", l.id, window)
+	require.True(t, l.p.IsLeader(), "%s still leads", l.id)
+	assert.Equal(t, term, l.p.Raft().CurrentTerm(), "term after %v quiesced (an election happened)", window)
+	assert.True(t, allQuiesced(g)(), "every replica stays quiesced")
+
+	// A write wakes the group and commits at once; it quiesces again.
+	start := time.Now()
+	_, err = g.put(ctx, testCell(t, 1))
+	require.NoError(t, err, "put on the quiesced group")
+	t.Logf("a put on the quiesced group took %v", time.Since(start).Round(time.Millisecond))
+	assert.Less(t, time.Since(start), quiesceAfter, "a put on the quiesced group commits without waiting for a timer")
+	want := l.p.Raft().CommitIndex()
+	require.Eventually(t, func() bool {
+		for _, r := range g.running() {
+			if r.p.Raft().CommitIndex() < want {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Second, 5*time.Millisecond, "the followers learn commit index %d after waking", want)
+	require.Eventually(t, allQuiesced(g), 5*time.Second, 10*time.Millisecond, "the group quiesces again after the write")
+
+	// A strong read (VerifyLeader) wakes the leader too.
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	require.NoError(t, l.p.ReadIndex(rctx), "read index on the quiesced leader")
+	cancel()
+	require.Eventually(t, allQuiesced(g), 5*time.Second, 10*time.Millisecond, "the group quiesces again after the read")
+
+	// A follower restarted while the group is quiesced comes back unquiesced without a leader;
+	// its election attempt wakes the leader, which keeps leading, and the group quiesces again
+	// with the follower caught up.
+	var f *replica
+	for _, r := range g.replicas {
+		if r != l {
+			f = r
+			break
+		}
+	}
+	fi := indexOf(g, f)
+	g.stop(fi)
+	g.start(fi)
+	require.Eventually(t, func() bool {
+		id, _ := f.p.Leader()
+		return id != "" && f.p.Raft().CommitIndex() >= want
+	}, 10*time.Second, 10*time.Millisecond, "the restarted follower %s learns the leader and commit index %d", f.id, want)
+	require.Eventually(t, allQuiesced(g), 10*time.Second, 10*time.Millisecond, "the group quiesces again after the restart")
+	_, err = g.put(ctx, testCell(t, 2))
+	require.NoError(t, err, "put after the follower's restart")
+}
+
+// A quiesced follower starts no election when the leader dies: it keeps its leader until it is
+// woken (in a cluster, when gossip reports the leader's node down), and then the followers elect
+// a new leader that takes writes.
+func TestQuiescedFollowersElectOnlyWhenWoken(t *testing.T) {
+	t.Parallel()
+	g, _ := quiescingGroup(t, 500*time.Millisecond)
+	ctx := context.Background()
+	_, err := g.put(ctx, testCell(t, 0))
+	require.NoError(t, err, "first put")
+	require.Eventually(t, allQuiesced(g), 5*time.Second, 10*time.Millisecond, "every replica quiesces")
+	old := g.leader()
+	term := old.p.Raft().CurrentTerm()
+	// A crash: the leader's last words (raft's shutdown replicates once more, which would wake
+	// the followers) never arrive.
+	old.trans.DisconnectAll()
+	g.stop(indexOf(g, old))
+
+	// Not woken: 4 election timeouts pass without an election.
+	time.Sleep(2 * time.Second)
+	for _, r := range g.running() {
+		assert.Equal(t, term, r.p.Raft().CurrentTerm(), "term of quiesced follower %s with its leader gone and no wake", r.id)
+		id, _ := r.p.Leader()
+		assert.Equal(t, old.id, id, "leader known to quiesced follower %s", r.id)
+	}
+
+	// Woken: a new leader within a few election timeouts, and writes commit.
+	woken := time.Now()
+	for _, r := range g.running() {
+		r.p.Wake()
+	}
+	l := g.leader()
+	t.Logf("%s leads %v after the wake", l.id, time.Since(woken).Round(time.Millisecond))
+	require.NotEqual(t, old.id, l.id, "the stopped replica cannot lead")
+	assert.Greater(t, l.p.Raft().CurrentTerm(), term, "the new leader's term")
+	_, err = g.put(ctx, testCell(t, 1))
+	require.NoError(t, err, "put after the election")
+}
