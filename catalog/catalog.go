@@ -61,7 +61,8 @@ type Partition struct {
 // it: Op is OpSplit or OpMerge, Generation the catalog generation it made, At its time (the
 // command's Now), Left and Right the two partitions (the parent and the new right half of a
 // split; the merged pair, Left surviving, of a merge) and AtShard the first shard of the right
-// half.
+// half. Auto is set when the cluster's policy made the change (a load- or size-based split, an
+// automatic merge) rather than an operator.
 type Event struct {
 	Op         Op
 	Generation uint64
@@ -69,6 +70,7 @@ type Event struct {
 	Left       int
 	Right      int
 	AtShard    int
+	Auto       bool
 }
 
 // Datastore is one datastore of the catalog. Partitions are ordered by shard and cover
@@ -183,6 +185,9 @@ type Command struct {
 	Replicas         []string
 	ExpectGeneration uint64
 	Now              time.Time
+	// Auto marks a split or merge made by the cluster's policy, not an operator
+	// (Event.Auto): only partitions of automatic splits are merged automatically.
+	Auto bool
 }
 
 // Result is the outcome of an accepted command: the catalog generation it made, and the
@@ -482,7 +487,7 @@ func (c *Catalog) split(d *Datastore, p *Partition, cmd Command) (Result, error)
 	left := p.clone()
 	i := slices.IndexFunc(d.Partitions, func(q Partition) bool { return q.ID == left.ID })
 	d.Partitions = slices.Insert(d.Partitions, i+1, right)
-	d.record(Event{Op: OpSplit, Generation: c.Generation, At: normTime(cmd.Now), Left: left.ID, Right: right.ID, AtShard: cmd.AtShard})
+	d.record(Event{Op: OpSplit, Generation: c.Generation, At: normTime(cmd.Now), Left: left.ID, Right: right.ID, AtShard: cmd.AtShard, Auto: cmd.Auto})
 	return Result{Generation: c.Generation, Partitions: []Partition{left, right.clone()}}, nil
 }
 
@@ -508,7 +513,7 @@ func (c *Catalog) merge(d *Datastore, p *Partition, cmd Command) (Result, error)
 	p.Shards.Last, p.Generation = r.Shards.Last, c.Generation
 	merged := p.clone()
 	d.Partitions = slices.DeleteFunc(d.Partitions, func(q Partition) bool { return q.ID == rightID })
-	d.record(Event{Op: OpMerge, Generation: c.Generation, At: normTime(cmd.Now), Left: merged.ID, Right: rightID, AtShard: merged.Shards.First})
+	d.record(Event{Op: OpMerge, Generation: c.Generation, At: normTime(cmd.Now), Left: merged.ID, Right: rightID, AtShard: merged.Shards.First, Auto: cmd.Auto})
 	return Result{Generation: c.Generation, Partitions: []Partition{merged}}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/schemaless-db/schemaless/cells"
 )
@@ -343,4 +344,32 @@ func TestImport(t *testing.T) {
 	assert.Empty(t, empty.Datastores, "a refused import changes nothing")
 	_, err = empty.Apply(Command{Op: OpImport, Now: now})
 	assert.ErrorIs(t, err, ErrBadCommand, "an import of nothing")
+}
+
+// An automatic split or merge is recorded as such, survives encoding, and a manual one's
+// encoding has no trace of the flag (catalogs encoded before it existed decode the same).
+func TestAutoEvents(t *testing.T) {
+	c := trips(t)
+	mustApply(t, c, Command{Op: OpSplit, Datastore: "trips", Partition: 1, AtShard: 20, Now: now})
+	manual, err := Encode(c)
+	require.NoError(t, err)
+	var raw struct {
+		D []struct {
+			H []map[string]any `msgpack:"h"`
+		} `msgpack:"d"`
+	}
+	require.NoError(t, msgpack.Unmarshal(manual, &raw))
+	require.Len(t, raw.D, 1)
+	require.Len(t, raw.D[0].H, 1)
+	assert.NotContains(t, raw.D[0].H[0], "a", "a manual split's event is encoded without the auto key: %v", raw.D[0].H[0])
+	mustApply(t, c, Command{Op: OpSplit, Datastore: "trips", Partition: 2, AtShard: 40, Now: now, Auto: true})
+	mustApply(t, c, Command{Op: OpMerge, Datastore: "trips", Partition: 2, Right: 5, Now: now, Auto: true})
+	h := c.Datastores["trips"].History
+	require.Len(t, h, 3)
+	assert.Equal(t, []bool{false, true, true}, []bool{h[0].Auto, h[1].Auto, h[2].Auto}, "auto flags of a manual split, an automatic split and an automatic merge")
+	b, err := Encode(c)
+	require.NoError(t, err)
+	back, err := Decode(b)
+	require.NoError(t, err)
+	assert.Equal(t, h, back.Datastores["trips"].History, "history after encoding")
 }

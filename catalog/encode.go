@@ -50,6 +50,7 @@ type wireEvent struct {
 	Left       int    `msgpack:"l"`
 	Right      int    `msgpack:"r"`
 	AtShard    int    `msgpack:"s"`
+	Auto       bool   `msgpack:"a,omitempty"`
 }
 
 // Encode returns c's bytes: MessagePack of its generation and its datastores in name order,
@@ -67,7 +68,7 @@ func Encode(c *Catalog) ([]byte, error) {
 		}
 		for _, e := range d.History {
 			wd.History = append(wd.History, wireEvent{Op: string(e.Op), Generation: e.Generation, At: e.At.UnixMicro(),
-				Left: e.Left, Right: e.Right, AtShard: e.AtShard})
+				Left: e.Left, Right: e.Right, AtShard: e.AtShard, Auto: e.Auto})
 		}
 		w.Datastores = append(w.Datastores, wd)
 	}
@@ -114,7 +115,7 @@ func Decode(b []byte) (*Catalog, error) {
 		}
 		for _, we := range wd.History {
 			d.History = append(d.History, Event{Op: Op(we.Op), Generation: we.Generation, At: time.UnixMicro(we.At).UTC(),
-				Left: we.Left, Right: we.Right, AtShard: we.AtShard})
+				Left: we.Left, Right: we.Right, AtShard: we.AtShard, Auto: we.Auto})
 		}
 		c.Datastores[wd.Name] = d
 	}

@@ -418,9 +418,18 @@ func (n *Node) replicaStatusOn(ctx context.Context, node topology.NodeSpec, ds s
 // replica, the leader adds it as a nonvoter and sends it the log (or a snapshot), and once it
 // has applied everything committed when it was added, the leader promotes it to voter. It
 // blocks until then or until ctx ends (the nonvoter then stays; calling AddVoter again resumes).
-// Adding a voter already there does nothing. Errors: ErrUnknownNode, ErrAsyncDatastore,
-// ErrUnavailable, ctx's error.
+// Adding a voter already there does nothing. The catalog's replica list of the partition then
+// follows the new configuration (best effort: a failure is logged, and the next change or merge
+// records it). Errors: ErrUnknownNode, ErrAsyncDatastore, ErrUnavailable, ctx's error.
 func (n *Node) AddVoter(ctx context.Context, ds string, pid int, node string) error {
+	if err := n.addVoter(ctx, ds, pid, node); err != nil {
+		return err
+	}
+	n.recordReplicasBestEffort(ctx, ds, pid)
+	return nil
+}
+
+func (n *Node) addVoter(ctx context.Context, ds string, pid int, node string) error {
 	spec, ok := n.nodeSpec(node)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownNode, node)
@@ -466,8 +475,17 @@ func (n *Node) AddVoter(ctx context.Context, ds string, pid int, node string) er
 // committed, the node drops its replica's data. Removing the last voter is refused
 // (ErrRefused). Removing a node that holds no replica only makes sure its data is gone. If the
 // node cannot be reached to drop its data, the removal still stands (a warning is logged and
-// the node keeps an unused copy until it is re-added, which replaces it).
+// the node keeps an unused copy until it is re-added, which replaces it). The catalog's replica
+// list follows, as after AddVoter.
 func (n *Node) RemoveVoter(ctx context.Context, ds string, pid int, node string) error {
+	if err := n.removeVoter(ctx, ds, pid, node); err != nil {
+		return err
+	}
+	n.recordReplicasBestEffort(ctx, ds, pid)
+	return nil
+}
+
+func (n *Node) removeVoter(ctx context.Context, ds string, pid int, node string) error {
 	cfg, err := n.PartitionConfig(ctx, ds, pid)
 	if err != nil {
 		return err

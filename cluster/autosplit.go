@@ -40,6 +40,10 @@ type AutoSplitConfig struct {
 	Size int64
 	// SizeEvery is how often a leader reads its partitions' sizes. Default 10s.
 	SizeEvery time.Duration
+	// MergeAfter turns automatic merges on (automerge.go): a partition made by an automatic
+	// split at least MergeAfter ago merges back into its left neighbour once both have been
+	// idle (quiesced) for MergeAfter, and take less than half of Size together. 0: off.
+	MergeAfter time.Duration
 }
 
 func (c *AutoSplitConfig) ensureDefaults() {
@@ -90,9 +94,11 @@ func (n *Node) splitSizeOf(ds *topology.DatastoreSpec) int64 {
 	return n.cfg.AutoSplit.Size
 }
 
-// autoSplitLoop runs the load-based split policy every second until the node closes.
+// autoSplitLoop runs the load- and size-based split policy and the merge policy
+// (automerge.go) every second until the node closes.
 func (n *Node) autoSplitLoop() {
 	states := map[*route]*loadState{}
+	merges := map[*route]*mergeState{}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	busy := make(chan struct{}, 1) // one load-based split at a time on this node
@@ -102,6 +108,7 @@ func (n *Node) autoSplitLoop() {
 			return
 		case now := <-t.C:
 			n.autoSplitTick(now, states, busy)
+			n.autoMergeTick(now, merges, busy)
 		}
 	}
 }
@@ -210,7 +217,7 @@ func (n *Node) startAutoSplit(ds string, pid, at int, busy chan struct{}, what s
 		defer cancel()
 		ctx, cancel2 := context.WithTimeout(ctx, time.Minute)
 		defer cancel2()
-		res, err := n.SplitPartition(ctx, ds, pid, at)
+		res, err := n.splitPartition(ctx, ds, pid, at, true)
 		if err != nil {
 			n.log.Warn(what+" failed", "datastore", ds, "partition", pid, "at_shard", at, "error", err)
 			return

@@ -277,7 +277,7 @@ func datastoreInfo(d *catalog.Datastore) wire.DatastoreInfo {
 		}
 	}
 	for _, e := range d.History {
-		info.History = append(info.History, wire.CatalogEvent{Op: string(e.Op), Generation: e.Generation, At: e.At, Left: e.Left, Right: e.Right, AtShard: e.AtShard})
+		info.History = append(info.History, wire.CatalogEvent{Op: string(e.Op), Generation: e.Generation, At: e.At, Left: e.Left, Right: e.Right, AtShard: e.AtShard, Auto: e.Auto})
 	}
 	return info
 }

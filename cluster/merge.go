@@ -106,6 +106,12 @@ var mergeOp = &leaderOp[*command.Merge, command.MergeResult]{
 // ErrNoCatalog; ErrIndeterminate and ctx's error (the merge may have been decided: the cluster
 // then completes it).
 func (n *Node) MergePartitions(ctx context.Context, ds string, left, right int) (wire.MergeResponse, error) {
+	return n.mergePartitions(ctx, ds, left, right, false)
+}
+
+// mergePartitions is MergePartitions; auto marks a merge of the cluster's policy in the
+// catalog (catalog.Event.Auto).
+func (n *Node) mergePartitions(ctx context.Context, ds string, left, right int, auto bool) (wire.MergeResponse, error) {
 	d, err := n.datastore(ds)
 	if err != nil {
 		return wire.MergeResponse{}, err
@@ -136,11 +142,30 @@ func (n *Node) MergePartitions(ctx context.Context, ds string, left, right int) 
 	if err != nil {
 		return wire.MergeResponse{}, err
 	}
-	if !slices.Equal(configNodes(lc), configNodes(rc)) {
-		return wire.MergeResponse{}, &FieldError{Field: "right", Msg: fmt.Sprintf("partitions %d and %d are not on the same replicas (%v, %v): move replicas first",
-			left, right, configNodes(lc), configNodes(rc))}
-	}
 	began := time.Now()
+	moved := 0
+	if !slices.Equal(configNodes(lc), configNodes(rc)) {
+		// The right partition's replicas move onto the left one's nodes first (automerge.go).
+		if moved, err = n.alignReplicas(ctx, ds, right, configNodes(lc), configNodes(rc)); err != nil {
+			return wire.MergeResponse{}, fmt.Errorf("moving partition %d's replicas onto partition %d's nodes %v: %w", right, left, configNodes(lc), err)
+		}
+		if lc, err = n.PartitionConfig(ctx, ds, left); err != nil {
+			return wire.MergeResponse{}, err
+		}
+		if rc, err = n.PartitionConfig(ctx, ds, right); err != nil {
+			return wire.MergeResponse{}, err
+		}
+		if !slices.Equal(configNodes(lc), configNodes(rc)) {
+			return wire.MergeResponse{}, fmt.Errorf("%w: partitions %d and %d are still not on the same replicas (%v, %v): their replicas changed meanwhile",
+				ErrRefused, left, right, configNodes(lc), configNodes(rc))
+		}
+	}
+	// The catalog checks the replicas it lists: both lists follow the raft configurations.
+	for _, pid := range []int{left, right} {
+		if err := n.recordReplicas(ctx, ds, pid); err != nil {
+			return wire.MergeResponse{}, err
+		}
+	}
 	gen := max(n.catalogGeneration(), 1)
 	fr, err := callLeaderOp(ctx, n, freezeOp, ds, rr, &command.Freeze{Into: int32(left), Generation: gen})
 	if err != nil {
@@ -152,14 +177,14 @@ func (n *Node) MergePartitions(ctx context.Context, ds string, left, right int) 
 	}
 	froze := time.Now()
 	n.log.Info("merge: partition frozen", "datastore", ds, "left", left, "right", right, "index", fr.Index)
-	res, err := n.finishMerge(ctx, ds, left, right, fr, gen, configNodes(rc))
+	res, err := n.finishMerge(ctx, ds, left, right, fr, gen, configNodes(rc), auto)
 	if err != nil {
 		return wire.MergeResponse{}, err
 	}
 	pause, took := time.Since(froze), time.Since(began)
 	n.log.Info("merge done", "datastore", ds, "left", left, "right", right, "generation", res.Generation, "took", took, "pause", pause)
 	return wire.MergeResponse{Generation: res.Generation, Merged: catalogPartition(res.Partitions[0]), TookMillis: took.Milliseconds(),
-		PauseMillis: pause.Milliseconds()}, nil
+		PauseMillis: pause.Milliseconds(), ReplicasMoved: moved}, nil
 }
 
 // finishMerge runs steps 2 to 4 of a merge whose right partition froze (fr) for left at catalog
@@ -167,11 +192,11 @@ func (n *Node) MergePartitions(ctx context.Context, ds string, left, right int) 
 // the merge, and has the left partition's leader apply it. A definitive refusal by the catalog,
 // or a replica that never applies the freeze, thaws the right partition (ErrRefused or
 // ErrUnavailable); another failure of the catalog leaves the merge to reconcileMerges.
-func (n *Node) finishMerge(ctx context.Context, ds string, left, right int, fr command.FreezeResult, gen uint64, replicas []string) (catalog.Result, error) {
+func (n *Node) finishMerge(ctx context.Context, ds string, left, right int, fr command.FreezeResult, gen uint64, replicas []string, auto bool) (catalog.Result, error) {
 	if err := n.awaitFreeze(ctx, ds, right, fr.Index, replicas); err != nil {
 		return catalog.Result{}, errors.Join(fmt.Errorf("%w: %w", ErrUnavailable, err), n.thaw(ds, left, right))
 	}
-	res, err := n.applyCatalogCommand(ctx, catalog.Command{Op: catalog.OpMerge, Datastore: ds, Partition: left, Right: right, ExpectGeneration: gen})
+	res, err := n.applyCatalogCommand(ctx, catalog.Command{Op: catalog.OpMerge, Datastore: ds, Partition: left, Right: right, ExpectGeneration: gen, Auto: auto})
 	switch {
 	case err == nil:
 	case errors.Is(err, catalog.ErrNotFound):
@@ -440,7 +465,7 @@ func (n *Node) completeAbandonedMerge(d *datastore, r *route) {
 			return
 		}
 		n.log.Warn("completing an abandoned merge", "datastore", d.spec.Name, "left", fr.Into, "right", r.spec.ID, "frozen_at", fr.Index)
-		_, err = n.finishMerge(ctx, d.spec.Name, fr.Into, r.spec.ID, command.FreezeResult{Index: fr.Index, Shards: fr.Shards()}, fr.Generation, configNodes(rc))
+		_, err = n.finishMerge(ctx, d.spec.Name, fr.Into, r.spec.ID, command.FreezeResult{Index: fr.Index, Shards: fr.Shards()}, fr.Generation, configNodes(rc), false)
 		if err != nil {
 			n.log.Warn("completing an abandoned merge", "datastore", d.spec.Name, "left", fr.Into, "right", r.spec.ID, "error", err)
 		}

@@ -157,6 +157,12 @@ var splitOp = &leaderOp[*command.Split, command.SplitResult]{
 // one shard); ErrRefused (the store of this node cannot split, or the partition changed while
 // the split was decided: try again); ErrNoCatalog; ErrIndeterminate; ctx's error.
 func (n *Node) SplitPartition(ctx context.Context, ds string, pid int, atShard int) (wire.SplitResponse, error) {
+	return n.splitPartition(ctx, ds, pid, atShard, false)
+}
+
+// splitPartition is SplitPartition; auto marks a split of the cluster's policy in the catalog
+// (catalog.Event.Auto), which makes its right half a candidate for automatic merges.
+func (n *Node) splitPartition(ctx context.Context, ds string, pid int, atShard int, auto bool) (wire.SplitResponse, error) {
 	d, err := n.datastore(ds)
 	if err != nil {
 		return wire.SplitResponse{}, err
@@ -184,7 +190,7 @@ func (n *Node) SplitPartition(ctx context.Context, ds string, pid int, atShard i
 	}
 	began := time.Now()
 	res, err := n.applyCatalogCommand(ctx, catalog.Command{Op: catalog.OpSplit, Datastore: ds, Partition: pid, AtShard: atShard,
-		ExpectGeneration: max(n.catalogGeneration(), 1)})
+		ExpectGeneration: max(n.catalogGeneration(), 1), Auto: auto})
 	switch {
 	case errors.Is(err, catalog.ErrStale), errors.Is(err, catalog.ErrNotFound):
 		return wire.SplitResponse{}, fmt.Errorf("%w: %w", ErrRefused, err)

@@ -87,7 +87,8 @@ type CatalogPartition struct {
 
 // CatalogEvent is one split or merge of a datastore: Op ("split" or "merge"), the Generation it
 // made, its time At, the Left and Right partitions and AtShard, the first shard of the right
-// half.
+// half. Auto is set when the cluster made it (a load- or size-based split, an automatic merge)
+// rather than an operator.
 type CatalogEvent struct {
 	Op         string    `json:"op"`
 	Generation uint64    `json:"generation"`
@@ -95,6 +96,7 @@ type CatalogEvent struct {
 	Left       int       `json:"left"`
 	Right      int       `json:"right"`
 	AtShard    int       `json:"at_shard"`
+	Auto       bool      `json:"auto,omitempty"`
 }
 
 // CreateDatastoreResponse answers POST /v1/admin/datastores (201): the catalog generation the
@@ -142,6 +144,9 @@ type MergeResponse struct {
 	Merged      CatalogPartition `json:"merged"`
 	TookMillis  int64            `json:"took_ms"`
 	PauseMillis int64            `json:"pause_ms"`
+	// ReplicasMoved is how many replicas of the right partition moved onto the left one's
+	// nodes before the merge (0 when they were on the same nodes already).
+	ReplicasMoved int `json:"replicas_moved,omitempty"`
 }
 
 // DropDatastoreResponse answers DELETE /v1/admin/datastores/{name}?confirm={name} (200): the

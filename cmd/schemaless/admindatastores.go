@@ -369,9 +369,9 @@ func newAdminMergeCmd() *cobra.Command {
 		Long: `Merge partition --right of raft datastore --datastore into partition --left (POST
 /v1/admin/partitions/{ds}/merge), undoing a split: --left keeps its id and takes both shard
 ranges; --right's id is retired. --right must follow --left (its first shard right after
---left's last) and both must be on the same replicas: move replicas first with move-replica
-('schemaless admin partitions --datastore D' shows where they are). No cell moves between
-nodes, every acknowledged write stays with its added_id, and requests keep working: writes to
+--left's last). When the two are not on the same replicas, --right's replicas first move onto
+--left's nodes, one at a time, as move-replica moves them. The merge itself moves no cell
+between nodes, every acknowledged write stays with its added_id, and requests keep working: writes to
 --right's shards pause while --left takes them over, and a node re-routes a request sent by an
 older catalog.
 

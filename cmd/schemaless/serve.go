@@ -27,7 +27,9 @@ type serveFlags struct {
 	splitLoad       float64
 	splitLoadWindow time.Duration
 	// splitSize sets size-based splitting (cluster.AutoSplitConfig.Size), in MiB.
-	splitSize   int64
+	splitSize int64
+	// mergeAfter sets automatic merges (cluster.AutoSplitConfig.MergeAfter).
+	mergeAfter  time.Duration
 	logs        logFlags
 	config      string
 	nodeID      string
@@ -116,6 +118,7 @@ afterwards. SIGINT or SIGTERM stops it cleanly.`,
 	fl.Float64Var(&f.splitLoad, "split-load", 2500, "load-based splitting: a raft partition this node leads splits when it serves more than this many requests per second (cells written, keys and rows read) for --split-load-window, at the shard that best halves its load; 0 turns it off (a datastore's split_load overrides it)")
 	fl.DurationVar(&f.splitLoadWindow, "split-load-window", 10*time.Second, "load-based splitting: how long a partition's load must stay above --split-load")
 	fl.Int64Var(&f.splitSize, "split-size", 512, "size-based splitting: a raft partition this node leads splits when its cells and shard logs take more than this many MiB on disk (pebble's estimate, read every 10s), at the shard that best halves its size; 0 turns it off (a datastore's split_size, in bytes, overrides it)")
+	fl.DurationVar(&f.mergeAfter, "merge-after", 10*time.Minute, "automatic merges: a raft partition made by a load- or size-based split at least this long ago merges back into its left neighbour once both have had no request for this long (they quiesced, see --quiesce-after) and take less than half of --split-size together; splits an operator made and a datastore's first partitions never merge on their own; 0 turns it off")
 	fl.DurationVar(&f.heartbeat, "heartbeat-timeout", pd.HeartbeatTimeout, "raft heartbeat timeout")
 	fl.DurationVar(&f.election, "election-timeout", pd.ElectionTimeout, "raft election timeout")
 	fl.DurationVar(&f.quiesceAfter, "quiesce-after", 2*time.Second, "a raft partition with no requests for this long, its followers caught up, quiesces: no heartbeats or timers until its next request; its followers then elect a new leader only when gossip reports the leader's node down (0: never quiesce; needs gossip)")
@@ -157,6 +160,9 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	if f.quiesceAfter < 0 {
 		return fmt.Errorf("--quiesce-after %s: must not be negative (0: never quiesce)", f.quiesceAfter)
+	}
+	if f.mergeAfter < 0 {
+		return fmt.Errorf("--merge-after %s: must not be negative (0: off)", f.mergeAfter)
 	}
 	if f.splitSize < 0 || f.splitSize > 1<<30 {
 		return fmt.Errorf("--split-size %d: want 0 (off) to %d MiB", f.splitSize, 1<<30)
@@ -229,7 +235,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	c := &cfg.Cluster
 	c.NodeID, c.Topology, c.DataDir, c.Store, c.Partition = f.nodeID, top, f.dataDir, store, pc
 	c.BindAddr, c.Self, c.Join, c.GossipBindAddr = f.bind, selfOverride, f.join, f.gossipBind
-	c.AutoSplit = cluster.AutoSplitConfig{Load: f.splitLoad, Window: f.splitLoadWindow, Size: f.splitSize << 20}
+	c.AutoSplit = cluster.AutoSplitConfig{Load: f.splitLoad, Window: f.splitLoadWindow, Size: f.splitSize << 20, MergeAfter: f.mergeAfter}
 	cfg.Maintainer.PollInterval = f.indexPoll
 	cfg.API, cfg.AdminAddr, cfg.Registry, cfg.Logger = f.apiCfg, f.adminAddr, registry, logger
 	cfg.TLS, cfg.Auth, cfg.Audit, c.GossipKeys = sec.Certs, sec.Auth, sec.Audit, sec.GossipKeys
