@@ -150,3 +150,54 @@ func BenchmarkGetSnapshotLatest(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkCopyShards is a split's copy on pebble: a partition of 16 shards holding 200,000
+// cells of about 200 bytes, its shards 8..15 copied into another partition of the store
+// (CopyShards, about 100,000 cells and their shard log entries), then flushed to tables: a
+// copy through the memtables leaves that work to pebble's background, which a split of a
+// large partition waits for when the memtables fill.
+func BenchmarkCopyShards(b *testing.B) {
+	ctx := context.Background()
+	s := pebbleEnv(b).open(b)
+	src := openPartition(b, s, "bench", 0, 0, 15)
+	shards := make([]int, 16)
+	for i := range shards {
+		shards[i] = i
+	}
+	require.NoError(b, src.EnsureShards(ctx, shards), "EnsureShards")
+	bd, err := cells.EncodeBody([]byte(`{"driver":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","rider":"123e4567-e89b-12d3-a456-426614174000",` +
+		`"origin":"LAX","destination":"SFO","fare":{"amount":4250,"currency":"USD"},"status":"completed","distance_m":543210}`))
+	require.NoError(b, err, "encode the body")
+	const total, batch = 200_000, 1000
+	added := make([]int64, 16)
+	now := time.Now()
+	for i := 0; i < total/batch; i++ {
+		tx, err := src.Begin(ctx)
+		require.NoError(b, err, "Begin")
+		byShard := map[int][]cells.Cell{}
+		for j := 0; j < batch; j++ {
+			k := cells.Key{RowKey: uuid.New(), ColumnKey: "base", RefKey: 1}
+			sh := cells.ShardOf(k.RowKey, 16)
+			added[sh]++
+			byShard[sh] = append(byShard[sh], cells.Cell{Key: k, Body: bd, AddedID: added[sh], CreatedAt: now})
+		}
+		for sh, cs := range byShard {
+			require.NoError(b, tx.Insert(ctx, sh, cs), "Insert")
+		}
+		require.NoError(b, tx.SetApplied(ctx, AppliedState{Index: uint64(i + 1), Term: 1}), "SetApplied")
+		require.NoError(b, tx.Commit(), "Commit")
+	}
+	require.NoError(b, s.Flush(), "flush the loaded cells")
+	right := cells.ShardRange{First: 8, Last: 15}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		dst := openPartition(b, s, "bench", i+1, 8, 15)
+		snap, err := src.BeginSnapshot(ctx)
+		require.NoError(b, err, "BeginSnapshot")
+		require.NoError(b, dst.CopyShards(ctx, snap, right, nil, AppliedState{Index: 1, Term: 1}), "CopyShards")
+		require.NoError(b, snap.Close(), "close the snapshot")
+		require.NoError(b, s.Flush(), "flush the memtables")
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(total/2)*float64(b.N)/b.Elapsed().Seconds(), "cells/s")
+}

@@ -97,6 +97,8 @@ func (c PebbleConfig) Validate() error {
 type pebbleStore struct {
 	db  *pebble.DB
 	cfg PebbleConfig
+	// opts are the options the database was opened with (ingestCopy writes its tables with them).
+	opts *pebble.Options
 	// genMu serializes the allocation of generations (the data prefixes of partitions).
 	genMu sync.Mutex
 	// migrate is the SQLite store partitions are migrated from, opened on first need;
@@ -180,7 +182,7 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open pebble %s: %w", cfg.Dir, err)
 	}
-	ps := &pebbleStore{db: db, cfg: cfg}
+	ps := &pebbleStore{db: db, cfg: cfg, opts: opts}
 	if err := ps.collectGarbage(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
@@ -198,9 +200,15 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig) (*Store, error) {
 	return s, nil
 }
 
-// collectGarbage deletes the data of generations no directory entry names: what a Restore
-// interrupted by a crash had written.
+// collectGarbage deletes the data of generations no directory entry names (what a Restore or
+// a split's copy interrupted by a crash had written) and the temporary sstables of such a copy.
 func (ps *pebbleStore) collectGarbage() error {
+	// The sstables of a copy a crash interrupted (ingestCopy) were never ingested.
+	if left, err := filepath.Glob(filepath.Join(ps.cfg.Dir, "copy-*")); err == nil {
+		for _, d := range left {
+			_ = os.RemoveAll(d)
+		}
+	}
 	live := map[uint64]bool{}
 	it, err := ps.db.NewIter(&pebble.IterOptions{LowerBound: []byte{dirTag}, UpperBound: []byte{dirTag + 1}})
 	if err != nil {

@@ -5,8 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/sstable"
+	"github.com/cockroachdb/pebble/vfs"
 
 	"github.com/schemaless-db/schemaless/cells"
 )
@@ -66,10 +71,14 @@ func (tx *WriteTx) DropShards(ctx context.Context, r cells.ShardRange) error {
 // another partition of this store): their cells and logs, the entries and table definitions of
 // every index on those shards, and every request record, copied key by key without decoding,
 // plus the KV rows kv and the applied state applied. It writes a new generation and switches
-// to it in one synced batch, as Restore does (readers see the old content until then). Both
-// partitions must be pebble partitions of this Store (ErrInvalidConfig otherwise). It holds the
-// writer token and blocks on I/O; ctx bounds it between batches. A split's copy uses it: much
-// less work than Restore's records for the same content.
+// to it in one synced batch, as Restore does (readers see the old content until then). The
+// copied keys do not go through pebble's write-ahead log and memtables: they are written, in
+// order, into one sstable per key range (in a temporary directory of the store's) which pebble
+// then ingests (DB.Ingest: CockroachDB ingests the snapshots of its range moves the same way);
+// the new generation's keys overlap nothing, so the tables land in the lowest level with no
+// compaction. Both partitions must be pebble partitions of this Store (ErrInvalidConfig
+// otherwise). It holds the writer token and blocks on I/O; ctx bounds it between ranges. A
+// split's copy uses it: much less work than Restore's records for the same content.
 func (p *PartitionStore) CopyShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange, kv []KV, applied AppliedState) (err error) {
 	if p.closed.Load() {
 		return ErrClosed
@@ -99,24 +108,7 @@ func (p *PartitionStore) CopyShards(ctx context.Context, src *SnapshotTx, r cell
 			_ = pp.db.DeleteRange(dataPrefix(gen), dataPrefix(gen+1), pebble.NoSync)
 		}
 	}()
-	flush := func(force bool) error {
-		if !force && b.Len() < restoreBatchBytes {
-			return nil
-		}
-		if err := b.Commit(pebble.NoSync); err != nil {
-			return err
-		}
-		b.Close()
-		b = pp.db.NewBatch()
-		return ctx.Err()
-	}
-	err = eachShardKey(src, r, func(rel, v []byte) error {
-		if err := b.Set(append(bytes.Clone(view.prefix), rel...), v, nil); err != nil {
-			return err
-		}
-		return flush(false)
-	})
-	if err != nil {
+	if err := pp.ps.ingestCopy(ctx, src, r, view.prefix); err != nil {
 		return p.fail("copy shards", err)
 	}
 	for i := range kv {
@@ -127,7 +119,7 @@ func (p *PartitionStore) CopyShards(ctx context.Context, src *SnapshotTx, r cell
 	if err := b.Set(view.key(tagApplied, 0), appliedValue(applied), nil); err != nil {
 		return p.fail("copy shards: applied state", err)
 	}
-	if err := flush(true); err != nil {
+	if err := b.Commit(pebble.NoSync); err != nil {
 		return p.fail("copy shards", err)
 	}
 	pp.mu.Lock()
@@ -140,47 +132,64 @@ func (p *PartitionStore) CopyShards(ctx context.Context, src *SnapshotTx, r cell
 	return nil
 }
 
-// eachShardKey calls fn with every key of the view src (a pebble partition's snapshot) that
-// belongs to shards r, relative to src's prefix, and its value: the shards' cells and logs, the
-// definitions and entries of every index table on them, and every request record (a request
-// record names no shard: a retry of a write finds its outcome in either partition). It stops
-// at fn's first error. fn must not keep rel or v.
-func eachShardKey(src *SnapshotTx, r cells.ShardRange, fn func(rel, v []byte) error) error {
+// keyRange is a range [from, to) of keys of a pebble partition's snapshot, named for errors.
+type keyRange struct {
+	what     string
+	from, to []byte
+}
+
+// shardKeyRanges returns the disjoint key ranges of the view src (a pebble partition's
+// snapshot) that hold shards r: the shards' cells and logs, the definitions and entries of
+// every index table on them, and every request record (a request record names no shard: a
+// retry of a write finds its outcome in either partition).
+func shardKeyRanges(src *SnapshotTx, r cells.ShardRange) ([]keyRange, error) {
 	sv := src.view
-	copyRange := func(what string, from, to []byte) error {
-		it, err := src.snap.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: to})
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		for it.First(); it.Valid(); it.Next() {
-			if err := fn(it.Key()[len(sv.prefix):], it.Value()); err != nil {
-				return errors.Join(fmt.Errorf("%s: %w", what, err), it.Close())
-			}
-		}
-		if err := errors.Join(it.Error(), it.Close()); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		return nil
-	}
+	var out []keyRange
 	for _, tag := range []byte{tagCell, tagLog} {
-		if err := copyRange("cells", appendShard(sv.key(tag, 2), r.First), appendShard(sv.key(tag, 2), r.Last+1)); err != nil {
-			return err
-		}
+		out = append(out, keyRange{"cells", appendShard(sv.key(tag, 2), r.First), appendShard(sv.key(tag, 2), r.Last+1)})
 	}
 	tables, err := sv.indexTables(src.snap, r.Contains)
 	if err != nil {
-		return fmt.Errorf("index tables: %w", err)
+		return nil, fmt.Errorf("index tables: %w", err)
 	}
 	for name := range tables {
-		if err := copyRange("index tables", sv.indexDefKey(name, r.First), sv.indexDefKey(name, r.Last+1)); err != nil {
-			return err
-		}
-		if err := copyRange("index entries", sv.indexBase(name, r.First), sv.indexBase(name, r.Last+1)); err != nil {
-			return err
-		}
+		out = append(out, keyRange{"index tables", sv.indexDefKey(name, r.First), sv.indexDefKey(name, r.Last+1)},
+			keyRange{"index entries", sv.indexBase(name, r.First), sv.indexBase(name, r.Last+1)})
 	}
 	for _, tag := range []byte{tagRequest, tagRequestTime} {
-		if err := copyRange("request records", sv.key(tag, 0), sv.key(tag+1, 0)); err != nil {
+		out = append(out, keyRange{"request records", sv.key(tag, 0), sv.key(tag+1, 0)})
+	}
+	return out, nil
+}
+
+// eachKeyIn calls fn with every key of range kr of the view src, relative to src's prefix, in
+// order, and its value. It stops at fn's first error. fn must not keep rel or v.
+func eachKeyIn(src *SnapshotTx, kr keyRange, fn func(rel, v []byte) error) error {
+	it, err := src.snap.NewIter(&pebble.IterOptions{LowerBound: kr.from, UpperBound: kr.to})
+	if err != nil {
+		return fmt.Errorf("%s: %w", kr.what, err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		if err := fn(it.Key()[len(src.view.prefix):], it.Value()); err != nil {
+			return errors.Join(fmt.Errorf("%s: %w", kr.what, err), it.Close())
+		}
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return fmt.Errorf("%s: %w", kr.what, err)
+	}
+	return nil
+}
+
+// eachShardKey calls fn with every key of the view src that belongs to shards r
+// (shardKeyRanges), relative to src's prefix, and its value. It stops at fn's first error. fn
+// must not keep rel or v.
+func eachShardKey(src *SnapshotTx, r cells.ShardRange, fn func(rel, v []byte) error) error {
+	ranges, err := shardKeyRanges(src, r)
+	if err != nil {
+		return err
+	}
+	for _, kr := range ranges {
+		if err := eachKeyIn(src, kr, fn); err != nil {
 			return err
 		}
 	}
@@ -228,4 +237,64 @@ func (tx *WriteTx) AbsorbShards(ctx context.Context, src *SnapshotTx, r cells.Sh
 		}
 	}
 	return nil
+}
+
+// ingestCopy writes the keys of shards r of the view src under prefix (a new generation's)
+// into sstables, one per key range that holds any, and has pebble ingest them all at once.
+// The tables are written in a temporary directory under the store's directory (the same file
+// system, so that pebble links them rather than copies them), removed afterwards.
+func (ps *pebbleStore) ingestCopy(ctx context.Context, src *SnapshotTx, r cells.ShardRange, prefix []byte) error {
+	ranges, err := shardKeyRanges(src, r)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp(ps.cfg.Dir, "copy-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	wo := ps.writerOptions()
+	var paths []string
+	key := bytes.Clone(prefix)
+	for i, kr := range ranges {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var w *sstable.Writer
+		path := filepath.Join(dir, fmt.Sprintf("%06d.sst", i))
+		err := eachKeyIn(src, kr, func(rel, v []byte) error {
+			if w == nil {
+				f, err := vfs.Default.Create(path)
+				if err != nil {
+					return err
+				}
+				w = sstable.NewWriter(objstorageprovider.NewFileWritable(f), wo)
+			}
+			key = append(key[:len(prefix)], rel...)
+			return w.Set(key, v)
+		})
+		if w != nil {
+			if cerr := w.Close(); err == nil {
+				err = cerr
+			}
+			paths = append(paths, path)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if len(paths) == 0 {
+		return nil
+	}
+	return ps.db.Ingest(paths)
+}
+
+// writerOptions returns the options of an sstable for ps's database: its format and its
+// lowest level's settings (bloom filters included).
+func (ps *pebbleStore) writerOptions() sstable.WriterOptions {
+	o := ps.opts.Clone()
+	o.EnsureDefaults()
+	wo := o.MakeWriterOptions(len(o.Levels)-1, ps.db.FormatMajorVersion().MaxTableFormat())
+	wo.Cache = nil
+	return wo
 }
