@@ -419,13 +419,12 @@ func (n *Node) replicaStatusOn(ctx context.Context, node topology.NodeSpec, ds s
 // has applied everything committed when it was added, the leader promotes it to voter. It
 // blocks until then or until ctx ends (the nonvoter then stays; calling AddVoter again resumes).
 // Adding a voter already there does nothing. The catalog's replica list of the partition then
-// follows the new configuration (best effort: a failure is logged, and the next change or merge
-// records it). Errors: ErrUnknownNode, ErrAsyncDatastore, ErrUnavailable, ctx's error.
+// follows the new configuration, soon after and in the background (recordReplicasLater). Errors: ErrUnknownNode, ErrAsyncDatastore, ErrUnavailable, ctx's error.
 func (n *Node) AddVoter(ctx context.Context, ds string, pid int, node string) error {
 	if err := n.addVoter(ctx, ds, pid, node); err != nil {
 		return err
 	}
-	n.recordReplicasBestEffort(ctx, ds, pid)
+	n.recordReplicasLater(ds, pid)
 	return nil
 }
 
@@ -481,7 +480,7 @@ func (n *Node) RemoveVoter(ctx context.Context, ds string, pid int, node string)
 	if err := n.removeVoter(ctx, ds, pid, node); err != nil {
 		return err
 	}
-	n.recordReplicasBestEffort(ctx, ds, pid)
+	n.recordReplicasLater(ds, pid)
 	return nil
 }
 

@@ -228,10 +228,51 @@ func (n *Node) recordReplicas(ctx context.Context, ds string, pid int) error {
 	return nil
 }
 
-// recordReplicasBestEffort is recordReplicas with a failure logged, not returned: the raft
-// change it follows stands either way.
-func (n *Node) recordReplicasBestEffort(ctx context.Context, ds string, pid int) {
-	if err := n.recordReplicas(ctx, ds, pid); err != nil && !errors.Is(err, ErrAsyncDatastore) {
-		n.log.Warn("catalog: recording the partition's replicas", "datastore", ds, "partition", pid, "error", err)
+// recordReplicasLater queues partition pid of ds for recordReplicas on the node's recorder
+// goroutine (startRecorder), which records each queued partition once however often it was
+// queued meanwhile, so that a rebalance's moves do not wait for the catalog. A failure is
+// logged: the raft change it follows stands either way, and the next change or a merge
+// records it. It never blocks.
+func (n *Node) recordReplicasLater(ds string, pid int) {
+	n.recMu.Lock()
+	if n.recDirty == nil {
+		n.recDirty = map[recordKey]bool{}
+	}
+	n.recDirty[recordKey{ds, pid}] = true
+	n.recMu.Unlock()
+	select {
+	case n.recKick <- struct{}{}:
+	default:
+	}
+}
+
+// recordKey names a partition queued for recordReplicasLater.
+type recordKey struct {
+	ds  string
+	pid int
+}
+
+// recorderLoop records the partitions queued by recordReplicasLater until the node closes.
+func (n *Node) recorderLoop() {
+	for {
+		select {
+		case <-n.stopWatch:
+			return
+		case <-n.recKick:
+		}
+		n.recMu.Lock()
+		dirty := n.recDirty
+		n.recDirty = nil
+		n.recMu.Unlock()
+		for k := range dirty {
+			ctx, cancel := n.untilClose(context.Background())
+			ctx, cancel2 := context.WithTimeout(ctx, 30*time.Second)
+			err := n.recordReplicas(ctx, k.ds, k.pid)
+			cancel2()
+			cancel()
+			if err != nil && !errors.Is(err, ErrAsyncDatastore) {
+				n.log.Warn("catalog: recording the partition's replicas", "datastore", k.ds, "partition", k.pid, "error", err)
+			}
+		}
 	}
 }

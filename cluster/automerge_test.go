@@ -37,7 +37,7 @@ func catalogReplicas(n *cluster.Node, pid int) []string {
 // A merge of partitions on different nodes first moves the right one's replicas onto the left
 // one's nodes, under writes; the catalog's replica lists follow every move.
 func TestMergeAlignsReplicas(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its 4-node cluster and writers would add to the load of the parallel tests.
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble, Gossip: true})
 	nodes := running(c)
 	spec := &c.Topology.Datastores[0]
@@ -92,7 +92,7 @@ func TestMergeAlignsReplicas(t *testing.T) {
 // Partitions made by a load-based split merge back once both halves have been idle for
 // MergeAfter; a split an operator made stays.
 func TestAutomaticMerge(t *testing.T) {
-	t.Parallel()
+	// Not parallel (as TestMergeAlignsReplicas).
 	const mergeAfter = 3 * time.Second
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble, Gossip: true,
 		Partition: partitionQuiesce(300 * time.Millisecond),

@@ -154,6 +154,11 @@ type Node struct {
 	closeErr   error
 	cat        catalogState  // the catalog: this node's replica of it, its view, its follower (catalog.go)
 	splitKick  chan struct{} // wakes splitLoop: a split was applied here (split.go)
+	// recKick wakes recorderLoop; recDirty (guarded by recMu) holds the partitions whose
+	// replicas it is to record in the catalog (automerge.go).
+	recKick  chan struct{}
+	recMu    sync.Mutex
+	recDirty map[recordKey]bool
 	// notSplitVoter holds the split-made partitions this node's parent replica replayed the
 	// split of without being one of its voters (splitVoterHere). Guarded by hostMu.
 	notSplitVoter map[storage.PartitionID]bool
@@ -225,7 +230,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, self: self, log: cfg.Logger.With("node", cfg.NodeID), hosted: hosted,
-		stopWatch: make(chan struct{}), watchDone: make(chan struct{}), splitKick: make(chan struct{}, 1)}
+		stopWatch: make(chan struct{}), watchDone: make(chan struct{}), splitKick: make(chan struct{}, 1),
+		recKick: make(chan struct{}, 1)}
 	n.view.Store(&nodeView{byName: map[string]*datastore{}, top: &topology.Topology{Nodes: cfg.Topology.Nodes, Security: cfg.Topology.Security}})
 	tc := transport.DefaultConfig()
 	tc.BindAddr = cfg.BindAddr
@@ -284,6 +290,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}()
 	go n.splitLoop()
 	go n.autoSplitLoop()
+	go n.recorderLoop()
 	n.kickSplits() // a split applied before a restart whose new partition has no replica here yet
 	ok = true
 	n.log.Info("node started", "raft_addr", self.RaftAddr, "http_addr", self.HTTPAddr)

@@ -71,14 +71,16 @@ func (tx *WriteTx) DropShards(ctx context.Context, r cells.ShardRange) error {
 // another partition of this store): their cells and logs, the entries and table definitions of
 // every index on those shards, and every request record, copied key by key without decoding,
 // plus the KV rows kv and the applied state applied. It writes a new generation and switches
-// to it in one synced batch, as Restore does (readers see the old content until then). The
-// copied keys do not go through pebble's write-ahead log and memtables: they are written, in
-// order, into one sstable per key range (in a temporary directory of the store's) which pebble
-// then ingests (DB.Ingest: CockroachDB ingests the snapshots of its range moves the same way);
-// the new generation's keys overlap nothing, so the tables land in the lowest level with no
-// compaction. Both partitions must be pebble partitions of this Store (ErrInvalidConfig
-// otherwise). It holds the writer token and blocks on I/O; ctx bounds it between ranges. A
-// split's copy uses it: much less work than Restore's records for the same content.
+// to it in one synced batch, as Restore does (readers see the old content until then). A copy
+// of at least ingestMinBytes on disk (pebble's estimate of the source's tables) does not go
+// through pebble's write-ahead log and memtables: its keys are written, in order, into one
+// sstable per key range (in a temporary directory of the store's) which pebble then ingests
+// (DB.Ingest: CockroachDB ingests the snapshots of its range moves the same way); the new
+// generation's keys overlap nothing, so the tables land in the lowest level with no
+// compaction. A smaller copy goes through batches, whose few writes cost less than the files'
+// fsyncs. Both partitions must be pebble partitions of this Store (ErrInvalidConfig
+// otherwise). It holds the writer token and blocks on I/O; ctx bounds it between batches or
+// ranges. A split's copy uses it: much less work than Restore's records for the same content.
 func (p *PartitionStore) CopyShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange, kv []KV, applied AppliedState) (err error) {
 	if p.closed.Load() {
 		return ErrClosed
@@ -108,7 +110,16 @@ func (p *PartitionStore) CopyShards(ctx context.Context, src *SnapshotTx, r cell
 			_ = pp.db.DeleteRange(dataPrefix(gen), dataPrefix(gen+1), pebble.NoSync)
 		}
 	}()
-	if err := pp.ps.ingestCopy(ctx, src, r, view.prefix); err != nil {
+	ranges, err := shardKeyRanges(src, r)
+	if err != nil {
+		return p.fail("copy shards", err)
+	}
+	if pp.ps.estimate(ranges) >= ingestMinBytes {
+		err = pp.ps.ingestCopy(ctx, src, ranges, view.prefix)
+	} else {
+		err = batchCopy(ctx, pp.db, src, ranges, view.prefix)
+	}
+	if err != nil {
 		return p.fail("copy shards", err)
 	}
 	for i := range kv {
@@ -239,15 +250,56 @@ func (tx *WriteTx) AbsorbShards(ctx context.Context, src *SnapshotTx, r cells.Sh
 	return nil
 }
 
-// ingestCopy writes the keys of shards r of the view src under prefix (a new generation's)
-// into sstables, one per key range that holds any, and has pebble ingest them all at once.
-// The tables are written in a temporary directory under the store's directory (the same file
-// system, so that pebble links them rather than copies them), removed afterwards.
-func (ps *pebbleStore) ingestCopy(ctx context.Context, src *SnapshotTx, r cells.ShardRange, prefix []byte) error {
-	ranges, err := shardKeyRanges(src, r)
-	if err != nil {
-		return err
+// ingestMinBytes is the least size on disk of a copy that CopyShards ingests as sstables (a
+// variable so that tests can take either path).
+var ingestMinBytes uint64 = 16 << 20
+
+// estimate returns pebble's estimate of the bytes its tables hold in ranges (what memtables
+// hold is not counted).
+func (ps *pebbleStore) estimate(ranges []keyRange) uint64 {
+	var total uint64
+	for _, kr := range ranges {
+		if n, err := ps.db.EstimateDiskUsage(kr.from, kr.to); err == nil {
+			total += n
+		}
 	}
+	return total
+}
+
+// batchCopy writes the keys of ranges of the view src under prefix (a new generation's) into
+// db through batches of restoreBatchBytes, committed without sync.
+func batchCopy(ctx context.Context, db *pebble.DB, src *SnapshotTx, ranges []keyRange, prefix []byte) error {
+	b := db.NewBatch()
+	defer func() { b.Close() }()
+	key := bytes.Clone(prefix)
+	for _, kr := range ranges {
+		err := eachKeyIn(src, kr, func(rel, v []byte) error {
+			key = append(key[:len(prefix)], rel...)
+			if err := b.Set(key, v, nil); err != nil {
+				return err
+			}
+			if b.Len() < restoreBatchBytes {
+				return nil
+			}
+			if err := b.Commit(pebble.NoSync); err != nil {
+				return err
+			}
+			b.Close()
+			b = db.NewBatch()
+			return ctx.Err()
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return b.Commit(pebble.NoSync)
+}
+
+// ingestCopy writes the keys of ranges of the view src under prefix (a new generation's) into
+// sstables, one per key range that holds any, and has pebble ingest them all at once. The
+// tables are written in a temporary directory under the store's directory (the same file
+// system, so that pebble links them rather than copies them), removed afterwards.
+func (ps *pebbleStore) ingestCopy(ctx context.Context, src *SnapshotTx, ranges []keyRange, prefix []byte) error {
 	dir, err := os.MkdirTemp(ps.cfg.Dir, "copy-")
 	if err != nil {
 		return err
