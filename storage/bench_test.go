@@ -155,7 +155,8 @@ func BenchmarkGetSnapshotLatest(b *testing.B) {
 // cells of about 200 bytes, its shards 8..15 copied into another partition of the store
 // (CopyShards, about 100,000 cells and their shard log entries), then flushed to tables: a
 // copy through the memtables leaves that work to pebble's background, which a split of a
-// large partition waits for when the memtables fill.
+// large partition waits for when the memtables fill. Sub-benchmarks: through batches, and
+// ingested as sstables (what CopyShards does from ingestMinBytes on).
 func BenchmarkCopyShards(b *testing.B) {
 	ctx := context.Background()
 	s := pebbleEnv(b).open(b)
@@ -189,15 +190,27 @@ func BenchmarkCopyShards(b *testing.B) {
 	}
 	require.NoError(b, s.Flush(), "flush the loaded cells")
 	right := cells.ShardRange{First: 8, Last: 15}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		dst := openPartition(b, s, "bench", i+1, 8, 15)
-		snap, err := src.BeginSnapshot(ctx)
-		require.NoError(b, err, "BeginSnapshot")
-		require.NoError(b, dst.CopyShards(ctx, snap, right, nil, AppliedState{Index: 1, Term: 1}), "CopyShards")
-		require.NoError(b, snap.Close(), "close the snapshot")
-		require.NoError(b, s.Flush(), "flush the memtables")
+	next := 1
+	for _, path := range []struct {
+		name string
+		min  uint64
+	}{{"batches", 1 << 62}, {"ingested", 0}} {
+		b.Run(path.name, func(b *testing.B) {
+			old := ingestMinBytes
+			ingestMinBytes = path.min
+			defer func() { ingestMinBytes = old }()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				dst := openPartition(b, s, "bench", next, 8, 15)
+				next++
+				snap, err := src.BeginSnapshot(ctx)
+				require.NoError(b, err, "BeginSnapshot")
+				require.NoError(b, dst.CopyShards(ctx, snap, right, nil, AppliedState{Index: 1, Term: 1}), "CopyShards")
+				require.NoError(b, snap.Close(), "close the snapshot")
+				require.NoError(b, s.Flush(), "flush the memtables")
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(total/2)*float64(b.N)/b.Elapsed().Seconds(), "cells/s")
+		})
 	}
-	b.StopTimer()
-	b.ReportMetric(float64(total/2)*float64(b.N)/b.Elapsed().Seconds(), "cells/s")
 }
