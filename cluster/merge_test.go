@@ -21,7 +21,9 @@ import (
 // each node's own replicas, the shard logs hold exactly the acknowledged cells, the catalog
 // holds one partition and the history, and a restarted node serves it from its own state.
 func TestMergePartitions(t *testing.T) {
-	t.Parallel()
+	// Not parallel: under the load of the parallel tests its merged partition lost its leader
+	// for the whole read-back (an election storm of a starved 2-core machine); alone it is not
+	// starved.
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble})
 	nodes := running(c)
 	spec := &c.Topology.Datastores[0]
