@@ -14,6 +14,7 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/topology"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // Idle partitions of real nodes quiesce (serve --quiesce-after): their raft groups stop
@@ -63,33 +64,13 @@ func TestQuiescedPartitionsFailOver(t *testing.T) {
 	}
 	write(1, 30*time.Second)
 
-	quiesced := func() (bool, string) {
-		for _, n := range c.Nodes {
-			if !n.Running() {
-				continue
+	awaitReplicas(t, c, 30*time.Second, "every replica quiesces within 30s once the writes stop",
+		func(p wire.PartitionStatus) string {
+			if !p.Quiesced {
+				return "not quiesced (" + p.State + ")"
 			}
-			st, err := c.Status(ctx, n, 2*time.Second)
-			if err != nil {
-				return false, n.ID + ": " + err.Error()
-			}
-			for _, d := range st.Datastores {
-				for _, p := range d.Partitions {
-					if p.Local && !p.Quiesced {
-						return false, fmt.Sprintf("%s: %s/%d (%s)", n.ID, d.Name, p.ID, p.State)
-					}
-				}
-			}
-		}
-		return true, ""
-	}
-	var last string
-	if !assert.Eventually(t, func() bool {
-		ok, why := quiesced()
-		last = why
-		return ok
-	}, 30*time.Second, 250*time.Millisecond) {
-		require.FailNow(t, "every replica quiesces within 30s once the writes stop", "still not quiesced: %s", last)
-	}
+			return ""
+		})
 
 	// Kill -9 the leader of partition 0 while everything is quiesced.
 	var victim *Node
@@ -103,33 +84,46 @@ func TestQuiescedPartitionsFailOver(t *testing.T) {
 	killed := time.Now()
 
 	// With no request at all, gossip alone gets every partition a new leader.
-	reelected := func() (bool, string) {
+	awaitReplicas(t, c, 30*time.Second, "every partition elects a new leader within 30s of the kill, with no request sent",
+		func(p wire.PartitionStatus) string {
+			if p.Leader == "" || p.Leader == victim.ID {
+				return fmt.Sprintf("follows %q", p.Leader)
+			}
+			return ""
+		})
+	t.Logf("every partition of the survivors follows a new leader %v after the kill of %s", time.Since(killed).Round(time.Millisecond), victim.ID)
+	write(2, 30*time.Second)
+	t.Logf("every partition took a write %v after the kill", time.Since(killed).Round(time.Millisecond))
+}
+
+// awaitReplicas waits up to timeout until, on every running node of c, every local replica
+// passes check (an empty answer); otherwise it fails the test with what, naming the last
+// replica that did not pass and why.
+func awaitReplicas(t *testing.T, c *Cluster, timeout time.Duration, what string, check func(wire.PartitionStatus) string) {
+	t.Helper()
+	var last string
+	pass := func() bool {
 		for _, n := range c.Nodes {
 			if !n.Running() {
 				continue
 			}
-			st, err := c.Status(ctx, n, 2*time.Second)
+			st, err := c.Status(context.Background(), n, 2*time.Second)
 			if err != nil {
-				return false, n.ID + ": " + err.Error()
+				last = n.ID + ": " + err.Error()
+				return false
 			}
 			for _, d := range st.Datastores {
 				for _, p := range d.Partitions {
-					if p.Local && (p.Leader == "" || p.Leader == victim.ID) {
-						return false, fmt.Sprintf("%s: %s/%d follows %q", n.ID, d.Name, p.ID, p.Leader)
+					if why := check(p); p.Local && why != "" {
+						last = fmt.Sprintf("%s: %s/%d %s", n.ID, d.Name, p.ID, why)
+						return false
 					}
 				}
 			}
 		}
-		return true, ""
+		return true
 	}
-	if !assert.Eventually(t, func() bool {
-		ok, why := reelected()
-		last = why
-		return ok
-	}, 30*time.Second, 100*time.Millisecond) {
-		require.FailNow(t, "every partition elects a new leader within 30s of the kill, with no request sent", "%s", last)
+	if !assert.Eventually(t, pass, timeout, 100*time.Millisecond) {
+		require.FailNow(t, what, "%s", last)
 	}
-	t.Logf("every partition of the survivors follows a new leader %v after the kill of %s", time.Since(killed).Round(time.Millisecond), victim.ID)
-	write(2, 30*time.Second)
-	t.Logf("every partition took a write %v after the kill", time.Since(killed).Round(time.Millisecond))
 }
