@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -72,12 +71,14 @@ type WriteResponse struct {
 	Partition int
 }
 
-// requestID returns the ID of the share of a request that partition pid applies: the client's
-// key itself when it is a UUID (the Go client sends time-ordered UUIDv7 keys), a UUIDv5 of the
-// datastore, partition and key otherwise, or, with no key, a new UUIDv7 (the same for every
-// retry of this call). Time-ordered IDs land at the end of the requests table's primary key, so
-// recording them dirties few pages.
-func requestID(ds string, pid int, key string) uuid.UUID {
+// requestID returns the ID under which every partition records its share of a request of
+// datastore ds: the client's key itself when it is a UUID (the Go client sends time-ordered
+// UUIDv7 keys), a UUIDv5 of the datastore and key otherwise, or, with no key, a new UUIDv7
+// (the same for every retry of this call). Time-ordered IDs land at the end of the requests
+// table's primary key, so recording them dirties few pages. The ID names no partition: a
+// split copies a record into both halves and a merge joins the records of one ID, and a retry
+// finds its record wherever its shards went (command.Record.Answer).
+func requestID(ds string, key string) uuid.UUID {
 	if key == "" {
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -90,7 +91,7 @@ func requestID(ds string, pid int, key string) uuid.UUID {
 			return id
 		}
 	}
-	return uuid.NewSHA1(idempotencyNamespace, []byte(ds+"\x00"+strconv.Itoa(pid)+"\x00"+key))
+	return uuid.NewSHA1(idempotencyNamespace, []byte(ds+"\x00"+key))
 }
 
 // Write applies req to datastore ds (see WriteRequest). It blocks until every partition's share
@@ -147,7 +148,7 @@ func (n *Node) write(ctx context.Context, ds string, req WriteRequest, attempt i
 	var wg sync.WaitGroup
 	for gi, r := range order {
 		idx := groups[r]
-		w := command.Write{ID: requestID(ds, r.spec.ID, req.IdempotencyKey), Cells: make([]command.Cell, len(idx))}
+		w := command.Write{ID: requestID(ds, req.IdempotencyKey), Cells: make([]command.Cell, len(idx))}
 		for j, i := range idx {
 			c := req.Cells[i]
 			w.Cells[j] = command.Cell{Shard: cells.ShardOf(c.RowKey, d.spec.Shards), Key: c.Key, Body: c.Body}
@@ -181,10 +182,16 @@ func (n *Node) write(ctx context.Context, ds string, req WriteRequest, attempt i
 			// A share refused by its partition (a reused key, a schema): report it; other
 			// partitions' shares may be applied.
 			out.KeyReused = out.KeyReused || res.KeyReused
-			if out.Violation == nil && res.Violation != nil {
+			if res.Violation != nil && (out.Violation == nil || out.Violation.Cell < 0) {
+				// A replayed share may report a violation without a cell (-1): the violating
+				// cell went to another partition, which names it.
 				d.schemas.invalidate(res.Violation)
 				v := *res.Violation
-				v.Cell = groups[r][v.Cell]
+				if v.Cell >= 0 && v.Cell < len(groups[r]) {
+					v.Cell = groups[r][v.Cell]
+				} else {
+					v.Cell = -1
+				}
 				out.Violation = &v
 			}
 			continue
@@ -247,7 +254,7 @@ func (n *Node) writeAtomic(ctx context.Context, d *datastore, req WriteRequest) 
 		}
 		return WriteResponse{}, fmt.Errorf("%w: %s", ErrCrossPartition, strings.Join(parts, "; "))
 	}
-	w.ID = requestID(d.spec.Name, r.spec.ID, req.IdempotencyKey)
+	w.ID = requestID(d.spec.Name, req.IdempotencyKey)
 	if len(w.Cells) == 0 {
 		return WriteResponse{Partition: r.spec.ID}, nil
 	}

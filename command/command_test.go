@@ -102,18 +102,25 @@ func TestFingerprintPinned(t *testing.T) {
 	assert.NotEqual(t, w.Fingerprint(), other.Fingerprint(), "a changed condition changes the fingerprint")
 }
 
+// TestRecordPinned: records outlive a build by RequestWindow, so the layout of the records an
+// earlier build wrote (v1: one outcome, no shards) still decodes, and the current one is pinned.
 func TestRecordPinned(t *testing.T) {
 	r := command.WriteResult{Cells: []cells.Result{{Status: cells.StatusCreated, AddedID: 12, CreatedAt: at}, {Status: cells.StatusExists, AddedID: 4}},
 		Failed: []command.ConditionFailure{{Index: 1, LatestRefKey: 5, Found: true}}, Conflict: true,
 		Violation: &schemas.CellViolation{Cell: 1, Column: "BASE", Version: 2, Pointer: "/date", Message: "missing"}}
-	data := readHex(t, "record")
-	got, fp, err := command.DecodeRecord(data)
+	got, err := command.DecodeRecord(readHex(t, "record-v1"))
 	require.NoError(t, err)
-	assert.Equal(t, uint64(0x1234567890abcdef), fp)
-	assert.Equal(t, r, got)
-	enc, err := command.EncodeRecord(&r, fp)
+	assert.Equal(t, command.Record{Fingerprint: 0x1234567890abcdef, Parts: []command.RecordPart{{Result: r}}}, got, "v1")
+
+	w := atomicWrite(t)
+	rec := command.NewRecord(&w, &r)
+	data := readHex(t, "record-v2")
+	got, err = command.DecodeRecord(data)
 	require.NoError(t, err)
-	assert.Equal(t, data, enc)
+	assert.Equal(t, rec, got, "v2")
+	enc, err := command.EncodeRecord(&rec)
+	require.NoError(t, err)
+	assert.Equal(t, data, enc, "v2: encoded")
 }
 
 func TestResultRoundTrip(t *testing.T) {

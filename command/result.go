@@ -56,40 +56,6 @@ func DecodeResult[T Result](data []byte) (T, error) {
 	return r, nil
 }
 
-// EncodeRecord returns the stored form of a request record: the fingerprint of the write
-// (Write.Fingerprint) and its outcome r. Replayed and KeyReused are not kept (a record is
-// always of an applied or refused first attempt).
-func EncodeRecord(r *WriteResult, fingerprint uint64) ([]byte, error) {
-	l := writeLayoutOf(r)
-	b, err := msgpack.Marshal(&recordLayout{Fingerprint: fingerprint, Cells: l.Cells, Failed: l.Failed, Conflict: l.Conflict, Violation: l.Violation})
-	if err != nil {
-		return nil, fmt.Errorf("command: encode request record: %w", err)
-	}
-	return b, nil
-}
-
-// DecodeRecord parses a request record written by EncodeRecord: the outcome and the
-// fingerprint. Errors are the decoder's.
-func DecodeRecord(b []byte) (WriteResult, uint64, error) {
-	var l recordLayout
-	if err := msgpack.Unmarshal(b, &l); err != nil {
-		return WriteResult{}, 0, fmt.Errorf("command: decode request record: %w", err)
-	}
-	w := writeResultLayout{Cells: l.Cells, Failed: l.Failed, Conflict: l.Conflict, Violation: l.Violation}
-	return w.result(), l.Fingerprint, nil
-}
-
-// recordLayout is a request record as stored; its fields after Fingerprint are those of
-// writeResultLayout.
-type recordLayout struct {
-	_msgpack    struct{} `msgpack:",as_array"`
-	Fingerprint uint64
-	Cells       []cellResultLayout
-	Failed      []failureLayout
-	Conflict    bool
-	Violation   []string // cell, column, version, pointer, message (empty: none)
-}
-
 type writeResultLayout struct {
 	_msgpack  struct{} `msgpack:",as_array"`
 	Cells     []cellResultLayout

@@ -3,6 +3,7 @@ package command
 import (
 	"encoding/binary"
 	"fmt"
+	"hash"
 	"hash/fnv"
 	"time"
 
@@ -88,43 +89,56 @@ func (w *Write) IsAtomic() bool { return w.Atomic || len(w.Conditions) > 0 }
 // (shards, keys and encoded bodies). Two writes under one ID with different fingerprints are
 // different requests (WriteResult.KeyReused).
 func (w *Write) Fingerprint() uint64 {
-	h := fnv.New64a()
-	var b [8]byte
-	num := func(v int64) {
-		binary.BigEndian.PutUint64(b[:], uint64(v))
-		_, _ = h.Write(b[:])
+	h := printer{fnv.New64a()}
+	h.flag(w.IsAtomic())
+	h.num(int64(len(w.Conditions)))
+	for i := range w.Conditions {
+		h.condition(&w.Conditions[i])
 	}
-	str := func(s string) {
-		num(int64(len(s)))
-		_, _ = h.Write([]byte(s))
-	}
-	flag := func(on bool) {
-		if on {
-			num(1)
-		} else {
-			num(0)
-		}
-	}
-	flag(w.IsAtomic())
-	num(int64(len(w.Conditions)))
-	for _, c := range w.Conditions {
-		num(int64(c.Shard))
-		_, _ = h.Write(c.RowKey[:])
-		str(c.ColumnKey)
-		num(c.LatestRefKey)
-		flag(c.None)
-	}
-	num(int64(len(w.Cells)))
+	h.num(int64(len(w.Cells)))
 	for i := range w.Cells {
-		c := &w.Cells[i]
-		num(int64(c.Shard))
-		_, _ = h.Write(c.Key.RowKey[:])
-		str(c.Key.ColumnKey)
-		num(c.Key.RefKey)
-		num(int64(len(c.Body)))
-		_, _ = h.Write(c.Body)
+		h.cell(&w.Cells[i])
 	}
 	return h.Sum64()
+}
+
+// printer writes the parts of a write into a 64-bit FNV-1a hash (Fingerprint, shardPrints).
+type printer struct{ hash.Hash64 }
+
+func (h printer) num(v int64) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(v))
+	_, _ = h.Write(b[:])
+}
+
+func (h printer) str(s string) {
+	h.num(int64(len(s)))
+	_, _ = h.Write([]byte(s))
+}
+
+func (h printer) flag(on bool) {
+	if on {
+		h.num(1)
+	} else {
+		h.num(0)
+	}
+}
+
+func (h printer) condition(c *Condition) {
+	h.num(int64(c.Shard))
+	_, _ = h.Write(c.RowKey[:])
+	h.str(c.ColumnKey)
+	h.num(c.LatestRefKey)
+	h.flag(c.None)
+}
+
+func (h printer) cell(c *Cell) {
+	h.num(int64(c.Shard))
+	_, _ = h.Write(c.Key.RowKey[:])
+	h.str(c.Key.ColumnKey)
+	h.num(c.Key.RefKey)
+	h.num(int64(len(c.Body)))
+	_, _ = h.Write(c.Body)
 }
 
 // Cell is one cell of a Write. Shard is computed by the proposer from the row key and the

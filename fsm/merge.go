@@ -218,7 +218,7 @@ func (f *FSM) mergeTx(cmd *command.Merge, merged cells.ShardRange, applied stora
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := tx.AbsorbShards(ctx, snap, right); err != nil {
+	if err := tx.AbsorbShards(ctx, snap, right, command.JoinRecords); err != nil {
 		return fmt.Errorf("absorb shards %d..%d: %w", right.First, right.Last, err)
 	}
 	if err := f.mergeKV(ctx, tx, kv, right, int(cmd.Shards)); err != nil {

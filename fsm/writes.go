@@ -85,7 +85,7 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []ap
 	// stored record (rec set) or the first write of the ID in this batch (ref).
 	type known struct {
 		fp  uint64
-		rec *command.WriteResult
+		rec *command.Record
 		ref writeRef
 	}
 	seen := map[uuid.UUID]known{}
@@ -111,23 +111,17 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []ap
 				k, ok := seen[w.ID]
 				if !ok {
 					if rec, stored := recs[w.ID]; stored && !rec.CreatedAt.Before(e.cmd.CreatedAt.Add(-command.RequestWindow)) {
-						out, fp, err := command.DecodeRecord(rec.Record)
+						out, err := command.DecodeRecord(rec.Record)
 						if err != nil {
 							return fmt.Errorf("request record %s: %w", w.ID, err)
 						}
-						k, ok = known{fp: fp, rec: &out}, true
+						k, ok = known{rec: &out}, true
 						seen[w.ID] = k
 					}
 				}
 				if ok {
 					if k.rec != nil {
-						out := command.WriteResult{KeyReused: true}
-						if k.fp == r.fp {
-							out = *k.rec
-							out.Cells = append([]cells.Result(nil), k.rec.Cells...)
-						}
-						out.Replayed = true
-						e.res[j] = out
+						e.res[j] = k.rec.Answer(w)
 					} else {
 						dups = append(dups, dup{e: i, w: j, fp: r.fp})
 					}
@@ -180,7 +174,8 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []ap
 		rs := make([]storage.RequestRecord, len(toStore))
 		for i, r := range toStore {
 			e := &entries[r.e]
-			b, err := command.EncodeRecord(&e.res[r.w], r.fp)
+			rec := command.NewRecord(&e.cmd.Writes[r.w], &e.res[r.w])
+			b, err := command.EncodeRecord(&rec)
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -211,11 +212,14 @@ func eachShardKey(src *SnapshotTx, r cells.ShardRange, fn func(rel, v []byte) er
 // snapshot of another pebble partition of this Store: the frozen right partition of a merge)
 // holds of shards r, which lie outside this partition's range: their cells and logs, the
 // definitions and entries of their index tables, and every request record. KV rows are the
-// caller's. After the commit, SetShards should take r into the partition's range. The whole
+// caller's. A request record whose ID the partition holds too is replaced by join(held,
+// incoming) (the two records, without their created_at), stored with the earlier created_at;
+// a nil join keeps the incoming one. After the commit, SetShards should take r into the
+// partition's range. The whole
 // copy is held in the transaction's batch (memory in proportion to r's data) until it commits.
 // Pebble only (ErrInvalidConfig elsewhere); an error leaves the transaction's outcome undefined:
 // roll it back.
-func (tx *WriteTx) AbsorbShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange) error {
+func (tx *WriteTx) AbsorbShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange, join func(held, incoming []byte) ([]byte, error)) error {
 	if tx.done {
 		return ErrClosed
 	}
@@ -233,7 +237,22 @@ func (tx *WriteTx) AbsorbShards(ctx context.Context, src *SnapshotTx, r cells.Sh
 				return err
 			}
 		}
-		return tx.b.Set(append(bytes.Clone(prefix), rel...), v, nil)
+		k := append(bytes.Clone(prefix), rel...)
+		if join != nil && len(rel) > 0 && rel[0] == tagRequest && len(v) >= 8 {
+			held, ok, err := getCopy(tx.b, k)
+			if err != nil {
+				return err
+			}
+			if ok && len(held) >= 8 {
+				rec, err := join(held[8:], v[8:])
+				if err != nil {
+					return fmt.Errorf("join request records: %w", err)
+				}
+				at := min(binary.BigEndian.Uint64(held), binary.BigEndian.Uint64(v))
+				v = append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(rec)), at), rec...)
+			}
+		}
+		return tx.b.Set(k, v, nil)
 	})
 	if err != nil {
 		return tx.p.fail("absorb shards", err)

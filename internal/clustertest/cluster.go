@@ -76,14 +76,16 @@ type Cluster struct {
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	p := &opts.Partition
+	// The deployed timeouts (partition.DefaultConfig), not shorter ones: under -race, with other
+	// packages' tests on the same 2 cores, a 250ms lease made leaders step down again and again.
 	if p.HeartbeatTimeout == 0 {
-		p.HeartbeatTimeout = 500 * time.Millisecond
+		p.HeartbeatTimeout = time.Second
 	}
 	if p.ElectionTimeout == 0 {
-		p.ElectionTimeout = 500 * time.Millisecond
+		p.ElectionTimeout = time.Second
 	}
 	if p.LeaderLeaseTimeout == 0 {
-		p.LeaderLeaseTimeout = 250 * time.Millisecond
+		p.LeaderLeaseTimeout = 500 * time.Millisecond
 	}
 	if p.CommitTimeout == 0 {
 		p.CommitTimeout = 10 * time.Millisecond
