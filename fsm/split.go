@@ -120,9 +120,11 @@ func readRow[T any](ctx context.Context, st interface {
 	return v, false, nil
 }
 
-// applySplit applies one split entry on its own: the right half's state copied into the right
-// partition's store (Config.SplitStore), then, in one transaction of the parent's store, the
-// right half's shards dropped, the parent's new range and the entry's applied index written.
+// applySplit applies one split entry on its own: the right partition's store
+// (Config.SplitStore) made the owner of the right half's shards (shared in place within one
+// pebble store, else copied), then, in one transaction of the parent's store, the right half's
+// shards handed over (let go, or deleted when copied), the parent's new range and the entry's
+// applied index written.
 // A command that does not decode, does not split the current range in two, or reaches a
 // replica without Config.SplitStore is a deterministic refusal and only the applied index
 // moves. Storage failures are retried and then stop the FSM, as in ApplyBatch.
@@ -213,9 +215,9 @@ func (f *FSM) appliedOnlyTx(applied storage.AppliedState) error {
 	return nil
 }
 
-// splitTx runs one attempt at a split: the copy into the right partition's store (skipped when
-// that store already holds the split or later: a replay after a crash), then the parent's
-// transaction.
+// splitTx runs one attempt at a split: the right partition's store made the owner of its shards
+// (skipped when that store already holds the split or later: a replay after a crash), then the
+// parent's transaction.
 func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied storage.AppliedState) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StoreTimeout)
 	defer cancel()
@@ -250,16 +252,20 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 	if err != nil {
 		return fmt.Errorf("open the right partition %d: %w", cmd.Right, err)
 	}
+	// copied: the right half got a copy of its shards (a store that cannot share them), which
+	// the parent then deletes; else it shares them and the parent only lets them go.
+	copied := false
 	rightApplied, err := rs.Applied(ctx)
 	if err == nil && rightApplied.Index < applied.Index {
 		// The right half's raft group starts at the split's index in term 1 (see
 		// partition.WriteSplitBase): its first leader's terms never fall below its log's.
 		base := storage.AppliedState{Index: applied.Index, Term: 1}
 		err = storage.ErrInvalidConfig
-		if c, ok := rs.(shardCopier); ok {
-			err = c.CopyShards(ctx, snap, right, kv, base) // key by key, within one pebble store
+		if c, ok := rs.(shardSharer); ok {
+			err = c.ShareShards(ctx, snap, right, kv, base) // no copy: within one pebble store
 		}
 		if errors.Is(err, storage.ErrInvalidConfig) {
+			copied = true
 			err = rs.Restore(ctx, base, splitRecords(ctx, snap, right, tables), kv, tables)
 		}
 	}
@@ -274,8 +280,12 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := tx.DropShards(ctx, right); err != nil {
-		return fmt.Errorf("drop shards %d..%d: %w", right.First, right.Last, err)
+	handOver := tx.ReleaseShards
+	if copied {
+		handOver = tx.DropShards
+	}
+	if err := handOver(ctx, right); err != nil {
+		return fmt.Errorf("hand over shards %d..%d: %w", right.First, right.Last, err)
 	}
 	if err := tx.PutKV(ctx, RangeKey, encodeRange(left)); err != nil {
 		return err
@@ -289,10 +299,11 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 	return nil
 }
 
-// shardCopier is a store that copies shards of a snapshot of another partition of its own
-// engine without decoding them (storage.PartitionStore.CopyShards, pebble).
-type shardCopier interface {
-	CopyShards(ctx context.Context, src *storage.SnapshotTx, r cells.ShardRange, kv []storage.KV, applied storage.AppliedState) error
+// shardSharer is a store whose partitions can share the shards' data of a snapshot of
+// another partition of its own engine, with no copy (storage.PartitionStore.ShareShards,
+// pebble).
+type shardSharer interface {
+	ShareShards(ctx context.Context, src *storage.SnapshotTx, r cells.ShardRange, kv []storage.KV, applied storage.AppliedState) error
 }
 
 // splitRecords returns the records of the right half of the view snap for Store.Restore: the

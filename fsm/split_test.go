@@ -46,8 +46,9 @@ func scanShards(t *testing.T, p *storage.PartitionStore, r cells.ShardRange) []c
 // each shard's added_ids. A second split at the same shard is refused, and a snapshot of the
 // parent restores into a replica that never saw the split.
 //
-// The copy runs key by key when both partitions share a pebble store (storage CopyShards), and
-// through Store.Restore's records otherwise: both are run.
+// The right half shares the parent's shards in place when both partitions are in one pebble
+// store (storage ShareShards), and gets a copy through Store.Restore's records otherwise: both
+// are run.
 func TestSplit(t *testing.T) {
 	t.Parallel()
 	t.Run("same-store", func(t *testing.T) { testSplit(t, true) })

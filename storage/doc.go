@@ -143,7 +143,16 @@
 // a new generation, in batches of 4 MiB, then switches the directory entry to it and deletes the
 // old generation with one range deletion, in one synced batch: readers see the old content
 // (index tables included) until the switch, and a failed or interrupted Restore leaves it; the
-// orphaned generation is deleted then, or when the store next opens. EnsureShards creates
+// orphaned generation is deleted then, or when the store next opens.
+//
+// A split copies no cell: ShareShards gives the right half a generation of its own for its
+// state (KV rows, request records, applied state) and leaves its shards' keys (cells, logs,
+// index tables) under the parent's generation, which the two then share; the directory entry
+// of each names both generations and the shard range it owns in the shared one
+// (pebble_dir.go). A merge of partitions that share their shards' generation moves no cell
+// either (AbsorbShards). What a partition leaves when it is restored or retired is its own
+// part: its state, the keys of the shards it owned, and a generation whole once no entry names
+// it. EnsureShards creates
 // nothing (keys need no table), so Insert never returns ErrNoShardTable. Buffers, placement,
 // fences, locks and DropCopy are MySQL's (async mode) and are not available.
 //

@@ -101,6 +101,9 @@ type pebbleStore struct {
 	opts *pebble.Options
 	// genMu serializes the allocation of generations (the data prefixes of partitions).
 	genMu sync.Mutex
+	// dirMu serializes the changes of directory entries that release generations
+	// (pebble_dir.go), so that each sees the directory the others left.
+	dirMu sync.Mutex
 	// migrate is the SQLite store partitions are migrated from, opened on first need;
 	// guarded by migrateMu.
 	migrateMu sync.Mutex
@@ -215,8 +218,8 @@ func (ps *pebbleStore) collectGarbage() error {
 		return fmt.Errorf("storage: pebble directory: %w", err)
 	}
 	for it.First(); it.Valid(); it.Next() {
-		if len(it.Value()) == 8 {
-			live[binary.BigEndian.Uint64(it.Value())] = true
+		if e, err := decodeDir(it.Value()); err == nil {
+			live[e.state], live[e.shards] = true, true
 		}
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
@@ -287,9 +290,12 @@ type pebblePart struct {
 	db *pebble.DB
 	// mu: readers hold it shared while they use prefix; Restore holds it exclusively while it
 	// switches the partition to its new generation.
-	mu     sync.RWMutex
-	prefix []byte
-	dir    []byte
+	mu sync.RWMutex
+	// prefix is the generation prefix of the partition's state (applied state, KV rows,
+	// request records), cellPrefix that of its shards' data (cells, logs, index tables): the
+	// same one unless a split made the partition share its parent's (pebble_dir.go).
+	prefix, cellPrefix []byte
+	dir                []byte
 	// high holds, by shard, an added_id at or above the highest one committed (so an Insert
 	// above it needs no probe of its log key); a shard not in it is unknown. Guarded by the
 	// writer token; Restore clears it.
@@ -307,14 +313,18 @@ func (s *Store) openPebblePartition(ctx context.Context, id PartitionID, shards 
 	v, closer, err := ps.db.Get(pp.dir)
 	switch {
 	case err == nil:
-		pp.prefix = dataPrefix(binary.BigEndian.Uint64(v))
+		e, err := decodeDir(v)
 		closer.Close()
+		if err != nil {
+			return nil, fmt.Errorf("storage: open partition %s/%d: %w", id.Datastore, id.Partition, err)
+		}
+		pp.prefix, pp.cellPrefix = dataPrefix(e.state), dataPrefix(e.shards)
 	case errors.Is(err, pebble.ErrNotFound):
 		gen, err := ps.allocGen()
 		if err != nil {
 			return nil, fmt.Errorf("storage: open partition %s/%d: %w", id.Datastore, id.Partition, err)
 		}
-		pp.prefix = dataPrefix(gen)
+		pp.prefix, pp.cellPrefix = dataPrefix(gen), dataPrefix(gen)
 		// A migration's Restore writes the directory entry when it switches to the copy, so a
 		// migration cut short leaves none and runs again at the next open.
 		migrated, err := s.migrateSQLite(ctx, p)
@@ -344,11 +354,12 @@ type reader interface {
 	NewIter(o *pebble.IterOptions) (*pebble.Iterator, error)
 }
 
-// key returns the partition's data prefix followed by tag, in a new slice with room for n more
-// bytes. The caller holds pp.mu (shared) or the writer token.
+// key returns the prefix of the partition's generation that holds keys of tag (prefixFor)
+// followed by tag, in a new slice with room for n more bytes. The caller holds pp.mu (shared)
+// or the writer token.
 func (pp *pebblePart) key(tag byte, n int) []byte {
 	k := make([]byte, 0, dataPrefixLen+1+n)
-	return append(append(k, pp.prefix...), tag)
+	return append(append(k, pp.prefixFor(tag)...), tag)
 }
 
 // rlock takes pp.mu shared and returns its unlock.

@@ -107,9 +107,20 @@ func (pp *pebblePart) cellAt(it *pebble.Iterator, shard int, added int64) (cells
 	return c, err == nil, err
 }
 
-// iter returns an iterator of r over the whole partition. The caller holds pp.mu shared or
-// the writer token.
-func (pp *pebblePart) iter(r reader) (*pebble.Iterator, error) { return prefixIter(r, pp.prefix) }
+// iter returns an iterator of r over the whole partition: bounded by its generations (state
+// and shards', which a split may make two; every read through it seeks a key of one of them).
+// The caller holds pp.mu shared or the writer token.
+func (pp *pebblePart) iter(r reader) (*pebble.Iterator, error) {
+	if bytes.Equal(pp.prefix, pp.cellPrefix) {
+		return prefixIter(r, pp.prefix)
+	}
+	lo, hi := pp.prefix, pp.cellPrefix
+	if bytes.Compare(lo, hi) > 0 {
+		lo, hi = hi, lo
+	}
+	end, _ := prefixEnd(string(hi))
+	return r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: end})
+}
 
 // latestAt positions it at the unique key of the highest ref key under colPrefix and returns
 // the cell's added_id and ref key; false when the column has no cell.
@@ -467,7 +478,7 @@ func (tx *WriteTx) pebbleLookup(shard int, keys []cells.Key) (map[cells.Key]Exis
 	pp := tx.p.pb
 	out := make(map[cells.Key]Existing, len(keys))
 	for i := range keys {
-		tx.kbuf = appendCellKey(append(append(tx.kbuf[:0], pp.prefix...), tagCell), shard, &keys[i])
+		tx.kbuf = appendCellKey(append(append(tx.kbuf[:0], pp.cellPrefix...), tagCell), shard, &keys[i])
 		v, ok, err := getCopy(tx.b, tx.kbuf)
 		if err != nil {
 			return nil, tx.p.fail(fmt.Sprintf("lookup %s in shard %d", keys[i], shard), err)
@@ -547,10 +558,10 @@ func (pp *pebblePart) insertCells(w writer, kbuf []byte, shard int, cs []cells.C
 			}
 			keys[c.Key], ids[c.AddedID] = true, true
 		}
-		kbuf = appendCellKey(append(append(kbuf[:0], pp.prefix...), tagCell), shard, &c.Key)
+		kbuf = appendCellKey(append(append(kbuf[:0], pp.cellPrefix...), tagCell), shard, &c.Key)
 		dup, err := exists(w, kbuf)
 		if err == nil && !dup && c.AddedID <= hi {
-			kbuf = appendI64(appendShard(append(append(kbuf[:0], pp.prefix...), tagLog), shard), c.AddedID)
+			kbuf = appendI64(appendShard(append(append(kbuf[:0], pp.cellPrefix...), tagLog), shard), c.AddedID)
 			dup, err = exists(w, kbuf)
 		}
 		if err != nil {
@@ -566,12 +577,12 @@ func (pp *pebblePart) insertCells(w writer, kbuf []byte, shard int, cs []cells.C
 	var v []byte
 	for i := range cs {
 		c := &cs[i]
-		kbuf = appendCellKey(append(append(kbuf[:0], pp.prefix...), tagCell), shard, &c.Key)
+		kbuf = appendCellKey(append(append(kbuf[:0], pp.cellPrefix...), tagCell), shard, &c.Key)
 		v = appendI64(v[:0], c.AddedID)
 		if err := w.Set(kbuf, v, nil); err != nil {
 			return kbuf, err
 		}
-		kbuf = appendI64(appendShard(append(append(kbuf[:0], pp.prefix...), tagLog), shard), c.AddedID)
+		kbuf = appendI64(appendShard(append(append(kbuf[:0], pp.cellPrefix...), tagLog), shard), c.AddedID)
 		v = appendLogValue(v[:0], c)
 		if err := w.Set(kbuf, v, nil); err != nil {
 			return kbuf, err

@@ -262,15 +262,20 @@ func (p *PartitionStore) pebbleCreateIndex(t *IndexTable, shards []int) error {
 	return b.Commit(pebble.NoSync)
 }
 
-// pebbleDropIndex deletes the tables of index name (definitions and entries), on every shard.
+// pebbleDropIndex deletes the tables of index name (definitions and entries) on every shard of
+// the partition's range (a generation shared since a split holds other partitions' shards).
 func (p *PartitionStore) pebbleDropIndex(name string) error {
 	b := p.pb.db.NewBatch()
 	defer b.Close()
-	for _, pre := range [][]byte{p.pb.indexDefKey(name, -1), append(append(p.pb.key(tagIndex, len(name)+1), name...), 0)} {
-		end, _ := prefixEnd(string(pre))
-		if err := b.DeleteRange(pre, end, nil); err != nil {
-			return err
-		}
+	r := p.Shards()
+	if r.Last < r.First {
+		return nil
+	}
+	if err := b.DeleteRange(p.pb.indexDefKey(name, r.First), p.pb.indexDefKey(name, r.Last+1), nil); err != nil {
+		return err
+	}
+	if err := b.DeleteRange(p.pb.indexBase(name, r.First), p.pb.indexBase(name, r.Last+1), nil); err != nil {
+		return err
 	}
 	return b.Commit(pebble.NoSync)
 }

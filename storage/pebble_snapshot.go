@@ -3,7 +3,6 @@ package storage
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +26,7 @@ const restoreBatchBytes = 4 << 20
 // pebbleBeginSnapshot is BeginSnapshot on pebble.
 func (p *PartitionStore) pebbleBeginSnapshot() (*SnapshotTx, error) {
 	defer p.pb.rlock()()
-	view := &pebblePart{ps: p.pb.ps, db: p.pb.db, prefix: bytes.Clone(p.pb.prefix)}
+	view := &pebblePart{ps: p.pb.ps, db: p.pb.db, prefix: bytes.Clone(p.pb.prefix), cellPrefix: bytes.Clone(p.pb.cellPrefix), dir: p.pb.dir}
 	snap := p.pb.db.NewSnapshot()
 	a, _, err := view.applied(snap)
 	if err != nil {
@@ -153,7 +152,7 @@ func (p *PartitionStore) pebbleRestore(applied AppliedState, next func() (Restor
 	if err != nil {
 		return p.fail("restore: allocate a generation", err)
 	}
-	view := &pebblePart{ps: pp.ps, db: pp.db, prefix: dataPrefix(gen)}
+	view := &pebblePart{ps: pp.ps, db: pp.db, prefix: dataPrefix(gen), cellPrefix: dataPrefix(gen)}
 	w := &restoreWriter{db: pp.db, Batch: pp.db.NewIndexedBatch()}
 	defer func() {
 		w.Close()
@@ -239,24 +238,37 @@ func (p *PartitionStore) pebbleRestore(applied AppliedState, next func() (Restor
 	return nil
 }
 
-// switchTo makes generation gen the partition's data, in one synced batch: its directory entry
-// names gen and the old generation is deleted with one range deletion. The caller holds pp.mu
-// exclusively (readers then see the new generation) and the writer token; the high-water cache
-// is cleared.
+// switchTo makes generation gen the partition's data, state and shards, in one synced batch:
+// its directory entry names gen, and what it leaves of its old generations is deleted with
+// range deletions (pebbleStore.release: the old generation whole, unless a split shares it).
+// The caller holds pp.mu exclusively (readers then see the new generation) and the writer
+// token; the high-water cache is cleared.
 func (pp *pebblePart) switchTo(gen uint64) error {
-	old := binary.BigEndian.Uint64(pp.prefix[1:])
-	sw := pp.db.NewBatch()
-	defer sw.Close()
-	if err := sw.Set(pp.dir, binary.BigEndian.AppendUint64(nil, gen), nil); err != nil {
+	return pp.switchEntry(dirEntry{state: gen, shards: gen})
+}
+
+// switchEntry is switchTo for any new entry e.
+func (pp *pebblePart) switchEntry(e dirEntry) error {
+	pp.ps.dirMu.Lock()
+	defer pp.ps.dirMu.Unlock()
+	old, ok, err := pp.ps.entry(pp.db, pp.dir)
+	if err != nil {
 		return err
 	}
-	if err := sw.DeleteRange(dataPrefix(old), dataPrefix(old+1), nil); err != nil {
+	sw := pp.db.NewBatch()
+	defer sw.Close()
+	if err := sw.Set(pp.dir, e.encode(), nil); err != nil {
 		return err
+	}
+	if ok {
+		if err := pp.ps.release(sw, pp.dir, old, e.state, e.shards); err != nil {
+			return err
+		}
 	}
 	if err := sw.Commit(pebble.Sync); err != nil {
 		return err
 	}
-	pp.prefix = dataPrefix(gen)
+	pp.prefix, pp.cellPrefix = dataPrefix(e.state), dataPrefix(e.shards)
 	clear(pp.high)
 	return nil
 }

@@ -25,7 +25,7 @@ func (s *Store) SupportsSplit() bool { return s.pebble != nil }
 // be inside its range): their cells, logs and index entries and the definitions of their index
 // tables. KV rows and request records are the caller's. After the commit, SetShards should
 // take r out of the partition's range: a split hands r to another partition, which got a copy
-// first. Pebble only (ErrInvalidConfig elsewhere); an error leaves the transaction's outcome
+// first (when it shares them instead, see ShareShards, ReleaseShards). Pebble only (ErrInvalidConfig elsewhere); an error leaves the transaction's outcome
 // undefined: roll it back.
 func (tx *WriteTx) DropShards(ctx context.Context, r cells.ShardRange) error {
 	if err := tx.check(r.First); err != nil {
@@ -37,61 +37,40 @@ func (tx *WriteTx) DropShards(ctx context.Context, r cells.ShardRange) error {
 	if tx.b == nil {
 		return fmt.Errorf("%w: DropShards needs the pebble engine", ErrInvalidConfig)
 	}
-	pp := tx.p.pb
-	del := func(from, to []byte) error { return tx.b.DeleteRange(from, to, nil) }
-	for _, tag := range []byte{tagCell, tagLog} {
-		if err := del(appendShard(pp.key(tag, 2), r.First), appendShard(pp.key(tag, 2), r.Last+1)); err != nil {
-			return err
-		}
-	}
-	tables, err := pp.indexTables(tx.b, r.Contains)
-	if err != nil {
+	if err := deleteShardKeys(tx.b, tx.b, tx.p.pb.cellPrefix, r); err != nil {
 		return err
 	}
-	for name := range tables {
-		if err := del(pp.indexBase(name, r.First), pp.indexBase(name, r.Last+1)); err != nil {
-			return err
-		}
-		if err := del(pp.indexDefKey(name, r.First), pp.indexDefKey(name, r.Last+1)); err != nil {
-			return err
-		}
-		if st := tx.p.indexes[name]; st != nil {
-			for s := r.First; s <= r.Last; s++ {
-				delete(st.shards, s)
-			}
-		}
-	}
-	for s := r.First; s <= r.Last; s++ {
-		delete(pp.high, s)
-		delete(tx.p.created, s)
-	}
+	tx.p.forgetShards(r)
 	return nil
 }
 
-// CopyShards replaces the partition's content with the shards r of the view src (a snapshot of
-// another partition of this store): their cells and logs, the entries and table definitions of
-// every index on those shards, and every request record, copied key by key without decoding,
-// plus the KV rows kv and the applied state applied. It writes a new generation and switches
-// to it in one synced batch, as Restore does (readers see the old content until then). A copy
-// of at least ingestMinBytes on disk (pebble's estimate of the source's tables) does not go
-// through pebble's write-ahead log and memtables: its keys are written, in order, into one
-// sstable per key range (in a temporary directory of the store's) which pebble then ingests
-// (DB.Ingest: CockroachDB ingests the snapshots of its range moves the same way); the new
-// generation's keys overlap nothing, so the tables land in the lowest level with no
-// compaction. A smaller copy goes through batches, whose few writes cost less than the files'
-// fsyncs. Both partitions must be pebble partitions of this Store (ErrInvalidConfig
-// otherwise). It holds the writer token and blocks on I/O; ctx bounds it between batches or
-// ranges. A split's copy uses it: much less work than Restore's records for the same content.
-func (p *PartitionStore) CopyShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange, kv []KV, applied AppliedState) (err error) {
+// ShareShards makes the partition (the right half of a split, just opened) the owner of shards
+// r of the view src (a snapshot of its parent, another partition of this store), with no copy
+// of their data: their cells, logs and index tables stay under the parent's generation, which
+// the two partitions share from then on, each owning its own range there (pebble_dir.go). The
+// partition's state is written anew under a generation of its own: every request record of
+// src (a retry of a write finds its outcome in either half), copied key by key without
+// decoding, the KV rows kv and the applied state applied. One synced batch then switches the
+// partition's directory entry to the two generations and narrows the parent's owned range to
+// what precedes r (readers of the partition see its old content until then; the parent's
+// commit of the split takes r out of its range, ReleaseShards). The request records are
+// ingested as an sstable (DB.Ingest) when pebble estimates them at ingestMinBytes or more,
+// else written through batches. r must be the end of src's range. Both partitions must be
+// pebble partitions of this Store (ErrInvalidConfig otherwise). It holds the writer token and
+// blocks on I/O; ctx bounds it between batches.
+func (p *PartitionStore) ShareShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange, kv []KV, applied AppliedState) (err error) {
 	if p.closed.Load() {
 		return ErrClosed
 	}
 	if p.pb == nil || src.view == nil || src.p.store != p.store {
-		return fmt.Errorf("%w: CopyShards copies between pebble partitions of one store", ErrInvalidConfig)
+		return fmt.Errorf("%w: ShareShards shares between pebble partitions of one store", ErrInvalidConfig)
+	}
+	if ps := src.p.Shards(); r.Last != ps.Last || r.First <= ps.First {
+		return fmt.Errorf("%w: shards %d..%d are not the end of the parent's %d..%d", ErrShardRange, r.First, r.Last, ps.First, ps.Last)
 	}
 	for i := range kv {
 		if err := checkKV(kv[i].Key, kv[i].Value); err != nil {
-			return fmt.Errorf("storage: copy shards: KV row %d: %w", i, err)
+			return fmt.Errorf("storage: share shards: KV row %d: %w", i, err)
 		}
 	}
 	if err := p.lockWriter(); err != nil {
@@ -101,9 +80,9 @@ func (p *PartitionStore) CopyShards(ctx context.Context, src *SnapshotTx, r cell
 	pp := p.pb
 	gen, err := pp.ps.allocGen()
 	if err != nil {
-		return p.fail("copy shards: allocate a generation", err)
+		return p.fail("share shards: allocate a generation", err)
 	}
-	view := &pebblePart{ps: pp.ps, db: pp.db, prefix: dataPrefix(gen)}
+	view := &pebblePart{ps: pp.ps, db: pp.db, prefix: dataPrefix(gen), cellPrefix: dataPrefix(gen)}
 	b := pp.db.NewBatch()
 	defer func() {
 		b.Close()
@@ -111,37 +90,111 @@ func (p *PartitionStore) CopyShards(ctx context.Context, src *SnapshotTx, r cell
 			_ = pp.db.DeleteRange(dataPrefix(gen), dataPrefix(gen+1), pebble.NoSync)
 		}
 	}()
-	ranges, err := shardKeyRanges(src, r)
-	if err != nil {
-		return p.fail("copy shards", err)
-	}
+	ranges := requestKeyRanges(src)
 	if pp.ps.estimate(ranges) >= ingestMinBytes {
 		err = pp.ps.ingestCopy(ctx, src, ranges, view.prefix)
 	} else {
 		err = batchCopy(ctx, pp.db, src, ranges, view.prefix)
 	}
 	if err != nil {
-		return p.fail("copy shards", err)
+		return p.fail("share shards: request records", err)
 	}
 	for i := range kv {
 		if err := b.Set(view.kvKey(kv[i].Key), kv[i].Value, nil); err != nil {
-			return p.fail("copy shards: KV rows", err)
+			return p.fail("share shards: KV rows", err)
 		}
 	}
 	if err := b.Set(view.key(tagApplied, 0), appliedValue(applied), nil); err != nil {
-		return p.fail("copy shards: applied state", err)
+		return p.fail("share shards: applied state", err)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
-		return p.fail("copy shards", err)
+		return p.fail("share shards", err)
 	}
+	shards := binary.BigEndian.Uint64(src.view.cellPrefix[1:])
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
-	if err := pp.switchTo(gen); err != nil {
-		return p.fail("copy shards: switch", err)
+	if err := pp.shareFrom(src, gen, shards, r); err != nil {
+		return p.fail("share shards: switch", err)
 	}
 	clear(p.indexes)
 	clear(p.created)
 	return nil
+}
+
+// shareFrom switches pp to state generation gen and the shards' generation shards, owning r
+// there, and narrows the owned range of src's partition (the parent, whose shards' generation
+// shards is) to what precedes r, in one synced batch with what pp leaves of its old
+// generations deleted. The caller holds pp.mu exclusively and the writer token.
+func (pp *pebblePart) shareFrom(src *SnapshotTx, gen, shards uint64, r cells.ShardRange) error {
+	ps := pp.ps
+	ps.dirMu.Lock()
+	defer ps.dirMu.Unlock()
+	parent, ok, err := ps.entry(pp.db, src.view.dir)
+	if err != nil {
+		return err
+	}
+	if !ok || parent.shards != shards {
+		return fmt.Errorf("the parent's directory entry names generation %d for its shards, not %d (found: %v)", parent.shards, shards, ok)
+	}
+	if !parent.shared {
+		parent.shared, parent.owned = true, src.p.Shards()
+	}
+	parent.owned.Last = min(parent.owned.Last, r.First-1)
+	e := dirEntry{state: gen, shards: shards, shared: true, owned: r}
+	sw := pp.db.NewBatch()
+	defer sw.Close()
+	if err := sw.Set(src.view.dir, parent.encode(), nil); err != nil {
+		return err
+	}
+	if err := sw.Set(pp.dir, e.encode(), nil); err != nil {
+		return err
+	}
+	if old, ok, err := ps.entry(pp.db, pp.dir); err != nil {
+		return err
+	} else if ok {
+		if err := ps.release(sw, pp.dir, old, gen, shards); err != nil {
+			return err
+		}
+	}
+	if err := sw.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	pp.prefix, pp.cellPrefix = dataPrefix(gen), dataPrefix(shards)
+	clear(pp.high)
+	return nil
+}
+
+// ReleaseShards takes shards r (which must be inside the range) out of the partition in the
+// transaction without deleting their data: a split handed them to the partition that shares
+// them since (ShareShards), which owns them now. It clears what the partition cached of them.
+// After the commit, SetShards should take r out of the partition's range. Pebble only
+// (ErrInvalidConfig elsewhere).
+func (tx *WriteTx) ReleaseShards(ctx context.Context, r cells.ShardRange) error {
+	if err := tx.check(r.First); err != nil {
+		return err
+	}
+	if err := tx.check(r.Last); err != nil {
+		return err
+	}
+	if tx.b == nil {
+		return fmt.Errorf("%w: ReleaseShards needs the pebble engine", ErrInvalidConfig)
+	}
+	tx.p.forgetShards(r)
+	return nil
+}
+
+// forgetShards clears what p caches of shards r: the highest added_ids, the tables created, the
+// index tables. The caller holds the writer token.
+func (p *PartitionStore) forgetShards(r cells.ShardRange) {
+	for s := r.First; s <= r.Last; s++ {
+		delete(p.pb.high, s)
+		delete(p.created, s)
+	}
+	for _, st := range p.indexes {
+		for s := r.First; s <= r.Last; s++ {
+			delete(st.shards, s)
+		}
+	}
 }
 
 // keyRange is a range [from, to) of keys of a pebble partition's snapshot, named for errors.
@@ -168,10 +221,17 @@ func shardKeyRanges(src *SnapshotTx, r cells.ShardRange) ([]keyRange, error) {
 		out = append(out, keyRange{"index tables", sv.indexDefKey(name, r.First), sv.indexDefKey(name, r.Last+1)},
 			keyRange{"index entries", sv.indexBase(name, r.First), sv.indexBase(name, r.Last+1)})
 	}
+	return append(out, requestKeyRanges(src)...), nil
+}
+
+// requestKeyRanges returns the key ranges of the view src that hold its request records.
+func requestKeyRanges(src *SnapshotTx) []keyRange {
+	sv := src.view
+	var out []keyRange
 	for _, tag := range []byte{tagRequest, tagRequestTime} {
 		out = append(out, keyRange{"request records", sv.key(tag, 0), sv.key(tag+1, 0)})
 	}
-	return out, nil
+	return out
 }
 
 // eachKeyIn calls fn with every key of range kr of the view src, relative to src's prefix, in
@@ -229,47 +289,86 @@ func (tx *WriteTx) AbsorbShards(ctx context.Context, src *SnapshotTx, r cells.Sh
 	if ps := tx.p.Shards(); r.First <= ps.Last && ps.First <= r.Last {
 		return fmt.Errorf("%w: shards %d..%d overlap the partition's %d..%d", ErrShardRange, r.First, r.Last, ps.First, ps.Last)
 	}
-	prefix := tx.p.pb.prefix
+	pp := tx.p.pb
+	shared := pp.sameShards(src.view)
+	ranges := requestKeyRanges(src)
+	if !shared {
+		var err error
+		if ranges, err = shardKeyRanges(src, r); err != nil {
+			return tx.p.fail("absorb shards", err)
+		}
+	}
 	n := 0
-	err := eachShardKey(src, r, func(rel, v []byte) error {
-		if n++; n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		k := append(bytes.Clone(prefix), rel...)
-		if join != nil && len(rel) > 0 && rel[0] == tagRequest && len(v) >= 8 {
-			held, ok, err := getCopy(tx.b, k)
-			if err != nil {
-				return err
-			}
-			if ok && len(held) >= 8 {
-				rec, err := join(held[8:], v[8:])
-				if err != nil {
-					return fmt.Errorf("join request records: %w", err)
+	for _, kr := range ranges {
+		err := eachKeyIn(src, kr, func(rel, v []byte) error {
+			if n++; n%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
 				}
-				at := min(binary.BigEndian.Uint64(held), binary.BigEndian.Uint64(v))
-				v = append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(rec)), at), rec...)
 			}
+			k := append(bytes.Clone(pp.prefixFor(rel[0])), rel...)
+			if join != nil && rel[0] == tagRequest && len(v) >= 8 {
+				held, ok, err := getCopy(tx.b, k)
+				if err != nil {
+					return err
+				}
+				if ok && len(held) >= 8 {
+					rec, err := join(held[8:], v[8:])
+					if err != nil {
+						return fmt.Errorf("join request records: %w", err)
+					}
+					at := min(binary.BigEndian.Uint64(held), binary.BigEndian.Uint64(v))
+					v = append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(rec)), at), rec...)
+				}
+			}
+			return tx.b.Set(k, v, nil)
+		})
+		if err != nil {
+			return tx.p.fail("absorb shards", err)
 		}
-		return tx.b.Set(k, v, nil)
-	})
-	if err != nil {
-		return tx.p.fail("absorb shards", err)
 	}
-	for s := r.First; s <= r.Last; s++ {
-		delete(tx.p.pb.high, s)
-		delete(tx.p.created, s)
+	if err := tx.absorbEntries(src, r, shared); err != nil {
+		return tx.p.fail("absorb shards: directory", err)
 	}
-	for _, st := range tx.p.indexes {
-		for s := r.First; s <= r.Last; s++ {
-			delete(st.shards, s)
-		}
-	}
+	tx.p.forgetShards(r)
 	return nil
 }
 
-// ingestMinBytes is the least size on disk of a copy that CopyShards ingests as sstables (a
+// absorbEntries writes into the transaction the directory entries that a merge of shards r of
+// src's partition changes: the partition's owned range takes r when its shards' generation is
+// shared, and, when src's shards stayed where they are (shared: the two partitions keep their
+// shards in one generation), src's partition owns none of them any more.
+func (tx *WriteTx) absorbEntries(src *SnapshotTx, r cells.ShardRange, shared bool) error {
+	pp := tx.p.pb
+	ps := pp.ps
+	ps.dirMu.Lock()
+	defer ps.dirMu.Unlock()
+	e, ok, err := ps.entry(pp.db, pp.dir)
+	if err != nil {
+		return err
+	}
+	if ok && e.shared {
+		if e.owned.Last < e.owned.First {
+			e.owned = r
+		} else {
+			e.owned = cells.ShardRange{First: min(e.owned.First, r.First), Last: max(e.owned.Last, r.Last)}
+		}
+		if err := tx.b.Set(pp.dir, e.encode(), nil); err != nil {
+			return err
+		}
+	}
+	if !shared {
+		return nil
+	}
+	se, ok, err := ps.entry(pp.db, src.view.dir)
+	if err != nil || !ok {
+		return err
+	}
+	se.shared, se.owned = true, cells.ShardRange{First: 1, Last: 0}
+	return tx.b.Set(src.view.dir, se.encode(), nil)
+}
+
+// ingestMinBytes is the least size on disk of a copy that ShareShards ingests as sstables (a
 // variable so that tests can take either path).
 var ingestMinBytes uint64 = 16 << 20
 
