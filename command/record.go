@@ -87,9 +87,13 @@ func (w *Write) shardPrints() []ShardPrint {
 	return out
 }
 
-// Answer returns the outcome that write w, a retry with the record's ID, gets: the recorded
+// Answer returns the outcome that write w, a write with the record's ID, gets: the recorded
 // outcome (Replayed) when w asks what was recorded, else a refusal as a reused key
-// (KeyReused, Replayed). It never applies anything.
+// (KeyReused, Replayed); or fresh, when w is not atomic and the record holds none of w's
+// shards: w is then another share of the recorded request (a node that routed it by a newer
+// catalog than the share recorded here, which a split copied from the parent), to be applied
+// and added to the record (Extend), as a partition the request had not touched applies its
+// share.
 //
 // w asks what was recorded when it is the recorded write itself (the same Fingerprint), or,
 // for a write that is not atomic, when every shard of w is in a part of the record with the
@@ -98,7 +102,75 @@ func (w *Write) shardPrints() []ShardPrint {
 // parts: each cell of w gets the recorded result of its shard's next cell. A part refused by a
 // schema (Violation) refuses w: with the violating cell's index in w when that cell's shard is
 // in w, else with Cell -1 (the cell went to another partition, which reports it).
-func (rec *Record) Answer(w *Write) WriteResult {
+func (rec *Record) Answer(w *Write) (out WriteResult, fresh bool) {
+	if !w.IsAtomic() && rec.holdsNone(w) {
+		return WriteResult{}, true
+	}
+	return rec.answer(w), false
+}
+
+// holdsNone reports whether no part of rec holds any shard of w (a record of the earlier
+// layout holds them all).
+func (rec *Record) holdsNone(w *Write) bool {
+	held := rec.Shards()
+	if held == nil {
+		return false
+	}
+	for _, s := range w.Shards() {
+		if held[s] {
+			return false
+		}
+	}
+	return true
+}
+
+// Shards returns the shards the record holds, those of its parts' writes (cells and
+// conditions); nil when a part is of the earlier layout, which holds them all.
+func (rec *Record) Shards() map[int]bool {
+	held := map[int]bool{}
+	for _, p := range rec.Parts {
+		if p.Shards == nil {
+			return nil
+		}
+		for _, sp := range p.Prints {
+			held[sp.Shard] = true
+		}
+	}
+	return held
+}
+
+// Shards returns the shards w touches, with its conditions or cells, in order of first
+// appearance (conditions first).
+func (w *Write) Shards() []int {
+	var out []int
+	seen := map[int]bool{}
+	add := func(s int) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	for i := range w.Conditions {
+		add(w.Conditions[i].Shard)
+	}
+	for i := range w.Cells {
+		add(w.Cells[i].Shard)
+	}
+	return out
+}
+
+// Extend returns rec with the outcome r of w, another share of the recorded request that
+// Answer found fresh, as one more part; of an empty rec, NewRecord(w, r).
+func (rec Record) Extend(w *Write, r *WriteResult) Record {
+	add := NewRecord(w, r)
+	if len(rec.Parts) == 0 {
+		return add
+	}
+	return Record{Parts: append(slices.Clone(rec.Parts), add.Parts...)}
+}
+
+// answer is Answer for a write that is not fresh.
+func (rec *Record) answer(w *Write) WriteResult {
 	reused := WriteResult{KeyReused: true, Replayed: true}
 	if len(rec.Parts) == 1 && rec.Fingerprint == w.Fingerprint() {
 		out := rec.Parts[0].Result

@@ -52,7 +52,7 @@ func recordRoundTrip(t *testing.T, rec command.Record) command.Record {
 func TestRecordAnswersTheSameWrite(t *testing.T) {
 	w, r := request(t)
 	rec := recordRoundTrip(t, command.NewRecord(&w, &r))
-	got := rec.Answer(&w)
+	got := answer(t, &rec, &w)
 	assert.True(t, got.Replayed, "replayed")
 	assert.False(t, got.KeyReused, "not a reused key")
 	assert.Equal(t, r.Cells, got.Cells, "the recorded results")
@@ -60,10 +60,10 @@ func TestRecordAnswersTheSameWrite(t *testing.T) {
 	other := w
 	other.Cells = append([]command.Cell(nil), w.Cells...)
 	other.Cells[5].Body = cells.Body(`{"i":"changed"}`)
-	assert.True(t, rec.Answer(&other).KeyReused, "a changed body is another request")
+	assert.True(t, answer(t, &rec, &other).KeyReused, "a changed body is another request")
 	more := w
 	more.Cells = append(append([]command.Cell(nil), w.Cells...), command.Cell{Shard: 5, Key: cells.Key{RowKey: row, ColumnKey: "X", RefKey: 1}, Body: cells.Body(`{}`)})
-	assert.True(t, rec.Answer(&more).KeyReused, "a cell in a shard the record does not hold")
+	assert.True(t, answer(t, &rec, &more).KeyReused, "a cell in a shard the record does not hold")
 }
 
 // TestRecordAnswersAfterSplit: a split copies the record into both halves; each then gets the
@@ -73,7 +73,7 @@ func TestRecordAnswersAfterSplit(t *testing.T) {
 	rec := recordRoundTrip(t, command.NewRecord(&w, &r))
 	for _, half := range [][]int{{1, 2}, {3, 4}, {4}} {
 		sub, idx := share(w, half...)
-		got := rec.Answer(&sub)
+		got := answer(t, &rec, &sub)
 		require.False(t, got.KeyReused, "shards %v: not a reused key", half)
 		assert.True(t, got.Replayed, "shards %v: replayed", half)
 		require.Len(t, got.Cells, len(idx), "shards %v", half)
@@ -83,10 +83,10 @@ func TestRecordAnswersAfterSplit(t *testing.T) {
 		changed, _ := share(w, half...)
 		changed.Cells = append([]command.Cell(nil), changed.Cells...)
 		changed.Cells[len(changed.Cells)-1].Key.RefKey++
-		assert.True(t, rec.Answer(&changed).KeyReused, "shards %v: another cell", half)
+		assert.True(t, answer(t, &rec, &changed).KeyReused, "shards %v: another cell", half)
 		fewer := sub
 		fewer.Cells = sub.Cells[:len(sub.Cells)-1]
-		assert.True(t, rec.Answer(&fewer).KeyReused, "shards %v: a cell left out", half)
+		assert.True(t, answer(t, &rec, &fewer).KeyReused, "shards %v: a cell left out", half)
 	}
 }
 
@@ -111,13 +111,13 @@ func TestJoinedRecordAnswersAfterMerge(t *testing.T) {
 	ra, err := command.EncodeRecord(&rrec)
 	require.NoError(t, err)
 
-	assert.True(t, lrec.Answer(&w).KeyReused, "before the merge, one share's record does not answer the whole request")
+	assert.True(t, answer(t, &lrec, &w).KeyReused, "before the merge, one share's record does not answer the whole request")
 	joined, err := command.JoinRecords(la, ra)
 	require.NoError(t, err)
 	rec, err := command.DecodeRecord(joined)
 	require.NoError(t, err)
 	require.Len(t, rec.Parts, 2, "parts")
-	got := rec.Answer(&w)
+	got := answer(t, &rec, &w)
 	require.False(t, got.KeyReused, "the joined record answers the whole request")
 	assert.Equal(t, r.Cells, got.Cells, "every cell's recorded result, in the request's order")
 
@@ -133,12 +133,12 @@ func TestRecordViolationAfterSplit(t *testing.T) {
 	r := command.WriteResult{Violation: &schemas.CellViolation{Cell: 5, Column: "C5", Version: 1, Message: "type"}} // shard 3, its 2nd cell
 	rec := recordRoundTrip(t, command.NewRecord(&w, &r))
 	with, _ := share(w, 3, 4)
-	got := rec.Answer(&with)
+	got := answer(t, &rec, &with)
 	require.NotNil(t, got.Violation, "the half with the violating cell")
 	assert.Equal(t, 2, got.Violation.Cell, "index of the violating cell in the half (shards 3 4: cells 1 3 5 6)")
 	assert.Empty(t, got.Cells, "nothing written")
 	without, _ := share(w, 1, 2)
-	got = rec.Answer(&without)
+	got = answer(t, &rec, &without)
 	require.NotNil(t, got.Violation, "the half without the violating cell is refused too")
 	assert.Equal(t, -1, got.Violation.Cell, "its cell went to another partition")
 }
@@ -148,15 +148,56 @@ func TestRecordAtomicAndEarlierLayout(t *testing.T) {
 	w.Cells = append(w.Cells, command.Cell{Shard: 8, Key: cells.Key{RowKey: id, ColumnKey: "BASE", RefKey: 1}, Body: cells.Body(`{}`)})
 	r := command.WriteResult{Failed: []command.ConditionFailure{{Index: 0, LatestRefKey: 3, Found: true}}}
 	rec := recordRoundTrip(t, command.NewRecord(&w, &r))
-	got := rec.Answer(&w)
+	got := answer(t, &rec, &w)
 	assert.Equal(t, r.Failed, got.Failed, "an atomic write's retry gets its outcome")
 	sub := w
 	sub.Cells = w.Cells[:1]
-	assert.True(t, rec.Answer(&sub).KeyReused, "an atomic write is answered only whole")
+	assert.True(t, answer(t, &rec, &sub).KeyReused, "an atomic write is answered only whole")
 
 	plain, pr := request(t)
 	legacy := command.Record{Fingerprint: plain.Fingerprint(), Parts: []command.RecordPart{{Result: pr}}}
-	assert.Equal(t, pr.Cells, legacy.Answer(&plain).Cells, "a record of the earlier layout answers the same write")
+	assert.Equal(t, pr.Cells, answer(t, &legacy, &plain).Cells, "a record of the earlier layout answers the same write")
 	half, _ := share(plain, 1, 2)
-	assert.True(t, legacy.Answer(&half).KeyReused, "but not a share of it: it holds no shards")
+	assert.True(t, answer(t, &legacy, &half).KeyReused, "but not a share of it: it holds no shards")
+}
+
+// answer is rec.Answer(w) for a write that is not fresh.
+func answer(t *testing.T, rec *command.Record, w *command.Write) command.WriteResult {
+	t.Helper()
+	out, fresh := rec.Answer(w)
+	require.False(t, fresh, "a write the record holds shards of is not fresh")
+	return out
+}
+
+// TestRecordFreshShare: a split copied the parent's record of one share of a request into the
+// right half; the request's other share, routed by a newer catalog, reaches the right half,
+// whose copy holds none of its shards: it is applied (fresh) and added to the record, which
+// then answers both shares, and a share that overlaps the record only in part is a reused key.
+func TestRecordFreshShare(t *testing.T) {
+	w, r := request(t)
+	left, li := share(w, 1, 2)
+	right, ri := share(w, 3, 4)
+	result := func(idx []int) command.WriteResult {
+		var out command.WriteResult
+		for _, i := range idx {
+			out.Cells = append(out.Cells, r.Cells[i])
+		}
+		return out
+	}
+	lr, rr := result(li), result(ri)
+	rec := recordRoundTrip(t, command.NewRecord(&left, &lr))
+	_, fresh := rec.Answer(&right)
+	require.True(t, fresh, "a share in shards the record does not hold")
+	rec = recordRoundTrip(t, rec.Extend(&right, &rr))
+	assert.Equal(t, lr.Cells, answer(t, &rec, &left).Cells, "the first share, replayed")
+	assert.Equal(t, rr.Cells, answer(t, &rec, &right).Cells, "the added share, replayed")
+	assert.Equal(t, r.Cells, answer(t, &rec, &w).Cells, "the whole request, replayed")
+
+	mixed, _ := share(w, 2, 3)
+	only := recordRoundTrip(t, command.NewRecord(&left, &lr))
+	assert.True(t, answer(t, &only, &mixed).KeyReused, "shards held in part: a reused key")
+	atomic := right
+	atomic.Atomic = true
+	_, fresh = only.Answer(&atomic)
+	assert.False(t, fresh, "an atomic write is never fresh")
 }

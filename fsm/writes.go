@@ -81,24 +81,27 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []ap
 			return fmt.Errorf("look up request records: %w", err)
 		}
 	}
-	// known holds, by ID, the write whose outcome answers a later write with that ID: a
-	// stored record (rec set) or the first write of the ID in this batch (ref).
+	// known holds, by ID, what is recorded under it, as sequential applies would leave it: the
+	// stored record (rec, or nil) and the writes of this batch applied under the ID since, each
+	// a share of the request in shards nothing recorded before it held (held: the shards of
+	// both). A later write with the ID is such a share again, or is answered from the record
+	// as it is at its turn (Record.Answer).
 	type known struct {
-		fp  uint64
-		rec *command.Record
-		ref writeRef
+		rec    *command.Record
+		shares []writeRef
+		held   map[int]bool // nil: every shard (a stored record of the earlier layout)
 	}
-	seen := map[uuid.UUID]known{}
+	seen := map[uuid.UUID]*known{}
 	type dup struct {
-		e, w int
-		fp   uint64
+		e, w   int
+		shares int // how many of its ID's shares precede it
 	}
 	var (
 		dups    []dup
 		active  []writeRef // writes to decide, in log order
 		atomic  bool
 		lastAt  time.Time
-		toStore []writeRef
+		toStore []uuid.UUID // the IDs whose records to store, in order
 	)
 	for i := range entries {
 		e := &entries[i]
@@ -107,28 +110,37 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []ap
 			w := &e.cmd.Writes[j]
 			r := writeRef{e: i, w: j}
 			if w.ID != uuid.Nil {
-				r.fp = w.Fingerprint()
-				k, ok := seen[w.ID]
-				if !ok {
+				k := seen[w.ID]
+				if k == nil {
+					k = &known{held: map[int]bool{}}
 					if rec, stored := recs[w.ID]; stored && !rec.CreatedAt.Before(e.cmd.CreatedAt.Add(-command.RequestWindow)) {
 						out, err := command.DecodeRecord(rec.Record)
 						if err != nil {
 							return fmt.Errorf("request record %s: %w", w.ID, err)
 						}
-						k, ok = known{rec: &out}, true
-						seen[w.ID] = k
+						k.rec, k.held = &out, out.Shards()
 					}
+					seen[w.ID] = k
 				}
-				if ok {
-					if k.rec != nil {
-						e.res[j] = k.rec.Answer(w)
+				if (k.rec != nil || len(k.shares) > 0) && (w.IsAtomic() || !disjoint(k.held, w)) {
+					if len(k.shares) == 0 {
+						e.res[j], _ = k.rec.Answer(w)
 					} else {
-						dups = append(dups, dup{e: i, w: j, fp: r.fp})
+						dups = append(dups, dup{e: i, w: j, shares: len(k.shares)})
 					}
 					continue
 				}
-				seen[w.ID] = known{fp: r.fp, ref: r}
-				toStore = append(toStore, r)
+				// The first write of the ID, or another share of its request: applied, and
+				// recorded with what the ID holds.
+				if len(k.shares) == 0 {
+					toStore = append(toStore, w.ID)
+				}
+				k.shares = append(k.shares, r)
+				if k.held != nil {
+					for _, sp := range w.Shards() {
+						k.held[sp] = true
+					}
+				}
 			}
 			v, err := f.validateWrite(ctx, tx, w)
 			if err != nil {
@@ -160,26 +172,34 @@ func (f *FSM) applyWrites(ctx context.Context, tx *storage.WriteTx, entries []ap
 	if err != nil {
 		return err
 	}
-	for _, d := range dups {
-		k := seen[entries[d.e].cmd.Writes[d.w].ID]
-		out := command.WriteResult{KeyReused: true}
-		if k.fp == d.fp {
-			out = entries[k.ref.e].res[k.ref.w]
-			out.Cells = append([]cells.Result(nil), out.Cells...)
+	// record returns what ID's k holds after its first n shares of this batch.
+	record := func(k *known, n int) command.Record {
+		var rec command.Record
+		if k.rec != nil {
+			rec = *k.rec
 		}
-		out.Replayed = true
-		entries[d.e].res[d.w] = out
+		for _, r := range k.shares[:n] {
+			e := &entries[r.e]
+			rec = rec.Extend(&e.cmd.Writes[r.w], &e.res[r.w])
+		}
+		return rec
+	}
+	for _, d := range dups {
+		w := &entries[d.e].cmd.Writes[d.w]
+		rec := record(seen[w.ID], d.shares)
+		entries[d.e].res[d.w], _ = rec.Answer(w)
 	}
 	if len(toStore) > 0 {
 		rs := make([]storage.RequestRecord, len(toStore))
-		for i, r := range toStore {
-			e := &entries[r.e]
-			rec := command.NewRecord(&e.cmd.Writes[r.w], &e.res[r.w])
+		for i, id := range toStore {
+			k := seen[id]
+			rec := record(k, len(k.shares))
 			b, err := command.EncodeRecord(&rec)
 			if err != nil {
 				return err
 			}
-			rs[i] = storage.RequestRecord{ID: e.cmd.Writes[r.w].ID, CreatedAt: e.cmd.CreatedAt, Record: b}
+			last := k.shares[len(k.shares)-1]
+			rs[i] = storage.RequestRecord{ID: id, CreatedAt: entries[last.e].cmd.CreatedAt, Record: b}
 		}
 		if !lookup {
 			err := tx.InsertRequests(ctx, rs)
@@ -362,11 +382,22 @@ func (f *FSM) decideInOrder(ctx context.Context, tx *storage.WriteTx, entries []
 	return nil
 }
 
-// writeRef names a write of a batch: entry e (-1: a write answered from its record), write w,
-// and its fingerprint.
+// writeRef names a write of a batch: entry e, write w.
 type writeRef struct {
 	e, w int
-	fp   uint64
+}
+
+// disjoint reports whether w touches no shard of held (nil holds every shard).
+func disjoint(held map[int]bool, w *command.Write) bool {
+	if held == nil {
+		return false
+	}
+	for _, s := range w.Shards() {
+		if held[s] {
+			return false
+		}
+	}
+	return true
 }
 
 // sortedShards returns the shards of items, ascending.
