@@ -390,14 +390,45 @@ func (n *Node) openSplitReplicasLocked(ctx context.Context) {
 				n.log.Error("recording a hosted replica", "datastore", d.spec.Name, "partition", r.spec.ID, "error", err)
 			}
 			n.log.Info("opened the replica of a split's new partition", "datastore", d.spec.Name, "partition", r.spec.ID, "parent", *r.spec.Parent)
-			if c, ok := r.replica().(interface{ Campaign() error }); ok && parentLeader {
-				// The parent's leader starts the new group's first election at once.
-				go func() {
-					if err := c.Campaign(); err != nil {
-						n.log.Debug("first election of a split's new partition", "partition", r.spec.ID, "error", err)
-					}
-				}()
+			if c, ok := r.replica().(campaigner); ok && parentLeader {
+				go n.campaign(c, r.spec.ID)
 			}
+		}
+	}
+}
+
+// campaigner is a replica that can start an election at once (partition.Raft.Campaign).
+type campaigner interface {
+	Campaign() error
+	Leader() (string, string)
+}
+
+// campaignRetry is how long the first election of a split's new partition waits for a leader
+// before it starts another, and campaignFor how long it keeps trying.
+const (
+	campaignRetry = 150 * time.Millisecond
+	campaignFor   = 3 * time.Second
+)
+
+// campaign starts the first election of partition pid's new group on this node (the parent's
+// leader's) at once, and again every campaignRetry until the group has a leader, for at most
+// campaignFor: the other voters open their replicas when they apply the split, which may be
+// after the first election asked them for their votes; without this the group would wait for
+// an election timeout (a second or more) before it took requests.
+func (n *Node) campaign(c campaigner, pid int) {
+	deadline := time.Now().Add(campaignFor)
+	for {
+		if err := c.Campaign(); err != nil {
+			n.log.Debug("first election of a split's new partition", "partition", pid, "error", err)
+		}
+		for wait := time.Now().Add(campaignRetry); time.Now().Before(wait); {
+			if id, _ := c.Leader(); id != "" {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if time.Now().After(deadline) {
+			return
 		}
 	}
 }

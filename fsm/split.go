@@ -143,11 +143,12 @@ func (f *FSM) applySplit(l *raft.Log) interface{} {
 		left = cells.ShardRange{First: cur.First, Last: int(cmd.AtShard) - 1}
 		right = cells.ShardRange{First: int(cmd.AtShard), Last: cur.Last}
 	}
-	if done := f.runAlone("split", l, began, applied, refused, left, func() error { return f.splitTx(cmd, left, right, applied) }); done != nil {
+	var handed time.Duration // the right partition's store made the owner of its shards
+	if done := f.runAlone("split", l, began, applied, refused, left, func() error { return f.splitTx(cmd, left, right, applied, &handed) }); done != nil {
 		return done
 	}
 	f.cfg.Logger.Info("fsm: partition split", "left_first", left.First, "left_last", left.Last, "right", cmd.Right,
-		"right_first", right.First, "right_last", right.Last, "index", l.Index, "took", time.Since(began))
+		"right_first", right.First, "right_last", right.Last, "index", l.Index, "took", time.Since(began), "right_store", handed)
 	if f.cfg.OnSplit != nil {
 		f.cfg.OnSplit(SplitEvent{Right: int(cmd.Right), Left: left, Shards: right, Applied: applied})
 	}
@@ -218,7 +219,7 @@ func (f *FSM) appliedOnlyTx(applied storage.AppliedState) error {
 // splitTx runs one attempt at a split: the right partition's store made the owner of its shards
 // (skipped when that store already holds the split or later: a replay after a crash), then the
 // parent's transaction.
-func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied storage.AppliedState) error {
+func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied storage.AppliedState, handed *time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StoreTimeout)
 	defer cancel()
 	snap, err := f.cfg.Store.BeginSnapshot(ctx)
@@ -248,6 +249,7 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	rs, release, err := f.cfg.SplitStore(ctx, int(cmd.Right), right)
 	if err != nil {
 		return fmt.Errorf("open the right partition %d: %w", cmd.Right, err)
@@ -272,6 +274,7 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 	if rerr := release(); err == nil {
 		err = rerr
 	}
+	*handed = time.Since(began)
 	if err != nil {
 		return fmt.Errorf("copy into the right partition %d: %w", cmd.Right, err)
 	}

@@ -31,6 +31,7 @@ type devFlags struct {
 	adminPort  int
 	logStore   string
 	quiesce    string
+	splitLoad  string
 	shards     int
 	partitions int
 	// store is --store, the nodes' embedded store; storeSet whether it was given (refused
@@ -137,6 +138,7 @@ stay ready.`,
 	fl.IntVar(&f.adminPort, "admin-port", 0, "admin port (/metrics and /debug/pprof/, see serve --admin-addr) of the first node; the others follow (default 0: none)")
 	fl.StringVar(&f.logStore, "raft-log-store", "", "raft log format of the nodes' replicas, as serve --raft-log-store: auto, node, wal or bolt (default serve's, auto)")
 	fl.StringVar(&f.quiesce, "quiesce-after", "", "idle time after which the nodes' raft partitions quiesce, as serve --quiesce-after (default serve's, 2s; 0: never)")
+	fl.StringVar(&f.splitLoad, "split-load", "", "requests per second above which a raft partition splits on its own, as serve --split-load (default serve's, 2500; 0: never by load)")
 	fl.IntVar(&f.gossipPort, "gossip-port", 0, "gossip (membership) port of the first node, TCP and UDP; the others follow (default --raft-port+100; -1: no gossip)")
 	fl.IntVar(&f.shards, "shards", 64, "shards of the trips datastore")
 	fl.IntVar(&f.partitions, "partitions", 4, "partitions of the trips datastore")
@@ -348,6 +350,9 @@ func (f devFlags) serveArgs(i int, _ string) []string {
 	}
 	if f.quiesce != "" {
 		args = append(args, "--quiesce-after", f.quiesce)
+	}
+	if f.splitLoad != "" {
+		args = append(args, "--split-load", f.splitLoad)
 	}
 	if f.adminPort > 0 {
 		args = append(args, "--admin-addr", net.JoinHostPort(f.host, strconv.Itoa(f.adminPort+i)))

@@ -317,7 +317,15 @@ func (r *Raft) runCandidate() {
 	// which will make other servers vote even though they have a leader already.
 	// It is important to reset that flag, because this privilege could be abused
 	// otherwise.
-	defer func() { r.candidateFromLeadershipTransfer.Store(false) }()
+	// schemaless patch (PATCHES.md, "A TimeoutNow restarts an election"): a candidate that
+	// gets a TimeoutNow starts a new election at once, as a transfer's target; the flag then
+	// stays set for it.
+	restart := false
+	defer func() {
+		if !restart {
+			r.candidateFromLeadershipTransfer.Store(false)
+		}
+	}()
 
 	electionTimeout := r.config().ElectionTimeout
 	electionTimer := randomTimeout(electionTimeout)
@@ -335,7 +343,13 @@ func (r *Raft) runCandidate() {
 		select {
 		case rpc := <-r.rpcCh:
 			r.mainThreadSaturation.working()
+			_, timeoutNow := rpc.Command.(*TimeoutNowRequest)
 			r.processRPC(rpc)
+			if timeoutNow && r.getState() == Candidate {
+				r.logger.Info("TimeoutNow received, restarting election")
+				restart = true
+				return
+			}
 		case preVote := <-prevoteCh:
 			// This a pre-vote case it should trigger a "real" election if the pre-vote is won.
 			r.mainThreadSaturation.working()
