@@ -201,5 +201,4 @@ func BenchmarkShareShards(b *testing.B) {
 		require.NoError(b, snap.Close(), "close the snapshot")
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/split")
 }
