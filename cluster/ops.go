@@ -184,11 +184,17 @@ func (n *Node) callLeader(ctx context.Context, r *route, write bool,
 			break
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if target == "" && r.local() != nil {
+			// No leader yet (a new group, an election): the local replica learns of one as soon
+			// as it is elected, so retry then rather than at the end of the backoff.
+			waitLeader(ctx, n, r, wait)
+		} else {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
 		}
 		if ctx.Err() != nil {
 			break
@@ -374,4 +380,27 @@ func (n *Node) readAnyReplica(ctx context.Context, r *route, req readRequest) (p
 		lastErr = errors.New("no replica known")
 	}
 	return partition.ReadResult{}, asClass(ErrUnavailable, "no replica answered", lastErr)
+}
+
+// leaderPoll is how often waitLeader looks for a leader of a partition that has none.
+const leaderPoll = 5 * time.Millisecond
+
+// waitLeader waits up to wait, or until ctx ends, for r (hosted here) to know a leader.
+func waitLeader(ctx context.Context, n *Node, r *route, wait time.Duration) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	tick := time.NewTicker(leaderPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if n.leader(r) != "" {
+				return
+			}
+		}
+	}
 }
