@@ -382,11 +382,16 @@ func (n *Node) readAnyReplica(ctx context.Context, r *route, req readRequest) (p
 	return partition.ReadResult{}, asClass(ErrUnavailable, "no replica answered", lastErr)
 }
 
-// leaderPoll is how often waitLeader looks for a leader of a partition that has none.
+// leaderPoll is how often pollUntil checks its condition.
 const leaderPoll = 5 * time.Millisecond
 
 // waitLeader waits up to wait, or until ctx ends, for r (hosted here) to know a leader.
 func waitLeader(ctx context.Context, n *Node, r *route, wait time.Duration) {
+	pollUntil(ctx, wait, func() bool { return n.leader(r) != "" })
+}
+
+// pollUntil checks done every leaderPoll until it holds (true), wait has passed or ctx ends.
+func pollUntil(ctx context.Context, wait time.Duration, done func() bool) bool {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	tick := time.NewTicker(leaderPoll)
@@ -394,12 +399,12 @@ func waitLeader(ctx context.Context, n *Node, r *route, wait time.Duration) {
 	for {
 		select {
 		case <-t.C:
-			return
+			return false
 		case <-ctx.Done():
-			return
+			return false
 		case <-tick.C:
-			if n.leader(r) != "" {
-				return
+			if done() {
+				return true
 			}
 		}
 	}

@@ -421,11 +421,8 @@ func (n *Node) campaign(c campaigner, pid int) {
 		if err := c.Campaign(); err != nil {
 			n.log.Debug("first election of a split's new partition", "partition", pid, "error", err)
 		}
-		for wait := time.Now().Add(campaignRetry); time.Now().Before(wait); {
-			if id, _ := c.Leader(); id != "" {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
+		if pollUntil(context.Background(), campaignRetry, func() bool { id, _ := c.Leader(); return id != "" }) {
+			return
 		}
 		if time.Now().After(deadline) {
 			return

@@ -146,9 +146,10 @@ func (n *Node) write(ctx context.Context, ds string, req WriteRequest, attempt i
 	results := make([]command.WriteResult, len(order))
 	errs := make([]error, len(order))
 	var wg sync.WaitGroup
+	id := requestID(ds, req.IdempotencyKey) // every partition records its share under it
 	for gi, r := range order {
 		idx := groups[r]
-		w := command.Write{ID: requestID(ds, req.IdempotencyKey), Cells: make([]command.Cell, len(idx))}
+		w := command.Write{ID: id, Cells: make([]command.Cell, len(idx))}
 		for j, i := range idx {
 			c := req.Cells[i]
 			w.Cells[j] = command.Cell{Shard: cells.ShardOf(c.RowKey, d.spec.Shards), Key: c.Key, Body: c.Body}

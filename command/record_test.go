@@ -40,6 +40,15 @@ func share(w command.Write, shards ...int) (command.Write, []int) {
 	return out, idx
 }
 
+// resultOf returns the results of r's cells idx, as the outcome of the share they make.
+func resultOf(r command.WriteResult, idx []int) command.WriteResult {
+	var out command.WriteResult
+	for _, i := range idx {
+		out.Cells = append(out.Cells, r.Cells[i])
+	}
+	return out
+}
+
 // recordRoundTrip encodes and decodes rec, as the state machine stores and reads it.
 func recordRoundTrip(t *testing.T, rec command.Record) command.Record {
 	b, err := command.EncodeRecord(&rec)
@@ -97,14 +106,7 @@ func TestJoinedRecordAnswersAfterMerge(t *testing.T) {
 	w, r := request(t)
 	left, li := share(w, 1, 2)
 	right, ri := share(w, 3, 4)
-	result := func(idx []int) command.WriteResult {
-		var out command.WriteResult
-		for _, i := range idx {
-			out.Cells = append(out.Cells, r.Cells[i])
-		}
-		return out
-	}
-	lr, rr := result(li), result(ri)
+	lr, rr := resultOf(r, li), resultOf(r, ri)
 	lrec, rrec := command.NewRecord(&left, &lr), command.NewRecord(&right, &rr)
 	la, err := command.EncodeRecord(&lrec)
 	require.NoError(t, err)
@@ -177,14 +179,7 @@ func TestRecordFreshShare(t *testing.T) {
 	w, r := request(t)
 	left, li := share(w, 1, 2)
 	right, ri := share(w, 3, 4)
-	result := func(idx []int) command.WriteResult {
-		var out command.WriteResult
-		for _, i := range idx {
-			out.Cells = append(out.Cells, r.Cells[i])
-		}
-		return out
-	}
-	lr, rr := result(li), result(ri)
+	lr, rr := resultOf(r, li), resultOf(r, ri)
 	rec := recordRoundTrip(t, command.NewRecord(&left, &lr))
 	_, fresh := rec.Answer(&right)
 	require.True(t, fresh, "a share in shards the record does not hold")

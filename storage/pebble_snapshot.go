@@ -244,11 +244,12 @@ func (p *PartitionStore) pebbleRestore(applied AppliedState, next func() (Restor
 // The caller holds pp.mu exclusively (readers then see the new generation) and the writer
 // token; the high-water cache is cleared.
 func (pp *pebblePart) switchTo(gen uint64) error {
-	return pp.switchEntry(dirEntry{state: gen, shards: gen})
+	return pp.switchEntry(dirEntry{state: gen, shards: gen}, nil)
 }
 
-// switchEntry is switchTo for any new entry e.
-func (pp *pebblePart) switchEntry(e dirEntry) error {
+// switchEntry is switchTo for any new entry e; also, if set, adds its own writes to the batch
+// (another partition's entry), with the directory held as for the switch.
+func (pp *pebblePart) switchEntry(e dirEntry, also func(sw *pebble.Batch) error) error {
 	pp.ps.dirMu.Lock()
 	defer pp.ps.dirMu.Unlock()
 	old, ok, err := pp.ps.entry(pp.db, pp.dir)
@@ -259,6 +260,11 @@ func (pp *pebblePart) switchEntry(e dirEntry) error {
 	defer sw.Close()
 	if err := sw.Set(pp.dir, e.encode(), nil); err != nil {
 		return err
+	}
+	if also != nil {
+		if err := also(sw); err != nil {
+			return err
+		}
 	}
 	if ok {
 		if err := pp.ps.release(sw, pp.dir, old, e.state, e.shards); err != nil {

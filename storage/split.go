@@ -122,46 +122,24 @@ func (p *PartitionStore) ShareShards(ctx context.Context, src *SnapshotTx, r cel
 }
 
 // shareFrom switches pp to state generation gen and the shards' generation shards, owning r
-// there, and narrows the owned range of src's partition (the parent, whose shards' generation
-// shards is) to what precedes r, in one synced batch with what pp leaves of its old
-// generations deleted. The caller holds pp.mu exclusively and the writer token.
+// there, and, in the same synced batch, narrows the owned range of src's partition (the
+// parent, whose shards' generation shards is) to what precedes r. The caller holds pp.mu
+// exclusively and the writer token.
 func (pp *pebblePart) shareFrom(src *SnapshotTx, gen, shards uint64, r cells.ShardRange) error {
-	ps := pp.ps
-	ps.dirMu.Lock()
-	defer ps.dirMu.Unlock()
-	parent, ok, err := ps.entry(pp.db, src.view.dir)
-	if err != nil {
-		return err
-	}
-	if !ok || parent.shards != shards {
-		return fmt.Errorf("the parent's directory entry names generation %d for its shards, not %d (found: %v)", parent.shards, shards, ok)
-	}
-	if !parent.shared {
-		parent.shared, parent.owned = true, src.p.Shards()
-	}
-	parent.owned.Last = min(parent.owned.Last, r.First-1)
-	e := dirEntry{state: gen, shards: shards, shared: true, owned: r}
-	sw := pp.db.NewBatch()
-	defer sw.Close()
-	if err := sw.Set(src.view.dir, parent.encode(), nil); err != nil {
-		return err
-	}
-	if err := sw.Set(pp.dir, e.encode(), nil); err != nil {
-		return err
-	}
-	if old, ok, err := ps.entry(pp.db, pp.dir); err != nil {
-		return err
-	} else if ok {
-		if err := ps.release(sw, pp.dir, old, gen, shards); err != nil {
+	return pp.switchEntry(dirEntry{state: gen, shards: shards, shared: true, owned: r}, func(sw *pebble.Batch) error {
+		parent, ok, err := pp.ps.entry(pp.db, src.view.dir)
+		if err != nil {
 			return err
 		}
-	}
-	if err := sw.Commit(pebble.Sync); err != nil {
-		return err
-	}
-	pp.prefix, pp.cellPrefix = dataPrefix(gen), dataPrefix(shards)
-	clear(pp.high)
-	return nil
+		if !ok || parent.shards != shards {
+			return fmt.Errorf("the parent's directory entry names generation %d for its shards, not %d (found: %v)", parent.shards, shards, ok)
+		}
+		if !parent.shared {
+			parent.shared, parent.owned = true, src.p.Shards()
+		}
+		parent.owned.Last = min(parent.owned.Last, r.First-1)
+		return sw.Set(src.view.dir, parent.encode(), nil)
+	})
 }
 
 // ReleaseShards takes shards r (which must be inside the range) out of the partition in the
@@ -248,22 +226,6 @@ func eachKeyIn(src *SnapshotTx, kr keyRange, fn func(rel, v []byte) error) error
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return fmt.Errorf("%s: %w", kr.what, err)
-	}
-	return nil
-}
-
-// eachShardKey calls fn with every key of the view src that belongs to shards r
-// (shardKeyRanges), relative to src's prefix, and its value. It stops at fn's first error. fn
-// must not keep rel or v.
-func eachShardKey(src *SnapshotTx, r cells.ShardRange, fn func(rel, v []byte) error) error {
-	ranges, err := shardKeyRanges(src, r)
-	if err != nil {
-		return err
-	}
-	for _, kr := range ranges {
-		if err := eachKeyIn(src, kr, fn); err != nil {
-			return err
-		}
 	}
 	return nil
 }
