@@ -37,6 +37,7 @@ func (s *Server) adminRoutes() {
 	// merge.go), not the AdminBackend.
 	s.routeTimeout("/v1/admin/partitions/{ds}/{partition}/split", long, s.catalogChange(s.adminSplit))
 	s.routeTimeout("/v1/admin/partitions/{ds}/merge", long, s.catalogChange(s.adminMerge))
+	s.routeTimeout("/v1/admin/partitions/{ds}/{partition}/cluster", long, s.catalogChange(s.adminMoveToCluster))
 	route("/v1/admin/rebalance", long, handlers{http.MethodPost: s.adminRebalance})
 	route("/v1/admin/nodes/{node}/drain", long, handlers{http.MethodPost: s.adminDrain})
 }

@@ -152,16 +152,25 @@ type CatalogBackend interface {
 	DropDatastore(ctx context.Context, name, confirm string) (wire.DropDatastoreResponse, error)
 	// CatalogDatastores returns the catalog as this node last learned it. It does not block.
 	CatalogDatastores() wire.DatastoresResponse
-	// SplitPartition splits partition pid of raft datastore ds at shard atShard (the first
-	// shard of the right half; 0: the middle of its range): the right half becomes a new
-	// partition on the same replicas. It blocks until this node has applied the split and,
-	// when it hosts the new partition, that partition has a leader (the answer's Ready), or
-	// ctx is done (POST /v1/admin/partitions/{ds}/{partition}/split; split.go). Errors:
-	// *cluster.FieldError (400 naming at_shard), cluster.ErrUnknownDatastore (404),
-	// cluster.ErrBadShard (404: no such partition), cluster.ErrAsyncDatastore (400),
-	// cluster.ErrRefused (409), cluster.ErrNoCatalog (503), cluster.ErrIndeterminate and ctx's
-	// error (504: the split may have been decided).
-	SplitPartition(ctx context.Context, ds string, pid int, atShard int) (wire.SplitResponse, error)
+	// SplitPartition splits partition pid of datastore ds at shard req.AtShard (the first
+	// shard of the right half; 0: the middle of its range). A raft partition's right half
+	// becomes a new partition on the same replicas; the call blocks until this node has
+	// applied the split and, when it hosts the new partition, that partition has a leader (the
+	// answer's Ready), or ctx is done. An async partition splits in place on its storage
+	// cluster, and with req.To its right half then moves to that cluster (the answer's Move)
+	// (POST /v1/admin/partitions/{ds}/{partition}/split; split.go). Errors:
+	// *cluster.FieldError (400 naming at_shard, to or drop_old), cluster.ErrUnknownDatastore
+	// (404), cluster.ErrBadShard (404: no such partition), cluster.ErrRefused (409),
+	// cluster.ErrNoCatalog (503), cluster.ErrIndeterminate and ctx's error (504: the split may
+	// have been decided).
+	SplitPartition(ctx context.Context, ds string, pid int, req wire.SplitRequest) (wire.SplitResponse, error)
+	// MoveToCluster moves partition pid of async datastore ds to storage cluster req.To, online
+	// (copy, catch-up, fenced switch, drain; req.DropOld drops the old copy), and blocks until
+	// done or ctx is done (POST /v1/admin/partitions/{ds}/{partition}/cluster; split.go).
+	// Errors: *cluster.FieldError (400 naming datastore or to), cluster.ErrUnknownDatastore
+	// (404), cluster.ErrBadShard (404), cluster.ErrRefused (409: another move runs),
+	// partition.ErrMoveAborted (503: rolled back, send it again), ctx's error (504).
+	MoveToCluster(ctx context.Context, ds string, pid int, req wire.ClusterMoveRequest) (wire.ClusterMoveResponse, error)
 	// MergePartitions merges partition right of raft datastore ds into partition left, its
 	// left neighbour on the same replicas: left keeps its ID and takes both ranges, right is
 	// retired. It blocks until this node has applied the merge, or ctx is done (POST

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -74,7 +75,8 @@ func (b *catalogBackend) DropDatastore(_ context.Context, name, confirm string) 
 func (b *catalogBackend) CatalogDatastores() wire.DatastoresResponse { return b.catalog }
 
 // SplitPartition answers a split of pid's range 0..7 at atShard (0: 4) into pid and 9.
-func (b *catalogBackend) SplitPartition(_ context.Context, ds string, pid int, atShard int) (wire.SplitResponse, error) {
+func (b *catalogBackend) SplitPartition(_ context.Context, ds string, pid int, req wire.SplitRequest) (wire.SplitResponse, error) {
+	atShard := req.AtShard
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.splits = append(b.splits, splitCall{ds, pid, atShard})
@@ -504,4 +506,9 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// MoveToCluster is not used here.
+func (b *catalogBackend) MoveToCluster(context.Context, string, int, wire.ClusterMoveRequest) (wire.ClusterMoveResponse, error) {
+	return wire.ClusterMoveResponse{}, errors.New("no storage clusters here")
 }

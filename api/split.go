@@ -6,12 +6,15 @@ import (
 	"net/http"
 
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/wire"
 )
 
-// Splitting a raft partition: POST /v1/admin/partitions/{ds}/{partition}/split (registered by
+// Splitting a partition: POST /v1/admin/partitions/{ds}/{partition}/split (registered by
 // adminRoutes, beside the other partition changes, served by the CatalogBackend: 501 without
-// one). The body, optional, is a wire.SplitRequest; the answer a wire.SplitResponse.
+// one). The body, optional, is a wire.SplitRequest; the answer a wire.SplitResponse. Moving an
+// async partition to another storage cluster: POST /v1/admin/partitions/{ds}/{partition}/cluster,
+// a wire.ClusterMoveRequest answered by a wire.ClusterMoveResponse.
 
 // catalogChange returns the handlers of a route whose POST, h, changes the catalog (the split,
 // the merge): 501 unimplemented without a CatalogBackend.
@@ -83,9 +86,32 @@ func (s *Server) adminSplit(w http.ResponseWriter, r *http.Request) error {
 	if req.AtShard < 0 {
 		return invalid("at_shard", "%d must not be negative (absent or 0: the middle of the partition's range)", req.AtShard)
 	}
-	res, err := s.b.Catalog.SplitPartition(r.Context(), ds, pid, req.AtShard)
+	res, err := s.b.Catalog.SplitPartition(r.Context(), ds, pid, req)
 	if err != nil {
 		return splitError(err)
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) adminMoveToCluster(w http.ResponseWriter, r *http.Request) error {
+	ds, pid, he := adminPartition(r)
+	if he != nil {
+		return he
+	}
+	var req wire.ClusterMoveRequest
+	if err := adminBody(r, &req); err != nil {
+		return err
+	}
+	if req.To == "" {
+		return invalid("to", "is required: the storage cluster to move the partition to")
+	}
+	res, err := s.b.Catalog.MoveToCluster(r.Context(), ds, pid, req)
+	switch {
+	case errors.Is(err, partition.ErrMoveAborted):
+		return &httpError{status: http.StatusServiceUnavailable, code: wire.CodeUnavailable, msg: err.Error()}
+	case err != nil:
+		return partitionChangeError(err, "move", false)
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil

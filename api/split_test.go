@@ -39,7 +39,7 @@ func TestSplitPartition(t *testing.T) {
 		assert.Equal(t, []splitCall{{"trips", 2, c.want}}, cb.splits, "POST %q: the cluster's call", c.body)
 		var got wire.SplitResponse
 		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got), "POST %q: the answer %q", c.body, w.Body)
-		want, _ := (&catalogBackend{}).SplitPartition(context.Background(), "trips", 2, c.want)
+		want, _ := (&catalogBackend{}).SplitPartition(context.Background(), "trips", 2, wire.SplitRequest{AtShard: c.want})
 		assert.Equal(t, want, got, "POST %q: the answer", c.body)
 	}
 	// The answer's field names, as docs/api.md gives them.

@@ -188,6 +188,10 @@ type Command struct {
 	// Auto marks a split or merge made by the cluster's policy, not an operator
 	// (Event.Auto): only partitions of automatic splits are merged automatically.
 	Auto bool
+	// Cluster, for OpSplit of an async partition, names the storage cluster of the right half
+	// (the one holding the parent's data now, which its placement records may have moved off
+	// the catalog's); "" keeps the parent's. A raft partition refuses it.
+	Cluster string `msgpack:",omitempty"`
 }
 
 // Result is the outcome of an accepted command: the catalog generation it made, and the
@@ -269,8 +273,9 @@ func normTime(t time.Time) time.Time { return t.Round(0).UTC().Truncate(time.Mic
 //   - OpDrop: cmd.Confirm must repeat cmd.Datastore.
 //   - OpSplit: cmd.AtShard must be inside the partition and above its first shard. The
 //     partition keeps its ID and the shards below AtShard; a new partition (the next ID, Parent
-//     the split one) takes the rest, on the same replicas or cluster. Both get the new
-//     generation.
+//     the split one) takes the rest, on the same replicas or cluster (cmd.Cluster, async only:
+//     on that cluster). Both get the new generation. A cmd.Right other than 0 must be the
+//     next ID (else ErrStale).
 //   - OpMerge: cmd.Right must be the partition right after cmd.Partition, on the same set of
 //     replicas (raft) or the same cluster (async): move replicas first. The left partition
 //     takes both ranges and the new generation; the right one's ID is gone for good. The same
@@ -479,9 +484,20 @@ func (c *Catalog) split(d *Datastore, p *Partition, cmd Command) (Result, error)
 	if len(d.Partitions) >= MaxPartitions {
 		return Result{}, fmt.Errorf("%w: split %s: %d partitions already", ErrBadCommand, d.Name, len(d.Partitions))
 	}
+	if cmd.Right != 0 && cmd.Right != d.NextID {
+		// The right half's state was prepared under another ID (an async split in place).
+		return Result{}, fmt.Errorf("%w: split %s partition %d: the right half would be partition %d, not %d", ErrStale, d.Name, p.ID, d.NextID, cmd.Right)
+	}
+	cluster := p.Cluster
+	if cmd.Cluster != "" {
+		if d.Mode != ModeAsync {
+			return Result{}, fmt.Errorf("%w: split %s partition %d: a storage cluster names an async partition's place, and %s is %s", ErrBadCommand, d.Name, p.ID, d.Name, d.Mode)
+		}
+		cluster = cmd.Cluster
+	}
 	c.Generation++
 	right := Partition{ID: d.NextID, Shards: cells.ShardRange{First: cmd.AtShard, Last: p.Shards.Last}, Origin: cells.ShardRange{First: cmd.AtShard, Last: p.Shards.Last},
-		Replicas: slices.Clone(p.Replicas), Cluster: p.Cluster, Generation: c.Generation, Parent: p.ID}
+		Replicas: slices.Clone(p.Replicas), Cluster: cluster, Generation: c.Generation, Parent: p.ID}
 	d.NextID++
 	p.Shards.Last, p.Generation = cmd.AtShard-1, c.Generation
 	left := p.clone()

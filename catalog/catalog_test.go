@@ -373,3 +373,25 @@ func TestAutoEvents(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, h, back.Datastores["trips"].History, "history after encoding")
 }
+
+// An async partition's split may place its right half on another storage cluster (the one its
+// placement records name) and names the right half's id it prepared; a raft partition refuses
+// a cluster, and a stale id is refused.
+func TestSplitAsyncCluster(t *testing.T) {
+	c := New()
+	res := mustApply(t, c, Command{Op: OpCreate, Now: now, Create: Spec{Name: "rides", Mode: ModeAsync, Shards: 16, PartitionCount: 2, Clusters: []string{"c0", "c1"}}})
+	require.Len(t, res.Partitions, 2, "partitions created")
+	_, err := c.Apply(Command{Op: OpSplit, Datastore: "rides", Partition: 0, AtShard: 4, Right: 7, Cluster: "c2"})
+	require.ErrorIs(t, err, ErrStale, "a right half prepared as partition 7, the next id being 2")
+	res = mustApply(t, c, Command{Op: OpSplit, Datastore: "rides", Partition: 0, AtShard: 4, Right: 2, Cluster: "c2", Now: now})
+	assert.Equal(t, "c0", res.Partitions[0].Cluster, "the left half's cluster")
+	assert.Equal(t, Partition{ID: 2, Shards: cells.ShardRange{First: 4, Last: 7}, Origin: cells.ShardRange{First: 4, Last: 7},
+		Cluster: "c2", Generation: res.Generation, Parent: 0}, res.Partitions[1], "the right half on the cluster named")
+	require.NoError(t, c.Check(), "the catalog's invariants")
+	res = mustApply(t, c, Command{Op: OpSplit, Datastore: "rides", Partition: 1, AtShard: 12, Now: now})
+	assert.Equal(t, "c1", res.Partitions[1].Cluster, "without a cluster: the parent's")
+
+	r := trips(t)
+	_, err = r.Apply(Command{Op: OpSplit, Datastore: "trips", Partition: 1, AtShard: 20, Cluster: "c2"})
+	require.ErrorIs(t, err, ErrBadCommand, "a raft partition's split naming a storage cluster")
+}

@@ -138,15 +138,25 @@ func (c *Client) DropDatastore(ctx context.Context, name string, opts ...AdminOp
 // (also a node without a catalog: 501), ErrBadResponse (also an answer about another
 // partition), or ctx's error.
 func (c *Client) SplitPartition(ctx context.Context, ds string, pid int, atShard int, opts ...AdminOption) (wire.SplitResponse, error) {
+	return c.Split(ctx, ds, pid, wire.SplitRequest{AtShard: atShard}, opts...)
+}
+
+// Split is SplitPartition with every field of the request: for an async datastore, req.To
+// names a storage cluster the right half then moves to (its answer is the response's Move;
+// a failed move leaves the split made and says why in Move.Error), with req.DropOld as
+// MoveToCluster's. Errors: SplitPartition's, and ErrInvalidArgument with Field "to" or
+// "drop_old" (a raft datastore, or a cluster the datastore does not have).
+func (c *Client) Split(ctx context.Context, ds string, pid int, req wire.SplitRequest, opts ...AdminOption) (wire.SplitResponse, error) {
 	const op = "admin_split_partition"
+	atShard := req.AtShard
 	switch {
 	case ds == "":
-		return wire.SplitResponse{}, required(op, "datastore", "the raft datastore")
+		return wire.SplitResponse{}, required(op, "datastore", "the datastore")
 	case atShard < 0:
 		return wire.SplitResponse{}, fmt.Errorf("client: %s: %w: at_shard %d is negative (0: where its load divides best, else the middle of its range)", op, ErrInvalidArgument, atShard)
 	}
 	var resp wire.SplitResponse
-	ans, err := c.adminChange(ctx, op, http.MethodPost, partitionPath(ds, pid, "/split"), wire.SplitRequest{AtShard: atShard}, opts, &resp)
+	ans, err := c.adminChange(ctx, op, http.MethodPost, partitionPath(ds, pid, "/split"), req, opts, &resp)
 	if err != nil {
 		return wire.SplitResponse{}, err
 	}
@@ -203,6 +213,32 @@ func (c *Client) MergePartitions(ctx context.Context, ds string, left, right int
 	}
 	if resp.Merged.ID != left {
 		return wire.MergeResponse{}, badResponse(op, ans, "merged partition is %d, want %d", resp.Merged.ID, left)
+	}
+	return resp, nil
+}
+
+// MoveToCluster moves partition pid of async datastore ds to storage cluster req.To, online
+// (POST /v1/admin/partitions/{ds}/{pid}/cluster): copy, catch-up from the shard logs, a
+// switch under the partition's lock fenced by placement records, drain, and with req.DropOld
+// the old copy dropped. Writes keep working; the nodes follow within a probe interval. It
+// blocks until the move is done, the attempt runs out of Config.AdminTimeout, or ctx is done;
+// it is retried only when it certainly did not start. Sending it again is safe: a finished
+// move answers AlreadyThere, an interrupted one is finished (Resumed).
+//
+// Errors: ErrInvalidArgument (Field "to": missing or not a storage cluster of ds; "datastore":
+// a raft datastore), ErrNotFound, ErrConflict (another move of the partition runs),
+// ErrUnavailable (rolled back: send it again), ErrIndeterminate, ErrInternal, or ctx's error.
+func (c *Client) MoveToCluster(ctx context.Context, ds string, pid int, req wire.ClusterMoveRequest, opts ...AdminOption) (wire.ClusterMoveResponse, error) {
+	const op = "admin_move_to_cluster"
+	switch {
+	case ds == "":
+		return wire.ClusterMoveResponse{}, required(op, "datastore", "the async datastore")
+	case req.To == "":
+		return wire.ClusterMoveResponse{}, required(op, "to", "the storage cluster to move the partition to")
+	}
+	var resp wire.ClusterMoveResponse
+	if _, err := c.adminChange(ctx, op, http.MethodPost, partitionPath(ds, pid, "/cluster"), req, opts, &resp); err != nil {
+		return wire.ClusterMoveResponse{}, err
 	}
 	return resp, nil
 }

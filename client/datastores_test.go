@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"sync"
@@ -138,7 +139,8 @@ func (b *recordingCatalog) CatalogDatastores() wire.DatastoresResponse {
 
 // SplitPartition splits a partition of shards 0..7 at atShard (0: 4) into pid and pid+1, or
 // refuses an atShard past 7 as the cluster does.
-func (b *recordingCatalog) SplitPartition(_ context.Context, ds string, pid int, atShard int) (wire.SplitResponse, error) {
+func (b *recordingCatalog) SplitPartition(_ context.Context, ds string, pid int, req wire.SplitRequest) (wire.SplitResponse, error) {
+	atShard := req.AtShard
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.splits = append(b.splits, fmt.Sprintf("%s/%d@%d", ds, pid, atShard))
@@ -207,4 +209,9 @@ func TestDatastoreThroughAPI(t *testing.T) {
 	list, err := c.Datastores(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, wire.DatastoresResponse{Datastores: []wire.DatastoreInfo{}}, list)
+}
+
+// MoveToCluster is not used here.
+func (b *recordingCatalog) MoveToCluster(context.Context, string, int, wire.ClusterMoveRequest) (wire.ClusterMoveResponse, error) {
+	return wire.ClusterMoveResponse{}, errors.New("no storage clusters here")
 }

@@ -259,6 +259,29 @@ func (k *kvLoad) check(t *testing.T, nodes []*cluster.Node) {
 	t.Logf("group %s at offset %d and %d index entries, as acknowledged", k.group, k.offset, k.entries)
 }
 
+// loadPartitionZero writes n cells in the rows of partition 0 (rows[0], some in every shard),
+// then starts the consumer-group and index commands of a group coordinated by partition 0
+// (its KV rows and index tables, changed throughout) and the writes of moveLoad, and waits
+// until 20 writes were acknowledged through every node (when names the moment).
+func loadPartitionZero(t *testing.T, nodes []*cluster.Node, spec *topology.DatastoreSpec, rows [][]uuid.UUID, l *ledger, n int, when string) ([]cells.Cell, *kvLoad, *moveLoad) {
+	t.Helper()
+	var before []cells.Cell
+	for i := 0; i < n; i++ {
+		before = append(before, newCell(t, rows[0][i%len(rows[0])], "BASE", int64(i), fmt.Sprintf(`{"before":%d}`, i)))
+	}
+	for i := 0; i < len(before); i += 100 {
+		putAsync(t, nodes[i/100%len(nodes)], l, before[i:min(i+100, len(before))])
+	}
+	group := ""
+	for i := 0; group == "" || partitionIndex(spec, cluster.CoordinatorShard(group, spec.Shards)) != 0; i++ {
+		group = fmt.Sprintf("billing%d", i)
+	}
+	ks := startKVLoad(t, nodes, spec, group)
+	ld := startMoveLoad(nodes, rows, l)
+	ld.requireAcks(t, ld.acked(), 20, when)
+	return before, ks, ld
+}
+
 // requireAcked reads every acknowledged cell strongly through n: each is there with its body,
 // and a cell acknowledged created or exists has the added_id and created_at it was
 // acknowledged with (a buffered one gets its added_id when replayed).
@@ -372,25 +395,7 @@ func TestAsyncMovePartition(t *testing.T) {
 	rows := rowsPerPartition(t, spec, t.Name(), 16)
 	l := newLedger()
 
-	// Cells before the move, some in every shard of partition 0.
-	var before []cells.Cell
-	for i := 0; i < 400; i++ {
-		before = append(before, newCell(t, rows[0][i%16], "BASE", int64(i), fmt.Sprintf(`{"before":%d}`, i)))
-	}
-	for i := 0; i < len(before); i += 100 {
-		putAsync(t, nodes[i/100%3], l, before[i:i+100])
-	}
-
-	// Consumer-group and index state of partition 0 (KV rows and index tables), changed
-	// throughout the move too.
-	group := ""
-	for i := 0; group == "" || partitionIndex(spec, cluster.CoordinatorShard(group, spec.Shards)) != 0; i++ {
-		group = fmt.Sprintf("billing%d", i)
-	}
-	ks := startKVLoad(t, nodes, spec, group)
-
-	ld := startMoveLoad(nodes, rows, l)
-	ld.requireAcks(t, ld.acked(), 20, "before the move")
+	before, ks, ld := loadPartitionZero(t, nodes, spec, rows, l, 400, "before the move")
 	logger := slog.New(slog.NewTextHandler(clustertest.NewTestWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -62,7 +62,7 @@ func TestMergeAlignsReplicas(t *testing.T) {
 
 	w := startWriters(nodes)
 	w.await(t, 15)
-	split, err := nodes[1].SplitPartition(ctx, ds, 1, 12)
+	split, err := nodes[1].SplitPartition(ctx, ds, 1, wire.SplitRequest{AtShard: 12})
 	require.NoError(t, err, "split partition 1 at 12")
 	right := split.Right.ID
 	w.await(t, 15)
@@ -104,7 +104,7 @@ func TestAutomaticMerge(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*opTimeout)
 	defer cancel()
-	manual, err := nodes[0].SplitPartition(ctx, ds, 0, 4)
+	manual, err := nodes[0].SplitPartition(ctx, ds, 0, wire.SplitRequest{AtShard: 4})
 	require.NoError(t, err, "an operator's split of partition 0 at 4")
 
 	// Load on partition 1 until it splits by load: about 100 writes a second, above the

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"github.com/schemaless-db/schemaless/wire"
 	"testing"
 	"time"
 
@@ -52,7 +53,7 @@ func TestGrowDatastore(t *testing.T) {
 			}
 		}
 		require.Greater(t, width, 1, "a partition to split")
-		res, err := n.SplitPartition(ctx, ds, pid, first+width/2)
+		res, err := n.SplitPartition(ctx, ds, pid, wire.SplitRequest{AtShard: first + width/2})
 		require.NoError(t, err, "split %d: partition %d", i, pid)
 		require.True(t, res.Ready, "split %d: the right half has a leader", i)
 	}

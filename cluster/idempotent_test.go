@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"github.com/schemaless-db/schemaless/wire"
 	"testing"
 	"time"
 
@@ -76,7 +77,7 @@ func TestIdempotentRetryAcrossSplitAndMerge(t *testing.T) {
 	}
 	retry("before the split")
 
-	split, err := nodes[1].SplitPartition(ctx, ds, 1, at)
+	split, err := nodes[1].SplitPartition(ctx, ds, 1, wire.SplitRequest{AtShard: at})
 	require.NoError(t, err, "split partition 1 at %d", at)
 	for _, n := range nodes {
 		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= split.Generation }, opTimeout, 10*time.Millisecond)

@@ -69,8 +69,14 @@ func (n *Node) Catalog(ctx context.Context, ds string, c Consistency) (*indexes.
 // PutIndexEntries merges entries into index table table (fields: the version's fields, shard
 // field first) of ds: one IndexUpsert per partition, the partitions in parallel. Blocks until
 // every partition applied its part or ctx ends. Errors as IndexApply; on error some partitions
-// may have applied theirs (retrying is safe: merges are idempotent).
+// may have applied theirs (retrying is safe: merges are idempotent). A partition that refuses
+// its part as out of range (a split or merge moved a shard) has the whole call sent again by
+// the newer catalog (rerouted), the parts applied before included.
 func (n *Node) PutIndexEntries(ctx context.Context, ds, table string, fields []indexes.Field, entries []command.IndexEntry) (changed int, err error) {
+	return rerouted(ctx, n, func() (int, error) { return n.putIndexEntries(ctx, ds, table, fields, entries) })
+}
+
+func (n *Node) putIndexEntries(ctx context.Context, ds, table string, fields []indexes.Field, entries []command.IndexEntry) (changed int, err error) {
 	d, err := n.datastore(ds)
 	if err != nil {
 		return 0, err

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"github.com/schemaless-db/schemaless/wire"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func TestMergePartitions(t *testing.T) {
 	w := startWriters(nodes)
 	l := w.l
 	w.await(t, 15)
-	split, err := nodes[1].SplitPartition(ctx, ds, 1, 12)
+	split, err := nodes[1].SplitPartition(ctx, ds, 1, wire.SplitRequest{AtShard: 12})
 	require.NoError(t, err, "split partition 1 at 12")
 	w.await(t, 15)
 	m, err := nodes[2].MergePartitions(ctx, ds, 1, split.Right.ID)

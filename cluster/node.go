@@ -395,33 +395,42 @@ func (n *Node) openAsync(d *datastore) error {
 		d.clusters = append(d.clusters, c)
 	}
 	for j := range ds.Partitions {
-		ps := &ds.Partitions[j]
-		r := &route{spec: ps, ds: ds}
-		d.partitions = append(d.partitions, r)
-		ac := n.cfg.AsyncPartition
-		ac.Datastore = ds.Name
-		ac.Partition = ps.ID
-		ac.NodeID = n.cfg.NodeID
-		ac.Shards = ps.Shards()
-		ac.Logger = n.log.With("datastore", ds.Name, "partition", ps.ID)
-		ac.BufferCopies = ds.BufferClusters
-		if ac.PlacementInterval == 0 {
-			// The placement of a moved partition is re-read at the pace of the probes.
-			ac.PlacementInterval = n.cfg.Async.ProbeInterval
+		if err := n.openAsyncPartition(d, &ds.Partitions[j]); err != nil {
+			return err
 		}
-		for k, cs := range ds.StorageClusters {
-			if cs.Name == ps.Cluster {
-				ac.Primary = d.clusters[k]
-			} else {
-				ac.Buffers = append(ac.Buffers, d.clusters[k])
-			}
-		}
-		a, err := partition.OpenAsync(ac)
-		if err != nil {
-			return fmt.Errorf("cluster: datastore %s partition %d: %w", ds.Name, ps.ID, err)
-		}
-		r.serve(a)
 	}
+	return nil
+}
+
+// openAsyncPartition adds to d (an async datastore whose storage clusters are open) the route
+// of partition ps, served by a partition.Async of its own.
+func (n *Node) openAsyncPartition(d *datastore, ps *topology.PartitionSpec) error {
+	ds := d.spec
+	r := &route{spec: ps, ds: ds, created: d.created}
+	d.partitions = append(d.partitions, r)
+	ac := n.cfg.AsyncPartition
+	ac.Datastore = ds.Name
+	ac.Partition = ps.ID
+	ac.NodeID = n.cfg.NodeID
+	ac.Shards = ps.Shards()
+	ac.Logger = n.log.With("datastore", ds.Name, "partition", ps.ID)
+	ac.BufferCopies = ds.BufferClusters
+	if ac.PlacementInterval == 0 {
+		// The placement of a moved partition is re-read at the pace of the probes.
+		ac.PlacementInterval = n.cfg.Async.ProbeInterval
+	}
+	for k, cs := range ds.StorageClusters {
+		if cs.Name == ps.Cluster {
+			ac.Primary = d.clusters[k]
+		} else {
+			ac.Buffers = append(ac.Buffers, d.clusters[k])
+		}
+	}
+	a, err := partition.OpenAsync(ac)
+	if err != nil {
+		return fmt.Errorf("cluster: datastore %s partition %d: %w", ds.Name, ps.ID, err)
+	}
+	r.serve(a)
 	return nil
 }
 

@@ -156,8 +156,18 @@ var splitOp = &leaderOp[*command.Split, command.SplitResult]{
 // ("at_shard": not above the partition's first shard and at most its last, or a partition of
 // one shard); ErrRefused (the store of this node cannot split, or the partition changed while
 // the split was decided: try again); ErrNoCatalog; ErrIndeterminate; ctx's error.
-func (n *Node) SplitPartition(ctx context.Context, ds string, pid int, atShard int) (wire.SplitResponse, error) {
-	return n.splitPartition(ctx, ds, pid, atShard, false)
+func (n *Node) SplitPartition(ctx context.Context, ds string, pid int, req wire.SplitRequest) (wire.SplitResponse, error) {
+	d, err := n.datastore(ds)
+	if err != nil {
+		return wire.SplitResponse{}, err
+	}
+	if d.spec.Mode == topology.ModeAsync {
+		return n.splitAsync(ctx, d, pid, req)
+	}
+	if req.To != "" || req.DropOld {
+		return wire.SplitResponse{}, &FieldError{Field: "to", Msg: fmt.Sprintf("%s is a raft datastore: a split's halves stay on the parent's replicas (move them with POST /v1/admin/partitions/%s/{partition}/replicas)", ds, ds)}
+	}
+	return n.splitPartition(ctx, ds, pid, req.AtShard, false)
 }
 
 // splitPartition is SplitPartition; auto marks a split of the cluster's policy in the catalog
@@ -168,7 +178,7 @@ func (n *Node) splitPartition(ctx context.Context, ds string, pid int, atShard i
 		return wire.SplitResponse{}, err
 	}
 	if d.spec.Mode != topology.ModeRaft {
-		return wire.SplitResponse{}, fmt.Errorf("%w: %s is async (move a shard range with admin move-partition)", ErrAsyncDatastore, ds)
+		return wire.SplitResponse{}, fmt.Errorf("%w: %s is async (SplitPartition splits it in place)", ErrAsyncDatastore, ds)
 	}
 	r := d.route(pid)
 	if r == nil {
@@ -270,13 +280,19 @@ func (n *Node) routeOf(ds string, pid int) *route {
 	return d.route(pid)
 }
 
-// reshapeDatastore returns raft datastore od with the partitions of spec (a split or merge
-// changed them): a partition of both keeps its route's replica, hint and replicas under its new
+// reshapeDatastore returns datastore od with the partitions of spec (a split or merge changed
+// them; an async datastore: reshapeAsync): a partition of both keeps its route's replica, hint and replicas under its new
 // range; a partition that is gone is closed; a new one gets a route, its replica opened by
 // openSplitReplicasLocked. It returns nil when spec cannot be served this way (another mode or
 // shard count). The caller holds hostMu.
 func (n *Node) reshapeDatastore(od *datastore, spec *topology.DatastoreSpec) *datastore {
-	if od.spec.Mode != topology.ModeRaft || spec.Mode != topology.ModeRaft || od.spec.Shards != spec.Shards {
+	if od.spec.Mode != spec.Mode || od.spec.Shards != spec.Shards {
+		return nil
+	}
+	if spec.Mode == topology.ModeAsync {
+		return n.reshapeAsync(od, spec)
+	}
+	if spec.Mode != topology.ModeRaft {
 		return nil
 	}
 	d := &datastore{spec: spec, created: od.created}

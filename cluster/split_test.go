@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/schemaless-db/schemaless/wire"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -102,19 +103,19 @@ func TestSplitPartition(t *testing.T) {
 	defer cancel()
 
 	// Refusals: no such partition, a shard outside it, a store that is fine.
-	_, err := nodes[0].SplitPartition(ctx, ds, 9, 0)
+	_, err := nodes[0].SplitPartition(ctx, ds, 9, wire.SplitRequest{AtShard: 0})
 	assert.ErrorIs(t, err, cluster.ErrBadShard)
-	_, err = nodes[0].SplitPartition(ctx, ds, 0, 8)
+	_, err = nodes[0].SplitPartition(ctx, ds, 0, wire.SplitRequest{AtShard: 8})
 	var fe *cluster.FieldError
 	require.ErrorAs(t, err, &fe, "partition 0 holds 0..7: at shard 8 is outside")
 	assert.Equal(t, "at_shard", fe.Field)
-	_, err = nodes[0].SplitPartition(ctx, ds, 0, 0+0) // the middle: fine, done below
+	_, err = nodes[0].SplitPartition(ctx, ds, 0, wire.SplitRequest{AtShard: 0 + 0}) // the middle: fine, done below
 	require.NoError(t, err, "split partition 0 at its middle")
 
 	w := startWriters(nodes)
 	l := w.l
 	time.Sleep(300 * time.Millisecond)
-	res, err := nodes[1].SplitPartition(ctx, ds, 1, 12)
+	res, err := nodes[1].SplitPartition(ctx, ds, 1, wire.SplitRequest{AtShard: 12})
 	require.NoError(t, err, "split partition 1 at 12 under writes")
 	assert.Equal(t, []int{8, 11}, []int{res.Left.FirstShard, res.Left.LastShard})
 	assert.Equal(t, []int{12, 15}, []int{res.Right.FirstShard, res.Right.LastShard})
@@ -123,7 +124,7 @@ func TestSplitPartition(t *testing.T) {
 	t.Logf("split of partition 1 under writes: %d ms", res.TookMillis)
 	time.Sleep(300 * time.Millisecond)
 	// A partition made by a split splits again.
-	res2, err := nodes[2].SplitPartition(ctx, ds, res.Right.ID, 14)
+	res2, err := nodes[2].SplitPartition(ctx, ds, res.Right.ID, wire.SplitRequest{AtShard: 14})
 	require.NoError(t, err, "split partition %d at 14", res.Right.ID)
 	assert.Equal(t, []int{14, 15}, []int{res2.Right.FirstShard, res2.Right.LastShard})
 	time.Sleep(300 * time.Millisecond)
@@ -197,7 +198,7 @@ func TestSplitCatchUpFromSnapshot(t *testing.T) {
 	c.StopNode(2)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
 	defer cancel()
-	res, err := nodes[0].SplitPartition(ctx, ds, 0, 4)
+	res, err := nodes[0].SplitPartition(ctx, ds, 0, wire.SplitRequest{AtShard: 4})
 	require.NoError(t, err, "split with one replica down")
 	// Enough entries on both halves that their logs are compacted past the split.
 	put(nodes[1], "after", 60)

@@ -17,7 +17,9 @@ var ErrSharedApply = errors.New("fsm: shared apply failed")
 // every node. The caller must hold the store's cross-process lock (storage.Store.Lock) for
 // the whole call. ApplyShared reads the store's applied index; if another writer moved it since
 // this FSM's last apply, the FSM forgets what it cached of the store (high-water added_ids,
-// consumer groups, index state). It then applies the commands as the entries following the
+// consumer groups, index state) and reloads its shard range (RangeKey, written by a split in
+// place of an async partition, partition.SplitAsync: a command on a shard the store no longer
+// holds is then refused with command.ErrShardOutOfRange). It then applies the commands as the entries following the
 // stored index, in one transaction (group commit), and returns one *Response per command, in
 // order. The store's applied index counts applied batches; it is not a raft index.
 //
@@ -42,6 +44,16 @@ func (f *FSM) ApplyShared(ctx context.Context, commands [][]byte) ([]*Response, 
 		f.mu.Lock()
 		f.applied = stored
 		f.mu.Unlock()
+		// The range too: an async partition split in place (partition.SplitAsync) wrote the
+		// parent's new range under the lock the caller holds, and moved the applied index.
+		r, ok, err := loadRange(ctx, f.cfg.Store)
+		if err != nil {
+			f.forgetShared()
+			return nil, fmt.Errorf("%w: read shard range: %w", ErrSharedApply, err)
+		}
+		if ok {
+			f.setShards(r)
+		}
 	}
 	if fs, ok := f.cfg.Store.(fencedStore); ok {
 		// Cheap and early: a copy that moved away refuses here, before any DDL. The check that

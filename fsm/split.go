@@ -361,3 +361,17 @@ func splitRecords(ctx context.Context, snap *storage.SnapshotTx, r cells.ShardRa
 		return storage.RestoreRecord{}, io.EOF
 	}
 }
+
+// ReadRange returns the shard range the KV row RangeKey of st gives its partition, and false
+// when st has no such row (a partition that never split: its range is the one it was created
+// with). One KV read.
+func ReadRange(ctx context.Context, st Store) (cells.ShardRange, bool, error) {
+	return loadRange(ctx, st)
+}
+
+// RangeRow returns the KV row (RangeKey) that gives a partition the shard range r: what a split
+// writes, and what an async partition split in place writes on its master
+// (partition.SplitAsync).
+func RangeRow(r cells.ShardRange) storage.KV {
+	return storage.KV{Key: RangeKey, Value: encodeRange(r)}
+}

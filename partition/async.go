@@ -111,6 +111,7 @@ type Async struct {
 
 	place   atomic.Pointer[asyncPlacement]
 	placeMu sync.Mutex // serializes refreshPlacement
+	shards  atomic.Pointer[cells.ShardRange]
 
 	// Used only by the writer goroutine.
 	fsmMember *member // the member the FSM writes to, nil for none
@@ -159,6 +160,7 @@ func OpenAsync(cfg AsyncConfig) (*Async, error) {
 	a := &Async{cfg: cfg, queue: make(chan *asyncOp, 4096), stop: make(chan struct{}),
 		stores: map[storeKey]*storage.PartitionStore{}, seen: map[*StorageCluster]bufferSeen{}}
 	a.all = append([]*StorageCluster{cfg.Primary}, cfg.Buffers...)
+	a.shards.Store(&cfg.Shards)
 	if a.cfg.Placement == nil {
 		a.cfg.Placement = MastersPlacement(a.all, cfg.Datastore, cfg.Partition)
 	}
@@ -171,6 +173,24 @@ func OpenAsync(cfg AsyncConfig) (*Async, error) {
 		go a.reapLoop()
 	}
 	return a, nil
+}
+
+// Shards returns the shard range the partition serves (AsyncConfig.Shards, until SetShards).
+// Safe from any goroutine.
+func (a *Async) Shards() cells.ShardRange { return *a.shards.Load() }
+
+// SetShards makes r the shard range the partition serves, after a split in place gave the
+// rest to a new partition (SplitAsync): the reaper then reaps the buffer rows of r only,
+// erasures and queries are bounded by r, and the partition's open stores are told. The state
+// machine needs no telling: it reloads the range the split stored (fsm.RangeKey) when it finds
+// the applied index moved, under the partition's lock. Safe from any goroutine.
+func (a *Async) SetShards(r cells.ShardRange) {
+	a.shards.Store(&r)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ps := range a.stores {
+		ps.SetShards(r)
+	}
 }
 
 // Close stops the writer and the reaper; queued commands fail with ErrClosed. The storage
@@ -234,7 +254,12 @@ func (a *Async) Put(ctx context.Context, w command.Write) (command.WriteResult, 
 	if err == nil {
 		var ws []command.WriteResult
 		if ws, err = fsm.Unwrap[[]command.WriteResult](res); res.Err != nil {
-			return command.WriteResult{}, res.Err // a refused command (shard out of range): nothing written
+			// A refused command (a shard out of range: the partition split, and the node
+			// routes the write again): nothing is on the master, and the buffered copies go.
+			if derr := a.dropBuffered(ctx, cs, pending, now); derr != nil {
+				return command.WriteResult{}, fmt.Errorf("%w: refused (%s), but its buffered copies could not all be deleted (a reaper may replay them): %s", ErrIndeterminate, res.Err, derr)
+			}
+			return command.WriteResult{}, res.Err
 		}
 		switch {
 		case err != nil:
@@ -671,7 +696,7 @@ func (a *Async) partitionStore(ctx context.Context, c *StorageCluster, st *stora
 	if ps, ok := a.stores[key]; ok {
 		return ps, nil
 	}
-	ps, err := st.Partition(ctx, storage.PartitionID{Datastore: a.cfg.Datastore, Partition: a.cfg.Partition}, a.cfg.Shards)
+	ps, err := st.Partition(ctx, storage.PartitionID{Datastore: a.cfg.Datastore, Partition: a.cfg.Partition}, a.Shards())
 	if err != nil {
 		return nil, err
 	}

@@ -179,6 +179,11 @@ func (mv *mover) cluster(name string) *StorageCluster {
 
 // master returns the store of c's master.
 func (mv *mover) master(ctx context.Context, c *StorageCluster) (*member, *storage.Store, error) {
+	return masterOf(ctx, c)
+}
+
+// masterOf returns the store of c's master, once c was probed.
+func masterOf(ctx context.Context, c *StorageCluster) (*member, *storage.Store, error) {
 	if err := c.waitProbed(ctx); err != nil {
 		return nil, nil, err
 	}

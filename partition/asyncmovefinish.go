@@ -153,7 +153,7 @@ func (mv *mover) drain(ctx context.Context, res *MoveResult) {
 			high[c] = -1 // unknown: wait for every row
 			continue
 		}
-		if high[c], err = st.BufferHighID(ctx, mv.cfg.Datastore, mv.cfg.Partition); err != nil {
+		if high[c], err = st.BufferHighID(ctx, mv.cfg.Datastore, mv.cfg.Shards); err != nil {
 			high[c] = -1
 		}
 	}
@@ -166,7 +166,7 @@ func (mv *mover) drain(ctx context.Context, res *MoveResult) {
 				left++
 				continue
 			}
-			rows, err := st.ScanBuffered(ctx, mv.cfg.Datastore, mv.cfg.Partition, 0, 1)
+			rows, err := st.ScanBuffered(ctx, mv.cfg.Datastore, mv.cfg.Shards, 0, 1)
 			if err != nil || (len(rows) > 0 && (high[c] < 0 || rows[0].ID <= high[c])) {
 				left++
 			}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/storage"
 )
@@ -44,6 +45,9 @@ func (a *Async) readOn(ctx context.Context, c *StorageCluster, m *member, master
 		} else if err != nil && ferr == nil {
 			return err
 		}
+		if master && ferr == nil {
+			return a.checkRange(ctx, ps)
+		}
 		return ferr
 	})
 	if errors.Is(refused, storage.ErrNotMaster) {
@@ -53,6 +57,23 @@ func (a *Async) readOn(ctx context.Context, c *StorageCluster, m *member, master
 		return fmt.Errorf("%w: %s: %w", ErrUnavailable, m.name, refused)
 	}
 	return err
+}
+
+// checkRange refuses a strong read made by a node that serves the partition with a range the
+// master says it no longer holds all of (a split in place this node's catalog has not shown
+// it yet, SplitAsync): the right half's shards may have moved to another cluster since, and
+// what was read must be dropped. The error wraps command.ErrShardOutOfRange, so the node routes
+// the read again by a newer catalog. One KV read on the master, after the read.
+func (a *Async) checkRange(ctx context.Context, ps *storage.PartitionStore) error {
+	r, ok, err := fsm.ReadRange(ctx, ps)
+	if err != nil {
+		return err
+	}
+	if mine := a.Shards(); ok && (!r.Contains(mine.First) || !r.Contains(mine.Last)) {
+		return fmt.Errorf("%w: partition %d holds shards %d..%d on its master, this node serves it as %d..%d (a split it has not learned of)",
+			command.ErrShardOutOfRange, a.cfg.Partition, r.First, r.Last, mine.First, mine.Last)
+	}
+	return nil
 }
 
 // Read runs req against the partition's tables with consistency c: Strong on the primary
@@ -67,7 +88,7 @@ func (a *Async) Read(ctx context.Context, c Consistency, req ReadRequest) (ReadR
 	}
 	var res ReadResult
 	err := a.readWith(ctx, c != Stale, func(st *storage.PartitionStore) (err error) {
-		res, err = query(ctx, st, a.cfg.Shards, a, req)
+		res, err = query(ctx, st, a.Shards(), a, req)
 		return err
 	})
 	if err != nil {

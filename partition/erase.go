@@ -55,8 +55,8 @@ func (p *Raft) EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (comma
 // failed during it, or ctx ended: it may be applied; retrying is safe);
 // command.ErrShardOutOfRange wrapped for a shard outside the partition (nothing changed).
 func (a *Async) EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (command.EraseResult, error) {
-	if !a.cfg.Shards.Contains(shard) {
-		return command.EraseResult{}, fmt.Errorf("%w: erase in shard %d, partition holds %d..%d", command.ErrShardOutOfRange, shard, a.cfg.Shards.First, a.cfg.Shards.Last)
+	if r := a.Shards(); !r.Contains(shard) {
+		return command.EraseResult{}, fmt.Errorf("%w: erase in shard %d, partition holds %d..%d", command.ErrShardOutOfRange, shard, r.First, r.Last)
 	}
 	data, err := command.Encode(&command.Erase{CreatedAt: time.Now(), Shard: int32(shard), RowKey: rowKey})
 	if err != nil {

@@ -40,44 +40,53 @@ func MoveAsync(ctx context.Context, m AsyncMove) (MoveResult, error) {
 	if ds == nil || ds.Mode != topology.ModeAsync {
 		return MoveResult{}, errors.New("partition: move: the datastore must be in mode async")
 	}
-	var ps *topology.PartitionSpec
-	for i := range ds.Partitions {
-		if ds.Partitions[i].ID == m.Partition {
-			ps = &ds.Partitions[i]
-		}
-	}
+	ps := ds.PartitionByID(m.Partition)
 	if ps == nil {
 		return MoveResult{}, fmt.Errorf("partition: move: datastore %s has no partition %d", ds.Name, m.Partition)
 	}
 	if _, ok := ds.StorageCluster(m.To); !ok {
 		return MoveResult{}, fmt.Errorf("partition: move: datastore %s has no storage cluster %q", ds.Name, m.To)
 	}
-	var clusters []*StorageCluster
-	defer func() {
-		for _, c := range clusters {
-			_ = c.Close()
-		}
-	}()
-	for _, cs := range ds.StorageClusters {
-		cc := m.Cluster
-		cc.Name, cc.Prefix, cc.Members = cs.Name, ds.MySQLPrefix, nil
-		for _, dsn := range cs.Members() {
-			if m.DSN != nil {
-				var err error
-				if dsn, err = m.DSN(dsn); err != nil {
-					return MoveResult{}, fmt.Errorf("partition: move: storage cluster %s: %w", cs.Name, err)
-				}
-			}
-			cc.Members = append(cc.Members, dsn)
-		}
-		c, err := OpenCluster(cc)
-		if err != nil {
-			return MoveResult{}, fmt.Errorf("partition: move: %w", err)
-		}
-		clusters = append(clusters, c)
+	clusters, err := openSpecClusters(ds, m.Cluster, m.DSN)
+	if err != nil {
+		return MoveResult{}, fmt.Errorf("partition: move: %w", err)
 	}
+	defer closeClusters(clusters)
 	mc := m.Move
 	mc.Datastore, mc.Partition, mc.Shards = ds.Name, ps.ID, ps.Shards()
 	mc.Clusters, mc.Static, mc.To = clusters, ps.Cluster, m.To
 	return MovePartition(ctx, mc)
+}
+
+// openSpecClusters opens every storage cluster of async datastore ds with the tunables of cc,
+// each member's DSN mapped by dsn when not nil. The caller closes them (closeClusters).
+func openSpecClusters(ds *topology.DatastoreSpec, cc ClusterConfig, dsn func(string) (string, error)) ([]*StorageCluster, error) {
+	var clusters []*StorageCluster
+	for _, cs := range ds.StorageClusters {
+		c := cc
+		c.Name, c.Prefix, c.Members = cs.Name, ds.MySQLPrefix, nil
+		for _, m := range cs.Members() {
+			if dsn != nil {
+				var err error
+				if m, err = dsn(m); err != nil {
+					closeClusters(clusters)
+					return nil, fmt.Errorf("storage cluster %s: %w", cs.Name, err)
+				}
+			}
+			c.Members = append(c.Members, m)
+		}
+		sc, err := OpenCluster(c)
+		if err != nil {
+			closeClusters(clusters)
+			return nil, err
+		}
+		clusters = append(clusters, sc)
+	}
+	return clusters, nil
+}
+
+func closeClusters(cs []*StorageCluster) {
+	for _, c := range cs {
+		_ = c.Close()
+	}
 }

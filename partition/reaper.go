@@ -101,7 +101,7 @@ func (a *Async) reapCluster(ctx context.Context, bc *StorageCluster) (bufferSeen
 			if err != nil {
 				return err
 			}
-			rows, err = st.ScanBuffered(ctx, a.cfg.Datastore, a.cfg.Partition, after, reapPage)
+			rows, err = st.ScanBuffered(ctx, a.cfg.Datastore, a.Shards(), after, reapPage)
 			return err
 		})
 		if err != nil {

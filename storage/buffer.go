@@ -188,15 +188,18 @@ const (
 	bufferChunkBytes = 4 << 20
 )
 
-// ScanBuffered returns up to limit buffered cells of datastore's primary partition with an id
-// above afterID, in id order (one statement). Errors: ErrNoBuffer, or the server's.
-func (s *Store) ScanBuffered(ctx context.Context, datastore string, partition int, afterID int64, limit int) ([]BufferedCell, error) {
+// ScanBuffered returns up to limit buffered cells of datastore's shards in range shards with an
+// id above afterID, in id order (one statement). Rows are chosen by shard, not by the partition
+// they were buffered for: after an async partition split in place (partition.SplitAsync), the
+// rows buffered for the parent in the shards of the right half are the right half's to reap.
+// Errors: ErrNoBuffer, or the server's.
+func (s *Store) ScanBuffered(ctx context.Context, datastore string, shards cells.ShardRange, afterID int64, limit int) ([]BufferedCell, error) {
 	tbl, err := s.bufferTable()
 	if err != nil {
 		return nil, err
 	}
 	rows, err := s.db.QueryContext(ctx, "SELECT id, `partition`, shard, row_key, column_name, ref_key, body, created_at, buffered_at FROM "+tbl+
-		" WHERE datastore = ? AND `partition` = ? AND id > ? ORDER BY id LIMIT ?", datastore, partition, afterID, limit)
+		" WHERE datastore = ? AND shard BETWEEN ? AND ? AND id > ? ORDER BY id LIMIT ?", datastore, shards.First, shards.Last, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("storage: scan buffer: %w", err)
 	}
@@ -204,12 +207,11 @@ func (s *Store) ScanBuffered(ctx context.Context, datastore string, partition in
 	var out []BufferedCell
 	for rows.Next() {
 		var (
-			b      = BufferedCell{Datastore: datastore, Partition: partition}
+			b      = BufferedCell{Datastore: datastore}
 			rowKey []byte
 			body   []byte
 		)
-		var part int
-		if err := rows.Scan(&b.ID, &part, &b.Shard, &rowKey, &b.Cell.ColumnKey, &b.Cell.RefKey, &body,
+		if err := rows.Scan(&b.ID, &b.Partition, &b.Shard, &rowKey, &b.Cell.ColumnKey, &b.Cell.RefKey, &body,
 			createdAtScanner(&b.Cell.CreatedAt), createdAtScanner(&b.BufferedAt)); err != nil {
 			return nil, fmt.Errorf("storage: scan buffer: %w", err)
 		}

@@ -7,11 +7,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
 )
 
 // The buffer table keeps one row per datastore and cell key: a retry finds its own row, another
-// body is reported, rows are scanned per primary partition in id order, and deleted by id.
+// body is reported, rows are scanned per shard range in id order, and deleted by id.
 func TestBufferedCells(t *testing.T) {
 	t.Parallel()
 	s := mysqlEnv(t).open(t)
@@ -42,15 +43,20 @@ func TestBufferedCells(t *testing.T) {
 	ins, _, err := s.PutBuffered(ctx, other)
 	require.NoError(t, err, "same key in another datastore")
 	require.True(t, ins, "same key in another datastore: want inserted")
-	rows, err := s.ScanBuffered(ctx, "trips", 0, 0, 10)
-	require.NoError(t, err, "scan partition 0")
-	require.Len(t, rows, 2, "scan partition 0")
+	// Rows are scanned by shard: shards 0..2 hold the first two keys, shard 3 the third
+	// (buffered for partition 1).
+	rows, err := s.ScanBuffered(ctx, "trips", cells.ShardRange{First: 0, Last: 2}, 0, 10)
+	require.NoError(t, err, "scan shards 0..2")
+	require.Len(t, rows, 2, "scan shards 0..2")
+	third, err := s.ScanBuffered(ctx, "trips", cells.ShardRange{First: 3, Last: 3}, 0, 10)
+	require.NoError(t, err, "scan shard 3")
+	require.True(t, len(third) == 1 && third[0].Partition == 1 && third[0].Shard == 3, "scan shard 3: %+v, want the row buffered for partition 1", third)
 	require.True(t, rows[0].ID < rows[1].ID && rows[0].Cell.Key == mk(1, 0, "{}").Cell.Key && rows[0].Cell.CreatedAt.Equal(at) &&
 		rows[0].Shard == 1 && rows[0].Partition == 0 && !rows[0].BufferedAt.IsZero(),
 		"scanned rows: %+v, want the first write's row first, in shard 1 of partition 0, with a buffered time", rows)
 	j, _ := rows[0].Cell.Body.JSON()
 	require.Equal(t, `{"a":1}`, string(j), "scanned body: want the first write's")
-	page, err := s.ScanBuffered(ctx, "trips", 0, rows[0].ID, 10)
+	page, err := s.ScanBuffered(ctx, "trips", cells.ShardRange{First: 0, Last: 2}, rows[0].ID, 10)
 	require.NoError(t, err, "scan after the first id")
 	require.Len(t, page, 1, "scan after the first id")
 	require.Equal(t, rows[1].ID, page[0].ID, "scan after the first id")
@@ -61,7 +67,7 @@ func TestBufferedCells(t *testing.T) {
 	n, err := s.DeleteBuffered(ctx, []int64{rows[0].ID, rows[0].ID + 1_000_000})
 	require.NoError(t, err, "delete of one row and one missing id: deleted %d, %v; want 1", n, err)
 	require.EqualValues(t, 1, n, "delete of one row and one missing id: deleted %d, %v; want 1", n, err)
-	rest, _ := s.ScanBuffered(ctx, "trips", 0, 0, 10)
+	rest, _ := s.ScanBuffered(ctx, "trips", cells.ShardRange{First: 0, Last: 2}, 0, 10)
 	require.Len(t, rest, 1, "after delete: %+v", rest)
 	require.Equal(t, rows[1].ID, rest[0].ID, "after delete: want the second row left")
 	// A deleted (reaped) key can be buffered again.
@@ -95,7 +101,7 @@ func TestBufferedBatch(t *testing.T) {
 		want := i != 2 && i != 300
 		require.Equal(t, want, ok, "cell %d: same %v, want %v", i, ok, want)
 	}
-	rows, err := s.ScanBuffered(ctx, "trips", 0, 0, 1000)
+	rows, err := s.ScanBuffered(ctx, "trips", cells.ShardRange{First: 0, Last: 3}, 0, 1000)
 	require.NoError(t, err, "buffered rows")
 	require.Len(t, rows, 448, "buffered rows: want 448 distinct keys (rows 2 and 3 were replaced)")
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/schemaless-db/schemaless/cells"
 )
 
 // What copying a partition between two stores needs beyond Restore (async mode's partition
@@ -84,17 +86,66 @@ func (p *PartitionStore) DropCopy(ctx context.Context) error {
 	return p.deleteRequests(ctx, p.write)
 }
 
-// BufferHighID returns the highest id of the buffer rows of datastore's partition (0 when there
-// are none): rows buffered later have higher ids. One statement. Errors: ErrNoBuffer, or the
-// server's.
-func (s *Store) BufferHighID(ctx context.Context, datastore string, partition int) (int64, error) {
+// BufferHighID returns the highest id of the buffer rows of datastore's shards in range shards
+// (0 when there are none; chosen by shard as ScanBuffered does): rows buffered later have
+// higher ids. One statement. Errors: ErrNoBuffer, or the server's.
+func (s *Store) BufferHighID(ctx context.Context, datastore string, shards cells.ShardRange) (int64, error) {
 	tbl, err := s.bufferTable()
 	if err != nil {
 		return 0, err
 	}
 	var id sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, "SELECT MAX(id) FROM "+tbl+" WHERE datastore = ? AND `partition` = ?", datastore, partition).Scan(&id); err != nil {
+	if err := s.db.QueryRowContext(ctx, "SELECT MAX(id) FROM "+tbl+" WHERE datastore = ? AND shard BETWEEN ? AND ?", datastore, shards.First, shards.Last).Scan(&id); err != nil {
 		return 0, fmt.Errorf("storage: buffer high id: %w", err)
 	}
 	return id.Int64, nil
+}
+
+// CloneStateTo writes, in the transaction, the per-partition state of partition right of the
+// same datastore on this MySQL server: its KV rows become kvs, its request records a copy of
+// this partition's (as of the transaction), and its applied state applied; whatever right held
+// there before is replaced. The shards' databases (cells, index tables) are per shard, not per
+// partition, and are not touched. It is how an async partition splits in place
+// (partition.SplitAsync): the right half takes over shards whose data stays where it is, and
+// only the state kept per partition is copied, atomically with the left half's change in the
+// same transaction. kvs is not retained; a row out of bounds returns ErrKVTooLarge before
+// anything is written. MySQL only: other engines return ErrInvalidConfig. Errors leave the
+// transaction's outcome undefined: roll it back.
+func (tx *WriteTx) CloneStateTo(ctx context.Context, right int, kvs []KV, applied AppliedState) error {
+	if tx.done || tx.p.closed.Load() {
+		return ErrClosed
+	}
+	p := tx.p
+	if p.d.engine != EngineMySQL || tx.tx == nil {
+		return fmt.Errorf("%w: CloneStateTo is for MySQL stores", ErrInvalidConfig)
+	}
+	if right < 0 || right == p.id.Partition {
+		return fmt.Errorf("%w: CloneStateTo partition %d from partition %d", ErrInvalidConfig, right, p.id.Partition)
+	}
+	for i := range kvs {
+		if err := checkKV(kvs[i].Key, kvs[i].Value); err != nil {
+			return fmt.Errorf("storage: clone KV rows: row %d: %w", i, err)
+		}
+	}
+	ds := p.id.Datastore
+	type step struct {
+		what, q string
+		args    []any
+	}
+	steps := []step{
+		{"delete its KV rows", "DELETE FROM " + p.d.kv + " WHERE datastore = ? AND `partition` = ?", []any{ds, right}},
+		{"delete its request records", "DELETE FROM " + p.d.requests + " WHERE datastore = ? AND `partition` = ?", []any{ds, right}},
+		{"copy the request records", "INSERT INTO " + p.d.requests + " (datastore, `partition`, id, created_at, record) SELECT datastore, ?, id, created_at, record FROM " +
+			p.d.requests + " WHERE datastore = ? AND `partition` = ?", []any{right, ds, p.id.Partition}},
+	}
+	for _, kv := range kvs {
+		steps = append(steps, step{"write a KV row", "INSERT INTO " + p.d.kv + " (datastore, `partition`, k, v) VALUES (?, ?, ?, ?)", []any{ds, right, []byte(kv.Key), kvValue(kv.Value)}})
+	}
+	for _, s := range steps {
+		if _, err := tx.tx.ExecContext(ctx, s.q, s.args...); err != nil {
+			return p.fail(fmt.Sprintf("clone state into partition %d: %s", right, s.what), err)
+		}
+	}
+	rp := &PartitionStore{id: PartitionID{Datastore: ds, Partition: right}, d: p.d}
+	return setApplied(ctx, tx.stmtOrTx(ctx, p.d.upsertApplied), rp, applied)
 }

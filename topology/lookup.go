@@ -59,3 +59,13 @@ func (d *DatastoreSpec) FindStorageCluster(name string) (*StorageClusterSpec, er
 	}
 	return nil, fmt.Errorf("%w %q in datastore %s (it has: %s)", ErrNoStorageCluster, name, d.Name, strings.Join(names, ", "))
 }
+
+// PartitionByID returns the partition of d whose id is id, or nil when d has none.
+func (d *DatastoreSpec) PartitionByID(id int) *PartitionSpec {
+	for i := range d.Partitions {
+		if d.Partitions[i].ID == id {
+			return &d.Partitions[i]
+		}
+	}
+	return nil
+}

@@ -110,21 +110,63 @@ type CreateDatastoreResponse struct {
 }
 
 // SplitRequest is the body of POST /v1/admin/partitions/{datastore}/{partition}/split: AtShard,
-// the first shard of the right half (absent or 0: the boundary that best halves the partition's load, as its leader counted it, else the middle of its range).
+// the first shard of the right half (absent or 0: the boundary that best halves the
+// partition's load, as its leader counted it, else the middle of its range; an async
+// partition: the middle). For an async datastore only, To names a storage cluster the right
+// half then moves to (a ClusterMoveRequest of the right half), with DropOld as there.
 type SplitRequest struct {
-	AtShard int `json:"at_shard,omitempty"`
+	AtShard int    `json:"at_shard,omitempty"`
+	To      string `json:"to,omitempty"`
+	DropOld bool   `json:"drop_old,omitempty"`
+}
+
+// ClusterMoveRequest is the body of POST /v1/admin/partitions/{datastore}/{partition}/cluster
+// (async datastores): To, the storage cluster to move the partition to, and DropOld, whether to drop
+// the old copy (its shard databases and KV rows; its fence stays) once the buffer rows written
+// before the switch are reaped.
+type ClusterMoveRequest struct {
+	To      string `json:"to"`
+	DropOld bool   `json:"drop_old,omitempty"`
+}
+
+// ClusterMoveResponse describes a move of an async partition (200, or the Move of a SplitResponse):
+// From and To, the placement Epoch naming To, AlreadyThere (nothing to do), Resumed (an
+// interrupted switch was finished), the cells of the bulk copy and of the final catch-up, how
+// long the partition's write lock was held at the switch (LockHeldMillis: writes to the
+// partition waited), Drained and Dropped, and TookMillis end to end. Error, in a split's
+// answer only, says why the move of the split's right half failed (the split stands; send the
+// move again).
+type ClusterMoveResponse struct {
+	Partition      int    `json:"partition"`
+	From           string `json:"from"`
+	To             string `json:"to"`
+	Epoch          int64  `json:"epoch"`
+	AlreadyThere   bool   `json:"already_there,omitempty"`
+	Resumed        bool   `json:"resumed,omitempty"`
+	CopiedCells    int64  `json:"copied_cells"`
+	FinalCells     int64  `json:"final_cells"`
+	LockHeldMillis int64  `json:"lock_held_ms"`
+	Drained        bool   `json:"drained"`
+	Dropped        bool   `json:"dropped"`
+	TookMillis     int64  `json:"took_ms"`
+	Error          string `json:"error,omitempty"`
 }
 
 // SplitResponse answers a split (200): the catalog generation it made, the Left half (the
 // partition, which keeps its ID) and the Right half (a new partition on the same replicas),
 // Ready, whether the right half had a leader on the answering node when it answered (always
 // true when that node hosts no replica of it), and TookMillis, the split's time end to end.
+// For an async partition, PauseMillis is how long writes to the partition waited for the split
+// (its write lock on the master), and Move describes the move of the right half that To asked
+// for.
 type SplitResponse struct {
-	Generation uint64           `json:"generation"`
-	Left       CatalogPartition `json:"left"`
-	Right      CatalogPartition `json:"right"`
-	Ready      bool             `json:"ready"`
-	TookMillis int64            `json:"took_ms"`
+	Generation  uint64               `json:"generation"`
+	Left        CatalogPartition     `json:"left"`
+	Right       CatalogPartition     `json:"right"`
+	Ready       bool                 `json:"ready"`
+	TookMillis  int64                `json:"took_ms"`
+	PauseMillis int64                `json:"pause_ms,omitempty"`
+	Move        *ClusterMoveResponse `json:"move,omitempty"`
 }
 
 // MergeRequest is the body of POST /v1/admin/partitions/{datastore}/merge: Left and Right,

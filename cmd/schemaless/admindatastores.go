@@ -22,7 +22,7 @@ import (
 // partitions, at run time.
 func newAdminDatastoreCmds() []*cobra.Command {
 	return []*cobra.Command{newAdminDatastoresCmd(), newAdminCreateDatastoreCmd(), newAdminDropDatastoreCmd(), newAdminSplitCmd(),
-		newAdminMergeCmd()}
+		newAdminMergeCmd(), newAdminMoveToClusterCmd()}
 }
 
 func newAdminDatastoresCmd() *cobra.Command {
@@ -280,9 +280,11 @@ func newAdminSplitCmd() *cobra.Command {
 	var f adminAPIFlags
 	var p partitionFlags
 	var atShard int
+	var to string
+	var dropOld bool
 	cmd := &cobra.Command{
-		Use:   "split --datastore D --partition P [--at-shard S]",
-		Short: "Split a raft partition in two at a shard, at run time",
+		Use:   "split --datastore D --partition P [--at-shard S] [--to CLUSTER [--drop-old]]",
+		Short: "Split a partition in two at a shard, at run time",
 		Long: `Split partition --partition of raft datastore --datastore in two (POST
 /v1/admin/partitions/{ds}/{p}/split): the partition keeps its id and the shards below --at-shard
 (the left half); the shards from --at-shard on become a new partition on the same replicas (the
@@ -298,7 +300,14 @@ datastore's partitions and its splits afterwards; move the new partition's repli
 move-replica or rebalance.
 
 Splitting needs the pebble store (serve --store pebble, the default): a node on sqlite or MySQL
-answers 409. An async datastore cannot split here (move a shard range with move-partition).
+answers 409.
+
+An async datastore splits in place on its storage cluster: no cell moves (a shard's cells live
+in a database of the shard's own), the right half gets a copy of the partition's KV rows and
+request records on the master, and writes to the partition wait for the split's lock (pause).
+--to CLUSTER then moves the right half to that storage cluster with the copy, catch-up and
+fenced switch of move-to-cluster (--drop-old drops its old copy once drained): this is how a
+MySQL master's shards are split in two.
 
 The split is sent again only if it certainly did not start (no node reached, or the catalog had
 no leader). If the command times out, loses its connection after sending, or the node answers
@@ -318,7 +327,7 @@ has no leader (nothing done).`,
 				return fmt.Errorf("--at-shard %d: want the first shard of the right half, or 0 for where its load divides (else the middle)", atShard)
 			}
 			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
-				res, err := cl.SplitPartition(ctx, p.datastore, p.partition, atShard)
+				res, err := cl.Split(ctx, p.datastore, p.partition, wire.SplitRequest{AtShard: atShard, To: to, DropOld: dropOld})
 				if err != nil {
 					return adminError(err)
 				}
@@ -332,6 +341,8 @@ has no leader (nothing done).`,
 	f.register(cmd, adminChangeTimeout)
 	p.register(cmd)
 	cmd.Flags().IntVar(&atShard, "at-shard", 0, "the first shard of the right half (default 0: where the partition's load divides best, else the middle of its range)")
+	cmd.Flags().StringVar(&to, "to", "", "async datastores: the storage cluster the right half then moves to")
+	cmd.Flags().BoolVar(&dropOld, "drop-old", false, "with --to: drop the right half's old copy once drained")
 	return cmd
 }
 
@@ -341,6 +352,9 @@ func printSplit(w io.Writer, ds string, res wire.SplitResponse) error {
 	ready := "ready: the new partition has a leader"
 	if !res.Ready {
 		ready = "not ready yet: the new partition is electing its leader ('schemaless admin partitions --datastore " + ds + "' shows it)"
+	}
+	if res.Right.Cluster != "" {
+		ready = "on storage cluster " + res.Right.Cluster // async: no leader to elect
 	}
 	fmt.Fprintf(w, "split %s/%d at shard %d at catalog generation %d in %s; %s\n", ds, res.Left.ID, res.Right.FirstShard, res.Generation,
 		(time.Duration(res.TookMillis) * time.Millisecond).String(), ready)
@@ -354,9 +368,38 @@ func printSplit(w io.Writer, ds string, res wire.SplitResponse) error {
 		if h.p.Parent >= 0 {
 			parent = fmt.Sprint(h.p.Parent)
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%d-%d\t%s\t%d\t%s\n", h.name, h.p.ID, h.p.FirstShard, h.p.LastShard, dash(strings.Join(h.p.Replicas, ",")), h.p.Generation, parent)
+		place := h.p.Cluster
+		if place == "" {
+			place = strings.Join(h.p.Replicas, ",")
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d-%d\t%s\t%d\t%s\n", h.name, h.p.ID, h.p.FirstShard, h.p.LastShard, dash(place), h.p.Generation, parent)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if res.PauseMillis > 0 {
+		fmt.Fprintf(w, "writes to the partition waited %s for the split\n", time.Duration(res.PauseMillis)*time.Millisecond)
+	}
+	if res.Move != nil {
+		if res.Move.Error != "" {
+			fmt.Fprintf(w, "the move of partition %d to %s failed (the split stands): %s\nsend it again: schemaless admin move-to-cluster --datastore %s --partition %d --to %s\n",
+				res.Right.ID, res.Move.To, res.Move.Error, ds, res.Right.ID, res.Move.To)
+			return nil
+		}
+		printClusterMove(w, ds, *res.Move)
+	}
+	return nil
+}
+
+// printClusterMove prints a move of an async partition to another storage cluster.
+func printClusterMove(w io.Writer, ds string, m wire.ClusterMoveResponse) {
+	if m.AlreadyThere {
+		fmt.Fprintf(w, "partition %s/%d is on %s already (placement epoch %d)\n", ds, m.Partition, m.To, m.Epoch)
+		return
+	}
+	fmt.Fprintf(w, "moved partition %s/%d from %s to %s (placement epoch %d) in %s: %d cells copied, %d in the final catch-up, writes waited %s; drained %v, old copy dropped %v\n",
+		ds, m.Partition, m.From, m.To, m.Epoch, time.Duration(m.TookMillis)*time.Millisecond, m.CopiedCells, m.FinalCells,
+		time.Duration(m.LockHeldMillis)*time.Millisecond, m.Drained, m.Dropped)
 }
 
 func newAdminMergeCmd() *cobra.Command {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"slices"
@@ -87,7 +88,8 @@ func (c *fakeCatalog) partition(ds string, pid int) (*wire.DatastoreInfo, int, e
 
 // SplitPartition splits partition pid of datastore ds at atShard (0: the middle), the right
 // half a new partition with the next id, refusing what the cluster refuses.
-func (c *fakeCatalog) SplitPartition(_ context.Context, ds string, pid int, atShard int) (wire.SplitResponse, error) {
+func (c *fakeCatalog) SplitPartition(_ context.Context, ds string, pid int, req wire.SplitRequest) (wire.SplitResponse, error) {
+	atShard := req.AtShard
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d, pi, err := c.partition(ds, pid)
@@ -308,4 +310,9 @@ func TestAdminMergeCommand(t *testing.T) {
 		{[]string{"merge", "--datastore", "nope", "--left", "0", "--right", "1"}, []string{"404", `"nope"`, `field "datastore"`}},
 	})
 	assert.Equal(t, uint64(3), cat.CatalogDatastores().Generation, "the refused commands changed nothing")
+}
+
+// MoveToCluster is not used here.
+func (c *fakeCatalog) MoveToCluster(context.Context, string, int, wire.ClusterMoveRequest) (wire.ClusterMoveResponse, error) {
+	return wire.ClusterMoveResponse{}, errors.New("no storage clusters here")
 }

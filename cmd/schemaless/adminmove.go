@@ -10,8 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/replication"
+	"github.com/schemaless-db/schemaless/wire"
 	"github.com/spf13/cobra"
 )
 
@@ -194,4 +196,51 @@ func printMove(w io.Writer, r moveReport, topology string) {
 
 func secs(s float64) string {
 	return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
+}
+
+// newAdminMoveToClusterCmd is `admin move-to-cluster`: MoveToCluster through a node's API, for
+// any partition of the catalog (move-partition reads the topology file and needs no node).
+func newAdminMoveToClusterCmd() *cobra.Command {
+	var f adminAPIFlags
+	var p partitionFlags
+	var req wire.ClusterMoveRequest
+	cmd := &cobra.Command{
+		Use:   "move-to-cluster --datastore D --partition P --to CLUSTER [--drop-old]",
+		Short: "Move a partition of an async datastore to another storage cluster, through a node",
+		Long: `Move partition --partition of async datastore --datastore to storage cluster --to (POST
+/v1/admin/partitions/{ds}/{p}/cluster), online, as move-partition does (copy, catch-up from the
+shard logs, a switch under the partition's lock fenced by placement records, drain), but run by
+the answering node with the datastore as the catalog holds it: the way to move the right half of
+a split (admin split --to does both). Running it again is safe: a finished move answers that the
+partition is there already, an interrupted one is finished.
+
+Errors: 400 --to not a storage cluster of the datastore, or a raft datastore (field datastore);
+404 no such datastore or partition; 409 another move of the partition runs; 503 the move failed
+after fencing and was rolled back (run it again).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := p.check(cmd); err != nil {
+				return err
+			}
+			if req.To == "" {
+				return errors.New("--to is required: the storage cluster to move the partition to")
+			}
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				res, err := cl.MoveToCluster(ctx, p.datastore, p.partition, req)
+				if err != nil {
+					return adminError(err)
+				}
+				if f.asJSON {
+					return writeAnswerJSON(out, res)
+				}
+				printClusterMove(out, p.datastore, res)
+				return nil
+			})
+		},
+	}
+	f.register(cmd, adminChangeTimeout)
+	p.register(cmd)
+	cmd.Flags().StringVar(&req.To, "to", "", "the storage cluster to move the partition to (required)")
+	cmd.Flags().BoolVar(&req.DropOld, "drop-old", false, "drop the old copy once the buffer rows written before the switch are reaped")
+	return cmd
 }
