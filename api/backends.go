@@ -164,6 +164,12 @@ type CatalogBackend interface {
 	// cluster.ErrNoCatalog (503), cluster.ErrIndeterminate and ctx's error (504: the split may
 	// have been decided).
 	SplitPartition(ctx context.Context, ds string, pid int, req wire.SplitRequest) (wire.SplitResponse, error)
+	// MoveCatalogVoters gives the votes of the catalog's raft group to voters (1 to 7 node
+	// ids), one membership change at a time, and blocks until the catalog records them or ctx
+	// is done (POST /v1/admin/catalog/voters). Errors: *cluster.FieldError (400 naming
+	// voters), cluster.ErrNoCatalog (503), cluster.ErrIndeterminate and ctx's error (504: run it
+	// again with the same voters to finish).
+	MoveCatalogVoters(ctx context.Context, voters []string) (wire.CatalogVotersResponse, error)
 	// MoveToCluster moves partition pid of async datastore ds to storage cluster req.To, online
 	// (copy, catch-up, fenced switch, drain; req.DropOld drops the old copy), and blocks until
 	// done or ctx is done (POST /v1/admin/partitions/{ds}/{partition}/cluster; split.go).

@@ -18,7 +18,8 @@ import (
 )
 
 // datastoreRoutes registers the catalog's endpoints (/v1/admin/datastores): list, show, create
-// and drop datastores at run time. Creating and dropping are bounded by Config.AdminTimeout
+// and drop datastores at run time; and /v1/admin/catalog/voters, which moves the catalog's
+// votes to other nodes. Creating and dropping are bounded by Config.AdminTimeout
 // (a creation waits for its partitions' leaders), reading by RequestTimeout. Without a
 // CatalogBackend they answer 501. They are admin routes (auth.go: /v1/admin/ needs the admin
 // role, and every request is audited).
@@ -39,6 +40,25 @@ func (s *Server) datastoreRoutes() {
 		http.MethodGet:    bounded(short, s.getDatastore),
 		http.MethodDelete: bounded(long, s.dropDatastore),
 	})
+	route("/v1/admin/catalog/voters", handlers{http.MethodPost: bounded(long, s.moveCatalogVoters)})
+}
+
+// moveCatalogVoters serves POST /v1/admin/catalog/voters: the catalog's votes move to the
+// nodes of a wire.CatalogVotersRequest (CatalogBackend.MoveCatalogVoters).
+func (s *Server) moveCatalogVoters(w http.ResponseWriter, r *http.Request) error {
+	var req wire.CatalogVotersRequest
+	if err := adminBody(r, &req); err != nil {
+		return err
+	}
+	if len(req.Voters) == 0 {
+		return invalid("voters", "is required: the ids of the nodes to hold the catalog's votes")
+	}
+	res, err := s.b.Catalog.MoveCatalogVoters(r.Context(), req.Voters)
+	if err != nil {
+		return datastoreError(err)
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
 }
 
 // bounded returns h with its request's context bounded by timeout as well.

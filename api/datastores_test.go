@@ -512,3 +512,8 @@ func (b *syncBuffer) String() string {
 func (b *catalogBackend) MoveToCluster(context.Context, string, int, wire.ClusterMoveRequest) (wire.ClusterMoveResponse, error) {
 	return wire.ClusterMoveResponse{}, errors.New("no storage clusters here")
 }
+
+// MoveCatalogVoters is not used here.
+func (b *catalogBackend) MoveCatalogVoters(context.Context, []string) (wire.CatalogVotersResponse, error) {
+	return wire.CatalogVotersResponse{}, errors.New("no catalog group here")
+}

@@ -128,6 +128,9 @@ func (d *Datastore) Partition(id int) *Partition {
 type Catalog struct {
 	Generation uint64
 	Datastores map[string]*Datastore
+	// Voters are the node ids of the catalog's own raft group's voters, once an operator moved
+	// them (OpSetVoters); empty: the topology file's first nodes, as the cluster started.
+	Voters []string
 }
 
 // Op is the operation of a Command.
@@ -149,6 +152,9 @@ const (
 	// OpSetReplicas sets the replicas of a raft partition (Command.Replicas), as membership
 	// changes leave them.
 	OpSetReplicas Op = "set-replicas"
+	// OpSetVoters records the catalog group's voters (Command.Voters), as a move of the
+	// catalog's votes leaves them (voters.go).
+	OpSetVoters Op = "set-voters"
 )
 
 // Spec describes a datastore to create: its name, mode and shard count (fixed forever), and
@@ -192,6 +198,8 @@ type Command struct {
 	// (the one holding the parent's data now, which its placement records may have moved off
 	// the catalog's); "" keeps the parent's. A raft partition refuses it.
 	Cluster string `msgpack:",omitempty"`
+	// Voters, for OpSetVoters, are the catalog group's voters.
+	Voters []string `msgpack:",omitempty"`
 }
 
 // Result is the outcome of an accepted command: the catalog generation it made, and the
@@ -225,7 +233,7 @@ func New() *Catalog { return &Catalog{Datastores: map[string]*Datastore{}} }
 
 // Clone returns a deep copy of c: changing one never changes the other.
 func (c *Catalog) Clone() *Catalog {
-	out := &Catalog{Generation: c.Generation, Datastores: make(map[string]*Datastore, len(c.Datastores))}
+	out := &Catalog{Generation: c.Generation, Datastores: make(map[string]*Datastore, len(c.Datastores)), Voters: slices.Clone(c.Voters)}
 	for name, d := range c.Datastores {
 		out.Datastores[name] = d.clone()
 	}
@@ -283,6 +291,8 @@ func normTime(t time.Time) time.Time { return t.Round(0).UTC().Truncate(time.Mic
 //     as it is and changes nothing, not even the generation.
 //   - OpSetReplicas: a raft partition's replicas become cmd.Replicas (1 to MaxReplicas distinct
 //     node ids); its range and generation stay, the catalog's generation rises.
+//   - OpSetVoters: the catalog's Voters become cmd.Voters (1 to MaxVoters distinct node ids);
+//     the catalog's generation rises.
 //
 // Every accepted command raises the catalog's generation by one.
 func (c *Catalog) Apply(cmd Command) (Result, error) {
@@ -294,9 +304,11 @@ func (c *Catalog) Apply(cmd Command) (Result, error) {
 		return c.create(cmd.Create, cmd.Now, false)
 	case OpImport:
 		return c.importSpecs(cmd)
+	case OpSetVoters:
+		return c.setVoters(cmd)
 	case OpDrop, OpSplit, OpMerge, OpSetReplicas:
 	default:
-		return Result{}, fmt.Errorf("%w: unknown op %q (want create, import, drop, split, merge or set-replicas)", ErrBadCommand, cmd.Op)
+		return Result{}, fmt.Errorf("%w: unknown op %q (want create, import, drop, split, merge, set-replicas or set-voters)", ErrBadCommand, cmd.Op)
 	}
 	d := c.Datastores[cmd.Datastore]
 	if d == nil {
@@ -587,6 +599,9 @@ func clonePartitions(ps []Partition) []Partition {
 // valid and its key in Datastores, its partitions ordered and covering its shards without gap
 // or overlap, IDs unique and below NextID, generations at most the catalog's, placements valid.
 func (c *Catalog) Check() error {
+	if err := checkVoters(c.Voters); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
 	for _, name := range c.Names() {
 		d := c.Datastores[name]
 		bad := func(format string, args ...any) error {

@@ -395,3 +395,30 @@ func TestSplitAsyncCluster(t *testing.T) {
 	_, err = r.Apply(Command{Op: OpSplit, Datastore: "trips", Partition: 1, AtShard: 20, Cluster: "c2"})
 	require.ErrorIs(t, err, ErrBadCommand, "a raft partition's split naming a storage cluster")
 }
+
+// The catalog records its own group's voters: set-voters replaces them, refuses a list that
+// repeats an id, is empty or too long, and the voters survive Encode and Decode.
+func TestSetVoters(t *testing.T) {
+	c := trips(t)
+	gen := c.Generation
+	for _, bad := range [][]string{nil, {"n1", "n1"}, {""}, {"n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"}} {
+		_, err := c.Apply(Command{Op: OpSetVoters, Voters: bad})
+		require.ErrorIs(t, err, ErrBadCommand, "voters %q", bad)
+	}
+	res := mustApply(t, c, Command{Op: OpSetVoters, Voters: []string{"n2", "n3", "n4"}})
+	assert.Equal(t, gen+1, res.Generation, "generation after set-voters")
+	assert.Equal(t, []string{"n2", "n3", "n4"}, c.Voters)
+	b, err := Encode(c)
+	require.NoError(t, err)
+	back, err := Decode(b)
+	require.NoError(t, err)
+	assert.Equal(t, c.Voters, back.Voters, "voters after Encode and Decode")
+	b2, err := Encode(back)
+	require.NoError(t, err)
+	assert.Equal(t, b, b2, "the same bytes again")
+	empty, err := Encode(trips(t))
+	require.NoError(t, err)
+	back, err = Decode(empty)
+	require.NoError(t, err)
+	assert.Empty(t, back.Voters, "a catalog whose voters never moved")
+}

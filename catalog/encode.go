@@ -17,6 +17,7 @@ type wireCatalog struct {
 	Format     int             `msgpack:"f"`
 	Generation uint64          `msgpack:"g"`
 	Datastores []wireDatastore `msgpack:"d"`
+	Voters     []string        `msgpack:"v,omitempty"`
 }
 
 type wireDatastore struct {
@@ -57,7 +58,7 @@ type wireEvent struct {
 // times in microseconds. Equal catalogs have equal bytes (replicas compare them; snapshots and
 // the node's cache store them).
 func Encode(c *Catalog) ([]byte, error) {
-	w := wireCatalog{Format: format, Generation: c.Generation, Datastores: []wireDatastore{}}
+	w := wireCatalog{Format: format, Generation: c.Generation, Datastores: []wireDatastore{}, Voters: c.Voters}
 	for _, name := range c.Names() {
 		d := c.Datastores[name]
 		wd := wireDatastore{Name: d.Name, Mode: string(d.Mode), Shards: d.Shards, NextID: d.NextID, Created: d.Created,
@@ -98,7 +99,7 @@ func Decode(b []byte) (*Catalog, error) {
 	if w.Format != format {
 		return nil, fmt.Errorf("%w: format %d, want %d", ErrCorrupt, w.Format, format)
 	}
-	c.Generation = w.Generation
+	c.Generation, c.Voters = w.Generation, w.Voters
 	for _, wd := range w.Datastores {
 		if _, dup := c.Datastores[wd.Name]; dup {
 			return nil, fmt.Errorf("%w: datastore %s appears twice", ErrCorrupt, wd.Name)

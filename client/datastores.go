@@ -242,3 +242,24 @@ func (c *Client) MoveToCluster(ctx context.Context, ds string, pid int, req wire
 	}
 	return resp, nil
 }
+
+// MoveCatalogVoters gives the votes of the cluster's catalog (its own raft group, on the
+// topology file's first three nodes until moved) to the nodes voters (POST
+// /v1/admin/catalog/voters), one membership change at a time: the new voters join and catch
+// up, then the old ones leave and delete their replicas. It returns the catalog generation that
+// records the voters. It blocks until done, the attempt runs out of Config.AdminTimeout, or ctx
+// is done; it is retried only when it certainly did not start, and running it again with the
+// same voters is safe (it finishes an interrupted move). Errors: ErrInvalidArgument (Field
+// "voters": empty, more than 7, repeated or unknown nodes), ErrUnavailable (the catalog has no
+// leader), ErrIndeterminate, ErrInternal, or ctx's error.
+func (c *Client) MoveCatalogVoters(ctx context.Context, voters []string, opts ...AdminOption) (wire.CatalogVotersResponse, error) {
+	const op = "admin_catalog_voters"
+	if len(voters) == 0 {
+		return wire.CatalogVotersResponse{}, required(op, "voters", "the ids of the nodes to hold the catalog's votes")
+	}
+	var resp wire.CatalogVotersResponse
+	if _, err := c.adminChange(ctx, op, http.MethodPost, "/v1/admin/catalog/voters", wire.CatalogVotersRequest{Voters: voters}, opts, &resp); err != nil {
+		return wire.CatalogVotersResponse{}, err
+	}
+	return resp, nil
+}

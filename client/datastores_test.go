@@ -215,3 +215,8 @@ func TestDatastoreThroughAPI(t *testing.T) {
 func (b *recordingCatalog) MoveToCluster(context.Context, string, int, wire.ClusterMoveRequest) (wire.ClusterMoveResponse, error) {
 	return wire.ClusterMoveResponse{}, errors.New("no storage clusters here")
 }
+
+// MoveCatalogVoters is not used here.
+func (b *recordingCatalog) MoveCatalogVoters(context.Context, []string) (wire.CatalogVotersResponse, error) {
+	return wire.CatalogVotersResponse{}, errors.New("no catalog group here")
+}

@@ -158,9 +158,26 @@ func (s catalogSnapshot) Persist(sink raft.SnapshotSink) error {
 
 func (catalogSnapshot) Release() {}
 
-// catalogVoterIDs returns the ids of the catalog's voters: the topology file's first
-// catalogVoters nodes.
+// catalogVoterIDs returns the ids of the catalog's voters: those the catalog records
+// (catalog.Catalog.Voters, once they were moved: catalogvoters.go), else the topology file's
+// first catalogVoters nodes.
 func (n *Node) catalogVoterIDs() []string {
+	if c := n.cat.cur.Load(); c != nil && len(c.Voters) > 0 {
+		return slices.Clone(c.Voters)
+	}
+	return n.topologyVoterIDs()
+}
+
+// votersMoved reports whether the catalog this node serves records its voters (they were moved
+// off the topology file's first nodes).
+func (n *Node) votersMoved() bool {
+	c := n.cat.cur.Load()
+	return c != nil && len(c.Voters) > 0
+}
+
+// topologyVoterIDs returns the topology file's first catalogVoters nodes: the catalog's voters
+// as the cluster started.
+func (n *Node) topologyVoterIDs() []string {
 	var ids []string
 	for _, s := range n.cfg.Topology.Nodes {
 		if len(ids) == catalogVoters {
@@ -239,9 +256,11 @@ func (n *Node) openCatalogReplica() (*catalogReplica, error) {
 		_ = logs.Close()
 		return nil, err
 	}
-	if !has {
+	if !has && !n.votersMoved() {
+		// A cluster's first start: its voters bootstrap the group. A voter made by a move
+		// (catalogvoters.go) starts empty instead, and the catalog's leader adds it.
 		var servers []raft.Server
-		for _, id := range n.catalogVoterIDs() {
+		for _, id := range n.topologyVoterIDs() {
 			spec, _ := n.nodeSpec(id)
 			servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(spec.RaftAddr), Suffrage: raft.Voter})
 		}
@@ -312,7 +331,10 @@ func (n *Node) followCatalog() {
 		if rep := n.catalogReplica(); rep != nil {
 			cat, changed := rep.fsm.current()
 			n.applyCatalog(cat)
-			if cat.Generation == 0 && len(n.cfg.Topology.Datastores) > 0 {
+			if n.reconcileCatalogReplica() {
+				continue // this node's vote moved (catalogvoters.go)
+			}
+			if cat.Generation == 0 && len(n.cfg.Topology.Datastores) > 0 && !n.votersMoved() {
 				if rep.raft.State() == raft.Leader {
 					n.importTopology()
 				}
@@ -330,21 +352,32 @@ func (n *Node) followCatalog() {
 			case <-n.cat.stop:
 				return
 			case <-changed:
+			case <-time.After(catalogLeaderlessCheck):
+				if _, id := rep.raft.LeaderWithID(); id == "" {
+					// A voter whose group has no leader asks the other nodes: one that was
+					// removed from the group while it was away learns it so.
+					n.pollCatalogOnce()
+				}
 			}
 			continue
 		}
-		voters := n.catalogVoterIDs()
-		id := voters[next%len(voters)]
+		sources := n.catalogSources()
+		id := sources[next%len(sources)]
 		next++
 		cat, err := n.fetchCatalog(id, catalogPollWait)
 		if err != nil {
-			n.log.Debug("catalog poll failed", "voter", id, "error", err)
+			n.log.Debug("catalog poll failed", "node", id, "error", err)
 			backoff = min(max(2*backoff, 100*time.Millisecond), 2*time.Second)
 			continue
 		}
 		backoff = 0
-		next-- // keep asking the voter that answered
+		if slices.Contains(n.catalogVoterIDs(), id) {
+			next-- // keep asking the voter that answered
+		} else {
+			next = 0 // a node that follows: the voters first again
+		}
 		n.applyCatalog(cat)
+		n.reconcileCatalogReplica()
 	}
 }
 

@@ -257,7 +257,7 @@ func (n *Node) CatalogDatastores() wire.DatastoresResponse {
 		}
 		return out
 	}
-	out := wire.DatastoresResponse{Generation: c.Generation, Datastores: []wire.DatastoreInfo{}}
+	out := wire.DatastoresResponse{Generation: c.Generation, Datastores: []wire.DatastoreInfo{}, CatalogVoters: n.catalogVoterIDs()}
 	for _, name := range c.Names() {
 		out.Datastores = append(out.Datastores, datastoreInfo(c.Datastores[name]))
 	}

@@ -25,9 +25,12 @@ type catalogFetchRPC struct {
 
 type catalogFetchAnswer struct {
 	Catalog []byte
+	// Voter: the answer comes from the node's replica of the catalog group.
+	Voter bool `msgpack:",omitempty"`
 }
 
-// fetchCatalog long-polls voter id for a catalog above this node's generation.
+// fetchCatalog long-polls node id (a voter, or any node: serveCatalogFetch) for a catalog
+// above this node's generation.
 func (n *Node) fetchCatalog(id string, wait time.Duration) (*catalog.Catalog, error) {
 	spec, ok := n.nodeSpec(id)
 	if !ok {
@@ -46,7 +49,7 @@ func (n *Node) fetchCatalog(id string, wait time.Duration) (*catalog.Catalog, er
 	return catalog.Decode(ans.Catalog)
 }
 
-// serveCatalogFetch answers a follower's long poll: this voter's catalog once its generation is
+// serveCatalogFetch answers a follower's long poll: this node's catalog once its generation is
 // above the asked one, or its current one when the wait ends.
 func (n *Node) serveCatalogFetch(w http.ResponseWriter, r *http.Request) {
 	var req catalogFetchRPC
@@ -54,24 +57,30 @@ func (n *Node) serveCatalogFetch(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, fmt.Errorf("%w: %v", ErrBadRPC, err))
 		return
 	}
+	// A voter answers from its replica; another node from the catalog it serves (a node that
+	// does not know the voters yet, or only former ones, learns them from any node).
+	current := n.servedCatalog
 	rep := n.catalogReplica()
-	if rep == nil {
-		writeRPCError(w, fmt.Errorf("%w: node %s holds no replica of the catalog", ErrUnavailable, n.cfg.NodeID))
+	if rep != nil {
+		current = rep.fsm.current
+	}
+	if cat, _ := current(); cat == nil {
+		writeRPCError(w, fmt.Errorf("%w: node %s knows no catalog yet", ErrUnavailable, n.cfg.NodeID))
 		return
 	}
 	wait := min(time.Duration(max(req.WaitMicros, 0))*time.Microsecond, catalogPollWait)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		cat, changed := rep.fsm.current()
+		cat, changed := current()
 		if cat.Generation > req.After {
-			n.answerCatalog(w, cat)
+			n.answerCatalog(w, cat, rep != nil)
 			return
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
-			n.answerCatalog(w, cat)
+			n.answerCatalog(w, cat, rep != nil)
 			return
 		case <-r.Context().Done():
 			return
@@ -82,13 +91,13 @@ func (n *Node) serveCatalogFetch(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (n *Node) answerCatalog(w http.ResponseWriter, c *catalog.Catalog) {
+func (n *Node) answerCatalog(w http.ResponseWriter, c *catalog.Catalog, voter bool) {
 	b, err := catalog.Encode(c)
 	if err != nil {
 		writeRPCError(w, err)
 		return
 	}
-	writeRPC(w, http.StatusOK, catalogFetchAnswer{Catalog: b})
+	writeRPC(w, http.StatusOK, catalogFetchAnswer{Catalog: b, Voter: voter})
 }
 
 // catalogApplyRPC proposes a command to the catalog's leader; catalogApplyAnswer is its
@@ -144,10 +153,19 @@ func (n *Node) serveCatalogApply(w http.ResponseWriter, r *http.Request) {
 	writeRPC(w, http.StatusOK, ans)
 }
 
-// proposeCatalog applies cmd through the catalog's raft group, led by rep: stamped with this
+// proposeCatalog applies cmd through the catalog's raft group, led by rep (commitCatalog); an
+// OpSetVoters command first changes the group's membership (moveCatalogVoters).
+func (n *Node) proposeCatalog(ctx context.Context, rep *catalogReplica, cmd catalog.Command) (catalog.Result, error) {
+	if cmd.Op == catalog.OpSetVoters {
+		return n.moveCatalogVoters(ctx, rep, cmd)
+	}
+	return n.commitCatalog(ctx, rep, cmd)
+}
+
+// commitCatalog applies cmd through the catalog's raft group, led by rep: stamped with this
 // node's clock, committed, applied. Errors: the catalog's refusals; ErrNoCatalog when rep lost
 // its leadership first; ErrIndeterminate when the command may have been applied.
-func (n *Node) proposeCatalog(ctx context.Context, rep *catalogReplica, cmd catalog.Command) (catalog.Result, error) {
+func (n *Node) commitCatalog(ctx context.Context, rep *catalogReplica, cmd catalog.Command) (catalog.Result, error) {
 	cmd.Now = time.Now()
 	b, err := msgpack.Marshal(cmd)
 	if err != nil {
@@ -207,7 +225,11 @@ func (n *Node) sendCatalogCommand(ctx context.Context, cmd catalog.Command) (cat
 				err = fmt.Errorf("%w: node %s", ErrUnknownNode, target)
 			} else {
 				var ans catalogApplyAnswer
-				err = n.forward(ctx, spec, catalogApplyPath, catalogApplyRPC{Command: cmd}, into(&ans), true, 0)
+				wait := time.Duration(0)
+				if cmd.Op == catalog.OpSetVoters {
+					wait = 2*catalogCatchUp + 10*time.Second // membership changes, a catch-up
+				}
+				err = n.forward(ctx, spec, catalogApplyPath, catalogApplyRPC{Command: cmd}, into(&ans), true, wait)
 				if err == nil {
 					switch {
 					case !ans.Leader:

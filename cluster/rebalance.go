@@ -266,8 +266,10 @@ func (n *Node) Rebalance(ctx context.Context, opts RebalanceOptions) (RebalanceR
 	return rep, nil
 }
 
-// Drain moves every replica and leadership off node (Rebalance excluding it), after which the
-// node holds no data and can be stopped (and Leave the gossip). It blocks until done.
+// Drain moves every replica and leadership off node (Rebalance excluding it), and when node is
+// a voter of the catalog its vote to the first other node that is not (MoveCatalogVoters;
+// RebalanceReport.CatalogVoteKept when there is none), after which the node holds no data and
+// can be stopped (and Leave the gossip). It blocks until done.
 func (n *Node) Drain(ctx context.Context, node string, dryRun bool) (RebalanceReport, error) {
 	if _, ok := n.nodeSpec(node); !ok {
 		return RebalanceReport{}, fmt.Errorf("%w: %q", ErrUnknownNode, node)
@@ -278,5 +280,25 @@ func (n *Node) Drain(ctx context.Context, node string, dryRun bool) (RebalanceRe
 			nodes = append(nodes, nd)
 		}
 	}
-	return n.Rebalance(ctx, RebalanceOptions{Nodes: nodes, Exclude: []string{node}, DryRun: dryRun})
+	rep, err := n.Rebalance(ctx, RebalanceOptions{Nodes: nodes, Exclude: []string{node}, DryRun: dryRun})
+	voters := n.catalogVoterIDs()
+	if err != nil || !slices.Contains(voters, node) {
+		return rep, err
+	}
+	rep.CatalogVoters, rep.CatalogVoteKept = voters, true
+	for _, nd := range nodes {
+		if !slices.Contains(voters, nd) {
+			next := slices.Clone(voters)
+			next[slices.Index(next, node)] = nd
+			rep.CatalogVoters, rep.CatalogVoteKept = next, false
+			break
+		}
+	}
+	if dryRun || rep.CatalogVoteKept {
+		return rep, nil
+	}
+	if _, err := n.MoveCatalogVoters(ctx, rep.CatalogVoters); err != nil {
+		return rep, fmt.Errorf("cluster: move %s's catalog vote: %w", node, err)
+	}
+	return rep, nil
 }

@@ -166,8 +166,8 @@ type Transfer struct {
 
 // RebalanceReport answers POST /v1/admin/rebalance and POST /v1/admin/nodes/{node}/drain: the
 // nodes considered (excluded ones included), replicas and leaderships per node before and after,
-// the Moves and Transfers done (or planned, with DryRun; null when none), and how long it took
-// (0 for a dry run).
+// the Moves and Transfers done (or planned, with DryRun; null when none), how long it took
+// (0 for a dry run), and for a drain of a catalog voter where its vote went.
 type RebalanceReport struct {
 	Nodes           []string       `json:"nodes"`
 	ReplicasBefore  map[string]int `json:"replicas_before"`
@@ -178,4 +178,9 @@ type RebalanceReport struct {
 	Transfers       []Transfer     `json:"transfers"`
 	DurationSeconds float64        `json:"duration_seconds"`
 	DryRun          bool           `json:"dry_run,omitempty"`
+	// CatalogVoters, for a drain of one of the catalog's voters, are the catalog's voters
+	// after it (the drained node's vote moved to another node: POST /v1/admin/catalog/voters),
+	// or as they are when no other node could take the vote (CatalogVoteKept).
+	CatalogVoters   []string `json:"catalog_voters,omitempty"`
+	CatalogVoteKept bool     `json:"catalog_vote_kept,omitempty"`
 }

@@ -53,6 +53,22 @@ type StorageClusterRequest struct {
 type DatastoresResponse struct {
 	Generation uint64          `json:"generation"`
 	Datastores []DatastoreInfo `json:"datastores"`
+	// CatalogVoters are the nodes whose replicas of the catalog vote (the topology file's first
+	// three until moved: POST /v1/admin/catalog/voters).
+	CatalogVoters []string `json:"catalog_voters,omitempty"`
+}
+
+// CatalogVotersRequest is the body of POST /v1/admin/catalog/voters: the node ids that are to
+// hold the catalog's votes (1 to 7; 3 or 5 keep a majority through a node's loss).
+type CatalogVotersRequest struct {
+	Voters []string `json:"voters"`
+}
+
+// CatalogVotersResponse answers it (200): the catalog generation that records the voters, and
+// the voters.
+type CatalogVotersResponse struct {
+	Generation uint64   `json:"generation"`
+	Voters     []string `json:"voters"`
 }
 
 // DatastoreInfo is one datastore of the catalog: its name, mode and shard count; Created, the

@@ -22,7 +22,61 @@ import (
 // partitions, at run time.
 func newAdminDatastoreCmds() []*cobra.Command {
 	return []*cobra.Command{newAdminDatastoresCmd(), newAdminCreateDatastoreCmd(), newAdminDropDatastoreCmd(), newAdminSplitCmd(),
-		newAdminMergeCmd(), newAdminMoveToClusterCmd()}
+		newAdminMergeCmd(), newAdminMoveToClusterCmd(), newAdminCatalogVotersCmd()}
+}
+
+// newAdminCatalogVotersCmd is `admin catalog-voters`: it shows the catalog's voters, and with
+// --set moves the catalog's votes.
+func newAdminCatalogVotersCmd() *cobra.Command {
+	var f adminAPIFlags
+	var set []string
+	cmd := &cobra.Command{
+		Use:   "catalog-voters [--set N1,N2,N3]",
+		Short: "Show the nodes that vote in the cluster's catalog, or move the votes to others",
+		Long: `The cluster's catalog (its datastores and partitions) is a raft group of its own, whose voters
+are the topology file's first three nodes until moved. Without --set, print the voters (from GET
+/v1/admin/datastores). With --set, give the votes to those nodes (POST
+/v1/admin/catalog/voters), one membership change at a time: the catalog first lists old and
+new voters together (the new ones open empty replicas), each new voter joins and catches up,
+then each old one leaves (the catalog's leader last, after handing its leadership to a voter
+that stays), and the catalog lists the new voters: the old ones delete their replicas and
+follow the catalog from the voters. Do it before draining or retiring one of the first three
+nodes. 3 or 5 voters keep a majority through a node's loss.
+
+An interrupted move leaves a catalog that works (old and new voters listed together, or more
+voters than asked); run the same command again to finish it.
+
+Errors: 400 (field voters) an empty list, more than 7, a node listed twice or one the cluster
+does not know; 503 the catalog has no leader; 504 the move may be half done (run it again).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAdmin(cmd, &f, func(ctx context.Context, cl *client.Client, out io.Writer) error {
+				if len(set) == 0 {
+					res, err := cl.Datastores(ctx)
+					if err != nil {
+						return adminError(err)
+					}
+					if f.asJSON {
+						return writeAnswerJSON(out, wire.CatalogVotersResponse{Generation: res.Generation, Voters: res.CatalogVoters})
+					}
+					fmt.Fprintf(out, "catalog voters at generation %d: %s\n", res.Generation, strings.Join(res.CatalogVoters, ", "))
+					return nil
+				}
+				res, err := cl.MoveCatalogVoters(ctx, set)
+				if err != nil {
+					return adminError(err)
+				}
+				if f.asJSON {
+					return writeAnswerJSON(out, res)
+				}
+				fmt.Fprintf(out, "catalog voters at generation %d: %s\n", res.Generation, strings.Join(res.Voters, ", "))
+				return nil
+			})
+		},
+	}
+	f.register(cmd, adminChangeTimeout)
+	cmd.Flags().StringSliceVar(&set, "set", nil, "the node ids to hold the catalog's votes (comma-separated)")
+	return cmd
 }
 
 func newAdminDatastoresCmd() *cobra.Command {

@@ -316,3 +316,8 @@ func TestAdminMergeCommand(t *testing.T) {
 func (c *fakeCatalog) MoveToCluster(context.Context, string, int, wire.ClusterMoveRequest) (wire.ClusterMoveResponse, error) {
 	return wire.ClusterMoveResponse{}, errors.New("no storage clusters here")
 }
+
+// MoveCatalogVoters is not used here.
+func (c *fakeCatalog) MoveCatalogVoters(context.Context, []string) (wire.CatalogVotersResponse, error) {
+	return wire.CatalogVotersResponse{}, errors.New("no catalog group here")
+}

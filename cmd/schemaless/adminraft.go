@@ -620,6 +620,12 @@ func printRebalance(w io.Writer, rep wire.RebalanceReport, drained string, exclu
 		} else if !rep.DryRun {
 			fmt.Fprintf(w, "%s holds no replica: it can be stopped.\n", drained)
 		}
+		switch {
+		case rep.CatalogVoteKept:
+			fmt.Fprintf(w, "%s still votes in the catalog: every other node already does. Add a node and drain again.\n", drained)
+		case len(rep.CatalogVoters) > 0:
+			fmt.Fprintf(w, "catalog voters after the drain: %s\n", strings.Join(rep.CatalogVoters, ", "))
+		}
 	}
 }
 
