@@ -88,6 +88,7 @@ func (n *Node) startGossip() error {
 	}
 	n.gossip = g
 	started.Store(g)
+	n.live.Store(g)
 	return nil
 }
 

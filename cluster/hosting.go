@@ -253,6 +253,7 @@ func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *r
 	pc.ID = id
 	pc.Shards = origin
 	pc.QuiesceAfter = n.quiesceAfter()
+	pc.QuiesceDown = n.nodeDown
 	if ds.Mode == topology.ModeRaft {
 		pc.SplitStore = n.splitStore(ds.Name)
 		pc.OnSplit = func(fsm.SplitEvent) { n.kickSplits() }

@@ -145,7 +145,8 @@ type Node struct {
 	hostMu     sync.Mutex // serializes Host, Unhost and Close
 	hostClosed bool       // set by Close under hostMu: Host and Unhost refuse from then on
 	dir        directory
-	gossip     *membership.Membership // nil without a gossip address
+	gossip     *membership.Membership                // nil without a gossip address
+	live       atomic.Pointer[membership.Membership] // gossip, once started: read by the raft groups (nodeDown)
 	stopWatch  chan struct{}
 	watchDone  chan struct{}
 	nodeLogMu  sync.Mutex

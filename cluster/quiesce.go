@@ -14,7 +14,21 @@ import (
 // it dead, or it left), every quiesced replica here whose leader is that node is woken, and
 // elects a new leader within an election timeout unless the leader speaks first. A failed
 // forward to a leader wakes this node's replica of the partition too (callLeader). Without
-// gossip there is no such signal, and the node's partitions never quiesce.
+// gossip there is no such signal, and the node's partitions never quiesce. Gossip also lets a
+// leader quiesce with followers on dead nodes (nodeDown), which a node that comes back wakes
+// with its first RPC.
+
+// nodeDown reports whether gossip knows node id and does not report it alive: a leader then
+// quiesces without waiting for its replica there (partition.Config.QuiesceDown). Before gossip
+// started, or without it, no node is down.
+func (n *Node) nodeDown(id string) bool {
+	m := n.live.Load()
+	if m == nil {
+		return false
+	}
+	alive, known := m.Alive(id)
+	return known && !alive
+}
 
 // quiesceAfter returns how long this node's raft partitions stay idle before they quiesce:
 // the configured partition.Config.QuiesceAfter with gossip, 0 (never) without. (The node's

@@ -151,3 +151,67 @@ func TestQuiescedFollowersElectOnlyWhenWoken(t *testing.T) {
 	_, err = g.put(ctx, testCell(t, 1))
 	require.NoError(t, err, "put after the election")
 }
+
+// A leader quiesces without a follower that node-level liveness reports down (Config.
+// QuiesceDown), and then sends nothing, not even heartbeats to the dead follower; while the
+// follower is stopped but not reported down, the group never quiesces (the control). When the
+// follower comes back, its first RPC wakes the leader and it catches up.
+func TestQuiescesWithoutDownFollower(t *testing.T) {
+	t.Parallel()
+	var down sync.Map // replica id -> true: reported down
+	var mu sync.Mutex
+	sent := map[string]*countingTransport{}
+	g := newGroup(t, 3, func(c *Config) {
+		c.QuiesceAfter = 500 * time.Millisecond
+		c.QuiesceDown = func(id string) bool { _, ok := down.Load(id); return ok }
+		ct := &countingTransport{InmemTransport: c.Transport.(*raft.InmemTransport)}
+		c.Transport = ct
+		mu.Lock()
+		sent[c.NodeID] = ct
+		mu.Unlock()
+	})
+	ctx := context.Background()
+	_, err := g.put(ctx, testCell(t, 0))
+	require.NoError(t, err, "first put")
+	l := g.leader()
+	var f *replica
+	for _, r := range g.replicas {
+		if r != l {
+			f = r
+			break
+		}
+	}
+	fi := indexOf(g, f)
+	g.stop(fi)
+	_, err = g.put(ctx, testCell(t, 1))
+	require.NoError(t, err, "put with a follower stopped")
+
+	// Time passing is the point: with the follower stopped and not reported down, the leader
+	// keeps heartbeating it and never quiesces.
+	require.Never(t, func() bool { return l.p.Quiesced() }, 2*time.Second, 20*time.Millisecond,
+		"the leader quiesced with follower %s stopped but not reported down", f.id)
+
+	down.Store(f.id, true)
+	require.Eventually(t, allQuiesced(g), 5*time.Second, 10*time.Millisecond, "the group quiesces once %s is reported down", f.id)
+	mu.Lock()
+	lt := sent[l.id]
+	mu.Unlock()
+	// A heartbeat to the down follower that was on its way (or in its failure backoff) when
+	// the leader quiesced may still go out: count from a heartbeat timeout later.
+	time.Sleep(500 * time.Millisecond)
+	before := lt.heartbeats.Load() + lt.appends.Load()
+	time.Sleep(2 * time.Second)
+	assert.Zero(t, lt.heartbeats.Load()+lt.appends.Load()-before, "AppendEntries the quiesced leader %s sent in 2 s, its follower %s down", l.id, f.id)
+	require.True(t, l.p.IsLeader(), "%s still leads", l.id)
+
+	// The follower comes back: its election attempt wakes the leader, which keeps leading and
+	// brings it up to date.
+	down.Delete(f.id)
+	g.start(fi)
+	want := l.p.Raft().CommitIndex()
+	require.Eventually(t, func() bool {
+		id, _ := f.p.Leader()
+		return id == l.id && f.p.Raft().CommitIndex() >= want
+	}, 10*time.Second, 10*time.Millisecond, "the follower back follows %s and has commit index %d", l.id, want)
+	require.Eventually(t, allQuiesced(g), 5*time.Second, 10*time.Millisecond, "the group quiesces again with the follower back")
+}

@@ -99,6 +99,11 @@ type Config struct {
 	// leader's node is reported down (the cluster does it from gossip). Zero, the default,
 	// disables quiescence.
 	QuiesceAfter time.Duration
+	// QuiesceDown reports whether a node is believed down (node-level liveness: gossip). A
+	// leader then quiesces without waiting for the followers on down nodes, as long as the
+	// other voters, caught up, are a quorum (raft.Config.QuiesceDown). Nil: every follower must
+	// be caught up, so a group with a replica on a dead node never quiesces.
+	QuiesceDown func(node string) bool
 	// MaxAppendEntries bounds entries per AppendEntries and per group commit. Default 128.
 	MaxAppendEntries int
 	// SnapshotThreshold, SnapshotInterval and TrailingLogs control log compaction. Defaults:
@@ -522,6 +527,9 @@ func RaftConfig(c Config, logger hclog.Logger) *raft.Config {
 	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
 	rc.CommitTimeout = c.CommitTimeout
 	rc.QuiesceTimeout = c.QuiesceAfter
+	if down := c.QuiesceDown; down != nil {
+		rc.QuiesceDown = func(id raft.ServerID) bool { return down(string(id)) }
+	}
 	rc.MaxAppendEntries = c.MaxAppendEntries
 	rc.BatchApplyCh = true
 	rc.SnapshotThreshold = c.SnapshotThreshold

@@ -246,6 +246,15 @@ type Config struct {
 	// quiescence.
 	QuiesceTimeout time.Duration
 
+	// QuiesceDown (schemaless patch, see quiesce.go) reports whether a
+	// server is believed down by the application's node-level liveness
+	// signal. A leader may quiesce without the followers it reports down, as
+	// long as the servers up and caught up, itself included, are a quorum of
+	// the voters; it then sends them nothing either until it wakes (a
+	// follower that comes back wakes it with its first RPC). Nil: every
+	// follower must be caught up.
+	QuiesceDown func(id ServerID) bool
+
 	// NoLegacyTelemetry allows to skip the legacy metrics to avoid duplicates.
 	// legacy metrics are those that have `_peer_name` as metric suffix instead as labels.
 	// e.g: raft_replication_heartbeat_peer0

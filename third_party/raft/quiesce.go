@@ -104,9 +104,11 @@ func (r *Raft) setFollowerQuiesced(q bool) {
 
 // canQuiesce reports whether the leader, last busy at lastActive, may
 // quiesce: QuiesceTimeout is set and has passed, nothing is in flight, the
-// configuration is committed, and every follower holds the last entry and has
-// accepted the commit index (which is the last entry) and answered within
-// HeartbeatTimeout. Main goroutine only (it reads the leader state).
+// configuration is committed, and every follower not reported down
+// (Config.QuiesceDown) holds the last entry and has accepted the commit index
+// (which is the last entry) and answered within HeartbeatTimeout, those and
+// the leader being a quorum of the voters. Main goroutine only (it reads the
+// leader state).
 func (r *Raft) canQuiesce(lastActive time.Time) bool {
 	conf := r.config()
 	if conf.QuiesceTimeout <= 0 || time.Since(lastActive) < conf.QuiesceTimeout {
@@ -122,13 +124,29 @@ func (r *Raft) canQuiesce(lastActive time.Time) bool {
 	if r.getCommitIndex() != last {
 		return false
 	}
-	for _, s := range r.leaderState.replState {
+	caughtUp := 0 // voters up and caught up, the leader included
+	if hasVote(r.configurations.latest, r.localID) {
+		caughtUp++
+	}
+	for id, s := range r.leaderState.replState {
+		if r.followerDown(id) {
+			continue // believed down: not waited for (Config.QuiesceDown)
+		}
 		commit, _ := s.acked()
 		if atomic.LoadUint64(&s.nextIndex) != last+1 || commit != last || time.Since(s.LastContact()) >= conf.HeartbeatTimeout {
 			return false
 		}
+		if hasVote(r.configurations.latest, id) {
+			caughtUp++
+		}
 	}
-	return true
+	return caughtUp >= r.quorumSize()
+}
+
+// followerDown reports whether Config.QuiesceDown reports server id down.
+func (r *Raft) followerDown(id ServerID) bool {
+	down := r.config().QuiesceDown
+	return down != nil && down(id)
 }
 
 // leaderBusy records work of the leader's main goroutine at time now: it

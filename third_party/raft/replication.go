@@ -272,6 +272,12 @@ START:
 	peer = s.peer
 	s.peerLock.RUnlock()
 
+	if r.leaderQuiesceWake() != nil && r.followerDown(peer.ID) {
+		// The leader quiesced during the backoff, without this follower,
+		// believed down (quiesce.go): it catches up once the leader wakes.
+		return
+	}
+
 	// Setup the request
 	if err := r.setupAppendEntries(s, &req, atomic.LoadUint64(&s.nextIndex), lastIndex); err == ErrLogNotFound {
 		goto SEND_SNAP
@@ -453,7 +459,12 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 	quiesceSent := false
 	for {
 		// Wait for the next heartbeat interval or forced notify
-		if wake := r.leaderQuiesceWake(); wake != nil && quiesceSent {
+		s.peerLock.RLock()
+		down := r.followerDown(s.peer.ID)
+		s.peerLock.RUnlock()
+		if wake := r.leaderQuiesceWake(); wake != nil && (quiesceSent || down) {
+			// Quiesced, and this follower was told so, or is believed down
+			// (quiesce.go): nothing to send until the leader wakes.
 			select {
 			case <-s.notifyCh:
 			case <-wake:
