@@ -10,7 +10,10 @@
 # replica (the node's figures divided by its replicas).
 #
 # DEV_ARGS are extra `schemaless dev` flags, e.g. DEV_ARGS="--quiesce-after 0" for partitions
-# that never quiesce.
+# that never quiesce. PAUSE_ONE=1 stops the third node (SIGSTOP: gossip then declares it dead, and
+# dev, which stops when a node exits, keeps running) right after the ready line and measures the
+# two others, whose partitions have a follower on a dead node (RSS, goroutines and per-replica
+# figures are then of two nodes).
 #
 #   make build && scripts/idle-cost.sh 4 64 256
 set -euo pipefail
@@ -35,19 +38,27 @@ for n in "${counts[@]}"; do
     kill -0 "$dev" 2>/dev/null || { cat "$data.log" >&2; exit 1; }
     sleep 0.5
   done
+  nodes=3
+  victim=
+  if [ "${PAUSE_ONE:-0}" = 1 ]; then
+    victim=$(pgrep -f -- "serve .*$data/n3" || true)
+    kill -STOP "$victim"
+    nodes=2
+  fi
   sleep "$WAIT"
-  pids=$(pgrep -f -- "serve .*$data" | tr '\n' ' ' || true)
+  pids=$(pgrep -f -- "serve .*$data" | grep -vx "${victim:-none}" | tr '\n' ' ' || true)
   cpu() { local t=0; for p in $pids; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
   a=$(cpu); sleep "$WINDOW"; b=$(cpu)
   rss=0; for p in $pids; do rss=$((rss + $(awk '/VmRSS/{print $2}' "/proc/$p/status"))); done
-  gor=0; for i in 0 1 2; do
+  gor=0; for i in $(seq 0 $((nodes - 1))); do
     g=$(curl -sf "http://127.0.0.1:$((PORT + 300 + i))/debug/pprof/goroutine?debug=1" | sed -nE '1s/.*total ([0-9]+).*/\1/p' || true)
     gor=$((gor + ${g:-0}))
   done
+  [ -z "$victim" ] || kill -CONT "$victim"
   kill -INT "$dev"; wait "$dev" 2>/dev/null || true
   rm -rf "$data" "$data.log"
-  awk -v n="$n" -v ticks=$((b - a)) -v hz="$hz" -v w="$WINDOW" -v rss="$rss" -v gor="$gor" 'BEGIN {
+  awk -v n="$n" -v ticks=$((b - a)) -v hz="$hz" -v w="$WINDOW" -v rss="$rss" -v gor="$gor" -v k="$nodes" 'BEGIN {
     cores = ticks / hz / w
-    printf "%-10d %-8.3f %-12.5f %-14.0f %-16.0f %-14.0f %-16.1f\n", n, cores, cores / (3 * n), rss / 3 / 1024, rss / (3 * n), gor / 3, gor / (3 * n)
+    printf "%-10d %-8.3f %-12.5f %-14.0f %-16.0f %-14.0f %-16.1f\n", n, cores, cores / (k * n), rss / k / 1024, rss / (k * n), gor / k, gor / (k * n)
   }'
 done
