@@ -21,8 +21,9 @@ import (
 // every node lists the new voters; the first node's replica of the catalog is deleted and the
 // fourth holds one; with the first two nodes stopped the catalog still takes a command (nodes
 // 3 and 4 are a majority of the new voters, not of the old); a removed voter restarted follows
-// the catalog without a replica, a kept one restarted votes again. Refused lists name their
-// field and change nothing.
+// the catalog without a replica, a kept one restarted votes again; moved back, the first node
+// opens its replica again (in the same process) and the fourth deletes its own, and nodes 1 and
+// 3 then carry the catalog alone. Refused lists name their field and change nothing.
 func TestMoveCatalogVoters(t *testing.T) {
 	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble, Nodes: 4})
@@ -67,24 +68,8 @@ func TestMoveCatalogVoters(t *testing.T) {
 	// would leave the catalog without a leader.
 	c.StopNode(0)
 	c.StopNode(1)
-	// A command sent to the leader as it stopped may be indeterminate: the creation is retried
-	// as a client would, and one that was applied meanwhile answers that the datastore exists.
-	var created uint64
-	require.Eventually(t, func() bool {
-		res, err := nodes[3].CreateDatastore(ctx, cluster.CreateDatastoreOptions{Name: "users", Shards: 4, Partitions: 1,
-			Replicas: []string{ids[2], ids[3]}})
-		switch {
-		case err == nil:
-			created = res.Generation
-		case errors.Is(err, cluster.ErrDatastoreExists):
-			created = nodes[3].CatalogDatastores().Generation
-		default:
-			t.Logf("create a datastore with the first two nodes stopped: %v (retried)", err)
-			return false
-		}
-		return true
-	}, 2*opTimeout, 100*time.Millisecond, "create a datastore with the first two nodes stopped")
-	t.Logf("created users at generation %d", created)
+	created := createRetried(t, nodes[3], cluster.CreateDatastoreOptions{Name: "users", Shards: 4, Partitions: 1, Replicas: []string{ids[2], ids[3]}},
+		"with the first two nodes stopped")
 
 	// The removed voter restarts as a follower; the kept one votes again.
 	c.StartNode(0)
@@ -98,6 +83,49 @@ func TestMoveCatalogVoters(t *testing.T) {
 	c.StopNode(2)
 	_, err = restarted[1].DropDatastore(ctx, "users", "users")
 	require.NoError(t, err, "drop a datastore with nodes 2 and 4 voting (node 3 stopped)")
+	c.StartNode(2)
+
+	// And back: the first node, which deleted its replica, votes again and the fourth stops.
+	back, err := restarted[0].MoveCatalogVoters(ctx, ids[:3])
+	require.NoError(t, err, "move the catalog's votes back to %v", ids[:3])
+	for _, n := range running(c) {
+		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= back.Generation }, opTimeout, 20*time.Millisecond,
+			"node %s learns the voters moved back", n.ID())
+		assert.Equal(t, ids[:3], n.CatalogDatastores().CatalogVoters, "voters on %s after the move back", n.ID())
+	}
+	require.Eventually(t, func() bool { return noDir(filepath.Join(c.DataDir(3), "catalog")) }, opTimeout, 20*time.Millisecond,
+		"the fourth node's replica of the catalog is deleted")
+	assert.DirExists(t, filepath.Join(c.DataDir(0), "catalog"), "the first node's replica of the catalog, opened again")
+	c.StopNode(3)
+	c.StopNode(1)
+	createRetried(t, running(c)[0], cluster.CreateDatastoreOptions{Name: "orders", Shards: 4, Partitions: 1, Replicas: []string{ids[0], ids[2]}},
+		"with nodes 1 and 3 voting (nodes 2 and 4 stopped)")
+}
+
+// createRetried creates a datastore through n and returns the catalog generation that holds
+// it. A command sent to a catalog leader as it stopped may be indeterminate: the creation is
+// retried as a client would, and one that was applied meanwhile answers that the datastore
+// exists.
+func createRetried(t *testing.T, n *cluster.Node, o cluster.CreateDatastoreOptions, when string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
+	defer cancel()
+	var created uint64
+	require.Eventually(t, func() bool {
+		res, err := n.CreateDatastore(ctx, o)
+		switch {
+		case err == nil:
+			created = res.Generation
+		case errors.Is(err, cluster.ErrDatastoreExists):
+			created = n.CatalogDatastores().Generation
+		default:
+			t.Logf("create %s %s: %v (retried)", o.Name, when, err)
+			return false
+		}
+		return true
+	}, 2*opTimeout, 100*time.Millisecond, "create %s %s", o.Name, when)
+	t.Logf("created %s at generation %d", o.Name, created)
+	return created
 }
 
 // noDir reports whether nothing exists at path.
