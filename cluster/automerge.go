@@ -116,7 +116,7 @@ func lastSplitOf(d *catalog.Datastore, id int) (catalog.Event, bool) {
 
 // localSize returns the bytes on disk of this node's replicas of partitions a and b.
 func (n *Node) localSize(a, b *route) (int64, error) {
-	if !n.cfg.Store.SupportsSplit() {
+	if !n.cfg.Store.SupportsMerge() {
 		return 0, fmt.Errorf("%w: the store cannot tell", ErrRefused)
 	}
 	ctx, cancel := n.untilClose(context.Background())

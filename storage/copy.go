@@ -127,25 +127,5 @@ func (tx *WriteTx) CloneStateTo(ctx context.Context, right int, kvs []KV, applie
 			return fmt.Errorf("storage: clone KV rows: row %d: %w", i, err)
 		}
 	}
-	ds := p.id.Datastore
-	type step struct {
-		what, q string
-		args    []any
-	}
-	steps := []step{
-		{"delete its KV rows", "DELETE FROM " + p.d.kv + " WHERE datastore = ? AND `partition` = ?", []any{ds, right}},
-		{"delete its request records", "DELETE FROM " + p.d.requests + " WHERE datastore = ? AND `partition` = ?", []any{ds, right}},
-		{"copy the request records", "INSERT INTO " + p.d.requests + " (datastore, `partition`, id, created_at, record) SELECT datastore, ?, id, created_at, record FROM " +
-			p.d.requests + " WHERE datastore = ? AND `partition` = ?", []any{right, ds, p.id.Partition}},
-	}
-	for _, kv := range kvs {
-		steps = append(steps, step{"write a KV row", "INSERT INTO " + p.d.kv + " (datastore, `partition`, k, v) VALUES (?, ?, ?, ?)", []any{ds, right, []byte(kv.Key), kvValue(kv.Value)}})
-	}
-	for _, s := range steps {
-		if _, err := tx.tx.ExecContext(ctx, s.q, s.args...); err != nil {
-			return p.fail(fmt.Sprintf("clone state into partition %d: %s", right, s.what), err)
-		}
-	}
-	rp := &PartitionStore{id: PartitionID{Datastore: ds, Partition: right}, d: p.d}
-	return setApplied(ctx, tx.stmtOrTx(ctx, p.d.upsertApplied), rp, applied)
+	return p.copyState(ctx, tx.tx, p.id.Partition, right, kvs, applied)
 }

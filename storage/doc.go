@@ -156,6 +156,12 @@
 // nothing (keys need no table), so Insert never returns ErrNoShardTable. Buffers, placement,
 // fences, locks and DropCopy are MySQL's (async mode) and are not available.
 //
+// On MySQL a split copies no cell either: each shard's tables are in a database of the
+// shard's own, whatever partition holds it, so ShareShards writes only the right half's KV
+// rows, request records and applied state in the meta tables, and ReleaseShards forgets the
+// parent's caches (splitmysql.go; async mode's split in place, WriteTx.CloneStateTo, does the
+// same on a master). Merges need pebble (SupportsMerge).
+//
 // Migration: with PebbleConfig.MigrateSQLiteDir, the first time Partition opens a partition
 // this database has never held and whose SQLite file is in that directory, it copies the file's
 // content from a snapshot of it (cells with their added_ids and created_at, KV rows, index

@@ -18,8 +18,14 @@ import (
 )
 
 // SupportsSplit reports whether the store can hand a shard range of a partition to another
-// partition (WriteTx.DropShards): the pebble engine only, for now.
-func (s *Store) SupportsSplit() bool { return s.pebble != nil }
+// partition of its own without copying cells (ShareShards, ReleaseShards): the pebble engine
+// (partitions share a generation of the node's database) and MySQL (a shard's tables are in a
+// database of the shard's own, whatever partition holds it: see splitmysql.go).
+func (s *Store) SupportsSplit() bool { return s.pebble != nil || s.engine == EngineMySQL }
+
+// SupportsMerge reports whether the store can merge two of its partitions (WriteTx.
+// AbsorbShards): the pebble engine only, for now.
+func (s *Store) SupportsMerge() bool { return s.pebble != nil }
 
 // DropShards deletes, in the transaction, everything the partition holds of shards r (which must
 // be inside its range): their cells, logs and index entries and the definitions of their index
@@ -61,6 +67,9 @@ func (tx *WriteTx) DropShards(ctx context.Context, r cells.ShardRange) error {
 func (p *PartitionStore) ShareShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange, kv []KV, applied AppliedState) (err error) {
 	if p.closed.Load() {
 		return ErrClosed
+	}
+	if p.d != nil && p.d.engine == EngineMySQL && src.p.store == p.store {
+		return p.shareMySQL(ctx, src, r, kv, applied)
 	}
 	if p.pb == nil || src.view == nil || src.p.store != p.store {
 		return fmt.Errorf("%w: ShareShards shares between pebble partitions of one store", ErrInvalidConfig)
@@ -145,7 +154,7 @@ func (pp *pebblePart) shareFrom(src *SnapshotTx, gen, shards uint64, r cells.Sha
 // ReleaseShards takes shards r (which must be inside the range) out of the partition in the
 // transaction without deleting their data: a split handed them to the partition that shares
 // them since (ShareShards), which owns them now. It clears what the partition cached of them.
-// After the commit, SetShards should take r out of the partition's range. Pebble only
+// After the commit, SetShards should take r out of the partition's range. Pebble and MySQL
 // (ErrInvalidConfig elsewhere).
 func (tx *WriteTx) ReleaseShards(ctx context.Context, r cells.ShardRange) error {
 	if err := tx.check(r.First); err != nil {
@@ -154,8 +163,8 @@ func (tx *WriteTx) ReleaseShards(ctx context.Context, r cells.ShardRange) error 
 	if err := tx.check(r.Last); err != nil {
 		return err
 	}
-	if tx.b == nil {
-		return fmt.Errorf("%w: ReleaseShards needs the pebble engine", ErrInvalidConfig)
+	if tx.b == nil && tx.p.d.engine != EngineMySQL {
+		return fmt.Errorf("%w: ReleaseShards needs the pebble or MySQL engine", ErrInvalidConfig)
 	}
 	tx.p.forgetShards(r)
 	return nil
@@ -165,7 +174,9 @@ func (tx *WriteTx) ReleaseShards(ctx context.Context, r cells.ShardRange) error 
 // index tables. The caller holds the writer token.
 func (p *PartitionStore) forgetShards(r cells.ShardRange) {
 	for s := r.First; s <= r.Last; s++ {
-		delete(p.pb.high, s)
+		if p.pb != nil {
+			delete(p.pb.high, s)
+		}
 		delete(p.created, s)
 	}
 	for _, st := range p.indexes {

@@ -353,8 +353,8 @@ leader (ready) and the time the split took. 'schemaless admin datastores --detai
 datastore's partitions and its splits afterwards; move the new partition's replicas with
 move-replica or rebalance.
 
-Splitting needs the pebble store (serve --store pebble, the default): a node on sqlite or MySQL
-answers 409.
+Splitting needs the pebble store (serve --store pebble, the default) or MySQL (serve --mysql):
+a node on sqlite answers 409.
 
 An async datastore splits in place on its storage cluster: no cell moves (a shard's cells live
 in a database of the shard's own), the right half gets a copy of the partition's KV rows and

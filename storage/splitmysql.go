@@ -1,0 +1,81 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/schemaless-db/schemaless/cells"
+)
+
+// A split on MySQL. In MySQL each shard's tables (cells, index tables) are in a database named
+// by the node's prefix, the datastore and the shard ("<prefix>_<datastore>_<shard>"), not by
+// the partition: two partitions of a datastore on one node that hold different shards already
+// keep their cells apart, and a split has nothing to move. What a partition owns alone is in
+// the meta tables, keyed by (datastore, partition): its KV rows, its request records and its
+// applied state. ShareShards copies those to the right half; ReleaseShards, on the parent,
+// only forgets its caches of the shards handed over.
+
+// shareMySQL is ShareShards on MySQL: in one transaction of p (the right half, just opened),
+// its KV rows become kv, its request records a copy of src's partition's, and its applied
+// state applied. The request records are copied from the table as it is, not from the view
+// src: the parent's only writer is its state machine, which is applying the split and waits
+// for this call, so the table holds what the view does. It holds the writer token.
+func (p *PartitionStore) shareMySQL(ctx context.Context, src *SnapshotTx, r cells.ShardRange, kv []KV, applied AppliedState) error {
+	if src.p.id.Datastore != p.id.Datastore || src.p.id.Partition == p.id.Partition {
+		return fmt.Errorf("%w: ShareShards from %s/%d into %s/%d", ErrInvalidConfig, src.p.id.Datastore, src.p.id.Partition, p.id.Datastore, p.id.Partition)
+	}
+	if ps := src.p.Shards(); r.Last != ps.Last || r.First <= ps.First {
+		return fmt.Errorf("%w: shards %d..%d are not the end of the parent's %d..%d", ErrShardRange, r.First, r.Last, ps.First, ps.Last)
+	}
+	for i := range kv {
+		if err := checkKV(kv[i].Key, kv[i].Value); err != nil {
+			return fmt.Errorf("storage: share shards: KV row %d: %w", i, err)
+		}
+	}
+	if err := p.lockWriter(); err != nil {
+		return err
+	}
+	defer p.unlockWriter()
+	tx, err := p.write.BeginTx(ctx, nil)
+	if err != nil {
+		return p.fail("share shards: begin", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := p.copyState(ctx, tx, src.p.id.Partition, p.id.Partition, kv, applied); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return p.fail("share shards: commit", err)
+	}
+	clear(p.indexes)
+	clear(p.created)
+	return nil
+}
+
+// copyState writes, in tx, the per-partition state of partition to of p's datastore on this
+// MySQL server: its KV rows become kvs, its request records a copy of partition from's (as tx
+// sees them), its applied state applied; what to held before is replaced.
+func (p *PartitionStore) copyState(ctx context.Context, tx *sql.Tx, from, to int, kvs []KV, applied AppliedState) error {
+	ds := p.id.Datastore
+	type step struct {
+		what, q string
+		args    []any
+	}
+	steps := []step{
+		{"delete its KV rows", "DELETE FROM " + p.d.kv + " WHERE datastore = ? AND `partition` = ?", []any{ds, to}},
+		{"delete its request records", "DELETE FROM " + p.d.requests + " WHERE datastore = ? AND `partition` = ?", []any{ds, to}},
+		{"copy the request records", "INSERT INTO " + p.d.requests + " (datastore, `partition`, id, created_at, record) SELECT datastore, ?, id, created_at, record FROM " +
+			p.d.requests + " WHERE datastore = ? AND `partition` = ?", []any{to, ds, from}},
+	}
+	for _, kv := range kvs {
+		steps = append(steps, step{"write a KV row", "INSERT INTO " + p.d.kv + " (datastore, `partition`, k, v) VALUES (?, ?, ?, ?)", []any{ds, to, []byte(kv.Key), kvValue(kv.Value)}})
+	}
+	for _, s := range steps {
+		if _, err := tx.ExecContext(ctx, s.q, s.args...); err != nil {
+			return p.fail(fmt.Sprintf("copy the state of partition %d into partition %d: %s", from, to, s.what), err)
+		}
+	}
+	rp := &PartitionStore{id: PartitionID{Datastore: ds, Partition: to}, d: p.d}
+	return setApplied(ctx, stmtQueryer{tx: tx, q: p.d.upsertApplied}, rp, applied)
+}
