@@ -62,17 +62,12 @@ func (tx *WriteTx) DropShards(ctx context.Context, r cells.ShardRange) error {
 // commit of the split takes r out of its range, ReleaseShards). The request records are
 // ingested as an sstable (DB.Ingest) when pebble estimates them at ingestMinBytes or more,
 // else written through batches. r must be the end of src's range. Both partitions must be
-// pebble partitions of this Store (ErrInvalidConfig otherwise). It holds the writer token and
+// pebble partitions of this Store, or MySQL ones (shareMySQL: the state alone is written, the
+// shards' tables being the shards' own); ErrInvalidConfig otherwise. It holds the writer token and
 // blocks on I/O; ctx bounds it between batches.
 func (p *PartitionStore) ShareShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange, kv []KV, applied AppliedState) (err error) {
 	if p.closed.Load() {
 		return ErrClosed
-	}
-	if p.d != nil && p.d.engine == EngineMySQL && src.p.store == p.store {
-		return p.shareMySQL(ctx, src, r, kv, applied)
-	}
-	if p.pb == nil || src.view == nil || src.p.store != p.store {
-		return fmt.Errorf("%w: ShareShards shares between pebble partitions of one store", ErrInvalidConfig)
 	}
 	if ps := src.p.Shards(); r.Last != ps.Last || r.First <= ps.First {
 		return fmt.Errorf("%w: shards %d..%d are not the end of the parent's %d..%d", ErrShardRange, r.First, r.Last, ps.First, ps.Last)
@@ -81,6 +76,12 @@ func (p *PartitionStore) ShareShards(ctx context.Context, src *SnapshotTx, r cel
 		if err := checkKV(kv[i].Key, kv[i].Value); err != nil {
 			return fmt.Errorf("storage: share shards: KV row %d: %w", i, err)
 		}
+	}
+	if p.d.engine == EngineMySQL && src.p.store == p.store {
+		return p.shareMySQL(ctx, src, kv, applied)
+	}
+	if p.pb == nil || src.view == nil || src.p.store != p.store {
+		return fmt.Errorf("%w: ShareShards shares between pebble or MySQL partitions of one store", ErrInvalidConfig)
 	}
 	if err := p.lockWriter(); err != nil {
 		return err

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-
-	"github.com/schemaless-db/schemaless/cells"
 )
 
 // A split on MySQL. In MySQL each shard's tables (cells, index tables) are in a database named
@@ -16,22 +14,14 @@ import (
 // applied state. ShareShards copies those to the right half; ReleaseShards, on the parent,
 // only forgets its caches of the shards handed over.
 
-// shareMySQL is ShareShards on MySQL: in one transaction of p (the right half, just opened),
+// shareMySQL is ShareShards on MySQL (its arguments checked there): in one transaction of p (the right half, just opened),
 // its KV rows become kv, its request records a copy of src's partition's, and its applied
 // state applied. The request records are copied from the table as it is, not from the view
 // src: the parent's only writer is its state machine, which is applying the split and waits
 // for this call, so the table holds what the view does. It holds the writer token.
-func (p *PartitionStore) shareMySQL(ctx context.Context, src *SnapshotTx, r cells.ShardRange, kv []KV, applied AppliedState) error {
+func (p *PartitionStore) shareMySQL(ctx context.Context, src *SnapshotTx, kv []KV, applied AppliedState) error {
 	if src.p.id.Datastore != p.id.Datastore || src.p.id.Partition == p.id.Partition {
 		return fmt.Errorf("%w: ShareShards from %s/%d into %s/%d", ErrInvalidConfig, src.p.id.Datastore, src.p.id.Partition, p.id.Datastore, p.id.Partition)
-	}
-	if ps := src.p.Shards(); r.Last != ps.Last || r.First <= ps.First {
-		return fmt.Errorf("%w: shards %d..%d are not the end of the parent's %d..%d", ErrShardRange, r.First, r.Last, ps.First, ps.Last)
-	}
-	for i := range kv {
-		if err := checkKV(kv[i].Key, kv[i].Value); err != nil {
-			return fmt.Errorf("storage: share shards: KV row %d: %w", i, err)
-		}
 	}
 	if err := p.lockWriter(); err != nil {
 		return err
