@@ -133,8 +133,7 @@ func (c *Client) DropDatastore(ctx context.Context, name string, opts ...AdminOp
 // shard: the *APIError's Field is "at_shard"; an async datastore: "datastore"; a negative pid:
 // "partition"; unsent when ds is empty or atShard negative), ErrNotFound (no such datastore,
 // Field "datastore", or partition, Field "partition"), ErrConflict (the node's store cannot
-// split, it needs pebble or MySQL; or the partition changed while the split was decided: try
-// again),
+// split; or the partition changed while the split was decided: try again),
 // ErrUnavailable (the catalog has no leader: nothing done), ErrIndeterminate, ErrInternal
 // (also a node without a catalog: 501), ErrBadResponse (also an answer about another
 // partition), or ctx's error.

@@ -185,7 +185,7 @@ func (n *Node) splitPartition(ctx context.Context, ds string, pid int, atShard i
 		return wire.SplitResponse{}, fmt.Errorf("%w: no partition %d in %q", ErrBadShard, pid, ds)
 	}
 	if !n.cfg.Store.SupportsSplit() {
-		return wire.SplitResponse{}, fmt.Errorf("%w: splitting needs the pebble or MySQL store (serve --store pebble, the default, or --mysql); this node runs %s", ErrRefused, n.cfg.Store.Engine())
+		return wire.SplitResponse{}, fmt.Errorf("%w: this node's store (%s) cannot split", ErrRefused, n.cfg.Store.Engine())
 	}
 	rng := r.spec.Shards()
 	if rng.Len() < 2 {

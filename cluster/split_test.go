@@ -104,6 +104,14 @@ func TestSplitPartitionMySQL(t *testing.T) {
 	testSplitPartition(t, clustertest.MySQL)
 }
 
+// TestSplitPartitionSQLite is TestSplitPartition on SQLite stores, a file per partition: the
+// right half's shards are copied into its file, and dropped from the parent's, at the split's
+// index.
+func TestSplitPartitionSQLite(t *testing.T) {
+	t.Parallel()
+	testSplitPartition(t, clustertest.SQLite)
+}
+
 func testSplitPartition(t *testing.T, engine clustertest.Engine) {
 	c := clustertest.Start(t, clustertest.Options{Engine: engine})
 	nodes := running(c)

@@ -160,7 +160,9 @@
 // shard's own, whatever partition holds it, so ShareShards writes only the right half's KV
 // rows, request records and applied state in the meta tables, and ReleaseShards forgets the
 // parent's caches (splitmysql.go; async mode's split in place, WriteTx.CloneStateTo, does the
-// same on a master). Merges need pebble (SupportsMerge).
+// same on a master). On SQLite, a file per partition, a split copies the right half's shards
+// into its file (Restore) and DropShards drops their tables from the parent's, in its
+// transaction. Merges need pebble (SupportsMerge).
 //
 // Migration: with PebbleConfig.MigrateSQLiteDir, the first time Partition opens a partition
 // this database has never held and whose SQLite file is in that directory, it copies the file's

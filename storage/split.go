@@ -17,11 +17,12 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 )
 
-// SupportsSplit reports whether the store can hand a shard range of a partition to another
-// partition of its own without copying cells (ShareShards, ReleaseShards): the pebble engine
-// (partitions share a generation of the node's database) and MySQL (a shard's tables are in a
-// database of the shard's own, whatever partition holds it: see splitmysql.go).
-func (s *Store) SupportsSplit() bool { return s.pebble != nil || s.engine == EngineMySQL }
+// SupportsSplit reports whether the store can hand a shard range of a partition to another of
+// its partitions: every engine. Pebble (partitions share a generation of the node's database)
+// and MySQL (a shard's tables are in a database of the shard's own: splitmysql.go) copy no
+// cell (ShareShards, ReleaseShards); SQLite, a file per partition, copies the shards into the
+// right half's file (Restore) and drops them from the parent's (DropShards).
+func (s *Store) SupportsSplit() bool { return true }
 
 // SupportsMerge reports whether the store can merge two of its partitions (WriteTx.
 // AbsorbShards): the pebble engine only, for now.
@@ -31,8 +32,9 @@ func (s *Store) SupportsMerge() bool { return s.pebble != nil }
 // be inside its range): their cells, logs and index entries and the definitions of their index
 // tables. KV rows and request records are the caller's. After the commit, SetShards should
 // take r out of the partition's range: a split hands r to another partition, which got a copy
-// first (when it shares them instead, see ShareShards, ReleaseShards). Pebble only (ErrInvalidConfig elsewhere); an error leaves the transaction's outcome
-// undefined: roll it back.
+// first (when it shares them instead, see ShareShards, ReleaseShards). Pebble and SQLite (its
+// DDL is transactional: the shards' tables are dropped in the transaction); ErrInvalidConfig
+// elsewhere. An error leaves the transaction's outcome undefined: roll it back.
 func (tx *WriteTx) DropShards(ctx context.Context, r cells.ShardRange) error {
 	if err := tx.check(r.First); err != nil {
 		return err
@@ -40,8 +42,11 @@ func (tx *WriteTx) DropShards(ctx context.Context, r cells.ShardRange) error {
 	if err := tx.check(r.Last); err != nil {
 		return err
 	}
+	if tx.b == nil && tx.p.d.engine == EngineSQLite {
+		return tx.dropSQLiteShards(ctx, r)
+	}
 	if tx.b == nil {
-		return fmt.Errorf("%w: DropShards needs the pebble engine", ErrInvalidConfig)
+		return fmt.Errorf("%w: DropShards needs the pebble or SQLite engine", ErrInvalidConfig)
 	}
 	if err := deleteShardKeys(tx.b, tx.b, tx.p.pb.cellPrefix, r); err != nil {
 		return err

@@ -4,9 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/schemaless-db/schemaless/cells"
 )
 
-// A split on MySQL. In MySQL each shard's tables (cells, index tables) are in a database named
+// Splits on the SQL engines. A split on MySQL. In MySQL each shard's tables (cells, index tables) are in a database named
 // by the node's prefix, the datastore and the shard ("<prefix>_<datastore>_<shard>"), not by
 // the partition: two partitions of a datastore on one node that hold different shards already
 // keep their cells apart, and a split has nothing to move. What a partition owns alone is in
@@ -68,4 +72,40 @@ func (p *PartitionStore) copyState(ctx context.Context, tx *sql.Tx, from, to int
 	}
 	rp := &PartitionStore{id: PartitionID{Datastore: ds, Partition: to}, d: p.d}
 	return setApplied(ctx, stmtQueryer{tx: tx, q: p.d.upsertApplied}, rp, applied)
+}
+
+// dropSQLiteShards is DropShards on SQLite: the entity table and every index table of each
+// shard of r are dropped in the transaction.
+func (tx *WriteTx) dropSQLiteShards(ctx context.Context, r cells.ShardRange) error {
+	p := tx.p
+	rows, err := tx.tx.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'index\_%' ESCAPE '\'`)
+	if err != nil {
+		return p.fail("drop shards: list the index tables", err)
+	}
+	var tables []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return p.fail("drop shards: list the index tables", err)
+		}
+		// "index_<name>_<shard, 4 digits>"
+		i := strings.LastIndexByte(name, '_')
+		if shard, err := strconv.Atoi(name[i+1:]); err == nil && i > len("index") && r.Contains(shard) {
+			tables = append(tables, name)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return p.fail("drop shards: list the index tables", err)
+	}
+	for s := r.First; s <= r.Last; s++ {
+		tables = append(tables, p.d.entity(s))
+	}
+	for _, t := range tables {
+		if _, err := tx.tx.ExecContext(ctx, `DROP TABLE IF EXISTS "`+t+`"`); err != nil {
+			return p.fail("drop shards: drop "+t, err)
+		}
+	}
+	p.forgetShards(r)
+	return nil
 }

@@ -353,8 +353,8 @@ leader (ready) and the time the split took. 'schemaless admin datastores --detai
 datastore's partitions and its splits afterwards; move the new partition's replicas with
 move-replica or rebalance.
 
-Splitting needs the pebble store (serve --store pebble, the default) or MySQL (serve --mysql):
-a node on sqlite answers 409.
+Every store splits: pebble (the default) and MySQL move no cell; SQLite copies the right half's
+shards into the new partition's file, so writes to the partition wait for the copy.
 
 An async datastore splits in place on its storage cluster: no cell moves (a shard's cells live
 in a database of the shard's own), the right half gets a copy of the partition's KV rows and
