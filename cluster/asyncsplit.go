@@ -51,12 +51,9 @@ func (n *Node) splitAsync(ctx context.Context, d *datastore, pid int, req wire.S
 	}
 	// The right half's id is the catalog's next: its state is written under that id before
 	// the catalog records the split (which refuses it if the catalog moved on meanwhile).
-	cat := n.cat.cur.Load()
-	for deadline := time.Now().Add(commitWait); cat == nil || cat.Datastores[ds] == nil; cat = n.cat.cur.Load() {
-		left := time.Until(deadline)
-		if left <= 0 || !n.waitCatalogAfter(ctx, n.catalogGeneration(), left) {
-			return wire.SplitResponse{}, fmt.Errorf("%w: the catalog does not list %s yet", ErrNoCatalog, ds)
-		}
+	cat, ok := n.awaitCatalog(ctx, commitWait, func(c *catalog.Catalog) bool { return c.Datastores[ds] != nil })
+	if !ok {
+		return wire.SplitResponse{}, fmt.Errorf("%w: the catalog does not list %s yet", ErrNoCatalog, ds)
 	}
 	gen, right := cat.Generation, cat.Datastores[ds].NextID
 	began := time.Now()
@@ -72,11 +69,17 @@ func (n *Node) splitAsync(ctx context.Context, d *datastore, pid int, req wire.S
 			return fmt.Errorf("%w: %w", ErrRefused, err)
 		}
 		// The command may have been applied: the catalog tells.
-		if res, ok := n.awaitSplitRecorded(ds, pid, right, commitWait); ok {
-			recorded = res
-			return nil
+		c, ok := n.awaitCatalog(context.WithoutCancel(ctx), commitWait, func(c *catalog.Catalog) bool {
+			d := c.Datastores[ds]
+			return d != nil && d.Partition(pid) != nil && d.Partition(right) != nil && d.Partition(right).Parent == pid
+		})
+		if !ok {
+			return err
 		}
-		return err
+		d := c.Datastores[ds]
+		l, r := d.Partition(pid), d.Partition(right)
+		recorded = catalog.Result{Generation: r.Generation, Partitions: []catalog.Partition{*l, *r}}
+		return nil
 	}
 	sres, err := partition.SplitAsync(ctx, partition.AsyncSplit{Datastore: d.spec, Partition: pid, AtShard: at, Right: right,
 		Commit: commit, Cluster: partition.ClusterConfig{ProbeInterval: n.cfg.Async.ProbeInterval, Logger: n.log}, Logger: n.log})
@@ -104,22 +107,17 @@ func (n *Node) splitAsync(ctx context.Context, d *datastore, pid int, req wire.S
 	return out, nil
 }
 
-// awaitSplitRecorded waits up to wait for the catalog this node serves to hold partition right
-// of ds, made by a split of pid, and returns the split's halves.
-func (n *Node) awaitSplitRecorded(ds string, pid, right int, wait time.Duration) (catalog.Result, bool) {
+// awaitCatalog waits up to wait, or until ctx ends, for the catalog this node serves to
+// satisfy ok, and returns it.
+func (n *Node) awaitCatalog(ctx context.Context, wait time.Duration, ok func(*catalog.Catalog) bool) (*catalog.Catalog, bool) {
 	deadline := time.Now().Add(wait)
 	for {
-		if c := n.cat.cur.Load(); c != nil {
-			if d := c.Datastores[ds]; d != nil {
-				l, r := d.Partition(pid), d.Partition(right)
-				if l != nil && r != nil && r.Parent == pid {
-					return catalog.Result{Generation: r.Generation, Partitions: []catalog.Partition{*l, *r}}, true
-				}
-			}
+		if c := n.cat.cur.Load(); c != nil && ok(c) {
+			return c, true
 		}
 		left := time.Until(deadline)
-		if left <= 0 || !n.waitCatalogAfter(context.Background(), n.catalogGeneration(), left) {
-			return catalog.Result{}, false
+		if left <= 0 || !n.waitCatalogAfter(ctx, n.catalogGeneration(), left) {
+			return nil, false
 		}
 	}
 }

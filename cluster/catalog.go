@@ -310,8 +310,12 @@ func (n *Node) closeCatalog() error {
 	if rep == nil {
 		return nil
 	}
-	errs := []error{rep.raft.Shutdown().Error(), rep.trans.Close(), rep.logs.Close()}
-	return errors.Join(errs...)
+	return rep.close()
+}
+
+// close shuts the replica's raft down and closes its transport and log store.
+func (r *catalogReplica) close() error {
+	return errors.Join(r.raft.Shutdown().Error(), r.trans.Close(), r.logs.Close())
 }
 
 // followCatalog applies every new generation of the catalog to this node until the catalog

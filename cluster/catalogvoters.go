@@ -189,7 +189,7 @@ func (n *Node) reconcileCatalogReplica() bool {
 		n.cat.mu.Lock()
 		n.cat.rep = nil
 		n.cat.mu.Unlock()
-		err := errors.Join(rep.raft.Shutdown().Error(), rep.trans.Close(), rep.logs.Close(), os.RemoveAll(filepath.Join(n.cfg.DataDir, "catalog")))
+		err := errors.Join(rep.close(), os.RemoveAll(filepath.Join(n.cfg.DataDir, "catalog")))
 		n.log.Info("catalog: this node is no voter of the catalog any more: its replica is deleted", "error", err)
 		return true
 	}

@@ -232,7 +232,7 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 	// shards), and the index catalog and the schemas are every partition's.
 	var kv []storage.KV
 	err = snap.ScanKV(ctx, func(row storage.KV) error {
-		if row.Key != RangeKey && row.Key != SplitKey {
+		if CopiedBySplit(row.Key) {
 			kv = append(kv, row)
 		}
 		return nil
@@ -368,6 +368,11 @@ func splitRecords(ctx context.Context, snap *storage.SnapshotTx, r cells.ShardRa
 func ReadRange(ctx context.Context, st Store) (cells.ShardRange, bool, error) {
 	return loadRange(ctx, st)
 }
+
+// CopiedBySplit reports whether a split copies the parent's KV row key into the right half:
+// every row but the partition's own range and origin (RangeKey, SplitKey), which the split
+// writes anew for each half.
+func CopiedBySplit(key string) bool { return key != RangeKey && key != SplitKey }
 
 // RangeRow returns the KV row (RangeKey) that gives a partition the shard range r: what a split
 // writes, and what an async partition split in place writes on its master

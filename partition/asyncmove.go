@@ -168,8 +168,11 @@ type mover struct {
 	dstApplied   storage.AppliedState
 }
 
-func (mv *mover) cluster(name string) *StorageCluster {
-	for _, c := range mv.cfg.Clusters {
+func (mv *mover) cluster(name string) *StorageCluster { return clusterNamed(mv.cfg.Clusters, name) }
+
+// clusterNamed returns the cluster of cs named name, nil when none is.
+func clusterNamed(cs []*StorageCluster, name string) *StorageCluster {
+	for _, c := range cs {
 		if c.Name() == name {
 			return c
 		}

@@ -125,15 +125,6 @@ type asyncSplitter struct {
 	log                *slog.Logger
 }
 
-func (s *asyncSplitter) cluster(name string) *StorageCluster {
-	for _, c := range s.clusters {
-		if c.Name() == name {
-			return c
-		}
-	}
-	return nil
-}
-
 // current returns the placement of partition pid with the highest epoch over every master, and
 // whether any master holds one. Every master must answer.
 func (s *asyncSplitter) current(ctx context.Context, pid int, static string) (storage.Placement, bool, error) {
@@ -164,7 +155,7 @@ func (s *asyncSplitter) run(ctx context.Context) (res AsyncSplitResult, err erro
 	if moved && cur.State != storage.PlacementActive {
 		return res, fmt.Errorf("%w: placement epoch %d is %s", ErrAsyncSplitMoving, cur.Epoch, cur.State)
 	}
-	home := s.cluster(cur.Cluster)
+	home := clusterNamed(s.clusters, cur.Cluster)
 	if home == nil {
 		return res, fmt.Errorf("partition: split: placement epoch %d names %q, not one of the datastore's storage clusters", cur.Epoch, cur.Cluster)
 	}
@@ -235,7 +226,7 @@ func (s *asyncSplitter) divide(ctx context.Context, ps *storage.PartitionStore) 
 	}
 	var right []storage.KV
 	for _, kv := range kvs {
-		if kv.Key != fsm.RangeKey && kv.Key != fsm.SplitKey {
+		if fsm.CopiedBySplit(kv.Key) {
 			right = append(right, kv)
 		}
 	}

@@ -159,7 +159,7 @@
 // On MySQL a split copies no cell either: each shard's tables are in a database of the
 // shard's own, whatever partition holds it, so ShareShards writes only the right half's KV
 // rows, request records and applied state in the meta tables, and ReleaseShards forgets the
-// parent's caches (splitmysql.go; async mode's split in place, WriteTx.CloneStateTo, does the
+// parent's caches (splitsql.go; async mode's split in place, WriteTx.CloneStateTo, does the
 // same on a master). On SQLite, a file per partition, a split copies the right half's shards
 // into its file (Restore) and DropShards drops their tables from the parent's, in its
 // transaction. Merges need pebble (SupportsMerge).

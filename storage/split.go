@@ -19,7 +19,7 @@ import (
 
 // SupportsSplit reports whether the store can hand a shard range of a partition to another of
 // its partitions: every engine. Pebble (partitions share a generation of the node's database)
-// and MySQL (a shard's tables are in a database of the shard's own: splitmysql.go) copy no
+// and MySQL (a shard's tables are in a database of the shard's own: splitsql.go) copy no
 // cell (ShareShards, ReleaseShards); SQLite, a file per partition, copies the shards into the
 // right half's file (Restore) and drops them from the parent's (DropShards).
 func (s *Store) SupportsSplit() bool { return true }
