@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/hclogslog"
 	"github.com/schemaless-db/schemaless/internal/atomicfile"
@@ -397,8 +396,9 @@ func (n *Node) Unhost(ctx context.Context, ds string, pid int) error {
 }
 
 // deleteReplicaData deletes what this node holds of a replica that is closed: its raft log
-// and snapshots, and its tables and applied state (through ps, its store, or the store opened
-// here when ps is nil; either way closed after).
+// and snapshots, and its tables and applied state, through ps, its store (closed after), or,
+// when ps is nil (a merged partition, or one not open here), storage.Store.RemovePartition,
+// which leaves MySQL's shard databases to the partitions that hold their shards.
 func (n *Node) deleteReplicaData(ctx context.Context, id storage.PartitionID, ps *storage.PartitionStore) error {
 	if err := os.RemoveAll(n.replicaDir(id.Datastore, id.Partition)); err != nil {
 		return fmt.Errorf("cluster: remove replica data: %w", err)
@@ -409,11 +409,11 @@ func (n *Node) deleteReplicaData(ctx context.Context, id storage.PartitionID, ps
 	if err := partition.DropLog(nodeLog, id); err != nil {
 		return fmt.Errorf("cluster: drop the replica's raft log: %w", err)
 	}
-	if ps == nil {
-		var err error
-		if ps, err = n.cfg.Store.Partition(ctx, id, cells.ShardRange{First: 0, Last: cells.MaxShards - 1}); err != nil {
+	if ps == nil { // a merged partition: its shards are the left one's now
+		if err := n.cfg.Store.RemovePartition(ctx, id); err != nil {
 			return fmt.Errorf("cluster: %w", err)
 		}
+		return nil
 	}
 	if err := resetStore(ctx, ps); err != nil {
 		_ = ps.Close()

@@ -131,9 +131,6 @@ func (n *Node) mergePartitions(ctx context.Context, ds string, left, right int, 
 		return wire.MergeResponse{}, &FieldError{Field: "right", Msg: fmt.Sprintf("partition %d (shards %d..%d) is not right after partition %d (shards %d..%d)",
 			right, rr.spec.FirstShard, rr.spec.LastShard, left, lr.spec.FirstShard, lr.spec.LastShard)}
 	}
-	if !n.cfg.Store.SupportsMerge() {
-		return wire.MergeResponse{}, fmt.Errorf("%w: merging needs the pebble store (serve --store pebble); this node runs %s", ErrRefused, n.cfg.Store.Engine())
-	}
 	lc, err := n.PartitionConfig(ctx, ds, left)
 	if err != nil {
 		return wire.MergeResponse{}, err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"github.com/schemaless-db/schemaless/wire"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -21,11 +23,30 @@ import (
 // every acknowledged cell is read back strongly through every node with its added_id and from
 // each node's own replicas, the shard logs hold exactly the acknowledged cells, the catalog
 // holds one partition and the history, and a restarted node serves it from its own state.
+//
+// Not parallel, nor are its variants: under the load of the parallel tests its merged partition
+// lost its leader for the whole read-back (an election storm of a starved 2-core machine);
+// alone it is not starved.
 func TestMergePartitions(t *testing.T) {
-	// Not parallel: under the load of the parallel tests its merged partition lost its leader
-	// for the whole read-back (an election storm of a starved 2-core machine); alone it is not
-	// starved.
-	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble})
+	testMergePartitions(t, clustertest.Pebble)
+}
+
+// TestMergePartitionsMySQL is TestMergePartitions on MySQL stores: the left partition takes
+// the right one's shards where they are (a database per shard) and joins its request records;
+// deleting the retired partition's data leaves the shards' databases.
+func TestMergePartitionsMySQL(t *testing.T) {
+	testMergePartitions(t, clustertest.MySQL)
+}
+
+// TestMergePartitionsSQLite is TestMergePartitions on SQLite stores, a file per partition: the
+// right partition's shards are copied into the left one's file at the merge's index, and the
+// retired partition's file is deleted.
+func TestMergePartitionsSQLite(t *testing.T) {
+	testMergePartitions(t, clustertest.SQLite)
+}
+
+func testMergePartitions(t *testing.T, engine clustertest.Engine) {
+	c := clustertest.Start(t, clustertest.Options{Engine: engine})
 	nodes := running(c)
 	spec := &c.Topology.Datastores[0]
 	for _, n := range nodes {
@@ -79,6 +100,20 @@ func TestMergePartitions(t *testing.T) {
 	hist := cat.Datastores[0].History
 	require.Len(t, hist, 3, "a split and two merges in the history")
 	assert.Equal(t, []string{"split", "merge", "merge"}, []string{hist[0].Op, hist[1].Op, hist[2].Op})
+	// Each node deletes the retired partitions' data (their raft logs, and on SQLite their
+	// files) once its catalog no longer lists them; the merged partition keeps every cell.
+	for i, n := range nodes {
+		for _, pid := range []int{split.Right.ID, 1} {
+			gone := []string{filepath.Join(c.DataDir(i), "raft", fmt.Sprintf("%s-p%d", ds, pid))}
+			if engine == clustertest.SQLite {
+				gone = append(gone, filepath.Join(c.DataDir(i), "sqlite", fmt.Sprintf("%s-p%d.db", ds, pid)))
+			}
+			for _, path := range gone {
+				require.Eventually(t, func() bool { _, err := os.Stat(path); return os.IsNotExist(err) }, opTimeout, 50*time.Millisecond,
+					"node %s deletes %s", n.ID(), path)
+			}
+		}
+	}
 	requireStrong(t, l, nodes...)
 	checkShardLogs(t, spec, l, nodes...)
 	for _, n := range nodes {

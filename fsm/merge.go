@@ -213,12 +213,16 @@ func (f *FSM) mergeTx(cmd *command.Merge, merged cells.ShardRange, applied stora
 		return fmt.Errorf("%w: partition %d here is at index %d, frozen %v, want frozen at %d with shards %d..%d",
 			errMergeSource, cmd.Right, snap.Applied().Index, frozen, cmd.FrozenAt, right.First, right.Last)
 	}
+	_, tables, err := indexTablesOf(kv)
+	if err != nil {
+		return err
+	}
 	tx, err := f.cfg.Store.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := tx.AbsorbShards(ctx, snap, right, command.JoinRecords); err != nil {
+	if err := tx.AbsorbShards(ctx, snap, right, tables, command.JoinRecords); err != nil {
 		return fmt.Errorf("absorb shards %d..%d: %w", right.First, right.Last, err)
 	}
 	if err := f.mergeKV(ctx, tx, kv, right, int(cmd.Shards)); err != nil {

@@ -162,7 +162,10 @@
 // parent's caches (splitsql.go; async mode's split in place, WriteTx.CloneStateTo, does the
 // same on a master). On SQLite, a file per partition, a split copies the right half's shards
 // into its file (Restore) and DropShards drops their tables from the parent's, in its
-// transaction. Merges need pebble (SupportsMerge).
+// transaction. A merge (AbsorbShards) moves no cell on MySQL either: the left partition
+// joins the right one's request records into its own. On SQLite it copies the right one's
+// shards into the left one's file, in the left one's transaction (mergesql.go); the right
+// one's file is then deleted (Store.RemovePartition).
 //
 // Migration: with PebbleConfig.MigrateSQLiteDir, the first time Partition opens a partition
 // this database has never held and whose SQLite file is in that directory, it copies the file's

@@ -319,7 +319,13 @@ func (s *SnapshotTx) ScanIndex(ctx context.Context, shard int, t IndexTable, fn 
 	if s.snap != nil {
 		return s.pebbleScanIndex(shard, &t, fn)
 	}
-	sel := "SELECT " + indexColumns(&t) + " FROM " + s.p.d.indexTable(t.Name, shard)
+	return s.scanIndexSQL(ctx, shard, &t, fn)
+}
+
+// scanIndexSQL is ScanIndex on the SQL engines, for any shard, whether or not it is in the
+// partition's range.
+func (s *SnapshotTx) scanIndexSQL(ctx context.Context, shard int, t *IndexTable, fn func(IndexEntry) error) error {
+	sel := "SELECT " + indexColumns(t) + " FROM " + s.p.d.indexTable(t.Name, shard)
 	var after []byte
 	limit := snapshotPageRows
 	for {
@@ -327,7 +333,7 @@ func (s *SnapshotTx) ScanIndex(ctx context.Context, shard int, t IndexTable, fn 
 		if after != nil {
 			q, args = sel+" WHERE row_key > ? ORDER BY row_key LIMIT ?", []any{after, limit}
 		}
-		page, full, err := queryIndexEntries(ctx, s.conn, &t, q, snapshotPageBytes, args...)
+		page, full, err := queryIndexEntries(ctx, s.conn, t, q, snapshotPageBytes, args...)
 		if err != nil {
 			if isNoTable(err) && after == nil {
 				return nil

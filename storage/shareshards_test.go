@@ -179,7 +179,7 @@ func TestShareShardsLifecycle(t *testing.T) {
 			require.NoError(t, err)
 			tx, err = src.Begin(ctx)
 			require.NoError(t, err)
-			require.NoError(t, tx.AbsorbShards(ctx, snap, right, nil), "AbsorbShards")
+			require.NoError(t, tx.AbsorbShards(ctx, snap, right, nil, nil), "AbsorbShards")
 			require.NoError(t, tx.Commit())
 			require.NoError(t, snap.Close())
 			src.SetShards(all)

@@ -92,6 +92,12 @@ func (s *SnapshotTx) ScanShard(ctx context.Context, shard int, fn func(cells.Cel
 	if s.snap != nil {
 		return s.pebbleScanShard(shard, fn)
 	}
+	return s.scanShardSQL(ctx, shard, fn)
+}
+
+// scanShardSQL is ScanShard on the SQL engines, for any shard whose table the view holds
+// (none: no cells), whether or not it is in the partition's range.
+func (s *SnapshotTx) scanShardSQL(ctx context.Context, shard int, fn func(cells.Cell) error) error {
 	q := "SELECT " + cellColumns + " FROM " + s.p.d.entity(shard) + " WHERE added_id > ? ORDER BY added_id LIMIT ?"
 	after, limit := int64(math.MinInt64), snapshotPageRows
 	for {

@@ -24,10 +24,6 @@ import (
 // right half's file (Restore) and drops them from the parent's (DropShards).
 func (s *Store) SupportsSplit() bool { return true }
 
-// SupportsMerge reports whether the store can merge two of its partitions (WriteTx.
-// AbsorbShards): the pebble engine only, for now.
-func (s *Store) SupportsMerge() bool { return s.pebble != nil }
-
 // DropShards deletes, in the transaction, everything the partition holds of shards r (which must
 // be inside its range): their cells, logs and index entries and the definitions of their index
 // tables. KV rows and request records are the caller's. After the commit, SetShards should
@@ -247,26 +243,35 @@ func eachKeyIn(src *SnapshotTx, kr keyRange, fn func(rel, v []byte) error) error
 	return nil
 }
 
-// AbsorbShards adds to the transaction, key by key without decoding, what the view src (a
-// snapshot of another pebble partition of this Store: the frozen right partition of a merge)
-// holds of shards r, which lie outside this partition's range: their cells and logs, the
-// definitions and entries of their index tables, and every request record. KV rows are the
-// caller's. A request record whose ID the partition holds too is replaced by join(held,
-// incoming) (the two records, without their created_at), stored with the earlier created_at;
-// a nil join keeps the incoming one. After the commit, SetShards should take r into the
-// partition's range. The whole
-// copy is held in the transaction's batch (memory in proportion to r's data) until it commits.
-// Pebble only (ErrInvalidConfig elsewhere); an error leaves the transaction's outcome undefined:
-// roll it back.
-func (tx *WriteTx) AbsorbShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange, join func(held, incoming []byte) ([]byte, error)) error {
-	if tx.done {
+// AbsorbShards adds to the transaction what the view src (a snapshot of another partition of
+// the datastore on this node: the frozen right partition of a merge) holds of shards r, which
+// lie outside this partition's range: their cells and logs, the definitions and entries of
+// their index tables, and every request record. KV rows are the caller's. A request record
+// whose ID the partition holds too is replaced by join(held, incoming) (the two records,
+// without their created_at), stored with the earlier created_at; a nil join keeps the incoming
+// one; two alike are kept as they are. After the commit, SetShards should take r into the
+// partition's range.
+//
+// Pebble copies key by key without decoding, or nothing but the request records when the two
+// partitions share their shards' generation; the copy is held in the transaction's batch
+// (memory in proportion to r's data) until it commits. MySQL copies only the request records:
+// the shards' databases are the shards' own (src must be of the same Store). SQLite copies the
+// shards' cells and the tables among tables (the index tables' definitions: the KV rows'
+// index catalog) that src's file holds on them, into the partition's file (mergesql.go);
+// pebble and MySQL ignore tables. An error leaves the transaction's outcome undefined: roll it
+// back. ErrInvalidConfig for partitions of other engines or datastores.
+func (tx *WriteTx) AbsorbShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange, tables []IndexTable, join func(held, incoming []byte) ([]byte, error)) error {
+	if tx.done || src.closed {
 		return ErrClosed
-	}
-	if tx.b == nil || src.view == nil || src.p.store != tx.p.store {
-		return fmt.Errorf("%w: AbsorbShards copies between pebble partitions of one store", ErrInvalidConfig)
 	}
 	if ps := tx.p.Shards(); r.First <= ps.Last && ps.First <= r.Last {
 		return fmt.Errorf("%w: shards %d..%d overlap the partition's %d..%d", ErrShardRange, r.First, r.Last, ps.First, ps.Last)
+	}
+	if tx.b == nil && src.view == nil {
+		return tx.absorbSQL(ctx, src, r, tables, join)
+	}
+	if tx.b == nil || src.view == nil || src.p.store != tx.p.store {
+		return fmt.Errorf("%w: AbsorbShards copies between pebble partitions of one store", ErrInvalidConfig)
 	}
 	pp := tx.p.pb
 	shared := pp.sameShards(src.view)

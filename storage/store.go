@@ -28,6 +28,8 @@ type Store struct {
 	meta string
 	// pebble is the engine of a Store opened with OpenPebble; nil for the SQL engines.
 	pebble *pebbleStore
+	// sqliteDir is the directory of a SQLite Store's files ("" for the other engines).
+	sqliteDir string
 
 	mu     sync.Mutex
 	parts  map[PartitionID]*PartitionStore
