@@ -177,14 +177,15 @@ type CatalogBackend interface {
 	// (404), cluster.ErrBadShard (404), cluster.ErrRefused (409: another move runs),
 	// partition.ErrMoveAborted (503: rolled back, send it again), ctx's error (504).
 	MoveToCluster(ctx context.Context, ds string, pid int, req wire.ClusterMoveRequest) (wire.ClusterMoveResponse, error)
-	// MergePartitions merges partition right of raft datastore ds into partition left, its
-	// left neighbour on the same replicas: left keeps its ID and takes both ranges, right is
+	// MergePartitions merges partition right of datastore ds into partition left, its left
+	// neighbour (raft: after moving right's replicas onto left's nodes; async: after moving
+	// right onto left's storage cluster): left keeps its ID and takes both ranges, right is
 	// retired. It blocks until this node has applied the merge, or ctx is done (POST
 	// /v1/admin/partitions/{ds}/merge; merge.go). Errors: *cluster.FieldError (400 naming left
-	// or right: not adjacent, not on the same replicas, the same partition),
-	// cluster.ErrUnknownDatastore (404), cluster.ErrBadShard (404: no such partition),
-	// cluster.ErrAsyncDatastore (400), cluster.ErrRefused (409: the store cannot
-	// merge, or the partitions changed meanwhile: nothing merged), cluster.ErrNoCatalog and
+	// or right: not adjacent, the same partition), cluster.ErrUnknownDatastore (404),
+	// cluster.ErrBadShard (404: no such partition), cluster.ErrAsyncDatastore (400),
+	// cluster.ErrRefused (409: the partitions changed, or an async move of either runs,
+	// meanwhile: nothing merged), cluster.ErrNoCatalog and
 	// cluster.ErrUnavailable (503: nothing merged), cluster.ErrIndeterminate and ctx's error
 	// (504: the merge may have been decided, and is then completed by the cluster).
 	MergePartitions(ctx context.Context, ds string, left, right int) (wire.MergeResponse, error)

@@ -196,7 +196,9 @@ type Command struct {
 	Auto bool
 	// Cluster, for OpSplit of an async partition, names the storage cluster of the right half
 	// (the one holding the parent's data now, which its placement records may have moved off
-	// the catalog's); "" keeps the parent's. A raft partition refuses it.
+	// the catalog's); "" keeps the parent's. For OpMerge of async partitions, it names the
+	// cluster both are on now (their placement records'), which the merged one gets, and the
+	// catalog's clusters need not match. A raft partition refuses it.
 	Cluster string `msgpack:",omitempty"`
 	// Voters, for OpSetVoters, are the catalog group's voters.
 	Voters []string `msgpack:",omitempty"`
@@ -285,7 +287,8 @@ func normTime(t time.Time) time.Time { return t.Round(0).UTC().Truncate(time.Mic
 //     on that cluster). Both get the new generation. A cmd.Right other than 0 must be the
 //     next ID (else ErrStale).
 //   - OpMerge: cmd.Right must be the partition right after cmd.Partition, on the same set of
-//     replicas (raft) or the same cluster (async): move replicas first. The left partition
+//     replicas (raft) or the same cluster (async; or cmd.Cluster, the one both are on now):
+//     move replicas first. The left partition
 //     takes both ranges and the new generation; the right one's ID is gone for good. The same
 //     merge again, once applied (its event still in the history), answers the left partition
 //     as it is and changes nothing, not even the generation.
@@ -326,7 +329,7 @@ func (c *Catalog) Apply(cmd Command) (Result, error) {
 	if p == nil {
 		return Result{}, fmt.Errorf("%w: %s %s: no partition %d", ErrNotFound, cmd.Op, d.Name, cmd.Partition)
 	}
-	if cmd.Op == OpMerge && d.Partition(cmd.Right) == nil && d.merged(p.ID, cmd.Right) {
+	if cmd.Op == OpMerge && d.Partition(cmd.Right) == nil && d.Merged(p.ID, cmd.Right) {
 		// Decided before (a merge completed by two nodes at once): the same answer, no change.
 		return Result{Generation: c.Generation, Partitions: []Partition{p.clone()}}, nil
 	}
@@ -532,21 +535,29 @@ func (c *Catalog) merge(d *Datastore, p *Partition, cmd Command) (Result, error)
 		return Result{}, fmt.Errorf("%w: merge %s: partition %d (shards %d to %d) is not right after partition %d (shards %d to %d)",
 			ErrBadCommand, d.Name, r.ID, r.Shards.First, r.Shards.Last, p.ID, p.Shards.First, p.Shards.Last)
 	}
-	if p.Cluster != r.Cluster || !sameSet(p.Replicas, r.Replicas) {
+	cluster := p.Cluster
+	if cmd.Cluster != "" {
+		// An async merge on the cluster both partitions' placement records name now.
+		if d.Mode != ModeAsync {
+			return Result{}, fmt.Errorf("%w: merge %s: a storage cluster names an async partition's place, and %s is %s", ErrBadCommand, d.Name, d.Name, d.Mode)
+		}
+		cluster = cmd.Cluster
+	} else if p.Cluster != r.Cluster || !sameSet(p.Replicas, r.Replicas) {
 		return Result{}, fmt.Errorf("%w: merge %s: partitions %d and %d are not on the same replicas (%v, %v; clusters %q, %q): move replicas first",
 			ErrBadCommand, d.Name, p.ID, r.ID, p.Replicas, r.Replicas, p.Cluster, r.Cluster)
 	}
 	c.Generation++
 	rightID := r.ID
-	p.Shards.Last, p.Generation = r.Shards.Last, c.Generation
+	p.Shards.Last, p.Generation, p.Cluster = r.Shards.Last, c.Generation, cluster
 	merged := p.clone()
 	d.Partitions = slices.DeleteFunc(d.Partitions, func(q Partition) bool { return q.ID == rightID })
 	d.record(Event{Op: OpMerge, Generation: c.Generation, At: normTime(cmd.Now), Left: merged.ID, Right: rightID, AtShard: merged.Shards.First, Auto: cmd.Auto})
 	return Result{Generation: c.Generation, Partitions: []Partition{merged}}, nil
 }
 
-// merged reports whether the datastore's history holds the merge of right into left.
-func (d *Datastore) merged(left, right int) bool {
+// Merged reports whether the datastore's history holds the merge of partition right into
+// partition left.
+func (d *Datastore) Merged(left, right int) bool {
 	for _, e := range d.History {
 		if e.Op == OpMerge && e.Left == left && e.Right == right {
 			return true

@@ -376,7 +376,8 @@ func TestAutoEvents(t *testing.T) {
 
 // An async partition's split may place its right half on another storage cluster (the one its
 // placement records name) and names the right half's id it prepared; a raft partition refuses
-// a cluster, and a stale id is refused.
+// a cluster, and a stale id is refused. An async merge names the cluster both partitions are
+// on now, whatever clusters the catalog lists.
 func TestSplitAsyncCluster(t *testing.T) {
 	c := New()
 	res := mustApply(t, c, Command{Op: OpCreate, Now: now, Create: Spec{Name: "rides", Mode: ModeAsync, Shards: 16, PartitionCount: 2, Clusters: []string{"c0", "c1"}}})
@@ -394,6 +395,18 @@ func TestSplitAsyncCluster(t *testing.T) {
 	r := trips(t)
 	_, err = r.Apply(Command{Op: OpSplit, Datastore: "trips", Partition: 1, AtShard: 20, Cluster: "c2"})
 	require.ErrorIs(t, err, ErrBadCommand, "a raft partition's split naming a storage cluster")
+
+	// Merges: partitions the catalog places on c0 and c2 merge when the command names the
+	// cluster both are on now (their placement records'), which the merged one gets.
+	_, err = c.Apply(Command{Op: OpMerge, Datastore: "rides", Partition: 0, Right: 2})
+	require.ErrorIs(t, err, ErrBadCommand, "a merge of partitions the catalog places on two clusters, naming none")
+	res = mustApply(t, c, Command{Op: OpMerge, Datastore: "rides", Partition: 0, Right: 2, Cluster: "c0", Now: now})
+	assert.Equal(t, Partition{ID: 0, Shards: cells.ShardRange{First: 0, Last: 7}, Origin: res.Partitions[0].Origin, Cluster: "c0",
+		Generation: res.Generation, Parent: -1}, res.Partitions[0], "the merged partition")
+	require.NoError(t, c.Check(), "the catalog's invariants")
+	assert.True(t, c.Datastores["rides"].Merged(0, 2), "the merge in the history")
+	_, err = r.Apply(Command{Op: OpMerge, Datastore: "trips", Partition: 0, Right: 1, Cluster: "c0"})
+	require.ErrorIs(t, err, ErrBadCommand, "a raft partitions' merge naming a storage cluster")
 }
 
 // The catalog records its own group's voters: set-voters replaces them, refuses a list that

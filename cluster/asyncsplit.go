@@ -164,8 +164,8 @@ func (n *Node) MoveToCluster(ctx context.Context, ds string, pid int, req wire.C
 // reshapeAsync returns async datastore od with the partitions of spec (a split in place
 // changed them), or nil when anything but the partitions changed: a partition of both keeps
 // its partition.Async (told its new range: Async.SetShards), so the writes under way through
-// it are not failed; a new one gets an Async of its own; one that is gone (never, for now:
-// async partitions do not merge) is closed. The caller holds hostMu.
+// it are not failed; a new one gets an Async of its own; one that is gone (merged into its left
+// neighbour) is closed. The caller holds hostMu.
 func (n *Node) reshapeAsync(od *datastore, spec *topology.DatastoreSpec) *datastore {
 	a, b := normLayout(od.spec), normLayout(spec)
 	a.Partitions, b.Partitions = nil, nil

@@ -42,7 +42,7 @@ func TestAsyncSplitAndMove(t *testing.T) {
 	defer cancel()
 	// A stale node: it serves partition 0 with the parent's range and never learns of the
 	// split. It writes before the split, so its state machine knows the partition by then.
-	stale := openStaleAsync(t, spec, parent)
+	stale := openStaleAsync(t, spec, 0, parent)
 	first := newCell(t, rows[0][0], "STALE", 0, `{"stale":0}`)
 	sr, err := stale.Put(ctx, command.Write{Cells: []command.Cell{{Shard: cells.ShardOf(first.RowKey, spec.Shards), Key: first.Key, Body: first.Body}}})
 	require.NoError(t, err, "the stale node's write before the split")
@@ -113,9 +113,9 @@ func TestAsyncSplitAndMove(t *testing.T) {
 	t.Run("UnrecordedSplitUndone", func(t *testing.T) { testUnrecordedAsyncSplit(t, after, nodes, rows[1], l) })
 }
 
-// openStaleAsync opens partition 0 of the datastore as a node that never reads the catalog
+// openStaleAsync opens partition pid of the datastore as a node that never reads the catalog
 // would serve it, with range r, on storage clusters of its own (closed with the test).
-func openStaleAsync(t *testing.T, spec *topology.DatastoreSpec, r cells.ShardRange) *partition.Async {
+func openStaleAsync(t *testing.T, spec *topology.DatastoreSpec, pid int, r cells.ShardRange) *partition.Async {
 	t.Helper()
 	var clusters []*partition.StorageCluster
 	for _, sc := range spec.StorageClusters {
@@ -124,7 +124,7 @@ func openStaleAsync(t *testing.T, spec *topology.DatastoreSpec, r cells.ShardRan
 		t.Cleanup(func() { sc.Close() })
 		clusters = append(clusters, sc)
 	}
-	stale, err := partition.OpenAsync(partition.AsyncConfig{Datastore: ds, Partition: 0, Shards: r,
+	stale, err := partition.OpenAsync(partition.AsyncConfig{Datastore: ds, Partition: pid, Shards: r,
 		Primary: clusters[0], Buffers: clusters[1:], BufferCopies: 1, ReapInterval: time.Hour})
 	require.NoError(t, err)
 	t.Cleanup(func() { stale.Close() })

@@ -93,15 +93,17 @@ var mergeOp = &leaderOp[*command.Merge, command.MergeResult]{
 	},
 }
 
-// MergePartitions merges partition right of raft datastore ds into partition left, its left
-// neighbour with the same replicas (see the steps above), and returns once this node has
-// applied the catalog's merge and the left partition's leader has applied the merge entry.
-// Every acknowledged write stays readable, with its added_id; writes to the right partition's
+// MergePartitions merges partition right of datastore ds into partition left, its left
+// neighbour. In raft mode their replicas are first aligned (see the steps above), and it
+// returns once this node has applied the catalog's merge and the left partition's leader has
+// applied the merge entry. In async mode right first moves onto left's storage cluster when
+// they are apart, then the two merge in place there (mergeAsync, partition.MergeAsync). Every
+// acknowledged write stays readable, with its added_id; writes to the right partition's
 // shards wait meanwhile (wire.MergeResponse.PauseMillis).
 //
-// Errors: ErrUnknownDatastore; ErrBadShard (no such partition); ErrAsyncDatastore; *FieldError
-// ("right": the same partition, not right after left, not on the same replicas); ErrRefused
-// (the store of this node cannot merge, or a partition changed meanwhile: nothing merged);
+// Errors: ErrUnknownDatastore; ErrBadShard (no such partition); *FieldError ("right": the
+// same partition, not right after left, not on the same replicas); ErrRefused (a partition
+// changed, or an async move of either runs, meanwhile: nothing merged);
 // ErrUnavailable (a replica did not apply the freeze in time: thawed, nothing merged);
 // ErrNoCatalog; ErrIndeterminate and ctx's error (the merge may have been decided: the cluster
 // then completes it).
@@ -116,9 +118,6 @@ func (n *Node) mergePartitions(ctx context.Context, ds string, left, right int, 
 	if err != nil {
 		return wire.MergeResponse{}, err
 	}
-	if d.spec.Mode != topology.ModeRaft {
-		return wire.MergeResponse{}, fmt.Errorf("%w: %s is async", ErrAsyncDatastore, ds)
-	}
 	lr, rr := d.route(left), d.route(right)
 	switch {
 	case lr == nil:
@@ -130,6 +129,9 @@ func (n *Node) mergePartitions(ctx context.Context, ds string, left, right int, 
 	case rr.spec.FirstShard != lr.spec.LastShard+1:
 		return wire.MergeResponse{}, &FieldError{Field: "right", Msg: fmt.Sprintf("partition %d (shards %d..%d) is not right after partition %d (shards %d..%d)",
 			right, rr.spec.FirstShard, rr.spec.LastShard, left, lr.spec.FirstShard, lr.spec.LastShard)}
+	}
+	if d.spec.Mode == topology.ModeAsync {
+		return n.mergeAsync(ctx, d, left, right, auto)
 	}
 	lc, err := n.PartitionConfig(ctx, ds, left)
 	if err != nil {

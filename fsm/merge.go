@@ -241,15 +241,35 @@ func (f *FSM) mergeTx(cmd *command.Merge, merged cells.ShardRange, applied stora
 }
 
 // mergeKV writes in tx the KV rows of the right partition (kv) that the merged partition
-// takes: the whole state of every consumer group whose coordinator shard (of a datastore of
-// shards shards) is in right, replacing this partition's copy, and every other row this
-// partition lacks (schemas and index catalog rows of a registration that reached one of the
-// two only). The rows of the partition's own range and freeze stay its own.
+// takes (MergedKV, against this partition's rows).
 func (f *FSM) mergeKV(ctx context.Context, tx *storage.WriteTx, kv []storage.KV, right cells.ShardRange, shards int) error {
 	own, err := f.cfg.Store.ScanKV(ctx, "")
 	if err != nil {
 		return fmt.Errorf("KV rows: %w", err)
 	}
+	put, del := MergedKV(own, kv, right, shards)
+	for _, key := range del {
+		if err := tx.DeleteKV(ctx, key); err != nil {
+			return err
+		}
+	}
+	for _, row := range put {
+		if err := tx.PutKV(ctx, row.Key, row.Value); err != nil {
+			return fmt.Errorf("KV row %s: %w", row.Key, err)
+		}
+	}
+	return nil
+}
+
+// MergedKV returns what a merge changes in the left partition's KV rows own when it takes the
+// right partition's rows incoming and its shards right (of a datastore of shards shards):
+// del, the left one's copies of the consumer groups whose coordinator shard is in right, to
+// delete first; put, the rows to write: the whole state of those groups from incoming, and
+// every other row of incoming that own lacks (schemas and index catalog rows of a registration
+// that reached one of the two only). The rows of a partition's own range, origin and freeze
+// (RangeKey, SplitKey, FreezeKey) are neither taken nor deleted. Raft merges (the state
+// machine's merge entry) and async ones (partition.MergeAsync) use it.
+func MergedKV(own, incoming []storage.KV, right cells.ShardRange, shards int) (put []storage.KV, del []string) {
 	have := make(map[string]bool, len(own))
 	for _, row := range own {
 		have[row.Key] = true
@@ -264,12 +284,10 @@ func (f *FSM) mergeKV(ctx context.Context, tx *storage.WriteTx, kv []storage.KV,
 	}
 	for _, row := range own { // this partition's stale copy of a moving group goes
 		if _, ok := moved(row.Key); ok {
-			if err := tx.DeleteKV(ctx, row.Key); err != nil {
-				return err
-			}
+			del = append(del, row.Key)
 		}
 	}
-	for _, row := range kv {
+	for _, row := range incoming {
 		switch row.Key {
 		case RangeKey, SplitKey, FreezeKey:
 			continue
@@ -277,10 +295,8 @@ func (f *FSM) mergeKV(ctx context.Context, tx *storage.WriteTx, kv []storage.KV,
 		_, group := moved(row.Key)
 		isGroup := strings.HasPrefix(row.Key, groupKeyPrefix)
 		if group || (!isGroup && !have[row.Key]) {
-			if err := tx.PutKV(ctx, row.Key, row.Value); err != nil {
-				return fmt.Errorf("KV row %s: %w", row.Key, err)
-			}
+			put = append(put, row)
 		}
 	}
-	return nil
+	return put, del
 }

@@ -128,9 +128,16 @@ type asyncSplitter struct {
 // current returns the placement of partition pid with the highest epoch over every master, and
 // whether any master holds one. Every master must answer.
 func (s *asyncSplitter) current(ctx context.Context, pid int, static string) (storage.Placement, bool, error) {
-	cur := storage.Placement{Datastore: s.ds.Name, Partition: pid, Cluster: static}
+	return currentPlacement(ctx, s.clusters, s.ds.Name, pid, static)
+}
+
+// currentPlacement returns the placement of partition pid of datastore ds with the highest
+// epoch over the masters of clusters (static, the catalog's cluster, at epoch 0 when none
+// holds one), and whether any master holds one. Every master must answer.
+func currentPlacement(ctx context.Context, clusters []*StorageCluster, ds string, pid int, static string) (storage.Placement, bool, error) {
+	cur := storage.Placement{Datastore: ds, Partition: pid, Cluster: static}
 	found := false
-	for _, r := range readPlacements(ctx, s.clusters, s.ds.Name, pid) {
+	for _, r := range readPlacements(ctx, clusters, ds, pid) {
 		if r.err != nil {
 			return cur, false, fmt.Errorf("placement of partition %d on %s: %w", pid, r.cluster.Name(), r.err)
 		}

@@ -205,6 +205,9 @@ type MergeResponse struct {
 	// ReplicasMoved is how many replicas of the right partition moved onto the left one's
 	// nodes before the merge (0 when they were on the same nodes already).
 	ReplicasMoved int `json:"replicas_moved,omitempty"`
+	// Move, for an async datastore whose right partition was on another storage cluster, is
+	// its move onto the left one's before the merge.
+	Move *ClusterMoveResponse `json:"move,omitempty"`
 }
 
 // DropDatastoreResponse answers DELETE /v1/admin/datastores/{name}?confirm={name} (200): the

@@ -477,8 +477,9 @@ partition (id, shard range, replicas), the catalog generation the merge made, th
 took and how long writes to --right's shards paused. 'schemaless admin datastores --detail'
 shows the datastore's partitions and its merges afterwards.
 
-Merging needs the pebble store (serve --store pebble, the default): a node on sqlite or MySQL
-answers 409. An async datastore cannot merge here.
+Every store merges: pebble and MySQL move no cell, sqlite copies --right's shards into
+--left's file. Partitions of an async datastore merge in place on their storage cluster, after
+--right moves onto --left's cluster (as admin move-to-cluster) when they are apart.
 
 The merge is sent again only if it certainly did not start (no node reached, or the node
 answered 503: nothing merged). If the command times out, loses its connection after sending,
@@ -486,15 +487,14 @@ or the node answers 504, the merge may have been made, and the cluster then comp
 'schemaless admin datastores --detail' tells. Sent again after it was made, it is refused:
 --right is gone (404, field partition).
 
-Errors: 400 partitions that are not adjacent or not on the same replicas (field right), an
-async datastore (field datastore); 404 no such datastore or partition; 409 the node's store
-cannot merge, or the partitions changed meanwhile; 503 the catalog has no leader or a replica
+Errors: 400 partitions that are not adjacent (field right); 404 no such datastore or
+partition; 409 the partitions changed meanwhile, or an async move of either runs; 503 the catalog has no leader or a replica
 of --right was too slow to freeze (nothing merged).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case ds == "":
-				return errors.New("--datastore is required: the raft datastore the partitions belong to")
+				return errors.New("--datastore is required: the datastore the partitions belong to")
 			case !cmd.Flags().Changed("left"):
 				return errors.New("--left is required: the partition that keeps its id (see `schemaless admin datastores --detail`)")
 			case !cmd.Flags().Changed("right"):
@@ -517,15 +517,19 @@ of --right was too slow to freeze (nothing merged).`,
 		},
 	}
 	f.register(cmd, adminChangeTimeout)
-	cmd.Flags().StringVar(&ds, "datastore", "", "the raft datastore (required)")
+	cmd.Flags().StringVar(&ds, "datastore", "", "the datastore (required)")
 	cmd.Flags().IntVar(&left, "left", 0, "the partition that keeps its id and takes both ranges (required)")
-	cmd.Flags().IntVar(&right, "right", 0, "the partition right after --left, on the same replicas, merged into it (required)")
+	cmd.Flags().IntVar(&right, "right", 0, "the partition right after --left, merged into it (moved onto its replicas or storage cluster first) (required)")
 	return cmd
 }
 
-// printMerge prints a merge's answer: a line with the generation, the time it took and the
-// pause of the writes to right's shards, then the merged partition.
+// printMerge prints a merge's answer: an async right partition's move onto left's storage
+// cluster, if any, a line with the generation, the time it took and the pause of the writes to
+// right's shards, then the merged partition.
 func printMerge(w io.Writer, ds string, right int, res wire.MergeResponse) error {
+	if res.Move != nil {
+		printClusterMove(w, ds, *res.Move)
+	}
 	m := res.Merged
 	fmt.Fprintf(w, "merged %s/%d into %s/%d at catalog generation %d in %s; writes to the merged shards paused %s\n", ds, right, ds, m.ID,
 		res.Generation, time.Duration(res.TookMillis)*time.Millisecond, time.Duration(res.PauseMillis)*time.Millisecond)
