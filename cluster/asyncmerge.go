@@ -34,30 +34,15 @@ func (n *Node) mergeAsync(ctx context.Context, d *datastore, left, right int, au
 		out.Move = &mv
 		return err
 	}
-	commit := func(ctx context.Context, cluster string) error {
-		res, err := n.sendCatalogCommand(ctx, catalog.Command{Op: catalog.OpMerge, Datastore: ds, Partition: left, Right: right,
-			Cluster: cluster, ExpectGeneration: gen, Auto: auto})
-		switch {
-		case err == nil:
-			recorded = res
+	commit := func(ctx context.Context, cluster string) (err error) {
+		recorded, err = n.recordAsyncChange(ctx, catalog.Command{Op: catalog.OpMerge, Datastore: ds, Partition: left, Right: right,
+			Cluster: cluster, ExpectGeneration: gen, Auto: auto}, func(d *catalog.Datastore) []catalog.Partition {
+			if l := d.Partition(left); l != nil && d.Partition(right) == nil && d.Merged(left, right) {
+				return []catalog.Partition{*l}
+			}
 			return nil
-		case errors.Is(err, catalog.ErrStale), errors.Is(err, catalog.ErrNotFound), errors.Is(err, catalog.ErrBadCommand):
-			return fmt.Errorf("%w: %w", ErrRefused, err)
-		}
-		// The command may have been applied: the catalog tells.
-		c, ok := n.awaitCatalog(context.WithoutCancel(ctx), commitWait, func(c *catalog.Catalog) bool {
-			d := c.Datastores[ds]
-			return d != nil && d.Partition(right) == nil && d.Merged(left, right)
 		})
-		if !ok {
-			return err
-		}
-		l := c.Datastores[ds].Partition(left)
-		if l == nil {
-			return err
-		}
-		recorded = catalog.Result{Generation: l.Generation, Partitions: []catalog.Partition{*l}}
-		return nil
+		return err
 	}
 	mres, err := partition.MergeAsync(ctx, partition.AsyncMerge{Datastore: d.spec, Left: left, Right: right, MoveRight: moveRight,
 		Commit: commit, Cluster: partition.ClusterConfig{ProbeInterval: n.cfg.Async.ProbeInterval, Logger: n.log}, Logger: n.log})

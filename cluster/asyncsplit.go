@@ -58,28 +58,16 @@ func (n *Node) splitAsync(ctx context.Context, d *datastore, pid int, req wire.S
 	gen, right := cat.Generation, cat.Datastores[ds].NextID
 	began := time.Now()
 	var recorded catalog.Result
-	commit := func(ctx context.Context, cluster string) error {
-		res, err := n.sendCatalogCommand(ctx, catalog.Command{Op: catalog.OpSplit, Datastore: ds, Partition: pid, AtShard: at,
-			Right: right, Cluster: cluster, ExpectGeneration: max(gen, 1)})
-		switch {
-		case err == nil:
-			recorded = res
-			return nil
-		case errors.Is(err, catalog.ErrStale), errors.Is(err, catalog.ErrNotFound), errors.Is(err, catalog.ErrBadCommand):
-			return fmt.Errorf("%w: %w", ErrRefused, err)
-		}
-		// The command may have been applied: the catalog tells.
-		c, ok := n.awaitCatalog(context.WithoutCancel(ctx), commitWait, func(c *catalog.Catalog) bool {
-			d := c.Datastores[ds]
-			return d != nil && d.Partition(pid) != nil && d.Partition(right) != nil && d.Partition(right).Parent == pid
+	commit := func(ctx context.Context, cluster string) (err error) {
+		recorded, err = n.recordAsyncChange(ctx, catalog.Command{Op: catalog.OpSplit, Datastore: ds, Partition: pid, AtShard: at,
+			Right: right, Cluster: cluster, ExpectGeneration: max(gen, 1)}, func(d *catalog.Datastore) []catalog.Partition {
+			l, r := d.Partition(pid), d.Partition(right)
+			if l == nil || r == nil || r.Parent != pid {
+				return nil
+			}
+			return []catalog.Partition{*l, *r}
 		})
-		if !ok {
-			return err
-		}
-		d := c.Datastores[ds]
-		l, r := d.Partition(pid), d.Partition(right)
-		recorded = catalog.Result{Generation: r.Generation, Partitions: []catalog.Partition{*l, *r}}
-		return nil
+		return err
 	}
 	sres, err := partition.SplitAsync(ctx, partition.AsyncSplit{Datastore: d.spec, Partition: pid, AtShard: at, Right: right,
 		Commit: commit, Cluster: partition.ClusterConfig{ProbeInterval: n.cfg.Async.ProbeInterval, Logger: n.log}, Logger: n.log})
@@ -105,6 +93,32 @@ func (n *Node) splitAsync(ctx context.Context, d *datastore, pid int, req wire.S
 	}
 	out.TookMillis = time.Since(began).Milliseconds()
 	return out, nil
+}
+
+// recordAsyncChange sends cmd, an async split or merge prepared on the master, to the catalog
+// and returns what the catalog recorded. A definitive refusal is ErrRefused. After another
+// failure the command may have been applied: it waits up to commitWait for this node's
+// catalog to show it, made returning the partitions the change left in the datastore (nil
+// while it is not there), and returns the last one's generation with them, or the failure.
+func (n *Node) recordAsyncChange(ctx context.Context, cmd catalog.Command, made func(d *catalog.Datastore) []catalog.Partition) (catalog.Result, error) {
+	res, err := n.sendCatalogCommand(ctx, cmd)
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(err, catalog.ErrStale), errors.Is(err, catalog.ErrNotFound), errors.Is(err, catalog.ErrBadCommand):
+		return res, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	var ps []catalog.Partition
+	_, ok := n.awaitCatalog(context.WithoutCancel(ctx), commitWait, func(c *catalog.Catalog) bool {
+		if d := c.Datastores[cmd.Datastore]; d != nil {
+			ps = made(d)
+		}
+		return len(ps) > 0
+	})
+	if !ok {
+		return res, err
+	}
+	return catalog.Result{Generation: ps[len(ps)-1].Generation, Partitions: ps}, nil
 }
 
 // awaitCatalog waits up to wait, or until ctx ends, for the catalog this node serves to

@@ -155,27 +155,11 @@ func (m *asyncMerger) run(ctx context.Context) (res AsyncMergeResult, err error)
 	}
 	var stores [2]*storage.PartitionStore
 	for i, pid := range ids {
-		name := asyncLockName(home.cfg.Prefix, m.ds.Name, pid)
-		unlockMove, err := st.Lock(ctx, name+"_move", 0)
-		if errors.Is(err, storage.ErrLockTimeout) {
-			return res, fmt.Errorf("%w: partition %d", ErrAsyncSplitMoving, pid)
-		}
+		ps, release, err := openMoveLocked(ctx, st, home, m.ds.Name, pid, [2]cells.ShardRange{m.left, m.right}[i])
 		if err != nil {
 			return res, err
 		}
-		defer unlockMove()
-		// Under the move lock the placement cannot change: read it again on the master.
-		if pl, ok, err := st.ReadPlacement(ctx, m.ds.Name, pid); err != nil {
-			return res, err
-		} else if ok && (pl.Cluster != home.Name() || pl.State != storage.PlacementActive) {
-			return res, fmt.Errorf("%w: partition %d's placement changed to %s (%s) at epoch %d", ErrAsyncSplitMoving, pid, pl.Cluster, pl.State, pl.Epoch)
-		}
-		ps, err := st.Partition(ctx, storage.PartitionID{Datastore: m.ds.Name, Partition: pid}, [2]cells.ShardRange{m.left, m.right}[i])
-		if err != nil {
-			return res, err
-		}
-		defer ps.Close()
-		ps.SetFence(home.Name())
+		defer release()
 		stores[i] = ps
 	}
 	var locked time.Time

@@ -171,29 +171,13 @@ func (s *asyncSplitter) run(ctx context.Context) (res AsyncSplitResult, err erro
 	if err != nil {
 		return res, err
 	}
-	lockName := asyncLockName(home.cfg.Prefix, s.ds.Name, s.sp.Partition)
-	unlockMove, err := st.Lock(ctx, lockName+"_move", 0)
-	if errors.Is(err, storage.ErrLockTimeout) {
-		return res, ErrAsyncSplitMoving
-	}
+	ps, release, err := openMoveLocked(ctx, st, home, s.ds.Name, s.sp.Partition, s.whole)
 	if err != nil {
 		return res, err
 	}
-	defer unlockMove()
-	// Under the move lock the placement cannot change: read it again on the master.
-	if pl, ok, err := st.ReadPlacement(ctx, s.ds.Name, s.sp.Partition); err != nil {
-		return res, err
-	} else if ok && (pl.Cluster != home.Name() || pl.State != storage.PlacementActive) {
-		return res, fmt.Errorf("%w: the placement changed to %s (%s) at epoch %d", ErrAsyncSplitMoving, pl.Cluster, pl.State, pl.Epoch)
-	}
-	ps, err := st.Partition(ctx, storage.PartitionID{Datastore: s.ds.Name, Partition: s.sp.Partition}, s.whole)
-	if err != nil {
-		return res, err
-	}
-	defer ps.Close()
-	ps.SetFence(home.Name())
+	defer release()
 
-	unlock, err := st.Lock(ctx, lockName, s.sp.LockWait)
+	unlock, err := st.Lock(ctx, asyncLockName(home.cfg.Prefix, s.ds.Name, s.sp.Partition), s.sp.LockWait)
 	if err != nil {
 		return res, fmt.Errorf("partition: split: the partition's write lock on %s: %w", home.Name(), err)
 	}
@@ -219,6 +203,35 @@ func (s *asyncSplitter) run(ctx context.Context) (res AsyncSplitResult, err erro
 		return res, fmt.Errorf("partition: split: %w (undone)", err)
 	}
 	return res, nil
+}
+
+// openMoveLocked takes partition pid's move lock on st, the master of home (no move of the
+// partition runs until release; ErrAsyncSplitMoving when one holds it), checks under it that
+// the partition's placement on the master is active on home, and opens the partition's store
+// there with shard range r, fenced to home. release closes the store and the lock.
+func openMoveLocked(ctx context.Context, st *storage.Store, home *StorageCluster, ds string, pid int, r cells.ShardRange) (*storage.PartitionStore, func(), error) {
+	unlockMove, err := st.Lock(ctx, asyncLockName(home.cfg.Prefix, ds, pid)+"_move", 0)
+	if errors.Is(err, storage.ErrLockTimeout) {
+		return nil, nil, fmt.Errorf("%w: partition %d", ErrAsyncSplitMoving, pid)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	// Under the move lock the placement cannot change: read it again on the master.
+	if pl, ok, err := st.ReadPlacement(ctx, ds, pid); err != nil {
+		unlockMove()
+		return nil, nil, err
+	} else if ok && (pl.Cluster != home.Name() || pl.State != storage.PlacementActive) {
+		unlockMove()
+		return nil, nil, fmt.Errorf("%w: partition %d's placement changed to %s (%s) at epoch %d", ErrAsyncSplitMoving, pid, pl.Cluster, pl.State, pl.Epoch)
+	}
+	ps, err := st.Partition(ctx, storage.PartitionID{Datastore: ds, Partition: pid}, r)
+	if err != nil {
+		unlockMove()
+		return nil, nil, err
+	}
+	ps.SetFence(home.Name())
+	return ps, func() { _ = ps.Close(); unlockMove() }, nil
 }
 
 // divide writes both halves' state on the master, in one transaction: see SplitAsync.
@@ -261,24 +274,11 @@ func (s *asyncSplitter) divide(ctx context.Context, ps *storage.PartitionStore) 
 func (s *asyncSplitter) undo(ps *storage.PartitionStore) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	applied, err := ps.Applied(ctx)
-	if err != nil {
-		return err
-	}
-	tx, err := ps.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	wr := fsm.RangeRow(s.whole)
-	if err := tx.PutKV(ctx, wr.Key, wr.Value); err != nil {
-		return err
-	}
-	if err := tx.SetApplied(ctx, storage.AppliedState{Index: applied.Index + 1, Term: applied.Term}); err != nil {
+	if err := setRange(ctx, ps, s.whole, nil); err != nil {
 		return err
 	}
 	s.log.Warn("async split: undone on the master", "range", s.whole)
-	return tx.Commit()
+	return nil
 }
 
 // placeRight writes the right half's placement record on every master, naming home, when the
