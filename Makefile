@@ -42,21 +42,21 @@ test-short:
 
 # The fault-injection harness, the long run (needs root and iptables; mariadbd for async mode):
 # 10 minutes with every workload (cells, durability, triggers, index, cas, bank) and the nemeses
-# of `--nemesis all` (node kills and pauses, partitions, trigger worker kills and pauses) on
-# pebble, with the split nemesis too (partitions split online; pebble only), then 10 on SQLite,
-# then 10 on the MariaDB at $(MYSQL_DSN); then, with --secure (see
-# jepsen-short; the MariaDB servers of async mode stay plaintext), 30 s of membership changes on
-# 5 nodes, where a replica has somewhere to move (about 35 s), and 30 s of async mode (cells,
-# durability, cas and bank on 2 MariaDB storage clusters, every async nemesis; about 50 s). Each
-# run leaves a report under .data/jepsen/.
+# of `--nemesis all` (node kills and pauses, partitions, trigger worker kills and pauses) and the
+# split nemesis (partitions split and merge online) on pebble, then 10 on SQLite, then 10 on the
+# MariaDB at $(MYSQL_DSN); then, with --secure (see jepsen-short; the MariaDB servers of async
+# mode stay plaintext), 30 s of membership changes on 5 nodes, where a replica has somewhere to
+# move (about 35 s), and 30 s of async mode (cells, durability, cas and bank on 2 MariaDB storage
+# clusters, every async nemesis and the split nemesis, splitting in place on the masters; about
+# 50 s). Each run leaves a report under .data/jepsen/.
 JEPSEN_WORKLOADS := --workload cells,durability,triggers,index,cas,bank
 JEPSEN_MEMBERSHIP_SHORT := --duration 30s --quiet 6s --interval 2s --fault-duration 3s --nodes 5 --workers-per-node 1 \
 	--workload cells,durability --nemesis membership
-JEPSEN_ASYNC_SHORT := --mode async --duration 30s --quiet 8s --interval 2s --workload cells,durability,cas,bank
+JEPSEN_ASYNC_SHORT := --mode async --duration 30s --quiet 8s --interval 2s --nemesis all,split --workload cells,durability,cas,bank
 jepsen: build
 	./$(BIN) jepsen --duration 10m --store pebble --nemesis all,split $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
-	./$(BIN) jepsen --duration 10m --store sqlite $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
-	./$(BIN) jepsen --duration 10m --store mysql --mysql '$(MYSQL_DSN)' $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
+	./$(BIN) jepsen --duration 10m --store sqlite --nemesis all,split $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
+	./$(BIN) jepsen --duration 10m --store mysql --mysql '$(MYSQL_DSN)' --nemesis all,split $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 	./$(BIN) jepsen --secure $(JEPSEN_MEMBERSHIP_SHORT)
 	./$(BIN) jepsen --secure $(JEPSEN_ASYNC_SHORT)
 
@@ -79,13 +79,13 @@ jepsen-short: build
 
 # Async mode (needs root, iptables and mariadbd): the harness starts 2 MariaDB storage clusters
 # of a master and 2 minions and runs cells, durability, cas and bank on async datastores for 3 minutes under
-# every async nemesis. Then the unsafe demonstration: the lossy failover (a master cut from its
+# every async nemesis and the split nemesis. Then the unsafe demonstration: the lossy failover (a master cut from its
 # minions, killed while cut off, a minion promoted) without buffered writes, expected to lose
 # acknowledged writes (its failure is ignored), and the same seed with buffered writes (must be
 # valid).
 ASYNCDEMO := --mode async --duration 1m --quiet 10s --seed 5 --interval 2s --fault-duration 6s --nemesis partition-failover
 jepsen-async: build
-	./$(BIN) jepsen --mode async --duration 3m --workload cells,durability,cas,bank $(JEPSEN_ARGS)
+	./$(BIN) jepsen --mode async --duration 3m --nemesis all,split --workload cells,durability,cas,bank $(JEPSEN_ARGS)
 	-./$(BIN) jepsen $(ASYNCDEMO) --unsafe-no-buffered-writes
 	./$(BIN) jepsen $(ASYNCDEMO)
 

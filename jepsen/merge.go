@@ -25,19 +25,20 @@ const Merge = "merge"
 const mergeShare = 3
 
 // mergeCandidates returns, by datastore, the pairs of neighbouring partitions on the same
-// replicas that the split nemesis may merge (the datastores of catalog named in raft and not in
-// exclude), each pair as [left, right].
-func mergeCandidates(catalog []wire.DatastoreInfo, raft, exclude []string) map[string][][2]wire.CatalogPartition {
+// replicas (raft) or the same storage cluster (async: a merge without a move) that the split
+// nemesis may merge (the datastores of catalog named in names and not in exclude), each pair
+// as [left, right].
+func mergeCandidates(catalog []wire.DatastoreInfo, names, exclude []string) map[string][][2]wire.CatalogPartition {
 	out := map[string][][2]wire.CatalogPartition{}
 	for _, d := range catalog {
-		if !slices.Contains(raft, d.Name) || slices.Contains(exclude, d.Name) {
+		if !slices.Contains(names, d.Name) || slices.Contains(exclude, d.Name) {
 			continue
 		}
 		ps := slices.Clone(d.Partitions)
 		slices.SortFunc(ps, func(a, b wire.CatalogPartition) int { return a.FirstShard - b.FirstShard })
 		for i := 1; i < len(ps); i++ {
 			l, r := ps[i-1], ps[i]
-			if r.FirstShard == l.LastShard+1 && sameNodes(l.Replicas, r.Replicas) {
+			if r.FirstShard == l.LastShard+1 && sameNodes(l.Replicas, r.Replicas) && l.Cluster == r.Cluster {
 				out[d.Name] = append(out[d.Name], [2]wire.CatalogPartition{l, r})
 			}
 		}
@@ -71,7 +72,7 @@ func pickMerge(rng *rand.Rand, cands map[string][][2]wire.CatalogPartition) (ds 
 // when the answer is lost, the catalog read again for up to 10 s to learn whether it happened.
 // It returns the fault's end (held 1 ms), or ok false when no pair can merge.
 func (n *Nemesis) startMerge(ctx context.Context, cl *client.Client, ids map[string]string, cat []wire.DatastoreInfo) (end func(), ok bool, err error) {
-	ds, pair, ok := pickMerge(n.split.rng, mergeCandidates(cat, n.raftDatastores(), n.split.exclude))
+	ds, pair, ok := pickMerge(n.split.rng, mergeCandidates(cat, n.splitDatastores(), n.split.exclude))
 	if !ok {
 		return nil, false, nil
 	}

@@ -166,8 +166,8 @@ func (n *Nemesis) jitter(d time.Duration) time.Duration {
 // Without worker, membership and capacity kinds the draws are those of earlier versions, so a
 // seed gives the same schedule.
 //
-// The split nemesis is dropped when the nodes' store cannot split (pebble only) or in async
-// mode; the worker nemeses when no workload runs processes; the storage nemeses in raft mode.
+// The worker nemeses are dropped when no workload runs processes; the storage nemeses in raft
+// mode. The split nemesis runs on every store and in both modes (splitDatastores).
 func (n *Nemesis) Run(ctx context.Context) {
 	defer n.Heal(context.Background())
 	kinds := n.cfg.Kinds
@@ -181,15 +181,6 @@ func (n *Nemesis) Run(ctx context.Context) {
 		if k := dropStorageKinds(kinds); len(k) < len(kinds) {
 			kinds = k
 			n.log.Info("nemesis: no storage clusters (raft mode); storage nemeses dropped")
-		}
-	}
-	if ok, store := n.c.canSplit(); !ok || n.storage != nil {
-		if k := slices.DeleteFunc(slices.Clone(kinds), IsCapacityNemesis); len(k) < len(kinds) {
-			kinds = k
-			if n.storage != nil {
-				store = "async"
-			}
-			n.log.Info("nemesis: the nodes' store cannot split partitions (pebble only); split nemesis dropped", "store", store)
 		}
 	}
 	if len(kinds) == 0 {

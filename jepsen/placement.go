@@ -20,7 +20,7 @@ import (
 // each partition's raft configuration, voters and nonvoters), and fall back to the topology
 // file until they are known.
 
-// RefreshPlacement learns the raft datastores' partition map from the cluster's catalog
+// RefreshPlacement learns the datastores' partition map from the cluster's catalog
 // (refreshPartitions: every running node asked, the newest catalog kept), then asks a running
 // node (the others in turn if it fails) for every raft partition's configuration (GET
 // /v1/admin/partitions) and records each one's servers for ShardReplicas, ReadBack,
@@ -76,11 +76,11 @@ func (c *Cluster) RefreshPlacement(ctx context.Context) error {
 
 // refreshPartitions asks every running node for the cluster's catalog (GET
 // /v1/admin/datastores, one attempt each, within 10 s) and, when the newest answer is newer
-// than the catalog Topology holds, stores a new Topology whose raft datastores have its
+// than the catalog Topology holds, stores a new Topology whose datastores have its
 // partitions (withCatalog). A node's catalog can lag behind the others', so every node is
-// asked: the checks must not miss a partition a split made. Async datastores keep the file's
-// partitions. It is an error when no node answers or the newest answer is not a partition map
-// of the topology's raft datastores (the Topology is then left as it was).
+// asked: the checks must not miss a partition a split made. It is an error when no node
+// answers or the newest answer is not a partition map of the topology's datastores (the
+// Topology is then left as it was).
 func (c *Cluster) refreshPartitions(ctx context.Context) error {
 	var best *wire.DatastoresResponse
 	var errs []string
@@ -123,12 +123,12 @@ func (c *Cluster) learnCatalog(cat wire.DatastoresResponse) error {
 	return nil
 }
 
-// withCatalog returns a copy of top whose raft datastores have the partitions the catalog
-// lists for them (ID, FirstShard, LastShard, Replicas), sorted by first shard. top is not
-// modified; the copy shares the nodes and the async datastores' specs with it, and has new
-// partition lists for the raft datastores. A raft datastore of top missing from the catalog, or
-// whose catalog partitions do not cover its shards 0..Shards-1 exactly once in contiguous
-// ranges, is an error.
+// withCatalog returns a copy of top whose datastores have the partitions the catalog lists for
+// them (ID, FirstShard, LastShard, and Replicas for raft, Cluster for async ones), sorted by
+// first shard. top is not modified; the copy shares the nodes with it and has new partition
+// lists. A datastore of top missing from the catalog, an async partition without a storage
+// cluster, or partitions that do not cover the datastore's shards 0..Shards-1 exactly once in
+// contiguous ranges, is an error.
 func withCatalog(top *topology.Topology, catalog []wire.DatastoreInfo) (*topology.Topology, error) {
 	byName := map[string]wire.DatastoreInfo{}
 	for _, d := range catalog {
@@ -137,16 +137,17 @@ func withCatalog(top *topology.Topology, catalog []wire.DatastoreInfo) (*topolog
 	out := *top
 	out.Datastores = slices.Clone(top.Datastores)
 	for i, d := range out.Datastores {
-		if d.Mode != topology.ModeRaft {
-			continue
-		}
 		info, ok := byName[d.Name]
 		if !ok {
-			return nil, fmt.Errorf("raft datastore %s is not in the catalog", d.Name)
+			return nil, fmt.Errorf("%s datastore %s is not in the catalog", d.Mode, d.Name)
 		}
 		parts := make([]topology.PartitionSpec, 0, len(info.Partitions))
 		for _, p := range info.Partitions {
-			parts = append(parts, topology.PartitionSpec{ID: p.ID, FirstShard: p.FirstShard, LastShard: p.LastShard, Replicas: slices.Clone(p.Replicas)})
+			if d.Mode == topology.ModeAsync && p.Cluster == "" {
+				return nil, fmt.Errorf("async datastore %s: partition %d names no storage cluster", d.Name, p.ID)
+			}
+			parts = append(parts, topology.PartitionSpec{ID: p.ID, FirstShard: p.FirstShard, LastShard: p.LastShard,
+				Replicas: slices.Clone(p.Replicas), Cluster: p.Cluster})
 		}
 		slices.SortFunc(parts, func(a, b topology.PartitionSpec) int { return a.FirstShard - b.FirstShard })
 		next := 0

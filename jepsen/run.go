@@ -154,8 +154,6 @@ func (c Config) Validate() error {
 			bad("nemesis %q acts on the storage clusters of --mode async", k)
 		case IsMembershipNemesis(k) && async:
 			bad("nemesis %q changes raft configurations: raft mode only", k)
-		case IsCapacityNemesis(k) && async:
-			bad("nemesis %q splits raft partitions: raft mode only", k)
 		case !slices.Contains(AllNemeses, k) && !IsStorageNemesis(k) && !IsMembershipNemesis(k) && !IsCapacityNemesis(k):
 			bad("unknown nemesis %q (know %s, %s, %s; in async mode also %s)", k, strings.Join(AllNemeses, ", "),
 				strings.Join(MembershipNemeses, ", "), strings.Join(CapacityNemeses, ", "), strings.Join(AsyncNemeses, ", "))
@@ -230,7 +228,7 @@ type Summary struct {
 	// Membership counts the membership nemeses' admin calls by operation and outcome
 	// ("remove-voter ok": 3, "add-voter failed": 1); nil when none ran. See AdminOp.
 	Membership map[string]int `json:"membership,omitempty"`
-	// Partitions counts each raft datastore's partitions at the end, as the checks saw them
+	// Partitions counts each datastore's partitions at the end, as the checks saw them
 	// (the catalog's map); nil when no split happened.
 	Partitions map[string]int `json:"partitions,omitempty"`
 	// Verdicts are the workloads' results.
@@ -465,6 +463,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	var convErr error
 	if st != nil {
 		convErr = st.WaitQuiet(convCtx, c, asyncDatastores(c.Topology()))
+		if convErr == nil && sum.Faults[Split]+sum.Faults[Merge] > 0 {
+			// The checks read each partition's shards from its storage cluster: learn the
+			// partitions the splits and merges left (raft mode learns them in WaitConverged).
+			convErr = c.refreshPartitions(convCtx)
+		}
 	} else {
 		convErr = c.WaitConverged(convCtx, busy...)
 	}
@@ -475,9 +478,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if sum.Faults[Split]+sum.Faults[Merge] > 0 {
 		sum.Partitions = map[string]int{}
 		for _, d := range c.Topology().Datastores {
-			if d.Mode == topology.ModeRaft {
-				sum.Partitions[d.Name] = len(d.Partitions)
-			}
+			sum.Partitions[d.Name] = len(d.Partitions)
 		}
 	}
 	env := &CheckEnv{Cluster: c, Dir: dir, End: end, Faults: faults, CheckTimeout: cfg.CheckTimeout, History: h, Storage: st}

@@ -9,17 +9,16 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/client"
-	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/wire"
 )
 
-// Split splits a random raft partition of a random datastore at a random shard boundary inside
+// Split splits a random partition of a random datastore at a random shard boundary inside
 // it, through the nodes' admin API (POST /v1/admin/partitions/{ds}/{p}/split) while the
 // traffic runs: the left half keeps the partition's id and the shards below the boundary, the
-// right half is a new partition on the same replicas. One fault in mergeShare merges two
-// neighbouring partitions instead, when there are any (merge.go). An instant fault; the
-// checks learn the partitions from the catalog (Cluster.RefreshPlacement). It needs the pebble
-// store.
+// right half is a new partition on the same replicas (raft mode, every store) or on the same
+// storage cluster (async mode: a split in place, without a move). One fault in mergeShare
+// merges two neighbouring partitions instead, when there are any (merge.go). An instant fault;
+// the checks learn the partitions from the catalog (Cluster.RefreshPlacement).
 const Split = "split"
 
 // CapacityNemeses lists the nemeses that change how a datastore is partitioned. They are not
@@ -65,27 +64,24 @@ func (n *Nemesis) SetNoSplit(datastores ...string) {
 	n.split.exclude = append(n.split.exclude, datastores...)
 }
 
-// canSplit reports whether the cluster's store can split partitions, and names the store.
-// Only pebble can; an empty Store is serve's default (pebble, or mysql with a DSN).
-func (c *Cluster) canSplit() (bool, string) {
-	store := c.cfg.Store
-	if store == "" {
-		store = storage.EnginePebble
-		if c.cfg.MySQLDSN != "" {
-			store = storage.EngineMySQL
-		}
+// splitDatastores names the datastores the split nemesis changes: the topology's raft
+// datastores in raft mode, its async ones in async mode (the run's datastores are all of one
+// mode).
+func (n *Nemesis) splitDatastores() []string {
+	if n.storage != nil {
+		return asyncDatastores(n.c.Topology())
 	}
-	return store == storage.EnginePebble, store
+	return n.raftDatastores()
 }
 
 // splitCandidates returns, by datastore, the partitions the split nemesis may split: those of 2
-// shards or more, of the datastores of catalog named in raft (the topology's raft datastores)
-// and not in exclude, that have fewer than maxParts partitions. Datastores without one are left
-// out. catalog is not modified.
-func splitCandidates(catalog []wire.DatastoreInfo, raft, exclude []string, maxParts int) map[string][]wire.CatalogPartition {
+// shards or more, of the datastores of catalog named in names (splitDatastores) and not in
+// exclude, that have fewer than maxParts partitions. Datastores without one are left out.
+// catalog is not modified.
+func splitCandidates(catalog []wire.DatastoreInfo, names, exclude []string, maxParts int) map[string][]wire.CatalogPartition {
 	out := map[string][]wire.CatalogPartition{}
 	for _, d := range catalog {
-		if !slices.Contains(raft, d.Name) || slices.Contains(exclude, d.Name) || len(d.Partitions) >= maxParts {
+		if !slices.Contains(names, d.Name) || slices.Contains(exclude, d.Name) || len(d.Partitions) >= maxParts {
 			continue
 		}
 		for _, p := range d.Partitions {
@@ -148,7 +144,7 @@ func (n *Nemesis) startSplit(ctx context.Context) (func(), time.Duration, error)
 			return end, time.Millisecond, err
 		}
 	}
-	ds, p, at, ok := pickSplit(n.split.rng, splitCandidates(cat.Datastores, n.raftDatastores(), n.split.exclude, MaxSplitPartitions))
+	ds, p, at, ok := pickSplit(n.split.rng, splitCandidates(cat.Datastores, n.splitDatastores(), n.split.exclude, MaxSplitPartitions))
 	if !ok {
 		return nil, 0, fmt.Errorf("%s: %w (at most %d partitions per datastore; not split: %v)", Split, errNoSplit, MaxSplitPartitions, n.split.exclude)
 	}
@@ -171,6 +167,9 @@ func (n *Nemesis) startSplit(ctx context.Context) (func(), time.Duration, error)
 	}
 	detail := fmt.Sprintf("%s/%d at %d -> %d [%d..%d], %d [%d..%d] in %d ms", ds, p.ID, at,
 		res.Left.ID, res.Left.FirstShard, res.Left.LastShard, res.Right.ID, res.Right.FirstShard, res.Right.LastShard, res.TookMillis)
+	if res.Left.Cluster != "" {
+		detail += " on storage cluster " + res.Left.Cluster
+	}
 	if !res.Ready {
 		detail += " (the right half had no leader yet)"
 	}

@@ -7,15 +7,21 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/schemaless-db/schemaless/internal/mariadbtest"
+	"github.com/schemaless-db/schemaless/storage"
 )
 
-// The cells and durability workloads for 20 s on pebble while the split nemesis splits their
-// partitions every second or two, and merges some back: the cells history must stay linearizable, no acknowledged
-// cell may be lost, and the checks must cover the partitions the splits made (the final
-// partition map is the catalog's, every replica of every shard compared).
+// The cells and durability workloads for 20 s on SQLite while the split nemesis splits their
+// partitions every second or two, and merges some back: the cells history must stay
+// linearizable, no acknowledged cell may be lost, and the checks must cover the partitions the
+// splits made (the final partition map is the catalog's, every replica of every shard
+// compared). SQLite copies a split's shards into a file of their own and a merge's back; pebble,
+// which copies nothing, runs the split nemesis in make jepsen-short.
 func TestSplitUnderTraffic(t *testing.T) {
 	requireFaults(t)
 	cfg := DefaultConfig()
+	cfg.Store = storage.EngineSQLite
 	cfg.Binary = schemalessBinary(t)
 	cfg.OutDir = t.TempDir()
 	cfg.FirstIP, cfg.HTTPPort, cfg.RaftPort, cfg.Chain = "127.0.0.72", 27470, 27570, "SLJEPSENSPLIT"
@@ -42,4 +48,42 @@ func TestSplitUnderTraffic(t *testing.T) {
 	require.NotZero(t, res.Acknowledged, "acknowledged cells (%+v)", res)
 	require.Empty(t, res.Lost, "lost cells")
 	require.Empty(t, res.Diverged, "diverged shards")
+}
+
+// The split nemesis in async mode: the cells and durability workloads on 2 MariaDB storage
+// clusters for 24 s while partitions split in place and merge back on their master, with
+// failovers of the storage clusters beside them. No acknowledged cell may be lost, the strong
+// reads and every storage member must agree, and the checks must read the partitions the
+// splits made (the catalog's map, each partition's shards from its storage cluster).
+func TestAsyncSplitUnderTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 24 s run of the harness on MariaDB storage clusters")
+	}
+	requireFaults(t)
+	mariadbtest.RequireServerBinary(t)
+	cfg := DefaultConfig()
+	cfg.Binary = schemalessBinary(t)
+	cfg.OutDir = t.TempDir()
+	cfg.Mode = "async"
+	cfg.FirstIP, cfg.HTTPPort, cfg.RaftPort, cfg.Chain = "127.0.0.82", 57270, 57370, "SLJEPSENASPLIT"
+	cfg.StorageFirstIP = "127.0.2.22"
+	cfg.Workloads = []string{"cells", "durability"}
+	cfg.Duration, cfg.Quiet = 24*time.Second, 8*time.Second
+	cfg.Nemesis = NemesisConfig{Kinds: []string{Split, Failover}, Interval: 1500 * time.Millisecond, FaultDuration: 2 * time.Second}
+	cfg.Seed = testSeed(t)
+	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	cfg.Out = testWriter{t}
+	sum, err := Run(context.Background(), cfg)
+	require.NoError(t, err, "Run")
+	require.NotZero(t, sum.Faults[Split], "no split happened: faults %v (seed %d, run kept in %s)", sum.Faults, cfg.Seed, sum.Dir)
+	require.True(t, sum.Valid, "got %d violations, want none (seed %d, run kept in %s):\n%v", len(sum.Violations), cfg.Seed, sum.Dir, sum.Violations)
+	t.Logf("%d splits, %d merges, partitions at the end %v", sum.Faults[Split], sum.Faults[Merge], sum.Partitions)
+	require.NotNil(t, sum.Async, "async summary")
+	d := sum.Async.Durability
+	require.NotNil(t, d, "no durability result")
+	require.NotZero(t, d.Acknowledged, "acknowledged cells (%+v)", d)
+	require.Zero(t, d.LostKeys, "lost cells")
+	require.Empty(t, d.Diverged, "diverged shards")
+	require.Equal(t, 4+sum.Faults[Split]-sum.Faults[Merge], sum.Partitions["cells"]+sum.Partitions["durability"],
+		"the checks read the partitions the splits made: 2 per datastore, plus one per split, less one per merge (%v)", sum.Partitions)
 }

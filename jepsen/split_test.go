@@ -1,8 +1,6 @@
 package jepsen
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -109,46 +107,25 @@ func TestParseSplitNemesis(t *testing.T) {
 	cfg.Nemesis.Kinds = ParseNemeses("all,split", false)
 	assert.NoError(t, cfg.Validate(), "all,split in raft mode")
 	cfg.Store = storage.EngineSQLite
-	assert.NoError(t, cfg.Validate(), "split on SQLite: valid, dropped by the nemesis")
+	assert.NoError(t, cfg.Validate(), "split on SQLite")
 	cfg = DefaultConfig()
 	cfg.Mode, cfg.Workloads = topology.ModeAsync, []string{"cells"}
-	cfg.Nemesis.Kinds = []string{Split}
-	assert.ErrorContains(t, cfg.Validate(), `nemesis "split" splits raft partitions: raft mode only`)
+	cfg.Nemesis.Kinds = ParseNemeses("all,split", true)
+	assert.NoError(t, cfg.Validate(), "split in async mode")
 }
 
-func TestCanSplit(t *testing.T) {
+// The split nemesis changes the raft datastores in raft mode and the async ones in async mode
+// (a Nemesis with storage clusters), on every store.
+func TestSplitDatastores(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		cfg   ClusterConfig
-		ok    bool
-		store string
-	}{
-		{ClusterConfig{}, true, storage.EnginePebble},
-		{ClusterConfig{Store: storage.EnginePebble}, true, storage.EnginePebble},
-		{ClusterConfig{Store: storage.EngineSQLite}, false, storage.EngineSQLite},
-		{ClusterConfig{Store: storage.EngineMySQL, MySQLDSN: "x"}, false, storage.EngineMySQL},
-		{ClusterConfig{MySQLDSN: "x"}, false, storage.EngineMySQL},
-	} {
-		ok, store := (&Cluster{cfg: c.cfg}).canSplit()
-		assert.Equal(t, c.ok, ok, "%+v: can split", c.cfg)
-		assert.Equal(t, c.store, store, "%+v: store", c.cfg)
+	for _, store := range []string{storage.EnginePebble, storage.EngineSQLite, storage.EngineMySQL} {
+		c := &Cluster{cfg: ClusterConfig{Store: store}}
+		c.top.Store(testTopology())
+		n := NewNemesis(NemesisConfig{Kinds: []string{Split}}, c, nil, NewHistory(nil), 1, nil, slog.New(slog.DiscardHandler))
+		assert.Equal(t, []string{"cells"}, n.splitDatastores(), "%s, raft mode", store)
+		n.storage = &Storage{}
+		assert.Equal(t, []string{"rides"}, n.splitDatastores(), "%s, async mode", store)
 	}
-}
-
-// On a store that cannot split, Run drops the split nemesis with a log line (and, with nothing
-// else to do, waits for ctx).
-func TestSplitDroppedOffPebble(t *testing.T) {
-	t.Parallel()
-	var logs bytes.Buffer
-	c := &Cluster{cfg: ClusterConfig{Store: storage.EngineSQLite}}
-	c.top.Store(&topology.Topology{})
-	n := NewNemesis(NemesisConfig{Kinds: []string{Split}}, c, nil, NewHistory(nil), 1, nil, slog.New(slog.NewTextHandler(&logs, nil)))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	n.Run(ctx)
-	assert.Contains(t, logs.String(), "split nemesis dropped", "log")
-	assert.Contains(t, logs.String(), "store=sqlite", "log")
-	assert.Empty(t, n.Faults(), "faults")
 }
 
 func testTopology() *topology.Topology {
@@ -171,7 +148,8 @@ func TestWithCatalog(t *testing.T) {
 	catalog := []wire.DatastoreInfo{
 		{Name: "cells", Mode: topology.ModeRaft, Shards: 8, Partitions: []wire.CatalogPartition{
 			catalogPart(1, 4, 7), catalogPart(0, 0, 1), catalogPart(2, 2, 3)}},
-		{Name: "rides", Mode: topology.ModeAsync, Shards: 8, Partitions: []wire.CatalogPartition{{ID: 0, FirstShard: 0, LastShard: 3, Cluster: "c0"}}},
+		{Name: "rides", Mode: topology.ModeAsync, Shards: 8, Partitions: []wire.CatalogPartition{
+			{ID: 1, FirstShard: 4, LastShard: 7, Cluster: "c0"}, {ID: 0, FirstShard: 0, LastShard: 3, Cluster: "c0"}}},
 	}
 	got, err := withCatalog(top, catalog)
 	require.NoError(t, err)
@@ -183,7 +161,9 @@ func TestWithCatalog(t *testing.T) {
 		{ID: 1, FirstShard: 4, LastShard: 7, Replicas: rep}}, cells.Partitions, "cells: the catalog's partitions, by first shard")
 	assert.Equal(t, 2, cells.PartitionOf(3).ID, "shard 3 in the split-made partition")
 	rides, _ := got.Datastore("rides")
-	assert.Equal(t, top.Datastores[1], *rides, "async datastores keep the file's partitions")
+	assert.Equal(t, []topology.PartitionSpec{{ID: 0, FirstShard: 0, LastShard: 3, Cluster: "c0"}, {ID: 1, FirstShard: 4, LastShard: 7, Cluster: "c0"}},
+		rides.Partitions, "rides: the catalog's partitions, with their storage clusters")
+	assert.Equal(t, top.Datastores[1].MySQLPrefix, rides.MySQLPrefix, "rides: the rest of the spec kept")
 	assert.Equal(t, top.Nodes, got.Nodes, "nodes")
 
 	for name, parts := range map[string][]wire.CatalogPartition{
@@ -198,6 +178,12 @@ func TestWithCatalog(t *testing.T) {
 	}
 	_, err = withCatalog(top, catalog[1:])
 	assert.ErrorContains(t, err, "raft datastore cells is not in the catalog")
+	_, err = withCatalog(top, catalog[:1])
+	assert.ErrorContains(t, err, "async datastore rides is not in the catalog")
+	noCluster := slices.Clone(catalog)
+	noCluster[1].Partitions = []wire.CatalogPartition{{ID: 0, FirstShard: 0, LastShard: 7}}
+	_, err = withCatalog(top, noCluster)
+	assert.ErrorContains(t, err, "async datastore rides: partition 0 names no storage cluster")
 }
 
 // learnCatalog replaces the partition map only with a newer catalog, while readers of
@@ -213,7 +199,8 @@ func TestLearnCatalogConcurrent(t *testing.T) {
 			ps = append(ps, catalogPart(i, i, i))
 		}
 		ps = append(ps, catalogPart(parts-1, parts-1, 7))
-		return wire.DatastoresResponse{Generation: gen, Datastores: []wire.DatastoreInfo{{Name: "cells", Mode: topology.ModeRaft, Shards: 8, Partitions: ps}}}
+		return wire.DatastoresResponse{Generation: gen, Datastores: []wire.DatastoreInfo{{Name: "cells", Mode: topology.ModeRaft, Shards: 8, Partitions: ps},
+			{Name: "rides", Mode: topology.ModeAsync, Shards: 8, Partitions: []wire.CatalogPartition{{ID: 0, FirstShard: 0, LastShard: 7, Cluster: "c0"}}}}}
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -284,8 +271,8 @@ func TestSplitDone(t *testing.T) {
 	assert.False(t, ok, "another datastore")
 }
 
-// TestMergeCandidates: only neighbours on the same replicas, of raft datastores not excluded,
-// are merge candidates; pickMerge draws one of them.
+// TestMergeCandidates: only neighbours on the same replicas and storage cluster, of the
+// datastores named and not excluded, are merge candidates; pickMerge draws one of them.
 func TestMergeCandidates(t *testing.T) {
 	abc, abd := []string{"a", "b", "c"}, []string{"a", "b", "d"}
 	cat := []wire.DatastoreInfo{
@@ -296,7 +283,12 @@ func TestMergeCandidates(t *testing.T) {
 		}},
 		{Name: "bank", Partitions: []wire.CatalogPartition{{ID: 0, FirstShard: 0, LastShard: 3, Replicas: abc}, {ID: 1, FirstShard: 4, LastShard: 7, Replicas: abc}}},
 		{Name: "async", Partitions: []wire.CatalogPartition{{ID: 0, FirstShard: 0, LastShard: 3}, {ID: 1, FirstShard: 4, LastShard: 7}}},
+		{Name: "rides", Partitions: []wire.CatalogPartition{{ID: 0, FirstShard: 0, LastShard: 3, Cluster: "c0"},
+			{ID: 1, FirstShard: 4, LastShard: 5, Cluster: "c1"}, {ID: 2, FirstShard: 6, LastShard: 7, Cluster: "c1"}}},
 	}
+	rides := mergeCandidates(cat, []string{"rides"}, nil)["rides"]
+	require.Len(t, rides, 1, "async: 1+2 only, 0 is on another storage cluster")
+	assert.Equal(t, [2]int{1, 2}, [2]int{rides[0][0].ID, rides[0][1].ID})
 	got := mergeCandidates(cat, []string{"trips", "bank"}, []string{"bank"})
 	require.Len(t, got, 1)
 	require.Len(t, got["trips"], 1, "0+2 only: 3 is on other replicas")

@@ -62,14 +62,16 @@ every partition's current placement from it):
                     hosts every partition, and it is a remove-add-voter
   transfer-leader   transfer a random partition's leadership
 
-Capacity nemesis (raft mode, pebble store only, opt-in: name it, e.g. --nemesis all,split, or
-'capacity'; with --store sqlite or mysql it is dropped with a log line):
+Capacity nemesis (every store, both modes; opt-in: name it, e.g. --nemesis all,split, or
+'capacity'):
 
   split             split a random partition of a random datastore (not the bank's: its
                     transfers need every account in one partition) at a random shard
                     boundary inside it; the right half is a new partition on the same
-                    replicas; instant, nothing undone (at most 16 partitions per datastore).
-                    The checks read the partition map from the cluster's catalog
+                    replicas (--mode async: on the same storage cluster); one fault in
+                    three merges two neighbours instead; instant, nothing undone (at most 16
+                    partitions per datastore). The checks read the partition map from the
+                    cluster's catalog
 
 --mode async makes every datastore an async datastore (MySQL storage clusters with buffered
 writes): the harness starts 2 MariaDB storage clusters of a master and 2 minions each, every
