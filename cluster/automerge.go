@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/schemaless-db/schemaless/catalog"
-	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
 	"github.com/schemaless-db/schemaless/wire"
 )
@@ -117,9 +116,6 @@ func lastSplitOf(d *catalog.Datastore, id int) (catalog.Event, bool) {
 
 // localSize returns the bytes on disk of this node's replicas of partitions a and b.
 func (n *Node) localSize(a, b *route) (int64, error) {
-	if n.cfg.Store.Engine() != storage.EnginePebble {
-		return 0, fmt.Errorf("%w: only the pebble store measures its shards' sizes", ErrRefused)
-	}
 	ctx, cancel := n.untilClose(context.Background())
 	defer cancel()
 	var total int64

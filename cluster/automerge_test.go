@@ -90,13 +90,21 @@ func TestMergeAlignsReplicas(t *testing.T) {
 }
 
 // Partitions made by a load-based split merge back once both halves have been idle for
-// MergeAfter; a split an operator made stays.
+// MergeAfter; a split an operator made stays. On pebble and SQLite, with size-based splitting
+// on (1 GiB) so that the merge reads both halves' sizes first (ShardSizes).
 func TestAutomaticMerge(t *testing.T) {
 	// Not parallel (as TestMergeAlignsReplicas).
+	for _, engine := range []clustertest.Engine{clustertest.Pebble, clustertest.SQLite} {
+		t.Run(string(engine), func(t *testing.T) { testAutomaticMerge(t, engine) })
+	}
+}
+
+func testAutomaticMerge(t *testing.T, engine clustertest.Engine) {
 	const mergeAfter = 3 * time.Second
-	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble, Gossip: true,
+	c := clustertest.Start(t, clustertest.Options{Engine: engine, Gossip: true,
 		Partition: partitionQuiesce(300 * time.Millisecond),
-		AutoSplit: cluster.AutoSplitConfig{Load: 40, Window: 2 * time.Second, Cooldown: time.Hour, MergeAfter: mergeAfter}})
+		AutoSplit: cluster.AutoSplitConfig{Load: 40, Window: 2 * time.Second, Cooldown: time.Hour, MergeAfter: mergeAfter,
+			Size: 1 << 30, SizeEvery: time.Second}})
 	nodes := running(c)
 	spec := &c.Topology.Datastores[0]
 	for _, n := range nodes {

@@ -20,9 +20,9 @@ import (
 // halves are led by two nodes; admin rebalance evens out the rest.
 //
 // Size-based splitting runs in the same loop: every SizeEvery, a leader reads its partitions'
-// per-shard sizes on disk (storage.PartitionStore.ShardSizes, pebble's estimate) and splits one
-// above the size threshold at the shard that best halves its size, under the same rules
-// (CockroachDB splits ranges at 512 MiB, TiKV regions at 96 to 256 MiB).
+// per-shard sizes on disk (storage.PartitionStore.ShardSizes, each engine's estimate) and
+// splits one above the size threshold at the shard that best halves its size, under the same
+// rules (CockroachDB splits ranges at 512 MiB, TiKV regions at 96 to 256 MiB).
 
 // AutoSplitConfig sets load-based splitting (Config.AutoSplit).
 type AutoSplitConfig struct {
