@@ -116,8 +116,8 @@ Workloads:
                writers: --split-preload cells first, then --split-count splits of the largest
                partition at its middle, --split-interval apart, and --split-merges merges among
                them; rows: each split's and merge's time, every write's figures, and the writes
-               sent while a split or merge ran (their p99 and max: the pause); needs the pebble
-               store (targets pebble, pebble-secure, or external)
+               sent while a split or merge ran (their p99 and max: the pause); every target
+               but raft-noop (which stores no cells), an external cluster on any store
 
 Consumer-group workloads (package triggers; each run creates a new group whose --workers workers
 run in this process, and one run per --workers and --trigger-consistency value; the clients column
