@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -37,7 +38,11 @@ func (tx *WriteTx) absorbSQL(ctx context.Context, src *SnapshotTx, r cells.Shard
 			return err
 		}
 	}
-	if err := tx.joinRequests(ctx, src, join); err != nil {
+	join2 := tx.joinRequests
+	if p.d.engine == EngineMySQL {
+		join2 = tx.joinRequestsMySQL
+	}
+	if err := join2(ctx, src, join); err != nil {
 		return err
 	}
 	p.forgetShards(r)
@@ -175,6 +180,55 @@ func (tx *WriteTx) joinRequests(ctx context.Context, src *SnapshotTx, join func(
 		return fmt.Errorf("storage: absorb shards: request records: %w", err)
 	}
 	return nil
+}
+
+// joinRequestsMySQL is joinRequests on MySQL, where both partitions' request records are rows of
+// one table on the server (src's partition, frozen by the merge, writes none meanwhile, so the
+// table holds what the view does): the records of IDs both hold with different bytes are read
+// and joined here, then one INSERT ... SELECT copies on the server the records of IDs the
+// partition lacks, and the joined ones are written. Records alike in both (a split's copies of
+// one record, nearly all of them) are neither read nor written.
+func (tx *WriteTx) joinRequestsMySQL(ctx context.Context, src *SnapshotTx, join func(held, incoming []byte) ([]byte, error)) error {
+	p, t := tx.p, tx.p.d.requests
+	ds, left, right := p.id.Datastore, p.id.Partition, src.p.id.Partition
+	rows, err := tx.tx.QueryContext(ctx, "SELECT r.id, r.created_at, r.record, l.created_at, l.record FROM "+t+" r JOIN "+t+
+		" l ON l.datastore = r.datastore AND l.`partition` = ? AND l.id = r.id WHERE r.datastore = ? AND r.`partition` = ? AND r.record <> l.record",
+		left, ds, right)
+	if err != nil {
+		return p.fail("absorb shards: read the request records both partitions hold", err)
+	}
+	var joined []RequestRecord
+	for rows.Next() {
+		var id, in, held []byte
+		var inAt, heldAt int64
+		if err := rows.Scan(&id, &inAt, &in, &heldAt, &held); err != nil {
+			rows.Close()
+			return p.fail("absorb shards: read the request records both partitions hold", err)
+		}
+		u, err := uuid.FromBytes(id)
+		if err != nil {
+			rows.Close()
+			return fmt.Errorf("storage: absorb shards: request record id: %w", err)
+		}
+		rec := RequestRecord{ID: u, CreatedAt: time.UnixMicro(inAt).UTC(), Record: in}
+		if join != nil {
+			if rec.Record, err = join(held, in); err != nil {
+				rows.Close()
+				return fmt.Errorf("storage: absorb shards: join request records: %w", err)
+			}
+			rec.CreatedAt = time.UnixMicro(min(inAt, heldAt)).UTC()
+		}
+		joined = append(joined, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return p.fail("absorb shards: read the request records both partitions hold", err)
+	}
+	if _, err := tx.tx.ExecContext(ctx, "INSERT INTO "+t+" (datastore, `partition`, id, created_at, record) SELECT r.datastore, ?, r.id, r.created_at, r.record FROM "+t+
+		" r WHERE r.datastore = ? AND r.`partition` = ? AND NOT EXISTS (SELECT 1 FROM "+t+" l WHERE l.datastore = r.datastore AND l.`partition` = ? AND l.id = r.id)",
+		left, ds, right, left); err != nil {
+		return p.fail("absorb shards: copy the request records the partition lacks", err)
+	}
+	return tx.PutRequests(ctx, joined)
 }
 
 // RemovePartition deletes what partition id, retired (the right one of a merge, whose shards
