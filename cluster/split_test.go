@@ -105,8 +105,8 @@ func TestSplitPartitionMySQL(t *testing.T) {
 }
 
 // TestSplitPartitionSQLite is TestSplitPartition on SQLite stores, a file per partition: the
-// right half's shards are copied into its file, and dropped from the parent's, at the split's
-// index.
+// right half's shards are copied into its file inside SQLite (the parent's file attached), and
+// dropped from the parent's, at the split's index.
 func TestSplitPartitionSQLite(t *testing.T) {
 	t.Parallel()
 	testSplitPartition(t, clustertest.SQLite)
@@ -210,6 +210,13 @@ func TestSplitCatchUpFromSnapshot(t *testing.T) {
 func TestSplitCatchUpFromSnapshotMySQL(t *testing.T) {
 	t.Parallel()
 	testSplitCatchUpFromSnapshot(t, clustertest.MySQL)
+}
+
+// TestSplitCatchUpFromSnapshotSQLite is TestSplitCatchUpFromSnapshot on SQLite stores: the
+// snapshot restores the new partition's shards into a file of its own.
+func TestSplitCatchUpFromSnapshotSQLite(t *testing.T) {
+	t.Parallel()
+	testSplitCatchUpFromSnapshot(t, clustertest.SQLite)
 }
 
 func testSplitCatchUpFromSnapshot(t *testing.T, engine clustertest.Engine) {

@@ -254,8 +254,10 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 	if err != nil {
 		return fmt.Errorf("open the right partition %d: %w", cmd.Right, err)
 	}
-	// copied: the right half got a copy of its shards (a store that cannot share them), which
-	// the parent then deletes; else it shares them and the parent only lets them go.
+	// copied: the right half got a copy of its shards through Restore (a store without
+	// ShareShards), which the parent then deletes; else ShareShards gave them to it (pebble
+	// and MySQL share them, SQLite copies them into the right half's file) and the parent
+	// lets them go (ReleaseShards, which drops SQLite's copy).
 	copied := false
 	rightApplied, err := rs.Applied(ctx)
 	if err == nil && rightApplied.Index < applied.Index {
@@ -264,7 +266,7 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 		base := storage.AppliedState{Index: applied.Index, Term: 1}
 		err = storage.ErrInvalidConfig
 		if c, ok := rs.(shardSharer); ok {
-			err = c.ShareShards(ctx, snap, right, kv, base) // no copy: within one pebble store
+			err = c.ShareShards(ctx, snap, right, kv, base)
 		}
 		if errors.Is(err, storage.ErrInvalidConfig) {
 			copied = true

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"io"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,15 +152,25 @@ func BenchmarkGetSnapshotLatest(b *testing.B) {
 	})
 }
 
-// BenchmarkShareShards is a split on pebble: a partition of 16 shards holding 200,000 cells of
-// about 200 bytes, its shards 8..15 (about 100,000 cells and their shard log entries) handed
-// to another partition of the store (ShareShards: the cells stay where they are; the request
-// records, none here, the KV rows and the applied state are written anew, and one synced batch
-// switches the directory). Before the sharing, the same split copied the half: 430 to 452 ms
-// through batches, 144 to 207 ms ingested as sstables (BENCHMARKS.md, issue 27).
+// BenchmarkShareShards is a split: a partition of 16 shards holding 200,000 cells of about
+// 200 bytes, its shards 8..15 (about 100,000 cells and their shard log entries) handed to
+// another partition of the store. On pebble (ShareShards) the cells stay where they are; the
+// request records, none here, the KV rows and the applied state are written anew, and one
+// synced batch switches the directory. Before the sharing, the same split copied the half: 430
+// to 452 ms through batches, 144 to 207 ms ingested as sstables (BENCHMARKS.md, issue 27). On
+// SQLite, a file per partition, the shards are copied into the other partition's file:
+// "sqlite" inside SQLite (ShareShards: the parent's file attached, INSERT INTO ... SELECT per
+// table), "sqlite-restore" through Go as splits did before (Restore fed from a snapshot of the
+// parent, cell by cell).
 func BenchmarkShareShards(b *testing.B) {
+	b.Run("pebble", func(b *testing.B) { benchShareShards(b, pebbleEnv(b), false) })
+	b.Run("sqlite", func(b *testing.B) { benchShareShards(b, sqliteEnv(b), false) })
+	b.Run("sqlite-restore", func(b *testing.B) { benchShareShards(b, sqliteEnv(b), true) })
+}
+
+func benchShareShards(b *testing.B, env *engineEnv, restore bool) {
 	ctx := context.Background()
-	s := pebbleEnv(b).open(b)
+	s := env.open(b)
 	src := openPartition(b, s, "bench", 0, 0, 15)
 	shards := make([]int, 16)
 	for i := range shards {
@@ -197,8 +208,38 @@ func BenchmarkShareShards(b *testing.B) {
 		next++
 		snap, err := src.BeginSnapshot(ctx)
 		require.NoError(b, err, "BeginSnapshot")
-		require.NoError(b, dst.ShareShards(ctx, snap, right, nil, AppliedState{Index: 1, Term: 1}), "ShareShards")
+		if restore {
+			require.NoError(b, dst.Restore(ctx, AppliedState{Index: 1, Term: 1}, shardRecords(ctx, snap, right), nil, nil), "Restore")
+		} else {
+			require.NoError(b, dst.ShareShards(ctx, snap, right, nil, AppliedState{Index: 1, Term: 1}), "ShareShards")
+		}
 		require.NoError(b, snap.Close(), "close the snapshot")
 	}
 	b.StopTimer()
+}
+
+// shardRecords returns the cells of shards r of snap, one RestoreRecord each, for Restore.
+func shardRecords(ctx context.Context, snap *SnapshotTx, r cells.ShardRange) func() (RestoreRecord, error) {
+	ch := make(chan RestoreRecord, 1024)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(ch)
+		for s := r.First; s <= r.Last; s++ {
+			if err := snap.ScanShard(ctx, s, func(c cells.Cell) error { ch <- RestoreRecord{Shard: s, Cell: c}; return nil }); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	return func() (RestoreRecord, error) {
+		if rec, ok := <-ch; ok {
+			return rec, nil
+		}
+		select {
+		case err := <-errc:
+			return RestoreRecord{}, err
+		default:
+			return RestoreRecord{}, io.EOF
+		}
+	}
 }

@@ -160,9 +160,10 @@
 // shard's own, whatever partition holds it, so ShareShards writes only the right half's KV
 // rows, request records and applied state in the meta tables, and ReleaseShards forgets the
 // parent's caches (splitsql.go; async mode's split in place, WriteTx.CloneStateTo, does the
-// same on a master). On SQLite, a file per partition, a split copies the right half's shards
-// into its file (Restore) and DropShards drops their tables from the parent's, in its
-// transaction. A merge (AbsorbShards) moves no cell on MySQL either: the left partition
+// same on a master). On SQLite, a file per partition, ShareShards copies the right half's
+// shards into its file inside SQLite (the parent's file attached, each table copied whole with
+// INSERT INTO ... SELECT: sharesqlite.go) and ReleaseShards drops their tables from the
+// parent's, in its transaction. A merge (AbsorbShards) moves no cell on MySQL either: the left partition
 // joins the right one's request records into its own. On SQLite it copies the right one's
 // shards into the left one's file, in the left one's transaction (mergesql.go); the right
 // one's file is then deleted (Store.RemovePartition).

@@ -64,7 +64,9 @@ func (tx *WriteTx) DropShards(ctx context.Context, r cells.ShardRange) error {
 // ingested as an sstable (DB.Ingest) when pebble estimates them at ingestMinBytes or more,
 // else written through batches. r must be the end of src's range. Both partitions must be
 // pebble partitions of this Store, or MySQL ones (shareMySQL: the state alone is written, the
-// shards' tables being the shards' own); ErrInvalidConfig otherwise. It holds the writer token and
+// shards' tables being the shards' own), or SQLite ones (shareSQLite: a file per partition, so
+// the shards' tables are copied into the partition's file, inside SQLite, and the parent's
+// ReleaseShards drops them); ErrInvalidConfig otherwise. It holds the writer token and
 // blocks on I/O; ctx bounds it between batches.
 func (p *PartitionStore) ShareShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange, kv []KV, applied AppliedState) (err error) {
 	if p.closed.Load() {
@@ -81,8 +83,11 @@ func (p *PartitionStore) ShareShards(ctx context.Context, src *SnapshotTx, r cel
 	if p.d.engine == EngineMySQL && src.p.store == p.store {
 		return p.shareMySQL(ctx, src, kv, applied)
 	}
+	if p.d.engine == EngineSQLite && src.p.store == p.store {
+		return p.shareSQLite(ctx, src, r, kv, applied)
+	}
 	if p.pb == nil || src.view == nil || src.p.store != p.store {
-		return fmt.Errorf("%w: ShareShards shares between pebble or MySQL partitions of one store", ErrInvalidConfig)
+		return fmt.Errorf("%w: ShareShards shares between partitions of one store", ErrInvalidConfig)
 	}
 	if err := p.lockWriter(); err != nil {
 		return err
@@ -154,10 +159,11 @@ func (pp *pebblePart) shareFrom(src *SnapshotTx, gen, shards uint64, r cells.Sha
 }
 
 // ReleaseShards takes shards r (which must be inside the range) out of the partition in the
-// transaction without deleting their data: a split handed them to the partition that shares
-// them since (ShareShards), which owns them now. It clears what the partition cached of them.
-// After the commit, SetShards should take r out of the partition's range. Pebble and MySQL
-// (ErrInvalidConfig elsewhere).
+// transaction: a split handed them to the partition that got them since (ShareShards), which
+// owns them now. Pebble and MySQL keep their data, which the two partitions share; SQLite,
+// whose ShareShards copied them into the other partition's file, drops their tables from the
+// partition's file (DropShards). It clears what the partition cached of them. After the
+// commit, SetShards should take r out of the partition's range.
 func (tx *WriteTx) ReleaseShards(ctx context.Context, r cells.ShardRange) error {
 	if err := tx.check(r.First); err != nil {
 		return err
@@ -165,8 +171,8 @@ func (tx *WriteTx) ReleaseShards(ctx context.Context, r cells.ShardRange) error 
 	if err := tx.check(r.Last); err != nil {
 		return err
 	}
-	if tx.b == nil && tx.p.d.engine != EngineMySQL {
-		return fmt.Errorf("%w: ReleaseShards needs the pebble or MySQL engine", ErrInvalidConfig)
+	if tx.b == nil && tx.p.d.engine == EngineSQLite {
+		return tx.dropSQLiteShards(ctx, r)
 	}
 	tx.p.forgetShards(r)
 	return nil

@@ -16,7 +16,8 @@ import (
 // KV rows, its request records and its applied state. ShareShards copies those to the right
 // half (shareMySQL); ReleaseShards, on the parent, only forgets its caches of the shards
 // handed over. SQLite keeps a file per partition: a split copies the right half's shards into
-// its file (Restore) and DropShards drops them from the parent's (dropSQLiteShards).
+// its file (shareSQLite, sharesqlite.go) and ReleaseShards drops them from the parent's
+// (dropSQLiteShards).
 
 // shareMySQL is ShareShards on MySQL (its arguments checked there): in one transaction of p
 // (the right half, just opened), its KV rows become kv, its request records a copy of src's

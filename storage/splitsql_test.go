@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,9 +14,9 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 )
 
-// On SQLite a split copies the right half's shards into its file (Restore) and DropShards then
-// drops their tables from the parent's file, in the transaction: the shards left keep their
-// cells, the dropped ones read as empty, and their tables are gone from the file.
+// DropShards on SQLite drops the shards' tables from the partition's file, in the transaction:
+// the shards left keep their cells, the dropped ones read as empty, and their tables are gone
+// from the file.
 func TestDropShardsSQLite(t *testing.T) {
 	ctx := context.Background()
 	s := sqliteEnv(t).open(t)
@@ -124,4 +125,85 @@ func TestAbsorbShardsSQL(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, a.Index, "the removed partition's applied index")
 	})
+}
+
+// A split on SQLite: ShareShards copies the right half's shards into the new partition's file
+// inside SQLite (the parent's file attached), replacing what that file held; ReleaseShards
+// drops them from the parent's. The right half then holds every cell of its shards with its
+// added_id, created_at and body, the index tables with their entries and b-tree indexes, every
+// request record, the KV rows and applied state given, and nothing it held before; the parent
+// keeps its other shards; the connection is left without the parent attached; both write
+// afterwards and keep everything across a restart.
+func TestShareShardsSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := sqliteEnv(t)
+	s := env.open(t)
+	left, right := cells.ShardRange{First: 0, Last: 3}, cells.ShardRange{First: 4, Last: 7}
+	src := openPartition(t, s, "sqsplit", 0, 0, 7)
+	idx := IndexTable{Name: "city_v1", Columns: []IndexColumn{{"city", IndexString}}}
+	require.NoError(t, src.EnsureShards(ctx, []int{0, 1, 2, 3, 4, 5, 6, 7}))
+	require.NoError(t, src.EnsureIndex(ctx, idx, []int{2, 5}), "index tables on shards 2 and 5")
+	added := map[int]int64{}
+	first := fillShards(t, src, 0, 300, added)
+	req := RequestRecord{ID: uuid.New(), CreatedAt: baseTime.UTC().Truncate(time.Microsecond), Record: []byte("outcome")}
+	tx, err := src.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutRequests(ctx, []RequestRecord{req}))
+	for _, sh := range []int{2, 5} {
+		require.NoError(t, tx.UpsertIndex(ctx, sh, idx, []IndexEntry{{RowKey: rowKey(sh), Values: []any{"Austin"}, Refs: []byte{1}}}))
+	}
+	require.NoError(t, tx.SetApplied(ctx, AppliedState{Index: 7, Term: 1}))
+	require.NoError(t, tx.Commit())
+
+	// The new partition's file holds something already (an earlier attempt): it is replaced.
+	dst := openPartition(t, s, "sqsplit", 1, 4, 7)
+	require.NoError(t, dst.EnsureShards(ctx, []int{4, 5, 6, 7}))
+	fillShards(t, dst, 5000, 20, map[int]int64{})
+	tx, err = dst.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.PutRequests(ctx, []RequestRecord{{ID: uuid.New(), CreatedAt: req.CreatedAt, Record: []byte("stale")}}))
+	require.NoError(t, tx.Commit())
+
+	split(t, src, dst, right, AppliedState{Index: 9, Term: 1})
+	check := func(when string) {
+		t.Helper()
+		for sh := right.First; sh <= right.Last; sh++ {
+			checkCells(t, fmt.Sprintf("shard %d of the right half %s", sh, when), scanAll(t, dst, sh, 1000), first[sh])
+		}
+		assert.Equal(t, keysOnly(first, left), keysOnly(heldCells(t, src), left), "the parent's cells %s", when)
+		got, err := dst.QueryIndex(ctx, 5, idx, IndexQuery{ShardValue: "Austin", Limit: 10})
+		require.NoError(t, err, "query the index on shard 5 %s", when)
+		assert.Len(t, got, 1, "index entries of shard 5 in the right half %s", when)
+		got, err = src.QueryIndex(ctx, 2, idx, IndexQuery{ShardValue: "Austin", Limit: 10})
+		require.NoError(t, err, "query the index on shard 2 %s", when)
+		assert.Len(t, got, 1, "index entries of shard 2 in the parent %s", when)
+		snap, err := dst.BeginSnapshot(ctx)
+		require.NoError(t, err)
+		defer snap.Close()
+		assert.Equal(t, AppliedState{Index: 9, Term: 1}, snap.Applied(), "applied state of the right half %s", when)
+		var reqs []RequestRecord
+		require.NoError(t, snap.ScanRequests(ctx, func(r RequestRecord) error { reqs = append(reqs, r); return nil }))
+		assert.Equal(t, []RequestRecord{req}, reqs, "request records of the right half %s", when)
+		var rows []KV
+		require.NoError(t, snap.ScanKV(ctx, func(r KV) error { rows = append(rows, r); return nil }))
+		assert.Equal(t, []KV{{Key: "k", Value: []byte("v")}}, rows, "KV rows of the right half %s", when)
+		tables := func(p *PartitionStore) (n int) {
+			require.NoError(t, p.read.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND (name LIKE 'entity\_%' ESCAPE '\' OR name LIKE 'index\_%' ESCAPE '\')`).Scan(&n))
+			return n
+		}
+		assert.Equal(t, 5, tables(src), "shard tables in the parent's file %s: entity 0..3, index on 2", when)
+		assert.Equal(t, 5, tables(dst), "shard tables in the right half's file %s: entity 4..7, index on 5", when)
+	}
+	check("after the split")
+	var attached int
+	require.NoError(t, dst.write.QueryRowContext(ctx, "SELECT count(*) FROM pragma_database_list WHERE name = ?", splitSourceSchema).Scan(&attached))
+	assert.Zero(t, attached, "the parent's file is detached after the split")
+
+	more := merge(fillShards(t, src, 1000, 40, added), fillShards(t, dst, 2000, 40, added))
+	want := merge(first, more)
+	s = env.open(t)
+	src, dst = openPartition(t, s, "sqsplit", 0, 0, 3), openPartition(t, s, "sqsplit", 1, 4, 7)
+	assert.Equal(t, keysOnly(want, left), heldCells(t, src), "the parent's cells after writes and a restart")
+	assert.Equal(t, keysOnly(want, right), heldCells(t, dst), "the right half's cells after writes and a restart")
 }

@@ -354,7 +354,8 @@ datastore's partitions and its splits afterwards; move the new partition's repli
 move-replica or rebalance.
 
 Every store splits: pebble (the default) and MySQL move no cell; SQLite copies the right half's
-shards into the new partition's file, so writes to the partition wait for the copy.
+shards into the new partition's file (inside SQLite, table by table), so writes to the
+partition wait for the copy.
 
 An async datastore splits in place on its storage cluster: no cell moves (a shard's cells live
 in a database of the shard's own), the right half gets a copy of the partition's KV rows and

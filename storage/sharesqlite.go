@@ -1,0 +1,158 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/schemaless-db/schemaless/cells"
+)
+
+// A split on SQLite, which keeps a file per partition, copies the right half's shards into the
+// new partition's file. shareSQLite does it inside SQLite: the parent's file is attached to the
+// new partition's write connection and each table is copied with INSERT INTO ... SELECT * into
+// an empty table of the same definition, which SQLite performs as a copy of the b-tree's
+// records without decoding them (its "transfer optimization", sqlite3 insert.c
+// xferOptimization). The parent then drops its copy (ReleaseShards).
+
+// splitSourceSchema is the schema name under which shareSQLite attaches the parent's file.
+const splitSourceSchema = "split_src"
+
+// shareSQLite is ShareShards on SQLite (its arguments checked there): in one transaction of p
+// (the right half, just opened), every table of shards r in src's file (the entity tables, the
+// index tables and their b-tree indexes) is created in p's file with its definition and
+// filled with the source's rows, the request records are copied whole, the KV rows become kv
+// and the applied state applied; what p's file held before is replaced. The tables are read
+// from src's file as it is, not through the view src: the parent's only writer is its state
+// machine, which is applying the split and waits for this call, so the file holds what the
+// view does. It holds the writer token and blocks on I/O.
+func (p *PartitionStore) shareSQLite(ctx context.Context, src *SnapshotTx, r cells.ShardRange, kv []KV, applied AppliedState) (err error) {
+	if src.p.store != p.store || src.p.d.engine != EngineSQLite || src.p.id.Datastore != p.id.Datastore || src.p.id.Partition == p.id.Partition {
+		return fmt.Errorf("%w: ShareShards from %s/%d into %s/%d", ErrInvalidConfig, src.p.id.Datastore, src.p.id.Partition, p.id.Datastore, p.id.Partition)
+	}
+	if err := p.lockWriter(); err != nil {
+		return err
+	}
+	defer p.unlockWriter()
+	conn, err := p.write.Conn(ctx)
+	if err != nil {
+		return p.fail("share shards: connection", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "ATTACH DATABASE ? AS "+splitSourceSchema, sqlitePath(p.store.sqliteDir, src.p.id)); err != nil {
+		return p.fail("share shards: attach the parent's file", err)
+	}
+	defer func() {
+		if _, derr := conn.ExecContext(context.Background(), "DETACH DATABASE "+splitSourceSchema); derr != nil {
+			// The pool must not keep a connection with the parent attached.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			err = errors.Join(err, p.fail("share shards: detach the parent's file", derr))
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return p.fail("share shards: begin", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := p.copySQLiteTables(ctx, tx, r); err != nil {
+		return err
+	}
+	if err := p.replaceKV(ctx, tx, kv); err != nil {
+		return err
+	}
+	if err := setApplied(ctx, stmtQueryer{tx: tx, q: p.d.upsertApplied}, p, applied); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return p.fail("share shards: commit", err)
+	}
+	clear(p.indexes)
+	clear(p.created)
+	return nil
+}
+
+// copySQLiteTables, in tx (on a connection with the parent attached as splitSourceSchema),
+// drops the shard tables p's file holds, empties its request records, then creates each table
+// of the parent's shards r, with its indexes, and copies its rows, and copies the request
+// records.
+func (p *PartitionStore) copySQLiteTables(ctx context.Context, tx *sql.Tx, r cells.ShardRange) error {
+	held, err := sqliteSchema(ctx, tx, "main")
+	if err != nil {
+		return p.fail("share shards: list the partition's tables", err)
+	}
+	for _, o := range held {
+		if _, ok := sqliteShardOf(o.table); ok && o.kind == "table" {
+			if _, err := tx.ExecContext(ctx, "DROP TABLE "+o.name); err != nil {
+				return p.fail("share shards: drop "+o.name, err)
+			}
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM main.requests"); err != nil {
+		return p.fail("share shards: empty the request records", err)
+	}
+	objs, err := sqliteSchema(ctx, tx, splitSourceSchema)
+	if err != nil {
+		return p.fail("share shards: list the parent's tables", err)
+	}
+	var tables []string
+	for _, o := range objs { // tables first: sqliteSchema sorts them before indexes
+		s, ok := sqliteShardOf(o.table)
+		if !ok || !r.Contains(s) {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, o.sql); err != nil {
+			return p.fail("share shards: create "+o.name, err)
+		}
+		if o.kind == "table" {
+			tables = append(tables, o.name)
+		}
+	}
+	for _, t := range append(tables, "requests") {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO main."+t+" SELECT * FROM "+splitSourceSchema+"."+t); err != nil {
+			return p.fail("share shards: copy "+t, err)
+		}
+	}
+	return nil
+}
+
+// sqliteObject is a table or index of a SQLite file's schema: its kind ("table" or "index"),
+// its name, the table it belongs to, and the statement that created it.
+type sqliteObject struct {
+	kind, name, table, sql string
+}
+
+// sqliteSchema lists the tables and the explicitly created indexes (those with a statement:
+// not the automatic ones of UNIQUE and PRIMARY KEY constraints) of schema in the connection of
+// q, tables first.
+func sqliteSchema(ctx context.Context, q queryer, schema string) ([]sqliteObject, error) {
+	rows, err := q.QueryContext(ctx, "SELECT type, name, tbl_name, sql FROM "+schema+".sqlite_schema WHERE type IN ('table', 'index') AND sql IS NOT NULL ORDER BY type = 'index', name")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []sqliteObject
+	for rows.Next() {
+		var o sqliteObject
+		if err := rows.Scan(&o.kind, &o.name, &o.table, &o.sql); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+// sqliteShardOf returns the shard of a SQLite shard table, an entity table (entity_<4 digits>)
+// or an index table (index_<name>_<4 digits>), and false for any other table.
+func sqliteShardOf(table string) (int, bool) {
+	if rest, ok := strings.CutPrefix(table, "entity_"); ok && len(rest) == 4 {
+		return shardDigits(rest)
+	}
+	rest, ok := strings.CutPrefix(table, "index_")
+	if !ok || len(rest) < 6 || rest[len(rest)-5] != '_' || !validIndexName(rest[:len(rest)-5]) {
+		return 0, false
+	}
+	return shardDigits(rest[len(rest)-4:])
+}
