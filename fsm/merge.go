@@ -217,7 +217,11 @@ func (f *FSM) mergeTx(cmd *command.Merge, merged cells.ShardRange, applied stora
 	if err != nil {
 		return err
 	}
-	tx, err := f.cfg.Store.Begin(ctx)
+	begin := f.cfg.Store.Begin
+	if a, ok := f.cfg.Store.(absorber); ok {
+		begin = func(ctx context.Context) (*storage.WriteTx, error) { return a.BeginAbsorb(ctx, snap) }
+	}
+	tx, err := begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -238,6 +242,13 @@ func (f *FSM) mergeTx(cmd *command.Merge, merged cells.ShardRange, applied stora
 		return &ambiguousCommitError{err}
 	}
 	return nil
+}
+
+// absorber is a store that begins a merge's transaction for AbsorbShards from the right
+// partition's view (storage.PartitionStore.BeginAbsorb: SQLite attaches the right partition's
+// file to it, so that the shards are copied inside SQLite).
+type absorber interface {
+	BeginAbsorb(ctx context.Context, src *storage.SnapshotTx) (*storage.WriteTx, error)
 }
 
 // mergeKV writes in tx the KV rows of the right partition (kv) that the merged partition

@@ -33,6 +33,9 @@ func (tx *WriteTx) absorbSQL(ctx context.Context, src *SnapshotTx, r cells.Shard
 	if p.d.engine == EngineMySQL && src.p.store != p.store {
 		return fmt.Errorf("%w: AbsorbShards takes shards of a partition of the same MySQL store", ErrInvalidConfig)
 	}
+	if p.d.engine == EngineSQLite && tx.attached != nil && *tx.attached == src.p.id {
+		return tx.absorbAttached(ctx, r, join)
+	}
 	if p.d.engine == EngineSQLite {
 		if err := tx.copySQLiteShards(ctx, src, r, tables); err != nil {
 			return err
@@ -185,43 +188,17 @@ func (tx *WriteTx) joinRequests(ctx context.Context, src *SnapshotTx, join func(
 // joinRequestsMySQL is joinRequests on MySQL, where both partitions' request records are rows of
 // one table on the server (src's partition, frozen by the merge, writes none meanwhile, so the
 // table holds what the view does): the records of IDs both hold with different bytes are read
-// and joined here, then one INSERT ... SELECT copies on the server the records of IDs the
-// partition lacks, and the joined ones are written. Records alike in both (a split's copies of
-// one record, nearly all of them) are neither read nor written.
+// and joined here (joinDiffering), then one INSERT ... SELECT copies on the server the records
+// of IDs the partition lacks, and the joined ones are written. Records alike in both (a
+// split's copies of one record, nearly all of them) are neither read nor written.
 func (tx *WriteTx) joinRequestsMySQL(ctx context.Context, src *SnapshotTx, join func(held, incoming []byte) ([]byte, error)) error {
 	p, t := tx.p, tx.p.d.requests
 	ds, left, right := p.id.Datastore, p.id.Partition, src.p.id.Partition
-	rows, err := tx.tx.QueryContext(ctx, "SELECT r.id, r.created_at, r.record, l.created_at, l.record FROM "+t+" r JOIN "+t+
+	joined, err := tx.joinDiffering(ctx, join, "SELECT r.id, r.created_at, r.record, l.created_at, l.record FROM "+t+" r JOIN "+t+
 		" l ON l.datastore = r.datastore AND l.`partition` = ? AND l.id = r.id WHERE r.datastore = ? AND r.`partition` = ? AND r.record <> l.record",
 		left, ds, right)
 	if err != nil {
-		return p.fail("absorb shards: read the request records both partitions hold", err)
-	}
-	var joined []RequestRecord
-	for rows.Next() {
-		var id, in, held []byte
-		var inAt, heldAt int64
-		if err := rows.Scan(&id, &inAt, &in, &heldAt, &held); err != nil {
-			rows.Close()
-			return p.fail("absorb shards: read the request records both partitions hold", err)
-		}
-		u, err := uuid.FromBytes(id)
-		if err != nil {
-			rows.Close()
-			return fmt.Errorf("storage: absorb shards: request record id: %w", err)
-		}
-		rec := RequestRecord{ID: u, CreatedAt: time.UnixMicro(inAt).UTC(), Record: in}
-		if join != nil {
-			if rec.Record, err = join(held, in); err != nil {
-				rows.Close()
-				return fmt.Errorf("storage: absorb shards: join request records: %w", err)
-			}
-			rec.CreatedAt = time.UnixMicro(min(inAt, heldAt)).UTC()
-		}
-		joined = append(joined, rec)
-	}
-	if err := rows.Err(); err != nil {
-		return p.fail("absorb shards: read the request records both partitions hold", err)
+		return err
 	}
 	if _, err := tx.tx.ExecContext(ctx, "INSERT INTO "+t+" (datastore, `partition`, id, created_at, record) SELECT r.datastore, ?, r.id, r.created_at, r.record FROM "+t+
 		" r WHERE r.datastore = ? AND r.`partition` = ? AND NOT EXISTS (SELECT 1 FROM "+t+" l WHERE l.datastore = r.datastore AND l.`partition` = ? AND l.id = r.id)",
@@ -229,6 +206,71 @@ func (tx *WriteTx) joinRequestsMySQL(ctx context.Context, src *SnapshotTx, join 
 		return p.fail("absorb shards: copy the request records the partition lacks", err)
 	}
 	return tx.PutRequests(ctx, joined)
+}
+
+// absorbAttached is AbsorbShards on SQLite in a transaction of BeginAbsorb, whose connection
+// has the right partition's file attached (splitSourceSchema): the tables of shards r are
+// copied inside SQLite (copyAttachedShards), and the request records joined as on MySQL: those
+// both partitions hold with different bytes read and joined here, the others the partition
+// lacks copied with one INSERT OR IGNORE ... SELECT.
+func (tx *WriteTx) absorbAttached(ctx context.Context, r cells.ShardRange, join func(held, incoming []byte) ([]byte, error)) error {
+	p, src := tx.p, splitSourceSchema
+	if err := p.dropAttachedShards(ctx, tx.tx, r); err != nil {
+		return fmt.Errorf("storage: absorb shards: %w", err)
+	}
+	if err := p.copyAttachedShards(ctx, tx.tx, r); err != nil {
+		return fmt.Errorf("storage: absorb shards: %w", err)
+	}
+	joined, err := tx.joinDiffering(ctx, join, "SELECT r.id, r.created_at, r.record, l.created_at, l.record FROM "+src+
+		".requests r JOIN main.requests l ON l.id = r.id WHERE r.record <> l.record")
+	if err != nil {
+		return err
+	}
+	if _, err := tx.tx.ExecContext(ctx, "INSERT OR IGNORE INTO main.requests SELECT * FROM "+src+".requests"); err != nil {
+		return p.fail("absorb shards: copy the request records the partition lacks", err)
+	}
+	if err := tx.PutRequests(ctx, joined); err != nil {
+		return err
+	}
+	p.forgetShards(r)
+	return nil
+}
+
+// joinDiffering runs q in the transaction, whose rows are request records both partitions of a
+// merge hold with different bytes (id, incoming created_at and record, held created_at and
+// record), and returns each as the record to store: join(held, incoming) with the earlier
+// created_at, or the incoming one when join is nil.
+func (tx *WriteTx) joinDiffering(ctx context.Context, join func(held, incoming []byte) ([]byte, error), q string, args ...any) ([]RequestRecord, error) {
+	p := tx.p
+	rows, err := tx.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, p.fail("absorb shards: read the request records both partitions hold", err)
+	}
+	defer rows.Close()
+	var joined []RequestRecord
+	for rows.Next() {
+		var id, in, held []byte
+		var inAt, heldAt int64
+		if err := rows.Scan(&id, &inAt, &in, &heldAt, &held); err != nil {
+			return nil, p.fail("absorb shards: read the request records both partitions hold", err)
+		}
+		u, err := uuid.FromBytes(id)
+		if err != nil {
+			return nil, fmt.Errorf("storage: absorb shards: request record id: %w", err)
+		}
+		rec := RequestRecord{ID: u, CreatedAt: time.UnixMicro(inAt).UTC(), Record: in}
+		if join != nil {
+			if rec.Record, err = join(held, in); err != nil {
+				return nil, fmt.Errorf("storage: absorb shards: join request records: %w", err)
+			}
+			rec.CreatedAt = time.UnixMicro(min(inAt, heldAt)).UTC()
+		}
+		joined = append(joined, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, p.fail("absorb shards: read the request records both partitions hold", err)
+	}
+	return joined, rows.Close()
 }
 
 // RemovePartition deletes what partition id, retired (the right one of a merge, whose shards

@@ -37,21 +37,11 @@ func (p *PartitionStore) shareSQLite(ctx context.Context, src *SnapshotTx, r cel
 		return err
 	}
 	defer p.unlockWriter()
-	conn, err := p.write.Conn(ctx)
+	conn, detach, err := p.attach(ctx, src.p.id)
 	if err != nil {
-		return p.fail("share shards: connection", err)
+		return err
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "ATTACH DATABASE ? AS "+splitSourceSchema, sqlitePath(p.store.sqliteDir, src.p.id)); err != nil {
-		return p.fail("share shards: attach the parent's file", err)
-	}
-	defer func() {
-		if _, derr := conn.ExecContext(context.Background(), "DETACH DATABASE "+splitSourceSchema); derr != nil {
-			// The pool must not keep a connection with the parent attached.
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-			err = errors.Join(err, p.fail("share shards: detach the parent's file", derr))
-		}
-	}()
+	defer func() { err = errors.Join(err, detach()) }()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return p.fail("share shards: begin", err)
@@ -74,28 +64,105 @@ func (p *PartitionStore) shareSQLite(ctx context.Context, src *SnapshotTx, r cel
 	return nil
 }
 
-// copySQLiteTables, in tx (on a connection with the parent attached as splitSourceSchema),
-// drops the shard tables p's file holds, empties its request records, then creates each table
-// of the parent's shards r, with its indexes, and copies its rows, and copies the request
-// records.
-func (p *PartitionStore) copySQLiteTables(ctx context.Context, tx *sql.Tx, r cells.ShardRange) error {
-	held, err := sqliteSchema(ctx, tx, "main")
+// attach returns a connection of p's write pool with the file of partition src (of the same
+// Store) attached as splitSourceSchema, and the function that detaches it and releases the
+// connection (a connection that fails to detach is discarded, not returned to the pool). The
+// caller holds the writer token; the write pool's one connection is the caller's until
+// detach.
+func (p *PartitionStore) attach(ctx context.Context, src PartitionID) (*sql.Conn, func() error, error) {
+	conn, err := p.write.Conn(ctx)
 	if err != nil {
-		return p.fail("share shards: list the partition's tables", err)
+		return nil, nil, p.fail("attach: connection", err)
 	}
-	for _, o := range held {
-		if _, ok := sqliteShardOf(o.table); ok && o.kind == "table" {
-			if _, err := tx.ExecContext(ctx, "DROP TABLE "+o.name); err != nil {
-				return p.fail("share shards: drop "+o.name, err)
-			}
+	if _, err := conn.ExecContext(ctx, "ATTACH DATABASE ? AS "+splitSourceSchema, sqlitePath(p.store.sqliteDir, src)); err != nil {
+		return nil, nil, errors.Join(p.fail(fmt.Sprintf("attach the file of partition %d", src.Partition), err), conn.Close())
+	}
+	detach := func() error {
+		var err error
+		if _, derr := conn.ExecContext(context.Background(), "DETACH DATABASE "+splitSourceSchema); derr != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			err = p.fail(fmt.Sprintf("detach the file of partition %d", src.Partition), derr)
 		}
+		return errors.Join(err, conn.Close())
+	}
+	return conn, detach, nil
+}
+
+// BeginAbsorb begins a write transaction of the partition for AbsorbShards from src, a
+// snapshot of another partition of the same Store: on SQLite the transaction's connection has
+// src's file attached, so that AbsorbShards copies the shards' tables and joins the request
+// records inside SQLite (absorbAttached); the file is detached when the transaction ends. src's
+// partition must not be written meanwhile (a merge's frozen right partition): the attached file
+// is read as it is. On the other engines it is Begin. Errors as Begin's.
+func (p *PartitionStore) BeginAbsorb(ctx context.Context, src *SnapshotTx) (*WriteTx, error) {
+	if p.d.engine != EngineSQLite || src.p.store != p.store || src.p.d.engine != EngineSQLite || src.p.id == p.id {
+		return p.Begin(ctx)
+	}
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := p.lockWriter(); err != nil {
+		return nil, err
+	}
+	conn, detach, err := p.attach(ctx, src.p.id)
+	if err != nil {
+		p.unlockWriter()
+		return nil, err
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		err = errors.Join(p.fail("begin", err), detach())
+		p.unlockWriter()
+		return nil, err
+	}
+	id := src.p.id
+	return &WriteTx{p: p, tx: tx, attached: &id, end: detach}, nil
+}
+
+// copySQLiteTables, in tx (on a connection with the parent attached as splitSourceSchema),
+// drops the shard tables p's file holds, empties its request records, then copies the
+// parent's shards r (copyAttachedShards) and its request records.
+func (p *PartitionStore) copySQLiteTables(ctx context.Context, tx *sql.Tx, r cells.ShardRange) error {
+	if err := p.dropAttachedShards(ctx, tx, cells.ShardRange{First: 0, Last: maxShard}); err != nil {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM main.requests"); err != nil {
 		return p.fail("share shards: empty the request records", err)
 	}
+	if err := p.copyAttachedShards(ctx, tx, r); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO main.requests SELECT * FROM "+splitSourceSchema+".requests"); err != nil {
+		return p.fail("share shards: copy the request records", err)
+	}
+	return nil
+}
+
+// dropAttachedShards drops, in tx, the tables of shards r in p's file (entity and index tables,
+// with their indexes).
+func (p *PartitionStore) dropAttachedShards(ctx context.Context, tx *sql.Tx, r cells.ShardRange) error {
+	held, err := sqliteSchema(ctx, tx, "main")
+	if err != nil {
+		return p.fail("list the partition's tables", err)
+	}
+	for _, o := range held {
+		if s, ok := sqliteShardOf(o.table); ok && r.Contains(s) && o.kind == "table" {
+			if _, err := tx.ExecContext(ctx, "DROP TABLE "+o.name); err != nil {
+				return p.fail("drop "+o.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// copyAttachedShards creates in p's file, in tx, each table of shards r that the attached file
+// (splitSourceSchema) holds, with its indexes, from the statement that created it there, and
+// copies its rows (into an empty table of the same definition: SQLite's transfer
+// optimization). The tables must not exist in p's file.
+func (p *PartitionStore) copyAttachedShards(ctx context.Context, tx *sql.Tx, r cells.ShardRange) error {
 	objs, err := sqliteSchema(ctx, tx, splitSourceSchema)
 	if err != nil {
-		return p.fail("share shards: list the parent's tables", err)
+		return p.fail("list the attached file's tables", err)
 	}
 	var tables []string
 	for _, o := range objs { // tables first: sqliteSchema sorts them before indexes
@@ -104,15 +171,15 @@ func (p *PartitionStore) copySQLiteTables(ctx context.Context, tx *sql.Tx, r cel
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, o.sql); err != nil {
-			return p.fail("share shards: create "+o.name, err)
+			return p.fail("create "+o.name, err)
 		}
 		if o.kind == "table" {
 			tables = append(tables, o.name)
 		}
 	}
-	for _, t := range append(tables, "requests") {
+	for _, t := range tables {
 		if _, err := tx.ExecContext(ctx, "INSERT INTO main."+t+" SELECT * FROM "+splitSourceSchema+"."+t); err != nil {
-			return p.fail("share shards: copy "+t, err)
+			return p.fail("copy "+t, err)
 		}
 	}
 	return nil

@@ -45,86 +45,109 @@ func TestDropShardsSQLite(t *testing.T) {
 // own databases, on SQLite they are copied into the left one's file) and joins its request
 // records into its own. Removing the retired right partition then leaves the left one's cells,
 // on MySQL where the shards' databases are shared too, and a restart keeps them.
+//
+// Each engine runs it with the transaction of Begin and of BeginAbsorb (what the state machine
+// uses: on SQLite the right partition's file attached and the shards copied inside SQLite).
 func TestAbsorbShardsSQL(t *testing.T) {
 	t.Parallel()
-	forEachSQLEngine(t, func(t *testing.T, e *engineEnv) {
-		t.Parallel()
-		ctx := context.Background()
-		s := e.open(t)
-		left, right := openPartition(t, s, "absorb", 0, 0, 3), openPartition(t, s, "absorb", 1, 4, 7)
-		idx := IndexTable{Name: "city_v1", Columns: []IndexColumn{{"city", IndexString}}}
-		require.NoError(t, left.EnsureShards(ctx, []int{0, 1, 2, 3}))
-		require.NoError(t, right.EnsureShards(ctx, []int{4, 5, 6, 7}))
-		require.NoError(t, right.EnsureIndex(ctx, idx, []int{5}), "index table on shard 5 only")
-		added := map[int]int64{}
-		want := merge(fillShards(t, left, 0, 100, added), fillShards(t, right, 0, 100, added))
-		require.NotEmpty(t, want[5], "cells in shard 5")
+	for _, attach := range []bool{false, true} {
+		name := map[bool]string{false: "Begin", true: "BeginAbsorb"}[attach]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			forEachSQLEngine(t, func(t *testing.T, e *engineEnv) {
+				t.Parallel()
+				testAbsorbShardsSQL(t, e, attach)
+			})
+		})
+	}
+}
 
-		at := func(ms int) time.Time {
-			return baseTime.Add(time.Duration(ms) * time.Millisecond).UTC().Truncate(time.Microsecond)
-		}
-		rec := func(id int, what string, ms int) RequestRecord {
-			return RequestRecord{ID: rowKey(9000 + id), CreatedAt: at(ms), Record: []byte(what)}
-		}
-		put := func(p *PartitionStore, rs ...RequestRecord) {
-			tx, err := p.Begin(ctx)
-			require.NoError(t, err)
-			require.NoError(t, tx.PutRequests(ctx, rs))
-			if p == right {
-				require.NoError(t, tx.UpsertIndex(ctx, 5, idx, []IndexEntry{{RowKey: rowKey(1), Values: []any{"Austin"}, Refs: []byte{1}}}))
-			}
-			require.NoError(t, tx.Commit())
-		}
-		put(left, rec(1, "alike", 10), rec(2, "left share", 20), rec(3, "left only", 30))
-		put(right, rec(1, "alike", 10), rec(2, "right share", 5), rec(4, "right only", 40))
+func testAbsorbShardsSQL(t *testing.T, e *engineEnv, attach bool) {
+	ctx := context.Background()
+	s := e.open(t)
+	left, right := openPartition(t, s, "absorb", 0, 0, 3), openPartition(t, s, "absorb", 1, 4, 7)
+	idx := IndexTable{Name: "city_v1", Columns: []IndexColumn{{"city", IndexString}}}
+	require.NoError(t, left.EnsureShards(ctx, []int{0, 1, 2, 3}))
+	require.NoError(t, right.EnsureShards(ctx, []int{4, 5, 6, 7}))
+	require.NoError(t, right.EnsureIndex(ctx, idx, []int{5}), "index table on shard 5 only")
+	added := map[int]int64{}
+	want := merge(fillShards(t, left, 0, 100, added), fillShards(t, right, 0, 100, added))
+	require.NotEmpty(t, want[5], "cells in shard 5")
 
-		// The right partition froze: its range is empty, as the state machine makes it.
-		right.SetShards(cells.ShardRange{First: 4, Last: 3})
-		snap, err := right.BeginSnapshot(ctx)
+	at := func(ms int) time.Time {
+		return baseTime.Add(time.Duration(ms) * time.Millisecond).UTC().Truncate(time.Microsecond)
+	}
+	rec := func(id int, what string, ms int) RequestRecord {
+		return RequestRecord{ID: rowKey(9000 + id), CreatedAt: at(ms), Record: []byte(what)}
+	}
+	put := func(p *PartitionStore, rs ...RequestRecord) {
+		tx, err := p.Begin(ctx)
 		require.NoError(t, err)
-		tx, err := left.Begin(ctx)
-		require.NoError(t, err)
-		join := func(held, incoming []byte) ([]byte, error) { return append(append(held, '+'), incoming...), nil }
-		require.NoError(t, tx.AbsorbShards(ctx, snap, cells.ShardRange{First: 4, Last: 7}, []IndexTable{idx}, join), "AbsorbShards")
+		require.NoError(t, tx.PutRequests(ctx, rs))
+		if p == right {
+			require.NoError(t, tx.UpsertIndex(ctx, 5, idx, []IndexEntry{{RowKey: rowKey(1), Values: []any{"Austin"}, Refs: []byte{1}}}))
+		}
 		require.NoError(t, tx.Commit())
-		require.NoError(t, snap.Close())
-		all := cells.ShardRange{First: 0, Last: 7}
-		left.SetShards(all)
-		check := func(p *PartitionStore, when string) {
-			t.Helper()
-			assert.Equal(t, keysOnly(want, all), heldCells(t, p), "the merged partition's cells %s", when)
-			got, err := p.QueryIndex(ctx, 5, idx, IndexQuery{ShardValue: "Austin", Limit: 10})
-			require.NoError(t, err, "query the index on shard 5 %s", when)
-			assert.Len(t, got, 1, "index entries of shard 5 %s", when)
-			snap, err := p.BeginSnapshot(ctx)
-			require.NoError(t, err)
-			defer snap.Close()
-			recs := map[uuid.UUID]RequestRecord{}
-			require.NoError(t, snap.ScanRequests(ctx, func(r RequestRecord) error { recs[r.ID] = r; return nil }))
-			for _, r := range []RequestRecord{rec(1, "alike", 10), rec(2, "left share+right share", 5), rec(3, "left only", 30), rec(4, "right only", 40)} {
-				if assert.Contains(t, recs, r.ID, "request record %s %s", r.Record, when) {
-					assert.Equal(t, string(r.Record), string(recs[r.ID].Record), "request record %s", when)
-					assert.True(t, r.CreatedAt.Equal(recs[r.ID].CreatedAt), "created_at of %s %s: %v", r.Record, when, recs[r.ID].CreatedAt)
-				}
-			}
-			assert.Len(t, recs, 4, "request records %s", when)
-		}
-		check(left, "after the merge")
+	}
+	put(left, rec(1, "alike", 10), rec(2, "left share", 20), rec(3, "left only", 30))
+	put(right, rec(1, "alike", 10), rec(2, "right share", 5), rec(4, "right only", 40))
 
-		require.NoError(t, right.Close())
-		require.NoError(t, s.RemovePartition(ctx, PartitionID{Datastore: "absorb", Partition: 1}), "RemovePartition")
-		check(left, "after the right partition's removal")
-		s = e.open(t)
-		left = openPartition(t, s, "absorb", 0, 0, 7)
-		check(left, "after a restart")
-		gone := openPartition(t, s, "absorb", 1, 4, 7)
-		kv, err := gone.ScanKV(ctx, "")
+	// The right partition froze: its range is empty, as the state machine makes it.
+	right.SetShards(cells.ShardRange{First: 4, Last: 3})
+	snap, err := right.BeginSnapshot(ctx)
+	require.NoError(t, err)
+	tx, err := left.Begin(ctx)
+	if attach {
 		require.NoError(t, err)
-		assert.Empty(t, kv, "the removed partition's KV rows")
-		a, err := gone.Applied(ctx)
+		require.NoError(t, tx.Rollback())
+		tx, err = left.BeginAbsorb(ctx, snap)
+	}
+	require.NoError(t, err)
+	join := func(held, incoming []byte) ([]byte, error) { return append(append(held, '+'), incoming...), nil }
+	require.NoError(t, tx.AbsorbShards(ctx, snap, cells.ShardRange{First: 4, Last: 7}, []IndexTable{idx}, join), "AbsorbShards")
+	require.NoError(t, tx.Commit())
+	require.NoError(t, snap.Close())
+	if e.name == EngineSQLite {
+		var attached int
+		require.NoError(t, left.write.QueryRowContext(ctx, "SELECT count(*) FROM pragma_database_list WHERE name = ?", splitSourceSchema).Scan(&attached))
+		assert.Zero(t, attached, "the right partition's file is detached after the merge")
+	}
+	all := cells.ShardRange{First: 0, Last: 7}
+	left.SetShards(all)
+	check := func(p *PartitionStore, when string) {
+		t.Helper()
+		assert.Equal(t, keysOnly(want, all), heldCells(t, p), "the merged partition's cells %s", when)
+		got, err := p.QueryIndex(ctx, 5, idx, IndexQuery{ShardValue: "Austin", Limit: 10})
+		require.NoError(t, err, "query the index on shard 5 %s", when)
+		assert.Len(t, got, 1, "index entries of shard 5 %s", when)
+		snap, err := p.BeginSnapshot(ctx)
 		require.NoError(t, err)
-		assert.Zero(t, a.Index, "the removed partition's applied index")
-	})
+		defer snap.Close()
+		recs := map[uuid.UUID]RequestRecord{}
+		require.NoError(t, snap.ScanRequests(ctx, func(r RequestRecord) error { recs[r.ID] = r; return nil }))
+		for _, r := range []RequestRecord{rec(1, "alike", 10), rec(2, "left share+right share", 5), rec(3, "left only", 30), rec(4, "right only", 40)} {
+			if assert.Contains(t, recs, r.ID, "request record %s %s", r.Record, when) {
+				assert.Equal(t, string(r.Record), string(recs[r.ID].Record), "request record %s", when)
+				assert.True(t, r.CreatedAt.Equal(recs[r.ID].CreatedAt), "created_at of %s %s: %v", r.Record, when, recs[r.ID].CreatedAt)
+			}
+		}
+		assert.Len(t, recs, 4, "request records %s", when)
+	}
+	check(left, "after the merge")
+
+	require.NoError(t, right.Close())
+	require.NoError(t, s.RemovePartition(ctx, PartitionID{Datastore: "absorb", Partition: 1}), "RemovePartition")
+	check(left, "after the right partition's removal")
+	s = e.open(t)
+	left = openPartition(t, s, "absorb", 0, 0, 7)
+	check(left, "after a restart")
+	gone := openPartition(t, s, "absorb", 1, 4, 7)
+	kv, err := gone.ScanKV(ctx, "")
+	require.NoError(t, err)
+	assert.Empty(t, kv, "the removed partition's KV rows")
+	a, err := gone.Applied(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, a.Index, "the removed partition's applied index")
 }
 
 // A split on SQLite: ShareShards copies the right half's shards into the new partition's file

@@ -61,7 +61,12 @@ type WriteTx struct {
 	ctx context.Context
 	// high is pebblePart.high as this transaction's inserts raised it, merged into it at Commit.
 	high map[int]int64
-	done bool
+	// attached names the partition whose SQLite file is attached to the transaction's
+	// connection as splitSourceSchema (BeginAbsorb), and end detaches it and releases the
+	// connection once the transaction ended; nil otherwise.
+	attached *PartitionID
+	end      func() error
+	done     bool
 }
 
 func (tx *WriteTx) check(shard int) error {
@@ -205,6 +210,9 @@ func (tx *WriteTx) Commit() error {
 		return nil
 	}
 	err := tx.tx.Commit()
+	if tx.end != nil {
+		err = errors.Join(err, tx.end())
+	}
 	tx.prepareNoted()
 	if err != nil {
 		return tx.p.fail("commit", err)
@@ -235,7 +243,14 @@ func (tx *WriteTx) Rollback() error {
 		return nil
 	}
 	defer tx.prepareNoted()
-	if err := tx.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+	err := tx.tx.Rollback()
+	if errors.Is(err, sql.ErrTxDone) {
+		err = nil
+	}
+	if tx.end != nil {
+		err = errors.Join(err, tx.end())
+	}
+	if err != nil {
 		return tx.p.fail("rollback", err)
 	}
 	return nil
