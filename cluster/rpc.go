@@ -109,10 +109,15 @@ func writeRPCError(w http.ResponseWriter, err error) {
 }
 
 // hostedReplica returns the partition pid of ds this node serves when it serves it;
-// otherwise it answers the request with the error (unknown partition, or not the leader, with
-// the leader this node last heard of) and returns nil.
+// otherwise it answers the request with the error (not the leader, with the leader this node
+// last heard of; or an unknown partition) and returns nil. A partition this node does not know
+// (a merge retired it, maybe since the request's route was checked) is refused as out of range,
+// nothing applied: the sender re-routes the request by a newer catalog.
 func (n *Node) hostedReplica(w http.ResponseWriter, ds string, pid int) Partition {
 	rt, err := n.localRoute(ds, pid)
+	if errors.Is(err, ErrBadShard) {
+		err = fmt.Errorf("%w (%w)", err, command.ErrShardOutOfRange)
+	}
 	if err != nil {
 		writeRPCError(w, err)
 		return nil

@@ -389,8 +389,9 @@ func (n *Node) openSplitReplicasLocked(ctx context.Context) {
 			parentHere, parentLeader := false, false
 			if pr := d.route(*r.spec.Parent); pr != nil {
 				if p := pr.replica(); p != nil {
-					if overlaps(p.Shards(), r.spec.Shards()) {
-						continue // the parent here has not applied the split yet
+					originHere := func() bool { _, ok := n.splitOriginHere(ctx, d.spec.Name, r); return ok }
+					if !splitAppliedHere(p.Shards(), r.spec.Shards(), originHere) {
+						continue
 					}
 					parentHere, parentLeader = true, p.IsLeader()
 				}
@@ -456,15 +457,8 @@ func (n *Node) splitVoterHere(ctx context.Context, ds string, r *route) bool {
 	if n.notSplitVoter[id] {
 		return false
 	}
-	ps, err := n.cfg.Store.Partition(ctx, id, r.spec.OriginShards())
-	if err != nil {
-		return false
-	}
-	origin, ok, err := fsm.ReadSplitOrigin(ctx, ps)
-	if cerr := ps.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil || !ok {
+	origin, ok := n.splitOriginHere(ctx, ds, r)
+	if !ok {
 		return false // no copy yet: the parent here applies the split later, or never did
 	}
 	if slices.ContainsFunc(origin.Voters, func(v command.Voter) bool { return v.ID == n.cfg.NodeID }) {
@@ -476,6 +470,39 @@ func (n *Node) splitVoterHere(ctx context.Context, ds string, r *route) bool {
 	n.notSplitVoter[id] = true
 	n.log.Info("not opening a split's new partition: this node joined its parent after the split", "datastore", ds, "partition", r.spec.ID)
 	return false
+}
+
+// splitAppliedHere reports whether the replica of a split's parent here, whose range is now
+// parent, has applied the split that made the partition of shards right: its range no longer
+// holds them. A parent frozen by a merge has an empty range whatever it applied, and may not
+// have applied the split yet (a split the catalog decided while the freeze held its log back:
+// a replica of the new partition opened then would start a group with no configuration and
+// never elect a leader); it has applied it once the new partition's origin is in the store
+// here (originHere, called only then).
+func splitAppliedHere(parent, right cells.ShardRange, originHere func() bool) bool {
+	if overlaps(parent, right) {
+		return false
+	}
+	if parent.Last < parent.First {
+		return originHere()
+	}
+	return true
+}
+
+// splitOriginHere reads the split origin (fsm.SplitOrigin) that this node's store holds for
+// partition r, the new partition of a split: present once the parent's replica here applied
+// the split (it is written with the right half's state). ok is false when it is absent or
+// cannot be read.
+func (n *Node) splitOriginHere(ctx context.Context, ds string, r *route) (fsm.SplitOrigin, bool) {
+	ps, err := n.cfg.Store.Partition(ctx, storage.PartitionID{Datastore: ds, Partition: r.spec.ID}, r.spec.OriginShards())
+	if err != nil {
+		return fsm.SplitOrigin{}, false
+	}
+	origin, ok, err := fsm.ReadSplitOrigin(ctx, ps)
+	if cerr := ps.Close(); err == nil {
+		err = cerr
+	}
+	return origin, err == nil && ok
 }
 
 func overlaps(a, b cells.ShardRange) bool { return a.First <= b.Last && b.First <= a.Last }
