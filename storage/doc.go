@@ -165,8 +165,10 @@
 // INSERT INTO ... SELECT: sharesqlite.go) and ReleaseShards drops their tables from the
 // parent's, in its transaction. A merge (AbsorbShards) moves no cell on MySQL either: the left partition
 // joins the right one's request records into its own. On SQLite it copies the right one's
-// shards into the left one's file, in the left one's transaction (mergesql.go); the right
-// one's file is then deleted (Store.RemovePartition).
+// shards into the left one's file, in the left one's transaction (mergesql.go): inside SQLite
+// when the transaction was begun with the right one's file attached (BeginAbsorb, what the
+// state machine does), else through Go; the right one's file is then deleted
+// (Store.RemovePartition).
 //
 // Migration: with PebbleConfig.MigrateSQLiteDir, the first time Partition opens a partition
 // this database has never held and whose SQLite file is in that directory, it copies the file's

@@ -18,8 +18,10 @@ import (
 // request records, kept per partition in the meta tables, are joined into its own. SQLite keeps
 // a file per partition: the right one's shards (their cells with their added_ids, their index
 // tables and entries) are copied into the left one's file, in its transaction (SQLite's DDL is
-// transactional), and the request records joined as in MySQL. A retired partition's data goes
-// with Store.RemovePartition.
+// transactional), and the request records joined as in MySQL: inside SQLite when the
+// transaction has the right one's file attached (BeginAbsorb, absorbAttached), else through Go
+// (copySQLiteShards, joinRequests). A retired partition's data goes with
+// Store.RemovePartition.
 
 // absorbCopyRows is how many cells or index entries absorbSQL buffers before it inserts them.
 const absorbCopyRows = 2000

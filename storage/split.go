@@ -263,8 +263,9 @@ func eachKeyIn(src *SnapshotTx, kr keyRange, fn func(rel, v []byte) error) error
 // (memory in proportion to r's data) until it commits. MySQL copies only the request records:
 // the shards' databases are the shards' own (src must be of the same Store). SQLite copies the
 // shards' cells and the tables among tables (the index tables' definitions: the KV rows'
-// index catalog) that src's file holds on them, into the partition's file (mergesql.go);
-// pebble and MySQL ignore tables. An error leaves the transaction's outcome undefined: roll it
+// index catalog) that src's file holds on them, into the partition's file (mergesql.go); in a
+// transaction of BeginAbsorb it copies every table src's file holds on them inside SQLite and
+// ignores tables, as pebble and MySQL do. An error leaves the transaction's outcome undefined: roll it
 // back. ErrInvalidConfig for partitions of other engines or datastores.
 func (tx *WriteTx) AbsorbShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange, tables []IndexTable, join func(held, incoming []byte) ([]byte, error)) error {
 	if tx.done || src.closed {
