@@ -17,8 +17,8 @@ import (
 
 // TestSizeBasedSplit, on every store: with a size threshold of 100 KiB, partition 1 (shards
 // 8..15), given 400 cells of some 1.5 KB of random text, splits on its own, at a shard inside
-// its range, while partition 0, which holds nothing, does not; every acknowledged cell stays
-// readable. Each store estimates its shards' sizes its own way (storage ShardSizes); MySQL
+// its range (and its halves may split again), while partition 0, which holds nothing, does
+// not; every acknowledged cell stays readable. Each store estimates its shards' sizes its own way (storage ShardSizes); MySQL
 // counts at least the first pages of each shard's table (32 KiB), so it splits early here.
 func TestSizeBasedSplit(t *testing.T) {
 	t.Parallel()
@@ -52,13 +52,25 @@ func testSizeBasedSplit(t *testing.T, engine clustertest.Engine) {
 	require.Eventually(t, func() bool {
 		require.NoError(t, c.FlushStores())
 		d, err := nodes[0].Datastore(ds)
-		return err == nil && len(d.Partitions) == 3
+		return err == nil && len(d.Partitions) >= 3
 	}, 30*time.Second, 200*time.Millisecond, "partition 1 splits by size")
 	t.Logf("split by size %s after the flush", time.Since(began).Round(100*time.Millisecond))
+	// Its halves may split again while they stay above the threshold (each holds some 300 KB
+	// here), down to partitions of one shard; the empty partition 0 never splits.
 	cat := nodes[0].CatalogDatastores()
-	require.Len(t, cat.Datastores[0].History, 1)
-	ev := cat.Datastores[0].History[0]
-	assert.Equal(t, 1, ev.Left, "the large partition split, not the empty one")
+	hist := cat.Datastores[0].History
+	require.NotEmpty(t, hist)
+	ev := hist[0]
+	assert.Equal(t, 1, ev.Left, "the large partition split first, not the empty one")
 	assert.True(t, ev.AtShard > 8 && ev.AtShard <= 15, "at shard %d, inside 8..15", ev.AtShard)
+	for _, e := range hist {
+		assert.Equal(t, "split", e.Op, "only splits: %+v", e)
+		assert.True(t, e.Auto, "size-based splits are automatic: %+v", e)
+		assert.True(t, e.AtShard > 8 && e.AtShard <= 15, "every split inside the written shards 8..15: %+v", e)
+	}
+	d, err := nodes[0].Datastore(ds)
+	require.NoError(t, err)
+	assert.Equal(t, 0, d.Partitions[0].ID, "partition 0 keeps its range")
+	assert.Equal(t, 7, d.Partitions[0].LastShard, "partition 0 keeps its range")
 	requireStrong(t, l, nodes...)
 }
