@@ -28,13 +28,7 @@ func TestSplitUnderTraffic(t *testing.T) {
 	cfg.Workloads = []string{"cells", "durability"}
 	cfg.Duration, cfg.Quiet = 20*time.Second, 6*time.Second
 	cfg.Nemesis = NemesisConfig{Kinds: []string{Split}, Interval: 1500 * time.Millisecond, FaultDuration: time.Second}
-	cfg.Seed = testSeed(t)
-	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	cfg.Out = testWriter{t}
-	sum, err := Run(context.Background(), cfg)
-	require.NoError(t, err, "Run")
-	require.NotZero(t, sum.Faults[Split], "no split happened: faults %v (seed %d, run kept in %s)", sum.Faults, cfg.Seed, sum.Dir)
-	require.True(t, sum.Valid, "got %d violations, want none (seed %d, run kept in %s):\n%v", len(sum.Violations), cfg.Seed, sum.Dir, sum.Violations)
+	sum := runSplits(t, cfg)
 	require.Equal(t, "yes", sum.Linearizable, "cells linearizable")
 	require.Equal(t, 4+sum.Faults[Split]-sum.Faults[Merge], sum.Partitions["cells"]+sum.Partitions["durability"],
 		"partitions at the end: 2 per datastore, plus one per split, less one per merge (%v)", sum.Partitions)
@@ -70,13 +64,7 @@ func TestAsyncSplitUnderTraffic(t *testing.T) {
 	cfg.Workloads = []string{"cells", "durability"}
 	cfg.Duration, cfg.Quiet = 24*time.Second, 8*time.Second
 	cfg.Nemesis = NemesisConfig{Kinds: []string{Split, Failover}, Interval: 1500 * time.Millisecond, FaultDuration: 2 * time.Second}
-	cfg.Seed = testSeed(t)
-	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	cfg.Out = testWriter{t}
-	sum, err := Run(context.Background(), cfg)
-	require.NoError(t, err, "Run")
-	require.NotZero(t, sum.Faults[Split], "no split happened: faults %v (seed %d, run kept in %s)", sum.Faults, cfg.Seed, sum.Dir)
-	require.True(t, sum.Valid, "got %d violations, want none (seed %d, run kept in %s):\n%v", len(sum.Violations), cfg.Seed, sum.Dir, sum.Violations)
+	sum := runSplits(t, cfg)
 	t.Logf("%d splits, %d merges, partitions at the end %v", sum.Faults[Split], sum.Faults[Merge], sum.Partitions)
 	require.NotNil(t, sum.Async, "async summary")
 	d := sum.Async.Durability
@@ -86,4 +74,18 @@ func TestAsyncSplitUnderTraffic(t *testing.T) {
 	require.Empty(t, d.Diverged, "diverged shards")
 	require.Equal(t, 4+sum.Faults[Split]-sum.Faults[Merge], sum.Partitions["cells"]+sum.Partitions["durability"],
 		"the checks read the partitions the splits made: 2 per datastore, plus one per split, less one per merge (%v)", sum.Partitions)
+}
+
+// runSplits runs the harness with cfg (its seed, logger and output the test's) and requires that
+// it split a partition at least once and found no violation.
+func runSplits(t *testing.T, cfg Config) *Summary {
+	t.Helper()
+	cfg.Seed = testSeed(t)
+	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	cfg.Out = testWriter{t}
+	sum, err := Run(context.Background(), cfg)
+	require.NoError(t, err, "Run")
+	require.NotZero(t, sum.Faults[Split], "no split happened: faults %v (seed %d, run kept in %s)", sum.Faults, cfg.Seed, sum.Dir)
+	require.True(t, sum.Valid, "got %d violations, want none (seed %d, run kept in %s):\n%v", len(sum.Violations), cfg.Seed, sum.Dir, sum.Violations)
+	return sum
 }

@@ -56,12 +56,7 @@ func (p *PartitionStore) shareSQLite(ctx context.Context, src *SnapshotTx, r cel
 	if err := setApplied(ctx, stmtQueryer{tx: tx, q: p.d.upsertApplied}, p, applied); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return p.fail("share shards: commit", err)
-	}
-	clear(p.indexes)
-	clear(p.created)
-	return nil
+	return p.commitShare(tx)
 }
 
 // attach returns a connection of p's write pool with the file of partition src (of the same

@@ -41,6 +41,12 @@ func (p *PartitionStore) shareMySQL(ctx context.Context, src *SnapshotTx, kv []K
 	if err := p.copyState(ctx, tx, src.p.id.Partition, p.id.Partition, kv, applied); err != nil {
 		return err
 	}
+	return p.commitShare(tx)
+}
+
+// commitShare commits ShareShards' transaction on a SQL engine and forgets what p cached of its
+// tables (the shards it got are new to it).
+func (p *PartitionStore) commitShare(tx *sql.Tx) error {
 	if err := tx.Commit(); err != nil {
 		return p.fail("share shards: commit", err)
 	}
