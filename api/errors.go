@@ -9,6 +9,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/wire"
 )
 
@@ -67,6 +68,12 @@ func backendError(err error) *httpError {
 		return schemaViolation(sv.Violation, "cells", sv.Partial)
 	case errors.Is(err, cluster.ErrUnknownDatastore):
 		return &httpError{status: http.StatusNotFound, code: wire.CodeNotFound, msg: err.Error()}
+	case errors.Is(err, command.ErrShardOutOfRange):
+		// The shard's partition still refused it after the node re-routed it: a split or merge
+		// of that partition is under way (a merge's freeze whose catalog change is still
+		// pending, which the cluster completes or undoes). Nothing was applied.
+		return &httpError{status: http.StatusServiceUnavailable, code: wire.CodeUnavailable,
+			msg: err.Error() + " (a split or merge of the shard's partition is under way; retry)"}
 	case errors.Is(err, cluster.ErrBadShard):
 		return &httpError{status: http.StatusBadRequest, code: wire.CodeInvalidArgument, field: "shard", msg: err.Error()}
 	case errors.Is(err, cluster.ErrIndeterminate):

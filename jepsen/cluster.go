@@ -3,6 +3,7 @@ package jepsen
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -446,6 +447,29 @@ func (c *Cluster) convergence(ctx context.Context, skip []string) (string, error
 	return view, nil
 }
 
+// unfrozenWait bounds how long readUnfrozen waits for a shard to be readable: longer than the
+// cluster takes to complete or undo a merge whose answer was lost (a minute after its freeze).
+const unfrozenWait = 90 * time.Second
+
+// readUnfrozen reads a page of shard s after added_id after with a stale read through cl, again
+// every second while the answer is 503 for up to unfrozenWait: a shard whose partition a merge
+// froze, when the merge's answer was lost (an indeterminate merge of the split nemesis), is
+// refused until the cluster completes or undoes the merge.
+func readUnfrozen(ctx context.Context, cl *client.Client, s int, after int64) (wire.ShardCellsResponse, error) {
+	deadline := time.Now().Add(unfrozenWait)
+	for {
+		page, err := cl.ShardCells(ctx, s, after, 1000, client.WithConsistency(client.ConsistencyStale))
+		if err == nil || !errors.Is(err, client.ErrUnavailable) || time.Now().After(deadline) {
+			return page, err
+		}
+		select {
+		case <-ctx.Done():
+			return page, err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // ReadBack reads every cell of datastore ds from every replica: each node hosting a partition
 // (the current placement as last refreshed, see ShardReplicas) is asked (stale reads, which a replica serves from its own store) for every shard of that
 // partition, in added_id order. The map is by node id.
@@ -472,7 +496,7 @@ func (c *Cluster) ReadBack(ctx context.Context, ds string) (map[string][]StoredC
 			for s := p.FirstShard; s <= p.LastShard; s++ {
 				var after int64
 				for {
-					page, err := cl.ShardCells(ctx, s, after, 1000, client.WithConsistency(client.ConsistencyStale))
+					page, err := readUnfrozen(ctx, cl, s, after)
 					if err != nil {
 						return nil, fmt.Errorf("jepsen: read shard %d of %s from %s: %w", s, ds, n.ID, err)
 					}
