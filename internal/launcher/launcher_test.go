@@ -80,20 +80,24 @@ func fakeServe(args []string) int {
 	return 1
 }
 
-// freeAddr returns a loopback address nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// testTopology is n nodes on free loopback ports and one raft datastore of 2 partitions.
+// testTopology is n nodes on free loopback ports and one raft datastore of 2 partitions. Every
+// port's listener stays open until all are chosen, so that no two nodes get the same port.
 func testTopology(t *testing.T, n int) *topology.Topology {
 	top := &topology.Topology{Datastores: []topology.DatastoreSpec{{Name: "trips", Shards: 8, PartitionCount: 2}}}
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			_ = ln.Close()
+		}
+	}()
+	addr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		held = append(held, ln)
+		return ln.Addr().String()
+	}
 	for i := range n {
-		top.Nodes = append(top.Nodes, topology.NodeSpec{ID: fmt.Sprintf("n%d", i+1), HTTPAddr: freeAddr(t), RaftAddr: freeAddr(t)})
+		top.Nodes = append(top.Nodes, topology.NodeSpec{ID: fmt.Sprintf("n%d", i+1), HTTPAddr: addr(), RaftAddr: addr()})
 	}
 	return top
 }
