@@ -48,10 +48,14 @@ test-short:
 # mode stay plaintext), 30 s of membership changes on 5 nodes, where a replica has somewhere to
 # move (about 35 s), and 30 s of async mode (cells, durability, cas and bank on 2 MariaDB storage
 # clusters, every async nemesis and the split nemesis, splitting in place on the masters; about
-# 50 s). Each run leaves a report under .data/jepsen/.
+# 50 s); then 10 minutes of replication between two clusters (east, the run's, and west beside
+# it) with kills of either's nodes, partitions inside east and 30 s cuts between the two. Each
+# run leaves a report under .data/jepsen/.
 JEPSEN_WORKLOADS := --workload cells,durability,triggers,index,cas,bank
 JEPSEN_MEMBERSHIP_SHORT := --duration 30s --quiet 6s --interval 2s --fault-duration 3s --nodes 5 --workers-per-node 1 \
 	--workload cells,durability --nemesis membership
+JEPSEN_REPLICATION := --duration 10m --workload replication \
+	--nemesis kill-random,kill-leader,partition-one,partition-leader,kill-worker,pause-worker
 JEPSEN_ASYNC_SHORT := --mode async --duration 30s --quiet 8s --interval 2s --nemesis all,split --workload cells,durability,cas,bank
 jepsen: build
 	./$(BIN) jepsen --duration 10m --store pebble --nemesis all,split $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
@@ -59,6 +63,7 @@ jepsen: build
 	./$(BIN) jepsen --duration 10m --store mysql --mysql '$(MYSQL_DSN)' --nemesis all,split $(JEPSEN_WORKLOADS) $(JEPSEN_ARGS)
 	./$(BIN) jepsen --secure $(JEPSEN_MEMBERSHIP_SHORT)
 	./$(BIN) jepsen --secure $(JEPSEN_ASYNC_SHORT)
+	./$(BIN) jepsen $(JEPSEN_REPLICATION) $(JEPSEN_ARGS)
 
 # hashicorp/raft issue 695 shown and worked around: the same partition-heavy schedule with raft's
 # heartbeat fast path (expected to find acknowledged cells stored under another added_id, so its

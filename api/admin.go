@@ -31,6 +31,8 @@ func (s *Server) adminRoutes() {
 	route("/v1/admin/partitions", s.cfg.RequestTimeout, handlers{http.MethodGet: s.adminPartitions})
 	route("/v1/admin/partitions/{ds}/{partition}/voters", long, handlers{http.MethodPost: s.adminAddVoter})
 	route("/v1/admin/partitions/{ds}/{partition}/voters/{node}", long, handlers{http.MethodDelete: s.adminRemoveVoter})
+	route("/v1/admin/partitions/{ds}/{partition}/learners", long, handlers{http.MethodPost: s.adminAddLearner})
+	route("/v1/admin/partitions/{ds}/{partition}/learners/{node}", long, handlers{http.MethodDelete: s.adminRemoveLearner})
 	route("/v1/admin/partitions/{ds}/{partition}/leader", long, handlers{http.MethodPost: s.adminTransfer})
 	route("/v1/admin/partitions/{ds}/{partition}/move", long, handlers{http.MethodPost: s.adminMove})
 	// A split and a merge change the catalog: the CatalogBackend serves them (split.go,
@@ -105,14 +107,11 @@ func (s *Server) adminAddVoter(w http.ResponseWriter, r *http.Request) error {
 	if he != nil {
 		return he
 	}
-	var req wire.NodeRequest
-	if err := adminBody(r, &req); err != nil {
+	node, err := nodeBody(r, "the node to add")
+	if err != nil {
 		return err
 	}
-	if req.Node == "" {
-		return invalid("node", "is required")
-	}
-	if err := s.b.Admin.AddVoter(r.Context(), ds, pid, req.Node); err != nil {
+	if err := s.b.Admin.AddVoter(r.Context(), ds, pid, node); err != nil {
 		return adminError(err)
 	}
 	return s.answerConfig(w, r, ds, pid)
@@ -127,6 +126,53 @@ func (s *Server) adminRemoveVoter(w http.ResponseWriter, r *http.Request) error 
 		return adminError(err)
 	}
 	return s.answerConfig(w, r, ds, pid)
+}
+
+// nodeBody reads a wire.NodeRequest body whose node is required (what: what it names, for
+// the 400).
+func nodeBody(r *http.Request, what string) (string, error) {
+	var req wire.NodeRequest
+	if err := adminBody(r, &req); err != nil {
+		return "", err
+	}
+	if req.Node == "" {
+		return "", invalid("node", "is required: %s", what)
+	}
+	return req.Node, nil
+}
+
+// adminAddLearner serves POST /v1/admin/partitions/{ds}/{partition}/learners: the node of a
+// wire.NodeRequest becomes a learner (a permanent nonvoter) of the partition; the answer is
+// the configuration after it.
+func (s *Server) adminAddLearner(w http.ResponseWriter, r *http.Request) error {
+	ds, pid, he := adminPartition(r)
+	if he != nil {
+		return he
+	}
+	node, err := nodeBody(r, "the node to hold the learner")
+	if err != nil {
+		return err
+	}
+	cfg, err := s.b.Admin.AddLearner(r.Context(), ds, pid, node)
+	if err != nil {
+		return adminError(err)
+	}
+	writeJSON(w, http.StatusOK, cfg)
+	return nil
+}
+
+// adminRemoveLearner serves DELETE /v1/admin/partitions/{ds}/{partition}/learners/{node}.
+func (s *Server) adminRemoveLearner(w http.ResponseWriter, r *http.Request) error {
+	ds, pid, he := adminPartition(r)
+	if he != nil {
+		return he
+	}
+	cfg, err := s.b.Admin.RemoveLearner(r.Context(), ds, pid, r.PathValue("node"))
+	if err != nil {
+		return adminError(err)
+	}
+	writeJSON(w, http.StatusOK, cfg)
+	return nil
 }
 
 func (s *Server) adminTransfer(w http.ResponseWriter, r *http.Request) error {

@@ -25,7 +25,7 @@ func convert[S, T any](in []S, f func(S) T) []T {
 
 func wireMembers(ms []cluster.Member) []wire.Member {
 	return convert(ms, func(m cluster.Member) wire.Member {
-		return wire.Member{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, Version: m.Version,
+		return wire.Member{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, Version: m.Version, Zone: m.Zone,
 			State: m.State, Replicas: convert(m.Replicas, wireMemberReplica), UpdatedAt: m.UpdatedAt}
 	})
 }

@@ -124,6 +124,17 @@ func (s *session) testReads(t *testing.T) {
 		require.Len(t, rowCells.Cells, 2, "node %d row: BASE/7 and STATUS/5 (%+v)", node, rowCells.Cells)
 		require.Equal(t, []string{"BASE/7", "STATUS/5"}, []string{cellName(rowCells.Cells[0]), cellName(rowCells.Cells[1])}, "node %d row: the latest cell of each column", node)
 	}
+	// A read bounded at 100ms, 150ms after the writes: every node reflects all of them.
+	time.Sleep(150 * time.Millisecond)
+	for node := 0; node < 3; node++ {
+		var latest wire.Cell
+		s.do(t, node, "GET", "/v1/trips/cells/"+r+"/STATUS?consistency=stale&max_staleness=100ms", "").expect(t, 200).decode(t, &latest)
+		require.Equal(t, int64(5), latest.RefKey, "node %d latest, bounded at 100ms: ref key (%+v)", node, latest)
+	}
+	for _, q := range []string{"?max_staleness=2s", "?consistency=strong&max_staleness=2s", "?consistency=stale&max_staleness=0s",
+		"?consistency=stale&max_staleness=2", "?consistency=stale&max_staleness=2h", "?consistency=stale&max_staleness=-1s"} {
+		s.do(t, 0, "GET", "/v1/trips/cells/"+r+"/STATUS"+q, "").expectError(t, 400, "invalid_argument", "max_staleness")
+	}
 	s.do(t, 1, "GET", "/v1/trips/cells/"+r+"/STATUS/4", "").expectError(t, 404, "not_found", "")
 	s.do(t, 1, "GET", "/v1/trips/cells/"+r+"/NOPE", "").expectError(t, 404, "not_found", "")
 	var none wire.CellsResponse

@@ -17,6 +17,9 @@ import (
 //	write  PUT and POST of cells, transactions, DELETE of a row (erasure)
 //	admin  /v1/admin/... (membership, backup, restore), index definitions, aliases and drops,
 //	       schema registration
+//	replicator  a schema registration with ?origin= (a version replicated from another
+//	       cluster); put_cells with "origin" and erasures with ?origin= also need it (checked by
+//	       their handlers, as write routes)
 //
 // A principal's datastores scope read and write by the {ds} of the path; admin is cluster-wide.
 
@@ -62,6 +65,9 @@ func routeRole(pattern string, r *http.Request) (security.Role, string) {
 		ds, _, _ = strings.Cut(rest, "/")
 	}
 	switch {
+	case method == http.MethodPut && pattern == "/v1/{ds}/schemas/{col}" && r.URL.Query().Has("origin"):
+		// A schema version replicated from another cluster: a peer's replicator registers it.
+		return security.RoleReplicator, ds
 	case adminPatterns[method+" "+pattern]:
 		return security.RoleAdmin, ""
 	case method == http.MethodGet || readPosts[pattern]:

@@ -32,6 +32,8 @@ type Backends struct {
 	Backup  BackupBackend
 	Catalog CatalogBackend
 	Leader  LeaderHinter
+	// Replication serves /v1/admin/replication (replication.go); nil: 501.
+	Replication ReplicationBackend
 }
 
 // NodeBackend is the node itself: its identity, topology and readiness (GET /healthz,
@@ -68,8 +70,9 @@ type CellReader interface {
 type CellWriter interface {
 	// Write applies a write request with an idempotency key, conditions or atomicity.
 	Write(ctx context.Context, ds string, req cluster.WriteRequest) (cluster.WriteResponse, error)
-	// EraseRow erases every cell of a row (DELETE /v1/{ds}/cells/{row}).
-	EraseRow(ctx context.Context, ds string, rowKey uuid.UUID) (cluster.EraseResult, error)
+	// EraseRowFrom erases every cell of a row (DELETE /v1/{ds}/cells/{row}); origin names the
+	// cluster a replicated erasure came from ("" for this cluster's own).
+	EraseRowFrom(ctx context.Context, ds string, rowKey uuid.UUID, origin string) (cluster.EraseResult, error)
 }
 
 // LogReader reads the shard logs (get_cells_for_shard and its batch form; logs.go). ReadLogs
@@ -122,6 +125,8 @@ type AdminBackend interface {
 	PartitionReports(ctx context.Context, ds string) ([]cluster.PartitionReport, error)
 	AddVoter(ctx context.Context, ds string, pid int, node string) error
 	RemoveVoter(ctx context.Context, ds string, pid int, node string) error
+	AddLearner(ctx context.Context, ds string, pid int, node string) (cluster.PartitionConfig, error)
+	RemoveLearner(ctx context.Context, ds string, pid int, node string) (cluster.PartitionConfig, error)
 	TransferLeadership(ctx context.Context, ds string, pid int, to string) (string, error)
 	MoveReplica(ctx context.Context, ds string, pid int, from, to string) error
 	Rebalance(ctx context.Context, opts cluster.RebalanceOptions) (cluster.RebalanceReport, error)
@@ -150,6 +155,11 @@ type CatalogBackend interface {
 	// catalog has applied the drop or ctx is done. Errors: *cluster.FieldError (400),
 	// cluster.ErrUnknownDatastore (404), cluster.ErrNoCatalog (503), ctx's error (504).
 	DropDatastore(ctx context.Context, name, confirm string) (wire.DropDatastoreResponse, error)
+	// SetDatastoreSettings changes the leader zone and split thresholds of raft datastore name
+	// that req gives and blocks until this node applied the change or ctx is done. Errors:
+	// *cluster.FieldError (400), cluster.ErrUnknownDatastore (404), cluster.ErrNoCatalog
+	// (503), ctx's error (504: the change may still be applied).
+	SetDatastoreSettings(ctx context.Context, name string, req wire.DatastoreSettingsRequest) (wire.DatastoreSettingsResponse, error)
 	// CatalogDatastores returns the catalog as this node last learned it. It does not block.
 	CatalogDatastores() wire.DatastoresResponse
 	// SplitPartition splits partition pid of datastore ds at shard req.AtShard (the first

@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -153,6 +154,10 @@ func TestConsole(t *testing.T) {
 		for _, r := range rows {
 			assert.NotContains(t, r, "hl-bad", "a replica row: shown reachable")
 		}
+		// The fixture's nodes have no zone: every zone cell says so (admin_shapes shows zones).
+		assert.Equal(t, slices.Repeat([]string{"—"}, len(nodes)), consoleTexts(dom, "node-zone"), "node zones: none")
+		assert.Equal(t, slices.Repeat([]string{"—"}, len(rows)), consoleTexts(dom, "replica-zone"), "replica zones: none")
+		assert.Empty(t, consoleTexts(dom, "catalog-leader-zone"), "catalog: no datastore has a leader zone")
 	})
 
 	t.Run("screenshot", func(t *testing.T) {
@@ -194,28 +199,35 @@ func TestConsole(t *testing.T) {
 	t.Run("admin_shapes", func(t *testing.T) {
 		// A stand-in API in the shapes of /v1/admin/nodes and /v1/admin/partitions, with a
 		// lagging replica, an unreachable one, and a node id that is markup: it must show as
-		// text, never become an element.
+		// text, never become an element. Nodes n1 and n2 are in zones a and b, the markup node
+		// in none; trips prefers leaders in zone b; partition trips/1 has no replica known.
 		const evil = `n3<img id="injected" src="x">`
 		answers := map[string]any{
 			"/v1/cluster": wire.ClusterStatus{Node: "n1", Nodes: []wire.NodeStatus{{ID: "n1"}, {ID: "n2"}, {ID: evil}},
 				Datastores: []wire.DatastoreStatus{{Name: "trips", Mode: "raft", Shards: 8, Partitions: []wire.PartitionStatus{
 					{ID: 0, LastShard: 7, Replicas: []string{"n1", "n2", evil}, Leader: "n1", Local: true}}}}},
 			"/v1/admin/nodes": map[string]any{"self": "n1", "nodes": []map[string]any{
-				{"id": "n1", "http_addr": "127.0.0.1:1", "raft_addr": "127.0.0.1:2", "state": "alive",
+				{"id": "n1", "http_addr": "127.0.0.1:1", "raft_addr": "127.0.0.1:2", "zone": "a", "state": "alive",
 					"replicas": []map[string]any{{"datastore": "trips", "partition": 0, "leader": true, "applied_index": 5000}}},
-				{"id": "n2", "state": "suspect", "replicas": []map[string]any{{"datastore": "trips", "partition": 0, "applied_index": 2000}}},
+				{"id": "n2", "zone": "b", "state": "suspect", "replicas": []map[string]any{{"datastore": "trips", "partition": 0, "applied_index": 2000}}},
 				{"id": evil, "state": "dead", "replicas": []map[string]any{}},
 			}},
+			// The servers in another order than the replicas: zones are looked up by node.
 			"/v1/admin/partitions": map[string]any{"partitions": []map[string]any{{"datastore": "trips", "partition": 0, "mode": "raft",
-				"first_shard": 0, "last_shard": 7, "leader": "n1", "term": 3, "commit_index": 5000, "replicas": []map[string]any{
+				"first_shard": 0, "last_shard": 7, "leader": "n1", "term": 3, "commit_index": 5000, "servers": []map[string]any{
+					{"node": evil, "addr": "127.0.0.1:6", "suffrage": "voter"},
+					{"node": "n2", "addr": "127.0.0.1:4", "suffrage": "voter", "zone": "b"},
+					{"node": "n1", "addr": "127.0.0.1:2", "suffrage": "voter", "zone": "a"},
+				}, "replicas": []map[string]any{
 					{"node": "n1", "suffrage": "voter", "state": "Leader", "applied_index": 5000, "last_index": 5000, "lag": 0, "reachable": true},
 					{"node": "n2", "suffrage": "voter", "state": "Follower", "applied_index": 2000, "last_index": 5000, "lag": 3000, "reachable": true},
 					{"node": evil, "suffrage": "voter", "lag": 0, "reachable": false, "error": "connection refused"},
-				}}}},
+				}}, {"datastore": "trips", "partition": 1, "mode": "raft", "first_shard": 4, "last_shard": 7, "leader": "",
+				"error": "no leader within 3s", "replicas": []map[string]any{}}}},
 			// The catalog after a split of trips/0 at shard 4, with the markup node among the
 			// replicas, and an async datastore.
 			"/v1/admin/datastores": wire.DatastoresResponse{Generation: 5, Datastores: []wire.DatastoreInfo{
-				{Name: "trips", Mode: "raft", Shards: 8, Partitions: []wire.CatalogPartition{
+				{Name: "trips", Mode: "raft", Shards: 8, LeaderZone: "b", Partitions: []wire.CatalogPartition{
 					{ID: 1, FirstShard: 4, LastShard: 7, Replicas: []string{"n1", "n2", evil}, Generation: 5, Parent: 0},
 					{ID: 0, LastShard: 3, Replicas: []string{"n1", "n2", evil}, Generation: 5, Parent: -1}},
 					History: []wire.CatalogEvent{{Op: "split", Generation: 5, At: time.Date(2026, 11, 24, 8, 30, 0, 0, time.UTC), Left: 0, Right: 1, AtShard: 4}}},
@@ -250,6 +262,21 @@ func TestConsole(t *testing.T) {
 			assert.Contains(t, rows[i], want, "replica row %d", i)
 		}
 		assert.Equal(t, []string{"0", "3,000", "0"}, consoleTexts(dom, "replica-lag"), "replica lags")
+		// Zones: each node's, each replica's (from its partition's servers), "—" for none.
+		assert.Equal(t, []string{"a", "b", "—"}, consoleTexts(dom, "node-zone"), "node zones")
+		assert.Equal(t, []string{"n1", "n2", evil}, consoleTexts(dom, "replica-node"), "replica nodes")
+		assert.Equal(t, []string{"a", "b", "—"}, consoleTexts(dom, "replica-zone"), "replica zones")
+		// Every row of a table has as many cells as its header: the partition with no replica
+		// known spans the replica columns.
+		for _, id := range []string{"nodes-table", "partitions-table"} {
+			cols := consoleColumns(t, dom, id)
+			for i, n := range consoleRowCells(t, dom, id) {
+				assert.Equal(t, cols, n, "%s: cells of row %d (rowspans and colspans counted)", id, i)
+			}
+		}
+		assert.Equal(t, []string{"leader zone: b"}, consoleTexts(dom, "catalog-leader-zone"), "catalog: trips's leader zone, none for rides")
+		trips := regexp.MustCompile(`<tr [^>]*data-testid="datastore-row"[^>]*data-datastore="trips"[^>]*>.*?</tr>`).FindString(dom)
+		assert.Contains(t, trips, `data-testid="catalog-leader-zone"`, "catalog: the leader zone in trips's row")
 		// The catalog: its generation, the partitions of each datastore by shard, the split.
 		assert.Equal(t, "catalog", consoleAttr(dom, "section-datastores", "data-source"), "section-datastores: data-source")
 		assert.Equal(t, []string{"5"}, consoleTexts(dom, "catalog-generation"), "catalog generation")
@@ -457,6 +484,62 @@ func consoleAttr(dom, id, attr string) string {
 // consoleRow returns the first table row of dom whose attribute attr is value, as HTML.
 func consoleRow(dom, attr, value string) string {
 	return regexp.MustCompile(`<tr\s[^>]*\b` + regexp.QuoteMeta(attr) + `="` + regexp.QuoteMeta(html.EscapeString(value)) + `"[^>]*>.*?</tr>`).FindString(dom)
+}
+
+// consoleTable returns the HTML of the table of dom with data-testid id, failing t when there is
+// none.
+func consoleTable(t *testing.T, dom, id string) string {
+	t.Helper()
+	tbl := regexp.MustCompile(`(?s)<table [^>]*data-testid="` + regexp.QuoteMeta(id) + `"[^>]*>.*?</table>`).FindString(dom)
+	require.NotEmpty(t, tbl, "table %s", id)
+	return tbl
+}
+
+// consoleColumns returns the number of header cells of the table of dom with data-testid id.
+func consoleColumns(t *testing.T, dom, id string) int {
+	t.Helper()
+	head := regexp.MustCompile(`(?s)<thead>.*?</thead>`).FindString(consoleTable(t, dom, id))
+	return len(regexp.MustCompile(`<th\b`).FindAllString(head, -1))
+}
+
+// consoleRowCells returns, for each body row of the table of dom with data-testid id, the
+// columns it fills: its cells' colspans, plus those of cells of earlier rows whose rowspan
+// reaches it.
+func consoleRowCells(t *testing.T, dom, id string) []int {
+	t.Helper()
+	body := regexp.MustCompile(`(?s)<tbody>.*</tbody>`).FindString(consoleTable(t, dom, id))
+	span := func(td, attr string) int {
+		if m := regexp.MustCompile(`\s` + attr + `="(\d+)"`).FindStringSubmatch(td); m != nil {
+			n, err := strconv.Atoi(m[1])
+			require.NoError(t, err)
+			return n
+		}
+		return 1
+	}
+	type carry struct{ cols, rows int }
+	var pending []carry
+	var out []int
+	for _, tr := range regexp.MustCompile(`(?s)<tr\b[^>]*>(.*?)</tr>`).FindAllStringSubmatch(body, -1) {
+		n := 0
+		var next []carry
+		for _, p := range pending {
+			n += p.cols
+			if p.rows > 1 {
+				next = append(next, carry{p.cols, p.rows - 1})
+			}
+		}
+		for _, td := range regexp.MustCompile(`<td\b[^>]*>`).FindAllString(tr[1], -1) {
+			cols, rows := span(td, "colspan"), span(td, "rowspan")
+			n += cols
+			if rows > 1 {
+				next = append(next, carry{cols, rows - 1})
+			}
+		}
+		pending = next
+		out = append(out, n)
+	}
+	require.NotEmpty(t, out, "table %s: body rows", id)
+	return out
 }
 
 func consoleSorted(s []string) []string {

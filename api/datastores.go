@@ -38,6 +38,7 @@ func (s *Server) datastoreRoutes() {
 	})
 	route("/v1/admin/datastores/{name}", handlers{
 		http.MethodGet:    bounded(short, s.getDatastore),
+		http.MethodPatch:  bounded(long, s.setDatastoreSettings),
 		http.MethodDelete: bounded(long, s.dropDatastore),
 	})
 	route("/v1/admin/catalog/voters", handlers{http.MethodPost: bounded(long, s.moveCatalogVoters)})
@@ -100,7 +101,7 @@ func datastoreError(err error) *httpError {
 func createOptions(req wire.CreateDatastoreRequest, replicas json.RawMessage) (cluster.CreateDatastoreOptions, *httpError) {
 	o := cluster.CreateDatastoreOptions{Name: req.Name, Mode: req.Mode, Shards: req.Shards, Partitions: req.Partitions,
 		BufferClusters: req.BufferClusters, MySQLPrefix: req.MySQLPrefix, UnsafeNoBufferedWrites: req.UnsafeNoBufferedWrites,
-		SplitLoad: req.SplitLoad, SplitSize: req.SplitSize}
+		SplitLoad: req.SplitLoad, SplitSize: req.SplitSize, LeaderZone: req.LeaderZone}
 	switch {
 	case req.Name == "":
 		return o, invalid("name", "is required")
@@ -116,6 +117,10 @@ func createOptions(req wire.CreateDatastoreRequest, replicas json.RawMessage) (c
 		return o, invalid("partitions", "%d must be in 1..%d (at most one per shard; absent or 0: 1)", req.Partitions, req.Shards)
 	case req.BufferClusters < 0:
 		return o, invalid("buffer_clusters", "%d must not be negative", req.BufferClusters)
+	case req.LeaderZone != "" && !topology.ZonePattern.MatchString(req.LeaderZone):
+		return o, invalid("leader_zone", "%q must match %s", req.LeaderZone, topology.ZonePattern)
+	case req.LeaderZone != "" && req.Mode == topology.ModeAsync:
+		return o, invalid("leader_zone", "an async datastore has no raft leaders: its partitions live on its storage_clusters")
 	}
 	var he *httpError
 	if o.ReplicaCount, o.Replicas, he = decodeReplicas(replicas); he != nil {
@@ -207,6 +212,22 @@ func (s *Server) dropDatastore(w http.ResponseWriter, r *http.Request) error {
 		return invalid("confirm", "%q does not name the datastore %q", confirm, name)
 	}
 	res, err := s.b.Catalog.DropDatastore(r.Context(), name, q.Get("confirm"))
+	if err != nil {
+		return datastoreError(err)
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// setDatastoreSettings serves PATCH /v1/admin/datastores/{name}: the settings of a
+// wire.DatastoreSettingsRequest (leader zone, split thresholds) change
+// (CatalogBackend.SetDatastoreSettings).
+func (s *Server) setDatastoreSettings(w http.ResponseWriter, r *http.Request) error {
+	var req wire.DatastoreSettingsRequest
+	if err := adminBody(r, &req); err != nil {
+		return err
+	}
+	res, err := s.b.Catalog.SetDatastoreSettings(r.Context(), r.PathValue("name"), req)
 	if err != nil {
 		return datastoreError(err)
 	}

@@ -37,6 +37,27 @@ type catalogBackend struct {
 	drops   [][2]string // name, confirm
 	splits  []splitCall
 	merges  []mergeCall
+	sets    []settingsCall
+}
+
+// settingsCall is one call of SetDatastoreSettings.
+type settingsCall struct {
+	name string
+	req  wire.DatastoreSettingsRequest
+}
+
+func (b *catalogBackend) SetDatastoreSettings(_ context.Context, name string, req wire.DatastoreSettingsRequest) (wire.DatastoreSettingsResponse, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sets = append(b.sets, settingsCall{name, req})
+	if b.err != nil {
+		return wire.DatastoreSettingsResponse{}, b.err
+	}
+	info := wire.DatastoreInfo{Name: name, Mode: "raft"}
+	if req.LeaderZone != nil {
+		info.LeaderZone = *req.LeaderZone
+	}
+	return wire.DatastoreSettingsResponse{Generation: 9, Datastore: info}, nil
 }
 
 // splitCall is one call of SplitPartition.
@@ -181,6 +202,8 @@ func TestDatastoreCreateRefused(t *testing.T) {
 		{`{"name":"t","shards":8,"replicas":["n1","n2","n1"]}`, "replicas"},
 		{`{"name":"t","shards":8,"replicas":["n1","n2","n3","n4","n5","n6","n7","n8","n9","n10"]}`, "replicas"},
 		{`{"name":"t","shards":8,"mode":"async","replicas":3,"storage_clusters":[{"name":"c0","master":"u@tcp(h)/"}]}`, "replicas"},
+		{`{"name":"t","shards":8,"leader_zone":"Zone A"}`, "leader_zone"},
+		{`{"name":"t","shards":8,"mode":"async","leader_zone":"a","storage_clusters":[{"name":"c0","master":"u@tcp(h)/"}]}`, "leader_zone"},
 	} {
 		w := serveDS(srv, http.MethodPost, "/v1/admin/datastores", c.body)
 		if !assert.Equal(t, http.StatusBadRequest, w.Code, "POST %s: status (body %s)", c.body, w.Body) {
@@ -349,7 +372,7 @@ func TestDatastoreRoutesWithoutCatalog(t *testing.T) {
 	srv = catalogServer(t, &catalogBackend{}, api.Config{})
 	for _, c := range []struct{ method, path, allow string }{
 		{http.MethodPut, "/v1/admin/datastores", "GET, POST"},
-		{http.MethodPost, "/v1/admin/datastores/t", "DELETE, GET"},
+		{http.MethodPost, "/v1/admin/datastores/t", "DELETE, GET, PATCH"},
 	} {
 		w := serveDS(srv, c.method, c.path, "")
 		assert.Equal(t, http.StatusMethodNotAllowed, w.Code, "%s %s: status", c.method, c.path)
@@ -516,4 +539,36 @@ func (b *catalogBackend) MoveToCluster(context.Context, string, int, wire.Cluste
 // MoveCatalogVoters is not used here.
 func (b *catalogBackend) MoveCatalogVoters(context.Context, []string) (wire.CatalogVotersResponse, error) {
 	return wire.CatalogVotersResponse{}, errors.New("no catalog group here")
+}
+
+// TestDatastoreSettings: PATCH /v1/admin/datastores/{name} hands the settings given to the
+// backend (absent ones nil) and answers 200 with its answer; a body that is not the request's
+// JSON is a 400 that reaches no backend, and the backend's refusals map as for a creation.
+func TestDatastoreSettings(t *testing.T) {
+	b := &catalogBackend{}
+	srv := catalogServer(t, b, api.Config{})
+	resp := serveDS(srv, http.MethodPatch, "/v1/admin/datastores/trips", `{"leader_zone":"b","split_load":-1}`)
+	require.Equal(t, http.StatusOK, resp.Code, resp.Body.String())
+	var got wire.DatastoreSettingsResponse
+	require.NoError(t, json.Unmarshal(resp.Body.Bytes(), &got))
+	assert.Equal(t, "b", got.Datastore.LeaderZone)
+	require.Len(t, b.sets, 1)
+	assert.Equal(t, "trips", b.sets[0].name)
+	if assert.NotNil(t, b.sets[0].req.LeaderZone) && assert.NotNil(t, b.sets[0].req.SplitLoad) {
+		assert.Equal(t, "b", *b.sets[0].req.LeaderZone)
+		assert.Equal(t, -1.0, *b.sets[0].req.SplitLoad)
+	}
+	assert.Nil(t, b.sets[0].req.SplitSize, "split_size absent: unchanged")
+
+	resp = serveDS(srv, http.MethodPatch, "/v1/admin/datastores/trips", `{"leader_zone": 3}`)
+	assert.Equal(t, http.StatusBadRequest, resp.Code, resp.Body.String())
+	assert.Len(t, b.sets, 1, "a malformed body reaches no backend")
+
+	b.err = &cluster.FieldError{Field: "leader_zone", Msg: `"B!" must match`}
+	resp = serveDS(srv, http.MethodPatch, "/v1/admin/datastores/trips", `{"leader_zone":"B!"}`)
+	assert.Equal(t, http.StatusBadRequest, resp.Code)
+	assert.Equal(t, "leader_zone", dsErrorOf(t, resp).Field)
+	b.err = fmt.Errorf("%w: %q", cluster.ErrUnknownDatastore, "nope")
+	resp = serveDS(srv, http.MethodPatch, "/v1/admin/datastores/nope", `{"leader_zone":"b"}`)
+	assert.Equal(t, http.StatusNotFound, resp.Code)
 }

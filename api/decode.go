@@ -25,29 +25,36 @@ type putCellsRequest struct {
 		RefKey    json.RawMessage `json:"ref_key"`
 		Body      json.RawMessage `json:"body"`
 	} `json:"cells"`
+	Origin string `json:"origin"`
 }
 
-// decodePutCells decodes the body of put_cells into its cells, in request order.
-func decodePutCells(raw []byte, cfg *Config) ([]cells.Cell, *httpError) {
+// decodePutCells decodes the body of put_cells into its cells, in request order, and its
+// origin ("" when absent).
+func decodePutCells(raw []byte, cfg *Config) ([]cells.Cell, string, *httpError) {
 	var req putCellsRequest
 	if he := decodeStrict(raw, &req); he != nil {
-		return nil, he
+		return nil, "", he
 	}
 	if req.Cells == nil {
-		return nil, invalid("cells", "is required")
+		return nil, "", invalid("cells", "is required")
+	}
+	if req.Origin != "" {
+		if err := cells.ValidateClusterName("origin", req.Origin); err != nil {
+			return nil, "", invalid("origin", "%q must be 1 to %d bytes of [a-z0-9-], starting with a letter", req.Origin, cells.MaxClusterNameLen)
+		}
 	}
 	if len(req.Cells) > cfg.MaxBatchCells {
-		return nil, tooLarge("cells", "%d cells, at most %d per request", len(req.Cells), cfg.MaxBatchCells)
+		return nil, "", tooLarge("cells", "%d cells, at most %d per request", len(req.Cells), cfg.MaxBatchCells)
 	}
 	cs := make([]cells.Cell, len(req.Cells))
 	for i, pc := range req.Cells {
 		c, he := decodeWrite(fmt.Sprintf("cells[%d]", i), pc.RowKey, pc.ColumnKey, pc.RefKey, pc.Body, cfg)
 		if he != nil {
-			return nil, he
+			return nil, "", he
 		}
 		cs[i] = c
 	}
-	return cs, nil
+	return cs, req.Origin, nil
 }
 
 // decodeWrite checks one cell of put_cells or a transaction, named where ("cells[3]").

@@ -60,10 +60,13 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		switch kind % 3 {
 		case fuzzPutCells:
-			cs, he := decodePutCells(raw, &cfg)
+			cs, origin, he := decodePutCells(raw, &cfg)
 			if he != nil {
 				checkRefusal(t, he)
 				return
+			}
+			if origin != "" && cells.ValidateClusterName("origin", origin) != nil {
+				t.Fatalf("decodePutCells accepted origin %q", origin)
 			}
 			checkCells(t, cs, cfg)
 		case fuzzGetCells:

@@ -1,9 +1,12 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/wire"
 )
 
@@ -13,7 +16,8 @@ import (
 // wire.EraseResult. Erasing is idempotent: a row with no cell answers "erased": 0. A bad row
 // key is 400 naming row_key. It is a write: 503 when nothing was erased (no leader; in async
 // mode a storage cluster without a master: an erasure is never buffered), 504 when it may
-// have been; retrying is always safe.
+// have been; retrying is always safe. ?origin=C is a replicator's erasure from cluster C (the
+// replicator or admin role; 400 naming origin for a bad name or this cluster's own).
 func (s *Server) eraseRow(w http.ResponseWriter, r *http.Request) error {
 	q, err := s.parse(r, want{})
 	if err != nil {
@@ -23,8 +27,21 @@ func (s *Server) eraseRow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fieldError("", err)
 	}
+	origin := r.URL.Query().Get("origin")
+	if origin != "" {
+		if err := cells.ValidateClusterName("origin", origin); err != nil {
+			return invalid("origin", "%q must be 1 to %d bytes of [a-z0-9-], starting with a letter", origin, cells.MaxClusterNameLen)
+		}
+		if s.cfg.Auth != nil && !security.PrincipalFrom(r.Context()).Allows(security.RoleReplicator, q.ds) {
+			return &httpError{status: http.StatusForbidden, code: security.CodeForbidden, field: "origin",
+				msg: "only a principal with the replicator or admin role may erase with an origin; nothing was erased"}
+		}
+	}
 	s.hintLeader(w, q.ds, rk)
-	res, err := s.b.Writes.EraseRow(r.Context(), q.ds, rk)
+	res, err := s.b.Writes.EraseRowFrom(r.Context(), q.ds, rk, origin)
+	if errors.Is(err, cluster.ErrBadWrite) {
+		return &httpError{status: http.StatusBadRequest, code: wire.CodeInvalidArgument, field: "origin", msg: err.Error()}
+	}
 	if err != nil {
 		return err
 	}

@@ -82,6 +82,10 @@ func appendCell(b []byte, c *wire.Cell) ([]byte, bool) {
 	if c.Erased {
 		b = append(b, `,"erased":true`...)
 	}
+	if c.Origin != "" {
+		b = append(b, `,"origin":`...)
+		b = jsontext.AppendString(b, c.Origin)
+	}
 	return append(b, '}'), true
 }
 

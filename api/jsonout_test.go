@@ -52,6 +52,9 @@ func randomBody(r *rand.Rand) json.RawMessage {
 func randomCell(r *rand.Rand) wire.Cell {
 	c := wire.Cell{RowKey: randomText(r), ColumnKey: randomText(r), RefKey: r.Int64() - r.Int64(), Body: randomBody(r),
 		AddedID: r.Int64N(1 << 40), CreatedAt: time.Unix(r.Int64N(4e9), r.Int64N(1e9)).UTC(), Erased: r.IntN(2) == 0}
+	if r.IntN(2) == 0 {
+		c.Origin = randomText(r)
+	}
 	if r.IntN(3) == 0 {
 		c.Stored = make([]byte, r.IntN(40))
 		for i := range c.Stored {

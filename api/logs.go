@@ -92,7 +92,7 @@ func toShardPage(p cluster.LogPage, stored bool) (wire.ShardCellsResponse, error
 			continue
 		}
 		cs[i] = wire.Cell{RowKey: c.RowKey.String(), ColumnKey: c.ColumnKey, RefKey: c.RefKey,
-			Stored: c.Body, AddedID: c.AddedID, CreatedAt: c.CreatedAt.UTC(), Erased: c.Key.IsTombstone()}
+			Stored: c.Body, AddedID: c.AddedID, CreatedAt: c.CreatedAt.UTC(), Erased: c.Key.IsTombstone(), Origin: c.Origin}
 	}
 	return wire.ShardCellsResponse{Shard: p.Shard, Cells: cs, NextLocation: p.NextLocation, HighWater: p.HighWater}, nil
 }
@@ -222,13 +222,8 @@ func (s *Server) shardsCells(w http.ResponseWriter, r *http.Request) error {
 	if req.Wait, he = s.parseWait("wait", in.Wait); he != nil {
 		return he
 	}
-	switch in.Consistency {
-	case "", string(cluster.Strong):
-		req.Consistency = cluster.Strong
-	case string(cluster.Stale):
-		req.Consistency = cluster.Stale
-	default:
-		return invalid("consistency", "%q must be strong or stale", in.Consistency)
+	if req.Consistency, he = consistencyOf(in.Consistency, in.MaxStaleness); he != nil {
+		return he
 	}
 	stored, he := parseBodyEncoding("body_encoding", in.BodyEncoding)
 	if he != nil {

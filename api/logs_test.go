@@ -98,6 +98,16 @@ func TestLogAndGroups(t *testing.T) {
 		if assert.Len(t, res.Shards[0].Cells, 2, "shard %d page: 2 A cells (%+v)", shard, res.Shards[0]) {
 			assert.Equal(t, res.Shards[0].Cells[1].AddedID, res.Shards[0].NextLocation, "shard %d page: next_location at the last cell", shard)
 		}
+		// The same read, stale and bounded at 1s, through every node: the same page (the cells
+		// were acknowledged more than 1s before).
+		time.Sleep(time.Second)
+		for node := range 3 {
+			var b wire.ShardsCellsResponse
+			body := fmt.Sprintf(`{"shards":[{"shard":%d,"location":0}],"column_key":"A","limit":2,"consistency":"stale","max_staleness":"1s"}`, shard)
+			s.do(t, node, "POST", "/v1/trips/shards/cells", body).expect(t, 200).decode(t, &b)
+			require.Len(t, b.Shards, 1)
+			assert.Equal(t, res.Shards[0].Cells, b.Shards[0].Cells, "node %d: the page of a read bounded at 1s", node)
+		}
 		// Stored bodies: the stored form instead of JSON, the same value.
 		var st wire.ShardsCellsResponse
 		body = fmt.Sprintf(`{"shards":[{"shard":%d,"location":0}],"column_key":"A","limit":2,"body_encoding":"stored"}`, shard)
@@ -169,6 +179,9 @@ func TestLogAndGroups(t *testing.T) {
 			{"batch: negative location", "POST", "/v1/trips/shards/cells", `{"shards":[{"shard":1,"location":-1}]}`, 400, "invalid_argument", "shards[0].location"},
 			{"batch: bad limit", "POST", "/v1/trips/shards/cells", `{"shards":[{"shard":1}],"limit":5000}`, 400, "invalid_argument", "limit"},
 			{"batch: bad body encoding", "POST", "/v1/trips/shards/cells", `{"shards":[{"shard":1}],"body_encoding":"xml"}`, 400, "invalid_argument", "body_encoding"},
+			{"batch: a bound on a strong read", "POST", "/v1/trips/shards/cells", `{"shards":[{"shard":1}],"max_staleness":"1s"}`, 400, "invalid_argument", "max_staleness"},
+			{"batch: a bound of two hours", "POST", "/v1/trips/shards/cells", `{"shards":[{"shard":1}],"consistency":"stale","max_staleness":"2h"}`, 400, "invalid_argument", "max_staleness"},
+			{"a bound that is no duration", "GET", "/v1/trips/shards/0/cells?consistency=stale&max_staleness=soon", ``, 400, "invalid_argument", "max_staleness"},
 			{"bad body encoding", "GET", "/v1/trips/shards/0/cells?body_encoding=xml", ``, 400, "invalid_argument", "body_encoding"},
 			{"batch: unknown field", "POST", "/v1/trips/shards/cells", `{"shards":[{"shard":1}],"after":3}`, 400, "invalid_argument", "body"},
 			{"group: bad name", "POST", "/v1/trips/groups/bad%20name/heartbeat", `{"worker":"w"}`, 400, "invalid_argument", "group"},

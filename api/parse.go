@@ -7,9 +7,11 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/topology"
 	"github.com/schemaless-db/schemaless/wire"
 )
@@ -149,16 +151,43 @@ func parseKey(where, row, col string, ref *string) (cells.Key, *httpError) {
 	return k, nil
 }
 
-// consistency reads the consistency query parameter: strong (the default) or stale.
+// consistency reads the consistency query parameter: strong (the default) or stale, and with
+// stale the optional max_staleness (consistencyOf).
 func consistency(r *http.Request) (cluster.Consistency, *httpError) {
-	switch c := r.URL.Query().Get("consistency"); c {
+	q := r.URL.Query()
+	var bound *string
+	if q.Has("max_staleness") {
+		b := q.Get("max_staleness")
+		bound = &b
+	}
+	return consistencyOf(q.Get("consistency"), bound)
+}
+
+// consistencyOf reads a consistency: c strong ("" too) or stale, and with stale, when bound
+// is given, a Go duration such as 2s or 500ms, above 0 and at most
+// partition.MaxStalenessLimit: a bounded stale read (cluster.BoundedStale). It refuses anything
+// else with a 400 naming consistency or max_staleness.
+func consistencyOf(c string, bound *string) (cluster.Consistency, *httpError) {
+	var out cluster.Consistency
+	switch c {
 	case "", string(cluster.Strong):
-		return cluster.Strong, nil
+		out = cluster.Strong
 	case string(cluster.Stale):
-		return cluster.Stale, nil
+		out = cluster.Stale
 	default:
 		return "", invalid("consistency", "%q must be strong or stale", c)
 	}
+	if bound == nil {
+		return out, nil
+	}
+	if out != cluster.Stale {
+		return "", invalid("max_staleness", "bounds a stale read: give consistency=stale with it")
+	}
+	d, err := time.ParseDuration(*bound)
+	if err != nil || d <= 0 || d > partition.MaxStalenessLimit {
+		return "", invalid("max_staleness", "%q must be a duration above 0 and at most %s (e.g. 2s, 500ms)", *bound, partition.MaxStalenessLimit)
+	}
+	return cluster.BoundedStale(d), nil
 }
 
 // readBody reads a JSON request body of at most limit bytes: a declared Content-Length over the

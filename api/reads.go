@@ -49,7 +49,7 @@ func toAPICell(c cells.Cell) (wire.Cell, error) {
 	}
 	return wire.Cell{
 		RowKey: c.RowKey.String(), ColumnKey: c.ColumnKey, RefKey: c.RefKey,
-		Body: body, AddedID: c.AddedID, CreatedAt: c.CreatedAt.UTC(), Erased: c.Key.IsTombstone(),
+		Body: body, AddedID: c.AddedID, CreatedAt: c.CreatedAt.UTC(), Erased: c.Key.IsTombstone(), Origin: c.Origin,
 	}, nil
 }
 

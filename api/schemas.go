@@ -86,6 +86,8 @@ func schemaColumn(r *http.Request) (string, *httpError) {
 // the body is a JSON Schema (draft 2020-12), registered as the column's next version on every
 // partition, or with dry_run only checked against the latest cells of the column (of one
 // partition with partition=N), read with the consistency asked (strong by default).
+// ?origin=C marks a version replicated from cluster C (the replicator role suffices, see
+// routeRole; registered like any other; not with dry_run: 400 naming origin).
 func (s *Server) schemaPut(w http.ResponseWriter, r *http.Request) error {
 	q, err := s.parse(r, want{maxBody: maxSchemaRequestBytes})
 	if err != nil {
@@ -103,6 +105,15 @@ func (s *Server) schemaPut(w http.ResponseWriter, r *http.Request) error {
 		dry = true
 	default:
 		return invalid("dry_run", "%q must be true or false", v)
+	}
+	origin := query.Get("origin")
+	if query.Has("origin") {
+		if dry {
+			return invalid("origin", "only without dry_run")
+		}
+		if err := cells.ValidateClusterName("origin", origin); err != nil {
+			return invalid("origin", "%q must be 1 to %d bytes of [a-z0-9-], starting with a letter", origin, cells.MaxClusterNameLen)
+		}
 	}
 	var pids []int
 	if query.Has("partition") {

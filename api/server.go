@@ -111,6 +111,7 @@ func (s *Server) routes() {
 	s.route("/v1/cluster", handlers{http.MethodGet: s.clusterStatus})
 	s.adminRoutes()
 	s.datastoreRoutes()
+	s.replicationRoutes()
 	s.backupRoutes()
 	s.consoleRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

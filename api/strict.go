@@ -79,10 +79,10 @@ func checkSegments(p string, v1, escaped bool) *httpError {
 // it): a client that pages a shard log with ?after=N instead of ?location=N must not silently
 // read from 0. A parameter of another route is not refused; the route ignores it.
 var queryParams = map[string]bool{
-	"consistency": true, "if_latest_ref_key": true, "from_ref_key": true, "limit": true, "order": true,
+	"consistency": true, "max_staleness": true, "if_latest_ref_key": true, "from_ref_key": true, "limit": true, "order": true,
 	"location": true, "location_type": true, "column_key": true, "wait": true, "body_encoding": true,
 	"near": true, "count": true, "dry_run": true, "partition": true, "datastore": true, "force": true,
-	"accept_lost_cells": true, "confirm": true,
+	"accept_lost_cells": true, "confirm": true, "origin": true,
 }
 
 // checkUTF8 returns a 400 naming field when b is not valid UTF-8 (JSON text must be: RFC 8259

@@ -10,6 +10,7 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/command"
+	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/wire"
 )
 
@@ -27,11 +28,15 @@ func (s *Server) putCells(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cs, he := decodePutCells(raw, &s.cfg)
+	cs, origin, he := decodePutCells(raw, &s.cfg)
 	if he != nil {
 		return he
 	}
-	wr, err := s.writeBackend(w, r, q.ds, cluster.WriteRequest{Cells: cs, IdempotencyKey: q.idempotencyKey}, "cells")
+	if origin != "" && s.cfg.Auth != nil && !security.PrincipalFrom(r.Context()).Allows(security.RoleReplicator, q.ds) {
+		return &httpError{status: http.StatusForbidden, code: security.CodeForbidden, field: "origin",
+			msg: "only a principal with the replicator or admin role may write cells with an origin; nothing was written"}
+	}
+	wr, err := s.writeBackend(w, r, q.ds, cluster.WriteRequest{Cells: cs, IdempotencyKey: q.idempotencyKey, Origin: origin}, "cells")
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,8 @@ const (
 	maxImportedID = 1 << 20
 	// maxNodeIDLen bounds a replica's node id.
 	maxNodeIDLen = 64
+	// MaxSettingsBytes bounds a datastore's Settings as OpSettings sets them.
+	MaxSettingsBytes = 64 << 10
 )
 
 // Partition is one partition of a datastore: a contiguous range of its shards, served by a raft
@@ -131,6 +133,9 @@ type Catalog struct {
 	// Voters are the node ids of the catalog's own raft group's voters, once an operator moved
 	// them (OpSetVoters); empty: the topology file's first nodes, as the cluster started.
 	Voters []string
+	// Peers maps the name of each peer cluster this one replicates to onto its settings
+	// (OpSetPeer; opaque here, encoded by package peering). Nil when there are none.
+	Peers map[string][]byte
 }
 
 // Op is the operation of a Command.
@@ -155,6 +160,9 @@ const (
 	// OpSetVoters records the catalog group's voters (Command.Voters), as a move of the
 	// catalog's votes leaves them (voters.go).
 	OpSetVoters Op = "set-voters"
+	// OpSettings replaces the settings of Command.Datastore with Command.Settings (its split
+	// thresholds, its leader zone: what its owners encode there).
+	OpSettings Op = "settings"
 )
 
 // Spec describes a datastore to create: its name, mode and shard count (fixed forever), and
@@ -202,6 +210,11 @@ type Command struct {
 	Cluster string `msgpack:",omitempty"`
 	// Voters, for OpSetVoters, are the catalog group's voters.
 	Voters []string `msgpack:",omitempty"`
+	// Settings, for OpSettings, are the datastore's new settings (Datastore.Settings); for
+	// OpSetPeer, the peer's (empty: remove it).
+	Settings []byte `msgpack:",omitempty"`
+	// Peer, for OpSetPeer, names the peer cluster.
+	Peer string `msgpack:",omitempty"`
 }
 
 // Result is the outcome of an accepted command: the catalog generation it made, and the
@@ -235,7 +248,7 @@ func New() *Catalog { return &Catalog{Datastores: map[string]*Datastore{}} }
 
 // Clone returns a deep copy of c: changing one never changes the other.
 func (c *Catalog) Clone() *Catalog {
-	out := &Catalog{Generation: c.Generation, Datastores: make(map[string]*Datastore, len(c.Datastores)), Voters: slices.Clone(c.Voters)}
+	out := &Catalog{Generation: c.Generation, Datastores: make(map[string]*Datastore, len(c.Datastores)), Voters: slices.Clone(c.Voters), Peers: clonePeers(c.Peers)}
 	for name, d := range c.Datastores {
 		out.Datastores[name] = d.clone()
 	}
@@ -296,6 +309,8 @@ func normTime(t time.Time) time.Time { return t.Round(0).UTC().Truncate(time.Mic
 //     node ids); its range and generation stay, the catalog's generation rises.
 //   - OpSetVoters: the catalog's Voters become cmd.Voters (1 to MaxVoters distinct node ids);
 //     the catalog's generation rises.
+//   - OpSettings: cmd.Datastore's Settings become cmd.Settings (at most MaxSettingsBytes); its
+//     partitions and their generations stay, the catalog's generation rises.
 //
 // Every accepted command raises the catalog's generation by one.
 func (c *Catalog) Apply(cmd Command) (Result, error) {
@@ -309,13 +324,23 @@ func (c *Catalog) Apply(cmd Command) (Result, error) {
 		return c.importSpecs(cmd)
 	case OpSetVoters:
 		return c.setVoters(cmd)
-	case OpDrop, OpSplit, OpMerge, OpSetReplicas:
+	case OpSetPeer:
+		return c.setPeer(cmd)
+	case OpDrop, OpSplit, OpMerge, OpSetReplicas, OpSettings:
 	default:
-		return Result{}, fmt.Errorf("%w: unknown op %q (want create, import, drop, split, merge, set-replicas or set-voters)", ErrBadCommand, cmd.Op)
+		return Result{}, fmt.Errorf("%w: unknown op %q (want create, import, drop, split, merge, set-replicas, set-voters, settings or set-peer)", ErrBadCommand, cmd.Op)
 	}
 	d := c.Datastores[cmd.Datastore]
 	if d == nil {
 		return Result{}, fmt.Errorf("%w: %s: no datastore %q", ErrNotFound, cmd.Op, cmd.Datastore)
+	}
+	if cmd.Op == OpSettings {
+		if len(cmd.Settings) > MaxSettingsBytes {
+			return Result{}, fmt.Errorf("%w: settings of %s: %d bytes, at most %d", ErrBadCommand, d.Name, len(cmd.Settings), MaxSettingsBytes)
+		}
+		d.Settings = slices.Clone(cmd.Settings)
+		c.Generation++
+		return Result{Generation: c.Generation}, nil
 	}
 	if cmd.Op == OpDrop {
 		if cmd.Confirm != cmd.Datastore {
@@ -612,6 +637,9 @@ func clonePartitions(ps []Partition) []Partition {
 func (c *Catalog) Check() error {
 	if err := checkVoters(c.Voters); err != nil {
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if err := c.checkPeers(); err != nil {
+		return err
 	}
 	for _, name := range c.Names() {
 		d := c.Datastores[name]

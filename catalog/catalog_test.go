@@ -435,3 +435,23 @@ func TestSetVoters(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, back.Voters, "a catalog whose voters never moved")
 }
+
+// TestSettings: OpSettings replaces a datastore's settings and raises the generation, leaving
+// its partitions and their generations as they were; settings too large, or of an unknown
+// datastore, are refused and change nothing.
+func TestSettings(t *testing.T) {
+	c := trips(t)
+	before := slices.Clone(c.Datastores["trips"].Partitions)
+	gen := c.Generation
+	res := mustApply(t, c, Command{Op: OpSettings, Datastore: "trips", Settings: []byte(`{"LeaderZone":"b"}`)})
+	assert.Equal(t, gen+1, res.Generation, "generation after settings")
+	assert.Equal(t, []byte(`{"LeaderZone":"b"}`), c.Datastores["trips"].Settings)
+	assert.Equal(t, before, c.Datastores["trips"].Partitions, "partitions unchanged")
+
+	_, err := c.Apply(Command{Op: OpSettings, Datastore: "nope", Settings: []byte(`{}`)})
+	assert.ErrorIs(t, err, ErrNotFound)
+	_, err = c.Apply(Command{Op: OpSettings, Datastore: "trips", Settings: make([]byte, MaxSettingsBytes+1)})
+	assert.ErrorIs(t, err, ErrBadCommand)
+	assert.Equal(t, gen+1, c.Generation, "refused commands change nothing")
+	assert.Equal(t, []byte(`{"LeaderZone":"b"}`), c.Datastores["trips"].Settings)
+}

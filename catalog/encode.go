@@ -18,6 +18,12 @@ type wireCatalog struct {
 	Generation uint64          `msgpack:"g"`
 	Datastores []wireDatastore `msgpack:"d"`
 	Voters     []string        `msgpack:"v,omitempty"`
+	Peers      []wirePeer      `msgpack:"r,omitempty"`
+}
+
+type wirePeer struct {
+	Name     string `msgpack:"n"`
+	Settings []byte `msgpack:"x"`
 }
 
 type wireDatastore struct {
@@ -59,6 +65,9 @@ type wireEvent struct {
 // the node's cache store them).
 func Encode(c *Catalog) ([]byte, error) {
 	w := wireCatalog{Format: format, Generation: c.Generation, Datastores: []wireDatastore{}, Voters: c.Voters}
+	for _, name := range c.PeerNames() {
+		w.Peers = append(w.Peers, wirePeer{Name: name, Settings: c.Peers[name]})
+	}
 	for _, name := range c.Names() {
 		d := c.Datastores[name]
 		wd := wireDatastore{Name: d.Name, Mode: string(d.Mode), Shards: d.Shards, NextID: d.NextID, Created: d.Created,
@@ -100,6 +109,15 @@ func Decode(b []byte) (*Catalog, error) {
 		return nil, fmt.Errorf("%w: format %d, want %d", ErrCorrupt, w.Format, format)
 	}
 	c.Generation, c.Voters = w.Generation, w.Voters
+	for _, p := range w.Peers {
+		if _, dup := c.Peers[p.Name]; dup {
+			return nil, fmt.Errorf("%w: peer %s appears twice", ErrCorrupt, p.Name)
+		}
+		if c.Peers == nil {
+			c.Peers = map[string][]byte{}
+		}
+		c.Peers[p.Name] = p.Settings
+	}
 	for _, wd := range w.Datastores {
 		if _, dup := c.Datastores[wd.Name]; dup {
 			return nil, fmt.Errorf("%w: datastore %s appears twice", ErrCorrupt, wd.Name)

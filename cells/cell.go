@@ -13,6 +13,8 @@ import (
 const (
 	// MaxColumnKeyLen is the longest column key, in bytes.
 	MaxColumnKeyLen = 64
+	// MaxClusterNameLen is the longest cluster name, in bytes (Cell.Origin, ValidateClusterName).
+	MaxClusterNameLen = 32
 )
 
 // Errors returned by validation. Each is wrapped in a *FieldError naming the field at fault.
@@ -29,6 +31,8 @@ var (
 	// invalid UTF-8, a \u escape of half a UTF-16 surrogate pair outside a pair, or a key given
 	// twice in one object. The wrapping error says which, and where.
 	ErrLossyBody = errors.New("cells: body would not be stored as sent")
+	// ErrInvalidClusterName: a cluster name (a cell's origin) is outside [a-z][a-z0-9-]{0,31}.
+	ErrInvalidClusterName = errors.New("cells: cluster name must match [a-z][a-z0-9-]{0,31}")
 )
 
 // FieldError says which field of a request failed validation and why. Field is the JSON name of
@@ -80,6 +84,27 @@ type Cell struct {
 	// CreatedAt is the time the write was accepted by the partition leader (raft mode), in UTC
 	// with microsecond precision. Zero until the cell is applied.
 	CreatedAt time.Time
+	// Origin is the name of the cluster the cell was first written in when that is another
+	// cluster than the one storing it (it arrived by replication between clusters), and empty
+	// for a cell a client wrote in this cluster. It is stored with the cell, identical on every
+	// replica, and never changes; see ValidateClusterName for its form.
+	Origin string
+}
+
+// ValidateClusterName reports whether name is a valid cluster name: 1 to MaxClusterNameLen
+// bytes of [a-z0-9-], starting with a letter. The error is a *FieldError for field wrapping
+// ErrInvalidClusterName.
+func ValidateClusterName(field, name string) error {
+	if name == "" || len(name) > MaxClusterNameLen || name[0] < 'a' || name[0] > 'z' {
+		return &FieldError{Field: field, Err: ErrInvalidClusterName}
+	}
+	for i := 1; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return &FieldError{Field: field, Err: ErrInvalidClusterName}
+		}
+	}
+	return nil
 }
 
 // ParseRowKey parses a row key in the canonical textual form of a UUID

@@ -205,6 +205,45 @@ func (c *Client) RemoveVoter(ctx context.Context, ds string, pid int, node strin
 	return c.change(ctx, r, ds, pid)
 }
 
+// AddLearner makes node a learner of partition pid of raft datastore ds (POST
+// /v1/admin/partitions/{ds}/{pid}/learners): a permanent nonvoter that receives the log and
+// serves reads, bounded ones in particular, but never votes. It returns the configuration with
+// it. It blocks and is retried like AddVoter. Errors as AddVoter's, and ErrConflict (node is a
+// voter).
+func (c *Client) AddLearner(ctx context.Context, ds string, pid int, node string, opts ...AdminOption) (wire.PartitionConfig, error) {
+	const op = "admin_add_learner"
+	switch {
+	case ds == "":
+		return wire.PartitionConfig{}, required(op, "datastore", "the raft datastore")
+	case node == "":
+		return wire.PartitionConfig{}, required(op, "node", "the node to hold the learner")
+	}
+	r, err := c.adminRequest(op, http.MethodPost, partitionPath(ds, pid, "/learners"), wire.NodeRequest{Node: node}, opts)
+	if err != nil {
+		return wire.PartitionConfig{}, err
+	}
+	return c.change(ctx, r, ds, pid)
+}
+
+// RemoveLearner removes learner node from partition pid of raft datastore ds (DELETE
+// /v1/admin/partitions/{ds}/{pid}/learners/{node}); the node drops its data. Removing a node
+// that holds no replica changes nothing. Errors as AddVoter's, and ErrConflict (node is a
+// voter: RemoveVoter).
+func (c *Client) RemoveLearner(ctx context.Context, ds string, pid int, node string, opts ...AdminOption) (wire.PartitionConfig, error) {
+	const op = "admin_remove_learner"
+	switch {
+	case ds == "":
+		return wire.PartitionConfig{}, required(op, "datastore", "the raft datastore")
+	case node == "":
+		return wire.PartitionConfig{}, required(op, "node", "the learner's node")
+	}
+	r, err := c.adminRequest(op, http.MethodDelete, partitionPath(ds, pid, "/learners/"+url.PathEscape(node)), nil, opts)
+	if err != nil {
+		return wire.PartitionConfig{}, err
+	}
+	return c.change(ctx, r, ds, pid)
+}
+
 // TransferLeader moves the leadership of partition pid of raft datastore ds to voter to, or,
 // when to is "", to the voter raft finds most up to date (POST
 // /v1/admin/partitions/{ds}/{pid}/leader), and returns the configuration once another node

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -95,7 +96,17 @@ func (c *Client) Endpoints() []string { return slices.Clone(c.eps.urls) }
 type ReadOption func(*readOptions)
 
 type readOptions struct {
-	consistency string
+	consistency  string
+	maxStaleness time.Duration
+}
+
+// WithMaxStaleness makes a read stale and bounded (?consistency=stale&max_staleness=d): the
+// node answers from a replica whose data reflects every write acknowledged before d ago (a
+// follower or learner that heard from its leader within d, else the leader), or refuses with
+// ErrUnavailable when none can within the bound. d must be above 0 and at most an hour; another
+// value makes the call fail with ErrInvalidArgument, unsent.
+func WithMaxStaleness(d time.Duration) ReadOption {
+	return func(o *readOptions) { o.consistency, o.maxStaleness = ConsistencyStale, d }
 }
 
 // WithConsistency makes a read use level (ConsistencyStrong or ConsistencyStale) instead of
@@ -113,7 +124,14 @@ func (c *Client) readQuery(op string, opts []ReadOption) (url.Values, error) {
 	if err := validateConsistency(o.consistency); err != nil {
 		return nil, fmt.Errorf("client: %s: %w", op, err)
 	}
-	return url.Values{"consistency": {o.consistency}}, nil
+	q := url.Values{"consistency": {o.consistency}}
+	if o.maxStaleness != 0 {
+		if o.maxStaleness < 0 || o.maxStaleness > time.Hour {
+			return nil, fmt.Errorf("client: %s: %w: max staleness %s: want above 0 and at most 1h", op, ErrInvalidArgument, o.maxStaleness)
+		}
+		q.Set("max_staleness", o.maxStaleness.String())
+	}
+	return q, nil
 }
 
 // routeStrong makes a strong read of row r go first to the row's leader (leader routing): a
@@ -297,7 +315,13 @@ func (c *Client) PutCells(ctx context.Context, cs []CellWrite, opts ...WriteOpti
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	req := wire.PutCellsRequest{Cells: make([]wire.PutCell, len(cs))}
+	wo := writeOptionsOf(opts)
+	req := wire.PutCellsRequest{Cells: make([]wire.PutCell, len(cs)), Origin: wo.origin}
+	if wo.origin != "" {
+		if err := cells.ValidateClusterName("origin", wo.origin); err != nil {
+			return nil, invalid(op, "", err)
+		}
+	}
 	for i, cw := range cs {
 		prefix := fmt.Sprintf("cells[%d].", i)
 		if err := cw.Key.Validate(); err != nil {
@@ -319,7 +343,7 @@ func (c *Client) PutCells(ctx context.Context, cs []CellWrite, opts ...WriteOpti
 	}
 	ans, err := c.do(ctx, &request{
 		op: op, method: http.MethodPost, write: true, path: c.dsPath("cells"),
-		body: body, ok: []int{http.StatusOK}, idempotencyKey: writeOptionsOf(opts).key,
+		body: body, ok: []int{http.StatusOK}, idempotencyKey: wo.key,
 	})
 	if err != nil {
 		return nil, err

@@ -109,7 +109,7 @@ func TestRequestShapes(t *testing.T) {
 	require.NoError(t, err, "GetCell")
 	_, err = c.GetCellLatest(ctx, row1, "BASE", client.WithConsistency(client.ConsistencyStale))
 	require.NoError(t, err, "GetCellLatest")
-	_, err = c.GetRow(ctx, row1)
+	_, err = c.GetRow(ctx, row1, client.WithMaxStaleness(2*time.Second))
 	require.NoError(t, err, "GetRow")
 	_, err = c.GetCells(ctx, []client.GetKey{
 		{RowKey: row1, ColumnKey: "BASE", RefKey: 7},
@@ -136,7 +136,7 @@ func TestRequestShapes(t *testing.T) {
 			`{"cells":[{"row_key":"` + r2 + `","column_key":"STATUS","ref_key":1,"body":{"s":"ok"}}]}`},
 		{"GET", "/v1/trips/cells/" + r1 + "/BASE/7", url.Values{"consistency": {"strong"}}, ""},
 		{"GET", "/v1/trips/cells/" + r1 + "/BASE", url.Values{"consistency": {"stale"}}, ""},
-		{"GET", "/v1/trips/cells/" + r1, url.Values{"consistency": {"strong"}}, ""},
+		{"GET", "/v1/trips/cells/" + r1, url.Values{"consistency": {"stale"}, "max_staleness": {"2s"}}, ""},
 		{"POST", "/v1/trips/cells/get", url.Values{"consistency": {"stale"}},
 			`{"keys":[{"row_key":"` + r1 + `","column_key":"BASE","ref_key":7},{"row_key":"` + r2 + `","column_key":"STATUS"}]}`},
 		{"GET", "/v1/trips/shards/3/cells", url.Values{"location": {"5"}, "limit": {"10"}, "consistency": {"strong"}}, ""},
@@ -329,6 +329,7 @@ func TestClientSideValidation(t *testing.T) {
 		}, "keys[0].ref_key"},
 		{"negative shard", func() error { _, err := c.ShardCells(ctx, -1, 0, 0); return err }, "shard"},
 		{"consistency", func() error { _, err := c.GetRow(ctx, row1, client.WithConsistency("eventual")); return err }, ""},
+		{"max staleness", func() error { _, err := c.GetRow(ctx, row1, client.WithMaxStaleness(-time.Second)); return err }, ""},
 	}
 	for _, tc := range calls {
 		err := tc.call()

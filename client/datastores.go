@@ -113,6 +113,37 @@ func (c *Client) DropDatastore(ctx context.Context, name string, opts ...AdminOp
 	return resp, nil
 }
 
+// SetDatastoreSettings changes the settings of raft datastore name that req gives (PATCH
+// /v1/admin/datastores/{name}): its leader zone, its split thresholds, each absent field
+// unchanged. It returns the catalog generation the change made and the datastore with its new
+// settings, and blocks until the answering node applied it, the attempt runs out of
+// Config.AdminTimeout, or ctx is done. Errors: ErrInvalidArgument (a field refused, none given,
+// or an async datastore; unsent when name is empty), ErrNotFound (no such datastore),
+// ErrUnavailable, ErrIndeterminate, ErrInternal, ErrBadResponse (an answer about another
+// datastore), or ctx's error.
+func (c *Client) SetDatastoreSettings(ctx context.Context, name string, req wire.DatastoreSettingsRequest, opts ...AdminOption) (wire.DatastoreSettingsResponse, error) {
+	const op = "admin_datastore_settings"
+	if name == "" {
+		return wire.DatastoreSettingsResponse{}, required(op, "name", "the datastore to change")
+	}
+	r, err := c.adminRequest(op, http.MethodPatch, "/v1/admin/datastores/"+url.PathEscape(name), req, opts)
+	if err != nil {
+		return wire.DatastoreSettingsResponse{}, err
+	}
+	ans, err := c.do(ctx, r)
+	if err != nil {
+		return wire.DatastoreSettingsResponse{}, err
+	}
+	var resp wire.DatastoreSettingsResponse
+	if err := decode(op, ans, &resp); err != nil {
+		return wire.DatastoreSettingsResponse{}, err
+	}
+	if resp.Datastore.Name != "" && resp.Datastore.Name != name {
+		return wire.DatastoreSettingsResponse{}, badResponse(op, ans, "datastore %q changed, want %q", resp.Datastore.Name, name)
+	}
+	return resp, nil
+}
+
 // SplitPartition splits partition pid of raft datastore ds (POST
 // /v1/admin/partitions/{ds}/{pid}/split) at shard atShard, the first shard of the right half
 // (0: where its load divides best, else the middle of its range), and returns the catalog generation the split made,

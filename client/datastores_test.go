@@ -133,6 +133,14 @@ func (b *recordingCatalog) DropDatastore(_ context.Context, name, confirm string
 	return wire.DropDatastoreResponse{Dropped: name}, nil
 }
 
+func (b *recordingCatalog) SetDatastoreSettings(_ context.Context, name string, req wire.DatastoreSettingsRequest) (wire.DatastoreSettingsResponse, error) {
+	info := wire.DatastoreInfo{Name: name}
+	if req.LeaderZone != nil {
+		info.LeaderZone = *req.LeaderZone
+	}
+	return wire.DatastoreSettingsResponse{Generation: 3, Datastore: info}, nil
+}
+
 func (b *recordingCatalog) CatalogDatastores() wire.DatastoresResponse {
 	return wire.DatastoresResponse{}
 }

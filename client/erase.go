@@ -3,9 +3,11 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
 
 	"github.com/google/uuid"
 
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/wire"
 )
 
@@ -22,16 +24,26 @@ import (
 // async mode an erasure is never buffered: with the row's primary master (or a buffer
 // cluster's) down it fails with ErrUnavailable.
 //
+// WithOrigin in opts makes it a replicator's erasure from that cluster (?origin=; the
+// replicator or admin role): the tombstone stores the origin. Other options are ignored.
+//
 // Errors: ErrNotFound (unknown datastore), ErrUnavailable (not applied), ErrIndeterminate (may
 // have been applied: call again), ErrInternal, ErrBadResponse (an answer for another row, or
 // counts that do not fit), or ctx's error.
-func (c *Client) EraseRow(ctx context.Context, rowKey uuid.UUID) (wire.EraseResult, error) {
+func (c *Client) EraseRow(ctx context.Context, rowKey uuid.UUID, opts ...WriteOption) (wire.EraseResult, error) {
 	const op = "erase_row"
 	if err := c.checkDatastore(op); err != nil {
 		return wire.EraseResult{}, err
 	}
+	var q url.Values
+	if o := writeOptionsOf(opts).origin; o != "" {
+		if err := cells.ValidateClusterName("origin", o); err != nil {
+			return wire.EraseResult{}, invalid(op, "", err)
+		}
+		q = url.Values{"origin": {o}}
+	}
 	ans, err := c.do(ctx, &request{
-		op: op, method: http.MethodDelete, write: true,
+		op: op, method: http.MethodDelete, write: true, query: q,
 		path: c.dsPath("cells", rowKey.String()), ok: []int{http.StatusOK},
 		routeDS: c.datastore, routeRow: rowKey,
 	})

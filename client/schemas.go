@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/schemaless-db/schemaless/cells"
@@ -41,7 +42,18 @@ func checkSchemaArgs(op, column string, schema json.RawMessage, needSchema bool)
 // ErrNotFound (no such datastore); ErrUnavailable (a partition has no leader, or in async
 // mode no master); ErrIndeterminate; ErrInternal; ErrBadResponse; ctx's error.
 func (c *Client) PutSchema(ctx context.Context, column string, schema json.RawMessage, dryRun bool) (wire.SchemaResult, error) {
-	return c.putSchema(ctx, column, schema, dryRun, -1)
+	return c.putSchema(ctx, column, schema, dryRun, -1, "")
+}
+
+// PutSchemaFrom is PutSchema (never a dry run) of a schema version first registered in cluster
+// origin (replication between clusters: PUT ...?origin=): the principal needs the replicator
+// or admin role. An origin that is not a valid cluster name fails the call with
+// ErrInvalidArgument (Field "origin"), unsent. Other errors as PutSchema's.
+func (c *Client) PutSchemaFrom(ctx context.Context, column string, schema json.RawMessage, origin string) (wire.SchemaResult, error) {
+	if err := cells.ValidateClusterName("origin", origin); err != nil {
+		return wire.SchemaResult{}, invalid("put_schema", "", err)
+	}
+	return c.putSchema(ctx, column, schema, false, -1, origin)
 }
 
 // DryRunSchemaPartition is PutSchema's dry run over partition pid alone (an id of
@@ -51,10 +63,10 @@ func (c *Client) DryRunSchemaPartition(ctx context.Context, column string, schem
 	if pid < 0 {
 		return wire.SchemaResult{}, invalid("dry_run_schema", "", &cells.FieldError{Field: "partition", Err: errorString("must be 0 or more")})
 	}
-	return c.putSchema(ctx, column, schema, true, pid)
+	return c.putSchema(ctx, column, schema, true, pid, "")
 }
 
-func (c *Client) putSchema(ctx context.Context, column string, schema json.RawMessage, dryRun bool, pid int) (wire.SchemaResult, error) {
+func (c *Client) putSchema(ctx context.Context, column string, schema json.RawMessage, dryRun bool, pid int, origin string) (wire.SchemaResult, error) {
 	op := "put_schema"
 	if dryRun {
 		op = "dry_run_schema"
@@ -78,6 +90,9 @@ func (c *Client) putSchema(ctx context.Context, column string, schema json.RawMe
 			r.query.Set("partition", strconv.Itoa(pid))
 		}
 		r.timeout = -1 // a scan: ctx alone bounds it
+	}
+	if origin != "" {
+		r.query = url.Values{"origin": {origin}}
 	}
 	ans, err := c.do(ctx, r)
 	if err != nil {

@@ -20,6 +20,7 @@ type writeOptions struct {
 	key      string
 	ifLatest *int64
 	ifNoCell bool
+	origin   string
 }
 
 func writeOptionsOf(opts []WriteOption) writeOptions {
@@ -39,6 +40,15 @@ func (o writeOptions) query() url.Values {
 		return url.Values{"if_latest_ref_key": {strconv.FormatInt(*o.ifLatest, 10)}}
 	}
 	return nil
+}
+
+// WithOrigin makes PutCells carry cells first written in cluster (replication between
+// clusters; the request's "origin"): the cells it creates store that origin and the receiving
+// cluster does not send them on. The principal needs the replicator or admin role. A cluster
+// that is not a valid cluster name fails the call with ErrInvalidArgument (Field "origin"),
+// unsent. EraseRow takes it too (a replicated erasure). Ignored by PutCell and Transact.
+func WithOrigin(cluster string) WriteOption {
+	return func(o *writeOptions) { o.origin = cluster }
 }
 
 // IfLatestRefKey makes PutCell conditional: the cell is written only if the column's latest

@@ -236,7 +236,7 @@ func (n *Node) raftOpLocal(ctx context.Context, req adminRaftRPC) (PartitionConf
 		if s.Suffrage != raft.Voter {
 			suf = "nonvoter"
 		}
-		out.Servers = append(out.Servers, RaftServer{Node: string(s.ID), Addr: string(s.Address), Suffrage: suf})
+		out.Servers = append(out.Servers, RaftServer{Node: string(s.ID), Addr: string(s.Address), Suffrage: suf, Zone: n.zoneOf(string(s.ID))})
 		n.learnAddr(string(s.ID), string(s.Address))
 	}
 	return out, nil
@@ -530,14 +530,18 @@ func (n *Node) removeVoter(ctx context.Context, ds string, pid int, node string)
 }
 
 // TransferLeadership moves partition pid of raft datastore ds's leadership to voter to (""
-// lets raft pick the most up-to-date voter) and returns the new leader once some node other
-// than the old leader leads. Errors: ErrUnavailable, ctx's error.
+// picks another voter of the datastore's leader zone when one is there, else lets raft pick
+// the most up-to-date voter) and returns the new leader once some node other than the old
+// leader leads. Errors: ErrUnavailable, ctx's error.
 func (n *Node) TransferLeadership(ctx context.Context, ds string, pid int, to string) (string, error) {
 	cfg, err := n.PartitionConfig(ctx, ds, pid)
 	if err != nil {
 		return "", err
 	}
 	old := cfg.Leader
+	if to == "" {
+		to = n.leaderZoneVoter(ds, cfg, old)
+	}
 	if to != "" && to == old {
 		return old, nil
 	}

@@ -220,7 +220,9 @@ func startKVLoad(t *testing.T, nodes []*cluster.Node, spec *topology.DatastoreSp
 				if err == nil {
 					break
 				}
-				if try > 100 || !(errors.Is(err, partition.ErrUnavailable) || errors.Is(err, partition.ErrIndeterminate)) {
+				// ErrClosed: the partition closed under the command (a merge retired it), which
+				// the API answers as 503 unavailable: a client retries.
+				if try > 100 || !(errors.Is(err, partition.ErrUnavailable) || errors.Is(err, partition.ErrIndeterminate) || errors.Is(err, partition.ErrClosed)) {
 					k.fails = append(k.fails, fmt.Sprintf("command %d through %s: %v", i, n.ID(), err))
 					break
 				}

@@ -94,11 +94,12 @@ func (n *Node) splitSizeOf(ds *topology.DatastoreSpec) int64 {
 	return n.cfg.AutoSplit.Size
 }
 
-// autoSplitLoop runs the load- and size-based split policy and the merge policy
-// (automerge.go) every second until the node closes.
+// autoSplitLoop runs the load- and size-based split policy, the merge policy (automerge.go)
+// and the leader zones' (zones.go) every second until the node closes.
 func (n *Node) autoSplitLoop() {
 	states := map[*route]*loadState{}
 	merges := map[*route]*mergeState{}
+	zoned := map[recordKey]time.Time{}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	busy := make(chan struct{}, 1) // one load-based split at a time on this node
@@ -109,6 +110,7 @@ func (n *Node) autoSplitLoop() {
 		case now := <-t.C:
 			n.autoSplitTick(now, states, busy)
 			n.autoMergeTick(now, merges, busy)
+			n.leaderZoneTick(now, zoned, busy)
 		}
 	}
 }
@@ -225,6 +227,9 @@ func (n *Node) startAutoSplit(ds string, pid, at int, busy chan struct{}, what s
 		// The halves' leaders are both here: the right half's goes to another voter (raft's
 		// choice: the most up to date), so that the work is divided between two nodes at
 		// once; admin rebalance evens out the rest.
+		if n.keepsLeaderZone(ctx, ds, res.Right.ID) {
+			return
+		}
 		if to, err := n.TransferLeadership(ctx, ds, res.Right.ID, ""); err != nil {
 			n.log.Warn(what+": moving the new partition's leader", "datastore", ds, "partition", res.Right.ID, "error", err)
 		} else {

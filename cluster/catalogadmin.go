@@ -56,6 +56,9 @@ type CreateDatastoreOptions struct {
 	// SplitSize is the datastore's size-based split threshold in bytes
 	// (topology.DatastoreSpec.SplitSize: 0 the node's, negative off).
 	SplitSize int64
+	// LeaderZone is the zone whose nodes should lead the datastore's partitions
+	// (topology.DatastoreSpec.LeaderZone; "" none; raft only).
+	LeaderZone string
 }
 
 // CreateDatastore creates a datastore in the cluster's catalog (forwarded to the catalog's
@@ -83,7 +86,7 @@ func (n *Node) CreateDatastore(ctx context.Context, o CreateDatastoreOptions) (w
 	case err != nil:
 		return wire.CreateDatastoreResponse{}, err
 	}
-	out := wire.CreateDatastoreResponse{Generation: res.Generation}
+	out := wire.CreateDatastoreResponse{Generation: res.Generation, Warnings: n.placementWarnings(spec)}
 	if c := n.cat.cur.Load(); c != nil && c.Datastores[o.Name] != nil {
 		out.Datastore = datastoreInfo(c.Datastores[o.Name])
 	}
@@ -125,7 +128,10 @@ func (n *Node) datastoreSpec(o CreateDatastoreOptions) (*topology.DatastoreSpec,
 	if o.Partitions < 1 || o.Partitions > o.Shards {
 		return nil, &FieldError{Field: "partitions", Msg: fmt.Sprintf("%d: want 1 to %d (at most one per shard)", o.Partitions, o.Shards)}
 	}
-	spec := &topology.DatastoreSpec{Name: o.Name, Mode: o.Mode, Shards: o.Shards, SplitLoad: o.SplitLoad, SplitSize: o.SplitSize}
+	if o.LeaderZone != "" && (o.Mode != topology.ModeRaft || !topology.ZonePattern.MatchString(o.LeaderZone)) {
+		return nil, &FieldError{Field: "leader_zone", Msg: fmt.Sprintf("%q: want a zone name matching %s, for a raft datastore", o.LeaderZone, topology.ZonePattern)}
+	}
+	spec := &topology.DatastoreSpec{Name: o.Name, Mode: o.Mode, Shards: o.Shards, SplitLoad: o.SplitLoad, SplitSize: o.SplitSize, LeaderZone: o.LeaderZone}
 	ranges := make([]topology.PartitionSpec, o.Partitions)
 	for i := range ranges {
 		ranges[i] = topology.PartitionSpec{ID: i, FirstShard: i * o.Shards / o.Partitions, LastShard: (i+1)*o.Shards/o.Partitions - 1}
@@ -165,7 +171,9 @@ func (n *Node) datastoreSpec(o CreateDatastoreOptions) (*topology.DatastoreSpec,
 
 // placeReplicas returns the replicas of each of o.Partitions partitions: o.Replicas for every
 // one, or o.ReplicaCount (default 3, at most the nodes known) of the nodes gossip sees alive
-// (every known node without gossip), partition i starting at the i-th of them.
+// (every known node without gossip), taken zone by zone in turn (interleaveZones) and
+// partition i starting at the i-th of them, at most zoneCap of one partition's replicas in
+// one zone while other zones have nodes (pickZoned).
 func (n *Node) placeReplicas(o CreateDatastoreOptions) ([][]string, error) {
 	out := make([][]string, o.Partitions)
 	if len(o.Replicas) > 0 {
@@ -197,6 +205,8 @@ func (n *Node) placeReplicas(o CreateDatastoreOptions) ([][]string, error) {
 		}
 	}
 	slices.Sort(nodes)
+	zones := n.zonesOf(nodes)
+	order := interleaveZones(nodes, zones)
 	count := o.ReplicaCount
 	if count == 0 {
 		count = min(3, len(nodes))
@@ -208,9 +218,7 @@ func (n *Node) placeReplicas(o CreateDatastoreOptions) ([][]string, error) {
 		return nil, &FieldError{Field: "replicas", Msg: fmt.Sprintf("%d replicas, but %d nodes are alive (%v)", count, len(nodes), nodes)}
 	}
 	for i := range out {
-		for k := range count {
-			out[i] = append(out[i], nodes[(i+k)%len(nodes)])
-		}
+		out[i] = pickZoned(order, zones, i, count)
 	}
 	return out, nil
 }
@@ -275,6 +283,7 @@ func datastoreInfo(d *catalog.Datastore) wire.DatastoreInfo {
 		for _, sc := range spec.StorageClusters {
 			info.StorageClusters = append(info.StorageClusters, sc.Name)
 		}
+		info.LeaderZone, info.SplitLoad, info.SplitSize = spec.LeaderZone, spec.SplitLoad, spec.SplitSize
 	}
 	for _, e := range d.History {
 		info.History = append(info.History, wire.CatalogEvent{Op: string(e.Op), Generation: e.Generation, At: e.At, Left: e.Left, Right: e.Right, AtShard: e.AtShard, Auto: e.Auto})

@@ -159,6 +159,16 @@ func (n *Node) proposeCatalog(ctx context.Context, rep *catalogReplica, cmd cata
 	if cmd.Op == catalog.OpSetVoters {
 		return n.moveCatalogVoters(ctx, rep, cmd)
 	}
+	if cmd.Op == catalog.OpSettings {
+		if err := n.checkSettings(cmd.Datastore, cmd.Settings); err != nil {
+			return catalog.Result{}, fmt.Errorf("%w: settings of %s: %w", catalog.ErrBadCommand, cmd.Datastore, err)
+		}
+	}
+	if cmd.Op == catalog.OpSetPeer {
+		if err := n.checkPeerCommand(cmd); err != nil {
+			return catalog.Result{}, fmt.Errorf("%w: peer %s: %w", catalog.ErrBadCommand, cmd.Peer, err)
+		}
+	}
 	return n.commitCatalog(ctx, rep, cmd)
 }
 

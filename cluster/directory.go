@@ -30,7 +30,7 @@ func (n *Node) nodeSpec(id string) (topology.NodeSpec, bool) {
 	}
 	if n.gossip != nil {
 		if m, ok := n.gossip.Member(id); ok && m.RaftAddr != "" {
-			return topology.NodeSpec{ID: id, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, GossipAddr: m.GossipAddr}, true
+			return topology.NodeSpec{ID: id, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, GossipAddr: m.GossipAddr, Zone: m.Zone}, true
 		}
 	}
 	n.dir.mu.RLock()
@@ -74,7 +74,7 @@ func (n *Node) startGossip() error {
 		}
 	}
 	mc := membership.DefaultConfig()
-	mc.Meta = membership.Meta{ID: n.self.ID, HTTPAddr: n.self.HTTPAddr, RaftAddr: n.self.RaftAddr, GossipAddr: n.self.GossipAddr, Version: Version}
+	mc.Meta = membership.Meta{ID: n.self.ID, HTTPAddr: n.self.HTTPAddr, RaftAddr: n.self.RaftAddr, GossipAddr: n.self.GossipAddr, Version: Version, Zone: n.self.Zone}
 	mc.BindAddr = n.cfg.GossipBindAddr
 	mc.Seeds = seeds
 	mc.Replicas = n.gossipReplicas
@@ -123,6 +123,7 @@ type Member struct {
 	RaftAddr   string               `json:"raft_addr"`
 	GossipAddr string               `json:"gossip_addr,omitempty"`
 	Version    string               `json:"version,omitempty"`
+	Zone       string               `json:"zone,omitempty"`
 	State      string               `json:"state"`
 	Replicas   []membership.Replica `json:"replicas"`
 	UpdatedAt  time.Time            `json:"updated_at"`
@@ -137,7 +138,7 @@ func (n *Node) Members() []Member {
 	if n.gossip != nil {
 		for _, m := range n.gossip.Members() {
 			seen[m.ID] = true
-			out = append(out, Member{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, Version: m.Version,
+			out = append(out, Member{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, Version: m.Version, Zone: m.Zone,
 				State: m.State, Replicas: m.Replicas, UpdatedAt: m.UpdatedAt})
 		}
 	}
@@ -146,7 +147,7 @@ func (n *Node) Members() []Member {
 			return
 		}
 		seen[s.ID] = true
-		m := Member{ID: s.ID, HTTPAddr: s.HTTPAddr, RaftAddr: s.RaftAddr, GossipAddr: s.GossipAddr, State: "unknown"}
+		m := Member{ID: s.ID, HTTPAddr: s.HTTPAddr, RaftAddr: s.RaftAddr, GossipAddr: s.GossipAddr, Zone: s.Zone, State: "unknown"}
 		if s.ID == n.self.ID {
 			m.State, m.Version, m.Replicas = membership.StateAlive, Version, n.gossipReplicas()
 		}

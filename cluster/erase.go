@@ -26,12 +26,28 @@ type EraseResult = command.EraseResult
 // Errors: ErrUnknownDatastore; ErrUnavailable (not applied: no leader, or in async mode a
 // storage cluster without a master); ErrIndeterminate (maybe applied: retrying is safe).
 func (n *Node) EraseRow(ctx context.Context, ds string, rowKey uuid.UUID) (EraseResult, error) {
+	return n.EraseRowFrom(ctx, ds, rowKey, "")
+}
+
+// EraseRowFrom is EraseRow for an erasure that arrived from cluster origin (replication
+// between clusters; "" for this cluster's own): the tombstone stores the origin, so that this
+// cluster does not send the erasure on. An origin that is not a cluster name, or that is this
+// cluster's name, is ErrBadWrite (nothing erased).
+func (n *Node) EraseRowFrom(ctx context.Context, ds string, rowKey uuid.UUID, origin string) (EraseResult, error) {
 	d, err := n.datastore(ds)
 	if err != nil {
 		return EraseResult{}, err
 	}
+	if origin != "" {
+		if err := cells.ValidateClusterName("origin", origin); err != nil {
+			return EraseResult{}, fmt.Errorf("%w: %w", ErrBadWrite, err)
+		}
+		if origin == n.cfg.ClusterName {
+			return EraseResult{}, fmt.Errorf("%w: origin: %q is this cluster's own name", ErrBadWrite, origin)
+		}
+	}
 	shard := cells.ShardOf(rowKey, d.spec.Shards)
-	return callLeaderOp(ctx, n, eraseOp, ds, d.routeOf(shard), &command.Erase{Shard: int32(shard), RowKey: rowKey})
+	return callLeaderOp(ctx, n, eraseOp, ds, d.routeOf(shard), &command.Erase{Shard: int32(shard), RowKey: rowKey, Origin: origin})
 }
 
 // EraseIndexEntries deletes the entries of rowKeys from index table table of ds on every

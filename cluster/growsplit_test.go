@@ -69,8 +69,12 @@ func TestGrowDatastore(t *testing.T) {
 	}, 20*time.Second, 50*time.Millisecond, "gossip sees the 6 nodes alive")
 	l.setEndpoints(c.URLs())
 
+	// The rebalance has a context of its own: on a loaded machine (CI runs the packages in
+	// parallel) it took 288 s where it takes 44 s alone.
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer rcancel()
 	start := time.Now()
-	rep, err := n.Rebalance(ctx, cluster.RebalanceOptions{})
+	rep, err := n.Rebalance(rctx, cluster.RebalanceOptions{})
 	require.NoError(t, err, "rebalance (report %+v)", rep)
 	t.Logf("figures: rebalance 3 -> 6 nodes: %d moves, %d leader transfers in %.1fs", len(rep.Moves), len(rep.Transfers), time.Since(start).Seconds())
 	d, err := n.Datastore(ds)
@@ -78,8 +82,14 @@ func TestGrowDatastore(t *testing.T) {
 	require.Len(t, d.Partitions, target)
 	voters := map[string]int{}
 	for _, p := range d.Partitions {
-		cfg, err := n.PartitionConfig(ctx, ds, p.ID)
-		require.NoError(t, err, "configuration of partition %d", p.ID)
+		var cfg cluster.PartitionConfig
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer ccancel()
+			var err error
+			cfg, err = n.PartitionConfig(cctx, ds, p.ID)
+			assert.NoError(ct, err)
+		}, 2*opTimeout, 200*time.Millisecond, "configuration of partition %d", p.ID)
 		for _, v := range cfg.Voters() {
 			voters[v]++
 		}

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -236,6 +237,27 @@ func running(c *clustertest.Cluster) []*cluster.Node {
 	return out
 }
 
+// scanSettled is n.ScanShard with strong consistency, asked again (each attempt bounded at
+// 5s) while it answers ErrUnavailable, for up to opTimeout: a leader that steps down under a
+// loaded machine (it missed its followers' answers for a lease), or a forward to it that times
+// out meanwhile, is not what the callers check. Any other error, or none after opTimeout,
+// fails t.
+func scanSettled(t *testing.T, n *cluster.Node, shard int, after int64, limit int) []cells.Cell {
+	t.Helper()
+	var got []cells.Cell
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var err error
+		got, err = n.ScanShard(ctx, ds, shard, after, limit, cluster.Strong)
+		if err != nil && !errors.Is(err, cluster.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+			require.NoError(t, err, "ScanShard(%d) through %s", shard, n.ID())
+		}
+		assert.NoError(ct, err)
+	}, opTimeout, 100*time.Millisecond, "ScanShard(%d) through %s", shard, n.ID())
+	return got
+}
+
 // checkShardLogs scans every shard through each node (strong) and checks the logs: added_id
 // strictly increasing, exactly the acknowledged cells of the shard, identical on every node.
 func checkShardLogs(t *testing.T, spec *topology.DatastoreSpec, l *ledger, nodes ...*cluster.Node) {
@@ -245,14 +267,11 @@ func checkShardLogs(t *testing.T, spec *topology.DatastoreSpec, l *ledger, nodes
 		s := cells.ShardOf(a.key.RowKey, spec.Shards)
 		want[s] = append(want[s], a)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
 	for shard := 0; shard < spec.Shards; shard++ {
 		w := want[shard]
 		sort.Slice(w, func(i, j int) bool { return w[i].addedID < w[j].addedID })
 		for _, n := range nodes {
-			got, err := n.ScanShard(ctx, ds, shard, 0, 1000, cluster.Strong)
-			require.NoError(t, err, "ScanShard(%d) through %s", shard, n.ID())
+			got := scanSettled(t, n, shard, 0, 1000)
 			require.Len(t, got, len(w), "ScanShard(%d) through %s: cells", shard, n.ID())
 			for i, c := range got {
 				require.True(t, c.Key == w[i].key && c.AddedID == w[i].addedID,
@@ -262,8 +281,7 @@ func checkShardLogs(t *testing.T, spec *topology.DatastoreSpec, l *ledger, nodes
 			}
 			if len(got) >= 2 {
 				// Paging: after the first cell, with limit 1, comes the second.
-				page, err := n.ScanShard(ctx, ds, shard, got[0].AddedID, 1, cluster.Strong)
-				require.NoError(t, err, "ScanShard(%d, after %d, limit 1) through %s", shard, got[0].AddedID, n.ID())
+				page := scanSettled(t, n, shard, got[0].AddedID, 1)
 				require.Len(t, page, 1, "ScanShard(%d, after %d, limit 1) through %s", shard, got[0].AddedID, n.ID())
 				require.Equal(t, got[1].AddedID, page[0].AddedID, "ScanShard(%d, after %d, limit 1) through %s: added_id of the one cell", shard, got[0].AddedID, n.ID())
 			}

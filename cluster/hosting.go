@@ -254,6 +254,7 @@ func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *r
 	pc.QuiesceAfter = n.quiesceAfter()
 	pc.QuiesceDown = n.nodeDown
 	if ds.Mode == topology.ModeRaft {
+		pc.LeaderReadIndex = n.leaderReadIndex(ds.Name, r.spec.ID)
 		pc.SplitStore = n.splitStore(ds.Name)
 		pc.OnSplit = func(fsm.SplitEvent) { n.kickSplits() }
 		pc.MergeSource = n.mergeSource(ds.Name)
@@ -400,20 +401,28 @@ func (n *Node) Unhost(ctx context.Context, ds string, pid int) error {
 // when ps is nil (a merged partition, or one not open here), storage.Store.RemovePartition,
 // which leaves MySQL's shard databases to the partitions that hold their shards.
 func (n *Node) deleteReplicaData(ctx context.Context, id storage.PartitionID, ps *storage.PartitionStore) error {
-	if err := os.RemoveAll(n.replicaDir(id.Datastore, id.Partition)); err != nil {
-		return fmt.Errorf("cluster: remove replica data: %w", err)
-	}
 	n.nodeLogMu.Lock()
 	nodeLog := n.nodeLog
 	n.nodeLogMu.Unlock()
-	if err := partition.DropLog(nodeLog, id); err != nil {
-		return fmt.Errorf("cluster: drop the replica's raft log: %w", err)
-	}
 	if ps == nil { // a merged partition: its shards are the left one's now
+		// The log first, refused while its group is open, then the store, refused while
+		// open: a replica still open here keeps all of its data, and the call is repeated.
+		if err := partition.DropLog(nodeLog, id); err != nil {
+			return fmt.Errorf("cluster: drop the replica's raft log: %w", err)
+		}
 		if err := n.cfg.Store.RemovePartition(ctx, id); err != nil {
 			return fmt.Errorf("cluster: %w", err)
 		}
+		if err := os.RemoveAll(n.replicaDir(id.Datastore, id.Partition)); err != nil {
+			return fmt.Errorf("cluster: remove replica data: %w", err)
+		}
 		return nil
+	}
+	if err := os.RemoveAll(n.replicaDir(id.Datastore, id.Partition)); err != nil {
+		return fmt.Errorf("cluster: remove replica data: %w", err)
+	}
+	if err := partition.DropLog(nodeLog, id); err != nil {
+		return fmt.Errorf("cluster: drop the replica's raft log: %w", err)
 	}
 	if err := resetStore(ctx, ps); err != nil {
 		_ = ps.Close()

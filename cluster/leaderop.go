@@ -81,7 +81,7 @@ var (
 			return checkShard(rt.ds, rt.spec, "row_key", e.RowKey, int(e.Shard))
 		},
 		apply: func(ctx context.Context, p Partition, e *command.Erase) (command.EraseResult, error) {
-			return p.EraseRow(ctx, int(e.Shard), e.RowKey)
+			return p.EraseRowFrom(ctx, int(e.Shard), e.RowKey, e.Origin)
 		},
 	}
 	indexOp = &leaderOp[*command.Index, command.IndexResult]{

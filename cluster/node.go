@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -87,6 +88,11 @@ type Config struct {
 	// RetryBackoffMax. Defaults 10ms and 500ms.
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
+	// ClusterName names this node's cluster among clusters that replicate to each other
+	// (cells.ValidateClusterName's form). Default: the topology's cluster_name; "" for none.
+	// A write whose origin is this name is refused (a peer sending back this cluster's own
+	// cells).
+	ClusterName string
 	// AutoSplit sets load-based splitting of the raft partitions this node leads (see
 	// AutoSplitConfig; zero: off, unless a datastore sets its own threshold).
 	AutoSplit AutoSplitConfig
@@ -95,6 +101,9 @@ type Config struct {
 func (c *Config) ensureDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.ClusterName == "" && c.Topology != nil {
+		c.ClusterName = c.Topology.ClusterName
 	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = 10 * time.Second
@@ -437,6 +446,16 @@ func (n *Node) openAsyncPartition(d *datastore, ps *topology.PartitionSpec) erro
 
 // ID returns the node's id.
 func (n *Node) ID() string { return n.cfg.NodeID }
+
+// SourceIP returns the IP the node's transport listens on, which its outgoing connections are
+// dialed from (see package transport), or nil when it listens on every address.
+func (n *Node) SourceIP() net.IP {
+	a, ok := n.mux.ListenAddr().(*net.TCPAddr)
+	if !ok || a.IP.IsUnspecified() {
+		return nil
+	}
+	return a.IP
+}
 
 // Topology returns the cluster topology the node runs.
 // It is the topology file's nodes and the datastores the node serves now (the catalog's, once

@@ -330,6 +330,19 @@ func (n *Node) read(ctx context.Context, r *route, req readRequest) (partition.R
 		}
 		return n.readAnyReplica(ctx, r, req)
 	}
+	if _, bounded := req.Consistency.MaxStaleness(); bounded {
+		// This node's replica when it is within the bound, else another that is (the leader
+		// always is).
+		if p := r.local(); p != nil {
+			if resp, err := p.Read(ctx, req.Consistency, req.Read); err == nil || !errors.Is(err, partition.ErrTooStale) {
+				return resp, err
+			}
+		}
+		return n.readAnyReplica(ctx, r, req)
+	}
+	if resp, ok := n.followerRead(ctx, r, req); ok {
+		return resp, nil
+	}
 	var resp partition.ReadResult
 	err := n.callLeader(ctx, r, false,
 		func(ctx context.Context) (err error) {

@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"context"
-	"github.com/schemaless-db/schemaless/cells"
 	"io"
+	"time"
+
+	"github.com/schemaless-db/schemaless/cells"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
@@ -51,7 +53,7 @@ type Partition interface {
 	// master, never buffered, its buffered copies deleted). Leader-only. Idempotent: a row
 	// with no cell answers Erased 0. A shard outside the partition wraps
 	// command.ErrShardOutOfRange.
-	EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (command.EraseResult, error)
+	EraseRowFrom(ctx context.Context, shard int, rowKey uuid.UUID, origin string) (command.EraseResult, error)
 	// Backup writes a consistent snapshot stream of the partition to w; RestoreBackup
 	// replaces the partition's state with one. Leader-only. An async partition refuses both
 	// with partition.ErrNotRaft (ErrAsyncDatastore).
@@ -137,3 +139,9 @@ const (
 	// writes.
 	Stale = partition.Stale
 )
+
+// BoundedStale returns the consistency of a stale read whose data is at most d old
+// (partition.BoundedStale): a replica serves it once its store reflects every write
+// acknowledged before d ago, else another replica does (the leader always can); a read no
+// replica can serve within the bound fails with ErrUnavailable.
+func BoundedStale(d time.Duration) Consistency { return partition.BoundedStale(d) }

@@ -37,13 +37,29 @@ type placement struct {
 	pid    int
 	voters []string
 	leader string
+	// learners are the partition's nonvoters: a voter never moves onto their nodes (AddVoter
+	// there would make the learner a voter).
+	learners []string
 }
 
 // planRebalance returns the moves and transfers that spread the partitions' voters evenly over
-// nodes (every voter on an excluded node moves; then a replica moves from the fullest node to
-// the emptiest one not holding that partition while they differ by more than one), then
-// leaderships likewise. It mutates ps to the planned placement. Pure, for tests.
-func planRebalance(ps []placement, nodes, exclude []string) ([]Move, []Transfer) {
+// nodes and their zones, then their leaderships, and mutates ps to the planned placement.
+// Pure, for tests. In order:
+//
+//  1. every voter on an excluded node moves to an eligible node not holding the partition,
+//     the one whose zone holds fewest of the partition's voters, then the least loaded;
+//  2. a partition with more than zoneCap(voters, zones of the eligible nodes) voters in one
+//     zone moves one of them to the least loaded node of a zone below that cap, until none
+//     can;
+//  3. while two eligible nodes' voter counts differ by more than one, a replica moves from the
+//     fullest to the emptiest, of a partition the move keeps within the cap (in the same zone,
+//     or into a zone below it);
+//  4. every partition gets an eligible leader, in its datastore's leaderZone when a voter is
+//     there, and leaderships even out among those voters.
+//
+// zones gives each node's zone ("" for none: one unnamed zone); leaderZone each datastore's
+// preferred leader zone ("" or absent for none).
+func planRebalance(ps []placement, nodes, exclude []string, zones, leaderZone map[string]string) ([]Move, []Transfer) {
 	load := map[string]int{}
 	for _, nd := range nodes {
 		load[nd] = 0
@@ -56,18 +72,30 @@ func planRebalance(ps []placement, nodes, exclude []string) ([]Move, []Transfer)
 		}
 	}
 	eligible := func(nd string) bool { _, ok := load[nd]; return ok && !slices.Contains(exclude, nd) }
-	least := func(p *placement) string {
+	var order []string
+	for _, nd := range nodes {
+		if eligible(nd) {
+			order = append(order, nd)
+		}
+	}
+	spread := len(distinctZones(order, zones))
+	limit := func(p *placement) int { return zoneCap(len(p.voters), spread) }
+	// least returns the node that should take a voter of p leaving node without ("" for a new
+	// voter), among those ok accepts: fewest of p's voters in its zone, then least loaded.
+	least := func(p *placement, without string, ok func(nd string, held int) bool) string {
+		held := zoneCounts(p.voters, zones, without)
 		best := ""
-		for _, nd := range nodes {
-			if !eligible(nd) || slices.Contains(p.voters, nd) {
+		for _, nd := range order {
+			if slices.Contains(p.voters, nd) || slices.Contains(p.learners, nd) || !ok(nd, held[zones[nd]]) {
 				continue
 			}
-			if best == "" || load[nd] < load[best] {
+			if best == "" || held[zones[nd]] < held[zones[best]] || held[zones[nd]] == held[zones[best]] && load[nd] < load[best] {
 				best = nd
 			}
 		}
 		return best
 	}
+	anyNode := func(string, int) bool { return true }
 	var moves []Move
 	move := func(p *placement, from, to string) {
 		moves = append(moves, Move{Datastore: p.ds, Partition: p.pid, From: from, To: to})
@@ -80,7 +108,7 @@ func planRebalance(ps []placement, nodes, exclude []string) ([]Move, []Transfer)
 		}
 		load[to]++
 	}
-	// Off excluded nodes (and nodes outside the set) first.
+	// 1. Off excluded nodes (and nodes outside the set) first.
 	for i := range ps {
 		p := &ps[i]
 		for _, v := range slices.Clone(p.voters) {
@@ -90,37 +118,56 @@ func planRebalance(ps []placement, nodes, exclude []string) ([]Move, []Transfer)
 			if _, inSet := load[v]; !inSet && !slices.Contains(exclude, v) {
 				continue // a node outside the set that is not excluded (dead, say): leave it
 			}
-			if to := least(p); to != "" {
+			if to := least(p, v, anyNode); to != "" {
 				move(p, v, to)
 			}
 		}
 	}
-	// Then even out.
-	for guard := 0; guard < 10000; guard++ {
-		var order []string
-		for _, nd := range nodes {
-			if eligible(nd) {
-				order = append(order, nd)
+	// 2. Spread each partition's voters over the zones.
+	for i := range ps {
+		p := &ps[i]
+		for guard := 0; guard < len(p.voters)*len(order)+1; guard++ {
+			counts := zoneCounts(p.voters, zones, "")
+			from := ""
+			for _, v := range p.voters {
+				if eligible(v) && counts[zones[v]] > limit(p) && (from == "" || load[v] > load[from]) {
+					from = v
+				}
 			}
+			if from == "" {
+				break
+			}
+			to := least(p, from, func(nd string, held int) bool { return zones[nd] != zones[from] && held < limit(p) })
+			if to == "" {
+				break
+			}
+			move(p, from, to)
 		}
-		slices.SortStableFunc(order, func(a, b string) int { return load[b] - load[a] })
+	}
+	// 3. Then even out, within the zone cap.
+	keepsSpread := func(p *placement, from, to string) bool {
+		if zones[from] == zones[to] {
+			return true
+		}
+		return zoneCounts(p.voters, zones, from)[zones[to]] < limit(p)
+	}
+	for guard := 0; guard < 10000; guard++ {
+		byLoad := slices.Clone(order)
+		slices.SortStableFunc(byLoad, func(a, b string) int { return load[b] - load[a] })
 		done := true
-		for _, from := range order {
-			for j := len(order) - 1; j >= 0; j-- {
-				to := order[j]
+		for _, from := range byLoad {
+			for j := len(byLoad) - 1; j >= 0 && done; j-- {
+				to := byLoad[j]
 				if load[from]-load[to] <= 1 {
 					continue
 				}
 				for i := range ps {
 					p := &ps[i]
-					if slices.Contains(p.voters, from) && !slices.Contains(p.voters, to) {
+					if slices.Contains(p.voters, from) && !slices.Contains(p.voters, to) && !slices.Contains(p.learners, to) && keepsSpread(p, from, to) {
 						move(p, from, to)
 						done = false
 						break
 					}
-				}
-				if !done {
-					break
 				}
 			}
 			if !done {
@@ -131,7 +178,13 @@ func planRebalance(ps []placement, nodes, exclude []string) ([]Move, []Transfer)
 			break
 		}
 	}
-	// Leaders: every partition led by an eligible voter, then even out.
+	return moves, planLeaders(ps, eligible, zones, leaderZone)
+}
+
+// planLeaders returns the leadership transfers that give every partition of ps an eligible
+// leader, in its datastore's leader zone when one of its eligible voters is there, then even
+// out the leaderships per node among those candidates; it mutates ps's leaders.
+func planLeaders(ps []placement, eligible func(string) bool, zones, leaderZone map[string]string) []Transfer {
 	leads := map[string]int{}
 	for _, p := range ps {
 		if p.leader != "" {
@@ -147,12 +200,25 @@ func planRebalance(ps []placement, nodes, exclude []string) ([]Move, []Transfer)
 		p.leader = to
 		leads[to]++
 	}
+	// candidates are p's eligible voters in its leader zone, or all of them when none is.
+	candidates := func(p *placement) []string {
+		var all, preferred []string
+		for _, v := range p.voters {
+			if eligible(v) {
+				all = append(all, v)
+				if lz := leaderZone[p.ds]; lz != "" && zones[v] == lz {
+					preferred = append(preferred, v)
+				}
+			}
+		}
+		if len(preferred) > 0 {
+			return preferred
+		}
+		return all
+	}
 	fewest := func(p *placement) string {
 		best := ""
-		for _, v := range p.voters {
-			if !eligible(v) {
-				continue
-			}
+		for _, v := range candidates(p) {
 			if best == "" || leads[v] < leads[best] {
 				best = v
 			}
@@ -161,7 +227,7 @@ func planRebalance(ps []placement, nodes, exclude []string) ([]Move, []Transfer)
 	}
 	for i := range ps {
 		p := &ps[i]
-		if p.leader == "" || !eligible(p.leader) {
+		if p.leader == "" || !slices.Contains(candidates(p), p.leader) {
 			if to := fewest(p); to != "" {
 				transfer(p, to)
 			}
@@ -181,7 +247,7 @@ func planRebalance(ps []placement, nodes, exclude []string) ([]Move, []Transfer)
 			break
 		}
 	}
-	return moves, transfers
+	return transfers
 }
 
 // rebalanceNodes returns the default node set of a rebalance: nodes gossip sees alive, or every
@@ -215,16 +281,24 @@ func (n *Node) Rebalance(ctx context.Context, opts RebalanceOptions) (RebalanceR
 		}
 	}
 	var ps []placement
+	leaderZone := map[string]string{}
 	for _, d := range n.Topology().Datastores {
 		if d.Mode != topology.ModeRaft || opts.Datastore != "" && d.Name != opts.Datastore {
 			continue
 		}
+		leaderZone[d.Name] = d.LeaderZone
 		for _, p := range d.Partitions {
 			cfg, err := n.PartitionConfig(ctx, d.Name, p.ID)
 			if err != nil {
 				return RebalanceReport{}, err
 			}
-			ps = append(ps, placement{ds: d.Name, pid: p.ID, voters: cfg.Voters(), leader: cfg.Leader})
+			pl := placement{ds: d.Name, pid: p.ID, voters: cfg.Voters(), leader: cfg.Leader}
+			for _, s := range cfg.Servers {
+				if s.Suffrage != wire.SuffrageVoter {
+					pl.learners = append(pl.learners, s.Node)
+				}
+			}
+			ps = append(ps, pl)
 		}
 	}
 	rep := RebalanceReport{Nodes: nodes, DryRun: opts.DryRun}
@@ -244,8 +318,38 @@ func (n *Node) Rebalance(ctx context.Context, opts RebalanceOptions) (RebalanceR
 		return reps, leads
 	}
 	rep.ReplicasBefore, rep.LeadersBefore = count()
-	rep.Moves, rep.Transfers = planRebalance(ps, nodes, opts.Exclude)
+	all := slices.Clone(nodes)
+	for _, p := range ps {
+		for _, v := range p.voters {
+			if !slices.Contains(all, v) {
+				all = append(all, v)
+			}
+		}
+	}
+	zones := n.zonesOf(all)
+	rep.Moves, rep.Transfers = planRebalance(ps, nodes, opts.Exclude, zones, leaderZone)
 	rep.ReplicasAfter, rep.LeadersAfter = count()
+	var usable []string
+	for _, nd := range nodes {
+		if !slices.Contains(opts.Exclude, nd) {
+			usable = append(usable, nd)
+		}
+	}
+	rep.Warnings = zoneWarnings(ps, usable, zones, leaderZone)
+	if opts.Datastore == "" {
+		cv := n.catalogVoterIDs()
+		if w := catalogZoneWarning(cv, usable, n.zonesOf(append(slices.Clone(usable), cv...))); w != "" {
+			rep.Warnings = append(rep.Warnings, w)
+		}
+	}
+	for _, nd := range all {
+		if zones[nd] != "" {
+			if rep.Zones == nil {
+				rep.Zones = map[string]string{}
+			}
+			rep.Zones[nd] = zones[nd]
+		}
+	}
 	if opts.DryRun {
 		return rep, nil
 	}

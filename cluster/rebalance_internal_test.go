@@ -37,7 +37,7 @@ func TestPlanRebalance(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			moves, _ := planRebalance(tc.ps, tc.nodes, tc.exclude)
+			moves, _ := planRebalance(tc.ps, tc.nodes, tc.exclude, nil, nil)
 			assert.Len(t, moves, tc.moves, "moves")
 			got, leads := map[string]int{}, map[string]int{}
 			for _, p := range tc.ps {

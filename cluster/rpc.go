@@ -49,6 +49,7 @@ func (n *Node) rpcHandler() http.Handler {
 	mux := http.NewServeMux()
 	n.leaderRoutes(mux)
 	mux.HandleFunc("POST "+rpcReadPath, n.serveRead)
+	mux.HandleFunc("POST "+rpcReadIndexPath, n.serveReadIndex)
 	n.adminRPCRoutes(mux)
 	n.backupRPCRoutes(mux)
 	mux.HandleFunc("POST "+catalogFetchPath, n.serveCatalogFetch)

@@ -15,10 +15,8 @@ import (
 // bounded limits, valid column keys, group, index and schema arguments. A log read's wait longer
 // than rpcMaxWait is clamped to it. The first problem is returned, wrapping ErrBadRPC.
 func validateRead(ds *topology.DatastoreSpec, p *topology.PartitionSpec, req *readRequest) error {
-	switch req.Consistency {
-	case "", Strong, Stale: // "" reads as Strong, as a partition takes it
-	default:
-		return badRPC("consistency", "%q, want %s or %s", req.Consistency, Strong, Stale)
+	if req.Consistency != "" && !req.Consistency.Valid() { // "" reads as Strong, as a partition takes it
+		return badRPC("consistency", "%q, want %s, %s or a bounded stale read within %s", req.Consistency, Strong, Stale, partition.MaxStalenessLimit)
 	}
 	rr := &req.Read
 	kinds := 0

@@ -61,6 +61,11 @@ type (
 		Partition int
 		Op        string
 	}
+	readIndexRPC struct {
+		Datastore     string
+		Partition     int
+		TimeoutMicros int64
+	}
 )
 
 // rpcClient speaks to the node RPC as another node does, or as anyone who reaches the raft port:
@@ -217,8 +222,13 @@ func TestNodeRPCRefusesHostileRequests(t *testing.T) {
 		{"put: not MessagePack", "/internal/v1/put", []byte("\xc1 not msgpack"), "put"},
 		{"put: a layout of another version", "/internal/v1/put", func() leaderRPC { r := put(ds, 0, row, shard, "BASE", 2, body); r.Version = 9; return r }(), "version"},
 		{"put: two writes", "/internal/v1/put", op(ds, 0, &command.Append{Writes: make([]command.Write, 2)}), "command"},
+		{"put: bad origin", "/internal/v1/put", op(ds, 0, &command.Append{Writes: []command.Write{{Cells: []command.Cell{{Shard: shard,
+			Key: cells.Key{RowKey: row, ColumnKey: "BASE", RefKey: 2}, Body: body}}, Origin: "West/../"}}}), "origin"},
 
 		{"read: unknown consistency", "/internal/v1/read", read("linearish", partition.ReadRequest{Get: &partition.GetRead{Keys: []partition.GetKey{{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: "BASE", RefKey: 1}}}}}), "consistency"},
+		{"read: a bound of hours", "/internal/v1/read", read("stale<=7200000000000", partition.ReadRequest{Get: &partition.GetRead{Keys: []partition.GetKey{{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: "BASE", RefKey: 1}}}}}), "consistency"},
+		{"read index: unknown datastore", "/internal/v1/readindex", readIndexRPC{Datastore: "nope", Partition: 0, TimeoutMicros: second}, "datastore"},
+		{"read index: negative partition", "/internal/v1/readindex", readIndexRPC{Datastore: ds, Partition: -1, TimeoutMicros: second}, "partition"},
 		{"read: bad column", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Get: &partition.GetRead{Keys: []partition.GetKey{{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: "../../BAD COLUMN; DROP TABLE"}}}}}), "get.keys[0]"},
 		{"read: negative ref key", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Get: &partition.GetRead{Keys: []partition.GetKey{{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: "BASE", RefKey: -5}}}}}), "get.keys[0]"},
 		{"read: key of another partition", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Row: &partition.RowRead{Shard: cells.ShardOf(other, spec.Shards), RowKey: other}}), "row.shard"},

@@ -237,7 +237,10 @@ func (n *Node) splitPartition(ctx context.Context, ds string, pid int, atShard i
 		break
 	}
 	out.TookMillis = time.Since(began).Milliseconds()
-	n.log.Info("split done", "datastore", ds, "partition", pid, "right", right.ID, "ready", out.Ready, "took", time.Since(began))
+	if out.Ready {
+		out.Learners = n.carryLearners(ctx, ds, pid, right.ID) // after TookMillis: the halves take writes already
+	}
+	n.log.Info("split done", "datastore", ds, "partition", pid, "right", right.ID, "ready", out.Ready, "took", time.Since(began), "learners", out.Learners)
 	return out, nil
 }
 
@@ -309,6 +312,11 @@ func (n *Node) reshapeDatastore(od *datastore, spec *topology.DatastoreSpec) *da
 			or.mu.Lock()
 			r.trans, r.hint, r.next, r.replicas = or.trans, or.hint, or.next, slices.Clone(or.replicas)
 			or.mu.Unlock()
+			if !slices.Equal(or.spec.Replicas, ps.Replicas) && len(ps.Replicas) > 0 {
+				// The catalog recorded the partition's voters after a membership change: the
+				// nodes to try for it now, where no local replica or gossip says better.
+				r.replicas = slices.Clone(ps.Replicas)
+			}
 		} else {
 			r.replicas = slices.Clone(ps.Replicas)
 		}

@@ -54,11 +54,16 @@ type Condition struct {
 // IdempotencyKey names the request (1 to MaxIdempotencyKeyBytes bytes; "" lets the node make
 // one for its own retries): a request with a key that a partition applied within
 // command.RequestWindow is answered with its first outcome.
+//
+// Origin, for a request carrying cells from another cluster (replication between clusters),
+// names that cluster: every cell the request creates stores it (cells.Cell.Origin), so that
+// this cluster does not send them on. "" for a client's own write.
 type WriteRequest struct {
 	Cells          []cells.Cell
 	Conditions     []Condition
 	Atomic         bool
 	IdempotencyKey string
+	Origin         string
 }
 
 // WriteResponse is the outcome of a WriteRequest: the outcome of its writes as one
@@ -119,8 +124,19 @@ func (n *Node) write(ctx context.Context, ds string, req WriteRequest, attempt i
 	if len(req.Conditions) > MaxConditions {
 		return WriteResponse{}, fmt.Errorf("%w: %d conditions, at most %d", ErrBadWrite, len(req.Conditions), MaxConditions)
 	}
-	if v := n.checkSchemas(ctx, d, req.Cells); v != nil {
-		return WriteResponse{WriteResult: command.WriteResult{Violation: v}, Partition: -1}, nil // nothing sent: nothing written
+	if req.Origin != "" {
+		if err := cells.ValidateClusterName("origin", req.Origin); err != nil {
+			return WriteResponse{}, fmt.Errorf("%w: %w", ErrBadWrite, err)
+		}
+		if req.Origin == n.cfg.ClusterName {
+			return WriteResponse{}, fmt.Errorf("%w: origin: %q is this cluster's own name", ErrBadWrite, req.Origin)
+		}
+	}
+	// A write replicated from another cluster was checked there (see fsm's validateWrite).
+	if req.Origin == "" {
+		if v := n.checkSchemas(ctx, d, req.Cells); v != nil {
+			return WriteResponse{WriteResult: command.WriteResult{Violation: v}, Partition: -1}, nil // nothing sent: nothing written
+		}
 	}
 	if len(req.Conditions) > 0 || req.Atomic {
 		// Refused whole as out of range (a split moved a row's shard), it applied nothing:
@@ -149,7 +165,7 @@ func (n *Node) write(ctx context.Context, ds string, req WriteRequest, attempt i
 	id := requestID(ds, req.IdempotencyKey) // every partition records its share under it
 	for gi, r := range order {
 		idx := groups[r]
-		w := command.Write{ID: id, Cells: make([]command.Cell, len(idx))}
+		w := command.Write{ID: id, Cells: make([]command.Cell, len(idx)), Origin: req.Origin}
 		for j, i := range idx {
 			c := req.Cells[i]
 			w.Cells[j] = command.Cell{Shard: cells.ShardOf(c.RowKey, d.spec.Shards), Key: c.Key, Body: c.Body}
@@ -226,7 +242,7 @@ func (n *Node) writeAtomic(ctx context.Context, d *datastore, req WriteRequest) 
 		seen = append(seen, where{row.String(), rr.spec.ID})
 		return shard
 	}
-	w := command.Write{Atomic: true, Cells: make([]command.Cell, len(req.Cells))}
+	w := command.Write{Atomic: true, Cells: make([]command.Cell, len(req.Cells)), Origin: req.Origin}
 	for i, c := range req.Cells {
 		w.Cells[i] = command.Cell{Shard: note(c.RowKey), Key: c.Key, Body: c.Body}
 	}

@@ -23,7 +23,7 @@ var (
 // The values are fixed for ever (raft logs hold them).
 type Kind byte
 
-// The kinds of command. KindCells and KindAppend both carry an *Append.
+// The kinds of command. KindCells, KindAppend and KindAppendOrigin carry an *Append.
 const (
 	// KindCells is the first layout of a cell append: the cells of one write with no ID, not
 	// atomic. Still written for such appends, so that a replica of an older build applies them.
@@ -44,6 +44,11 @@ const (
 	KindFreeze Kind = 8
 	// KindMerge is a merge into the left partition (*Merge).
 	KindMerge Kind = 9
+	// KindAppendOrigin is KindAppend's layout with each write's origin cluster (Write.Origin):
+	// written only for an append holding a write that arrived by replication between clusters.
+	KindAppendOrigin Kind = 10
+	// KindEraseOrigin is KindErase's layout with the erasure's origin cluster (Erase.Origin).
+	KindEraseOrigin Kind = 11
 )
 
 // String names the kind: "cells", "group", "index", "schema", "erase", "append", "split",
@@ -68,6 +73,10 @@ func (k Kind) String() string {
 		return "freeze"
 	case KindMerge:
 		return "merge"
+	case KindAppendOrigin:
+		return "append-origin"
+	case KindEraseOrigin:
+		return "erase-origin"
 	}
 	return fmt.Sprintf("unknown(%d)", byte(k))
 }
@@ -110,6 +119,9 @@ func Encode(c Command) ([]byte, error) {
 		e := *c
 		e.CreatedAt = e.CreatedAt.UTC().Truncate(time.Microsecond)
 		kind, v = KindErase, &e
+		if e.Origin != "" {
+			kind = KindEraseOrigin
+		}
 	case *Split:
 		kind, v = KindSplit, c
 	case *Freeze:
@@ -132,7 +144,7 @@ func Decode(data []byte) (Command, error) {
 	kind := KindOf(data)
 	var c Command
 	switch kind {
-	case KindCells, KindAppend:
+	case KindCells, KindAppend, KindAppendOrigin:
 		a, err := decodeAppend(kind, data[1:])
 		if err != nil {
 			return nil, err
@@ -144,7 +156,7 @@ func Decode(data []byte) (Command, error) {
 		c = &Index{}
 	case KindSchema:
 		c = &Schema{}
-	case KindErase:
+	case KindErase, KindEraseOrigin:
 		c = &Erase{}
 	case KindSplit:
 		c = &Split{}
@@ -169,6 +181,9 @@ func Decode(data []byte) (Command, error) {
 		c.CreatedAt = c.CreatedAt.UTC()
 	case *Erase:
 		c.CreatedAt = c.CreatedAt.UTC()
+		if (c.Origin != "") != (kind == KindEraseOrigin) {
+			return nil, fmt.Errorf("%w: %s: an erase with origin %q", ErrBadCommand, kind, c.Origin)
+		}
 	}
 	return c, nil
 }

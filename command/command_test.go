@@ -48,18 +48,21 @@ func golden(t *testing.T) map[string]command.Command {
 		"append-v1": &command.Append{CreatedAt: at, Writes: []command.Write{{Cells: []command.Cell{cell,
 			{Shard: 9, Key: cells.Key{RowKey: id, ColumnKey: "STATUS", RefKey: 1 << 40}, Body: b}}}}},
 		"append-v6": &command.Append{CreatedAt: at, Writes: []command.Write{atomicWrite(t), {Cells: []command.Cell{cell}}}},
+		"append-origin": &command.Append{CreatedAt: at, Writes: []command.Write{{Cells: []command.Cell{cell}, Origin: "west"},
+			{ID: id, Cells: []command.Cell{cell}}}},
 		"group": &command.Group{Group: "billing", CreatedAt: at, Cmd: consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1",
 			Shards: 64, SessionTimeout: 10 * time.Second, HaltThreshold: 5}},
 		"index": &command.Index{Op: command.IndexUpsert, CreatedAt: at, Table: "idx_by_origin_v1",
 			Fields:  []indexes.Field{{Name: "origin", Type: indexes.TypeString}, {Name: "trip", Type: indexes.TypeUUID}, {Name: "distance", Type: indexes.TypeInt}},
 			Entries: []command.IndexEntry{{Shard: 3, RowKey: row, Values: []any{"SFO", id, int64(2586)}, Refs: map[string]int64{"BASE": 3}}}},
-		"index-erase": &command.Index{Op: command.IndexErase, CreatedAt: at, Table: "idx_by_origin_v1", Entries: []command.IndexEntry{}, RowKeys: []uuid.UUID{row, id}},
-		"schema":      &command.Schema{CreatedAt: at, Column: "BASE", Version: 2, Text: []byte(`{"type":"object"}`)},
-		"erase":       &command.Erase{CreatedAt: at, Shard: 7, RowKey: row},
-		"split":       &command.Split{AtShard: 6, Right: 3, Generation: 12, Voters: []command.Voter{{ID: "n1", Addr: "127.0.0.1:7170"}, {ID: "n2", Addr: "127.0.0.1:7171"}}},
-		"freeze":      &command.Freeze{Into: 2, Generation: 14},
-		"thaw":        &command.Freeze{Into: 2, Generation: 14, Thaw: true},
-		"merge":       &command.Merge{Right: 3, First: 6, Last: 9, FrozenAt: 4711, Shards: 64, Generation: 15},
+		"index-erase":  &command.Index{Op: command.IndexErase, CreatedAt: at, Table: "idx_by_origin_v1", Entries: []command.IndexEntry{}, RowKeys: []uuid.UUID{row, id}},
+		"schema":       &command.Schema{CreatedAt: at, Column: "BASE", Version: 2, Text: []byte(`{"type":"object"}`)},
+		"erase":        &command.Erase{CreatedAt: at, Shard: 7, RowKey: row},
+		"erase-origin": &command.Erase{CreatedAt: at, Shard: 7, RowKey: row, Origin: "west"},
+		"split":        &command.Split{AtShard: 6, Right: 3, Generation: 12, Voters: []command.Voter{{ID: "n1", Addr: "127.0.0.1:7170"}, {ID: "n2", Addr: "127.0.0.1:7171"}}},
+		"freeze":       &command.Freeze{Into: 2, Generation: 14},
+		"thaw":         &command.Freeze{Into: 2, Generation: 14, Thaw: true},
+		"merge":        &command.Merge{Right: 3, First: 6, Last: 9, FrozenAt: 4711, Shards: 64, Generation: 15},
 	}
 }
 
@@ -88,6 +91,34 @@ func TestGolden(t *testing.T) {
 	}
 	assert.Equal(t, command.KindCells, command.KindOf(readHex(t, "append-v1")))
 	assert.Equal(t, command.KindAppend, command.KindOf(readHex(t, "append-v6")))
+	assert.Equal(t, command.KindAppendOrigin, command.KindOf(readHex(t, "append-origin")))
+	assert.Equal(t, command.KindEraseOrigin, command.KindOf(readHex(t, "erase-origin")))
+	assert.Equal(t, command.KindErase, command.KindOf(readHex(t, "erase")))
+}
+
+// TestAppendOrigin: an origin changes the layout only when a write carries one, enters the
+// fingerprint only when set, and Validate names the write of a bad origin.
+func TestAppendOrigin(t *testing.T) {
+	w := atomicWrite(t)
+	local, err := command.Encode(&command.Append{CreatedAt: at, Writes: []command.Write{w}})
+	require.NoError(t, err)
+	assert.Equal(t, command.KindAppend, command.KindOf(local), "no origin: the layout older builds read")
+	fromWest := w
+	fromWest.Origin = "west"
+	assert.NotEqual(t, w.Fingerprint(), fromWest.Fingerprint(), "the origin is part of what a write asks")
+	enc, err := command.Encode(&command.Append{CreatedAt: at, Writes: []command.Write{w, fromWest}})
+	require.NoError(t, err)
+	got, err := command.Decode(enc)
+	require.NoError(t, err)
+	a := got.(*command.Append)
+	require.Len(t, a.Writes, 2)
+	assert.Equal(t, "", a.Writes[0].Origin)
+	assert.Equal(t, "west", a.Writes[1].Origin)
+	assert.NoError(t, a.Validate())
+	a.Writes[1].Origin = "West!"
+	err = a.Validate()
+	require.ErrorIs(t, err, cells.ErrInvalidClusterName)
+	assert.Contains(t, err.Error(), "writes[1].origin")
 }
 
 // TestFingerprintPinned: request records store fingerprints, so a build that hashed a write

@@ -69,10 +69,17 @@ func (a *Append) CellCount() int {
 //     records the outcome of a write with an ID, and answers a later write with the same ID
 //     within RequestWindow with that outcome instead of applying it (a retry after an
 //     indeterminate answer learns what its first attempt did: created stays created).
+//
 //   - Atomic writes all of Cells or none: a cell whose key holds another body makes the whole
 //     write a conflict, and nothing of it is written. Conditions imply Atomic.
+//
 //   - Conditions must all hold when the append is applied, else nothing is written and the
 //     result lists the failed ones (WriteResult.Failed).
+//
+//   - Origin is the cluster the write's cells were first written in, for a write that carries
+//     them from another cluster (replication between clusters): every cell it creates stores
+//     it (cells.Cell.Origin). Empty for a client's write in this cluster. When not empty it is
+//     a valid cluster name (cells.ValidateClusterName); Append.Validate checks it.
 //
 // A write's cells and conditions must name shards of the partition that applies it.
 type Write struct {
@@ -80,6 +87,7 @@ type Write struct {
 	Atomic     bool
 	Conditions []Condition
 	Cells      []Cell
+	Origin     string
 }
 
 // IsAtomic reports whether the write is applied all or nothing (Atomic, or conditional).
@@ -98,6 +106,11 @@ func (w *Write) Fingerprint() uint64 {
 	h.num(int64(len(w.Cells)))
 	for i := range w.Cells {
 		h.cell(&w.Cells[i])
+	}
+	if w.Origin != "" {
+		// Only when set, so that the fingerprints of local writes (stored in request
+		// records) are those of builds without origins.
+		h.Write([]byte(w.Origin))
 	}
 	return h.Sum64()
 }
@@ -221,6 +234,45 @@ type writeLayout struct {
 	Cells      []Cell
 }
 
+// appendOriginLayout is KindAppendOrigin's: appendLayout with an origin after each write.
+type appendOriginLayout struct {
+	_msgpack        struct{} `msgpack:",as_array"`
+	CreatedAtMicros int64
+	Writes          []writeOriginLayout
+}
+
+type writeOriginLayout struct {
+	_msgpack   struct{} `msgpack:",as_array"`
+	ID         []byte
+	Atomic     bool
+	Conditions []Condition
+	Cells      []Cell
+	Origin     string
+}
+
+// hasOrigin reports whether a write of a carries an origin (KindAppendOrigin).
+func (a *Append) hasOrigin() bool {
+	for i := range a.Writes {
+		if a.Writes[i].Origin != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks what the state machine cannot: every write's origin is empty or a valid
+// cluster name. The error is a *cells.FieldError naming "writes[i].origin".
+func (a *Append) Validate() error {
+	for i := range a.Writes {
+		if o := a.Writes[i].Origin; o != "" {
+			if err := cells.ValidateClusterName(fmt.Sprintf("writes[%d].origin", i), o); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // plain reports whether a fits the KindCells layout: one write (or none) with no ID, no
 // conditions, not atomic.
 func (a *Append) plain() bool {
@@ -236,24 +288,30 @@ func (a *Append) plain() bool {
 	return true
 }
 
-// layout returns the kind and layout Encode writes for a.
+// layout returns the kind and layout Encode writes for a: the oldest that holds it.
 func (a *Append) layout() (Kind, any) {
 	at := a.CreatedAt.UnixMicro()
-	if a.plain() {
+	if !a.hasOrigin() && a.plain() {
 		l := &cellsLayout{CreatedAtMicros: at}
 		if len(a.Writes) == 1 {
 			l.Cells = a.Writes[0].Cells
 		}
 		return KindCells, l
 	}
-	l := &appendLayout{CreatedAtMicros: at, Writes: make([]writeLayout, len(a.Writes))}
+	ws := make([]writeOriginLayout, len(a.Writes))
 	for i := range a.Writes {
 		w := &a.Writes[i]
-		wl := writeLayout{Atomic: w.Atomic, Conditions: w.Conditions, Cells: w.Cells}
+		ws[i] = writeOriginLayout{Atomic: w.Atomic, Conditions: w.Conditions, Cells: w.Cells, Origin: w.Origin}
 		if w.ID != uuid.Nil {
-			wl.ID = w.ID[:]
+			ws[i].ID = w.ID[:]
 		}
-		l.Writes[i] = wl
+	}
+	if a.hasOrigin() {
+		return KindAppendOrigin, &appendOriginLayout{CreatedAtMicros: at, Writes: ws}
+	}
+	l := &appendLayout{CreatedAtMicros: at, Writes: make([]writeLayout, len(ws))}
+	for i, w := range ws {
+		l.Writes[i] = writeLayout{ID: w.ID, Atomic: w.Atomic, Conditions: w.Conditions, Cells: w.Cells}
 	}
 	return KindAppend, l
 }
@@ -266,13 +324,24 @@ func decodeAppend(kind Kind, data []byte) (*Append, error) {
 		}
 		return &Append{CreatedAt: time.UnixMicro(l.CreatedAtMicros).UTC(), Writes: []Write{{Cells: l.Cells}}}, nil
 	}
-	var l appendLayout
-	if err := msgpack.Unmarshal(data, &l); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrBadCommand, kind, err)
+	var l appendOriginLayout
+	if kind == KindAppendOrigin {
+		if err := msgpack.Unmarshal(data, &l); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrBadCommand, kind, err)
+		}
+	} else {
+		var v6 appendLayout
+		if err := msgpack.Unmarshal(data, &v6); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrBadCommand, kind, err)
+		}
+		l.CreatedAtMicros, l.Writes = v6.CreatedAtMicros, make([]writeOriginLayout, len(v6.Writes))
+		for i, w := range v6.Writes {
+			l.Writes[i] = writeOriginLayout{ID: w.ID, Atomic: w.Atomic, Conditions: w.Conditions, Cells: w.Cells}
+		}
 	}
 	a := &Append{CreatedAt: time.UnixMicro(l.CreatedAtMicros).UTC(), Writes: make([]Write, len(l.Writes))}
 	for i, wl := range l.Writes {
-		w := Write{Atomic: wl.Atomic, Conditions: wl.Conditions, Cells: wl.Cells}
+		w := Write{Atomic: wl.Atomic, Conditions: wl.Conditions, Cells: wl.Cells, Origin: wl.Origin}
 		if len(wl.ID) > 0 {
 			id, err := uuid.FromBytes(wl.ID)
 			if err != nil {

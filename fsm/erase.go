@@ -54,7 +54,7 @@ func (f *FSM) applyWithErases(logs []*raft.Log) ([]interface{}, bool) {
 // erases, splits, freezes and merges.
 func appliedAlone(k command.Kind) bool {
 	switch k {
-	case command.KindErase, command.KindSplit, command.KindFreeze, command.KindMerge:
+	case command.KindErase, command.KindEraseOrigin, command.KindSplit, command.KindFreeze, command.KindMerge:
 		return true
 	}
 	return false
@@ -149,7 +149,7 @@ func (f *FSM) eraseTx(cmd *command.Erase, do bool, applied storage.AppliedState)
 			// The tombstone takes an added_id above every deleted cell's, so the shard's
 			// highest added_id never goes back, on any replica, even after a restart.
 			res = command.EraseResult{Erased: n, AddedID: high + 1}
-			if err := tx.Insert(ctx, shard, []cells.Cell{cells.NewTombstone(cmd.RowKey, res.AddedID, cmd.CreatedAt)}); err != nil {
+			if err := tx.Insert(ctx, shard, []cells.Cell{withOrigin(cells.NewTombstone(cmd.RowKey, res.AddedID, cmd.CreatedAt), cmd.Origin)}); err != nil {
 				return command.EraseResult{}, fmt.Errorf("tombstone of row %s in shard %d: %w", cmd.RowKey, shard, err)
 			}
 		}
@@ -188,4 +188,11 @@ func (f *FSM) eraseIndexEntries(ctx context.Context, tx *storage.WriteTx, e *ind
 	}
 	e.res = command.IndexResult{Changed: n}
 	return nil
+}
+
+// withOrigin returns c with origin o: an erasure that arrived from another cluster stores its
+// origin on its tombstone, as cells do.
+func withOrigin(c cells.Cell, o string) cells.Cell {
+	c.Origin = o
+	return c
 }

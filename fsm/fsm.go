@@ -332,6 +332,11 @@ func (b *batch) add(pos int, data []byte, shards cells.ShardRange) error {
 	if err == nil {
 		err = c.CheckShards(shards)
 	}
+	if a, ok := c.(*command.Append); ok && err == nil {
+		// An origin storage would refuse (the proposer checks it first): refused whole, on
+		// every replica alike, rather than a storage failure that stops the replica.
+		err = a.Validate()
+	}
 	if err != nil {
 		return err
 	}

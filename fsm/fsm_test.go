@@ -228,14 +228,14 @@ func dump(t *testing.T, p *storage.PartitionStore) []cells.Cell {
 }
 
 // sameCells requires got and want to hold the same cells in the same order: keys, added_ids,
-// created_at and packed bodies.
+// created_at, packed bodies and origins.
 func sameCells(t *testing.T, got, want []cells.Cell) {
 	t.Helper()
 	require.Len(t, got, len(want), "cells")
 	for i := range got {
 		g, w := got[i], want[i]
-		require.True(t, g.Key == w.Key && g.AddedID == w.AddedID && g.CreatedAt.Equal(w.CreatedAt) && bytes.Equal(mustPacked(t, g.Body), mustPacked(t, w.Body)),
-			"cell %d: got %v added_id %d at %v, want %v added_id %d at %v", i, g.Key, g.AddedID, g.CreatedAt, w.Key, w.AddedID, w.CreatedAt)
+		require.True(t, g.Key == w.Key && g.AddedID == w.AddedID && g.CreatedAt.Equal(w.CreatedAt) && bytes.Equal(mustPacked(t, g.Body), mustPacked(t, w.Body)) && g.Origin == w.Origin,
+			"cell %d: got %v added_id %d at %v origin %q, want %v added_id %d at %v origin %q", i, g.Key, g.AddedID, g.CreatedAt, g.Origin, w.Key, w.AddedID, w.CreatedAt, w.Origin)
 	}
 }
 

@@ -155,10 +155,21 @@ func TestSchemaValidate(t *testing.T) {
 		assert.Equal(t, &schemas.CellViolation{Cell: 0, Column: "BASE", Version: 2, Pointer: "/origin", Message: "missing property 'origin'"}, v2.Violation, "checked against version 2")
 		good := write(6, cell(8, 5, "BASE", 1, body(t, `{"distance":5,"origin":"SFO"}`)))
 		assert.True(t, good.Applied(), "conforms to version 2: %+v", good)
+		// A write replicated from another cluster was checked there: it is not checked here,
+		// on either apply path.
+		for i, w := range []command.Write{
+			{Cells: []command.Cell{cell(8, 7, "BASE", 1, body(t, `{"distance":5}`))}, Origin: "west"},
+			{Atomic: true, Cells: []command.Cell{cell(9, 7, "BASE", 1, body(t, `{"distance":-2}`))}, Origin: "west"},
+		} {
+			r := responses(t, f.ApplyBatch([]*raft.Log{writesLog(t, uint64(20+i), at, w)}))[0]
+			require.NoError(t, r.Err)
+			require.Len(t, r.writes(), 1)
+			assert.True(t, r.writes()[0].Applied(), "replicated write %d, violating version 2, applied: %+v", i, r.writes()[0])
+		}
 
 		// A restarted replica (a new FSM over the same store) loads the schemas.
 		f = newFSM(t, st)
-		again := write(7, cell(8, 6, "BASE", 1, body(t, `{"distance":5}`)))
+		again := write(30, cell(8, 6, "BASE", 1, body(t, `{"distance":5}`)))
 		require.NotNil(t, again.Violation, "after a restart: want a violation, got %+v", again)
 		assert.Equal(t, 2, again.Violation.Version, "after a restart: violation %+v", again.Violation)
 	})

@@ -108,20 +108,6 @@ type SnapshotHeader struct {
 	Applied    storage.AppliedState
 }
 
-// snapshotRecord is one record of the stream: a cell of shard Shard (>= 0); a KV row (Shard
-// kvShard, -2: Column holds the key, Body the value); or the trailer (Shard trailerShard, -1:
-// AddedID is the number of cell records, RefKey the number of KV records).
-type snapshotRecord struct {
-	_msgpack        struct{} `msgpack:",as_array"`
-	Shard           int32
-	AddedID         int64
-	RowKey          []byte
-	Column          string
-	RefKey          int64
-	Body            []byte
-	CreatedAtMicros int64
-}
-
 // ReadSnapshotHeader reads the header of a snapshot stream, leaving r after it when r is an
 // io.ByteScanner (a *bufio.Reader; other readers are read ahead). Streams of version 1 (no KV
 // rows), 2 (no index entries) and 3 are accepted; anything else returns ErrBadSnapshot.
@@ -218,7 +204,7 @@ func writeStream(ctx context.Context, w io.Writer, tx *storage.SnapshotTx, shard
 			si.MaxAddedID = c.AddedID
 			return enc.Encode(&snapshotRecord{
 				Shard: int32(shard), AddedID: c.AddedID, RowKey: c.RowKey[:], Column: c.ColumnKey,
-				RefKey: c.RefKey, Body: c.Body, CreatedAtMicros: c.CreatedAt.UnixMicro(),
+				RefKey: c.RefKey, Body: c.Body, CreatedAtMicros: c.CreatedAt.UnixMicro(), Origin: c.Origin,
 			})
 		})
 		if err != nil {
@@ -306,7 +292,7 @@ func cellRecord(r *snapshotRecord, shards cells.ShardRange, n int64) (storage.Re
 	}
 	return storage.RestoreRecord{Shard: int(r.Shard), Cell: cells.Cell{
 		Key:  cells.Key{RowKey: rk, ColumnKey: r.Column, RefKey: r.RefKey},
-		Body: r.Body, AddedID: r.AddedID, CreatedAt: time.UnixMicro(r.CreatedAtMicros).UTC(),
+		Body: r.Body, AddedID: r.AddedID, CreatedAt: time.UnixMicro(r.CreatedAtMicros).UTC(), Origin: r.Origin,
 	}}, nil
 }
 

@@ -361,7 +361,7 @@ func (f *FSM) decideInOrder(ctx context.Context, tx *storage.WriteTx, entries []
 				continue
 			}
 			next[c.Shard]++
-			cell := cells.Cell{Key: c.Key, Body: c.Body, AddedID: next[c.Shard], CreatedAt: e.cmd.CreatedAt}
+			cell := cells.Cell{Key: c.Key, Body: c.Body, AddedID: next[c.Shard], CreatedAt: e.cmd.CreatedAt, Origin: w.Origin}
 			inserts[c.Shard] = append(inserts[c.Shard], cell)
 			batch[c.Key] = storage.Existing{AddedID: cell.AddedID, Body: cell.Body, CreatedAt: cell.CreatedAt}
 			res.Cells[i] = cells.Result{Status: cells.StatusCreated, AddedID: cell.AddedID, CreatedAt: cell.CreatedAt}
@@ -457,7 +457,7 @@ func resolveShard(entries []appendEntry, items []item, shard int, base int64, fo
 			continue
 		}
 		id++
-		cell := cells.Cell{Key: c.Key, Body: c.Body, AddedID: id, CreatedAt: it.at}
+		cell := cells.Cell{Key: c.Key, Body: c.Body, AddedID: id, CreatedAt: it.at, Origin: entries[it.e].cmd.Writes[it.w].Origin}
 		inserts = append(inserts, cell)
 		if batch == nil {
 			batch = map[cells.Key]storage.Existing{}

@@ -32,13 +32,19 @@ type CasWorkload struct {
 	KeyPeriod time.Duration
 	// ReadProbability is the chance that a step is only a read.
 	ReadProbability float64
+	// BoundedProbability is the chance that a step's read is a stale read bounded by
+	// MaxStaleness ("bounded-read", checked by CheckBoundedReads, not porcupine); the step then
+	// writes nothing.
+	BoundedProbability float64
+	MaxStaleness       time.Duration
 }
 
 // NewCasWorkload returns the workload with its defaults: datastore "cas" of 8 shards in 2
-// partitions, column REG, 3 registers every 10 s, a fifth of the steps reads only.
+// partitions, column REG, 3 registers every 10 s, a fifth of the steps reads only, a tenth a
+// read bounded at 1 s.
 func NewCasWorkload() *CasWorkload {
 	return &CasWorkload{Datastore: "cas", Shards: 8, Partitions: 2, Column: "REG", Registers: 3,
-		KeyPeriod: 10 * time.Second, ReadProbability: 0.2}
+		KeyPeriod: 10 * time.Second, ReadProbability: 0.2, BoundedProbability: 0.1, MaxStaleness: time.Second}
 }
 
 // Name implements Workload.
@@ -65,14 +71,23 @@ func (w *CasWorkload) Step(ctx context.Context, wk *Worker) {
 	cl := wk.Client.WithDatastore(w.Datastore)
 	base := Op{Process: wk.Process, Node: wk.Node.ID, Workload: "cas", RowKey: row.String(), ColumnKey: w.Column}
 
-	op := base
-	op.F, op.Consistency = "read", client.ConsistencyStrong
-	op = h.Invoke(op)
-	rctx, cancel := context.WithTimeout(ctx, wk.OpTimeout)
-	c, err := cl.GetCellLatest(rctx, row, w.Column, client.WithConsistency(client.ConsistencyStrong))
-	cancel()
-	readOutcome(&op, c.RefKey, c.Body, c.AddedID, err)
-	h.Complete(op)
+	// read reads the register's latest cell as operation f with consistency consistency.
+	read := func(f, consistency string, opt client.ReadOption) Op {
+		op := base
+		op.F, op.Consistency = f, consistency
+		op = h.Invoke(op)
+		rctx, cancel := context.WithTimeout(ctx, wk.OpTimeout)
+		c, err := cl.GetCellLatest(rctx, row, w.Column, opt)
+		cancel()
+		readOutcome(&op, c.RefKey, c.Body, c.AddedID, err)
+		h.Complete(op)
+		return op
+	}
+	if w.MaxStaleness > 0 && wk.Rand.Float64() < w.BoundedProbability {
+		read("bounded-read", "stale<="+w.MaxStaleness.String(), client.WithMaxStaleness(w.MaxStaleness))
+		return
+	}
+	op := read("read", client.ConsistencyStrong, client.WithConsistency(client.ConsistencyStrong))
 	if op.Outcome != OK || wk.Rand.Float64() < w.ReadProbability {
 		return
 	}
@@ -223,7 +238,7 @@ var CasModel = porcupine.Model{
 func CasOperations(ops []Op, end int64) []porcupine.Operation {
 	var out []porcupine.Operation
 	for _, o := range ops {
-		if o.Workload != "cas" {
+		if o.Workload != "cas" || o.F == "bounded-read" {
 			continue
 		}
 		in := casInput{F: o.F, Expect: o.RefKey - 1, Body: o.Body}
@@ -271,6 +286,8 @@ type CasResult struct {
 	Conflicts   int `json:"conflicts"`
 	Unavailable int `json:"unavailable"`
 	Unknown     int `json:"unknown"`
+	// Bounded is the verdict on the reads bounded in staleness (raft mode; nil otherwise).
+	Bounded *BoundedResult `json:"bounded,omitempty"`
 }
 
 // CheckCas counts the cas operations of ops and checks them with CasModel within
@@ -328,9 +345,18 @@ func (w *CasWorkload) Check(ctx context.Context, env *CheckEnv, ops []Op) Verdic
 		windows = failoverWindows(env.Storage.Failovers())
 	}
 	res := CheckCas(ops, env, windows)
+	if env.Storage == nil && w.MaxStaleness > 0 {
+		b := CheckBoundedReads(ops, w.MaxStaleness)
+		res.Bounded = &b
+	}
 	v := Verdict{Workload: "cas", Valid: res.Linearizability.Result, Details: res}
 	if res.Linearizability.Result == "no" {
 		v.Violations = append(v.Violations, "the cas history is not linearizable: see "+res.Linearizability.Visualization)
+	}
+	if b := res.Bounded; b != nil && len(b.Stale)+len(b.Invented) > 0 {
+		v.Valid = "no"
+		v.Violations = append(v.Violations, b.Stale...)
+		v.Violations = append(v.Violations, b.Invented...)
 	}
 	if diverged := compareDatastore(ctx, env, w.Datastore); len(diverged) > 0 {
 		v.Valid = "no"

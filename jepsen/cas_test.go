@@ -2,6 +2,7 @@ package jepsen
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -161,4 +162,44 @@ func TestCheckCas(t *testing.T) {
 	require.NotNil(t, res.Excused, "register s overlaps the window")
 	assert.Equal(t, "no", res.Excused.Result, "the excused register is still checked and reported")
 	assert.Equal(t, 1, res.Excused.Registers)
+}
+
+// TestCheckBoundedReads: the bounded-read checker catches a read that misses a write
+// acknowledged more than the bound before it and a read of a value never written, and accepts
+// a read that misses only a write acknowledged within the bound, refused reads, and reads of
+// an unknown write's value.
+func TestCheckBoundedReads(t *testing.T) {
+	sec := int64(time.Second)
+	reg := func(o Op) Op { o.Workload, o.RowKey, o.ColumnKey = "cas", "r1", "REG"; return o }
+	cas := func(i int, ref int64, body string, invoke, complete int64, outcome Outcome, status string) Op {
+		return reg(Op{Index: i, F: "cas", RefKey: ref, Body: body, Invoke: invoke, Complete: complete, Outcome: outcome, Status: status})
+	}
+	read := func(i int, ref int64, body string, invoke int64, outcome Outcome) Op {
+		return reg(Op{Index: i, F: "bounded-read", Found: ref > 0, ReadRef: ref, ReadBody: body, Invoke: invoke, Complete: invoke + sec/100, Outcome: outcome})
+	}
+	writes := []Op{
+		cas(0, 1, `{"v":1}`, 0, sec/10, OK, "created"),
+		cas(1, 2, `{"v":2}`, 2*sec, 2*sec+sec/10, OK, "created"),
+		cas(2, 3, `{"v":3}`, 5*sec, 5*sec+sec/10, Info, ""),
+	}
+	ok := append(slices.Clone(writes),
+		read(3, 1, `{"v":1}`, 2*sec+sec/2, OK), // write 2 acknowledged 0.4s before: within the bound
+		read(4, 2, `{"v":2}`, 4*sec, OK),
+		read(5, 3, `{"v":3}`, 6*sec, OK), // the unknown write's value
+		read(6, 0, "", 7*sec, Info),      // refused
+	)
+	res := CheckBoundedReads(ok, time.Second)
+	assert.Equal(t, 3, res.Reads)
+	assert.Equal(t, 1, res.Refused)
+	assert.Empty(t, res.Stale)
+	assert.Empty(t, res.Invented)
+
+	bad := append(slices.Clone(writes),
+		read(3, 1, `{"v":1}`, 4*sec, OK), // write 2 acknowledged 1.9s before: stale
+		read(4, 2, `{"v":9}`, 4*sec, OK), // no write wrote that body
+		read(5, 0, "", 3*sec+sec/2, OK),  // no cell, though writes 1 and 2 were acknowledged long before
+	)
+	res = CheckBoundedReads(bad, time.Second)
+	assert.Len(t, res.Stale, 2, "%q", res.Stale)
+	assert.Len(t, res.Invented, 1, "%q", res.Invented)
 }

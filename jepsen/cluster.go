@@ -39,6 +39,9 @@ type ClusterConfig struct {
 	// MySQLDSN stores every node's cells in this MySQL/MariaDB server, in databases named
 	// MySQLPrefix + "_" + node id; empty means each node's embedded store (Store).
 	MySQLDSN, MySQLPrefix string
+	// ClusterName is the topology's cluster_name ("" for none): the replication workload
+	// names its two clusters.
+	ClusterName string
 	// Datastores are the topology's datastores. Partitions without replicas get 3 replicas:
 	// every node of a 3-node cluster; on 5 nodes, the k-th partition of all datastores (counted
 	// across them) nodes k, k+1, k+2 (mod 5).
@@ -136,7 +139,7 @@ func newCluster(cfg ClusterConfig) (*Cluster, error) {
 	if first == nil || !first.IsLoopback() {
 		return nil, fmt.Errorf("jepsen: first IP %q is not an IPv4 loopback address", cfg.FirstIP)
 	}
-	top := &topology.Topology{}
+	top := &topology.Topology{ClusterName: cfg.ClusterName}
 	var ips []string
 	for i := 0; i < cfg.Nodes; i++ {
 		ip := net.IPv4(first[0], first[1], first[2], first[3]+byte(i)).String()
@@ -502,7 +505,7 @@ func (c *Cluster) ReadBack(ctx context.Context, ds string) (map[string][]StoredC
 					}
 					for _, cell := range page.Cells {
 						out[n.ID] = append(out[n.ID], StoredCell{Node: n.ID, Shard: s, RowKey: cell.RowKey, ColumnKey: cell.ColumnKey,
-							RefKey: cell.RefKey, Body: string(cell.Body), AddedID: cell.AddedID})
+							RefKey: cell.RefKey, Body: string(cell.Body), AddedID: cell.AddedID, Origin: cell.Origin})
 					}
 					if len(page.Cells) == 0 {
 						break

@@ -38,6 +38,13 @@
 //     a negative balance or more than one snapshot, torn and stale reads, invented versions, lost
 //     updates, and a final state that misses a committed transfer; it reports the commit and 412
 //     rates.
+//   - replication: a second cluster, west, started beside the run's, east (ReplicationWorkload),
+//     the two replicating both ways (package peering); unique cells written to both while the
+//     nemeses act on east, the worker nemeses kill and pause west's nodes, and the workload cuts
+//     every link between the clusters; after the streams drain, CheckReplication reads every
+//     replica of both and counts cells lost on the way, unexpected, corrupted, with the wrong
+//     origin or twice, shards whose cells of one origin the other cluster holds in another
+//     order, and diverged replicas.
 //
 // Async mode (Config.Mode "async") makes the cells, durability, cas and bank datastores async
 // datastores on MySQL storage clusters the harness starts (Storage: 2 clusters of a master and 2
@@ -49,9 +56,11 @@
 //
 // The checkers are pure functions over a history (CheckLinearizable, CheckDurability,
 // CompareReplicas, CheckTriggers, CheckIndex, CheckReadYourWrites, CheckAsyncCells, CheckCas,
-// CheckBank), tested on synthetic histories in checker_test.go, triggers_test.go,
-// indexcheck_test.go, asynccheck_test.go, cas_test.go and bankcheck_test.go; e2e_test.go shows a real run with stale reads under partitions being
+// CheckBank, CheckReplication), tested on synthetic histories in checker_test.go, triggers_test.go,
+// indexcheck_test.go, asynccheck_test.go, cas_test.go, bankcheck_test.go and replcheck_test.go;
+// e2e_test.go shows a real run with stale reads under partitions being
 // caught, triggers_e2e_test.go a real triggers run under worker and node kills,
+// replication_e2e_test.go two clusters replicating under kills and cuts,
 // index_e2e_test.go a real index run under node kills and partitions, and async_e2e_test.go a
 // failover losing acknowledged writes without buffered writes and none with them.
 //

@@ -14,6 +14,9 @@ type StoredCell struct {
 	RefKey    int64  `json:"ref_key"`
 	Body      string `json:"body"`
 	AddedID   int64  `json:"added_id"`
+	// Origin is the cluster the cell was written in, "" for this one (replication between
+	// clusters).
+	Origin string `json:"origin,omitempty"`
 }
 
 // CellProblem is one cell that breaks the durability check on one replica.

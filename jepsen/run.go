@@ -191,6 +191,14 @@ func (c Config) Validate() error {
 	if c.Chain == "" || len(c.Chain) > 28 {
 		bad("iptables chain %q: want 1 to 28 characters", c.Chain)
 	}
+	if slices.Contains(c.Workloads, "replication") {
+		if len(c.Chain) > 27 {
+			bad("iptables chain %q: the replication workload's cuts use it with a suffix: want at most 27 characters", c.Chain)
+		}
+		if ip := net.ParseIP(c.FirstIP).To4(); ip != nil && int(ip[3])+PeerIPOffset+c.Nodes > 254 {
+			bad("first IP %s: the replication workload's peer cluster starts %d addresses further: want a last byte of at most %d", c.FirstIP, PeerIPOffset, 254-PeerIPOffset-c.Nodes)
+		}
+	}
 	if c.WorkersPerNode < 1 {
 		bad("workers per node %d: want at least 1", c.WorkersPerNode)
 	}
@@ -291,6 +299,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if cfg.Snapshots {
 		cc.ServeArgs = append(slices.Clone(cfg.ServeArgs), SnapshotArgs...)
 	}
+	if slices.Contains(cfg.Workloads, "replication") {
+		cc.ClusterName = LocalClusterName
+	}
 	for i, name := range cfg.Workloads {
 		workloads[i] = Workloads[name]()
 		cc.Datastores = append(cc.Datastores, workloads[i].Datastores()...)
@@ -343,7 +354,8 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 
 	// Workloads with processes of their own start them now; the first one's are the worker
 	// nemeses' targets.
-	startEnv := &StartEnv{Cluster: c, Binary: cfg.Binary, Dir: dir, History: h, RequestTimeout: cfg.RequestTimeout, Seed: cfg.Seed, Logger: log}
+	startEnv := &StartEnv{Cluster: c, Binary: cfg.Binary, Dir: dir, History: h, RequestTimeout: cfg.RequestTimeout, Seed: cfg.Seed,
+		Nemeses: cfg.Nemesis.Kinds, FaultsFor: cfg.Duration - cfg.Quiet, Chain: cfg.Chain, Logger: log}
 	var procs Processes
 	for _, wl := range workloads {
 		pw, ok := wl.(ProcessWorkload)
@@ -602,6 +614,9 @@ func (s *Summary) Print(w io.Writer) {
 				d.Reads, d.Written, d.Refused, d.Conflicts, d.Unavailable, d.Unknown)
 			if d.Excused != nil {
 				fmt.Fprintf(w, "  cas in failover windows (excused): linearizable %s (%d registers)\n", d.Excused.Result, d.Excused.Registers)
+			}
+			if b := d.Bounded; b != nil {
+				fmt.Fprintf(w, "  cas reads bounded at %s: %d answered, %d refused; stale %d, invented %d\n", b.Bound, b.Reads, b.Refused, len(b.Stale), len(b.Invented))
 			}
 		case BankResult:
 			fmt.Fprintf(w, "  bank: %d accounts, total %d; %d reads; %d transfers: %d committed (%.0f%%), %d refused (412, %.0f%%), %d conflicts, %d unavailable, %d indeterminate, %d invalid; %d final versions; bad reads %d, invented %d, torn %d, stale %d, lost updates %d, bad answers %d, final %d\n",

@@ -89,18 +89,30 @@ type StartEnv struct {
 	// RequestTimeout bounds one HTTP attempt of the processes' clients.
 	RequestTimeout time.Duration
 	// Seed is the run's seed, for workloads that derive keys from it.
-	Seed   uint64
-	Logger *slog.Logger
+	Seed uint64
+	// Nemeses are the run's nemesis kinds; FaultsFor is how long faults go on from the start
+	// of the traffic (the run's Duration less its Quiet); Chain is the run's iptables chain,
+	// which a workload's own network faults suffix to name theirs.
+	Nemeses   []string
+	FaultsFor time.Duration
+	Chain     string
+	Logger    *slog.Logger
 }
 
 // client returns a client of datastore ds that tries every node of the cluster, for a setup
 // and the checks that follow it: 5 s per attempt, 3 attempts.
 func (env *StartEnv) client(ds string) (*client.Client, error) {
-	cc := env.Cluster.ClientConfig()
-	for _, n := range env.Cluster.Nodes {
+	return env.Cluster.everyNodeClient(ds, 5*time.Second)
+}
+
+// everyNodeClient returns a client of datastore ds ("" for admin calls) that tries every node
+// of c in turn: timeout per attempt, 3 attempts.
+func (c *Cluster) everyNodeClient(ds string, timeout time.Duration) (*client.Client, error) {
+	cc := c.ClientConfig()
+	for _, n := range c.Nodes {
 		cc.Endpoints = append(cc.Endpoints, n.URL())
 	}
-	cc.Datastore, cc.RequestTimeout, cc.MaxAttempts = ds, 5*time.Second, 3
+	cc.Datastore, cc.RequestTimeout, cc.MaxAttempts = ds, timeout, 3
 	return client.New(cc)
 }
 
@@ -173,11 +185,12 @@ var Workloads = map[string]func() Workload{
 	"cells": func() Workload {
 		return &CellsWorkload{Rows: 3, Columns: []string{"A", "B"}, RefStep: 250 * time.Millisecond, RefSpread: 4, Bodies: 3, KeyPeriod: 15 * time.Second}
 	},
-	"durability": func() Workload { return &DurabilityWorkload{MaxBatch: 5} },
-	"triggers":   func() Workload { return NewTriggersWorkload() },
-	"index":      func() Workload { return NewIndexWorkload() },
-	"cas":        func() Workload { return NewCasWorkload() },
-	"bank":       func() Workload { return NewBankWorkload() },
+	"durability":  func() Workload { return &DurabilityWorkload{MaxBatch: 5} },
+	"triggers":    func() Workload { return NewTriggersWorkload() },
+	"index":       func() Workload { return NewIndexWorkload() },
+	"cas":         func() Workload { return NewCasWorkload() },
+	"bank":        func() Workload { return NewBankWorkload() },
+	"replication": func() Workload { return NewReplicationWorkload() },
 }
 
 // AsyncWorkloads are the workloads that run in async mode.

@@ -30,6 +30,8 @@ type Meta struct {
 	RaftAddr   string `json:"raft_addr"`
 	GossipAddr string `json:"gossip_addr"`
 	Version    string `json:"version"`
+	// Zone is the node's failure domain (topology.NodeSpec.Zone), "" for none.
+	Zone string `json:"zone,omitempty"`
 }
 
 // Replica is one partition replica a node hosts, as that node last gossiped it.

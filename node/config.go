@@ -11,6 +11,7 @@ import (
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/maintainer"
+	"github.com/schemaless-db/schemaless/peering"
 	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/topology"
 )
@@ -48,6 +49,10 @@ type Config struct {
 	// Start, and an empty Worker is the node id. Nil: no maintainer, and defined indexes stay
 	// building.
 	Maintainer *maintainer.Config
+	// Replication tunes the replicator (package peering), which every node runs: it streams
+	// the cells written in this cluster to the catalog's peer clusters (none until an operator
+	// sets one). Its Backend, Worker, Logger and Registerer are set by Start.
+	Replication peering.Config
 	// AdminAddr, when set, is the host:port of the admin listener: /metrics and net/http/pprof's
 	// /debug/pprof/, with no write timeout so that profiles and traces of any length complete.
 	// Empty: no admin listener.

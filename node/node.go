@@ -15,6 +15,7 @@ import (
 	"github.com/schemaless-db/schemaless/api"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/maintainer"
+	"github.com/schemaless-db/schemaless/peering"
 	"github.com/schemaless-db/schemaless/security"
 )
 
@@ -29,10 +30,13 @@ type Node struct {
 	admin   *http.Server // nil without an admin listener
 	adminLn net.Listener
 
-	mu     sync.Mutex
-	maint  *runningMaintainer // nil when not running
-	closed bool               // Shutdown or Close began: no maintainer starts, Failed is closed
-	failed chan error         // buffered 1: the first fatal or serve error
+	mu       sync.Mutex
+	maint    *runningMaintainer // nil when not running
+	repl     *peering.Replicator
+	replStop context.CancelFunc
+	replDone chan struct{}
+	closed   bool       // Shutdown or Close began: no maintainer starts, Failed is closed
+	failed   chan error // buffered 1: the first fatal or serve error
 
 	stopOnce sync.Once
 	stopErr  error
@@ -89,8 +93,19 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		apiCfg.Registerer = cfg.Registry
 	}
+	rcfg := cfg.Replication
+	rcfg.Backend, rcfg.Worker, rcfg.Logger, rcfg.Registerer = cn, cfg.Cluster.NodeID, cfg.Logger, nil
+	if rcfg.SourceIP == nil {
+		rcfg.SourceIP = cn.SourceIP()
+	}
+	if cfg.Registry != nil {
+		rcfg.Registerer = cfg.Registry
+	}
+	if n.repl, err = peering.New(rcfg); err != nil {
+		return nil, err
+	}
 	handler, err := api.NewServer(api.Backends{Node: cn, Reads: cn, Writes: cn, Logs: cn, Groups: cn, Indexes: cn,
-		Schemas: cn, Admin: cn, Backup: cn, Catalog: cn, Leader: cn}, apiCfg)
+		Schemas: cn, Admin: cn, Backup: cn, Catalog: cn, Leader: cn, Replication: n.repl}, apiCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -137,8 +152,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}()
 	ok = true
 	n.log.Info("serving", "node", cfg.Cluster.NodeID, "http", scheme+"://"+n.addr, "raft", cfg.self().RaftAddr, "store", cfg.Cluster.Store.Engine())
-	// The maintainer starts once the API serves, as a node's other clients see it.
+	// The maintainer and the replicator start once the API serves, as a node's other
+	// clients see it.
 	n.StartMaintainer()
+	rctx, rcancel := context.WithCancel(context.Background())
+	n.replStop, n.replDone = rcancel, make(chan struct{})
+	go func() {
+		defer close(n.replDone)
+		_ = n.repl.Run(rctx)
+	}()
 	return n, nil
 }
 
@@ -264,13 +286,21 @@ func (n *Node) Close() error {
 	return n.stopErr
 }
 
-// stopping stops the maintainer for good: none starts after it.
+// stopping stops the maintainer for good (none starts after it) and the replicator; their
+// workers leave their groups.
 func (n *Node) stopping() {
 	n.mu.Lock()
 	n.closed = true
 	n.mu.Unlock()
 	n.StopMaintainer()
+	if n.replStop != nil {
+		n.replStop()
+		<-n.replDone
+	}
 }
+
+// Replicator returns the node's replicator (replication between clusters).
+func (n *Node) Replicator() *peering.Replicator { return n.repl }
 
 // closeRest closes the admin listener and the cluster node, then Failed.
 func (n *Node) closeRest() error {

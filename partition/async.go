@@ -217,6 +217,9 @@ func (a *Async) Put(ctx context.Context, w command.Write) (command.WriteResult, 
 	if len(w.Cells) == 0 {
 		return command.WriteResult{}, nil
 	}
+	if err := (&command.Append{Writes: []command.Write{w}}).Validate(); err != nil {
+		return command.WriteResult{}, err
+	}
 	if w.IsAtomic() {
 		return a.putAtomic(ctx, w)
 	}
@@ -230,14 +233,14 @@ func (a *Async) Put(ctx context.Context, w command.Write) (command.WriteResult, 
 		}
 	} else {
 		var err error
-		if pending, err = a.buffer(ctx, cs, now, results); err != nil {
+		if pending, err = a.buffer(ctx, cs, w.Origin, now, results); err != nil {
 			return command.WriteResult{}, err
 		}
 	}
 	if len(pending) == 0 {
 		return command.WriteResult{Cells: results}, nil
 	}
-	sub := command.Write{Cells: make([]command.Cell, len(pending))}
+	sub := command.Write{Cells: make([]command.Cell, len(pending)), Origin: w.Origin}
 	for j, i := range pending {
 		sub.Cells[j] = cs[i]
 	}
@@ -340,17 +343,18 @@ func (a *Async) putAtomic(ctx context.Context, w command.Write) (command.WriteRe
 	if created.IsZero() {
 		created = now
 	}
-	if _, err := a.buffer(ctx, copies, created, make([]cells.Result, len(copies))); err != nil {
+	if _, err := a.buffer(ctx, copies, w.Origin, created, make([]cells.Result, len(copies))); err != nil {
 		return command.WriteResult{}, fmt.Errorf("%w: committed on the primary master, but the buffer copies failed: %s", ErrIndeterminate, err)
 	}
 	return out, nil
 }
 
-// buffer stores every cell in BufferCopies buffer clusters and returns the cells still to be
+// buffer stores every cell (of origin origin, "" for this cluster's) in BufferCopies buffer
+// clusters and returns the cells still to be
 // written to the primary (those not refused as conflicts by a buffer). Cells go to the buffer
 // clusters in the order their keys prefer (bufferOrder), one batch per cluster per round: one
 // multi-row insert and one lookup, whatever the number of cells.
-func (a *Async) buffer(ctx context.Context, cs []command.Cell, now time.Time, results []cells.Result) ([]int, error) {
+func (a *Async) buffer(ctx context.Context, cs []command.Cell, origin string, now time.Time, results []cells.Result) ([]int, error) {
 	buffers := a.placement().buffers
 	copies := make([]int, len(cs))
 	conflict := make([]bool, len(cs))
@@ -383,7 +387,7 @@ func (a *Async) buffer(ctx context.Context, cs []command.Cell, now time.Time, re
 			batch := make([]storage.BufferedCell, len(idx))
 			for j, i := range idx {
 				batch[j] = storage.BufferedCell{Datastore: a.cfg.Datastore, Partition: a.cfg.Partition, Shard: cs[i].Shard,
-					Cell: cells.Cell{Key: cs[i].Key, Body: cs[i].Body, CreatedAt: now}}
+					Cell: cells.Cell{Key: cs[i].Key, Body: cs[i].Body, CreatedAt: now, Origin: origin}}
 			}
 			var same []bool
 			err = m.run(func() error {

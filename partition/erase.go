@@ -24,9 +24,15 @@ import (
 // applied: retrying is safe); command.ErrShardOutOfRange wrapped for a shard outside the
 // partition (nothing changed).
 func (p *Raft) EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (command.EraseResult, error) {
+	return p.EraseRowFrom(ctx, shard, rowKey, "")
+}
+
+// EraseRowFrom is EraseRow for an erasure that arrived from cluster origin (replication
+// between clusters; "" for this cluster's own): its tombstone stores the origin.
+func (p *Raft) EraseRowFrom(ctx context.Context, shard int, rowKey uuid.UUID, origin string) (command.EraseResult, error) {
 	var res command.EraseResult
 	err := p.applyOne(ctx, func(now time.Time) ([]byte, error) {
-		return command.Encode(&command.Erase{CreatedAt: now, Shard: int32(shard), RowKey: rowKey})
+		return command.Encode(&command.Erase{CreatedAt: now, Shard: int32(shard), RowKey: rowKey, Origin: origin})
 	}, func(f raft.ApplyFuture) (err error) {
 		res, err = fsm.ResultOf[command.EraseResult](f)
 		return err
@@ -55,10 +61,16 @@ func (p *Raft) EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (comma
 // failed during it, or ctx ended: it may be applied; retrying is safe);
 // command.ErrShardOutOfRange wrapped for a shard outside the partition (nothing changed).
 func (a *Async) EraseRow(ctx context.Context, shard int, rowKey uuid.UUID) (command.EraseResult, error) {
+	return a.EraseRowFrom(ctx, shard, rowKey, "")
+}
+
+// EraseRowFrom is EraseRow for an erasure that arrived from cluster origin (replication
+// between clusters; "" for this cluster's own): its tombstone stores the origin.
+func (a *Async) EraseRowFrom(ctx context.Context, shard int, rowKey uuid.UUID, origin string) (command.EraseResult, error) {
 	if r := a.Shards(); !r.Contains(shard) {
 		return command.EraseResult{}, fmt.Errorf("%w: erase in shard %d, partition holds %d..%d", command.ErrShardOutOfRange, shard, r.First, r.Last)
 	}
-	data, err := command.Encode(&command.Erase{CreatedAt: time.Now(), Shard: int32(shard), RowKey: rowKey})
+	data, err := command.Encode(&command.Erase{CreatedAt: time.Now(), Shard: int32(shard), RowKey: rowKey, Origin: origin})
 	if err != nil {
 		return command.EraseResult{}, err
 	}
@@ -103,7 +115,7 @@ func (a *Async) eraseBuffered(ctx context.Context, rowKey uuid.UUID) error {
 }
 
 // stillBuffered returns the command replaying the rows of rs (buffered on cluster bc, master m,
-// written at t) that are still in bc's buffer, or nil when none is: rows reaped or erased since
+// written at t, all of one origin) that are still in bc's buffer, or nil when none is: rows reaped or erased since
 // the reaper read them are not replayed. It runs under the partition's lock (asyncOp.prepare).
 func (a *Async) stillBuffered(ctx context.Context, bc *StorageCluster, m *member, t time.Time, rs []storage.BufferedCell) ([]byte, error) {
 	ids := make([]int64, len(rs))
@@ -123,6 +135,9 @@ func (a *Async) stillBuffered(ctx context.Context, bc *StorageCluster, m *member
 		return nil, fmt.Errorf("check buffered rows on %s: %w", bc.Name(), err)
 	}
 	var w command.Write
+	if len(rs) > 0 {
+		w.Origin = rs[0].Cell.Origin // replay groups rows by origin
+	}
 	for _, r := range rs {
 		if still[r.ID] {
 			w.Cells = append(w.Cells, command.Cell{Shard: r.Shard, Key: r.Cell.Key, Body: r.Cell.Body})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,6 +31,41 @@ const (
 	// (async; the master when no minion answers) and may miss recent writes.
 	Stale Consistency = "stale"
 )
+
+// boundedPrefix starts a bounded stale Consistency, followed by the bound in nanoseconds.
+const boundedPrefix = "stale<="
+
+// MaxStalenessLimit bounds BoundedStale's bound.
+const MaxStalenessLimit = time.Hour
+
+// BoundedStale returns the consistency of a stale read whose data must be at most d old: it
+// reflects every write acknowledged before d ago, or the read is refused (ErrTooStale) by the
+// replica asked. d is in (0, MaxStalenessLimit].
+func BoundedStale(d time.Duration) Consistency {
+	return Consistency(boundedPrefix + strconv.FormatInt(int64(d), 10))
+}
+
+// MaxStaleness returns the bound of a BoundedStale consistency, and false for any other.
+func (c Consistency) MaxStaleness() (time.Duration, bool) {
+	s, ok := strings.CutPrefix(string(c), boundedPrefix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || time.Duration(n) > MaxStalenessLimit {
+		return 0, false
+	}
+	return time.Duration(n), true
+}
+
+// IsStale reports whether c is Stale or bounded stale: a read any replica may serve.
+func (c Consistency) IsStale() bool {
+	_, bounded := c.MaxStaleness()
+	return c == Stale || bounded
+}
+
+// Valid reports whether c is Strong, Stale or a BoundedStale within its limits.
+func (c Consistency) Valid() bool { return c == Strong || c.IsStale() }
 
 // ErrBadRead: a ReadRequest that sets no kind or more than one, or an index read whose
 // fields do not fit its plan. Nothing was read.

@@ -104,6 +104,17 @@ type Config struct {
 	// other voters, caught up, are a quorum (raft.Config.QuiesceDown). Nil: every follower must
 	// be caught up, so a group with a replica on a dead node never quiesces.
 	QuiesceDown func(node string) bool
+	// LeaderReadIndex, when set, asks the partition's leader, wherever it runs, for its
+	// LeaderReadIndex. It lets a follower (a learner too) serve strong reads after a read index
+	// learned from the leader (FollowerReadIndex) and reads with a bound on their staleness
+	// (BoundedStale); nil: a follower refuses strong reads (*NotLeaderError) and bounded ones
+	// (ErrTooStale).
+	LeaderReadIndex func(ctx context.Context) (uint64, error)
+	// FollowerStrongReads lets every follower serve strong reads after the leader's read index
+	// (FollowerReadIndex); false, the default, lets only a learner (a nonvoter) do so, and a
+	// voter that does not lead refuses them (*NotLeaderError) for the node to send them to the
+	// leader. Bounded stale reads use LeaderReadIndex on every replica either way.
+	FollowerStrongReads bool
 	// MaxAppendEntries bounds entries per AppendEntries and per group commit. Default 128.
 	MaxAppendEntries int
 	// SnapshotThreshold, SnapshotInterval and TrailingLogs control log compaction. Defaults:
@@ -293,6 +304,8 @@ type Raft struct {
 	closed      atomic.Bool
 	// readyTerm is the last term in which this leader saw an entry of its own term committed.
 	readyTerm atomic.Uint64
+	// known is the last read index this replica learned from its leader (followerread.go).
+	known knownIndex
 	// catalog is the last catalog read's answer (readCatalog).
 	catalog   atomic.Pointer[catalogRead]
 	closeOnce sync.Once

@@ -109,7 +109,9 @@ func (p *Raft) waitApplied(ctx context.Context, index uint64) error {
 }
 
 // Read runs req against this replica's tables with consistency c: Strong after a read index
-// (ReadIndex: on the leader only), Stale at once. A long-polling log read then waits on this
+// (ReadIndex on the leader; on a follower FollowerReadIndex when Config.LeaderReadIndex is set,
+// else *NotLeaderError), Stale at once, BoundedStale once this replica's store is within the
+// bound (BoundedReady: ErrTooStale when it cannot be). A long-polling log read then waits on this
 // replica's applied index. Errors: ErrBadRead; ErrUnavailable (the state machine stopped, or
 // ReadIndex's); *NotLeaderError and ErrClosed (strong reads); command.ErrShardOutOfRange (a shard
 // not in the partition); the store's errors, wrapped.
@@ -121,10 +123,8 @@ func (p *Raft) Read(ctx context.Context, c Consistency, req ReadRequest) (ReadRe
 	if err := p.fsm.Failed(); err != nil {
 		return ReadResult{}, fmt.Errorf("%w: replica stopped: %w", ErrUnavailable, err)
 	}
-	if c != Stale {
-		if err := p.ReadIndex(ctx); err != nil {
-			return ReadResult{}, err
-		}
+	if err := p.readReady(ctx, c); err != nil {
+		return ReadResult{}, err
 	}
 	if req.Catalog != nil {
 		return p.readCatalog(ctx, req)

@@ -244,17 +244,22 @@ func (a *Async) onMinion(ctx context.Context, fn func(*storage.PartitionStore) e
 // buffering), or, rarely, one buffered while the master was down and refused by a schema
 // registered before the replay. The other cells of a refused command are applied without it.
 func (a *Async) replay(ctx context.Context, bc *StorageCluster, m *member, rows []storage.BufferedCell) (refused []int64) {
-	byTime := map[time.Time][]storage.BufferedCell{}
-	var times []time.Time
-	for _, r := range rows {
-		t := r.Cell.CreatedAt
-		if _, ok := byTime[t]; !ok {
-			times = append(times, t)
-		}
-		byTime[t] = append(byTime[t], r)
+	// One command per write time and origin: each keeps its created_at and the cells' origin.
+	type group struct {
+		t      time.Time
+		origin string
 	}
-	for _, t := range times {
-		rs := byTime[t]
+	byTime := map[group][]storage.BufferedCell{}
+	var times []group
+	for _, r := range rows {
+		g := group{r.Cell.CreatedAt, r.Cell.Origin}
+		if _, ok := byTime[g]; !ok {
+			times = append(times, g)
+		}
+		byTime[g] = append(byTime[g], r)
+	}
+	for _, g := range times {
+		t, rs := g.t, byTime[g]
 		for len(rs) > 0 {
 			var sent []byte // the command prepare built, read once applyOp answered
 			res, err := a.applyOp(ctx, &asyncOp{prepare: func(ctx context.Context) ([]byte, error) {

@@ -47,7 +47,11 @@ func (p *Raft) Put(ctx context.Context, w command.Write) (command.WriteResult, e
 	}
 	// A write naming a shard the partition no longer holds (a split moved it) is refused here,
 	// before it could share a raft entry, which the state machine refuses whole, with others.
-	if err := (&command.Append{Writes: []command.Write{w}}).CheckShards(p.Shards()); err != nil {
+	one := &command.Append{Writes: []command.Write{w}}
+	if err := one.CheckShards(p.Shards()); err != nil {
+		return command.WriteResult{}, err
+	}
+	if err := one.Validate(); err != nil {
 		return command.WriteResult{}, err
 	}
 	for _, c := range w.Cells {

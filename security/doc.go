@@ -19,7 +19,8 @@
 //
 // # Roles
 //
-// Roles are read, write (implies read), admin (implies every role) and metrics (GET /metrics).
+// Roles are read, write (implies read), admin (implies every role), metrics (GET /metrics) and
+// replicator (implies write; put_cells with an origin, a peer cluster's replicator).
 // A principal's datastores, when listed, scope its read and write roles; admin is cluster-wide.
 //
 // # Reload

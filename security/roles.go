@@ -22,15 +22,18 @@ const (
 	RoleAdmin Role = "admin"
 	// RoleMetrics reads GET /metrics.
 	RoleMetrics Role = "metrics"
+	// RoleReplicator is a peer cluster's replicator: it writes cells with an origin (put_cells
+	// with "origin", replication between clusters) and implies RoleWrite.
+	RoleReplicator Role = "replicator"
 )
 
 // ParseRole returns the role named s, or an error naming it.
 func ParseRole(s string) (Role, error) {
 	switch r := Role(s); r {
-	case RoleRead, RoleWrite, RoleAdmin, RoleMetrics:
+	case RoleRead, RoleWrite, RoleAdmin, RoleMetrics, RoleReplicator:
 		return r, nil
 	}
-	return "", fmt.Errorf("security: unknown role %q (want read, write, admin or metrics)", s)
+	return "", fmt.Errorf("security: unknown role %q (want read, write, admin, metrics or replicator)", s)
 }
 
 // Principal is an authenticated caller. It is immutable once built.
@@ -67,8 +70,12 @@ func (p *Principal) Allows(role Role, ds string) bool {
 	if ds != "" && len(p.Datastores) > 0 && !slices.Contains(p.Datastores, ds) {
 		return false
 	}
-	if role == RoleRead {
-		return slices.Contains(p.Roles, RoleRead) || slices.Contains(p.Roles, RoleWrite)
+	repl := slices.Contains(p.Roles, RoleReplicator)
+	switch role {
+	case RoleRead:
+		return slices.Contains(p.Roles, RoleRead) || slices.Contains(p.Roles, RoleWrite) || repl
+	case RoleWrite:
+		return slices.Contains(p.Roles, RoleWrite) || repl
 	}
 	return slices.Contains(p.Roles, role)
 }

@@ -80,7 +80,7 @@ func TestAllows(t *testing.T) {
 	p := func(roles []security.Role, ds ...string) *security.Principal {
 		return &security.Principal{Name: "p", Roles: roles, Datastores: ds}
 	}
-	R, W, A, M := security.RoleRead, security.RoleWrite, security.RoleAdmin, security.RoleMetrics
+	R, W, A, M, X := security.RoleRead, security.RoleWrite, security.RoleAdmin, security.RoleMetrics, security.RoleReplicator
 	for _, tc := range []struct {
 		p    *security.Principal
 		role security.Role
@@ -102,6 +102,13 @@ func TestAllows(t *testing.T) {
 		{p([]security.Role{W}, "rides"), W, "rides", true},
 		{p([]security.Role{W}, "rides"), R, "", true},
 		{p([]security.Role{A}, "rides"), W, "trips", true},
+		{p([]security.Role{X}), W, "trips", true},
+		{p([]security.Role{X}), R, "trips", true},
+		{p([]security.Role{X}), X, "trips", true},
+		{p([]security.Role{X}), A, "", false},
+		{p([]security.Role{W}), X, "trips", false},
+		{p([]security.Role{A}), X, "trips", true},
+		{p([]security.Role{X}, "rides"), X, "trips", false},
 	} {
 		assert.Equal(t, tc.want, tc.p.Allows(tc.role, tc.ds), "%+v allows %q on %q", tc.p, tc.role, tc.ds)
 	}

@@ -44,6 +44,11 @@ var (
 	// not fit its column (a Go type other than the kind's, a string over MaxIndexStringBytes,
 	// a float that is not finite, a wrong number of values). Nothing of that call was written.
 	ErrIndexValue = errors.New("storage: index value does not fit its column")
+	// ErrInvalidOrigin: a cell given to Insert, Restore or PutBuffered(Batch) has an Origin that
+	// is neither "" nor a valid cluster name (cells.ValidateClusterName; the error wraps its
+	// *cells.FieldError too). Nothing of that call was written; a write transaction stays
+	// usable.
+	ErrInvalidOrigin = errors.New("storage: invalid cell origin")
 	// ErrInvalidQuery: an IndexQuery that cannot run (column out of range, unknown operator,
 	// wrong number of values, a value of the wrong type, limit out of range).
 	ErrInvalidQuery = errors.New("storage: invalid index query")
@@ -56,11 +61,14 @@ type AppliedState struct {
 	Term  uint64
 }
 
-// Existing is what a write transaction knows about a cell already stored under a key.
+// Existing is what a write transaction knows about a cell already stored under a key: the
+// fields of the stored cells.Cell other than its key.
 type Existing struct {
 	AddedID   int64
 	Body      cells.Body
 	CreatedAt time.Time
+	// Origin is the stored cell's cells.Cell.Origin ("" for a cell written in this cluster).
+	Origin string
 }
 
 // PartitionID names one partition of one datastore. Datastore must match

@@ -25,13 +25,16 @@ type BufferedCell struct {
 	// Partition is the primary partition (the storage cluster that should hold the cell).
 	Partition int
 	Shard     int
-	Cell      cells.Cell // AddedID is unused (0); CreatedAt is the time the write was taken
+	// Cell is the cell as written: AddedID is unused (0); CreatedAt is the time the write was
+	// taken; Origin is stored with it (and must be "" or a valid cluster name).
+	Cell cells.Cell
 	// BufferedAt is when the row was written (the writer's clock).
 	BufferedAt time.Time
 }
 
 // bufferDDL creates "<meta>.buffer": one row per buffered cell, unique per datastore and cell
-// key, so a retried write finds its own row and a second body for the same key is refused.
+// key, so a retried write finds its own row and a second body for the same key is refused. origin
+// is last, where migrateMySQLOrigin adds it to a table created without it.
 func bufferDDL(meta string) string {
 	return "CREATE TABLE IF NOT EXISTS " + meta + ".`buffer` (\n" +
 		"\tid BIGINT NOT NULL AUTO_INCREMENT,\n" +
@@ -44,6 +47,7 @@ func bufferDDL(meta string) string {
 		"\tbody MEDIUMBLOB NOT NULL,\n" +
 		"\tcreated_at DATETIME(6) NOT NULL,\n" +
 		"\tbuffered_at DATETIME(6) NOT NULL,\n" +
+		"\t" + mysqlOriginColumn + ",\n" +
 		"\tPRIMARY KEY (id),\n" +
 		"\tUNIQUE KEY cell_key (datastore, row_key, column_name, ref_key)\n" +
 		") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
@@ -57,20 +61,24 @@ func (s *Store) bufferTable() (string, error) {
 }
 
 // PutBuffered stores b in the buffer table (b.ID and b.BufferedAt are set by the call; the
-// body is stored as given). If the datastore's buffer already holds a cell with that key, the
-// stored row is left alone and PutBuffered reports whether its body is the same (a retried
-// write: same true) or another (a conflicting write: same false). One or two statements;
-// blocks on I/O until ctx ends. Errors: ErrNoBuffer, or the server's.
+// body and the origin are stored as given). If the datastore's buffer already holds a cell with
+// that key, the stored row is left alone and PutBuffered reports whether its body is the same (a
+// retried write: same true) or another (a conflicting write: same false); origins are not
+// compared. One or two statements; blocks on I/O until ctx ends. Errors: ErrNoBuffer,
+// ErrInvalidOrigin (nothing written), or the server's.
 func (s *Store) PutBuffered(ctx context.Context, b BufferedCell) (inserted, same bool, err error) {
 	tbl, err := s.bufferTable()
 	if err != nil {
 		return false, false, err
 	}
+	if err := checkOrigin(&b.Cell); err != nil {
+		return false, false, fmt.Errorf("storage: buffer cell %s: %w", b.Cell.Key, err)
+	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	res, err := s.db.ExecContext(ctx, "INSERT IGNORE INTO "+tbl+
-		" (datastore, `partition`, shard, row_key, column_name, ref_key, body, created_at, buffered_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		" (datastore, `partition`, shard, row_key, column_name, ref_key, body, created_at, buffered_at, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		b.Datastore, b.Partition, b.Shard, b.Cell.RowKey[:], b.Cell.ColumnKey, b.Cell.RefKey, []byte(b.Cell.Body),
-		b.Cell.CreatedAt.UTC().Truncate(time.Microsecond), now)
+		b.Cell.CreatedAt.UTC().Truncate(time.Microsecond), now, b.Cell.Origin)
 	if err != nil {
 		return false, false, fmt.Errorf("storage: buffer cell: %w", err)
 	}
@@ -98,12 +106,17 @@ func (s *Store) PutBuffered(ctx context.Context, b BufferedCell) (inserted, same
 // with one multi-row INSERT IGNORE and one lookup per chunk of bufferChunk cells, and reports
 // per cell whether the stored body is the one given (false: the datastore's buffer holds the
 // key with another body, a conflict). Every cell with same[i] true is in the buffer when it
-// returns nil. Blocks on I/O until ctx ends. Errors: ErrNoBuffer, or the server's (some chunks
-// may be stored).
+// returns nil. Blocks on I/O until ctx ends. Errors: ErrNoBuffer, ErrInvalidOrigin (checked
+// for every cell first: nothing written), or the server's (some chunks may be stored).
 func (s *Store) PutBufferedBatch(ctx context.Context, bs []BufferedCell) (same []bool, err error) {
 	tbl, err := s.bufferTable()
 	if err != nil {
 		return nil, err
+	}
+	for i := range bs {
+		if err := checkOrigin(&bs[i].Cell); err != nil {
+			return nil, fmt.Errorf("storage: buffer cells: cell %d (%s): %w", i, bs[i].Cell.Key, err)
+		}
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	same = make([]bool, len(bs))
@@ -115,15 +128,15 @@ func (s *Store) PutBufferedBatch(ctx context.Context, bs []BufferedCell) (same [
 		}
 		chunk := bs[lo:hi]
 		var q strings.Builder
-		q.WriteString("INSERT IGNORE INTO " + tbl + " (datastore, `partition`, shard, row_key, column_name, ref_key, body, created_at, buffered_at) VALUES ")
-		args := make([]any, 0, 9*len(chunk))
+		q.WriteString("INSERT IGNORE INTO " + tbl + " (datastore, `partition`, shard, row_key, column_name, ref_key, body, created_at, buffered_at, origin) VALUES ")
+		args := make([]any, 0, 10*len(chunk))
 		for i, b := range chunk {
 			if i > 0 {
 				q.WriteString(", ")
 			}
-			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 			args = append(args, b.Datastore, b.Partition, b.Shard, b.Cell.RowKey[:], b.Cell.ColumnKey, b.Cell.RefKey, []byte(b.Cell.Body),
-				b.Cell.CreatedAt.UTC().Truncate(time.Microsecond), now)
+				b.Cell.CreatedAt.UTC().Truncate(time.Microsecond), now, b.Cell.Origin)
 		}
 		if _, err := s.db.ExecContext(ctx, q.String(), args...); err != nil {
 			return nil, fmt.Errorf("storage: buffer cells: %w", err)
@@ -188,17 +201,17 @@ const (
 	bufferChunkBytes = 4 << 20
 )
 
-// ScanBuffered returns up to limit buffered cells of datastore's shards in range shards with an
-// id above afterID, in id order (one statement). Rows are chosen by shard, not by the partition
-// they were buffered for: after an async partition split in place (partition.SplitAsync), the
-// rows buffered for the parent in the shards of the right half are the right half's to reap.
-// Errors: ErrNoBuffer, or the server's.
+// ScanBuffered returns up to limit buffered cells of datastore's shards in range shards with an id
+// above afterID, in id order (one statement), each with the origin it was buffered with. Rows are
+// chosen by shard, not by the partition they were buffered for: after an async partition split in
+// place (partition.SplitAsync), the rows buffered for the parent in the shards of the right half
+// are the right half's to reap. Errors: ErrNoBuffer, or the server's.
 func (s *Store) ScanBuffered(ctx context.Context, datastore string, shards cells.ShardRange, afterID int64, limit int) ([]BufferedCell, error) {
 	tbl, err := s.bufferTable()
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT id, `partition`, shard, row_key, column_name, ref_key, body, created_at, buffered_at FROM "+tbl+
+	rows, err := s.db.QueryContext(ctx, "SELECT id, `partition`, shard, row_key, column_name, ref_key, body, created_at, buffered_at, origin FROM "+tbl+
 		" WHERE datastore = ? AND shard BETWEEN ? AND ? AND id > ? ORDER BY id LIMIT ?", datastore, shards.First, shards.Last, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("storage: scan buffer: %w", err)
@@ -212,7 +225,7 @@ func (s *Store) ScanBuffered(ctx context.Context, datastore string, shards cells
 			body   []byte
 		)
 		if err := rows.Scan(&b.ID, &b.Partition, &b.Shard, &rowKey, &b.Cell.ColumnKey, &b.Cell.RefKey, &body,
-			createdAtScanner(&b.Cell.CreatedAt), createdAtScanner(&b.BufferedAt)); err != nil {
+			createdAtScanner(&b.Cell.CreatedAt), createdAtScanner(&b.BufferedAt), &b.Cell.Origin); err != nil {
 			return nil, fmt.Errorf("storage: scan buffer: %w", err)
 		}
 		u, err := uuid.FromBytes(rowKey)

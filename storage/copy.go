@@ -9,9 +9,9 @@ import (
 )
 
 // What copying a partition between two stores needs beyond Restore (async mode's partition
-// move): cells keep their added_id and created_at through WriteTx.Insert, and the calls below
-// replace the KV rows and index entries of a copy, drop an old copy, and bound the buffer rows
-// to wait for.
+// move): cells keep their added_id, created_at and origin through WriteTx.Insert, and the calls
+// below replace the KV rows and index entries of a copy, drop an old copy, and bound the buffer
+// rows to wait for.
 
 // ReplaceKV deletes every KV row of the partition and inserts kvs, in the transaction (readers
 // see the old rows until it commits). A row out of bounds returns ErrKVTooLarge before anything

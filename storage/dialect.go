@@ -26,7 +26,7 @@ const (
 const schemaVersion = 1
 
 // cellColumns is the select list every cell query uses, in the order scanCell reads.
-const cellColumns = "added_id, row_key, column_name, ref_key, body, created_at"
+const cellColumns = "added_id, row_key, column_name, ref_key, body, created_at, origin"
 
 // lookupChunkKeys bounds the keys of one Lookup statement (3 placeholders each): MySQL's OR
 // of this many terms stays far below its placeholder and packet limits, SQLite's VALUES list
@@ -119,7 +119,7 @@ func scanCell(r rowScanner) (cells.Cell, error) {
 		body      []byte
 		createdAt time.Time
 	)
-	if err := r.Scan(&c.AddedID, &rowKey, &c.ColumnKey, &c.RefKey, &body, createdAtScanner(&createdAt)); err != nil {
+	if err := r.Scan(&c.AddedID, &rowKey, &c.ColumnKey, &c.RefKey, &body, createdAtScanner(&createdAt), &c.Origin); err != nil {
 		return cells.Cell{}, err
 	}
 	u, err := uuid.FromBytes(rowKey)
@@ -234,7 +234,7 @@ func lookupSQL(d *dialect, shard, n int) string {
 
 // insertSQL is a multi-row INSERT of n cells into a shard.
 func insertSQL(d *dialect, shard, n int) string {
-	const row = "(?, ?, ?, ?, ?, ?)"
+	const row = "(?, ?, ?, ?, ?, ?, ?)"
 	var b strings.Builder
 	b.Grow(64 + n*(len(row)+2))
 	b.WriteString("INSERT INTO ")
@@ -252,17 +252,41 @@ func insertSQL(d *dialect, shard, n int) string {
 }
 
 // cellBytes estimates the bytes a cell adds to an INSERT statement.
-func cellBytes(c *cells.Cell) int { return len(c.Body) + len(c.ColumnKey) + 128 }
+func cellBytes(c *cells.Cell) int { return len(c.Body) + len(c.ColumnKey) + len(c.Origin) + 128 }
+
+// checkOrigins returns an error wrapping ErrInvalidOrigin (and the *cells.FieldError of
+// cells.ValidateClusterName) for the first cell of cs whose Origin is neither "" nor a valid
+// cluster name; what names the call in the message.
+func checkOrigins(what string, cs []cells.Cell) error {
+	for i := range cs {
+		if err := checkOrigin(&cs[i]); err != nil {
+			return fmt.Errorf("storage: %s: cell %d (%s): %w", what, i, cs[i].Key, err)
+		}
+	}
+	return nil
+}
+
+// checkOrigin returns an error wrapping ErrInvalidOrigin when c.Origin is neither "" nor a valid
+// cluster name.
+func checkOrigin(c *cells.Cell) error {
+	if c.Origin == "" {
+		return nil
+	}
+	if err := cells.ValidateClusterName("origin", c.Origin); err != nil {
+		return fmt.Errorf("%w %q: %w", ErrInvalidOrigin, c.Origin, err)
+	}
+	return nil
+}
 
 // insertCells inserts cs into shard with multi-row INSERTs within d's limits.
 func insertCells(ctx context.Context, stmt func(q string) stmtQueryer, d *dialect, shard int, cs []cells.Cell) error {
-	args := make([]any, 0, 6*min(len(cs), d.insertRows))
+	args := make([]any, 0, 7*min(len(cs), d.insertRows))
 	for start := 0; start < len(cs); {
 		end := insertChunkEnd(d, cs, start)
 		args = args[:0]
 		for i := start; i < end; i++ {
 			c := &cs[i]
-			args = append(args, c.AddedID, c.RowKey[:], c.ColumnKey, c.RefKey, []byte(c.Body), d.timeArg(c.CreatedAt))
+			args = append(args, c.AddedID, c.RowKey[:], c.ColumnKey, c.RefKey, []byte(c.Body), d.timeArg(c.CreatedAt), c.Origin)
 		}
 		if _, err := stmt(insertSQL(d, shard, end-start)).Exec(ctx, args...); err != nil {
 			switch {
@@ -298,6 +322,7 @@ const (
 	mysqlErrBadDB           = 1049 // ER_BAD_DB_ERROR
 	mysqlErrNoSuchTable     = 1146 // ER_NO_SUCH_TABLE
 	mysqlErrTableDefChanged = 1412 // ER_TABLE_DEF_CHANGED: table created after the read view
+	mysqlErrDupFieldName    = 1060 // ER_DUP_FIELDNAME: ALTER TABLE ADD COLUMN of a column that exists
 )
 
 // isNoTable reports whether err says a shard table does not exist (or, inside a MySQL read

@@ -33,8 +33,20 @@
 // row_key BINARY(16) (SQLite BLOB); column_name VARCHAR(64) with a binary collation (MySQL
 // ascii_bin, SQLite BINARY), so column keys that differ only in case are different cells;
 // ref_key BIGINT; body MEDIUMBLOB (SQLite BLOB), the stored form of cells.Body; created_at
-// DATETIME(6) in UTC (SQLite: INTEGER microseconds since the Unix epoch). Times are stored
-// truncated to the microsecond and read back in UTC.
+// DATETIME(6) in UTC (SQLite: INTEGER microseconds since the Unix epoch); origin, the cluster
+// the cell was first written in (cells.Cell.Origin), VARCHAR(32) ascii_bin NOT NULL (SQLite
+// TEXT NOT NULL) with the empty string as default, "" for a cell written in this cluster. Times
+// are stored truncated to the microsecond and read back in UTC. Insert stores Origin as given
+// and refuses one that is not "" or a cluster name (ErrInvalidOrigin); every read returning
+// cells returns it, and every copy of cells (snapshots and Restore, splits and merges, a
+// partition's move, async mode's buffer) keeps it.
+//
+// Tables created before the origin column get it when the store opens them: SQLite adds it to
+// a partition file's entity tables that lack it when the partition is opened, in one
+// transaction; OpenMySQL (unless ReadOnly) to the prefix's entity tables and buffer table that
+// lack it. ALTER TABLE ... ADD COLUMN rewrites no row on either engine (the old rows read the
+// default, ""), and appends the column last, where new tables have it too. A store whose tables
+// all have it pays one catalog query.
 //
 // A shard's tables are created on first use, by EnsureShards (or Restore), never inside a
 // write transaction because MySQL DDL commits implicitly. Reads of a shard whose tables do not
@@ -110,29 +122,30 @@
 //
 // A MySQL store also holds the buffer table of async mode, "<prefix>_meta.buffer" (created by
 // OpenMySQL): cells written on behalf of another storage cluster, one row per datastore and cell
-// key (PutBuffered, ScanBuffered, DeleteBuffered, BufferStats). Lock takes a MySQL named lock on a
-// connection of its own, which async mode holds around each write transaction on a master.
-// MySQLConfig.ReadOnly opens a store on a minion: no DDL, and missing meta or shard tables read
-// as empty.
+// key, with the cell's origin (PutBuffered, ScanBuffered, DeleteBuffered, BufferStats). Lock takes
+// a MySQL named lock on a connection of its own, which async mode holds around each write
+// transaction on a master. MySQLConfig.ReadOnly opens a store on a minion: no DDL, and missing meta
+// or shard tables read as empty.
 //
 // # The pebble engine
 //
 // OpenPebble opens one pebble database per node holding every partition the node hosts. A
-// partition's keys start with a data prefix of its own, "p" and a generation (8 bytes), which
-// its directory entry ("d", datastore, 0x00, partition) names. Under it, the entity table's two
-// B-trees become two key ranges: the shard's log ("l", shard, added_id -> the whole cell: row
-// key, ref key, created_at, column, body), read by ReadLog, ScanShard and snapshots in added_id
-// order, and the unique key ("c", shard, row key, column, ref key -> added_id), read by point
-// reads, Lookup and GetRow. KV rows are "k" + key; request records "r" + ID, with "t" +
-// created_at + ID ordering them for PruneRequests; the applied state "a"; an index table's
-// existence "x" + name + shard (holding its columns' definition), its entries "i" + name + shard
-// + 0 + row key, and for each order a query can take (by row key, by column c) a copy of the
-// entry under its shard field's and column's values in an order-preserving encoding (NULL
-// first, strings escaped, numbers with the sign bit flipped), so QueryIndex reads one ordered
-// key range under the shard field and checks the conditions on each entry (as SQL's plans do,
-// see QueryIndex's caveat). Integers in keys are big-endian with the sign bit flipped, strings
-// escaped (0x00 becomes 0x00 0xff, 0x00 0x01 ends one), so keys sort as the SQL engines order
-// rows.
+// partition's keys start with a data prefix of its own, "p" and a generation (8 bytes), which its
+// directory entry ("d", datastore, 0x00, partition) names. Under it, the entity table's two B-trees
+// become two key ranges: the shard's log ("l", shard, added_id -> the whole cell: row key, ref key,
+// created_at, column, origin, body; a cell with no origin is encoded without it, as before origins
+// existed, and a flag on the column's length marks one that has it: see appendLogValue), read by
+// ReadLog, ScanShard and snapshots in added_id order, and the unique key ("c", shard, row key,
+// column, ref key -> added_id), read by point reads, Lookup and GetRow. KV rows are "k" + key;
+// request records "r" + ID, with "t" + created_at + ID ordering them for PruneRequests; the applied
+// state "a"; an index table's existence "x" + name + shard (holding its columns' definition), its
+// entries "i" + name + shard + 0 + row key, and for each order a query can take (by row key, by
+// column c) a copy of the entry under its shard field's and column's values in an order-preserving
+// encoding (NULL first, strings escaped, numbers with the sign bit flipped), so QueryIndex reads
+// one ordered key range under the shard field and checks the conditions on each entry (as SQL's
+// plans do, see QueryIndex's caveat). Integers in keys are big-endian with the sign bit flipped,
+// strings escaped (0x00 becomes 0x00 0xff, 0x00 0x01 ends one), so keys sort as the SQL engines
+// order rows.
 //
 // A write transaction is an indexed batch (its reads see its writes), committed without an fsync
 // of pebble's write-ahead log: the raft log, synced, covers a crash, and a replica whose last
@@ -154,7 +167,9 @@
 // part: its state, the keys of the shards it owned, and a generation whole once no entry names
 // it. EnsureShards creates
 // nothing (keys need no table), so Insert never returns ErrNoShardTable. Buffers, placement,
-// fences, locks and DropCopy are MySQL's (async mode) and are not available.
+// fences, locks and DropCopy are MySQL's (async mode) and are not available. The applied state
+// holds a layout version: 2 since log entries may hold an origin; a partition of version 1
+// reads as it is and becomes version 2 at its next write, which a build of version 1 refuses.
 //
 // On MySQL a split copies no cell either: each shard's tables are in a database of the
 // shard's own, whatever partition holds it, so ShareShards writes only the right half's KV
@@ -172,9 +187,9 @@
 //
 // Migration: with PebbleConfig.MigrateSQLiteDir, the first time Partition opens a partition
 // this database has never held and whose SQLite file is in that directory, it copies the file's
-// content from a snapshot of it (cells with their added_ids and created_at, KV rows, index
-// tables and entries, request records, the applied state) with Restore, then moves the file
-// into MigrateSQLiteDir + ".migrated".
+// content from a snapshot of it (cells with their added_ids, created_at and origins, KV rows,
+// index tables and entries, request records, the applied state) with Restore, then moves the
+// file into MigrateSQLiteDir + ".migrated".
 //
 // # Caveats
 //
@@ -213,6 +228,9 @@
 //     each column's kind in a comment), MySQL the columns' types and comments. A table created
 //     by a build that writes another text or comment for the same columns is refused: such a
 //     change needs new index names.
+//   - A read-only MySQL store (MySQLConfig.ReadOnly, an async minion) adds no origin column: it
+//     reads the tables its master, once opened by a build with origins, has migrated and
+//     replicated. Until then its reads of those tables fail (unknown column origin).
 //   - QueryIndex serves its order from the B-tree of its OrderBy column; conditions on other
 //     columns filter the rows it walks, so a selective condition on a column other than the
 //     order may read many rows per page.

@@ -138,6 +138,9 @@ func cellDiff(got, want cells.Cell) string {
 	if !got.CreatedAt.Equal(want.CreatedAt) || got.CreatedAt.Location() != time.UTC {
 		return fmt.Sprintf("%s: created_at %s, want %s (UTC)", got.Key, got.CreatedAt.Format(time.RFC3339Nano), want.CreatedAt.Format(time.RFC3339Nano))
 	}
+	if got.Origin != want.Origin {
+		return fmt.Sprintf("%s: origin %q, want %q", got.Key, got.Origin, want.Origin)
+	}
 	same, err := cells.SameBody(got.Body, want.Body)
 	if err != nil || !same {
 		return fmt.Sprintf("%s: body of %d bytes differs from the %d written (err %v)", got.Key, len(got.Body), len(want.Body), err)

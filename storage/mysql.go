@@ -13,7 +13,7 @@ import (
 
 // MySQL settings that are not configurable.
 const (
-	// mysqlInsertRows bounds a multi-row INSERT (6 placeholders a row; the server's limit for
+	// mysqlInsertRows bounds a multi-row INSERT (7 placeholders a row; the server's limit for
 	// prepared statements is 65535, interpolated statements are bounded by bytes).
 	mysqlInsertRows = 500
 	// mysqlInsertBytesCap caps the bodies of one INSERT whatever max_allowed_packet allows.
@@ -26,12 +26,14 @@ const (
 )
 
 // OpenMySQL connects to the MySQL (or MariaDB) server of cfg.DSN and creates the meta tables
-// "<prefix>_meta.partitions", "<prefix>_meta.kv" (the KV rows of every partition), and async
-// mode's "<prefix>_meta.buffer" and "<prefix>_meta.placement" if missing. Zero fields of cfg
-// take their defaults; an invalid cfg returns errors wrapping ErrInvalidConfig. The DSN's database is ignored; the connection is
-// forced to parseTime=true, loc=UTC, interpolateParams=true and time_zone '+00:00'. One pool
-// of cfg.MaxOpenConns connections serves every partition; each open snapshot holds one.
-// OpenMySQL blocks until the server answers or ctx is done.
+// "<prefix>_meta.partitions", "<prefix>_meta.kv" (the KV rows of every partition), and async mode's
+// "<prefix>_meta.buffer" and "<prefix>_meta.placement" if missing. Unless cfg.ReadOnly, it then
+// adds the origin column to the prefix's entity tables and buffer table created without it, by an
+// older build (migrateMySQLOrigin). Zero fields of cfg take their defaults; an invalid cfg returns
+// errors wrapping ErrInvalidConfig. The DSN's database is ignored; the connection is forced to
+// parseTime=true, loc=UTC, interpolateParams=true and time_zone '+00:00'. One pool of
+// cfg.MaxOpenConns connections serves every partition; each open snapshot holds one. OpenMySQL
+// blocks until the server answers or ctx is done.
 func OpenMySQL(ctx context.Context, cfg MySQLConfig) (*Store, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -113,6 +115,11 @@ func OpenMySQL(ctx context.Context, cfg MySQLConfig) (*Store, error) {
 	for _, stmt := range ddl {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return nil, errors.Join(fmt.Errorf("storage: create mysql meta tables: %w", err), db.Close())
+		}
+	}
+	if !cfg.ReadOnly {
+		if err := migrateMySQLOrigin(ctx, db, cfg.Prefix); err != nil {
+			return nil, errors.Join(fmt.Errorf("storage: mysql: %w", err), db.Close())
 		}
 	}
 	s := &Store{engine: EngineMySQL, parts: make(map[PartitionID]*PartitionStore), closeEngine: db.Close, db: db, meta: meta}
@@ -225,8 +232,9 @@ func DropMySQLPrefix(ctx context.Context, dsn, prefix string) error {
 // MySQLCellTableDDL returns the CREATE TABLE IF NOT EXISTS statement of one shard's cell table,
 // `entity` in database db (which must exist), as the MySQL storage lays it out: added_id the
 // primary key, the cell key (row_key, column_name, ref_key) unique, body a MEDIUMBLOB (at most
-// 16 MiB), created_at in microseconds, InnoDB, utf8mb4_bin. column_name is ascii_bin, as the
-// default collations compare case-insensitively and would make "base" and "BASE" one cell.
+// 16 MiB), created_at in microseconds, origin (cells.Cell.Origin, "" for a cell written in this
+// cluster) last, InnoDB, utf8mb4_bin. column_name is ascii_bin, as the default collations
+// compare case-insensitively and would make "base" and "BASE" one cell.
 // The benchmark's MySQL baseline (schemaless bench --baseline mysql) creates the same table.
 func MySQLCellTableDDL(db string) string {
 	return "CREATE TABLE IF NOT EXISTS `" + db + "`.`entity` (\n" +
@@ -236,7 +244,54 @@ func MySQLCellTableDDL(db string) string {
 		"\tref_key BIGINT NOT NULL,\n" +
 		"\tbody MEDIUMBLOB NOT NULL,\n" +
 		"\tcreated_at DATETIME(6) NOT NULL,\n" +
+		"\t" + mysqlOriginColumn + ",\n" +
 		"\tPRIMARY KEY (added_id),\n" +
 		"\tUNIQUE KEY cell_key (row_key, column_name, ref_key)\n" +
 		") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+}
+
+// mysqlOriginColumn is the definition of the origin column (cells.Cell.Origin) of the entity
+// tables and the buffer table: a cluster name is ASCII, compared bytewise.
+const mysqlOriginColumn = "origin VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT ''"
+
+// migrateMySQLOrigin adds the origin column, last, to every table of prefix's databases named
+// entity or buffer (the shards' entity tables and the meta database's buffer table) that lacks
+// it: tables created by a build older than the column. Their rows read the default, "". One
+// query of information_schema.columns finds them; each is altered with ALTER TABLE ... ADD
+// COLUMN, which InnoDB does in place without copying rows (instantly on MariaDB 10.3 and later,
+// MySQL 8.0 and later), so a store whose tables all have the column costs that query alone. The
+// prefix's databases are those named prefix + "_" and more, which may include another
+// prefix's (see the caveat on prefixes): their tables get the column too, which their build
+// ignores or has.
+func migrateMySQLOrigin(ctx context.Context, db *sql.DB, prefix string) error {
+	rows, err := db.QueryContext(ctx, "SELECT table_schema, table_name FROM information_schema.columns "+
+		"WHERE table_schema LIKE ? AND table_name IN ('entity', 'buffer') "+
+		"GROUP BY table_schema, table_name HAVING SUM(column_name = 'origin') = 0",
+		strings.ReplaceAll(prefix, "_", `\_`)+`\_%`)
+	if err != nil {
+		return fmt.Errorf("list the tables without origin: %w", err)
+	}
+	var tables []string
+	for rows.Next() {
+		var schema, table string
+		if err := rows.Scan(&schema, &table); err != nil {
+			rows.Close()
+			return fmt.Errorf("list the tables without origin: %w", err)
+		}
+		tables = append(tables, "`"+strings.ReplaceAll(schema, "`", "``")+"`.`"+table+"`")
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("list the tables without origin: %w", err)
+	}
+	for _, t := range tables {
+		_, err := db.ExecContext(ctx, "ALTER TABLE "+t+" ADD COLUMN "+mysqlOriginColumn)
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == mysqlErrDupFieldName {
+			err = nil // added meanwhile, by another store of the prefix
+		}
+		if err != nil {
+			return fmt.Errorf("add the origin column to %s: %w", t, err)
+		}
+	}
+	return nil
 }

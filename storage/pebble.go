@@ -34,8 +34,10 @@ const (
 const pebbleMemTables = 4
 
 // pebbleSchemaVersion is the key layout version kept with each partition's applied state; a
-// partition written by a newer layout is refused.
-const pebbleSchemaVersion = 1
+// partition written by a newer layout is refused. Version 2 added the origin to log entries
+// (appendLogValue), which a build of version 1 would misread; it reads version 1's values as
+// they are.
+const pebbleSchemaVersion = 2
 
 // PebbleConfig configures the log-structured embedded engine (OpenPebble). Zero fields take
 // their defaults; Validate reports invalid ones.
@@ -132,7 +134,7 @@ const (
 	// tagCell + shard (2) + row key (16) + column (escaped) + ref key (8): the unique key of a
 	// cell -> its added_id (8).
 	tagCell = 'c'
-	// tagLog + shard (2) + added_id (8): the shard's log -> the cell (logValue).
+	// tagLog + shard (2) + added_id (8): the shard's log -> the cell (appendLogValue).
 	tagLog = 'l'
 	// tagRequest + ID (16) -> created_at (8) + record.
 	tagRequest = 'r'

@@ -46,29 +46,64 @@ func (pp *pebblePart) logKey(shard int, added int64) []byte {
 // shardLog is the prefix of shard's log entries.
 func (pp *pebblePart) shardLog(shard int) []byte { return appendShard(pp.key(tagLog, 2), shard) }
 
+// logOriginFlag is added to the column's length in a log entry's value when the cell's origin
+// follows the column. A column key is at most cells.MaxColumnKeyLen (64) bytes, so a length
+// with the flag never was a column's length: values written before origins existed, with none,
+// decode as before, with Origin "".
+const logOriginFlag = 1 << 28
+
 // appendLogValue appends the value of c's log entry: row key (16), ref key (8), created_at in
-// microseconds (8), the column's length (uvarint) and bytes, then the body.
+// microseconds (8), the column's length (uvarint; plus logOriginFlag when c has an origin) and
+// bytes, when c has an origin its length (1 byte) and bytes, then the body. A cell without an
+// origin is encoded as before origins existed.
 func appendLogValue(b []byte, c *cells.Cell) []byte {
 	b = append(b, c.RowKey[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(c.RefKey))
 	b = binary.BigEndian.AppendUint64(b, uint64(c.CreatedAt.UnixMicro()))
-	b = binary.AppendUvarint(b, uint64(len(c.ColumnKey)))
-	return append(append(b, c.ColumnKey...), c.Body...)
+	if c.Origin == "" {
+		b = binary.AppendUvarint(b, uint64(len(c.ColumnKey)))
+		return append(append(b, c.ColumnKey...), c.Body...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(c.ColumnKey))+logOriginFlag)
+	b = append(append(b, c.ColumnKey...), byte(len(c.Origin)))
+	return append(append(b, c.Origin...), c.Body...)
 }
 
 // errBadValue: a stored value that does not decode (corruption).
 var errBadValue = errors.New("storage: malformed value in the pebble store")
 
-// logColumn returns the column of a log entry's value without decoding the rest.
-func logColumn(v []byte) ([]byte, error) {
+// logFields splits a log entry's value after its fixed 32 bytes into the column, the origin
+// and the body, without copying.
+func logFields(v []byte) (col, origin, body []byte, err error) {
 	if len(v) < 32 {
-		return nil, errBadValue
+		return nil, nil, nil, errBadValue
 	}
 	n, w := binary.Uvarint(v[32:])
-	if w <= 0 || uint64(len(v)-32-w) < n {
-		return nil, errBadValue
+	if w <= 0 {
+		return nil, nil, nil, errBadValue
 	}
-	return v[32+w : 32+w+int(n)], nil
+	hasOrigin := n >= logOriginFlag
+	if hasOrigin {
+		n -= logOriginFlag
+	}
+	rest := v[32+w:]
+	if uint64(len(rest)) < n {
+		return nil, nil, nil, errBadValue
+	}
+	col, rest = rest[:n], rest[n:]
+	if hasOrigin {
+		if len(rest) < 1 || len(rest)-1 < int(rest[0]) {
+			return nil, nil, nil, errBadValue
+		}
+		origin, rest = rest[1:1+int(rest[0])], rest[1+int(rest[0]):]
+	}
+	return col, origin, rest, nil
+}
+
+// logColumn returns the column of a log entry's value without decoding the rest.
+func logColumn(v []byte) ([]byte, error) {
+	col, _, _, err := logFields(v)
+	return col, err
 }
 
 // logMicros returns the created_at of a log entry's value, in microseconds.
@@ -81,7 +116,7 @@ func logMicros(v []byte) (int64, error) {
 
 // decodeLog decodes the log entry of key k and value v into a cell that owns its memory.
 func decodeLog(k, v []byte) (cells.Cell, error) {
-	col, err := logColumn(v)
+	col, origin, body, err := logFields(v)
 	if err != nil || len(k) < 8 {
 		return cells.Cell{}, errBadValue
 	}
@@ -90,8 +125,8 @@ func decodeLog(k, v []byte) (cells.Cell, error) {
 	c.RefKey = int64(binary.BigEndian.Uint64(v[16:24]))
 	c.CreatedAt = time.UnixMicro(int64(binary.BigEndian.Uint64(v[24:32]))).UTC()
 	c.ColumnKey = string(col)
-	_, w := binary.Uvarint(v[32:])
-	c.Body = cells.Body(bytes.Clone(v[32+w+len(col):]))
+	c.Origin = string(origin)
+	c.Body = cells.Body(bytes.Clone(body))
 	c.AddedID = readI64(k[len(k)-8:])
 	return c, nil
 }
@@ -498,7 +533,7 @@ func (tx *WriteTx) pebbleLookup(shard int, keys []cells.Key) (map[cells.Key]Exis
 		if err != nil {
 			return nil, tx.p.fail(fmt.Sprintf("lookup %s in shard %d", keys[i], shard), err)
 		}
-		out[keys[i]] = Existing{AddedID: c.AddedID, Body: c.Body, CreatedAt: c.CreatedAt}
+		out[keys[i]] = Existing{AddedID: c.AddedID, Body: c.Body, CreatedAt: c.CreatedAt, Origin: c.Origin}
 	}
 	return out, nil
 }

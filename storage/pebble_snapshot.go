@@ -197,6 +197,9 @@ func (p *PartitionStore) pebbleRestore(applied AppliedState, next func() (Restor
 		case !p.Shards().Contains(r.Shard):
 			return fmt.Errorf("storage: restore: record %d: %w: shard %d, range [%d, %d]", n, ErrShardRange, r.Shard, p.Shards().First, p.Shards().Last)
 		case r.Index == "":
+			if err := checkOrigin(&r.Cell); err != nil {
+				return fmt.Errorf("storage: restore: record %d: cell %s: %w", n, r.Cell.Key, err)
+			}
 			hi, ok := highs[r.Shard]
 			if !ok {
 				hi = math.MinInt64

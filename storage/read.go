@@ -16,7 +16,8 @@ import (
 // its statements in one, or on SQLite one statement for one key), so they see the latest
 // committed data and never block on the writer. On SQLite their statements are prepared once
 // per read connection. A shard whose tables do not exist yet reads as empty. Returned cells belong
-// to the caller; CreatedAt is in UTC.
+// to the caller; CreatedAt is in UTC; Origin is as Insert stored it ("" for a cell stored before
+// the column existed).
 
 // GetCell returns the cell of key in shard, or ErrNotFound (unwrapped).
 func (p *PartitionStore) GetCell(ctx context.Context, shard int, key cells.Key) (cells.Cell, error) {
@@ -133,10 +134,10 @@ func (p *PartitionStore) getSnapshotOne(ctx context.Context, k SnapshotKey) (c c
 	row := p.readRow(ctx, q, args...)
 	var (
 		addedID, refKey, micros sql.NullInt64
-		column                  sql.NullString
+		column, origin          sql.NullString
 		rowKey, body            []byte
 	)
-	err = row.Scan(&a.Index, &a.Term, &addedID, &rowKey, &column, &refKey, &body, &micros)
+	err = row.Scan(&a.Index, &a.Term, &addedID, &rowKey, &column, &refKey, &body, &micros, &origin)
 	switch {
 	case errors.Is(err, sql.ErrNoRows) || isNoTable(err):
 		return cells.Cell{}, false, AppliedState{}, false, nil
@@ -150,14 +151,14 @@ func (p *PartitionStore) getSnapshotOne(ctx context.Context, k SnapshotKey) (c c
 		return cells.Cell{}, false, AppliedState{}, false, fmt.Errorf("storage: stored row key of %d bytes: %w", len(rowKey), err)
 	}
 	c = cells.Cell{AddedID: addedID.Int64, Key: cells.Key{RowKey: u, ColumnKey: column.String, RefKey: refKey.Int64},
-		Body: cells.Body(body), CreatedAt: time.UnixMicro(micros.Int64).UTC()}
+		Body: cells.Body(body), CreatedAt: time.UnixMicro(micros.Int64).UTC(), Origin: origin.String}
 	return c, true, a, true, nil
 }
 
 // snapshotOneSQL is getSnapshotOne's statement and arguments.
 func (p *PartitionStore) snapshotOneSQL(k SnapshotKey) (string, []any) {
 	cq, args := p.cellSQL(k.Shard, k.Key, k.Latest)
-	q := "SELECT m.applied_index, m.applied_term, c.added_id, c.row_key, c.column_name, c.ref_key, c.body, c.created_at FROM " +
+	q := "SELECT m.applied_index, m.applied_term, c.added_id, c.row_key, c.column_name, c.ref_key, c.body, c.created_at, c.origin FROM " +
 		p.d.meta + " AS m LEFT JOIN (" + cq + ") AS c ON 1 = 1 WHERE m.datastore = ? AND m.`partition` = ?"
 	return q, append(args, p.id.Datastore, p.id.Partition)
 }
@@ -203,7 +204,7 @@ func (p *PartitionStore) GetRow(ctx context.Context, shard int, rowKey uuid.UUID
 		return p.pebbleGetRow(shard, rowKey)
 	}
 	t := p.d.entity(shard)
-	q := "SELECT e.added_id, e.row_key, e.column_name, e.ref_key, e.body, e.created_at FROM " + t + " e " +
+	q := "SELECT e.added_id, e.row_key, e.column_name, e.ref_key, e.body, e.created_at, e.origin FROM " + t + " e " +
 		"JOIN (SELECT column_name, MAX(ref_key) AS ref_key FROM " + t + " WHERE row_key = ? GROUP BY column_name) m " +
 		"ON e.column_name = m.column_name AND e.ref_key = m.ref_key " +
 		"WHERE e.row_key = ? ORDER BY e.column_name"

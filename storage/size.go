@@ -21,9 +21,9 @@ import (
 //     information_schema.TABLES, InnoDB's page counts (refreshed by its statistics, after
 //     about 10% of a table changed);
 //   - SQLite: the shard's cells (the span of its added_ids, which are dense in a shard log)
-//     times the mean size of its newest sqliteSizeSample cells (keys, body and created_at,
-//     twice the key for the unique index, plus sqliteRowOverhead bytes), O(log n) reads of
-//     the entity table.
+//     times the mean size of its newest sqliteSizeSample cells (keys, body, origin and
+//     created_at, twice the key for the unique index, plus sqliteRowOverhead bytes), O(log n)
+//     reads of the entity table.
 //
 // A shard whose table does not exist yet counts 0. Index entries are not counted.
 // ErrShardRange when r is not inside the partition's range. It blocks on the engine's reads.
@@ -124,7 +124,7 @@ func (p *PartitionStore) sqliteShardSizes(ctx context.Context, r cells.ShardRang
 		var first, last sql.NullInt64
 		var mean sql.NullFloat64
 		err := p.read.QueryRowContext(ctx, "SELECT (SELECT MIN(added_id) FROM "+t+"), (SELECT MAX(added_id) FROM "+t+"), "+
-			"(SELECT AVG(2 * (length(row_key) + length(column_name)) + length(body)) FROM (SELECT row_key, column_name, body FROM "+t+
+			"(SELECT AVG(2 * (length(row_key) + length(column_name)) + length(body) + length(origin)) FROM (SELECT row_key, column_name, body, origin FROM "+t+
 			" ORDER BY added_id DESC LIMIT "+strconv.Itoa(sqliteSizeSample)+"))").Scan(&first, &last, &mean)
 		if err != nil {
 			return nil, p.fail("shard sizes of "+t, err)

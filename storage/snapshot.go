@@ -76,12 +76,13 @@ type SnapshotTx struct {
 // entry at or below Applied().Index.
 func (s *SnapshotTx) Applied() AppliedState { return s.applied }
 
-// ScanShard calls fn with every cell of shard in the view, in ascending added_id order, and
-// returns fn's first error (wrapped) without calling it again. A shard whose tables did not
-// exist when the view was taken has no cells. Cells are read in pages (at most 2000 cells,
-// about 16 MiB of bodies), so memory stays flat; fn runs with no statement open and owns the
-// cells it is given, but must not call the SnapshotTx. A read error or ctx ending stops the
-// scan; on MySQL it also breaks the view (later calls fail; Close still releases it).
+// ScanShard calls fn with every cell of shard in the view (with its AddedID, CreatedAt and Origin:
+// what Restore takes back), in ascending added_id order, and returns fn's first error (wrapped)
+// without calling it again. A shard whose tables did not exist when the view was taken has no
+// cells. Cells are read in pages (at most 2000 cells, about 16 MiB of bodies), so memory stays
+// flat; fn runs with no statement open and owns the cells it is given, but must not call the
+// SnapshotTx. A read error or ctx ending stops the scan; on MySQL it also breaks the view (later
+// calls fail; Close still releases it).
 func (s *SnapshotTx) ScanShard(ctx context.Context, shard int, fn func(cells.Cell) error) error {
 	if s.closed {
 		return ErrClosed
@@ -211,16 +212,17 @@ type RestoreRecord struct {
 // indexes, empty, or with none; Restore again before relying on them.
 //
 // next returns each record, and io.EOF (unwrapped) after the last; any other error aborts the
-// Restore and is returned wrapped. Restore buffers up to one INSERT of records from next, so
-// next must not reuse the memory of the cells or entries it returned. Cells are stored as
-// given (AddedID, CreatedAt), entries as given (whole rows). A shard outside the range returns
-// ErrShardRange; a duplicate key or added_id, a row key given twice for one index table and
-// shard, or a KV key given twice, ErrDuplicate; a KV row out of bounds ErrKVTooLarge and an
-// invalid table in indexes (or two of one name) ErrInvalidConfig, both checked before anything
-// is done; an entry of an index not in indexes ErrInvalidConfig, and one whose values do not
-// fit its columns ErrIndexValue. Restore is a writer call: it returns ErrTxOpen if a write
-// transaction is open. In MySQL, dropping an index table waits for open snapshots that have
-// read it. ctx bounds the whole restore.
+// Restore and is returned wrapped. Restore buffers up to one INSERT of records from next, so next
+// must not reuse the memory of the cells or entries it returned. Cells are stored as given
+// (AddedID, CreatedAt, Origin), entries as given (whole rows). A cell whose Origin is neither ""
+// nor a valid cluster name returns ErrInvalidOrigin. A shard outside the range returns
+// ErrShardRange; a duplicate key or added_id, a row key given twice for one index table and shard,
+// or a KV key given twice, ErrDuplicate; a KV row out of bounds ErrKVTooLarge and an invalid table
+// in indexes (or two of one name) ErrInvalidConfig, both checked before anything is done; an entry
+// of an index not in indexes ErrInvalidConfig, and one whose values do not fit its columns
+// ErrIndexValue. Restore is a writer call: it returns ErrTxOpen if a write transaction is open. In
+// MySQL, dropping an index table waits for open snapshots that have read it. ctx bounds the whole
+// restore.
 func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next func() (RestoreRecord, error), kv []KV, indexes []IndexTable) error {
 	if p.closed.Load() {
 		return ErrClosed
@@ -335,6 +337,9 @@ func (p *PartitionStore) Restore(ctx context.Context, applied AppliedState, next
 		}
 		var bytes int
 		if r.Index == "" {
+			if err := checkOrigin(&r.Cell); err != nil {
+				return fmt.Errorf("storage: restore: record %d: cell %s: %w", n, r.Cell.Key, err)
+			}
 			bytes = cellBytes(&r.Cell)
 		} else {
 			if tables[r.Index] == nil {

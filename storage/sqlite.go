@@ -17,7 +17,7 @@ const (
 	// sqliteBusyTimeoutMillis is how long a connection waits for a lock (the WAL checkpoint,
 	// another process) before SQLITE_BUSY.
 	sqliteBusyTimeoutMillis = 10000
-	// sqliteInsertRows bounds a multi-row INSERT: 6 variables a row stays far below
+	// sqliteInsertRows bounds a multi-row INSERT: 7 variables a row stays far below
 	// SQLITE_MAX_VARIABLE_NUMBER (32766 in modernc.org/sqlite).
 	sqliteInsertRows = 500
 	// sqliteInsertBytes bounds the bodies of one INSERT, to keep statements of large bodies
@@ -71,7 +71,8 @@ func sqliteDialect() *dialect {
 		entity: func(shard int) string { return fmt.Sprintf("entity_%04d", shard) },
 		shardDDL: func(shard int) []string {
 			// added_id is the rowid (INTEGER PRIMARY KEY); column_name compares with BINARY, so
-			// "base" and "BASE" differ. STRICT rejects values of the wrong type.
+			// "base" and "BASE" differ. STRICT rejects values of the wrong type. origin is the
+			// last column, where migrateSQLiteEntities adds it to a table created without it.
 			return []string{fmt.Sprintf(`CREATE TABLE IF NOT EXISTS entity_%04d (
 	added_id INTEGER PRIMARY KEY,
 	row_key BLOB NOT NULL,
@@ -79,6 +80,7 @@ func sqliteDialect() *dialect {
 	ref_key INTEGER NOT NULL,
 	body BLOB NOT NULL,
 	created_at INTEGER NOT NULL,
+	`+sqliteOriginColumn+`,
 	UNIQUE (row_key, column_name, ref_key)
 ) STRICT`, shard)}
 		},
@@ -126,9 +128,62 @@ var sqliteRequestsDDL = []string{
 	"CREATE INDEX IF NOT EXISTS requests_by_time ON requests (created_at)",
 }
 
-// openSQLitePartition opens the file of partition id, creating its meta and KV tables if
-// missing: a writer pool of one connection (BEGIN IMMEDIATE) and a reader pool of
-// cfg.ReadConns query-only connections, both in WAL mode.
+// sqliteOriginColumn is the definition of the entity tables' origin column (cells.Cell.Origin),
+// in shardDDL and in the ALTER TABLE of migrateSQLiteEntities.
+const sqliteOriginColumn = "origin TEXT NOT NULL DEFAULT ''"
+
+// migrateSQLiteEntities adds the origin column to every entity table of the file of db (the
+// write pool) that lacks it, a table created by a build older than the column, in one
+// transaction: ALTER TABLE ... ADD COLUMN, which SQLite does by editing the table's definition,
+// without rewriting its rows (those read the default, ""). A file whose tables have it costs one
+// read of the schema. ALTER TABLE appends the column's text after the last column's, so a
+// migrated table's definition has origin last, as shardDDL's does (a split copies a table with
+// its definition and INSERT ... SELECT *, which needs the columns in one order).
+func migrateSQLiteEntities(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, `SELECT m.name FROM sqlite_master m WHERE m.type = 'table' AND m.name LIKE 'entity\_%' ESCAPE '\' `+
+		`AND NOT EXISTS (SELECT 1 FROM pragma_table_info(m.name) c WHERE c.name = 'origin')`)
+	if err != nil {
+		return fmt.Errorf("list the entity tables without origin: %w", err)
+	}
+	var old []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return fmt.Errorf("list the entity tables without origin: %w", err)
+		}
+		if rest, ok := strings.CutPrefix(name, "entity_"); ok && len(rest) == 4 {
+			if _, ok := shardDigits(rest); ok {
+				old = append(old, name)
+			}
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("list the entity tables without origin: %w", err)
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("add the origin column: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
+	for _, t := range old {
+		if _, err := tx.ExecContext(ctx, "ALTER TABLE "+t+" ADD COLUMN "+sqliteOriginColumn); err != nil {
+			return fmt.Errorf("add the origin column to %s: %w", t, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("add the origin column: %w", err)
+	}
+	return nil
+}
+
+// openSQLitePartition opens the file of partition id, creating its meta and KV tables if missing,
+// and adding the origin column to its entity tables that lack it (migrateSQLiteEntities): a writer
+// pool of one connection (BEGIN IMMEDIATE) and a reader pool of cfg.ReadConns query-only
+// connections, both in WAL mode.
 func openSQLitePartition(ctx context.Context, cfg SQLiteConfig, id PartitionID) (*dialect, *sql.DB, *sql.DB, bool, error) {
 	path := sqlitePath(cfg.Dir, id)
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)",
@@ -148,6 +203,9 @@ func openSQLitePartition(ctx context.Context, cfg SQLiteConfig, id PartitionID) 
 		if _, err := write.ExecContext(ctx, stmt); err != nil {
 			return nil, nil, nil, false, errors.Join(fmt.Errorf("storage: open %s: %w", path, err), write.Close())
 		}
+	}
+	if err := migrateSQLiteEntities(ctx, write); err != nil {
+		return nil, nil, nil, false, errors.Join(fmt.Errorf("storage: open %s: %w", path, err), write.Close())
 	}
 	read, err := sql.Open("sqlite", sqliteURI(path, common+fmt.Sprintf("&_pragma=cache_size(-%d)&_query_only=1", cfg.ReadCacheKiB)))
 	if err != nil {

@@ -48,8 +48,8 @@ func (p *PartitionStore) Begin(ctx context.Context) (*WriteTx, error) {
 // WriteTx is the write transaction of one partition, opened by Begin. It sees its own writes.
 // Its methods must be called from one goroutine (the writer's); they return ErrClosed after
 // Commit or Rollback. An error from Lookup, Insert, PutKV, DeleteKV, LookupIndex, UpsertIndex
-// or SetApplied (other than ErrKVTooLarge, ErrIndexValue and ErrInvalidConfig, returned before
-// any I/O) leaves the transaction open but its outcome undefined: roll it back.
+// or SetApplied (other than ErrKVTooLarge, ErrIndexValue, ErrInvalidOrigin and ErrInvalidConfig,
+// returned before any I/O) leaves the transaction open but its outcome undefined: roll it back.
 type WriteTx struct {
 	p  *PartitionStore
 	tx *sql.Tx
@@ -107,7 +107,7 @@ func (tx *WriteTx) Lookup(ctx context.Context, shard int, keys []cells.Key) (map
 			return nil, tx.p.fail(fmt.Sprintf("lookup %d keys in shard %d", len(chunk), shard), err)
 		}
 		for _, c := range found {
-			out[c.Key] = Existing{AddedID: c.AddedID, Body: c.Body, CreatedAt: c.CreatedAt}
+			out[c.Key] = Existing{AddedID: c.AddedID, Body: c.Body, CreatedAt: c.CreatedAt, Origin: c.Origin}
 		}
 	}
 	return out, nil
@@ -115,7 +115,9 @@ func (tx *WriteTx) Lookup(ctx context.Context, shard int, keys []cells.Key) (map
 
 // Insert appends cs to shard, as multi-row INSERT statements of up to 500 cells (fewer when
 // the bodies are large). Each cell is stored as given: AddedID (assigned by the caller, unique
-// in the shard), Key, Body and CreatedAt (stored in UTC, truncated to the microsecond). The
+// in the shard), Key, Body, CreatedAt (stored in UTC, truncated to the microsecond) and Origin.
+// A cell whose Origin is neither "" nor a valid cluster name (cells.ValidateClusterName)
+// returns ErrInvalidOrigin before anything is written, and the transaction stays usable. The
 // caller guarantees that every cell belongs to shard. A key or added_id that is already stored
 // returns ErrDuplicate, and then none of cs is stored and the transaction stays usable: the
 // failing statement is rolled back by the engine (SQLite's ABORT conflict resolution, InnoDB's
@@ -125,6 +127,9 @@ func (tx *WriteTx) Lookup(ctx context.Context, shard int, keys []cells.Key) (map
 // not retain cs.
 func (tx *WriteTx) Insert(ctx context.Context, shard int, cs []cells.Cell) error {
 	if err := tx.check(shard); err != nil {
+		return err
+	}
+	if err := checkOrigins(fmt.Sprintf("insert into shard %d", shard), cs); err != nil {
 		return err
 	}
 	if tx.b != nil {
@@ -282,13 +287,14 @@ type stmtCache struct {
 }
 
 const (
-	// shortStmtText is the longest text of a short statement (see stmtCache), in bytes.
-	shortStmtText = 192
+	// shortStmtText is the longest text of a short statement (see stmtCache), in bytes: a cell
+	// INSERT of 5 rows.
+	shortStmtText = 216
 	// maxShortStmts bounds the short statements of one stmtCache.
 	maxShortStmts = 1024
 	// maxCachedStmtText is the longest statement text stmtCache keeps prepared, in bytes: a
-	// cell INSERT of 21 rows, a lookup of 34 keys.
-	maxCachedStmtText = 512
+	// cell INSERT of 21 rows, a lookup of 40 keys.
+	maxCachedStmtText = 584
 	// maxCachedStmtBytes bounds the text bytes of one stmtCache's longer statements.
 	maxCachedStmtBytes = 64 << 10
 )

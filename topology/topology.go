@@ -30,6 +30,8 @@ const MaxShards = cells.MaxShards
 var (
 	nodeIDPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 	datastorePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+	// ZonePattern is what a zone name (NodeSpec.Zone, DatastoreSpec.LeaderZone) must match.
+	ZonePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 )
 
 // Topology is the static description of a cluster, shared by every node (YAML):
@@ -52,8 +54,13 @@ var (
 //	    buffer_clusters: 1         # buffered writes: copies on other clusters' masters
 //	    # partitions: [{id: 0, first_shard: 0, last_shard: 31, cluster: c1}, ...]
 type Topology struct {
-	Nodes      []NodeSpec      `yaml:"nodes"`
-	Datastores []DatastoreSpec `yaml:"datastores"`
+	// ClusterName names the cluster among the clusters that replicate to each other (see
+	// docs/operations.md, "Two datacenters"): cells.ValidateClusterName's form, unique among
+	// them; `schemaless serve --cluster-name` overrides it. Optional: a cluster with no name
+	// cannot replicate.
+	ClusterName string          `yaml:"cluster_name,omitempty"`
+	Nodes       []NodeSpec      `yaml:"nodes"`
+	Datastores  []DatastoreSpec `yaml:"datastores"`
 	// Security names the files of every node's TLS, principals and gossip key; `schemaless
 	// serve` flags override it. Optional.
 	Security SecuritySpec `yaml:"security,omitempty"`
@@ -79,11 +86,16 @@ func (s SecuritySpec) For(id string) SecuritySpec {
 // NodeSpec is one node. RaftAddr is the node's transport address (host:port), carrying raft
 // traffic of every partition and node-to-node forwarding; HTTPAddr serves the HTTP API;
 // GossipAddr (optional) is where it gossips membership (hashicorp/memberlist, TCP and UDP).
+// Zone (optional, ZonePattern) is the failure domain the node is in (a datacenter's zone, a
+// rack): placement keeps a partition's voters in as many distinct zones as it can, so that no
+// zone holds a majority of them when there are three zones or more (docs/operations.md,
+// Zones). Nodes without a zone are all in one unnamed zone.
 type NodeSpec struct {
 	ID         string `yaml:"id"`
 	RaftAddr   string `yaml:"raft_addr"`
 	HTTPAddr   string `yaml:"http_addr"`
 	GossipAddr string `yaml:"gossip_addr,omitempty"`
+	Zone       string `yaml:"zone,omitempty"`
 }
 
 // DatastoreSpec is one datastore. Shards is fixed at creation. Either Partitions lists the
@@ -127,6 +139,10 @@ type DatastoreSpec struct {
 	// default): 0 takes the node's, a negative value turns size-based splitting off for the
 	// datastore.
 	SplitSize int64 `yaml:"split_size,omitempty"`
+	// LeaderZone (optional, ZonePattern) is the zone whose nodes should lead the datastore's
+	// partitions: a rebalance and the leadership transfers the cluster makes on its own (after
+	// a split) pick a voter in it when one is alive. "" prefers none.
+	LeaderZone string `yaml:"leader_zone,omitempty"`
 }
 
 // StorageClusterSpec is one MySQL storage cluster of an async datastore: the DSN of its
@@ -218,6 +234,11 @@ func (t *Topology) Normalize() error {
 	if len(t.Nodes) == 0 {
 		add("no nodes")
 	}
+	if t.ClusterName != "" {
+		if err := cells.ValidateClusterName("cluster_name", t.ClusterName); err != nil {
+			add("%v", err)
+		}
+	}
 	ids := map[string]bool{}
 	addrs := map[string]string{}
 	for i, n := range t.Nodes {
@@ -228,6 +249,9 @@ func (t *Topology) Normalize() error {
 			add("nodes[%d].id %q is used twice", i, n.ID)
 		}
 		ids[n.ID] = true
+		if n.Zone != "" && !ZonePattern.MatchString(n.Zone) {
+			add("nodes[%d].zone %q must match %s", i, n.Zone, ZonePattern)
+		}
 		for _, f := range [...]struct{ field, addr string }{{"raft_addr", n.RaftAddr}, {"http_addr", n.HTTPAddr}} {
 			field, a := f.field, f.addr
 			if _, port, err := net.SplitHostPort(a); err != nil {
@@ -253,6 +277,9 @@ func (t *Topology) Normalize() error {
 		names[d.Name] = true
 		if d.Mode == "" {
 			d.Mode = ModeRaft
+		}
+		if d.LeaderZone != "" && !ZonePattern.MatchString(d.LeaderZone) {
+			add("datastores[%d].leader_zone %q must match %s", i, d.LeaderZone, ZonePattern)
 		}
 		async := d.Mode == ModeAsync
 		if d.Mode != ModeRaft && !async {

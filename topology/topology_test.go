@@ -381,3 +381,20 @@ func TestLoadTopology(t *testing.T) {
 	_, err = topology.Load(filepath.Join(t.TempDir(), "missing.yaml"))
 	require.ErrorIs(t, err, os.ErrNotExist, "LoadTopology(missing file)")
 }
+
+// TestZones: a node's zone and a datastore's leader zone must match ZonePattern; valid ones
+// load as written.
+func TestZones(t *testing.T) {
+	good := topology.Topology{Nodes: []topology.NodeSpec{{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2", Zone: "us-east-1a"}},
+		Datastores: []topology.DatastoreSpec{{Name: "trips", Shards: 4, LeaderZone: "us-east-1a"}}}
+	require.NoError(t, good.Normalize())
+	assert.Equal(t, "us-east-1a", good.Nodes[0].Zone)
+	assert.Equal(t, "us-east-1a", good.Datastores[0].LeaderZone)
+
+	bad := topology.Topology{Nodes: []topology.NodeSpec{{ID: "n1", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2", Zone: "Zone A"}},
+		Datastores: []topology.DatastoreSpec{{Name: "trips", Shards: 4, LeaderZone: "-b"}}}
+	err := bad.Normalize()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `nodes[0].zone "Zone A" must match`)
+	assert.Contains(t, err.Error(), `datastores[0].leader_zone "-b" must match`)
+}

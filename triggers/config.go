@@ -91,6 +91,13 @@ type Config struct {
 	// the same on every replica) or ConsistencyStrong (the leader). client's constants of the
 	// same names are the same values.
 	Consistency string
+	// Pipeline delivers each shard on its own: a shard whose page is handled is read again at
+	// once (the long poll of the others is cut short for it), instead of every shard of a poll
+	// waiting for the slowest page of that poll. It suits handlers whose pages take a network
+	// round trip (replication between clusters, package peering): a cell then waits for at most
+	// its own shard's page in flight. Off by default: each cut poll is a new log read, which
+	// over HTTP (client.TriggerSource) costs a connection.
+	Pipeline bool
 	// Registerer receives the worker's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger receives rebalances, parked cells and errors. Default slog.Default().

@@ -2,7 +2,6 @@ package triggers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -389,6 +388,9 @@ func (w *worker) deliverable() (ready []*shardState, start []*shardState, change
 // deliverLoop reads the owned shards' logs and delivers their cells until ctx ends or the group
 // halts.
 func (w *worker) deliverLoop(ctx context.Context) error {
+	if w.cfg.Pipeline {
+		return w.pipelineLoop(ctx)
+	}
 	for ctx.Err() == nil {
 		ready, start, changed, halted := w.deliverable()
 		if halted {
@@ -415,27 +417,8 @@ func (w *worker) deliverLoop(ctx context.Context) error {
 			req.Shards = append(req.Shards, ShardLocation{Shard: st.shard, Location: st.offset})
 		}
 		w.mu.Unlock()
-		pctx, cancel := context.WithCancel(ctx)
-		go func() { // an assignment change ends the poll early
-			select {
-			case <-changed:
-			case <-pctx.Done():
-			}
-			cancel()
-		}()
-		pages, err := w.src.ReadLogs(pctx, req)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
-				w.cfg.Logger.Warn("triggers: log read failed", "group", w.cfg.Group, "error", err)
-				sleepCtx(ctx, w.cfg.Backoff)
-			}
-			continue
-		}
-		if len(pages) != len(ready) {
-			w.cfg.Logger.Warn("triggers: log read failed", "group", w.cfg.Group, "error",
-				fmt.Errorf("%d pages for %d shards", len(pages), len(ready)))
-			sleepCtx(ctx, w.cfg.Backoff)
+		pages, ok := w.poll(ctx, req, changed, nil)
+		if !ok {
 			continue
 		}
 		if w.deliverPages(ctx, ready, pages) {
@@ -457,23 +440,9 @@ func (w *worker) deliverPages(ctx context.Context, ready []*shardState, pages []
 	now := time.Now()
 	for i, p := range pages {
 		st := ready[i]
-		lagSeconds := 0.0
-		if len(p.Cells) > 0 {
-			lagSeconds = max(now.Sub(p.Cells[0].CreatedAt).Seconds(), 0)
-		}
-		w.mu.Lock()
-		if p.HighWater >= 0 {
-			w.m.lag(st.shard, max(p.HighWater-st.offset, 0), lagSeconds)
-		}
-		if len(p.Cells) == 0 {
-			if !st.lost && p.NextLocation > st.offset {
-				st.offset = p.NextLocation
-			}
-			w.mu.Unlock()
+		if !w.beginPage(st, p, now) {
 			continue
 		}
-		st.busy = true
-		w.mu.Unlock()
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {

@@ -31,6 +31,7 @@ type Member struct {
 	RaftAddr   string          `json:"raft_addr"`
 	GossipAddr string          `json:"gossip_addr,omitempty"`
 	Version    string          `json:"version,omitempty"`
+	Zone       string          `json:"zone,omitempty"`
 	State      string          `json:"state"`
 	Replicas   []MemberReplica `json:"replicas"`
 	UpdatedAt  time.Time       `json:"updated_at"`
@@ -57,6 +58,8 @@ type RaftServer struct {
 	Node     string `json:"node"`
 	Addr     string `json:"addr"`
 	Suffrage string `json:"suffrage"`
+	// Zone is the node's zone (topology.NodeSpec.Zone) as this node knows it, "" for none.
+	Zone string `json:"zone,omitempty"`
 }
 
 // PartitionConfig is a partition's raft configuration as its leader sees it: the answer of
@@ -183,4 +186,10 @@ type RebalanceReport struct {
 	// or as they are when no other node could take the vote (CatalogVoteKept).
 	CatalogVoters   []string `json:"catalog_voters,omitempty"`
 	CatalogVoteKept bool     `json:"catalog_vote_kept,omitempty"`
+	// Zones maps each node of the plan that has a zone to it (absent: no node has one).
+	Zones map[string]string `json:"zones,omitempty"`
+	// Warnings say, partition by partition, what the placement after the plan cannot meet: a
+	// zone holding a majority of a partition's voters (too few zones or nodes), a partition
+	// with no voter in its datastore's leader zone.
+	Warnings []string `json:"warnings,omitempty"`
 }

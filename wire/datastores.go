@@ -38,6 +38,10 @@ type CreateDatastoreRequest struct {
 	// SplitSize is the bytes on disk above which a partition of a raft datastore splits on its
 	// own: absent or 0 takes the node's (serve --split-size), negative turns it off.
 	SplitSize int64 `json:"split_size,omitempty"`
+	// LeaderZone is the zone whose nodes should lead a raft datastore's partitions
+	// ([a-z0-9][a-z0-9_.-]{0,63}; absent: none): a rebalance and the cluster's own leadership
+	// transfers pick a voter in it when one is alive.
+	LeaderZone string `json:"leader_zone,omitempty"`
 }
 
 // StorageClusterRequest is one MySQL storage cluster of an async datastore: its name, the DSN
@@ -84,6 +88,29 @@ type DatastoreInfo struct {
 	Partitions      []CatalogPartition `json:"partitions"`
 	StorageClusters []string           `json:"storage_clusters,omitempty"`
 	History         []CatalogEvent     `json:"history,omitempty"`
+	// LeaderZone is the datastore's preferred leader zone, absent for none.
+	LeaderZone string `json:"leader_zone,omitempty"`
+	// SplitLoad and SplitSize are the datastore's own split thresholds (requests per second,
+	// bytes; absent: the nodes' serve --split-load and --split-size; negative: off).
+	SplitLoad float64 `json:"split_load,omitempty"`
+	SplitSize int64   `json:"split_size,omitempty"`
+}
+
+// DatastoreSettingsRequest is the body of PATCH /v1/admin/datastores/{name}: the settings of a
+// raft datastore to change, each optional (absent: unchanged), at least one given.
+// LeaderZone "" clears the leader zone; SplitLoad and SplitSize 0 return to the nodes'
+// thresholds, negative turns that kind of split off.
+type DatastoreSettingsRequest struct {
+	LeaderZone *string  `json:"leader_zone,omitempty"`
+	SplitLoad  *float64 `json:"split_load,omitempty"`
+	SplitSize  *int64   `json:"split_size,omitempty"`
+}
+
+// DatastoreSettingsResponse answers PATCH /v1/admin/datastores/{name} (200): the catalog
+// generation the change made and the datastore with its new settings.
+type DatastoreSettingsResponse struct {
+	Generation uint64        `json:"generation"`
+	Datastore  DatastoreInfo `json:"datastore"`
 }
 
 // CatalogPartition is one partition in the catalog: its id, shard range [FirstShard,
@@ -123,6 +150,10 @@ type CreateDatastoreResponse struct {
 	Generation uint64        `json:"generation"`
 	Datastore  DatastoreInfo `json:"datastore"`
 	Ready      bool          `json:"ready"`
+	// Warnings say what the placement of a raft datastore's partitions cannot meet (a zone
+	// holding a majority of a partition's voters, no voter in the leader zone), as
+	// RebalanceReport.Warnings; absent when it meets every rule.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // SplitRequest is the body of POST /v1/admin/partitions/{datastore}/{partition}/split: AtShard,
@@ -174,7 +205,8 @@ type ClusterMoveResponse struct {
 // true when that node hosts no replica of it), and TookMillis, the split's time end to end.
 // For an async partition, PauseMillis is how long writes to the partition waited for the split
 // (its write lock on the master), and Move describes the move of the right half that To asked
-// for.
+// for. Learners are the learners of the parent (raft mode) added to the right half after it
+// took writes (a learner that could not be added is missing, and logged).
 type SplitResponse struct {
 	Generation  uint64               `json:"generation"`
 	Left        CatalogPartition     `json:"left"`
@@ -183,6 +215,7 @@ type SplitResponse struct {
 	TookMillis  int64                `json:"took_ms"`
 	PauseMillis int64                `json:"pause_ms,omitempty"`
 	Move        *ClusterMoveResponse `json:"move,omitempty"`
+	Learners    []string             `json:"learners,omitempty"`
 }
 
 // MergeRequest is the body of POST /v1/admin/partitions/{datastore}/merge: Left and Right,

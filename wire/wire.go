@@ -16,6 +16,9 @@ import (
 // place of an erased row's cells. Its ColumnKey is TombstoneColumn, its RefKey its AddedID,
 // its Body the empty object and its CreatedAt the erasure's time. Erased is absent (false)
 // for every cell.
+//
+// Origin names the cluster the cell was first written in when it arrived from another cluster
+// by replication between clusters; absent for a cell written in this cluster.
 type Cell struct {
 	RowKey    string          `json:"row_key"`
 	ColumnKey string          `json:"column_key"`
@@ -25,6 +28,7 @@ type Cell struct {
 	AddedID   int64           `json:"added_id"`
 	CreatedAt time.Time       `json:"created_at"`
 	Erased    bool            `json:"erased,omitempty"`
+	Origin    string          `json:"origin,omitempty"`
 }
 
 // PutCell is one cell of a put_cells request. RefKey is a json.Number so that a fractional,
@@ -37,8 +41,14 @@ type PutCell struct {
 }
 
 // PutCellsRequest is the body of POST /v1/{datastore}/cells.
+//
+// Origin, for a replicator carrying cells from another cluster, names that cluster (1 to 32
+// bytes of [a-z0-9-], starting with a letter; not this cluster's own name): every cell the
+// request creates stores it and reads return it (Cell.Origin), and this cluster does not send
+// them on to its peers. Only a principal with the replicator or admin role may set it.
 type PutCellsRequest struct {
-	Cells []PutCell `json:"cells"`
+	Cells  []PutCell `json:"cells"`
+	Origin string    `json:"origin,omitempty"`
 }
 
 // Write statuses of a cell.
@@ -132,8 +142,9 @@ type ShardLocation struct {
 // ShardsCellsRequest is the body of POST /v1/{datastore}/shards/cells, the batch form of
 // get_cells_for_shard. LocationType is "added_id" (default) or "timestamp" (then Time, RFC
 // 3339, is the start of every shard and the locations are ignored). Wait is a Go duration
-// ("500ms"); Consistency "strong" (default) or "stale"; BodyEncoding BodyJSON (default) or
-// BodyStored.
+// ("500ms"); Consistency "strong" (default) or "stale", and with "stale" MaxStaleness (a Go
+// duration, "2s": a bounded stale read, as the max_staleness query parameter of the cell
+// reads); BodyEncoding BodyJSON (default) or BodyStored.
 type ShardsCellsRequest struct {
 	Shards       []ShardLocation `json:"shards"`
 	LocationType string          `json:"location_type,omitempty"`
@@ -142,6 +153,7 @@ type ShardsCellsRequest struct {
 	Limit        int             `json:"limit,omitempty"`
 	Wait         string          `json:"wait,omitempty"`
 	Consistency  string          `json:"consistency,omitempty"`
+	MaxStaleness *string         `json:"max_staleness,omitempty"`
 	BodyEncoding string          `json:"body_encoding,omitempty"`
 }
 

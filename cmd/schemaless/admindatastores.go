@@ -21,8 +21,8 @@ import (
 // /v1/admin/partitions/{ds}/merge): list, create and drop datastores, and split and merge
 // partitions, at run time.
 func newAdminDatastoreCmds() []*cobra.Command {
-	return []*cobra.Command{newAdminDatastoresCmd(), newAdminCreateDatastoreCmd(), newAdminDropDatastoreCmd(), newAdminSplitCmd(),
-		newAdminMergeCmd(), newAdminMoveToClusterCmd(), newAdminCatalogVotersCmd()}
+	return []*cobra.Command{newAdminDatastoresCmd(), newAdminCreateDatastoreCmd(), newAdminDropDatastoreCmd(), newAdminDatastoreSettingsCmd(), newAdminSplitCmd(),
+		newAdminMergeCmd(), newAdminMoveToClusterCmd(), newAdminCatalogVotersCmd(), newAdminReplicationCmd()}
 }
 
 // newAdminCatalogVotersCmd is `admin catalog-voters`: it shows the catalog's voters, and with
@@ -219,6 +219,12 @@ says it is not ready yet: GET /readyz?datastore=N tells when it is), and prints 
                 known), chosen among the alive nodes and spread so that partitions start on
                 different nodes; or
   --replica-nodes  the nodes that hold every partition
+  --leader-zone the zone whose nodes should lead its partitions (rebalance and the cluster's
+                own leadership transfers pick a voter there when one is alive)
+
+The replicas of a partition go to as many distinct zones as the nodes span (serve --zone), at
+most a third of them in one zone with three zones or more; what the placement cannot meet (a
+zone holding a majority of a partition's voters) is printed as a warning.
 
 An async datastore (MySQL storage clusters) is created through the API only: POST
 /v1/admin/datastores with its storage_clusters (docs/api.md, "Datastores").
@@ -261,6 +267,9 @@ few nodes alive), 409 a datastore of that name exists, 503 the catalog has no le
 				}
 				fmt.Fprintf(out, "created datastore %s at catalog generation %d (%s); %s\n", req.Name, res.Generation,
 					time.Since(start).Round(time.Millisecond), ready)
+				for _, w := range res.Warnings {
+					fmt.Fprintf(out, "warning: %s\n", w)
+				}
 				if res.Datastore.Name == "" { // the node had not applied the creation yet
 					fmt.Fprintf(out, "'schemaless admin datastores --detail' shows its partitions\n")
 					return nil
@@ -277,6 +286,7 @@ few nodes alive), 409 a datastore of that name exists, 503 the catalog has no le
 	fl.StringVar(&req.Mode, "mode", topology.ModeRaft, "the datastore's mode: raft (async ones are created through the API)")
 	fl.IntVar(&replicas, "replicas", 0, "how many nodes hold each partition, 1 to 9 (default: 3, or every node when fewer are known)")
 	fl.StringSliceVar(&replicaNodes, "replica-nodes", nil, "the nodes that hold every partition (comma-separated), instead of --replicas")
+	fl.StringVar(&req.LeaderZone, "leader-zone", "", "the zone whose nodes should lead its partitions (default none)")
 	return cmd
 }
 
@@ -431,6 +441,9 @@ func printSplit(w io.Writer, ds string, res wire.SplitResponse) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(res.Learners) > 0 {
+		fmt.Fprintf(w, "learners of the parent added to the right half: %s\n", strings.Join(res.Learners, ", "))
 	}
 	if res.PauseMillis > 0 {
 		fmt.Fprintf(w, "writes to the partition waited %s for the split\n", time.Duration(res.PauseMillis)*time.Millisecond)

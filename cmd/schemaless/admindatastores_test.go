@@ -146,6 +146,30 @@ func (c *fakeCatalog) MergePartitions(_ context.Context, ds string, left, right 
 	return wire.MergeResponse{Generation: c.gen, Merged: merged, TookMillis: 1234, PauseMillis: 56}, nil
 }
 
+// SetDatastoreSettings sets the leader zone and split thresholds req gives of datastore name,
+// refusing an unknown datastore.
+func (c *fakeCatalog) SetDatastoreSettings(_ context.Context, name string, req wire.DatastoreSettingsRequest) (wire.DatastoreSettingsResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.ds {
+		if c.ds[i].Name != name {
+			continue
+		}
+		if req.LeaderZone != nil {
+			c.ds[i].LeaderZone = *req.LeaderZone
+		}
+		if req.SplitLoad != nil {
+			c.ds[i].SplitLoad = *req.SplitLoad
+		}
+		if req.SplitSize != nil {
+			c.ds[i].SplitSize = *req.SplitSize
+		}
+		c.gen++
+		return wire.DatastoreSettingsResponse{Generation: c.gen, Datastore: c.ds[i]}, nil
+	}
+	return wire.DatastoreSettingsResponse{}, fmt.Errorf("%w: %q", cluster.ErrUnknownDatastore, name)
+}
+
 func (c *fakeCatalog) CatalogDatastores() wire.DatastoresResponse {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -225,6 +249,16 @@ func TestAdminDatastoreCommands(t *testing.T) {
 		{[]string{"drop-datastore", "--name", "nope", "--confirm", "nope"}, []string{"404", `"nope"`, `field "datastore"`}},
 	})
 	assert.Len(t, cat.CatalogDatastores().Datastores, 2, "the refused commands changed nothing: trips and users remain")
+
+	assert.Equal(t, "datastore users at catalog generation 7: leader zone b, split load off, split size the nodes'\n",
+		run("datastore-settings", "--name", "users", "--leader-zone", "b", "--split-load", "-1"))
+	assert.Equal(t, "datastore users at catalog generation 8: leader zone none, split load off, split size 1.048576e+06 bytes\n",
+		run("datastore-settings", "--name", "users", "--leader-zone", "", "--split-size", "1048576"))
+	checkAdminErrors(ctx, t, eps, []adminErrorCase{
+		{[]string{"datastore-settings", "--name", "users"}, []string{"give --leader-zone, --split-load or --split-size"}},
+		{[]string{"datastore-settings", "--leader-zone", "b"}, []string{"--name is required"}},
+		{[]string{"datastore-settings", "--name", "nope", "--leader-zone", "b"}, []string{"404", `"nope"`, `field "datastore"`}},
+	})
 }
 
 // TestAdminSplitCommand drives admin split against package api's server over a fake catalog

@@ -129,8 +129,8 @@ func writeAnswerJSON(w io.Writer, v any) error {
 // newAdminRaftCmds returns the admin commands that act through a running node's API: members,
 // partitions, voters, leadership, moves, rebalancing and draining.
 func newAdminRaftCmds() []*cobra.Command {
-	return []*cobra.Command{newAdminNodesCmd(), newAdminPartitionsCmd(), newAdminAddVoterCmd(), newAdminRemoveVoterCmd(),
-		newAdminTransferLeaderCmd(), newAdminMoveReplicaCmd(), newAdminRebalanceCmd(), newAdminDrainCmd()}
+	return append([]*cobra.Command{newAdminNodesCmd(), newAdminPartitionsCmd(), newAdminAddVoterCmd(), newAdminRemoveVoterCmd(),
+		newAdminTransferLeaderCmd(), newAdminMoveReplicaCmd(), newAdminRebalanceCmd(), newAdminDrainCmd()}, newAdminLearnerCmds()...)
 }
 
 // runAdmin runs fn with a context bounded by --timeout and the admin client of f.
@@ -189,10 +189,10 @@ func runAdminNodes(ctx context.Context, cl *client.Client, asJSON bool, out io.W
 	rows, fromRaft := wire.NodeLoads(nr.Nodes, reps, perr == nil)
 	fmt.Fprintf(out, "%d nodes, as seen by %s\n", len(rows), nr.Self)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tHTTP\tRAFT\tGOSSIP\tVERSION\tREPLICAS\tLEADERS")
+	fmt.Fprintln(tw, "ID\tSTATE\tHTTP\tRAFT\tGOSSIP\tVERSION\tREPLICAS\tLEADERS\tZONE")
 	for _, m := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", m.ID, m.State, dash(m.HTTPAddr), dash(m.RaftAddr), dash(m.GossipAddr),
-			dash(m.Version), m.ReplicaCount, m.LeaderCount)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", m.ID, m.State, dash(m.HTTPAddr), dash(m.RaftAddr), dash(m.GossipAddr),
+			dash(m.Version), m.ReplicaCount, m.LeaderCount, dash(m.Zone))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -225,6 +225,7 @@ func newAdminPartitionsCmd() *cobra.Command {
 (every server of its raft configuration), as that replica's node reports it:
 
   NODE       the node holding the replica
+  ZONE       that node's zone (serve --zone; - for none)
   SUFFRAGE   voter, or nonvoter (a replica being added, catching up)
   STATE      its raft state on that node: Leader, Follower, Candidate
   APPLIED    the last raft index its store applied
@@ -271,7 +272,11 @@ func printPartitionReports(w io.Writer, reps []wire.PartitionReport) error {
 				p.LastIndex, len(p.Voters()), len(p.Servers))
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  NODE\tSUFFRAGE\tSTATE\tAPPLIED\tLAG\tREACHABLE")
+		fmt.Fprintln(tw, "  NODE\tZONE\tSUFFRAGE\tSTATE\tAPPLIED\tLAG\tREACHABLE")
+		zones := map[string]string{}
+		for _, s := range p.Servers {
+			zones[s.Node] = s.Zone
+		}
 		for _, r := range p.Replicas {
 			reach := "yes"
 			switch {
@@ -282,7 +287,7 @@ func printPartitionReports(w io.Writer, reps []wire.PartitionReport) error {
 			case r.Error != "":
 				reach = "yes: " + r.Error
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%s\n", r.Node, dash(r.Suffrage), dash(r.State), r.AppliedIndex, r.Lag, reach)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Node, dash(zones[r.Node]), dash(r.Suffrage), dash(r.State), r.AppliedIndex, r.Lag, reach)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -598,6 +603,9 @@ func printRebalance(w io.Writer, rep wire.RebalanceReport, drained string, exclu
 		fmt.Fprintf(tw, "  leader\t%s/%d\t%s -> %s\n", t.Datastore, t.Partition, dash(t.From), t.To)
 	}
 	_ = tw.Flush()
+	for _, warn := range rep.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
 	var nodes []string
 	for _, m := range []map[string]int{rep.ReplicasBefore, rep.ReplicasAfter, rep.LeadersBefore, rep.LeadersAfter} {
 		for nd := range m {

@@ -131,6 +131,16 @@ func TestAdminRaftCommands(t *testing.T) {
 	require.NotContains(t, p0.Voters(), other, "after remove-voter %s", other)
 	run("partitions", "--datastore", "trips")
 
+	// add-learner, then remove-learner, of that node.
+	assert.Contains(t, run("add-learner", "--datastore", "trips", "--partition", "0", "--node", other), other+" is a learner of trips/0")
+	lr, ok := replicaOf(adminPartitions(t, ctx, eps, 0), other)
+	require.True(t, ok, "after add-learner %s: its replica", other)
+	assert.Equal(t, wire.SuffrageNonvoter, lr.Suffrage, "after add-learner %s", other)
+	assert.Len(t, adminPartitions(t, ctx, eps, 0).Voters(), 2, "a learner is no voter")
+	assert.Contains(t, run("remove-learner", "--datastore", "trips", "--partition", "0", "--node", other), other+" is no longer a learner of trips/0")
+	_, ok = replicaOf(adminPartitions(t, ctx, eps, 0), other)
+	require.False(t, ok, "after remove-learner %s", other)
+
 	// drain --dry-run of n1: its trips/0 replica can go to the node just removed; its trips/1
 	// replica has nowhere to go (every node holds one).
 	out = run("drain", "--node", "n1", "--dry-run", "--json")

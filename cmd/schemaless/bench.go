@@ -260,6 +260,6 @@ share this machine's cores.`,
 	fl.IntVar(&c.Split.Merges, "split-merges", c.Split.Merges, "split: merges among the splits (at most --split-count): after every --split-count/--split-merges splits, the two neighbouring partitions of trips on the same replicas with the fewest shards merge")
 	fl.IntVar(&c.Split.Hot, "split-hot", c.Split.Hot, "split: a partition of trips that takes every write; the workload then splits nothing itself and reports when the cluster's load-based splitting split it (serve --split-load) and moved a half's leader to another node (-1: the workload splits)")
 	fl.DurationVar(&c.Split.HotWait, "split-hot-wait", c.Split.HotWait, "split: with --split-hot, how long to wait for the load-based split")
-	cmd.AddCommand(newBenchPlotCmd())
+	cmd.AddCommand(newBenchPlotCmd(), newBenchPeeringCmd())
 	return cmd
 }

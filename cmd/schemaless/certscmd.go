@@ -113,7 +113,7 @@ and peers reach the node by (its raft_addr's and http_addr's hosts).`,
 	}
 	for _, c := range []*cobra.Command{clientCmd, token} {
 		c.Flags().StringVar(&principals, "principals-file", "", "principals file to add the principal to (created if missing)")
-		c.Flags().StringSliceVar(&roles, "role", nil, "role of the principal: read, write, admin or metrics (repeatable)")
+		c.Flags().StringSliceVar(&roles, "role", nil, "role of the principal: read, write, admin, metrics or replicator (repeatable)")
 		c.Flags().StringSliceVar(&datastores, "datastore", nil, "limit read and write to these datastores (repeatable; default all)")
 	}
 	token.Flags().StringVar(&tokenOut, "token-out", "", "write the token to this file (mode 0600) instead of printing it")

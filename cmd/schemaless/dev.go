@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/examples"
 	"github.com/schemaless-db/schemaless/internal/launcher"
@@ -22,16 +23,22 @@ import (
 )
 
 type devFlags struct {
-	dataDir    string
-	nodes      int
-	host       string
-	httpPort   int
-	raftPort   int
-	gossipPort int
-	adminPort  int
-	logStore   string
-	quiesce    string
-	splitLoad  string
+	dataDir     string
+	nodes       int
+	host        string
+	httpPort    int
+	raftPort    int
+	gossipPort  int
+	adminPort   int
+	logStore    string
+	quiesce     string
+	splitLoad   string
+	zones       []string
+	clusterName string
+	// clusters is 1, or 2 for east and west replicating both ways (devclusters.go), with
+	// peerDelay each way between them.
+	clusters   int
+	peerDelay  time.Duration
 	shards     int
 	partitions int
 	// store is --store, the nodes' embedded store; storeSet whether it was given (refused
@@ -140,6 +147,10 @@ stay ready.`,
 	fl.StringVar(&f.quiesce, "quiesce-after", "", "idle time after which the nodes' raft partitions quiesce, as serve --quiesce-after (default serve's, 2s; 0: never)")
 	fl.StringVar(&f.splitLoad, "split-load", "", "requests per second above which a raft partition splits on its own, as serve --split-load (default serve's, 2500; 0: never by load)")
 	fl.IntVar(&f.gossipPort, "gossip-port", 0, "gossip (membership) port of the first node, TCP and UDP; the others follow (default --raft-port+100; -1: no gossip)")
+	fl.StringVar(&f.clusterName, "cluster-name", "", "the cluster's name (cluster_name in the topology), needed to replicate to another cluster (docs/operations.md, Two datacenters)")
+	fl.IntVar(&f.clusters, "clusters", 1, "clusters to start: 1, or 2 (east on the given ports, west 1000 ports up) replicating trips both ways (docs/operations.md, Two datacenters)")
+	fl.DurationVar(&f.peerDelay, "peer-delay", 0, "with --clusters 2: the delay each way between the clusters, through TCP proxies in front of each node (their ports 500 up from the nodes' HTTP ports)")
+	fl.StringSliceVar(&f.zones, "zones", nil, "zones of the nodes, node i in the i-th modulo their count (e.g. a,b,c: n1 and n4 in a); placement keeps each partition's voters in distinct zones (default none)")
 	fl.IntVar(&f.shards, "shards", 64, "shards of the trips datastore")
 	fl.IntVar(&f.partitions, "partitions", 4, "partitions of the trips datastore")
 	fl.StringVar(&f.store, "store", storage.EnginePebble, "the nodes' embedded store, as serve --store: pebble (an existing SQLite store of a node is migrated into it) or sqlite; not with --mysql")
@@ -159,13 +170,16 @@ stay ready.`,
 }
 
 func (f devFlags) topology() *topology.Topology {
-	t := &topology.Topology{}
+	t := &topology.Topology{ClusterName: f.clusterName}
 	for i := 0; i < f.nodes; i++ {
 		t.Nodes = append(t.Nodes, topology.NodeSpec{
 			ID:       fmt.Sprintf("n%d", i+1),
 			RaftAddr: net.JoinHostPort(f.host, strconv.Itoa(f.raftPort+i)),
 			HTTPAddr: net.JoinHostPort(f.host, strconv.Itoa(f.httpPort+i)),
 		})
+		if len(f.zones) > 0 {
+			t.Nodes[i].Zone = f.zones[i%len(f.zones)]
+		}
 		switch gp := f.gossipPort; {
 		case gp == 0:
 			t.Nodes[i].GossipAddr = net.JoinHostPort(f.host, strconv.Itoa(f.raftPort+100+i))
@@ -186,6 +200,22 @@ func (f devFlags) topology() *topology.Topology {
 func runDev(ctx context.Context, f devFlags) error {
 	if f.nodes < 1 {
 		return fmt.Errorf("--nodes %d: want at least 1", f.nodes)
+	}
+	if f.clusters > 1 || f.clusters < 0 {
+		return runDevClusters(ctx, f)
+	}
+	if f.peerDelay != 0 {
+		return errors.New("--peer-delay is for --clusters 2")
+	}
+	if f.clusterName != "" {
+		if err := cells.ValidateClusterName("--cluster-name", f.clusterName); err != nil {
+			return fmt.Errorf("--cluster-name %q: want 1 to %d bytes of [a-z0-9-], starting with a letter", f.clusterName, cells.MaxClusterNameLen)
+		}
+	}
+	for _, z := range f.zones {
+		if !topology.ZonePattern.MatchString(z) {
+			return fmt.Errorf("--zones: %q must match %s", z, topology.ZonePattern)
+		}
 	}
 	switch f.mode {
 	case topology.ModeRaft:

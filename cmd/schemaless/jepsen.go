@@ -47,6 +47,13 @@ and cuts off (iptables) nodes, then heal, wait for the replicas to converge, and
               the initial total with no negative balance, no transfer seen half, no read older
               than a committed transfer or an earlier read, ref keys advancing by one, every
               committed transfer stored; the commit and 412 rates reported
+  replication the run's cluster is 'east'; the harness starts a second 3-node cluster, 'west',
+              100 addresses further (127.0.0.102, ...), connects them both ways and writes
+              unique cells to both: every acknowledged cell must reach the other cluster with
+              its body and origin, each shard's cells of one origin in that origin's order,
+              none lost, none twice, both clusters holding the same cells. The nemeses act on
+              east, kill-worker and pause-worker on west's nodes, and with any partition
+              nemesis every link between the clusters is cut for 30 s, every 40 s on average
 
 Nemeses: ` + strings.Join(jepsen.AllNemeses, ", ") + `.
 Partitions need iptables and root.
@@ -168,7 +175,7 @@ command exits non-zero when a violation is found or a check cannot decide.`,
 	fl.DurationVar(&cfg.Nemesis.Interval, "interval", cfg.Nemesis.Interval, "mean time between faults")
 	fl.DurationVar(&cfg.Nemesis.FaultDuration, "fault-duration", cfg.Nemesis.FaultDuration, "mean time a fault is held (keep it above the election timeout)")
 	fl.Float64Var(&cfg.Nemesis.CombineProbability, "combine", cfg.Nemesis.CombineProbability, "chance that a fault is one nemesis of each class at once: membership change, node kill or pause, partition, worker kill or pause, split")
-	fl.StringVar(&workloads, "workload", strings.Join(cfg.Workloads, ","), "workloads, comma-separated: cells, durability, triggers, index, cas, bank (async mode: cells, durability, cas, bank)")
+	fl.StringVar(&workloads, "workload", strings.Join(cfg.Workloads, ","), "workloads, comma-separated: cells, durability, triggers, index, cas, bank, replication (async mode: cells, durability, cas, bank)")
 	fl.IntVar(&cfg.WorkersPerNode, "workers-per-node", cfg.WorkersPerNode, "client workers per node and workload")
 	fl.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "read consistency of the cells workload: strong or stale (stale must be caught)")
 	fl.BoolVar(&noFailOver, "no-failover", false, "workers talk to their own node only")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/schemaless-db/schemaless/api"
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/node"
 	"github.com/schemaless-db/schemaless/partition"
@@ -65,6 +66,8 @@ type serveFlags struct {
 	httpAddr      string
 	gossipAddr    string
 	gossipBind    string
+	zone          string
+	clusterName   string
 	join          []string
 	sec           securityFlags
 }
@@ -140,6 +143,8 @@ afterwards. SIGINT or SIGTERM stops it cleanly.`,
 	fl.StringVar(&f.raftAddr, "raft-addr", "", "this node's raft address, for a node joining a running cluster that is not in --config's nodes (with --http-addr)")
 	fl.StringVar(&f.httpAddr, "http-addr", "", "this node's HTTP API address, for a node that is not in --config's nodes")
 	fl.StringVar(&f.gossipAddr, "gossip-addr", "", "host:port this node gossips membership on (TCP and UDP; default the topology's gossip_addr; none: no gossip)")
+	fl.StringVar(&f.clusterName, "cluster-name", "", "the cluster's name among clusters that replicate to each other (1 to 32 of [a-z0-9-], starting with a letter; every node of a cluster the same; default the topology's cluster_name)")
+	fl.StringVar(&f.zone, "zone", "", "the node's zone (failure domain: a datacenter's zone, a rack), announced by gossip; placement keeps each partition's voters in distinct zones (default the topology's zone; none: no zone)")
 	fl.StringVar(&f.gossipBind, "gossip-bind", "", "listen address of the gossip (default --gossip-addr)")
 	fl.StringSliceVar(&f.join, "join", nil, "gossip addresses of running nodes to join through (default the topology's other nodes' gossip_addr)")
 	fl.StringVar(&f.adminAddr, "admin-addr", "", "host:port of an admin listener serving /metrics and net/http/pprof's /debug/pprof/ (default none)")
@@ -190,6 +195,18 @@ func runServe(ctx context.Context, f serveFlags) error {
 		self.GossipAddr = f.gossipAddr
 		selfOverride = &self
 	}
+	if f.zone != "" && f.zone != self.Zone {
+		if !topology.ZonePattern.MatchString(f.zone) {
+			return fmt.Errorf("--zone %q must match %s", f.zone, topology.ZonePattern)
+		}
+		self.Zone = f.zone
+		selfOverride = &self
+	}
+	if f.clusterName != "" {
+		if err := cells.ValidateClusterName("--cluster-name", f.clusterName); err != nil {
+			return fmt.Errorf("--cluster-name %q: want 1 to %d bytes of [a-z0-9-], starting with a letter", f.clusterName, cells.MaxClusterNameLen)
+		}
+	}
 	if selfOverride != nil && selfOverride.GossipAddr == "" && len(f.join) > 0 {
 		return fmt.Errorf("--join needs --gossip-addr")
 	}
@@ -235,6 +252,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	c := &cfg.Cluster
 	c.NodeID, c.Topology, c.DataDir, c.Store, c.Partition = f.nodeID, top, f.dataDir, store, pc
 	c.BindAddr, c.Self, c.Join, c.GossipBindAddr = f.bind, selfOverride, f.join, f.gossipBind
+	c.ClusterName = f.clusterName
 	c.AutoSplit = cluster.AutoSplitConfig{Load: f.splitLoad, Window: f.splitLoadWindow, Size: f.splitSize << 20, MergeAfter: f.mergeAfter}
 	cfg.Maintainer.PollInterval = f.indexPoll
 	cfg.API, cfg.AdminAddr, cfg.Registry, cfg.Logger = f.apiCfg, f.adminAddr, registry, logger

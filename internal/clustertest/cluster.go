@@ -59,6 +59,8 @@ type Options struct {
 	Indexes bool
 	// Gossip gives the nodes gossip addresses (see localcluster.Options.Gossip).
 	Gossip bool
+	// Zones are the nodes' zones (see localcluster.Options.Zones).
+	Zones []string
 	// Maintainer overrides the maintainers' tunables; Backend, Datastores, Worker and Logger
 	// are set per node. A zero PollInterval is 200ms here (the maintainer's default is 1s).
 	Maintainer maintainer.Config
@@ -93,7 +95,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	logger := slog.New(slog.NewTextHandler(NewTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	lo := localcluster.Options{
 		Nodes: opts.Nodes, Shards: opts.Shards, Partitions: opts.Partitions, Dir: t.TempDir(),
-		Partition: opts.Partition, API: opts.API, Gossip: opts.Gossip, AutoSplit: opts.AutoSplit,
+		Partition: opts.Partition, API: opts.API, Gossip: opts.Gossip, AutoSplit: opts.AutoSplit, Zones: opts.Zones,
 		Logger:  logger,
 		OnFatal: func(node string, err error) { t.Errorf("node %s: fatal storage error: %v", node, err) },
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/schemaless-db/schemaless/maintainer"
 	"github.com/schemaless-db/schemaless/node"
 	"github.com/schemaless-db/schemaless/partition"
+	"github.com/schemaless-db/schemaless/peering"
 	"github.com/schemaless-db/schemaless/security"
 	"github.com/schemaless-db/schemaless/storage"
 	"github.com/schemaless-db/schemaless/topology"
@@ -66,6 +67,8 @@ type Options struct {
 	// Gossip gives every node a gossip address (hashicorp/memberlist): nodes added with
 	// AddNode join through the first node's.
 	Gossip bool
+	// Zones, when set, are the nodes' zones: node i (AddNode's too) in Zones[i % len(Zones)].
+	Zones []string
 	// Maintainer, when set, runs the index maintainer in every node, as `schemaless serve`
 	// does (see node.Config.Maintainer; Backend, Datastores, Logger and Registerer are set per
 	// node). Nil: no maintainer, and defined indexes stay building.
@@ -76,6 +79,10 @@ type Options struct {
 	// mutual TLS on the node port, a bearer token needed on every request but /healthz and
 	// /readyz, and gossip on (as Gossip) encrypted with the bundle's key.
 	Secure bool
+	// ClusterName is the topology's cluster_name (replication between clusters); "": none.
+	ClusterName string
+	// Replication tunes every node's replicator (node.Config.Replication).
+	Replication peering.Config
 }
 
 // DatastoreOptions describe a datastore of a local cluster beside "trips".
@@ -195,7 +202,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 func start(ctx context.Context, opts Options) (*Cluster, error) {
-	top := &topology.Topology{}
+	top := &topology.Topology{ClusterName: opts.ClusterName}
 	per := 2
 	if opts.Gossip {
 		per = 3
@@ -208,6 +215,9 @@ func start(ctx context.Context, opts Options) (*Cluster, error) {
 		spec := topology.NodeSpec{ID: fmt.Sprintf("n%d", i+1), RaftAddr: addrs[per*i], HTTPAddr: addrs[per*i+1]}
 		if opts.Gossip {
 			spec.GossipAddr = addrs[per*i+2]
+		}
+		if len(opts.Zones) > 0 {
+			spec.Zone = opts.Zones[i%len(opts.Zones)]
 		}
 		top.Nodes = append(top.Nodes, spec)
 	}
@@ -312,6 +322,9 @@ func (c *Cluster) AddNode(ctx context.Context) (int, error) {
 	if c.opts.Gossip {
 		spec.GossipAddr = addrs[2]
 	}
+	if len(c.opts.Zones) > 0 {
+		spec.Zone = c.opts.Zones[i%len(c.opts.Zones)]
+	}
 	c.specs = append(c.specs, spec)
 	c.nodes = append(c.nodes, nil)
 	c.mu.Unlock()
@@ -393,6 +406,7 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 				Async: c.asyncCluster(), AsyncPartition: c.asyncPartition(), Self: self, Join: join, GossipKeys: sec.gossipKeys,
 				AutoSplit: c.opts.AutoSplit},
 			API: c.opts.API, Listener: ln, Maintainer: c.opts.Maintainer, Logger: log, TLS: sec.certs, Auth: sec.auth,
+			Replication: c.opts.Replication,
 		})
 		return err
 	})

@@ -484,10 +484,13 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 		peer := s.peer
 		s.peerLock.RUnlock()
 
-		req.Quiesce = r.leaderQuiesceWake() != nil
+		// A request of its own each time: an in-memory transport hands the follower this
+		// very struct, which it may still read after a timed-out call returned here.
+		hb := req
+		hb.Quiesce = r.leaderQuiesceWake() != nil
 		quiesceSent = false
 		start := time.Now()
-		if err := r.trans.AppendEntries(peer.ID, peer.Address, &req, &resp); err != nil {
+		if err := r.trans.AppendEntries(peer.ID, peer.Address, &hb, &resp); err != nil {
 			nextBackoffTime := cappedExponentialBackoff(failureWait, failures, maxFailureScale, r.config().HeartbeatTimeout/2)
 			r.logger.Error("failed to heartbeat to", "peer", peer.Address, "backoff time",
 				nextBackoffTime, "error", err)
@@ -504,7 +507,7 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 			}
 			s.setLastContact()
 			failures = 0
-			quiesceSent = req.Quiesce && resp.Success
+			quiesceSent = hb.Quiesce && resp.Success
 			if resp.Term > req.Term {
 				// A quiesced leader learns of a newer term here first.
 				r.handleStaleTerm(s)
