@@ -51,7 +51,11 @@
 // An erasure erases the row's cells that the peer holds when it applies it, including cells
 // written in the peer meanwhile.
 //
-// # Not replicated
+// # Schema versions
 //
-// Schema versions are not sent: register them on each cluster.
+// Every Config.SchemaInterval each stream compares its datastore's schema versions with the
+// peer's, column by column, and registers at the peer, in order, the versions it lacks
+// (syncSchemas); a column whose versions differ between the clusters (each registered its own)
+// is reported as the stream's schema error and left alone until an operator aligns them.
+// Replicated cells skip the peer's schema checks: they were checked at their origin.
 package peering

@@ -23,18 +23,20 @@ import (
 )
 
 type devFlags struct {
-	dataDir     string
-	nodes       int
-	host        string
-	httpPort    int
-	raftPort    int
-	gossipPort  int
-	adminPort   int
-	logStore    string
-	quiesce     string
-	splitLoad   string
-	zones       []string
-	clusterName string
+	dataDir      string
+	nodes        int
+	host         string
+	httpPort     int
+	raftPort     int
+	gossipPort   int
+	adminPort    int
+	logStore     string
+	quiesce      string
+	splitLoad    string
+	commitNotify bool
+	commitTick   string
+	zones        []string
+	clusterName  string
 	// clusters is 1, or 2 for east and west replicating both ways (devclusters.go), with
 	// peerDelay each way between them.
 	clusters   int
@@ -146,6 +148,8 @@ stay ready.`,
 	fl.StringVar(&f.logStore, "raft-log-store", "", "raft log format of the nodes' replicas, as serve --raft-log-store: auto, node, wal or bolt (default serve's, auto)")
 	fl.StringVar(&f.quiesce, "quiesce-after", "", "idle time after which the nodes' raft partitions quiesce, as serve --quiesce-after (default serve's, 2s; 0: never)")
 	fl.StringVar(&f.splitLoad, "split-load", "", "requests per second above which a raft partition splits on its own, as serve --split-load (default serve's, 2500; 0: never by load)")
+	fl.StringVar(&f.commitTick, "commit-timeout", "", "raft commit tick of the nodes' partitions, as serve --commit-timeout (default serve's, 5ms)")
+	fl.BoolVar(&f.commitNotify, "raft-commit-notify", false, "as serve --raft-commit-notify: leaders send followers each new commit index at once")
 	fl.IntVar(&f.gossipPort, "gossip-port", 0, "gossip (membership) port of the first node, TCP and UDP; the others follow (default --raft-port+100; -1: no gossip)")
 	fl.StringVar(&f.clusterName, "cluster-name", "", "the cluster's name (cluster_name in the topology), needed to replicate to another cluster (docs/operations.md, Two datacenters)")
 	fl.IntVar(&f.clusters, "clusters", 1, "clusters to start: 1, or 2 (east on the given ports, west 1000 ports up) replicating trips both ways (docs/operations.md, Two datacenters)")
@@ -383,6 +387,12 @@ func (f devFlags) serveArgs(i int, _ string) []string {
 	}
 	if f.splitLoad != "" {
 		args = append(args, "--split-load", f.splitLoad)
+	}
+	if f.commitTick != "" {
+		args = append(args, "--commit-timeout", f.commitTick)
+	}
+	if f.commitNotify {
+		args = append(args, "--raft-commit-notify")
 	}
 	if f.adminPort > 0 {
 		args = append(args, "--admin-addr", net.JoinHostPort(f.host, strconv.Itoa(f.adminPort+i)))

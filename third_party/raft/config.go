@@ -255,6 +255,16 @@ type Config struct {
 	// follower must be caught up.
 	QuiesceDown func(id ServerID) bool
 
+	// CommitNotify (schemaless patch, see raft.go's leaderLoop) makes the
+	// leader send each follower its new commit index as soon as it advances
+	// (an AppendEntries, with whatever entries the follower lacks), as etcd's
+	// raft broadcasts an append when its commit index moves. Without it a
+	// follower learns a commit only with the next entries or the next
+	// CommitTimeout tick (CommitTimeout to twice that), so after the last of
+	// a burst of writes followers apply it up to 2*CommitTimeout later than
+	// the leader. False (the default) keeps upstream's behaviour.
+	CommitNotify bool
+
 	// NoLegacyTelemetry allows to skip the legacy metrics to avoid duplicates.
 	// legacy metrics are those that have `_peer_name` as metric suffix instead as labels.
 	// e.g: raft_replication_heartbeat_peer0

@@ -827,6 +827,13 @@ func (r *Raft) leaderLoop() {
 			oldCommitIndex := r.getCommitIndex()
 			commitIndex := r.leaderState.commitment.getCommitIndex()
 			r.setCommitIndex(commitIndex)
+			if r.config().CommitNotify && commitIndex > oldCommitIndex {
+				// schemaless patch: tell the followers the new commit index
+				// now rather than at the next entries or commit tick.
+				for _, repl := range r.leaderState.replState {
+					asyncNotifyCh(repl.triggerCh)
+				}
+			}
 
 			// New configuration has been committed, set it as the committed
 			// value.
