@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -345,14 +346,62 @@ func (n *Node) retireMergedLocked(ctx context.Context) {
 		if n.routeOf(id.Datastore, id.Partition) != nil {
 			continue // the catalog's merge is not applied here yet
 		}
+		// Marked deleted before the deletion, so that no reconcileMerge opens it meanwhile.
+		n.retiring.Lock()
+		reading := n.retiring.reading[id] > 0
+		if !reading {
+			if n.retiring.deleted == nil {
+				n.retiring.deleted = map[storage.PartitionID]time.Time{}
+			}
+			n.retiring.deleted[id] = time.Now()
+		}
+		n.retiring.Unlock()
+		if reading {
+			continue // reconcileMerge reads its frozen state: deleted at the next round
+		}
 		if err := n.deleteReplicaData(ctx, id, nil); err != nil {
+			n.retiring.Lock()
+			delete(n.retiring.deleted, id)
+			n.retiring.Unlock()
 			n.log.Warn("deleting a merged partition's data", "datastore", id.Datastore, "partition", id.Partition, "error", err)
 			continue
 		}
 		n.retiring.Lock()
 		delete(n.retiring.ids, id)
+		n.retiring.deleted[id] = time.Now()
 		n.retiring.Unlock()
 		n.log.Info("deleted a merged partition's data", "datastore", id.Datastore, "partition", id.Partition)
+	}
+	n.recheckRetiredFiles(ctx)
+}
+
+// retiredFileGrace is how long after deleting a merged partition's data the node checks that
+// its SQLite file stays deleted.
+const retiredFileGrace = time.Minute
+
+// recheckRetiredFiles deletes again, with a warning, the SQLite file of a merged partition
+// deleted less than retiredFileGrace ago that has reappeared (SQLite creates the file of any
+// connection that opens or attaches it, and a file that nothing serves would stay for good).
+// A reconcileMerge that opened such a partition after its deletion did this until
+// beginReadingRetired; the check stays as a net for any other path. The caller holds hostMu.
+func (n *Node) recheckRetiredFiles(ctx context.Context) {
+	n.retiring.Lock()
+	var ids []storage.PartitionID
+	for id, at := range n.retiring.deleted {
+		if time.Since(at) > retiredFileGrace {
+			delete(n.retiring.deleted, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	n.retiring.Unlock()
+	for _, id := range ids {
+		if n.routeOf(id.Datastore, id.Partition) != nil || !n.cfg.Store.HasSQLiteFile(id) {
+			continue
+		}
+		err := n.cfg.Store.RemovePartition(ctx, id)
+		n.log.Warn("a merged partition's SQLite file reappeared after its deletion: deleted again",
+			"datastore", id.Datastore, "partition", id.Partition, "error", err)
 	}
 }
 
@@ -414,12 +463,18 @@ func (n *Node) reconcileMerge(ds string, r *route, rights []int, have cells.Shar
 		ctx, cancel2 := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel2()
 		for _, right := range rights {
+			id := storage.PartitionID{Datastore: ds, Partition: right}
+			if !n.beginReadingRetired(id) {
+				continue // merged and deleted here: opening its store would create it again
+			}
 			st, release, err := n.mergeSource(ds)(ctx, right)
 			if err != nil {
+				n.endReadingRetired(id)
 				continue
 			}
 			fr, frozen, err := fsm.ReadFreeze(ctx, st)
 			_ = release()
+			n.endReadingRetired(id)
 			if err != nil || !frozen || fr.Into != r.spec.ID || fr.First != have.Last+1 {
 				continue
 			}
@@ -430,6 +485,38 @@ func (n *Node) reconcileMerge(ds string, r *route, rights []int, have cells.Shar
 			return
 		}
 	}()
+}
+
+// beginReadingRetired reports whether reconcileMerge may open the store of partition id, the
+// right partition of a merge the catalog recorded, and keeps retireMergedLocked from deleting
+// its data until endReadingRetired. It may not when this node deleted that data, or never
+// held a replica of it (no replica directory): opening a partition's store creates it (a
+// SQLite file, tables), which then nothing would delete. Under load a reconcileMerge begun
+// while the merge was still on its way here opened the store after the node had deleted it,
+// and the merged partition's SQLite file stayed.
+func (n *Node) beginReadingRetired(id storage.PartitionID) bool {
+	n.retiring.Lock()
+	defer n.retiring.Unlock()
+	if _, deleted := n.retiring.deleted[id]; deleted {
+		return false
+	}
+	if _, err := os.Stat(n.replicaDir(id.Datastore, id.Partition)); err != nil {
+		return false
+	}
+	if n.retiring.reading == nil {
+		n.retiring.reading = map[storage.PartitionID]int{}
+	}
+	n.retiring.reading[id]++
+	return true
+}
+
+// endReadingRetired ends what beginReadingRetired began.
+func (n *Node) endReadingRetired(id storage.PartitionID) {
+	n.retiring.Lock()
+	defer n.retiring.Unlock()
+	if n.retiring.reading[id]--; n.retiring.reading[id] <= 0 {
+		delete(n.retiring.reading, id)
+	}
 }
 
 // completeAbandonedMerge runs the rest of the merge of r, a frozen partition this node leads
