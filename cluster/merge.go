@@ -346,62 +346,31 @@ func (n *Node) retireMergedLocked(ctx context.Context) {
 		if n.routeOf(id.Datastore, id.Partition) != nil {
 			continue // the catalog's merge is not applied here yet
 		}
-		// Marked deleted before the deletion, so that no reconcileMerge opens it meanwhile.
+		// Marked before the deletion, so that no reconcileMerge opens it meanwhile.
 		n.retiring.Lock()
 		reading := n.retiring.reading[id] > 0
 		if !reading {
-			if n.retiring.deleted == nil {
-				n.retiring.deleted = map[storage.PartitionID]time.Time{}
+			if n.retiring.deleting == nil {
+				n.retiring.deleting = map[storage.PartitionID]bool{}
 			}
-			n.retiring.deleted[id] = time.Now()
+			n.retiring.deleting[id] = true
 		}
 		n.retiring.Unlock()
 		if reading {
 			continue // reconcileMerge reads its frozen state: deleted at the next round
 		}
-		if err := n.deleteReplicaData(ctx, id, nil); err != nil {
-			n.retiring.Lock()
-			delete(n.retiring.deleted, id)
-			n.retiring.Unlock()
+		err := n.deleteReplicaData(ctx, id, nil)
+		n.retiring.Lock()
+		delete(n.retiring.deleting, id)
+		if err == nil {
+			delete(n.retiring.ids, id)
+		}
+		n.retiring.Unlock()
+		if err != nil {
 			n.log.Warn("deleting a merged partition's data", "datastore", id.Datastore, "partition", id.Partition, "error", err)
 			continue
 		}
-		n.retiring.Lock()
-		delete(n.retiring.ids, id)
-		n.retiring.deleted[id] = time.Now()
-		n.retiring.Unlock()
 		n.log.Info("deleted a merged partition's data", "datastore", id.Datastore, "partition", id.Partition)
-	}
-	n.recheckRetiredFiles(ctx)
-}
-
-// retiredFileGrace is how long after deleting a merged partition's data the node checks that
-// its SQLite file stays deleted.
-const retiredFileGrace = time.Minute
-
-// recheckRetiredFiles deletes again, with a warning, the SQLite file of a merged partition
-// deleted less than retiredFileGrace ago that has reappeared (SQLite creates the file of any
-// connection that opens or attaches it, and a file that nothing serves would stay for good).
-// A reconcileMerge that opened such a partition after its deletion did this until
-// beginReadingRetired; the check stays as a net for any other path. The caller holds hostMu.
-func (n *Node) recheckRetiredFiles(ctx context.Context) {
-	n.retiring.Lock()
-	var ids []storage.PartitionID
-	for id, at := range n.retiring.deleted {
-		if time.Since(at) > retiredFileGrace {
-			delete(n.retiring.deleted, id)
-			continue
-		}
-		ids = append(ids, id)
-	}
-	n.retiring.Unlock()
-	for _, id := range ids {
-		if n.routeOf(id.Datastore, id.Partition) != nil || !n.cfg.Store.HasSQLiteFile(id) {
-			continue
-		}
-		err := n.cfg.Store.RemovePartition(ctx, id)
-		n.log.Warn("a merged partition's SQLite file reappeared after its deletion: deleted again",
-			"datastore", id.Datastore, "partition", id.Partition, "error", err)
 	}
 }
 
@@ -489,15 +458,16 @@ func (n *Node) reconcileMerge(ds string, r *route, rights []int, have cells.Shar
 
 // beginReadingRetired reports whether reconcileMerge may open the store of partition id, the
 // right partition of a merge the catalog recorded, and keeps retireMergedLocked from deleting
-// its data until endReadingRetired. It may not when this node deleted that data, or never
-// held a replica of it (no replica directory): opening a partition's store creates it (a
-// SQLite file, tables), which then nothing would delete. Under load a reconcileMerge begun
-// while the merge was still on its way here opened the store after the node had deleted it,
-// and the merged partition's SQLite file stayed.
+// its data until endReadingRetired. It may not while that data is being deleted here, nor
+// once it is (the replica directory, deleted last, is gone) or when this node never held a
+// replica of it: opening a partition's store creates it (a SQLite file, tables), which then
+// nothing would delete. Under load a reconcileMerge begun while the merge was still on its
+// way here opened the store after the node had deleted it, and the merged partition's SQLite
+// file stayed.
 func (n *Node) beginReadingRetired(id storage.PartitionID) bool {
 	n.retiring.Lock()
 	defer n.retiring.Unlock()
-	if _, deleted := n.retiring.deleted[id]; deleted {
+	if n.retiring.deleting[id] {
 		return false
 	}
 	if _, err := os.Stat(n.replicaDir(id.Datastore, id.Partition)); err != nil {

@@ -177,12 +177,11 @@ type Node struct {
 	retiring struct {
 		sync.Mutex
 		ids map[storage.PartitionID]bool
-		// deleted holds when each merged partition's data was deleted, for
-		// retiredFileGrace: a SQLite file of it that reappears meanwhile is deleted again.
-		deleted map[storage.PartitionID]time.Time
-		// reading holds the merged partitions whose store reconcileMerge is reading: their
-		// data is not deleted meanwhile.
-		reading map[storage.PartitionID]int
+		// deleting holds the merged partitions whose data retireMergedLocked is deleting, and
+		// reading those whose store reconcileMerge is reading: neither waits for the other
+		// (beginReadingRetired).
+		deleting map[storage.PartitionID]bool
+		reading  map[storage.PartitionID]int
 	}
 }
 

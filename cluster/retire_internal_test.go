@@ -55,9 +55,10 @@ func TestMergedPartitionStaysDeleted(t *testing.T) {
 	n.reconcileMerge("trips", left, []int{1}, cells.ShardRange{First: 0, Last: 3})
 	require.Eventually(t, func() bool { return !left.splitting.Load() }, 10*time.Second, 5*time.Millisecond, "reconcileMerge ends")
 	assert.NoFileExists(t, file, "the merged partition's file after a late reconcileMerge")
-	assert.False(t, n.beginReadingRetired(right), "a deleted partition's store may not be read")
+	assert.False(t, n.beginReadingRetired(right), "the store of a deleted partition (no replica directory here) may not be read")
 	n.retiring.Lock()
-	n.retiring.deleted = nil // past retiredFileGrace: the missing replica directory tells
+	n.retiring.deleting = map[storage.PartitionID]bool{right: true}
 	n.retiring.Unlock()
-	assert.False(t, n.beginReadingRetired(right), "the store of a partition with no replica directory here may not be read")
+	require.NoError(t, os.MkdirAll(n.replicaDir("trips", 1), 0o755))
+	assert.False(t, n.beginReadingRetired(right), "the store of a partition being deleted may not be read")
 }

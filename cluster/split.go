@@ -352,9 +352,8 @@ func (n *Node) splitLoop() {
 	for {
 		var retry <-chan time.Time
 		n.retiring.Lock()
-		if len(n.retiring.ids) > 0 || len(n.retiring.deleted) > 0 {
-			// A merged partition waits for the catalog here, or its deletion is checked.
-			retry = time.After(2 * time.Second)
+		if len(n.retiring.ids) > 0 {
+			retry = time.After(2 * time.Second) // a merged partition waits for the catalog here
 		}
 		n.retiring.Unlock()
 		select {

@@ -275,16 +275,6 @@ func (tx *WriteTx) joinDiffering(ctx context.Context, join func(held, incoming [
 	return joined, rows.Close()
 }
 
-// HasSQLiteFile reports whether the SQLite store holds a file of partition id (false on the
-// other engines). It does not block beyond a stat.
-func (s *Store) HasSQLiteFile(id PartitionID) bool {
-	if s.engine != EngineSQLite {
-		return false
-	}
-	_, err := os.Stat(sqlitePath(s.sqliteDir, id))
-	return err == nil
-}
-
 // RemovePartition deletes what partition id, retired (the right one of a merge, whose shards
 // another partition took) and not open, holds on this node alone: its state (KV rows, request
 // records, applied state) and, where they are its own, its shards. Pebble deletes its own part

@@ -42,19 +42,12 @@ func (w *worker) pipelineLoop(ctx context.Context) error {
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	for ctx.Err() == nil {
-		ready, start, changed, halted := w.deliverable()
+		ready, changed, halted := w.beginRound(ctx)
 		if halted {
 			inflight.Wait()
 			w.commit(ctx)
 			return ErrHalted
 		}
-		for _, st := range start {
-			w.resolveStart(ctx, st)
-		}
-		if len(start) > 0 {
-			w.commit(ctx)
-		}
-		w.redeliverParked(ctx)
 		w.mu.Lock()
 		idle := ready[:0]
 		for _, st := range ready {
@@ -62,10 +55,7 @@ func (w *worker) pipelineLoop(ctx context.Context) error {
 				idle = append(idle, st)
 			}
 		}
-		req := LogRead{ColumnKey: w.cfg.ColumnKey, Limit: w.cfg.BatchSize, Wait: w.cfg.PollWait, Consistency: w.cfg.Consistency}
-		for _, st := range idle {
-			req.Shards = append(req.Shards, ShardLocation{Shard: st.shard, Location: st.offset})
-		}
+		req := w.logRead(idle)
 		w.mu.Unlock()
 		if len(idle) == 0 {
 			select {

@@ -385,6 +385,34 @@ func (w *worker) deliverable() (ready []*shardState, start []*shardState, change
 	return ready, start, w.changed, false
 }
 
+// beginRound starts a round of a delivery loop: the shards that may be delivered now (see
+// deliverable), with the start positions of new ones resolved and committed and the parked
+// cells due redelivered; changed is closed at the next assignment change. halted: the group
+// halted, nothing else was done.
+func (w *worker) beginRound(ctx context.Context) (ready []*shardState, changed <-chan struct{}, halted bool) {
+	ready, start, changed, halted := w.deliverable()
+	if halted {
+		return nil, nil, true
+	}
+	for _, st := range start {
+		w.resolveStart(ctx, st)
+	}
+	if len(start) > 0 {
+		w.commit(ctx)
+	}
+	w.redeliverParked(ctx)
+	return ready, changed, false
+}
+
+// logRead is the log read of states from their offsets. The caller holds mu.
+func (w *worker) logRead(states []*shardState) LogRead {
+	req := LogRead{ColumnKey: w.cfg.ColumnKey, Limit: w.cfg.BatchSize, Wait: w.cfg.PollWait, Consistency: w.cfg.Consistency}
+	for _, st := range states {
+		req.Shards = append(req.Shards, ShardLocation{Shard: st.shard, Location: st.offset})
+	}
+	return req
+}
+
 // deliverLoop reads the owned shards' logs and delivers their cells until ctx ends or the group
 // halts.
 func (w *worker) deliverLoop(ctx context.Context) error {
@@ -392,17 +420,10 @@ func (w *worker) deliverLoop(ctx context.Context) error {
 		return w.pipelineLoop(ctx)
 	}
 	for ctx.Err() == nil {
-		ready, start, changed, halted := w.deliverable()
+		ready, changed, halted := w.beginRound(ctx)
 		if halted {
 			return ErrHalted
 		}
-		for _, st := range start {
-			w.resolveStart(ctx, st)
-		}
-		if len(start) > 0 {
-			w.commit(ctx)
-		}
-		w.redeliverParked(ctx)
 		if len(ready) == 0 {
 			select {
 			case <-ctx.Done():
@@ -411,11 +432,8 @@ func (w *worker) deliverLoop(ctx context.Context) error {
 			}
 			continue
 		}
-		req := LogRead{ColumnKey: w.cfg.ColumnKey, Limit: w.cfg.BatchSize, Wait: w.cfg.PollWait, Consistency: w.cfg.Consistency}
 		w.mu.Lock()
-		for _, st := range ready {
-			req.Shards = append(req.Shards, ShardLocation{Shard: st.shard, Location: st.offset})
-		}
+		req := w.logRead(ready)
 		w.mu.Unlock()
 		pages, ok := w.poll(ctx, req, changed, nil)
 		if !ok {
