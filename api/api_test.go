@@ -45,6 +45,7 @@ func TestAPI(t *testing.T) {
 			t.Run("status", s.testStatus)
 			t.Run("erase", s.testErase)
 			t.Run("schemas", s.testSchemas)
+			t.Run("ordered", s.testOrdered)
 		})
 	}
 }

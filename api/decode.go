@@ -25,36 +25,67 @@ type putCellsRequest struct {
 		RefKey    json.RawMessage `json:"ref_key"`
 		Body      json.RawMessage `json:"body"`
 	} `json:"cells"`
-	Origin string `json:"origin"`
+	Origin string         `json:"origin"`
+	Order  *wire.PutOrder `json:"order"`
 }
 
-// decodePutCells decodes the body of put_cells into its cells, in request order, and its
-// origin ("" when absent).
-func decodePutCells(raw []byte, cfg *Config) ([]cells.Cell, string, *httpError) {
+// decodePutCells decodes the body of put_cells into its cells, in request order, its origin
+// ("" when absent) and its order (nil when absent; see checkOrder).
+func decodePutCells(raw []byte, cfg *Config) ([]cells.Cell, string, *wire.PutOrder, *httpError) {
 	var req putCellsRequest
 	if he := decodeStrict(raw, &req); he != nil {
-		return nil, "", he
+		return nil, "", nil, he
 	}
 	if req.Cells == nil {
-		return nil, "", invalid("cells", "is required")
+		return nil, "", nil, invalid("cells", "is required")
 	}
 	if req.Origin != "" {
 		if err := cells.ValidateClusterName("origin", req.Origin); err != nil {
-			return nil, "", invalid("origin", "%q must be 1 to %d bytes of [a-z0-9-], starting with a letter", req.Origin, cells.MaxClusterNameLen)
+			return nil, "", nil, invalid("origin", "%q must be 1 to %d bytes of [a-z0-9-], starting with a letter", req.Origin, cells.MaxClusterNameLen)
 		}
 	}
+	if he := checkOrder(req.Order, req.Origin); he != nil {
+		return nil, "", nil, he
+	}
 	if len(req.Cells) > cfg.MaxBatchCells {
-		return nil, "", tooLarge("cells", "%d cells, at most %d per request", len(req.Cells), cfg.MaxBatchCells)
+		return nil, "", nil, tooLarge("cells", "%d cells, at most %d per request", len(req.Cells), cfg.MaxBatchCells)
 	}
 	cs := make([]cells.Cell, len(req.Cells))
 	for i, pc := range req.Cells {
 		c, he := decodeWrite(fmt.Sprintf("cells[%d]", i), pc.RowKey, pc.ColumnKey, pc.RefKey, pc.Body, cfg)
 		if he != nil {
-			return nil, "", he
+			return nil, "", nil, he
 		}
 		cs[i] = c
 	}
-	return cs, req.Origin, nil
+	return cs, req.Origin, req.Order, nil
+}
+
+// maxOrderStream is the longest wire.PutOrder.Stream, in bytes.
+const maxOrderStream = 64
+
+// checkOrder checks a put_cells request's order (nil: none): only with an origin, a stream of
+// 1 to maxOrderStream bytes of [a-zA-Z0-9._:/-], a positive seq and an after from 0 to below
+// seq.
+func checkOrder(o *wire.PutOrder, origin string) *httpError {
+	switch {
+	case o == nil:
+		return nil
+	case origin == "":
+		return invalid("order", "only with an origin (a replicator's stream)")
+	case o.Stream == "" || len(o.Stream) > maxOrderStream:
+		return invalid("order.stream", "must be 1 to %d bytes", maxOrderStream)
+	case o.Seq <= 0:
+		return invalid("order.seq", "%d: must be positive", o.Seq)
+	case o.After < 0 || o.After >= o.Seq:
+		return invalid("order.after", "%d: must be 0 or more and below order.seq (%d)", o.After, o.Seq)
+	}
+	for _, r := range o.Stream {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:/-", r)) {
+			return invalid("order.stream", "%q: only [a-zA-Z0-9._:/-]", o.Stream)
+		}
+	}
+	return nil
 }
 
 // decodeWrite checks one cell of put_cells or a transaction, named where ("cells[3]").

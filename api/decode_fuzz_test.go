@@ -60,7 +60,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		switch kind % 3 {
 		case fuzzPutCells:
-			cs, origin, he := decodePutCells(raw, &cfg)
+			cs, origin, _, he := decodePutCells(raw, &cfg)
 			if he != nil {
 				checkRefusal(t, he)
 				return

@@ -20,6 +20,7 @@ type Server struct {
 	catalogs map[string]cachedCatalog // by datastore; see IndexCatalogTTL
 	metrics  *httpMetrics             // nil without Config.Registerer
 	limits   *limiter                 // requests in flight per connection and per principal
+	orders   orderChains              // chains of ordered put_cells requests (order.go)
 }
 
 // NewServer returns the API handler over the parts of a node in b (b.Node is required; see

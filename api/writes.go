@@ -28,7 +28,7 @@ func (s *Server) putCells(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cs, origin, he := decodePutCells(raw, &s.cfg)
+	cs, origin, order, he := decodePutCells(raw, &s.cfg)
 	if he != nil {
 		return he
 	}
@@ -36,10 +36,19 @@ func (s *Server) putCells(w http.ResponseWriter, r *http.Request) error {
 		return &httpError{status: http.StatusForbidden, code: security.CodeForbidden, field: "origin",
 			msg: "only a principal with the replicator or admin role may write cells with an origin; nothing was written"}
 	}
+	applied := false
+	if order != nil {
+		end, err := s.orders.begin(r.Context(), origin+"\x00"+q.ds+"\x00"+order.Stream, order.Seq, order.After)
+		if err != nil {
+			return err
+		}
+		defer func() { end(applied) }()
+	}
 	wr, err := s.writeBackend(w, r, q.ds, cluster.WriteRequest{Cells: cs, IdempotencyKey: q.idempotencyKey, Origin: origin}, "cells")
 	if err != nil {
 		return err
 	}
+	applied = true
 	out := wire.PutCellsResponse{Results: make([]wire.PutResult, len(cs))}
 	for i, c := range cs {
 		out.Results[i] = putResult(c.Key, wr.Cells[i])

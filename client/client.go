@@ -316,11 +316,14 @@ func (c *Client) PutCells(ctx context.Context, cs []CellWrite, opts ...WriteOpti
 		return nil, nil
 	}
 	wo := writeOptionsOf(opts)
-	req := wire.PutCellsRequest{Cells: make([]wire.PutCell, len(cs)), Origin: wo.origin}
+	req := wire.PutCellsRequest{Cells: make([]wire.PutCell, len(cs)), Origin: wo.origin, Order: wo.order}
 	if wo.origin != "" {
 		if err := cells.ValidateClusterName("origin", wo.origin); err != nil {
 			return nil, invalid(op, "", err)
 		}
+	}
+	if o := wo.order; o != nil && (wo.origin == "" || o.Stream == "" || len(o.Stream) > 64 || o.Seq <= 0 || o.After < 0 || o.After >= o.Seq) {
+		return nil, invalid(op, "", &cells.FieldError{Field: "order", Err: fmt.Errorf("want an origin, a stream of 1 to 64 bytes, seq > 0 and 0 <= after < seq (got %+v)", *o)})
 	}
 	for i, cw := range cs {
 		prefix := fmt.Sprintf("cells[%d].", i)
@@ -341,10 +344,14 @@ func (c *Client) PutCells(ctx context.Context, cs []CellWrite, opts ...WriteOpti
 	if err != nil {
 		return nil, fmt.Errorf("client: %s: encode request: %w", op, err)
 	}
-	ans, err := c.do(ctx, &request{
+	r := &request{
 		op: op, method: http.MethodPost, write: true, path: c.dsPath("cells"),
 		body: body, ok: []int{http.StatusOK}, idempotencyKey: wo.key,
-	})
+	}
+	if wo.order != nil {
+		r.sticky = c.datastore + "/" + wo.order.Stream // the stream's requests to one node
+	}
+	ans, err := c.do(ctx, r)
 	if err != nil {
 		return nil, err
 	}

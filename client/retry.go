@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -111,6 +112,9 @@ type request struct {
 	// about: it goes first to the row's leader when the client knows it (see routing.go).
 	routeDS  string
 	routeRow uuid.UUID
+	// sticky, when not empty, picks the endpoint tried first by its hash, unless it is in
+	// cool-down: the requests of one ordered stream (WithOrder) go to the same node.
+	sticky string
 }
 
 // answer is a success answer: its status and whole body.
@@ -144,6 +148,16 @@ func (c *Client) do(ctx context.Context, r *request) (answer, error) {
 	if routed {
 		if ep := c.eps.routes.preferred(r.routeDS, r.routeRow); ep >= 0 && ep < len(order) &&
 			c.eps.downUntil[ep].Load() <= time.Now().UnixNano() {
+			if i := slices.Index(order, ep); i > 0 {
+				copy(order[1:i+1], order[:i])
+				order[0] = ep
+			}
+		}
+	}
+	if r.sticky != "" {
+		h := fnv.New32a()
+		h.Write([]byte(r.sticky))
+		if ep := int(h.Sum32() % uint32(len(order))); c.eps.downUntil[ep].Load() <= time.Now().UnixNano() {
 			if i := slices.Index(order, ep); i > 0 {
 				copy(order[1:i+1], order[:i])
 				order[0] = ep

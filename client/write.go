@@ -21,6 +21,7 @@ type writeOptions struct {
 	ifLatest *int64
 	ifNoCell bool
 	origin   string
+	order    *wire.PutOrder
 }
 
 func writeOptionsOf(opts []WriteOption) writeOptions {
@@ -49,6 +50,18 @@ func (o writeOptions) query() url.Values {
 // unsent. EraseRow takes it too (a replicated erasure). Ignored by PutCell and Transact.
 func WithOrigin(cluster string) WriteOption {
 	return func(o *writeOptions) { o.origin = cluster }
+}
+
+// WithOrder chains a PutCells call of a replicator (with WithOrigin) to the earlier calls of
+// its stream (the request's "order", wire.PutOrder): the node applies it only after the
+// stream's request seq after (0: none, the call starts the chain), else the call fails with
+// ErrConflict and an *APIError of Code wire.CodeOutOfOrder, nothing written. stream is 1 to
+// 64 bytes of [a-zA-Z0-9._:/-], seq positive and after from 0 to below seq; else the call
+// fails with ErrInvalidArgument (Field "order"), unsent. The calls of one stream go first to
+// the same endpoint (chosen by a hash of the datastore and stream, unless it is in
+// cool-down), whose node keeps the chain. Ignored by PutCell, Transact and EraseRow.
+func WithOrder(stream string, seq, after int64) WriteOption {
+	return func(o *writeOptions) { o.order = &wire.PutOrder{Stream: stream, Seq: seq, After: after} }
 }
 
 // IfLatestRefKey makes PutCell conditional: the cell is written only if the column's latest

@@ -21,17 +21,32 @@
 // cells.Cell.Origin) and sends them in one put_cells request with "origin" set to this
 // cluster's name (client.WithOrigin); the peer stores that origin with each cell it creates
 // and so never sends it on. Cells that arrived from another cluster are skipped: their origin
-// sends them to every peer itself, so a mesh has no loops. The page's offset is committed only
-// after the peer answered, and the next page of the shard is sent only then: cells of one
-// shard are created in the peer in their order at the origin. A page sent again after a crash
-// answers exists for the cells already there (cells are immutable and writes idempotent).
+// sends them to every peer itself, so a mesh has no loops. A page's offset is committed only
+// after the peer answered it and every page before it. A page sent again after a crash answers
+// exists for the cells already there (cells are immutable and writes idempotent).
 //
-// Each shard has one page in flight at a time, and the shards go on independently
-// (triggers.Config.Pipeline): a page waits a round trip between datacenters, so the other
-// shards are read and sent meanwhile. A request that fails (the peer unreachable, cut off, slow,
-// refusing) is sent again with backoff until the peer answers, for as long as the worker holds
-// the shard: the stream falls behind, its last error shows in the status and
-// schemaless_replication_errors_total counts the failures, but no cell is parked for it.
+// # Pages in flight, in order
+//
+// A shard may have up to Config.Triggers.PipelineDepth pages on their way to the peer at once
+// (DefaultPipelineDepth, serve --replication-depth; triggers.Config.PipelineDepth): the next
+// page of a shard is read and sent while the one before it waits its round trip between
+// datacenters. Their order at the peer is kept by chaining them (order.go, wire.PutOrder): each
+// page's put_cells names the shard as its stream, the added_id of its last local cell as its
+// seq and the seq of the page before it as its after; the peer's node applies it only after
+// that one, and refuses it (409 out_of_order, nothing written) when it does not get that one
+// within a quarter of a second or that one failed. A refused or failed chained page waits here
+// until the page before it was answered and is sent again at the head of the chain, without
+// after. A stream's requests go to one node of the peer (client.WithOrder), which keeps the
+// chain in its memory. A page that erases a row is sent only once the pages before it were
+// answered (erasures are not chained). With a depth of 1 a shard's next page goes only after
+// the peer answered the one before.
+//
+// The shards go on independently (triggers.Config.Pipeline): a page waits a round trip between
+// datacenters, so the other shards are read and sent meanwhile. A request that fails (the peer
+// unreachable, cut off, slow, refusing) is sent again with backoff until the peer answers, for
+// as long as the worker holds the shard: the stream falls behind, its last error shows in the
+// status and schemaless_replication_errors_total counts the failures, but no cell is parked
+// for it.
 //
 // A cell whose key the peer holds with another body (the same key written in two clusters)
 // is a conflict: the page is then sent cell by cell (triggers.RunPages), the conflicting cell

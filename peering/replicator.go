@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +48,11 @@ type Backend interface {
 	GroupStatus(ctx context.Context, ds, group string, c cluster.Consistency) (consumer.Status, error)
 }
 
+// DefaultPipelineDepth is how many pages of one shard a stream has on their way to the peer at
+// once by default (Config.Triggers.PipelineDepth): a page does not wait for the round trip of
+// the one before it, the peer applying them in order (order.go).
+const DefaultPipelineDepth = 2
+
 // Config configures a Replicator. Backend and Worker are required.
 type Config struct {
 	Backend Backend
@@ -60,8 +66,9 @@ type Config struct {
 	// Triggers is the template of every stream's worker (batch size, session timeout, retries,
 	// halt threshold; see triggers.Config); Source, Group, Worker, Start, Pipeline (on), Logger
 	// and Registerer are set by the replicator. Zero fields take triggers' defaults, except
-	// BatchSize (default 500) and Concurrency (default 256: every shard a worker holds has a
-	// page in flight to the peer).
+	// BatchSize (default 500), Concurrency (default 256: every shard a worker holds has a
+	// page in flight to the peer) and PipelineDepth (default DefaultPipelineDepth; 1 sends a
+	// shard's next page only once the peer answered the one before).
 	Triggers triggers.Config
 	// RequestTimeout bounds one request to a peer. Default 10s.
 	RequestTimeout time.Duration
@@ -131,6 +138,9 @@ func New(cfg Config) (*Replicator, error) {
 	}
 	if cfg.Triggers.BatchSize == 0 {
 		cfg.Triggers.BatchSize = 500
+	}
+	if cfg.Triggers.PipelineDepth == 0 {
+		cfg.Triggers.PipelineDepth = DefaultPipelineDepth
 	}
 	if cfg.Triggers.Concurrency == 0 {
 		// Every shard a worker holds has a page on its way to the peer at once: a page waits
@@ -295,6 +305,7 @@ func (r *Replicator) start(p cluster.Peer, ds, settings string) (*stream, error)
 	s := &sender{r: r, st: st, cl: cl, origin: r.cfg.Backend.ClusterName(),
 		sent: r.sent.WithLabelValues(p.Name, ds), errs: r.errs.WithLabelValues(p.Name, ds),
 		putSec: r.putSec.WithLabelValues(p.Name, ds), waitSec: r.waitSec.WithLabelValues(p.Name, ds)}
+	tc.OnPage, tc.OnPageEnd = s.onPage, s.onPageEnd
 	schemasDone := make(chan struct{})
 	go func() {
 		defer close(schemasDone)
@@ -348,6 +359,7 @@ type sender struct {
 	errs   prometheus.Counter
 	// putSec times each request to the peer; waitSec the age of a page's first cell when sent.
 	putSec, waitSec prometheus.Observer
+	chains          chains // the order of each shard's pages in flight (order.go)
 }
 
 // local returns the cells of cs written in this cluster, as writes for the peer. Tombstones
@@ -372,21 +384,36 @@ func local(cs []cells.Cell) ([]client.CellWrite, error) {
 // the shard's stream back, with its error in the status, but never parks a cell. Only a
 // conflict (the peer holds a key with another body) is an error, naming the keys: the caller
 // then parks those cells.
-func (s *sender) put(ctx context.Context, cws []client.CellWrite) error {
+func (s *sender) put(ctx context.Context, cws []client.CellWrite, opts ...client.WriteOption) error {
 	if len(cws) == 0 {
 		return nil
 	}
 	var res []wire.PutResult
 	if err := s.retry(ctx, func() error {
-		start := time.Now()
 		var err error
-		res, err = s.cl.PutCells(ctx, cws, client.WithOrigin(s.origin))
-		s.putSec.Observe(time.Since(start).Seconds())
+		res, err = s.send(ctx, cws, opts...)
 		return err
 	}); err != nil {
 		return err
 	}
 	return s.answered(cws, res)
+}
+
+// send sends cws to the peer in one put_cells with this cluster as their origin and opts,
+// timing it.
+func (s *sender) send(ctx context.Context, cws []client.CellWrite, opts ...client.WriteOption) ([]wire.PutResult, error) {
+	start := time.Now()
+	res, err := s.cl.PutCells(ctx, cws, append(opts, client.WithOrigin(s.origin))...)
+	s.putSec.Observe(time.Since(start).Seconds())
+	return res, err
+}
+
+// conflictError is the error of an answered request some of whose cells the peer holds with
+// another body: the keys.
+type conflictError struct{ keys []string }
+
+func (e *conflictError) Error() string {
+	return "peering: the peer holds " + strings.Join(e.keys, ", ") + " with another body (written in both clusters)"
 }
 
 // retry calls send until it returns nil or ctx ends, waiting with backoff (50 ms doubling to
@@ -426,7 +453,7 @@ func (s *sender) answered(cws []client.CellWrite, res []wire.PutResult) error {
 	}
 	s.st.mu.Unlock()
 	if len(conflicts) > 0 {
-		err := fmt.Errorf("peering: the peer holds %s with another body (written in both clusters)", strings.Join(conflicts, ", "))
+		err := &conflictError{keys: conflicts}
 		s.st.fail(err)
 		return err
 	}
@@ -436,17 +463,32 @@ func (s *sender) answered(cws []client.CellWrite, res []wire.PutResult) error {
 // page is the stream's triggers.BatchHandler: the page's local cells in one request, split at
 // each local erasure (a tombstone written in this cluster), which is sent between the cells
 // before it and those after it, so that the peer sees the shard's writes and erasures in their
-// order.
-func (s *sender) page(ctx context.Context, shard int, cs []cells.Cell) error {
+// order. A page registered by onPage (its link in ctx) is chained after the shard's page
+// before it (putChained), or, when it erases a row, sent once that one was answered.
+func (s *sender) page(ctx context.Context, shard int, cs []cells.Cell) (err error) {
 	if len(cs) > 0 {
 		s.waitSec.Observe(max(time.Since(cs[0].CreatedAt).Seconds(), 0))
+	}
+	l, _ := triggers.PageToken(ctx).(*link)
+	if l != nil {
+		defer func() { s.end(l, err) }()
+		if !l.tomb {
+			cws, err := local(cs)
+			if err != nil {
+				return err
+			}
+			return s.putChained(ctx, shard, l, cws)
+		}
+		if err := s.waitPredecessor(ctx, l); err != nil {
+			return err
+		}
 	}
 	from := 0
 	for i, c := range cs {
 		if !c.Key.IsTombstone() {
 			continue
 		}
-		if err := s.putLocal(ctx, cs[from:i]); err != nil {
+		if err := s.putLocal(ctx, shard, cs[from:i]); err != nil {
 			return err
 		}
 		if c.Origin == "" {
@@ -456,7 +498,7 @@ func (s *sender) page(ctx context.Context, shard int, cs []cells.Cell) error {
 		}
 		from = i + 1
 	}
-	return s.putLocal(ctx, cs[from:])
+	return s.putLocal(ctx, shard, cs[from:])
 }
 
 // cell is the stream's triggers.Handler, for a page that failed: one cell at a time, so that a
@@ -468,16 +510,26 @@ func (s *sender) cell(ctx context.Context, c cells.Cell) error {
 		}
 		return s.erase(ctx, c.RowKey)
 	}
-	return s.putLocal(ctx, []cells.Cell{c})
+	return s.putLocal(ctx, -1, []cells.Cell{c})
 }
 
-// putLocal sends the local cells of cs (put).
-func (s *sender) putLocal(ctx context.Context, cs []cells.Cell) error {
+// putLocal sends the local cells of cs (put), at the head of shard's chain (order.go) when
+// shard is not negative, so that a page chained after this one may follow it.
+func (s *sender) putLocal(ctx context.Context, shard int, cs []cells.Cell) error {
 	cws, err := local(cs)
-	if err != nil {
+	if err != nil || len(cws) == 0 {
 		return err
 	}
-	return s.put(ctx, cws)
+	if shard < 0 {
+		return s.put(ctx, cws)
+	}
+	last := int64(0)
+	for _, c := range cs {
+		if c.Origin == "" {
+			last = c.AddedID
+		}
+	}
+	return s.put(ctx, cws, client.WithOrder(strconv.Itoa(shard), last, 0))
 }
 
 // erase erases row in the peer with this cluster as its origin, again and again until the

@@ -98,6 +98,23 @@ type Config struct {
 	// its own shard's page in flight. Off by default: each cut poll is a new log read, which
 	// over HTTP (client.TriggerSource) costs a connection.
 	Pipeline bool
+	// PipelineDepth is how many pages of one shard may be in delivery at once with Pipeline
+	// (RunPages and RunBatch; 0 or 1: one, the default). Above 1, a shard's next page is read
+	// and handed to the batch handler while its earlier pages are still in delivery, so the
+	// handler must itself keep the pages' effects in order (package peering chains them at the
+	// peer: docs/api.md, "order"); OnPage tells it that order. The worker still moves a shard's
+	// offset page by page in order, falls back to cell-by-cell delivery only after the page
+	// before has been delivered, and after a page that was not delivered (the shard lost, a
+	// park that failed) drops the pages after it and reads them again.
+	PipelineDepth int
+	// OnPage, when set, is called from the worker's loop for each page about to be delivered,
+	// in each shard's page order, before its handler runs (beside the pages before it when
+	// PipelineDepth is above 1); what it returns reaches the page's batch handler as
+	// PageToken(ctx). It must not block. RunPages and RunBatch only.
+	OnPage func(shard int, cs []cells.Cell) any
+	// OnPageEnd, when set, is called with OnPage's token once the page's delivery ended,
+	// whatever its outcome, including a page whose handler never ran (the shard lost first).
+	OnPageEnd func(token any)
 	// Registerer receives the worker's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger receives rebalances, parked cells and errors. Default slog.Default().
@@ -206,6 +223,9 @@ func (c Config) Validate() error {
 	}
 	if c.PollWait < 0 || c.Concurrency < 1 || c.MaxAttempts < 1 || c.Backoff < 0 || c.BackoffMax < c.Backoff {
 		bad("PollWait, Concurrency, MaxAttempts, Backoff and BackoffMax must be positive, BackoffMax >= Backoff")
+	}
+	if c.PipelineDepth < 0 || c.PipelineDepth > 64 || (c.PipelineDepth > 1 && !c.Pipeline) {
+		bad("PipelineDepth %d: want 0..64, and above 1 only with Pipeline", c.PipelineDepth)
 	}
 	if c.Consistency != ConsistencyStale && c.Consistency != ConsistencyStrong {
 		bad("Consistency %q: want stale or strong", c.Consistency)

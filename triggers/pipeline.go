@@ -8,9 +8,33 @@ import (
 	"time"
 )
 
+// delivery is a page handed to a delivery goroutine: done is closed when its delivery ended,
+// after ok is set (whether the shard's offset reached the page's last cell).
+type delivery struct {
+	done chan struct{}
+	ok   bool
+}
+
+// pageTokenKey is the context key of PageToken.
+type pageTokenKey struct{}
+
+// PageToken returns what Config.OnPage returned for the page whose batch handler got ctx, nil
+// when there is none (no OnPage, or cell-by-cell delivery).
+func PageToken(ctx context.Context) any {
+	return ctx.Value(pageTokenKey{})
+}
+
+// pageContext is ctx with p's OnPage token, when it has one.
+func pageContext(ctx context.Context, p Page) context.Context {
+	if p.token == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, pageTokenKey{}, p.token)
+}
+
 // beginPage records page p of st as read at now (the shard's lag; a page with no cells moves
-// the offset past the cells the read filtered out) and, when p has cells, marks st busy and
-// reports true: the caller then delivers p.
+// the offset past the cells the read filtered out, or with pages in delivery the next read)
+// and, when p has cells, counts it in delivery and reports true: the caller then delivers p.
 func (w *worker) beginPage(st *shardState, p Page, now time.Time) bool {
 	lagSeconds := 0.0
 	if len(p.Cells) > 0 {
@@ -22,23 +46,50 @@ func (w *worker) beginPage(st *shardState, p Page, now time.Time) bool {
 		w.m.lag(st.shard, max(p.HighWater-st.offset, 0), lagSeconds)
 	}
 	if len(p.Cells) == 0 {
-		if !st.lost && p.NextLocation > st.offset {
+		switch {
+		case st.lost:
+		case st.inflight > 0:
+			st.next = max(st.next, p.NextLocation)
+		case p.NextLocation > st.offset:
 			st.offset = p.NextLocation
 		}
 		return false
 	}
-	st.busy = true
+	st.inflight++
+	st.next = max(p.NextLocation, p.Cells[len(p.Cells)-1].AddedID)
 	return true
 }
 
-// pipelineLoop is deliverLoop with Config.Pipeline: it reads the owned shards that have no page
-// in delivery, starts delivering each page read at once (at most Concurrency at a time), and
-// reads again as soon as a delivery ends, cutting the running long poll short so that the
-// shard just handled joins the next read. Each shard still has one page in delivery at a time,
-// in added_id order. It returns like deliverLoop, after every delivery it started has ended.
+// endPage ends a page's delivery begun by beginPage; when it was the shard's last page in
+// delivery, the next read starts from the offset again.
+func (w *worker) endPage(st *shardState) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st.inflight--
+	if st.inflight == 0 {
+		st.tail, st.broken = nil, false
+	}
+}
+
+// readFrom is where st's next log read starts: past the last page handed out while pages are
+// in delivery, else its offset. The caller holds mu.
+func (st *shardState) readFrom() int64 {
+	if st.inflight > 0 {
+		return st.next
+	}
+	return st.offset
+}
+
+// pipelineLoop is deliverLoop with Config.Pipeline: it reads the owned shards that have fewer
+// than PipelineDepth pages in delivery, starts delivering each page read at once (at most
+// Concurrency at a time), and reads again as soon as a delivery ends, cutting the running long
+// poll short so that the shard just handled joins the next read. A shard's pages are handed
+// out in added_id order, each linked to the one before it (deliverShard's ready). It returns
+// like deliverLoop, after every delivery it started has ended.
 func (w *worker) pipelineLoop(ctx context.Context) error {
 	sem := make(chan struct{}, w.cfg.Concurrency)
 	wake := make(chan struct{}, 1)
+	depth := max(w.cfg.PipelineDepth, 1)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	for ctx.Err() == nil {
@@ -51,7 +102,7 @@ func (w *worker) pipelineLoop(ctx context.Context) error {
 		w.mu.Lock()
 		idle := ready[:0]
 		for _, st := range ready {
-			if !st.busy {
+			if st.inflight < depth && !st.broken {
 				idle = append(idle, st)
 			}
 		}
@@ -76,11 +127,28 @@ func (w *worker) pipelineLoop(ctx context.Context) error {
 			if !w.beginPage(st, p, now) {
 				continue
 			}
+			if w.cfg.OnPage != nil {
+				p.token = w.cfg.OnPage(st.shard, p.Cells)
+			}
+			d := &delivery{done: make(chan struct{})}
+			w.mu.Lock()
+			prev := st.tail
+			st.tail = d
+			w.mu.Unlock()
 			inflight.Add(1)
 			sem <- struct{}{}
 			go func() {
 				defer inflight.Done()
-				w.deliverShard(ctx, st, p) // a halt sets w.halted, which the loop sees
+				w.deliverShard(ctx, st, p, w.after(prev)) // a halt sets w.halted, which the loop sees
+				w.pageEnded(p)
+				w.mu.Lock()
+				d.ok = !st.lost && st.offset >= p.Cells[len(p.Cells)-1].AddedID
+				if !d.ok {
+					st.broken = true
+				}
+				w.mu.Unlock()
+				close(d.done)
+				w.endPage(st)
 				<-sem
 				w.requestCommit()
 				select {
@@ -91,6 +159,25 @@ func (w *worker) pipelineLoop(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// pageEnded calls Config.OnPageEnd for p's token, if any.
+func (w *worker) pageEnded(p Page) {
+	if w.cfg.OnPageEnd != nil && p.token != nil {
+		w.cfg.OnPageEnd(p.token)
+	}
+}
+
+// after returns deliverShard's ready for a page whose predecessor in delivery is prev (nil:
+// none).
+func (w *worker) after(prev *delivery) func() bool {
+	if prev == nil {
+		return nil
+	}
+	return func() bool {
+		<-prev.done
+		return prev.ok
+	}
 }
 
 // poll reads req's shards, the long poll cut short when changed is closed (an assignment

@@ -18,11 +18,14 @@ import (
 type shardState struct {
 	shard     int
 	epoch     uint64
-	offset    int64 // added_id of the last cell handled (or parked), -1 until the start is resolved
-	committed int64 // last offset the coordinator accepted
-	revoke    bool  // the coordinator asked for the shard back: stop, commit, release
-	lost      bool  // the lease ended (fenced, expired, or reassigned)
-	busy      bool  // a delivery goroutine is working on it
+	offset    int64     // added_id of the last cell handled (or parked), -1 until the start is resolved
+	committed int64     // last offset the coordinator accepted
+	revoke    bool      // the coordinator asked for the shard back: stop, commit, release
+	lost      bool      // the lease ended (fenced, expired, or reassigned)
+	inflight  int       // pages of the shard in delivery (at most Config.PipelineDepth)
+	next      int64     // with pages in delivery: where the next read starts (past the last page handed out)
+	tail      *delivery // the last page handed to delivery, nil when none is in delivery
+	broken    bool      // a page in delivery was not delivered: hand out no more until none is in delivery
 	ctx       context.Context
 	cancel    context.CancelFunc
 }
@@ -157,7 +160,7 @@ func (w *worker) heartbeat(ctx context.Context) {
 	var releasing []*shardState
 	commits := w.pendingCommits()
 	for _, st := range w.shards {
-		if st.revoke && !st.busy {
+		if st.revoke && st.inflight == 0 {
 			releasing = append(releasing, st)
 			cmd.Released = append(cmd.Released, st.shard)
 		}
@@ -408,7 +411,7 @@ func (w *worker) beginRound(ctx context.Context) (ready []*shardState, changed <
 func (w *worker) logRead(states []*shardState) LogRead {
 	req := LogRead{ColumnKey: w.cfg.ColumnKey, Limit: w.cfg.BatchSize, Wait: w.cfg.PollWait, Consistency: w.cfg.Consistency}
 	for _, st := range states {
-		req.Shards = append(req.Shards, ShardLocation{Shard: st.shard, Location: st.offset})
+		req.Shards = append(req.Shards, ShardLocation{Shard: st.shard, Location: st.readFrom()})
 	}
 	return req
 }
@@ -461,12 +464,17 @@ func (w *worker) deliverPages(ctx context.Context, ready []*shardState, pages []
 		if !w.beginPage(st, p, now) {
 			continue
 		}
+		if w.cfg.OnPage != nil {
+			p.token = w.cfg.OnPage(st.shard, p.Cells)
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if w.deliverShard(ctx, st, p) {
+			defer w.endPage(st)
+			defer w.pageEnded(p)
+			if w.deliverShard(ctx, st, p, nil) {
 				halted.Do(func() { stop = true })
 			}
 		}()
@@ -483,22 +491,27 @@ func (w *worker) owns(st *shardState) bool {
 	return !st.lost && !st.revoke && !w.halted && w.shards[st.shard] == st && time.Now().Before(w.deadline)
 }
 
-// deliverShard delivers one page of a shard in order. It reports whether the group halted.
-func (w *worker) deliverShard(ctx context.Context, st *shardState, p Page) (halted bool) {
-	defer func() {
-		w.mu.Lock()
-		st.busy = false
-		w.mu.Unlock()
-	}()
+// deliverShard delivers one page of a shard in order. ready, when not nil, waits until the
+// page before it (still in delivery beside it, Config.PipelineDepth) has ended and reports
+// whether that page was delivered: the page's offset moves, and its cells are delivered one
+// by one, only after that, and not at all when it was not. It reports whether the group
+// halted.
+func (w *worker) deliverShard(ctx context.Context, st *shardState, p Page, ready func() bool) (halted bool) {
+	if ready == nil {
+		ready = func() bool { return true }
+	}
 	switch {
 	case w.bh != nil && w.h == nil:
-		w.deliverBatch(ctx, st, p)
+		w.deliverBatch(ctx, st, p, ready)
 		return false
 	case w.bh != nil: // RunPages: the page at once, else cell by cell below
 		if ctx.Err() != nil || !w.owns(st) {
 			return false
 		}
-		err := w.callBatch(st.ctx, st.shard, p.Cells)
+		err := w.callBatch(pageContext(st.ctx, p), st.shard, p.Cells)
+		if !ready() {
+			return false
+		}
 		if err == nil {
 			w.passPage(st, p)
 			return false
@@ -509,6 +522,10 @@ func (w *worker) deliverShard(ctx context.Context, st *shardState, p Page) (halt
 		}
 		w.cfg.Logger.Debug("triggers: page handler failed; delivering its cells one by one", "group", w.cfg.Group,
 			"shard", st.shard, "cells", len(p.Cells), "error", err)
+	default:
+		if !ready() {
+			return false
+		}
 	}
 	for i, c := range p.Cells {
 		if ctx.Err() != nil || !w.owns(st) {
@@ -559,15 +576,19 @@ func (w *worker) deliverShard(ctx context.Context, st *shardState, p Page) (halt
 }
 
 // deliverBatch hands one page of a shard to the batch handler, retrying until it succeeds or
-// the shard is lost or the worker stops, then moves the shard's offset past the page.
-func (w *worker) deliverBatch(ctx context.Context, st *shardState, p Page) {
+// the shard is lost or the worker stops, then moves the shard's offset past the page (ready:
+// see deliverShard).
+func (w *worker) deliverBatch(ctx context.Context, st *shardState, p Page, ready func() bool) {
 	cs := p.Cells
 	backoff := w.cfg.Backoff
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil || !w.owns(st) {
 			return
 		}
-		err := w.callBatch(st.ctx, st.shard, cs)
+		err := w.callBatch(pageContext(st.ctx, p), st.shard, cs)
+		if !ready() {
+			return
+		}
 		if err == nil {
 			break
 		}

@@ -76,4 +76,6 @@ type Page struct {
 	Cells        []cells.Cell
 	NextLocation int64
 	HighWater    int64
+	// token is what Config.OnPage returned for the page (PageToken).
+	token any
 }

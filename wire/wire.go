@@ -46,9 +46,30 @@ type PutCell struct {
 // bytes of [a-z0-9-], starting with a letter; not this cluster's own name): every cell the
 // request creates stores it and reads return it (Cell.Origin), and this cluster does not send
 // them on to its peers. Only a principal with the replicator or admin role may set it.
+//
+// Order, only with Origin, chains the request to the earlier requests of a replicator's
+// stream, so that the replicator may send a stream's next request before the one before it
+// was answered (package peering: docs/api.md, "Ordered streams").
 type PutCellsRequest struct {
 	Cells  []PutCell `json:"cells"`
 	Origin string    `json:"origin,omitempty"`
+	Order  *PutOrder `json:"order,omitempty"`
+}
+
+// PutOrder chains put_cells requests of one stream of a replicator: the node that receives a
+// request with After set applies it only after it has applied the request of the same origin,
+// datastore and Stream whose Seq is After (or one with a higher Seq), waiting for it while it
+// is in flight or on its way (up to a quarter of a second), else it refuses the request with
+// 409 out_of_order and writes nothing; the sender then waits for its earlier requests and
+// sends it again without After. A request without After is applied at once and starts (or
+// restarts) the chain. Stream is 1 to 64 bytes of [a-zA-Z0-9._:/-] (peering uses the shard
+// number); Seq is positive (peering: the origin's added_id of the request's last cell) and
+// After is 0 or below Seq. The chain is each node's memory, not the datastore's: a request
+// sent to another node than its predecessor, or after a restart, is refused and sent again.
+type PutOrder struct {
+	Stream string `json:"stream"`
+	Seq    int64  `json:"seq"`
+	After  int64  `json:"after,omitempty"`
 }
 
 // Write statuses of a cell.
@@ -450,8 +471,11 @@ const (
 	CodeInvalidArgument = "invalid_argument" // 400
 	CodeNotFound        = "not_found"        // 404
 	CodeMethod          = "method_not_allowed"
-	CodeConflict        = "conflict"  // 409
-	CodeTooLarge        = "too_large" // 413
+	CodeConflict        = "conflict" // 409
+	// CodeOutOfOrder (409): a put_cells request chained by its order.after to a request the
+	// node has not applied (PutOrder); nothing was written.
+	CodeOutOfOrder = "out_of_order"
+	CodeTooLarge   = "too_large" // 413
 	// CodeRequestTimeout (408): the request's body did not arrive within the server's body read
 	// timeout; the server closes the connection. Nothing was done.
 	CodeRequestTimeout = "request_timeout"

@@ -35,6 +35,7 @@ type devFlags struct {
 	splitLoad    string
 	commitNotify bool
 	commitTick   string
+	replDepth    int
 	zones        []string
 	clusterName  string
 	// clusters is 1, or 2 for east and west replicating both ways (devclusters.go), with
@@ -149,6 +150,7 @@ stay ready.`,
 	fl.StringVar(&f.quiesce, "quiesce-after", "", "idle time after which the nodes' raft partitions quiesce, as serve --quiesce-after (default serve's, 2s; 0: never)")
 	fl.StringVar(&f.splitLoad, "split-load", "", "requests per second above which a raft partition splits on its own, as serve --split-load (default serve's, 2500; 0: never by load)")
 	fl.StringVar(&f.commitTick, "commit-timeout", "", "raft commit tick of the nodes' partitions, as serve --commit-timeout (default serve's, 5ms)")
+	fl.IntVar(&f.replDepth, "replication-depth", 0, "as serve --replication-depth: pages of one shard on their way to the peer cluster at once (default serve's)")
 	fl.BoolVar(&f.commitNotify, "raft-commit-notify", false, "as serve --raft-commit-notify: leaders send followers each new commit index at once")
 	fl.IntVar(&f.gossipPort, "gossip-port", 0, "gossip (membership) port of the first node, TCP and UDP; the others follow (default --raft-port+100; -1: no gossip)")
 	fl.StringVar(&f.clusterName, "cluster-name", "", "the cluster's name (cluster_name in the topology), needed to replicate to another cluster (docs/operations.md, Two datacenters)")
@@ -393,6 +395,9 @@ func (f devFlags) serveArgs(i int, _ string) []string {
 	}
 	if f.commitNotify {
 		args = append(args, "--raft-commit-notify")
+	}
+	if f.replDepth > 0 {
+		args = append(args, "--replication-depth", strconv.Itoa(f.replDepth))
 	}
 	if f.adminPort > 0 {
 		args = append(args, "--admin-addr", net.JoinHostPort(f.host, strconv.Itoa(f.adminPort+i)))
