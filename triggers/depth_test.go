@@ -103,8 +103,8 @@ func TestPipelineDepth(t *testing.T) {
 				return ok
 			}, 30*time.Second, 300*time.Millisecond, "a first cell delivered")
 
-			first = rowIn(shard)
 			mu.Lock()
+			first = rowIn(shard)
 			mu.Unlock()
 			firstID := put(first)
 			time.Sleep(300 * time.Millisecond) // the first page is read and held in the handler
