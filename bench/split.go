@@ -43,11 +43,13 @@ type splitWorkload struct{}
 
 func (splitWorkload) Name() string { return workloadSplit }
 
-// splitSample is one put_cell of the writers: when it was sent, how long it took, its error.
+// splitSample is one put_cell of the writers: when it was sent, to which shard, how long it
+// took, its error.
 type splitSample struct {
-	at  time.Time
-	lat time.Duration
-	err error
+	at    time.Time
+	shard int
+	lat   time.Duration
+	err   error
 }
 
 // Run runs the split workload on t: it preloads --split-preload cells into trips, starts the
@@ -58,7 +60,10 @@ type splitSample struct {
 // the cells the datastore held) and a "split merge" row per merge (--split-merges; P50: the
 // pause of the right partition's writes the merge reported), then "split put" over every write
 // of the run and "split put during" over the writes sent while a split or merge ran (their p99
-// and max are the pause they cause). Errors count the writes that failed; the first is in FirstError.
+// and max are the pause they cause), and "split put moving" over those of them whose shard the
+// split or merge moved to another partition (the right half's shards; a merge's right
+// partition's): the writes the change pauses. Errors count the writes that failed; the first
+// is in FirstError.
 func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, error) {
 	f, target := env.Config, t.Name()
 	if !storesCells(t) {
@@ -84,12 +89,16 @@ func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, err
 	}
 
 	var hotRows []uuid.UUID // Hot: the rows the writers write, all in partition Hot
+	cat0, err := cl.Datastores(ctx)
+	if err != nil {
+		return nil, err
+	}
+	shards := datastoreShards(cat0, "trips")
+	if shards == 0 {
+		return nil, fmt.Errorf("%s %s: the target has no datastore trips", target, workloadSplit)
+	}
 	if s.Hot >= 0 {
-		cat, err := cl.Datastores(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if hotRows, err = rowsOfPartition(cat, "trips", s.Hot, 4096); err != nil {
+		if hotRows, err = rowsOfPartition(cat0, "trips", s.Hot, 4096); err != nil {
 			return nil, fmt.Errorf("%s %s: --split-hot: %w", target, workloadSplit, err)
 		}
 	}
@@ -116,7 +125,7 @@ func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, err
 				if wctx.Err() != nil && err != nil {
 					break // stopped, not failed
 				}
-				local = append(local, splitSample{at: at, lat: time.Since(at), err: err})
+				local = append(local, splitSample{at: at, shard: cells.ShardOf(row, shards), lat: time.Since(at), err: err})
 			}
 			mu.Lock()
 			samples = append(samples, local...)
@@ -124,7 +133,11 @@ func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, err
 		}()
 	}
 	var out []Result
-	type window struct{ from, to time.Time }
+	// window is a split's or merge's time, and the shards it moved.
+	type window struct {
+		from, to time.Time
+		moved    cells.ShardRange
+	}
 	var windows []window
 	var splitErr error
 	sleep := func(d time.Duration) {
@@ -154,7 +167,7 @@ func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, err
 		}
 		from := time.Now()
 		res, err := cl.SplitPartition(ctx, "trips", pid, at)
-		windows = append(windows, window{from, time.Now()})
+		windows = append(windows, window{from, time.Now(), cells.ShardRange{First: res.Right.FirstShard, Last: res.Right.LastShard}})
 		if err != nil {
 			splitErr = fmt.Errorf("split %d (partition %d at %d): %w", i+1, pid, at, err)
 			break
@@ -169,8 +182,8 @@ func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, err
 		sleep(s.Interval)
 		if s.Merges > 0 && merges < s.Merges && (i+1)%max(1, s.Count/s.Merges) == 0 {
 			from := time.Now()
-			mr, err := splitMerge(ctx, cl, "trips")
-			windows = append(windows, window{from, time.Now()})
+			mr, right, err := splitMerge(ctx, cl, "trips")
+			windows = append(windows, window{from, time.Now(), right})
 			if err != nil {
 				splitErr = fmt.Errorf("merge %d: %w", merges+1, err)
 				break
@@ -195,15 +208,21 @@ func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, err
 		return slices.ContainsFunc(windows, func(w window) bool { return !x.at.Before(w.from) && x.at.Before(w.to) })
 	})
 	during.Target, during.Workload, during.Clients = target, workloadSplit+" put during", writers
+	moving := splitFigures(samples, func(x splitSample) bool {
+		return slices.ContainsFunc(windows, func(w window) bool { return !x.at.Before(w.from) && x.at.Before(w.to) && w.moved.Contains(x.shard) })
+	})
+	moving.Target, moving.Workload, moving.Clients = target, workloadSplit+" put moving", writers
 	for _, w := range windows {
 		during.Seconds += w.to.Sub(w.from).Seconds()
 	}
 	if during.Seconds > 0 {
 		during.OpsPerSec, during.CellsPerSec = float64(during.Ops)/during.Seconds, float64(during.Cells)/during.Seconds
 	}
-	out = append(out, all, during)
+	moving.Seconds = during.Seconds
+	out = append(out, all, during, moving)
 	if !f.JSON {
-		fmt.Fprintf(env.Stderr, "%s %s: %d writes, %d failed; during splits p99 %dus, max %dus\n", target, workloadSplit, all.Ops, all.Errors, during.P99, during.Max)
+		fmt.Fprintf(env.Stderr, "%s %s: %d writes, %d failed; during splits p99 %dus, max %dus; to the moving shards p99 %dus, max %dus\n",
+			target, workloadSplit, all.Ops, all.Errors, during.P99, during.Max, moving.P99, moving.Max)
 	}
 	return out, splitErr
 }
@@ -273,13 +292,15 @@ func splitTarget(cat wire.DatastoresResponse, ds string) (pid, at int) {
 }
 
 // splitMerge merges the two neighbouring partitions of datastore ds on the same replicas with
-// the fewest shards together (the first in shard order among equals).
-func splitMerge(ctx context.Context, cl *client.Client, ds string) (wire.MergeResponse, error) {
+// the fewest shards together (the first in shard order among equals), and returns the right
+// one's shards too.
+func splitMerge(ctx context.Context, cl *client.Client, ds string) (wire.MergeResponse, cells.ShardRange, error) {
 	cat, err := cl.Datastores(ctx)
 	if err != nil {
-		return wire.MergeResponse{}, err
+		return wire.MergeResponse{}, cells.ShardRange{}, err
 	}
 	left, right, best := -1, -1, 0
+	var moved cells.ShardRange
 	for _, d := range cat.Datastores {
 		if d.Name != ds {
 			continue
@@ -291,13 +312,25 @@ func splitMerge(ctx context.Context, cl *client.Client, ds string) (wire.MergeRe
 			n := r.LastShard - l.FirstShard + 1
 			if slices.Equal(sortedCopy(l.Replicas), sortedCopy(r.Replicas)) && (left < 0 || n < best) {
 				left, right, best = l.ID, r.ID, n
+				moved = cells.ShardRange{First: r.FirstShard, Last: r.LastShard}
 			}
 		}
 	}
 	if left < 0 {
-		return wire.MergeResponse{}, fmt.Errorf("no two neighbouring partitions of %s on the same replicas", ds)
+		return wire.MergeResponse{}, moved, fmt.Errorf("no two neighbouring partitions of %s on the same replicas", ds)
 	}
-	return cl.MergePartitions(ctx, ds, left, right)
+	mr, err := cl.MergePartitions(ctx, ds, left, right)
+	return mr, moved, err
+}
+
+// datastoreShards returns the shard count of datastore ds in cat (0 when it is not there).
+func datastoreShards(cat wire.DatastoresResponse, ds string) int {
+	for _, d := range cat.Datastores {
+		if d.Name == ds {
+			return d.Shards
+		}
+	}
+	return 0
 }
 
 func sortedCopy(s []string) []string {

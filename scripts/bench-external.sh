@@ -12,6 +12,8 @@
 # The arguments are passed to `schemaless bench` after the target, endpoints, CPU pids and
 # baseline (add --baseline '' to skip the baseline). Environment (defaults in brackets):
 #   BIN       the schemaless binary [bin/schemaless], built first unless SKIP_BUILD=1
+#   BENCH_BIN the binary that runs the bench [$BIN]: to compare two builds of the nodes with
+#             one build of the bench
 #   PORT      first HTTP port of the cluster [27070] (raft +100, gossip +200, admin +300)
 #   OUT       where the profiles, the dev log and the bench output go [.data/bench-external]
 #   DEV_ARGS  extra flags of `schemaless dev` [--triggers=false --indexes=false --schema=false]
@@ -21,6 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BIN=${BIN:-bin/schemaless}
+BENCH_BIN=${BENCH_BIN:-$BIN}
 PORT=${PORT:-27070}
 OUT=${OUT:-.data/bench-external}
 DEV_ARGS=${DEV_ARGS:---triggers=false --indexes=false --schema=false}
@@ -51,7 +54,7 @@ grep -q '^ready: ' "$OUT/dev.log" || { echo "bench-external: the cluster did not
 pids=$(pgrep -d, -f -- "serve .*$data" || true)
 [ -n "$pids" ] || { echo "bench-external: no serve process of $data found" >&2; exit 1; }
 endpoints="http://127.0.0.1:$PORT,http://127.0.0.1:$((PORT + 1)),http://127.0.0.1:$((PORT + 2))"
-echo "+ $BIN bench --target external --endpoints $endpoints --cpu-pid $pids --baseline '$BASELINE' $*" >&2
+echo "+ $BENCH_BIN bench --target external --endpoints $endpoints --cpu-pid $pids --baseline '$BASELINE' $*" >&2
 prof=
 if [ "$PROFILE" -gt 0 ]; then
   (
@@ -63,5 +66,5 @@ if [ "$PROFILE" -gt 0 ]; then
   ) &
   prof=$!
 fi
-"$BIN" bench --target external --endpoints "$endpoints" --cpu-pid "$pids" --baseline "$BASELINE" "$@" 2>&1 | tee "$OUT/bench.txt"
+"$BENCH_BIN" bench --target external --endpoints "$endpoints" --cpu-pid "$pids" --baseline "$BASELINE" "$@" 2>&1 | tee "$OUT/bench.txt"
 [ -z "$prof" ] || wait "$prof"

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"sync/atomic"
@@ -153,22 +154,27 @@ func BenchmarkGetSnapshotLatest(b *testing.B) {
 }
 
 // BenchmarkShareShards is a split: a partition of 16 shards holding 200,000 cells of about
-// 200 bytes, its shards 8..15 (about 100,000 cells and their shard log entries) handed to
-// another partition of the store. On pebble (ShareShards) the cells stay where they are; the
-// request records, none here, the KV rows and the applied state are written anew, and one
-// synced batch switches the directory. Before the sharing, the same split copied the half: 430
-// to 452 ms through batches, 144 to 207 ms ingested as sstables (BENCHMARKS.md, issue 27). On
-// SQLite, a file per partition, the shards are copied into the other partition's file:
-// "sqlite" inside SQLite (ShareShards: the parent's file attached, INSERT INTO ... SELECT per
-// table), "sqlite-restore" through Go as splits did before (Restore fed from a snapshot of the
-// parent, cell by cell).
+// 200 bytes and 5,000 request records of 500 bytes, its shards 8..15 (about 100,000 cells and
+// their shard log entries) handed to another partition of the store. On pebble (ShareShards)
+// the cells stay where they are; the request records, the KV rows and the applied state are
+// written anew, and one synced batch switches the directory. Before the sharing, the same split
+// copied the half: 430 to 452 ms through batches, 144 to 207 ms ingested as sstables
+// (BENCHMARKS.md, issue 27). On SQLite, a file per partition: "sqlite" clones the parent's
+// file (ShareShards into a partition that has applied nothing, cloneSQLite), "sqlite-attach"
+// copies the shards' tables inside SQLite (ShareShards into a partition that applied an
+// earlier index: the parent's file attached, INSERT INTO ... SELECT per table),
+// "sqlite-restore" through Go as splits did before (Restore fed from a snapshot of the parent,
+// cell by cell).
 func BenchmarkShareShards(b *testing.B) {
-	b.Run("pebble", func(b *testing.B) { benchShareShards(b, pebbleEnv(b), false) })
-	b.Run("sqlite", func(b *testing.B) { benchShareShards(b, sqliteEnv(b), false) })
-	b.Run("sqlite-restore", func(b *testing.B) { benchShareShards(b, sqliteEnv(b), true) })
+	b.Run("pebble", func(b *testing.B) { benchShareShards(b, pebbleEnv(b), "share") })
+	b.Run("sqlite", func(b *testing.B) { benchShareShards(b, sqliteEnv(b), "share") })
+	b.Run("sqlite-attach", func(b *testing.B) { benchShareShards(b, sqliteEnv(b), "attach") })
+	b.Run("sqlite-restore", func(b *testing.B) { benchShareShards(b, sqliteEnv(b), "restore") })
 }
 
-func benchShareShards(b *testing.B, env *engineEnv, restore bool) {
+// benchShareShards runs BenchmarkShareShards on env; mode is "share", "attach" (the new
+// partition has applied index 1 before the split) or "restore".
+func benchShareShards(b *testing.B, env *engineEnv, mode string) {
 	ctx := context.Background()
 	s := env.open(b)
 	src := openPartition(b, s, "bench", 0, 0, 15)
@@ -180,7 +186,7 @@ func benchShareShards(b *testing.B, env *engineEnv, restore bool) {
 	bd, err := cells.EncodeBody([]byte(`{"driver":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","rider":"123e4567-e89b-12d3-a456-426614174000",` +
 		`"origin":"LAX","destination":"SFO","fare":{"amount":4250,"currency":"USD"},"status":"completed","distance_m":543210}`))
 	require.NoError(b, err, "encode the body")
-	const total, batch = 200_000, 1000
+	const total, batch, records = 200_000, 1000, 5000
 	added := make([]int64, 16)
 	now := time.Now()
 	for i := 0; i < total/batch; i++ {
@@ -196,6 +202,11 @@ func benchShareShards(b *testing.B, env *engineEnv, restore bool) {
 		for sh, cs := range byShard {
 			require.NoError(b, tx.Insert(ctx, sh, cs), "Insert")
 		}
+		reqs := make([]RequestRecord, records/(total/batch))
+		for j := range reqs {
+			reqs[j] = RequestRecord{ID: uuid.New(), CreatedAt: now, Record: bytes.Repeat([]byte{byte(j)}, 500)}
+		}
+		require.NoError(b, tx.PutRequests(ctx, reqs), "PutRequests")
 		require.NoError(b, tx.SetApplied(ctx, AppliedState{Index: uint64(i + 1), Term: 1}), "SetApplied")
 		require.NoError(b, tx.Commit(), "Commit")
 	}
@@ -204,14 +215,22 @@ func benchShareShards(b *testing.B, env *engineEnv, restore bool) {
 	next := 1
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		b.StopTimer()
 		dst := openPartition(b, s, "bench", next, 8, 15)
 		next++
+		if mode == "attach" {
+			tx, err := dst.Begin(ctx)
+			require.NoError(b, err, "Begin")
+			require.NoError(b, tx.SetApplied(ctx, AppliedState{Index: 1, Term: 1}), "SetApplied")
+			require.NoError(b, tx.Commit(), "Commit")
+		}
+		b.StartTimer()
 		snap, err := src.BeginSnapshot(ctx)
 		require.NoError(b, err, "BeginSnapshot")
-		if restore {
-			require.NoError(b, dst.Restore(ctx, AppliedState{Index: 1, Term: 1}, shardRecords(ctx, snap, right), nil, nil), "Restore")
+		if mode == "restore" {
+			require.NoError(b, dst.Restore(ctx, AppliedState{Index: 2, Term: 1}, shardRecords(ctx, snap, right), nil, nil), "Restore")
 		} else {
-			require.NoError(b, dst.ShareShards(ctx, snap, right, nil, AppliedState{Index: 1, Term: 1}), "ShareShards")
+			require.NoError(b, dst.ShareShards(ctx, snap, right, nil, AppliedState{Index: 2, Term: 1}), "ShareShards")
 		}
 		require.NoError(b, snap.Close(), "close the snapshot")
 	}

@@ -21,7 +21,9 @@ import (
 // splitSourceSchema is the schema name under which shareSQLite attaches the parent's file.
 const splitSourceSchema = "split_src"
 
-// shareSQLite is ShareShards on SQLite (its arguments checked there): in one transaction of p
+// shareSQLite is ShareShards on SQLite (its arguments checked there). When p has applied
+// nothing yet (a split's first apply), it clones the parent's file (cloneSQLite); else, or
+// when the parent's writer is busy, in one transaction of p
 // (the right half, just opened), every table of shards r in src's file (the entity tables, the
 // index tables and their b-tree indexes) is created in p's file with its definition and
 // filled with the source's rows, the request records are copied whole, the KV rows become kv
@@ -37,6 +39,13 @@ func (p *PartitionStore) shareSQLite(ctx context.Context, src *SnapshotTx, r cel
 		return err
 	}
 	defer p.unlockWriter()
+	if a, err := p.Applied(ctx); err != nil {
+		return err
+	} else if a.Index == 0 {
+		if err := p.cloneSQLite(ctx, src, r, kv, applied); !errors.Is(err, errCloneBusy) {
+			return err
+		}
+	}
 	conn, detach, err := p.attach(ctx, src.p.id)
 	if err != nil {
 		return err

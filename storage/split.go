@@ -20,8 +20,9 @@ import (
 // SupportsSplit reports whether the store can hand a shard range of a partition to another of
 // its partitions: every engine. Pebble (partitions share a generation of the node's database)
 // and MySQL (a shard's tables are in a database of the shard's own: splitsql.go) copy no
-// cell (ShareShards, ReleaseShards); SQLite, a file per partition, copies the shards into the
-// right half's file (Restore) and drops them from the parent's (DropShards).
+// cell (ShareShards, ReleaseShards); SQLite, a file per partition, gives the right half a copy
+// of the parent's file less the other shards (ShareShards: clonesqlite.go) and drops the
+// shards from the parent's (ReleaseShards).
 func (s *Store) SupportsSplit() bool { return true }
 
 // DropShards deletes, in the transaction, everything the partition holds of shards r (which must
@@ -65,7 +66,8 @@ func (tx *WriteTx) DropShards(ctx context.Context, r cells.ShardRange) error {
 // else written through batches. r must be the end of src's range. Both partitions must be
 // pebble partitions of this Store, or MySQL ones (shareMySQL: the state alone is written, the
 // shards' tables being the shards' own), or SQLite ones (shareSQLite: a file per partition, so
-// the shards' tables are copied into the partition's file, inside SQLite, and the parent's
+// the partition's file becomes a copy of the parent's less the other shards' tables when it has
+// applied nothing, else the shards' tables are copied into it inside SQLite; the parent's
 // ReleaseShards drops them); ErrInvalidConfig otherwise. It holds the writer token and
 // blocks on I/O; ctx bounds it between batches.
 func (p *PartitionStore) ShareShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange, kv []KV, applied AppliedState) (err error) {

@@ -150,15 +150,28 @@ func testAbsorbShardsSQL(t *testing.T, e *engineEnv, attach bool) {
 	assert.Zero(t, a.Index, "the removed partition's applied index")
 }
 
-// A split on SQLite: ShareShards copies the right half's shards into the new partition's file
-// inside SQLite (the parent's file attached), replacing what that file held; ReleaseShards
-// drops them from the parent's. The right half then holds every cell of its shards with its
-// added_id, created_at and body, the index tables with their entries and b-tree indexes, every
-// request record, the KV rows and applied state given, and nothing it held before; the parent
-// keeps its other shards; the connection is left without the parent attached; both write
-// afterwards and keep everything across a restart.
+// A split on SQLite: ShareShards gives the new partition's file the right half's shards,
+// replacing what that file held; ReleaseShards drops them from the parent's. With "clone" the
+// new partition has applied nothing (a split's first apply): its file becomes a copy of the
+// parent's, less the other shards' tables (cloneSQLite); with "attach" it has applied an
+// earlier index, and the shards' tables are copied inside SQLite with the parent's file
+// attached. Either way the right half then holds every cell of its shards with its added_id,
+// created_at and body, the index tables with their entries and b-tree indexes, every request
+// record, the KV rows and applied state given, one meta row (its own), and nothing it held
+// before; the parent keeps its other shards; the connection is left without the parent
+// attached; both write afterwards and keep everything across a restart.
 func TestShareShardsSQLite(t *testing.T) {
 	t.Parallel()
+	for _, attach := range []bool{false, true} {
+		name := map[bool]string{false: "clone", true: "attach"}[attach]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testShareShardsSQLite(t, attach)
+		})
+	}
+}
+
+func testShareShardsSQLite(t *testing.T, attach bool) {
 	ctx := context.Background()
 	env := sqliteEnv(t)
 	s := env.open(t)
@@ -186,6 +199,9 @@ func TestShareShardsSQLite(t *testing.T) {
 	tx, err = dst.Begin(ctx)
 	require.NoError(t, err)
 	require.NoError(t, tx.PutRequests(ctx, []RequestRecord{{ID: uuid.New(), CreatedAt: req.CreatedAt, Record: []byte("stale")}}))
+	if attach {
+		require.NoError(t, tx.SetApplied(ctx, AppliedState{Index: 3, Term: 1}))
+	}
 	require.NoError(t, tx.Commit())
 
 	split(t, src, dst, right, AppliedState{Index: 9, Term: 1})
@@ -217,6 +233,9 @@ func TestShareShardsSQLite(t *testing.T) {
 		}
 		assert.Equal(t, 5, tables(src), "shard tables in the parent's file %s: entity 0..3, index on 2", when)
 		assert.Equal(t, 5, tables(dst), "shard tables in the right half's file %s: entity 4..7, index on 5", when)
+		var metaRows int
+		require.NoError(t, dst.read.QueryRowContext(ctx, "SELECT count(*) FROM meta").Scan(&metaRows))
+		assert.Equal(t, 1, metaRows, "meta rows in the right half's file %s: its own", when)
 	}
 	check("after the split")
 	var attached int

@@ -30,6 +30,9 @@ type Store struct {
 	pebble *pebbleStore
 	// sqliteDir is the directory of a SQLite Store's files ("" for the other engines).
 	sqliteDir string
+	// sqliteSync: SQLiteConfig.Synchronous is FULL or EXTRA, so a split's copy of a file
+	// (cloneSQLite) is synced too.
+	sqliteSync bool
 
 	mu     sync.Mutex
 	parts  map[PartitionID]*PartitionStore

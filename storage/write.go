@@ -375,6 +375,19 @@ func (p *PartitionStore) readStmt(ctx context.Context, q string) *sql.Stmt {
 	return p.readStmts.prepareNow(ctx, p.read, q)
 }
 
+// reset closes the cached statements and forgets them and the pending ones: their pool is
+// about to close (cloneSQLite).
+func (c *stmtCache) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		_ = st.Close()
+	}
+	clear(c.m)
+	clear(c.pending)
+	c.short, c.bytes = 0, 0
+}
+
 // preparePending prepares the statements get noted on db, which must have a free connection.
 // A statement that fails to prepare (a shard table dropped since) is not cached.
 func (c *stmtCache) preparePending(db *sql.DB) {
