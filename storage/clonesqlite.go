@@ -4,26 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/schemaless-db/schemaless/cells"
 )
 
 // A split on SQLite whose right half has applied nothing yet (its first apply of the split,
 // the usual case) clones the parent's file instead of copying the right half's tables row by
-// row: the parent's database file and its write-ahead log are copied as files, byte for byte,
-// while the parent's writer is held (no commit, so no checkpoint, changes them meanwhile:
-// the copy is the state a crash at that moment would leave, which SQLite recovers from its
-// log on open). Then one small transaction in the copy drops the tables of every shard outside
-// the right half's range (SQLite frees their pages: 4 tables of some 4,000 cells each take a
-// few milliseconds) and writes the right half's KV rows, applied state and meta row. The
-// request records come whole, as with the copy. The copy costs the parent file's size in
-// sequential I/O (the page cache's speed: tens of milliseconds for tens of megabytes), where
-// the row-by-row copy decoded every cell and record (BENCHMARKS.md, "SQLite splits clone the
-// parent's file"). The right half's file keeps the parent's size: the dropped tables' pages
-// stay in it as free pages that its later writes reuse.
+// row: the parent's database file and its write-ahead log are copied as files while the
+// parent's writer is held (no commit, so no checkpoint, changes them meanwhile: the copy is
+// the state a crash at that moment would leave, which SQLite recovers from its log on open),
+// less the file's free pages and the log's stale frames (clonefiles.go). Then one small
+// transaction in the copy drops the tables of every shard outside the right half's range
+// (SQLite frees their pages: 4 tables of some 4,000 cells each take a few milliseconds) and
+// writes the right half's KV rows, applied state and meta row. The request records come
+// whole, as with the copy. The copy costs the size of the parent's pages in use in sequential
+// I/O (the page cache's speed: tens of milliseconds for tens of megabytes), where the
+// row-by-row copy decoded every cell and record (BENCHMARKS.md, "SQLite splits clone the
+// parent's file"). The right half's file has the parent's size, the dropped tables' pages
+// free pages that its later writes reuse and that its own splits do not copy.
 
 // cloneSQLite is shareSQLite by a copy of the parent's file (see above), for p whose applied
 // index is 0. The caller holds p's writer token; cloneSQLite takes the parent's for the copy
@@ -36,7 +35,7 @@ func (p *PartitionStore) cloneSQLite(ctx context.Context, src *SnapshotTx, r cel
 	if err := src.p.lockWriter(); err != nil {
 		return errCloneBusy
 	}
-	copyErr := p.replaceFile(ctx, src.p.id)
+	copyErr := p.replaceFile(ctx, src.p)
 	src.p.unlockWriter()
 	if copyErr != nil {
 		return copyErr
@@ -74,20 +73,25 @@ func (p *PartitionStore) cloneSQLite(ctx context.Context, src *SnapshotTx, r cel
 var errCloneBusy = errors.New("storage: the parent partition's writer is busy")
 
 // replaceFile closes p's pools, replaces p's file with a copy of partition src's file and log
-// (copySQLiteFiles), and opens p's pools again, on the copy or, after an error, on what p's
+// (copySQLiteFiles, src's free pages read first through its write pool), and opens p's pools
+// again, on the copy or, after an error, on what p's
 // file holds (when that fails too, p's calls fail until it is closed). The caller holds both writer tokens.
-func (p *PartitionStore) replaceFile(ctx context.Context, src PartitionID) error {
+func (p *PartitionStore) replaceFile(ctx context.Context, src *PartitionStore) error {
 	s := p.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p.stmts.reset()
 	p.readStmts.reset()
+	skip, pageSize, ferr := freePages(ctx, src.write)
+	if ferr != nil {
+		return p.fail(fmt.Sprintf("clone: the free pages of partition %d", src.id.Partition), ferr)
+	}
 	closeErr := p.closePools()
 	var err error
 	if closeErr != nil {
 		err = p.fail("clone: close the partition's pools", closeErr)
-	} else if cerr := copySQLiteFiles(sqlitePath(s.sqliteDir, src), sqlitePath(s.sqliteDir, p.id), s.sqliteSync); cerr != nil {
-		err = fmt.Errorf("storage: clone the file of partition %d into partition %d: %w", src.Partition, p.id.Partition, cerr)
+	} else if cerr := copySQLiteFiles(sqlitePath(s.sqliteDir, src.id), sqlitePath(s.sqliteDir, p.id), pageSize, skip, s.sqliteSync); cerr != nil {
+		err = fmt.Errorf("storage: clone the file of partition %d into partition %d: %w", src.id.Partition, p.id.Partition, cerr)
 	}
 	_, write, read, _, oerr := s.openPartition(ctx, p.id)
 	if oerr != nil {
@@ -99,27 +103,28 @@ func (p *PartitionStore) replaceFile(ctx context.Context, src PartitionID) error
 	return err
 }
 
-// copySQLiteFiles makes the SQLite database at dst a copy of the one at from: dst's file, log
-// and shared-memory index are removed, then from's file and its write-ahead log (if any) are
-// copied to temporary names and renamed into place, the file first: a crash in between leaves
-// a database without the log's last commits, whose meta row does not name the right half (the
-// split clones again), never a log beside a file it does not belong to. With sync, the copies
-// and the directory are synced first.
-func copySQLiteFiles(from, dst string, sync bool) error {
+// copySQLiteFiles makes the SQLite database at dst a copy of the one at from, whose free leaf
+// pages are skip (of pageSize bytes: freePages): dst's file, log and shared-memory index are
+// removed, then from's file, less the free pages (copyFileSparse), and the current generation
+// of its write-ahead log (walLength), if any, are copied to temporary names and renamed into
+// place, the file first: a crash in between leaves a database without the log's last commits,
+// whose meta row does not name the right half (the split clones again), never a log beside a
+// file it does not belong to. With sync, the copies and the directory are synced first.
+func copySQLiteFiles(from, dst string, pageSize int, skip []uint32, sync bool) error {
 	for _, suffix := range []string{"-wal", "-shm", "-journal", ""} {
 		if err := os.Remove(dst + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
-	withLog := true
-	if _, err := os.Stat(from + "-wal"); errors.Is(err, os.ErrNotExist) {
-		withLog = false
+	logBytes, withLog, err := walLength(from + "-wal")
+	if err != nil {
+		return err
 	}
-	if err := copyFile(from, dst+".clone", sync); err != nil {
+	if err := copyFileSparse(from, dst+".clone", pageSize, skip, sync); err != nil {
 		return err
 	}
 	if withLog {
-		if err := copyFile(from+"-wal", dst+"-wal.clone", sync); err != nil {
+		if err := copyFilePrefix(from+"-wal", dst+"-wal.clone", logBytes, sync); err != nil {
 			return errors.Join(err, os.Remove(dst+".clone"))
 		}
 	}
@@ -134,36 +139,5 @@ func copySQLiteFiles(from, dst string, sync bool) error {
 	if !sync {
 		return nil
 	}
-	d, err := os.Open(filepath.Dir(dst))
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
-}
-
-// copyFile copies the file from to a new file to (io.Copy: copy_file_range on Linux), synced
-// when sync is set.
-func copyFile(from, to string, sync bool) (err error) {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		err = errors.Join(err, out.Close())
-		if err != nil {
-			_ = os.Remove(to)
-		}
-	}()
-	if _, err := io.Copy(out, in); err != nil {
-		return err
-	}
-	if sync {
-		return out.Sync()
-	}
-	return nil
+	return syncDir(dst)
 }

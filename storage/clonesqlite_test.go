@@ -1,0 +1,105 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schemaless-db/schemaless/cells"
+)
+
+// A lineage of SQLite splits: the right half of a split (a clone, which dropped the other
+// shards' tables: its file is full of free pages) splits again. The second clone leaves those
+// free pages out of its copy (holes in the file: it takes fewer disk blocks than its size), and
+// every file passes SQLite's integrity check and holds exactly its shards' cells, before and
+// after more writes and a restart.
+func TestCloneSQLiteLineage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := sqliteEnv(t)
+	s := env.open(t)
+	parent := openPartition(t, s, "lineage", 0, 0, 7)
+	require.NoError(t, parent.EnsureShards(ctx, []int{0, 1, 2, 3, 4, 5, 6, 7}))
+	added := map[int]int64{}
+	all := fillShards(t, parent, 0, 4000, added)
+
+	mid := openPartition(t, s, "lineage", 1, 4, 7)
+	split(t, parent, mid, cells.ShardRange{First: 4, Last: 7}, AppliedState{Index: 9, Term: 1})
+	all = merge(all, fillShards(t, mid, 10_000, 200, added))
+	_, err := mid.write.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)") // the pages into the file
+	require.NoError(t, err)
+	var free int
+	require.NoError(t, mid.read.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&free))
+	require.Greater(t, free, 50, "free pages in the first clone, left by the parent's other shards")
+
+	last := openPartition(t, s, "lineage", 2, 6, 7)
+	split(t, mid, last, cells.ShardRange{First: 6, Last: 7}, AppliedState{Index: 12, Term: 1})
+	path := sqlitePath(s.sqliteDir, last.ID())
+	st, err := os.Stat(path)
+	t.Logf("second clone: %d bytes, %d of them on disk; %d free pages in its parent", st.Size(), st.Sys().(*syscall.Stat_t).Blocks*512, free)
+	require.NoError(t, err)
+	blocks := st.Sys().(*syscall.Stat_t).Blocks * 512
+	assert.Less(t, blocks, st.Size()-int64(free/2)*4096, "disk blocks of the second clone (%d bytes long): its parent's free pages are holes", st.Size())
+
+	check := func(when string) {
+		t.Helper()
+		for _, c := range []struct {
+			p *PartitionStore
+			r cells.ShardRange
+		}{{parent, cells.ShardRange{First: 0, Last: 3}}, {mid, cells.ShardRange{First: 4, Last: 5}}, {last, cells.ShardRange{First: 6, Last: 7}}} {
+			var ok string
+			require.NoError(t, c.p.read.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&ok))
+			assert.Equal(t, "ok", ok, "integrity of partition %d %s", c.p.ID().Partition, when)
+			assert.Equal(t, keysOnly(all, c.r), heldCells(t, c.p), "cells of partition %d %s", c.p.ID().Partition, when)
+		}
+	}
+	check("after the splits")
+	all = merge(all, fillShards(t, last, 20_000, 300, added), fillShards(t, mid, 30_000, 100, added))
+	check("after more writes")
+	s = env.open(t)
+	parent, mid, last = openPartition(t, s, "lineage", 0, 0, 3), openPartition(t, s, "lineage", 1, 4, 5), openPartition(t, s, "lineage", 2, 6, 7)
+	check(fmt.Sprintf("after a restart (%d cells)", count(all)))
+}
+
+// walLength counts the header and the frames of the log's current generation: a log whose
+// frames after the first 3 carry other salts (an older generation) is 3 frames long; a missing
+// or headerless log has none.
+func TestWALLength(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const pageSize = 512
+	hdr := make([]byte, 32)
+	copy(hdr, []byte{0x37, 0x7f, 0x06, 0x82})
+	hdr[10], hdr[11] = pageSize>>8, pageSize&0xff
+	copy(hdr[16:24], "saltsalt")
+	frame := func(salt string) []byte {
+		f := make([]byte, 24+pageSize)
+		copy(f[8:16], salt)
+		return f
+	}
+	b := append([]byte{}, hdr...)
+	for range 3 {
+		b = append(b, frame("saltsalt")...)
+	}
+	b = append(b, frame("oldsalt!")...)
+	b = append(b, frame("saltsalt")...) // after a stale frame: not replayed
+	path := dir + "/a.db-wal"
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	n, ok, err := walLength(path)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, int64(32+3*(24+pageSize)), n, "bytes of the current generation")
+
+	_, ok, err = walLength(dir + "/missing-wal")
+	require.NoError(t, err)
+	assert.False(t, ok, "no log")
+	require.NoError(t, os.WriteFile(path, hdr[:10], 0o600))
+	_, ok, err = walLength(path)
+	require.NoError(t, err)
+	assert.False(t, ok, "a torn header")
+}
