@@ -27,8 +27,8 @@ import (
 // cloneSQLite is shareSQLite by a copy of the parent's file (see above), for p whose applied
 // index is 0. The caller holds p's writer token; cloneSQLite takes the parent's for the copy
 // and returns errCloneBusy, having changed nothing, when another writer holds it. p's
-// connection pools are closed for the copy and opened again on the copy (under the Store's
-// lock, which DBStats reads them under: nothing else uses a partition that has applied
+// connection pools are closed for the copy and opened again on the copy (swapped in under the
+// Store's lock, which DBStats reads them under: nothing else uses a partition that has applied
 // nothing); on an error after the copy began, they are opened on what the file holds then, and
 // the split's retry clones again. Blocks on I/O.
 func (p *PartitionStore) cloneSQLite(ctx context.Context, src *SnapshotTx, r cells.ShardRange, kv []KV, applied AppliedState) error {
@@ -78,8 +78,6 @@ var errCloneBusy = errors.New("storage: the parent partition's writer is busy")
 // file holds (when that fails too, p's calls fail until it is closed). The caller holds both writer tokens.
 func (p *PartitionStore) replaceFile(ctx context.Context, src *PartitionStore) error {
 	s := p.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	p.stmts.reset()
 	p.readStmts.reset()
 	skip, pageSize, ferr := freePages(ctx, src.write)
@@ -99,7 +97,9 @@ func (p *PartitionStore) replaceFile(ctx context.Context, src *PartitionStore) e
 		// any storage failure.
 		return errors.Join(err, oerr)
 	}
+	s.mu.Lock() // DBStats reads the pools under it
 	p.write, p.read = write, read
+	s.mu.Unlock()
 	return err
 }
 
