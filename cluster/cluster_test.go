@@ -107,6 +107,11 @@ func testForwarding(t *testing.T, engine clustertest.Engine) {
 	assert.NoError(t, err, "PutCells(no cells)")
 	assert.Empty(t, res, "PutCells(no cells): results")
 
+	// Each phase below gets opTimeout of its own: on a loaded machine the phases before can
+	// take most of one.
+	ctx, cancel = context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+
 	// Concurrent writers, one per node, each reading its write back through the next node
 	// with a strong read as soon as it is acknowledged.
 	var wg sync.WaitGroup
@@ -152,6 +157,8 @@ func testForwarding(t *testing.T, engine clustertest.Engine) {
 	}
 
 	// GetRow: the latest cell of every column, by column key, the same through every node.
+	ctx, cancel = context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
 	wantCols := []string{"COL0", "COL1", "COL2", "STATUS"}
 	for _, n := range nodes {
 		got, err := n.GetRow(ctx, ds, row, cluster.Strong)

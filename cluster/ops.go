@@ -184,11 +184,18 @@ func (n *Node) callLeader(ctx context.Context, r *route, write bool,
 			break
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
-		if target == "" && r.local() != nil {
+		switch {
+		case target == "" && r.local() != nil:
 			// No leader yet (a new group, an election): the local replica learns of one as soon
 			// as it is elected, so retry then rather than at the end of the backoff.
 			waitLeader(ctx, n, r, wait)
-		} else {
+		case r.spec.Parent != nil && hosts(r.spec, n.cfg.NodeID) && !localLeaderKnown(r):
+			// A split's new partition whose replica here is not open yet (it opens once this
+			// node's replica of the parent applied the split) or knows no leader yet: retry as
+			// soon as it knows the group's leader, rather than at the end of a backoff that
+			// doubles while the split runs.
+			pollUntil(ctx, wait, func() bool { return localLeaderKnown(r) })
+		default:
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
@@ -401,6 +408,16 @@ const leaderPoll = 5 * time.Millisecond
 // waitLeader waits up to wait, or until ctx ends, for r (hosted here) to know a leader.
 func waitLeader(ctx context.Context, n *Node, r *route, wait time.Duration) {
 	pollUntil(ctx, wait, func() bool { return n.leader(r) != "" })
+}
+
+// localLeaderKnown reports whether r has a replica here that knows a leader.
+func localLeaderKnown(r *route) bool {
+	p := r.local()
+	if p == nil {
+		return false
+	}
+	id, _ := p.Leader()
+	return id != ""
 }
 
 // pollUntil checks done every leaderPoll until it holds (true), wait has passed or ctx ends.
