@@ -75,9 +75,10 @@ func freePages(ctx context.Context, q rowQueryer) ([]uint32, int, error) {
 	return leaves, size, nil
 }
 
-// copyFileSparse copies the file from to a new file to, leaving holes where the pages skip (1-
-// based, sorted, of pageSize bytes) are; the copy has from's size. Synced when sync is set.
-func copyFileSparse(from, to string, pageSize int, skip []uint32, sync bool) (err error) {
+// copyFileSparse copies the first limit bytes of the file from (all of it when limit is
+// negative) to a new file to, leaving holes where the pages skip (1-based, sorted, of pageSize
+// bytes) are; the copy has the length copied. Synced when sync is set.
+func copyFileSparse(from, to string, limit int64, pageSize int, skip []uint32, sync bool) (err error) {
 	in, err := os.Open(from)
 	if err != nil {
 		return err
@@ -98,6 +99,9 @@ func copyFileSparse(from, to string, pageSize int, skip []uint32, sync bool) (er
 		}
 	}()
 	size, ps := st.Size(), int64(pageSize)
+	if limit >= 0 {
+		size = min(size, limit)
+	}
 	copyRange := func(from, to int64) error { // bytes [from, to)
 		if to <= from {
 			return nil
@@ -175,33 +179,6 @@ func walLength(path string) (int64, bool, error) {
 		return 0, false, err
 	}
 	return min(n, st.Size()), true, nil
-}
-
-// copyFilePrefix copies the first n bytes of the file from to a new file to, synced when sync
-// is set.
-func copyFilePrefix(from, to string, n int64, sync bool) (err error) {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		err = errors.Join(err, out.Close())
-		if err != nil {
-			_ = os.Remove(to)
-		}
-	}()
-	if _, err := out.ReadFrom(&io.LimitedReader{R: in, N: n}); err != nil {
-		return err
-	}
-	if sync {
-		return out.Sync()
-	}
-	return nil
 }
 
 // syncDir syncs the directory of path (a rename in it made durable).

@@ -217,7 +217,7 @@ func (tx *WriteTx) joinRequestsMySQL(ctx context.Context, src *SnapshotTx, join 
 // lacks copied with one INSERT OR IGNORE ... SELECT.
 func (tx *WriteTx) absorbAttached(ctx context.Context, r cells.ShardRange, join func(held, incoming []byte) ([]byte, error)) error {
 	p, src := tx.p, splitSourceSchema
-	if err := p.dropAttachedShards(ctx, tx.tx, r); err != nil {
+	if err := p.dropShardTables(ctx, tx.tx, r.Contains); err != nil {
 		return fmt.Errorf("storage: absorb shards: %w", err)
 	}
 	if err := p.copyAttachedShards(ctx, tx.tx, r); err != nil {

@@ -127,7 +127,7 @@ func (p *PartitionStore) BeginAbsorb(ctx context.Context, src *SnapshotTx) (*Wri
 // drops the shard tables p's file holds, empties its request records, then copies the
 // parent's shards r (copyAttachedShards) and its request records.
 func (p *PartitionStore) copySQLiteTables(ctx context.Context, tx *sql.Tx, r cells.ShardRange) error {
-	if err := p.dropAttachedShards(ctx, tx, cells.ShardRange{First: 0, Last: maxShard}); err != nil {
+	if err := p.dropShardTables(ctx, tx, func(int) bool { return true }); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM main.requests"); err != nil {
@@ -142,15 +142,15 @@ func (p *PartitionStore) copySQLiteTables(ctx context.Context, tx *sql.Tx, r cel
 	return nil
 }
 
-// dropAttachedShards drops, in tx, the tables of shards r in p's file (entity and index tables,
-// with their indexes).
-func (p *PartitionStore) dropAttachedShards(ctx context.Context, tx *sql.Tx, r cells.ShardRange) error {
+// dropShardTables drops, in tx, the tables of p's file of every shard drop reports (entity and
+// index tables, with their indexes).
+func (p *PartitionStore) dropShardTables(ctx context.Context, tx *sql.Tx, drop func(shard int) bool) error {
 	held, err := sqliteSchema(ctx, tx, "main")
 	if err != nil {
 		return p.fail("list the partition's tables", err)
 	}
 	for _, o := range held {
-		if s, ok := sqliteShardOf(o.table); ok && r.Contains(s) && o.kind == "table" {
+		if s, ok := sqliteShardOf(o.table); ok && drop(s) && o.kind == "table" {
 			if _, err := tx.ExecContext(ctx, "DROP TABLE "+o.name); err != nil {
 				return p.fail("drop "+o.name, err)
 			}
