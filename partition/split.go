@@ -128,7 +128,11 @@ func applyAlone[T any](ctx context.Context, p *Raft, c command.Command, refusals
 		res, err = fsm.ResultOf[T](af)
 		return err
 	}, refusals...)
-	return res, err
+	if err != nil {
+		var zero T
+		return zero, err // res may still be written by the abandoned wait
+	}
+	return res, nil
 }
 
 // Campaign makes this replica start an election now, as the target of a leadership transfer
