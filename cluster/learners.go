@@ -46,8 +46,10 @@ func (n *Node) AddLearner(ctx context.Context, ds string, pid int, node string) 
 
 // carryLearners adds the learners of partition pid of raft datastore ds (its raft
 // configuration's nonvoters) to partition right, the new half of its split, so that a split
-// keeps serving the learners' zones; it returns the nodes added. The new half's leader brings
-// each up to date as any new replica (AddLearner). One that cannot be added is logged and left out (add it with AddLearner). A voter
+// keeps serving the learners' zones; it returns the nodes added. Called by the node that
+// decided the split, or by the parent's leader when it completes a split whose deciding node
+// failed (reconcileSplits). The new half's leader brings each up to date as any new replica
+// (AddLearner). One that cannot be added is logged and left out (add it with AddLearner). A voter
 // being added at the moment of the split (a nonvoter until it catches up) is carried as a
 // learner too: remove it with RemoveLearner. Blocks for one membership change per learner.
 func (n *Node) carryLearners(ctx context.Context, ds string, pid, right int) []string {

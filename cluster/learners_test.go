@@ -79,6 +79,17 @@ func TestLearners(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, wire.SuffrageNonvoter, suffrageOf(rcfg, "n4"), "a learner of the right half: %+v", rcfg.Servers)
 	assert.Len(t, rcfg.Voters(), 3)
+	// A split whose deciding node stops before proposing it is completed by the parent's
+	// leader, which carries the learner too.
+	completed, err := n1.DecideSplit(ctx, "far", 0, 1)
+	require.NoError(t, err, "the catalog decides a split of far/0 at shard 1")
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		cfg, err := n1.PartitionConfig(ctx, "far", completed)
+		if assert.NoError(ct, err) {
+			assert.Equal(ct, wire.SuffrageNonvoter, suffrageOf(cfg, "n4"), "n4 in partition %d completed by the leader: %+v", completed, cfg.Servers)
+			assert.Len(ct, cfg.Voters(), 3)
+		}
+	}, opTimeout, 100*time.Millisecond)
 	putIn(t, n1, "far", l, []cells.Cell{newCell(t, uuid.New(), "BASE", 1, `{"after":"split"}`), newCell(t, uuid.New(), "BASE", 1, `{"after":"split"}`)})
 	require.NoError(t, checkCellsIn(n4, "far", cluster.Strong, l.all(), opTimeout), "strong reads through the learner's node, both halves")
 

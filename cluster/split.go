@@ -215,33 +215,24 @@ func (n *Node) splitPartition(ctx context.Context, ds string, pid int, atShard i
 		return wire.SplitResponse{}, err
 	}
 	out := wire.SplitResponse{Generation: res.Generation, Left: catalogPartition(left), Right: catalogPartition(right)}
-	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if rr := n.routeOf(ds, right.ID); rr == nil || !slices.Contains(rr.spec.Replicas, n.cfg.NodeID) {
-			out.Ready = true // not hosted here: nothing to wait for
-			break
-		} else if p := rr.local(); p != nil {
-			if id, _ := p.Leader(); id != "" {
-				out.Ready = true
-				break
-			}
-		}
-		select {
-		case <-wait.Done():
-		case <-t.C:
-			continue
-		}
-		break
-	}
+	out.Ready = n.waitSplitReady(ctx, ds, right.ID)
 	out.TookMillis = time.Since(began).Milliseconds()
 	if out.Ready {
 		out.Learners = n.carryLearners(ctx, ds, pid, right.ID) // after TookMillis: the halves take writes already
 	}
 	n.log.Info("split done", "datastore", ds, "partition", pid, "right", right.ID, "ready", out.Ready, "took", time.Since(began), "learners", out.Learners)
 	return out, nil
+}
+
+// waitSplitReady waits until partition right of ds, the new half of a split this node's
+// replica of the parent applied, has a leader that this node's replica knows, and reports
+// whether it has: true when this node does not host it (nothing to wait for), false when ctx
+// ends or 10 s pass first. Polls every leaderPoll.
+func (n *Node) waitSplitReady(ctx context.Context, ds string, right int) bool {
+	return pollUntil(ctx, 10*time.Second, func() bool {
+		rr := n.routeOf(ds, right)
+		return rr == nil || !slices.Contains(rr.spec.Replicas, n.cfg.NodeID) || localLeaderKnown(rr)
+	})
 }
 
 // proposeSplit has the leader of partition pid of ds apply the split the catalog decided at
@@ -562,6 +553,12 @@ func (n *Node) reconcileSplits() {
 				defer cancel2()
 				if err := n.proposeSplit(ctx, d.spec.Name, r.spec.ID, next.spec.FirstShard, next.spec.ID, gen); err != nil {
 					n.log.Warn("completing a split the catalog decided", "datastore", d.spec.Name, "partition", r.spec.ID, "right", next.spec.ID, "error", err)
+					return
+				}
+				// The learners of the parent, as a split completed by the node that decided it.
+				if n.waitSplitReady(ctx, d.spec.Name, next.spec.ID) {
+					learners := n.carryLearners(ctx, d.spec.Name, r.spec.ID, next.spec.ID)
+					n.log.Info("completed a split the catalog decided", "datastore", d.spec.Name, "partition", r.spec.ID, "right", next.spec.ID, "learners", learners)
 				}
 			}()
 		}

@@ -1,0 +1,20 @@
+package cluster
+
+import (
+	"context"
+
+	"github.com/schemaless-db/schemaless/catalog"
+)
+
+// DecideSplit has the catalog decide a split of partition pid of raft datastore ds at atShard
+// and stops there, as a node that fails right after the decision leaves it: the split is not
+// proposed to the partition's raft log, so the partition's leader completes it
+// (reconcileSplits). Returns the new partition's id. For tests.
+func (n *Node) DecideSplit(ctx context.Context, ds string, pid, atShard int) (int, error) {
+	res, err := n.applyCatalogCommand(ctx, catalog.Command{Op: catalog.OpSplit, Datastore: ds, Partition: pid, AtShard: atShard,
+		ExpectGeneration: max(n.catalogGeneration(), 1)})
+	if err != nil {
+		return 0, err
+	}
+	return res.Partitions[1].ID, nil
+}
