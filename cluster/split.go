@@ -507,7 +507,8 @@ func (n *Node) splitOriginHere(ctx context.Context, ds string, r *route) (fsm.Sp
 func overlaps(a, b cells.ShardRange) bool { return a.First <= b.Last && b.First <= a.Last }
 
 // splitStore returns the fsm.Config.SplitStore of the replicas of raft datastore ds: the store
-// of the split's new partition, opened for the copy and closed after, or, when this node serves
+// of the split's new partition, opened for the copy and closed after (on SQLite with
+// synchronous NORMAL the close is what syncs the copy before the parent's commit: keep it), or, when this node serves
 // that partition already (the split is applied again after a crash), its replica's store.
 func (n *Node) splitStore(ds string) func(ctx context.Context, right int, shards cells.ShardRange) (fsm.Store, func() error, error) {
 	return func(ctx context.Context, right int, shards cells.ShardRange) (fsm.Store, func() error, error) {

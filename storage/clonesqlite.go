@@ -10,8 +10,8 @@ import (
 )
 
 // A split on SQLite whose right half has applied nothing yet (its first apply of the split,
-// the usual case) clones the parent's file instead of copying the right half's tables row by
-// row: the parent's database file and its write-ahead log are copied as files while the
+// the usual case) clones the parent's file instead of copying the right half's tables record
+// by record inside SQLite: the parent's database file and its write-ahead log are copied as files while the
 // parent's writer is held (no commit, so no checkpoint, changes them meanwhile: the copy is
 // the state a crash at that moment would leave, which SQLite recovers from its log on open),
 // less the file's free pages and the log's stale frames (clonefiles.go). Then one small
@@ -19,11 +19,17 @@ import (
 // (SQLite frees their pages: 4 tables of some 1,750 cells each took 3 ms, 8 tables of 12,500
 // cells each 40 ms in BenchmarkShareShards) and
 // writes the right half's KV rows, applied state and meta row. The request records come
-// whole, as with the copy. The copy costs the size of the parent's pages in use in sequential
-// I/O (the page cache's speed: tens of milliseconds for tens of megabytes), where the
-// row-by-row copy decoded every cell and record (BENCHMARKS.md, "SQLite splits clone the
-// parent's file"). The right half's file has the parent's size, the dropped tables' pages
-// free pages that its later writes reuse and that its own splits do not copy.
+// whole, as with the copy. The copy costs the size of the parent's pages in use in I/O (7 MiB
+// in 10 ms on an idle machine, 7 to 13 MiB in 18 to 113 ms on three loaded nodes), where the
+// copy inside SQLite read and wrote every record of the right half's tables (BENCHMARKS.md,
+// "SQLite splits clone the parent's file"). The right half's file has the parent's size, the
+// dropped tables' pages free pages that its later writes reuse and that its own splits do not
+// copy. With synchronous FULL or EXTRA the copies are synced here; with NORMAL they are not,
+// and what makes them durable before the parent's commit that hands the shards over is the
+// close of the right half's store that follows (fsm.Config.SplitStore's release): SQLite
+// checkpoints the log into the file and syncs it when its last connection closes. That close
+// took 44 to 270 ms per split on the nodes; syncing the files instead cost as much
+// (BENCHMARKS.md).
 
 // cloneSQLite is shareSQLite by a copy of the parent's file (see above), for p whose applied
 // index is 0. The caller holds p's writer token; cloneSQLite takes the parent's for the copy
@@ -52,13 +58,7 @@ func (p *PartitionStore) cloneSQLite(ctx context.Context, src *SnapshotTx, r cel
 	if err := p.dropShardTables(ctx, tx, func(s int) bool { return !r.Contains(s) }); err != nil {
 		return err
 	}
-	if err := p.replaceKV(ctx, tx, kv); err != nil {
-		return err
-	}
-	if err := setApplied(ctx, stmtQueryer{tx: tx, q: p.d.upsertApplied}, p, applied); err != nil {
-		return err
-	}
-	return p.commitShare(tx)
+	return p.commitSQLiteShare(ctx, tx, kv, applied)
 }
 
 // errCloneBusy: the parent's writer was held by another call, so cloneSQLite did not copy its

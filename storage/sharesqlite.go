@@ -59,6 +59,12 @@ func (p *PartitionStore) shareSQLite(ctx context.Context, src *SnapshotTx, r cel
 	if err := p.copySQLiteTables(ctx, tx, r); err != nil {
 		return err
 	}
+	return p.commitSQLiteShare(ctx, tx, kv, applied)
+}
+
+// commitSQLiteShare ends a SQLite ShareShards transaction, a clone's or a copy's: p's KV rows
+// become kv, its applied state applied, and tx commits (commitShare).
+func (p *PartitionStore) commitSQLiteShare(ctx context.Context, tx *sql.Tx, kv []KV, applied AppliedState) error {
 	if err := p.replaceKV(ctx, tx, kv); err != nil {
 		return err
 	}

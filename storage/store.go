@@ -31,7 +31,8 @@ type Store struct {
 	// sqliteDir is the directory of a SQLite Store's files ("" for the other engines).
 	sqliteDir string
 	// sqliteSync: SQLiteConfig.Synchronous is FULL or EXTRA, so a split's copy of a file
-	// (cloneSQLite) is synced too.
+	// (cloneSQLite) is synced as it is made (with NORMAL, the close of the copy's store syncs
+	// it: see clonesqlite.go).
 	sqliteSync bool
 
 	mu     sync.Mutex
