@@ -45,6 +45,9 @@ const (
 // split that made it or shrank it, the merge that grew it): a request routed with an older view
 // of the partition names an older generation and is refused by the replica (ErrStale), which
 // re-routes it. Parent is the partition it was split from, -1 for one created with its datastore.
+// Learners are the partition's permanent non-voting replicas (raft), node ids in order, as
+// recorded by OpAddLearner and OpRemoveLearner (learners.go); a split's right half starts with
+// its parent's.
 // Origin is the range the partition was created with (its datastore's creation, the split that
 // made it): its raft log starts from a store of that range, so a replica that replays the log
 // from its start opens its store with it, and takes the range its log's splits and merges
@@ -54,6 +57,7 @@ type Partition struct {
 	Shards     cells.ShardRange
 	Origin     cells.ShardRange
 	Replicas   []string
+	Learners   []string
 	Cluster    string
 	Generation uint64
 	Parent     int
@@ -163,6 +167,10 @@ const (
 	// OpSettings replaces the settings of Command.Datastore with Command.Settings (its split
 	// thresholds, its leader zone: what its owners encode there).
 	OpSettings Op = "settings"
+	// OpAddLearner records node Command.Learner as a learner of Command.Partition of
+	// Command.Datastore (Partition.Learners); OpRemoveLearner forgets it.
+	OpAddLearner    Op = "add-learner"
+	OpRemoveLearner Op = "remove-learner"
 )
 
 // Spec describes a datastore to create: its name, mode and shard count (fixed forever), and
@@ -215,11 +223,14 @@ type Command struct {
 	Settings []byte `msgpack:",omitempty"`
 	// Peer, for OpSetPeer, names the peer cluster.
 	Peer string `msgpack:",omitempty"`
+	// Learner, for OpAddLearner and OpRemoveLearner, is the learner's node id.
+	Learner string `msgpack:",omitempty"`
 }
 
 // Result is the outcome of an accepted command: the catalog generation it made, and the
 // partitions it created or changed (OpCreate: all of them; OpSplit: the left then the right
-// half; OpMerge: the merged partition; OpSetReplicas: the partition; OpDrop: none).
+// half; OpMerge: the merged partition; OpSetReplicas, OpAddLearner, OpRemoveLearner: the
+// partition; OpDrop: none).
 type Result struct {
 	Generation uint64
 	Partitions []Partition
@@ -268,6 +279,7 @@ func (d *Datastore) clone() *Datastore {
 
 func (p Partition) clone() Partition {
 	p.Replicas = slices.Clone(p.Replicas)
+	p.Learners = slices.Clone(p.Learners)
 	return p
 }
 
@@ -297,16 +309,20 @@ func normTime(t time.Time) time.Time { return t.Round(0).UTC().Truncate(time.Mic
 //   - OpSplit: cmd.AtShard must be inside the partition and above its first shard. The
 //     partition keeps its ID and the shards below AtShard; a new partition (the next ID, Parent
 //     the split one) takes the rest, on the same replicas or cluster (cmd.Cluster, async only:
-//     on that cluster). Both get the new generation. A cmd.Right other than 0 must be the
+//     on that cluster), with the partition's learners. Both get the new generation. A cmd.Right other than 0 must be the
 //     next ID (else ErrStale).
 //   - OpMerge: cmd.Right must be the partition right after cmd.Partition, on the same set of
 //     replicas (raft) or the same cluster (async; or cmd.Cluster, the one both are on now):
 //     move replicas first. The left partition
-//     takes both ranges and the new generation; the right one's ID is gone for good. The same
+//     takes both ranges and the new generation and keeps its learners; the right one's ID (and
+//     its learners' record) is gone for good. The same
 //     merge again, once applied (its event still in the history), answers the left partition
 //     as it is and changes nothing, not even the generation.
 //   - OpSetReplicas: a raft partition's replicas become cmd.Replicas (1 to MaxReplicas distinct
-//     node ids); its range and generation stay, the catalog's generation rises.
+//     node ids), and a recorded learner among them is a learner no more; its range and
+//     generation stay, the catalog's generation rises.
+//   - OpAddLearner, OpRemoveLearner: cmd.Learner (a node id) joins or leaves the raft
+//     partition's learners (at most MaxReplicas).
 //   - OpSetVoters: the catalog's Voters become cmd.Voters (1 to MaxVoters distinct node ids);
 //     the catalog's generation rises.
 //   - OpSettings: cmd.Datastore's Settings become cmd.Settings (at most MaxSettingsBytes); its
@@ -326,9 +342,9 @@ func (c *Catalog) Apply(cmd Command) (Result, error) {
 		return c.setVoters(cmd)
 	case OpSetPeer:
 		return c.setPeer(cmd)
-	case OpDrop, OpSplit, OpMerge, OpSetReplicas, OpSettings:
+	case OpDrop, OpSplit, OpMerge, OpSetReplicas, OpSettings, OpAddLearner, OpRemoveLearner:
 	default:
-		return Result{}, fmt.Errorf("%w: unknown op %q (want create, import, drop, split, merge, set-replicas, set-voters, settings or set-peer)", ErrBadCommand, cmd.Op)
+		return Result{}, fmt.Errorf("%w: unknown op %q (want create, import, drop, split, merge, set-replicas, set-voters, settings, set-peer, add-learner or remove-learner)", ErrBadCommand, cmd.Op)
 	}
 	d := c.Datastores[cmd.Datastore]
 	if d == nil {
@@ -366,6 +382,8 @@ func (c *Catalog) Apply(cmd Command) (Result, error) {
 		return c.split(d, p, cmd)
 	case OpMerge:
 		return c.merge(d, p, cmd)
+	case OpAddLearner, OpRemoveLearner:
+		return c.setLearner(d, p, cmd)
 	}
 	return c.setReplicas(d, p, cmd)
 }
@@ -537,7 +555,7 @@ func (c *Catalog) split(d *Datastore, p *Partition, cmd Command) (Result, error)
 	}
 	c.Generation++
 	right := Partition{ID: d.NextID, Shards: cells.ShardRange{First: cmd.AtShard, Last: p.Shards.Last}, Origin: cells.ShardRange{First: cmd.AtShard, Last: p.Shards.Last},
-		Replicas: slices.Clone(p.Replicas), Cluster: cluster, Generation: c.Generation, Parent: p.ID}
+		Replicas: slices.Clone(p.Replicas), Learners: slices.Clone(p.Learners), Cluster: cluster, Generation: c.Generation, Parent: p.ID}
 	d.NextID++
 	p.Shards.Last, p.Generation = cmd.AtShard-1, c.Generation
 	left := p.clone()
@@ -601,6 +619,10 @@ func (c *Catalog) setReplicas(d *Datastore, p *Partition, cmd Command) (Result, 
 	}
 	c.Generation++
 	p.Replicas = slices.Clone(cmd.Replicas)
+	p.Learners = slices.DeleteFunc(p.Learners, func(l string) bool { return slices.Contains(p.Replicas, l) })
+	if len(p.Learners) == 0 {
+		p.Learners = nil
+	}
 	return Result{Generation: c.Generation, Partitions: []Partition{p.clone()}}, nil
 }
 
@@ -669,6 +691,9 @@ func (c *Catalog) Check() error {
 				return bad("partition %d at generation %d, catalog at %d", p.ID, p.Generation, c.Generation)
 			}
 			if err := checkPlacement(d.Mode, p.Replicas, p.Cluster); err != nil {
+				return bad("partition %d: %v", p.ID, err)
+			}
+			if err := checkLearners(d.Mode, p.Learners); err != nil {
 				return bad("partition %d: %v", p.ID, err)
 			}
 			if p.Origin.First != p.Shards.First || p.Origin.Last < p.Origin.First {

@@ -203,7 +203,12 @@ func TestRandomCommands(t *testing.T) {
 		d := c.Datastores["trips"]
 		p := d.Partitions[r.IntN(len(d.Partitions))]
 		var cmd Command
-		switch r.IntN(4) {
+		switch r.IntN(5) {
+		case 4:
+			cmd = Command{Op: OpAddLearner, Datastore: "trips", Partition: p.ID, Learner: nodes[r.IntN(len(nodes))]}
+			if r.IntN(3) == 0 {
+				cmd.Op = OpRemoveLearner
+			}
 		case 0, 1:
 			cmd = Command{Op: OpSplit, Datastore: "trips", Partition: p.ID, AtShard: p.Shards.First + r.IntN(p.Shards.Len()+1)}
 		case 2:

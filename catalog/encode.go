@@ -45,6 +45,7 @@ type wirePartition struct {
 	OriginF    int      `msgpack:"of"`
 	OriginL    int      `msgpack:"ol"`
 	Replicas   []string `msgpack:"r"`
+	Learners   []string `msgpack:"n,omitempty"`
 	Cluster    string   `msgpack:"c"`
 	Generation uint64   `msgpack:"g"`
 	Parent     int      `msgpack:"p"`
@@ -74,7 +75,7 @@ func Encode(c *Catalog) ([]byte, error) {
 			CreatedAt: d.CreatedAt.UnixMicro(), Settings: d.Settings, Partitions: []wirePartition{}, History: []wireEvent{}}
 		for _, p := range d.Partitions {
 			wd.Partitions = append(wd.Partitions, wirePartition{ID: p.ID, First: p.Shards.First, Last: p.Shards.Last, OriginF: p.Origin.First, OriginL: p.Origin.Last,
-				Replicas: p.Replicas, Cluster: p.Cluster, Generation: p.Generation, Parent: p.Parent})
+				Replicas: p.Replicas, Learners: p.Learners, Cluster: p.Cluster, Generation: p.Generation, Parent: p.Parent})
 		}
 		for _, e := range d.History {
 			wd.History = append(wd.History, wireEvent{Op: string(e.Op), Generation: e.Generation, At: e.At.UnixMicro(),
@@ -130,7 +131,7 @@ func Decode(b []byte) (*Catalog, error) {
 		for _, wp := range wd.Partitions {
 			d.Partitions = append(d.Partitions, Partition{ID: wp.ID, Shards: cells.ShardRange{First: wp.First, Last: wp.Last},
 				Origin:   cells.ShardRange{First: wp.OriginF, Last: wp.OriginL},
-				Replicas: wp.Replicas, Cluster: wp.Cluster, Generation: wp.Generation, Parent: wp.Parent})
+				Replicas: wp.Replicas, Learners: wp.Learners, Cluster: wp.Cluster, Generation: wp.Generation, Parent: wp.Parent})
 		}
 		for _, we := range wd.History {
 			d.History = append(d.History, Event{Op: Op(we.Op), Generation: we.Generation, At: time.UnixMicro(we.At).UTC(),

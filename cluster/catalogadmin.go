@@ -276,8 +276,7 @@ func (n *Node) CatalogDatastores() wire.DatastoresResponse {
 func datastoreInfo(d *catalog.Datastore) wire.DatastoreInfo {
 	info := wire.DatastoreInfo{Name: d.Name, Mode: string(d.Mode), Shards: d.Shards, Created: d.Created, CreatedAt: d.CreatedAt}
 	for _, p := range d.Partitions {
-		info.Partitions = append(info.Partitions, wire.CatalogPartition{ID: p.ID, FirstShard: p.Shards.First, LastShard: p.Shards.Last,
-			Replicas: slices.Clone(p.Replicas), Cluster: p.Cluster, Generation: p.Generation, Parent: p.Parent})
+		info.Partitions = append(info.Partitions, catalogPartition(p))
 	}
 	if spec, err := specOf(d); err == nil {
 		for _, sc := range spec.StorageClusters {

@@ -18,3 +18,18 @@ func (n *Node) DecideSplit(ctx context.Context, ds string, pid, atShard int) (in
 	}
 	return res.Partitions[1].ID, nil
 }
+
+// AddNonvoter opens a replica of partition pid of raft datastore ds on node and adds it to the
+// partition's raft configuration as a nonvoter, and stops there, as an AddVoter that has not
+// yet promoted it leaves it: a nonvoter the catalog does not record as a learner. For tests.
+func (n *Node) AddNonvoter(ctx context.Context, ds string, pid int, node string) error {
+	spec, ok := n.nodeSpec(node)
+	if !ok {
+		return ErrUnknownNode
+	}
+	if err := n.onNode(ctx, spec, ds, pid, "host"); err != nil {
+		return err
+	}
+	_, err := n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: raftOpAddNonvoter, Node: node, Addr: spec.RaftAddr})
+	return err
+}

@@ -29,12 +29,15 @@ func suffrageOf(cfg cluster.PartitionConfig, node string) string {
 
 // TestLearners: four nodes, n4 in its own zone d. A datastore on n1, n2, n3 gets n4 as a learner
 // of partition 0:
-//   - the learner is a nonvoter in zone d; adding it again changes nothing, a voter is refused;
+//   - the learner is a nonvoter in zone d, recorded in the catalog; adding it again changes
+//     nothing, a voter is refused;
 //   - strong reads and reads bounded at 2s through n4 reflect every acknowledged write;
+//   - splits carry it to the new halves; a nonvoter the catalog does not record as a learner
+//     (a voter being added, in another datastore) is not carried;
 //   - a rebalance over the four nodes moves no voter onto n4 and leaves it a learner;
 //   - with the three voters stopped, a read through n4 bounded at 2s is refused once its last
 //     read index from the leader is older than 2s (never answered from older data);
-//   - removed, n4 leaves the configuration.
+//   - removed, n4 leaves the configuration and the catalog's record.
 func TestLearners(t *testing.T) {
 	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble, Nodes: 4, Shards: 8, Partitions: 1, Gossip: true,
@@ -54,6 +57,7 @@ func TestLearners(t *testing.T) {
 			assert.Equal(t, "d", s.Zone)
 		}
 	}
+	assert.Equal(t, []string{"n4"}, catalogLearners(t, n1, "far", 0), "the catalog records the learner")
 	again, err := n1.AddLearner(ctx, "far", 0, "n4")
 	require.NoError(t, err, "adding the learner again")
 	assert.Equal(t, cfg.Servers, again.Servers)
@@ -79,6 +83,19 @@ func TestLearners(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, wire.SuffrageNonvoter, suffrageOf(rcfg, "n4"), "a learner of the right half: %+v", rcfg.Servers)
 	assert.Len(t, rcfg.Voters(), 3)
+	assert.Equal(t, []string{"n4"}, catalogLearners(t, n1, "far", split.Right.ID), "the catalog records the right half's learner")
+	// A voter being added at the moment of a split (a nonvoter the catalog does not record as a
+	// learner) is not carried to the new half.
+	_, err = n1.CreateDatastore(ctx, cluster.CreateDatastoreOptions{Name: "near", Shards: 4, Partitions: 1, Replicas: []string{"n1", "n2", "n3"}})
+	require.NoError(t, err)
+	require.NoError(t, n1.AddNonvoter(ctx, "near", 0, "n4"), "n4 added to near/0 as a voter not yet promoted")
+	nsplit, err := n1.SplitPartition(ctx, "near", 0, wire.SplitRequest{AtShard: 2})
+	require.NoError(t, err, "split near at shard 2")
+	assert.Empty(t, nsplit.Learners, "no learner carried from near/0")
+	ncfg, err := n1.PartitionConfig(ctx, "near", nsplit.Right.ID)
+	require.NoError(t, err)
+	assert.Empty(t, suffrageOf(ncfg, "n4"), "the voter being added is not in the right half: %+v", ncfg.Servers)
+	assert.Empty(t, catalogLearners(t, n1, "near", nsplit.Right.ID), "nor recorded as its learner")
 	// A split whose deciding node stops before proposing it is completed by the parent's
 	// leader, which carries the learner too.
 	completed, err := n1.DecideSplit(ctx, "far", 0, 1)
@@ -127,4 +144,22 @@ func TestLearners(t *testing.T) {
 			assert.Empty(ct, suffrageOf(cfg, "n4"), "n4 left the configuration: %+v", cfg.Servers)
 		}
 	}, opTimeout, 500*time.Millisecond)
+	assert.Empty(t, catalogLearners(t, n1, "far", 0), "the catalog forgot the learner")
+}
+
+// catalogLearners returns the learners node's catalog records for partition pid of ds.
+func catalogLearners(t *testing.T, node *cluster.Node, ds string, pid int) []string {
+	t.Helper()
+	for _, d := range node.CatalogDatastores().Datastores {
+		if d.Name != ds {
+			continue
+		}
+		for _, p := range d.Partitions {
+			if p.ID == pid {
+				return p.Learners
+			}
+		}
+	}
+	require.Failf(t, "no such partition", "%s/%d in the catalog", ds, pid)
+	return nil
 }

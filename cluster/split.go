@@ -250,9 +250,10 @@ func (n *Node) proposeSplit(ctx context.Context, ds string, pid, atShard, right 
 	return err
 }
 
+// catalogPartition is p as the admin API shows it.
 func catalogPartition(p catalog.Partition) wire.CatalogPartition {
 	return wire.CatalogPartition{ID: p.ID, FirstShard: p.Shards.First, LastShard: p.Shards.Last, Replicas: slices.Clone(p.Replicas),
-		Cluster: p.Cluster, Generation: p.Generation, Parent: p.Parent}
+		Learners: slices.Clone(p.Learners), Cluster: p.Cluster, Generation: p.Generation, Parent: p.Parent}
 }
 
 // route returns partition pid of d, or nil.

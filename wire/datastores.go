@@ -115,7 +115,8 @@ type DatastoreSettingsResponse struct {
 
 // CatalogPartition is one partition in the catalog: its id, shard range [FirstShard,
 // LastShard], its replicas as the catalog records them (raft: the nodes it was placed on; the
-// raft configuration, GET /v1/admin/partitions, is the live truth) or its storage Cluster
+// raft configuration, GET /v1/admin/partitions, is the live truth) and its Learners (raft: the
+// nodes added as permanent non-voting replicas, POST .../learners), or its storage Cluster
 // (async), the catalog Generation at which it took its range, and Parent, the partition it was
 // split from (-1 for one created with its datastore).
 type CatalogPartition struct {
@@ -123,6 +124,7 @@ type CatalogPartition struct {
 	FirstShard int      `json:"first_shard"`
 	LastShard  int      `json:"last_shard"`
 	Replicas   []string `json:"replicas,omitempty"`
+	Learners   []string `json:"learners,omitempty"`
 	Cluster    string   `json:"cluster,omitempty"`
 	Generation uint64   `json:"generation"`
 	Parent     int      `json:"parent"`

@@ -178,6 +178,9 @@ func printDatastorePartitions(w io.Writer, d wire.DatastoreInfo) error {
 		at := dash(p.Cluster)
 		if d.Mode != topology.ModeAsync {
 			at = dash(strings.Join(p.Replicas, ","))
+			if len(p.Learners) > 0 {
+				at += " (learners " + strings.Join(p.Learners, ",") + ")"
+			}
 		}
 		parent := "-"
 		if p.Parent >= 0 {

@@ -195,7 +195,7 @@ func TestAdminDatastoreCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cat := &fakeCatalog{gen: 1, ds: []wire.DatastoreInfo{{Name: "trips", Mode: "raft", Shards: 8, Partitions: []wire.CatalogPartition{
-		{ID: 0, LastShard: 3, Replicas: []string{"n1", "n2", "n3"}, Parent: -1},
+		{ID: 0, LastShard: 3, Replicas: []string{"n1", "n2", "n3"}, Learners: []string{"n4", "n5"}, Parent: -1},
 		{ID: 1, FirstShard: 4, LastShard: 7, Replicas: []string{"n1", "n2", "n3"}, Generation: 1, Parent: 0}},
 		History: []wire.CatalogEvent{{Op: "split", Generation: 1, At: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC), Left: 0, Right: 1, AtShard: 4}}}}}
 	eps := catalogEndpoints(t, cat)
@@ -225,6 +225,7 @@ func TestAdminDatastoreCommands(t *testing.T) {
 	assert.Contains(t, out, "catalog generation 4: 4 datastores\n")
 	assert.True(t, hasLine(out, "users", "raft", "16", "2", "2", "2026-11-23T10:00:00Z"), "admin datastores: users in\n%s", out)
 	assert.True(t, hasLine(out, "1", "4-7", "n1,n2,n3", "1", "0"), "admin datastores --detail: trips/1, split from 0, in\n%s", out)
+	assert.True(t, hasLine(out, "0", "0-3", "n1,n2,n3", "(learners", "n4,n5)", "0", "-"), "admin datastores --detail: trips/0 with its learners, in\n%s", out)
 	assert.Contains(t, out, "2026-11-22T09:00:00Z  generation 1  0 split at shard 4 into 0 and 1", "admin datastores --detail: trips' split")
 	var list wire.DatastoresResponse
 	require.NoError(t, json.Unmarshal([]byte(run("datastores", "--json")), &list))
