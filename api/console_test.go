@@ -216,11 +216,11 @@ func TestConsole(t *testing.T) {
 			"/v1/admin/partitions": map[string]any{"partitions": []map[string]any{{"datastore": "trips", "partition": 0, "mode": "raft",
 				"first_shard": 0, "last_shard": 7, "leader": "n1", "term": 3, "commit_index": 5000, "servers": []map[string]any{
 					{"node": evil, "addr": "127.0.0.1:6", "suffrage": "voter"},
-					{"node": "n2", "addr": "127.0.0.1:4", "suffrage": "voter", "zone": "b"},
+					{"node": "n2", "addr": "127.0.0.1:4", "suffrage": "nonvoter", "learner": true, "zone": "b"},
 					{"node": "n1", "addr": "127.0.0.1:2", "suffrage": "voter", "zone": "a"},
 				}, "replicas": []map[string]any{
 					{"node": "n1", "suffrage": "voter", "state": "Leader", "applied_index": 5000, "last_index": 5000, "lag": 0, "reachable": true},
-					{"node": "n2", "suffrage": "voter", "state": "Follower", "applied_index": 2000, "last_index": 5000, "lag": 3000, "reachable": true},
+					{"node": "n2", "suffrage": "nonvoter", "state": "Follower", "applied_index": 2000, "last_index": 5000, "lag": 3000, "reachable": true},
 					{"node": evil, "suffrage": "voter", "lag": 0, "reachable": false, "error": "connection refused"},
 				}}, {"datastore": "trips", "partition": 1, "mode": "raft", "first_shard": 4, "last_shard": 7, "leader": "",
 				"error": "no leader within 3s", "replicas": []map[string]any{}}}},
@@ -229,7 +229,7 @@ func TestConsole(t *testing.T) {
 			"/v1/admin/datastores": wire.DatastoresResponse{Generation: 5, Datastores: []wire.DatastoreInfo{
 				{Name: "trips", Mode: "raft", Shards: 8, LeaderZone: "b", Partitions: []wire.CatalogPartition{
 					{ID: 1, FirstShard: 4, LastShard: 7, Replicas: []string{"n1", "n2", evil}, Generation: 5, Parent: 0},
-					{ID: 0, LastShard: 3, Replicas: []string{"n1", "n2", evil}, Generation: 5, Parent: -1}},
+					{ID: 0, LastShard: 3, Replicas: []string{"n1", "n2", evil}, Learners: []string{"n4"}, Generation: 5, Parent: -1}},
 					History: []wire.CatalogEvent{{Op: "split", Generation: 5, At: time.Date(2026, 11, 24, 8, 30, 0, 0, time.UTC), Left: 0, Right: 1, AtShard: 4}}},
 				{Name: "rides", Mode: "async", Shards: 4, Created: 3, CreatedAt: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC), StorageClusters: []string{"c0"},
 					Partitions: []wire.CatalogPartition{{ID: 0, LastShard: 3, Cluster: "c0", Generation: 3, Parent: -1}}},
@@ -266,6 +266,7 @@ func TestConsole(t *testing.T) {
 		assert.Equal(t, []string{"a", "b", "—"}, consoleTexts(dom, "node-zone"), "node zones")
 		assert.Equal(t, []string{"n1", "n2", evil}, consoleTexts(dom, "replica-node"), "replica nodes")
 		assert.Equal(t, []string{"a", "b", "—"}, consoleTexts(dom, "replica-zone"), "replica zones")
+		assert.Equal(t, []string{"voter", "learner", "voter"}, consoleTexts(dom, "replica-suffrage"), "replica suffrages: n2 a learner")
 		// Every row of a table has as many cells as its header: the partition with no replica
 		// known spans the replica columns.
 		for _, id := range []string{"nodes-table", "partitions-table"} {
@@ -285,6 +286,7 @@ func TestConsole(t *testing.T) {
 		assert.Equal(t, []string{"0–3", "4–7", "0–3"}, consoleTexts(dom, "catalog-partition-shards"), "catalog partitions' shards")
 		assert.Equal(t, []string{"—", "0", "—"}, consoleTexts(dom, "catalog-partition-parent"), "catalog partitions' parents")
 		assert.Equal(t, []string{"n1, n2, " + evil, "n1, n2, " + evil, "c0"}, consoleTexts(dom, "catalog-partition-replicas"), "catalog partitions' replicas")
+		assert.Equal(t, []string{"+ learners n4"}, consoleTexts(dom, "catalog-partition-learners"), "catalog partitions' learners: trips/0's")
 		assert.Equal(t, []string{"split"}, consoleTexts(dom, "catalog-event-op"), "history")
 		assert.Equal(t, []string{"4"}, consoleTexts(dom, "catalog-event-at-shard"), "history: at_shard")
 		row := consoleRow(dom, "data-generation", "5")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -231,12 +232,14 @@ func (n *Node) raftOpLocal(ctx context.Context, req adminRaftRPC) (PartitionConf
 	leader, _ := p.Leader()
 	out := PartitionConfig{Datastore: req.Datastore, Partition: req.Partition, Leader: leader, Term: rf.CurrentTerm(),
 		CommitIndex: rf.CommitIndex(), LastIndex: rf.LastIndex()}
+	learners := n.recordedLearners(req.Datastore, req.Partition)
 	for _, s := range cf.Configuration().Servers {
 		suf := "voter"
 		if s.Suffrage != raft.Voter {
 			suf = "nonvoter"
 		}
-		out.Servers = append(out.Servers, RaftServer{Node: string(s.ID), Addr: string(s.Address), Suffrage: suf, Zone: n.zoneOf(string(s.ID))})
+		out.Servers = append(out.Servers, RaftServer{Node: string(s.ID), Addr: string(s.Address), Suffrage: suf, Zone: n.zoneOf(string(s.ID)),
+			Learner: suf == "nonvoter" && slices.Contains(learners, string(s.ID))})
 		n.learnAddr(string(s.ID), string(s.Address))
 	}
 	return out, nil

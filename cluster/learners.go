@@ -40,7 +40,7 @@ func (n *Node) AddLearner(ctx context.Context, ds string, pid int, node string) 
 		if s.Suffrage == wire.SuffrageVoter {
 			return PartitionConfig{}, fmt.Errorf("%w: %s is a voter of %s/%d, not made a learner", ErrRefused, node, ds, pid)
 		}
-		return cfg, n.recordLearner(ctx, ds, pid, node, catalog.OpAddLearner)
+		return markLearner(cfg, node), n.recordLearner(ctx, ds, pid, node, catalog.OpAddLearner)
 	}
 	if err := n.onNode(ctx, spec, ds, pid, "host"); err != nil {
 		return PartitionConfig{}, fmt.Errorf("cluster: open a replica of %s/%d on %s: %w", ds, pid, node, err)
@@ -50,7 +50,19 @@ func (n *Node) AddLearner(ctx context.Context, ds string, pid int, node string) 
 		return PartitionConfig{}, err
 	}
 	n.log.Info("learner added", "datastore", ds, "partition", pid, "node", node, "zone", n.zoneOf(node))
-	return cfg, n.recordLearner(ctx, ds, pid, node, catalog.OpAddLearner)
+	return markLearner(cfg, node), n.recordLearner(ctx, ds, pid, node, catalog.OpAddLearner)
+}
+
+// markLearner returns cfg with node marked as a learner (RaftServer.Learner), as AddLearner
+// answers once it recorded it.
+func markLearner(cfg PartitionConfig, node string) PartitionConfig {
+	cfg.Servers = slices.Clone(cfg.Servers)
+	for i := range cfg.Servers {
+		if cfg.Servers[i].Node == node {
+			cfg.Servers[i].Learner = true
+		}
+	}
+	return cfg
 }
 
 // recordLearner records node as a learner of partition pid of ds in the catalog (op

@@ -58,6 +58,14 @@ func TestLearners(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"n4"}, catalogLearners(t, n1, "far", 0), "the catalog records the learner")
+	assert.True(t, learnerIn(cfg, "n4"), "AddLearner's answer marks n4 a learner: %+v", cfg.Servers)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) { // once the leader's catalog has the record
+		listed, err := n4.PartitionConfig(ctx, "far", 0)
+		if assert.NoError(ct, err) {
+			assert.True(ct, learnerIn(listed, "n4"), "the configuration marks n4 a learner: %+v", listed.Servers)
+			assert.False(ct, learnerIn(listed, "n1"), "and no voter: %+v", listed.Servers)
+		}
+	}, opTimeout, 50*time.Millisecond)
 	again, err := n1.AddLearner(ctx, "far", 0, "n4")
 	require.NoError(t, err, "adding the learner again")
 	assert.Equal(t, cfg.Servers, again.Servers)
@@ -96,6 +104,10 @@ func TestLearners(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, suffrageOf(ncfg, "n4"), "the voter being added is not in the right half: %+v", ncfg.Servers)
 	assert.Empty(t, catalogLearners(t, n1, "near", nsplit.Right.ID), "nor recorded as its learner")
+	ncfg, err = n1.PartitionConfig(ctx, "near", 0)
+	require.NoError(t, err)
+	assert.Equal(t, wire.SuffrageNonvoter, suffrageOf(ncfg, "n4"), "n4 still being added to near/0: %+v", ncfg.Servers)
+	assert.False(t, learnerIn(ncfg, "n4"), "a nonvoter being added is not marked a learner: %+v", ncfg.Servers)
 	// A split whose deciding node stops before proposing it is completed by the parent's
 	// leader, which carries the learner too.
 	completed, err := n1.DecideSplit(ctx, "far", 0, 1)
@@ -145,6 +157,16 @@ func TestLearners(t *testing.T) {
 		}
 	}, opTimeout, 500*time.Millisecond)
 	assert.Empty(t, catalogLearners(t, n1, "far", 0), "the catalog forgot the learner")
+}
+
+// learnerIn reports whether cfg marks node a learner.
+func learnerIn(cfg cluster.PartitionConfig, node string) bool {
+	for _, s := range cfg.Servers {
+		if s.Node == node {
+			return s.Learner
+		}
+	}
+	return false
 }
 
 // catalogLearners returns the learners node's catalog records for partition pid of ds.

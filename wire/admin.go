@@ -53,11 +53,15 @@ type PartitionsResponse struct {
 }
 
 // RaftServer is one server of a partition's raft configuration: the node, its raft address and
-// its Suffrage (SuffrageVoter or SuffrageNonvoter).
+// its Suffrage (SuffrageVoter or SuffrageNonvoter). Learner is set on a nonvoter that the
+// catalog records as one of the partition's learners (a permanent nonvoter, POST
+// .../learners), as the answering node's catalog has it; a nonvoter without it is a replica
+// being added.
 type RaftServer struct {
 	Node     string `json:"node"`
 	Addr     string `json:"addr"`
 	Suffrage string `json:"suffrage"`
+	Learner  bool   `json:"learner,omitempty"`
 	// Zone is the node's zone (topology.NodeSpec.Zone) as this node knows it, "" for none.
 	Zone string `json:"zone,omitempty"`
 }

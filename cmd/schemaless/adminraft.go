@@ -226,7 +226,8 @@ func newAdminPartitionsCmd() *cobra.Command {
 
   NODE       the node holding the replica
   ZONE       that node's zone (serve --zone; - for none)
-  SUFFRAGE   voter, or nonvoter (a replica being added, catching up)
+  SUFFRAGE   voter; learner (a permanent nonvoter: add-learner); or nonvoter (a replica
+             being added, catching up)
   STATE      its raft state on that node: Leader, Follower, Candidate
   APPLIED    the last raft index its store applied
   LAG        the leader's last index minus APPLIED: 0 or a few entries on a healthy replica;
@@ -273,9 +274,9 @@ func printPartitionReports(w io.Writer, reps []wire.PartitionReport) error {
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  NODE\tZONE\tSUFFRAGE\tSTATE\tAPPLIED\tLAG\tREACHABLE")
-		zones := map[string]string{}
+		zones, suffrages := map[string]string{}, map[string]string{}
 		for _, s := range p.Servers {
-			zones[s.Node] = s.Zone
+			zones[s.Node], suffrages[s.Node] = s.Zone, suffrageName(s)
 		}
 		for _, r := range p.Replicas {
 			reach := "yes"
@@ -287,7 +288,11 @@ func printPartitionReports(w io.Writer, reps []wire.PartitionReport) error {
 			case r.Error != "":
 				reach = "yes: " + r.Error
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Node, dash(zones[r.Node]), dash(r.Suffrage), dash(r.State), r.AppliedIndex, r.Lag, reach)
+			suf := r.Suffrage
+			if s, ok := suffrages[r.Node]; ok {
+				suf = s
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Node, dash(zones[r.Node]), dash(suf), dash(r.State), r.AppliedIndex, r.Lag, reach)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -296,12 +301,21 @@ func printPartitionReports(w io.Writer, reps []wire.PartitionReport) error {
 	return nil
 }
 
+// suffrageName is s's suffrage as the admin commands print it: voter, learner (a nonvoter the
+// catalog records as a learner) or nonvoter (a replica being added).
+func suffrageName(s wire.RaftServer) string {
+	if s.Learner {
+		return "learner"
+	}
+	return s.Suffrage
+}
+
 // printConfig prints a partition's configuration after a change.
 func printConfig(w io.Writer, c wire.PartitionConfig) {
 	fmt.Fprintf(w, "%s/%d  leader %s  term %d  commit %d  last %d\n", c.Datastore, c.Partition, dash(c.Leader), c.Term, c.CommitIndex, c.LastIndex)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, s := range c.Servers {
-		role := s.Suffrage
+		role := suffrageName(s)
 		if s.Node == c.Leader {
 			role += ", leader"
 		}

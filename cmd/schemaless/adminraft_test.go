@@ -137,6 +137,9 @@ func TestAdminRaftCommands(t *testing.T) {
 	require.True(t, ok, "after add-learner %s: its replica", other)
 	assert.Equal(t, wire.SuffrageNonvoter, lr.Suffrage, "after add-learner %s", other)
 	assert.Len(t, adminPartitions(t, ctx, eps, 0).Voters(), 2, "a learner is no voter")
+	require.Eventually(t, func() bool { // once the leader's catalog has the record
+		return hasLine(run("partitions", "--datastore", "trips"), other, "-", "learner")
+	}, time.Minute, 100*time.Millisecond, "admin partitions: %s shown as a learner", other)
 	assert.Contains(t, run("remove-learner", "--datastore", "trips", "--partition", "0", "--node", other), other+" is no longer a learner of trips/0")
 	_, ok = replicaOf(adminPartitions(t, ctx, eps, 0), other)
 	require.False(t, ok, "after remove-learner %s", other)
