@@ -309,15 +309,14 @@ func normTime(t time.Time) time.Time { return t.Round(0).UTC().Truncate(time.Mic
 //   - OpSplit: cmd.AtShard must be inside the partition and above its first shard. The
 //     partition keeps its ID and the shards below AtShard; a new partition (the next ID, Parent
 //     the split one) takes the rest, on the same replicas or cluster (cmd.Cluster, async only:
-//     on that cluster), with the partition's learners. Both get the new generation. A cmd.Right other than 0 must be the
-//     next ID (else ErrStale).
+//     on that cluster), with the partition's learners. Both get the new generation. A
+//     cmd.Right other than 0 must be the next ID (else ErrStale).
 //   - OpMerge: cmd.Right must be the partition right after cmd.Partition, on the same set of
 //     replicas (raft) or the same cluster (async; or cmd.Cluster, the one both are on now):
-//     move replicas first. The left partition
-//     takes both ranges and the new generation and keeps its learners; the right one's ID (and
-//     its learners' record) is gone for good. The same
-//     merge again, once applied (its event still in the history), answers the left partition
-//     as it is and changes nothing, not even the generation.
+//     move replicas first. The left partition takes both ranges and the new generation and
+//     keeps its learners; the right one's ID (and its learners' record) is gone for good. The
+//     same merge again, once applied (its event still in the history), answers the left
+//     partition as it is and changes nothing, not even the generation.
 //   - OpSetReplicas: a raft partition's replicas become cmd.Replicas (1 to MaxReplicas distinct
 //     node ids), and a recorded learner among them is a learner no more; its range and
 //     generation stay, the catalog's generation rises.

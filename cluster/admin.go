@@ -444,13 +444,13 @@ func (n *Node) addVoter(ctx context.Context, ds string, pid int, node string) er
 	if present && s.Suffrage == wire.SuffrageVoter {
 		return nil
 	}
-	if err := n.onNode(ctx, spec, ds, pid, "host"); err != nil {
-		return fmt.Errorf("cluster: open a replica of %s/%d on %s: %w", ds, pid, node, err)
-	}
-	if !present {
-		if cfg, err = n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: raftOpAddNonvoter, Node: node, Addr: spec.RaftAddr}); err != nil {
-			return err
+	if present {
+		// A nonvoter already (an interrupted add): make sure its node hosts the replica.
+		if err := n.onNode(ctx, spec, ds, pid, "host"); err != nil {
+			return fmt.Errorf("cluster: open a replica of %s/%d on %s: %w", ds, pid, node, err)
 		}
+	} else if cfg, err = n.addNonvoter(ctx, ds, pid, spec); err != nil {
+		return err
 	}
 	target := cfg.CommitIndex
 	start := time.Now()
@@ -470,6 +470,17 @@ func (n *Node) addVoter(ctx context.Context, ds string, pid int, node string) er
 	n.log.Info("new replica caught up", "datastore", ds, "partition", pid, "node", node, "index", target, "took", time.Since(start))
 	_, err = n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: raftOpAddVoter, Node: node, Addr: spec.RaftAddr})
 	return err
+}
+
+// addNonvoter has node spec open a replica of partition pid of raft datastore ds and adds it to
+// the partition's raft configuration as a nonvoter, returning the configuration once the
+// change is committed; raft's leader then brings the replica up to date in the background.
+// Errors: opening the replica's (wrapped, naming the node), raftOp's.
+func (n *Node) addNonvoter(ctx context.Context, ds string, pid int, spec topology.NodeSpec) (PartitionConfig, error) {
+	if err := n.onNode(ctx, spec, ds, pid, "host"); err != nil {
+		return PartitionConfig{}, fmt.Errorf("cluster: open a replica of %s/%d on %s: %w", ds, pid, spec.ID, err)
+	}
+	return n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: raftOpAddNonvoter, Node: spec.ID, Addr: spec.RaftAddr})
 }
 
 // RemoveVoter removes node from partition pid of raft datastore ds (voter or nonvoter): if it

@@ -27,9 +27,6 @@ func (n *Node) AddNonvoter(ctx context.Context, ds string, pid int, node string)
 	if !ok {
 		return ErrUnknownNode
 	}
-	if err := n.onNode(ctx, spec, ds, pid, "host"); err != nil {
-		return err
-	}
-	_, err := n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: raftOpAddNonvoter, Node: node, Addr: spec.RaftAddr})
+	_, err := n.addNonvoter(ctx, ds, pid, spec)
 	return err
 }

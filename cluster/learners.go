@@ -42,11 +42,7 @@ func (n *Node) AddLearner(ctx context.Context, ds string, pid int, node string) 
 		}
 		return markLearner(cfg, node), n.recordLearner(ctx, ds, pid, node, catalog.OpAddLearner)
 	}
-	if err := n.onNode(ctx, spec, ds, pid, "host"); err != nil {
-		return PartitionConfig{}, fmt.Errorf("cluster: open a replica of %s/%d on %s: %w", ds, pid, node, err)
-	}
-	cfg, err = n.raftOp(ctx, adminRaftRPC{Datastore: ds, Partition: pid, Op: raftOpAddNonvoter, Node: node, Addr: spec.RaftAddr})
-	if err != nil {
+	if cfg, err = n.addNonvoter(ctx, ds, pid, spec); err != nil {
 		return PartitionConfig{}, err
 	}
 	n.log.Info("learner added", "datastore", ds, "partition", pid, "node", node, "zone", n.zoneOf(node))
@@ -98,7 +94,9 @@ func (n *Node) recordedLearners(ds string, pid int) []string {
 // of its split, so that a split keeps serving the learners' zones; it returns the nodes added. Called by the node that
 // decided the split, or by the parent's leader when it completes a split whose deciding node
 // failed (reconcileSplits). The new half's leader brings each up to date as any new replica
-// (AddLearner). One that cannot be added is logged and left out (add it with AddLearner). A voter
+// (AddLearner). One that cannot be added is logged and left out of the new half's raft
+// configuration, though the catalog records it as the new half's learner (the split copied
+// the record): add it with AddLearner. A voter
 // being added at the moment of the split (a nonvoter until it catches up, not a recorded
 // learner) is not carried: the new half is a partition of its own, which the rebalancer places.
 // Blocks for one membership change per learner.
