@@ -98,8 +98,8 @@ and merge). One line per datastore:
   CREATED AT  when it was created (- for an imported one)
 
 --detail prints each datastore's partitions too: id, shard range, replicas (raft: the nodes
-the catalog placed it on; 'schemaless admin partitions' shows the live raft configuration) or
-storage cluster (async), the generation at which it took its range, the partition it was split
+the catalog placed it on, then "(learners ...)" when it has learners; 'schemaless admin
+partitions' shows the live raft configuration) or storage cluster (async), the generation at which it took its range, the partition it was split
 from, and the datastore's latest splits and merges. --json prints the API's answer as is.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
