@@ -168,7 +168,7 @@ func groupName(ds string, pid int, created uint64) string {
 // again at the next generation.
 func (n *Node) applyCatalog(c *catalog.Catalog) {
 	prev := n.cat.cur.Load()
-	if prev != nil && c.Generation <= prev.Generation {
+	if prev != nil && c.Generation <= prev.Generation || n.catalogHeld.Load() {
 		return
 	}
 	if prev == nil && c.Generation == 0 {

@@ -30,3 +30,8 @@ func (n *Node) AddNonvoter(ctx context.Context, ds string, pid int, node string)
 	_, err := n.addNonvoter(ctx, ds, pid, spec)
 	return err
 }
+
+// HoldCatalog makes the node keep serving the catalog it serves now (hold true), whatever
+// newer one it learns, as a node whose catalog lags behind the cluster's; hold false lets it
+// follow again from the next catalog it learns. For tests.
+func (n *Node) HoldCatalog(hold bool) { n.catalogHeld.Store(hold) }

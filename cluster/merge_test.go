@@ -139,3 +139,57 @@ func testMergePartitions(t *testing.T, engine clustertest.Engine) {
 	require.Eventually(t, func() bool { return checkCells(nodes[2], cluster.Stale, l.all(), 5*time.Second) == nil }, opTimeout, 100*time.Millisecond,
 		"the restarted node's replica catches up")
 }
+
+// TestMergeSeenBeforeTheCatalog: the leader of a partition whose split was merged back, on a
+// node whose catalog still shows the split (held), does not split the partition again. Its
+// replica applied the merge and holds both halves' shards, wider than its catalog's range with
+// the split's right half still listed: what a split the catalog decided and the log lacks looks
+// like from that node alone (reconcileSplits). Split again, the shards merged back would go to
+// a partition the catalog has retired; writes to them would fail. The node checks the catalog's
+// voters first (splitPending).
+func TestMergeSeenBeforeTheCatalog(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble})
+	nodes := running(c)
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond, "node %s imports the catalog", n.ID())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*opTimeout)
+	defer cancel()
+	split, err := nodes[0].SplitPartition(ctx, ds, 1, wire.SplitRequest{AtShard: 12})
+	require.NoError(t, err, "split partition 1 at 12")
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= split.Generation }, opTimeout, 20*time.Millisecond)
+	}
+	cfg, err := nodes[0].PartitionConfig(ctx, ds, 1)
+	require.NoError(t, err)
+	require.NotEmpty(t, cfg.Leader, "partition 1 has a leader")
+	var lagging, other *cluster.Node
+	for _, n := range nodes {
+		if n.ID() == cfg.Leader {
+			lagging = n
+		} else {
+			other = n
+		}
+	}
+	require.NotNil(t, lagging)
+	lagging.HoldCatalog(true)
+	defer lagging.HoldCatalog(false)
+	m, err := other.MergePartitions(ctx, ds, 1, split.Right.ID)
+	require.NoError(t, err, "merge the halves back through %s while %s's catalog is held", other.ID(), lagging.ID())
+	require.Equal(t, []int{8, 15}, []int{m.Merged.FirstShard, m.Merged.LastShard})
+	// reconcileSplits runs every 500 ms on the partition's leader.
+	time.Sleep(3 * time.Second)
+	cfg, err = other.PartitionConfig(ctx, ds, 1)
+	require.NoError(t, err)
+	require.Equal(t, lagging.ID(), cfg.Leader, "the held node still leads partition 1")
+	lagging.HoldCatalog(false)
+	require.Eventually(t, func() bool { return lagging.CatalogDatastores().Generation >= m.Generation }, opTimeout, 20*time.Millisecond,
+		"%s follows the catalog again", lagging.ID())
+	l := newLedger()
+	var cs []cells.Cell
+	for j := range 48 {
+		cs = append(cs, newCell(t, uuid.New(), "BASE", 1, fmt.Sprintf(`{"j":%d}`, j)))
+	}
+	putIn(t, other, ds, l, cs) // about a quarter in shards 12 to 15
+	requireStrong(t, l, other)
+}

@@ -143,27 +143,30 @@ func (c Config) Validate() error {
 
 // Node is one running node. Its methods are safe for concurrent use.
 type Node struct {
-	cfg        Config
-	self       topology.NodeSpec
-	log        *slog.Logger
-	mux        *transport.Mux
-	rpcServer  *http.Server
-	rpcClient  *http.Client
-	view       atomic.Pointer[nodeView] // the datastores served, replaced whole by the catalog's changes
-	hosted     *hostedFile
-	hostMu     sync.Mutex // serializes Host, Unhost and Close
-	hostClosed bool       // set by Close under hostMu: Host and Unhost refuse from then on
-	dir        directory
-	gossip     *membership.Membership                // nil without a gossip address
-	live       atomic.Pointer[membership.Membership] // gossip, once started: read by the raft groups (nodeDown)
-	stopWatch  chan struct{}
-	watchDone  chan struct{}
-	nodeLogMu  sync.Mutex
-	nodeLog    *raftlog.Store // the shared raft log store, once a replica opened it (see sharedLog)
-	closeOnce  sync.Once
-	closeErr   error
-	cat        catalogState  // the catalog: this node's replica of it, its view, its follower (catalog.go)
-	splitKick  chan struct{} // wakes splitLoop: a split was applied here (split.go)
+	cfg       Config
+	self      topology.NodeSpec
+	log       *slog.Logger
+	mux       *transport.Mux
+	rpcServer *http.Server
+	rpcClient *http.Client
+	view      atomic.Pointer[nodeView] // the datastores served, replaced whole by the catalog's changes
+	// catalogHeld makes applyCatalog keep the catalog served as it is (tests: a node whose
+	// catalog lags, HoldCatalog in export_test.go).
+	catalogHeld atomic.Bool
+	hosted      *hostedFile
+	hostMu      sync.Mutex // serializes Host, Unhost and Close
+	hostClosed  bool       // set by Close under hostMu: Host and Unhost refuse from then on
+	dir         directory
+	gossip      *membership.Membership                // nil without a gossip address
+	live        atomic.Pointer[membership.Membership] // gossip, once started: read by the raft groups (nodeDown)
+	stopWatch   chan struct{}
+	watchDone   chan struct{}
+	nodeLogMu   sync.Mutex
+	nodeLog     *raftlog.Store // the shared raft log store, once a replica opened it (see sharedLog)
+	closeOnce   sync.Once
+	closeErr    error
+	cat         catalogState  // the catalog: this node's replica of it, its view, its follower (catalog.go)
+	splitKick   chan struct{} // wakes splitLoop: a split was applied here (split.go)
 	// recKick wakes recorderLoop; recDirty (guarded by recMu) holds the partitions whose
 	// replicas it is to record in the catalog (automerge.go).
 	recKick  chan struct{}

@@ -505,6 +505,36 @@ func (n *Node) splitOriginHere(ctx context.Context, ds string, r *route) (fsm.Sp
 	return origin, err == nil && ok
 }
 
+// splitPending reports whether the newest catalog among its voters' (one of them leads it)
+// still has partition pid of ds split into it and right, while the replica here, whose range
+// was have, has not applied that split: reconcileSplits proposes the split only then. This
+// node's own catalog may lag behind the replica: a merge that gave the parent right's shards
+// back is in the catalog before it is in the parent's log, and a replica that applied it while
+// this node's catalog still showed the split would split the parent again, and the shards
+// merged back would go to a partition the catalog has retired. Blocks for one catalog fetch
+// per voter (at most a few seconds); false when no voter answers.
+func (n *Node) splitPending(ds string, pid, right int, have cells.ShardRange) bool {
+	var newest *catalog.Catalog
+	for _, id := range n.catalogVoterIDs() {
+		c, err := n.fetchCatalog(id, 0)
+		if err == nil && (newest == nil || c.Generation > newest.Generation) {
+			newest = c
+		}
+	}
+	if newest == nil || newest.Datastores[ds] == nil {
+		return false
+	}
+	d := newest.Datastores[ds]
+	parent, next := d.Partition(pid), d.Partition(right)
+	pending := parent != nil && next != nil && next.Parent == pid && next.Shards.First == parent.Shards.Last+1 &&
+		have.Last > parent.Shards.Last && have.Last >= next.Shards.First
+	if !pending {
+		n.log.Info("not completing a split: the catalog's voters no longer list it", "datastore", ds, "partition", pid, "right", right,
+			"generation", newest.Generation, "range", fmt.Sprintf("%d..%d", have.First, have.Last))
+	}
+	return pending
+}
+
 func overlaps(a, b cells.ShardRange) bool { return a.First <= b.Last && b.First <= a.Last }
 
 // splitStore returns the fsm.Config.SplitStore of the replicas of raft datastore ds: the store
@@ -546,13 +576,16 @@ func (n *Node) reconcileSplits() {
 			if next == nil || next.spec.Parent == nil || *next.spec.Parent != r.spec.ID || !r.splitting.CompareAndSwap(false, true) {
 				continue
 			}
-			gen := n.catalogGeneration()
+			gen, have := n.catalogGeneration(), p.Shards()
 			go func() {
 				defer r.splitting.Store(false)
 				ctx, cancel := n.untilClose(context.Background())
 				defer cancel()
 				ctx, cancel2 := context.WithTimeout(ctx, 30*time.Second)
 				defer cancel2()
+				if !n.splitPending(d.spec.Name, r.spec.ID, next.spec.ID, have) {
+					return
+				}
 				if err := n.proposeSplit(ctx, d.spec.Name, r.spec.ID, next.spec.FirstShard, next.spec.ID, gen); err != nil {
 					n.log.Warn("completing a split the catalog decided", "datastore", d.spec.Name, "partition", r.spec.ID, "right", next.spec.ID, "error", err)
 					return
