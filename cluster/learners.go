@@ -90,16 +90,16 @@ func (n *Node) recordedLearners(ds string, pid int) []string {
 }
 
 // carryLearners adds the learners of partition pid of raft datastore ds (the nonvoters of its
-// raft configuration that the catalog records as its learners) to partition right, the new half
-// of its split, so that a split keeps serving the learners' zones; it returns the nodes added. Called by the node that
-// decided the split, or by the parent's leader when it completes a split whose deciding node
-// failed (reconcileSplits). The new half's leader brings each up to date as any new replica
-// (AddLearner). One that cannot be added is logged and left out of the new half's raft
-// configuration, though the catalog records it as the new half's learner (the split copied
-// the record): add it with AddLearner. A voter
-// being added at the moment of the split (a nonvoter until it catches up, not a recorded
-// learner) is not carried: the new half is a partition of its own, which the rebalancer places.
-// Blocks for one membership change per learner.
+// raft configuration that the catalog records as its learners) to partition right, the new
+// half of its split, so that a split keeps serving the learners' zones; it returns the nodes
+// added. Called by the node that decided the split, or by the parent's leader when it
+// completes a split whose deciding node failed (reconcileSplits). The new half's leader
+// brings each up to date as any new replica (AddLearner). One that cannot be added is logged
+// and left out of the new half's raft configuration, though the catalog records it as the new
+// half's learner (the split copied the record): add it with AddLearner. A voter being added
+// at the moment of the split (a nonvoter until it catches up, not a recorded learner) is not
+// carried: the new half is a partition of its own, which the rebalancer places. Blocks for
+// one membership change per learner.
 func (n *Node) carryLearners(ctx context.Context, ds string, pid, right int) []string {
 	cfg, err := n.PartitionConfig(ctx, ds, pid)
 	if err != nil {

@@ -539,8 +539,9 @@ func overlaps(a, b cells.ShardRange) bool { return a.First <= b.Last && b.First 
 
 // splitStore returns the fsm.Config.SplitStore of the replicas of raft datastore ds: the store
 // of the split's new partition, opened for the copy and closed after (on SQLite with
-// synchronous NORMAL the close is what syncs the copy before the parent's commit: keep it), or, when this node serves
-// that partition already (the split is applied again after a crash), its replica's store.
+// synchronous NORMAL the close is what syncs the copy before the parent's commit: keep it),
+// or, when this node serves that partition already (the split is applied again after a
+// crash), its replica's store.
 func (n *Node) splitStore(ds string) func(ctx context.Context, right int, shards cells.ShardRange) (fsm.Store, func() error, error) {
 	return func(ctx context.Context, right int, shards cells.ShardRange) (fsm.Store, func() error, error) {
 		ps, err := n.cfg.Store.Partition(ctx, storage.PartitionID{Datastore: ds, Partition: right}, shards)
