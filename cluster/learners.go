@@ -63,9 +63,16 @@ func markLearner(cfg PartitionConfig, node string) PartitionConfig {
 
 // recordLearner records node as a learner of partition pid of ds in the catalog (op
 // catalog.OpAddLearner) or forgets it (catalog.OpRemoveLearner), unless the catalog this node
-// serves says so already. Blocks until this node serves the change; errors as
-// applyCatalogCommand's, naming the node.
+// serves says so already. A node that serves the topology file's datastores while the catalog
+// has not imported them yet (a cluster's first seconds) first waits, up to commitWait, until
+// its catalog lists ds. Blocks until this node serves the change; errors as
+// applyCatalogCommand's (ErrNoCatalog when the catalog does not list ds in time), naming the
+// node.
 func (n *Node) recordLearner(ctx context.Context, ds string, pid int, node string, op catalog.Op) error {
+	if _, ok := n.awaitCatalog(ctx, commitWait, func(c *catalog.Catalog) bool { return c.Datastores[ds] != nil }); !ok {
+		return fmt.Errorf("cluster: %s of %s in %s/%d's catalog record (raft's change stands; run it again): %w: the catalog does not list %s yet",
+			op, node, ds, pid, ErrNoCatalog, ds)
+	}
 	if slices.Contains(n.recordedLearners(ds, pid), node) == (op == catalog.OpAddLearner) {
 		return nil
 	}
