@@ -201,6 +201,7 @@ func (n *Node) applyCatalog(c *catalog.Catalog) {
 		if od != nil && od.created == cd.Created {
 			if d := n.reshapeDatastore(od, spec); d != nil {
 				next[name] = d // a split or merge: the partitions that stay keep their replicas
+				n.prepareSplitCopies(od, d)
 				continue
 			}
 		}

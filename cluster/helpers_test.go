@@ -288,3 +288,22 @@ func checkShardLogs(t *testing.T, spec *topology.DatastoreSpec, l *ledger, nodes
 		}
 	}
 }
+
+// leaderAndOther returns the node of nodes that leads partition pid of ds and another of them
+// (the last listed that does not lead it), requiring that the partition has a leader.
+func leaderAndOther(ctx context.Context, t *testing.T, nodes []*cluster.Node, pid int) (leader, other *cluster.Node) {
+	t.Helper()
+	cfg, err := nodes[0].PartitionConfig(ctx, ds, pid)
+	require.NoError(t, err)
+	require.NotEmpty(t, cfg.Leader, "partition %d has a leader", pid)
+	for _, n := range nodes {
+		if n.ID() == cfg.Leader {
+			leader = n
+		} else {
+			other = n
+		}
+	}
+	require.NotNil(t, leader, "partition %d's leader %s is one of the nodes", pid, cfg.Leader)
+	require.NotNil(t, other)
+	return leader, other
+}

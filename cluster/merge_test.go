@@ -160,18 +160,7 @@ func TestMergeSeenBeforeTheCatalog(t *testing.T) {
 	for _, n := range nodes {
 		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= split.Generation }, opTimeout, 20*time.Millisecond)
 	}
-	cfg, err := nodes[0].PartitionConfig(ctx, ds, 1)
-	require.NoError(t, err)
-	require.NotEmpty(t, cfg.Leader, "partition 1 has a leader")
-	var lagging, other *cluster.Node
-	for _, n := range nodes {
-		if n.ID() == cfg.Leader {
-			lagging = n
-		} else {
-			other = n
-		}
-	}
-	require.NotNil(t, lagging)
+	lagging, other := leaderAndOther(ctx, t, nodes, 1)
 	lagging.HoldCatalog(true)
 	defer lagging.HoldCatalog(false)
 	m, err := other.MergePartitions(ctx, ds, 1, split.Right.ID)
@@ -179,7 +168,7 @@ func TestMergeSeenBeforeTheCatalog(t *testing.T) {
 	require.Equal(t, []int{8, 15}, []int{m.Merged.FirstShard, m.Merged.LastShard})
 	// reconcileSplits runs every 500 ms on the partition's leader.
 	time.Sleep(3 * time.Second)
-	cfg, err = other.PartitionConfig(ctx, ds, 1)
+	cfg, err := other.PartitionConfig(ctx, ds, 1)
 	require.NoError(t, err)
 	require.Equal(t, lagging.ID(), cfg.Leader, "the held node still leads partition 1")
 	lagging.HoldCatalog(false)

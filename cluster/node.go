@@ -217,6 +217,10 @@ type route struct {
 	// splitting is set while this node proposes a split or merge of the partition
 	// (reconcileSplits, reconcileMerges).
 	splitting atomic.Bool
+	// settled is set once this partition, made by a split, is known to take its own writes:
+	// a leader of its group was known here, or its parent refused one of its shards. Until
+	// then a write for its shards goes to its parent (splitFallback).
+	settled atomic.Bool
 	// frozenSince is when this node, leading the partition, first saw it frozen for a merge
 	// (UnixNano; 0: not seen so: reconcileMerges).
 	frozenSince atomic.Int64

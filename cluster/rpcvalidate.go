@@ -111,11 +111,27 @@ func rpcContext(r *http.Request, timeoutMicros int64) (context.Context, context.
 
 // checkShard returns an error naming field unless shard is rowKey's shard and in partition p.
 func checkShard(ds *topology.DatastoreSpec, p *topology.PartitionSpec, field string, row uuid.UUID, shard int) error {
-	want := cells.ShardOf(row, ds.Shards)
-	if shard != want {
-		return badRPC(field, "shard %d is not the shard of row key %s (%d)", shard, row, want)
+	if err := checkRowShard(ds, field, row, shard); err != nil {
+		return err
 	}
 	return checkInPartition(p, field, shard)
+}
+
+// checkRowShard returns an error naming field unless shard is rowKey's shard.
+func checkRowShard(ds *topology.DatastoreSpec, field string, row uuid.UUID, shard int) error {
+	if want := cells.ShardOf(row, ds.Shards); shard != want {
+		return badRPC(field, "shard %d is not the shard of row key %s (%d)", shard, row, want)
+	}
+	return nil
+}
+
+// checkWriteShardOf is checkShard for a write's cells and conditions: the shard may also be one
+// of a split child of p (checkWriteShard).
+func checkWriteShardOf(ds *topology.DatastoreSpec, p *topology.PartitionSpec, field string, row uuid.UUID, shard int) error {
+	if err := checkRowShard(ds, field, row, shard); err != nil {
+		return err
+	}
+	return checkWriteShard(ds, p, field, shard)
 }
 
 // checkInPartition returns an error naming field unless shard is one of partition p's.
@@ -158,7 +174,7 @@ func validateWrite(ds *topology.DatastoreSpec, p *topology.PartitionSpec, w *com
 		if err := c.Key.Validate(); err != nil {
 			return fmt.Errorf("%w: cell %d: %w", ErrBadRPC, i, err)
 		}
-		if err := checkShard(ds, p, fmt.Sprintf("cell %d", i), c.Key.RowKey, c.Shard); err != nil {
+		if err := checkWriteShardOf(ds, p, fmt.Sprintf("cell %d", i), c.Key.RowKey, c.Shard); err != nil {
 			return err
 		}
 		if _, err := c.Body.Object(); err != nil {
@@ -172,7 +188,7 @@ func validateWrite(ds *topology.DatastoreSpec, p *topology.PartitionSpec, w *com
 		if c.LatestRefKey < 0 {
 			return badRPC(fmt.Sprintf("condition %d", i), "ref key %d is negative", c.LatestRefKey)
 		}
-		if err := checkShard(ds, p, fmt.Sprintf("condition %d", i), c.RowKey, c.Shard); err != nil {
+		if err := checkWriteShardOf(ds, p, fmt.Sprintf("condition %d", i), c.RowKey, c.Shard); err != nil {
 			return err
 		}
 	}

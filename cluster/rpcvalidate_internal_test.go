@@ -44,4 +44,14 @@ func TestValidateWrite(t *testing.T) {
 	} {
 		assert.ErrorIs(t, validateWrite(ds, p, &w), ErrBadRPC, name)
 	}
+
+	// A write for a shard of a split child of p may reach p (splitFallback); one for a shard
+	// of a partition of another lineage may not, nor one for p's shards at its child.
+	parent := 0
+	ds.Partitions = []topology.PartitionSpec{*p, {ID: 1, FirstShard: 4, LastShard: 7, Parent: &parent}}
+	toChild := command.Write{Cells: []command.Cell{cell(other, cells.ShardOf(other, 8), "BASE", 1, good)}}
+	require.NoError(t, validateWrite(ds, p, &toChild), "a row of p's split child, sent to p")
+	assert.ErrorIs(t, validateWrite(ds, &ds.Partitions[1], &ok), command.ErrShardOutOfRange, "a row of p, sent to its child")
+	ds.Partitions[1].Parent = nil
+	assert.ErrorIs(t, validateWrite(ds, p, &toChild), command.ErrShardOutOfRange, "a row of a partition not split from p")
 }

@@ -140,6 +140,14 @@ var splitOp = &leaderOp[*command.Split, command.SplitResult]{
 		if !ok {
 			return command.SplitResult{}, fmt.Errorf("%w: only a raft partition splits", ErrAsyncDatastore)
 		}
+		// The leader's pre-copy of the parent (SQLite), started when this node's catalog
+		// learned of the split or else now: the split's entry then copies only the log
+		// written since. The other replicas started theirs from their catalogs.
+		if rp, ok := p.(raftReplica); ok && rp.Shards().Contains(int(s.AtShard)) {
+			pctx, cancel := context.WithTimeout(ctx, splitCopyWait)
+			_ = rp.Store().PrepareSplit(pctx, int(s.Right)) // on failure, the split clones it all
+			cancel()
+		}
 		return sp.Split(ctx, *s)
 	},
 }
@@ -301,6 +309,7 @@ func (n *Node) reshapeDatastore(od *datastore, spec *topology.DatastoreSpec) *da
 		if or := old[ps.ID]; or != nil {
 			delete(old, ps.ID)
 			r.part.Store(or.part.Load())
+			r.settled.Store(or.settled.Load())
 			or.mu.Lock()
 			r.trans, r.hint, r.next, r.replicas = or.trans, or.hint, or.next, slices.Clone(or.replicas)
 			or.mu.Unlock()

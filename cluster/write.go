@@ -151,12 +151,15 @@ func (n *Node) write(ctx context.Context, ds string, req WriteRequest, attempt i
 	}
 	groups := map[*route][]int{}
 	var order []*route
+	fellBack := map[*route]bool{} // a share holding shards of a split child sent to its parent
 	for i, c := range req.Cells {
-		r := d.routeOf(cells.ShardOf(c.RowKey, d.spec.Shards))
+		shard := cells.ShardOf(c.RowKey, d.spec.Shards)
+		r, fb := n.splitFallback(d, d.routeOf(shard), shard)
 		if _, ok := groups[r]; !ok {
 			order = append(order, r)
 		}
 		groups[r] = append(groups[r], i)
+		fellBack[r] = fellBack[r] || fb
 	}
 	out := WriteResponse{WriteResult: command.WriteResult{Cells: make([]cells.Result, len(req.Cells))}, Partition: -1}
 	results := make([]command.WriteResult, len(order))
@@ -178,16 +181,26 @@ func (n *Node) write(ctx context.Context, ds string, req WriteRequest, attempt i
 	}
 	wg.Wait()
 	for gi, r := range order {
-		if errs[gi] != nil && errors.Is(errs[gi], command.ErrShardOutOfRange) && attempt < rerouteAttempts && n.awaitReroute(ctx, gen, attempt) {
-			// The partition split or merged and refused this share, applying none of it: the
-			// share goes again, by the newer catalog, in the order of its cells.
-			sub := WriteRequest{IdempotencyKey: req.IdempotencyKey, Cells: make([]cells.Cell, len(groups[r]))}
-			for j, i := range groups[r] {
-				sub.Cells[j] = req.Cells[i]
-			}
-			resp, err := n.write(ctx, ds, sub, attempt+1)
-			results[gi], errs[gi] = resp.WriteResult, err
+		if errs[gi] == nil || !errors.Is(errs[gi], command.ErrShardOutOfRange) || attempt >= rerouteAttempts {
+			continue
 		}
+		// The partition split or merged and refused this share, applying none of it: the
+		// share goes again, by the newer catalog, in the order of its cells. A share sent to
+		// a split's parent (splitFallback) goes at once: the parent applied the split, so its
+		// children take their shards from now on.
+		sub := WriteRequest{IdempotencyKey: req.IdempotencyKey, Cells: make([]cells.Cell, len(groups[r]))}
+		shards := make([]int, len(groups[r]))
+		for j, i := range groups[r] {
+			sub.Cells[j] = req.Cells[i]
+			shards[j] = cells.ShardOf(req.Cells[i].RowKey, d.spec.Shards)
+		}
+		if fellBack[r] {
+			settleSplitChildren(d, r.spec.ID, shards)
+		} else if !n.awaitReroute(ctx, gen, attempt) {
+			continue
+		}
+		resp, err := n.write(ctx, ds, sub, attempt+1)
+		results[gi], errs[gi] = resp.WriteResult, err
 	}
 	if err := combineWriteErrors(errs); err != nil {
 		return WriteResponse{}, err
@@ -275,12 +288,20 @@ func (n *Node) writeAtomic(ctx context.Context, d *datastore, req WriteRequest) 
 	if len(w.Cells) == 0 {
 		return WriteResponse{Partition: r.spec.ID}, nil
 	}
-	res, err := n.putPartition(ctx, d.spec.Name, r, w)
+	to, fellBack := n.splitFallback(d, r, w.Cells[0].Shard)
+	res, err := n.putPartition(ctx, d.spec.Name, to, w)
+	if fellBack && err != nil && errors.Is(err, command.ErrShardOutOfRange) {
+		// The split's parent applied the split and refused the request, applying nothing: r
+		// takes its shards now.
+		r.settled.Store(true)
+		to = r
+		res, err = n.putPartition(ctx, d.spec.Name, r, w)
+	}
 	if err != nil {
 		return WriteResponse{}, err
 	}
 	if res.Violation != nil {
 		d.schemas.invalidate(res.Violation)
 	}
-	return WriteResponse{WriteResult: res, Partition: r.spec.ID}, nil
+	return WriteResponse{WriteResult: res, Partition: to.spec.ID}, nil
 }

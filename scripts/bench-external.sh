@@ -5,7 +5,7 @@
 # of the three node processes counted (--cpu-pid) and `raft-raw` with the same log store as the
 # baseline of the same invocation. With PROFILE=N it also takes an N-second CPU profile of each
 # node (/debug/pprof/profile on its admin port) while the bench runs, saved as
-# $OUT/node-{0,1,2}.pprof.
+# $OUT/node-{0,1,2}.pprof. The nodes' logs are copied to $OUT (n1.log, ...) when the cluster stops.
 #
 #   scripts/bench-external.sh --workload put --clients 64,1 --client go,plain
 #
@@ -42,6 +42,7 @@ dev=$!
 cleanup() {
   kill -INT "$dev" 2>/dev/null || true
   wait "$dev" 2>/dev/null || true
+  cp "$data"/*.log "$OUT"/ 2>/dev/null || true
   rm -rf "$data"
 }
 trap cleanup EXIT

@@ -15,7 +15,9 @@ import (
 // files while the parent's writer is held (no commit, so no checkpoint, changes them
 // meanwhile: the copy is the state a crash at that moment would leave, which SQLite recovers
 // from its log on open), less the file's free pages and the log's stale frames
-// (clonefiles.go). Then one small transaction in the copy drops the tables of every shard
+// (clonefiles.go); when a pre-copy of the parent's file for this split was made ahead of it
+// (PrepareSplit, precopysqlite.go), the file is that pre-copy and only the log is copied here.
+// Then one small transaction in the copy drops the tables of every shard
 // outside the right half's range (SQLite frees their pages: 4 tables of some 1,750 cells each
 // took 3 ms, 8 tables of 12,500 cells each 40 ms in BenchmarkShareShards) and writes the
 // right half's KV rows, applied state and meta row. The request records come whole, as with the copy. The copy costs the size of the parent's pages in use in I/O (7 MiB
@@ -38,11 +40,18 @@ import (
 // nothing); on an error after the copy began, they are opened on what the file holds then, and
 // the split's retry clones again. Blocks on I/O.
 func (p *PartitionStore) cloneSQLite(ctx context.Context, src *SnapshotTx, r cells.ShardRange, kv []KV, applied AppliedState) error {
+	pc := src.p.takePrecopy(ctx, p.id.Partition) // nil: none, or it failed
 	if err := src.p.lockWriter(); err != nil {
+		if pc != nil {
+			pc.release()
+		}
 		return errCloneBusy
 	}
-	copyErr := p.replaceFile(ctx, src.p)
+	copyErr := p.replaceFile(ctx, src.p, pc)
 	src.p.unlockWriter()
+	if pc != nil {
+		pc.release()
+	}
 	if copyErr != nil {
 		return copyErr
 	}
@@ -64,23 +73,29 @@ func (p *PartitionStore) cloneSQLite(ctx context.Context, src *SnapshotTx, r cel
 // file (shareSQLite then copies the tables instead).
 var errCloneBusy = errors.New("storage: the parent partition's writer is busy")
 
-// replaceFile closes p's pools, replaces p's file with a copy of partition src's file and log
-// (copySQLiteFiles, src's free pages read first through its write pool), and opens p's pools
-// again, on the copy or, after an error, on what p's
-// file holds (when that fails too, p's calls fail until it is closed). The caller holds both writer tokens.
-func (p *PartitionStore) replaceFile(ctx context.Context, src *PartitionStore) error {
+// replaceFile closes p's pools, replaces p's file with a copy of partition src's file and log,
+// and opens p's pools again, on the copy or, after an error, on what p's file holds (when that
+// fails too, p's calls fail until it is closed). The file is pc's pre-copy when pc is set
+// (PrepareSplit), else copied now (copySQLiteFiles, src's free pages read first through its
+// write pool). The caller holds both writer tokens.
+func (p *PartitionStore) replaceFile(ctx context.Context, src *PartitionStore, pc *sqlitePrecopy) error {
 	s := p.store
 	p.stmts.reset()
 	p.readStmts.reset()
-	skip, pageSize, ferr := freePages(ctx, src.write)
-	if ferr != nil {
-		return p.fail(fmt.Sprintf("clone: the free pages of partition %d", src.id.Partition), ferr)
+	from := sqlitePath(s.sqliteDir, src.id)
+	base := func(to string) error { return os.Rename(pc.path, to) }
+	if pc == nil {
+		skip, pageSize, ferr := freePages(ctx, src.write)
+		if ferr != nil {
+			return p.fail(fmt.Sprintf("clone: the free pages of partition %d", src.id.Partition), ferr)
+		}
+		base = func(to string) error { return copyFileSparse(from, to, -1, pageSize, skip, s.sqliteSync) }
 	}
 	closeErr := p.closePools()
 	var err error
 	if closeErr != nil {
 		err = p.fail("clone: close the partition's pools", closeErr)
-	} else if cerr := copySQLiteFiles(sqlitePath(s.sqliteDir, src.id), sqlitePath(s.sqliteDir, p.id), pageSize, skip, s.sqliteSync); cerr != nil {
+	} else if cerr := copySQLiteFiles(from, sqlitePath(s.sqliteDir, p.id), base, s.sqliteSync); cerr != nil {
 		err = fmt.Errorf("storage: clone the file of partition %d into partition %d: %w", src.id.Partition, p.id.Partition, cerr)
 	}
 	_, write, read, _, oerr := s.openPartition(ctx, p.id)
@@ -95,14 +110,15 @@ func (p *PartitionStore) replaceFile(ctx context.Context, src *PartitionStore) e
 	return err
 }
 
-// copySQLiteFiles makes the SQLite database at dst a copy of the one at from, whose free leaf
-// pages are skip (of pageSize bytes: freePages): dst's file, log and shared-memory index are
-// removed, then from's file, less the free pages (copyFileSparse), and the current generation
-// of its write-ahead log (walLength), if any, are copied to temporary names and renamed into
-// place, the file first: a crash in between leaves a database without the log's last commits,
-// whose meta row does not name the right half (the split clones again), never a log beside a
-// file it does not belong to. With sync, the copies and the directory are synced first.
-func copySQLiteFiles(from, dst string, pageSize int, skip []uint32, sync bool) error {
+// copySQLiteFiles makes the SQLite database at dst a copy of the one at from: dst's file, log
+// and shared-memory index are removed, then base makes the copy of from's file at the
+// temporary name it is given (copyFileSparse of from less its free pages, or a pre-copy
+// renamed), the current generation of from's write-ahead log (walLength), if any, is copied to
+// a temporary name, and both are renamed into place, the file first: a crash in between leaves
+// a database without the log's last commits, whose meta row does not name the right half (the
+// split clones again), never a log beside a file it does not belong to. With sync, the log's
+// copy and the directory are synced first (base syncs its copy).
+func copySQLiteFiles(from, dst string, base func(to string) error, sync bool) error {
 	for _, suffix := range []string{"-wal", "-shm", "-journal", ""} {
 		if err := os.Remove(dst + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -112,7 +128,7 @@ func copySQLiteFiles(from, dst string, pageSize int, skip []uint32, sync bool) e
 	if err != nil {
 		return err
 	}
-	if err := copyFileSparse(from, dst+".clone", -1, pageSize, skip, sync); err != nil {
+	if err := base(dst + ".clone"); err != nil {
 		return err
 	}
 	if withLog {

@@ -48,15 +48,7 @@ func TestCloneSQLiteLineage(t *testing.T) {
 
 	check := func(when string) {
 		t.Helper()
-		for _, c := range []struct {
-			p *PartitionStore
-			r cells.ShardRange
-		}{{parent, cells.ShardRange{First: 0, Last: 3}}, {mid, cells.ShardRange{First: 4, Last: 5}}, {last, cells.ShardRange{First: 6, Last: 7}}} {
-			var ok string
-			require.NoError(t, c.p.read.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&ok))
-			assert.Equal(t, "ok", ok, "integrity of partition %d %s", c.p.ID().Partition, when)
-			assert.Equal(t, keysOnly(all, c.r), heldCells(t, c.p), "cells of partition %d %s", c.p.ID().Partition, when)
-		}
+		checkSQLiteParts(t, when, all, parent, mid, last)
 	}
 	check("after the splits")
 	all = merge(all, fillShards(t, last, 20_000, 300, added), fillShards(t, mid, 30_000, 100, added))
@@ -102,4 +94,16 @@ func TestWALLength(t *testing.T) {
 	_, ok, err = walLength(path)
 	require.NoError(t, err)
 	assert.False(t, ok, "a torn header")
+}
+
+// checkSQLiteParts requires that each of parts passes SQLite's integrity check and holds
+// exactly the cells of all in its range (when: at which step of the test).
+func checkSQLiteParts(t *testing.T, when string, all map[int][]cells.Cell, parts ...*PartitionStore) {
+	t.Helper()
+	for _, p := range parts {
+		var ok string
+		require.NoError(t, p.read.QueryRowContext(context.Background(), "PRAGMA integrity_check").Scan(&ok))
+		assert.Equal(t, "ok", ok, "integrity of partition %d %s", p.ID().Partition, when)
+		assert.Equal(t, keysOnly(all, p.Shards()), heldCells(t, p), "cells of partition %d %s", p.ID().Partition, when)
+	}
 }

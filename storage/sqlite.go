@@ -46,6 +46,9 @@ func OpenSQLite(ctx context.Context, cfg SQLiteConfig) (*Store, error) {
 		return nil, fmt.Errorf("storage: sqlite dir: %w", err)
 	}
 	cfg.Dir = dir
+	if err := removeStalePrecopies(dir); err != nil {
+		return nil, fmt.Errorf("storage: sqlite dir: %w", err)
+	}
 	s := &Store{engine: EngineSQLite, sqliteDir: cfg.Dir, sqliteSync: cfg.Synchronous != "NORMAL", parts: make(map[PartitionID]*PartitionStore)}
 	s.openPartition = func(ctx context.Context, id PartitionID) (*dialect, *sql.DB, *sql.DB, bool, error) {
 		return openSQLitePartition(ctx, cfg, id)

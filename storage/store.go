@@ -34,6 +34,8 @@ type Store struct {
 	// (cloneSQLite) is synced as it is made (with NORMAL, the close of the copy's store syncs
 	// it: see clonesqlite.go).
 	sqliteSync bool
+	// precopiesUsed counts the splits whose clone started from a pre-copy (PrepareSplit).
+	precopiesUsed atomic.Int64
 
 	mu     sync.Mutex
 	parts  map[PartitionID]*PartitionStore
@@ -191,6 +193,9 @@ type PartitionStore struct {
 	// d, write and read it replaces. Every method of PartitionStore, WriteTx and SnapshotTx
 	// starts with the pebble branch when pb is set.
 	pb *pebblePart
+	// precopies are the pre-copies of this partition's file for its coming splits (SQLite
+	// only: PrepareSplit).
+	precopies precopySet
 }
 
 // ID returns the partition's id.
@@ -219,6 +224,7 @@ func (p *PartitionStore) Close() error {
 		return nil
 	}
 	p.store.forget(p)
+	p.dropPrecopies()
 	return p.closePools()
 }
 

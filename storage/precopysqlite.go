@@ -1,0 +1,241 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A split on SQLite clones the parent's file at the split's index, while the parent applies
+// nothing (clonesqlite.go). PrepareSplit moves the bulk of that copy ahead of the split, while
+// the parent keeps applying: it checkpoints the parent's log into its file (a passive
+// checkpoint on a connection of its own, beside the parent's writer), pins a read transaction
+// on the parent, and copies the parent's file, less its free pages, to the right half's
+// pre-copy (its file name plus ".precopy"), synced. The pinned reader keeps the parent's file
+// as SQLite's log rules leave it: a checkpoint writes into the file only pages of commits the
+// reader sees, which the log keeps, and never restarts the log past the reader; a reader that
+// took no frame of the log (every frame was in the file) lets no checkpoint write at all
+// (sqlite.org/wal.html, "Checkpoint starvation"; the WAL_READ_LOCK(0) rule of wal.c). So at the
+// split, the pre-copy and the log's current generation, copied then under the parent's writer,
+// open as the parent's state at the split, exactly as the clone's copy of both files does: a
+// page of the pre-copy that a checkpoint changed meanwhile has a frame in that log, which
+// overrides it. The split's path copies that log (the parent's commits since the checkpoint),
+// not the file, and the close of the right half's store that makes it durable checkpoints only
+// that log into a file already synced.
+//
+// A pre-copy not used within PrecopyKeep is dropped (its pin released, its file deleted), as is
+// every pre-copy of a parent that closes; a split with no pre-copy clones as before.
+
+// PrecopyKeep is how long a pre-copy (PrepareSplit) waits for its split before it is dropped.
+const PrecopyKeep = 10 * time.Second
+
+// precopyKeep is PrecopyKeep, shortened by tests.
+var precopyKeep = PrecopyKeep
+
+// precopySuffix names a pre-copy: the right half's file name plus it.
+const precopySuffix = ".precopy"
+
+// sqlitePrecopy is one pre-copy of a parent's file for the split into partition right.
+type sqlitePrecopy struct {
+	right int
+	path  string
+	done  chan struct{} // closed when the copy ended; err then says how
+	err   error
+	pin   *sql.Tx     // the parent's read transaction, until used or dropped
+	pinDB *sql.DB     // pin's connection
+	timer *time.Timer // drops it after PrecopyKeep; set before done closes
+	once  sync.Once   // release
+	owner *precopySet // where it is registered
+}
+
+// precopySet holds a partition's pre-copies, by the split's right partition.
+type precopySet struct {
+	mu sync.Mutex
+	m  map[int]*sqlitePrecopy
+}
+
+// release ends pc's pin and deletes its file (when still there), once.
+func (pc *sqlitePrecopy) release() {
+	pc.once.Do(func() {
+		<-pc.done
+		if pc.timer != nil {
+			pc.timer.Stop()
+		}
+		if pc.pin != nil {
+			_ = pc.pin.Rollback()
+			_ = pc.pinDB.Close()
+		}
+		_ = os.Remove(pc.path)
+	})
+}
+
+// drop removes pc from its registry and releases it.
+func (pc *sqlitePrecopy) drop() {
+	pc.owner.mu.Lock()
+	if pc.owner.m[pc.right] == pc {
+		delete(pc.owner.m, pc.right)
+	}
+	pc.owner.mu.Unlock()
+	pc.release()
+}
+
+// PrepareSplit makes, for a split of this partition whose right half will be partition right,
+// the pre-copy of its file that the split's clone then starts from (see above), and returns
+// when it is made, or at once when one for right is made already; a call while another makes
+// it waits for that one. It is a no-op (nil) on the other engines. The pre-copy is dropped
+// after PrecopyKeep unless the split uses it. Errors (the copy failed; ctx ended, which does
+// not stop a copy under way) leave the split to clone the file as before. Blocks on I/O: the
+// size of the parent's pages in use, and a checkpoint of its log.
+func (p *PartitionStore) PrepareSplit(ctx context.Context, right int) error {
+	if p.d == nil || p.d.engine != EngineSQLite || p.pb != nil {
+		return nil
+	}
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if right < 0 || right == p.id.Partition {
+		return fmt.Errorf("%w: pre-copy of partition %d for partition %d", ErrInvalidConfig, p.id.Partition, right)
+	}
+	pcs := &p.precopies
+	pcs.mu.Lock()
+	pc := pcs.m[right]
+	mine := pc == nil
+	if mine {
+		pc = &sqlitePrecopy{right: right, path: sqlitePath(p.store.sqliteDir, PartitionID{Datastore: p.id.Datastore, Partition: right}) + precopySuffix,
+			done: make(chan struct{}), owner: pcs}
+		if pcs.m == nil {
+			pcs.m = map[int]*sqlitePrecopy{}
+		}
+		pcs.m[right] = pc
+	}
+	pcs.mu.Unlock()
+	if mine {
+		go func() {
+			err := p.precopy(pc)
+			pc.err = err
+			if err == nil {
+				pc.timer = time.AfterFunc(precopyKeep, pc.drop)
+			}
+			close(pc.done)
+			if err != nil || p.closed.Load() {
+				pc.drop() // failed, or p closed meanwhile (its Close may have run already)
+			}
+		}()
+	}
+	select {
+	case <-pc.done:
+		return pc.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// precopy makes pc (PrepareSplit's steps) and sets its pin.
+func (p *PartitionStore) precopy(pc *sqlitePrecopy) error {
+	ctx, cancel := context.WithTimeout(context.Background(), PrecopyKeep)
+	defer cancel()
+	path := sqlitePath(p.store.sqliteDir, p.id)
+	// A connection of the pre-copy's own, beside the parent's pools (whose read connections
+	// it does not take: a pool of one would wait for the pin). The parent's pools stay open
+	// while it is (Close drops pre-copies first), so its close checkpoints nothing.
+	db, err := sql.Open("sqlite", sqliteURI(path, fmt.Sprintf("_pragma=busy_timeout(%d)", sqliteBusyTimeoutMillis)))
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1)
+	// A passive checkpoint writes the log's commits into the file without waiting for the
+	// parent's readers or writer and never blocks them: the log the split copies then holds
+	// the commits from here on.
+	if _, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+		return errors.Join(fmt.Errorf("storage: pre-copy of partition %d: checkpoint: %w", p.id.Partition, err), db.Close())
+	}
+	// Deferred: a read transaction, as it only reads. Not under ctx, which would roll it back
+	// when it ends: the pin lasts until the pre-copy is used or dropped.
+	pin, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		return errors.Join(p.fail("pre-copy: pin a reader", err), db.Close())
+	}
+	// A read of a table starts the pinned transaction's snapshot (sqlite_dbpage alone does
+	// not hold one); the free pages are those of that snapshot, and the log keeps every later
+	// change to them.
+	var n int
+	err = pin.QueryRowContext(ctx, "SELECT count(*) FROM meta").Scan(&n)
+	var skip []uint32
+	var pageSize int
+	if err == nil {
+		skip, pageSize, err = freePages(ctx, pin)
+	}
+	if err == nil {
+		err = copyFileSparse(path, pc.path, -1, pageSize, skip, true)
+	}
+	if err != nil {
+		_ = pin.Rollback()
+		return errors.Join(fmt.Errorf("storage: pre-copy of partition %d: %w", p.id.Partition, err), db.Close())
+	}
+	pc.pin, pc.pinDB = pin, db
+	return nil
+}
+
+// takePrecopy removes and returns the pre-copy of p for the split into partition right, once
+// made (it waits for one under way, until ctx ends), or nil when there is none or it failed.
+// The caller installs it (its file) and releases it.
+func (p *PartitionStore) takePrecopy(ctx context.Context, right int) *sqlitePrecopy {
+	pcs := &p.precopies
+	pcs.mu.Lock()
+	pc := pcs.m[right]
+	delete(pcs.m, right)
+	pcs.mu.Unlock()
+	if pc == nil {
+		return nil
+	}
+	select {
+	case <-pc.done:
+	case <-ctx.Done():
+		go pc.release()
+		return nil
+	}
+	if pc.err != nil {
+		return nil
+	}
+	if pc.timer != nil && !pc.timer.Stop() {
+		return nil // dropped meanwhile
+	}
+	p.store.precopiesUsed.Add(1)
+	return pc
+}
+
+// dropPrecopies releases every pre-copy of p (p closes), waiting for those under way.
+func (p *PartitionStore) dropPrecopies() {
+	pcs := &p.precopies
+	pcs.mu.Lock()
+	all := pcs.m
+	pcs.m = nil
+	pcs.mu.Unlock()
+	for _, pc := range all {
+		pc.release()
+	}
+}
+
+// removeStalePrecopies deletes the pre-copies left in dir by an earlier process (none of its
+// pins survived it).
+func removeStalePrecopies(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), precopySuffix) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
