@@ -141,10 +141,14 @@ func (p *PartitionStore) precopy(pc *sqlitePrecopy) error {
 	ctx, cancel := context.WithTimeout(context.Background(), PrecopyKeep)
 	defer cancel()
 	path := sqlitePath(p.store.sqliteDir, p.id)
+	if p.closed.Load() {
+		return ErrClosed
+	}
 	// A connection of the pre-copy's own, beside the parent's pools (whose read connections
 	// it does not take: a pool of one would wait for the pin). The parent's pools stay open
-	// while it is (Close drops pre-copies first), so its close checkpoints nothing.
-	db, err := sql.Open("sqlite", sqliteURI(path, fmt.Sprintf("_pragma=busy_timeout(%d)", sqliteBusyTimeoutMillis)))
+	// while it is (Close drops pre-copies first), so its close checkpoints nothing. mode=rw:
+	// it never creates the file of a partition deleted meanwhile.
+	db, err := sql.Open("sqlite", sqliteURI(path, fmt.Sprintf("mode=rw&_pragma=busy_timeout(%d)", sqliteBusyTimeoutMillis)))
 	if err != nil {
 		return err
 	}
