@@ -153,8 +153,9 @@ func checkCount(field string, n, most int) error {
 
 // validateWrite checks a write sent to partition p of datastore ds over the node RPC as the
 // public path checks a request: every cell's key (row key, column key, ref key), its shard
-// (the row key's, within the partition) and its body (zlib-compressed MessagePack of a JSON
-// object), its origin (a cluster name or empty), and every condition's column key, ref key and shard; at most rpcMaxKeys cells and
+// (the row key's, within the partition or a split child of it: checkWriteShard) and its body
+// (zlib-compressed MessagePack of a JSON object), its origin (a cluster name or empty), and
+// every condition's column key, ref key and shard; at most rpcMaxKeys cells and
 // MaxConditions conditions. The first problem is returned, wrapping ErrBadRPC. It decodes every
 // body once.
 func validateWrite(ds *topology.DatastoreSpec, p *topology.PartitionSpec, w *command.Write) error {
