@@ -13,11 +13,11 @@ import (
 // parent); a split whose pre-copy is not made by then clones the rest at its index.
 const splitCopyWait = 5 * time.Second
 
-// prepareSplitCopies starts, for each partition of spec that a split made and whose parent's
-// replica here has not applied the split yet, the pre-copy of the parent's store for it
-// (PrepareSplit), in the background: the catalog has just decided the split, which the
-// parent's log applies soon. A no-op on stores other than SQLite. od is the datastore as it
-// was before spec.
+// prepareSplitCopies starts, for each partition of d that a split made, that od (the datastore
+// as it was before this catalog change) lacks, and whose parent's replica here has not applied
+// the split yet, the pre-copy of the parent's store for it (PrepareSplit), in the background:
+// the catalog has just decided the split, which the parent's log applies soon. A no-op on
+// stores other than SQLite.
 func (n *Node) prepareSplitCopies(od *datastore, d *datastore) {
 	if n.cfg.Store == nil || n.cfg.Store.Engine() != storage.EngineSQLite {
 		return

@@ -17,11 +17,12 @@ import (
 // from its log on open), less the file's free pages and the log's stale frames
 // (clonefiles.go); when a pre-copy of the parent's file for this split was made ahead of it
 // (PrepareSplit, precopysqlite.go), the file is that pre-copy and only the log is copied here.
-// Then one small transaction in the copy drops the tables of every shard
-// outside the right half's range (SQLite frees their pages: 4 tables of some 1,750 cells each
-// took 3 ms, 8 tables of 12,500 cells each 40 ms in BenchmarkShareShards) and writes the
-// right half's KV rows, applied state and meta row. The request records come whole, as with the copy. The copy costs the size of the parent's pages in use in I/O (7 MiB
-// in 10 ms on an idle machine, 7 to 13 MiB in 18 to 113 ms on three loaded nodes), where the
+// Then one small transaction in the copy drops the tables of every shard outside the right
+// half's range (SQLite frees their pages: 4 tables of some 1,750 cells each took 3 ms, 8
+// tables of 12,500 cells each 40 ms in BenchmarkShareShards) and writes the right half's KV
+// rows, applied state and meta row. The request records come whole, as with the copy. The
+// copy costs the size of the parent's pages in use in I/O (7 MiB in 10 ms on an idle machine,
+// 7 to 13 MiB in 18 to 113 ms on three loaded nodes), where the
 // copy inside SQLite read and wrote every record of the right half's tables (BENCHMARKS.md,
 // "SQLite splits clone the parent's file"). The right half's file has the parent's size, the
 // dropped tables' pages free pages that its later writes reuse and that its own splits do not
