@@ -29,7 +29,7 @@ func TestAsyncFailoverLosesWritesOnlyWithoutBuffers(t *testing.T) {
 	run := func(unsafe bool) *Summary {
 		cfg := DefaultConfig()
 		cfg.Binary = schemalessBinary(t)
-		cfg.OutDir = t.TempDir()
+		cfg.OutDir = runDir(t)
 		cfg.Mode = "async"
 		cfg.UnsafeNoBufferedWrites = unsafe
 		cfg.FirstIP, cfg.HTTPPort, cfg.RaftPort, cfg.Chain = "127.0.0.52", 57070, 57170, "SLJEPSENASYNC"

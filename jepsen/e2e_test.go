@@ -76,7 +76,7 @@ func TestStaleReadsCaught(t *testing.T) {
 	requireFaults(t)
 	cfg := DefaultConfig()
 	cfg.Binary = schemalessBinary(t)
-	cfg.OutDir = t.TempDir()
+	cfg.OutDir = runDir(t)
 	cfg.FirstIP, cfg.HTTPPort, cfg.RaftPort, cfg.Chain = "127.0.0.12", 27070, 27170, "SLJEPSENTEST"
 	cfg.Workloads = []string{"cells"}
 	cfg.Consistency = "stale"

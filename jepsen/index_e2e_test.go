@@ -16,7 +16,7 @@ func TestIndexUnderFaults(t *testing.T) {
 	requireFaults(t)
 	cfg := DefaultConfig()
 	cfg.Binary = schemalessBinary(t)
-	cfg.OutDir = t.TempDir()
+	cfg.OutDir = runDir(t)
 	cfg.FirstIP, cfg.HTTPPort, cfg.RaftPort, cfg.Chain = "127.0.0.42", 47070, 47170, "SLJEPSENIDX"
 	cfg.Workloads = []string{"index"}
 	cfg.Duration, cfg.Quiet = 50*time.Second, 15*time.Second

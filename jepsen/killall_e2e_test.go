@@ -16,7 +16,7 @@ func TestKillAllLosesNothing(t *testing.T) {
 	requireFaults(t)
 	cfg := DefaultConfig()
 	cfg.Binary = schemalessBinary(t)
-	cfg.OutDir = t.TempDir()
+	cfg.OutDir = runDir(t)
 	cfg.FirstIP, cfg.HTTPPort, cfg.RaftPort, cfg.Chain = "127.0.0.62", 27270, 27370, "SLJEPSENKILL"
 	cfg.Workloads = []string{"durability"}
 	cfg.Duration, cfg.Quiet = 30*time.Second, 8*time.Second

@@ -20,7 +20,7 @@ func TestReplicationUnderFaults(t *testing.T) {
 	requireFaults(t)
 	cfg := DefaultConfig()
 	cfg.Binary = schemalessBinary(t)
-	cfg.OutDir = t.TempDir()
+	cfg.OutDir = runDir(t)
 	cfg.FirstIP, cfg.HTTPPort, cfg.RaftPort, cfg.Chain = "127.0.0.92", 27870, 27970, "SLJEPSENREPL"
 	cfg.Workloads = []string{"replication"}
 	cfg.Duration, cfg.Quiet = 60*time.Second, 15*time.Second

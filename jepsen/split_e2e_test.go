@@ -23,7 +23,7 @@ func TestSplitUnderTraffic(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Store = storage.EngineSQLite
 	cfg.Binary = schemalessBinary(t)
-	cfg.OutDir = t.TempDir()
+	cfg.OutDir = runDir(t)
 	cfg.FirstIP, cfg.HTTPPort, cfg.RaftPort, cfg.Chain = "127.0.0.72", 27470, 27570, "SLJEPSENSPLIT"
 	cfg.Workloads = []string{"cells", "durability"}
 	cfg.Duration, cfg.Quiet = 20*time.Second, 6*time.Second
@@ -57,7 +57,7 @@ func TestAsyncSplitUnderTraffic(t *testing.T) {
 	mariadbtest.RequireServerBinary(t)
 	cfg := DefaultConfig()
 	cfg.Binary = schemalessBinary(t)
-	cfg.OutDir = t.TempDir()
+	cfg.OutDir = runDir(t)
 	cfg.Mode = "async"
 	cfg.FirstIP, cfg.HTTPPort, cfg.RaftPort, cfg.Chain = "127.0.0.82", 57270, 57370, "SLJEPSENASPLIT"
 	cfg.StorageFirstIP = "127.0.2.22"

@@ -17,7 +17,7 @@ func TestTriggersUnderFaults(t *testing.T) {
 	requireFaults(t)
 	cfg := DefaultConfig()
 	cfg.Binary = schemalessBinary(t)
-	cfg.OutDir = t.TempDir()
+	cfg.OutDir = runDir(t)
 	cfg.FirstIP, cfg.HTTPPort, cfg.RaftPort, cfg.Chain = "127.0.0.32", 37070, 37170, "SLJEPSENTRIG"
 	cfg.Workloads = []string{"triggers"}
 	cfg.Duration, cfg.Quiet = 75*time.Second, 15*time.Second

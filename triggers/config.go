@@ -105,7 +105,8 @@ type Config struct {
 	// peer: docs/api.md, "order"); OnPage tells it that order. The worker still moves a shard's
 	// offset page by page in order, falls back to cell-by-cell delivery only after the page
 	// before has been delivered, and after a page that was not delivered (the shard lost, a
-	// park that failed) drops the pages after it and reads them again.
+	// park that failed) drops the pages after it, and the answer of a read still on its way,
+	// and reads them again.
 	PipelineDepth int
 	// OnPage, when set, is called from the worker's loop for each page about to be delivered,
 	// in each shard's page order, before its handler runs (beside the pages before it when

@@ -32,16 +32,26 @@ func pageContext(ctx context.Context, p Page) context.Context {
 	return context.WithValue(ctx, pageTokenKey{}, p.token)
 }
 
-// beginPage records page p of st as read at now (the shard's lag; a page with no cells moves
-// the offset past the cells the read filtered out, or with pages in delivery the next read)
-// and, when p has cells, counts it in delivery and reports true: the caller then delivers p.
-func (w *worker) beginPage(st *shardState, p Page, now time.Time) bool {
+// beginPage records page p of st, read from location from, as read at now (the shard's lag; a
+// page with no cells moves the offset past the cells the read filtered out, or with pages in
+// delivery the next read) and, when p has cells, counts it in delivery and reports true: the
+// caller then delivers p.
+//
+// A page read past the pages in delivery is dropped, and reports false, when the shard's
+// reads no longer start where it was read from: a page in delivery was not delivered while
+// the read was on its way (the shard is then read again from its offset), or one is failing
+// (broken). Taken, such a page would be delivered, or its empty answer move the offset, past
+// the cells of the page that failed, which no one would deliver.
+func (w *worker) beginPage(st *shardState, p Page, from int64, now time.Time) bool {
 	lagSeconds := 0.0
 	if len(p.Cells) > 0 {
 		lagSeconds = max(now.Sub(p.Cells[0].CreatedAt).Seconds(), 0)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if from != st.readFrom() || st.broken {
+		return false
+	}
 	if p.HighWater >= 0 {
 		w.m.lag(st.shard, max(p.HighWater-st.offset, 0), lagSeconds)
 	}
@@ -124,7 +134,7 @@ func (w *worker) pipelineLoop(ctx context.Context) error {
 		now := time.Now()
 		for i, p := range pages {
 			st := idle[i]
-			if !w.beginPage(st, p, now) {
+			if !w.beginPage(st, p, req.Shards[i].Location, now) {
 				continue
 			}
 			if w.cfg.OnPage != nil {

@@ -441,7 +441,7 @@ func (w *worker) deliverLoop(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		if w.deliverPages(ctx, ready, pages) {
+		if w.deliverPages(ctx, ready, req, pages) {
 			w.commit(ctx)
 			return ErrHalted
 		}
@@ -450,9 +450,9 @@ func (w *worker) deliverLoop(ctx context.Context) error {
 	return nil
 }
 
-// deliverPages delivers the cells of each page (shards concurrently, each in order) and moves
-// positions past filtered cells. It reports whether the group halted.
-func (w *worker) deliverPages(ctx context.Context, ready []*shardState, pages []Page) bool {
+// deliverPages delivers the cells of each page, the answer to req (shards concurrently, each in
+// order), and moves positions past filtered cells. It reports whether the group halted.
+func (w *worker) deliverPages(ctx context.Context, ready []*shardState, req LogRead, pages []Page) bool {
 	sem := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
 	var halted sync.Once
@@ -460,7 +460,7 @@ func (w *worker) deliverPages(ctx context.Context, ready []*shardState, pages []
 	now := time.Now()
 	for i, p := range pages {
 		st := ready[i]
-		if !w.beginPage(st, p, now) {
+		if !w.beginPage(st, p, req.Shards[i].Location, now) {
 			continue
 		}
 		if w.cfg.OnPage != nil {
