@@ -35,3 +35,7 @@ func (n *Node) AddNonvoter(ctx context.Context, ds string, pid int, node string)
 // newer one it learns, as a node whose catalog lags behind the cluster's; hold false lets it
 // follow again from the next catalog it learns. For tests.
 func (n *Node) HoldCatalog(hold bool) { n.catalogHeld.Store(hold) }
+
+// HoldRetirement keeps the node from deleting the data of merged partitions (hold true), as a
+// node that has not got to it yet; hold false lets it delete them at its next round. For tests.
+func (n *Node) HoldRetirement(hold bool) { n.retireHeld.Store(hold) }

@@ -336,6 +336,9 @@ func (n *Node) retireMerged(ds string, right int) {
 // replica this node's catalog no longer lists (their replica closed): raft log, snapshots,
 // tables. The caller holds hostMu.
 func (n *Node) retireMergedLocked(ctx context.Context) {
+	if n.retireHeld.Load() {
+		return
+	}
 	n.retiring.Lock()
 	var ids []storage.PartitionID
 	for id := range n.retiring.ids {
@@ -447,6 +450,9 @@ func (n *Node) reconcileMerge(ds string, r *route, rights []int, have cells.Shar
 			if err != nil || !frozen || fr.Into != r.spec.ID || fr.First != have.Last+1 {
 				continue
 			}
+			if !n.mergePending(ds, r.spec.ID, right, fr.Shards()) {
+				return
+			}
 			n.log.Info("completing a merge the catalog decided", "datastore", ds, "left", r.spec.ID, "right", right, "frozen_at", fr.Index)
 			if err := n.proposeMerge(ctx, ds, r.spec.ID, right, fr.Index, fr.Shards(), n.catalogGeneration()); err != nil {
 				n.log.Warn("completing a merge the catalog decided", "datastore", ds, "left", r.spec.ID, "right", right, "error", err)
@@ -454,6 +460,29 @@ func (n *Node) reconcileMerge(ds string, r *route, rights []int, have cells.Shar
 			return
 		}
 	}()
+}
+
+// mergePending reports whether the newest catalog among its voters' (votersCatalog) still has
+// the shards of frozen, the right partition right's range when it froze for its merge into
+// pid, in partition pid, and no partition right: reconcileMerge proposes the merge only then.
+// This node's own catalog may lag behind pid's replica here: after the merge was applied, a
+// split of pid at the same shard is in pid's log before this node's catalog shows it, and a
+// leader whose catalog shows only the merge would find right's store still frozen for it (until
+// this node deletes it) and merge it again, handing pid the shards of the split's new
+// partition. False when no voter answers.
+func (n *Node) mergePending(ds string, pid, right int, frozen cells.ShardRange) bool {
+	newest := n.votersCatalog()
+	if newest == nil || newest.Datastores[ds] == nil {
+		return false
+	}
+	d := newest.Datastores[ds]
+	left := d.Partition(pid)
+	pending := left != nil && d.Partition(right) == nil && left.Shards.First <= frozen.First && left.Shards.Last >= frozen.Last
+	if !pending {
+		n.log.Info("not completing a merge: the catalog's voters no longer list it", "datastore", ds, "left", pid, "right", right,
+			"generation", newest.Generation, "shards", fmt.Sprintf("%d..%d", frozen.First, frozen.Last))
+	}
+	return pending
 }
 
 // beginReadingRetired reports whether reconcileMerge may open the store of partition id, the

@@ -182,3 +182,52 @@ func TestMergeSeenBeforeTheCatalog(t *testing.T) {
 	putIn(t, other, ds, l, cs) // about a quarter in shards 12 to 15
 	requireStrong(t, l, other)
 }
+
+// TestSplitSeenBeforeTheCatalog is TestMergeSeenBeforeTheCatalog's mirror: the leader of a
+// partition that merged a split's right half back and then split again at the same shard, on a
+// node whose catalog shows the merge but not the new split (held) and which has not deleted the
+// merged partition's data yet (HoldRetirement), does not merge that frozen partition again. Its
+// replica applied the new split and holds less than its catalog's range, with the merged
+// partition's store still frozen for it: what a merge the catalog decided and the log lacks
+// looks like from that node alone (reconcileMerges). Merged again, the partition would take the
+// new split's shards from the old frozen state, and the other replicas, which deleted it, would
+// stop. The node checks the catalog's voters first (mergePending).
+func TestSplitSeenBeforeTheCatalog(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble})
+	nodes := running(c)
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond, "node %s imports the catalog", n.ID())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*opTimeout)
+	defer cancel()
+	first, err := nodes[0].SplitPartition(ctx, ds, 1, wire.SplitRequest{AtShard: 12})
+	require.NoError(t, err, "split partition 1 at 12")
+	lagging, other := leaderAndOther(ctx, t, nodes, 1)
+	lagging.HoldRetirement(true)
+	defer lagging.HoldRetirement(false)
+	m, err := other.MergePartitions(ctx, ds, 1, first.Right.ID)
+	require.NoError(t, err, "merge the halves back through %s", other.ID())
+	require.Eventually(t, func() bool { return lagging.CatalogDatastores().Generation >= m.Generation }, opTimeout, 20*time.Millisecond,
+		"%s's catalog shows the merge", lagging.ID())
+	lagging.HoldCatalog(true)
+	defer lagging.HoldCatalog(false)
+	again, err := other.SplitPartition(ctx, ds, 1, wire.SplitRequest{AtShard: 12})
+	require.NoError(t, err, "split partition 1 at 12 again through %s while %s's catalog is held", other.ID(), lagging.ID())
+	require.Equal(t, []int{12, 15}, []int{again.Right.FirstShard, again.Right.LastShard})
+	// reconcileMerges runs every 500 ms on the partition's leader.
+	time.Sleep(3 * time.Second)
+	cfg, err := other.PartitionConfig(ctx, ds, 1)
+	require.NoError(t, err)
+	require.Equal(t, lagging.ID(), cfg.Leader, "the held node still leads partition 1")
+	lagging.HoldCatalog(false)
+	lagging.HoldRetirement(false)
+	require.Eventually(t, func() bool { return lagging.CatalogDatastores().Generation >= again.Generation }, opTimeout, 20*time.Millisecond,
+		"%s follows the catalog again", lagging.ID())
+	l := newLedger()
+	var cs []cells.Cell
+	for j := range 48 {
+		cs = append(cs, newCell(t, uuid.New(), "BASE", 1, fmt.Sprintf(`{"j":%d}`, j)))
+	}
+	putIn(t, other, ds, l, cs) // about a quarter in shards 12 to 15
+	requireStrong(t, l, nodes...)
+}

@@ -153,6 +153,9 @@ type Node struct {
 	// catalogHeld makes applyCatalog keep the catalog served as it is (tests: a node whose
 	// catalog lags, HoldCatalog in export_test.go).
 	catalogHeld atomic.Bool
+	// retireHeld keeps retireMergedLocked from deleting merged partitions' data (tests: a node
+	// that has not deleted it yet, HoldRetirement in export_test.go).
+	retireHeld atomic.Bool
 	hosted      *hostedFile
 	hostMu      sync.Mutex // serializes Host, Unhost and Close
 	hostClosed  bool       // set by Close under hostMu: Host and Unhost refuse from then on

@@ -523,13 +523,7 @@ func (n *Node) splitOriginHere(ctx context.Context, ds string, r *route) (fsm.Sp
 // merged back would go to a partition the catalog has retired. Blocks for one catalog fetch
 // per voter (at most a few seconds); false when no voter answers.
 func (n *Node) splitPending(ds string, pid, right int, have cells.ShardRange) bool {
-	var newest *catalog.Catalog
-	for _, id := range n.catalogVoterIDs() {
-		c, err := n.fetchCatalog(id, 0)
-		if err == nil && (newest == nil || c.Generation > newest.Generation) {
-			newest = c
-		}
-	}
+	newest := n.votersCatalog()
 	if newest == nil || newest.Datastores[ds] == nil {
 		return false
 	}
@@ -542,6 +536,20 @@ func (n *Node) splitPending(ds string, pid, right int, have cells.ShardRange) bo
 			"generation", newest.Generation, "range", fmt.Sprintf("%d..%d", have.First, have.Last))
 	}
 	return pending
+}
+
+// votersCatalog returns the newest of the catalogs that the catalog's voters serve (one of
+// them leads it, so it holds every decided change), or nil when none answers. Blocks for one
+// catalog fetch per voter (at most a few seconds).
+func (n *Node) votersCatalog() *catalog.Catalog {
+	var newest *catalog.Catalog
+	for _, id := range n.catalogVoterIDs() {
+		c, err := n.fetchCatalog(id, 0)
+		if err == nil && (newest == nil || c.Generation > newest.Generation) {
+			newest = c
+		}
+	}
+	return newest
 }
 
 func overlaps(a, b cells.ShardRange) bool { return a.First <= b.Last && b.First <= a.Last }
