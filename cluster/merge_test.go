@@ -167,20 +167,29 @@ func TestMergeSeenBeforeTheCatalog(t *testing.T) {
 	require.NoError(t, err, "merge the halves back through %s while %s's catalog is held", other.ID(), lagging.ID())
 	require.Equal(t, []int{8, 15}, []int{m.Merged.FirstShard, m.Merged.LastShard})
 	// reconcileSplits runs every 500 ms on the partition's leader.
+	releaseHeldCatalog(ctx, t, lagging, other, m.Generation, nodes)
+}
+
+// releaseHeldCatalog ends a test whose node lagging leads partition 1 with its catalog held:
+// after 3 s (reconcileSplits and reconcileMerges run every 500 ms) lagging still leads it; its
+// catalog is released and follows to generation gen at least; then 48 new cells written
+// through other, about a quarter in shards 12 to 15, are read back strongly through nodes.
+func releaseHeldCatalog(ctx context.Context, t *testing.T, lagging, other *cluster.Node, gen uint64, nodes []*cluster.Node) {
+	t.Helper()
 	time.Sleep(3 * time.Second)
 	cfg, err := other.PartitionConfig(ctx, ds, 1)
 	require.NoError(t, err)
 	require.Equal(t, lagging.ID(), cfg.Leader, "the held node still leads partition 1")
 	lagging.HoldCatalog(false)
-	require.Eventually(t, func() bool { return lagging.CatalogDatastores().Generation >= m.Generation }, opTimeout, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return lagging.CatalogDatastores().Generation >= gen }, opTimeout, 20*time.Millisecond,
 		"%s follows the catalog again", lagging.ID())
 	l := newLedger()
 	var cs []cells.Cell
 	for j := range 48 {
 		cs = append(cs, newCell(t, uuid.New(), "BASE", 1, fmt.Sprintf(`{"j":%d}`, j)))
 	}
-	putIn(t, other, ds, l, cs) // about a quarter in shards 12 to 15
-	requireStrong(t, l, other)
+	putIn(t, other, ds, l, cs)
+	requireStrong(t, l, nodes...)
 }
 
 // TestSplitSeenBeforeTheCatalog is TestMergeSeenBeforeTheCatalog's mirror: the leader of a
@@ -214,20 +223,5 @@ func TestSplitSeenBeforeTheCatalog(t *testing.T) {
 	again, err := other.SplitPartition(ctx, ds, 1, wire.SplitRequest{AtShard: 12})
 	require.NoError(t, err, "split partition 1 at 12 again through %s while %s's catalog is held", other.ID(), lagging.ID())
 	require.Equal(t, []int{12, 15}, []int{again.Right.FirstShard, again.Right.LastShard})
-	// reconcileMerges runs every 500 ms on the partition's leader.
-	time.Sleep(3 * time.Second)
-	cfg, err := other.PartitionConfig(ctx, ds, 1)
-	require.NoError(t, err)
-	require.Equal(t, lagging.ID(), cfg.Leader, "the held node still leads partition 1")
-	lagging.HoldCatalog(false)
-	lagging.HoldRetirement(false)
-	require.Eventually(t, func() bool { return lagging.CatalogDatastores().Generation >= again.Generation }, opTimeout, 20*time.Millisecond,
-		"%s follows the catalog again", lagging.ID())
-	l := newLedger()
-	var cs []cells.Cell
-	for j := range 48 {
-		cs = append(cs, newCell(t, uuid.New(), "BASE", 1, fmt.Sprintf(`{"j":%d}`, j)))
-	}
-	putIn(t, other, ds, l, cs) // about a quarter in shards 12 to 15
-	requireStrong(t, l, nodes...)
+	releaseHeldCatalog(ctx, t, lagging, other, again.Generation, nodes) // retirement held throughout
 }

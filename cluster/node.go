@@ -156,20 +156,20 @@ type Node struct {
 	// retireHeld keeps retireMergedLocked from deleting merged partitions' data (tests: a node
 	// that has not deleted it yet, HoldRetirement in export_test.go).
 	retireHeld atomic.Bool
-	hosted      *hostedFile
-	hostMu      sync.Mutex // serializes Host, Unhost and Close
-	hostClosed  bool       // set by Close under hostMu: Host and Unhost refuse from then on
-	dir         directory
-	gossip      *membership.Membership                // nil without a gossip address
-	live        atomic.Pointer[membership.Membership] // gossip, once started: read by the raft groups (nodeDown)
-	stopWatch   chan struct{}
-	watchDone   chan struct{}
-	nodeLogMu   sync.Mutex
-	nodeLog     *raftlog.Store // the shared raft log store, once a replica opened it (see sharedLog)
-	closeOnce   sync.Once
-	closeErr    error
-	cat         catalogState  // the catalog: this node's replica of it, its view, its follower (catalog.go)
-	splitKick   chan struct{} // wakes splitLoop: a split was applied here (split.go)
+	hosted     *hostedFile
+	hostMu     sync.Mutex // serializes Host, Unhost and Close
+	hostClosed bool       // set by Close under hostMu: Host and Unhost refuse from then on
+	dir        directory
+	gossip     *membership.Membership                // nil without a gossip address
+	live       atomic.Pointer[membership.Membership] // gossip, once started: read by the raft groups (nodeDown)
+	stopWatch  chan struct{}
+	watchDone  chan struct{}
+	nodeLogMu  sync.Mutex
+	nodeLog    *raftlog.Store // the shared raft log store, once a replica opened it (see sharedLog)
+	closeOnce  sync.Once
+	closeErr   error
+	cat        catalogState  // the catalog: this node's replica of it, its view, its follower (catalog.go)
+	splitKick  chan struct{} // wakes splitLoop: a split was applied here (split.go)
 	// recKick wakes recorderLoop; recDirty (guarded by recMu) holds the partitions whose
 	// replicas it is to record in the catalog (automerge.go).
 	recKick  chan struct{}
