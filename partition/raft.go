@@ -571,12 +571,16 @@ func (p *Raft) NotLeader() error { return p.notLeader() }
 
 // Close stops the replica: pending Puts fail with ErrClosed or ErrIndeterminate, raft shuts down
 // and the raft log is closed. The store and the transport are the caller's to close. Idempotent.
+//
+// Raft shuts down before the replica's goroutines are waited for: a write's waiter holds its
+// raft future, which a leader whose entries reach no follower never resolves (it keeps leading
+// on heartbeats alone) until the shutdown fails it.
 func (p *Raft) Close() error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
 		close(p.stop)
-		p.wg.Wait()
 		err := p.raft.Shutdown().Error()
+		p.wg.Wait()
 		if cerr := p.closeLog(); err == nil {
 			err = cerr
 		}

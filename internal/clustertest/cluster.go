@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -92,7 +93,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if p.CommitTimeout == 0 {
 		p.CommitTimeout = 10 * time.Millisecond
 	}
-	logger := slog.New(slog.NewTextHandler(NewTestWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := slog.New(slog.NewTextHandler(NewTestWriter(t), &slog.HandlerOptions{Level: LogLevel()}))
 	lo := localcluster.Options{
 		Nodes: opts.Nodes, Shards: opts.Shards, Partitions: opts.Partitions, Dir: t.TempDir(),
 		Partition: opts.Partition, API: opts.API, Gossip: opts.Gossip, AutoSplit: opts.AutoSplit, Zones: opts.Zones,
@@ -206,4 +207,17 @@ func (c *Cluster) LeaderOf(p int) int {
 		c.t.Fatal(err)
 	}
 	return i
+}
+
+// LogLevel is the level of the test clusters' node logs: warnings and errors, or the level the
+// environment variable SCHEMALESS_TEST_LOG names (debug, info, warn, error), to see what the
+// nodes did in a failing test: SCHEMALESS_TEST_LOG=info go test -run TestX ./cluster/.
+func LogLevel() slog.Level {
+	var l slog.Level = slog.LevelWarn
+	if v := os.Getenv("SCHEMALESS_TEST_LOG"); v != "" {
+		if err := l.UnmarshalText([]byte(v)); err != nil {
+			return slog.LevelWarn
+		}
+	}
+	return l
 }
