@@ -398,8 +398,7 @@ func (n *Node) openSplitReplicasLocked(ctx context.Context) {
 			parentHere, parentLeader := false, false
 			if pr := d.route(*r.spec.Parent); pr != nil {
 				if p := pr.replica(); p != nil {
-					originHere := func() bool { _, ok := n.splitOriginHere(ctx, d.spec.Name, r); return ok }
-					if !splitAppliedHere(p.Shards(), r.spec.Shards(), originHere) {
+					if !n.splitAppliedHere(ctx, d.spec.Name, p, r) {
 						continue
 					}
 					parentHere, parentLeader = true, p.IsLeader()
@@ -481,21 +480,25 @@ func (n *Node) splitVoterHere(ctx context.Context, ds string, r *route) bool {
 	return false
 }
 
-// splitAppliedHere reports whether the replica of a split's parent here, whose range is now
-// parent, has applied the split that made the partition of shards right: its range no longer
-// holds them. A parent frozen by a merge has an empty range whatever it applied, and may not
-// have applied the split yet (a split the catalog decided while the freeze held its log back:
-// a replica of the new partition opened then would start a group with no configuration and
-// never elect a leader); it has applied it once the new partition's origin is in the store
-// here (originHere, called only then).
-func splitAppliedHere(parent, right cells.ShardRange, originHere func() bool) bool {
-	if overlaps(parent, right) {
+// splitAppliedHere reports whether p, this node's replica of the parent of r (a split's new
+// partition), has applied the split that made r: its store records r (fsm.SplitApplied,
+// written by the split's entry and carried by the parent's snapshots, so a replica that learned
+// of the split from a snapshot counts too), or, for a split applied by a build before those
+// records, the parent no longer holds r's shards and r's split origin is in the store here.
+// The parent's range alone does not tell: after a merge gave the parent back a split's shards
+// and a new split took them again, a replica that had applied neither the merge nor the new
+// split held the same range as after both, and the new partition's replica opened there empty,
+// without the split's base; a group whose replicas lack the base elects no leader that can
+// commit, since the base cannot be sent.
+func (n *Node) splitAppliedHere(ctx context.Context, ds string, p raftReplica, r *route) bool {
+	if ok, err := fsm.SplitApplied(ctx, p.Store(), r.spec.ID); err != nil || ok {
+		return ok
+	}
+	if overlaps(p.Shards(), r.spec.Shards()) {
 		return false
 	}
-	if parent.Last < parent.First {
-		return originHere()
-	}
-	return true
+	_, ok := n.splitOriginHere(ctx, ds, r)
+	return ok
 }
 
 // splitOriginHere reads the split origin (fsm.SplitOrigin) that this node's store holds for

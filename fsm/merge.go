@@ -278,7 +278,8 @@ func (f *FSM) mergeKV(ctx context.Context, tx *storage.WriteTx, kv []storage.KV,
 // delete first; put, the rows to write: the whole state of those groups from incoming, and
 // every other row of incoming that own lacks (schemas and index catalog rows of a registration
 // that reached one of the two only). The rows of a partition's own range, origin and freeze
-// (RangeKey, SplitKey, FreezeKey) are neither taken nor deleted. Raft merges (the state
+// (RangeKey, SplitKey, FreezeKey) and of the splits it applied (ChildPrefix) are neither taken
+// nor deleted. Raft merges (the state
 // machine's merge entry) and async ones (partition.MergeAsync) use it.
 func MergedKV(own, incoming []storage.KV, right cells.ShardRange, shards int) (put []storage.KV, del []string) {
 	have := make(map[string]bool, len(own))
@@ -299,8 +300,8 @@ func MergedKV(own, incoming []storage.KV, right cells.ShardRange, shards int) (p
 		}
 	}
 	for _, row := range incoming {
-		switch row.Key {
-		case RangeKey, SplitKey, FreezeKey:
+		switch {
+		case row.Key == RangeKey, row.Key == SplitKey, row.Key == FreezeKey, strings.HasPrefix(row.Key, ChildPrefix):
 			continue
 		}
 		_, group := moved(row.Key)

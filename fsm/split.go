@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -27,7 +29,24 @@ const (
 	RangeKey = "partition/range"
 	// SplitKey is the KV row of a partition made by a split: its SplitOrigin.
 	SplitKey = "partition/split"
+	// ChildPrefix starts the KV rows a partition's splits write in it, one per partition they
+	// made (ChildKey; msgpack: the raft index of the split): its replicated record of the
+	// splits it applied, which its snapshots carry. A split's right half and a merge's left
+	// partition do not take them.
+	ChildPrefix = "partition/child/"
 )
+
+// ChildKey is the KV row (under ChildPrefix) a split writes in the parent for the partition
+// right it made.
+func ChildKey(right int) string { return ChildPrefix + strconv.Itoa(right) }
+
+// SplitApplied reports whether the partition whose store is st has applied the split that made
+// partition right (its ChildKey row: written by the split's entry, or restored from a snapshot
+// taken after it). Splits applied by builds before these rows existed are not recorded.
+func SplitApplied(ctx context.Context, st Store, right int) (bool, error) {
+	_, ok, err := readRow[uint64](ctx, st, ChildKey(right))
+	return ok, err
+}
 
 // SplitOrigin is what a partition made by a split records of its making (SplitKey): the parent
 // partition, the catalog generation of the split, the raft index and term of the split in the
@@ -295,6 +314,13 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 	if err := tx.PutKV(ctx, RangeKey, encodeRange(left)); err != nil {
 		return err
 	}
+	child, err := msgpack.Marshal(applied.Index)
+	if err != nil {
+		return err
+	}
+	if err := tx.PutKV(ctx, ChildKey(int(cmd.Right)), child); err != nil {
+		return err
+	}
 	if err := tx.SetApplied(ctx, applied); err != nil {
 		return err
 	}
@@ -373,8 +399,10 @@ func ReadRange(ctx context.Context, st Store) (cells.ShardRange, bool, error) {
 
 // CopiedBySplit reports whether a split copies the parent's KV row key into the right half:
 // every row but the partition's own range and origin (RangeKey, SplitKey), which the split
-// writes anew for each half.
-func CopiedBySplit(key string) bool { return key != RangeKey && key != SplitKey }
+// writes anew for each half, and its record of the splits it applied (ChildPrefix).
+func CopiedBySplit(key string) bool {
+	return key != RangeKey && key != SplitKey && !strings.HasPrefix(key, ChildPrefix)
+}
 
 // RangeRow returns the KV row (RangeKey) that gives a partition the shard range r: what a split
 // writes, and what an async partition split in place writes on its master

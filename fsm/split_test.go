@@ -163,6 +163,19 @@ func testSplit(t *testing.T, sameStore bool) {
 	require.NoError(t, res[0].Err)
 	assert.Equal(t, max10+1, res[0].writes()[0].Cells[0].AddedID, "shard 10's added_ids continue in the right partition")
 
+	// The parent records the split it applied (SplitApplied); the right half does not inherit
+	// the record, and no other split is recorded.
+	for _, c := range []struct {
+		what  string
+		st    Store
+		right int
+		want  bool
+	}{{"the parent, of partition 7", parent, 7, true}, {"the parent, of partition 8", parent, 8, false}, {"the right half, of partition 7", rp, 7, false}} {
+		got, err := SplitApplied(ctx, c.st, c.right)
+		require.NoError(t, err, c.what)
+		assert.Equal(t, c.want, got, "SplitApplied: %s", c.what)
+	}
+
 	// A second split at 10 is refused; the applied index moves.
 	again := responses(t, f.ApplyBatch([]*raft.Log{entryLog(t, 45, &command.Split{AtShard: 10, Right: 8})}))
 	assert.ErrorIs(t, again[0].Err, command.ErrShardOutOfRange)
@@ -183,6 +196,9 @@ func testSplit(t *testing.T, sameStore bool) {
 	g := newFSM(t, fresh)
 	require.NoError(t, g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))))
 	assert.Equal(t, cells.ShardRange{First: 8, Last: 9}, g.Shards(), "the snapshot's range")
+	recorded, err := SplitApplied(ctx, fresh, 7)
+	require.NoError(t, err)
+	assert.True(t, recorded, "the snapshot carries the record of the split")
 	sameCells(t, scanShards(t, fresh, cells.ShardRange{First: 8, Last: 9}), kept)
 }
 

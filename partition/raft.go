@@ -372,6 +372,9 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 		if err := p.catchUpStore(snaps, f); err != nil {
 			return nil, fmt.Errorf("partition %s: %w", name, err)
 		}
+		if err := storeBaseEntry(p.logs, p.baseIndex); err != nil {
+			return nil, fmt.Errorf("partition %s: %w", name, err)
+		}
 	}
 
 	rc := RaftConfig(cfg, hlog)
@@ -411,6 +414,29 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 	go p.batchLoop()
 	ok = true
 	return p, nil
+}
+
+// storeBaseEntry puts, into the empty raft log logs of a replica that starts from a split's
+// base at index base (0: none), an entry at the base's index and term (1) that the state
+// machine never applies (raft applies only the entries after the latest snapshot, which is the
+// base). raft checks an AppendEntries against the entry before its first one, which it reads
+// from the log unless it is the follower's last: without this entry, a follower that had
+// appended entries after the base in a term that did not commit them refused a leader whose
+// entries follow the base (no entry at the base's index in its log), the leader fell back to
+// sending a snapshot, and the base, which holds no data, cannot be sent: the group stalled. A
+// log that holds entries is left as it is.
+func storeBaseEntry(logs raft.LogStore, base uint64) error {
+	if base == 0 {
+		return nil
+	}
+	last, err := logs.LastIndex()
+	if err != nil || last > 0 {
+		return err
+	}
+	if err := logs.StoreLog(&raft.Log{Index: base, Term: 1, Type: raft.LogNoop}); err != nil {
+		return fmt.Errorf("store the split base's entry %d: %w", base, err)
+	}
+	return nil
 }
 
 // catchUpStore brings the store up to the latest snapshot when the store is behind it: raft
