@@ -125,7 +125,9 @@ func TestPipelineRereadsAfterAFailedPage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- triggers.RunPages(ctx, cfg, page, cell) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var released sync.Once
+	release := func() { released.Do(func() { close(src.release) }) }
+	t.Cleanup(func() { release(); cancel(); <-done }) // a held read ends even when the test fails first
 
 	select {
 	case <-firstEnded:
@@ -134,7 +136,7 @@ func TestPipelineRereadsAfterAFailedPage(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond) // its delivery ends: no page of the shard is in delivery
 	src.failParks.Store(false)
-	close(src.release)
+	release()
 	assert.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
