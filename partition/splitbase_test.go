@@ -21,7 +21,9 @@ type baseFSM struct{}
 
 func (baseFSM) Apply(*raft.Log) any { return nil }
 
-func (baseFSM) Snapshot() (raft.FSMSnapshot, error) { return nil, errors.New("no snapshot in this test") }
+func (baseFSM) Snapshot() (raft.FSMSnapshot, error) {
+	return nil, errors.New("no snapshot in this test")
+}
 
 func (baseFSM) Restore(io.ReadCloser) error { return errors.New("a split's base holds no data") }
 
