@@ -13,6 +13,7 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
+	"github.com/schemaless-db/schemaless/wire"
 )
 
 // TestSplitWritesGoToTheParent: until a split's new partition takes writes, a node sends a
@@ -82,4 +83,69 @@ func TestSplitWritesGoToTheParent(t *testing.T) {
 	requireStrong(t, l, nodes...) // the cells written to the parent, now in the new partition
 	write("after", right)
 	requireStrong(t, l, nodes...)
+}
+
+// TestReroutedWriteKeepsItsOrigin: a write replicated from another cluster (WriteRequest.Origin)
+// whose share a partition refuses as out of range (it split since the node's catalog was
+// read) goes again by the newer catalog with its origin: every cell it creates stores it. The
+// node writing has its catalog held while partition 1 splits at shard 12, so it sends the
+// share of shards 12 to 15 to partition 1, which refuses it; the catalog is released 300 ms
+// later, and the node takes it at the next change (a split of partition 0). Sent again without its origin (the jepsen replication workload caught this
+// after a load-based split: "11 cells with the wrong origin"), the cells would count as
+// written in this cluster, and its streams would send them back to their origin.
+func TestReroutedWriteKeepsItsOrigin(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble})
+	nodes := running(c)
+	spec := &c.Topology.Datastores[0]
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond, "node %s imports the catalog", n.ID())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*opTimeout)
+	defer cancel()
+	stale, other := nodes[0], nodes[1]
+	stale.HoldCatalog(true)
+	defer stale.HoldCatalog(false)
+	split, err := other.SplitPartition(ctx, ds, 1, wire.SplitRequest{AtShard: 12})
+	require.NoError(t, err, "split partition 1 at 12 while %s's catalog is held", stale.ID())
+	var cs []cells.Cell
+	for j := 0; len(cs) < 8; j++ {
+		if row := uuid.New(); cells.ShardOf(row, spec.Shards) >= 12 && cells.ShardOf(row, spec.Shards) <= 15 {
+			cs = append(cs, newCell(t, row, "BASE", 1, fmt.Sprintf(`{"replicated":%d}`, j)))
+		}
+	}
+	// Released, the held node takes the catalog at its next change: a split of partition 0.
+	released := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		stale.HoldCatalog(false)
+		_, err := other.SplitPartition(ctx, ds, 0, wire.SplitRequest{AtShard: 4})
+		released <- err
+	}()
+	resp, err := stale.Write(ctx, ds, cluster.WriteRequest{Cells: cs, Origin: "east"})
+	require.NoError(t, err, "a write from cluster east through %s", stale.ID())
+	require.True(t, resp.Applied(), "applied: %+v", resp.WriteResult)
+	require.NoError(t, <-released, "split partition 0 at 4")
+	want := map[uuid.UUID]bool{}
+	for i, r := range resp.Cells {
+		require.Equal(t, cells.StatusCreated, r.Status, "cell %d", i)
+		want[cs[i].RowKey] = true
+	}
+	var read cluster.LogRead
+	for s := 12; s <= 15; s++ {
+		read.Shards = append(read.Shards, cluster.ShardLocation{Shard: s})
+	}
+	read.Limit, read.Consistency = 1000, cluster.Strong
+	pages, err := other.ReadLogs(ctx, ds, read)
+	require.NoError(t, err, "read the logs of shards 12 to 15 (partition %d)", split.Right.ID)
+	found := 0
+	for _, p := range pages {
+		for _, c := range p.Cells {
+			if want[c.RowKey] {
+				found++
+				assert.Equal(t, "east", c.Origin, "the origin of %s", c.Key)
+			}
+		}
+	}
+	assert.Equal(t, len(cs), found, "every cell of the write in the new partition's logs")
 }

@@ -188,7 +188,7 @@ func (n *Node) write(ctx context.Context, ds string, req WriteRequest, attempt i
 		// share goes again, by the newer catalog, in the order of its cells. A share sent to
 		// a split's parent (splitFallback) goes at once: the parent applied the split, so its
 		// children take their shards from now on.
-		sub := WriteRequest{IdempotencyKey: req.IdempotencyKey, Cells: make([]cells.Cell, len(groups[r]))}
+		sub := WriteRequest{IdempotencyKey: req.IdempotencyKey, Origin: req.Origin, Cells: make([]cells.Cell, len(groups[r]))}
 		shards := make([]int, len(groups[r]))
 		for j, i := range groups[r] {
 			sub.Cells[j] = req.Cells[i]
