@@ -39,11 +39,8 @@ func catalogReplicas(n *cluster.Node, pid int) []string {
 func TestMergeAlignsReplicas(t *testing.T) {
 	// Not parallel: its 4-node cluster and writers would add to the load of the parallel tests.
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble, Gossip: true})
-	nodes := running(c)
+	nodes := runningImported(t, c)
 	spec := &c.Topology.Datastores[0]
-	for _, n := range nodes {
-		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond, "node %s imports the catalog", n.ID())
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*opTimeout)
 	defer cancel()
 	i, err := c.AddNode(ctx)

@@ -227,6 +227,17 @@ func requireStale(t *testing.T, l *ledger, n *cluster.Node) {
 	}, opTimeout, 20*time.Millisecond, "stale reads through %s catch up with every acknowledged cell", n.ID())
 }
 
+// runningImported returns c's running nodes once every one of them serves the catalog that
+// imported the topology's datastores (generation 1 or later).
+func runningImported(t *testing.T, c *clustertest.Cluster) []*cluster.Node {
+	t.Helper()
+	nodes := running(c)
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond, "node %s imports the catalog", n.ID())
+	}
+	return nodes
+}
+
 func running(c *clustertest.Cluster) []*cluster.Node {
 	var out []*cluster.Node
 	for i := range c.Topology.Nodes {

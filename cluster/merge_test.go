@@ -47,11 +47,8 @@ func TestMergePartitionsSQLite(t *testing.T) {
 
 func testMergePartitions(t *testing.T, engine clustertest.Engine) {
 	c := clustertest.Start(t, clustertest.Options{Engine: engine})
-	nodes := running(c)
+	nodes := runningImported(t, c)
 	spec := &c.Topology.Datastores[0]
-	for _, n := range nodes {
-		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond, "node %s imports the catalog", n.ID())
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*opTimeout)
 	defer cancel()
 
@@ -149,10 +146,7 @@ func testMergePartitions(t *testing.T, engine clustertest.Engine) {
 // voters first (splitPending).
 func TestMergeSeenBeforeTheCatalog(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble})
-	nodes := running(c)
-	for _, n := range nodes {
-		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond, "node %s imports the catalog", n.ID())
-	}
+	nodes := runningImported(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*opTimeout)
 	defer cancel()
 	split, err := nodes[0].SplitPartition(ctx, ds, 1, wire.SplitRequest{AtShard: 12})
@@ -207,10 +201,7 @@ func releaseHeldCatalog(ctx context.Context, t *testing.T, lagging, other *clust
 // leader that could commit (the write at the end timed out in about half the runs under load).
 func TestSplitSeenBeforeTheCatalog(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble})
-	nodes := running(c)
-	for _, n := range nodes {
-		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond, "node %s imports the catalog", n.ID())
-	}
+	nodes := runningImported(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*opTimeout)
 	defer cancel()
 	first, err := nodes[0].SplitPartition(ctx, ds, 1, wire.SplitRequest{AtShard: 12})

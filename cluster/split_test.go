@@ -114,11 +114,8 @@ func TestSplitPartitionSQLite(t *testing.T) {
 
 func testSplitPartition(t *testing.T, engine clustertest.Engine) {
 	c := clustertest.Start(t, clustertest.Options{Engine: engine})
-	nodes := running(c)
+	nodes := runningImported(t, c)
 	spec := &c.Topology.Datastores[0]
-	for _, n := range nodes {
-		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond, "node %s imports the catalog", n.ID())
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*opTimeout)
 	defer cancel()
 

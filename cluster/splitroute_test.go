@@ -28,11 +28,8 @@ import (
 func TestSplitWritesGoToTheParent(t *testing.T) {
 	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble})
-	nodes := running(c)
+	nodes := runningImported(t, c)
 	spec := &c.Topology.Datastores[0]
-	for _, n := range nodes {
-		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond, "node %s imports the catalog", n.ID())
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*opTimeout)
 	defer cancel()
 	leader, other := leaderAndOther(ctx, t, nodes, 1)
@@ -90,17 +87,15 @@ func TestSplitWritesGoToTheParent(t *testing.T) {
 // read) goes again by the newer catalog with its origin: every cell it creates stores it. The
 // node writing has its catalog held while partition 1 splits at shard 12, so it sends the
 // share of shards 12 to 15 to partition 1, which refuses it; the catalog is released 300 ms
-// later, and the node takes it at the next change (a split of partition 0). Sent again without its origin (the jepsen replication workload caught this
-// after a load-based split: "11 cells with the wrong origin"), the cells would count as
-// written in this cluster, and its streams would send them back to their origin.
+// later, and the node takes it at the next change (a split of partition 0). Sent again without
+// its origin (the jepsen replication workload caught this after a load-based split: "11 cells
+// with the wrong origin"), the cells would count as written in this cluster, and its streams
+// would send them back to their origin.
 func TestReroutedWriteKeepsItsOrigin(t *testing.T) {
 	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble})
-	nodes := running(c)
+	nodes := runningImported(t, c)
 	spec := &c.Topology.Datastores[0]
-	for _, n := range nodes {
-		require.Eventually(t, func() bool { return n.CatalogDatastores().Generation >= 1 }, opTimeout, 20*time.Millisecond, "node %s imports the catalog", n.ID())
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*opTimeout)
 	defer cancel()
 	stale, other := nodes[0], nodes[1]

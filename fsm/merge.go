@@ -277,10 +277,9 @@ func (f *FSM) mergeKV(ctx context.Context, tx *storage.WriteTx, kv []storage.KV,
 // del, the left one's copies of the consumer groups whose coordinator shard is in right, to
 // delete first; put, the rows to write: the whole state of those groups from incoming, and
 // every other row of incoming that own lacks (schemas and index catalog rows of a registration
-// that reached one of the two only). The rows of a partition's own range, origin and freeze
-// (RangeKey, SplitKey, FreezeKey) and of the splits it applied (ChildPrefix) are neither taken
-// nor deleted. Raft merges (the state
-// machine's merge entry) and async ones (partition.MergeAsync) use it.
+// that reached one of the two only). The partition's own rows (ownRow) and its freeze
+// (FreezeKey) are neither taken nor deleted. Raft merges (the state machine's merge entry) and
+// async ones (partition.MergeAsync) use it.
 func MergedKV(own, incoming []storage.KV, right cells.ShardRange, shards int) (put []storage.KV, del []string) {
 	have := make(map[string]bool, len(own))
 	for _, row := range own {
@@ -300,8 +299,7 @@ func MergedKV(own, incoming []storage.KV, right cells.ShardRange, shards int) (p
 		}
 	}
 	for _, row := range incoming {
-		switch {
-		case row.Key == RangeKey, row.Key == SplitKey, row.Key == FreezeKey, strings.HasPrefix(row.Key, ChildPrefix):
+		if ownRow(row.Key) || row.Key == FreezeKey {
 			continue
 		}
 		_, group := moved(row.Key)

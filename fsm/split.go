@@ -398,10 +398,14 @@ func ReadRange(ctx context.Context, st Store) (cells.ShardRange, bool, error) {
 }
 
 // CopiedBySplit reports whether a split copies the parent's KV row key into the right half:
-// every row but the partition's own range and origin (RangeKey, SplitKey), which the split
-// writes anew for each half, and its record of the splits it applied (ChildPrefix).
-func CopiedBySplit(key string) bool {
-	return key != RangeKey && key != SplitKey && !strings.HasPrefix(key, ChildPrefix)
+// every row but the partition's own (ownRow), which the split writes anew for each half.
+func CopiedBySplit(key string) bool { return !ownRow(key) }
+
+// ownRow reports whether KV row key describes the partition itself, not the datastore: its
+// range and origin (RangeKey, SplitKey) and its record of the splits it applied (ChildPrefix).
+// Neither a split's right half nor a merge's left partition takes such rows.
+func ownRow(key string) bool {
+	return key == RangeKey || key == SplitKey || strings.HasPrefix(key, ChildPrefix)
 }
 
 // RangeRow returns the KV row (RangeKey) that gives a partition the shard range r: what a split
