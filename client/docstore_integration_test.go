@@ -102,7 +102,7 @@ func TestIntegrationIdempotentRetry(t *testing.T) {
 	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{})
 	healthy := itClient(t, c.URLs(), nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	_, err := healthy.Cluster(ctx)
 	require.NoError(t, err, "Cluster")
@@ -110,33 +110,35 @@ func TestIntegrationIdempotentRetry(t *testing.T) {
 	// crash: node 0 forwards each write to the leader and, when the leader dies with the write
 	// in flight, retries it (with its request ID) on the next leader, which may have applied it.
 	via0 := itClient(t, c.URLs()[:1], func(cfg *client.Config) { cfg.NoLeaderRouting = true })
+	// The writers end when writeCtx ends: when the crashes are over, or when the test stops
+	// early (a failed require), so that no writer outlives the test spinning on an ended
+	// context.
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		statuses = map[string]int{}
-		stop     = make(chan struct{})
 	)
+	writeCtx, stopWriters := context.WithCancel(ctx)
+	defer func() { stopWriters(); wg.Wait() }()
 	for w := 0; w < 50; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				res, err := via0.PutCell(ctx, uuid.New(), "BASE", 1, json.RawMessage(`{"w":1}`))
+			for writeCtx.Err() == nil {
+				res, err := via0.PutCell(writeCtx, uuid.New(), "BASE", 1, json.RawMessage(`{"w":1}`))
 				mu.Lock()
-				if err != nil {
+				switch {
+				case writeCtx.Err() != nil:
+				case err != nil:
 					statuses["error"]++
-				} else {
+				default:
 					statuses[res.Status]++
 				}
 				mu.Unlock()
 			}
 		}()
 	}
+	began := time.Now()
 	for round := 0; round < 3; round++ {
 		for p := 0; p < 2; p++ {
 			l := c.LeaderOf(p)
@@ -156,9 +158,10 @@ func TestIntegrationIdempotentRetry(t *testing.T) {
 			time.Sleep(time.Second)
 			c.StartNode(l)
 			c.WaitReady()
+			t.Logf("round %d: partition %d's leader, node %d, crashed and back at %v", round, p, l, time.Since(began).Round(time.Millisecond))
 		}
 	}
-	close(stop)
+	stopWriters()
 	wg.Wait()
 	t.Logf("new cells written while leaders crashed: %v", statuses)
 	assert.Zero(t, statuses[wire.StatusExists], "a brand-new cell answered exists")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,6 +118,9 @@ func testAutomaticMerge(t *testing.T, engine clustertest.Engine) {
 	rows := rowsPerPartition(t, spec, t.Name(), 200)[1] // shards 8..15
 	l := newLedger()
 	stop, done := make(chan struct{}), make(chan struct{})
+	// The writer ends on every way out of the test, a failed require included.
+	halt := sync.OnceFunc(func() { close(stop); <-done })
+	defer halt()
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(10 * time.Millisecond)
@@ -140,8 +144,7 @@ func testAutomaticMerge(t *testing.T, engine clustertest.Engine) {
 		}
 		return false
 	}, 60*time.Second, 100*time.Millisecond, "partition 1 splits by load")
-	close(stop)
-	<-done
+	halt()
 	assert.True(t, auto.Auto, "the load-based split is marked automatic: %+v", auto)
 	stopped := time.Now()
 

@@ -272,6 +272,9 @@ func TestLoadBasedSplit(t *testing.T) {
 	l := newLedger()
 	stop := make(chan struct{})
 	done := make(chan struct{})
+	// The writer ends on every way out of the test, a failed require included.
+	halt := sync.OnceFunc(func() { close(stop); <-done })
+	defer halt()
 	began := time.Now()
 	go func() {
 		defer close(done)
@@ -289,8 +292,7 @@ func TestLoadBasedSplit(t *testing.T) {
 		return err == nil && len(d.Partitions) == 3
 	}, 30*time.Second, 100*time.Millisecond, "partition 1 splits by load")
 	t.Logf("split by load %s after the load began", time.Since(began).Round(100*time.Millisecond))
-	close(stop)
-	<-done
+	halt()
 	cat := nodes[0].CatalogDatastores()
 	require.Len(t, cat.Datastores[0].History, 1)
 	ev := cat.Datastores[0].History[0]

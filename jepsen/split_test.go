@@ -204,6 +204,9 @@ func TestLearnCatalogConcurrent(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	// The readers end on every way out of the test, a failed require included.
+	halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer halt()
 	for r := 0; r < 4; r++ {
 		wg.Go(func() {
 			for {
@@ -233,8 +236,7 @@ func TestLearnCatalogConcurrent(t *testing.T) {
 	for gen := uint64(1); gen <= 199; gen++ {
 		require.NoError(t, c.learnCatalog(split(gen, 1+int(gen)%8)), "generation %d", gen)
 	}
-	close(stop)
-	wg.Wait()
+	halt()
 	d, _ := c.Topology().Datastore("cells")
 	assert.Len(t, d.Partitions, 8, "after generation 199")
 	require.NoError(t, c.learnCatalog(split(3, 4)), "an older catalog")
