@@ -17,6 +17,7 @@ import (
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/internal/delayproxy"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
+	"github.com/schemaless-db/schemaless/internal/watchdog"
 	"github.com/schemaless-db/schemaless/wire"
 )
 
@@ -71,6 +72,7 @@ func (l *link) heal(t *testing.T) {
 // streams resume after the cut from their committed offsets.
 func TestReplicationUnderFaults(t *testing.T) {
 	t.Parallel()
+	watchdog.Start(t, 6*time.Minute) // a hang ends with the stacks, not with make test's 45 minutes
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))

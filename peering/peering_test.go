@@ -15,6 +15,7 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
 	"github.com/schemaless-db/schemaless/internal/localcluster"
+	"github.com/schemaless-db/schemaless/internal/watchdog"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/peering"
 	"github.com/schemaless-db/schemaless/triggers"
@@ -99,6 +100,7 @@ func shardLog(t require.TestingT, cl *client.Client) map[int][]wire.Cell {
 // without holding the stream back. The status shows the streams caught up.
 func TestReplicationBothWays(t *testing.T) {
 	t.Parallel()
+	watchdog.Start(t, 6*time.Minute) // a hang ends with the stacks, not with make test's 45 minutes
 	east, west := startCluster(t, "east"), startCluster(t, "west")
 	ec, wc := clientOf(t, east), clientOf(t, west)
 	ctx := context.Background()
@@ -230,6 +232,7 @@ func TestReplicationBothWays(t *testing.T) {
 // a cell's origin is refused when it names this cluster or is malformed. Nothing is changed.
 func TestPeerValidation(t *testing.T) {
 	t.Parallel()
+	watchdog.Start(t, 6*time.Minute) // a hang ends with the stacks, not with make test's 45 minutes
 	named, unnamed := startCluster(t, "east"), startCluster(t, "")
 	nc, uc := clientOf(t, named), clientOf(t, unnamed)
 	ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/client"
+	"github.com/schemaless-db/schemaless/internal/watchdog"
 	"github.com/schemaless-db/schemaless/wire"
 )
 
@@ -23,6 +24,7 @@ import (
 // is reported in the stream's status and left alone.
 func TestSchemasReplicate(t *testing.T) {
 	t.Parallel()
+	watchdog.Start(t, 6*time.Minute) // a hang ends with the stacks, not with make test's 45 minutes
 	east, west := startCluster(t, "east"), startCluster(t, "west")
 	ec, wc := clientOf(t, east), clientOf(t, west)
 	ctx := context.Background()

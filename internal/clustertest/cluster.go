@@ -14,6 +14,7 @@ import (
 	"github.com/schemaless-db/schemaless/internal/localcluster"
 	"github.com/schemaless-db/schemaless/internal/mariadb"
 	"github.com/schemaless-db/schemaless/internal/mariadbtest"
+	"github.com/schemaless-db/schemaless/internal/watchdog"
 	"github.com/schemaless-db/schemaless/maintainer"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/topology"
@@ -75,9 +76,16 @@ type Cluster struct {
 	Topology *topology.Topology
 }
 
+// Watchdog is how long a test that started a cluster may run before its watchdog ends the test
+// binary with every goroutine's stack (package watchdog): several times the longest such test
+// under -race on a loaded 2-core machine.
+const Watchdog = 15 * time.Minute
+
 // Start starts a cluster and waits until every node is ready. It is stopped at t's cleanup.
+// It arms t's watchdog (Watchdog).
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
+	watchdog.Start(t, Watchdog)
 	p := &opts.Partition
 	// The deployed timeouts (partition.DefaultConfig), not shorter ones: under -race, with other
 	// packages' tests on the same 2 cores, a 250ms lease made leaders step down again and again.
