@@ -14,8 +14,8 @@ import (
 
 // A split on SQLite clones the parent's file at the split's index, while the parent applies
 // nothing (clonesqlite.go). PrepareSplit moves the bulk of that copy ahead of the split, while
-// the parent keeps applying: it checkpoints the parent's log into its file (a passive
-// checkpoint on a connection of its own, beside the parent's writer), pins a read transaction
+// the parent keeps applying: it checkpoints the parent's log into its file and restarts the log
+// (restartLog, on a connection of its own beside the parent's writer), pins a read transaction
 // on the parent, and copies the parent's file, less its free pages, to the right half's
 // pre-copy (its file name plus ".precopy"), synced. The pinned reader keeps the parent's file
 // as SQLite's log rules leave it: a checkpoint writes into the file only pages of commits the
@@ -25,9 +25,14 @@ import (
 // split, the pre-copy and the log's current generation, copied then under the parent's writer,
 // open as the parent's state at the split, exactly as the clone's copy of both files does: a
 // page of the pre-copy that a checkpoint changed meanwhile has a frame in that log, which
-// overrides it. The split's path copies that log (the parent's commits since the checkpoint),
-// not the file, and the close of the right half's store that makes it durable checkpoints only
-// that log into a file already synced.
+// overrides it. The split's path copies that log, not the file, and the close of the right
+// half's store that makes it durable checkpoints only that log into a file already synced.
+// The log's current generation is what the split copies: SQLite restarts a log only when a
+// writer finds every frame checkpointed and no reader on the log, which a busy parent's readers
+// and writers rarely leave it, so a passive checkpoint alone left the log growing from where
+// it was, and the split copied its every frame since the last restart (up to the checkpoint
+// interval's pages and more: 19 to 119 ms of a split's application at 500,000 cells,
+// BENCHMARKS.md). The restart makes it the commits since the pre-copy.
 //
 // A pre-copy not used within PrecopyKeep is dropped (its pin released, its file deleted), as is
 // every pre-copy of a parent that closes; a split with no pre-copy clones as before.
@@ -153,10 +158,7 @@ func (p *PartitionStore) precopy(pc *sqlitePrecopy) error {
 		return err
 	}
 	db.SetMaxOpenConns(1)
-	// A passive checkpoint writes the log's commits into the file without waiting for the
-	// parent's readers or writer and never blocks them: the log the split copies then holds
-	// the commits from here on.
-	if _, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+	if err := restartLog(ctx, db); err != nil {
 		return errors.Join(fmt.Errorf("storage: pre-copy of partition %d: checkpoint: %w", p.id.Partition, err), db.Close())
 	}
 	// Deferred: a read transaction, as it only reads. Not under ctx, which would roll it back
@@ -184,6 +186,35 @@ func (p *PartitionStore) precopy(pc *sqlitePrecopy) error {
 	}
 	pc.pin, pc.pinDB = pin, db
 	return nil
+}
+
+// precopyRestartWait bounds how long a pre-copy's restart of the parent's log (restartLog)
+// waits for the parent's readers, its writer held meanwhile.
+const precopyRestartWait = 50 * time.Millisecond
+
+// restartWait is precopyRestartWait, lengthened by tests.
+var restartWait = precopyRestartWait
+
+// restartLog checkpoints the log of the database of db (a pool of one connection whose busy
+// timeout is sqliteBusyTimeoutMillis) into its file and, when it can, restarts the log, so
+// that the log the split copies holds only the commits made after this call (see above).
+// First a passive checkpoint, which waits for no reader or writer and blocks none, writes
+// what it can; then a restarting one (wal_checkpoint(RESTART)) writes the frames committed
+// since and, once no reader reads from the log, starts its next generation from its first
+// frame. The restarting checkpoint holds the database's writer while it waits for readers, for
+// at most restartWait: a reader still on the log then (a long log read) leaves the log as the
+// passive checkpoint left it, which the split copies whole, as before.
+func restartLog(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", restartWait.Milliseconds())); err != nil {
+		return err
+	}
+	var busy, logged, done int
+	err := db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &logged, &done)
+	_, rerr := db.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", sqliteBusyTimeoutMillis))
+	return errors.Join(err, rerr)
 }
 
 // takePrecopy removes and returns the pre-copy of p for the split into partition right, once

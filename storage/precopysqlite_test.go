@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -90,4 +91,64 @@ func TestPrecopySQLite(t *testing.T) {
 	s = env.open(t)
 	parent, right = openPartition(t, s, "pre", 0, 0, 3), openPartition(t, s, "pre", 1, 4, 7)
 	check("after a restart")
+}
+
+// A pre-copy restarts the parent's log: what the split copies then is the commits made after the
+// pre-copy, not every frame since the log last restarted. A reader on the parent's log when the
+// pre-copy begins (a read of an older state) keeps the log from restarting until it ends; the
+// pre-copy waits for it (restartWait), then the log restarts. With a passive checkpoint
+// alone, a commit made while that reader still read appended its frames after the older ones,
+// and the log kept them all.
+func TestPrecopyRestartsTheLog(t *testing.T) {
+	ctx := context.Background()
+	s := sqliteEnv(t).open(t)
+	parent := openPartition(t, s, "log", 0, 0, 7)
+	require.NoError(t, parent.EnsureShards(ctx, []int{0, 1, 2, 3, 4, 5, 6, 7}))
+	added := map[int]int64{}
+	for i := range 20 {
+		fillShards(t, parent, 1000*i, 50, added)
+	}
+	wal := sqlitePath(s.sqliteDir, parent.id) + "-wal"
+	before, ok, err := walLength(wal)
+	require.NoError(t, err)
+	require.True(t, ok, "the parent has a log")
+
+	defer func(w time.Duration) { restartWait = w }(restartWait)
+	restartWait = 5 * time.Second
+	reader, err := parent.read.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, reader.QueryRowContext(ctx, "SELECT count(*) FROM entity_0001").Scan(&n), "a reader on the log")
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(300 * time.Millisecond)
+		assert.NoError(t, reader.Rollback())
+	}()
+	require.NoError(t, parent.PrepareSplit(ctx, 1), "the pre-copy for partition 1")
+	fillShards(t, parent, 50_000, 10, added) // a commit after the pre-copy
+	<-released
+	after, ok, err := walLength(wal)
+	require.NoError(t, err)
+	require.True(t, ok)
+	t.Logf("the parent's log: %d bytes before the pre-copy, %d after it and one commit", before, after)
+	assert.Less(t, after, before/4, "the log the split copies holds the commits after the pre-copy alone")
+
+	right := openPartition(t, s, "log", 1, 4, 7)
+	used := s.precopiesUsed.Load()
+	split(t, parent, right, cells.ShardRange{First: 4, Last: 7}, AppliedState{Index: 9, Term: 1})
+	assert.Equal(t, used+1, s.precopiesUsed.Load(), "the split's clone started from the pre-copy")
+	var cellsLeft, cellsRight int
+	for _, p := range []struct {
+		ps *PartitionStore
+		n  *int
+	}{{parent, &cellsLeft}, {right, &cellsRight}} {
+		for sh := p.ps.Shards().First; sh <= p.ps.Shards().Last; sh++ {
+			var c int
+			require.NoError(t, p.ps.read.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM entity_%04d", sh)).Scan(&c))
+			*p.n += c
+		}
+	}
+	assert.Equal(t, 20*50+10, cellsLeft+cellsRight, "every cell in one half after the split")
+	assert.Positive(t, cellsRight, "the right half holds its shards' cells")
 }
