@@ -162,12 +162,13 @@ func (f *FSM) applySplit(l *raft.Log) interface{} {
 		left = cells.ShardRange{First: cur.First, Last: int(cmd.AtShard) - 1}
 		right = cells.ShardRange{First: int(cmd.AtShard), Last: cur.Last}
 	}
-	var handed time.Duration // the right partition's store made the owner of its shards
-	if done := f.runAlone("split", l, began, applied, refused, left, func() error { return f.splitTx(cmd, left, right, applied, &handed) }); done != nil {
+	var times splitTimes
+	if done := f.runAlone("split", l, began, applied, refused, left, func() error { return f.splitTx(cmd, left, right, applied, &times) }); done != nil {
 		return done
 	}
 	f.cfg.Logger.Info("fsm: partition split", "left_first", left.First, "left_last", left.Last, "right", cmd.Right,
-		"right_first", right.First, "right_last", right.Last, "index", l.Index, "took", time.Since(began), "right_store", handed)
+		"right_first", right.First, "right_last", right.Last, "index", l.Index, "took", time.Since(began), "right_store", times.rightStore,
+		"hand_over", times.handOver, "commit", times.commit)
 	if f.cfg.OnSplit != nil {
 		f.cfg.OnSplit(SplitEvent{Right: int(cmd.Right), Left: left, Shards: right, Applied: applied})
 	}
@@ -235,10 +236,16 @@ func (f *FSM) appliedOnlyTx(applied storage.AppliedState) error {
 	return nil
 }
 
+// splitTimes is where the last attempt at a split spent its time, for the split's log line:
+// making the right partition's store the owner of its shards (opened, shared or copied, and
+// released), the parent's hand-over of them (ReleaseShards or DropShards), and the parent's
+// commit.
+type splitTimes struct{ rightStore, handOver, commit time.Duration }
+
 // splitTx runs one attempt at a split: the right partition's store made the owner of its shards
 // (skipped when that store already holds the split or later: a replay after a crash), then the
-// parent's transaction.
-func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied storage.AppliedState, handed *time.Duration) error {
+// parent's transaction. It records the steps' times in times.
+func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied storage.AppliedState, times *splitTimes) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StoreTimeout)
 	defer cancel()
 	snap, err := f.cfg.Store.BeginSnapshot(ctx)
@@ -295,7 +302,7 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 	if rerr := release(); err == nil {
 		err = rerr
 	}
-	*handed = time.Since(began)
+	times.rightStore = time.Since(began)
 	if err != nil {
 		return fmt.Errorf("copy into the right partition %d: %w", cmd.Right, err)
 	}
@@ -308,9 +315,11 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 	if copied {
 		handOver = tx.DropShards
 	}
+	began = time.Now()
 	if err := handOver(ctx, right); err != nil {
 		return fmt.Errorf("hand over shards %d..%d: %w", right.First, right.Last, err)
 	}
+	times.handOver = time.Since(began)
 	if err := tx.PutKV(ctx, RangeKey, encodeRange(left)); err != nil {
 		return err
 	}
@@ -324,9 +333,11 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 	if err := tx.SetApplied(ctx, applied); err != nil {
 		return err
 	}
+	began = time.Now()
 	if err := tx.Commit(); err != nil {
 		return &ambiguousCommitError{err}
 	}
+	times.commit = time.Since(began)
 	return nil
 }
 
