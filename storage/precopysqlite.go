@@ -203,7 +203,9 @@ var restartWait = precopyRestartWait
 // since and, once no reader reads from the log, starts its next generation from its first
 // frame. The restarting checkpoint holds the database's writer while it waits for readers, for
 // at most restartWait: a reader still on the log then (a long log read) leaves the log as the
-// passive checkpoint left it, which the split copies whole, as before.
+// passive checkpoint left it, which the split copies whole, as before. So does a restarting
+// checkpoint that fails: only the passive checkpoint's error, or a failure to set the
+// connection's busy timeout, is returned.
 func restartLog(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
 		return err
@@ -212,9 +214,9 @@ func restartLog(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	var busy, logged, done int
-	err := db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &logged, &done)
-	_, rerr := db.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", sqliteBusyTimeoutMillis))
-	return errors.Join(err, rerr)
+	_ = db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &logged, &done)
+	_, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", sqliteBusyTimeoutMillis))
+	return err
 }
 
 // takePrecopy removes and returns the pre-copy of p for the split into partition right, once
