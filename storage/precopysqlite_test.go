@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -105,8 +104,9 @@ func TestPrecopyRestartsTheLog(t *testing.T) {
 	parent := openPartition(t, s, "log", 0, 0, 7)
 	require.NoError(t, parent.EnsureShards(ctx, []int{0, 1, 2, 3, 4, 5, 6, 7}))
 	added := map[int]int64{}
+	all := map[int][]cells.Cell{}
 	for i := range 20 {
-		fillShards(t, parent, 1000*i, 50, added)
+		all = merge(all, fillShards(t, parent, 1000*i, 50, added))
 	}
 	wal := sqlitePath(s.sqliteDir, parent.id) + "-wal"
 	before, ok, err := walLength(wal)
@@ -126,7 +126,7 @@ func TestPrecopyRestartsTheLog(t *testing.T) {
 		assert.NoError(t, reader.Rollback())
 	}()
 	require.NoError(t, parent.PrepareSplit(ctx, 1), "the pre-copy for partition 1")
-	fillShards(t, parent, 50_000, 10, added) // a commit after the pre-copy
+	all = merge(all, fillShards(t, parent, 50_000, 10, added)) // a commit after the pre-copy
 	<-released
 	after, ok, err := walLength(wal)
 	require.NoError(t, err)
@@ -138,17 +138,5 @@ func TestPrecopyRestartsTheLog(t *testing.T) {
 	used := s.precopiesUsed.Load()
 	split(t, parent, right, cells.ShardRange{First: 4, Last: 7}, AppliedState{Index: 9, Term: 1})
 	assert.Equal(t, used+1, s.precopiesUsed.Load(), "the split's clone started from the pre-copy")
-	var cellsLeft, cellsRight int
-	for _, p := range []struct {
-		ps *PartitionStore
-		n  *int
-	}{{parent, &cellsLeft}, {right, &cellsRight}} {
-		for sh := p.ps.Shards().First; sh <= p.ps.Shards().Last; sh++ {
-			var c int
-			require.NoError(t, p.ps.read.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM entity_%04d", sh)).Scan(&c))
-			*p.n += c
-		}
-	}
-	assert.Equal(t, 20*50+10, cellsLeft+cellsRight, "every cell in one half after the split")
-	assert.Positive(t, cellsRight, "the right half holds its shards' cells")
+	checkSQLiteParts(t, "after the split", all, parent, right)
 }

@@ -2,15 +2,11 @@ package watchdog
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"runtime/pprof"
 	"testing"
 	"time"
 )
-
-// out is where the stacks go: standard error.
-var out io.Writer = os.Stderr
 
 // Start arms the watchdog of test t: if t has not ended (its cleanups run) within d, every
 // goroutine's stack is written to standard error and the test binary panics with t's name and
@@ -18,8 +14,8 @@ var out io.Writer = os.Stderr
 func Start(t testing.TB, d time.Duration) {
 	name := t.Name()
 	arm(t, d, func() {
-		fmt.Fprintf(out, "watchdog: %s still running after %v; the stacks of every goroutine:\n", name, d)
-		_ = pprof.Lookup("goroutine").WriteTo(out, 2)
+		fmt.Fprintf(os.Stderr, "watchdog: %s still running after %v; the stacks of every goroutine:\n", name, d)
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
 		panic(fmt.Sprintf("watchdog: %s still running after %v", name, d))
 	})
 }
