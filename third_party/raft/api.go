@@ -844,6 +844,10 @@ func (r *Raft) ApplyLog(log Log, timeout time.Duration) ApplyFuture {
 		},
 	}
 	logFuture.init()
+	// schemaless patch: with BatchApplyCh the channel is buffered, and a future left in it at
+	// the shutdown (or put there after it: select picks at random) is never read; its Error()
+	// answers ErrRaftShutdown once raft shuts down (hashicorp/raft issue 498).
+	logFuture.ShutdownCh = r.shutdownCh
 
 	select {
 	case <-timer:
@@ -870,6 +874,10 @@ func (r *Raft) Barrier(timeout time.Duration) Future {
 	// Create a log future, no index or term yet
 	logFuture := &logFuture{log: Log{Type: LogBarrier}}
 	logFuture.init()
+	// schemaless patch: with BatchApplyCh the channel is buffered, and a future left in it at
+	// the shutdown (or put there after it: select picks at random) is never read; its Error()
+	// answers ErrRaftShutdown once raft shuts down (hashicorp/raft issue 498).
+	logFuture.ShutdownCh = r.shutdownCh
 
 	select {
 	case <-timer:
@@ -1092,6 +1100,7 @@ func (r *Raft) Restore(meta *SnapshotMeta, reader io.Reader, timeout time.Durati
 		},
 	}
 	noop.init()
+	noop.ShutdownCh = r.shutdownCh // schemaless patch, as in ApplyLog
 	select {
 	case <-timer:
 		return ErrEnqueueTimeout

@@ -113,7 +113,13 @@ func (d *deferError) Error() error {
 	select {
 	case d.err = <-d.errCh:
 	case <-d.ShutdownCh:
-		d.err = ErrRaftShutdown
+		// schemaless patch: an answer given before the shutdown wins over it (select picks
+		// at random between ready cases).
+		select {
+		case d.err = <-d.errCh:
+		default:
+			d.err = ErrRaftShutdown
+		}
 	}
 	return d.err
 }
