@@ -7,6 +7,9 @@
 // from outside may land while a goroutine runs code whose frames the runtime cannot unwind
 // (race-detector builds), and print nothing of use. Start arms a timer for one test: when it
 // fires, the stacks of all goroutines of the test binary go to standard error
-// (runtime/pprof's "goroutine" profile at debug level 2, the format of an unrecovered panic)
-// and the binary panics, so that the package fails at once and says where it was stuck.
+// (runtime/pprof's "goroutine" profile at debug level 2, the format of an unrecovered panic),
+// then a summary of at most 25 lines that groups the goroutines by where they wait in this
+// project's code (Summary: a CI log often keeps only its tail, and a stuck cluster has
+// thousands of goroutines), and the binary panics, so that the package fails at once and says
+// where it was stuck.
 package watchdog

@@ -1,8 +1,12 @@
 package watchdog
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
+	"runtime/pprof"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,6 +56,9 @@ func TestWatchdogEndsAStuckTest(t *testing.T) {
 	s := string(outb)
 	assert.Contains(t, s, "watchdog: TestStuck still running after 200ms", "the message names the test")
 	assert.Contains(t, s, "watchdog.blockForever", "the stacks show where it was stuck")
+	// The summary comes last, so that the tail of a long log shows where the test was stuck.
+	tail := s[max(0, len(s)-2000):]
+	assert.Regexp(t, `1 × \[chan receive[^\]]*\] internal/watchdog\.blockForever \(internal/watchdog/watchdog_test\.go:\d+\) < internal/watchdog\.TestStuck`, tail, "the summary at the end names the stuck frame")
 	assert.Less(t, time.Since(began), 20*time.Second)
 }
 
@@ -68,4 +75,29 @@ func TestWatchdogStopsWithTheTest(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the quick test's watchdog would have fired by now
 	assert.False(t, quick.Load(), "the watchdog of a test that ended fired")
 	assert.True(t, slow.Load(), "the watchdog of a test that ran past its time did not fire")
+}
+
+// Summary groups goroutines stuck at the same frames into one line with their count, and
+// leaves out the watchdog's own frames.
+func TestSummary(t *testing.T) {
+	ch := make(chan struct{})
+	var started sync.WaitGroup
+	for range 3 {
+		started.Add(1)
+		go func() { started.Done(); blockForever(ch) }()
+	}
+	started.Wait()
+	defer close(ch)
+	var dump bytes.Buffer
+	require.Eventually(t, func() bool {
+		dump.Reset()
+		require.NoError(t, pprof.Lookup("goroutine").WriteTo(&dump, 2))
+		return strings.Count(dump.String(), "watchdog.blockForever") == 3
+	}, 5*time.Second, 10*time.Millisecond, "the three goroutines block")
+	lines := Summary(dump.String())
+	t.Logf("summary:\n%s", strings.Join(lines, "\n"))
+	require.NotEmpty(t, lines)
+	assert.Regexp(t, `^  3 × \[chan receive\] internal/watchdog\.blockForever \(internal/watchdog/watchdog_test\.go:\d+\) < internal/watchdog\.TestSummary\.func1 \(internal/watchdog/watchdog_test\.go:\d+\)$`, lines[0])
+	assert.Regexp(t, `^  \d+ goroutines with no frame in this project$`, lines[len(lines)-1])
+	assert.LessOrEqual(t, len(lines), summaryGroups+2)
 }
