@@ -159,6 +159,9 @@ func testSplitPartition(t *testing.T, engine clustertest.Engine) {
 	assert.Len(t, cat.Datastores[0].History, 3, "three splits in the history")
 	requireStrong(t, l, nodes...)
 	checkShardLogs(t, spec, l, nodes...)
+	if engine == clustertest.SQLite {
+		requireNoStrayTables(t, c)
+	}
 	// Each node's own replica of every partition holds the acknowledged cells (stale reads are
 	// served by the local replica).
 	for _, n := range nodes {

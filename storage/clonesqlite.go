@@ -64,9 +64,8 @@ func (p *PartitionStore) cloneSQLite(ctx context.Context, src *SnapshotTx, r cel
 	if _, err := tx.ExecContext(ctx, "DELETE FROM meta WHERE NOT (datastore = ? AND `partition` = ?)", p.id.Datastore, p.id.Partition); err != nil {
 		return p.fail("clone: the parent's meta row", err)
 	}
-	if err := p.dropShardTables(ctx, tx, func(s int) bool { return !r.Contains(s) }); err != nil {
-		return err
-	}
+	// The tables of the parent's other shards stay: strays, dropped once the right half's
+	// state machine gives it its range (SetShards, strays.go).
 	return p.commitSQLiteShare(ctx, tx, kv, applied)
 }
 

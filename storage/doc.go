@@ -177,10 +177,12 @@
 // parent's caches (splitsql.go; async mode's split in place, WriteTx.CloneStateTo, does the
 // same on a master). On SQLite, a file per partition, ShareShards into a partition that has
 // applied nothing (a split's first apply) makes its file a byte copy of the parent's file and
-// log, then drops the other shards' tables from it (clonesqlite.go); into one that applied
-// something it copies the right half's shards inside SQLite (the parent's file attached, each
-// table copied whole with INSERT INTO ... SELECT: sharesqlite.go). ReleaseShards drops their
-// tables from the parent's, in its transaction. A merge (AbsorbShards) moves no cell on MySQL either: the left partition
+// log (clonesqlite.go); into one that applied something it copies the right half's shards
+// inside SQLite (the parent's file attached, each table copied whole with INSERT INTO ...
+// SELECT: sharesqlite.go). ReleaseShards forgets the parent's caches of the shards. The tables
+// each file then holds of shards outside its partition's range are strays, which a goroutine
+// drops one at a time, between the state machine's transactions, once SetShards gives the
+// partition its new range (strays.go). A merge (AbsorbShards) moves no cell on MySQL either: the left partition
 // joins the right one's request records into its own. On SQLite it copies the right one's
 // shards into the left one's file, in the left one's transaction (mergesql.go): inside SQLite
 // when the transaction was begun with the right one's file attached (BeginAbsorb, what the

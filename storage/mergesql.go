@@ -35,6 +35,9 @@ func (tx *WriteTx) absorbSQL(ctx context.Context, src *SnapshotTx, r cells.Shard
 	if p.d.engine == EngineMySQL && src.p.store != p.store {
 		return fmt.Errorf("%w: AbsorbShards takes shards of a partition of the same MySQL store", ErrInvalidConfig)
 	}
+	if p.d.engine == EngineSQLite {
+		tx.absorbed = &r
+	}
 	if p.d.engine == EngineSQLite && tx.attached != nil && *tx.attached == src.p.id {
 		return tx.absorbAttached(ctx, r, join)
 	}
@@ -59,6 +62,13 @@ func (tx *WriteTx) absorbSQL(ctx context.Context, src *SnapshotTx, r cells.Shard
 func (tx *WriteTx) copySQLiteShards(ctx context.Context, src *SnapshotTx, r cells.ShardRange, tables []IndexTable) error {
 	p := tx.p
 	exec := func(q string) stmtQueryer { return stmtQueryer{tx: tx.tx, q: q} }
+	if p.d.engine == EngineSQLite {
+		// Stray tables a split left of these shards (strays.go) go first: shardDDL would keep
+		// them, with their old cells.
+		if err := p.dropShardTables(ctx, tx.tx, r.Contains); err != nil {
+			return fmt.Errorf("storage: absorb shards: %w", err)
+		}
+	}
 	for s := r.First; s <= r.Last; s++ {
 		for _, stmt := range p.d.shardDDL(s) {
 			if _, err := tx.tx.ExecContext(ctx, stmt); err != nil {

@@ -115,6 +115,11 @@ func split(t *testing.T, parent, child *PartitionStore, r cells.ShardRange, appl
 	require.NoError(t, tx.SetApplied(ctx, applied))
 	require.NoError(t, tx.Commit())
 	parent.SetShards(cells.ShardRange{First: parent.Shards().First, Last: r.First - 1})
+	// As the right half's state machine does when it starts: its range is the one its file
+	// stores. On SQLite both halves then drop the other's tables (strays.go).
+	child.SetShards(r)
+	waitStrays(t, parent)
+	waitStrays(t, child)
 }
 
 // reset empties p as a replica's reset and a merged partition's retirement do: a Restore of

@@ -21,8 +21,8 @@ import (
 // its partitions: every engine. Pebble (partitions share a generation of the node's database)
 // and MySQL (a shard's tables are in a database of the shard's own: splitsql.go) copy no
 // cell (ShareShards, ReleaseShards); SQLite, a file per partition, gives the right half a copy
-// of the parent's file less the other shards (ShareShards: clonesqlite.go) and drops the
-// shards from the parent's (ReleaseShards).
+// of the parent's file (ShareShards: clonesqlite.go), and each half drops the other's tables
+// after the split (strays.go).
 func (s *Store) SupportsSplit() bool { return true }
 
 // DropShards deletes, in the transaction, everything the partition holds of shards r (which must
@@ -163,18 +163,17 @@ func (pp *pebblePart) shareFrom(src *SnapshotTx, gen, shards uint64, r cells.Sha
 // ReleaseShards takes shards r (which must be inside the range) out of the partition in the
 // transaction: a split handed them to the partition that got them since (ShareShards), which
 // owns them now. Pebble and MySQL keep their data, which the two partitions share; SQLite,
-// whose ShareShards copied them into the other partition's file, drops their tables from the
-// partition's file (DropShards). It clears what the partition cached of them. After the
-// commit, SetShards should take r out of the partition's range.
+// whose ShareShards copied them into the other partition's file, keeps their tables until
+// SetShards takes r out of the range, and then drops them in the background, one table at a
+// time between writer calls (strays.go), instead of in the transaction. It clears what the
+// partition cached of them. After the commit, SetShards should take r out of the partition's
+// range.
 func (tx *WriteTx) ReleaseShards(ctx context.Context, r cells.ShardRange) error {
 	if err := tx.check(r.First); err != nil {
 		return err
 	}
 	if err := tx.check(r.Last); err != nil {
 		return err
-	}
-	if tx.b == nil && tx.p.d.engine == EngineSQLite {
-		return tx.dropSQLiteShards(ctx, r)
 	}
 	tx.p.forgetShards(r)
 	return nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/schemaless-db/schemaless/cells"
 )
@@ -196,6 +197,8 @@ type PartitionStore struct {
 	// precopies are the pre-copies of this partition's file for its coming splits (SQLite
 	// only: PrepareSplit).
 	precopies precopySet
+	// strays drops the tables of shards outside the range (SQLite only: strays.go).
+	strays straySweeper
 }
 
 // ID returns the partition's id.
@@ -209,11 +212,15 @@ func (p *PartitionStore) Shards() cells.ShardRange {
 }
 
 // SetShards changes the partition's shard range (a split shrinks it: see WriteTx.DropShards).
-// Calls naming a shard outside the new range fail with ErrShardRange from then on.
+// Calls naming a shard outside the new range fail with ErrShardRange from then on. On SQLite,
+// the tables the partition's file holds of shards outside a non-empty r are strays, which a
+// goroutine then drops one at a time between writer calls (strays.go); r must be the range
+// the file stores (the state machine's), or a wider one.
 func (p *PartitionStore) SetShards(r cells.ShardRange) {
 	p.shardsMu.Lock()
 	p.shards = r
 	p.shardsMu.Unlock()
+	p.kickStrays(r)
 }
 
 // Close releases the partition's resources (for SQLite, its two connection pools) and removes
@@ -225,6 +232,7 @@ func (p *PartitionStore) Close() error {
 	}
 	p.store.forget(p)
 	p.dropPrecopies()
+	p.stopStrays()
 	return p.closePools()
 }
 
@@ -255,12 +263,24 @@ func (p *PartitionStore) fail(op string, err error) error {
 	return fmt.Errorf("storage: %s: %w", op, err)
 }
 
-// lockWriter takes the writer token, or returns ErrTxOpen if it is held.
+// lockWriter takes the writer token, or returns ErrTxOpen if it is held: by another writer
+// call, at once; by the stray sweeper, which holds it for one DROP TABLE (strays.go), when it
+// is still held after strayWait.
 func (p *PartitionStore) lockWriter() error {
 	select {
 	case p.writer <- struct{}{}:
 		return nil
 	default:
+	}
+	if !p.strays.holding.Load() {
+		return ErrTxOpen
+	}
+	t := time.NewTimer(strayWait)
+	defer t.Stop()
+	select {
+	case p.writer <- struct{}{}:
+		return nil
+	case <-t.C:
 		return ErrTxOpen
 	}
 }

@@ -66,6 +66,10 @@ type WriteTx struct {
 	// connection once the transaction ended; nil otherwise.
 	attached *PartitionID
 	end      func() error
+	// absorbed is the range AbsorbShards took into a SQLite partition: Commit widens the
+	// partition's range to it before it releases the writer token, so that the stray sweeper
+	// never takes the shards' new tables for strays (strays.go). nil otherwise.
+	absorbed *cells.ShardRange
 	done     bool
 }
 
@@ -221,6 +225,10 @@ func (tx *WriteTx) Commit() error {
 	tx.prepareNoted()
 	if err != nil {
 		return tx.p.fail("commit", err)
+	}
+	if a := tx.absorbed; a != nil {
+		cur := tx.p.Shards()
+		tx.p.SetShards(cells.ShardRange{First: min(cur.First, a.First), Last: max(cur.Last, a.Last)})
 	}
 	return nil
 }
