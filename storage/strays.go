@@ -23,8 +23,9 @@ import (
 // range on purpose and are kept from the sweep: a frozen partition (an empty range), whose
 // tables a merge is about to take, and a merge's left partition between the commit that took
 // the right one's tables and the state machine's SetShards, which Commit covers by widening
-// the range itself (WriteTx.absorbed). A merge or a restore that brings a shard back drops its
-// stray tables first, before it creates them anew.
+// the range itself (WriteTx.absorbed). A merge that brings a shard back drops the shard's
+// stray tables before it copies the shard in (absorbAttached, copySQLiteShards); a restore
+// empties every shard of its range and drops its index tables first.
 
 // strayWait is how long a writer call waits for the writer token while the stray sweeper holds
 // it for one DROP TABLE, before it gives up with ErrTxOpen.
@@ -41,7 +42,7 @@ type straySweeper struct {
 	closed  bool          // Close stopped the sweeps: none starts again; guarded by mu
 	stop    chan struct{} // closed by Close; guarded by mu
 	done    sync.WaitGroup
-	dropped atomic.Int64 // tables dropped, for tests and metrics
+	dropped atomic.Int64 // tables dropped since the partition was opened
 }
 
 // kickStrays starts a sweep of p's stray tables unless one runs (which then looks again
@@ -159,7 +160,3 @@ func (p *PartitionStore) stopStrays() {
 	s.mu.Unlock()
 	s.done.Wait()
 }
-
-// StrayTablesDropped returns how many stray tables (SQLite tables of shards outside the
-// partition's range, left by a split) the partition has dropped since it was opened.
-func (p *PartitionStore) StrayTablesDropped() int64 { return p.strays.dropped.Load() }

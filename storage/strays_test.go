@@ -84,10 +84,10 @@ func TestSplitLeavesStraysForTheSweep(t *testing.T) {
 	for i := 1; len(strayTables(t, parent)) > 0; i++ {
 		all = merge(all, fillShards(t, parent, i*100_000, 20, added))
 	}
-	assert.EqualValues(t, 8, parent.StrayTablesDropped(), "stray tables the parent dropped")
+	assert.EqualValues(t, 8, parent.strays.dropped.Load(), "stray tables the parent dropped")
 	child.SetShards(right)
 	waitStrays(t, child)
-	assert.EqualValues(t, 8, child.StrayTablesDropped(), "stray tables the right half dropped")
+	assert.EqualValues(t, 8, child.strays.dropped.Load(), "stray tables the right half dropped")
 	assert.Zero(t, shardTables(t, parent, right), "the right half's tables in the parent's file")
 	assert.Equal(t, 8, shardTables(t, parent, left), "the parent's own tables")
 	assert.Equal(t, 8, shardTables(t, child, right), "the right half's own tables")
