@@ -21,6 +21,10 @@ import (
 // closes, with its file.
 func TestPrecopySQLite(t *testing.T) {
 	ctx := context.Background()
+	// The writes between the pre-copy and the split take longer than PrecopyKeep under -race
+	// on a loaded machine (CI): the pre-copy must not be dropped before the split uses it.
+	defer func(keep time.Duration) { precopyKeep = keep }(precopyKeep)
+	precopyKeep = 5 * time.Minute
 	env := sqliteEnv(t)
 	s := env.open(t)
 	parent := openPartition(t, s, "pre", 0, 0, 7)
@@ -68,7 +72,6 @@ func TestPrecopySQLite(t *testing.T) {
 	check("after more writes")
 
 	// Not used: dropped after its keep, its pin released (a truncating checkpoint completes).
-	defer func(keep time.Duration) { precopyKeep = keep }(precopyKeep)
 	precopyKeep = 100 * time.Millisecond
 	require.NoError(t, parent.PrepareSplit(ctx, 2))
 	pre2 := sqlitePath(s.sqliteDir, PartitionID{Datastore: "pre", Partition: 2}) + precopySuffix
