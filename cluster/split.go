@@ -429,28 +429,33 @@ type campaigner interface {
 }
 
 // campaignRetry is how long the first election of a split's new partition waits for a leader
-// before it starts another, and campaignFor how long it keeps trying. An election that finds
-// no other voter open fails at once; the next one, after campaignRetry, is the one that wins
-// once a second voter has opened its replica, so the retry bounds the moving shards' pause
-// beyond that opening (at 150 ms, the moving writes' p99 was 450 to 530 ms against 300 to 330
-// at 20 ms: BENCHMARKS.md). Each try is one RequestVote per voter and a term written.
+// before it starts another, campaignRetryMax what that wait doubles up to at each try, and
+// campaignFor how long it keeps trying. An election that finds no other voter open fails at
+// once; the next one is the one that wins once a second voter has opened its replica, so the
+// first retry bounds the moving shards' pause beyond that opening (at 150 ms, the moving
+// writes' p99 was 450 to 530 ms against 300 to 330 at 20 ms: BENCHMARKS.md). A winning
+// election took 19 to 34 ms on three loaded nodes, so a retry every 20 ms restarted elections
+// about to win; the doubling lets them finish. Each try is one RequestVote per voter and a
+// term written.
 const (
-	campaignRetry = 20 * time.Millisecond
-	campaignFor   = 3 * time.Second
+	campaignRetry    = 20 * time.Millisecond
+	campaignRetryMax = 80 * time.Millisecond
+	campaignFor      = 3 * time.Second
 )
 
 // campaign starts the first election of partition pid's new group on this node (the parent's
-// leader's) at once, and again every campaignRetry until the group has a leader, for at most
-// campaignFor: the other voters open their replicas when they apply the split, which may be
-// after the first election asked them for their votes; without this the group would wait for
-// an election timeout (a second or more) before it took requests.
+// leader's) at once, and again after campaignRetry, doubling up to campaignRetryMax, until the
+// group has a leader, for at most campaignFor: the other voters open their replicas when they
+// apply the split, which may be after the first election asked them for their votes; without
+// this the group would wait for an election timeout (a second or more) before it took
+// requests. A replica that leads by then ignores the call (partition.Raft.Campaign).
 func (n *Node) campaign(c campaigner, pid int) {
 	deadline := time.Now().Add(campaignFor)
-	for {
+	for wait := campaignRetry; ; wait = min(2*wait, campaignRetryMax) {
 		if err := c.Campaign(); err != nil {
 			n.log.Debug("first election of a split's new partition", "partition", pid, "error", err)
 		}
-		if pollUntil(context.Background(), campaignRetry, func() bool { id, _ := c.Leader(); return id != "" }) {
+		if pollUntil(context.Background(), wait, func() bool { id, _ := c.Leader(); return id != "" }) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -41,3 +41,17 @@ func TestCampaignAgainElects(t *testing.T) {
 	assert.Less(t, time.Since(began), 3*time.Second)
 	t.Logf("elected %v after the second campaign", time.Since(began))
 }
+
+// TestCampaignOnALeaderKeepsIt: Campaign on the replica that leads leaves it leading in the same
+// term; a TimeoutNow would have made it step down and start another election.
+func TestCampaignOnALeaderKeepsIt(t *testing.T) {
+	t.Parallel()
+	g := newGroup(t, 3, nil)
+	r := g.leader()
+	r.trans.Connect(raft.ServerAddress(r.id), r.trans)
+	term := r.p.raft.CurrentTerm()
+	require.NoError(t, r.p.Campaign())
+	time.Sleep(300 * time.Millisecond)
+	assert.True(t, r.p.IsLeader(), "the leader leads after its Campaign")
+	assert.Equal(t, term, r.p.raft.CurrentTerm(), "the term after the leader's Campaign")
+}
