@@ -17,16 +17,19 @@ import (
 // from its log on open), less the file's free pages and the log's stale frames
 // (clonefiles.go); when a pre-copy of the parent's file for this split was made ahead of it
 // (PrepareSplit, precopysqlite.go), the file is that pre-copy and only the log is copied here.
-// Then one small transaction in the copy drops the tables of every shard outside the right
-// half's range (SQLite frees their pages: 4 tables of some 1,750 cells each took 3 ms, 8
-// tables of 12,500 cells each 40 ms in BenchmarkShareShards) and writes the right half's KV
-// rows, applied state and meta row. The request records come whole, as with the copy. The
+// Then one small transaction in the copy writes the right half's KV rows, applied state and
+// meta row. The tables of every shard outside the right half's range stay in the copy: they
+// are strays, which the right half drops after the split, one at a time between its writes
+// (strays.go); dropping them here put the drop on the path of the moving shards' writes (4
+// tables of some 1,750 cells each took 3 ms, 8 tables of 12,500 cells each 40 ms in
+// BenchmarkShareShards; the parent's drop of half of 500,000 cells, as big, 59 to 81 ms at
+// the median on three loaded nodes: BENCHMARKS.md). The request records come whole, as with the copy. The
 // copy costs the size of the parent's pages in use in I/O (7 MiB in 10 ms on an idle machine,
 // 7 to 13 MiB in 18 to 113 ms on three loaded nodes), where the
 // copy inside SQLite read and wrote every record of the right half's tables (BENCHMARKS.md,
 // "SQLite splits clone the parent's file"). The right half's file has the parent's size, the
-// dropped tables' pages free pages that its later writes reuse and that its own splits do not
-// copy. With synchronous FULL or EXTRA the copies are synced here; with NORMAL they are not,
+// stray tables' pages free pages once they are dropped, which its later writes reuse and its
+// own splits do not copy. With synchronous FULL or EXTRA the copies are synced here; with NORMAL they are not,
 // and what makes them durable before the parent's commit that hands the shards over is the
 // close of the right half's store that follows (fsm.Config.SplitStore's release): SQLite
 // checkpoints the log into the file and syncs it when its last connection closes. That close

@@ -16,7 +16,8 @@ import (
 // new partition's write connection and each table is copied with INSERT INTO ... SELECT * into
 // an empty table of the same definition, which SQLite performs as a copy of the b-tree's
 // records without decoding them (its "transfer optimization", sqlite3 insert.c
-// xferOptimization). The parent then drops its copy (ReleaseShards).
+// xferOptimization). The parent then lets them go (ReleaseShards) and drops its copy after the
+// split (strays.go).
 
 // splitSourceSchema is the schema name under which shareSQLite attaches the parent's file.
 const splitSourceSchema = "split_src"
