@@ -77,7 +77,10 @@ func Summary(dump string) []string {
 			if p := strings.Index(file, " +0x"); p > 0 {
 				file = file[:p]
 			}
-			if p := strings.Index(file, "/"+strings.Split(fn, ".")[0]+"/"); p >= 0 {
+			// The path from the package's directory on ("client/x_test.go:40"; an external
+			// test package, client_test, is in its package's directory).
+			dir := strings.TrimSuffix(strings.Split(fn, ".")[0], "_test")
+			if p := strings.Index(file, "/"+dir+"/"); p >= 0 {
 				file = file[p+1:]
 			}
 			frames = append(frames, fmt.Sprintf("%s (%s)", fn, file))
