@@ -215,3 +215,48 @@ func TestQuiescesWithoutDownFollower(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "the follower back follows %s and has commit index %d", l.id, want)
 	require.Eventually(t, allQuiesced(g), 5*time.Second, 10*time.Millisecond, "the group quiesces again with the follower back")
 }
+
+// A follower that restarts while node-level liveness still reports it down (gossip lags a
+// quick restart) learns the commit index. Its restart empties its commit index, while the
+// leader still holds the acknowledgement of its earlier life; a quiescing heartbeat it accepted
+// then would park it at commit index 0 for good, the leader sending it nothing more. The
+// follower refuses a quiescing heartbeat while its commit index is behind the leader's, and the
+// leader that sees the refusal wakes and sends it the commit index.
+func TestRestartedFollowerReportedDownLearnsTheCommitIndex(t *testing.T) {
+	t.Parallel()
+	var down sync.Map // replica id -> true: reported down
+	g := newGroup(t, 3, func(c *Config) {
+		c.QuiesceAfter = 300 * time.Millisecond
+		c.QuiesceDown = func(id string) bool { _, ok := down.Load(id); return ok }
+	})
+	ctx := context.Background()
+	_, err := g.put(ctx, testCell(t, 0))
+	require.NoError(t, err, "first put")
+	l := g.leader()
+	var f *replica
+	for _, r := range g.replicas {
+		if r != l {
+			f = r
+			break
+		}
+	}
+	fi := indexOf(g, f)
+	g.stop(fi)
+	_, err = g.put(ctx, testCell(t, 1))
+	require.NoError(t, err, "put with a follower stopped")
+	// The leader's sends to the stopped follower fail and back off for a while.
+	time.Sleep(2 * time.Second)
+	down.Store(f.id, true)
+	require.Eventually(t, allQuiesced(g), 5*time.Second, 10*time.Millisecond, "the group quiesces once %s is reported down", f.id)
+	want := l.p.Raft().CommitIndex()
+
+	// Back, but still reported down for 4 s.
+	g.start(fi)
+	time.Sleep(4 * time.Second)
+	down.Delete(f.id)
+	require.Eventually(t, func() bool {
+		return f.p.Raft().CommitIndex() >= want
+	}, 20*time.Second, 10*time.Millisecond, "the follower back has commit index %d (it has %d, quiesced %v)", want,
+		f.p.Raft().CommitIndex(), f.p.Quiesced())
+	require.True(t, l.p.IsLeader(), "%s still leads", l.id)
+}

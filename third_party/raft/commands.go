@@ -47,6 +47,11 @@ type AppendEntriesRequest struct {
 	// see quiesce.go): the follower stops its election timer until it gets
 	// any other RPC or is woken.
 	Quiesce bool
+
+	// QuiesceCommit is the leader's commit index on a quiescing heartbeat
+	// (schemaless patch, see quiesce.go): a follower whose commit index is
+	// lower (it restarted since it last acknowledged one) refuses to quiesce.
+	QuiesceCommit uint64
 }
 
 // GetRPCHeader - See WithRPCHeader.
@@ -71,6 +76,12 @@ type AppendEntriesResponse struct {
 	// There are scenarios where this request didn't succeed
 	// but there's no need to wait/back-off the next attempt.
 	NoRetryBackoff bool
+
+	// QuiesceRefused answers a quiescing heartbeat the follower accepted but
+	// did not quiesce on, its commit index being behind QuiesceCommit
+	// (schemaless patch, see quiesce.go): the leader wakes and sends it the
+	// commit index.
+	QuiesceRefused bool
 }
 
 // GetRPCHeader - See WithRPCHeader.

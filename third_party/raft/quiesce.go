@@ -16,8 +16,11 @@
 // which wake its followers, and restarts its lease from that moment. A
 // follower wakes on any RPC other than a quiescing heartbeat and on Wake, and
 // then starts an election if it has not heard from the leader for
-// HeartbeatTimeout. Because a quiesced follower keeps its leader, it refuses
-// votes to others until it wakes (hashicorp/raft's leader stickiness), so a
+// HeartbeatTimeout. A follower whose commit index is behind the one a
+// quiescing heartbeat carries (it restarted) refuses to quiesce, and the leader
+// that sees the refusal wakes and sends it the commit index. Because a quiesced
+// follower keeps its leader, it refuses votes to others until it wakes
+// (hashicorp/raft's leader stickiness), so a
 // quiesced group elects a new leader only once the application wakes its
 // followers: call Wake on the replicas of a group whose leader's server a
 // node-level liveness signal (gossip) reports down.

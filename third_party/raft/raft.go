@@ -1630,7 +1630,11 @@ func (r *Raft) appendEntries(rpc RPC, a *AppendEntriesRequest) {
 	// Everything went well, set success
 	resp.Success = true
 	r.setLastContact()
-	r.setFollowerQuiesced(a.Quiesce)
+	// A follower behind the quiescing leader's commit index (it restarted:
+	// its commit index starts at 0) stays awake until it gets it (quiesce.go).
+	quiesce := a.Quiesce && r.getCommitIndex() >= a.QuiesceCommit
+	resp.QuiesceRefused = a.Quiesce && !quiesce
+	r.setFollowerQuiesced(quiesce)
 }
 
 // processConfigurationLogEntry takes a log entry and updates the latest

@@ -132,6 +132,14 @@ func (s *followerReplication) LastContact() time.Time {
 	return last
 }
 
+// forgetAcked forgets the follower's acknowledgement of a commit index: the
+// follower restarted and no longer holds it (quiesce.go).
+func (s *followerReplication) forgetAcked() {
+	s.ackedLock.Lock()
+	defer s.ackedLock.Unlock()
+	s.ackedCommit, s.ackedAt = 0, time.Time{}
+}
+
 // acked returns the commit index of the last AppendEntries the follower
 // accepted and when.
 func (s *followerReplication) acked() (uint64, time.Time) {
@@ -488,6 +496,9 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 		// very struct, which it may still read after a timed-out call returned here.
 		hb := req
 		hb.Quiesce = r.leaderQuiesceWake() != nil
+		if hb.Quiesce {
+			hb.QuiesceCommit = r.getCommitIndex()
+		}
 		quiesceSent = false
 		start := time.Now()
 		if err := r.trans.AppendEntries(peer.ID, peer.Address, &hb, &resp); err != nil {
@@ -507,7 +518,16 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 			}
 			s.setLastContact()
 			failures = 0
-			quiesceSent = hb.Quiesce && resp.Success
+			quiesceSent = hb.Quiesce && resp.Success && !resp.QuiesceRefused
+			if hb.Quiesce && resp.Success && resp.QuiesceRefused {
+				// The follower restarted and lacks the commit index its
+				// earlier life acknowledged (quiesce.go): forget that
+				// acknowledgement, so that the leader cannot quiesce again
+				// before the follower has it, and wake the leader, whose
+				// commit tick sends it.
+				s.forgetAcked()
+				r.Wake()
+			}
 			if resp.Term > req.Term {
 				// A quiesced leader learns of a newer term here first.
 				r.handleStaleTerm(s)
