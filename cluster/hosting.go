@@ -196,6 +196,26 @@ func (n *Node) replicaDir(ds string, pid int) string {
 // openReplica opens this node's replica of r, bootstrapping the raft group with peers when it
 // has no raft state yet (nil peers: it waits to be added by the leader).
 func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *route, peers []raft.Server) error {
+	return n.openReplicaTimed(ctx, ds, r, peers, nil)
+}
+
+// openTimes holds how long the steps of opening a replica took (openReplicaTimed), for the
+// log line of a split's new partition: its store, the split's base in its raft directory, and
+// its raft group.
+type openTimes struct {
+	store, base, raft time.Duration
+}
+
+// openReplicaTimed is openReplica; when t is not nil it records there how long its steps took.
+func (n *Node) openReplicaTimed(ctx context.Context, ds *topology.DatastoreSpec, r *route, peers []raft.Server, t *openTimes) error {
+	if t == nil {
+		t = &openTimes{}
+	}
+	step := time.Now()
+	lap := func(d *time.Duration) {
+		now := time.Now()
+		*d, step = now.Sub(step), now
+	}
 	id := storage.PartitionID{Datastore: ds.Name, Partition: r.spec.ID}
 	name := fmt.Sprintf("%s/%d", ds.Name, r.spec.ID)
 	group := groupName(ds.Name, r.spec.ID, r.created)
@@ -206,6 +226,7 @@ func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *r
 	if err != nil {
 		return fmt.Errorf("cluster: partition %s: %w", name, err)
 	}
+	lap(&t.store)
 	layer, err := n.mux.RaftLayer(group)
 	if err != nil {
 		_ = ps.Close()
@@ -248,6 +269,7 @@ func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *r
 			}
 		}
 	}
+	lap(&t.base)
 	pc := n.cfg.Partition
 	pc.ID = id
 	pc.Shards = origin
@@ -278,6 +300,7 @@ func (n *Node) openReplica(ctx context.Context, ds *topology.DatastoreSpec, r *r
 		_ = trans.Close()
 		return fmt.Errorf("cluster: %w", err)
 	}
+	lap(&t.raft)
 	r.mu.Lock()
 	r.trans = trans
 	r.mu.Unlock()

@@ -170,6 +170,8 @@ type Node struct {
 	closeErr   error
 	cat        catalogState  // the catalog: this node's replica of it, its view, its follower (catalog.go)
 	splitKick  chan struct{} // wakes splitLoop: a split was applied here (split.go)
+	// splitKickedAt is when kickSplits last ran (unix nanoseconds), for splitLoop's log lines.
+	splitKickedAt atomic.Int64
 	// recKick wakes recorderLoop; recDirty (guarded by recMu) holds the partitions whose
 	// replicas it is to record in the catalog (automerge.go).
 	recKick  chan struct{}

@@ -341,6 +341,7 @@ func (n *Node) reshapeDatastore(od *datastore, spec *topology.DatastoreSpec) *da
 // kickSplits asks the split loop to open the new partitions of splits (fsm.Config.OnSplit: it
 // does not block).
 func (n *Node) kickSplits() {
+	n.splitKickedAt.Store(time.Now().UnixNano())
 	select {
 	case n.splitKick <- struct{}{}:
 	default:
@@ -363,10 +364,11 @@ func (n *Node) splitLoop() {
 		case <-n.splitKick:
 		case <-retry:
 		}
+		kicked := time.Unix(0, n.splitKickedAt.Load())
 		n.hostMu.Lock()
 		if !n.hostClosed {
 			ctx, cancel := n.untilClose(context.Background())
-			n.openSplitReplicasLocked(ctx)
+			n.openSplitReplicasLocked(ctx, kicked)
 			n.retireMergedLocked(ctx)
 			cancel()
 		}
@@ -378,8 +380,11 @@ func (n *Node) splitLoop() {
 // should host and does not serve yet, once it can: when its parent's replica here has applied
 // the split (its range no longer holds the new partition's shards: the copy is in this node's
 // store, or a snapshot of the parent told it of the split), or when this node hosts no replica
-// of the parent. The caller holds hostMu.
-func (n *Node) openSplitReplicasLocked(ctx context.Context) {
+// of the parent. kicked is when a split applied here last asked for it (kickSplits): the log
+// line of each replica opened gives the time since then and the steps' times. The caller holds
+// hostMu.
+func (n *Node) openSplitReplicasLocked(ctx context.Context, kicked time.Time) {
+	locked := time.Now()
 	for _, d := range n.datastores() {
 		if d.spec.Mode != topology.ModeRaft {
 			continue
@@ -407,14 +412,19 @@ func (n *Node) openSplitReplicasLocked(ctx context.Context) {
 			if state == hostedUnknown && !hosts(r.spec, n.cfg.NodeID) && (!parentHere || !n.splitVoterHere(ctx, d.spec.Name, r)) {
 				continue
 			}
-			if err := n.openReplica(ctx, d.spec, r, nil); err != nil {
+			began := time.Now()
+			var t openTimes
+			if err := n.openReplicaTimed(ctx, d.spec, r, nil, &t); err != nil {
 				n.log.Error("opening the replica of a split's new partition", "datastore", d.spec.Name, "partition", r.spec.ID, "error", err)
 				continue
 			}
+			opened := time.Now()
 			if err := n.hosted.set(d.spec.Name, r.spec.ID, hostedMember); err != nil {
 				n.log.Error("recording a hosted replica", "datastore", d.spec.Name, "partition", r.spec.ID, "error", err)
 			}
-			n.log.Info("opened the replica of a split's new partition", "datastore", d.spec.Name, "partition", r.spec.ID, "parent", *r.spec.Parent)
+			n.log.Info("opened the replica of a split's new partition", "datastore", d.spec.Name, "partition", r.spec.ID, "parent", *r.spec.Parent,
+				"since_applied_ms", ms(time.Since(kicked)), "wait_ms", ms(locked.Sub(kicked)), "check_ms", ms(began.Sub(locked)),
+				"store_ms", ms(t.store), "base_ms", ms(t.base), "raft_ms", ms(t.raft), "record_ms", ms(time.Since(opened)))
 			if c, ok := r.replica().(campaigner); ok && parentLeader {
 				go n.campaign(c, r.spec.ID)
 			}
@@ -629,3 +639,6 @@ func (n *Node) reconcileSplits() {
 		}
 	}
 }
+
+// ms is d in milliseconds with a tenth's precision, for log lines.
+func ms(d time.Duration) float64 { return float64(d.Round(100*time.Microsecond)) / 1e6 }
