@@ -334,6 +334,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 	}
 	name := fmt.Sprintf("%s/%d", cfg.ID.Datastore, cfg.ID.Partition)
 	logger := cfg.Logger.With("partition", name)
+	began := time.Now()
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
 	}
@@ -353,6 +354,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
 	}
 	p.logs = logs
+	logOpened := time.Now()
 	hlog := hclogslog.New(logger, "raft")
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain, hlog)
 	if err != nil {
@@ -377,6 +379,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 		}
 	}
 
+	fsmOpened := time.Now()
 	rc := RaftConfig(cfg, hlog)
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
@@ -403,6 +406,8 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 		logger.Info("bootstrapped raft group", "peers", len(cfg.Peers))
 	}
 	if p.baseIndex > 0 {
+		logger.Info("opened a split's new replica from its base", "base", p.baseIndex,
+			"log_ms", msSince(began, logOpened), "state_machine_ms", msSince(logOpened, fsmOpened), "raft_ms", msSince(fsmOpened, time.Now()))
 		// The latest snapshot is a split's base, which a replica lacking the copy cannot
 		// restore: take a real one as soon as an entry past it is applied.
 		p.wg.Add(1)
@@ -615,3 +620,6 @@ func (p *Raft) Close() error {
 	})
 	return p.closeErr
 }
+
+// msSince is the time from a to b in milliseconds with a tenth's precision, for log lines.
+func msSince(a, b time.Time) float64 { return float64(b.Sub(a).Round(100*time.Microsecond)) / 1e6 }
