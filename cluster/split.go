@@ -419,15 +419,18 @@ func (n *Node) openSplitReplicasLocked(ctx context.Context, kicked time.Time) {
 				continue
 			}
 			opened := time.Now()
+			// The first election starts before the replica is recorded as hosted (a synced
+			// file write): the moved shards' writes wait for it. A node that stops before the
+			// record opens the replica again from the parent's split (above).
+			if c, ok := r.replica().(campaigner); ok && parentLeader {
+				go n.campaign(c, r.spec.ID)
+			}
 			if err := n.hosted.set(d.spec.Name, r.spec.ID, hostedMember); err != nil {
 				n.log.Error("recording a hosted replica", "datastore", d.spec.Name, "partition", r.spec.ID, "error", err)
 			}
 			n.log.Info("opened the replica of a split's new partition", "datastore", d.spec.Name, "partition", r.spec.ID, "parent", *r.spec.Parent,
-				"since_applied_ms", ms(time.Since(kicked)), "wait_ms", ms(locked.Sub(kicked)), "check_ms", ms(began.Sub(locked)),
+				"since_applied_ms", ms(opened.Sub(kicked)), "wait_ms", ms(locked.Sub(kicked)), "check_ms", ms(began.Sub(locked)),
 				"store_ms", ms(t.store), "base_ms", ms(t.base), "raft_ms", ms(t.raft), "record_ms", ms(time.Since(opened)))
-			if c, ok := r.replica().(campaigner); ok && parentLeader {
-				go n.campaign(c, r.spec.ID)
-			}
 		}
 	}
 }
