@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/schemaless-db/schemaless/catalog"
 	"github.com/schemaless-db/schemaless/cells"
@@ -240,7 +239,7 @@ func (n *Node) applyCatalog(c *catalog.Catalog) {
 	}
 	n.setView(next)
 	n.cat.cur.Store(c)
-	n.openSplitReplicasLocked(ctx, time.Unix(0, n.splitKickedAt.Load()))
+	n.openSplitReplicasLocked(ctx, n.lastSplitKick())
 	n.cat.mu.Lock()
 	close(n.cat.applied)
 	n.cat.applied = make(chan struct{})

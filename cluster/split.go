@@ -338,6 +338,14 @@ func (n *Node) reshapeDatastore(od *datastore, spec *topology.DatastoreSpec) *da
 	return d
 }
 
+// lastSplitKick returns when kickSplits last ran, zero when it never did.
+func (n *Node) lastSplitKick() time.Time {
+	if at := n.splitKickedAt.Load(); at != 0 {
+		return time.Unix(0, at)
+	}
+	return time.Time{}
+}
+
 // kickSplits asks the split loop to open the new partitions of splits (fsm.Config.OnSplit: it
 // does not block).
 func (n *Node) kickSplits() {
@@ -364,7 +372,7 @@ func (n *Node) splitLoop() {
 		case <-n.splitKick:
 		case <-retry:
 		}
-		kicked := time.Unix(0, n.splitKickedAt.Load())
+		kicked := n.lastSplitKick()
 		n.hostMu.Lock()
 		if !n.hostClosed {
 			ctx, cancel := n.untilClose(context.Background())
@@ -380,9 +388,9 @@ func (n *Node) splitLoop() {
 // should host and does not serve yet, once it can: when its parent's replica here has applied
 // the split (its range no longer holds the new partition's shards: the copy is in this node's
 // store, or a snapshot of the parent told it of the split), or when this node hosts no replica
-// of the parent. kicked is when a split applied here last asked for it (kickSplits): the log
-// line of each replica opened gives the time since then and the steps' times. The caller holds
-// hostMu.
+// of the parent. kicked is when a split applied here last asked for it (kickSplits; zero:
+// none did): the log line of each replica opened gives the time since then, when set, and the
+// steps' times. The caller holds hostMu.
 func (n *Node) openSplitReplicasLocked(ctx context.Context, kicked time.Time) {
 	locked := time.Now()
 	for _, d := range n.datastores() {
@@ -428,9 +436,13 @@ func (n *Node) openSplitReplicasLocked(ctx context.Context, kicked time.Time) {
 			if err := n.hosted.set(d.spec.Name, r.spec.ID, hostedMember); err != nil {
 				n.log.Error("recording a hosted replica", "datastore", d.spec.Name, "partition", r.spec.ID, "error", err)
 			}
-			n.log.Info("opened the replica of a split's new partition", "datastore", d.spec.Name, "partition", r.spec.ID, "parent", *r.spec.Parent,
-				"since_applied_ms", ms(opened.Sub(kicked)), "wait_ms", ms(locked.Sub(kicked)), "check_ms", ms(began.Sub(locked)),
-				"store_ms", ms(t.store), "base_ms", ms(t.base), "raft_ms", ms(t.raft), "record_ms", ms(time.Since(opened)))
+			attrs := []any{"datastore", d.spec.Name, "partition", r.spec.ID, "parent", *r.spec.Parent}
+			if !kicked.IsZero() {
+				attrs = append(attrs, "since_applied_ms", ms(opened.Sub(kicked)), "wait_ms", ms(locked.Sub(kicked)))
+			}
+			attrs = append(attrs, "check_ms", ms(began.Sub(locked)), "store_ms", ms(t.store), "base_ms", ms(t.base),
+				"raft_ms", ms(t.raft), "record_ms", ms(time.Since(opened)))
+			n.log.Info("opened the replica of a split's new partition", attrs...)
 		}
 	}
 }
