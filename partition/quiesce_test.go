@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,6 +153,26 @@ func TestQuiescedFollowersElectOnlyWhenWoken(t *testing.T) {
 	require.NoError(t, err, "put after the election")
 }
 
+// stopAFollower writes a cell to g, stops a follower of its leader, writes another cell without
+// it, and returns the leader, the stopped follower and the follower's index in g.
+func stopAFollower(t *testing.T, g *group) (l, f *replica, fi int) {
+	ctx := context.Background()
+	_, err := g.put(ctx, testCell(t, 0))
+	require.NoError(t, err, "first put")
+	l = g.leader()
+	for _, r := range g.replicas {
+		if r != l {
+			f = r
+			break
+		}
+	}
+	fi = indexOf(g, f)
+	g.stop(fi)
+	_, err = g.put(ctx, testCell(t, 1))
+	require.NoError(t, err, "put with a follower stopped")
+	return l, f, fi
+}
+
 // A leader quiesces without a follower that node-level liveness reports down (Config.
 // QuiesceDown), and then sends nothing, not even heartbeats to the dead follower; while the
 // follower is stopped but not reported down, the group never quiesces (the control). When the
@@ -170,21 +191,7 @@ func TestQuiescesWithoutDownFollower(t *testing.T) {
 		sent[c.NodeID] = ct
 		mu.Unlock()
 	})
-	ctx := context.Background()
-	_, err := g.put(ctx, testCell(t, 0))
-	require.NoError(t, err, "first put")
-	l := g.leader()
-	var f *replica
-	for _, r := range g.replicas {
-		if r != l {
-			f = r
-			break
-		}
-	}
-	fi := indexOf(g, f)
-	g.stop(fi)
-	_, err = g.put(ctx, testCell(t, 1))
-	require.NoError(t, err, "put with a follower stopped")
+	l, f, fi := stopAFollower(t, g)
 
 	// Time passing is the point: with the follower stopped and not reported down, the leader
 	// keeps heartbeating it and never quiesces.
@@ -229,21 +236,7 @@ func TestRestartedFollowerReportedDownLearnsTheCommitIndex(t *testing.T) {
 		c.QuiesceAfter = 300 * time.Millisecond
 		c.QuiesceDown = func(id string) bool { _, ok := down.Load(id); return ok }
 	})
-	ctx := context.Background()
-	_, err := g.put(ctx, testCell(t, 0))
-	require.NoError(t, err, "first put")
-	l := g.leader()
-	var f *replica
-	for _, r := range g.replicas {
-		if r != l {
-			f = r
-			break
-		}
-	}
-	fi := indexOf(g, f)
-	g.stop(fi)
-	_, err = g.put(ctx, testCell(t, 1))
-	require.NoError(t, err, "put with a follower stopped")
+	l, f, fi := stopAFollower(t, g)
 	// The leader's sends to the stopped follower fail and back off for a while.
 	time.Sleep(2 * time.Second)
 	down.Store(f.id, true)
@@ -254,9 +247,14 @@ func TestRestartedFollowerReportedDownLearnsTheCommitIndex(t *testing.T) {
 	g.start(fi)
 	time.Sleep(4 * time.Second)
 	down.Delete(f.id)
-	require.Eventually(t, func() bool {
-		return f.p.Raft().CommitIndex() >= want
-	}, 20*time.Second, 10*time.Millisecond, "the follower back has commit index %d (it has %d, quiesced %v)", want,
-		f.p.Raft().CommitIndex(), f.p.Quiesced())
+	var have atomic.Uint64 // the follower's last commit index and quiescence, for the failure
+	var quiesced atomic.Bool
+	if !assert.Eventually(t, func() bool {
+		have.Store(f.p.Raft().CommitIndex())
+		quiesced.Store(f.p.Quiesced())
+		return have.Load() >= want
+	}, 20*time.Second, 10*time.Millisecond, "the follower back has commit index %d", want) {
+		t.Fatalf("the follower back has commit index %d, quiesced %v", have.Load(), quiesced.Load())
+	}
 	require.True(t, l.p.IsLeader(), "%s still leads", l.id)
 }
