@@ -105,7 +105,9 @@ func splitBaseGroup(t *testing.T, withBase bool) bool {
 		rafts = append(rafts, r)
 	}
 	// The leader-to-be may lose its 50 ms lease on a loaded machine (CI) and step down; it is
-	// the only replica that campaigns, so it leads again, and the write is sent again.
+	// the only replica that campaigns, so it leads again, and the write is sent again. Without
+	// the base's entry (the control) a lost leadership ends the attempt instead: the scenario
+	// is the first leader's, and a write sent again under later terms committed once in CI.
 	deadline := time.After(5 * time.Second)
 	for {
 		require.Eventually(t, func() bool { return rafts[0].State() == raft.Leader }, 10*time.Second, 10*time.Millisecond, "the leader-to-be elected (the voter's vote)")
@@ -115,6 +117,10 @@ func splitBaseGroup(t *testing.T, withBase bool) bool {
 		select {
 		case err := <-done:
 			if errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrNotLeader) {
+				if !withBase {
+					t.Logf("the write: %v; not sent again", err)
+					return false
+				}
 				t.Logf("the write: %v; sent again", err)
 				continue
 			}
