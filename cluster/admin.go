@@ -204,9 +204,12 @@ func (n *Node) raftOpLocal(ctx context.Context, req adminRaftRPC) (PartitionConf
 	case raftOpRemove:
 		f = rf.RemoveServer(id, 0, timeout)
 	case raftOpTransfer:
-		if req.Node == "" {
+		switch {
+		case n.dropTransfers.Load() > 0 && n.dropTransfers.Add(-1) >= 0:
+			// Answered as done, and nothing done (tests: DropTransfers).
+		case req.Node == "":
 			f = rf.LeadershipTransfer()
-		} else {
+		default:
 			f = rf.LeadershipTransferToServer(id, addr)
 		}
 	default:
@@ -546,7 +549,10 @@ func (n *Node) removeVoter(ctx context.Context, ds string, pid int, node string)
 // TransferLeadership moves partition pid of raft datastore ds's leadership to voter to (""
 // picks another voter of the datastore's leader zone when one is there, else lets raft pick
 // the most up-to-date voter) and returns the new leader once some node other than the old
-// leader leads. Errors: ErrUnavailable, ctx's error.
+// leader leads (to, when named). A transfer that does not take (its target lost the election
+// and the old leader won again, or the leader refused it as busy: ErrUnavailable) is asked for
+// again every transferRetryAfter until ctx ends. Errors: ErrRefused (to is not a voter),
+// ErrUnavailable, ctx's error.
 func (n *Node) TransferLeadership(ctx context.Context, ds string, pid int, to string) (string, error) {
 	cfg, err := n.PartitionConfig(ctx, ds, pid)
 	if err != nil {
@@ -567,23 +573,42 @@ func (n *Node) TransferLeadership(ctx context.Context, ds string, pid int, to st
 		}
 		req.Node, req.Addr = to, s.Addr
 	}
-	if _, err := n.raftOp(ctx, req); err != nil {
-		// A transfer that succeeded makes the old leader answer "not leader" afterwards.
-		var nl *partition.NotLeaderError
-		if !errors.As(err, &nl) && !errors.Is(err, ErrUnavailable) {
-			return "", err
-		}
-	}
+	retry := n.transferRetryAfter()
 	for {
-		cfg, err := n.PartitionConfig(ctx, ds, pid)
-		if err == nil && cfg.Leader != "" && cfg.Leader != old && (to == "" || cfg.Leader == to) {
-			return cfg.Leader, nil
+		if _, err := n.raftOp(ctx, req); err != nil {
+			// A transfer that succeeded makes the old leader answer "not leader" afterwards.
+			var nl *partition.NotLeaderError
+			if !errors.As(err, &nl) && !errors.Is(err, ErrUnavailable) {
+				return "", err
+			}
 		}
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("cluster: leadership of %s/%d did not move from %s: %w", ds, pid, old, ctx.Err())
+		// Ask again only when a leader answered lately and it is not the one wanted (never
+		// while no leader answers: the transfer may have taken meanwhile).
+		leader, again := "", time.Now().Add(retry)
+		for leader == "" || time.Now().Before(again) {
+			cfg, err := n.PartitionConfig(ctx, ds, pid)
+			if err == nil && cfg.Leader != "" && cfg.Leader != old && (to == "" || cfg.Leader == to) {
+				return cfg.Leader, nil
+			}
+			leader = ""
+			if err == nil {
+				leader = cfg.Leader
+			}
+			if ctx.Err() != nil {
+				return "", fmt.Errorf("cluster: leadership of %s/%d did not move from %s: %w", ds, pid, old, ctx.Err())
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
+		n.log.Info("leadership transfer did not take; asking again", "datastore", ds, "partition", pid, "from", old, "to", to, "leader", leader, "after", retry)
 	}
+}
+
+// transferRetryAfter is how long TransferLeadership waits for a leadership transfer to take
+// before it asks again: three election timeouts of the partitions, at least 3 s. A transfer
+// that takes is over within about one (raft's own wait for the old leader to step down, then
+// the target's election).
+func (n *Node) transferRetryAfter() time.Duration {
+	return 3 * max(n.cfg.Partition.ElectionTimeout, time.Second)
 }
 
 // MoveReplica moves partition pid of raft datastore ds's replica from node from to node to:

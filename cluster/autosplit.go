@@ -202,6 +202,10 @@ func (n *Node) autoSplitTick(now time.Time, states map[*route]*loadState, busy c
 	}
 }
 
+// autoLeaderMoveTimeout bounds the move of an automatic split's new leader (startAutoSplit):
+// a move that has not taken by then is left to the rebalancer.
+const autoLeaderMoveTimeout = 15 * time.Second
+
 // startAutoSplit starts a split of partition pid of ds at shard at, by the policy named what
 // (logged with attrs), unless another automatic split runs on this node (busy holds one token);
 // it reports whether it started. The split runs on its own goroutine, and then the new
@@ -226,11 +230,14 @@ func (n *Node) startAutoSplit(ds string, pid, at int, busy chan struct{}, what s
 		}
 		// The halves' leaders are both here: the right half's goes to another voter (raft's
 		// choice: the most up to date), so that the work is divided between two nodes at
-		// once; admin rebalance evens out the rest.
+		// once; admin rebalance evens out the rest. The move holds this node's one automatic
+		// split or merge for at most autoLeaderMoveTimeout.
 		if n.keepsLeaderZone(ctx, ds, res.Right.ID) {
 			return
 		}
-		if to, err := n.TransferLeadership(ctx, ds, res.Right.ID, ""); err != nil {
+		mctx, cancel3 := context.WithTimeout(ctx, autoLeaderMoveTimeout)
+		defer cancel3()
+		if to, err := n.TransferLeadership(mctx, ds, res.Right.ID, ""); err != nil {
 			n.log.Warn(what+": moving the new partition's leader", "datastore", ds, "partition", res.Right.ID, "error", err)
 		} else {
 			n.log.Info(what+": the new partition's leader moved", "datastore", ds, "partition", res.Right.ID, "to", to)

@@ -39,3 +39,9 @@ func (n *Node) HoldCatalog(hold bool) { n.catalogHeld.Store(hold) }
 // HoldRetirement keeps the node from deleting the data of merged partitions (hold true), as a
 // node that has not got to it yet; hold false lets it delete them at its next round. For tests.
 func (n *Node) HoldRetirement(hold bool) { n.retireHeld.Store(hold) }
+
+// DropTransfers makes the node answer the next k leadership transfers it is asked to run, as a
+// partition's leader, as done while it does nothing: as transfers that do not take (raft's
+// transfer ends when the old leader steps down; if its target then loses the election, the old
+// leader may win the next one). For tests.
+func (n *Node) DropTransfers(k int) { n.dropTransfers.Store(int32(k)) }

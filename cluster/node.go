@@ -156,6 +156,11 @@ type Node struct {
 	// retireHeld keeps retireMergedLocked from deleting merged partitions' data (tests: a node
 	// that has not deleted it yet, HoldRetirement in export_test.go).
 	retireHeld atomic.Bool
+	// dropTransfers is how many of the next leadership transfers this node, as a partition's
+	// leader, answers as done without asking raft (tests: transfers that do not take,
+	// DropTransfers in export_test.go).
+	dropTransfers atomic.Int32
+
 	hosted     *hostedFile
 	hostMu     sync.Mutex // serializes Host, Unhost and Close
 	hostClosed bool       // set by Close under hostMu: Host and Unhost refuse from then on
