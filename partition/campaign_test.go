@@ -42,16 +42,28 @@ func TestCampaignAgainElects(t *testing.T) {
 	t.Logf("elected %v after the second campaign", time.Since(began))
 }
 
-// TestCampaignOnALeaderKeepsIt: Campaign on the replica that leads leaves it leading in the same
-// term; a TimeoutNow would have made it step down and start another election.
-func TestCampaignOnALeaderKeepsIt(t *testing.T) {
+// TestALeaderKeepsItsTerm: Campaign on the replica that leads leaves it leading in the same
+// term, and so does the TimeoutNow Campaign sends while its replica is a candidate when it
+// arrives once that replica has won (timeoutNowToSelf, sent to the leader whatever its state).
+// The second case fails without the raft patch "A leader ignores a TimeoutNow"
+// (third_party/raft/PATCHES.md): the leader stepped down and elected itself again in the next
+// term.
+func TestALeaderKeepsItsTerm(t *testing.T) {
 	t.Parallel()
-	g := newGroup(t, 3, nil)
-	r := g.leader()
-	r.trans.Connect(raft.ServerAddress(r.id), r.trans)
-	term := r.p.raft.CurrentTerm()
-	require.NoError(t, r.p.Campaign())
-	time.Sleep(300 * time.Millisecond)
-	assert.True(t, r.p.IsLeader(), "the leader leads after its Campaign")
-	assert.Equal(t, term, r.p.raft.CurrentTerm(), "the term after the leader's Campaign")
+	for name, kick := range map[string]func(p *Raft) error{
+		"Campaign":   (*Raft).Campaign,
+		"TimeoutNow": (*Raft).timeoutNowToSelf,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			g := newGroup(t, 3, nil)
+			r := g.leader()
+			r.trans.Connect(raft.ServerAddress(r.id), r.trans)
+			term := r.p.raft.CurrentTerm()
+			require.NoError(t, kick(r.p))
+			time.Sleep(300 * time.Millisecond)
+			assert.True(t, r.p.IsLeader(), "the leader leads after the %s", name)
+			assert.Equal(t, term, r.p.raft.CurrentTerm(), "the term after the leader's %s", name)
+		})
+	}
 }

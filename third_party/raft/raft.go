@@ -2303,6 +2303,12 @@ func (r *Raft) initiateLeadershipTransfer(id *ServerID, address *ServerAddress) 
 
 // timeoutNow is what happens when a server receives a TimeoutNowRequest.
 func (r *Raft) timeoutNow(rpc RPC, req *TimeoutNowRequest) {
+	if r.getState() == Leader {
+		// schemaless patch: a leader needs no election (see PATCHES.md).
+		r.logger.Debug("TimeoutNow received by the leader, ignored")
+		rpc.Respond(&TimeoutNowResponse{}, nil)
+		return
+	}
 	r.setLeader("", "")
 	r.setState(Candidate)
 	r.candidateFromLeadershipTransfer.Store(true)
