@@ -550,9 +550,9 @@ func (n *Node) removeVoter(ctx context.Context, ds string, pid int, node string)
 // picks another voter of the datastore's leader zone when one is there, else lets raft pick
 // the most up-to-date voter) and returns the new leader once some node other than the old
 // leader leads (to, when named). A transfer that does not take (its target lost the election
-// and the old leader won again, or the leader refused it as busy: ErrUnavailable) is asked for
-// again every transferRetryAfter until ctx ends. Errors: ErrRefused (to is not a voter),
-// ErrUnavailable, ctx's error.
+// and the old leader won again, or the leader refused it as busy) is asked for again after
+// transferRetryAfter, up to transferAttempts requests in all. Errors: ErrRefused (to is not a
+// voter), ErrUnavailable (also when the last request did not take either), ctx's error.
 func (n *Node) TransferLeadership(ctx context.Context, ds string, pid int, to string) (string, error) {
 	cfg, err := n.PartitionConfig(ctx, ds, pid)
 	if err != nil {
@@ -574,7 +574,7 @@ func (n *Node) TransferLeadership(ctx context.Context, ds string, pid int, to st
 		req.Node, req.Addr = to, s.Addr
 	}
 	retry := n.transferRetryAfter()
-	for {
+	for attempt := 1; ; attempt++ {
 		if _, err := n.raftOp(ctx, req); err != nil {
 			// A transfer that succeeded makes the old leader answer "not leader" afterwards.
 			var nl *partition.NotLeaderError
@@ -599,9 +599,17 @@ func (n *Node) TransferLeadership(ctx context.Context, ds string, pid int, to st
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		if attempt == transferAttempts {
+			return "", fmt.Errorf("%w: leadership of %s/%d did not move from %s in %d requests (%s leads)", ErrUnavailable, ds, pid, old, attempt, leader)
+		}
 		n.log.Info("leadership transfer did not take; asking again", "datastore", ds, "partition", pid, "from", old, "to", to, "leader", leader, "after", retry)
 	}
 }
+
+// transferAttempts bounds the requests of one TransferLeadership: while raft runs a transfer
+// its leader refuses writes (for up to an election timeout), so a target that cannot win
+// (unreachable, say) is not asked for again and again.
+const transferAttempts = 3
 
 // transferRetryAfter is how long TransferLeadership waits for a leadership transfer to take
 // before it asks again: three election timeouts of the partitions, at least 3 s. A transfer

@@ -8,16 +8,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 )
 
 // A leadership transfer that does not take is asked for again. The partition's leader answers
 // the first transfer it is asked to run as done and does nothing (DropTransfers: as when the
 // target loses its election and the old leader wins the next); TransferLeadership still returns
-// a new leader, after asking again once, well before its context ends. A transfer that waited for the first request alone waited out its
-// context: the load-based split's move of its new partition's leader did so for a minute under
-// load, holding the node's one automatic split or merge at a time (TestAutomaticMerge then
-// timed out waiting for its merge).
+// a new leader, after asking again once, well before its context ends; one that never takes
+// gives up after three requests (ErrUnavailable). A transfer that waited for the first request
+// alone waited out its context: the load-based split's move of its new partition's leader did
+// so for a minute under load, holding the node's one automatic split or merge at a time
+// (TestAutomaticMerge then timed out waiting for its merge).
 func TestTransferLeadershipAsksAgain(t *testing.T) {
 	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble, Shards: 8, Partitions: 1})
@@ -52,4 +54,16 @@ func TestTransferLeadershipAsksAgain(t *testing.T) {
 	to, err = nodes[2].TransferLeadership(ctx, ds, 0, target)
 	require.NoError(t, err, "transfer to %s, its first request dropped", target)
 	assert.Equal(t, target, to, "the new leader")
+
+	// A transfer that never takes ends after three requests (a transfer holds the leader's
+	// writes meanwhile), the leadership where it was.
+	for _, n := range nodes {
+		n.DropTransfers(3)
+	}
+	_, err = nodes[0].TransferLeadership(ctx, ds, 0, "")
+	require.ErrorIs(t, err, cluster.ErrUnavailable, "a transfer whose three requests were dropped")
+	assert.Contains(t, err.Error(), "in 3 requests")
+	after, err = nodes[0].PartitionConfig(ctx, ds, 0)
+	require.NoError(t, err, "partition 0's configuration after the transfer that did not take")
+	assert.Equal(t, target, after.Leader, "the leader after the transfer that did not take")
 }
