@@ -140,12 +140,13 @@ var splitOp = &leaderOp[*command.Split, command.SplitResult]{
 		if !ok {
 			return command.SplitResult{}, fmt.Errorf("%w: only a raft partition splits", ErrAsyncDatastore)
 		}
-		// The leader's pre-copy of the parent (SQLite), started when this node's catalog
-		// learned of the split or else now: the split's entry then copies only the log
-		// written since. The other replicas started theirs from their catalogs.
+		// The leader's pre-copy of the parent (SQLite: its file; pebble: its request
+		// records), started when this node's catalog learned of the split or else now: the
+		// split's entry then copies only what was written since. The other replicas started
+		// theirs from their catalogs.
 		if rp, ok := p.(raftReplica); ok && rp.Shards().Contains(int(s.AtShard)) {
 			pctx, cancel := context.WithTimeout(ctx, splitCopyWait)
-			_ = rp.Store().PrepareSplit(pctx, int(s.Right)) // on failure, the split clones it all
+			_ = rp.Store().PrepareSplit(pctx, int(s.Right)) // on failure, the split copies it all
 			cancel()
 		}
 		return sp.Split(ctx, *s)

@@ -9,17 +9,18 @@ import (
 
 // splitCopyWait bounds how long a split's proposal waits on the parent's leader for the
 // leader's pre-copy of the parent (storage.PartitionStore.PrepareSplit: SQLite copies the
-// parent's file ahead of the split, while writes to the moving shards still go to the
-// parent); a split whose pre-copy is not made by then clones the rest at its index.
+// parent's file, pebble its request records, ahead of the split, while writes to the moving
+// shards still go to the parent); a split whose pre-copy is not made by then copies the rest
+// at its index.
 const splitCopyWait = 5 * time.Second
 
 // prepareSplitCopies starts, for each partition of d that a split made, that od (the datastore
 // as it was before this catalog change) lacks, and whose parent's replica here has not applied
 // the split yet, the pre-copy of the parent's store for it (PrepareSplit), in the background:
 // the catalog has just decided the split, which the parent's log applies soon. A no-op on
-// stores other than SQLite.
+// MySQL, whose splits copy no row.
 func (n *Node) prepareSplitCopies(od *datastore, d *datastore) {
-	if n.cfg.Store == nil || n.cfg.Store.Engine() != storage.EngineSQLite {
+	if n.cfg.Store == nil || n.cfg.Store.Engine() == storage.EngineMySQL {
 		return
 	}
 	for _, r := range d.partitions {

@@ -81,7 +81,7 @@ var errCloneBusy = errors.New("storage: the parent partition's writer is busy")
 // fails too, p's calls fail until it is closed). The file is pc's pre-copy when pc is set
 // (PrepareSplit), else copied now (copySQLiteFiles, src's free pages read first through its
 // write pool). The caller holds both writer tokens.
-func (p *PartitionStore) replaceFile(ctx context.Context, src *PartitionStore, pc *sqlitePrecopy) error {
+func (p *PartitionStore) replaceFile(ctx context.Context, src *PartitionStore, pc *precopy) error {
 	s := p.store
 	p.stmts.reset()
 	p.readStmts.reset()

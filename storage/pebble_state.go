@@ -126,6 +126,11 @@ func (tx *WriteTx) pebblePutRequests(rs []RequestRecord, upsert bool) error {
 	if err != nil && !errors.Is(err, ErrDuplicate) {
 		return tx.p.fail(fmt.Sprintf("store %d request records", len(rs)), err)
 	}
+	if err == nil {
+		for i := range rs {
+			tx.touched = append(tx.touched, rs[i].ID)
+		}
+	}
 	return err
 }
 
@@ -231,6 +236,7 @@ func (tx *WriteTx) pebblePruneRequests(before time.Time, limit int) (int64, erro
 		}
 		id, _ := uuid.FromBytes(k[len(pre)+8:])
 		del = append(del, bytes.Clone(k), pp.requestKey(id))
+		tx.touched = append(tx.touched, id)
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return 0, tx.p.fail("prune request records", err)

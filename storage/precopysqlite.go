@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // A split on SQLite clones the parent's file at the split's index, while the parent applies
@@ -46,27 +48,30 @@ var precopyKeep = PrecopyKeep
 // precopySuffix names a pre-copy: the right half's file name plus it.
 const precopySuffix = ".precopy"
 
-// sqlitePrecopy is one pre-copy of a parent's file for the split into partition right.
-type sqlitePrecopy struct {
-	right int
-	path  string
-	done  chan struct{} // closed when the copy ended; err then says how
-	err   error
-	pin   *sql.Tx     // the parent's read transaction, until used or dropped
-	pinDB *sql.DB     // pin's connection
-	timer *time.Timer // drops it after PrecopyKeep; set before done closes
-	once  sync.Once   // release
-	owner *precopySet // where it is registered
+// precopy is one pre-copy of a parent's store for the split into partition right: of its
+// file on SQLite (path, pin, pinDB), of its request records on pebble (pebble,
+// precopypebble.go).
+type precopy struct {
+	right  int
+	path   string
+	pebble *pebblePrecopy
+	done   chan struct{} // closed when the copy ended; err then says how
+	err    error
+	pin    *sql.Tx     // the parent's read transaction, until used or dropped
+	pinDB  *sql.DB     // pin's connection
+	timer  *time.Timer // drops it after PrecopyKeep; set before done closes
+	once   sync.Once   // release
+	owner  *precopySet // where it is registered
 }
 
 // precopySet holds a partition's pre-copies, by the split's right partition.
 type precopySet struct {
 	mu sync.Mutex
-	m  map[int]*sqlitePrecopy
+	m  map[int]*precopy
 }
 
 // release ends pc's pin and deletes its file (when still there), once.
-func (pc *sqlitePrecopy) release() {
+func (pc *precopy) release() {
 	pc.once.Do(func() {
 		<-pc.done
 		if pc.timer != nil {
@@ -76,12 +81,16 @@ func (pc *sqlitePrecopy) release() {
 			_ = pc.pin.Rollback()
 			_ = pc.pinDB.Close()
 		}
+		if pc.pebble != nil {
+			pc.pebble.release()
+			return
+		}
 		_ = os.Remove(pc.path)
 	})
 }
 
 // drop removes pc from its registry and releases it.
-func (pc *sqlitePrecopy) drop() {
+func (pc *precopy) drop() {
 	pc.owner.mu.Lock()
 	if pc.owner.m[pc.right] == pc {
 		delete(pc.owner.m, pc.right)
@@ -91,14 +100,16 @@ func (pc *sqlitePrecopy) drop() {
 }
 
 // PrepareSplit makes, for a split of this partition whose right half will be partition right,
-// the pre-copy of its file that the split's clone then starts from (see above), and returns
-// when it is made, or at once when one for right is made already; a call while another makes
-// it waits for that one. It is a no-op (nil) on the other engines. The pre-copy is dropped
-// after PrecopyKeep unless the split uses it. Errors (the copy failed; ctx ended, which does
-// not stop a copy under way) leave the split to clone the file as before. Blocks on I/O: the
-// size of the parent's pages in use, and a checkpoint of its log.
+// the pre-copy that the split then starts from: on SQLite of its file, which the split's clone
+// starts from (see above); on pebble of its request records, which ShareShards brings up to
+// the split (precopypebble.go). It returns when the pre-copy is made, or at once when one for
+// right is made already; a call while another makes it waits for that one. It is a no-op (nil)
+// on MySQL. The pre-copy is dropped after PrecopyKeep unless the split uses it. Errors (the
+// copy failed; ctx ended, which does not stop a copy under way) leave the split to copy it all
+// as before. Blocks on I/O: on SQLite the size of the parent's pages in use and a checkpoint of
+// its log; on pebble the parent's request records, written as sstables and ingested.
 func (p *PartitionStore) PrepareSplit(ctx context.Context, right int) error {
-	if p.d == nil || p.d.engine != EngineSQLite || p.pb != nil {
+	if p.pb == nil && (p.d == nil || p.d.engine != EngineSQLite) {
 		return nil
 	}
 	if p.closed.Load() {
@@ -112,17 +123,28 @@ func (p *PartitionStore) PrepareSplit(ctx context.Context, right int) error {
 	pc := pcs.m[right]
 	mine := pc == nil
 	if mine {
-		pc = &sqlitePrecopy{right: right, path: sqlitePath(p.store.sqliteDir, PartitionID{Datastore: p.id.Datastore, Partition: right}) + precopySuffix,
-			done: make(chan struct{}), owner: pcs}
+		pc = &precopy{right: right, done: make(chan struct{}), owner: pcs}
+		if p.pb != nil {
+			// Registered before its snapshot is taken: every commit from here on adds the
+			// request IDs it touched (noteRequests).
+			pc.pebble = &pebblePrecopy{ps: p.pb.ps, touched: map[uuid.UUID]struct{}{}}
+		} else {
+			pc.path = sqlitePath(p.store.sqliteDir, PartitionID{Datastore: p.id.Datastore, Partition: right}) + precopySuffix
+		}
 		if pcs.m == nil {
-			pcs.m = map[int]*sqlitePrecopy{}
+			pcs.m = map[int]*precopy{}
 		}
 		pcs.m[right] = pc
 	}
 	pcs.mu.Unlock()
 	if mine {
 		go func() {
-			err := p.precopy(pc)
+			var err error
+			if pc.pebble != nil {
+				err = p.precopyPebble(pc.pebble)
+			} else {
+				err = p.precopy(pc)
+			}
 			pc.err = err
 			if err == nil {
 				pc.timer = time.AfterFunc(precopyKeep, pc.drop)
@@ -142,7 +164,7 @@ func (p *PartitionStore) PrepareSplit(ctx context.Context, right int) error {
 }
 
 // precopy makes pc (PrepareSplit's steps) and sets its pin.
-func (p *PartitionStore) precopy(pc *sqlitePrecopy) error {
+func (p *PartitionStore) precopy(pc *precopy) error {
 	ctx, cancel := context.WithTimeout(context.Background(), PrecopyKeep)
 	defer cancel()
 	path := sqlitePath(p.store.sqliteDir, p.id)
@@ -220,9 +242,9 @@ func restartLog(ctx context.Context, db *sql.DB) error {
 }
 
 // takePrecopy removes and returns the pre-copy of p for the split into partition right, once
-// made (it waits for one under way, until ctx ends), or nil when there is none or it failed.
-// The caller installs it (its file) and releases it.
-func (p *PartitionStore) takePrecopy(ctx context.Context, right int) *sqlitePrecopy {
+// made (it waits for one under way, until ctx ends), or nil when there is none, it failed, or
+// (pebble) it was voided. The caller installs it (its file, or its generation) and releases it.
+func (p *PartitionStore) takePrecopy(ctx context.Context, right int) *precopy {
 	pcs := &p.precopies
 	pcs.mu.Lock()
 	pc := pcs.m[right]
@@ -242,6 +264,13 @@ func (p *PartitionStore) takePrecopy(ctx context.Context, right int) *sqlitePrec
 	}
 	if pc.timer != nil && !pc.timer.Stop() {
 		return nil // dropped meanwhile
+	}
+	if pc.pebble != nil {
+		if pc.pebble.void {
+			pc.release() // a commit changed the parent's records past what it tracks
+			return nil
+		}
+		return pc // counted once ShareShards uses it
 	}
 	p.store.precopiesUsed.Add(1)
 	return pc

@@ -58,7 +58,8 @@ func (tx *WriteTx) DropShards(ctx context.Context, r cells.ShardRange) error {
 // the two partitions share from then on, each owning its own range there (pebble_dir.go). The
 // partition's state is written anew under a generation of its own: every request record of
 // src (a retry of a write finds its outcome in either half), copied key by key without
-// decoding, the KV rows kv and the applied state applied. One synced batch then switches the
+// decoding (or, when the parent made a pre-copy of them for this split, PrepareSplit, that
+// copy brought up to src: precopypebble.go), the KV rows kv and the applied state applied. One synced batch then switches the
 // partition's directory entry to the two generations and narrows the parent's owned range to
 // what precedes r (readers of the partition see its old content until then; the parent's
 // commit of the split takes r out of its range, ReleaseShards). The request records are
@@ -96,8 +97,21 @@ func (p *PartitionStore) ShareShards(ctx context.Context, src *SnapshotTx, r cel
 	}
 	defer p.unlockWriter()
 	pp := p.pb
-	gen, err := pp.ps.allocGen()
-	if err != nil {
+	// The parent's pre-copy of its request records for this split (PrepareSplit), when it
+	// made one that is still good: its generation becomes this partition's state.
+	var pre *pebblePrecopy
+	if pc := src.p.takePrecopy(ctx, p.id.Partition); pc != nil {
+		defer pc.release()
+		if pc.pebble != nil && pc.pebble.usableFor(src) {
+			pre = pc.pebble
+			pre.used.Store(true)
+			src.p.store.precopiesUsed.Add(1)
+		}
+	}
+	var gen uint64
+	if pre != nil {
+		gen = pre.gen
+	} else if gen, err = pp.ps.allocGen(); err != nil {
 		return p.fail("share shards: allocate a generation", err)
 	}
 	view := &pebblePart{ps: pp.ps, db: pp.db, prefix: dataPrefix(gen), cellPrefix: dataPrefix(gen)}
@@ -109,9 +123,12 @@ func (p *PartitionStore) ShareShards(ctx context.Context, src *SnapshotTx, r cel
 		}
 	}()
 	ranges := requestKeyRanges(src)
-	if pp.ps.estimate(ranges) >= ingestMinBytes {
+	switch {
+	case pre != nil:
+		_, err = pre.catchUp(ctx, b, src, view)
+	case pp.ps.estimate(ranges) >= ingestMinBytes:
 		err = pp.ps.ingestCopy(ctx, src, ranges, view.prefix)
-	} else {
+	default:
 		err = batchCopy(ctx, pp.db, src, ranges, view.prefix)
 	}
 	if err != nil {
@@ -282,6 +299,7 @@ func (tx *WriteTx) AbsorbShards(ctx context.Context, src *SnapshotTx, r cells.Sh
 		return fmt.Errorf("%w: AbsorbShards copies between pebble partitions of one store", ErrInvalidConfig)
 	}
 	pp := tx.p.pb
+	tx.voidPrecopies = true // the absorbed records are not noted by ID
 	shared := pp.sameShards(src.view)
 	ranges := requestKeyRanges(src)
 	if !shared {

@@ -35,7 +35,8 @@ type Store struct {
 	// (cloneSQLite) is synced as it is made (with NORMAL, the close of the copy's store syncs
 	// it: see clonesqlite.go).
 	sqliteSync bool
-	// precopiesUsed counts the splits whose clone started from a pre-copy (PrepareSplit).
+	// precopiesUsed counts the splits that started from a pre-copy (PrepareSplit): a SQLite
+	// clone from its file, a pebble split from its request records.
 	precopiesUsed atomic.Int64
 
 	mu     sync.Mutex
@@ -194,8 +195,8 @@ type PartitionStore struct {
 	// d, write and read it replaces. Every method of PartitionStore, WriteTx and SnapshotTx
 	// starts with the pebble branch when pb is set.
 	pb *pebblePart
-	// precopies are the pre-copies of this partition's file for its coming splits (SQLite
-	// only: PrepareSplit).
+	// precopies are the pre-copies of this partition's store for its coming splits (SQLite and
+	// pebble: PrepareSplit).
 	precopies precopySet
 	// strays drops the tables of shards outside the range (SQLite only: strays.go).
 	strays straySweeper

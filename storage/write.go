@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/google/uuid"
 
 	"github.com/schemaless-db/schemaless/cells"
 )
@@ -70,7 +71,12 @@ type WriteTx struct {
 	// partition's range to it before it releases the writer token, so that the stray sweeper
 	// never takes the shards' new tables for strays (strays.go). nil otherwise.
 	absorbed *cells.ShardRange
-	done     bool
+	// touched are the request IDs this pebble transaction stored or deleted, and
+	// voidPrecopies says it changed request records in another way (AbsorbShards): its commit
+	// hands them to the partition's pre-copies (noteRequests, precopypebble.go).
+	touched       []uuid.UUID
+	voidPrecopies bool
+	done          bool
 }
 
 func (tx *WriteTx) check(shard int) error {
@@ -215,6 +221,9 @@ func (tx *WriteTx) Commit() error {
 		}
 		for s, h := range tx.high {
 			tx.p.pb.high[s] = h
+		}
+		if len(tx.touched) > 0 || tx.voidPrecopies {
+			tx.p.noteRequests(tx.touched, tx.voidPrecopies)
 		}
 		return nil
 	}
