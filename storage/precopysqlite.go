@@ -70,7 +70,8 @@ type precopySet struct {
 	m  map[int]*precopy
 }
 
-// release ends pc's pin and deletes its file (when still there), once.
+// release ends pc's pin and deletes its file (when still there), or on pebble its generation
+// unless a split used it, once.
 func (pc *precopy) release() {
 	pc.once.Do(func() {
 		<-pc.done
@@ -163,7 +164,7 @@ func (p *PartitionStore) PrepareSplit(ctx context.Context, right int) error {
 	}
 }
 
-// precopy makes pc (PrepareSplit's steps) and sets its pin.
+// precopy makes pc on SQLite (PrepareSplit's steps) and sets its pin.
 func (p *PartitionStore) precopy(pc *precopy) error {
 	ctx, cancel := context.WithTimeout(context.Background(), PrecopyKeep)
 	defer cancel()
