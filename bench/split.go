@@ -106,6 +106,8 @@ func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, err
 	var samples []splitSample
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	cpu := cpuSpan{m: cpuMeter{pids: f.CPUPIDs}}
+	cpu.begin()
 	start := time.Now()
 	for w := range writers {
 		wg.Add(1)
@@ -204,6 +206,7 @@ func (splitWorkload) Run(ctx context.Context, env *Env, t Target) ([]Result, err
 	all := splitFigures(samples, func(splitSample) bool { return true })
 	all.Target, all.Workload, all.Clients, all.Seconds = target, workloadSplit+" put", writers, time.Since(start).Seconds()
 	all.OpsPerSec, all.CellsPerSec = float64(all.Ops)/all.Seconds, float64(all.Cells)/all.Seconds
+	all.CPUSeconds, all.NodeCPUSeconds = cpu.end()
 	during := splitFigures(samples, func(x splitSample) bool {
 		return slices.ContainsFunc(windows, func(w window) bool { return !x.at.Before(w.from) && x.at.Before(w.to) })
 	})

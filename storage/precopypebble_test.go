@@ -89,8 +89,22 @@ func generationKeys(t *testing.T, s *Store, gen uint64) int {
 // a record replaced under its ID (an expired one whose ID came back) and records pruned
 // reach the right half as the split's snapshot holds them, with the time order matching. A
 // pre-copy voided by a merge into the parent, or outdated by a restore, is not used; one not
-// used within its keep is dropped with its generation.
+// used within its keep is dropped with its generation. Both with the records written as one
+// table and cut into parts written at once (ingestCopy).
 func TestPrecopyPebble(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		split uint64
+	}{{"one table", 1 << 62}, {"in parts", 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			defer func(b uint64) { copySplitBytes = b }(copySplitBytes)
+			copySplitBytes = c.split
+			testPrecopyPebble(t)
+		})
+	}
+}
+
+func testPrecopyPebble(t *testing.T) {
 	ctx := context.Background()
 	defer func(keep time.Duration) { precopyKeep = keep }(precopyKeep)
 	precopyKeep = 5 * time.Minute

@@ -135,13 +135,13 @@ func reset(t *testing.T, p *PartitionStore) {
 func TestShareShardsLifecycle(t *testing.T) {
 	ctx := context.Background()
 	for _, path := range []struct {
-		name string
-		min  uint64
-	}{{"request records through batches", 1 << 62}, {"request records ingested", 0}} {
+		name     string
+		min, cut uint64
+	}{{"request records through batches", 1 << 62, 1 << 62}, {"request records ingested", 0, 1 << 62}, {"request records ingested in parts", 0, 0}} {
 		t.Run(path.name, func(t *testing.T) {
-			old := ingestMinBytes
-			ingestMinBytes = path.min
-			t.Cleanup(func() { ingestMinBytes = old })
+			old, oldCut := ingestMinBytes, copySplitBytes
+			ingestMinBytes, copySplitBytes = path.min, path.cut
+			t.Cleanup(func() { ingestMinBytes, copySplitBytes = old, oldCut })
 			env := pebbleEnv(t)
 			s := env.open(t)
 			all, left, right := cells.ShardRange{First: 0, Last: 7}, cells.ShardRange{First: 0, Last: 3}, cells.ShardRange{First: 4, Last: 7}

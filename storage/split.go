@@ -6,13 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/cockroachdb/pebble"
-	"github.com/cockroachdb/pebble/objstorage/objstorageprovider"
-	"github.com/cockroachdb/pebble/sstable"
-	"github.com/cockroachdb/pebble/vfs"
 
 	"github.com/schemaless-db/schemaless/cells"
 )
@@ -466,60 +461,4 @@ func batchCopy(ctx context.Context, db *pebble.DB, src *SnapshotTx, ranges []key
 		}
 	}
 	return b.Commit(pebble.NoSync)
-}
-
-// ingestCopy writes the keys of ranges of the view src under prefix (a new generation's) into
-// sstables, one per key range that holds any, and has pebble ingest them all at once. The
-// tables are written in a temporary directory under the store's directory (the same file
-// system, so that pebble links them rather than copies them), removed afterwards.
-func (ps *pebbleStore) ingestCopy(ctx context.Context, src *SnapshotTx, ranges []keyRange, prefix []byte) error {
-	dir, err := os.MkdirTemp(ps.cfg.Dir, "copy-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	wo := ps.writerOptions()
-	var paths []string
-	key := bytes.Clone(prefix)
-	for i, kr := range ranges {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var w *sstable.Writer
-		path := filepath.Join(dir, fmt.Sprintf("%06d.sst", i))
-		err := eachKeyIn(src, kr, func(rel, v []byte) error {
-			if w == nil {
-				f, err := vfs.Default.Create(path)
-				if err != nil {
-					return err
-				}
-				w = sstable.NewWriter(objstorageprovider.NewFileWritable(f), wo)
-			}
-			key = append(key[:len(prefix)], rel...)
-			return w.Set(key, v)
-		})
-		if w != nil {
-			if cerr := w.Close(); err == nil {
-				err = cerr
-			}
-			paths = append(paths, path)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if len(paths) == 0 {
-		return nil
-	}
-	return ps.db.Ingest(paths)
-}
-
-// writerOptions returns the options of an sstable for ps's database: its format and its
-// lowest level's settings (bloom filters included).
-func (ps *pebbleStore) writerOptions() sstable.WriterOptions {
-	o := ps.opts.Clone()
-	o.EnsureDefaults()
-	wo := o.MakeWriterOptions(len(o.Levels)-1, ps.db.FormatMajorVersion().MaxTableFormat())
-	wo.Cache = nil
-	return wo
 }
