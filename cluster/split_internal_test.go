@@ -4,9 +4,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/schemaless-db/schemaless/catalog"
+	"github.com/schemaless-db/schemaless/cells"
+	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/topology"
 )
 
@@ -23,4 +28,36 @@ func TestHostedReplicaRetiredPartition(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, w.Code)
 	assert.Equal(t, shardOutOfRangeKind, w.Header().Get(errorKindHeader), "the sender re-routes it")
 	assert.Contains(t, w.Body.String(), "no partition 14")
+}
+
+// A request for a partition that a merge retired (the catalog gave its ID and lists it no
+// more) is refused as out of range at once; one for a partition the catalog has not made yet
+// (a split's new partition that the sender knows first) is refused only after rpcRoute's wait
+// for the catalog to bring it. Every write sent to a merge's right partition during its freeze
+// waited out that wait (1 s) before.
+func TestRPCRouteRetiredPartition(t *testing.T) {
+	spec := &topology.DatastoreSpec{Name: "trips", Mode: topology.ModeRaft, Shards: 8,
+		Partitions: []topology.PartitionSpec{{ID: 0, FirstShard: 0, LastShard: 3}, {ID: 2, FirstShard: 4, LastShard: 7}}}
+	n := &Node{}
+	n.view.Store(&nodeView{byName: map[string]*datastore{"trips": {spec: spec, partitions: []*route{{spec: &spec.Partitions[0]}, {spec: &spec.Partitions[1]}}}},
+		top: &topology.Topology{}})
+	n.cat.cur.Store(&catalog.Catalog{Generation: 4, Datastores: map[string]*catalog.Datastore{"trips": {Name: "trips", Shards: 8, NextID: 3,
+		Partitions: []catalog.Partition{{ID: 0, Shards: cells.ShardRange{First: 0, Last: 3}}, {ID: 2, Shards: cells.ShardRange{First: 4, Last: 7}}}}}})
+	n.cat.applied = make(chan struct{}) // a catalog change would close it: none comes
+
+	r, err := n.rpcRoute("trips", 2)
+	require.NoError(t, err)
+	assert.Equal(t, 2, r.spec.ID, "a partition the catalog lists")
+
+	began := time.Now()
+	_, err = n.rpcRoute("trips", 1)
+	retired := time.Since(began)
+	assert.ErrorIs(t, err, command.ErrShardOutOfRange, "partition 1, merged away")
+	assert.Less(t, retired, 500*time.Millisecond, "a retired partition is refused without the wait for a split's")
+
+	began = time.Now()
+	_, err = n.rpcRoute("trips", 3)
+	unborn := time.Since(began)
+	assert.ErrorIs(t, err, command.ErrShardOutOfRange, "partition 3, not made yet")
+	assert.GreaterOrEqual(t, unborn, 900*time.Millisecond, "a partition not made yet is waited for")
 }
