@@ -110,6 +110,22 @@ type pebbleStore struct {
 	// guarded by migrateMu.
 	migrateMu sync.Mutex
 	migrate   *Store
+	// closeMu guards closed, set (under the write lock, which waits for its readers) before
+	// the database closes: a caller that may run while the Store closes (ShardSizes, asked by
+	// the size sampler) holds the read lock and checks closed (open).
+	closeMu sync.RWMutex
+	closed  bool
+}
+
+// open takes ps's close guard's read lock and returns its release, or ErrClosed (nothing to
+// release) once the Store is closing.
+func (ps *pebbleStore) open() (func(), error) {
+	ps.closeMu.RLock()
+	if ps.closed {
+		ps.closeMu.RUnlock()
+		return nil, ErrClosed
+	}
+	return ps.closeMu.RUnlock, nil
 }
 
 // Global keys of the pebble database; every partition's data lives under a data prefix of its
@@ -193,6 +209,9 @@ func OpenPebble(ctx context.Context, cfg PebbleConfig) (*Store, error) {
 	}
 	s := &Store{engine: EnginePebble, pebble: ps, parts: make(map[PartitionID]*PartitionStore)}
 	s.closeEngine = func() error {
+		ps.closeMu.Lock()
+		ps.closed = true
+		ps.closeMu.Unlock()
 		ps.migrateMu.Lock()
 		m := ps.migrate
 		ps.migrateMu.Unlock()

@@ -50,6 +50,11 @@ func (p *PartitionStore) ShardSizes(ctx context.Context, r cells.ShardRange) ([]
 func (p *PartitionStore) pebbleShardSizes(ctx context.Context, r cells.ShardRange) ([]int64, error) {
 	pp := p.pb
 	defer pp.rlock()()
+	release, err := pp.ps.open()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	out := make([]int64, 0, r.Len())
 	for s := r.First; s <= r.Last; s++ {
 		if err := ctx.Err(); err != nil {
