@@ -46,8 +46,8 @@ type Result struct {
 	// raft-raw baseline (hashicorp/raft alone); 0 when there is none.
 	VsRaftRaw float64 `json:"vs_raft_raw,omitempty"`
 	// CPUSeconds is the CPU time (user + system) spent during a put, put-batch or get-latest
-	// run's measured phase (a split run's whole "split put" row, splits included) by this process (clients and in-process nodes) and the --cpu-pid
-	// processes; 0 when not measured.
+	// run's measured phase (a split run's whole "split put" row, splits included) by this
+	// process (clients and in-process nodes) and the --cpu-pid processes; 0 when not measured.
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 	// NodeCPUSeconds is the part of CPUSeconds spent by the --cpu-pid processes (an external
 	// target's nodes), without this process; 0 when none was given.

@@ -87,13 +87,11 @@ func (n *Node) rpcRoute(ds string, pid int) (*route, error) {
 			return r, nil
 		}
 	}
-	// The sender may know a partition a split made a moment ago; not one a merge retired.
-	if !n.retiredPartition(ds, pid) {
-		if d, ok = n.awaitPartition(ds, pid, time.Second); ok {
-			for _, r := range d.partitions {
-				if r.spec.ID == pid {
-					return r, nil
-				}
+	// The sender may know a partition a split made a moment ago.
+	if d, ok = n.awaitPartition(ds, pid, time.Second); ok {
+		for _, r := range d.partitions {
+			if r.spec.ID == pid {
+				return r, nil
 			}
 		}
 	}
@@ -103,9 +101,9 @@ func (n *Node) rpcRoute(ds string, pid int) (*route, error) {
 
 // retiredPartition reports whether this node's catalog gave partition pid of datastore ds its
 // ID (the ID is below the datastore's NextID) and lists it no more: a merge retired it, and no
-// catalog change brings it back, so a request for it is refused at once rather than after
-// rpcRoute's wait for a split's new partition (1 s, which every write sent to the right
-// partition of a merge during its freeze waited: BENCHMARKS.md).
+// catalog change brings it back, so awaitPartition stops waiting for it (rpcRoute's wait for
+// a split's new partition, 1 s, which every write sent to the right partition of a merge
+// during its freeze waited: BENCHMARKS.md).
 func (n *Node) retiredPartition(ds string, pid int) bool {
 	c := n.cat.cur.Load()
 	if c == nil {

@@ -106,12 +106,16 @@ func (n *Node) awaitReroute(ctx context.Context, g uint64, attempt int) bool {
 }
 
 // awaitPartition returns datastore ds once it has partition pid here, waiting up to wait for
-// the catalog's changes to bring it.
+// the catalog's changes to bring it; false at once when the catalog retired pid
+// (retiredPartition), which no change brings back.
 func (n *Node) awaitPartition(ds string, pid int, wait time.Duration) (*datastore, bool) {
 	deadline := time.Now().Add(wait)
 	for {
 		if d, ok := n.datastores()[ds]; ok && slices.ContainsFunc(d.partitions, func(r *route) bool { return r.spec.ID == pid }) {
 			return d, true
+		}
+		if n.retiredPartition(ds, pid) {
+			return nil, false
 		}
 		left := time.Until(deadline)
 		if left <= 0 || !n.waitCatalogAfter(context.Background(), n.catalogGeneration(), left) {

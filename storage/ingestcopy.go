@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -92,22 +93,11 @@ func (ps *pebbleStore) ingestCopy(ctx context.Context, src *SnapshotTx, ranges [
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	paths = slicesDeleteEmpty(paths)
+	paths = slices.DeleteFunc(paths, func(p string) bool { return p == "" })
 	if len(paths) == 0 {
 		return nil
 	}
 	return ps.db.Ingest(paths)
-}
-
-// slicesDeleteEmpty returns paths without its empty strings, in order.
-func slicesDeleteEmpty(paths []string) []string {
-	out := paths[:0]
-	for _, p := range paths {
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // writeTable writes the keys of range kr of the view src under prefix into an sstable at path,

@@ -84,7 +84,11 @@ func TestShardSizesDuringClose(t *testing.T) {
 			}
 		}
 	}()
-	<-started
+	select {
+	case <-started:
+	case err := <-done:
+		require.NoError(t, err, "ShardSizes before the close")
+	}
 	require.NoError(t, s.Close())
 	assert.ErrorIs(t, <-done, ErrClosed, "ShardSizes after the Store closed")
 }
