@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"time"
 
 	"github.com/schemaless-db/schemaless/catalog"
 )
@@ -45,3 +46,11 @@ func (n *Node) HoldRetirement(hold bool) { n.retireHeld.Store(hold) }
 // transfer ends when the old leader steps down; if its target then loses the election, the old
 // leader may win the next one). For tests.
 func (n *Node) DropTransfers(k int) { n.dropTransfers.Store(int32(k)) }
+
+// DelayPrecopies delays by d the pre-copies of a split's parent that this node starts when its
+// catalog learns of a split (0: none), as a replica whose copy starts late. For tests.
+func (n *Node) DelayPrecopies(d time.Duration) { n.precopyDelay.Store(int64(d)) }
+
+// SplitPrecopiesUsed returns how many splits this node's store started from a pre-copy
+// (storage.Store.SplitPrecopiesUsed). For tests.
+func (n *Node) SplitPrecopiesUsed() int64 { return n.cfg.Store.SplitPrecopiesUsed() }

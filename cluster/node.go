@@ -153,6 +153,10 @@ type Node struct {
 	// catalogHeld makes applyCatalog keep the catalog served as it is (tests: a node whose
 	// catalog lags, HoldCatalog in export_test.go).
 	catalogHeld atomic.Bool
+	// precopyDelay delays the pre-copies that a catalog change starts (prepareSplitCopies),
+	// in nanoseconds (tests: a replica whose pre-copy starts late; the split's own request for
+	// it, awaitSplitCopies, is not delayed).
+	precopyDelay atomic.Int64
 	// retireHeld keeps retireMergedLocked from deleting merged partitions' data (tests: a node
 	// that has not deleted it yet, HoldRetirement in export_test.go).
 	retireHeld atomic.Bool

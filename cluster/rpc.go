@@ -50,6 +50,7 @@ func (n *Node) rpcHandler() http.Handler {
 	n.leaderRoutes(mux)
 	mux.HandleFunc("POST "+rpcReadPath, n.serveRead)
 	mux.HandleFunc("POST "+rpcReadIndexPath, n.serveReadIndex)
+	mux.HandleFunc("POST "+rpcPrecopyPath, n.servePrecopy)
 	n.adminRPCRoutes(mux)
 	n.backupRPCRoutes(mux)
 	mux.HandleFunc("POST "+catalogFetchPath, n.serveCatalogFetch)

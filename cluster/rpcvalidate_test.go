@@ -66,6 +66,12 @@ type (
 		Partition     int
 		TimeoutMicros int64
 	}
+	precopyRPC struct {
+		Datastore     string
+		Partition     int
+		Right         int
+		TimeoutMicros int64
+	}
 )
 
 // rpcClient speaks to the node RPC as another node does, or as anyone who reaches the raft port:
@@ -229,6 +235,10 @@ func TestNodeRPCRefusesHostileRequests(t *testing.T) {
 		{"read: a bound of hours", "/internal/v1/read", read("stale<=7200000000000", partition.ReadRequest{Get: &partition.GetRead{Keys: []partition.GetKey{{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: "BASE", RefKey: 1}}}}}), "consistency"},
 		{"read index: unknown datastore", "/internal/v1/readindex", readIndexRPC{Datastore: "nope", Partition: 0, TimeoutMicros: second}, "datastore"},
 		{"read index: negative partition", "/internal/v1/readindex", readIndexRPC{Datastore: ds, Partition: -1, TimeoutMicros: second}, "partition"},
+		{"pre-copy: unknown datastore", "/internal/v1/precopy", precopyRPC{Datastore: "nope", Partition: 0, Right: 9, TimeoutMicros: second}, "datastore"},
+		{"pre-copy: negative partition", "/internal/v1/precopy", precopyRPC{Datastore: ds, Partition: -1, Right: 9, TimeoutMicros: second}, "partition"},
+		{"pre-copy: the parent itself", "/internal/v1/precopy", precopyRPC{Datastore: ds, Partition: 0, Right: 0, TimeoutMicros: second}, "right"},
+		{"pre-copy: no such split", "/internal/v1/precopy", precopyRPC{Datastore: ds, Partition: 0, Right: 1, TimeoutMicros: second}, "right"},
 		{"read: bad column", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Get: &partition.GetRead{Keys: []partition.GetKey{{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: "../../BAD COLUMN; DROP TABLE"}}}}}), "get.keys[0]"},
 		{"read: negative ref key", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Get: &partition.GetRead{Keys: []partition.GetKey{{Shard: shard, Key: cells.Key{RowKey: row, ColumnKey: "BASE", RefKey: -5}}}}}), "get.keys[0]"},
 		{"read: key of another partition", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Row: &partition.RowRead{Shard: cells.ShardOf(other, spec.Shards), RowKey: other}}), "row.shard"},

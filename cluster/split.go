@@ -249,13 +249,15 @@ func (n *Node) waitSplitReady(ctx context.Context, ds string, right int) bool {
 }
 
 // proposeSplit has the leader of partition pid of ds apply the split the catalog decided at
-// generation gen. A refusal as out of range means the parent applied it already (or a later
-// one): done.
+// generation gen, once the parent's replicas made their pre-copies for it (awaitSplitCopies,
+// at most splitCopyWait). A refusal as out of range means the parent applied it already (or a
+// later one): done.
 func (n *Node) proposeSplit(ctx context.Context, ds string, pid, atShard, right int, gen uint64) error {
 	r := n.routeOf(ds, pid)
 	if r == nil {
 		return fmt.Errorf("%w: no partition %d in %q", ErrBadShard, pid, ds)
 	}
+	n.awaitSplitCopies(ctx, ds, pid, right)
 	_, err := callLeaderOp(ctx, n, splitOp, ds, r, &command.Split{AtShard: int32(atShard), Right: int32(right), Generation: gen})
 	if err != nil && errors.Is(err, command.ErrShardOutOfRange) {
 		return nil

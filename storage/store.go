@@ -47,6 +47,12 @@ type Store struct {
 // Engine returns EngineSQLite ("sqlite"), EngineMySQL ("mysql") or EnginePebble ("pebble").
 func (s *Store) Engine() string { return s.engine }
 
+// SplitPrecopiesUsed returns how many splits of this store's partitions started from a
+// pre-copy made ahead of them (PartitionStore.PrepareSplit) since the store opened. A split
+// whose entry found the pre-copy still being made waited for it (and counts); one that found
+// none, or a void one, copied at its index instead (and does not).
+func (s *Store) SplitPrecopiesUsed() int64 { return s.precopiesUsed.Load() }
+
 // Partition opens the store of partition id, which holds the shards of the range. It creates
 // what the partition needs to exist (the SQLite file and its meta table; in MySQL the meta
 // table is created by OpenMySQL) but no shard table: those are created by EnsureShards or
