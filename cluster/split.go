@@ -454,46 +454,64 @@ func (n *Node) openSplitReplicasLocked(ctx context.Context, kicked time.Time) {
 	}
 }
 
-// campaigner is a replica that can start an election at once (partition.Raft.Campaign).
+// campaigner is a replica that can start an election at once (partition.Raft.Campaign) and
+// tell how its elections' vote requests stand (partition.Raft.Votes).
 type campaigner interface {
 	Campaign() error
 	Leader() (string, string)
+	Votes() (term uint64, pending int)
 }
 
-// campaignRetry is how long the first election of a split's new partition waits for a leader
-// before it starts another, campaignRetryMax what that wait doubles up to at each try, and
-// campaignFor how long it keeps trying. An election that finds no other voter open fails at
-// once; the next one is the one that wins once a second voter has opened its replica, so the
-// first retry bounds the moving shards' pause beyond that opening (at 150 ms, the moving
-// writes' p99 was 450 to 530 ms against 300 to 330 at 20 ms: BENCHMARKS.md). A winning
-// election took 19 to 34 ms on three loaded nodes, so a retry every 20 ms restarted elections
-// about to win; the doubling lets them finish. Each try is one RequestVote per voter and a
-// term written.
+// campaignRetry is the least time between two first elections of a split's new partition,
+// campaignStale how long one election may wait for vote requests still on their way before
+// another starts, and campaignFor how long the tries go on. An election that finds no other
+// voter open fails at once; the next one, once a second voter has opened its replica, is the
+// one that wins, so it starts again as soon as the one before has all its answers. It is not
+// cut short while a vote is on its way: on three loaded nodes an election took up to 140 ms
+// (each vote a synced write of the term on the candidate and the voter), and retries every
+// 20 to 80 ms whatever the votes' state cut such elections short twice before one was let
+// win (BENCHMARKS.md). Each try is one RequestVote per voter and a term written.
 const (
-	campaignRetry    = 20 * time.Millisecond
-	campaignRetryMax = 80 * time.Millisecond
-	campaignFor      = 3 * time.Second
+	campaignRetry = 10 * time.Millisecond
+	campaignStale = 500 * time.Millisecond
+	campaignFor   = 3 * time.Second
 )
 
 // campaign starts the first election of partition pid's new group on this node (the parent's
-// leader's) at once, and again after campaignRetry, doubling up to campaignRetryMax, until the
-// group has a leader, for at most campaignFor: the other voters open their replicas when they
-// apply the split, which may be after the first election asked them for their votes; without
-// this the group would wait for an election timeout (a second or more) before it took
-// requests. A replica that leads by then ignores the call (partition.Raft.Campaign).
+// leader's) at once, and again whenever that election ended without a leader (every vote
+// request answered or failed: campaignDone), until the group has a leader, for at most
+// campaignFor: the other voters open their replicas when they apply the split, which may be
+// after the first election asked them for their votes; without this the group would wait for
+// an election timeout (a second or more) before it took requests. A replica that leads by
+// then ignores the call (partition.Raft.Campaign).
 func (n *Node) campaign(c campaigner, pid int) {
 	deadline := time.Now().Add(campaignFor)
-	for wait := campaignRetry; ; wait = min(2*wait, campaignRetryMax) {
+	for {
+		before, _ := c.Votes()
+		began := time.Now()
 		if err := c.Campaign(); err != nil {
 			n.log.Debug("first election of a split's new partition", "partition", pid, "error", err)
 		}
-		if pollUntil(context.Background(), wait, func() bool { id, _ := c.Leader(); return id != "" }) {
-			return
+		if pollUntil(context.Background(), campaignStale, func() bool { return campaignDone(c, before, began) }) {
+			if id, _ := c.Leader(); id != "" {
+				return
+			}
 		}
 		if time.Now().After(deadline) {
 			return
 		}
 	}
+}
+
+// campaignDone reports whether the election that a Campaign started at began, when c's newest
+// vote term was before, is over: c knows a leader, or at least campaignRetry has passed and
+// c asked for votes in a later term and has every answer.
+func campaignDone(c campaigner, before uint64, began time.Time) bool {
+	if id, _ := c.Leader(); id != "" {
+		return true
+	}
+	term, pending := c.Votes()
+	return term > before && pending == 0 && time.Since(began) >= campaignRetry
 }
 
 // splitVoterHere reports whether this node was a voter of the split that made partition r (its

@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,4 +62,82 @@ func TestRPCRouteRetiredPartition(t *testing.T) {
 	unborn := time.Since(began)
 	assert.ErrorIs(t, err, command.ErrShardOutOfRange, "partition 3, not made yet")
 	assert.GreaterOrEqual(t, unborn, 900*time.Millisecond, "a partition not made yet is waited for")
+}
+
+// fakeCampaigner is a replica whose elections the test runs: Campaign starts one (a term with
+// two vote requests on their way) and counts it.
+type fakeCampaigner struct {
+	mu      sync.Mutex
+	calls   int
+	term    uint64
+	pending int
+	leader  string
+}
+
+func (f *fakeCampaigner) Campaign() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	f.term++
+	f.pending = 2
+	return nil
+}
+
+func (f *fakeCampaigner) Leader() (string, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.leader, ""
+}
+
+func (f *fakeCampaigner) Votes() (uint64, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.term, f.pending
+}
+
+func (f *fakeCampaigner) set(fn func(f *fakeCampaigner)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func (f *fakeCampaigner) campaigns() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// The first election of a split's new group is started again once the one before has all its
+// answers without a leader, and not while a vote request is on its way: a retry every 20 to
+// 80 ms cut slow elections short (each vote is a synced write on a loaded disk).
+func TestCampaignWaitsForVotes(t *testing.T) {
+	n := &Node{log: slog.New(slog.DiscardHandler)}
+	f := &fakeCampaigner{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.campaign(f, 7)
+	}()
+	require.Eventually(t, func() bool { return f.campaigns() == 1 }, time.Second, time.Millisecond, "the first election starts at once")
+	time.Sleep(200 * time.Millisecond)
+	assert.Equal(t, 1, f.campaigns(), "no new election while its votes are on their way")
+
+	f.set(func(f *fakeCampaigner) { f.pending = 0 }) // the votes failed: the voters are not open
+	require.Eventually(t, func() bool { return f.campaigns() == 2 }, time.Second, time.Millisecond, "a new election once the last one has its answers")
+	time.Sleep(100 * time.Millisecond)
+	assert.Equal(t, 2, f.campaigns(), "and again none while its votes are on their way")
+
+	f.set(func(f *fakeCampaigner) { f.pending, f.leader = 0, "n1" })
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("the campaign goes on with a leader elected")
+	}
+	assert.Equal(t, 2, f.campaigns(), "no election once a leader is known")
+
+	// Votes that never come back (a voter that hangs) are given up after campaignStale.
+	f2 := &fakeCampaigner{}
+	go n.campaign(f2, 8)
+	require.Eventually(t, func() bool { return f2.campaigns() == 2 }, 3*campaignStale, 5*time.Millisecond, "a new election after campaignStale")
+	f2.set(func(f *fakeCampaigner) { f.leader = "n2" })
 }

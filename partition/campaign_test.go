@@ -30,6 +30,9 @@ func TestCampaignAgainElects(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	_, ok := g.leading()
 	require.False(t, ok, "no leader while the voters are unreachable")
+	term, pending := r1.p.Votes()
+	assert.GreaterOrEqual(t, term, uint64(1), "the campaign asked for votes")
+	assert.Zero(t, pending, "both vote requests failed: none is on its way")
 
 	for _, o := range g.replicas[1:] {
 		r1.trans.Connect(raft.ServerAddress(o.id), o.trans)
@@ -39,6 +42,8 @@ func TestCampaignAgainElects(t *testing.T) {
 	require.NoError(t, r1.p.Campaign(), "second campaign")
 	require.Eventually(t, r1.p.IsLeader, 3*time.Second, 10*time.Millisecond, "the second campaign elects r1 well before the 20 s election timeout")
 	assert.Less(t, time.Since(began), 3*time.Second)
+	won, _ := r1.p.Votes()
+	assert.Greater(t, won, term, "the second campaign asked for votes in a later term")
 	t.Logf("elected %v after the second campaign", time.Since(began))
 }
 

@@ -50,7 +50,7 @@ func TestHeartbeatFastPathOffByDefault(t *testing.T) {
 		p.Close()
 		st.Close()
 	}
-	w := withSerialHeartbeats(&recordingTransport{})
+	w := wrapTransport(&recordingTransport{}, true, &voteTracker{})
 	assert.Implements(t, (*raft.WithPreVote)(nil), w, "the wrapper of a pre-vote transport hides raft.WithPreVote")
 	assert.Implements(t, (*raft.WithClose)(nil), w, "the wrapper hides raft.WithClose")
 }

@@ -322,6 +322,7 @@ type Raft struct {
 	closeOnce sync.Once
 	closeErr  error
 	metrics   *raftMetrics // see metrics.go
+	votes     voteTracker  // the vote requests of its elections (Votes)
 }
 
 // Open starts the replica: opens the raft log and snapshots under cfg.Dir, brings the store up
@@ -388,10 +389,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
 	}
-	trans := cfg.Transport
-	if !cfg.HeartbeatFastPath {
-		trans = withSerialHeartbeats(trans)
-	}
+	trans := wrapTransport(cfg.Transport, !cfg.HeartbeatFastPath, &p.votes)
 	r, err := raft.NewRaft(rc, p.fsm, logs, stable, snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: start raft: %w", name, err)
