@@ -29,8 +29,8 @@ const (
 
 // ErrSplitBase: the snapshot is the base a split's new partition started from, which holds no
 // data (each replica that applied the split holds the copy in its store): it cannot be
-// restored. A leader that sends it to a replica lacking the copy sends a real snapshot later,
-// once it has taken one (partition.Open takes one soon after such a base).
+// restored. A leader never sends it: it takes a real snapshot when a replica lacking the copy
+// needs one, and sends that (partition.baseSnapshots).
 var ErrSplitBase = fmt.Errorf("%w: the base of a split's new partition, no data", ErrBadSnapshot)
 
 // WriteSplitBase writes the base of a split's new partition holding shards at applied: its

@@ -323,6 +323,11 @@ type Raft struct {
 	closeErr  error
 	metrics   *raftMetrics // see metrics.go
 	votes     voteTracker  // the vote requests of its elections (Votes)
+	// baseWanted is closed (once: baseWant) when raft would send a split's base to a follower
+	// (baseSnapshots): snapshotPastBase then takes a real snapshot. Nil unless the latest
+	// snapshot at Open was a split's base.
+	baseWanted chan struct{}
+	baseWant   sync.Once
 }
 
 // Open starts the replica: opens the raft log and snapshots under cfg.Dir, brings the store up
@@ -390,7 +395,12 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 		return nil, fmt.Errorf("partition %s: %w", name, err)
 	}
 	trans := wrapTransport(cfg.Transport, !cfg.HeartbeatFastPath, &p.votes)
-	r, err := raft.NewRaft(rc, p.fsm, logs, stable, snaps, trans)
+	var raftSnaps raft.SnapshotStore = snaps
+	if p.baseIndex > 0 {
+		p.baseWanted = make(chan struct{})
+		raftSnaps = baseSnapshots{SnapshotStore: snaps, p: p}
+	}
+	r, err := raft.NewRaft(rc, p.fsm, logs, stable, raftSnaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: start raft: %w", name, err)
 	}
@@ -407,7 +417,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 		logger.Info("opened a split's new replica from its base", "base", p.baseIndex,
 			"log_ms", msSince(began, logOpened), "state_machine_ms", msSince(logOpened, fsmOpened), "raft_ms", msSince(fsmOpened, time.Now()))
 		// The latest snapshot is a split's base, which a replica lacking the copy cannot
-		// restore: take a real one as soon as an entry past it is applied.
+		// restore: take a real one once raft would send the base (baseSnapshots).
 		p.wg.Add(1)
 		go p.snapshotPastBase(p.baseIndex)
 	}
