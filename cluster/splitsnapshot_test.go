@@ -3,10 +3,14 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/schemaless-db/schemaless/cells"
@@ -19,8 +23,8 @@ import (
 // gets one: its leader's latest snapshot is the split's base, which holds no data, so the
 // leader takes a real snapshot once raft would send the base (partition.baseSnapshots), and
 // the replica catches up from it. The new partition takes no snapshot before that (a snapshot
-// of the right half streams every cell of it). Fails when nothing asks for the snapshot: the
-// learner then never catches up.
+// of the right half streams every cell of it): fails when its replicas take one at once, as
+// they did, and when nothing asks for the snapshot (the learner then never catches up).
 func TestSplitSnapshotOnDemand(t *testing.T) {
 	t.Parallel()
 	c := clustertest.Start(t, clustertest.Options{Engine: clustertest.Pebble, Nodes: 4, Shards: 8, Partitions: 1})
@@ -42,6 +46,20 @@ func TestSplitSnapshotOnDemand(t *testing.T) {
 	split, err := n1.SplitPartition(ctx, "far", 0, wire.SplitRequest{AtShard: 4})
 	require.NoError(t, err, "split far at shard 4")
 	put("after")
+	// Each replica of the new partition holds its base alone: no snapshot streamed its cells.
+	snapshots := func(i int) int {
+		ents, err := os.ReadDir(filepath.Join(c.DataDir(i), "raft", fmt.Sprintf("far-p%d", split.Right.ID), "snapshots"))
+		require.NoError(t, err)
+		n := 0
+		for _, e := range ents {
+			if !strings.HasSuffix(e.Name(), ".tmp") {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Never(t, func() bool { return snapshots(0)+snapshots(1)+snapshots(2) > 3 }, time.Second, 50*time.Millisecond,
+		"a replica of the new partition took a snapshot that nothing asked for")
 
 	_, err = n1.AddLearner(ctx, "far", split.Right.ID, "n4")
 	require.NoError(t, err, "a learner on n4, which holds no replica of the parent")

@@ -7,8 +7,8 @@ import "sync"
 // (sent, neither answered nor failed). It lets the first election of a split's new group be
 // started again only once the one before cannot win any more (Raft.Votes), instead of on a
 // timer that cut short elections a busy disk made slow: each vote costs the candidate and the
-// voter a synced write of the term, and on three loaded nodes an election took up to 140 ms
-// (BENCHMARKS.md).
+// voter a synced write of the term, and on three loaded nodes a vote's answer came after more
+// than 60 ms (BENCHMARKS.md).
 type voteTracker struct {
 	mu      sync.Mutex
 	term    uint64
