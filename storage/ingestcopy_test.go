@@ -29,17 +29,15 @@ func cutRecords(t *testing.T, ids []uuid.UUID) (snap *SnapshotTx, whole keyRange
 // cutKeyRange cuts the request records of a partition into parts that cover every record
 // once, in order, and that divide time-ordered IDs (the Go client's) as well as random ones.
 func TestCutKeyRange(t *testing.T) {
+	base := time.Now().UnixMilli()
 	for _, c := range []struct {
 		name string
-		id   func() uuid.UUID
-	}{{"time-ordered IDs", func() uuid.UUID { return uuid.Must(uuid.NewV7()) }}, {"random IDs", uuid.New}} {
+		id   func(i int) uuid.UUID
+	}{{"time-ordered IDs", func(i int) uuid.UUID { return v7At(base + int64(i/100)) }}, {"random IDs", func(int) uuid.UUID { return uuid.New() }}} {
 		t.Run(c.name, func(t *testing.T) {
 			ids := make([]uuid.UUID, 2000)
 			for i := range ids {
-				ids[i] = c.id()
-				if i%100 == 99 {
-					time.Sleep(time.Millisecond) // time-ordered IDs over some milliseconds, as a partition's
-				}
+				ids[i] = c.id(i) // time-ordered IDs: 100 a millisecond over 20 ms, as a partition's
 			}
 			snap, whole, parts := cutRecords(t, ids)
 			require.Len(t, parts, 4)
@@ -64,4 +62,15 @@ func TestCutKeyRange(t *testing.T) {
 	// A range with one key is not cut.
 	_, whole, parts := cutRecords(t, newIDs(1))
 	assert.Equal(t, []keyRange{whole}, parts, "one key: the range whole")
+}
+
+// v7At returns a version 7 UUID (RFC 9562) of Unix time ms: its first 48 bits the time, the
+// rest random. Written by the clock, the IDs of a test spread as its goroutine was scheduled
+// (a stall on a loaded machine left one part of a cut with few records).
+func v7At(ms int64) uuid.UUID {
+	id := uuid.Must(uuid.NewV7())
+	for i := range 6 {
+		id[i] = byte(ms >> (8 * (5 - i)))
+	}
+	return id
 }
