@@ -14,6 +14,7 @@ import (
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
 	"github.com/schemaless-db/schemaless/command"
+	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/schemaless-db/schemaless/topology"
 	"github.com/schemaless-db/schemaless/wire"
@@ -123,6 +124,13 @@ func TestAsyncMerge(t *testing.T) {
 	require.ErrorIs(t, err, command.ErrShardOutOfRange, "a stale node's write in shard %d after the merge", shard)
 	_, err = stale.Read(ctx, partition.Strong, partition.ReadRequest{Get: &partition.GetRead{Keys: []partition.GetKey{{Shard: shard, Key: first.Key}}}})
 	require.ErrorIs(t, err, command.ErrShardOutOfRange, "a stale node's strong read in shard %d after the merge", shard)
+	// The group's state went to partition 0 with the merge: a command or read of it through the
+	// stale node would see the copy left in the right half.
+	_, err = stale.ApplyGroup(ctx, group, consumer.Command{Op: consumer.OpCommit, Worker: "a", Shards: spec.Shards,
+		Commits: []consumer.Offset{{Shard: at, Epoch: 1, Offset: ks.offset + 1000}}})
+	require.ErrorIs(t, err, command.ErrShardOutOfRange, "a stale node's commit in group %s (coordinated by shard %d) after the merge", group, cluster.CoordinatorShard(group, spec.Shards))
+	_, err = stale.Read(ctx, partition.Strong, partition.ReadRequest{Group: &partition.GroupRead{Group: group, Shards: spec.Shards}})
+	require.ErrorIs(t, err, command.ErrShardOutOfRange, "a stale node's strong read of group %s after the merge", group)
 	c2 := masterDB(t, set, 2)
 	require.Never(t, func() bool { return cellOn(t, c0, shard, k) != 0 || cellOn(t, c2, shard, k) != 0 }, 2*time.Second, 100*time.Millisecond,
 		"the stale node's refused write was stored on c0 or c2")

@@ -167,31 +167,46 @@ func CoordinatorShard(group string, shards int) int { return consumer.Coordinato
 // (refused, nothing changed); ErrUnavailable (not applied); ErrIndeterminate
 // (maybe applied; retrying is safe).
 func (n *Node) GroupApply(ctx context.Context, ds, group string, cmd consumer.Command) (consumer.Result, error) {
-	d, err := n.datastore(ds)
-	if err != nil {
-		return consumer.Result{}, err
-	}
 	if err := consumer.ValidGroupName(group); err != nil {
 		return consumer.Result{}, fmt.Errorf("%w: %w", ErrBadGroup, err)
 	}
-	cmd.Shards = d.spec.Shards
-	r := d.routeOf(CoordinatorShard(group, d.spec.Shards))
-	return callLeaderOp(ctx, n, groupOp, ds, r, &command.Group{Group: group, Cmd: cmd})
+	// Refused as out of range (a split or merge gave the group to another partition), the
+	// command applied nothing: it goes again by the newer catalog.
+	return rerouted(ctx, n, func() (consumer.Result, error) {
+		r, shards, err := n.groupRoute(ds, group)
+		if err != nil {
+			return consumer.Result{}, err
+		}
+		cmd.Shards = shards
+		return callLeaderOp(ctx, n, groupOp, ds, r, &command.Group{Group: group, Cmd: cmd})
+	})
+}
+
+// groupRoute returns the partition of datastore ds that coordinates group as this node routes
+// it now (a split or merge may move it), and the datastore's shard count. Errors:
+// ErrUnknownDatastore.
+func (n *Node) groupRoute(ds, group string) (*route, int, error) {
+	d, err := n.datastore(ds)
+	if err != nil {
+		return nil, 0, err
+	}
+	return d.routeOf(CoordinatorShard(group, d.spec.Shards)), d.spec.Shards, nil
 }
 
 // GroupStatus reads the coordinator state of group with consistency c. A group that does not
 // exist returns ErrUnknownGroup.
 func (n *Node) GroupStatus(ctx context.Context, ds, group string, c Consistency) (consumer.Status, error) {
-	d, err := n.datastore(ds)
-	if err != nil {
-		return consumer.Status{}, err
-	}
 	if err := consumer.ValidGroupName(group); err != nil {
 		return consumer.Status{}, fmt.Errorf("%w: %w", ErrBadGroup, err)
 	}
-	r := d.routeOf(CoordinatorShard(group, d.spec.Shards))
-	resp, err := n.read(ctx, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c,
-		Read: partition.ReadRequest{Group: &partition.GroupRead{Group: group}}})
+	resp, err := rerouted(ctx, n, func() (partition.ReadResult, error) {
+		r, shards, err := n.groupRoute(ds, group)
+		if err != nil {
+			return partition.ReadResult{}, err
+		}
+		return n.read(ctx, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c,
+			Read: partition.ReadRequest{Group: &partition.GroupRead{Group: group, Shards: shards}}})
+	})
 	if err != nil {
 		return consumer.Status{}, err
 	}
@@ -219,7 +234,7 @@ func (n *Node) Groups(ctx context.Context, ds string, c Consistency) ([]string, 
 		go func() {
 			defer wg.Done()
 			resp, err := n.read(ctx, r, readRequest{Datastore: ds, Partition: r.spec.ID, Consistency: c,
-				Read: partition.ReadRequest{Groups: &partition.GroupsRead{}}})
+				Read: partition.ReadRequest{Groups: &partition.GroupsRead{Shards: d.spec.Shards}}})
 			if err != nil {
 				errs[i] = err
 				return

@@ -216,7 +216,8 @@ func validateGroupName(ds *topology.DatastoreSpec, p *topology.PartitionSpec, gr
 		return badRPC("group", "%v", err)
 	}
 	if s := CoordinatorShard(group, ds.Shards); !p.Shards().Contains(s) {
-		return badRPC("partition", "group %q is coordinated by shard %d, not in partition %d", group, s, p.ID)
+		// Also command.ErrShardOutOfRange: a sender routing by an older catalog re-routes it.
+		return fmt.Errorf("%w (%w)", badRPC("partition", "group %q is coordinated by shard %d, not in partition %d", group, s, p.ID), command.ErrShardOutOfRange)
 	}
 	return nil
 }

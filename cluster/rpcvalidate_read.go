@@ -38,7 +38,16 @@ func validateRead(ds *topology.DatastoreSpec, p *topology.PartitionSpec, req *re
 	case rr.Log != nil:
 		return validateLogRead(p, rr.Log)
 	case rr.Group != nil:
-		return validateGroupName(ds, p, rr.Group.Group)
+		if err := validateGroupName(ds, p, rr.Group.Group); err != nil {
+			return err
+		}
+		if rr.Group.Shards != ds.Shards {
+			return badRPC("group.shards", "%d, the datastore has %d", rr.Group.Shards, ds.Shards)
+		}
+	case rr.Groups != nil:
+		if rr.Groups.Shards != 0 && rr.Groups.Shards != ds.Shards {
+			return badRPC("groups.shards", "%d, the datastore has %d (or 0: every group)", rr.Groups.Shards, ds.Shards)
+		}
 	case rr.Catalog != nil:
 		if !p.Shards().Contains(CatalogShard) {
 			return badRPC("partition", "partition %d does not hold the catalog (shard %d)", p.ID, CatalogShard)

@@ -200,6 +200,10 @@ func TestNodeRPCRefusesHostileRequests(t *testing.T) {
 	for i := 0; !spec.Partitions[0].Shards().Contains(cluster.CoordinatorShard(group, spec.Shards)); i++ {
 		group = fmt.Sprintf("billing%d", i) // a group partition 0 coordinates
 	}
+	other0 := "billing"
+	for i := 0; spec.Partitions[0].Shards().Contains(cluster.CoordinatorShard(other0, spec.Shards)); i++ {
+		other0 = fmt.Sprintf("billing%d", i) // a group partition 0 does not coordinate
+	}
 	hbIn := func(group string, pid int, mod func(*consumer.Command)) leaderRPC {
 		cmd := consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1", Shards: spec.Shards, SessionTimeout: time.Second}
 		mod(&cmd)
@@ -254,6 +258,9 @@ func TestNodeRPCRefusesHostileRequests(t *testing.T) {
 		{"read: index table", "/internal/v1/read", read(cluster.Stale, partition.ReadRequest{IndexStats: &partition.IndexStatsRead{Table: "x; DROP TABLE cells", Fields: fields}}), "table"},
 		{"read: schema check that does not compile", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{SchemaCheck: &partition.SchemaCheckRead{Column: "BASE", Text: []byte(`{"minimum":"x"}`)}}), "schema_check.text"},
 		{"read: bad group name", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Group: &partition.GroupRead{Group: "../etc"}}), "group: group name"},
+		{"read: group without the shard count", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Group: &partition.GroupRead{Group: group}}), "group.shards"},
+		{"read: group coordinated elsewhere", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Group: &partition.GroupRead{Group: other0, Shards: spec.Shards}}), "partition"},
+		{"read: groups of another shard count", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Groups: &partition.GroupsRead{Shards: spec.Shards + 1}}), "groups.shards"},
 
 		{"group: bad name", "/internal/v1/group", hbIn("../../x", 0, func(*consumer.Command) {}), "group: group name"},
 		{"group: not its coordinator", "/internal/v1/group", hbIn(group, 1, func(*consumer.Command) {}), "partition"},

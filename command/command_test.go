@@ -221,6 +221,8 @@ func TestCheckShards(t *testing.T) {
 			assert.ErrorIs(t, err, command.ErrShardOutOfRange, "entry 0 is in shard 3")
 		case "merge":
 			assert.ErrorIs(t, err, command.ErrShardOutOfRange, "shards 6..9 do not follow 4..7")
+		case "group":
+			assert.ErrorIs(t, err, command.ErrShardOutOfRange, "group billing is coordinated by shard 28 of 64")
 		default:
 			assert.NoError(t, err, name)
 		}
@@ -228,6 +230,18 @@ func TestCheckShards(t *testing.T) {
 	cond := &command.Append{Writes: []command.Write{{Conditions: []command.Condition{{Shard: 8}}}}}
 	assert.ErrorContains(t, cond.CheckShards(r), "write 0 condition 0 names shard 8")
 	assert.ErrorIs(t, (&command.Erase{Shard: 3}).CheckShards(r), command.ErrShardOutOfRange)
+	// A group command is checked against its coordinator shard among the datastore's shards.
+	for _, g := range []string{"billing", "payments", "audit", "search", "rides"} {
+		s := consumer.CoordinatorShard(g, 16)
+		err := (&command.Group{Group: g, Cmd: consumer.Command{Op: consumer.OpHeartbeat, Shards: 16}}).CheckShards(r)
+		if r.Contains(s) {
+			assert.NoError(t, err, "group %s coordinated by shard %d of 4..7", g, s)
+		} else {
+			assert.ErrorIs(t, err, command.ErrShardOutOfRange, "group %s coordinated by shard %d, outside 4..7", g, s)
+			assert.ErrorContains(t, err, "group "+g+" names shard")
+		}
+		assert.NoError(t, (&command.Group{Group: g}).CheckShards(r), "group %s with no shard count", g)
+	}
 	for _, at := range []int32{4, 8, 0} {
 		assert.ErrorIs(t, (&command.Split{AtShard: at}).CheckShards(r), command.ErrShardOutOfRange, "split at %d of 4..7", at)
 	}

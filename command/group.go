@@ -19,6 +19,18 @@ type Group struct {
 
 func (*Group) isCommand() {}
 
-// CheckShards returns nil: a group command names the datastore's shards, which the
-// coordinator partition holds for the whole datastore.
-func (*Group) CheckShards(cells.ShardRange) error { return nil }
+// CheckShards returns an error wrapping ErrShardOutOfRange when r lacks the group's coordinator
+// shard (consumer.CoordinatorShard of Group among Cmd.Shards, the datastore's shard count): a
+// split or merge gave the group's state to another partition, and a node routing by an older
+// catalog sent the command here, where it would change a copy nobody reads. A command without
+// a shard count (Cmd.Shards 0, which only a command on an existing group may leave unset) is
+// not checked.
+func (g *Group) CheckShards(r cells.ShardRange) error {
+	if g.Cmd.Shards < 1 {
+		return nil
+	}
+	if s := consumer.CoordinatorShard(g.Group, g.Cmd.Shards); !r.Contains(s) {
+		return outOfRange("group "+g.Group, s, r)
+	}
+	return nil
+}

@@ -40,9 +40,9 @@ func TestGroupCommands(t *testing.T) {
 	logs := func() []*raft.Log {
 		return []*raft.Log{
 			cmdLog(t, 1, at, cell(8, 1, "BASE", 1, b)),
-			groupLog(t, 2, at, "billing", consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1", Shards: 16, SessionTimeout: time.Minute}),
-			groupLog(t, 3, at, "billing", consumer.Command{Op: consumer.OpCommit, Worker: "w1", Shards: 16, Commits: []consumer.Offset{{Shard: 99}}}),
-			groupLog(t, 4, at.Add(time.Second), "billing", consumer.Command{Op: consumer.OpCommit, Worker: "w1", Shards: 16, Commits: []consumer.Offset{{Shard: 8, Epoch: 1, Offset: 1}, {Shard: 9, Epoch: 7, Offset: 1}}}),
+			groupLog(t, 2, at, "audit", consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1", Shards: 16, SessionTimeout: time.Minute}),
+			groupLog(t, 3, at, "audit", consumer.Command{Op: consumer.OpCommit, Worker: "w1", Shards: 16, Commits: []consumer.Offset{{Shard: 99}}}),
+			groupLog(t, 4, at.Add(time.Second), "audit", consumer.Command{Op: consumer.OpCommit, Worker: "w1", Shards: 16, Commits: []consumer.Offset{{Shard: 8, Epoch: 1, Offset: 1}, {Shard: 9, Epoch: 7, Offset: 1}}}),
 			cmdLog(t, 5, at, cell(9, 2, "BASE", 1, b)),
 		}
 	}
@@ -76,14 +76,14 @@ func TestGroupCommands(t *testing.T) {
 	if g := got[3].group(); assert.NotNil(t, g, "commits at epochs 1 and 7: got %+v", got[3]) {
 		assert.Equal(t, []bool{true, false}, g.Accepted, "commits at epochs 1 and 7: accepted")
 	}
-	assert.Equal(t, statusJSON(t, clean, "billing", at), statusJSON(t, p, "billing", at), "group state after a retried batch")
+	assert.Equal(t, statusJSON(t, clean, "audit", at), statusJSON(t, p, "audit", at), "group state after a retried batch")
 	// Restart: the state is read back from SQL, and later commands see it.
 	f2 := newFSM(t, p)
-	out := responses(t, f2.ApplyBatch([]*raft.Log{groupLog(t, 6, at.Add(2*time.Second), "billing",
+	out := responses(t, f2.ApplyBatch([]*raft.Log{groupLog(t, 6, at.Add(2*time.Second), "audit",
 		consumer.Command{Op: consumer.OpCommit, Worker: "w1", Shards: 16, Commits: []consumer.Offset{{Shard: 8, Epoch: 1, Offset: 0}}})}))
 	require.NotNil(t, out[0].group(), "commit after restart: got %+v, want accepted", out[0])
 	require.Equal(t, []bool{true}, out[0].group().Accepted, "commit after restart: accepted")
-	st, err := LoadGroup(context.Background(), p, "billing")
+	st, err := LoadGroup(context.Background(), p, "audit")
 	require.NoError(t, err, "LoadGroup after restart")
 	for _, l := range st.Status(at.Add(2 * time.Second)).Leases {
 		if l.Shard == 8 {
@@ -92,5 +92,5 @@ func TestGroupCommands(t *testing.T) {
 	}
 	names, err := GroupNames(context.Background(), p)
 	require.NoError(t, err, "GroupNames")
-	assert.Equal(t, []string{"billing"}, names, "GroupNames")
+	assert.Equal(t, []string{"audit"}, names, "GroupNames")
 }

@@ -253,9 +253,10 @@ func (f *FSM) splitTx(cmd *command.Split, left, right cells.ShardRange, applied 
 		return fmt.Errorf("begin snapshot: %w", err)
 	}
 	defer snap.Close()
-	// Every KV row goes to the right half: a consumer group's coordinator state covers every
-	// shard of the datastore in each partition (each partition's copy answers for its own
-	// shards), and the index catalog and the schemas are every partition's.
+	// Every KV row goes to the right half: the index catalog and the schemas are every
+	// partition's, and a consumer group's coordinator state is kept by both halves, while only
+	// the half holding the group's coordinator shard takes its commands and strong reads
+	// (command.Group.CheckShards), and a merge keeps the coordinating half's state (MergedKV).
 	var kv []storage.KV
 	err = snap.ScanKV(ctx, func(row storage.KV) error {
 		if CopiedBySplit(row.Key) {

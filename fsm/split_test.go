@@ -97,8 +97,8 @@ func testSplit(t *testing.T, sameStore bool) {
 	require.NoError(t, idx[0].Err, "index upsert")
 	entriesBefore := dumpIndex(t, parent)
 	require.Len(t, entriesBefore, 12)
-	group := groupLog(t, 41, at, "billing", consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1", Shards: 16, SessionTimeout: time.Minute})
-	commit := groupLog(t, 42, at, "billing", consumer.Command{Op: consumer.OpCommit, Worker: "w1", Shards: 16,
+	group := groupLog(t, 41, at, "trips", consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1", Shards: 16, SessionTimeout: time.Minute})
+	commit := groupLog(t, 42, at, "trips", consumer.Command{Op: consumer.OpCommit, Worker: "w1", Shards: 16,
 		Commits: []consumer.Offset{{Shard: 9, Epoch: 1, Offset: 1}, {Shard: 11, Epoch: 1, Offset: 2}}})
 	voters := []command.Voter{{ID: "n1", Addr: "127.0.0.1:1"}, {ID: "n2", Addr: "127.0.0.1:2"}}
 	split := entryLog(t, 43, &command.Split{AtShard: 10, Right: 7, Generation: 5, Voters: voters})
@@ -117,9 +117,14 @@ func testSplit(t *testing.T, sameStore bool) {
 	require.NoError(t, out[2].Err, "the split")
 	assert.Equal(t, command.SplitResult{Left: cells.ShardRange{First: 8, Last: 9}, Right: rightRange}, out[2].Result)
 	assert.ErrorIs(t, out[3].Err, command.ErrShardOutOfRange, "a write to shard 10 after the split is refused by the parent")
+	// The group is coordinated by shard 11 (of 16): the parent keeps a copy of its state, but
+	// refuses its commands now, as a node routing by an older catalog would send them.
+	late := responses(t, f.ApplyBatch([]*raft.Log{groupLog(t, 45, at, "trips", consumer.Command{Op: consumer.OpCommit, Worker: "w1", Shards: 16,
+		Commits: []consumer.Offset{{Shard: 11, Epoch: 1, Offset: 7}}})}))
+	assert.ErrorIs(t, late[0].Err, command.ErrShardOutOfRange, "a commit in group trips (coordinated by shard 11) after the split is refused by the parent")
 	assert.Equal(t, cells.ShardRange{First: 8, Last: 9}, f.Shards())
 	assert.Equal(t, cells.ShardRange{First: 8, Last: 9}, parent.Shards())
-	assert.Equal(t, uint64(44), f.Applied().Index)
+	assert.Equal(t, uint64(45), f.Applied().Index)
 	require.Len(t, events, 1)
 	assert.Equal(t, SplitEvent{Right: 7, Left: cells.ShardRange{First: 8, Last: 9}, Shards: rightRange, Applied: storage.AppliedState{Index: 43, Term: 3}}, events[0])
 	_, err = parent.ScanShard(ctx, 10, 0, 10)
@@ -152,10 +157,10 @@ func testSplit(t *testing.T, sameStore bool) {
 	require.True(t, ok)
 	assert.Equal(t, voters, origin.Voters)
 	assert.Equal(t, uint64(5), origin.Generation)
-	rg, err := LoadGroup(ctx, rp, "billing")
+	rg, err := LoadGroup(ctx, rp, "trips")
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), committed(rg.Status(at))[11], "shard 11's offset moved with it")
-	pg, err := LoadGroup(ctx, parent, "billing")
+	pg, err := LoadGroup(ctx, parent, "trips")
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), committed(pg.Status(at))[9], "shard 9's offset stays")
 	assert.Equal(t, committed(pg.Status(at)), committed(rg.Status(at)), "the group's state is copied whole")
@@ -177,9 +182,9 @@ func testSplit(t *testing.T, sameStore bool) {
 	}
 
 	// A second split at 10 is refused; the applied index moves.
-	again := responses(t, f.ApplyBatch([]*raft.Log{entryLog(t, 45, &command.Split{AtShard: 10, Right: 8})}))
+	again := responses(t, f.ApplyBatch([]*raft.Log{entryLog(t, 46, &command.Split{AtShard: 10, Right: 8})}))
 	assert.ErrorIs(t, again[0].Err, command.ErrShardOutOfRange)
-	assert.Equal(t, uint64(45), f.Applied().Index)
+	assert.Equal(t, uint64(46), f.Applied().Index)
 
 	// A restart keeps the range.
 	f2, err := New(ctx, Config{Store: parent, Logger: testLogger(t)})

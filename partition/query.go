@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -180,14 +181,22 @@ type LogRead struct {
 }
 
 // GroupRead reads the coordinator state of a consumer group. The answer is ReadResult.Group,
-// nil when the group does not exist.
+// nil when the group does not exist. Shards is the datastore's shard count (at least 1): a
+// partition that does not hold the group's coordinator shard (consumer.CoordinatorShard)
+// refuses the read with command.ErrShardOutOfRange, since a split or merge gave the group to
+// another partition and what it holds of it is an old copy.
 type GroupRead struct {
-	Group string
+	Group  string
+	Shards int
 }
 
 // GroupsRead lists the consumer groups whose coordinator state the partition holds. The answer
-// is ReadResult.Groups.
-type GroupsRead struct{}
+// is ReadResult.Groups. With Shards (the datastore's shard count) set, only the groups whose
+// coordinator shard the partition holds are listed (after a split, both halves keep a copy of
+// every group's rows until a merge); 0 lists every group it has rows of.
+type GroupsRead struct {
+	Shards int
+}
 
 // CatalogRead reads the datastore's index catalog held by the partition (the one holding the
 // catalog shard). The answer is ReadResult.Catalog, encoded (indexes.DecodeCatalog); a raft
@@ -271,6 +280,12 @@ func (r ReadRequest) check() error {
 	if n != 1 {
 		return fmt.Errorf("%w: %d kinds set, want exactly one", ErrBadRead, n)
 	}
+	if r.Group != nil && r.Group.Shards < 1 {
+		return fmt.Errorf("%w: group read of %q: shards %d, want the datastore's shard count", ErrBadRead, r.Group.Group, r.Group.Shards)
+	}
+	if r.Groups != nil && r.Groups.Shards < 0 {
+		return fmt.Errorf("%w: groups read: shards %d is negative", ErrBadRead, r.Groups.Shards)
+	}
 	return nil
 }
 
@@ -298,9 +313,11 @@ func query(ctx context.Context, st *storage.PartitionStore, shards cells.ShardRa
 	case req.Log != nil:
 		res.Pages, err = readLog(ctx, st, shards, watch, *req.Log)
 	case req.Group != nil:
-		res.Group, err = groupStatus(ctx, st, req.Group.Group)
+		if err = inRange(shards, consumer.CoordinatorShard(req.Group.Group, req.Group.Shards)); err == nil {
+			res.Group, err = groupStatus(ctx, st, req.Group.Group)
+		}
 	case req.Groups != nil:
-		res.Groups, err = fsm.GroupNames(ctx, st)
+		res.Groups, err = groupNames(ctx, st, shards, req.Groups.Shards)
 	case req.Catalog != nil:
 		var c *indexes.Catalog
 		if c, err = fsm.LoadCatalog(ctx, st); err == nil {
@@ -363,6 +380,16 @@ func getCells(ctx context.Context, st *storage.PartitionStore, shards cells.Shar
 		out[i] = GetResult{Cell: cs[i], Found: found[i], AppliedIndex: applied.Index}
 	}
 	return out, nil
+}
+
+// groupNames lists the groups st holds rows of; with shards > 0 (the datastore's shard count)
+// only those coordinated by a shard of r.
+func groupNames(ctx context.Context, st *storage.PartitionStore, r cells.ShardRange, shards int) ([]string, error) {
+	names, err := fsm.GroupNames(ctx, st)
+	if err != nil || shards < 1 {
+		return names, err
+	}
+	return slices.DeleteFunc(names, func(g string) bool { return !r.Contains(consumer.CoordinatorShard(g, shards)) }), nil
 }
 
 func groupStatus(ctx context.Context, st *storage.PartitionStore, group string) (*consumer.Status, error) {

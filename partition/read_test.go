@@ -78,10 +78,16 @@ func TestReadKinds(t *testing.T) {
 			require.Len(t, first, 1, "FirstCells: the row keys that have the column")
 			assert.Equal(t, int64(1), first[0].Key.RefKey, "FirstCells: the first cell appended")
 
-			group := read(ReadRequest{Group: &GroupRead{Group: "billing"}}).Group
+			group := read(ReadRequest{Group: &GroupRead{Group: "billing", Shards: 4}}).Group
 			require.NotNil(t, group, "Group: the group a worker joined")
-			assert.Nil(t, read(ReadRequest{Group: &GroupRead{Group: "nobody"}}).Group, "Group: a group nobody joined")
+			assert.Nil(t, read(ReadRequest{Group: &GroupRead{Group: "nobody", Shards: 4}}).Group, "Group: a group nobody joined")
 			assert.Equal(t, []string{"billing"}, read(ReadRequest{Groups: &GroupsRead{}}).Groups, "Groups")
+			assert.Equal(t, []string{"billing"}, read(ReadRequest{Groups: &GroupsRead{Shards: 4}}).Groups, "Groups coordinated by the partition's shards")
+			// Of 16 shards, billing's coordinator is shard 12: another partition's, whose copy
+			// this one is not.
+			assert.Empty(t, read(ReadRequest{Groups: &GroupsRead{Shards: 16}}).Groups, "Groups coordinated by shards 0..3 of 16")
+			_, err := tc.p.Read(ctx, tc.c, ReadRequest{Group: &GroupRead{Group: "billing", Shards: 16}})
+			assert.ErrorIs(t, err, command.ErrShardOutOfRange, "Group: a group coordinated by shard 12, outside 0..3")
 
 			cat, err := indexes.DecodeCatalog(read(ReadRequest{Catalog: &CatalogRead{}}).Catalog)
 			require.NoError(t, err, "Catalog: the answer decodes")
@@ -94,6 +100,13 @@ func TestReadKinds(t *testing.T) {
 		assert.ErrorIs(t, err, ErrBadRead, "a request of no kind")
 		_, err = l.p.Read(ctx, Strong, ReadRequest{Groups: &GroupsRead{}, Catalog: &CatalogRead{}})
 		assert.ErrorIs(t, err, ErrBadRead, "a request of two kinds")
+		_, err = l.p.Read(ctx, Strong, ReadRequest{Group: &GroupRead{Group: "billing"}})
+		assert.ErrorIs(t, err, ErrBadRead, "a group read without the shard count")
+		_, err = l.p.ApplyGroup(ctx, "billing", consumer.Command{Op: consumer.OpHeartbeat, Worker: "w2", SessionTimeout: time.Hour, Shards: 16})
+		assert.ErrorIs(t, err, command.ErrShardOutOfRange, "a group command for a group coordinated by shard 12 of 16, outside 0..3")
+		st, err := l.p.Read(ctx, Strong, ReadRequest{Group: &GroupRead{Group: "billing", Shards: 4}})
+		require.NoError(t, err)
+		assert.Len(t, st.Group.Members, 1, "the refused command added no member: %+v", st.Group.Members)
 		_, err = l.p.Read(ctx, Strong, ReadRequest{Row: &RowRead{Shard: testShards.Last + 1, RowKey: uuid.New()}})
 		assert.ErrorIs(t, err, command.ErrShardOutOfRange, "a shard outside the partition")
 		_, err = follower.p.Read(ctx, Strong, ReadRequest{Groups: &GroupsRead{}})
