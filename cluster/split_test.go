@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/cluster"
+	"github.com/schemaless-db/schemaless/consumer"
 	"github.com/schemaless-db/schemaless/internal/clustertest"
 	"github.com/schemaless-db/schemaless/partition"
 	"github.com/stretchr/testify/assert"
@@ -129,6 +130,13 @@ func testSplitPartition(t *testing.T, engine clustertest.Engine) {
 	_, err = nodes[0].SplitPartition(ctx, ds, 0, wire.SplitRequest{AtShard: 0 + 0}) // the middle: fine, done below
 	require.NoError(t, err, "split partition 0 at its middle")
 
+	// A consumer group coordinated by shard 12 (of 16): its state moves to the right half of
+	// partition 1's split, and the left half keeps a copy that must not answer for it.
+	group := "billing"
+	require.Equal(t, 12, cluster.CoordinatorShard(group, spec.Shards))
+	_, err = nodes[0].GroupApply(ctx, ds, group, consumer.Command{Op: consumer.OpHeartbeat, Worker: "w1", SessionTimeout: time.Hour})
+	require.NoError(t, err, "join group %s", group)
+
 	w := startWriters(nodes)
 	l := w.l
 	w.await(t, 20) // writes before, between and after the splits, however loaded the machine
@@ -157,6 +165,14 @@ func testSplitPartition(t *testing.T, engine clustertest.Engine) {
 	cat := nodes[0].CatalogDatastores()
 	require.Len(t, cat.Datastores, 1)
 	assert.Len(t, cat.Datastores[0].History, 3, "three splits in the history")
+	for _, n := range nodes {
+		names, err := n.Groups(ctx, ds, cluster.Strong)
+		require.NoError(t, err, "list groups through %s", n.ID())
+		assert.Equal(t, []string{group}, names, "groups through %s after the split: each once", n.ID())
+		st, err := n.GroupStatus(ctx, ds, group, cluster.Strong)
+		require.NoError(t, err, "group %s through %s", group, n.ID())
+		assert.Len(t, st.Members, 1, "group %s through %s", group, n.ID())
+	}
 	requireStrong(t, l, nodes...)
 	checkShardLogs(t, spec, l, nodes...)
 	if engine == clustertest.SQLite {
