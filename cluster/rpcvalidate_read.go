@@ -41,7 +41,7 @@ func validateRead(ds *topology.DatastoreSpec, p *topology.PartitionSpec, req *re
 		if err := validateGroupName(ds, p, rr.Group.Group); err != nil {
 			return err
 		}
-		if rr.Group.Shards != ds.Shards {
+		if rr.Group.Shards != 0 && rr.Group.Shards != ds.Shards { // 0: a sender of a build before the check
 			return badRPC("group.shards", "%d, the datastore has %d", rr.Group.Shards, ds.Shards)
 		}
 	case rr.Groups != nil:

@@ -258,7 +258,7 @@ func TestNodeRPCRefusesHostileRequests(t *testing.T) {
 		{"read: index table", "/internal/v1/read", read(cluster.Stale, partition.ReadRequest{IndexStats: &partition.IndexStatsRead{Table: "x; DROP TABLE cells", Fields: fields}}), "table"},
 		{"read: schema check that does not compile", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{SchemaCheck: &partition.SchemaCheckRead{Column: "BASE", Text: []byte(`{"minimum":"x"}`)}}), "schema_check.text"},
 		{"read: bad group name", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Group: &partition.GroupRead{Group: "../etc"}}), "group: group name"},
-		{"read: group without the shard count", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Group: &partition.GroupRead{Group: group}}), "group.shards"},
+		{"read: group of another shard count", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Group: &partition.GroupRead{Group: group, Shards: spec.Shards * 2}}), "group.shards"},
 		{"read: group coordinated elsewhere", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Group: &partition.GroupRead{Group: other0, Shards: spec.Shards}}), "partition"},
 		{"read: groups of another shard count", "/internal/v1/read", read(cluster.Strong, partition.ReadRequest{Groups: &partition.GroupsRead{Shards: spec.Shards + 1}}), "groups.shards"},
 

@@ -181,10 +181,11 @@ type LogRead struct {
 }
 
 // GroupRead reads the coordinator state of a consumer group. The answer is ReadResult.Group,
-// nil when the group does not exist. Shards is the datastore's shard count (at least 1): a
-// partition that does not hold the group's coordinator shard (consumer.CoordinatorShard)
-// refuses the read with command.ErrShardOutOfRange, since a split or merge gave the group to
-// another partition and what it holds of it is an old copy.
+// nil when the group does not exist. Shards is the datastore's shard count: a partition that
+// does not hold the group's coordinator shard (consumer.CoordinatorShard) refuses the read
+// with command.ErrShardOutOfRange, since a split or merge gave the group to another partition
+// and what it holds of it is an old copy. 0 (a node of a build before the check) reads
+// whatever copy the partition holds.
 type GroupRead struct {
 	Group  string
 	Shards int
@@ -280,8 +281,8 @@ func (r ReadRequest) check() error {
 	if n != 1 {
 		return fmt.Errorf("%w: %d kinds set, want exactly one", ErrBadRead, n)
 	}
-	if r.Group != nil && r.Group.Shards < 1 {
-		return fmt.Errorf("%w: group read of %q: shards %d, want the datastore's shard count", ErrBadRead, r.Group.Group, r.Group.Shards)
+	if r.Group != nil && r.Group.Shards < 0 {
+		return fmt.Errorf("%w: group read of %q: shards %d is negative", ErrBadRead, r.Group.Group, r.Group.Shards)
 	}
 	if r.Groups != nil && r.Groups.Shards < 0 {
 		return fmt.Errorf("%w: groups read: shards %d is negative", ErrBadRead, r.Groups.Shards)
@@ -313,7 +314,10 @@ func query(ctx context.Context, st *storage.PartitionStore, shards cells.ShardRa
 	case req.Log != nil:
 		res.Pages, err = readLog(ctx, st, shards, watch, *req.Log)
 	case req.Group != nil:
-		if err = inRange(shards, consumer.CoordinatorShard(req.Group.Group, req.Group.Shards)); err == nil {
+		if n := req.Group.Shards; n > 0 {
+			err = inRange(shards, consumer.CoordinatorShard(req.Group.Group, n))
+		}
+		if err == nil {
 			res.Group, err = groupStatus(ctx, st, req.Group.Group)
 		}
 	case req.Groups != nil:
