@@ -36,6 +36,10 @@ type Delivery struct {
 	// Time is when the handler finished, in nanoseconds since the Unix epoch (every process runs
 	// on the harness's machine, so the times of different processes compare).
 	Time int64 `json:"time"`
+	// Committed marks a line that records no delivery but an offset commit the group's
+	// coordinator accepted (DeliveryLog.Commit): AddedID is the offset committed in Shard,
+	// Time when the acceptance reached the worker.
+	Committed bool `json:"committed,omitempty"`
 }
 
 // ReadDeliveries reads every delivery file (*.jsonl) in dir, by file name without the
@@ -137,6 +141,11 @@ type TriggersResult struct {
 	// in the shard's log; or a period that starts past the next cell after everything delivered
 	// in the shard before it (the committed offset got ahead of the deliveries).
 	Skipped []TriggerProblem `json:"skipped,omitempty"`
+	// Commits counts the accepted offset commits the workers recorded. LostCommits: a period
+	// that starts at or below an offset whose commit was accepted before the period began (the
+	// coordinator's state lost an acknowledged commit, or let the offset move back).
+	Commits     int              `json:"commits"`
+	LostCommits []TriggerProblem `json:"lost_commits,omitempty"`
 	// Undecided says why the order check could not decide ("" when it could).
 	Undecided string `json:"undecided,omitempty"`
 	// CatchUpSeconds is how long the group took, after the traffic stopped and the replicas
@@ -169,6 +178,10 @@ const minDeliveriesForLeaseCheck = 1000
 // per cell); logs are the delivery files by incarnation (ReadDeliveries); stored is every cell of
 // the datastore on one replica of each shard, in added_id order per shard (nil: the checks that
 // need the log, Skipped and the stored position of a delivered cell, are left out).
+//
+// Lines of logs that record accepted commits (Delivery.Committed) are no deliveries; a period
+// that starts at or below the highest offset of its shard whose commit was accepted earlier is
+// a lost commit.
 //
 // Rules: every acknowledged cell of column is delivered at least once (else lost); a delivered
 // cell is of column, was written by a write that did not certainly fail, with that body, and
@@ -234,20 +247,17 @@ func CheckTriggers(ops []Op, logs map[string][]Delivery, stored []StoredCell, co
 	}
 	haveLog := stored != nil
 
+	logs, commits := splitCommits(logs)
+	for _, cs := range commits {
+		res.Commits += len(cs)
+	}
 	names := make([]string, 0, len(logs))
 	for n := range logs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	res.Incarnations = len(names)
-	problem := func(inc string, d Delivery, detail string, args ...any) TriggerProblem {
-		return TriggerProblem{Incarnation: inc, Shard: d.Shard, AddedID: d.AddedID, RowKey: d.RowKey, Column: d.Column,
-			RefKey: d.RefKey, Detail: fmt.Sprintf(detail, args...)}
-	}
-	type periodStart struct {
-		inc string
-		d   Delivery
-	}
+	problem := triggerProblem
 	var starts []periodStart
 	count := map[cellKey]int{}
 	flagged := map[cellKey]bool{}
@@ -331,6 +341,8 @@ func CheckTriggers(ops []Op, logs map[string][]Delivery, stored []StoredCell, co
 		}
 	}
 
+	res.LostCommits = lostCommits(starts, commits)
+
 	for _, n := range count {
 		res.Duplicates += n - 1
 	}
@@ -356,10 +368,11 @@ func CheckTriggers(ops []Op, logs map[string][]Delivery, stored []StoredCell, co
 	if res.Delivered >= minDeliveriesForLeaseCheck && 2*res.Leases > res.Delivered {
 		res.Undecided = fmt.Sprintf("%d ownership periods for %d deliveries: the worker cannot tell its leases apart, so the order check would prove nothing", res.Leases, res.Delivered)
 	}
-	for _, ps := range [][]TriggerProblem{res.Lost, res.Unexpected, res.OrderViolations, res.Skipped} {
+	for _, ps := range [][]TriggerProblem{res.Lost, res.Unexpected, res.OrderViolations, res.Skipped, res.LostCommits} {
 		sortTriggerProblems(ps)
 	}
-	res.Valid = len(res.Lost) == 0 && len(res.Unexpected) == 0 && len(res.OrderViolations) == 0 && len(res.Skipped) == 0 && res.Undecided == ""
+	res.Valid = len(res.Lost) == 0 && len(res.Unexpected) == 0 && len(res.OrderViolations) == 0 && len(res.Skipped) == 0 &&
+		len(res.LostCommits) == 0 && res.Undecided == ""
 	return res
 }
 

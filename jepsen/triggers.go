@@ -242,7 +242,7 @@ func (w *TriggersWorkload) Check(ctx context.Context, env *CheckEnv, ops []Op) V
 	switch {
 	case res.Valid:
 		v.Valid = "yes"
-	case res.Undecided != "" && len(problems) == 0 && len(res.Lost)+len(res.Unexpected)+len(res.OrderViolations)+len(res.Skipped) == 0:
+	case res.Undecided != "" && len(problems) == 0 && len(res.Lost)+len(res.Unexpected)+len(res.OrderViolations)+len(res.Skipped)+len(res.LostCommits) == 0:
 		v.Valid = "unknown"
 		v.Violations = append(v.Violations, res.Undecided)
 	default:
@@ -250,7 +250,7 @@ func (w *TriggersWorkload) Check(ctx context.Context, env *CheckEnv, ops []Op) V
 		for _, list := range []struct {
 			what string
 			ps   []TriggerProblem
-		}{{"lost cells", res.Lost}, {"unexpected deliveries", res.Unexpected}, {"order violations", res.OrderViolations}, {"skipped cells", res.Skipped}} {
+		}{{"lost cells", res.Lost}, {"unexpected deliveries", res.Unexpected}, {"order violations", res.OrderViolations}, {"skipped cells", res.Skipped}, {"lost commits", res.LostCommits}} {
 			if len(list.ps) > 0 {
 				p := list.ps[0]
 				v.Violations = append(v.Violations, fmt.Sprintf("%d %s, first: %s/%s/%d shard %d added_id %d %s: %s", len(list.ps), list.what,

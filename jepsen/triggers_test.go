@@ -76,15 +76,23 @@ func cleanLogs() map[string][]Delivery {
 	}
 }
 
+// cm is a commit of offset in shard 0 accepted at time t (DeliveryLog.Commit's line).
+func cm(t, offset int64) Delivery {
+	return Delivery{Shard: 0, AddedID: offset, Committed: true, Time: t}
+}
+
 func TestCheckTriggersClean(t *testing.T) {
 	t.Parallel()
 	logs := cleanLogs()
 	logs["w3.1"] = nil // delivered nothing
-	logs["w1.1"] = []Delivery{dl(1, 10, "a"), dl(1, 20, "b"), dl(2, 60, "b"), dl(2, 70, "c")}
+	// w1's commit of a (offset 1) was accepted before w2 took the shard over at b, w2's of a
+	// before w1 got it back at b: every lease starts after the offsets accepted before it.
+	logs["w1.1"] = []Delivery{dl(1, 10, "a"), cm(15, 1), dl(1, 20, "b"), dl(2, 60, "b"), dl(2, 70, "c")}
+	logs["w2.1"] = append(logs["w2.1"], cm(55, 1))
 	res := CheckTriggers(trigOps(), logs, trigStored(), "EV")
 	require.True(t, res.Valid, "a clean run: got invalid %+v", res)
 	want := TriggersResult{Acknowledged: 3, Indeterminate: 1, Failed: 1, Recovered: 1, OtherWritten: 1, Delivered: 7,
-		Distinct: 4, Duplicates: 3, Incarnations: 3, Leases: 3, LeaseChanges: 1, Rewinds: 1, Valid: true}
+		Distinct: 4, Duplicates: 3, Incarnations: 3, Leases: 3, LeaseChanges: 1, Rewinds: 1, Commits: 2, Valid: true}
 	assert.Equal(t, want, res, "a clean run's result")
 }
 
@@ -150,6 +158,16 @@ func TestCheckTriggersCatches(t *testing.T) {
 			"w2.1": {dl(1, 30, "c"), dl(1, 40, "d")},
 			"w3.1": {dl(1, 50, "b")},
 		}, trigStored(), func(r TriggersResult) (int, string) { return len(r.Skipped), "skipped" }},
+		// The commit of b (offset 2) was accepted before w2's lease began, which starts at b
+		// again: the coordinator lost the commit.
+		{"a lease that starts at an offset committed before it", map[string][]Delivery{
+			"w1.1": {dl(1, 10, "a"), dl(1, 20, "b"), cm(25, 2)},
+			"w2.1": {dl(1, 30, "b"), dl(1, 40, "c"), dl(1, 50, "d")},
+		}, trigStored(), func(r TriggersResult) (int, string) { return len(r.LostCommits), "lost commits" }},
+		{"a lease that starts below an offset committed before it, no log read back", map[string][]Delivery{
+			"w1.1": {dl(1, 10, "a"), dl(1, 20, "b"), dl(1, 22, "c"), cm(25, 4)},
+			"w2.1": {dl(1, 30, "b"), dl(1, 40, "c"), dl(1, 50, "d")},
+		}, nil, func(r TriggersResult) (int, string) { return len(r.LostCommits), "lost commits" }},
 		{"the first lease ever starts past the first cell", map[string][]Delivery{
 			"w1.1": {dl(1, 10, "b"), dl(1, 20, "c")},
 			"w2.1": {dl(1, 30, "a")},

@@ -85,6 +85,18 @@ func (l *DeliveryLog) Handle(ctx context.Context, c cells.Cell) error {
 	return nil
 }
 
+// Commit records that the group's coordinator accepted the commit of offset in shard (a line
+// with Delivery.Committed), for the lost-commit check. It is called under the worker's lock
+// (triggers.Config.OnCommit), so it does not wait for Handle's fsync: the line is one append
+// write on the file, not synced and not under the log's lock. A line lost to a crash or a
+// failed write only leaves that commit unchecked.
+func (l *DeliveryLog) Commit(shard int, offset int64) {
+	line, err := json.Marshal(Delivery{Worker: l.worker, Shard: shard, AddedID: offset, Committed: true, Time: time.Now().UnixNano()})
+	if err == nil {
+		_, _ = l.f.Write(append(line, '\n')) // O_APPEND: one write, never inside another line
+	}
+}
+
 // Close closes the file.
 func (l *DeliveryLog) Close() error {
 	l.mu.Lock()
@@ -157,7 +169,8 @@ func RunTriggerWorker(ctx context.Context, cfg TriggerWorkerConfig) error {
 		return err
 	}
 	tc := triggers.Config{Source: cl.TriggerSource(), Group: cfg.Group, Worker: cfg.Worker, ColumnKey: cfg.Column,
-		SessionTimeout: cfg.SessionTimeout, PollWait: cfg.PollWait, BatchSize: cfg.BatchSize, Logger: cfg.Logger}
+		SessionTimeout: cfg.SessionTimeout, PollWait: cfg.PollWait, BatchSize: cfg.BatchSize, Logger: cfg.Logger,
+		OnCommit: dl.Commit}
 	cfg.Logger.Info("jepsen: trigger worker starting", "group", cfg.Group, "worker", cfg.Worker, "out", cfg.Out, "pid", os.Getpid())
 	runErr := triggers.Run(ctx, tc, handler)
 	closeErr := dl.Close()

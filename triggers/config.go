@@ -116,6 +116,11 @@ type Config struct {
 	// OnPageEnd, when set, is called with OnPage's token once the page's delivery ended,
 	// whatever its outcome, including a page whose handler never ran (the shard lost first).
 	OnPageEnd func(token any)
+	// OnCommit, when set, is called for each offset commit the group's coordinator accepted
+	// (sent alone or with a heartbeat): from then on the shard's committed offset is at least
+	// offset, and a later owner of the shard starts after it. It is called from the worker's
+	// loops with the worker's lock held, so it must return quickly and not call the worker.
+	OnCommit func(shard int, offset int64)
 	// Registerer receives the worker's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger receives rebalances, parked cells and errors. Default slog.Default().

@@ -298,6 +298,9 @@ func (w *worker) applyCommits(commits []consumer.Offset, accepted []bool) {
 		}
 		if i < len(accepted) && accepted[i] {
 			st.committed = max(st.committed, c.Offset)
+			if w.cfg.OnCommit != nil {
+				w.cfg.OnCommit(c.Shard, c.Offset)
+			}
 			continue
 		}
 		w.cfg.Logger.Info("triggers: commit fenced, shard lost", "group", w.cfg.Group, "worker", w.cfg.Worker, "shard", c.Shard, "epoch", c.Epoch)

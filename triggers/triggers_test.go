@@ -268,6 +268,13 @@ func testDeliversInOrderAcrossRebalance(t *testing.T, engine clustertest.Engine)
 	reg := prometheus.NewRegistry()
 	cfgA := baseConfig(t, cl, "g1", "a")
 	cfgA.Registerer = reg
+	var acceptedMu sync.Mutex
+	accepted := map[int]int64{} // shard -> highest offset a's commits had accepted (OnCommit)
+	cfgA.OnCommit = func(shard int, offset int64) {
+		acceptedMu.Lock()
+		accepted[shard] = max(accepted[shard], offset)
+		acceptedMu.Unlock()
+	}
 	stopA := runWorker(t, cfgA, rec.handler("a"))
 	require.Eventually(t, func() bool { return len(rec.missing(before)) == 0 }, 60*time.Second, tick, "the first 200 cells delivered")
 	stopB := runWorker(t, baseConfig(t, cl, "g1", "b"), rec.handler("b"))
@@ -332,6 +339,13 @@ func testDeliversInOrderAcrossRebalance(t *testing.T, engine clustertest.Engine)
 	for _, s := range st.Shards {
 		assert.GreaterOrEqual(t, s.Offset, lastBase[s.Shard], "shard %d: committed offset, want at least its last BASE cell", s.Shard)
 	}
+	// Every commit OnCommit reported as accepted holds: no offset is below it.
+	acceptedMu.Lock()
+	assert.NotEmpty(t, accepted, "worker a's accepted commits (OnCommit)")
+	for _, s := range st.Shards {
+		assert.GreaterOrEqual(t, s.Offset, accepted[s.Shard], "shard %d: committed offset, want at least what a's commits had accepted", s.Shard)
+	}
+	acceptedMu.Unlock()
 	assert.Empty(t, st.Members, "members after both workers left")
 }
 
