@@ -96,7 +96,7 @@ func TestQuiescedPartitionsFailOver(t *testing.T) {
 	t.Logf("every partition took a write %v after the kill", time.Since(killed).Round(time.Millisecond))
 }
 
-// awaitReplicas waits up to timeout until, on every running node of c, every local replica
+// awaitReplicas waits up to timeout until, on every running node of c (not paused), every local replica
 // passes check (an empty answer); otherwise it fails the test with what, naming the last
 // replica that did not pass and why.
 func awaitReplicas(t *testing.T, c *Cluster, timeout time.Duration, what string, check func(wire.PartitionStatus) string) {
@@ -104,7 +104,7 @@ func awaitReplicas(t *testing.T, c *Cluster, timeout time.Duration, what string,
 	var last string
 	pass := func() bool {
 		for _, n := range c.Nodes {
-			if !n.Running() {
+			if !n.Running() || n.Paused() {
 				continue
 			}
 			st, err := c.Status(context.Background(), n, 2*time.Second)
@@ -125,5 +125,117 @@ func awaitReplicas(t *testing.T, c *Cluster, timeout time.Duration, what string,
 	}
 	if !assert.Eventually(t, pass, timeout, 100*time.Millisecond) {
 		require.FailNow(t, what, "%s", last)
+	}
+}
+
+// A node paused and cut off while it leads quiesced partitions (SIGSTOP and iptables, past
+// gossip's failure detection) comes back as a quiesced leader of an older term: the others elected new leaders, which
+// quiesced without it, and nothing it hears tells it of the newer term. Gossip reporting it
+// alive again wakes the leaders on the other nodes (cluster's wakeLeaders), whose heartbeats
+// make it step down and catch up: every replica of every partition then names one leader and
+// one term. Without the wake it claimed its partitions for minutes (a make jepsen-short run in
+// CI: replicas at commit index 2 and 3 of an idle partition never converged).
+func TestQuiescedLeaderPausedStepsDown(t *testing.T) {
+	requireFaults(t)
+	const (
+		shards     = 8
+		partitions = 2
+	)
+	ctx := context.Background()
+	c, err := StartCluster(ctx, ClusterConfig{Binary: schemalessBinary(t), Dir: t.TempDir(), Nodes: 3,
+		FirstIP: "127.0.0.86", HTTPPort: 27680, RaftPort: 27780,
+		Datastores: []topology.DatastoreSpec{{Name: "trips", Mode: topology.ModeRaft, Shards: shards, PartitionCount: partitions}},
+		ServeArgs:  []string{"--quiesce-after", "1s"}})
+	require.NoError(t, err, "start the cluster")
+	t.Cleanup(c.Stop)
+	cfg := c.ClientConfig()
+	for _, n := range c.Nodes {
+		cfg.Endpoints = append(cfg.Endpoints, n.URL())
+	}
+	cfg.Datastore = "trips"
+	cl, err := client.New(cfg)
+	require.NoError(t, err, "client")
+	for ref := int64(1); ref <= 8; ref++ { // rows of both partitions, most likely
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := cl.PutCell(wctx, uuid.New(), "BASE", ref, json.RawMessage(`{"n":1}`))
+		cancel()
+		require.NoError(t, err, "put %d", ref)
+	}
+	quiesced := func(p wire.PartitionStatus) string {
+		if !p.Quiesced {
+			return "not quiesced (" + p.State + ")"
+		}
+		return ""
+	}
+	awaitReplicas(t, c, 30*time.Second, "every replica quiesces within 30s once the writes stop", quiesced)
+
+	var victim *Node
+	for _, l := range c.Leaders(ctx) {
+		if l.Datastore == "trips" && l.Partition == 0 {
+			victim = c.Node(l.Leader)
+		}
+	}
+	require.NotNil(t, victim, "the leader of trips/0")
+	// Paused and cut off, as the nemesis's pause-leader and partition-leader faults at once.
+	nw := NewNet("SLQUIESCENET")
+	require.NoError(t, nw.Setup(ctx), "iptables")
+	t.Cleanup(func() { _ = nw.Teardown(context.Background()) })
+	var others []string
+	for _, n := range c.Nodes {
+		if n != victim {
+			others = append(others, n.IP)
+		}
+	}
+	require.NoError(t, nw.Cut(ctx, Components([]string{victim.IP}, others)), "cut %s off", victim.ID)
+	require.NoError(t, victim.Pause(), "SIGSTOP %s", victim.ID)
+	paused := time.Now()
+	awaitReplicas(t, c, 30*time.Second, "the others elect leaders of every partition within 30s of the pause",
+		func(p wire.PartitionStatus) string {
+			if p.Leader == "" || p.Leader == victim.ID {
+				return fmt.Sprintf("follows %q", p.Leader)
+			}
+			return ""
+		})
+	awaitReplicas(t, c, 30*time.Second, "the others quiesce again, without the paused node", quiesced)
+	// The new leaders' sends to the paused node back off and stop while gossip reports it down.
+	time.Sleep(3 * time.Second)
+	require.NoError(t, victim.Resume(), "SIGCONT %s", victim.ID)
+	time.Sleep(3 * time.Second) // resumed but still cut off: it sees the others down too
+	require.NoError(t, nw.Heal(ctx), "heal")
+	t.Logf("%s paused for %v", victim.ID, time.Since(paused).Round(time.Millisecond))
+
+	// Every replica of a partition names the same leader and term.
+	var last string
+	agree := func() bool {
+		type view struct {
+			leader string
+			term   uint64
+		}
+		seen := map[string]view{}
+		for _, n := range c.Nodes {
+			st, err := c.Status(ctx, n, 2*time.Second)
+			if err != nil {
+				last = n.ID + ": " + err.Error()
+				return false
+			}
+			for _, d := range st.Datastores {
+				for _, p := range d.Partitions {
+					if !p.Local {
+						continue
+					}
+					k := fmt.Sprintf("%s/%d", d.Name, p.ID)
+					v := view{p.Leader, p.Term}
+					if w, ok := seen[k]; ok && w != v {
+						last = fmt.Sprintf("%s: %s sees leader %q term %d, another replica leader %q term %d", k, n.ID, v.leader, v.term, w.leader, w.term)
+						return false
+					}
+					seen[k] = v
+				}
+			}
+		}
+		return true
+	}
+	if !assert.Eventually(t, agree, 30*time.Second, 200*time.Millisecond) {
+		require.FailNow(t, "the replicas of every partition agree on the leader within 30s of the resume", "%s", last)
 	}
 }

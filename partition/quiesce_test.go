@@ -258,3 +258,77 @@ func TestRestartedFollowerReportedDownLearnsTheCommitIndex(t *testing.T) {
 	}
 	require.True(t, l.p.IsLeader(), "%s still leads", l.id)
 }
+
+// A leader cut off while quiesced (its node paused or partitioned away) stays a quiesced leader
+// of its old term: the others, woken by liveness reporting its node down, elect a new leader,
+// which quiesces without it, and nothing brings it the newer term, so it keeps claiming the
+// partition at an old commit index (the control). Waking the new leader once liveness reports
+// the node back (cluster's gossip watch wakes a node's quiesced leaders when another node comes
+// back) sends it a heartbeat of the newer term: it steps down and learns the commit index.
+func TestQuiescedLeaderCutOffLearnsTheNewerTerm(t *testing.T) {
+	t.Parallel()
+	var down sync.Map // replica id -> true: reported down
+	g := newGroup(t, 3, func(c *Config) {
+		c.QuiesceAfter = 300 * time.Millisecond
+		c.QuiesceDown = func(id string) bool { _, ok := down.Load(id); return ok }
+	})
+	_, err := g.put(context.Background(), testCell(t, 0))
+	require.NoError(t, err, "put")
+	require.Eventually(t, allQuiesced(g), 5*time.Second, 10*time.Millisecond, "the group quiesces")
+	time.Sleep(200 * time.Millisecond) // the quiescing heartbeats' answers back at the leader
+	old := g.leader()
+	oldTerm := old.p.Raft().CurrentTerm()
+	var others []*replica
+	g.mu.Lock()
+	for _, r := range g.replicas {
+		if r != old {
+			others = append(others, r)
+		}
+	}
+	cut := func(connect bool) {
+		for _, o := range others {
+			if connect {
+				o.trans.Connect(raft.ServerAddress(old.id), old.trans)
+				old.trans.Connect(raft.ServerAddress(o.id), o.trans)
+			} else {
+				o.trans.Disconnect(raft.ServerAddress(old.id))
+				old.trans.Disconnect(raft.ServerAddress(o.id))
+			}
+		}
+	}
+	cut(false)
+	g.mu.Unlock()
+	down.Store(old.id, true)
+	for _, o := range others {
+		o.p.Wake() // as gossip wakes the followers of a leader it reports down
+	}
+	var next *replica
+	require.Eventually(t, func() bool {
+		for _, o := range others {
+			if o.p.IsLeader() && o.p.Raft().CurrentTerm() > oldTerm && o.p.Quiesced() {
+				next = o
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "a new leader of a newer term than %d, quiesced without %s", oldTerm, old.id)
+	want := next.p.Raft().CommitIndex()
+	require.Greater(t, want, old.p.Raft().CommitIndex(), "the new leader's commit index, beyond the cut-off leader's")
+
+	// The new leader's sends to the cut-off replica fail, back off, and stop once it is
+	// quiesced with that replica reported down (its replication returns after the backoff).
+	time.Sleep(2 * time.Second)
+	require.True(t, old.p.Quiesced(), "%s, cut off, still a quiesced leader", old.id)
+	g.mu.Lock()
+	cut(true)
+	g.mu.Unlock()
+	down.Delete(old.id)
+	// Time passing is the point: nobody woken, nothing reaches the old leader.
+	require.Never(t, func() bool { return !old.p.IsLeader() }, 1500*time.Millisecond, 20*time.Millisecond,
+		"%s learned of the newer term with no replica woken", old.id)
+	next.p.Wake()
+	require.Eventually(t, func() bool {
+		id, _ := old.p.Leader()
+		return !old.p.IsLeader() && id == next.id && old.p.Raft().CommitIndex() >= want
+	}, 10*time.Second, 10*time.Millisecond, "%s follows %s with commit index %d once %s is woken", old.id, next.id, want, next.id)
+}
