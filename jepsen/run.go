@@ -605,9 +605,9 @@ func (s *Summary) Print(w io.Writer) {
 			fmt.Fprintf(w, "  durability: %d acknowledged, %d indeterminate (%d stored), %d failed; lost %d, unexpected %d, corrupted %d, duplicated %d, diverged shards %d\n",
 				d.Acknowledged, d.Indeterminate, d.Recovered, d.Failed, len(d.Lost), len(d.Unexpected), len(d.Corrupted), len(d.Duplicated), len(d.Diverged))
 		case TriggersResult:
-			fmt.Fprintf(w, "  triggers: %d acknowledged, %d indeterminate (%d delivered), %d failed, %d of other columns; %d deliveries by %d worker incarnations, %d duplicates; lost %d, unexpected %d, order violations %d, skipped %d; %d lease changes (%d rewinds); caught up in %.1fs\n",
+			fmt.Fprintf(w, "  triggers: %d acknowledged, %d indeterminate (%d delivered), %d failed, %d of other columns; %d deliveries by %d worker incarnations, %d duplicates; lost %d, unexpected %d, order violations %d, skipped %d, commits lost %d of %d accepted; %d lease changes (%d rewinds); caught up in %.1fs\n",
 				d.Acknowledged, d.Indeterminate, d.Recovered, d.Failed, d.OtherWritten, d.Delivered, d.Incarnations, d.Duplicates,
-				len(d.Lost), len(d.Unexpected), len(d.OrderViolations), len(d.Skipped), d.LeaseChanges, d.Rewinds, d.CatchUpSeconds)
+				len(d.Lost), len(d.Unexpected), len(d.OrderViolations), len(d.Skipped), len(d.LostCommits), d.Commits, d.LeaseChanges, d.Rewinds, d.CatchUpSeconds)
 		case CasResult:
 			fmt.Fprintf(w, "  cas: linearizable %s (%d operations, %d registers, %.1fs); %d reads, conditional writes: %d written, %d refused (412), %d conflicts, %d unavailable, %d indeterminate\n",
 				d.Linearizability.Result, d.Linearizability.Operations, d.Linearizability.Registers, d.Linearizability.Seconds,
