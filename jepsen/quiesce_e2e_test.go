@@ -29,19 +29,7 @@ func TestQuiescedPartitionsFailOver(t *testing.T) {
 		partitions = 4
 	)
 	ctx := context.Background()
-	c, err := StartCluster(ctx, ClusterConfig{Binary: schemalessBinary(t), Dir: t.TempDir(), Nodes: 3,
-		FirstIP: "127.0.0.82", HTTPPort: 27670, RaftPort: 27770,
-		Datastores: []topology.DatastoreSpec{{Name: "trips", Mode: topology.ModeRaft, Shards: shards, PartitionCount: partitions}},
-		ServeArgs:  []string{"--quiesce-after", "1s"}})
-	require.NoError(t, err, "start the cluster")
-	t.Cleanup(c.Stop)
-	cfg := c.ClientConfig()
-	for _, n := range c.Nodes {
-		cfg.Endpoints = append(cfg.Endpoints, n.URL())
-	}
-	cfg.Datastore = "trips"
-	cl, err := client.New(cfg)
-	require.NoError(t, err, "client")
+	c, cl := startQuiescing(t, "127.0.0.82", 27670, 27770, shards, partitions)
 
 	// A row key in each partition (shards split evenly: partition p holds shards p*4 to p*4+3).
 	rows := map[int]uuid.UUID{}
@@ -96,6 +84,27 @@ func TestQuiescedPartitionsFailOver(t *testing.T) {
 	t.Logf("every partition took a write %v after the kill", time.Since(killed).Round(time.Millisecond))
 }
 
+// startQuiescing starts 3 real nodes from firstIP whose partitions quiesce after 1 s idle,
+// serving datastore "trips" (raft, shards shards in partitions partitions), and returns them
+// with a client of the datastore through every node. The cluster stops when the test ends.
+func startQuiescing(t *testing.T, firstIP string, httpPort, raftPort, shards, partitions int) (*Cluster, *client.Client) {
+	t.Helper()
+	c, err := StartCluster(context.Background(), ClusterConfig{Binary: schemalessBinary(t), Dir: t.TempDir(), Nodes: 3,
+		FirstIP: firstIP, HTTPPort: httpPort, RaftPort: raftPort,
+		Datastores: []topology.DatastoreSpec{{Name: "trips", Mode: topology.ModeRaft, Shards: shards, PartitionCount: partitions}},
+		ServeArgs:  []string{"--quiesce-after", "1s"}})
+	require.NoError(t, err, "start the cluster")
+	t.Cleanup(c.Stop)
+	cfg := c.ClientConfig()
+	for _, n := range c.Nodes {
+		cfg.Endpoints = append(cfg.Endpoints, n.URL())
+	}
+	cfg.Datastore = "trips"
+	cl, err := client.New(cfg)
+	require.NoError(t, err, "client")
+	return c, cl
+}
+
 // awaitReplicas waits up to timeout until, on every running node of c (not paused), every local replica
 // passes check (an empty answer); otherwise it fails the test with what, naming the last
 // replica that did not pass and why.
@@ -142,19 +151,7 @@ func TestQuiescedLeaderPausedStepsDown(t *testing.T) {
 		partitions = 2
 	)
 	ctx := context.Background()
-	c, err := StartCluster(ctx, ClusterConfig{Binary: schemalessBinary(t), Dir: t.TempDir(), Nodes: 3,
-		FirstIP: "127.0.0.86", HTTPPort: 27680, RaftPort: 27780,
-		Datastores: []topology.DatastoreSpec{{Name: "trips", Mode: topology.ModeRaft, Shards: shards, PartitionCount: partitions}},
-		ServeArgs:  []string{"--quiesce-after", "1s"}})
-	require.NoError(t, err, "start the cluster")
-	t.Cleanup(c.Stop)
-	cfg := c.ClientConfig()
-	for _, n := range c.Nodes {
-		cfg.Endpoints = append(cfg.Endpoints, n.URL())
-	}
-	cfg.Datastore = "trips"
-	cl, err := client.New(cfg)
-	require.NoError(t, err, "client")
+	c, cl := startQuiescing(t, "127.0.0.86", 27680, 27780, shards, partitions)
 	for ref := int64(1); ref <= 8; ref++ { // rows of both partitions, most likely
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		_, err := cl.PutCell(wctx, uuid.New(), "BASE", ref, json.RawMessage(`{"n":1}`))

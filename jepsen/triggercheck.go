@@ -257,7 +257,6 @@ func CheckTriggers(ops []Op, logs map[string][]Delivery, stored []StoredCell, co
 	}
 	sort.Strings(names)
 	res.Incarnations = len(names)
-	problem := triggerProblem
 	var starts []periodStart
 	count := map[cellKey]int{}
 	flagged := map[cellKey]bool{}
@@ -270,7 +269,7 @@ func CheckTriggers(ops []Op, logs map[string][]Delivery, stored []StoredCell, co
 			if !flagged[k] {
 				if why := unexpectedDelivery(d, writes[k], column, where, haveLog); why != "" {
 					flagged[k] = true
-					res.Unexpected = append(res.Unexpected, problem(inc, d, "%s", why))
+					res.Unexpected = append(res.Unexpected, triggerProblem(inc, d, "%s", why))
 				}
 			}
 			prev, seen := last[d.Shard]
@@ -289,10 +288,10 @@ func CheckTriggers(ops []Op, logs map[string][]Delivery, stored []StoredCell, co
 			switch {
 			case d.AddedID <= prev.AddedID:
 				res.OrderViolations = append(res.OrderViolations,
-					problem(inc, d, "added_id %d delivered after %d in the same lease (%d) of shard %d", d.AddedID, prev.AddedID, d.Lease, d.Shard))
+					triggerProblem(inc, d, "added_id %d delivered after %d in the same lease (%d) of shard %d", d.AddedID, prev.AddedID, d.Lease, d.Shard))
 			case haveLog && next(d.Shard, prev.AddedID) != d.AddedID:
 				res.Skipped = append(res.Skipped,
-					problem(inc, d, "added_id %d delivered right after %d in lease %d, skipping %d", d.AddedID, prev.AddedID, d.Lease, next(d.Shard, prev.AddedID)))
+					triggerProblem(inc, d, "added_id %d delivered right after %d in lease %d, skipping %d", d.AddedID, prev.AddedID, d.Lease, next(d.Shard, prev.AddedID)))
 			}
 		}
 	}
@@ -336,7 +335,7 @@ func CheckTriggers(ops []Op, logs map[string][]Delivery, stored []StoredCell, co
 			}
 			if want := next(d.Shard, before); want >= 0 && d.AddedID > want {
 				res.Skipped = append(res.Skipped,
-					problem(st.inc, d, "lease %d of shard %d starts at added_id %d, but nothing after %d was delivered before it: %d skipped", d.Lease, d.Shard, d.AddedID, before, want))
+					triggerProblem(st.inc, d, "lease %d of shard %d starts at added_id %d, but nothing after %d was delivered before it: %d skipped", d.Lease, d.Shard, d.AddedID, before, want))
 			}
 		}
 	}

@@ -53,19 +53,28 @@ func splitCommits(logs map[string][]Delivery) (map[string][]Delivery, map[int][]
 // lostCommits returns a problem for each period start that begins at or below the highest
 // offset of its shard whose commit was accepted strictly before the start's time.
 func lostCommits(starts []periodStart, commits map[int][]Delivery) []TriggerProblem {
+	// best[s][i]: the index in commits[s] of the highest offset among its first i+1 commits.
+	best := make(map[int][]int, len(commits))
+	for s, cs := range commits {
+		b := make([]int, len(cs))
+		for i := range cs {
+			if b[i] = i; i > 0 && cs[b[i-1]].AddedID >= cs[i].AddedID {
+				b[i] = b[i-1]
+			}
+		}
+		best[s] = b
+	}
 	var out []TriggerProblem
 	for _, st := range starts {
 		cs := commits[st.d.Shard]
 		n := sort.Search(len(cs), func(i int) bool { return cs[i].Time >= st.d.Time }) // accepted before the start
-		var best *Delivery
-		for i := range cs[:n] {
-			if best == nil || cs[i].AddedID > best.AddedID {
-				best = &cs[i]
-			}
+		if n == 0 {
+			continue
 		}
-		if best != nil && st.d.AddedID <= best.AddedID {
+		c := cs[best[st.d.Shard][n-1]]
+		if st.d.AddedID <= c.AddedID {
 			out = append(out, triggerProblem(st.inc, st.d, "lease %d of shard %d starts at added_id %d, at or below offset %d, whose commit %s had accepted %.3f s before",
-				st.d.Lease, st.d.Shard, st.d.AddedID, best.AddedID, best.Worker, float64(st.d.Time-best.Time)/1e9))
+				st.d.Lease, st.d.Shard, st.d.AddedID, c.AddedID, c.Worker, float64(st.d.Time-c.Time)/1e9))
 		}
 	}
 	return out

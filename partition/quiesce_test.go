@@ -32,6 +32,17 @@ func quiescingGroup(t *testing.T, quiesceAfter time.Duration) (*group, func(id s
 	}
 }
 
+// downReportingGroup starts a 3-replica group that quiesces after quiesceAfter idle, without
+// the replicas whose ids down holds (Config.QuiesceDown: reported down by node liveness).
+func downReportingGroup(t *testing.T, quiesceAfter time.Duration) (*group, *sync.Map) {
+	down := &sync.Map{} // replica id -> true: reported down
+	g := newGroup(t, 3, func(c *Config) {
+		c.QuiesceAfter = quiesceAfter
+		c.QuiesceDown = func(id string) bool { _, ok := down.Load(id); return ok }
+	})
+	return g, down
+}
+
 // allQuiesced reports whether every running replica of g is quiesced.
 func allQuiesced(g *group) func() bool {
 	return func() bool {
@@ -231,11 +242,7 @@ func TestQuiescesWithoutDownFollower(t *testing.T) {
 // leader that sees the refusal wakes and sends it the commit index.
 func TestRestartedFollowerReportedDownLearnsTheCommitIndex(t *testing.T) {
 	t.Parallel()
-	var down sync.Map // replica id -> true: reported down
-	g := newGroup(t, 3, func(c *Config) {
-		c.QuiesceAfter = 300 * time.Millisecond
-		c.QuiesceDown = func(id string) bool { _, ok := down.Load(id); return ok }
-	})
+	g, down := downReportingGroup(t, 300*time.Millisecond)
 	l, f, fi := stopAFollower(t, g)
 	// The leader's sends to the stopped follower fail and back off for a while.
 	time.Sleep(2 * time.Second)
@@ -267,11 +274,7 @@ func TestRestartedFollowerReportedDownLearnsTheCommitIndex(t *testing.T) {
 // back) sends it a heartbeat of the newer term: it steps down and learns the commit index.
 func TestQuiescedLeaderCutOffLearnsTheNewerTerm(t *testing.T) {
 	t.Parallel()
-	var down sync.Map // replica id -> true: reported down
-	g := newGroup(t, 3, func(c *Config) {
-		c.QuiesceAfter = 300 * time.Millisecond
-		c.QuiesceDown = func(id string) bool { _, ok := down.Load(id); return ok }
-	})
+	g, down := downReportingGroup(t, 300*time.Millisecond)
 	_, err := g.put(context.Background(), testCell(t, 0))
 	require.NoError(t, err, "put")
 	require.Eventually(t, allQuiesced(g), 5*time.Second, 10*time.Millisecond, "the group quiesces")
