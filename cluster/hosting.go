@@ -248,6 +248,11 @@ func (n *Node) openReplicaTimed(ctx context.Context, ds *topology.DatastoreSpec,
 		Logger:          hclogslog.New(n.log.With("partition", name), "raft-net"),
 	})
 	dir := n.replicaDir(ds.Name, r.spec.ID)
+	if err := n.checkSplitPrep(ctx, id, dir, ps); err != nil {
+		_ = trans.Close()
+		_ = ps.Close()
+		return fmt.Errorf("cluster: partition %s: %w", name, err)
+	}
 	if !partition.HasLog(dir) && len(peers) == 0 {
 		// A partition made by a split starts from the split's copy in its store, when this
 		// replica applied the split; any other replica joining an existing group starts empty:
@@ -278,6 +283,7 @@ func (n *Node) openReplicaTimed(ctx context.Context, ds *topology.DatastoreSpec,
 	if ds.Mode == topology.ModeRaft {
 		pc.LeaderReadIndex = n.leaderReadIndex(ds.Name, r.spec.ID)
 		pc.SplitStore = n.splitStore(ds.Name)
+		pc.OnSplitStart = func(e fsm.SplitEvent) { n.prepareSplitReplica(ds.Name, e) }
 		pc.OnSplit = func(fsm.SplitEvent) { n.kickSplits() }
 		pc.MergeSource = n.mergeSource(ds.Name)
 		pc.OnMerge = func(e fsm.MergeEvent) { n.retireMerged(ds.Name, e.Right) }

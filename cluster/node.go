@@ -181,6 +181,12 @@ type Node struct {
 	splitKick  chan struct{} // wakes splitLoop: a split was applied here (split.go)
 	// splitKickedAt is when kickSplits last ran (unix nanoseconds), for splitLoop's log lines.
 	splitKickedAt atomic.Int64
+	// splitPrep holds the split-made replicas whose start is being prepared beside the
+	// split's copy (splitprep.go), each with the channel closed once it is.
+	splitPrep struct {
+		sync.Mutex
+		m map[storage.PartitionID]chan struct{}
+	}
 	// recKick wakes recorderLoop; recDirty (guarded by recMu) holds the partitions whose
 	// replicas it is to record in the catalog (automerge.go).
 	recKick  chan struct{}

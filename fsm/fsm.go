@@ -67,6 +67,12 @@ type Config struct {
 	// OnSplit, when set, is called on the FSM goroutine after a split is applied and committed.
 	// It must not block: the partition's raft log waits for it.
 	OnSplit func(SplitEvent)
+	// OnSplitStart, when set, is called on the FSM goroutine when a split entry that splits
+	// the partition's range begins to apply, before the right half's store gets its shards:
+	// its owner can prepare what the right half's raft replica starts from meanwhile (its
+	// base, which the entry alone determines). The split may still fail (a storage failure
+	// stops the FSM) and is applied again after a crash, calling it again. It must not block.
+	OnSplitStart func(SplitEvent)
 	// MergeSource opens this node's store of partition right, the frozen right partition of a
 	// merge into this one (command.Merge), and returns it with the function that releases it
 	// once its state is copied. Nil: this replica refuses merges (deterministic, as for

@@ -62,12 +62,14 @@ type SplitOrigin struct {
 
 // SplitEvent tells the FSM's owner that the partition split (Config.OnSplit): Right, the new
 // partition, now holds Shards in its store, at Applied (the index and term of the split entry),
-// and the parent holds Left.
+// and the parent holds Left; or that it begins to (Config.OnSplitStart). Voters are the right
+// half's first raft configuration (command.Split.Voters).
 type SplitEvent struct {
 	Right   int
 	Left    cells.ShardRange
 	Shards  cells.ShardRange
 	Applied storage.AppliedState
+	Voters  []command.Voter
 }
 
 // Shards returns the shard range the partition holds now. Safe from any goroutine.
@@ -162,6 +164,9 @@ func (f *FSM) applySplit(l *raft.Log) interface{} {
 		left = cells.ShardRange{First: cur.First, Last: int(cmd.AtShard) - 1}
 		right = cells.ShardRange{First: int(cmd.AtShard), Last: cur.Last}
 	}
+	if refused == nil && f.cfg.OnSplitStart != nil {
+		f.cfg.OnSplitStart(SplitEvent{Right: int(cmd.Right), Left: left, Shards: right, Applied: applied, Voters: cmd.Voters})
+	}
 	var times splitTimes
 	if done := f.runAlone("split", l, began, applied, refused, left, func() error { return f.splitTx(cmd, left, right, applied, &times) }); done != nil {
 		return done
@@ -170,7 +175,7 @@ func (f *FSM) applySplit(l *raft.Log) interface{} {
 		"right_first", right.First, "right_last", right.Last, "index", l.Index, "took", time.Since(began), "right_store", times.rightStore,
 		"hand_over", times.handOver, "commit", times.commit)
 	if f.cfg.OnSplit != nil {
-		f.cfg.OnSplit(SplitEvent{Right: int(cmd.Right), Left: left, Shards: right, Applied: applied})
+		f.cfg.OnSplit(SplitEvent{Right: int(cmd.Right), Left: left, Shards: right, Applied: applied, Voters: cmd.Voters})
 	}
 	return &Response{Result: command.SplitResult{Left: left, Right: right}}
 }

@@ -69,7 +69,8 @@ func testSplit(t *testing.T, sameStore bool) {
 	parent, err := st.Partition(ctx, storage.PartitionID{Datastore: "trips", Partition: 2}, testShards)
 	require.NoError(t, err)
 	rightRange := cells.ShardRange{First: 10, Last: 11}
-	var events []SplitEvent
+	var events, starts []SplitEvent
+	var rightApplied []uint64 // the right store's applied index as each split began
 	cfg := Config{Store: parent, StoreBackoff: time.Millisecond, Logger: testLogger(t),
 		SplitStore: func(ctx context.Context, right int, shards cells.ShardRange) (Store, func() error, error) {
 			assert.Equal(t, 7, right)
@@ -81,6 +82,16 @@ func testSplit(t *testing.T, sameStore bool) {
 			return p, p.Close, nil
 		},
 		OnSplit: func(e SplitEvent) { events = append(events, e) },
+		OnSplitStart: func(e SplitEvent) {
+			starts = append(starts, e)
+			p, err := rightSt.Partition(ctx, storage.PartitionID{Datastore: "trips", Partition: e.Right}, e.Shards)
+			if assert.NoError(t, err) {
+				a, err := p.Applied(ctx)
+				assert.NoError(t, err)
+				rightApplied = append(rightApplied, a.Index)
+				assert.NoError(t, p.Close())
+			}
+		},
 	}
 	f, err := New(ctx, cfg)
 	require.NoError(t, err)
@@ -126,7 +137,11 @@ func testSplit(t *testing.T, sameStore bool) {
 	assert.Equal(t, cells.ShardRange{First: 8, Last: 9}, parent.Shards())
 	assert.Equal(t, uint64(45), f.Applied().Index)
 	require.Len(t, events, 1)
-	assert.Equal(t, SplitEvent{Right: 7, Left: cells.ShardRange{First: 8, Last: 9}, Shards: rightRange, Applied: storage.AppliedState{Index: 43, Term: 3}}, events[0])
+	want := SplitEvent{Right: 7, Left: cells.ShardRange{First: 8, Last: 9}, Shards: rightRange, Applied: storage.AppliedState{Index: 43, Term: 3}, Voters: voters}
+	assert.Equal(t, want, events[0])
+	require.Len(t, starts, 1, "OnSplitStart is called once for the split, and not for the refused entries")
+	assert.Equal(t, want, starts[0])
+	assert.Equal(t, []uint64{0}, rightApplied, "OnSplitStart is called before the right half's store holds the split's copy")
 	_, err = parent.ScanShard(ctx, 10, 0, 10)
 	assert.ErrorIs(t, err, storage.ErrShardRange, "the parent no longer holds shard 10")
 	kept := scanShards(t, parent, cells.ShardRange{First: 8, Last: 9})

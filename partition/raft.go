@@ -76,11 +76,13 @@ type Config struct {
 	// benchmark's raft-noop baseline uses it (fsm.Noop); a replica then skips the store
 	// catch-up at start.
 	NewStateMachine func(ctx context.Context) (StateMachine, error)
-	// SplitStore and OnSplit are handed to the state machine (fsm.Config): the store of the
-	// right half of a split of this partition, and what to do once a split is applied. Nil
-	// SplitStore: this replica refuses splits.
-	SplitStore func(ctx context.Context, right int, shards cells.ShardRange) (fsm.Store, func() error, error)
-	OnSplit    func(fsm.SplitEvent)
+	// SplitStore, OnSplitStart and OnSplit are handed to the state machine (fsm.Config): the
+	// store of the right half of a split of this partition, what to do when a split begins to
+	// apply (PrepareSplitReplica) and once it is applied. Nil SplitStore: this replica
+	// refuses splits.
+	SplitStore   func(ctx context.Context, right int, shards cells.ShardRange) (fsm.Store, func() error, error)
+	OnSplitStart func(fsm.SplitEvent)
+	OnSplit      func(fsm.SplitEvent)
 	// MergeSource and OnMerge are handed to the state machine (fsm.Config): this node's store
 	// of the frozen right partition of a merge into this one, and what to do once a merge is
 	// applied. Nil MergeSource: this replica refuses merges.
@@ -372,7 +374,7 @@ func Open(ctx context.Context, cfg Config) (*Raft, error) {
 		}
 	} else {
 		f, err := fsm.New(ctx, fsm.Config{Store: cfg.Store, Logger: logger, OnFatal: cfg.OnFatal, SplitStore: cfg.SplitStore, OnSplit: cfg.OnSplit,
-			MergeSource: cfg.MergeSource, OnMerge: cfg.OnMerge})
+			OnSplitStart: cfg.OnSplitStart, MergeSource: cfg.MergeSource, OnMerge: cfg.OnMerge})
 		if err != nil {
 			return nil, fmt.Errorf("partition %s: %w", name, err)
 		}

@@ -6,14 +6,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/schemaless-db/schemaless/cells"
 	"github.com/schemaless-db/schemaless/command"
 	"github.com/schemaless-db/schemaless/fsm"
 	"github.com/schemaless-db/schemaless/hclogslog"
+	"github.com/schemaless-db/schemaless/raftlog"
 	"github.com/schemaless-db/schemaless/storage"
 )
 
@@ -29,19 +34,13 @@ import (
 // split starts from, when dir holds no raft log and no snapshot yet and store holds a split's
 // copy (fsm.ReadSplitOrigin) applied up to the split. It reports whether dir now holds a base
 // to start from (written now or before). trans encodes the voters' addresses into the
-// snapshot's metadata. It blocks while the snapshot is written (the size of the right half).
+// snapshot's metadata. It blocks while the snapshot's files are written and synced.
 func WriteSplitBase(ctx context.Context, dir string, store *storage.PartitionStore, trans raft.Transport, logger *slog.Logger) (bool, error) {
 	if HasLog(dir) {
 		return false, nil
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclogslog.New(logger, "raft"))
-	if err != nil {
-		return false, err
-	}
-	if metas, err := snaps.List(); err != nil {
-		return false, err
-	} else if len(metas) > 0 {
-		return true, nil
+	if ok, err := hasSnapshot(dir, logger); err != nil || ok {
+		return ok, err
 	}
 	origin, ok, err := fsm.ReadSplitOrigin(ctx, store)
 	if err != nil || !ok {
@@ -54,30 +53,136 @@ func WriteSplitBase(ctx context.Context, dir string, store *storage.PartitionSto
 	if applied.Index < origin.Index {
 		return false, nil
 	}
-	var conf raft.Configuration
-	for _, v := range origin.Voters {
-		conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(v.ID), Address: raft.ServerAddress(v.Addr), Suffrage: raft.Voter})
-	}
-	if len(conf.Servers) == 0 {
-		return false, fmt.Errorf("partition: the split's copy names no voter")
-	}
-	// Term 1, as the copy's applied state: the group's first leader (term 1 or more) never
-	// appends below its log's last term. The base holds no data (fsm.ErrSplitBase): writing
-	// the copy again here would double the split's work; the replica takes a real snapshot once a
-	// follower needs one (baseSnapshots).
-	sink, err := snaps.Create(raft.SnapshotVersionMax, applied.Index, 1, conf, applied.Index, trans)
-	if err != nil {
-		return false, err
-	}
-	if err := fsm.WriteSplitBase(sink, store.Shards(), storage.AppliedState{Index: applied.Index, Term: 1}); err != nil {
-		_ = sink.Cancel()
-		return false, err
-	}
-	if err := sink.Close(); err != nil {
+	if err := writeBase(dir, applied.Index, store.Shards(), origin.Voters, trans, logger); err != nil {
 		return false, err
 	}
 	return true, nil
 }
+
+// hasSnapshot reports whether replica directory dir holds a raft snapshot.
+func hasSnapshot(dir string, logger *slog.Logger) (bool, error) {
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclogslog.New(logger, "raft"))
+	if err != nil {
+		return false, err
+	}
+	metas, err := snaps.List()
+	return len(metas) > 0, err
+}
+
+// writeBase writes the base snapshot of a split's right half into dir: at index, in term 1 (as
+// the copy's applied state: the group's first leader, term 1 or more, never appends below its
+// log's last term), configuration voters, holding no data (fsm.ErrSplitBase; writing the copy
+// again here would double the split's work: the replica takes a real snapshot once a follower
+// needs one, baseSnapshots), only shards and the applied state.
+func writeBase(dir string, index uint64, shards cells.ShardRange, voters []command.Voter, trans raft.Transport, logger *slog.Logger) error {
+	var conf raft.Configuration
+	for _, v := range voters {
+		conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(v.ID), Address: raft.ServerAddress(v.Addr), Suffrage: raft.Voter})
+	}
+	if len(conf.Servers) == 0 {
+		return fmt.Errorf("partition: the split's copy names no voter")
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclogslog.New(logger, "raft"))
+	if err != nil {
+		return err
+	}
+	sink, err := snaps.Create(raft.SnapshotVersionMax, index, 1, conf, index, trans)
+	if err != nil {
+		return err
+	}
+	if err := fsm.WriteSplitBase(sink, shards, storage.AppliedState{Index: index, Term: 1}); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// SplitBase is what a split's right half starts from on a replica that applies the split: the
+// split entry's index in the parent's log, the right half's shards and first voters
+// (fsm.SplitEvent of Config.OnSplitStart).
+type SplitBase struct {
+	Index  uint64
+	Shards cells.ShardRange
+	Voters []command.Voter
+}
+
+// PrepareSplitReplica writes what the right half's replica in directory dir starts from, while
+// this node's replica of the parent still applies the split (copies the right half's shards
+// into its store): a marker naming the base's index (SplitPrepared), the base snapshot
+// (writeBase), then, in a raft log of format kind opened and closed here (openLogStore;
+// nodeLog and name as Config.NodeLog and LogName), the base's entry. Open finds both and writes
+// neither again, so its replica starts the moment the store is ready: the files' syncs run
+// beside the copy instead of after it (BENCHMARKS.md). A dir that holds a raft log already is
+// left alone (nil). The base is the one WriteSplitBase writes from the store once it holds the
+// copy. Blocks on I/O.
+func PrepareSplitReplica(dir, kind string, nodeLog *raftlog.Store, name string, base SplitBase, logger *slog.Logger) error {
+	if HasLog(dir) {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := writeSynced(filepath.Join(dir, preparedMarker), strconv.FormatUint(base.Index, 10)); err != nil {
+		return fmt.Errorf("partition: the split's marker: %w", err)
+	}
+	ok, err := hasSnapshot(dir, logger)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := writeBase(dir, base.Index, base.Shards, base.Voters, addrEncoder{}, logger); err != nil {
+			return fmt.Errorf("partition: the split's base: %w", err)
+		}
+	}
+	logs, _, closeLog, err := openLogStore(dir, kind, nodeLog, name)
+	if err != nil {
+		return fmt.Errorf("partition: open raft log: %w", err)
+	}
+	return errors.Join(storeBaseEntry(logs, base.Index), closeLog())
+}
+
+// preparedMarker names the file PrepareSplitReplica leaves in a replica directory until the
+// replica first opens (SplitPrepared): the base's index, in decimal.
+const preparedMarker = "split-prepared"
+
+// SplitPrepared checks a replica directory before its replica opens: when PrepareSplitReplica
+// prepared it, and store holds the split's copy at the prepared base (fsm.ReadSplitOrigin, its
+// applied index at or past it), the marker is removed and it reports false: the replica opens
+// from what was prepared. It reports stale (true) when store lacks that copy: this node's
+// replica of the parent did not finish the split it began (it learned of it from a snapshot
+// after a crash, say), and the caller removes the directory's log and snapshot before the
+// replica opens as one that did not apply the split. A directory never prepared reports false.
+func SplitPrepared(ctx context.Context, dir string, store *storage.PartitionStore) (stale bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, preparedMarker))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	index, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return true, nil // a marker cut short by a crash: the preparation did not finish either
+	}
+	origin, ok, err := fsm.ReadSplitOrigin(ctx, store)
+	if err != nil {
+		return false, err
+	}
+	applied, err := store.Applied(ctx)
+	if err != nil {
+		return false, err
+	}
+	if !ok || origin.Index != index || applied.Index < index {
+		return true, nil
+	}
+	return false, os.Remove(filepath.Join(dir, preparedMarker))
+}
+
+// addrEncoder encodes a voter's address as raft.NetworkTransport does (its EncodePeer), for a
+// snapshot's metadata written with no transport open; nothing else of raft.Transport is used.
+type addrEncoder struct{ raft.Transport }
+
+func (addrEncoder) EncodePeer(_ raft.ServerID, addr raft.ServerAddress) []byte { return []byte(addr) }
 
 // Split proposes splitting this partition at s.AtShard into the new partition s.Right
 // (command.Split), filling in the voters of this replica's raft configuration, and waits until
