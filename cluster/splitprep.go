@@ -59,7 +59,7 @@ func (n *Node) prepareSplitReplica(ds string, e fsm.SplitEvent) {
 				return
 			}
 		}
-		base := partition.SplitBase{Index: e.Applied.Index, Shards: e.Shards, Voters: e.Voters}
+		base := partition.SplitBase{Index: e.Applied.Index, Shards: e.Shards, Voters: e.Voters, Self: n.cfg.NodeID}
 		err := partition.PrepareSplitReplica(n.replicaDir(ds, e.Right), kind, nodeLog, partition.LogName(id), base, n.log.With("partition", fmt.Sprintf("%s/%d", ds, e.Right)))
 		if err != nil {
 			n.log.Warn("preparing a split's new replica", "datastore", ds, "partition", e.Right, "error", err)

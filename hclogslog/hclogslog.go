@@ -47,9 +47,22 @@ func toSlog(level hclog.Level) slog.Level {
 	return slog.LevelInfo
 }
 
-// Log writes msg with key/value args at level.
+// routine holds messages hashicorp/raft logs at Info or Warn that the datastore's normal course
+// produces, written at Debug instead: the first election of a split's new group asks voters
+// whose vote for the candidate was recorded ahead (partition.PrepareSplitReplica), which raft
+// reports as a repeated vote request, once per voter and split.
+var routine = map[string]bool{
+	"duplicate requestVote for same term": true,
+	"duplicate requestVote from":          true,
+}
+
+// Log writes msg with key/value args at level (Debug for a routine message).
 func (a *Logger) Log(level hclog.Level, msg string, args ...interface{}) {
-	a.l.Log(context.Background(), toSlog(level), msg, args...)
+	l := toSlog(level)
+	if l > slog.LevelDebug && routine[msg] {
+		l = slog.LevelDebug
+	}
+	a.l.Log(context.Background(), l, msg, args...)
 }
 
 // Trace logs at slog.LevelDebug-4.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,11 +100,14 @@ func writeBase(dir string, index uint64, shards cells.ShardRange, voters []comma
 
 // SplitBase is what a split's right half starts from on a replica that applies the split: the
 // split entry's index in the parent's log, the right half's shards and first voters
-// (fsm.SplitEvent of Config.OnSplitStart).
+// (fsm.SplitEvent of Config.OnSplitStart), and Self, the preparing node's id. The first voter
+// is the group's first candidate (Split puts the proposing leader first): every other voter's
+// preparation records its vote for it in term 1 (PrepareSplitReplica).
 type SplitBase struct {
 	Index  uint64
 	Shards cells.ShardRange
 	Voters []command.Voter
+	Self   string
 }
 
 // PrepareSplitReplica writes what the right half's replica in directory dir starts from, while
@@ -114,7 +118,17 @@ type SplitBase struct {
 // neither again, so its replica starts the moment the store is ready: the files' syncs run
 // beside the copy instead of after it (BENCHMARKS.md). A dir that holds a raft log already is
 // left alone (nil). The base is the one WriteSplitBase writes from the store once it holds the
-// copy. Blocks on I/O.
+// copy.
+//
+// A voter other than the first (the proposing leader, which campaigns once its replica opens)
+// also records in its stable store its vote for the first voter in term 1: its current term 1,
+// its last vote that term for that voter's address, as raft's own vote would. The first
+// election then costs the voter no write: raft grants a repeated request of the candidate it
+// voted for in the term without writing again (each write of the term and the vote is a synced
+// one, 30 to 40 ms of a loaded node's first election, BENCHMARKS.md). Raft's rule of one vote
+// per term holds: the vote is cast once, before the replica answers anyone, and for term 1
+// only, which no other candidate can then win; a voter that campaigns itself, or a first
+// voter whose election fails, goes on in term 2 as before. Blocks on I/O.
 func PrepareSplitReplica(dir, kind string, nodeLog *raftlog.Store, name string, base SplitBase, logger *slog.Logger) error {
 	if HasLog(dir) {
 		return nil
@@ -134,11 +148,41 @@ func PrepareSplitReplica(dir, kind string, nodeLog *raftlog.Store, name string, 
 			return fmt.Errorf("partition: the split's base: %w", err)
 		}
 	}
-	logs, _, closeLog, err := openLogStore(dir, kind, nodeLog, name)
+	logs, stable, closeLog, err := openLogStore(dir, kind, nodeLog, name)
 	if err != nil {
 		return fmt.Errorf("partition: open raft log: %w", err)
 	}
-	return errors.Join(storeBaseEntry(logs, base.Index), closeLog())
+	err = storeBaseEntry(logs, base.Index)
+	if err == nil && len(base.Voters) > 1 && base.Voters[0].ID != base.Self && slices.ContainsFunc(base.Voters, func(v command.Voter) bool { return v.ID == base.Self }) {
+		err = preVote(stable, base.Voters[0].Addr)
+	}
+	return errors.Join(err, closeLog())
+}
+
+// Raft's stable-store keys of the current term and the last vote (hashicorp/raft's
+// keyCurrentTerm, keyLastVoteTerm, keyLastVoteCand).
+var (
+	keyCurrentTerm  = []byte("CurrentTerm")
+	keyLastVoteTerm = []byte("LastVoteTerm")
+	keyLastVoteCand = []byte("LastVoteCand")
+)
+
+// preVote records, in a new replica's stable store, its vote in term 1 for the candidate at raft
+// address addr (encoded as raft.NetworkTransport encodes a peer: the address's bytes), as raft
+// records a vote it grants: the vote first, then the term, so that a crash in between leaves a
+// vote that binds the replica once it takes term 1. A store that holds a term already is left
+// alone.
+func preVote(stable raft.StableStore, addr string) error {
+	if term, err := stable.GetUint64(keyCurrentTerm); err == nil && term > 0 {
+		return nil
+	}
+	if err := stable.Set(keyLastVoteCand, []byte(addr)); err != nil {
+		return err
+	}
+	if err := stable.SetUint64(keyLastVoteTerm, 1); err != nil {
+		return err
+	}
+	return stable.SetUint64(keyCurrentTerm, 1)
 }
 
 // preparedMarker names the file PrepareSplitReplica leaves in a replica directory until the
@@ -201,6 +245,11 @@ func (p *Raft) Split(ctx context.Context, s command.Split) (command.SplitResult,
 		if srv.Suffrage == raft.Voter {
 			s.Voters = append(s.Voters, command.Voter{ID: string(srv.ID), Addr: string(srv.Address)})
 		}
+	}
+	// This leader first: the right half's first candidate, whom the other voters' preparations
+	// vote for (PrepareSplitReplica).
+	if i := slices.IndexFunc(s.Voters, func(v command.Voter) bool { return v.ID == p.cfg.NodeID }); i > 0 {
+		s.Voters[0], s.Voters[i] = s.Voters[i], s.Voters[0]
 	}
 	return applyAlone[command.SplitResult](ctx, p, &s, command.ErrShardOutOfRange, command.ErrBadCommand)
 }

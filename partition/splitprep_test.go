@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
@@ -110,4 +111,65 @@ func TestPrepareSplitReplica(t *testing.T) {
 	stale, err = SplitPrepared(ctx, dir, ps)
 	require.NoError(t, err)
 	assert.False(t, stale, "a directory without the marker is not a preparation")
+}
+
+// A voter other than the split's first records its vote for the first voter in term 1 when it
+// prepares: raft then grants that candidate's term-1 request and refuses any other candidate's
+// in term 1, which it would grant without the recorded vote (shown failing without preVote);
+// the first voter records no vote (it campaigns).
+func TestPreparedVote(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	voters := []command.Voter{{ID: "n1", Addr: "n1"}, {ID: "n2", Addr: "n2"}, {ID: "n3", Addr: "n3"}}
+	right := cells.ShardRange{First: 4, Last: 7}
+	const index = 12
+	first := filepath.Join(t.TempDir(), "first")
+	require.NoError(t, PrepareSplitReplica(first, LogStoreWAL, nil, "trips/1", SplitBase{Index: index, Shards: right, Voters: voters, Self: "n1"}, logger))
+	_, stable, closeLog, err := openLogStore(first, LogStoreWAL, nil, "trips/1")
+	require.NoError(t, err)
+	term, _ := stable.GetUint64(keyCurrentTerm)
+	voted, _ := stable.GetUint64(keyLastVoteTerm)
+	require.NoError(t, closeLog())
+	assert.Zero(t, term, "the first voter takes no term ahead")
+	assert.Zero(t, voted, "the first voter records no vote")
+
+	dir := filepath.Join(t.TempDir(), "voter")
+	require.NoError(t, PrepareSplitReplica(dir, LogStoreWAL, nil, "trips/1", SplitBase{Index: index, Shards: right, Voters: voters, Self: "n2"}, logger))
+	logs, stable, closeLog, err := openLogStore(dir, LogStoreWAL, nil, "trips/1")
+	require.NoError(t, err)
+	term, err = stable.GetUint64(keyCurrentTerm)
+	require.NoError(t, err)
+	voted, err = stable.GetUint64(keyLastVoteTerm)
+	require.NoError(t, err)
+	cand, err := stable.Get(keyLastVoteCand)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), term)
+	assert.Equal(t, uint64(1), voted)
+	assert.Equal(t, "n1", string(cand), "the vote is the first voter's, by its raft address")
+
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclogslog.New(logger, "raft"))
+	require.NoError(t, err)
+	_, trans := raft.NewInmemTransport("n2")
+	rc := raft.DefaultConfig()
+	rc.LocalID, rc.Logger = "n2", hclogslog.New(logger, "raft")
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = time.Hour, time.Hour, time.Hour // it never campaigns here
+	rc.NoSnapshotRestoreOnStart = true
+	r, err := raft.NewRaft(rc, baseFSM{}, logs, stable, snaps, trans)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = r.Shutdown().Error()
+		_ = closeLog()
+	})
+	ask := func(id string) bool {
+		_, from := raft.NewInmemTransport(raft.ServerAddress(id))
+		from.Connect("n2", trans)
+		trans.Connect(raft.ServerAddress(id), from)
+		req := &raft.RequestVoteRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: []byte(id)},
+			Term: 1, LastLogIndex: index, LastLogTerm: 1}
+		var resp raft.RequestVoteResponse
+		require.NoError(t, from.RequestVote("n2", "n2", req, &resp))
+		return resp.Granted
+	}
+	assert.False(t, ask("n3"), "another candidate gets no vote in term 1")
+	assert.True(t, ask("n1"), "the first voter gets the recorded vote")
 }
