@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/schemaless-db/schemaless/cells"
@@ -165,6 +166,7 @@ func (n *Node) write(ctx context.Context, ds string, req WriteRequest, attempt i
 	results := make([]command.WriteResult, len(order))
 	errs := make([]error, len(order))
 	var wg sync.WaitGroup
+	began := time.Now()
 	id := requestID(ds, req.IdempotencyKey) // every partition records its share under it
 	for gi, r := range order {
 		idx := groups[r]
@@ -199,8 +201,13 @@ func (n *Node) write(ctx context.Context, ds string, req WriteRequest, attempt i
 		} else if !n.awaitReroute(ctx, gen, attempt) {
 			continue
 		}
+		refused := time.Now()
 		resp, err := n.write(ctx, ds, sub, attempt+1)
 		results[gi], errs[gi] = resp.WriteResult, err
+		if fellBack[r] {
+			n.log.Debug("a moved shard's write sent to the split's new partition", "datastore", ds, "parent", r.spec.ID,
+				"parent_ms", ms(refused.Sub(began)), "new_partition_ms", ms(time.Since(refused)), "error", err)
+		}
 	}
 	if err := combineWriteErrors(errs); err != nil {
 		return WriteResponse{}, err
@@ -289,13 +296,17 @@ func (n *Node) writeAtomic(ctx context.Context, d *datastore, req WriteRequest) 
 		return WriteResponse{Partition: r.spec.ID}, nil
 	}
 	to, fellBack := n.splitFallback(d, r, w.Cells[0].Shard)
+	began := time.Now()
 	res, err := n.putPartition(ctx, d.spec.Name, to, w)
 	if fellBack && err != nil && errors.Is(err, command.ErrShardOutOfRange) {
 		// The split's parent applied the split and refused the request, applying nothing: r
 		// takes its shards now.
+		refused := time.Now()
 		r.settled.Store(true)
 		to = r
 		res, err = n.putPartition(ctx, d.spec.Name, r, w)
+		n.log.Debug("a moved shard's write sent to the split's new partition", "datastore", d.spec.Name, "partition", r.spec.ID,
+			"parent_ms", ms(refused.Sub(began)), "new_partition_ms", ms(time.Since(refused)), "error", err)
 	}
 	if err != nil {
 		return WriteResponse{}, err

@@ -15,7 +15,9 @@ import (
 // cells), and a shard's table is worthless to a partition once its range excludes the shard.
 // So a partition's tables of shards outside its range are strays, dropped after the split, one
 // table at a time, each under the writer token taken between two of the state machine's
-// transactions: the writes wait for one table's DROP at most, not for all of them.
+// transactions, a second after the split and 50 ms apart (strayDelay, strayPace): a write
+// waits for one table's DROP at most, not for all of them, and the split's first writes for
+// none.
 //
 // The range is the truth: a SQLite partition's range is set (SetShards) from the range its
 // file stores, and a table the file holds outside it is left by a split (or by a snapshot of
@@ -30,6 +32,18 @@ import (
 // strayWait is how long a writer call waits for the writer token while the stray sweeper holds
 // it for one DROP TABLE, before it gives up with ErrTxOpen.
 const strayWait = 30 * time.Second
+
+// A sweep waits strayDelay before its first drop and strayPace between two drops. A drop holds
+// the writer for 5 to 30 ms on a loaded node; a sweep that took the token between every two of
+// the state machine's transactions made every write wait for a drop while it lasted, and it
+// started the moment a split gave a half its range: the new partition's first writes, those of
+// the moved shards that waited for the split, took 117 ms at the median (184 at most) from
+// the parent's refusal to their answer, against 37 (72) with the sweep put off
+// (BENCHMARKS.md). Strays cost only disk space while they wait.
+const (
+	strayDelay = time.Second
+	strayPace  = 50 * time.Millisecond
+)
 
 // straySweeper drops a SQLite partition's stray tables in the background (see above).
 type straySweeper struct {
@@ -69,8 +83,9 @@ func (p *PartitionStore) kickStrays(r cells.ShardRange) {
 	go p.sweepStrays()
 }
 
-// sweepStrays drops p's stray tables one at a time until none is left, p closes, or a drop
-// fails (the next SetShards, or the next open, tries again).
+// sweepStrays drops p's stray tables one at a time, strayDelay after it starts and strayPace
+// apart, until none is left, p closes, or a drop fails (the next SetShards, or the next open,
+// tries again).
 func (p *PartitionStore) sweepStrays() {
 	s := &p.strays
 	defer s.done.Done()
@@ -83,7 +98,13 @@ func (p *PartitionStore) sweepStrays() {
 		case <-ctx.Done():
 		}
 	}()
+	wait := strayDelay
 	for {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+		wait = strayPace
 		dropped, err := p.dropOneStray(ctx)
 		if err == nil && dropped {
 			continue
