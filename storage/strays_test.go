@@ -51,8 +51,9 @@ func shardTables(t *testing.T, p *PartitionStore, r cells.ShardRange) int {
 }
 
 // A SQLite split drops no table in its transaction: each half's tables of the other's shards
-// are strays, dropped in the background once SetShards gives the half its range, while the
-// half takes writes; each half then holds exactly its own cells.
+// are strays, dropped in the background once SetShards gives the half its range, paced
+// (strayDelay, strayPace: shown failing without), while the half takes writes; each half then
+// holds exactly its own cells.
 func TestSplitLeavesStraysForTheSweep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -79,11 +80,14 @@ func TestSplitLeavesStraysForTheSweep(t *testing.T) {
 	assert.Equal(t, 8, shardTables(t, child, left), "the left half's tables in the right half's file after the split: entity and index, dropped later")
 
 	// The parent takes writes while it drops its strays: none fails (a writer call waits for
-	// the sweeper's token).
+	// the sweeper's token). The sweep drops its first table a second after it starts and the
+	// next ones 50 ms apart.
+	swept := time.Now()
 	parent.SetShards(left)
 	for i := 1; len(strayTables(t, parent)) > 0; i++ {
 		all = merge(all, fillShards(t, parent, i*100_000, 20, added))
 	}
+	assert.GreaterOrEqual(t, time.Since(swept), time.Second+7*50*time.Millisecond, "8 tables dropped no sooner than a second after the sweep started, then 50 ms apart")
 	assert.EqualValues(t, 8, parent.strays.dropped.Load(), "stray tables the parent dropped")
 	child.SetShards(right)
 	waitStrays(t, child)
