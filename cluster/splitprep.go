@@ -20,7 +20,8 @@ import (
 // copies the right half's shards into the new store (fsm.Config.OnSplitStart), and the replica
 // opens from them once the copy is in (openReplicaTimed waits for a preparation under way).
 // Their syncs were on the path of the moved shards' writes, which wait for the new group's
-// first leader, after the copy: 25 to 50 ms per node on loaded nodes (BENCHMARKS.md).
+// first leader, after the copy: a replica opened 50 to 80 ms after its copy at the median on
+// loaded nodes, 23 to 36 ms with the preparation (BENCHMARKS.md).
 
 // prepareSplitReplica starts preparing this node's replica of the right half of a split of a
 // partition of datastore ds (partition.PrepareSplitReplica), when this node is one of the

@@ -40,8 +40,9 @@ func WriteSplitBase(ctx context.Context, dir string, store *storage.PartitionSto
 	if HasLog(dir) {
 		return false, nil
 	}
-	if ok, err := hasSnapshot(dir, logger); err != nil || ok {
-		return ok, err
+	snaps, has, err := snapshotStore(dir, logger)
+	if err != nil || has {
+		return has, err
 	}
 	origin, ok, err := fsm.ReadSplitOrigin(ctx, store)
 	if err != nil || !ok {
@@ -54,38 +55,35 @@ func WriteSplitBase(ctx context.Context, dir string, store *storage.PartitionSto
 	if applied.Index < origin.Index {
 		return false, nil
 	}
-	if err := writeBase(dir, applied.Index, store.Shards(), origin.Voters, trans, logger); err != nil {
+	if err := writeBase(snaps, applied.Index, store.Shards(), origin.Voters, trans); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// hasSnapshot reports whether replica directory dir holds a raft snapshot.
-func hasSnapshot(dir string, logger *slog.Logger) (bool, error) {
+// snapshotStore opens the raft snapshot store of replica directory dir (raft checks that it
+// can write there: a file created and removed) and reports whether it holds a snapshot.
+func snapshotStore(dir string, logger *slog.Logger) (*raft.FileSnapshotStore, bool, error) {
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclogslog.New(logger, "raft"))
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	metas, err := snaps.List()
-	return len(metas) > 0, err
+	return snaps, len(metas) > 0, err
 }
 
-// writeBase writes the base snapshot of a split's right half into dir: at index, in term 1 (as
+// writeBase writes the base snapshot of a split's right half into snaps: at index, in term 1 (as
 // the copy's applied state: the group's first leader, term 1 or more, never appends below its
 // log's last term), configuration voters, holding no data (fsm.ErrSplitBase; writing the copy
 // again here would double the split's work: the replica takes a real snapshot once a follower
 // needs one, baseSnapshots), only shards and the applied state.
-func writeBase(dir string, index uint64, shards cells.ShardRange, voters []command.Voter, trans raft.Transport, logger *slog.Logger) error {
+func writeBase(snaps *raft.FileSnapshotStore, index uint64, shards cells.ShardRange, voters []command.Voter, trans raft.Transport) error {
 	var conf raft.Configuration
 	for _, v := range voters {
 		conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(v.ID), Address: raft.ServerAddress(v.Addr), Suffrage: raft.Voter})
 	}
 	if len(conf.Servers) == 0 {
 		return fmt.Errorf("partition: the split's copy names no voter")
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclogslog.New(logger, "raft"))
-	if err != nil {
-		return err
 	}
 	sink, err := snaps.Create(raft.SnapshotVersionMax, index, 1, conf, index, trans)
 	if err != nil {
@@ -125,7 +123,7 @@ type SplitBase struct {
 // its last vote that term for that voter's address, as raft's own vote would. The first
 // election then costs the voter no write: raft grants a repeated request of the candidate it
 // voted for in the term without writing again (each write of the term and the vote is a synced
-// one, 30 to 40 ms of a loaded node's first election, BENCHMARKS.md). Raft's rule of one vote
+// one: the candidate's own took 15 to 20 ms on the loaded nodes of BENCHMARKS.md). Raft's rule of one vote
 // per term holds: the vote is cast once, before the replica answers anyone, and for term 1
 // only, which no other candidate can then win; a voter that campaigns itself, or a first
 // voter whose election fails, goes on in term 2 as before. Blocks on I/O.
@@ -139,12 +137,12 @@ func PrepareSplitReplica(dir, kind string, nodeLog *raftlog.Store, name string, 
 	if err := writeSynced(filepath.Join(dir, preparedMarker), strconv.FormatUint(base.Index, 10)); err != nil {
 		return fmt.Errorf("partition: the split's marker: %w", err)
 	}
-	ok, err := hasSnapshot(dir, logger)
+	snaps, has, err := snapshotStore(dir, logger)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		if err := writeBase(dir, base.Index, base.Shards, base.Voters, addrEncoder{}, logger); err != nil {
+	if !has {
+		if err := writeBase(snaps, base.Index, base.Shards, base.Voters, addrEncoder{}); err != nil {
 			return fmt.Errorf("partition: the split's base: %w", err)
 		}
 	}
