@@ -563,14 +563,16 @@ func (n *Node) splitAppliedHere(ctx context.Context, ds string, p raftReplica, r
 // splitOriginHere reads the split origin (fsm.SplitOrigin) that this node's store holds for
 // partition r, the new partition of a split: present once the parent's replica here applied
 // the split (it is written with the right half's state). ok is false when it is absent or
-// cannot be read.
+// cannot be read. The store is released, not closed: on SQLite its open pools are kept for the
+// replica that opens next (storage.PartitionStore.Release), where a close would checkpoint the
+// split's copy on the replica's path.
 func (n *Node) splitOriginHere(ctx context.Context, ds string, r *route) (fsm.SplitOrigin, bool) {
 	ps, err := n.cfg.Store.Partition(ctx, storage.PartitionID{Datastore: ds, Partition: r.spec.ID}, r.spec.OriginShards())
 	if err != nil {
 		return fsm.SplitOrigin{}, false
 	}
 	origin, ok, err := fsm.ReadSplitOrigin(ctx, ps)
-	if cerr := ps.Close(); err == nil {
+	if cerr := ps.Release(); err == nil {
 		err = cerr
 	}
 	return origin, err == nil && ok
@@ -617,13 +619,14 @@ func (n *Node) votersCatalog() *catalog.Catalog {
 func overlaps(a, b cells.ShardRange) bool { return a.First <= b.Last && b.First <= a.Last }
 
 // splitStore returns the fsm.Config.SplitStore of the replicas of raft datastore ds: the store
-// of the split's new partition, opened for the copy and closed after (on SQLite with
-// synchronous NORMAL the close is what syncs the copy before the parent's commit: keep it),
-// or, when this node serves that partition already (the split is applied again after a
-// crash), its replica's store.
+// of the split's new partition, opened for the copy (on SQLite without creating its file,
+// which the copy puts in place: storage.Store.PartitionForSplit) and released after, which on
+// SQLite syncs the copy before the parent's commit and keeps it open for the new partition's
+// replica (storage.PartitionStore.Release); or, when this node serves that partition already
+// (the split is applied again after a crash), its replica's store.
 func (n *Node) splitStore(ds string) func(ctx context.Context, right int, shards cells.ShardRange) (fsm.Store, func() error, error) {
 	return func(ctx context.Context, right int, shards cells.ShardRange) (fsm.Store, func() error, error) {
-		ps, err := n.cfg.Store.Partition(ctx, storage.PartitionID{Datastore: ds, Partition: right}, shards)
+		ps, err := n.cfg.Store.PartitionForSplit(ctx, storage.PartitionID{Datastore: ds, Partition: right}, shards)
 		if errors.Is(err, storage.ErrPartitionOpen) {
 			if r := n.routeOf(ds, right); r != nil {
 				if p := r.replica(); p != nil {
@@ -634,7 +637,7 @@ func (n *Node) splitStore(ds string) func(ctx context.Context, right int, shards
 		if err != nil {
 			return nil, nil, err
 		}
-		return ps, ps.Close, nil
+		return ps, ps.Release, nil
 	}
 }
 

@@ -61,7 +61,8 @@ type Config struct {
 	StoreTimeout time.Duration
 	// SplitStore opens the store of partition right, to hold shards after a split of this
 	// partition (command.Split), and returns it with the function that releases it once the
-	// copy is in. Nil: this replica refuses splits (a deterministic refusal, as every replica
+	// copy is in; the release makes the copy durable, as the parent's commit that hands the
+	// shards over follows it. Nil: this replica refuses splits (a deterministic refusal, as every replica
 	// of a partition runs with the same configuration).
 	SplitStore func(ctx context.Context, right int, shards cells.ShardRange) (Store, func() error, error)
 	// OnSplit, when set, is called on the FSM goroutine after a split is applied and committed.

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -31,10 +32,13 @@ import (
 // stray tables' pages free pages once they are dropped, which its later writes reuse and its
 // own splits do not copy. With synchronous FULL or EXTRA the copies are synced here; with NORMAL they are not,
 // and what makes them durable before the parent's commit that hands the shards over is the
-// close of the right half's store that follows (fsm.Config.SplitStore's release): SQLite
-// checkpoints the log into the file and syncs it when its last connection closes. That close
-// took 44 to 270 ms per split on the nodes; syncing the files instead cost as much
-// (BENCHMARKS.md).
+// release of the right half's store that follows (fsm.Config.SplitStore's release,
+// PartitionStore.Release, keep.go): it syncs the file, the log and their directory, and keeps
+// the store open for the new partition's replica. (A close made them durable before: SQLite
+// checkpoints the log into the file and syncs it when its last connection closes, 10 to 43 ms
+// per split on three loaded nodes, and the replica then opened the file again.) The right
+// half's store is opened without a file (Store.PartitionForSplit): the clone puts it in place
+// and then opens it once.
 
 // cloneSQLite is shareSQLite by a copy of the parent's file (see above), for p whose applied
 // index is 0. The caller holds p's writer token; cloneSQLite takes the parent's for the copy
@@ -101,16 +105,51 @@ func (p *PartitionStore) replaceFile(ctx context.Context, src *PartitionStore, p
 	} else if cerr := copySQLiteFiles(from, sqlitePath(s.sqliteDir, p.id), base, s.sqliteSync); cerr != nil {
 		err = fmt.Errorf("storage: clone the file of partition %d into partition %d: %w", src.id.Partition, p.id.Partition, cerr)
 	}
-	_, write, read, _, oerr := s.openPartition(ctx, p.id)
-	if oerr != nil {
-		// p keeps its closed pools: its calls fail, and the state machine stops on them as on
-		// any storage failure.
-		return errors.Join(err, oerr)
+	return errors.Join(err, p.reopenPools(ctx))
+}
+
+// reopenPools opens p's pools on what its file holds, creating it (with its tables) when
+// missing, in place of pools closed by the caller, and clears unborn. When that fails, p keeps
+// its closed pools: its calls fail, and the state machine stops on them as on any storage
+// failure. The caller holds p's writer token.
+func (p *PartitionStore) reopenPools(ctx context.Context) error {
+	s := p.store
+	_, write, read, _, err := s.openPartition(ctx, p.id)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock() // DBStats reads the pools under it
 	p.write, p.read = write, read
 	s.mu.Unlock()
-	return err
+	p.unborn.Store(false)
+	return nil
+}
+
+// openUnborn is PartitionForSplit's store of partition id when it is a SQLite partition with
+// no file: its pools open the file read-write without creating it (SQLite's mode=rw) and
+// connect to nothing until used, so the split's clone (cloneSQLite) puts the file in place
+// before anything opens it. It returns nil and no error when the engine is not SQLite or the
+// file exists (Partition's open then), and the error of a file that cannot be looked at.
+func (s *Store) openUnborn(id PartitionID, shards cells.ShardRange) (*PartitionStore, error) {
+	if s.engine != EngineSQLite {
+		return nil, nil
+	}
+	path := sqlitePath(s.sqliteDir, id)
+	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	uri := sqliteURI(path, "mode=rw&_query_only=1")
+	write, err := sql.Open("sqlite", uri)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	}
+	read, err := sql.Open("sqlite", uri)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("storage: open %s: %w", path, err), write.Close())
+	}
+	p := s.newSQLPartition(id, shards, sqliteDialect(), write, read, true)
+	p.unborn.Store(true)
+	return p, nil
 }
 
 // copySQLiteFiles makes the SQLite database at dst a copy of the one at from: dst's file, log

@@ -6,6 +6,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -106,4 +107,70 @@ func checkSQLiteParts(t *testing.T, when string, all map[int][]cells.Cell, parts
 		assert.Equal(t, "ok", ok, "integrity of partition %d %s", p.ID().Partition, when)
 		assert.Equal(t, keysOnly(all, p.Shards()), heldCells(t, p), "cells of partition %d %s", p.ID().Partition, when)
 	}
+}
+
+// PartitionForSplit on SQLite creates no file for a split's new partition: the store it
+// returns reports applied index 0, refuses other calls without creating the file, and closes
+// without one; its ShareShards clones the parent's file into place and opens it. When the
+// parent's writer is busy (no clone), ShareShards creates the file and copies the tables into
+// it. A partition whose file exists opens as with Partition.
+func TestPartitionForSplit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := sqliteEnv(t)
+	s := env.open(t)
+	parent := openPartition(t, s, "forsplit", 0, 0, 7)
+	require.NoError(t, parent.EnsureShards(ctx, []int{0, 1, 2, 3, 4, 5, 6, 7}))
+	all := fillShards(t, parent, 0, 400, map[int]int64{})
+	id := func(p int) PartitionID { return PartitionID{Datastore: "forsplit", Partition: p} }
+	missing := func(p int, when string) {
+		t.Helper()
+		_, err := os.Stat(sqlitePath(s.sqliteDir, id(p)))
+		assert.ErrorIs(t, err, os.ErrNotExist, "the file of partition %d %s", p, when)
+	}
+
+	unused, err := s.PartitionForSplit(ctx, id(3), cells.ShardRange{First: 6, Last: 7})
+	require.NoError(t, err)
+	a, err := unused.Applied(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, a, "applied state of a split's new partition with no file")
+	_, err = unused.MaxAddedID(ctx, 6)
+	assert.Error(t, err, "a read of a split's new partition with no file")
+	require.NoError(t, unused.Close())
+	missing(3, "after a read and a close")
+
+	right := cells.ShardRange{First: 4, Last: 7}
+	dst, err := s.PartitionForSplit(ctx, id(1), right)
+	require.NoError(t, err)
+	missing(1, "before its ShareShards")
+	split(t, parent, dst, right, AppliedState{Index: 9, Term: 1})
+	checkSQLiteParts(t, "after a split into a store of PartitionForSplit", all, parent, dst)
+	a, err = dst.Applied(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, AppliedState{Index: 9, Term: 1}, a, "the right half's applied state")
+	require.NoError(t, dst.Close())
+	again, err := s.PartitionForSplit(ctx, id(1), right)
+	require.NoError(t, err)
+	a, err = again.Applied(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, AppliedState{Index: 9, Term: 1}, a, "PartitionForSplit of a partition with a file reads its state")
+	require.NoError(t, again.Close())
+
+	// The parent's writer is held: no clone, the tables are copied into a file created for it
+	// (the copy's transaction waits for the parent's file, released 200 ms later).
+	busy, err := s.PartitionForSplit(ctx, id(2), cells.ShardRange{First: 2, Last: 3})
+	require.NoError(t, err)
+	snap, err := parent.BeginSnapshot(ctx)
+	require.NoError(t, err)
+	held, err := parent.Begin(ctx)
+	require.NoError(t, err)
+	released := make(chan error, 1)
+	go func() { time.Sleep(200 * time.Millisecond); released <- held.Rollback() }()
+	require.NoError(t, busy.ShareShards(ctx, snap, cells.ShardRange{First: 2, Last: 3}, nil, AppliedState{Index: 12, Term: 1}), "ShareShards with the parent's writer held")
+	require.NoError(t, <-released)
+	require.NoError(t, snap.Close())
+	checkSQLiteParts(t, "after a copy into a store of PartitionForSplit", all, busy)
+	a, err = busy.Applied(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, AppliedState{Index: 12, Term: 1}, a, "the copied right half's applied state")
 }

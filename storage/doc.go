@@ -177,7 +177,9 @@
 // parent's caches (splitsql.go; async mode's split in place, WriteTx.CloneStateTo, does the
 // same on a master). On SQLite, a file per partition, ShareShards into a partition that has
 // applied nothing (a split's first apply) makes its file a byte copy of the parent's file and
-// log (clonesqlite.go); into one that applied something it copies the right half's shards
+// log (clonesqlite.go: the right half's store, opened by Store.PartitionForSplit, has no file
+// until then, and PartitionStore.Release then syncs the copy and keeps it open for the
+// partition's next opening, keep.go); into one that applied something it copies the right half's shards
 // inside SQLite (the parent's file attached, each table copied whole with INSERT INTO ...
 // SELECT: sharesqlite.go). ReleaseShards forgets the parent's caches of the shards. The tables
 // each file then holds of shards outside its partition's range are strays, which a goroutine

@@ -303,6 +303,9 @@ func (s *Store) RemovePartition(ctx context.Context, id PartitionID) error {
 		if open {
 			return fmt.Errorf("%w: %s/%d", ErrPartitionOpen, id.Datastore, id.Partition)
 		}
+		if err := s.closeKept(id); err != nil {
+			return fmt.Errorf("storage: remove partition %s/%d: %w", id.Datastore, id.Partition, err)
+		}
 		path := sqlitePath(s.sqliteDir, id)
 		for _, f := range []string{path, path + "-wal", path + "-shm"} {
 			if err := os.Remove(f); err != nil && !os.IsNotExist(err) {

@@ -278,6 +278,9 @@ func (p *PartitionStore) Applied(ctx context.Context) (AppliedState, error) {
 	if p.pb != nil {
 		return p.pebbleApplied()
 	}
+	if p.unborn.Load() {
+		return AppliedState{}, nil // no file yet: PartitionForSplit
+	}
 	a, _, err := readApplied(ctx, p.read, p.d, p.id)
 	if err != nil {
 		return AppliedState{}, p.fail("read applied state", err)

@@ -47,6 +47,11 @@ func (p *PartitionStore) shareSQLite(ctx context.Context, src *SnapshotTx, r cel
 			return err
 		}
 	}
+	if p.unborn.Load() { // PartitionForSplit's store, not cloned: create its file for the copy
+		if err := errors.Join(p.closePools(), p.reopenPools(ctx)); err != nil {
+			return p.fail("share shards: create the partition's file", err)
+		}
+	}
 	conn, detach, err := p.attach(ctx, src.p.id)
 	if err != nil {
 		return err

@@ -49,7 +49,7 @@ func OpenSQLite(ctx context.Context, cfg SQLiteConfig) (*Store, error) {
 	if err := removeStalePrecopies(dir); err != nil {
 		return nil, fmt.Errorf("storage: sqlite dir: %w", err)
 	}
-	s := &Store{engine: EngineSQLite, sqliteDir: cfg.Dir, sqliteSync: cfg.Synchronous != "NORMAL", parts: make(map[PartitionID]*PartitionStore)}
+	s := &Store{engine: EngineSQLite, sqliteDir: cfg.Dir, sqliteSync: cfg.Synchronous != "NORMAL", parts: make(map[PartitionID]*PartitionStore), keepFor: KeepReleased}
 	s.openPartition = func(ctx context.Context, id PartitionID) (*dialect, *sql.DB, *sql.DB, bool, error) {
 		return openSQLitePartition(ctx, cfg, id)
 	}

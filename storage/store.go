@@ -32,16 +32,21 @@ type Store struct {
 	// sqliteDir is the directory of a SQLite Store's files ("" for the other engines).
 	sqliteDir string
 	// sqliteSync: SQLiteConfig.Synchronous is FULL or EXTRA, so a split's copy of a file
-	// (cloneSQLite) is synced as it is made (with NORMAL, the close of the copy's store syncs
-	// it: see clonesqlite.go).
+	// (cloneSQLite) is synced as it is made (with NORMAL, the release of the copy's store
+	// syncs it: see clonesqlite.go).
 	sqliteSync bool
 	// precopiesUsed counts the splits that started from a pre-copy (PrepareSplit): a SQLite
 	// clone from its file, a pebble split from its request records.
 	precopiesUsed atomic.Int64
 
-	mu     sync.Mutex
-	parts  map[PartitionID]*PartitionStore
-	closed bool
+	mu    sync.Mutex
+	parts map[PartitionID]*PartitionStore
+	// kept are the open pools of released partitions (PartitionStore.Release, SQLite only),
+	// until their next Partition call or KeepReleased.
+	kept map[PartitionID]*keptPools
+	// keepFor is how long kept pools wait for their partition: KeepReleased, shortened by tests.
+	keepFor time.Duration
+	closed  bool
 }
 
 // Engine returns EngineSQLite ("sqlite"), EngineMySQL ("mysql") or EnginePebble ("pebble").
@@ -61,6 +66,26 @@ func (s *Store) SplitPrecopiesUsed() int64 { return s.precopiesUsed.Load() }
 // return ErrInvalidConfig; a meta row written by a newer schema version is refused. Partition
 // blocks on I/O until ctx is done.
 func (s *Store) Partition(ctx context.Context, id PartitionID, shards cells.ShardRange) (*PartitionStore, error) {
+	return s.partition(ctx, id, shards, false)
+}
+
+// PartitionForSplit is Partition for the new partition of a split of another partition of
+// this Store, which the split's ShareShards then fills. On SQLite, when the partition has no
+// file yet (the split's first apply), it creates none: the store it returns reports applied
+// index 0, and its ShareShards clones the parent's file into place and only then opens it
+// (cloneSQLite). Partition would create an empty file (its tables, its first log) that the
+// clone then closes and replaces: 3 to 96 ms of each replica's application of a split on
+// three loaded nodes (BENCHMARKS.md, "a SQLite split's new partition opened on its clone").
+// Until ShareShards, the store's calls other than Applied, ShareShards and Close fail (its
+// pools open the missing file read-write, never creating it). On the other engines, and when
+// the file exists (a split applied again after a crash), it is Partition. Errors and
+// blocking as Partition's.
+func (s *Store) PartitionForSplit(ctx context.Context, id PartitionID, shards cells.ShardRange) (*PartitionStore, error) {
+	return s.partition(ctx, id, shards, true)
+}
+
+// partition is Partition, or PartitionForSplit when unborn is set.
+func (s *Store) partition(ctx context.Context, id PartitionID, shards cells.ShardRange, unborn bool) (*PartitionStore, error) {
 	if err := validatePartition(id, shards); err != nil {
 		return nil, err
 	}
@@ -77,7 +102,14 @@ func (s *Store) Partition(ctx context.Context, id PartitionID, shards cells.Shar
 	s.parts[id] = nil
 	s.mu.Unlock()
 
-	p, err := s.open(ctx, id, shards)
+	var p *PartitionStore
+	var err error
+	if unborn {
+		p, err = s.openUnborn(id, shards)
+	}
+	if p == nil && err == nil {
+		p, err = s.open(ctx, id, shards)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -96,22 +128,20 @@ func (s *Store) open(ctx context.Context, id PartitionID, shards cells.ShardRang
 	if s.pebble != nil {
 		return s.openPebblePartition(ctx, id, shards)
 	}
+	if p, err := s.openKept(ctx, id, shards); p != nil || err != nil {
+		return p, err
+	}
 	d, write, read, owned, err := s.openPartition(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	p := &PartitionStore{
-		store:   s,
-		id:      id,
-		shards:  shards,
-		d:       d,
-		write:   write,
-		read:    read,
-		owned:   owned,
-		writer:  make(chan struct{}, 1),
-		created: make(map[int]bool),
-		indexes: make(map[string]*indexState),
-	}
+	return checkOpened(ctx, s.newSQLPartition(id, shards, d, write, read, owned))
+}
+
+// checkOpened returns p, a SQL partition whose pools were just opened, once its meta row's
+// schema version is one this build reads; else it closes p's pools and returns the error.
+func checkOpened(ctx context.Context, p *PartitionStore) (*PartitionStore, error) {
+	d, read, id := p.d, p.read, p.id
 	_, version, err := readApplied(ctx, read, d, id)
 	if err != nil && isNoTable(err) && d.engine == EngineMySQL {
 		err = nil // a read-only store before the meta database reached it
@@ -125,6 +155,23 @@ func (s *Store) open(ctx context.Context, id PartitionID, shards cells.ShardRang
 	return p, nil
 }
 
+// newSQLPartition is the PartitionStore of id on one of the SQL engines, with its dialect and
+// pools.
+func (s *Store) newSQLPartition(id PartitionID, shards cells.ShardRange, d *dialect, write, read *sql.DB, owned bool) *PartitionStore {
+	return &PartitionStore{
+		store:   s,
+		id:      id,
+		shards:  shards,
+		d:       d,
+		write:   write,
+		read:    read,
+		owned:   owned,
+		writer:  make(chan struct{}, 1),
+		created: make(map[int]bool),
+		indexes: make(map[string]*indexState),
+	}
+}
+
 // Close closes every open partition and then the connection pools. Operations in progress may
 // fail; later calls on the Store or its partitions return ErrClosed. Open snapshots and write
 // transactions should be ended first. Close is idempotent.
@@ -135,6 +182,12 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	var errs []error
+	for id, k := range s.kept {
+		k.timer.Stop()
+		errs = append(errs, k.close())
+		delete(s.kept, id)
+	}
 	parts := make([]*PartitionStore, 0, len(s.parts))
 	for _, p := range s.parts {
 		if p != nil {
@@ -142,7 +195,6 @@ func (s *Store) Close() error {
 		}
 	}
 	s.mu.Unlock()
-	var errs []error
 	for _, p := range parts {
 		errs = append(errs, p.Close())
 	}
@@ -206,6 +258,10 @@ type PartitionStore struct {
 	precopies precopySet
 	// strays drops the tables of shards outside the range (SQLite only: strays.go).
 	strays straySweeper
+	// unborn: a split's new partition opened by PartitionForSplit on SQLite with no file yet,
+	// whose pools never create one; cleared when its ShareShards gives it its file. Read and
+	// changed under the writer token, or before the store is shared.
+	unborn atomic.Bool
 }
 
 // ID returns the partition's id.
