@@ -34,6 +34,13 @@ type Config struct {
 	// HandshakeTimeout bounds reading the header of an accepted connection; a peer silent for
 	// longer is disconnected. Default 5s.
 	HandshakeTimeout time.Duration
+	// UnregisteredWait is how long a raft connection naming a partition that has no layer
+	// registered here waits for one before it is closed: a replica about to open (a split's new
+	// partition, whose first candidate asks for votes as soon as its own replica opens, often
+	// before its peers' replicas have) then answers the request instead of failing it, which
+	// would cost the candidate an election timeout (hundreds of milliseconds). Default 1s;
+	// negative: closed at once.
+	UnregisteredWait time.Duration
 	// Logger receives rejected connections (debug or warn) and accept errors. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -61,6 +68,7 @@ func DefaultConfig() Config {
 	return Config{
 		DialTimeout:      3 * time.Second,
 		HandshakeTimeout: 5 * time.Second,
+		UnregisteredWait: time.Second,
 		Logger:           slog.Default(),
 	}
 }
@@ -70,6 +78,9 @@ func (c *Config) EnsureDefaults() {
 	d := DefaultConfig()
 	if c.DialTimeout == 0 {
 		c.DialTimeout = d.DialTimeout
+	}
+	if c.UnregisteredWait == 0 {
+		c.UnregisteredWait = d.UnregisteredWait
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = d.HandshakeTimeout

@@ -23,8 +23,12 @@
 // The acceptor reads exactly the header, within Config.HandshakeTimeout, and hands the
 // connection to the registered consumer. There is no reply: a connection with a bad header
 // (logged at warn), a silent one (debug), or one for a partition or RPC listener not registered
-// (debug) is closed, and the dialer sees EOF or a reset on its first read. raft retries with
-// backoff, so a node that has not yet opened a partition simply refuses it for a while.
+// (debug) is closed, and the dialer sees EOF or a reset on its first read. A raft connection
+// for a partition not registered first waits for it, up to Config.UnregisteredWait (1 s by
+// default), and is delivered when it registers: a split's new partition's first candidate asks
+// for votes as soon as its replica opens, often just before its peers' replicas do, and a
+// failed request costs it an election timeout. raft retries with backoff, so a node that has
+// not yet opened a partition after that simply refuses it for a while.
 //
 // # TLS
 //

@@ -45,6 +45,8 @@ type Mux struct {
 	raft    map[string]*listener // registered raft layers by partition name
 	rpc     *listener            // nil until RPCListener is called
 	pending map[net.Conn]struct{}
+	// registered is closed, and replaced, whenever a raft layer registers (awaitRaft).
+	registered chan struct{}
 
 	done      chan struct{} // closed by Close
 	wg        sync.WaitGroup
@@ -87,6 +89,8 @@ func New(cfg Config) (*Mux, error) {
 		raft:      make(map[string]*listener),
 		pending:   make(map[net.Conn]struct{}),
 		done:      make(chan struct{}),
+
+		registered: make(chan struct{}),
 	}
 	m.http = newHTTPTransport(m.DialRPC)
 	m.wg.Add(1)
@@ -213,6 +217,9 @@ func (m *Mux) handshake(conn net.Conn) {
 		}
 	}
 	m.mu.Unlock()
+	if err == nil && !closed && kind == kindRaft && l == nil {
+		l = m.awaitRaft(name)
+	}
 
 	switch {
 	case closed:
@@ -238,6 +245,31 @@ func (m *Mux) handshake(conn net.Conn) {
 		conn.Close()
 	default:
 		l.deliver(conn)
+	}
+}
+
+// awaitRaft waits up to Config.UnregisteredWait for a raft layer named name to register and
+// returns its listener, or nil when none did in time or the Mux closed.
+func (m *Mux) awaitRaft(name string) *listener {
+	if m.cfg.UnregisteredWait <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(m.cfg.UnregisteredWait)
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		l, registered, closed := m.raft[name], m.registered, m.closed
+		m.mu.Unlock()
+		if l != nil || closed {
+			return l
+		}
+		select {
+		case <-registered:
+		case <-timer.C:
+			return nil
+		case <-m.done:
+			return nil
+		}
 	}
 }
 

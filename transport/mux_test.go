@@ -457,3 +457,47 @@ func TestWrapDial(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, int32(2), dials.Load()-n, "dials through the wrapper")
 }
+
+// TestUnregisteredPartitionWaits: a raft connection for a partition that registers within
+// UnregisteredWait is delivered to it once it does, and carries data; one for a partition that
+// does not is closed once the wait is over, not before; with a negative wait it is closed at
+// once.
+func TestUnregisteredPartitionWaits(t *testing.T) {
+	t.Parallel()
+	const wait = 700 * time.Millisecond
+	a := newMux(t, "127.0.0.2", func(c *Config) { c.UnregisteredWait = wait })
+	b := newMux(t, "127.0.0.3", nil)
+	d, err := b.RaftLayer("late/1")
+	require.NoError(t, err, "RaftLayer")
+	c, err := d.Dial(raft.ServerAddress(a.Addr().String()), time.Second)
+	require.NoError(t, err, "Dial")
+	defer c.Close()
+	_, err = c.Write([]byte("vote"))
+	require.NoError(t, err, "write before the partition registers")
+	time.Sleep(150 * time.Millisecond)
+	l, err := a.RaftLayer("late/1")
+	require.NoError(t, err, "RaftLayer, 150 ms after the dial")
+	r := accepted(t, acceptAsync(l), 5*time.Second)
+	require.NoError(t, r.err, "Accept: the waiting connection")
+	defer r.conn.Close()
+	got := make([]byte, 4)
+	require.NoError(t, r.conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = io.ReadFull(r.conn, got)
+	require.NoError(t, err, "read what was written before the partition registered")
+	assert.Equal(t, "vote", string(got), "bytes written before the partition registered")
+
+	ghost, err := b.RaftLayer("ghost/2")
+	require.NoError(t, err, "RaftLayer")
+	c2, err := ghost.Dial(raft.ServerAddress(a.Addr().String()), time.Second)
+	require.NoError(t, err, "Dial")
+	defer c2.Close()
+	took := expectClosedByPeer(t, c2, 5*time.Second)
+	assert.GreaterOrEqual(t, took, wait-100*time.Millisecond, "a connection for a partition that never registers is closed after the wait")
+
+	now := newMux(t, "127.0.0.4", func(c *Config) { c.UnregisteredWait = -1 })
+	c3, err := ghost.Dial(raft.ServerAddress(now.Addr().String()), time.Second)
+	require.NoError(t, err, "Dial")
+	defer c3.Close()
+	took = expectClosedByPeer(t, c3, 5*time.Second)
+	assert.Less(t, took, wait/2, "with a negative wait, a connection for an unregistered partition is closed at once")
+}

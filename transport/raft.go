@@ -27,7 +27,8 @@ type RaftLayer struct {
 var _ raft.StreamLayer = (*RaftLayer)(nil)
 
 // RaftLayer registers partition name (see ValidateName, e.g. "trips/3") and returns its stream
-// layer. Connections for a name that is not registered are closed on arrival. Errors: an
+// layer. A connection for a name that is not registered waits for it up to
+// Config.UnregisteredWait, and is closed then. Errors: an
 // ErrInvalidName wrap, ErrAlreadyRegistered while another layer for name is open, ErrClosed
 // after Close. Closing the layer (raft's NetworkTransport does it on Close) unregisters name.
 func (m *Mux) RaftLayer(name string) (*RaftLayer, error) {
@@ -51,6 +52,8 @@ func (m *Mux) RaftLayer(name string) (*RaftLayer, error) {
 		}
 	})
 	m.raft[name] = r.ln
+	close(m.registered) // wakes the connections waiting for a layer (awaitRaft)
+	m.registered = make(chan struct{})
 	return r, nil
 }
 
