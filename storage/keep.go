@@ -53,17 +53,22 @@ func (p *PartitionStore) Release() error {
 		return nil
 	}
 	s := p.store
-	s.forget(p)
 	p.dropPrecopies()
 	p.stopStrays()
 	p.stmts.reset()
 	p.readStmts.reset()
 	if err := syncSQLiteFiles(sqlitePath(s.sqliteDir, p.id)); err != nil {
+		s.forget(p)
 		return errors.Join(fmt.Errorf("storage: release partition %s/%d: %w", p.id.Datastore, p.id.Partition, err), p.closePools())
 	}
 	k := &keptPools{d: p.d, write: p.write, read: p.read}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Forgotten and kept in one step: a Partition call of the id meanwhile found it open
+	// (ErrPartitionOpen), never a second set of pools on the file.
+	if s.parts[p.id] == p {
+		delete(s.parts, p.id)
+	}
 	if s.closed {
 		return k.close()
 	}
